@@ -1,0 +1,29 @@
+# Set-up and entry points. `make repro` runs the pipeline, `make test` the test suite;
+# both create .venv and install the pinned dependencies first.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip install --disable-pip-version-check -q -c requirements/constraints.txt
+
+.PHONY: install install-test repro test bench clean
+
+$(VENV)/.installed: pyproject.toml requirements/constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) -e .
+	touch $@
+
+$(VENV)/.installed-test: $(VENV)/.installed
+	$(PIP) -e '.[test]'
+	touch $@
+
+install: $(VENV)/.installed
+install-test: $(VENV)/.installed-test
+
+repro: install
+	$(VENV)/bin/dvc repro
+
+test: install-test
+	$(PY) -m pytest -q
+
+bench: install-test
+	$(PY) benchmarks/bench_reservoir.py

@@ -1,0 +1,10 @@
+"""Imports every command module so that each registers its command(s) on the app."""
+
+import importlib
+
+_MODULES = [
+    # one entry per command module in esnfed_cli/; each does `@app.command()` on import
+]
+
+for _name in _MODULES:
+    importlib.import_module(f"esnfed_cli.{_name}")

@@ -1,0 +1,38 @@
+"""The `esnfed` command: registers every stage command on one Typer app."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from esnfed_core import __version__
+
+app = typer.Typer(
+    name="esnfed",
+    help="Federated and continual Echo State Networks (IncFed, FedIP, FedCLIP) on WESAD and HHAR: "
+    "each command is one stage of the DVC pipeline (`dvc repro` runs them all).",
+    no_args_is_help=True,
+    add_completion=False,
+    rich_markup_mode="rich",
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"esnfed {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    version: Annotated[
+        Optional[bool],
+        typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit."),
+    ] = None,
+) -> None:
+    """Federated and continual Echo State Networks on WESAD and HHAR."""
+
+
+# Stage commands register themselves on `app` when their module is imported.
+from esnfed_cli import commands  # noqa: E402,F401

@@ -1,0 +1,4 @@
+"""Algorithms of esnfed as plain functions over numpy arrays: reservoir, readout, federation,
+plasticity, continual learning, metrics and dataset formats. No CLI, no DVC, no printing."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,192 @@
+"""Ridge readout from sufficient statistics: accumulate (A, B, n) batch by batch, solve for a λ grid.
+
+Statistics are summed in float64 so that any split of the data (batches, clients) gives the same
+sums up to float64 rounding: this is what makes IncFed equal centralised ridge.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import scipy.linalg
+
+from esnfed_core.reservoir import DTYPE, Reservoir, iter_states
+from esnfed_core.validation import ParameterError, check_param
+
+# Rows of states converted to float64 at once when accumulating B = SᵀS (bounds the extra memory).
+_GRAM_CHUNK_ROWS = 8192
+
+
+@dataclass(frozen=True, eq=False)
+class RidgeStats:
+    """Sufficient statistics of a ridge readout: A = YᵀS (C, N), B = SᵀS (N, N), and counts.
+
+    ``n_steps`` counts the time steps (rows of S), ``n_windows`` the windows they came from.
+    Statistics add with ``+``; the sum over clients equals the statistics of the pooled data.
+    """
+
+    a: np.ndarray
+    b: np.ndarray
+    n_steps: int
+    n_windows: int
+
+    @classmethod
+    def zeros(cls, units: int, n_classes: int) -> "RidgeStats":
+        return cls(np.zeros((n_classes, units)), np.zeros((units, units)), 0, 0)
+
+    @property
+    def units(self) -> int:
+        return self.b.shape[0]
+
+    @property
+    def n_classes(self) -> int:
+        return self.a.shape[0]
+
+    def __add__(self, other: "RidgeStats") -> "RidgeStats":
+        if not isinstance(other, RidgeStats):
+            return NotImplemented
+        if other.a.shape != self.a.shape:
+            raise ValueError(f"RidgeStats: cannot add shapes {self.a.shape} and {other.a.shape}")
+        return RidgeStats(
+            self.a + other.a, self.b + other.b,
+            self.n_steps + other.n_steps, self.n_windows + other.n_windows,
+        )
+
+    def __radd__(self, other):  # lets sum() start from 0
+        if isinstance(other, int) and other == 0:
+            return self
+        return NotImplemented
+
+
+class StatsAccumulator:
+    """Mutable accumulator of RidgeStats over batches of states (time-major) and labels."""
+
+    def __init__(self, units: int, n_classes: int):
+        self.n_classes = n_classes
+        self._a = np.zeros((n_classes, units))
+        self._b = np.zeros((units, units), order="F")  # dsyrk accumulates into the upper triangle
+        self._n_steps = 0
+        self._n_windows = 0
+
+    def add(self, states: np.ndarray, labels: np.ndarray) -> None:
+        """Add states (T, B, N) with per-step labels (B, T)."""
+        t_len, b, n = states.shape
+        y = _flat_labels(labels, t_len, b, self.n_classes)
+        s = states.reshape(t_len * b, n)
+        for lo in range(0, s.shape[0], _GRAM_CHUNK_ROWS):
+            chunk = s[lo : lo + _GRAM_CHUNK_ROWS].astype(np.float64)
+            # chunk.T is Fortran-ordered (N, rows): dsyrk computes chunk.T @ chunk without a copy.
+            self._b = scipy.linalg.blas.dsyrk(1.0, chunk.T, beta=1.0, c=self._b, trans=0, lower=0,
+                                              overwrite_c=1)
+            self._a += _class_sums(chunk, y[lo : lo + _GRAM_CHUNK_ROWS], self.n_classes)
+        self._n_steps += t_len * b
+        self._n_windows += b
+
+    def result(self) -> RidgeStats:
+        b = np.triu(self._b) + np.triu(self._b, 1).T
+        return RidgeStats(self._a.copy(), np.ascontiguousarray(b), self._n_steps, self._n_windows)
+
+
+def _flat_labels(labels: np.ndarray, t_len: int, b: int, n_classes: int) -> np.ndarray:
+    labels = np.asarray(labels)
+    if labels.shape != (b, t_len):
+        raise ValueError(f"labels: expected shape {(b, t_len)}, got {labels.shape}")
+    y = labels.T.reshape(-1).astype(np.intp)
+    if y.size and (y.min() < 0 or y.max() >= n_classes):
+        raise ParameterError(f"labels: values must lie in [0, {n_classes}), got {y.min()}..{y.max()}")
+    return y
+
+
+def _class_sums(rows: np.ndarray, y: np.ndarray, n_classes: int) -> np.ndarray:
+    """Σ of the rows of each class: the one-hot product YᵀS without building Y."""
+    onehot = np.zeros((n_classes, len(y)))
+    onehot[y, np.arange(len(y))] = 1.0
+    return onehot @ rows
+
+
+def ridge_stats(
+    res: Reservoir, x: np.ndarray, labels: np.ndarray, n_classes: int, batch_size: int = 256
+) -> RidgeStats:
+    """Statistics of windows ``x`` (W, T, U) with per-step ``labels`` (W, T), streamed by batch."""
+    acc = StatsAccumulator(res.units, n_classes)
+    for sb in iter_states(res, x, batch_size):
+        acc.add(sb.states, labels[sb.index])
+    return acc.result()
+
+
+def solve(stats: RidgeStats, lambdas: Sequence[float] | float) -> np.ndarray:
+    """Readouts W = A (B + λI)⁻¹ for each λ, in float64: shape (L, C, N), or (C, N) for a scalar.
+
+    Uses a Cholesky (symmetric positive-definite) solve per λ; when B + λI is numerically
+    singular (λ = 0 and dead units) it falls back to a least-squares solve.
+    """
+    scalar = np.ndim(lambdas) == 0
+    lams = np.atleast_1d(np.asarray(lambdas, dtype=np.float64))
+    for lam in lams:
+        check_param("lambda", float(lam), low=0.0)
+    n = stats.units
+    out = np.empty((len(lams), stats.n_classes, n))
+    eye = np.eye(n)
+    for i, lam in enumerate(lams):
+        m = stats.b + lam * eye
+        try:
+            c = scipy.linalg.cho_factor(m, lower=False, check_finite=False)
+            out[i] = scipy.linalg.cho_solve(c, stats.a.T, check_finite=False).T
+        except np.linalg.LinAlgError:
+            out[i] = scipy.linalg.lstsq(m, stats.a.T)[0].T
+    return out[0] if scalar else out
+
+
+@dataclass(frozen=True)
+class Counts:
+    """Correct and total predicted time steps, per readout in a grid (adds with ``+``)."""
+
+    correct: np.ndarray
+    total: int
+
+    def __add__(self, other: "Counts") -> "Counts":
+        return Counts(self.correct + other.correct, self.total + other.total)
+
+    @property
+    def accuracy(self) -> np.ndarray:
+        return self.correct / max(self.total, 1)
+
+
+def predict(states: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Per-step class predictions (argmax) for states (T, B, N) and readout (C, N): (B, T)."""
+    t_len, b, n = states.shape
+    scores = states.reshape(t_len * b, n) @ w.T.astype(DTYPE)
+    return scores.argmax(axis=1).reshape(t_len, b).T
+
+
+def count_correct(states: np.ndarray, labels: np.ndarray, readouts: np.ndarray) -> Counts:
+    """Correct steps of each readout in ``readouts`` (L, C, N) on one batch, in one GEMM."""
+    t_len, b, n = states.shape
+    ll, c, _ = readouts.shape
+    y = labels.T.reshape(-1)
+    w = readouts.reshape(ll * c, n).T.astype(DTYPE)
+    scores = (states.reshape(t_len * b, n) @ w).reshape(t_len * b, ll, c)
+    pred = scores.argmax(axis=2)
+    correct = (pred == y[:, None]).sum(axis=0)
+    return Counts(correct.astype(np.int64), t_len * b)
+
+
+def evaluate(
+    res: Reservoir, x: np.ndarray, labels: np.ndarray, readouts: np.ndarray, batch_size: int = 256
+) -> Counts:
+    """Accuracy counts of readouts (L, C, N) — or one (C, N) — on windows ``x``, streamed."""
+    grid = readouts if readouts.ndim == 3 else readouts[None]
+    total = Counts(np.zeros(len(grid), np.int64), 0)
+    for sb in iter_states(res, x, batch_size):
+        total = total + count_correct(sb.states, labels[sb.index], grid)
+    return total
+
+
+def random_baseline(labels: np.ndarray, n_classes: int, seed: int) -> Counts:
+    """Counts of a uniformly random prediction per time step (the IncFed tables' baseline)."""
+    rng = np.random.default_rng(seed)
+    y = np.asarray(labels).reshape(-1)
+    pred = rng.integers(0, n_classes, size=y.shape)
+    return Counts(np.array([int((pred == y).sum())]), int(y.size))

@@ -1,0 +1,227 @@
+"""The Echo State Network reservoir: deterministic construction and the batched recurrence.
+
+Windows advance together, one BLAS-3 product per time step, in float32; memory is bounded by the
+batch. States are time-major: ``states[t, i]`` is the post-leak state of window ``i`` at step ``t``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Callable, Iterator
+
+import numpy as np
+
+from esnfed_core.validation import check_finite, check_param
+
+DTYPE = np.float32
+
+
+@dataclass(frozen=True)
+class ReservoirConfig:
+    """Hyperparameters of a reservoir (PROTOCOL §2)."""
+
+    n_inputs: int
+    units: int
+    spectral_radius: float
+    leak: float
+    input_scaling: float
+
+    def __post_init__(self) -> None:
+        check_param("n_inputs", self.n_inputs, integer=True, low=1)
+        check_param("units", self.units, integer=True, low=1)
+        check_param("spectral_radius", self.spectral_radius, low=0.0, low_open=True)
+        check_param("leak", self.leak, low=0.0, high=1.0, low_open=True)
+        check_param("input_scaling", self.input_scaling, low=0.0, low_open=True)
+
+
+@dataclass(frozen=True, eq=False)
+class Reservoir:
+    """A built reservoir: fixed weights plus the IP-adapted gain ``g`` and bias ``b``.
+
+    ``w_in`` is (N, U), ``w`` is (N, N), ``gain`` and ``bias`` are (N,), all float32.
+    Instances are immutable; :meth:`with_ip` returns a copy with new gain and bias.
+    """
+
+    w_in: np.ndarray
+    w: np.ndarray
+    leak: float
+    gain: np.ndarray
+    bias: np.ndarray
+    _w_t: np.ndarray = field(init=False, repr=False)
+    _w_in_t: np.ndarray = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        n, u = self.w_in.shape
+        if self.w.shape != (n, n):
+            raise ValueError(f"w: shape {self.w.shape} does not match w_in rows {n}")
+        for name in ("gain", "bias"):
+            if getattr(self, name).shape != (n,):
+                raise ValueError(f"{name}: shape {getattr(self, name).shape}, expected ({n},)")
+        check_param("leak", self.leak, low=0.0, high=1.0, low_open=True)
+        for name in ("w_in", "w", "gain", "bias"):
+            arr = np.ascontiguousarray(getattr(self, name), dtype=DTYPE)
+            check_finite(name, arr)
+            arr.setflags(write=False)
+            object.__setattr__(self, name, arr)
+        # Transposed copies so the hot loop multiplies row-major batches without re-layout.
+        object.__setattr__(self, "_w_t", np.ascontiguousarray(self.w.T))
+        object.__setattr__(self, "_w_in_t", np.ascontiguousarray(self.w_in.T))
+
+    @property
+    def units(self) -> int:
+        return self.w.shape[0]
+
+    @property
+    def n_inputs(self) -> int:
+        return self.w_in.shape[1]
+
+    @property
+    def has_ip(self) -> bool:
+        """True when gain or bias differ from their initial values (1, 0)."""
+        return bool(np.any(self.gain != 1.0) or np.any(self.bias != 0.0))
+
+    def with_ip(self, gain: np.ndarray, bias: np.ndarray) -> "Reservoir":
+        """Copy with new intrinsic-plasticity parameters (weights shared, not copied)."""
+        return replace(self, gain=np.asarray(gain, DTYPE), bias=np.asarray(bias, DTYPE))
+
+
+def spectral_radius(w: np.ndarray) -> float:
+    """Largest eigenvalue modulus, computed in float64."""
+    return float(np.max(np.abs(np.linalg.eigvals(np.asarray(w, np.float64)))))
+
+
+def build_reservoir(config: ReservoirConfig, seed: int | np.random.Generator) -> Reservoir:
+    """Draw W_in ~ U(-1,1)·input_scaling and Ŵ ~ N(0,1) rescaled to the spectral radius.
+
+    The same config and seed give bit-identical matrices on every platform numpy supports.
+    """
+    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+    n, u = config.units, config.n_inputs
+    w_in = rng.uniform(-1.0, 1.0, size=(n, u)) * config.input_scaling
+    w = rng.standard_normal(size=(n, n))
+    rho = spectral_radius(w)
+    if rho == 0.0:  # only possible for a 1x1 reservoir drawing exactly 0
+        w = np.ones((n, n))
+        rho = spectral_radius(w)
+    w *= config.spectral_radius / rho
+    return Reservoir(
+        w_in=w_in, w=w, leak=float(config.leak), gain=np.ones(n), bias=np.zeros(n)
+    )
+
+
+def _check_batch(res: Reservoir, x: np.ndarray) -> np.ndarray:
+    if x.ndim != 3:
+        raise ValueError(f"input: expected (windows, steps, features), got shape {x.shape}")
+    if x.shape[2] != res.n_inputs:
+        raise ValueError(f"input: width {x.shape[2]} does not match reservoir n_inputs {res.n_inputs}")
+    x = np.asarray(x, dtype=DTYPE)
+    check_finite("input", x)
+    return x
+
+
+def run_batch(
+    res: Reservoir,
+    x: np.ndarray,
+    *,
+    out: np.ndarray | None = None,
+    xnet_out: np.ndarray | None = None,
+    x0: np.ndarray | None = None,
+) -> np.ndarray:
+    """Run the reservoir over a batch of windows ``x`` (B, T, U); return states (T, B, N).
+
+    Each window starts from x(0) = 0 (or ``x0``, (B, N), used by the echo-state tests).
+    ``out`` and ``xnet_out`` are optional preallocated (T, B, N) float32 buffers; when
+    ``xnet_out`` is given it receives x_net(t) = W_in u(t) + Ŵ x(t-1) (before gain and bias),
+    which intrinsic plasticity needs.
+    """
+    x = _check_batch(res, x)
+    b, t_len, u = x.shape
+    n = res.units
+    states = np.empty((t_len, b, n), DTYPE) if out is None else out
+    if states.shape != (t_len, b, n) or states.dtype != DTYPE:
+        raise ValueError(f"out: expected float32 {(t_len, b, n)}, got {states.dtype} {states.shape}")
+    # Input projection of every step at once (one GEMM), written where the states will go:
+    # states[t] holds W_in u(t) until step t overwrites it with x(t).
+    np.matmul(
+        np.ascontiguousarray(x.transpose(1, 0, 2)).reshape(t_len * b, u),
+        res._w_in_t,
+        out=states.reshape(t_len * b, n),
+    )
+    a = DTYPE(res.leak)
+    keep = DTYPE(1.0) - a
+    use_ip = res.has_ip
+    g, bias = res.gain, res.bias
+    h = np.empty((b, n), DTYPE)
+    prev = np.zeros((b, n), DTYPE) if x0 is None else np.array(x0, dtype=DTYPE, copy=True)
+    if prev.shape != (b, n):
+        raise ValueError(f"x0: expected shape {(b, n)}, got {prev.shape}")
+    first = x0 is None
+    for t in range(t_len):
+        cur = states[t]
+        if first and t == 0:
+            np.copyto(h, cur)  # x(-1) = 0: no recurrent term
+        else:
+            np.matmul(prev, res._w_t, out=h)
+            h += cur
+        if xnet_out is not None:
+            np.copyto(xnet_out[t], h)
+        if use_ip:
+            h *= g
+            h += bias
+        np.tanh(h, out=h)
+        # x(t) = (1-a) x(t-1) + a h(t), written in place over the projection.
+        np.multiply(prev, keep, out=cur)
+        h *= a
+        cur += h
+        prev = cur
+    return states
+
+
+@dataclass(frozen=True)
+class StateBatch:
+    """States of one batch of windows: ``states`` (T, B, N), the window indices, and
+    ``xnet`` (T, B, N) when it was requested."""
+
+    index: np.ndarray
+    states: np.ndarray
+    xnet: np.ndarray | None = None
+
+
+def iter_states(
+    res: Reservoir,
+    x: np.ndarray,
+    batch_size: int = 256,
+    *,
+    order: np.ndarray | None = None,
+    with_xnet: bool = False,
+) -> Iterator[StateBatch]:
+    """Yield the states of ``x`` (windows, T, U) batch by batch, in ``order`` if given.
+
+    Buffers are reused between batches (of equal size): consume or copy each batch before
+    asking for the next. Memory is O(batch_size · T · N), whatever the number of windows.
+    """
+    check_param("batch_size", batch_size, integer=True, low=1)
+    n_win = x.shape[0]
+    idx_all = np.arange(n_win) if order is None else np.asarray(order)
+    buf: np.ndarray | None = None
+    xbuf: np.ndarray | None = None
+    for start in range(0, len(idx_all), batch_size):
+        idx = idx_all[start : start + batch_size]
+        batch = x[idx] if order is not None else x[start : start + len(idx)]
+        shape = (batch.shape[1], len(idx), res.units)
+        if buf is None or buf.shape != shape:
+            buf = np.empty(shape, DTYPE)
+            xbuf = np.empty(shape, DTYPE) if with_xnet else None
+        states = run_batch(res, batch, out=buf, xnet_out=xbuf)
+        yield StateBatch(index=idx, states=states, xnet=xbuf)
+
+
+def map_states(
+    res: Reservoir,
+    x: np.ndarray,
+    consumer: Callable[[StateBatch], None],
+    batch_size: int = 256,
+) -> None:
+    """Feed every batch of states of ``x`` to ``consumer`` (a callback form of iter_states)."""
+    for sb in iter_states(res, x, batch_size):
+        consumer(sb)

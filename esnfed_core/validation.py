@@ -1,0 +1,46 @@
+"""Boundary checks shared by the core: every error names the parameter and the offending value."""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+
+from esnfed_core.errors import EsnfedError
+
+
+class ParameterError(EsnfedError, ValueError):
+    """A hyperparameter or input is invalid; the message starts with its name."""
+
+
+def check_param(
+    name: str,
+    value,
+    *,
+    integer: bool = False,
+    low: float | None = None,
+    high: float | None = None,
+    low_open: bool = False,
+    high_open: bool = False,
+) -> None:
+    """Raise ParameterError unless ``value`` is a finite number in the given range."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ParameterError(f"{name}: expected a number, got {value!r}")
+    if integer and not isinstance(value, numbers.Integral):
+        raise ParameterError(f"{name}: expected an integer, got {value!r}")
+    if not math.isfinite(float(value)):
+        raise ParameterError(f"{name}: must be finite, got {value!r}")
+    if low is not None and (value <= low if low_open else value < low):
+        op = ">" if low_open else ">="
+        raise ParameterError(f"{name}: must be {op} {low}, got {value!r}")
+    if high is not None and (value >= high if high_open else value > high):
+        op = "<" if high_open else "<="
+        raise ParameterError(f"{name}: must be {op} {high}, got {value!r}")
+
+
+def check_finite(name: str, arr: np.ndarray) -> None:
+    """Raise ParameterError if ``arr`` holds NaN or infinity."""
+    if not np.all(np.isfinite(arr)):
+        bad = int(np.size(arr) - np.count_nonzero(np.isfinite(arr)))
+        raise ParameterError(f"{name}: contains {bad} NaN or infinite value(s)")

@@ -1,0 +1,35 @@
+"""Reading params.yaml: the single source of every stage's parameters."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from esnfed_core.errors import ConfigError
+
+DEFAULT_PARAMS = Path("params.yaml")
+
+
+def load_params(path: str | Path = DEFAULT_PARAMS) -> dict[str, Any]:
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: params file not found")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML ({exc})".replace("\n", " ")) from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: top level must be a mapping")
+    return data
+
+
+def section(params: dict[str, Any], key: str) -> Any:
+    """``params[a][b]`` for key "a.b", with an error naming the missing key."""
+    cur: Any = params
+    for part in key.split("."):
+        if not isinstance(cur, dict) or part not in cur:
+            raise ConfigError(f"params.yaml: missing key '{key}'")
+        cur = cur[part]
+    return cur
