@@ -1,0 +1,95 @@
+"""The processed-data format shared by every dataset: per-user windows in an uncompressed .npz
+(x float32 (W,T,F), y int8 (W,T), context int8 (W,)) plus a JSON manifest."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from esnfed_core.errors import DataError
+
+MANIFEST = "manifest.json"
+
+
+@dataclass(frozen=True, eq=False)
+class UserData:
+    """The windows of one user: inputs, per-step class labels and the context of each window."""
+
+    x: np.ndarray
+    y: np.ndarray
+    context: np.ndarray
+
+    def __post_init__(self) -> None:
+        if self.x.ndim != 3:
+            raise ValueError(f"x: expected (windows, steps, features), got shape {self.x.shape}")
+        if self.y.shape != self.x.shape[:2]:
+            raise ValueError(f"y: shape {self.y.shape} does not match x {self.x.shape[:2]}")
+        if self.context.shape != self.x.shape[:1]:
+            raise ValueError(f"context: shape {self.context.shape} does not match {self.x.shape[0]} windows")
+
+    @property
+    def windows(self) -> int:
+        return self.x.shape[0]
+
+    def select(self, mask_or_index) -> "UserData":
+        return UserData(self.x[mask_or_index], self.y[mask_or_index], self.context[mask_or_index])
+
+    def of_context(self, ctx: int) -> "UserData":
+        return self.select(self.context == ctx)
+
+    @staticmethod
+    def concat(parts: list["UserData"]) -> "UserData":
+        if not parts:
+            raise ValueError("concat: no parts")
+        return UserData(
+            np.concatenate([p.x for p in parts]),
+            np.concatenate([p.y for p in parts]),
+            np.concatenate([p.context for p in parts]),
+        )
+
+
+def user_path(directory: str | Path, user: str) -> Path:
+    return Path(directory) / f"{user}.npz"
+
+
+def load_manifest(directory: str | Path) -> dict:
+    path = Path(directory) / MANIFEST
+    if not path.is_file():
+        raise DataError(f"{path}: manifest not found (run `esnfed preprocess` first)")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise DataError(f"{path}: not valid JSON ({exc})") from None
+
+
+def load_user(directory: str | Path, user: str) -> UserData:
+    """Read one user's windows; never unpickles (allow_pickle=False)."""
+    path = user_path(directory, user)
+    if not path.is_file():
+        raise DataError(f"{path}: processed file for user '{user}' not found")
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            missing = {"x", "y", "context"} - set(z.files)
+            if missing:
+                raise DataError(f"{path}: missing arrays {sorted(missing)}")
+            x, y, ctx = z["x"], z["y"], z["context"]
+    except DataError:
+        raise
+    except Exception as exc:  # zipfile.BadZipFile, ValueError, OSError: a corrupt file
+        raise DataError(f"{path}: cannot read ({exc})") from None
+    if x.dtype != np.float32:
+        raise DataError(f"{path}: x has dtype {x.dtype}, expected float32")
+    try:
+        return UserData(x, y.astype(np.int8, copy=False), ctx.astype(np.int8, copy=False))
+    except ValueError as exc:
+        raise DataError(f"{path}: {exc}") from None
+
+
+def save_user(path: str | Path, data: UserData) -> None:
+    """Write one user's windows as an uncompressed .npz (the caller makes it atomic)."""
+    with open(path, "wb") as f:
+        np.savez(f, x=data.x.astype(np.float32, copy=False), y=data.y.astype(np.int8, copy=False),
+                 context=data.context.astype(np.int8, copy=False))
