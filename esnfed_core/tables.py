@@ -1,0 +1,434 @@
+"""The papers' tables (PROTOCOL §7) as data: which methods each compares, and pure assembly of
+cells (mean ± population std ×100, marks, published values) into Markdown, CSV and metrics.
+
+No file I/O: callers pass the scores, the t-test comparisons and the published values in, and
+write the returned strings. Scores are fractions in [0, 1]; cells and CSV are in percent.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from dataclasses import asdict, dataclass
+from typing import Any, Iterable, Iterator, Mapping, Sequence
+
+import numpy as np
+
+from esnfed_core.errors import DataError
+from esnfed_core.stats import Mark, TestResult, marks
+
+PCTS: tuple[str, ...] = ("25", "50", "75", "100")
+DATASETS: tuple[str, ...] = ("wesad", "hhar")
+DATASET_LABELS = {"wesad": "WESAD", "hhar": "HHAR"}
+NA = "n/a"
+
+# (dataset, method, pct, column) -> retrain scores; a missing key is a method not (yet) assessed.
+ScoreKey = tuple[str, str, str, str]
+Scores = Mapping[ScoreKey, Sequence[float]]
+
+OTHER_PREPROCESSING = (
+    "The {paper} paper used its own preprocessing ({what}); its published numbers are shown for "
+    "reference and are not directly comparable: under this single protocol (PROTOCOL §1) the table "
+    "is recomputed."
+)
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """One table of PROTOCOL §7: its datasets, the compared methods (id, paper label), columns.
+
+    ``published`` formats the column name of a cell in paper_results.yaml; ``tested`` lists the
+    columns that carry t-test marks (the IncFed tables mark the test column only).
+    """
+
+    id: str
+    title: str
+    datasets: tuple[str, ...]
+    methods: tuple[tuple[str, str], ...]
+    columns: tuple[str, ...] = ("test",)
+    tested: tuple[str, ...] = ("test",)
+    published: str = "{dataset}/{label}"
+    note: str = ""
+
+    @property
+    def method_ids(self) -> tuple[str, ...]:
+        return tuple(m for m, _ in self.methods)
+
+    def published_column(self, dataset: str, label: str, column: str) -> str:
+        return self.published.format(dataset=dataset, label=label, column=column)
+
+
+_IJCNN_METHODS = (("random", "random"), ("ridge", "centralized"), ("fedavg", "fedavg"),
+                  ("incfed", "incfed"))
+_IJCNN_NOTE = OTHER_PREPROCESSING.format(
+    paper="IncFed (IJCNN 2021)",
+    what="WESAD windows of 350 samples; HAR as HHAR with 32 engineered features, sequences of 500; "
+    "its ± values look like fractions and are copied as printed")
+
+TABLES: tuple[TableSpec, ...] = tuple(
+    [
+        TableSpec(f"ijcnn-{ds}", f"IncFed (IJCNN 2021), Table {'V' if ds == 'wesad' else 'VI'}: "
+                  f"train and test accuracy on {DATASET_LABELS[ds]}",
+                  (ds,), _IJCNN_METHODS, columns=("train", "test"), published="{label}/{column}",
+                  note=_IJCNN_NOTE)
+        for ds in DATASETS
+    ]
+    + [
+        TableSpec("esann", "ESANN 2022, Table 2: IncFed vs FedIP (+IncFed readout)", DATASETS,
+                  (("incfed", "incfed"), ("fedip", "fedip")),
+                  note=OTHER_PREPROCESSING.format(
+                      paper="ESANN 2022", what="HHAR Nexus4 only, windows of 400 steps")),
+        TableSpec("fedip", "Decentralized Plasticity, Table 1: federated stationary, without vs "
+                  "with FedIP (IncFed readout)", DATASETS,
+                  (("incfed", "without-fedip"), ("fedip", "with-fedip"))),
+        TableSpec("fedclip", "Decentralized Plasticity, Table 2: federated continual (FedCLIP), "
+                  "stream accuracy after the last context", DATASETS,
+                  (("fedclip-naive", "naive"), ("fedclip-replay", "replay"),
+                   ("fedclip-joint", "joint"))),
+        TableSpec("ip-centralized", "Decentralized Plasticity, Table 4: centralised stationary, "
+                  "without vs with IP", DATASETS, (("ridge", "without-ip"), ("ip", "with-ip"))),
+        TableSpec("clip-centralized", "Decentralized Plasticity, Table 5: centralised continual "
+                  "(CLIP), stream accuracy after the last context", DATASETS,
+                  (("clip-naive", "naive"), ("clip-replay", "replay"), ("clip-joint", "joint"))),
+    ]
+)
+TABLE_IDS: tuple[str, ...] = tuple(t.id for t in TABLES)
+
+
+def table_spec(table_id: str) -> TableSpec:
+    for spec in TABLES:
+        if spec.id == table_id:
+            return spec
+    raise KeyError(table_id)
+
+
+def required_inputs(specs: Iterable[TableSpec] = TABLES) -> list[tuple[str, str]]:
+    """Every (dataset, method) the tables need, in first-use order."""
+    seen: dict[tuple[str, str], None] = {}
+    for spec in specs:
+        for ds in spec.datasets:
+            for m in spec.method_ids:
+                seen.setdefault((ds, m), None)
+    return list(seen)
+
+
+def comparison_groups(spec: TableSpec, scores: Scores
+                      ) -> Iterator[tuple[str, str, str, dict[str, Sequence[float]]]]:
+    """(dataset, pct, column, {method: scores}) for every marked group, methods in table order.
+
+    Methods without scores are left out (so a partial report still compares what it has).
+    """
+    for ds in spec.datasets:
+        for pct in PCTS:
+            for col in spec.tested:
+                group = {m: scores[(ds, m, pct, col)] for m in spec.method_ids
+                         if (ds, m, pct, col) in scores}
+                if len(group) >= 2:
+                    yield ds, pct, col, group
+
+
+# ---------------------------------------------------------------------------------------------
+# Published values
+
+Published = dict[str, dict[tuple[str, str], tuple[float, float | None, str]]]
+
+
+def parse_published(doc: Mapping[str, Any], source: str = "paper_results.yaml") -> Published:
+    """{table: {(pct, column name): (mean, std | None, mark)}} from the paper-results document."""
+    out: Published = {}
+    for spec in TABLES:
+        entry = doc.get(spec.id)
+        if not isinstance(entry, Mapping) or "columns" not in entry or "rows" not in entry:
+            raise DataError(f"{source}: table '{spec.id}' missing or without columns/rows")
+        columns = list(entry["columns"])
+        table: dict[tuple[str, str], tuple[float, float | None, str]] = {}
+        for pct, row in entry["rows"].items():
+            if len(row) != len(columns):
+                raise DataError(f"{source}: {spec.id} row {pct} has {len(row)} cells for "
+                                f"{len(columns)} columns")
+            for name, cell in zip(columns, row):
+                mean, std, mark = cell
+                table[(str(pct), name)] = (float(mean), None if std is None else float(std),
+                                           str(mark or ""))
+        out[spec.id] = table
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Cells
+
+@dataclass(frozen=True)
+class Cell:
+    """One table cell: our mean ± population std (percent), the test's p and mark, the paper's."""
+
+    table: str
+    dataset: str
+    pct: str
+    method: str
+    label: str
+    column: str
+    n: int
+    mean: float | None
+    std: float | None
+    p_value: float | None
+    mark: str
+    published_mean: float | None
+    published_std: float | None
+    published_mark: str = ""
+
+
+CSV_COLUMNS = ("table", "dataset", "pct", "method", "column", "n", "mean", "std", "p_value",
+               "mark", "published_mean", "published_std")
+
+
+def mean_std_percent(scores: Sequence[float]) -> tuple[float, float]:
+    """Mean and population std (ddof=0) of fractions, in percent."""
+    x = np.asarray(scores, dtype=np.float64)
+    return float(x.mean() * 100.0), float(x.std(ddof=0) * 100.0)
+
+
+def format_value(mean: float | None, std: float | None, mark: str = "") -> str:
+    """"72.09 ± 0.59" with Markdown bold/italic; no std -> the mean alone; no mean -> n/a."""
+    if mean is None:
+        return NA
+    text = f"{mean:.2f}" if std is None else f"{mean:.2f} ± {std:.2f}"
+    return {"bold": f"**{text}**", "italic": f"*{text}*"}.get(mark, text)
+
+
+def _result(comp: Mapping[str, Any]) -> TestResult:
+    return TestResult(float(comp["mean_a"]), float(comp["mean_b"]), int(comp.get("n_a", 0)),
+                      int(comp.get("n_b", 0)), comp.get("t"), comp.get("p"),
+                      bool(comp["significant"]))
+
+
+def group_marks(comparisons: Iterable[Mapping[str, Any]]
+                ) -> dict[tuple[str, str, str, str], tuple[dict[str, Mark], dict[str, float | None]]]:
+    """Per (table, dataset, pct, column): the marks and the p-value shown beside each method.
+
+    The best (every comparison's ``a``) shows its largest p against the others, so that its bold
+    mark reads as "p <= alpha"; the others show the p of the best against them.
+    """
+    by_group: dict[tuple[str, str, str, str], list[Mapping[str, Any]]] = {}
+    for comp in comparisons:
+        key = (comp["table"], comp["dataset"], str(comp["pct"]), comp.get("column", "test"))
+        by_group.setdefault(key, []).append(comp)
+    out = {}
+    for key, comps in by_group.items():
+        best = comps[0]["a"]
+        tests = {c["b"]: _result(c) for c in comps}
+        ps = {c["b"]: c.get("p") for c in comps}
+        defined = [p for p in ps.values() if p is not None]
+        ps[best] = max(defined) if defined else None
+        out[key] = (marks(best, tests), ps)
+    return out
+
+
+def build_cells(spec: TableSpec, scores: Scores, comparisons: Iterable[Mapping[str, Any]],
+                published: Published) -> list[Cell]:
+    """Every cell of ``spec`` in layout order (dataset, method, column; then share)."""
+    marked = group_marks(c for c in comparisons if c["table"] == spec.id)
+    pub = published.get(spec.id, {})
+    cells = []
+    for pct in PCTS:
+        for ds in spec.datasets:
+            for method, label in spec.methods:
+                for col in spec.columns:
+                    values = scores.get((ds, method, pct, col))
+                    mean = std = None
+                    if values is not None and len(values):
+                        mean, std = mean_std_percent(values)
+                    mk, ps = marked.get((spec.id, ds, pct, col), ({}, {}))
+                    p_mean, p_std, p_mark = pub.get((pct, spec.published_column(ds, label, col)),
+                                                    (None, None, ""))
+                    cells.append(Cell(spec.id, ds, pct, method, label, col,
+                                      0 if values is None else len(values), mean, std,
+                                      ps.get(method), mk.get(method, ""), p_mean, p_std, p_mark))
+    return cells
+
+
+def _header_name(spec: TableSpec, ds: str, label: str, col: str) -> str:
+    parts = [DATASET_LABELS.get(ds, ds)] if len(spec.datasets) > 1 else []
+    parts.append(label)
+    if len(spec.columns) > 1:
+        parts.append(col)
+    return " ".join(parts)
+
+
+def render_markdown(spec: TableSpec, cells: Sequence[Cell], header: Sequence[str]) -> str:
+    """The table in the papers' layout: a row per share, ours and the paper's value side by side."""
+    keys = [(ds, m, label, col) for ds in spec.datasets for m, label in spec.methods
+            for col in spec.columns]
+    lookup = {(c.pct, c.dataset, c.method, c.column): c for c in cells}
+    lines = [f"# {spec.id}: {spec.title}", ""]
+    lines += [f"- {h}" for h in header]
+    if spec.note:
+        lines.append(f"- Note: {spec.note}")
+    lines.append("")
+    head = ["train users"]
+    for ds, _, label, col in keys:
+        head += [_header_name(spec, ds, label, col), "paper"]
+    lines.append("| " + " | ".join(head) + " |")
+    lines.append("|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|")
+    for pct in PCTS:
+        row = [f"{pct}%"]
+        for ds, m, _, col in keys:
+            c = lookup[(pct, ds, m, col)]
+            row += [format_value(c.mean, c.std, c.mark),
+                    format_value(c.published_mean, c.published_std, c.published_mark)]
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _csv_value(v: Any) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, float):
+        return repr(v) if math.isfinite(v) else ""
+    return str(v)
+
+
+def to_csv(rows: Iterable[Mapping[str, Any]], columns: Sequence[str]) -> str:
+    """CSV text (header + rows, '\\n' line ends) with empty fields for missing values."""
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(columns)
+    for row in rows:
+        writer.writerow([_csv_value(row.get(c)) for c in columns])
+    return buf.getvalue()
+
+
+def cells_csv(cells: Iterable[Cell]) -> str:
+    return to_csv((asdict(c) for c in cells), CSV_COLUMNS)
+
+
+# ---------------------------------------------------------------------------------------------
+# Metrics
+
+def metrics(scores: Scores, column: str = "test", digits: int = 6) -> dict[str, Any]:
+    """{dataset: {method: {pct: mean}}} of the mean scores, rounded so the bytes are stable."""
+    out: dict[str, Any] = {}
+    for (ds, m, pct, col), values in sorted(scores.items()):
+        if col != column or not len(values):
+            continue
+        out.setdefault(ds, {}).setdefault(m, {})[pct] = round(float(np.mean(values)), digits)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Communication
+
+COMMUNICATION_METHODS: tuple[str, ...] = ("incfed", "fedavg", "fedip", "fedclip-naive",
+                                          "fedclip-replay", "fedclip-joint")
+COMMUNICATION_COLUMNS = (
+    "dataset", "pct", "method", "units", "classes", "clients", "rounds",
+    "up_floats_per_client_round", "down_floats_per_client_round",
+    "up_bytes_per_client_round", "down_bytes_per_client_round",
+    "up_floats", "down_floats", "up_bytes", "down_bytes",
+    "formula_up", "formula_down", "analytic_up_floats", "analytic_down_floats", "match",
+)
+
+
+@dataclass(frozen=True)
+class Communication:
+    """What one retrain of a federated method sent, as counted from its messages."""
+
+    dataset: str
+    pct: str
+    method: str
+    up_floats: int
+    down_floats: int
+    up_bytes: int
+    down_bytes: int
+    rounds: int
+    clients: int
+    units: int | None = None
+    classes: int | None = None
+    ip_rounds: int | None = None  # FedIP rounds (FedCLIP: summed over contexts)
+    contexts: int | None = None   # FedCLIP: one IncFed readout per context
+
+
+def analytic_floats(c: Communication) -> tuple[str, str, int | None, int | None]:
+    """PROTOCOL §3 and §5 formulas: (per-client text up, down, total up, total down).
+
+    IncFed: up N² + N·C, down N·C, one round. FedAvg: N·C each way. FedIP: 2N each way per round,
+    then one IncFed readout. FedCLIP: 2N each way per IP round, an IncFed readout per context.
+    Totals are None when a size they need (N, C, rounds) is unknown.
+    """
+    n, k, ncls = c.units, c.clients, c.classes
+    base = c.method.split("-")[0]
+    known = n is not None and ncls is not None
+    if base == "incfed":
+        return ("N²+N·C", "N·C", k * (n * n + n * ncls) if known else None,
+                k * n * ncls if known else None)
+    if base == "fedavg":
+        return ("N·C", "N·C", k * n * ncls if known else None, k * n * ncls if known else None)
+    if base in ("fedip", "fedclip"):
+        readouts = 1 if base == "fedip" else c.contexts
+        ok = known and c.ip_rounds is not None and readouts is not None
+        up = k * (2 * n * c.ip_rounds + readouts * (n * n + n * ncls)) if ok else None
+        down = k * (2 * n * c.ip_rounds + readouts * n * ncls) if ok else None
+        per = "per IP round; + N²+N·C per readout" if base == "fedip" else \
+            "per IP round; + N²+N·C per context"
+        return (f"2N {per}", f"2N {per.replace('N²+N·C', 'N·C')}", up, down)
+    return ("", "", None, None)
+
+
+def communication_rows(items: Iterable[Communication]) -> list[dict[str, Any]]:
+    """One row per (dataset, pct, method): measured per client per round and total, analytic."""
+    rows = []
+    for c in items:
+        per = max(c.clients * c.rounds, 1)
+        f_up, f_down, a_up, a_down = analytic_floats(c)
+        match = None if a_up is None else (a_up == c.up_floats and a_down == c.down_floats)
+        rows.append({
+            "dataset": c.dataset, "pct": c.pct, "method": c.method, "units": c.units,
+            "classes": c.classes, "clients": c.clients, "rounds": c.rounds,
+            "up_floats_per_client_round": c.up_floats / per,
+            "down_floats_per_client_round": c.down_floats / per,
+            "up_bytes_per_client_round": c.up_bytes / per,
+            "down_bytes_per_client_round": c.down_bytes / per,
+            "up_floats": c.up_floats, "down_floats": c.down_floats,
+            "up_bytes": c.up_bytes, "down_bytes": c.down_bytes,
+            "formula_up": f_up, "formula_down": f_down,
+            "analytic_up_floats": a_up, "analytic_down_floats": a_down,
+            "match": "" if match is None else ("yes" if match else "no"),
+        })
+    return rows
+
+
+def _num(v: Any) -> str:
+    if v is None or v == "":
+        return NA
+    if isinstance(v, float):
+        return f"{v:,.1f}"
+    if isinstance(v, int):
+        return f"{v:,}"
+    return str(v)
+
+
+def render_communication_markdown(rows: Sequence[Mapping[str, Any]], header: Sequence[str]) -> str:
+    """Measured floats/bytes per client per round and in total beside the analytic formulas."""
+    cols = [("dataset", "dataset"), ("pct", "train users"), ("method", "method"), ("units", "N"),
+            ("classes", "C"), ("clients", "clients"), ("rounds", "rounds"),
+            ("up_floats_per_client_round", "up floats/client/round"),
+            ("down_floats_per_client_round", "down floats/client/round"),
+            ("up_bytes_per_client_round", "up bytes/client/round"),
+            ("down_bytes_per_client_round", "down bytes/client/round"),
+            ("up_floats", "up floats total"), ("down_floats", "down floats total"),
+            ("up_bytes", "up bytes total"), ("down_bytes", "down bytes total"),
+            ("formula_up", "formula up (per client)"), ("formula_down", "formula down"),
+            ("analytic_up_floats", "analytic up total"),
+            ("analytic_down_floats", "analytic down total"), ("match", "match")]
+    lines = ["# communication: floats and bytes sent per client per round and in total", ""]
+    lines += [f"- {h}" for h in header]
+    lines.append("")
+    lines.append("| " + " | ".join(h for _, h in cols) + " |")
+    lines.append("|" + "|".join("---" for _ in cols) + "|")
+    for r in rows:
+        cells = []
+        for key, _ in cols:
+            v = r.get(key)
+            cells.append(f"{v}%" if key == "pct" else _num(v))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"

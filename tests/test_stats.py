@@ -1,0 +1,105 @@
+"""t-tests and marks (esnfed_core.stats) against scipy computed here, and the degenerate rules."""
+
+import math
+
+import numpy as np
+import pytest
+import scipy.stats
+
+from esnfed_core.stats import ParameterError, best_method, compare_to_best, marks, ttest
+
+A = [0.70, 0.72, 0.71]
+B = [0.80, 0.79, 0.81]
+# Unequal variances and sizes: Welch and Student differ clearly.
+C = [0.70, 0.75, 0.80, 0.65, 0.72]
+D = [0.74, 0.745, 0.75]
+
+
+@pytest.mark.parametrize("variant,equal_var", [("welch", False), ("student", True)])
+def test_ttest_matches_scipy(variant, equal_var):
+    ref = scipy.stats.ttest_ind(C, D, equal_var=equal_var)
+    r = ttest(C, D, variant)
+    assert r.t == pytest.approx(float(ref.statistic), rel=1e-12)
+    assert r.p == pytest.approx(float(ref.pvalue), rel=1e-12)
+    assert r.n_a == 5 and r.n_b == 3
+    assert r.mean_a == pytest.approx(np.mean(C)) and r.mean_b == pytest.approx(np.mean(D))
+
+
+def test_welch_and_student_differ():
+    assert ttest(C, D, "welch").p != pytest.approx(ttest(C, D, "student").p, rel=1e-3)
+
+
+def test_significance_uses_alpha_inclusively():
+    p = ttest(A, B).p
+    assert p < 0.05
+    assert ttest(A, B, alpha=p).significant  # p <= alpha
+    assert not ttest(A, B, alpha=p * 0.999).significant
+
+
+def test_two_sided():
+    assert ttest(A, B).p == pytest.approx(ttest(B, A).p)
+    assert ttest(A, B).t == pytest.approx(-ttest(B, A).t)
+
+
+def test_zero_variance_equal_means_is_not_significant():
+    r = ttest([0.5, 0.5, 0.5], [0.5, 0.5])
+    assert (r.t, r.p, r.significant) == (0.0, 1.0, False)
+
+
+def test_zero_variance_different_means_is_significant():
+    r = ttest([0.6, 0.6], [0.5, 0.5, 0.5], "student")
+    assert r.p == 0.0 and r.significant and r.t == math.inf
+    assert ttest([0.5, 0.5], [0.6, 0.6]).t == -math.inf
+
+
+@pytest.mark.filterwarnings("ignore:Precision loss:RuntimeWarning")
+def test_zero_variance_in_one_group_is_a_regular_test():
+    ref = scipy.stats.ttest_ind([0.5, 0.5, 0.5], A, equal_var=False)
+    assert ttest([0.5, 0.5, 0.5], A).p == pytest.approx(float(ref.pvalue))
+
+
+@pytest.mark.parametrize("a,b", [([0.7], B), (A, [0.8]), ([], B)])
+def test_fewer_than_two_scores_gives_no_test(a, b):
+    r = ttest(a, b)
+    assert r.t is None and r.p is None and not r.significant
+
+
+@pytest.mark.parametrize("kwargs,name", [({"variant": "paired"}, "variant"), ({"alpha": 0.0}, "alpha"),
+                                         ({"alpha": 1.5}, "alpha")])
+def test_bad_options_name_the_parameter(kwargs, name):
+    with pytest.raises(ParameterError, match=f"^{name}"):
+        ttest(A, B, **kwargs)
+
+
+def test_nan_scores_rejected():
+    with pytest.raises(ParameterError, match="scores a"):
+        ttest([0.5, float("nan")], B)
+
+
+def test_best_method_and_ties_go_to_first():
+    assert best_method({"x": A, "y": B}) == "y"
+    assert best_method({"x": [0.5, 0.7], "y": [0.6, 0.6]}) == "x"
+
+
+def test_marks_two_methods_bold_or_both_italic():
+    best, tests = compare_to_best({"a": A, "b": B})
+    assert best == "b" and marks(best, tests) == {"b": "bold", "a": ""}
+    close = [0.705, 0.715, 0.712]
+    best, tests = compare_to_best({"a": A, "b": close})
+    assert not tests["a"].significant
+    assert marks(best, tests) == {"a": "italic", "b": "italic"}
+
+
+def test_marks_three_methods():
+    worst = [0.30, 0.31, 0.29]
+    best, tests = compare_to_best({"naive": worst, "replay": B, "joint": [0.80, 0.775, 0.815]})
+    # replay vs joint not significant: both italic; naive significantly worse: no mark.
+    assert best == "replay"
+    assert marks(best, tests) == {"replay": "italic", "joint": "italic", "naive": ""}
+    best, tests = compare_to_best({"naive": worst, "replay": A, "joint": B})
+    assert marks(best, tests) == {"joint": "bold", "naive": "", "replay": ""}
+
+
+def test_untestable_comparison_is_italic():
+    best, tests = compare_to_best({"a": [0.9], "b": A})
+    assert marks(best, tests) == {"a": "italic", "b": "italic"}

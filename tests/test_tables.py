@@ -1,0 +1,184 @@
+"""Pure table assembly (esnfed_core.tables): cell values and format, marks, layout, CSV,
+communication formulas and metrics, checked against independent computations."""
+
+import csv
+import io
+import json
+import statistics
+
+import pytest
+
+from esnfed_core.errors import DataError
+from esnfed_core.stats import compare_to_best
+from esnfed_core.tables import (
+    CSV_COLUMNS, PCTS, TABLE_IDS, Communication, build_cells, cells_csv, communication_rows,
+    format_value, mean_std_percent, metrics, parse_published, render_markdown, required_inputs,
+    table_spec,
+)
+
+LOW = [0.70, 0.72, 0.71]
+HIGH = [0.80, 0.79, 0.81]
+
+
+def _expected(values):
+    mean = statistics.fmean(values) * 100
+    std = statistics.pstdev(values) * 100  # population std, independent of numpy
+    return f"{mean:.2f} ± {std:.2f}"
+
+
+def test_table_ids_are_protocol_section_7():
+    assert set(TABLE_IDS) == {"ijcnn-wesad", "ijcnn-hhar", "esann", "fedip", "fedclip",
+                              "ip-centralized", "clip-centralized"}
+
+
+def test_required_inputs_cover_every_method_once():
+    needed = required_inputs()
+    assert len(needed) == len(set(needed)) == 24
+    assert ("wesad", "fedclip-joint") in needed and ("hhar", "random") in needed
+
+
+def test_cell_is_mean_and_population_std_times_100():
+    mean, std = mean_std_percent(LOW)
+    assert format_value(mean, std) == _expected(LOW) == "71.00 ± 0.82"
+    assert format_value(mean, std, "bold") == "**71.00 ± 0.82**"
+    assert format_value(mean, std, "italic") == "*71.00 ± 0.82*"
+    assert format_value(24.59, None) == "24.59"
+    assert format_value(None, None) == "n/a"
+
+
+def _scores(spec, low_method, high_method, datasets=None):
+    out = {}
+    for ds in datasets or spec.datasets:
+        for pct in PCTS:
+            out[(ds, low_method, pct, "test")] = LOW
+            out[(ds, high_method, pct, "test")] = HIGH
+    return out
+
+
+def _comparisons(spec, scores):
+    recs = []
+    for ds in spec.datasets:
+        for pct in PCTS:
+            group = {m: scores[(ds, m, pct, "test")] for m in spec.method_ids
+                     if (ds, m, pct, "test") in scores}
+            best, tests = compare_to_best(group)
+            for other, r in tests.items():
+                recs.append({"table": spec.id, "dataset": ds, "pct": pct, "column": "test",
+                             "a": best, "b": other, "mean_a": r.mean_a, "mean_b": r.mean_b,
+                             "t": r.t, "p": r.p, "significant": r.significant})
+    return recs
+
+
+PUBLISHED_DOC = {
+    tid: {"columns": [], "rows": {}} for tid in TABLE_IDS
+} | {"fedip": {"columns": ["wesad/without-fedip", "wesad/with-fedip", "hhar/without-fedip",
+                           "hhar/with-fedip"],
+               "rows": {25: [[72.09, 0.59, ""], [78.68, 0.12, "bold"], [57.08, 3.11, ""],
+                             [69.83, 0.64, "bold"]]}}}
+
+
+def test_build_cells_values_marks_and_published():
+    spec = table_spec("fedip")
+    scores = _scores(spec, "incfed", "fedip")
+    published = parse_published(PUBLISHED_DOC)
+    cells = build_cells(spec, scores, _comparisons(spec, scores), published)
+    assert len(cells) == 4 * 2 * 2
+    by = {(c.dataset, c.pct, c.method): c for c in cells}
+    hi, lo = by[("wesad", "25", "fedip")], by[("wesad", "25", "incfed")]
+    assert format_value(hi.mean, hi.std) == _expected(HIGH)
+    assert (hi.mark, lo.mark) == ("bold", "")
+    assert (hi.published_mean, hi.published_std, hi.published_mark) == (78.68, 0.12, "bold")
+    assert (lo.published_mean, lo.published_std) == (72.09, 0.59)
+    assert by[("hhar", "50", "fedip")].published_mean is None  # not in this test's document
+    assert hi.n == 3 and hi.p_value == lo.p_value  # the best shows its (only) comparison's p
+
+
+def test_markdown_layout():
+    spec = table_spec("fedip")
+    scores = _scores(spec, "incfed", "fedip")
+    cells = build_cells(spec, scores, _comparisons(spec, scores), parse_published(PUBLISHED_DOC))
+    md = render_markdown(spec, cells, ["Data source: synthetic"])
+    lines = md.splitlines()
+    assert lines[0].startswith("# fedip")
+    assert "- Data source: synthetic" in lines
+    header = next(line for line in lines if line.startswith("| train users"))
+    assert header.split(" | ")[1:3] == ["WESAD without-fedip", "paper"]
+    row25 = next(line for line in lines if line.startswith("| 25% "))
+    assert row25.split(" | ")[1:5] == [_expected(LOW), "72.09 ± 0.59",
+                                       f"**{_expected(HIGH)}**", "**78.68 ± 0.12**"]
+    assert [line.split(" | ")[0] for line in lines if line.startswith("| ") and "%" in
+            line.split(" | ")[0]] == ["| 25%", "| 50%", "| 75%", "| 100%"]
+
+
+def test_missing_method_gives_na_and_no_marks():
+    spec = table_spec("fedclip")
+    scores = {(ds, "fedclip-replay", pct, "test"): HIGH for ds in spec.datasets for pct in PCTS}
+    cells = build_cells(spec, scores, [], parse_published(PUBLISHED_DOC))
+    naive = [c for c in cells if c.method == "fedclip-naive"]
+    assert all(c.mean is None and c.n == 0 and c.mark == "" for c in naive)
+    md = render_markdown(spec, cells, [])
+    assert "n/a" in md and _expected(HIGH) in md
+
+
+def test_ijcnn_has_train_and_test_columns_and_marks_only_test():
+    spec = table_spec("ijcnn-wesad")
+    assert spec.columns == ("train", "test")
+    scores = _scores(spec, "fedavg", "incfed")
+    scores.update({("wesad", m, p, "train"): HIGH for m in ("fedavg", "incfed") for p in PCTS})
+    cells = build_cells(spec, scores, _comparisons(spec, scores), parse_published(PUBLISHED_DOC))
+    assert {c.mark for c in cells if c.column == "train"} == {""}
+    assert {c.mark for c in cells if c.column == "test" and c.method == "incfed"} == {"bold"}
+    assert spec.published_column("wesad", "centralized", "test") == "centralized/test"
+
+
+def test_csv_has_one_row_per_cell():
+    spec = table_spec("fedip")
+    scores = _scores(spec, "incfed", "fedip")
+    cells = build_cells(spec, scores, _comparisons(spec, scores), parse_published(PUBLISHED_DOC))
+    rows = list(csv.DictReader(io.StringIO(cells_csv(cells))))
+    assert tuple(rows[0].keys()) == CSV_COLUMNS
+    assert len(rows) == len(cells)
+    r = next(r for r in rows if r["dataset"] == "wesad" and r["pct"] == "25"
+             and r["method"] == "fedip")
+    assert float(r["mean"]) == pytest.approx(statistics.fmean(HIGH) * 100)
+    assert float(r["std"]) == pytest.approx(statistics.pstdev(HIGH) * 100)
+    assert (r["mark"], r["published_mean"], r["published_std"], r["n"]) == ("bold", "78.68", "0.12", "3")
+    assert r["p_value"] != ""
+    empty = next(r for r in rows if r["dataset"] == "hhar" and r["pct"] == "50")
+    assert empty["published_mean"] == ""
+
+
+def test_parse_published_rejects_ragged_rows():
+    doc = dict(PUBLISHED_DOC)
+    doc["fedip"] = {"columns": ["a", "b"], "rows": {25: [[1.0, 0.1, ""]]}}
+    with pytest.raises(DataError, match="fedip row 25"):
+        parse_published(doc)
+
+
+def test_communication_formulas():
+    n, c, k = 10, 4, 3
+    items = [
+        Communication("wesad", "100", "incfed", k * (n * n + n * c), k * n * c, 1, 1, 1, k, n, c),
+        Communication("wesad", "100", "fedavg", k * n * c, k * n * c + 1, 1, 1, 1, k, n, c),
+        Communication("wesad", "100", "fedip", k * (2 * n * 7 + n * n + n * c), k * (2 * n * 7 + n * c),
+                      0, 0, 8, k, n, c, ip_rounds=7),
+        Communication("hhar", "100", "fedclip-joint", 1, 1, 1, 1, 1, k, None, c),
+    ]
+    rows = communication_rows(items)
+    inc, avg, fip, clip = rows
+    assert (inc["analytic_up_floats"], inc["analytic_down_floats"]) == (420, 120)
+    assert inc["up_floats_per_client_round"] == 140 and inc["match"] == "yes"
+    assert avg["match"] == "no"  # one float too many downstream is caught
+    assert fip["analytic_up_floats"] == k * (140 + 140) and fip["match"] == "yes"
+    assert fip["up_floats_per_client_round"] == pytest.approx(fip["up_floats"] / (k * 8))
+    assert clip["analytic_up_floats"] is None and clip["match"] == ""
+
+
+def test_metrics_are_test_means_and_stable():
+    scores = {("wesad", "ridge", "25", "test"): LOW, ("wesad", "ridge", "25", "train"): HIGH,
+              ("hhar", "ip", "100", "test"): HIGH}
+    m = metrics(scores)
+    assert m == {"wesad": {"ridge": {"25": round(statistics.fmean(LOW), 6)}},
+                 "hhar": {"ip": {"100": round(statistics.fmean(HIGH), 6)}}}
+    reordered = dict(reversed(list(scores.items())))
+    assert json.dumps(metrics(reordered)) == json.dumps(m)
