@@ -11,7 +11,7 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from esnfed_core.validation import check_finite, check_param
+from esnfed_core.validation import ParameterError, check_finite, check_param
 
 DTYPE = np.float32
 
@@ -51,12 +51,14 @@ class Reservoir:
     _w_in_t: np.ndarray = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        n, u = self.w_in.shape
-        if self.w.shape != (n, n):
-            raise ValueError(f"w: shape {self.w.shape} does not match w_in rows {n}")
+        if np.ndim(self.w_in) != 2:
+            raise ParameterError(f"w_in: expected a 2-D (units, inputs) matrix, got shape {np.shape(self.w_in)}")
+        n, u = np.shape(self.w_in)
+        if np.shape(self.w) != (n, n):
+            raise ParameterError(f"w: shape {np.shape(self.w)} does not match w_in rows {n}")
         for name in ("gain", "bias"):
-            if getattr(self, name).shape != (n,):
-                raise ValueError(f"{name}: shape {getattr(self, name).shape}, expected ({n},)")
+            if np.shape(getattr(self, name)) != (n,):
+                raise ParameterError(f"{name}: shape {np.shape(getattr(self, name))}, expected ({n},)")
         check_param("leak", self.leak, low=0.0, high=1.0, low_open=True)
         for name in ("w_in", "w", "gain", "bias"):
             arr = np.ascontiguousarray(getattr(self, name), dtype=DTYPE)
@@ -110,10 +112,12 @@ def build_reservoir(config: ReservoirConfig, seed: int | np.random.Generator) ->
 
 
 def _check_batch(res: Reservoir, x: np.ndarray) -> np.ndarray:
-    if x.ndim != 3:
-        raise ValueError(f"input: expected (windows, steps, features), got shape {x.shape}")
-    if x.shape[2] != res.n_inputs:
-        raise ValueError(f"input: width {x.shape[2]} does not match reservoir n_inputs {res.n_inputs}")
+    if np.ndim(x) != 3:
+        raise ParameterError(f"input: expected (windows, steps, features), got shape {np.shape(x)}")
+    if np.shape(x)[2] != res.n_inputs:
+        raise ParameterError(
+            f"input: width {np.shape(x)[2]} does not match reservoir n_inputs {res.n_inputs}"
+        )
     x = np.asarray(x, dtype=DTYPE)
     check_finite("input", x)
     return x

@@ -41,6 +41,11 @@ def check_param(
 
 def check_finite(name: str, arr: np.ndarray) -> None:
     """Raise ParameterError if ``arr`` holds NaN or infinity."""
-    if not np.all(np.isfinite(arr)):
-        bad = int(np.size(arr) - np.count_nonzero(np.isfinite(arr)))
-        raise ParameterError(f"{name}: contains {bad} NaN or infinite value(s)")
+    finite = np.isfinite(arr)
+    if not finite.all():
+        where = np.argwhere(~finite)
+        first = tuple(int(i) for i in where[0])
+        raise ParameterError(
+            f"{name}: contains {len(where)} NaN or infinite value(s), "
+            f"first {float(arr[first])} at index {first}"
+        )
