@@ -1,0 +1,119 @@
+"""`esnfed ttest` and `esnfed report`: significance tests between the compared methods, and the
+papers' tables, communication table, figures and metrics."""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.progress import BarColumn, Progress, TextColumn
+from rich.table import Table
+
+from esnfed_cli._common import console, handle_errors
+from esnfed_cli.main import app
+from esnfed_core.tables import TABLES, format_value
+from esnfed_stages import report as report_stage
+from esnfed_stages import ttest as ttest_stage
+
+
+class VariantChoice(str, Enum):
+    welch = "welch"
+    student = "student"
+
+
+ParamsOpt = Annotated[Path, typer.Option("--params", help="The params file to read "
+                                         "(ttest.* / report.* sections).")]
+AssessDirOpt = Annotated[Path, typer.Option(
+    "--assess-dir", help="Directory of the assess stage's outputs, <dir>/<dataset>/<method>.json.")]
+AllowMissingOpt = Annotated[bool, typer.Option(
+    "--allow-missing", help="Tolerate assess files not written yet: their cells show n/a and the "
+    "headers list them. Without it a missing file is an error naming it.")]
+
+
+def _progress() -> Progress:
+    return Progress(TextColumn("[bold]{task.description}"), BarColumn(),
+                    TextColumn("{task.completed}/{task.total}"), console=console, transient=True)
+
+
+@app.command()
+@handle_errors
+def ttest(
+    variant: Annotated[Optional[VariantChoice], typer.Option(
+        "--variant", help="t-test variant: welch (unequal variances) or student (pooled "
+        "variance). Default: params.yaml ttest.variant.", case_sensitive=False)] = None,
+    alpha: Annotated[Optional[float], typer.Option(
+        "--alpha", help="Significance level in (0, 1): p <= alpha is significant. "
+        "Default: params.yaml ttest.alpha.")] = None,
+    params: ParamsOpt = Path("params.yaml"),
+    assess_dir: AssessDirOpt = ttest_stage.ASSESS_DIR,
+    out: Annotated[Path, typer.Option("--out", help="Where to write the tests (JSON).")] =
+    ttest_stage.TTEST_PATH,
+    allow_missing: AllowMissingOpt = False,
+) -> None:
+    """Two-sided t-tests between the methods each paper table compares -> reports/ttest.json.
+
+    Per table, dataset, share and column, the best mean is tested against every other method.
+    The report marks bold (best, significant against all) and italic (not significantly different).
+    """
+    with _progress() as bar:
+        task = bar.add_task("t-tests", total=len(TABLES))
+        doc = ttest_stage.run(params, variant=variant.value if variant else None, alpha=alpha,
+                              assess_dir=assess_dir, out=out, allow_missing=allow_missing,
+                              progress=lambda _: bar.advance(task))
+    summary = Table(title=f"t-tests ({doc['variant']}, alpha={doc['alpha']}) -> {out}")
+    for col in ("table", "comparisons", "significant", "untestable"):
+        summary.add_column(col, justify="left" if col == "table" else "right")
+    for spec in TABLES:
+        comps = [c for c in doc["comparisons"] if c["table"] == spec.id]
+        summary.add_row(spec.id, str(len(comps)), str(sum(c["significant"] for c in comps)),
+                        str(sum(c["p"] is None for c in comps)))
+    console.print(summary)
+    if doc["missing"]:
+        console.print(f"[yellow]missing inputs ({len(doc['missing'])}):[/] "
+                      + ", ".join(doc["missing"]), highlight=False)
+
+
+@app.command()
+@handle_errors
+def report(
+    params: ParamsOpt = Path("params.yaml"),
+    assess_dir: AssessDirOpt = ttest_stage.ASSESS_DIR,
+    ttest_file: Annotated[Path, typer.Option(
+        "--ttest", help="The t-tests written by `esnfed ttest`.")] = ttest_stage.TTEST_PATH,
+    out_dir: Annotated[Path, typer.Option(
+        "--out-dir", help="Reports directory: tables/, figures/, plots/ and metrics.json are "
+        "replaced atomically inside it.")] = report_stage.REPORTS_DIR,
+    allow_missing: AllowMissingOpt = False,
+) -> None:
+    """The papers' tables (Markdown + CSV), communication table, figures and metrics.json.
+
+    Set SOURCE_DATE_EPOCH to fix the date printed in the table headers (reproducible builds).
+    """
+    steps = len(TABLES) + 6  # tables, 4 stream figures, 2 activation figures
+    with _progress() as bar:
+        task = bar.add_task("report", total=steps)
+        rep = report_stage.run(params, assess_dir=assess_dir, ttest_path=ttest_file,
+                               out_dir=out_dir, allow_missing=allow_missing,
+                               progress=lambda _: bar.advance(task))
+    summary = Table(title="fedip: test accuracy (%) without vs with FedIP — ours / paper")
+    summary.add_column("dataset")
+    summary.add_column("train users", justify="right")
+    summary.add_column("without FedIP", justify="right")
+    summary.add_column("with FedIP", justify="right")
+    cells = rep.cells["fedip"]
+    for ds in ("wesad", "hhar"):
+        for pct in ("25", "50", "75", "100"):
+            row = {c.method: c for c in cells if c.dataset == ds and c.pct == pct}
+            summary.add_row(ds, f"{pct}%", *(
+                f"{format_value(row[m].mean, row[m].std, row[m].mark)} / "
+                f"{format_value(row[m].published_mean, row[m].published_std, row[m].published_mark)}"
+                for m in ("incfed", "fedip")))
+    console.print(summary, highlight=False)
+    console.print(f"wrote {len(rep.tables)} table files, {len(rep.figures)} figures, "
+                  f"{len(rep.plots)} plot data files and metrics.json under {out_dir}/",
+                  highlight=False)
+    if rep.missing:
+        console.print(f"[yellow]missing inputs ({len(rep.missing)}), shown as n/a:[/] "
+                      + ", ".join(map(str, rep.missing)), highlight=False)

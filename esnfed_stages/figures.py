@@ -1,0 +1,88 @@
+"""The report's figures as PNG bytes (matplotlib, Agg canvas, no pyplot global state):
+stream accuracy per context per strategy and share, and activation density per context.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Mapping, Sequence
+
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+# Fixed colours per strategy / context so every figure reads the same way.
+STRATEGY_STYLE = {"naive": ("tab:red", "o"), "replay": ("tab:blue", "s"),
+                  "joint": ("tab:green", "^")}
+_CONTEXT_COLOURS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown")
+
+
+def _png(fig: Figure) -> bytes:
+    FigureCanvasAgg(fig)
+    buf = io.BytesIO()
+    # No software/date metadata: the same data give the same bytes.
+    fig.savefig(buf, format="png", dpi=110, metadata={"Software": None})
+    return buf.getvalue()
+
+
+def stream_accuracy(title: str, panels: Sequence[tuple[str, Mapping[str, np.ndarray | None]]],
+                    context_names: Sequence[str] | None = None) -> bytes:
+    """One panel per share; a line per strategy: mean ± population std over retrains (percent).
+
+    ``panels``: [(share, {strategy: array (retrains, contexts) of fractions, or None})].
+    """
+    fig = Figure(figsize=(3.2 * len(panels) + 0.6, 3.4), layout="constrained")
+    axes = fig.subplots(1, len(panels), sharey=True, squeeze=False)[0]
+    for ax, (pct, lines) in zip(axes, panels):
+        n_ctx = 0
+        for strategy, acc in lines.items():
+            colour, marker = STRATEGY_STYLE.get(strategy, ("black", "x"))
+            if acc is None:
+                ax.plot([], [], color=colour, marker=marker, label=f"{strategy} (n/a)")
+                continue
+            acc = np.asarray(acc, dtype=np.float64) * 100.0
+            x = np.arange(1, acc.shape[1] + 1)
+            n_ctx = max(n_ctx, acc.shape[1])
+            mean, std = acc.mean(axis=0), acc.std(axis=0)
+            ax.plot(x, mean, color=colour, marker=marker, label=strategy)
+            ax.fill_between(x, mean - std, mean + std, color=colour, alpha=0.15, linewidth=0)
+        ax.set_title(f"{pct}% training users")
+        ax.set_xlabel("after context")
+        if n_ctx:
+            ax.set_xticks(np.arange(1, n_ctx + 1))
+            if context_names is not None and len(context_names) >= n_ctx:
+                ax.set_xticklabels(list(context_names)[:n_ctx], rotation=30, ha="right")
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("stream accuracy (%)")
+    axes[-1].legend(loc="lower left", fontsize="small")
+    fig.suptitle(title)
+    return _png(fig)
+
+
+def activation_density(title: str,
+                       panels: Sequence[tuple[str, Sequence[float] | None,
+                                              Sequence[Sequence[float]] | None]]) -> bytes:
+    """One panel per method; a line per context: density of post-leak state values.
+
+    ``panels``: [(label, bin edges (B+1), density per context (T, B)) or edges/density None].
+    """
+    fig = Figure(figsize=(3.2 * len(panels) + 0.6, 3.2), layout="constrained")
+    axes = fig.subplots(1, len(panels), sharey=False, squeeze=False)[0]
+    for ax, (label, edges, density) in zip(axes, panels):
+        ax.set_title(label)
+        ax.set_xlabel("state value")
+        ax.grid(alpha=0.3)
+        if edges is None or density is None:
+            ax.text(0.5, 0.5, "n/a", ha="center", va="center", transform=ax.transAxes)
+            continue
+        edges = np.asarray(edges, dtype=np.float64)
+        centres = (edges[:-1] + edges[1:]) / 2
+        for t, d in enumerate(density):
+            ax.plot(centres, d, color=_CONTEXT_COLOURS[t % len(_CONTEXT_COLOURS)],
+                    label=f"context {t}")
+    axes[0].set_ylabel("density")
+    with_lines = [ax for ax in axes if ax.get_legend_handles_labels()[0]]
+    if with_lines:  # one legend: the contexts are coloured alike in every panel
+        with_lines[-1].legend(fontsize="x-small")
+    fig.suptitle(title)
+    return _png(fig)

@@ -1,0 +1,295 @@
+"""The `report` stage: the papers' tables (Markdown + CSV), the communication table, the figures
+(PNG + DVC plots data) and reports/metrics.json, from the assess files and reports/ttest.json.
+
+Everything is built in memory first and then written atomically, so a failure leaves no partial report.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import platform
+from dataclasses import dataclass, field
+from importlib import metadata, resources
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+import yaml
+
+from esnfed_core import __version__
+from esnfed_core.errors import ConfigError, DataError
+from esnfed_core.stats import VARIANTS
+from esnfed_core.tables import (
+    COMMUNICATION_COLUMNS, COMMUNICATION_METHODS, DATASETS, PCTS, TABLES, Cell, Communication,
+    Published, TableSpec, build_cells, cells_csv, communication_rows, metrics, parse_published,
+    render_communication_markdown, render_markdown, required_inputs, to_csv,
+)
+from esnfed_stages import figures
+from esnfed_stages._io import atomic_path, dumps_json, read_json, write_bytes
+from esnfed_stages.params import load_params, section
+from esnfed_stages.ttest import ASSESS_DIR, TTEST_PATH, Inputs, load_inputs
+
+REPORTS_DIR = Path("reports")
+# Classes per dataset (data contract: WESAD y in 0..3, HHAR y in 0..5), for the analytic formulas.
+N_CLASSES = {"wesad": 4, "hhar": 6}
+STRATEGIES = ("naive", "replay", "joint")
+# Continual method prefix and the stationary IP method of each setting (figures).
+SETTINGS = {"federated": ("fedclip", "fedip"), "centralized": ("clip", "ip")}
+_PRETTY = {"fedclip": "FedCLIP", "clip": "CLIP"}
+ACTIVATION_DATASET = "wesad"
+ACTIVATION_CONTEXTS = 5  # WESAD contexts (PROTOCOL §5): fixed columns for the DVC plots
+
+
+def load_published() -> Published:
+    """The published values shipped with the package (never ../shared at run time)."""
+    text = resources.files("esnfed_stages").joinpath("paper_results.yaml").read_text("utf-8")
+    return parse_published(yaml.safe_load(text), "esnfed_stages/paper_results.yaml")
+
+
+def load_ttest(path: str | Path) -> dict[str, Any]:
+    path = Path(path)
+    doc = read_json(path)
+    if not isinstance(doc, dict) or doc.get("variant") not in VARIANTS \
+            or not isinstance(doc.get("comparisons"), list):
+        raise DataError(f"{path}: expected {{variant: welch|student, alpha, comparisons: [...]}}"
+                        " (rerun `esnfed ttest`)")
+    for i, comp in enumerate(doc["comparisons"]):
+        missing = [k for k in ("table", "dataset", "pct", "a", "b", "mean_a", "mean_b", "p",
+                               "significant") if not isinstance(comp, dict) or k not in comp]
+        if missing:
+            raise DataError(f"{path}: comparisons[{i}] lacks {', '.join(missing)}")
+    return doc
+
+
+def report_date() -> str:
+    """Today (UTC), or the date of $SOURCE_DATE_EPOCH for reproducible builds."""
+    epoch = os.environ.get("SOURCE_DATE_EPOCH")
+    if epoch is None:
+        return _dt.datetime.now(_dt.timezone.utc).date().isoformat()
+    try:
+        return _dt.datetime.fromtimestamp(int(epoch), _dt.timezone.utc).date().isoformat()
+    except (ValueError, OverflowError, OSError):
+        raise ConfigError(f"SOURCE_DATE_EPOCH: expected seconds since 1970, got {epoch!r}") from None
+
+
+def versions() -> str:
+    names = ("numpy", "scipy", "matplotlib")
+    libs = ", ".join(f"{n} {metadata.version(n)}" for n in names)
+    return f"esnfed {__version__}, Python {platform.python_version()}, {libs}"
+
+
+def _summary(values: Sequence[Any]) -> str:
+    distinct = sorted({str(v) for v in values if v is not None})
+    return ", ".join(distinct) if distinct else "unknown"
+
+
+def header_lines(spec: TableSpec | None, inputs: Inputs, ttest_doc: Mapping[str, Any],
+                 date: str) -> list[str]:
+    """Data source, budget, seeds, test variant, date and versions (and missing inputs)."""
+    keys = [(ds, m) for ds, m in required_inputs([spec] if spec else TABLES)]
+    docs = [inputs.docs[k] for k in keys if k in inputs.docs]
+    seeds = [tuple(d["pcts"][p].get("seeds") or ()) for d in docs for p in PCTS]
+    counts = sorted({len(d["pcts"][p]["test_accuracy"]) for d in docs for p in PCTS})
+    if len(set(seeds)) == 1:
+        seed_text = f"seeds {list(seeds[0])}" if seeds[0] else "seeds unknown"
+    else:
+        seed_text = "seeds differ per cell (see the assess files)"
+    retrains = "-".join(str(c) for c in (counts[0], counts[-1])) if counts and counts[0] != \
+        counts[-1] else (str(counts[0]) if counts else "0")
+    variant = "Welch" if ttest_doc["variant"] == "welch" else "Student"
+    missing = [str(p) for p in inputs.missing if (p.parent.name, p.stem) in keys]
+    return [
+        f"Data source: {_summary([d.get('source') for d in docs])}; budget: "
+        f"{_summary([d.get('budget') for d in docs])}; retrains per cell: {retrains} ({seed_text})",
+        "Cells: mean ± population std over the retrains, ×100, two decimals; 'paper' = the "
+        "published value with its marks",
+        f"Significance: {variant} two-sided t-test (scipy.stats.ttest_ind), p <= "
+        f"{ttest_doc.get('alpha')}: **bold** = best and significantly better than every other "
+        f"method of its group; *italic* = not significantly different from the best (the best "
+        f"included)",
+        f"Date: {date}; versions: {versions()}",
+        "Missing inputs (n/a cells): " + (", ".join(missing) if missing else "none"),
+    ]
+
+
+def communication_items(inputs: Inputs) -> list[Communication]:
+    """The measured messages of every federated method and share, with the sizes N and C."""
+    items = []
+    for ds in DATASETS:
+        for method in COMMUNICATION_METHODS:
+            doc = inputs.docs.get((ds, method))
+            if doc is None:
+                continue
+            for pct in PCTS:
+                entry = doc["pcts"][pct]
+                comm = entry.get("communication")
+                if not isinstance(comm, dict):
+                    continue
+                cfg = entry.get("config") or {}
+                try:
+                    items.append(Communication(
+                        ds, pct, method, int(comm["up_floats"]), int(comm["down_floats"]),
+                        int(comm["up_bytes"]), int(comm["down_bytes"]), int(comm["rounds"]),
+                        int(comm["clients"]),
+                        units=_opt_int(comm.get("units", cfg.get("units"))),
+                        classes=_opt_int(comm.get("classes", N_CLASSES.get(ds))),
+                        ip_rounds=_opt_int(comm.get("ip_rounds",
+                                                    cfg.get("rounds") if method == "fedip" else None)),
+                        contexts=_opt_int(comm.get("contexts",
+                                                   len(entry["stream_accuracy"][0])
+                                                   if entry.get("stream_accuracy") else None)),
+                    ))
+                except (KeyError, TypeError, ValueError) as exc:
+                    raise DataError(f"{inputs.paths[(ds, method)]}: pcts.{pct}.communication "
+                                    f"is malformed ({exc!r})") from None
+    return items
+
+
+def _opt_int(v: Any) -> int | None:
+    return None if v is None else int(v)
+
+
+def _stream(inputs: Inputs, ds: str, method: str, pct: str) -> np.ndarray | None:
+    doc = inputs.docs.get((ds, method))
+    if doc is None or not doc["pcts"][pct].get("stream_accuracy"):
+        return None
+    try:
+        return np.asarray(doc["pcts"][pct]["stream_accuracy"], dtype=np.float64)
+    except ValueError:
+        raise DataError(f"{inputs.paths[(ds, method)]}: pcts.{pct}.stream_accuracy must be "
+                        "retrains × contexts") from None
+
+
+def stream_figure_and_plot(inputs: Inputs, ds: str, setting: str) -> tuple[bytes, str]:
+    """PNG of stream accuracy for one dataset × setting, and its DVC plots CSV (means, percent)."""
+    prefix = SETTINGS[setting][0]
+    panels = [(pct, {s: _stream(inputs, ds, f"{prefix}-{s}", pct) for s in STRATEGIES})
+              for pct in PCTS]
+    n_ctx = max((a.shape[1] for _, lines in panels for a in lines.values() if a is not None),
+                default=0)
+    png = figures.stream_accuracy(
+        f"{ds.upper()} {setting}: stream accuracy after each context ({_PRETTY[prefix]})", panels)
+    columns = ["context"] + [f"{s}_{pct}" for pct in PCTS for s in STRATEGIES]
+    rows = []
+    for t in range(n_ctx):
+        row: dict[str, Any] = {"context": t + 1}
+        for pct, lines in panels:
+            for s, acc in lines.items():
+                if acc is not None and t < acc.shape[1]:
+                    row[f"{s}_{pct}"] = round(float(acc[:, t].mean() * 100.0), 6)
+        rows.append(row)
+    return png, to_csv(rows, columns)
+
+
+def activation_figure_and_plots(inputs: Inputs, setting: str, pct: str
+                                ) -> tuple[bytes, dict[str, str]]:
+    """PNG of the activation density per context (WESAD) and one DVC plots CSV per method."""
+    prefix, stationary = SETTINGS[setting]
+    methods = [stationary] + [f"{prefix}-{s}" for s in STRATEGIES]
+    panels, plots = [], {}
+    columns = ["value"] + [f"context{t}" for t in range(ACTIVATION_CONTEXTS)]
+    for m in methods:
+        doc = inputs.docs.get((ACTIVATION_DATASET, m))
+        act = doc["pcts"][pct].get("activation") if doc else None
+        if not act:
+            panels.append((m, None, None))
+            continue
+        edges = np.asarray(act["edges"], dtype=np.float64)
+        density = np.asarray(act["density"], dtype=np.float64)
+        if density.ndim != 2 or density.shape[1] != edges.size - 1:
+            raise DataError(f"{inputs.paths[(ACTIVATION_DATASET, m)]}: pcts.{pct}.activation: "
+                            f"density {density.shape} does not fit {edges.size} edges")
+        panels.append((m, edges, density))
+        centres = (edges[:-1] + edges[1:]) / 2
+        rows = [{"value": round(float(c), 6),
+                 **{f"context{t}": round(float(density[t, i]), 6) for t in range(len(density))}}
+                for i, c in enumerate(centres)]
+        plots[f"activation-{ACTIVATION_DATASET}-{m}.csv"] = to_csv(rows, columns)
+    png = figures.activation_density(
+        f"{ACTIVATION_DATASET.upper()} {setting}: activation density per context "
+        f"(test users, {pct}% training users)", panels)
+    return png, plots
+
+
+@dataclass
+class Report:
+    """Every output file as bytes, keyed by its path relative to the reports directory."""
+
+    tables: dict[str, bytes] = field(default_factory=dict)
+    figures: dict[str, bytes] = field(default_factory=dict)
+    plots: dict[str, bytes] = field(default_factory=dict)
+    metrics: bytes = b""
+    cells: dict[str, list[Cell]] = field(default_factory=dict)
+    missing: list[Path] = field(default_factory=list)
+
+
+def build(inputs: Inputs, ttest_doc: Mapping[str, Any], published: Published, date: str,
+          activation_pct: str = "100", progress: Callable[[str], None] | None = None) -> Report:
+    rep = Report(missing=list(inputs.missing))
+    for spec in TABLES:
+        cells = build_cells(spec, inputs.scores, ttest_doc["comparisons"], published)
+        header = header_lines(spec, inputs, ttest_doc, date)
+        rep.cells[spec.id] = cells
+        rep.tables[f"{spec.id}.md"] = render_markdown(spec, cells, header).encode()
+        rep.tables[f"{spec.id}.csv"] = cells_csv(cells).encode()
+        if progress:
+            progress(f"table {spec.id}")
+    comm = communication_rows(communication_items(inputs))
+    comm_header = header_lines(None, inputs, ttest_doc, date)[:1] + [
+        "Measured: the floats and bytes of every message of one retrain (setup broadcast of the "
+        "reservoir excluded); per client per round = total / (clients × rounds)",
+        "Analytic (PROTOCOL §3, §5; N units, C classes): IncFed up N²+N·C, down N·C; FedAvg N·C "
+        "each way; FedIP 2N each way per round, then the IncFed readout; FedCLIP 2N each way per "
+        "IP round and an IncFed readout per context",
+        f"Date: {date}; versions: {versions()}",
+    ]
+    rep.tables["communication.md"] = render_communication_markdown(comm, comm_header).encode()
+    rep.tables["communication.csv"] = to_csv(comm, COMMUNICATION_COLUMNS).encode()
+    for ds in DATASETS:
+        for setting in SETTINGS:
+            png, csv_text = stream_figure_and_plot(inputs, ds, setting)
+            rep.figures[f"stream-{ds}-{setting}.png"] = png
+            rep.plots[f"stream-{ds}-{setting}.csv"] = csv_text.encode()
+            if progress:
+                progress(f"figure stream-{ds}-{setting}")
+    for setting in SETTINGS:
+        png, plots = activation_figure_and_plots(inputs, setting, activation_pct)
+        rep.figures[f"activation-{ACTIVATION_DATASET}-{setting}.png"] = png
+        rep.plots.update({k: v.encode() for k, v in plots.items()})
+        if progress:
+            progress(f"figure activation-{ACTIVATION_DATASET}-{setting}")
+    rep.metrics = dumps_json(metrics(inputs.scores)).encode()
+    return rep
+
+
+def _write_dir(path: Path, files: Mapping[str, bytes]) -> None:
+    with atomic_path(path) as tmp:
+        tmp.mkdir()
+        for name, data in sorted(files.items()):
+            (tmp / name).write_bytes(data)
+
+
+def write(rep: Report, out_dir: str | Path = REPORTS_DIR) -> None:
+    out_dir = Path(out_dir)
+    _write_dir(out_dir / "tables", rep.tables)
+    _write_dir(out_dir / "figures", rep.figures)
+    _write_dir(out_dir / "plots", rep.plots)
+    write_bytes(out_dir / "metrics.json", rep.metrics)
+
+
+def run(params_path: str | Path = "params.yaml", *, assess_dir: str | Path = ASSESS_DIR,
+        ttest_path: str | Path = TTEST_PATH, out_dir: str | Path = REPORTS_DIR,
+        allow_missing: bool = False, progress: Callable[[str], None] | None = None) -> Report:
+    """Build every report output in memory, then write them; returns what was written."""
+    params = load_params(params_path)
+    activation_pct = str(section(params, "report.activation_pct"))
+    if activation_pct not in PCTS:
+        raise ConfigError(f"params.yaml: report.activation_pct must be one of {', '.join(PCTS)}, "
+                          f"got {activation_pct!r}")
+    date = report_date()
+    inputs = load_inputs(assess_dir, required_inputs(TABLES), allow_missing)
+    ttest_doc = load_ttest(ttest_path)
+    rep = build(inputs, ttest_doc, load_published(), date, activation_pct, progress)
+    write(rep, out_dir)
+    return rep

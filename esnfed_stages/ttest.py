@@ -1,0 +1,152 @@
+"""The `ttest` stage: reads every runs/assess/<dataset>/<method>.json the tables need and writes
+reports/ttest.json, the two-sided tests between the methods each table compares.
+
+Also the validated reader of the assess files, shared with the `report` stage.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+from esnfed_core.errors import ConfigError, DataError
+from esnfed_core.stats import check_alpha, check_variant, compare_to_best
+from esnfed_core.tables import PCTS, TABLES, Scores, TableSpec, comparison_groups, required_inputs
+from esnfed_core.validation import ParameterError
+from esnfed_stages._io import read_json, write_json
+from esnfed_stages.params import load_params, section
+
+ASSESS_DIR = Path("runs/assess")
+TTEST_PATH = Path("reports/ttest.json")
+
+RULE = ("two-sided t-test of the best mean against each other method of a group (table, dataset, "
+        "share, column); bold = best and significant (p <= alpha) against every other; italic = "
+        "the best and every method not significantly different from it otherwise. Fewer than 2 "
+        "scores in a group: no test (p null). Zero variance in both groups: p = 1 if the means are "
+        "equal, else p = 0. t is null when undefined or infinite.")
+
+
+def assess_path(assess_dir: str | Path, dataset: str, method: str) -> Path:
+    return Path(assess_dir) / dataset / f"{method}.json"
+
+
+def _fractions(path: Path, key: str, value: Any, allow_none: bool = False) -> list[float] | None:
+    """A non-empty list of finite scores in [0, 1], or a DataError naming the file and key."""
+    if value is None and allow_none:
+        return None
+    if not isinstance(value, list) or not value:
+        raise DataError(f"{path}: {key} must be a non-empty list of accuracies")
+    out = []
+    for v in value:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
+                or not 0.0 <= v <= 1.0:
+            raise DataError(f"{path}: {key} holds {v!r}, expected a fraction in [0, 1]")
+        out.append(float(v))
+    return out
+
+
+def load_assess(path: str | Path, dataset: str, method: str) -> dict[str, Any]:
+    """An assess file checked against the contract: every share with its test scores."""
+    path = Path(path)
+    doc = read_json(path)
+    if not isinstance(doc, dict) or not isinstance(doc.get("pcts"), dict):
+        raise DataError(f"{path}: expected an object with a 'pcts' mapping")
+    for key, want in (("dataset", dataset), ("method", method)):
+        if doc.get(key, want) != want:
+            raise DataError(f"{path}: {key} is {doc.get(key)!r}, expected {want!r}")
+    for pct in PCTS:
+        entry = doc["pcts"].get(pct)
+        if not isinstance(entry, dict):
+            raise DataError(f"{path}: pcts.{pct} missing")
+        test = _fractions(path, f"pcts.{pct}.test_accuracy", entry.get("test_accuracy"))
+        _fractions(path, f"pcts.{pct}.train_accuracy", entry.get("train_accuracy"), allow_none=True)
+        seeds = entry.get("seeds")
+        if seeds is not None and (not isinstance(seeds, list) or len(seeds) != len(test)):
+            raise DataError(f"{path}: pcts.{pct}.seeds must list one seed per test score")
+    return doc
+
+
+@dataclass
+class Inputs:
+    """The assess documents found, the scores they hold, and the files that were missing."""
+
+    docs: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    paths: dict[tuple[str, str], Path] = field(default_factory=dict)
+    scores: dict[tuple[str, str, str, str], list[float]] = field(default_factory=dict)
+    missing: list[Path] = field(default_factory=list)
+
+
+def load_inputs(assess_dir: str | Path, needed: Iterable[tuple[str, str]],
+                allow_missing: bool = False) -> Inputs:
+    """Read every needed (dataset, method); a missing file is an error unless ``allow_missing``."""
+    inputs = Inputs()
+    for ds, method in needed:
+        path = assess_path(assess_dir, ds, method)
+        if not path.is_file():
+            if not allow_missing:
+                raise DataError(f"{path}: file not found (run `esnfed assess` for {ds}/{method}, "
+                                "or pass --allow-missing)")
+            inputs.missing.append(path)
+            continue
+        doc = load_assess(path, ds, method)
+        inputs.docs[(ds, method)] = doc
+        inputs.paths[(ds, method)] = path
+        for pct in PCTS:
+            entry = doc["pcts"][pct]
+            inputs.scores[(ds, method, pct, "test")] = [float(v) for v in entry["test_accuracy"]]
+            if entry.get("train_accuracy") is not None:
+                inputs.scores[(ds, method, pct, "train")] = [float(v) for v in
+                                                             entry["train_accuracy"]]
+    return inputs
+
+
+def _finite_or_none(x: float | None) -> float | None:
+    return x if x is not None and math.isfinite(x) else None
+
+
+def comparisons(specs: Iterable[TableSpec], scores: Scores, variant: str,
+                alpha: float) -> list[dict[str, Any]]:
+    """The contract's comparison records, best (``a``) against each other method (``b``)."""
+    out = []
+    for spec in specs:
+        for ds, pct, col, group in comparison_groups(spec, scores):
+            best, tests = compare_to_best(group, variant, alpha)
+            for other, r in tests.items():
+                out.append({"table": spec.id, "dataset": ds, "pct": pct, "column": col,
+                            "a": best, "b": other, "mean_a": r.mean_a, "mean_b": r.mean_b,
+                            "n_a": r.n_a, "n_b": r.n_b, "t": _finite_or_none(r.t), "p": r.p,
+                            "significant": r.significant})
+    return out
+
+
+def resolve_options(params: Mapping[str, Any], variant: str | None,
+                    alpha: float | None) -> tuple[str, float]:
+    """Command-line values win over params.yaml's ttest.variant / ttest.alpha."""
+    variant = section(params, "ttest.variant") if variant is None else variant
+    alpha = section(params, "ttest.alpha") if alpha is None else alpha
+    try:
+        check_variant(variant)
+        check_alpha(alpha)
+    except ParameterError as exc:
+        raise ConfigError(f"ttest.{exc}") from None
+    return variant, float(alpha)
+
+
+def run(params_path: str | Path = "params.yaml", *, variant: str | None = None,
+        alpha: float | None = None, assess_dir: str | Path = ASSESS_DIR,
+        out: str | Path = TTEST_PATH, allow_missing: bool = False,
+        progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Run every table's tests and write ``out``; returns the written document."""
+    variant, alpha = resolve_options(load_params(params_path), variant, alpha)
+    inputs = load_inputs(assess_dir, required_inputs(TABLES), allow_missing)
+    comps = []
+    for spec in TABLES:
+        comps += comparisons([spec], inputs.scores, variant, alpha)
+        if progress:
+            progress(spec.id)
+    doc = {"variant": variant, "alpha": alpha, "rule": RULE, "comparisons": comps,
+           "missing": [str(p) for p in inputs.missing]}
+    write_json(out, doc)
+    return doc

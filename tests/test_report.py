@@ -1,0 +1,318 @@
+"""The `ttest` and `report` stages end to end on fake assess files with known numbers
+(CliRunner, in a temporary working directory): values, marks, published values, communication,
+figures, determinism and the missing-input errors."""
+
+from __future__ import annotations
+
+import csv
+import json
+import statistics
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.stats
+import yaml
+from typer.testing import CliRunner
+
+from esnfed_cli.main import app
+from esnfed_core.tables import PCTS, TABLES, required_inputs
+
+runner = CliRunner()
+
+LOW = [0.70, 0.72, 0.71]
+HIGH = [0.80, 0.79, 0.81]
+WIDE = [0.74, 0.86, 0.78, 0.82]  # larger variance and n: Welch and Student give different p
+SCORES = {"random": [0.25, 0.26, 0.24], "ridge": LOW, "incfed": LOW, "fedavg": [0.68, 0.69, 0.70],
+          "ip": WIDE, "fedip": HIGH, "clip-naive": [0.3, 0.32, 0.31], "clip-replay": WIDE,
+          "clip-joint": HIGH, "fedclip-naive": [0.3, 0.32, 0.31], "fedclip-replay": LOW,
+          "fedclip-joint": HIGH}
+N_UNITS, N_CLASSES = {"wesad": 20, "hhar": 30}, {"wesad": 4, "hhar": 6}
+CONTEXTS = {"wesad": 5, "hhar": 4}
+IP_ROUNDS = 6
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _communication(ds: str, method: str, clients: int) -> dict | None:
+    n, c, t = N_UNITS[ds], N_CLASSES[ds], CONTEXTS[ds]
+    if method == "incfed":
+        up, down, rounds = clients * (n * n + n * c), clients * n * c, 1
+    elif method == "fedavg":
+        up = down = clients * n * c
+        rounds = 1
+    elif method == "fedip":
+        up = clients * (2 * n * IP_ROUNDS + n * n + n * c)
+        down = clients * (2 * n * IP_ROUNDS + n * c)
+        rounds = IP_ROUNDS + 1
+    elif method.startswith("fedclip"):
+        up = clients * (2 * n * IP_ROUNDS + t * (n * n + n * c))
+        down = clients * (2 * n * IP_ROUNDS + t * n * c)
+        rounds = IP_ROUNDS + t
+    else:
+        return None
+    return {"up_floats": up, "down_floats": down, "up_bytes": 8 * up + 8 * clients,
+            "down_bytes": 8 * down, "rounds": rounds, "clients": clients,
+            **({"ip_rounds": IP_ROUNDS} if "ip" in method else {})}
+
+
+def _entry(ds: str, method: str, pct: str) -> dict:
+    test = SCORES[method]
+    continual = "clip" in method
+    edges = np.linspace(-1, 1, 9)
+    return {
+        "seeds": list(range(len(test))),
+        "test_accuracy": test,
+        "train_accuracy": [min(1.0, v + 0.1) for v in test] if method in
+        ("random", "ridge", "fedavg", "incfed") else None,
+        "stream_accuracy": [list(np.linspace(0.9, v, CONTEXTS[ds])) for v in test]
+        if continual else None,
+        "accuracy_matrix": None,
+        "communication": _communication(ds, method, clients=int(pct) // 25 + 1),
+        "config": {"units": N_UNITS[ds], "rounds": IP_ROUNDS},
+        "activation": {"edges": edges.tolist(),
+                       "density": [list(np.full(8, 0.5 + 0.1 * t)) for t in range(CONTEXTS[ds])]}
+        if ds == "wesad" and "ip" in method else None,
+    }
+
+
+def write_assess(root: Path, skip: tuple[str, str] | None = None) -> None:
+    for ds, method in required_inputs():
+        if (ds, method) == skip:
+            continue
+        doc = {"dataset": ds, "method": method, "algo": method.split("-")[0],
+               "strategy": method.split("-")[1] if "-" in method else None, "budget": "default",
+               "source": "synthetic", "pcts": {p: _entry(ds, method, p) for p in PCTS}}
+        path = root / "runs" / "assess" / ds / f"{method}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(doc))
+
+
+PARAMS = "ttest:\n  variant: welch\n  alpha: 0.05\nreport:\n  activation_pct: \"100\"\n"
+
+
+@pytest.fixture
+def workdir(tmp_path, monkeypatch):
+    (tmp_path / "params.yaml").write_text(PARAMS)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")  # 2023-11-14
+    return tmp_path
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """One complete ttest + report run, shared by the tests that only read its outputs."""
+    root = tmp_path_factory.mktemp("report")
+    (root / "params.yaml").write_text(PARAMS)
+    write_assess(root)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(root)
+        mp.setenv("SOURCE_DATE_EPOCH", "1700000000")
+        _ok(["ttest"])
+        summary = _ok(["report"]).output
+    return root, summary
+
+
+def _ok(args):
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output + (result.stderr or "")
+    return result
+
+
+def _rows(path: Path) -> list[dict]:
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_ttest_records_variant_and_scipy_p(workdir):
+    write_assess(workdir)
+    _ok(["ttest"])
+    doc = json.loads((workdir / "reports" / "ttest.json").read_text())
+    assert doc["variant"] == "welch" and doc["alpha"] == 0.05
+    comp = next(c for c in doc["comparisons"] if c["table"] == "ip-centralized"
+                and c["dataset"] == "wesad" and c["pct"] == "25")
+    assert (comp["a"], comp["b"]) == ("ip", "ridge")
+    welch = scipy.stats.ttest_ind(WIDE, LOW, equal_var=False).pvalue
+    assert comp["p"] == pytest.approx(welch, rel=1e-12)
+
+    _ok(["ttest", "--variant", "student"])
+    doc = json.loads((workdir / "reports" / "ttest.json").read_text())
+    assert doc["variant"] == "student"
+    comp = next(c for c in doc["comparisons"] if c["table"] == "ip-centralized"
+                and c["dataset"] == "wesad" and c["pct"] == "25")
+    student = scipy.stats.ttest_ind(WIDE, LOW, equal_var=True).pvalue
+    assert comp["p"] == pytest.approx(student, rel=1e-12)
+    assert student != pytest.approx(welch, rel=1e-3)
+
+
+def test_ttest_groups_per_table(workdir):
+    write_assess(workdir)
+    _ok(["ttest"])
+    comps = json.loads((workdir / "reports" / "ttest.json").read_text())["comparisons"]
+    # 2 methods: 1 comparison per (dataset, pct); 3 methods: 2; IncFed tables: 3 (test column).
+    expected = {"esann": 8, "fedip": 8, "ip-centralized": 8, "fedclip": 16,
+                "clip-centralized": 16, "ijcnn-wesad": 12, "ijcnn-hhar": 12}
+    assert {t: sum(c["table"] == t for c in comps) for t in expected} == expected
+    fedclip = [c for c in comps if c["table"] == "fedclip"]
+    assert {c["a"] for c in fedclip} == {"fedclip-joint"}
+
+
+def test_report_tables(built):
+    workdir, summary = built
+    assert "without FedIP" in summary  # the summary table
+    tables = workdir / "reports" / "tables"
+    for spec in TABLES:
+        assert (tables / f"{spec.id}.md").stat().st_size > 0
+        assert (tables / f"{spec.id}.csv").stat().st_size > 0
+    md = (tables / "fedip.md").read_text()
+    for line in ("Data source: synthetic", "budget: default", "seeds [0, 1, 2]",
+                 "Welch two-sided", "Date: 2023-11-14", "scipy "):
+        assert line in md
+    low = f"{statistics.fmean(LOW) * 100:.2f} ± {statistics.pstdev(LOW) * 100:.2f}"
+    high = f"{statistics.fmean(HIGH) * 100:.2f} ± {statistics.pstdev(HIGH) * 100:.2f}"
+    assert f"| 25% | {low} | 72.09 ± 0.59 | **{high}** | **78.68 ± 0.12** |" in md
+    assert "not directly comparable" in (tables / "esann.md").read_text()
+    assert "not directly comparable" in (tables / "ijcnn-wesad.md").read_text()
+    assert "not directly comparable" not in md
+
+
+def test_report_marks_follow_independent_tests(built):
+    workdir = built[0]
+    rows = _rows(workdir / "reports" / "tables" / "clip-centralized.csv")
+    by = {r["method"]: r for r in rows if r["dataset"] == "hhar" and r["pct"] == "50"}
+    # joint (HIGH) is best; replay (WIDE) not significantly different, naive far below.
+    p_replay = scipy.stats.ttest_ind(HIGH, WIDE, equal_var=False).pvalue
+    p_naive = scipy.stats.ttest_ind(HIGH, SCORES["clip-naive"], equal_var=False).pvalue
+    assert p_replay > 0.05 and p_naive <= 0.05
+    assert {m: by[m]["mark"] for m in by} == {"clip-joint": "italic", "clip-replay": "italic",
+                                              "clip-naive": ""}
+    assert float(by["clip-replay"]["p_value"]) == pytest.approx(p_replay)
+    assert float(by["clip-joint"]["p_value"]) == pytest.approx(max(p_replay, p_naive))
+    assert by["clip-joint"]["n"] == "3"
+    assert float(by["clip-joint"]["std"]) == pytest.approx(statistics.pstdev(HIGH) * 100)
+
+
+def test_published_values_match_package_yaml(built):
+    workdir = built[0]
+    text = resources.files("esnfed_stages").joinpath("paper_results.yaml").read_text()
+    doc = yaml.safe_load(text)
+    checked = 0
+    for spec in TABLES:
+        pub = doc[spec.id]
+        for r in _rows(workdir / "reports" / "tables" / f"{spec.id}.csv"):
+            label = dict(spec.methods)[r["method"]]
+            name = spec.published_column(r["dataset"], label, r["column"])
+            mean, std, _ = pub["rows"][int(r["pct"])][pub["columns"].index(name)]
+            assert float(r["published_mean"]) == mean
+            assert (r["published_std"] == "") if std is None else float(r["published_std"]) == std
+            checked += 1
+    assert checked == sum(4 * len(s.datasets) * len(s.methods) * len(s.columns) for s in TABLES)
+
+
+def test_communication_table(built):
+    workdir = built[0]
+    rows = _rows(workdir / "reports" / "tables" / "communication.csv")
+    assert len(rows) == 2 * 4 * 6
+    assert {r["match"] for r in rows} == {"yes"}
+    r = next(r for r in rows if r["dataset"] == "hhar" and r["pct"] == "50"
+             and r["method"] == "incfed")
+    n, c, k = 30, 6, 3
+    assert int(r["up_floats"]) == k * (n * n + n * c) and int(r["down_floats"]) == k * n * c
+    assert float(r["up_floats_per_client_round"]) == n * n + n * c
+    assert float(r["up_bytes_per_client_round"]) == 8 * (n * n + n * c) + 8
+    fip = next(r for r in rows if r["dataset"] == "wesad" and r["pct"] == "100"
+               and r["method"] == "fedip")
+    assert int(fip["analytic_down_floats"]) == 5 * (2 * 20 * IP_ROUNDS + 20 * 4)
+    md = (workdir / "reports" / "tables" / "communication.md").read_text()
+    assert "N²+N·C" in md and "| hhar | 50% | incfed | 30 | 6 | 3 | 1 |" in md
+
+
+def test_figures_and_plots(built):
+    workdir = built[0]
+    figs = sorted((workdir / "reports" / "figures").iterdir())
+    assert [f.name for f in figs] == [
+        "activation-wesad-centralized.png", "activation-wesad-federated.png",
+        "stream-hhar-centralized.png", "stream-hhar-federated.png",
+        "stream-wesad-centralized.png", "stream-wesad-federated.png"]
+    for f in figs:
+        data = f.read_bytes()
+        assert data[:8] == PNG_MAGIC and len(data) > 5000
+    stream = _rows(workdir / "reports" / "plots" / "stream-wesad-federated.csv")
+    assert len(stream) == CONTEXTS["wesad"]
+    assert float(stream[-1]["joint_25"]) == pytest.approx(statistics.fmean(HIGH) * 100)
+    act = _rows(workdir / "reports" / "plots" / "activation-wesad-fedip.csv")
+    assert len(act) == 8 and float(act[0]["context4"]) == pytest.approx(0.9)
+
+
+def test_metrics_deterministic_and_dated_headers_reproducible(workdir, monkeypatch):
+    write_assess(workdir)
+    _ok(["ttest"])
+    _ok(["report"])
+    reports = workdir / "reports"
+    first = {p: (reports / p).read_bytes() for p in ("metrics.json", "ttest.json",
+                                                      "tables/fedclip.md", "figures/stream-hhar-federated.png")}
+    metrics = json.loads(first["metrics.json"])
+    assert metrics["wesad"]["fedip"]["25"] == round(statistics.fmean(HIGH), 6)
+    assert "train" not in json.dumps(metrics)
+    _ok(["ttest"])
+    _ok(["report"])
+    assert {p: (reports / p).read_bytes() for p in first} == first
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1800000000")
+    _ok(["report"])
+    assert (reports / "metrics.json").read_bytes() == first["metrics.json"]
+    assert (reports / "tables/fedclip.md").read_bytes() != first["tables/fedclip.md"]
+
+
+def test_missing_input_fails_naming_the_file(workdir):
+    write_assess(workdir, skip=("hhar", "fedclip-replay"))
+    for cmd in (["ttest"], ["report"]):
+        result = runner.invoke(app, cmd)
+        assert result.exit_code == 1
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and "runs/assess/hhar/fedclip-replay.json" in lines[0]
+    assert not (workdir / "reports" / "tables").exists()
+
+
+def test_allow_missing_writes_na_and_lists_the_file(workdir):
+    write_assess(workdir, skip=("hhar", "fedclip-replay"))
+    _ok(["ttest", "--allow-missing"])
+    _ok(["report", "--allow-missing"])
+    md = (workdir / "reports" / "tables" / "fedclip.md").read_text()
+    assert "runs/assess/hhar/fedclip-replay.json" in md and "n/a" in md
+    assert "Missing inputs (n/a cells): none" in (workdir / "reports" / "tables" / "fedip.md").read_text()
+    assert "fedclip-replay" not in json.loads((workdir / "reports" / "metrics.json").read_text())["hhar"]
+
+
+@pytest.mark.parametrize("mutate,needle", [
+    (lambda d: d["pcts"]["50"].__setitem__("test_accuracy", [0.5, 1.5]), "pcts.50.test_accuracy"),
+    (lambda d: d["pcts"].pop("75"), "pcts.75 missing"),
+    (lambda d: d.__setitem__("method", "ip"), "method"),
+])
+def test_bad_assess_file_is_one_line_error(workdir, mutate, needle):
+    write_assess(workdir)
+    path = workdir / "runs" / "assess" / "wesad" / "fedip.json"
+    doc = json.loads(path.read_text())
+    mutate(doc)
+    path.write_text(json.dumps(doc))
+    result = runner.invoke(app, ["ttest"])
+    assert result.exit_code == 1
+    line = result.stderr.strip()
+    assert "\n" not in line and "runs/assess/wesad/fedip.json" in line and needle in line
+
+
+def test_bad_params_and_ttest_file(workdir):
+    write_assess(workdir)
+    result = runner.invoke(app, ["ttest", "--alpha", "2"])
+    assert result.exit_code == 1 and "alpha" in result.stderr
+    (workdir / "reports").mkdir()
+    (workdir / "reports" / "ttest.json").write_text("{}")
+    result = runner.invoke(app, ["report"])
+    assert result.exit_code == 1 and "reports/ttest.json" in result.stderr
+
+
+def test_help_explains_every_option():
+    for cmd, options in (("ttest", ["--variant", "--alpha", "--allow-missing", "--assess-dir"]),
+                         ("report", ["--allow-missing", "--out-dir", "--ttest"])):
+        out = runner.invoke(app, [cmd, "--help"], env={"COLUMNS": "200"}).output
+        for opt in options:
+            assert opt in out
