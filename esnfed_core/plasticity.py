@@ -1,0 +1,257 @@
+"""Intrinsic plasticity (Schrauwen et al. 2008) for tanh reservoirs: centralised IP and FedIP.
+
+The gradient is reduced on the fly while the reservoir runs in cache-sized time chunks, so an IP
+epoch costs about one plain state pass (PROTOCOL §4, §5).
+
+Sign convention (checked in tests/test_plasticity.py): ``ip_gradients`` returns the derivative of
+the per-sample loss ℓ = −log g − log(1 − h²) + (h − μ)²/(2σ²) (the KL divergence of h to N(μ, σ²)
+up to terms free of g and b, x_net held fixed), so the step ``θ ← θ − η ∂θ`` descends that KL.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterable, Sequence
+
+import numpy as np
+
+from esnfed_core.federated import weighted_average
+from esnfed_core.messages import CommLedger, PlasticityMessage, ReservoirMessage
+from esnfed_core.reservoir import DTYPE, Reservoir, run_batch
+from esnfed_core.validation import ParameterError, check_param
+
+# Target size (float32 elements) of one time chunk of (steps, windows, units): the chunk's
+# x_net, states and gradient terms stay in cache while they are reduced.
+_CHUNK_ELEMENTS = 1 << 17
+_NORM_EPS = 1e-12  # as torch.nn.functional.normalize in the authors' code
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass(frozen=True)
+class IPConfig:
+    """IP hyperparameters (PROTOCOL §4): target N(μ, σ²), SGD step η, windows per mini-batch."""
+
+    sigma: float
+    mu: float = 0.0
+    eta: float = 0.01
+    batch_size: int = 100
+    normalize_step: bool = True  # per-vector L2 normalisation of the step (the authors' code)
+
+    def __post_init__(self) -> None:
+        check_param("sigma", self.sigma, low=0.0, low_open=True)
+        check_param("mu", self.mu, low=-1.0, high=1.0, low_open=True, high_open=True)
+        check_param("eta", self.eta, low=0.0)
+        check_param("batch_size", self.batch_size, integer=True, low=1)
+        if not isinstance(self.normalize_step, bool):
+            raise ParameterError(f"normalize_step: expected true or false, got {self.normalize_step!r}")
+
+
+def _chunk_steps(n_win: int, units: int, t_len: int) -> int:
+    # At least 8 steps so per-call overheads stay small for narrow reservoirs (tuned in bench_plasticity).
+    return int(min(max(t_len, 1), max(8, min(32, _CHUNK_ELEMENTS // max(1, n_win * units)))))
+
+
+def _fused_sums(
+    res: Reservoir, x: np.ndarray, c: float, mu: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Σ q, Σ q·x_net and (μ ≠ 0) Σ x_net over steps and windows, with q = h(c + h(μ − h)).
+
+    The reservoir runs chunk by chunk (``run_batch`` with ``x0`` = the previous chunk's last
+    state), and each chunk is reduced while it is in cache: float32 sums over the chunk's steps,
+    then float64 over windows and chunks.
+    """
+    n_win, t_len, _ = x.shape
+    n = res.units
+    k_max = _chunk_steps(n_win, n, t_len)
+    states = np.empty((k_max, n_win, n), DTYPE)  # post-leak states, then reused for q
+    xnet = np.empty_like(states)
+    h = np.empty_like(states)
+    prev = np.zeros((n_win, n), DTYPE)
+    keep = DTYPE(1.0 - res.leak)
+    inv_a = DTYPE(1.0 / res.leak)
+    c32, mu32 = DTYPE(c), DTYPE(mu)
+    sum_q = np.zeros(n)
+    sum_qx = np.zeros(n)
+    sum_x = np.zeros(n) if mu != 0.0 else None
+    for t0 in range(0, t_len, k_max):
+        k = min(k_max, t_len - t0)
+        s, xn, hh = states[:k], xnet[:k], h[:k]
+        run_batch(res, x[:, t0 : t0 + k], out=s, xnet_out=xn, x0=None if t0 == 0 else prev)
+        # h(t) = (x(t) − (1−a) x(t−1)) / a. The product (1−a)·x(t−1) repeats the one run_batch
+        # rounded, so h comes back to within one rounding of x(t) (≤ 6e-8/a), without a 2nd tanh.
+        np.multiply(prev, keep, out=hh[0])
+        np.multiply(s[:-1], keep, out=hh[1:])
+        np.subtract(s, hh, out=hh)
+        hh *= inv_a
+        np.copyto(prev, s[k - 1])
+        q = s
+        if mu == 0.0:
+            np.multiply(hh, hh, out=q)
+            np.subtract(c32, q, out=q)
+        else:
+            np.subtract(mu32, hh, out=q)
+            q *= hh
+            q += c32
+        q *= hh
+        sum_q += np.add.reduce(q, axis=0).sum(axis=0, dtype=np.float64)
+        q *= xn
+        sum_qx += np.add.reduce(q, axis=0).sum(axis=0, dtype=np.float64)
+        if sum_x is not None:
+            sum_x += np.add.reduce(xn, axis=0).sum(axis=0, dtype=np.float64)
+    return sum_q, sum_qx, sum_x
+
+
+def ip_gradients(res: Reservoir, x: np.ndarray, cfg: IPConfig) -> tuple[np.ndarray, np.ndarray]:
+    """(dg, db) for one mini-batch x (B,T,U): summed over time, mean over windows (float64).
+
+    Per unit, step and window, with s2 = σ² and h = tanh(g·x_net + b) under the current g, b:
+    ∂b = −μ/s2 + (h/s2)(2·s2 + 1 − h² + μh),  ∂g = −1/g + ∂b·x_net  (PROTOCOL §4).
+    """
+    x = np.asarray(x, dtype=DTYPE)
+    if x.ndim != 3 or x.shape[0] == 0:
+        raise ValueError(f"input: expected a non-empty (windows, steps, features) batch, got shape {x.shape}")
+    n_win, t_len, _ = x.shape
+    s2 = cfg.sigma**2
+    sum_q, sum_qx, sum_x = _fused_sums(res, x, 2.0 * s2 + 1.0, cfg.mu)
+    # ∂b = (q − μ)/s2 per element, so its sums follow from Σq, Σq·x_net and Σx_net.
+    db_sum = (sum_q - cfg.mu * t_len * n_win) / s2
+    dbx_sum = sum_qx / s2 if sum_x is None else (sum_qx - cfg.mu * sum_x) / s2
+    gain = res.gain.astype(np.float64)
+    return -t_len / gain + dbx_sum / n_win, db_sum / n_win
+
+
+def ip_step(res: Reservoir, x: np.ndarray, cfg: IPConfig) -> Reservoir:
+    """One SGD step on one mini-batch: g ← g − η ∂g, b ← b − η ∂b (each step L2-normalised)."""
+    dg, db = ip_gradients(res, x, cfg)
+    if cfg.normalize_step:
+        dg = dg / max(float(np.linalg.norm(dg)), _NORM_EPS)
+        db = db / max(float(np.linalg.norm(db)), _NORM_EPS)
+    gain = res.gain.astype(np.float64) - cfg.eta * dg
+    bias = res.bias.astype(np.float64) - cfg.eta * db
+    return res.with_ip(gain, bias)
+
+
+def ip_pass(res: Reservoir, batches: Iterable[np.ndarray], cfg: IPConfig) -> Reservoir:
+    """One IP step per mini-batch, in order (replay builds its own mixed batches)."""
+    for batch in batches:
+        res = ip_step(res, batch, cfg)
+    return res
+
+
+def shuffled_batches(x: np.ndarray, batch_size: int, rng: np.random.Generator) -> Iterable[np.ndarray]:
+    """Mini-batches of ``x`` in the order of one permutation drawn from ``rng`` (drawn at once)."""
+    order = rng.permutation(len(x))
+    return (x[order[i : i + batch_size]] for i in range(0, len(order), batch_size))
+
+
+def ip_epoch(res: Reservoir, x: np.ndarray, cfg: IPConfig, rng: np.random.Generator) -> Reservoir:
+    """One shuffled pass over the windows ``x`` (W,T,U); returns the reservoir with new g, b."""
+    return ip_pass(res, shuffled_batches(x, cfg.batch_size, rng), cfg)
+
+
+def train_ip(
+    res: Reservoir, x: np.ndarray, cfg: IPConfig, epochs: int, seed: int,
+    *, progress: Progress | None = None,
+) -> Reservoir:
+    """Centralised IP: ``epochs`` shuffled passes over the pooled windows ``x``."""
+    check_param("epochs", epochs, integer=True, low=0)
+    rng = np.random.default_rng(seed)
+    for e in range(epochs):
+        res = ip_epoch(res, x, cfg, rng)
+        if progress is not None:
+            progress(e + 1, epochs)
+    return res
+
+
+def broadcast_reservoir(
+    res: Reservoir, names: Sequence[str], ledger: CommLedger | None, algorithm: str
+) -> None:
+    """Record the one-off download of the reservoir to every client (FedIP/FedCLIP set-up)."""
+    if ledger is None:
+        return
+    msg = ReservoirMessage(res.w_in, res.w, res.gain, res.bias, res.leak)
+    for name in names:
+        ledger.record(algorithm, 0, name, "down", msg)
+
+
+def fedip_round(
+    res: Reservoir,
+    local_fits: Sequence[Callable[[Reservoir], Reservoir]],
+    weights: Sequence[int],
+    names: Sequence[str],
+    ledger: CommLedger | None = None,
+    algorithm: str = "fedip",
+    rnd: int = 0,
+) -> Reservoir:
+    """One FedAvg round of (g, b): every client starts from the global values it downloads,
+    fits locally, uploads (g_c, b_c, n_c); the server returns Σ (n_c/n) g_c and likewise b."""
+    if not local_fits:
+        raise ValueError("fedip: no clients")
+    down = PlasticityMessage(res.gain, res.bias)
+    gains, biases = [], []
+    for fit, n_c, name in zip(local_fits, weights, names, strict=True):
+        if ledger is not None:
+            ledger.record(algorithm, rnd, name, "down", down)
+        local = fit(res.with_ip(down.gain, down.bias))
+        up = PlasticityMessage(local.gain, local.bias, num_examples=int(n_c))
+        if ledger is not None:
+            ledger.record(algorithm, rnd, name, "up", up)
+        gains.append(up.gain)
+        biases.append(up.bias)
+    return res.with_ip(weighted_average(gains, weights), weighted_average(biases, weights))
+
+
+def client_names_or_default(names: Sequence[str] | None, n: int) -> list[str]:
+    """The given client names (checked against the number of clients) or client0, client1, ..."""
+    if names is None:
+        return [f"client{i}" for i in range(n)]
+    if len(names) != n:
+        raise ParameterError(f"client_names: {len(names)} names for {n} clients")
+    return list(names)
+
+
+def fedip(
+    res: Reservoir,
+    client_xs: Sequence[np.ndarray],
+    cfg: IPConfig,
+    rounds: int,
+    local_epochs: int,
+    seed: int,
+    ledger: CommLedger | None = None,
+    client_names: Sequence[str] | None = None,
+    *,
+    progress: Progress | None = None,
+) -> Reservoir:
+    """FedIP (PROTOCOL §5): ``rounds`` rounds of ``local_epochs`` local IP epochs per client,
+    averaged by window count; 2N floats each way per client and round (ledger: "fedip").
+
+    Every client shuffles with its own generator seeded with ``seed``: a client's batches do not
+    depend on which other clients take part, so FedIP on one client is centralised IP
+    (``train_ip`` with rounds·local_epochs epochs), and identical clients stay identical.
+    """
+    check_param("rounds", rounds, integer=True, low=0)
+    check_param("local_epochs", local_epochs, integer=True, low=1)
+    if not client_xs:
+        raise ValueError("fedip: no clients")
+    names = client_names_or_default(client_names, len(client_xs))
+    keep = [i for i, x in enumerate(client_xs) if len(x) > 0]  # clients without windows sit out
+    if not keep:
+        raise ValueError("fedip: every client has zero windows")
+    rngs = [np.random.default_rng(seed) for _ in keep]
+    broadcast_reservoir(res, [names[i] for i in keep], ledger, "fedip")
+
+    def local_fit(i: int, rng: np.random.Generator) -> Callable[[Reservoir], Reservoir]:
+        def fit(start: Reservoir) -> Reservoir:
+            for _ in range(local_epochs):
+                start = ip_epoch(start, client_xs[i], cfg, rng)
+            return start
+        return fit
+
+    fits = [local_fit(i, rng) for i, rng in zip(keep, rngs)]
+    weights = [len(client_xs[i]) for i in keep]
+    for r in range(rounds):
+        res = fedip_round(res, fits, weights, [names[i] for i in keep], ledger, "fedip", r)
+        if progress is not None:
+            progress(r + 1, rounds)
+    return res
