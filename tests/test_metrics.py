@@ -1,0 +1,150 @@
+"""Continual metrics from counts, and activation histograms with their KL divergence to N(μ, σ²),
+checked against hand computations, numpy.histogram and the closed-form Gaussian KL."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.special
+
+from esnfed_core.metrics import (
+    ActivationHistogram,
+    accuracy_matrix,
+    activation_histogram,
+    activation_histograms,
+    forgetting,
+    gaussian_kl,
+    histogram_values,
+    mean_forgetting,
+    step_accuracy,
+    stream_accuracy,
+)
+from esnfed_core.readout import evaluate
+from esnfed_core.reservoir import ReservoirConfig, build_reservoir, run_batch
+from esnfed_core.validation import ParameterError
+
+# Model after context i (rows) on context j (columns); contexts have 10, 30 and 20 steps.
+CORRECT = np.array([[9, 3, 0], [4, 27, 2], [5, 15, 18]])
+TOTAL = np.array([10, 30, 20])
+
+
+def test_accuracy_matrix_divides_by_the_context_sizes():
+    expected = np.array([[0.9, 0.1, 0.0], [0.4, 0.9, 0.1], [0.5, 0.5, 0.9]])
+    np.testing.assert_allclose(accuracy_matrix(CORRECT, TOTAL), expected)
+
+
+def test_stream_accuracy_pools_counts_of_the_contexts_seen():
+    # After context 1: (4 + 27) / (10 + 30), not the mean of 0.4 and 0.9.
+    expected = [9 / 10, 31 / 40, 38 / 60]
+    np.testing.assert_allclose(stream_accuracy(CORRECT, TOTAL), expected)
+
+
+def test_forgetting_is_best_past_accuracy_minus_final():
+    # Context 0: best of 0.9 (after 0) and 0.4 (after 1) minus 0.5; context 1: 0.9 − 0.5.
+    np.testing.assert_allclose(forgetting(CORRECT, TOTAL), [0.4, 0.4])
+    assert mean_forgetting(CORRECT, TOTAL) == pytest.approx(0.4)
+    assert np.isnan(mean_forgetting(np.array([[3]]), np.array([4])))
+
+
+def test_context_without_data_is_nan_and_left_out_of_the_stream():
+    correct = np.array([[5, 0], [4, 0]])
+    total = np.array([10, 0])
+    acc = accuracy_matrix(correct, total)
+    assert np.isnan(acc[:, 1]).all() and acc[1, 0] == 0.4
+    np.testing.assert_allclose(stream_accuracy(correct, total), [0.5, 0.4])
+
+
+def test_counts_shape_is_checked():
+    with pytest.raises(ValueError, match="correct"):
+        stream_accuracy(np.zeros((2, 3)), np.ones(3))
+
+
+def test_histogram_matches_numpy_per_unit_and_clips_into_the_edge_bins():
+    rng = np.random.default_rng(0)
+    vals = rng.uniform(-1.2, 1.2, size=(7, 5, 3))  # (steps, windows, units)
+    h = histogram_values(vals, bins=8)
+    clipped = np.clip(vals, -1.0, 1.0 - 1e-12)
+    for u in range(3):
+        ref, _ = np.histogram(clipped[..., u].ravel(), bins=8, range=(-1.0, 1.0))
+        np.testing.assert_array_equal(h.counts[u], ref)
+    assert h.n_values == 35
+    np.testing.assert_allclose(h.density().sum() * 0.25, 1.0)
+    np.testing.assert_allclose((h.unit_density() * 0.25).sum(axis=1), 1.0)
+    both = h + h
+    np.testing.assert_array_equal(both.counts, 2 * h.counts)
+    with pytest.raises(ValueError):
+        h + histogram_values(vals, bins=4)
+
+
+def _gauss_counts(edges, m, s, n=10**9):
+    cdf = scipy.special.ndtr((edges - m) / s)
+    return np.round(np.diff(cdf) * n)
+
+
+@pytest.mark.parametrize("m, s, mu, sigma", [(0.0, 0.2, 0.0, 0.2), (0.1, 0.15, 0.0, 0.3),
+                                             (-0.2, 0.1, 0.1, 0.25), (0.0, 0.15, 0.0, 0.05)])
+def test_kl_of_a_binned_gaussian_matches_the_closed_form(m, s, mu, sigma):
+    # The samples' own mass outside [-1, 1] is negligible (> 6 s away), so only binning differs.
+    edges = np.linspace(-1, 1, 2001)
+    counts = _gauss_counts(edges, m, s)
+    closed = np.log(sigma / s) + (s**2 + (m - mu) ** 2) / (2 * sigma**2) - 0.5
+    assert gaussian_kl(counts, edges, mu, sigma) == pytest.approx(closed, rel=2e-3, abs=2e-4)
+
+
+def test_kl_is_finite_far_in_the_tails_and_nan_when_empty():
+    edges = np.linspace(-1, 1, 101)
+    counts = np.zeros(100)
+    counts[95] = 10  # values near 0.9 against N(0, 0.05²): about 160 nats per value
+    kl = gaussian_kl(counts, edges, 0.0, 0.05)
+    assert np.isfinite(kl) and kl > 100
+    assert np.isnan(gaussian_kl(np.zeros(100), edges, 0.0, 0.5))
+    with pytest.raises(ParameterError, match="^sigma:"):
+        gaussian_kl(counts, edges, 0.0, 0.0)
+
+
+def test_kl_methods_agree_with_the_function():
+    rng = np.random.default_rng(1)
+    h = histogram_values(np.tanh(rng.normal(0, 0.5, size=(400, 4))), bins=50)
+    per_unit = h.kl(0.0, 0.4)
+    for u in range(4):
+        assert per_unit[u] == pytest.approx(gaussian_kl(h.counts[u], h.edges, 0.0, 0.4))
+    assert h.mean_kl(0.0, 0.4) == pytest.approx(per_unit.mean())
+    assert h.pooled_kl(0.0, 0.4) == pytest.approx(gaussian_kl(h.counts.sum(0), h.edges, 0.0, 0.4))
+
+
+def _res():
+    res = build_reservoir(ReservoirConfig(3, 10, 0.9, 0.4, 0.8), 0)
+    return res.with_ip(np.linspace(0.7, 1.3, 10), np.linspace(-0.1, 0.1, 10))
+
+
+def test_activation_histograms_stream_the_states_and_the_activations():
+    res = _res()
+    x = np.random.default_rng(2).standard_normal((37, 9, 3)).astype(np.float32)
+    states = run_batch(res, x)
+    xnet = np.empty_like(states)
+    run_batch(res, x, xnet_out=xnet)
+    got = activation_histogram(res, x, kind="state", bins=20, batch_size=8)
+    np.testing.assert_array_equal(got.counts, histogram_values(states, 20).counts)
+    got = activation_histogram(res, x, kind="activation", bins=20, batch_size=8)
+    h = np.tanh(xnet * res.gain + res.bias)
+    np.testing.assert_array_equal(got.counts, histogram_values(h, 20).counts)
+    assert got.n_values == 37 * 9
+    per_ctx = activation_histograms(res, [x[:10], x[10:]], bins=20)
+    np.testing.assert_array_equal((per_ctx[0] + per_ctx[1]).counts,
+                                  activation_histogram(res, x, bins=20).counts)
+    empty = activation_histogram(res, x[:0], bins=20)
+    assert isinstance(empty, ActivationHistogram) and empty.n_values == 0
+    with pytest.raises(ParameterError, match="^kind:"):
+        activation_histogram(res, x, kind="pre")
+
+
+def test_step_accuracy_sums_to_the_pooled_accuracy():
+    res = _res()
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((25, 6, 3)).astype(np.float32)
+    y = rng.integers(0, 3, size=(25, 6))
+    w = rng.standard_normal((3, 10))
+    correct, total = step_accuracy(res, x, y, w, batch_size=7)
+    assert correct.shape == total.shape == (6,)
+    assert (total == 25).all()
+    assert correct.sum() == evaluate(res, x, y, w).correct[0]
