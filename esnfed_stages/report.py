@@ -127,18 +127,27 @@ def communication_items(inputs: Inputs) -> list[Communication]:
                 if not isinstance(comm, dict):
                     continue
                 cfg = entry.get("config") or {}
+                stream = entry.get("stream_accuracy")
                 try:
+                    rounds = int(comm["rounds"])
+                    contexts = _opt_int(comm.get("contexts", len(stream[0]) if stream else None))
+                    # The ledger counts distinct rounds per algorithm and adds them up: FedIP's
+                    # rounds + 1 IncFed round; FedCLIP's IP rounds + 1 IncFed round per context.
+                    if "ip_rounds" in comm:
+                        ip_rounds = _opt_int(comm["ip_rounds"])
+                    elif method == "fedip":
+                        ip_rounds = rounds - 1
+                    elif method.startswith("fedclip") and contexts is not None:
+                        ip_rounds = rounds - contexts
+                    else:
+                        ip_rounds = None
                     items.append(Communication(
                         ds, pct, method, int(comm["up_floats"]), int(comm["down_floats"]),
-                        int(comm["up_bytes"]), int(comm["down_bytes"]), int(comm["rounds"]),
+                        int(comm["up_bytes"]), int(comm["down_bytes"]), rounds,
                         int(comm["clients"]),
                         units=_opt_int(comm.get("units", cfg.get("units"))),
                         classes=_opt_int(comm.get("classes", N_CLASSES.get(ds))),
-                        ip_rounds=_opt_int(comm.get("ip_rounds",
-                                                    cfg.get("rounds") if method == "fedip" else None)),
-                        contexts=_opt_int(comm.get("contexts",
-                                                   len(entry["stream_accuracy"][0])
-                                                   if entry.get("stream_accuracy") else None)),
+                        ip_rounds=ip_rounds, contexts=contexts,
                     ))
                 except (KeyError, TypeError, ValueError) as exc:
                     raise DataError(f"{inputs.paths[(ds, method)]}: pcts.{pct}.communication "
