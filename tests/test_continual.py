@@ -1,0 +1,236 @@
+"""CLIP and FedCLIP: forgetting on a two-context task, the replay buffer's uniformity and
+capacity, replay batches, joint early stopping, CLIP = FedCLIP on one client, the ledger, seeds."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.stats
+
+from esnfed_core.continual import ReplayBuffer, _replay_batches, _StreamClient, run_continual
+from esnfed_core.messages import CommLedger
+from esnfed_core.plasticity import IPConfig, ip_epoch
+from esnfed_core.reservoir import ReservoirConfig, build_reservoir
+from esnfed_core.validation import ParameterError
+
+# Two contexts with disjoint classes (like WESAD, where a context is one condition): context 0
+# holds classes 0, 1 and context 1 classes 2, 3. A readout fitted on context 1 alone never
+# predicts 0 or 1, so it forgets context 0; a readout fitted on both separates all four.
+MEANS = np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0], [0.0, -1.0]])
+STEPS = 20
+
+
+def _context(rng, classes, n, noise=0.3):
+    lab = np.asarray(classes)[rng.integers(0, len(classes), n)]
+    x = np.empty((n, STEPS, 3), np.float32)
+    x[:, :, :2] = MEANS[lab][:, None, :] + noise * rng.standard_normal((n, STEPS, 2))
+    x[:, :, 2] = 1.0  # a constant input: the current classes' scores stay high everywhere
+    return x, np.repeat(lab[:, None], STEPS, axis=1)
+
+
+def _stream(seed, n):
+    rng = np.random.default_rng(seed)
+    return [_context(rng, [0, 1], n), _context(rng, [2, 3], n)]
+
+
+RES = build_reservoir(ReservoirConfig(3, 30, 0.8, 0.5, 0.5), 0)
+TRAIN = [_stream(1, 100), _stream(2, 100)]  # two clients
+VAL, TEST = _stream(3, 40), _stream(4, 60)
+IP = IPConfig(sigma=0.3)
+
+
+def _run(strategy, federated, train=TRAIN, **kw):
+    kw.setdefault("budget", 2)
+    kw.setdefault("local_epochs", 2)
+    return run_continual(RES, train, strategy, federated, IP, n_classes=4, validation=VAL,
+                         evaluate={"test": TEST}, **kw)
+
+
+@pytest.mark.parametrize("federated", [False, True])
+def test_naive_forgets_replay_keeps_part_joint_keeps(federated):
+    runs = {s: _run(s, federated) for s in ("naive", "replay", "joint")}
+    first = {s: r.accuracy_matrix("test")[1, 0] for s, r in runs.items()}  # context 0 after 1
+    assert first["naive"] < 0.05
+    assert 0.5 < first["replay"] < first["joint"]
+    assert first["joint"] > 0.95
+    stream = {s: r.stream_accuracy("test")[-1] for s, r in runs.items()}
+    assert stream["joint"] >= stream["replay"] >= stream["naive"]
+    assert stream["replay"] > stream["naive"] + 0.2
+    for r in runs.values():  # every model learns the context it has just seen
+        assert np.diag(r.accuracy_matrix("test")).min() > 0.95
+        assert len(r.reservoirs) == len(r.readouts) == 2
+        assert r.readouts[0].shape == (4, RES.units)
+
+
+@pytest.mark.parametrize("strategy", ["naive", "replay", "joint"])
+def test_clip_equals_fedclip_on_one_client_with_one_local_epoch(strategy):
+    one = [TRAIN[0]]
+    central = _run(strategy, False, train=one, patience=3)
+    fed = _run(strategy, True, train=one, local_epochs=1, patience=3)
+    for a, b in zip(central.reservoirs + central.readouts, fed.reservoirs + fed.readouts):
+        if isinstance(a, np.ndarray):
+            assert np.array_equal(a, b)
+        else:
+            assert np.array_equal(a.gain, b.gain) and np.array_equal(a.bias, b.bias)
+    assert np.array_equal(central.correct["test"], fed.correct["test"])
+    assert central.ip_rounds == fed.ip_rounds
+
+
+def test_centralised_pools_the_clients_windows():
+    pooled = [[(np.concatenate([TRAIN[0][t][0], TRAIN[1][t][0]]),
+                np.concatenate([TRAIN[0][t][1], TRAIN[1][t][1]])) for t in range(2)]]
+    a, b = _run("replay", False), _run("replay", False, train=pooled)
+    assert np.array_equal(a.readouts[-1], b.readouts[-1])
+    assert np.array_equal(a.reservoirs[-1].gain, b.reservoirs[-1].gain)
+
+
+def test_ip_changes_the_reservoir_and_naive_carries_it_over():
+    r = _run("naive", False, budget=3)
+    assert r.reservoirs[0].has_ip and r.ip_rounds == [3, 3]
+    assert not np.array_equal(r.reservoirs[0].gain, r.reservoirs[1].gain)
+    zero = _run("naive", False, budget=0)
+    assert not zero.reservoirs[-1].has_ip
+
+
+def test_deterministic_from_seed():
+    a, b = _run("replay", True, seed=3), _run("replay", True, seed=3)
+    c = _run("replay", True, seed=4)
+    assert a.readouts[-1].tobytes() == b.readouts[-1].tobytes()
+    assert a.reservoirs[-1].gain.tobytes() == b.reservoirs[-1].gain.tobytes()
+    assert np.array_equal(a.correct["test"], b.correct["test"])
+    assert a.reservoirs[-1].gain.tobytes() != c.reservoirs[-1].gain.tobytes()
+
+
+def _inclusion_counts(sizes, capacity, seeds):
+    """How often each window of the stream (contexts of ``sizes``) ends in the buffer."""
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    counts = np.zeros(offsets[-1], np.int64)
+    for seed in seeds:
+        buf = ReplayBuffer(capacity, np.random.default_rng(seed))
+        for t, n in enumerate(sizes):
+            buf.update(t, n)
+            assert len(buf) == min(capacity, offsets[t + 1])  # never above capacity
+        counts[offsets[buf.context] + buf.index] += 1
+    return counts
+
+
+def _chi2_pvalue(counts):
+    expected = np.full(len(counts), counts.sum() / len(counts))
+    return scipy.stats.chisquare(counts, expected).pvalue
+
+
+def test_replay_buffer_is_a_uniform_sample_of_all_past_windows():
+    # Uneven contexts: a per-context quota or a recency bias would show.
+    counts = _inclusion_counts([30, 50, 20], capacity=5, seeds=range(400))
+    assert counts.sum() == 400 * 5
+    assert _chi2_pvalue(counts) > 1e-3
+    # The same test rejects a buffer that keeps the first windows of each context equally.
+    biased = np.zeros(100, np.int64)
+    biased[[0, 1, 30, 31, 80]] = 400
+    assert _chi2_pvalue(biased) < 1e-6
+    # After the first two contexts only, the buffer is uniform over those 80 windows.
+    counts2 = _inclusion_counts([30, 50], capacity=5, seeds=range(400))
+    assert _chi2_pvalue(counts2) > 1e-3
+
+
+def test_replay_buffer_capacity_and_contents():
+    buf = ReplayBuffer(10, np.random.default_rng(0))
+    buf.update(0, 4)
+    assert len(buf) == 4 and list(buf.index) == [0, 1, 2, 3]  # fewer windows than capacity
+    buf.update(1, 100)
+    assert len(buf) == 10
+    assert all(0 <= i < (4 if c == 0 else 100) for c, i in zip(buf.context, buf.index))
+    assert len(set(zip(buf.context, buf.index))) == 10  # without replacement
+    xs = [(np.arange(4, dtype=np.float32).reshape(4, 1, 1), np.zeros((4, 1), int)),
+          (100 + np.arange(100, dtype=np.float32).reshape(100, 1, 1), np.ones((100, 1), int))]
+    x, y = buf.gather(xs)
+    np.testing.assert_array_equal(x.ravel(), np.where(buf.context == 0, 0, 100) + buf.index)
+    np.testing.assert_array_equal(y.ravel(), buf.context)
+    empty = ReplayBuffer(0, np.random.default_rng(0))
+    empty.update(0, 5)
+    assert len(empty) == 0
+
+
+def test_replay_run_buffer_holds_five_percent_of_the_clients_windows():
+    r = _run("replay", True)
+    # Each client has 200 windows over both contexts: capacity 10, filled from context 0.
+    assert r.buffer_sizes == [[0, 0], [10, 10]]
+
+
+@pytest.mark.parametrize("n_cur, n_mem", [(250, 80), (250, 200), (50, 0)])
+def test_replay_batches_mix_100_current_and_32_buffer_windows(n_cur, n_mem):
+    # Window values identify them: current windows 0.., buffer windows 1000.. (context 0).
+    ctx0 = (1000 + np.arange(max(n_mem, 1), dtype=np.float32).reshape(-1, 1, 1), np.zeros((max(n_mem, 1), 1), int))
+    ctx1 = (np.arange(n_cur, dtype=np.float32).reshape(-1, 1, 1), np.zeros((n_cur, 1), int))
+    buf = ReplayBuffer(n_mem, np.random.default_rng(0))
+    buf.update(0, n_mem)
+    client = _StreamClient("c", [ctx0, ctx1], np.random.default_rng(1), buf)
+    batches = [b.ravel() for b in _replay_batches(client, 1, 100, 32)]
+    cur = [int((b < 1000).sum()) for b in batches]
+    mem = [int((b >= 1000).sum()) for b in batches]
+    n_batches = max(-(-n_cur // 100), -(-n_mem // 32))
+    assert len(batches) == n_batches
+    assert cur == [min(100, max(0, n_cur - 100 * k)) for k in range(n_batches)]
+    assert mem == [min(32, max(0, n_mem - 32 * k)) for k in range(n_batches)]
+    seen = np.sort(np.concatenate(batches))
+    np.testing.assert_array_equal(seen, np.concatenate([np.arange(n_cur), 1000 + np.arange(n_mem)]))
+
+
+@pytest.mark.parametrize("federated, patience", [(True, None), (False, None), (False, 1)])
+def test_joint_stops_after_patience_rounds_without_improvement(federated, patience):
+    r = _run("joint", federated, patience=patience, max_joint_rounds=12)
+    wait = patience or (3 if federated else 5)
+    for trace, used in zip(r.joint_trace, r.ip_rounds):
+        best = int(np.argmax(trace))  # first best: later ties are no improvement
+        assert used == best + 1
+        assert len(trace) == min(12, best + 1 + wait)
+    capped = _run("joint", federated, patience=patience, max_joint_rounds=2)
+    assert all(len(t) <= 2 for t in capped.joint_trace)
+
+
+def test_joint_resets_plasticity_at_each_context():
+    # One joint epoch per context: context 1's model is one epoch from (1, 0) on the pooled
+    # contexts 0..1, continuing the shuffle generator, not a continuation of context 0's model.
+    r = _run("joint", False, patience=1, max_joint_rounds=1)
+    pooled = [np.concatenate([TRAIN[0][t][0], TRAIN[1][t][0]]) for t in range(2)]
+    rng = np.random.default_rng(0)
+    fresh = RES.with_ip(np.ones(RES.units), np.zeros(RES.units))
+    first = ip_epoch(fresh, pooled[0], IP, rng)
+    second = ip_epoch(fresh, np.concatenate(pooled), IP, rng)
+    assert np.array_equal(r.reservoirs[0].gain, first.gain)
+    assert np.array_equal(r.reservoirs[1].gain, second.gain)
+    assert np.array_equal(r.reservoirs[1].bias, second.bias)
+    assert r.ip_rounds == [1, 1]
+
+
+def test_fedclip_ledger_counts_plasticity_and_readout_messages():
+    ledger = CommLedger()
+    budget, n = 2, RES.units
+    _run("naive", True, budget=budget, ledger=ledger, client_names=["u1", "u2"])
+    plast = [e for e in ledger.entries if e.algorithm == "fedclip" and e.kind == "PlasticityMessage"]
+    assert len(plast) == 2 * 2 * budget * 2  # directions × clients × rounds × contexts
+    assert all(e.floats == 2 * n for e in plast)
+    assert sorted({e.client for e in plast}) == ["u1", "u2"]
+    assert ledger.totals("fedclip")["rounds"] == budget * 2
+    setup = [e for e in ledger.entries if e.kind == "ReservoirMessage"]
+    assert len(setup) == 2
+    stats = [e for e in ledger.entries if e.algorithm == "incfed" and e.kind == "StatsMessage"]
+    assert len(stats) == 2 * 2  # clients × contexts
+    assert all(e.floats == n * n + 4 * n for e in stats)
+    central = CommLedger()
+    _run("naive", False, ledger=central)
+    assert central.entries == []  # centralised: nothing is communicated
+
+
+def test_bad_arguments_name_the_key():
+    with pytest.raises(ParameterError, match="^strategy:"):
+        _run("greedy", False)
+    with pytest.raises(ParameterError, match="^validation:"):
+        run_continual(RES, TRAIN, "joint", False, IP, 1, 1, n_classes=4)
+    with pytest.raises(ParameterError, match=r"^train\[client1\]: 1 contexts"):
+        _run("naive", False, train=[TRAIN[0], TRAIN[1][:1]])
+    with pytest.raises(ParameterError, match=r"^evaluate\[test\]\[0\]"):
+        run_continual(RES, TRAIN, "naive", False, IP, 1, 1, n_classes=4,
+                      evaluate={"test": [(TEST[0][0][..., :2], TEST[0][1]), TEST[1]]})
+    with pytest.raises(ParameterError, match="^replay_fraction:"):
+        _run("replay", False, replay_fraction=0.0)
