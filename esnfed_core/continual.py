@@ -236,7 +236,8 @@ def run_continual(
     if federated:
         broadcast_reservoir(res, [c.name for c in clients], ledger, ALGORITHM)
     fresh = res.with_ip(np.ones(res.units), np.zeros(res.units))
-    counter = {"round": 0}
+    # Each algorithm numbers its own rounds in the ledger: FedCLIP's IP rounds, IncFed's solves.
+    counter = {"round": 0, "readout": 0}
 
     def ip_round(cur: Reservoir, fits: list, weights: list[int], parts: list[str]) -> Reservoir:
         if federated:
@@ -249,7 +250,9 @@ def run_continual(
     def readout(cur: Reservoir, data: list[Split], parts: list[str]) -> np.ndarray:
         fed_clients = [Client(p, x, y, n_classes) for p, (x, y) in zip(parts, data)]
         # IncFed sums of (A_c, B_c): with one client this is the centralised ridge.
-        return incfed(cur, fed_clients, [lam], ledger, max(counter["round"] - 1, 0)).readouts[0]
+        w = incfed(cur, fed_clients, [lam], ledger, counter["readout"]).readouts[0]
+        counter["readout"] += 1
+        return w
 
     def epochs_fit(x: np.ndarray, rng: np.random.Generator) -> Callable[[Reservoir], Reservoir]:
         def fit(start: Reservoir) -> Reservoir:

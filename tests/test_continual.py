@@ -217,6 +217,10 @@ def test_fedclip_ledger_counts_plasticity_and_readout_messages():
     stats = [e for e in ledger.entries if e.algorithm == "incfed" and e.kind == "StatsMessage"]
     assert len(stats) == 2 * 2  # clients × contexts
     assert all(e.floats == n * n + 4 * n for e in stats)
+    assert ledger.totals("incfed")["rounds"] == 2  # one readout solve per context
+    joint = CommLedger()
+    r = _run("joint", True, ledger=joint)
+    assert joint.totals("incfed")["rounds"] == joint.totals("fedclip")["rounds"] == sum(map(len, r.joint_trace))
     central = CommLedger()
     _run("naive", False, ledger=central)
     assert central.entries == []  # centralised: nothing is communicated
