@@ -19,8 +19,9 @@ $(VENV)/.installed-test: $(VENV)/.installed
 install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test
 
+# The stages call `esnfed`: put the venv's bin first on PATH so it works without activation.
 repro: install
-	$(VENV)/bin/dvc repro
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/dvc repro
 
 test: install-test
 	$(PY) -m pytest -q

@@ -1,0 +1,156 @@
+"""`esnfed synthesize`, `esnfed preprocess` and `esnfed partition`: the data stages (embedded raw
+files, windows per user plus manifest, fixed user splits) with progress bars and summaries."""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from esnfed_cli._common import console, handle_errors
+from esnfed_cli.main import app
+from esnfed_stages import partition as partition_stage
+from esnfed_stages import preprocess as preprocess_stage
+from esnfed_stages import synthesize as synthesize_stage
+from esnfed_stages.params import load_params
+
+
+class DatasetChoice(str, Enum):
+    wesad = "wesad"
+    hhar = "hhar"
+
+
+class SourceChoice(str, Enum):
+    synthetic = "synthetic"
+    raw = "raw"
+
+
+DatasetOpt = Annotated[DatasetChoice, typer.Option("--dataset", help="Which dataset: wesad or hhar.",
+                                                   case_sensitive=False)]
+ParamsOpt = Annotated[Path, typer.Option("--params", help="The params file to read.")]
+
+
+def _progress() -> Progress:
+    return Progress(SpinnerColumn(), TextColumn("[bold]{task.description}"), BarColumn(),
+                    MofNCompleteColumn(), TextColumn("{task.fields[item]}"), TimeElapsedColumn(),
+                    console=console, transient=True)
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GB"  # pragma: no cover
+
+
+@app.command()
+@handle_errors
+def synthesize(
+    dataset: DatasetOpt,
+    out: Annotated[Optional[Path], typer.Option(
+        "--out", help="Root folder for the raw files (<out>/WESAD or <out>/HHAR). "
+        "Default: params.yaml data.synthetic_dir.")] = None,
+    seed: Annotated[Optional[int], typer.Option(
+        "--seed", help="Seed of the generator (same seed, same bytes). "
+        "Default: params.yaml synthetic.<dataset>.seed.")] = None,
+    params: ParamsOpt = Path("params.yaml"),
+) -> None:
+    """Write the embedded synthetic dataset in the original file layout (the default input).
+
+    Size and seed come from params.yaml synthetic.<dataset>; the folder is replaced only once complete.
+    """
+    p = load_params(params)
+    _, _, _, steps = synthesize_stage.plan(dataset.value, p, seed)
+    with _progress() as bar:
+        task = bar.add_task(f"synthesize {dataset.value}", total=steps, item="")
+        result = synthesize_stage.run(
+            dataset.value, p, out_root=out, seed=seed,
+            progress=lambda *what: bar.update(task, advance=1, item=str(what[0]) if what else ""))
+    table = Table(title=f"synthetic {dataset.value} -> {result.folder}")
+    table.add_column("folder")
+    table.add_column("files", justify="right")
+    table.add_column("size", justify="right")
+    groups: dict[str, list[Path]] = {}
+    for f in result.files:
+        groups.setdefault(f.parent.relative_to(result.folder.parent).as_posix(), []).append(f)
+    for folder, files in groups.items():
+        table.add_row(folder, str(len(files)), _size(sum(f.stat().st_size for f in files)))
+    console.print(table)
+
+
+@app.command()
+@handle_errors
+def preprocess(
+    dataset: DatasetOpt,
+    source: Annotated[Optional[SourceChoice], typer.Option(
+        "--source", help="synthetic (the files of `esnfed synthesize`) or raw (the real dataset). "
+        "Default: params.yaml data.source.", case_sensitive=False)] = None,
+    raw_dir: Annotated[Optional[Path], typer.Option(
+        "--raw-dir", help="Root folder holding WESAD/ or HHAR/. Default: params.yaml "
+        "data.synthetic_dir or data.raw_dir, by source.")] = None,
+    out: Annotated[Path, typer.Option(
+        "--out", help="Root of the processed data; writes <out>/<dataset>/.")] = preprocess_stage.DEFAULT_OUT,
+    params: ParamsOpt = Path("params.yaml"),
+) -> None:
+    """Windows, labels, contexts and per-user z-scores -> <out>/<dataset>/<user>.npz + manifest.json.
+
+    Follows PROTOCOL §1 with params.yaml preprocess.<dataset>. Users are processed one at a time;
+    the output folder is replaced only when every user succeeded.
+    """
+    p = load_params(params)
+    total = preprocess_stage.expected_users(p.get("preprocess", {}).get(dataset.value))
+    with _progress() as bar:
+        task = bar.add_task(f"preprocess {dataset.value}", total=total, item="")
+        manifest = preprocess_stage.run(
+            dataset.value, p, source=source.value if source else None, raw_dir=raw_dir, out_root=out,
+            on_user=lambda user, data: bar.update(task, advance=1, item=user))
+    classes = manifest["classes"]
+    table = Table(title=f"{dataset.value} ({manifest['source']}): {len(manifest['users'])} users, "
+                        f"windows of {manifest['window']} x {manifest['n_features']} -> {out / dataset.value}")
+    table.add_column("user")
+    table.add_column("windows", justify="right")
+    table.add_column("per context (" + ", ".join(manifest["context_names"]) + ")", justify="right")
+    table.add_column("class shares (" + ", ".join(classes) + ")", justify="right")
+    totals = [0] * len(classes)
+    for user, entry in manifest["users"].items():
+        counts = entry["class_counts"]
+        totals = [a + b for a, b in zip(totals, counts)]
+        table.add_row(user, str(entry["windows"]), " ".join(map(str, entry["windows_per_context"])),
+                      " ".join(f"{c / max(sum(counts), 1):.0%}" for c in counts))
+    all_windows = sum(e["windows"] for e in manifest["users"].values())
+    table.add_row("[bold]all", f"[bold]{all_windows}", "",
+                  " ".join(f"{c / max(sum(totals), 1):.0%}" for c in totals))
+    console.print(table)
+
+
+@app.command()
+@handle_errors
+def partition(
+    dataset: DatasetOpt,
+    processed_dir: Annotated[Path, typer.Option(
+        "--processed-dir", help="Root of the processed data (reads <dir>/<dataset>/manifest.json).")]
+    = preprocess_stage.DEFAULT_OUT,
+    out: Annotated[Path, typer.Option(
+        "--out", help="Folder of the partition files; writes <out>/<dataset>.json.")] = partition_stage.DEFAULT_OUT,
+    params: ParamsOpt = Path("params.yaml"),
+) -> None:
+    """Fixed user splits (nested training subsets, validation, test) -> <out>/<dataset>.json.
+
+    The splits are params.yaml partition.<dataset> (PROTOCOL §1); every user must be in the manifest.
+    """
+    doc = partition_stage.run(dataset.value, load_params(params), processed_root=processed_dir, out_root=out)
+    table = Table(title=f"{dataset.value} partition -> {out / (dataset.value + '.json')}")
+    table.add_column("split")
+    table.add_column("users", justify="right")
+    table.add_column("names")
+    for pct, users in doc["train"].items():
+        table.add_row(f"train {pct}%", str(len(users)), " ".join(users))
+    table.add_row("validation", str(len(doc["validation"])), " ".join(doc["validation"]))
+    table.add_row("test", str(len(doc["test"])), " ".join(doc["test"]))
+    console.print(table)
+    console.print(f"contexts: {', '.join(doc['context_names'])}", highlight=False)

@@ -1,0 +1,63 @@
+"""Which dataset module implements each data stage: looked up lazily, so one dataset's stages work
+while another's module is missing, and a missing module is a one-line error."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from typing import Any, Callable, Mapping
+
+from esnfed_core.errors import ConfigError
+
+DATASETS = ("wesad", "hhar")
+DIRNAMES = {"wesad": "WESAD", "hhar": "HHAR"}  # folder under the raw root
+# (dataset, stage) -> (module, function); the functions share one signature per stage.
+_FUNCTIONS = {
+    ("wesad", "synthesize"): ("esnfed_core.data.wesad_synth", "synthesize_wesad"),
+    ("hhar", "synthesize"): ("esnfed_core.data.hhar_synth", "synthesize_hhar"),
+    ("wesad", "preprocess"): ("esnfed_core.data.wesad", "preprocess_wesad"),
+    ("hhar", "preprocess"): ("esnfed_core.data.hhar", "preprocess_hhar"),
+    # describe(params) -> {"feature_names", "classes", "context_names"} of the processed output
+    ("wesad", "describe"): ("esnfed_core.data.wesad", "describe"),
+    ("hhar", "describe"): ("esnfed_stages._datasets", "describe_hhar"),
+}
+
+
+def describe_hhar(params: Mapping[str, Any]) -> dict[str, Any]:
+    """HHAR's processed output: six inertial channels, six activities, one context per device."""
+    hhar = dataset_function("hhar", "preprocess").__module__
+    module = importlib.import_module(hhar)
+    return {"feature_names": list(module.FEATURE_NAMES), "classes": list(module.CLASSES),
+            "context_names": list(module.resolve_params(dict(params))["devices"])}
+
+
+def check_dataset(dataset: str) -> str:
+    if dataset not in DATASETS:
+        raise ConfigError(f"--dataset: expected one of {list(DATASETS)}, got {dataset!r}")
+    return dataset
+
+
+def dataset_function(dataset: str, stage: str) -> Callable:
+    """Import the function implementing ``stage`` for ``dataset`` on first use."""
+    module_name, name = _FUNCTIONS[(check_dataset(dataset), stage)]
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name != module_name:  # a broken dependency inside the module: not ours to hide
+            raise
+        raise ConfigError(f"{stage} --dataset {dataset}: {module_name} is not available "
+                          "in this installation") from None
+    fn = getattr(module, name, None)
+    if fn is None:
+        raise ConfigError(f"{stage} --dataset {dataset}: {module_name} has no {name}()")
+    return fn
+
+
+def bind_kwargs(fn: Callable, kwargs: Mapping[str, Any], key: str) -> None:
+    """Check that params.yaml section ``key`` only holds arguments ``fn`` accepts."""
+    params = inspect.signature(fn).parameters
+    for name in kwargs:
+        if name not in params or params[name].kind in (inspect.Parameter.VAR_POSITIONAL,
+                                                        inspect.Parameter.POSITIONAL_ONLY):
+            allowed = [p for p, v in params.items() if v.kind in (v.KEYWORD_ONLY, v.POSITIONAL_OR_KEYWORD)]
+            raise ConfigError(f"params.yaml: {key}.{name} is not a parameter (expected one of {allowed})")

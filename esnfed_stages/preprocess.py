@@ -1,0 +1,154 @@
+"""Stage `preprocess`: raw files of one dataset -> data/processed/<dataset>/ (one .npz per user plus
+manifest.json with shapes, label map, contexts, source checksums and params), written atomically."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from esnfed_core.data.processed import MANIFEST, UserData, save_user, user_path
+from esnfed_core.errors import ConfigError, DataError
+from esnfed_stages._datasets import check_dataset, dataset_function
+from esnfed_stages._io import atomic_path, write_json
+from esnfed_stages.params import section
+
+SOURCES = ("synthetic", "raw")
+DEFAULT_OUT = Path("data/processed")
+_USER_NAME = re.compile(r"^[A-Za-z0-9_-]+$")  # becomes a file name
+_META_KEYS = ("feature_names", "classes", "context_names")
+
+
+def sha256(path: str | Path, chunk: int = 1 << 20) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def resolve_input(params: dict[str, Any], source: str | None, raw_dir: str | Path | None) -> tuple[str, Path]:
+    """(source, raw root): ``--raw-dir`` wins, else params ``data.synthetic_dir`` or ``data.raw_dir``."""
+    source = source if source is not None else section(params, "data.source")
+    if source not in SOURCES:
+        raise ConfigError(f"data.source: expected one of {list(SOURCES)}, got {source!r}")
+    if raw_dir is None:
+        raw_dir = section(params, "data.synthetic_dir" if source == "synthetic" else "data.raw_dir")
+    return source, Path(raw_dir)
+
+
+def expected_users(ds_params: Any) -> int | None:
+    """How many users the params list (for a progress bar), if they list them."""
+    if isinstance(ds_params, dict):
+        for key in ("subjects", "users"):
+            if isinstance(ds_params.get(key), list):
+                return len(ds_params[key])
+    return None
+
+
+def source_files(source: Any) -> list[Path]:
+    """The file on disk behind a reader's source entry: a path, or "archive.zip:member:..."
+    naming a member inside a (nested) zip, whose checksum is the archive's."""
+    text = str(source)
+    parts = text.split(":")
+    for i in range(len(parts), 0, -1):
+        candidate = Path(":".join(parts[:i]))
+        if candidate.is_file():
+            return [candidate]
+    raise DataError(f"{text}: source file not found")
+
+
+def _source_key(path: Path, raw_root: Path) -> str:
+    try:
+        return path.resolve().relative_to(raw_root.resolve()).as_posix()
+    except ValueError:
+        return str(path.resolve())
+
+
+def _check_user(user: Any, data: Any, info: Any, seen: dict, meta: dict, dataset: str) -> None:
+    """Contract checks on what a reader yields (the dataset-agnostic half of the data contract)."""
+    if not isinstance(user, str) or not _USER_NAME.match(user):
+        raise DataError(f"{dataset}: invalid user name {user!r}")
+    if user in seen:
+        raise DataError(f"{dataset}: user {user!r} produced twice")
+    if not isinstance(data, UserData):
+        raise DataError(f"{dataset}: user {user!r}: reader returned {type(data).__name__}, expected UserData")
+    if not isinstance(info, dict) or not isinstance(info.get("sources"), (list, tuple)):
+        raise DataError(f"{dataset}: user {user!r}: reader info lacks the list of 'sources'")
+    if data.windows == 0:
+        raise DataError(f"{dataset}: user {user!r} has no windows")
+    if data.x.shape[2] != len(meta["feature_names"]):
+        raise DataError(f"{dataset}: user {user!r} has {data.x.shape[2]} features, expected "
+                        f"{len(meta['feature_names'])} ({', '.join(meta['feature_names'])})")
+    if meta.setdefault("window", int(data.x.shape[1])) != data.x.shape[1]:
+        raise DataError(f"{dataset}: user {user!r} has windows of {data.x.shape[1]} steps, "
+                        f"other users {meta['window']}")
+    if data.x.dtype != np.float32 or not np.isfinite(data.x).all():
+        raise DataError(f"{dataset}: user {user!r}: x must be finite float32")
+    ctx, y = data.context.astype(np.int64), data.y.astype(np.int64)
+    if ctx.min() < 0 or ctx.max() >= len(meta["context_names"]) or np.any(np.diff(ctx) < 0):
+        raise DataError(f"{dataset}: user {user!r}: contexts must be ordered indices in "
+                        f"0..{len(meta['context_names']) - 1}")
+    if y.min() < 0 or y.max() >= len(meta["classes"]):
+        raise DataError(f"{dataset}: user {user!r}: labels outside 0..{len(meta['classes']) - 1}")
+
+
+def run(dataset: str, params: dict[str, Any], source: str | None = None, raw_dir: str | Path | None = None,
+        out_root: str | Path | None = None, on_user: Callable[[str, UserData], None] | None = None) -> dict:
+    """Preprocess every user of ``dataset``; return the manifest written to ``<out_root>/<dataset>``.
+
+    Users are streamed one at a time into a temporary folder that replaces the output folder only
+    when everything succeeded. ``on_user(user, data)`` is called after each user is written.
+    """
+    check_dataset(dataset)
+    source, raw_root = resolve_input(params, source, raw_dir)
+    ds_params = section(params, f"preprocess.{dataset}")
+    fn = dataset_function(dataset, "preprocess")
+    described = dataset_function(dataset, "describe")(ds_params)
+    meta = {k: list(described[k]) for k in _META_KEYS}
+    out = Path(out_root if out_root is not None else DEFAULT_OUT) / dataset
+    users: dict[str, dict] = {}
+    checksums: dict[str, str] = {}
+    hashed: set[Path] = set()
+    with atomic_path(out) as tmp:
+        tmp.mkdir()
+        for user, data, info in fn(raw_root, ds_params):
+            _check_user(user, data, info, users, meta, dataset)
+            save_user(user_path(tmp, user), data)
+            for src in (f for s in info["sources"] for f in source_files(s)):
+                if src.resolve() not in hashed:  # shared files (HHAR's CSVs) are hashed once
+                    hashed.add(src.resolve())
+                    checksums[_source_key(src, raw_root)] = sha256(src)
+            n_ctx, n_cls = len(meta["context_names"]), len(meta["classes"])
+            entry = {
+                "file": user_path(tmp, user).name,
+                "windows": data.windows,
+                "windows_per_context": np.bincount(data.context.astype(np.int64), minlength=n_ctx).tolist(),
+                "class_counts": np.bincount(data.y.astype(np.int64).ravel(), minlength=n_cls).tolist(),
+            }
+            if "context_labels" in info:
+                entry["context_labels"] = [int(c) for c in info["context_labels"]]
+            users[user] = entry
+            if on_user is not None:
+                on_user(user, data)
+        if not users:
+            raise DataError(f"{raw_root}: no {dataset} users found")
+        manifest = {
+            "dataset": dataset,
+            "window": meta["window"],
+            "n_features": len(meta["feature_names"]),
+            "feature_names": meta["feature_names"],
+            "classes": meta["classes"],
+            "n_classes": len(meta["classes"]),
+            "n_contexts": len(meta["context_names"]),
+            "context_names": meta["context_names"],
+            "users": users,
+            "sources": checksums,
+            "params": ds_params,
+            "source": source,
+        }
+        write_json(tmp / MANIFEST, manifest)
+    return manifest
