@@ -1,0 +1,78 @@
+"""Scores of trained models on sets of users (PROTOCOL §3, §6): pooled per-step accuracy, the
+correct-step counts of the continual models on every context, and activation densities.
+
+Accuracy is always pooled over every time step of every window of the evaluated users, never a
+mean of per-user accuracies. Evaluation streams batch by batch (memory bounded by the batch).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from esnfed_core.data.processed import UserData
+from esnfed_core.readout import Counts, evaluate, random_baseline
+from esnfed_core.metrics import activation_histogram
+from esnfed_core.reservoir import Reservoir
+
+
+def pooled_counts(
+    res: Reservoir, users: Sequence[UserData], readouts: np.ndarray, batch_size: int = 256
+) -> Counts:
+    """Correct/total steps of each readout of ``readouts`` ((L, C, N) or (C, N)) over all users."""
+    grid = readouts if readouts.ndim == 3 else readouts[None]
+    total = Counts(np.zeros(len(grid), np.int64), 0)
+    for u in users:
+        if u.windows:
+            total = total + evaluate(res, u.x, u.y, grid, batch_size)
+    return total
+
+
+def accuracy(res: Reservoir, readout: np.ndarray, users: Sequence[UserData], batch_size: int = 256) -> float:
+    """Share of correctly classified time steps of one readout (C, N), pooled over ``users``."""
+    return float(pooled_counts(res, users, readout, batch_size).accuracy[0])
+
+
+def random_accuracy(users: Sequence[UserData], n_classes: int, seed: int) -> float:
+    """The random baseline: one uniform draw per time step of the users' labels, concatenated in
+    the given user order and flattened row-major (window by window, step by step)."""
+    labels = np.concatenate([u.y.reshape(-1) for u in users]) if users else np.zeros(0, np.int8)
+    return float(random_baseline(labels, n_classes, seed).accuracy[0])
+
+
+def context_matrix(
+    reservoirs: Sequence[Reservoir],
+    readouts: Sequence[np.ndarray],
+    users: Sequence[UserData],
+    batch_size: int = 256,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Continual evaluation: ``correct[i, j]`` = correct steps of the model after context i on
+    context j of ``users``; ``total[j]`` = steps of context j. Shapes (T, T) and (T,)."""
+    n_ctx = len(reservoirs)
+    if len(readouts) != n_ctx:
+        raise ValueError(f"context_matrix: {n_ctx} reservoirs but {len(readouts)} readouts")
+    per_ctx = [[u.of_context(j) for u in users] for j in range(n_ctx)]
+    correct = np.zeros((n_ctx, n_ctx), np.int64)
+    total = np.array([sum(p.windows * p.x.shape[1] for p in per_ctx[j]) for j in range(n_ctx)], np.int64)
+    for i in range(n_ctx):
+        for j in range(n_ctx):
+            correct[i, j] = int(pooled_counts(reservoirs[i], per_ctx[j], readouts[i], batch_size).correct[0])
+    return correct, total
+
+
+def activation_density(
+    res: Reservoir, users: Sequence[UserData], n_contexts: int, bins: int, batch_size: int = 256
+) -> tuple[np.ndarray, np.ndarray]:
+    """Density of the post-leak states of ``res`` over every unit, step and window of each
+    context of ``users`` on ``bins`` fixed bins over [-1, 1]: (edges (bins+1,), density (T, bins))."""
+    dens = []
+    edges = None
+    for j in range(n_contexts):
+        hist = None
+        for u in users:
+            part = activation_histogram(res, u.of_context(j).x, kind="state", bins=bins, batch_size=batch_size)
+            hist = part if hist is None else hist + part
+        edges = hist.edges
+        dens.append(hist.density())
+    return edges, np.stack(dens)

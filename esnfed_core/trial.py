@@ -1,0 +1,357 @@
+"""One trial of one method as a pure function: build the reservoir from (config, seed), train it
+with the method (ridge, IncFed, FedAvg, IP, FedIP, CLIP, FedCLIP or the random baseline), score.
+
+No I/O: inputs are arrays (:class:`TrialData`), outputs a :class:`FittedModel`. The same inputs
+give the same bits, so trials can run in any process, in any order, on any joblib backend.
+Method ids and what they train:
+
+  random          uniform random prediction per step (no model)
+  ridge           centralised ridge readout on the pooled training windows
+  incfed          IncFed: clients upload (A, B), the server sums and solves (== ridge)
+  fedavg          FedAvg of locally solved readouts, weighted by window counts
+  ip / fedip      centralised IP epochs / FedIP rounds on (g, b), then ridge / IncFed
+  clip-S / fedclip-S   continual IP (S = naive | replay | joint) over the contexts, λ fixed
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from esnfed_core.data.processed import UserData
+from esnfed_core.errors import ConfigError
+from esnfed_core.federated import Client, fedavg, incfed
+from esnfed_core.messages import CommLedger, ReadoutMessage, StatsMessage
+from esnfed_core.readout import StatsAccumulator, solve
+from esnfed_core.reservoir import Reservoir, ReservoirConfig, build_reservoir, iter_states
+from esnfed_core.scoring import pooled_counts, random_accuracy
+
+STRATEGIES = ("naive", "replay", "joint")
+ALGOS = ("random", "ridge", "incfed", "fedavg", "ip", "fedip", "clip", "fedclip")
+METHODS = ("random", "ridge", "incfed", "fedavg", "ip", "fedip") + tuple(
+    f"{a}-{s}" for a in ("clip", "fedclip") for s in STRATEGIES
+)
+RESERVOIR_KEYS = ("units", "spectral_radius", "leak", "input_scaling")
+# Named sub-seeds of a trial seed, in SeedSequence order (adding a name at the end keeps the others).
+SEED_NAMES = ("reservoir", "ip", "validation", "test", "train")
+
+
+@dataclass(frozen=True)
+class Method:
+    """A method id split into its algorithm and (continual methods) strategy."""
+
+    algo: str
+    strategy: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.algo not in ALGOS:
+            raise ConfigError(f"algo: unknown algorithm {self.algo!r} (expected one of {', '.join(ALGOS)})")
+        if self.continual and self.strategy not in STRATEGIES:
+            raise ConfigError(
+                f"strategy: {self.algo} needs --strategy {'|'.join(STRATEGIES)}, got {self.strategy!r}"
+            )
+        if not self.continual and self.strategy is not None:
+            raise ConfigError(f"strategy: {self.algo} is not a continual method and takes no strategy")
+
+    @classmethod
+    def parse(cls, method_id: str) -> "Method":
+        algo, _, strategy = method_id.partition("-")
+        return cls(algo, strategy or None)
+
+    @property
+    def id(self) -> str:
+        return f"{self.algo}-{self.strategy}" if self.strategy else self.algo
+
+    @property
+    def continual(self) -> bool:
+        return self.algo in ("clip", "fedclip")
+
+    @property
+    def federated(self) -> bool:
+        return self.algo in ("incfed", "fedavg", "fedip", "fedclip")
+
+    @property
+    def uses_ip(self) -> bool:
+        return self.algo in ("ip", "fedip", "clip", "fedclip")
+
+    @property
+    def base(self) -> str | None:
+        """The stationary method whose best config a continual method reuses (PROTOCOL §6)."""
+        return {"clip": "ip", "fedclip": "fedip"}.get(self.algo)
+
+    @property
+    def config_keys(self) -> tuple[str, ...]:
+        """Hyperparameters a trial of this method needs (``lambda`` is chosen inside the trial)."""
+        if self.algo == "random":
+            return ()
+        keys = RESERVOIR_KEYS
+        if self.uses_ip:
+            keys += ("sigma",)
+            keys += ("budget",) if self.continual else ("rounds",)
+            if self.algo in ("fedip", "fedclip"):
+                keys += ("local_epochs",)
+        return keys
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Fixed (not searched) parameters of every trial, from params.yaml."""
+
+    lambdas: tuple[float, ...] = (1e-5, 1e-4, 1e-3, 1e-2, 0.1, 0.5, 1.0)
+    batch_size: int = 256
+    ip: Mapping[str, Any] = field(default_factory=dict)  # IPConfig fields except sigma
+    continual_lambda: float = 1e-5
+    replay_fraction: float = 0.05
+    replay_batch: int = 32
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "lambdas": list(self.lambdas), "batch_size": self.batch_size, "ip": dict(self.ip),
+            "continual_lambda": self.continual_lambda, "replay_fraction": self.replay_fraction,
+            "replay_batch": self.replay_batch,
+        }
+
+
+@dataclass(frozen=True, eq=False)
+class TrialData:
+    """The users a trial sees: training clients (in partition order) and validation users."""
+
+    train: Mapping[str, UserData]
+    validation: Mapping[str, UserData]
+    n_classes: int
+    n_contexts: int
+
+    @property
+    def n_inputs(self) -> int:
+        return next(iter(self.train.values())).x.shape[2]
+
+
+@dataclass(frozen=True, eq=False)
+class FittedModel:
+    """A trained model and what its training measured.
+
+    ``readout`` is (C, N) float64; continual methods also keep the model after each context in
+    ``context_gain``/``context_bias`` (T, N) and ``context_readout`` (T, C, N). ``validation``
+    holds the selection scores when the trial scored on validation users (``score`` is the one
+    model selection maximises). ``communication`` totals every message of a federated method.
+    """
+
+    method: str
+    seed: int
+    config: dict[str, Any]
+    n_classes: int
+    seeds: dict[str, int]
+    reservoir: Reservoir | None = None
+    readout: np.ndarray | None = None
+    lam: float | None = None
+    context_gain: np.ndarray | None = None
+    context_bias: np.ndarray | None = None
+    context_readout: np.ndarray | None = None
+    communication: dict[str, int] | None = None
+    validation: dict[str, Any] | None = None
+
+    @property
+    def score(self) -> float:
+        if self.validation is None:
+            raise ValueError("model was fitted without validation scores")
+        return float(self.validation["score"])
+
+    def context_reservoirs(self) -> list[Reservoir]:
+        """The reservoir after each context (continual methods)."""
+        if self.context_gain is None or self.reservoir is None:
+            raise ValueError(f"{self.method}: not a continual model")
+        return [self.reservoir.with_ip(g, b) for g, b in zip(self.context_gain, self.context_bias)]
+
+
+def sub_seeds(seed: int) -> dict[str, int]:
+    """Independent named seeds of one trial (reservoir weights, IP shuffling, random baselines)."""
+    state = np.random.SeedSequence(int(seed)).generate_state(len(SEED_NAMES), np.uint32)
+    return {name: int(s) for name, s in zip(SEED_NAMES, state)}
+
+
+def check_config(method: Method, config: Mapping[str, Any], *, need_lambda: bool = False) -> None:
+    keys = method.config_keys + (("lambda",) if need_lambda else ())
+    missing = [k for k in keys if k not in config]
+    if missing:
+        raise ConfigError(f"config of {method.id}: missing hyperparameter(s) {', '.join(missing)}")
+
+
+def make_reservoir(config: Mapping[str, Any], n_inputs: int, seed: int) -> Reservoir:
+    rc = ReservoirConfig(
+        n_inputs=n_inputs, units=int(config["units"]), spectral_radius=float(config["spectral_radius"]),
+        leak=float(config["leak"]), input_scaling=float(config["input_scaling"]),
+    )
+    return build_reservoir(rc, seed)
+
+
+def communication(ledger: CommLedger, n_clients: int) -> dict[str, int]:
+    """Totals over every algorithm in the ledger (rounds add up: FedIP rounds + the IncFed round).
+
+    The one-off reservoir broadcast is excluded (the ledger's default), as in PROTOCOL's counts.
+    """
+    out = {"up_floats": 0, "up_bytes": 0, "down_floats": 0, "down_bytes": 0, "rounds": 0}
+    for algo in sorted({e.algorithm for e in ledger.entries}):
+        for k, v in ledger.totals(algo).items():
+            out[k] += v
+    out["clients"] = int(n_clients)
+    return out
+
+
+def fit(
+    method: str | Method,
+    config: Mapping[str, Any],
+    seed: int,
+    data: TrialData,
+    settings: Settings,
+    *,
+    score: bool = True,
+) -> FittedModel:
+    """Train ``method`` with ``config`` from ``seed`` on ``data.train``.
+
+    With ``score`` the model is scored on ``data.validation`` (and for stationary ESN methods λ is
+    chosen there from ``settings.lambdas`` unless ``config`` fixes ``lambda``); without it, the
+    stationary methods need ``config["lambda"]`` and nothing touches the validation users except
+    joint continual training (whose early stopping is part of the method).
+    """
+    m = method if isinstance(method, Method) else Method.parse(method)
+    check_config(m, config, need_lambda=not score and not m.continual and m.algo != "random")
+    seeds = sub_seeds(seed)
+    cfg = dict(config)
+    if m.algo == "random":
+        val = None
+        if score:
+            acc = random_accuracy(list(data.validation.values()), data.n_classes, seeds["validation"])
+            val = {"score": acc, "accuracy": acc}
+        return FittedModel(m.id, int(seed), cfg, data.n_classes, seeds, validation=val)
+    if m.continual:
+        return _fit_continual(m, cfg, int(seed), seeds, data, settings, score)
+    return _fit_stationary(m, cfg, int(seed), seeds, data, settings, score)
+
+
+def _clients(data: TrialData, batch_size: int, cls: type[Client] = Client) -> list[Client]:
+    return [cls(name, u.x, u.y, data.n_classes, batch_size) for name, u in data.train.items()]
+
+
+class _StatsOnceClient(Client):
+    """A FedAvg client that computes its ridge statistics once per reservoir, so trying every λ
+    of the grid costs one pass over its windows instead of one per λ (messages are unchanged)."""
+
+    _cached: tuple[Reservoir, StatsMessage] | None = None
+
+    def fit_stats(self, res: Reservoir) -> StatsMessage:
+        if self._cached is None or self._cached[0] is not res:
+            self._cached = (res, super().fit_stats(res))
+        return self._cached[1]
+
+    def fit_readout(self, res: Reservoir, lam: float) -> ReadoutMessage:
+        return ReadoutMessage(solve(self.fit_stats(res).stats, lam), num_examples=self.num_examples)
+
+
+def _pooled_stats(res: Reservoir, users: Sequence[UserData], n_classes: int, batch_size: int):
+    """Centralised ridge: one accumulator over every training window (the pooled data set)."""
+    acc = StatsAccumulator(res.units, n_classes)
+    for u in users:
+        for sb in iter_states(res, u.x, batch_size):
+            acc.add(sb.states, u.y[sb.index])
+    return acc.result()
+
+
+def _ip_config(cfg: Mapping[str, Any], settings: Settings):
+    from esnfed_core.plasticity import IPConfig  # noqa: PLC0415 (the heavy module only for IP methods)
+
+    return IPConfig(sigma=float(cfg["sigma"]), **dict(settings.ip))
+
+
+def _fit_stationary(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialData,
+                    settings: Settings, score: bool) -> FittedModel:
+    res = make_reservoir(cfg, data.n_inputs, seeds["reservoir"])
+    ledger = CommLedger() if m.federated else None
+    users = list(data.train.values())
+    if m.algo == "ip":
+        from esnfed_core.plasticity import train_ip  # noqa: PLC0415
+
+        pooled = np.concatenate([u.x for u in users])
+        res = train_ip(res, pooled, _ip_config(cfg, settings), epochs=int(cfg["rounds"]), seed=seeds["ip"])
+        del pooled
+    elif m.algo == "fedip":
+        from esnfed_core.plasticity import fedip as run_fedip  # noqa: PLC0415
+
+        res = run_fedip(res, [u.x for u in users], _ip_config(cfg, settings), rounds=int(cfg["rounds"]),
+                        local_epochs=int(cfg["local_epochs"]), seed=seeds["ip"], ledger=ledger,
+                        client_names=list(data.train))
+    fixed = "lambda" in cfg
+    lambdas = [float(cfg["lambda"])] if fixed else [float(x) for x in settings.lambdas]
+
+    fed_ledgers: list[CommLedger] = []
+    if m.algo in ("ridge", "ip"):
+        readouts = solve(_pooled_stats(res, users, data.n_classes, settings.batch_size), lambdas)
+    elif m.algo in ("incfed", "fedip"):
+        readouts = incfed(res, _clients(data, settings.batch_size), lambdas, ledger=ledger).readouts
+    else:  # fedavg: one FedAvg round per λ of the grid, each with its own message ledger
+        clients = _clients(data, settings.batch_size, _StatsOnceClient)
+        fed_ledgers = [CommLedger() for _ in lambdas]
+        readouts = np.stack([fedavg(res, clients, lam, ledger=lg) for lam, lg in zip(lambdas, fed_ledgers)])
+
+    val = None
+    best = 0
+    if score:
+        counts = pooled_counts(res, list(data.validation.values()), readouts, settings.batch_size)
+        per_lambda = counts.accuracy
+        best = int(np.argmax(per_lambda))  # first maximum: the smallest λ among ties
+        val = {"score": float(per_lambda[best]), "accuracy": float(per_lambda[best]),
+               "lambda": lambdas[best], "per_lambda": [float(a) for a in per_lambda]}
+    if fed_ledgers:
+        ledger = fed_ledgers[best]
+    lam = lambdas[best]
+    cfg = {**cfg, "lambda": lam}
+    comm = communication(ledger, len(data.train)) if ledger is not None else None
+    return FittedModel(m.id, seed, cfg, data.n_classes, seeds, reservoir=res,
+                       readout=np.asarray(readouts[best], np.float64), lam=lam,
+                       communication=comm, validation=val)
+
+
+def _contexts(users: Sequence[UserData], n_contexts: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per context: the pooled (x, y) of ``users``."""
+    out = []
+    for t in range(n_contexts):
+        parts = [u.of_context(t) for u in users]
+        out.append((np.concatenate([p.x for p in parts]), np.concatenate([p.y for p in parts])))
+    return out
+
+
+def _fit_continual(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialData,
+                   settings: Settings, score: bool) -> FittedModel:
+    from esnfed_core.continual import run_continual  # noqa: PLC0415
+
+    res = make_reservoir(cfg, data.n_inputs, seeds["reservoir"])
+    federated = m.algo == "fedclip"
+    users = list(data.train.values())
+    train = [_contexts([u], data.n_contexts) for u in users] if federated else [_contexts(users, data.n_contexts)]
+    validation = _contexts(list(data.validation.values()), data.n_contexts)
+    ledger = CommLedger() if federated else None
+    result = run_continual(
+        res, train, m.strategy, federated, _ip_config(cfg, settings), budget=int(cfg["budget"]),
+        local_epochs=int(cfg.get("local_epochs", 1)), n_classes=data.n_classes,
+        lam=settings.continual_lambda, seed=seeds["ip"], validation=validation,
+        evaluate={"validation": validation} if score else None, ledger=ledger,
+        client_names=list(data.train) if federated else None,
+        replay_fraction=settings.replay_fraction, replay_batch=settings.replay_batch,
+    )
+    val = None
+    if score:
+        stream = np.asarray(result.stream_accuracy("validation"), np.float64)
+        # PROTOCOL §6: centralised = mean stream accuracy over contexts, federated = after the last.
+        sel = float(stream[-1]) if federated else float(stream.mean())
+        val = {"score": sel, "accuracy": float(stream[-1]), "stream_accuracy": [float(s) for s in stream]}
+    last = result.reservoirs[-1]
+    return FittedModel(
+        m.id, seed, {**cfg, "lambda": settings.continual_lambda}, data.n_classes, seeds,
+        reservoir=last, readout=np.asarray(result.readouts[-1], np.float64), lam=settings.continual_lambda,
+        context_gain=np.stack([r.gain for r in result.reservoirs]),
+        context_bias=np.stack([r.bias for r in result.reservoirs]),
+        context_readout=np.stack([np.asarray(w, np.float64) for w in result.readouts]),
+        communication=communication(ledger, len(data.train)) if ledger is not None else None,
+        validation=val,
+    )

@@ -1,0 +1,141 @@
+"""The pure trial function: each method against an independent computation of what it must equal."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from esnfed_core.errors import ConfigError
+from esnfed_core.readout import ridge_stats, solve
+from esnfed_core.scoring import accuracy, pooled_counts, random_accuracy
+from esnfed_core.trial import METHODS, Method, Settings, TrialData, fit, make_reservoir, sub_seeds
+from experiment_data import trial_data
+
+CFG = {"units": 16, "spectral_radius": 0.9, "leak": 0.5, "input_scaling": 0.8}
+IP_CFG = {**CFG, "sigma": 0.3, "rounds": 2}
+SETTINGS = Settings(ip={"mu": 0.0, "eta": 0.01, "batch_size": 4, "normalize_step": True})
+
+
+@pytest.fixture(scope="module")
+def data() -> TrialData:
+    return trial_data(seed=1, pct="75")[0]
+
+
+def test_method_ids_round_trip():
+    for mid in METHODS:
+        m = Method.parse(mid)
+        assert m.id == mid
+        assert m.continual == mid.startswith(("clip-", "fedclip-"))
+    assert Method.parse("fedclip-replay").base == "fedip" and Method.parse("clip-joint").base == "ip"
+    assert [m for m in METHODS if Method.parse(m).federated] == [
+        "incfed", "fedavg", "fedip", "fedclip-naive", "fedclip-replay", "fedclip-joint"]
+
+
+@pytest.mark.parametrize("algo, strategy, fragment", [
+    ("clip", None, "strategy"), ("ridge", "naive", "takes no strategy"), ("lasso", None, "unknown algorithm"),
+    ("fedclip", "greedy", "strategy"),
+])
+def test_bad_methods_are_config_errors(algo, strategy, fragment):
+    with pytest.raises(ConfigError, match=fragment):
+        Method(algo, strategy)
+
+
+def test_incfed_equals_centralised_ridge(data):
+    ridge = fit("ridge", CFG, 11, data, SETTINGS)
+    inc = fit("incfed", CFG, 11, data, SETTINGS)
+    np.testing.assert_allclose(inc.readout, ridge.readout, rtol=1e-9, atol=1e-12)
+    assert inc.validation["per_lambda"] == pytest.approx(ridge.validation["per_lambda"], abs=1e-9)
+    assert inc.lam == ridge.lam and inc.config == ridge.config
+
+
+def test_ridge_matches_an_independent_solve_and_lambda_choice(data):
+    model = fit("ridge", CFG, 5, data, SETTINGS)
+    res = make_reservoir(CFG, data.n_inputs, sub_seeds(5)["reservoir"])
+    x = np.concatenate([u.x for u in data.train.values()])
+    y = np.concatenate([u.y for u in data.train.values()])
+    grid = solve(ridge_stats(res, x, y, data.n_classes), list(SETTINGS.lambdas))
+    accs = [accuracy(res, w, list(data.validation.values())) for w in grid]
+    best = int(np.argmax(accs))
+    assert model.validation["per_lambda"] == pytest.approx(accs, abs=1e-12)
+    assert model.lam == SETTINGS.lambdas[best] and model.score == max(accs)
+    np.testing.assert_allclose(model.readout, grid[best], rtol=1e-9, atol=1e-12)
+    # Refitting with the chosen λ fixed (what retraining does) gives the same readout.
+    again = fit("ridge", model.config, 5, data, SETTINGS, score=False)
+    np.testing.assert_array_equal(again.readout, model.readout)
+    assert again.validation is None
+
+
+def test_fedavg_is_the_size_weighted_mean_of_local_readouts(data):
+    cfg = {**CFG, "lambda": 0.01}
+    model = fit("fedavg", cfg, 3, data, SETTINGS, score=False)
+    res = make_reservoir(cfg, data.n_inputs, sub_seeds(3)["reservoir"])
+    local = [solve(ridge_stats(res, u.x, u.y, data.n_classes), 0.01) for u in data.train.values()]
+    n = np.array([u.windows for u in data.train.values()], float)
+    expected = sum(w * k for w, k in zip(local, n / n.sum()))
+    np.testing.assert_allclose(model.readout, expected, rtol=1e-10, atol=1e-12)
+
+
+def test_fedavg_on_one_client_is_ridge():
+    one = trial_data(seed=2, pct="25")[0]
+    a, b = fit("fedavg", CFG, 9, one, SETTINGS), fit("ridge", CFG, 9, one, SETTINGS)
+    np.testing.assert_allclose(a.readout, b.readout, rtol=1e-9, atol=1e-12)
+    assert a.score == b.score
+
+
+def test_communication_counts_follow_protocol(data):
+    n, c, k = CFG["units"], data.n_classes, len(data.train)
+    inc = fit("incfed", CFG, 1, data, SETTINGS).communication
+    assert inc == {"up_floats": k * (n * n + n * c), "down_floats": k * n * c, "rounds": 1, "clients": k,
+                   "up_bytes": k * (8 * (n * n + n * c) + 16), "down_bytes": k * (8 * n * c + 8)}
+    avg = fit("fedavg", CFG, 1, data, SETTINGS).communication
+    assert avg["up_floats"] == avg["down_floats"] == k * n * c and avg["rounds"] == 1
+    assert fit("ridge", CFG, 1, data, SETTINGS).communication is None
+
+
+def test_fit_is_deterministic(data):
+    for method, cfg in (("fedavg", CFG), ("ip", IP_CFG), ("fedip", {**IP_CFG, "local_epochs": 1})):
+        a, b = fit(method, cfg, 21, data, SETTINGS), fit(method, cfg, 21, data, SETTINGS)
+        assert a.readout.tobytes() == b.readout.tobytes()
+        assert a.reservoir.gain.tobytes() == b.reservoir.gain.tobytes()
+        assert a.validation == b.validation
+
+
+def test_ip_changes_gain_and_fedip_on_one_client_is_ip():
+    one = trial_data(seed=4, pct="25")[0]
+    ip = fit("ip", {**IP_CFG, "rounds": 4}, 8, one, SETTINGS)
+    fed = fit("fedip", {**IP_CFG, "rounds": 2, "local_epochs": 2}, 8, one, SETTINGS)
+    assert ip.reservoir.has_ip
+    np.testing.assert_array_equal(fed.reservoir.gain, ip.reservoir.gain)
+    np.testing.assert_array_equal(fed.reservoir.bias, ip.reservoir.bias)
+    np.testing.assert_allclose(fed.readout, ip.readout, rtol=1e-9, atol=1e-12)
+    # FedIP messages: 2N floats each way per round and client, plus the IncFed round.
+    n, c = IP_CFG["units"], one.n_classes
+    assert fed.communication["up_floats"] == 2 * 2 * n + n * n + n * c
+    assert fed.communication["rounds"] == 3
+
+
+def test_random_baseline_is_about_one_over_c():
+    data, test = trial_data(seed=5, pct="100", windows_per_context=30, steps=40)
+    model = fit("random", {}, 13, data, SETTINGS)
+    steps = sum(u.y.size for u in test.values())
+    acc = random_accuracy(list(test.values()), data.n_classes, model.seeds["test"])
+    assert abs(acc - 1 / 3) < 5 * np.sqrt((1 / 3) * (2 / 3) / steps)
+    assert model.reservoir is None and model.validation["score"] == model.validation["accuracy"]
+
+
+def test_retrain_needs_lambda_and_configs_need_their_keys(data):
+    with pytest.raises(ConfigError, match="lambda"):
+        fit("ridge", CFG, 0, data, SETTINGS, score=False)
+    with pytest.raises(ConfigError, match="sigma, rounds"):
+        fit("ip", CFG, 0, data, SETTINGS)
+    with pytest.raises(ConfigError, match="local_epochs"):
+        fit("fedip", IP_CFG, 0, data, SETTINGS)
+
+
+def test_pooled_counts_pool_steps_not_user_means(data):
+    model = fit("ridge", CFG, 2, data, SETTINGS)
+    users = list(data.validation.values())
+    per_user = [pooled_counts(model.reservoir, [u], model.readout) for u in users]
+    pooled = pooled_counts(model.reservoir, users, model.readout)
+    assert pooled.total == sum(c.total for c in per_user)
+    assert pooled.correct[0] == sum(int(c.correct[0]) for c in per_user)
