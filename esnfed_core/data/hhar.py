@@ -1,0 +1,581 @@
+"""HHAR reader and preprocessing (PROTOCOL §1): the four UCI CSVs of `Activity recognition exp/`,
+or the UCI zip with its nested zip read in place, turned into per-user 100 Hz windows.
+
+Pipeline per user and device model: chunked CSV reading with explicit dtypes, keeping only the rows
+of the requested models; per physical copy (`nexus4_1`, `nexus4_2`) a nearest as-of join of
+gyroscope onto accelerometer rows on Arrival_Time within the tolerance, unmatched gyroscope rows
+appended; the copy whose worst column has the lower NaN fraction is kept (tie: copy 1); index
+decimation to the target rate; rows with any NaN (and `null` activity) dropped; per-column z-score;
+non-overlapping windows, tail dropped.
+
+Memory: only the kept models' rows of one sensor pair (phones, then watches) are held at a time,
+33 bytes per row (int64 time, 3 float64 values, int8 label), plus one CSV chunk.
+
+Params (``params["preprocess"]["hhar"]`` in params.yaml; missing keys take these defaults):
+  devices            [nexus4, s3, s3mini, lgwatch]  models used, in context order
+  rates              nominal Hz per model (nexus4 200, s3 150, s3mini 100, samsungold 50,
+                     gear 100, lgwatch 200): the f of the decimation
+  target_rate        100     Hz after decimation
+  window             200     steps per window
+  join_tolerance_ms  5       as-of join tolerance on Arrival_Time (inclusive)
+  chunk_rows         500000  CSV rows per chunk (memory/speed trade-off only)
+  drop_null          after_decimation | at_read   when `null`-activity rows go: PROTOCOL drops them
+                     with the NaN rows after decimation; the authors' published code (vdecaro/
+                     federated-esn data/hhar.py) drops them when reading, before the join
+  max_nan_fraction   1.0     skip a user-device whose kept copy has a worst-column NaN fraction
+                     >= this (the authors' code: 0.1); 1.0 never skips
+  std_ddof           0       0 = population std (PROTOCOL); 1 = pandas' default in the authors' code
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Callable, Iterator
+
+import numpy as np
+import pandas as pd
+
+from esnfed_core.data import archive
+from esnfed_core.data.processed import UserData
+from esnfed_core.errors import ConfigError, DataError
+from esnfed_core.validation import ParameterError, check_param
+
+CLASSES = ("stand", "sit", "walk", "stairsup", "stairsdown", "bike")
+FEATURE_NAMES = ("acc_x", "acc_y", "acc_z", "gyro_x", "gyro_y", "gyro_z")
+PHONE_MODELS = ("nexus4", "s3", "s3mini", "samsungold")
+WATCH_MODELS = ("gear", "lgwatch")
+COLUMNS = ("Index", "Arrival_Time", "Creation_Time", "x", "y", "z", "User", "Model", "Device", "gt")
+DTYPES = {
+    "Index": "int64",
+    "Arrival_Time": "int64",
+    "Creation_Time": "int64",  # 19-digit epoch ns on some devices: int64, never float
+    "x": "float64",
+    "y": "float64",
+    "z": "float64",
+    "User": "category",
+    "Model": "category",
+    "Device": "category",
+    "gt": "category",
+}
+NULL_LABEL = "null"
+FOLDER = "Activity recognition exp"
+OUTER_ZIP = "heterogeneity+activity+recognition.zip"
+INNER_ZIP = "Activity recognition exp.zip"
+FILE_NAMES = ("Phones_accelerometer", "Phones_gyroscope", "Watch_accelerometer", "Watch_gyroscope")
+
+DEFAULT_PARAMS: dict = {
+    "devices": ["nexus4", "s3", "s3mini", "lgwatch"],
+    "rates": {"nexus4": 200, "s3": 150, "s3mini": 100, "samsungold": 50, "gear": 100, "lgwatch": 200},
+    "target_rate": 100,
+    "window": 200,
+    "join_tolerance_ms": 5,
+    "chunk_rows": 500_000,
+    "drop_null": "after_decimation",
+    "max_nan_fraction": 1.0,
+    "std_ddof": 0,
+}
+
+# Strings read as a missing signal value (then reported as NaN); `gt` keeps "null" as a string.
+_NA_SIGNAL = ["", "nan", "NaN", "NAN", "null", "NULL", "NA", "N/A", "None", "none"]
+_LABEL_INDEX = {name: i for i, name in enumerate(CLASSES)}
+_SAFE_ID = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+# ----------------------------------------------------------------------------------------------
+# Where the files are: a folder of CSVs or the UCI zip (nested zip read in place)
+# ----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class HharSource:
+    """The four CSVs, either in ``folder`` or inside ``zip_path`` → ``inner`` (a nested zip)."""
+
+    folder: Path | None = None
+    zip_path: Path | None = None
+    inner: tuple[str, ...] = ()  # zip members leading to the zip that holds the CSVs
+    _open: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def display(self, name: str) -> str:
+        """How messages and the manifest name a CSV."""
+        if self.folder is not None:
+            return str(self.folder / f"{name}.csv")
+        return ":".join([str(self.zip_path), *self.inner, f"{FOLDER}/{name}.csv"])
+
+    @property
+    def files(self) -> list[Path]:
+        """The files on disk the data comes from (for checksums)."""
+        if self.folder is not None:
+            return [self.folder / f"{n}.csv" for n in FILE_NAMES if (self.folder / f"{n}.csv").is_file()]
+        return [self.zip_path]
+
+    @contextlib.contextmanager
+    def opened(self) -> Iterator["HharSource"]:
+        """Keep the zip holding the CSVs open across reads: a nested zip's directory is then read
+        once, and members read in archive order need no extra decompression pass."""
+        if self.folder is not None or "zip" in self._open:
+            yield self
+            return
+        label = ":".join([str(self.zip_path), *self.inner])
+        with contextlib.ExitStack() as stack:
+            raw = stack.enter_context(archive.open_nested(self.zip_path, list(self.inner)) if self.inner
+                                      else open(self.zip_path, "rb"))
+            self._open["zip"] = stack.enter_context(archive.open_zip(raw, label))
+            try:
+                yield self
+            finally:
+                self._open.clear()
+
+    @contextlib.contextmanager
+    def open(self, name: str) -> Iterator[IO[bytes]]:
+        if self.folder is not None:
+            path = self.folder / f"{name}.csv"
+            if not path.is_file():
+                raise DataError(f"{path}: file not found")
+            with open(path, "rb") as f:
+                yield f
+            return
+        with self.opened():
+            zf = self._open["zip"]
+            member = archive.find_member(zf, f"{name}.csv", ":".join([str(self.zip_path), *self.inner]))
+            try:
+                f = zf.open(member)
+            except archive.ZIP_ERRORS as exc:
+                raise DataError(f"{self.display(name)}: cannot open ({exc})") from None
+            with f:
+                yield f
+
+
+def locate_source(raw_root: str | Path) -> HharSource:
+    """Find HHAR under ``raw_root``: ``HHAR/Activity recognition exp/*.csv``, else the UCI zip
+    (``heterogeneity+activity+recognition.zip``, or the inner ``Activity recognition exp.zip``)
+    in ``raw_root/HHAR`` or ``raw_root``."""
+    raw_root = Path(raw_root)
+    if not raw_root.is_dir():
+        raise DataError(f"{raw_root}: raw data folder not found")
+    for base in (raw_root / "HHAR", raw_root):
+        if (base / FOLDER).is_dir():
+            return HharSource(folder=base / FOLDER)
+    for base in (raw_root / "HHAR", raw_root):
+        outer = base / OUTER_ZIP
+        if outer.is_file():
+            with archive.open_zip(outer, str(outer)) as zf:
+                inner = archive.find_member(zf, INNER_ZIP, str(outer))
+            return HharSource(zip_path=outer, inner=(inner,))
+        if (base / INNER_ZIP).is_file():
+            return HharSource(zip_path=base / INNER_ZIP)
+    raise DataError(
+        f"{raw_root / 'HHAR' / FOLDER}: HHAR data not found (expected the four CSVs there, or "
+        f"{OUTER_ZIP} in {raw_root / 'HHAR'}; run `esnfed download --dataset hhar` or "
+        "`esnfed synthesize --dataset hhar`)"
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# Chunked reading with explicit dtypes
+# ----------------------------------------------------------------------------------------------
+def _header(line: bytes, disp: str) -> list[str]:
+    if not line.strip():
+        raise DataError(f"{disp}: empty file (no header line)")
+    try:
+        text = line.decode("utf-8-sig").strip()
+    except UnicodeDecodeError:
+        raise DataError(f"{disp}: header is not UTF-8 text (not a CSV?)") from None
+    return [c.strip() for c in text.split(",")]
+
+
+def iter_chunks(source: HharSource, name: str, columns=COLUMNS, chunk_rows: int = 500_000
+                ) -> Iterator[pd.DataFrame]:
+    """Yield the CSV ``name`` in DataFrames of at most ``chunk_rows`` rows with ``DTYPES``.
+
+    `gt` keeps the literal string "null"; a missing or non-numeric signal becomes NaN and is
+    reported by the caller with its line; any other unparsable value raises DataError naming the
+    file, line and column. The frame index is the 0-based data row number in the file.
+    """
+    disp = source.display(name)
+    columns = list(columns)
+    done = 0
+    with source.open(name) as f:
+        try:
+            header = _header(f.readline(64 * 1024), disp)
+            missing = [c for c in columns if c not in header]
+            if missing:
+                raise DataError(f"{disp}: missing column(s) {', '.join(missing)} "
+                                f"(header: {','.join(header)[:200]})")
+            reader = pd.read_csv(f, header=None, names=header, usecols=columns,
+                                 dtype={c: DTYPES[c] for c in columns}, keep_default_na=False,
+                                 na_values={c: _NA_SIGNAL for c in ("x", "y", "z") if c in columns},
+                                 chunksize=chunk_rows, engine="c", index_col=False)
+            with reader:
+                for chunk in reader:
+                    if chunk.empty:
+                        continue
+                    done += len(chunk)
+                    yield chunk
+        except pd.errors.EmptyDataError:
+            pass  # header only: reported below
+        except (ValueError, pd.errors.ParserError) as exc:
+            raise _locate_bad_value(source, name, header, columns, done, chunk_rows, exc) from None
+        except archive.ZIP_ERRORS as exc:
+            raise DataError(f"{disp}: corrupt archive data after row {done} ({exc})") from None
+        except UnicodeDecodeError:
+            raise DataError(f"{disp}: not UTF-8 text after row {done}") from None
+    if done == 0:
+        raise DataError(f"{disp}: no data rows (header only)")
+
+
+def _locate_bad_value(source, name, header, columns, first_row, nrows, exc) -> DataError:
+    """Re-read the failing chunk as text to name the first bad cell; runs on the error path only."""
+    disp = source.display(name)
+    reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    if isinstance(exc, pd.errors.ParserError):
+        return DataError(f"{disp}: malformed CSV ({reason})")
+    try:
+        with source.open(name) as f:
+            # an int skiprows skips lines in C, cheap even deep into a 13 M-row file
+            text = pd.read_csv(f, skiprows=first_row + 1, nrows=nrows, header=None, names=header,
+                               usecols=list(columns), dtype=str, keep_default_na=False, index_col=False)
+    except Exception:  # noqa: BLE001 - the original error is the one to report
+        return DataError(f"{disp}: unreadable value after data row {first_row} ({reason})")
+    for col in columns:
+        if DTYPES[col] == "category":
+            continue
+        raw = text[col]
+        if DTYPES[col] == "float64":
+            bad = pd.to_numeric(raw, errors="coerce").isna() & ~raw.isin(_NA_SIGNAL)
+            what = "not a number"
+        else:
+            num = pd.to_numeric(raw, errors="coerce")
+            bad = num.isna() | (num.astype("float64") % 1 != 0)
+            what = "not an integer"
+        if bad.any():
+            i = int(np.flatnonzero(bad.to_numpy())[0])
+            return DataError(f"{disp}: line {first_row + i + 2}, column {col}: {raw.iloc[i]!r} is {what}")
+    return DataError(f"{disp}: unreadable value after data row {first_row} ({reason})")
+
+
+@dataclass
+class Stream:
+    """One recording (user, device copy, sensor), rows in file order."""
+
+    time: np.ndarray  # int64 Arrival_Time, ms
+    values: np.ndarray  # float64 (n, 3)
+    label: np.ndarray  # int8 class index, -1 for `null`
+
+    def __len__(self) -> int:
+        return self.time.size
+
+    def sorted(self) -> "Stream":
+        # stable: rows with equal (batched) Arrival_Time keep their file order
+        order = np.argsort(self.time, kind="stable")
+        return Stream(self.time[order], self.values[order], self.label[order])
+
+
+@dataclass
+class FileStreams:
+    """The kept rows of one CSV grouped per (user, model, device copy)."""
+
+    display: str
+    streams: dict[tuple[str, str, str], Stream] = field(default_factory=dict)
+    rows_read: int = 0
+    rows_kept: int = 0
+
+
+def read_streams(source: HharSource, name: str, models, *, chunk_rows: int = 500_000,
+                 drop_null: bool = False, progress: Callable[[str, int], None] | None = None) -> FileStreams:
+    """Read one CSV in chunks, keeping only rows of ``models``, grouped per (user, model, device)."""
+    disp = source.display(name)
+    parts: dict[tuple[str, str, str], list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
+    out = FileStreams(disp)
+    cols = ("Arrival_Time", "x", "y", "z", "User", "Model", "Device", "gt")
+    for chunk in iter_chunks(source, name, cols, chunk_rows):
+        out.rows_read += len(chunk)
+        if progress is not None:
+            progress(name, len(chunk))
+        keep = chunk["Model"].isin(models).to_numpy()
+        if not keep.any():
+            continue
+        rows = chunk.index.to_numpy()[keep]
+        values = chunk[["x", "y", "z"]].to_numpy(dtype=np.float64)[keep]
+        finite = np.isfinite(values)
+        if not finite.all():
+            r, c = np.argwhere(~finite)[0]
+            raise DataError(f"{disp}: line {rows[r] + 2}, column {'xyz'[c]}: "
+                            f"value is {values[r, c]} (missing, NaN or infinite)")
+        gt = chunk["gt"].cat
+        lut = np.array([-1 if c == NULL_LABEL else _LABEL_INDEX.get(c, -2) for c in gt.categories] + [-2],
+                       dtype=np.int8)
+        label = lut[gt.codes.to_numpy()[keep]]
+        if (label == -2).any():
+            r = int(np.flatnonzero(label == -2)[0])
+            raise DataError(f"{disp}: line {rows[r] + 2}, column gt: unknown activity "
+                            f"{chunk['gt'].to_numpy()[keep][r]!r} (expected one of {', '.join(CLASSES)}, null)")
+        time = chunk["Arrival_Time"].to_numpy()[keep]
+        if drop_null:
+            labelled = label >= 0
+            time, values, label, rows = time[labelled], values[labelled], label[labelled], rows[labelled]
+        cats = [chunk[c].cat for c in ("User", "Model", "Device")]
+        codes = [c.codes.to_numpy()[keep].astype(np.int64) for c in cats]
+        if drop_null:
+            codes = [c[labelled] for c in codes]
+        sizes = [len(c.categories) for c in cats]
+        key = (codes[0] * sizes[1] + codes[1]) * sizes[2] + codes[2]
+        uniq, inverse = np.unique(key, return_inverse=True)
+        order = np.argsort(inverse, kind="stable")
+        bounds = np.concatenate([[0], np.cumsum(np.bincount(inverse, minlength=uniq.size))])
+        for j, k in enumerate(uniq):
+            k = int(k)
+            names = (cats[0].categories[k // (sizes[1] * sizes[2])],
+                     cats[1].categories[(k // sizes[2]) % sizes[1]],
+                     cats[2].categories[k % sizes[2]])
+            sel = order[bounds[j]:bounds[j + 1]]
+            parts.setdefault(names, []).append((time[sel], values[sel], label[sel]))
+        out.rows_kept += int(time.size)
+    for key_names, chunks in parts.items():
+        out.streams[key_names] = Stream(np.concatenate([c[0] for c in chunks]),
+                                        np.concatenate([c[1] for c in chunks]),
+                                        np.concatenate([c[2] for c in chunks]).astype(np.int8))
+    parts.clear()
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# Alignment, copy choice, decimation, normalisation, windows: pure functions over arrays
+# ----------------------------------------------------------------------------------------------
+def asof_nearest(left: np.ndarray, right: np.ndarray, tolerance: float) -> np.ndarray:
+    """For each sorted ``left`` time, the index of the nearest sorted ``right`` time within
+    ``tolerance`` (inclusive), or -1. Ties between an earlier and a later candidate go to the
+    earlier one, and among equal times to the last (backward) or first (forward) row — the rules
+    of ``pandas.merge_asof(direction="nearest")``."""
+    n = right.size
+    if n == 0:
+        return np.full(left.size, -1, dtype=np.int64)
+    back = np.searchsorted(right, left, side="right") - 1
+    fwd = np.searchsorted(right, left, side="left")
+    bdiff = np.where(back >= 0, left - right[np.maximum(back, 0)], np.inf)
+    fdiff = np.where(fwd < n, right[np.minimum(fwd, n - 1)] - left, np.inf)
+    bok = bdiff <= tolerance
+    fok = fdiff <= tolerance
+    take_fwd = fok & (~bok | (fdiff < bdiff))
+    return np.where(take_fwd, fwd, np.where(bok, back, -1)).astype(np.int64)
+
+
+@dataclass
+class Joined:
+    """One device copy after the join: time-sorted rows of 6 columns (NaN where a sensor is
+    missing) and the activity (-1 for `null`)."""
+
+    time: np.ndarray
+    values: np.ndarray  # float64 (n, 6): acc x, y, z, gyro x, y, z
+    label: np.ndarray  # int8
+
+    def nan_fraction(self) -> float:
+        """The worst column's missing fraction over the 6 signals and the activity (1.0 if empty)."""
+        n = self.time.size
+        if n == 0:
+            return 1.0
+        per_col = np.concatenate([np.isnan(self.values).sum(axis=0), [(self.label < 0).sum()]])
+        return float(per_col.max() / n)
+
+
+def join_copy(acc: Stream, gyro: Stream, tolerance: float) -> Joined:
+    """Accelerometer rows get the nearest gyroscope values within ``tolerance``; gyroscope rows
+    with no accelerometer row within it are appended; then all rows are stably time-sorted."""
+    acc, gyro = acc.sorted(), gyro.sorted()
+    m = asof_nearest(acc.time, gyro.time, tolerance)
+    acc_rows = np.full((len(acc), 6), np.nan)
+    acc_rows[:, :3] = acc.values
+    hit = m >= 0
+    acc_rows[hit, 3:] = gyro.values[m[hit]]
+    lonely = asof_nearest(gyro.time, acc.time, tolerance) < 0
+    gyro_rows = np.full((int(lonely.sum()), 6), np.nan)
+    gyro_rows[:, 3:] = gyro.values[lonely]
+    time = np.concatenate([acc.time, gyro.time[lonely]])
+    order = np.argsort(time, kind="stable")
+    return Joined(time[order], np.concatenate([acc_rows, gyro_rows])[order],
+                  np.concatenate([acc.label, gyro.label[lonely]])[order].astype(np.int8))
+
+
+def choose_copy(copies: dict[str, Joined]) -> tuple[str, dict[str, float]]:
+    """The copy whose worst column has the lowest NaN fraction; ties go to the first name."""
+    fractions = {name: copies[name].nan_fraction() for name in sorted(copies)}
+    best = min(fractions, key=lambda name: fractions[name])  # min keeps the first of equals
+    return best, fractions
+
+
+def decimation_indices(n: int, rate: float, target: float) -> np.ndarray:
+    """Rows round(k·rate/target), k = 0, 1, … while below n − 1 (numpy half-to-even)."""
+    if n <= 1:
+        return np.zeros(0, dtype=np.int64)
+    k = np.arange(int(np.ceil((n - 1) * target / rate)) + 1)
+    idx = np.round(k * rate / target).astype(np.int64)
+    return idx[idx < n - 1]
+
+
+def zscore(values: np.ndarray, ddof: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-column z-score; returns (normalised, mean, std)."""
+    mean = values.mean(axis=0)
+    std = values.std(axis=0, ddof=ddof)
+    return (values - mean) / std, mean, std
+
+
+def to_windows(values: np.ndarray, label: np.ndarray, window: int) -> tuple[np.ndarray, np.ndarray]:
+    """Non-overlapping windows of ``window`` steps; the tail that does not fill one is dropped."""
+    w = values.shape[0] // window
+    x = values[: w * window].reshape(w, window, values.shape[1]).astype(np.float32)
+    y = label[: w * window].reshape(w, window).astype(np.int8)
+    return x, y
+
+
+@dataclass
+class DeviceResult:
+    x: np.ndarray
+    y: np.ndarray
+    info: dict
+
+
+def process_device(copies: dict[str, Joined], rate: float, p: dict, where: str) -> DeviceResult | None:
+    """Copy choice, decimation, NaN drop, z-score and windows for one user-device; None when the
+    device is skipped by ``max_nan_fraction``. ``where`` prefixes error messages."""
+    chosen, fractions = choose_copy(copies)
+    info = {"copy": chosen, "nan_fraction": fractions}
+    if fractions[chosen] >= p["max_nan_fraction"] and p["max_nan_fraction"] < 1.0:
+        info.update(skipped=f"NaN fraction {fractions[chosen]:.3f} >= max_nan_fraction", windows=0)
+        return DeviceResult(np.zeros((0, p["window"], 6), np.float32), np.zeros((0, p["window"]), np.int8), info)
+    j = copies[chosen]
+    idx = decimation_indices(j.time.size, rate, p["target_rate"])
+    values, label = j.values[idx], j.label[idx]
+    ok = ~np.isnan(values).any(axis=1) & (label >= 0)
+    values, label = values[ok], label[ok]
+    info.update(rows_joined=int(j.time.size), rows_decimated=int(idx.size), rows_kept=int(values.shape[0]))
+    if values.shape[0] == 0:
+        raise DataError(f"{where}: no usable rows ({j.time.size} joined rows of {chosen}, all with "
+                        "null activity or a missing sensor)")
+    if values.shape[0] < p["window"]:
+        raise DataError(f"{where}: only {values.shape[0]} usable rows after decimation, fewer than one "
+                        f"window of {p['window']}")
+    z, mean, std = zscore(values, p["std_ddof"])
+    flat = np.flatnonzero(~(std > 0) | ~np.isfinite(std))
+    if flat.size:
+        raise DataError(f"{where}: column {FEATURE_NAMES[flat[0]]} is constant over the kept rows "
+                        "(cannot z-score)")
+    x, y = to_windows(z, label, p["window"])
+    info.update(windows=int(x.shape[0]), mean=mean.tolist(), std=std.tolist())
+    return DeviceResult(x, y, info)
+
+
+# ----------------------------------------------------------------------------------------------
+# The whole dataset
+# ----------------------------------------------------------------------------------------------
+def resolve_params(params: dict | None) -> dict:
+    """Defaults merged with ``params``, validated; errors name the `preprocess.hhar` key."""
+    params = dict(params or {})
+    unknown = sorted(set(params) - set(DEFAULT_PARAMS))
+    if unknown:
+        raise ConfigError(f"params.yaml: unknown key preprocess.hhar.{unknown[0]}")
+    p = {**DEFAULT_PARAMS, **params}
+    p["rates"] = {**DEFAULT_PARAMS["rates"], **(params.get("rates") or {})}
+    pre = "preprocess.hhar."
+    try:
+        devices = p["devices"]
+        if not isinstance(devices, (list, tuple)) or not devices:
+            raise ConfigError(f"params.yaml: {pre}devices must be a non-empty list")
+        for d in devices:
+            if d not in PHONE_MODELS + WATCH_MODELS:
+                raise ConfigError(f"params.yaml: {pre}devices: unknown model {d!r} "
+                                  f"(expected some of {', '.join(PHONE_MODELS + WATCH_MODELS)})")
+        if len(set(devices)) != len(devices):
+            raise ConfigError(f"params.yaml: {pre}devices lists a model twice")
+        for d in devices:
+            check_param(f"{pre}rates.{d}", p["rates"].get(d), low=0, low_open=True)
+        check_param(f"{pre}target_rate", p["target_rate"], low=0, low_open=True)
+        for d in devices:
+            if p["rates"][d] < p["target_rate"]:
+                raise ConfigError(f"params.yaml: {pre}rates.{d} ({p['rates'][d]}) is below target_rate "
+                                  f"({p['target_rate']}): decimation cannot upsample")
+        check_param(f"{pre}window", p["window"], integer=True, low=1)
+        check_param(f"{pre}join_tolerance_ms", p["join_tolerance_ms"], low=0)
+        check_param(f"{pre}chunk_rows", p["chunk_rows"], integer=True, low=1)
+        check_param(f"{pre}max_nan_fraction", p["max_nan_fraction"], low=0, high=1, low_open=True)
+        check_param(f"{pre}std_ddof", p["std_ddof"], integer=True, low=0, high=1)
+        if p["drop_null"] not in ("after_decimation", "at_read"):
+            raise ConfigError(f"params.yaml: {pre}drop_null must be 'after_decimation' or 'at_read', "
+                              f"got {p['drop_null']!r}")
+    except ParameterError as exc:
+        raise ConfigError(f"params.yaml: {exc}") from None
+    p["devices"] = list(devices)
+    return p
+
+
+def preprocess_hhar(raw_root: Path, params: dict | None = None, *,
+                    progress: Callable[[str, int], None] | None = None
+                    ) -> Iterator[tuple[str, UserData, dict]]:
+    """Yield ``(user, UserData, info)`` per user present (sorted), per PROTOCOL §1.
+
+    ``x`` float32 (W, window, 6), ``y`` int8 (W, window) classes ``CLASSES``, ``context`` int8
+    (W,) = position of the device in ``params["devices"]``; windows ordered by device, then time.
+    ``info``: per device the copy kept, NaN fractions of both copies, row counts and windows, plus
+    ``windows_per_device`` (list in device order) and ``sources`` (CSV names read). Everything is
+    validated before the first user is yielded, so a DataError leaves nothing half-written.
+    ``progress(file, rows)`` is called after each CSV chunk.
+    """
+    p = resolve_params(params)
+    source = locate_source(raw_root)
+    with source.opened():
+        results, sources = _read_all(source, p, progress)
+    devices = p["devices"]
+    users = sorted(results)
+    for u in users:
+        missing = [d for d in devices if d not in results[u]]
+        if missing:
+            raise DataError(f"{source.display(_file_of(missing[0]))}: user '{u}' has no rows for device '{missing[0]}'")
+    for u in users:
+        parts, info = [], {"devices": {}, "windows_per_device": [], "sources": sources}
+        for ci, d in enumerate(devices):
+            r = results[u][d]
+            parts.append(UserData(r.x, r.y, np.full(r.x.shape[0], ci, dtype=np.int8)))
+            info["devices"][d] = r.info
+            info["windows_per_device"].append(int(r.x.shape[0]))
+        yield u, UserData.concat(parts), info
+
+
+def _read_all(source: HharSource, p: dict, progress) -> tuple[dict[str, dict[str, "DeviceResult"]], list[str]]:
+    results: dict[str, dict[str, DeviceResult]] = {}
+    sources: list[str] = []
+    for kind, models in (("Phones", PHONE_MODELS), ("Watch", WATCH_MODELS)):
+        wanted = [d for d in p["devices"] if d in models]
+        if not wanted:
+            continue
+        acc = read_streams(source, f"{kind}_accelerometer", wanted, chunk_rows=p["chunk_rows"],
+                           drop_null=p["drop_null"] == "at_read", progress=progress)
+        gyro = read_streams(source, f"{kind}_gyroscope", wanted, chunk_rows=p["chunk_rows"],
+                            drop_null=p["drop_null"] == "at_read", progress=progress)
+        sources += [acc.display, gyro.display]
+        _process_kind(acc, gyro, wanted, p, results)
+        del acc, gyro  # frees the raw rows before the next sensor pair is read
+    return results, sources
+
+
+def _file_of(model: str) -> str:
+    return "Phones_accelerometer" if model in PHONE_MODELS else "Watch_accelerometer"
+
+
+def _process_kind(acc: FileStreams, gyro: FileStreams, models: list[str], p: dict,
+                  results: dict[str, dict[str, DeviceResult]]) -> None:
+    seen = {(u, m) for (u, m, _) in acc.streams} | {(u, m) for (u, m, _) in gyro.streams}
+    for m in models:
+        if not any(mm == m for _, mm in seen):
+            raise DataError(f"{acc.display}: no rows for device '{m}'")
+    for u, m in sorted(seen):
+        if not _SAFE_ID.match(u):
+            raise DataError(f"{acc.display}: user id {u!r} is not a usable name (letters, digits, _ or -)")
+        names = sorted({dev for (uu, mm, dev) in list(acc.streams) + list(gyro.streams) if (uu, mm) == (u, m)})
+        empty = Stream(np.zeros(0, np.int64), np.zeros((0, 3)), np.zeros(0, np.int8))
+        copies = {dev: join_copy(acc.streams.get((u, m, dev), empty), gyro.streams.get((u, m, dev), empty),
+                                 p["join_tolerance_ms"]) for dev in names}
+        where = f"{acc.display}: user '{u}', device '{m}'"
+        results.setdefault(u, {})[m] = process_device(copies, p["rates"][m], p, where)
+        for dev in names:  # free this user's raw rows as soon as they are processed
+            acc.streams.pop((u, m, dev), None)
+            gyro.streams.pop((u, m, dev), None)
