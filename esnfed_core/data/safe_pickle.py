@@ -80,6 +80,10 @@ def load(file: BinaryIO, *, name: str | Path = "<pickle>", encoding: str = "lati
                         "containers are allowed; the file was not executed)") from None
     except EOFError:
         raise DataError(f"{name}: truncated pickle (unexpected end of file)") from None
+    except pickle.UnpicklingError as exc:
+        if "truncated" in str(exc):
+            raise DataError(f"{name}: truncated pickle ({exc})") from None
+        raise DataError(f"{name}: corrupt pickle ({exc})") from None
     except MemoryError:
         raise DataError(f"{name}: pickle needs more memory than available") from None
     except Exception as exc:  # UnpicklingError, ValueError, TypeError, ...: a corrupt file
