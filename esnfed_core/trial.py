@@ -89,7 +89,10 @@ class Method:
         keys = RESERVOIR_KEYS
         if self.uses_ip:
             keys += ("sigma",)
-            keys += ("budget",) if self.continual else ("rounds",)
+            if not self.continual:
+                keys += ("rounds",)
+            elif self.strategy != "joint":  # joint trains each context until early stopping
+                keys += ("budget",)
             if self.algo in ("fedip", "fedclip"):
                 keys += ("local_epochs",)
         return keys
@@ -332,7 +335,7 @@ def _fit_continual(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialData
     validation = _contexts(list(data.validation.values()), data.n_contexts)
     ledger = CommLedger() if federated else None
     result = run_continual(
-        res, train, m.strategy, federated, _ip_config(cfg, settings), budget=int(cfg["budget"]),
+        res, train, m.strategy, federated, _ip_config(cfg, settings), budget=int(cfg.get("budget", 0)),
         local_epochs=int(cfg.get("local_epochs", 1)), n_classes=data.n_classes,
         lam=settings.continual_lambda, seed=seeds["ip"], validation=validation,
         evaluate={"validation": validation} if score else None, ledger=ledger,
@@ -344,7 +347,8 @@ def _fit_continual(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialData
         stream = np.asarray(result.stream_accuracy("validation"), np.float64)
         # PROTOCOL §6: centralised = mean stream accuracy over contexts, federated = after the last.
         sel = float(stream[-1]) if federated else float(stream.mean())
-        val = {"score": sel, "accuracy": float(stream[-1]), "stream_accuracy": [float(s) for s in stream]}
+        val = {"score": sel, "accuracy": float(stream[-1]), "stream_accuracy": [float(s) for s in stream],
+               "ip_rounds": [int(r) for r in result.ip_rounds]}
     last = result.reservoirs[-1]
     return FittedModel(
         m.id, seed, {**cfg, "lambda": settings.continual_lambda}, data.n_classes, seeds,

@@ -139,3 +139,33 @@ def test_pooled_counts_pool_steps_not_user_means(data):
     pooled = pooled_counts(model.reservoir, users, model.readout)
     assert pooled.total == sum(c.total for c in per_user)
     assert pooled.correct[0] == sum(int(c.correct[0]) for c in per_user)
+
+
+CONT_CFG = {**CFG, "sigma": 0.3, "budget": 2, "local_epochs": 1}
+
+
+@pytest.mark.parametrize("method", ["clip-naive", "clip-replay", "clip-joint",
+                                    "fedclip-naive", "fedclip-replay", "fedclip-joint"])
+def test_continual_models_rescore_to_their_training_time_scores(data, method):
+    """The per-context models kept by a continual fit, rescored by scoring.context_matrix, give
+    the stream accuracy run_continual measured while training; the selection score follows §6."""
+    from esnfed_core.metrics import stream_accuracy
+    from esnfed_core.scoring import context_matrix
+
+    model = fit(method, CONT_CFG, 17, data, SETTINGS)
+    t = data.n_contexts
+    assert model.context_gain.shape == (t, CFG["units"]) and model.context_readout.shape == (t, 3, CFG["units"])
+    np.testing.assert_array_equal(model.context_readout[-1], model.readout)
+    correct, total = context_matrix(model.context_reservoirs(), list(model.context_readout),
+                                    list(data.validation.values()))
+    stream = stream_accuracy(correct, total)
+    assert model.validation["stream_accuracy"] == pytest.approx(list(stream), abs=1e-12)
+    expected = stream[-1] if method.startswith("fed") else stream.mean()
+    assert model.score == pytest.approx(expected, abs=1e-12)
+    assert model.lam == SETTINGS.continual_lambda
+    assert (model.communication is not None) == method.startswith("fed")
+
+
+def test_joint_takes_no_budget():
+    assert "budget" not in Method.parse("clip-joint").config_keys
+    assert "budget" in Method.parse("fedclip-replay").config_keys

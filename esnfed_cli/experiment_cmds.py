@@ -1,0 +1,221 @@
+"""`esnfed select`, `esnfed retrain` and `esnfed assess`: model selection, retraining with new
+seeds and test-user assessment of one method on one dataset, with progress bars and summaries."""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from esnfed_cli._common import EXIT_FAILURE, console, err_console, handle_errors
+from esnfed_cli.main import app
+from esnfed_core.trial import Method
+from esnfed_stages import assess as assess_stage
+from esnfed_stages import retrain as retrain_stage
+from esnfed_stages import select as select_stage
+from esnfed_stages.experiment import experiment_params, parse_dataset, parse_pcts
+from esnfed_stages.params import load_params
+
+
+class AlgoChoice(str, Enum):
+    random = "random"
+    ridge = "ridge"
+    incfed = "incfed"
+    fedavg = "fedavg"
+    ip = "ip"
+    fedip = "fedip"
+    clip = "clip"
+    fedclip = "fedclip"
+
+
+class StrategyChoice(str, Enum):
+    naive = "naive"
+    replay = "replay"
+    joint = "joint"
+
+
+class BackendChoice(str, Enum):
+    loky = "loky"
+    sequential = "sequential"
+    ray = "ray"
+
+
+DatasetOpt = Annotated[str, typer.Option("--dataset", help="Which dataset: wesad or hhar.")]
+AlgoOpt = Annotated[AlgoChoice, typer.Option(
+    "--algo", help="The method: random (baseline), ridge (centralised ESN), incfed, fedavg, ip "
+    "(centralised IP + ridge), fedip (FedIP + IncFed), clip / fedclip (continual; need --strategy).",
+    case_sensitive=False)]
+StrategyOpt = Annotated[Optional[StrategyChoice], typer.Option(
+    "--strategy", help="Continual strategy of clip/fedclip: naive, replay or joint.", case_sensitive=False)]
+PctOpt = Annotated[str, typer.Option(
+    "--pct", help="Share of training users: 25, 50, 75, 100, or all.")]
+ParamsOpt = Annotated[Path, typer.Option("--params", help="The params file to read.")]
+DataDirOpt = Annotated[Path, typer.Option(
+    "--data-dir", help="Data root holding processed/<dataset>/ and partitions/<dataset>.json.")]
+RunsDirOpt = Annotated[Path, typer.Option(
+    "--runs-dir", help="Root of the experiment outputs (select/, models/, assess/).")]
+BackendOpt = Annotated[Optional[BackendChoice], typer.Option(
+    "--backend", help="joblib backend for the trials: loky (local processes), sequential, or ray "
+    "(needs the [ray] extra). Default: params.yaml runner.backend.", case_sensitive=False)]
+JobsOpt = Annotated[Optional[int], typer.Option(
+    "--n-jobs", help="Parallel workers (-1 = all cores). Default: params.yaml runner.n_jobs.")]
+
+
+def _progress() -> Progress:
+    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TimeElapsedColumn(), console=console, transient=True)
+
+
+def _method(algo: AlgoChoice, strategy: Optional[StrategyChoice]) -> Method:
+    return Method(algo.value, strategy.value if strategy else None)
+
+
+def _bar(bar: Progress, description: str):
+    task = bar.add_task(description, total=None)
+
+    def update(done: int, total: int) -> None:
+        bar.update(task, completed=done, total=total)
+
+    return update
+
+
+def _fail_listing(what: str, failed: list[tuple[str, int, str]]) -> None:
+    err_console.print(f"[bold red]error:[/] {len(failed)} {what} failed:", highlight=False)
+    for pct, i, error in failed:
+        err_console.print(f"  {pct}% #{i}: {error}", highlight=False, soft_wrap=True)
+    raise typer.Exit(EXIT_FAILURE)
+
+
+# Short names so a config fits one table cell.
+_SHORT = {"units": "N", "spectral_radius": "ρ", "leak": "a", "input_scaling": "s", "sigma": "σ",
+          "rounds": "R", "local_epochs": "E", "lambda": "λ", "budget": "B"}
+
+
+def _config(cfg: dict) -> str:
+    return " ".join(f"{_SHORT.get(k, k)}={v:.3g}" if isinstance(v, float) else f"{_SHORT.get(k, k)}={v}"
+                    for k, v in sorted(cfg.items()))
+
+
+def _fmt(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.2f}"
+
+
+@app.command()
+@handle_errors
+def select(
+    dataset: DatasetOpt,
+    algo: AlgoOpt,
+    strategy: StrategyOpt = None,
+    pct: PctOpt = "all",
+    backend: BackendOpt = None,
+    n_jobs: JobsOpt = None,
+    params: ParamsOpt = Path("params.yaml"),
+    data_dir: DataDirOpt = Path("data"),
+    runs_dir: RunsDirOpt = Path("runs"),
+) -> None:
+    """Model selection: seeded random search (continual methods: the budget grid built from the
+    best IP/FedIP config) scored on the validation users.
+
+    Each finished trial is written at once to runs/select/<dataset>/<method>/<pct>/trial-XXXX.json;
+    a rerun skips the trials already done. best.json is written per share when all its trials
+    succeeded; failed trials are recorded and listed, and the command then exits with code 1.
+    """
+    ds, method, pcts = parse_dataset(dataset), _method(algo, strategy), parse_pcts(pct)
+    p = load_params(params)
+    runner = experiment_params(p).runner.with_overrides(backend.value if backend else None, n_jobs)
+    with _progress() as bar:
+        result = select_stage.run(ds, method, pcts, p, data_dir=data_dir, runs_dir=runs_dir, runner=runner,
+                                  progress=_bar(bar, f"select {ds}/{method.id}"))
+    table = Table(title=f"select {ds}/{method.id} ({runner.backend}, {runner.n_jobs} jobs)",
+                  caption="N units, ρ spectral radius, a leak, s input scaling, σ IP target std, "
+                  "R rounds/epochs, E local epochs, λ ridge, B budget per context")
+    for col in ("train users", "trials", "resumed", "ran", "failed", "best trial", "val acc %", "config"):
+        table.add_column(col, justify="left" if col == "config" else "right")
+    for s in result.shares:
+        best = s.best or {}
+        cfg = _config(best.get("config", {}))
+        table.add_row(f"{s.pct}%", str(s.n_trials), str(s.resumed), str(s.ran), str(len(s.failed)),
+                      str(best.get("trial", "-")), _fmt(best.get("score")), cfg)
+    console.print(table, highlight=False)
+    if result.failed:
+        _fail_listing("trial(s)", result.failed)
+
+
+@app.command()
+@handle_errors
+def retrain(
+    dataset: DatasetOpt,
+    algo: AlgoOpt,
+    strategy: StrategyOpt = None,
+    pct: PctOpt = "all",
+    backend: BackendOpt = None,
+    n_jobs: JobsOpt = None,
+    params: ParamsOpt = Path("params.yaml"),
+    data_dir: DataDirOpt = Path("data"),
+    runs_dir: RunsDirOpt = Path("runs"),
+) -> None:
+    """Retrain the selected config with budgets.<budget>.retrains new seeds per share.
+
+    Models go to runs/models/<dataset>/<method>/<pct>/seed-<k>.npz + .json (an open format: see
+    the README, "Saved models"); a rerun skips models already trained with the same inputs.
+    """
+    ds, method, pcts = parse_dataset(dataset), _method(algo, strategy), parse_pcts(pct)
+    p = load_params(params)
+    runner = experiment_params(p).runner.with_overrides(backend.value if backend else None, n_jobs)
+    with _progress() as bar:
+        result = retrain_stage.run(ds, method, pcts, p, data_dir=data_dir, runs_dir=runs_dir, runner=runner,
+                                   progress=_bar(bar, f"retrain {ds}/{method.id}"))
+    table = Table(title=f"retrain {ds}/{method.id} ({runner.backend}, {runner.n_jobs} jobs)")
+    for col in ("train users", "models", "resumed", "ran", "failed", "config"):
+        table.add_column(col, justify="left" if col == "config" else "right")
+    for s in result.shares:
+        cfg = _config(s.config)
+        table.add_row(f"{s.pct}%", str(len(s.seeds)), str(s.resumed), str(s.ran), str(len(s.failed)), cfg)
+    console.print(table, highlight=False)
+    if result.failed:
+        _fail_listing("retrain(s)", result.failed)
+
+
+@app.command()
+@handle_errors
+def assess(
+    dataset: DatasetOpt,
+    algo: AlgoOpt,
+    strategy: StrategyOpt = None,
+    params: ParamsOpt = Path("params.yaml"),
+    data_dir: DataDirOpt = Path("data"),
+    runs_dir: RunsDirOpt = Path("runs"),
+) -> None:
+    """Score every retrained model on the test users (and the training users for random, ridge,
+    fedavg and incfed) -> runs/assess/<dataset>/<method>.json, every share at once.
+
+    Continual methods also get the accuracy matrix and stream accuracy per context; IP methods
+    on the datasets in assess.activation_datasets get activation densities per context.
+    """
+    ds, method = parse_dataset(dataset), _method(algo, strategy)
+    p = load_params(params)
+    with _progress() as bar:
+        doc = assess_stage.run(ds, method, p, data_dir=data_dir, runs_dir=runs_dir,
+                               progress=_bar(bar, f"assess {ds}/{method.id}"))
+    table = Table(title=f"assess {ds}/{method.id}: accuracy % (mean ± std over retrains)")
+    for col in ("train users", "retrains", "test", "train", "communication up/down floats"):
+        table.add_column(col, justify="right")
+    for pct, row in doc["pcts"].items():
+        comm = row["communication"]
+        table.add_row(f"{pct}%", str(len(row["seeds"])), _mean_std(row["test_accuracy"]),
+                      _mean_std(row["train_accuracy"]),
+                      "-" if comm is None else f"{comm['up_floats']:,} / {comm['down_floats']:,}")
+    console.print(table, highlight=False)
+    console.print(f"wrote {assess_stage.assess_path(runs_dir, ds, method.id)}", highlight=False)
+
+
+def _mean_std(values: list[float] | None) -> str:
+    if not values:
+        return "-"
+    mean = sum(values) / len(values)
+    std = (sum((v - mean) ** 2 for v in values) / len(values)) ** 0.5
+    return f"{100 * mean:.2f} ± {100 * std:.2f}"

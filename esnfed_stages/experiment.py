@@ -1,0 +1,339 @@
+"""What the select, retrain and assess stages share: their params (validated), output paths, the
+dataset and partition they read, and the fingerprints that decide whether a saved result is reusable.
+
+A finished trial or model is reused on a rerun only when its key matches: the key hashes the
+method, config, seed, fixed settings, the bytes of the data it used and the source of the core
+modules that computed it, so a change to any of those recomputes instead of resuming stale work.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib
+import math
+import numbers
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from esnfed_core.data.processed import UserData, load_manifest, load_user, user_path
+from esnfed_core.errors import ConfigError, DataError
+from esnfed_core.search import Dimension, parse_space
+from esnfed_core.trial import Method, Settings, TrialData
+from esnfed_stages._io import dumps_json, read_json
+from esnfed_stages.params import section
+
+DATASETS = ("wesad", "hhar")
+PCTS = ("25", "50", "75", "100")
+BACKENDS = ("loky", "sequential", "ray")
+# Core modules whose source decides a trial's numbers (tests/test_select.py checks the list is
+# complete: every esnfed_core module a trial imports is here).
+TRIAL_MODULES = (
+    "esnfed_core", "esnfed_core.continual", "esnfed_core.data", "esnfed_core.data.processed",
+    "esnfed_core.errors", "esnfed_core.federated", "esnfed_core.messages", "esnfed_core.metrics",
+    "esnfed_core.plasticity", "esnfed_core.readout", "esnfed_core.reservoir", "esnfed_core.scoring",
+    "esnfed_core.search", "esnfed_core.trial", "esnfed_core.validation",
+)
+
+
+# ---------------------------------------------------------------- params
+@dataclass(frozen=True)
+class RunnerConfig:
+    """How trials are dispatched: joblib backend, worker count, BLAS threads per worker."""
+
+    backend: str = "loky"
+    n_jobs: int = 2
+    blas_threads: int = 1
+
+    def __post_init__(self) -> None:
+        if self.backend not in BACKENDS:
+            raise ConfigError(f"runner.backend: unknown backend {self.backend!r} (expected {', '.join(BACKENDS)})")
+        _int("runner.n_jobs", self.n_jobs, low=-64)
+        if self.n_jobs == 0:
+            raise ConfigError("runner.n_jobs: must not be 0 (use a positive count, or -1 for all cores)")
+        _int("runner.blas_threads", self.blas_threads, low=1)
+
+    def with_overrides(self, backend: str | None = None, n_jobs: int | None = None) -> "RunnerConfig":
+        """This config with command-line overrides (None keeps the params' value)."""
+        changes = {k: v for k, v in (("backend", backend), ("n_jobs", n_jobs)) if v is not None}
+        return replace(self, **changes) if changes else self
+
+
+@dataclass(frozen=True)
+class ExperimentParams:
+    """The experiment sections of params.yaml, validated."""
+
+    seed: int
+    budget: str
+    trials: int
+    retrains: int
+    space: Mapping[str, Any]
+    settings: Settings
+    runner: RunnerConfig
+    activation_bins: int
+    activation_datasets: tuple[str, ...]
+
+    def method_space(self, dataset: str, method: Method) -> list[Dimension]:
+        """The dimensions a stationary method searches: the dataset's reservoir space, plus the
+        method's own space for IP methods (space.ip / space.fedip)."""
+        if method.algo == "random":
+            return []
+        where = f"budgets.{self.budget}.space"
+        dims = parse_space(self.space.get(dataset), f"{where}.{dataset}")
+        if not dims:
+            raise ConfigError(f"{where}.{dataset}: missing or empty search space")
+        if method.algo in ("ip", "fedip"):
+            extra = parse_space(self.space.get(method.algo), f"{where}.{method.algo}")
+            clash = {d.name for d in dims} & {d.name for d in extra}
+            if clash:
+                raise ConfigError(f"{where}.{method.algo}: redefines {sorted(clash)} of {where}.{dataset}")
+            dims = sorted(dims + extra, key=lambda d: d.name)
+        missing = set(method.config_keys) - {d.name for d in dims}
+        if missing:
+            raise ConfigError(f"{where}: {method.id} needs {sorted(missing)} in its search space")
+        return dims
+
+    def n_trials(self, method: Method) -> int:
+        # The random baseline has nothing to search: one trial records its validation score.
+        return 1 if method.algo == "random" else self.trials
+
+
+def _check_keys(where: str, value: Any, allowed: Sequence[str]) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"params.yaml: '{where}' must be a mapping")
+    unknown = sorted(set(value) - set(allowed))
+    if unknown:
+        raise ConfigError(f"params.yaml: unknown key '{where}.{unknown[0]}' (allowed: {', '.join(allowed)})")
+    return value
+
+
+def _int(key: str, value: Any, low: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ConfigError(f"params.yaml: '{key}' must be an integer, got {value!r}")
+    if low is not None and value < low:
+        raise ConfigError(f"params.yaml: '{key}' must be >= {low}, got {value!r}")
+    return int(value)
+
+
+def _float(key: str, value: Any, low: float | None = None, high: float | None = None,
+           low_open: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+        raise ConfigError(f"params.yaml: '{key}' must be a finite number, got {value!r}")
+    if low is not None and (value <= low if low_open else value < low):
+        raise ConfigError(f"params.yaml: '{key}' must be {'>' if low_open else '>='} {low}, got {value!r}")
+    if high is not None and value > high:
+        raise ConfigError(f"params.yaml: '{key}' must be <= {high}, got {value!r}")
+    return float(value)
+
+
+def _get(params: Mapping[str, Any], key: str, allowed: Sequence[str]) -> Mapping[str, Any]:
+    return _check_keys(key, section(params, key), allowed)
+
+
+def experiment_params(params: Mapping[str, Any]) -> ExperimentParams:
+    """Validate and read the experiment sections; every error names the offending key."""
+    seed = _int("seed", section(params, "seed"), low=0)
+    budget = section(params, "budget")
+    budgets = section(params, "budgets")
+    if not isinstance(budgets, Mapping) or not budgets:
+        raise ConfigError("params.yaml: 'budgets' must be a non-empty mapping of budget name -> settings")
+    if not isinstance(budget, str) or budget not in budgets:
+        raise ConfigError(f"params.yaml: 'budget' is {budget!r}, expected one of {', '.join(map(str, budgets))}")
+    b = _get(params, f"budgets.{budget}", ("trials", "retrains", "space"))
+    trials = _int(f"budgets.{budget}.trials", section(b, "trials"), low=1)
+    retrains = _int(f"budgets.{budget}.retrains", section(b, "retrains"), low=1)
+    space = _check_keys(f"budgets.{budget}.space", section(b, "space"), DATASETS + ("ip", "fedip"))
+
+    ro = _get(params, "readout", ("lambdas", "batch_size"))
+    lambdas = section(ro, "lambdas")
+    if not isinstance(lambdas, list) or not lambdas:
+        raise ConfigError("params.yaml: 'readout.lambdas' must be a non-empty list")
+    lambdas = tuple(_float("readout.lambdas", v, low=0.0) for v in lambdas)
+    batch = _int("readout.batch_size", section(ro, "batch_size"), low=1)
+
+    ip = dict(_get(params, "plasticity", ("mu", "eta", "batch_size", "normalize_step")))
+    for k in ("mu", "eta", "batch_size", "normalize_step"):
+        section(ip, k)  # every field explicit: the params file documents the run
+    _float("plasticity.mu", ip["mu"], low=-1.0, high=1.0)
+    _float("plasticity.eta", ip["eta"], low=0.0, low_open=True)
+    _int("plasticity.batch_size", ip["batch_size"], low=1)
+    if not isinstance(ip["normalize_step"], bool):
+        raise ConfigError(f"params.yaml: 'plasticity.normalize_step' must be true or false, got {ip['normalize_step']!r}")
+
+    co = _get(params, "continual", ("lambda", "replay_fraction", "replay_batch"))
+    settings = Settings(
+        lambdas=lambdas, batch_size=batch, ip=ip,
+        continual_lambda=_float("continual.lambda", section(co, "lambda"), low=0.0),
+        replay_fraction=_float("continual.replay_fraction", section(co, "replay_fraction"), low=0.0,
+                               high=1.0, low_open=True),
+        replay_batch=_int("continual.replay_batch", section(co, "replay_batch"), low=1),
+    )
+    rn = _get(params, "runner", ("backend", "n_jobs", "blas_threads"))
+    runner = RunnerConfig(str(section(rn, "backend")), section(rn, "n_jobs"), section(rn, "blas_threads"))
+
+    asx = _get(params, "assess", ("activation_bins", "activation_datasets"))
+    bins = _int("assess.activation_bins", section(asx, "activation_bins"), low=1)
+    act_ds = section(asx, "activation_datasets")
+    if not isinstance(act_ds, list) or any(d not in DATASETS for d in act_ds):
+        raise ConfigError(f"params.yaml: 'assess.activation_datasets' must be a list of {', '.join(DATASETS)}")
+    return ExperimentParams(seed, budget, trials, retrains, space, settings, runner, bins, tuple(act_ds))
+
+
+def parse_pcts(pct: str) -> list[str]:
+    """``--pct``: one share or "all"."""
+    if pct == "all":
+        return list(PCTS)
+    if pct not in PCTS:
+        raise ConfigError(f"--pct: expected one of {', '.join(PCTS)} or all, got {pct!r}")
+    return [pct]
+
+
+def parse_dataset(dataset: str) -> str:
+    if dataset not in DATASETS:
+        raise ConfigError(f"--dataset: expected one of {', '.join(DATASETS)}, got {dataset!r}")
+    return dataset
+
+
+# ---------------------------------------------------------------- paths
+def select_dir(runs: Path, dataset: str, method: str, pct: str) -> Path:
+    return Path(runs) / "select" / dataset / method / pct
+
+
+def best_path(runs: Path, dataset: str, method: str, pct: str) -> Path:
+    return select_dir(runs, dataset, method, pct) / "best.json"
+
+
+def model_dir(runs: Path, dataset: str, method: str, pct: str) -> Path:
+    return Path(runs) / "models" / dataset / method / pct
+
+
+def assess_path(runs: Path, dataset: str, method: str) -> Path:
+    return Path(runs) / "assess" / dataset / f"{method}.json"
+
+
+# ---------------------------------------------------------------- data
+@dataclass(frozen=True, eq=False)
+class Dataset:
+    """A processed dataset and its partition, checked against each other."""
+
+    name: str
+    directory: Path
+    manifest: Mapping[str, Any]
+    partition: Mapping[str, Any]
+
+    @property
+    def n_classes(self) -> int:
+        return int(self.manifest["n_classes"])
+
+    @property
+    def n_contexts(self) -> int:
+        return int(self.manifest["n_contexts"])
+
+    def train_users(self, pct: str) -> list[str]:
+        return list(self.partition["train"][pct])
+
+    @property
+    def validation_users(self) -> list[str]:
+        return list(self.partition["validation"])
+
+    @property
+    def test_users(self) -> list[str]:
+        return list(self.partition["test"])
+
+    _file_hashes: dict[str, str] = field(default_factory=dict, repr=False)
+
+    def fingerprint(self, users: Sequence[str]) -> str:
+        """sha256 over the manifest and the bytes of the users' files (in the given order)."""
+        h = hashlib.sha256((self.directory / "manifest.json").read_bytes())
+        for u in users:
+            if u not in self._file_hashes:
+                self._file_hashes[u] = _file_sha256(user_path(self.directory, u))
+            h.update(f"\x1f{u}\x1f{self._file_hashes[u]}".encode())
+        return h.hexdigest()
+
+    def ref(self, train: Sequence[str], validation: Sequence[str] = ()) -> "DataRef":
+        return DataRef(str(self.directory), tuple(train), tuple(validation), self.n_classes,
+                       self.n_contexts, self.fingerprint(list(train) + list(validation)))
+
+    def load(self, users: Sequence[str]) -> dict[str, UserData]:
+        return {u: load_user(self.directory, u) for u in users}
+
+
+def _file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def open_dataset(data_dir: Path, dataset: str) -> Dataset:
+    """Read data/processed/<dataset>/manifest.json and data/partitions/<dataset>.json."""
+    directory = Path(data_dir) / "processed" / dataset
+    manifest = load_manifest(directory)
+    ppath = Path(data_dir) / "partitions" / f"{dataset}.json"
+    part = read_json(ppath)
+    if not isinstance(part, dict):
+        raise DataError(f"{ppath}: expected a JSON object")
+    for key in ("train", "validation", "test"):
+        if key not in part:
+            raise DataError(f"{ppath}: missing '{key}'")
+    if not isinstance(part["train"], dict) or set(part["train"]) != set(PCTS):
+        raise DataError(f"{ppath}: 'train' must map each of {', '.join(PCTS)} to a list of users")
+    for key in ("n_classes", "n_contexts", "users"):
+        if key not in manifest:
+            raise DataError(f"{directory / 'manifest.json'}: missing '{key}'")
+    users = set(manifest["users"])
+    listed = [u for p in PCTS for u in part["train"][p]] + list(part["validation"]) + list(part["test"])
+    for u in listed:
+        if u not in users:
+            raise ConfigError(f"{ppath}: user '{u}' is not in {directory / 'manifest.json'}")
+    for p in PCTS:
+        if not part["train"][p]:
+            raise DataError(f"{ppath}: no training users for {p}%")
+    for key in ("validation", "test"):
+        if not part[key]:
+            raise DataError(f"{ppath}: no {key} users")
+    return Dataset(dataset, directory, manifest, part)
+
+
+@dataclass(frozen=True)
+class DataRef:
+    """What a trial worker loads: users of a processed directory. ``fingerprint`` is part of the
+    identity, so a worker's cache never serves data that changed on disk since."""
+
+    directory: str
+    train: tuple[str, ...]
+    validation: tuple[str, ...]
+    n_classes: int
+    n_contexts: int
+    fingerprint: str
+
+
+@functools.lru_cache(maxsize=1)
+def load_trial_data(ref: DataRef) -> TrialData:
+    """The users of ``ref`` (cached per process: consecutive trials of one share reuse them)."""
+    return TrialData(
+        {u: load_user(ref.directory, u) for u in ref.train},
+        {u: load_user(ref.directory, u) for u in ref.validation},
+        ref.n_classes, ref.n_contexts,
+    )
+
+
+@functools.lru_cache(maxsize=1)
+def code_fingerprint() -> str:
+    """sha256 of the source of every core module a trial's numbers depend on."""
+    h = hashlib.sha256()
+    for name in TRIAL_MODULES:
+        try:
+            source = Path(importlib.import_module(name).__file__).read_bytes()
+        except ImportError:
+            source = b"<absent>"
+        h.update(name.encode() + b"\x1f" + source)
+    return h.hexdigest()
+
+
+def result_key(**fields: Any) -> str:
+    """Identity of a trial or model: sha256 of its canonical JSON plus the code fingerprint."""
+    return hashlib.sha256((dumps_json(fields) + code_fingerprint()).encode()).hexdigest()

@@ -1,0 +1,144 @@
+"""The saved-model format of `esnfed retrain`: one uncompressed .npz of arrays plus one .json of
+metadata per retrained model, readable with numpy and json alone (no pickle, no esnfed code).
+
+Files: ``runs/models/<dataset>/<method>/<pct>/seed-<k>.npz`` and ``seed-<k>.json`` (k = 0, 1, ...).
+
+The .npz (``np.load(path, allow_pickle=False)``) holds, for every method except ``random``:
+  w_in    float32 (N, U)  input weights
+  w       float32 (N, N)  recurrent weights Ŵ
+  leak    float64 ()      leak rate a
+  gain    float32 (N,)    IP gain g of the final reservoir (all ones without IP)
+  bias    float32 (N,)    IP bias b of the final reservoir (all zeros without IP)
+  readout float64 (C, N)  readout W of the final model
+  lambda  float64 ()      ridge regularisation λ the readout was solved with
+  seed    int64 ()        the retrain seed
+and, for the continual methods (clip-*, fedclip-*), the model after each context t = 0..T-1:
+  context_gain    float32 (T, N)
+  context_bias    float32 (T, N)
+  context_readout float64 (T, C, N)
+(the last row of each equals gain, bias, readout). ``random`` stores only ``seed``.
+
+Recomputing a prediction (PROTOCOL §2-3): per window u(1..T') (float32, from
+data/processed/<dataset>/<user>.npz ``x``), start from x(0) = 0 and for t = 1..T'
+  x_net = w_in @ u(t) + w @ x(t-1);  h = tanh(gain * x_net + bias);  x(t) = (1-leak) x(t-1) + leak h
+then predict argmax(readout @ x(t)) for every step; accuracy = share of steps whose prediction
+equals ``y`` (pooled over all windows of all evaluated users). The random baseline predicts
+``numpy.random.default_rng(seeds[role]).integers(0, C, size=n)`` for the n labels of the users of
+that role (``test``, ``train`` or ``validation``) concatenated in partition order, each user's
+``y`` flattened row-major.
+
+The .json holds: format ("esnfed-model"), format_version (1), dataset, method, pct, retrain (k),
+seed, seeds (the named sub-seeds of the seed: reservoir, ip, validation, test, train), config (the
+selected hyperparameters), lambda, n_classes, n_inputs, units, n_contexts (continual) or null,
+train_users, communication (federated methods: floats and bytes up/down, rounds, clients) or
+null, arrays ({name: {"shape", "dtype"}}), npz_sha256 (of the .npz bytes) and key (the identity
+that lets a rerun skip a model already trained with the same inputs).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from esnfed_core.errors import DataError
+from esnfed_core.reservoir import Reservoir
+from esnfed_core.trial import FittedModel
+from esnfed_stages._io import read_json, read_npz, write_json, write_npz
+
+FORMAT = "esnfed-model"
+FORMAT_VERSION = 1
+_STATIONARY = ("w_in", "w", "leak", "gain", "bias", "readout", "lambda", "seed")
+_CONTINUAL = ("context_gain", "context_bias", "context_readout")
+
+
+def model_paths(directory: Path, k: int) -> tuple[Path, Path]:
+    """(npz, json) of retrain ``k`` in ``directory``."""
+    return Path(directory) / f"seed-{k}.npz", Path(directory) / f"seed-{k}.json"
+
+
+def model_arrays(model: FittedModel) -> dict[str, np.ndarray]:
+    arrays: dict[str, np.ndarray] = {"seed": np.asarray(model.seed, np.int64)}
+    if model.reservoir is None:
+        return arrays
+    res = model.reservoir
+    arrays.update(
+        w_in=res.w_in, w=res.w, leak=np.asarray(res.leak, np.float64), gain=res.gain, bias=res.bias,
+        readout=np.asarray(model.readout, np.float64), **{"lambda": np.asarray(model.lam, np.float64)},
+    )
+    if model.context_gain is not None:
+        arrays.update(context_gain=np.asarray(model.context_gain, np.float32),
+                      context_bias=np.asarray(model.context_bias, np.float32),
+                      context_readout=np.asarray(model.context_readout, np.float64))
+    return arrays
+
+
+def save_model(directory: Path, k: int, model: FittedModel, meta: dict[str, Any]) -> None:
+    """Write the .npz, then the .json (which names the .npz's hash): the .json is written last,
+    so a model counts as saved only when both files are complete."""
+    npz, js = model_paths(directory, k)
+    arrays = model_arrays(model)
+    write_npz(npz, **arrays)
+    res = model.reservoir
+    doc = {
+        "format": FORMAT, "format_version": FORMAT_VERSION, **meta, "retrain": k,
+        "method": model.method, "seed": model.seed, "seeds": model.seeds, "config": model.config,
+        "lambda": model.lam, "n_classes": model.n_classes,
+        "n_inputs": None if res is None else res.n_inputs, "units": None if res is None else res.units,
+        "n_contexts": None if model.context_gain is None else int(len(model.context_gain)),
+        "communication": model.communication,
+        "arrays": {name: {"shape": list(a.shape), "dtype": str(a.dtype)} for name, a in arrays.items()},
+        "npz_sha256": hashlib.sha256(npz.read_bytes()).hexdigest(),
+    }
+    write_json(js, doc)
+
+
+def read_meta(directory: Path, k: int) -> dict[str, Any] | None:
+    """The .json of retrain ``k`` if both files exist and the .npz matches its recorded hash."""
+    npz, js = model_paths(directory, k)
+    if not (npz.is_file() and js.is_file()):
+        return None
+    try:
+        meta = read_json(js)
+    except DataError:
+        return None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        return None
+    if meta.get("npz_sha256") != hashlib.sha256(npz.read_bytes()).hexdigest():
+        return None
+    return meta
+
+
+def load_model(directory: Path, k: int) -> tuple[FittedModel, dict[str, Any]]:
+    """Read retrain ``k`` back into a FittedModel (and its metadata); DataError if incomplete."""
+    npz, js = model_paths(directory, k)
+    meta = read_meta(directory, k)
+    if meta is None:
+        raise DataError(f"{js}: model missing or incomplete (run `esnfed retrain`)")
+    if meta.get("format_version") != FORMAT_VERSION:
+        raise DataError(f"{js}: format_version {meta.get('format_version')!r}, expected {FORMAT_VERSION}")
+    arrays = read_npz(npz)
+    expected = ("seed",) if meta["method"] == "random" else _STATIONARY
+    if meta.get("n_contexts") is not None:
+        expected += _CONTINUAL
+    missing = [a for a in expected if a not in arrays]
+    if missing:
+        raise DataError(f"{npz}: missing arrays {missing}")
+    res = None
+    ctx = {}
+    readout = lam = None
+    if meta["method"] != "random":
+        res = Reservoir(w_in=arrays["w_in"], w=arrays["w"], leak=float(arrays["leak"]),
+                        gain=arrays["gain"], bias=arrays["bias"])
+        readout, lam = arrays["readout"], float(arrays["lambda"])
+        if meta.get("n_contexts") is not None:
+            ctx = {k2: arrays[k2] for k2 in _CONTINUAL}
+    model = FittedModel(
+        meta["method"], int(meta["seed"]), dict(meta["config"]), int(meta["n_classes"]),
+        {k2: int(v) for k2, v in meta["seeds"].items()}, reservoir=res, readout=readout, lam=lam,
+        context_gain=ctx.get("context_gain"), context_bias=ctx.get("context_bias"),
+        context_readout=ctx.get("context_readout"), communication=meta.get("communication"),
+    )
+    return model, meta

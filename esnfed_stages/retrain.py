@@ -1,0 +1,143 @@
+"""Stage `retrain`: the selected config of one dataset and method, retrained with k new seeds per
+training share -> runs/models/<dataset>/<method>/<pct>/seed-<k>.npz + .json (see models.py).
+
+Retrain seeds depend on (seed, dataset, share, k) only, so methods that selected the same config
+(ridge and IncFed) get the same reservoirs. A rerun reuses every model whose key still matches.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from esnfed_core.errors import DataError
+from esnfed_core.search import derive_seed
+from esnfed_core.trial import Method
+from esnfed_stages._io import read_json, write_json
+from esnfed_stages.experiment import (
+    ExperimentParams,
+    RunnerConfig,
+    best_path,
+    experiment_params,
+    model_dir,
+    open_dataset,
+    result_key,
+)
+from esnfed_stages.models import read_meta, save_model
+from esnfed_stages.runner import Outcome, TrialTask, run_tasks
+
+_MODEL_FILE = re.compile(r"^seed-(\d+)\.(npz|json)$")
+_FAILED_FILE = re.compile(r"^seed-(\d+)\.failed\.json$")
+Progress = Callable[[int, int], None]
+
+
+@dataclass
+class RetrainSummary:
+    pct: str
+    config: dict[str, Any]
+    seeds: list[int]
+    resumed: int = 0
+    ran: int = 0
+    failed: list[tuple[int, str]] = field(default_factory=list)
+
+
+@dataclass
+class RetrainResult:
+    dataset: str
+    method: str
+    shares: list[RetrainSummary]
+
+    @property
+    def failed(self) -> list[tuple[str, int, str]]:
+        return [(s.pct, k, e) for s in self.shares for k, e in s.failed]
+
+
+def retrain_seed(exp: ExperimentParams, dataset: str, pct: str, k: int) -> int:
+    return derive_seed(exp.seed, "retrain", dataset, pct, k)
+
+
+def selected_config(runs: Path, dataset: str, method: str, pct: str) -> dict[str, Any]:
+    path = best_path(runs, dataset, method, pct)
+    if not path.is_file():
+        raise DataError(f"{path}: not found: run `esnfed select` for {dataset}/{method} first")
+    best = read_json(path)
+    if not isinstance(best, dict) or not isinstance(best.get("config"), dict):
+        raise DataError(f"{path}: no 'config' object")
+    return best["config"]
+
+
+def _clean(directory: Path, n: int) -> None:
+    if not directory.is_dir():
+        return
+    for p in directory.iterdir():
+        m = _MODEL_FILE.match(p.name)
+        if (m and int(m.group(1)) >= n) or _FAILED_FILE.match(p.name) or (
+            p.name.startswith(".") and p.name.endswith(".tmp")
+        ):
+            p.unlink()
+
+
+def run(
+    dataset: str,
+    method: Method,
+    pcts: list[str],
+    params: Mapping[str, Any],
+    *,
+    data_dir: Path = Path("data"),
+    runs_dir: Path = Path("runs"),
+    runner: RunnerConfig | None = None,
+    progress: Progress | None = None,
+) -> RetrainResult:
+    exp = experiment_params(params)
+    runner = runner or exp.runner
+    data = open_dataset(data_dir, dataset)
+    summaries: dict[str, RetrainSummary] = {}
+    pending: list[tuple[TrialTask, str, int, str]] = []
+    for pct in pcts:
+        config = selected_config(runs_dir, dataset, method.id, pct)
+        directory = model_dir(runs_dir, dataset, method.id, pct)
+        _clean(directory, exp.retrains)
+        # Joint continual training stops early on validation users: they are part of its data.
+        validation = data.validation_users if method.continual else []
+        ref = data.ref(data.train_users(pct), validation)
+        seeds = [retrain_seed(exp, dataset, pct, k) for k in range(exp.retrains)]
+        s = summaries[pct] = RetrainSummary(pct, config, seeds)
+        for k, seed in enumerate(seeds):
+            key = result_key(kind="retrain", dataset=dataset, method=method.id, pct=pct, retrain=k, seed=seed,
+                             config=config, settings=exp.settings.as_dict(), data=ref.fingerprint)
+            meta = read_meta(directory, k)
+            if meta is not None and meta.get("key") == key:
+                s.resumed += 1
+                continue
+            task = TrialTask(f"{dataset}/{method.id}/{pct}/seed-{k}", ref, method.id, config, seed,
+                             exp.settings, score=False)
+            pending.append((task, pct, k, key))
+    total = sum(len(s.seeds) for s in summaries.values())
+    finished = total - len(pending)
+    if progress:
+        progress(finished, total)
+    lookup = {id(t): (pct, k, key) for t, pct, k, key in pending}
+
+    def on_done(task: TrialTask, outcome: Outcome) -> None:
+        nonlocal finished
+        pct, k, key = lookup[id(task)]
+        s = summaries[pct]
+        s.ran += 1
+        if outcome.ok:
+            meta = {"dataset": dataset, "pct": pct, "train_users": data.train_users(pct), "key": key}
+            save_model(model_dir(runs_dir, dataset, method.id, pct), k, outcome.model, meta)
+        else:
+            s.failed.append((k, outcome.error))
+            write_json(model_dir(runs_dir, dataset, method.id, pct) / f"seed-{k}.failed.json",
+                       {"key": key, "seed": task.seed, "config": dict(task.config), "error": outcome.error,
+                        "traceback": outcome.traceback})
+        finished += 1
+        if progress:
+            progress(finished, total)
+
+    run_tasks([t for t, *_ in pending], runner, on_done)
+    for s in summaries.values():
+        s.failed.sort()
+    return RetrainResult(dataset, method.id, [summaries[p] for p in pcts])

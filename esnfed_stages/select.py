@@ -1,0 +1,232 @@
+"""Stage `select`: model selection for one dataset and method, per training share: seeded random
+search (stationary methods) or the budget grid (continual methods, from the best IP/FedIP config).
+
+Writes runs/select/<dataset>/<method>/<pct>/trial-XXXX.json as each trial finishes (atomically),
+and best.json once every trial of the share has succeeded. A rerun reuses each trial file whose
+key still matches (same config, seed, settings, data and code) and recomputes the rest.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from esnfed_core.errors import ConfigError, DataError
+from esnfed_core.search import continual_budgets, derive_seed, sample_config
+from esnfed_core.trial import Method
+from esnfed_stages._io import read_json, write_json
+from esnfed_stages.experiment import (
+    Dataset,
+    ExperimentParams,
+    RunnerConfig,
+    best_path,
+    experiment_params,
+    open_dataset,
+    result_key,
+    select_dir,
+)
+from esnfed_stages.runner import Outcome, TrialTask, run_tasks
+
+_TRIAL_FILE = re.compile(r"^trial-(\d+)\.json$")
+Progress = Callable[[int, int], None]
+
+
+@dataclass(frozen=True)
+class PlannedTrial:
+    dataset: str
+    pct: str
+    index: int
+    path: Path
+    key: str
+    task: TrialTask
+
+
+@dataclass
+class ShareSummary:
+    """What select did for one training share."""
+
+    pct: str
+    n_trials: int
+    resumed: int = 0
+    ran: int = 0
+    failed: list[tuple[int, str]] = field(default_factory=list)
+    best: dict[str, Any] | None = None
+
+
+@dataclass
+class SelectResult:
+    dataset: str
+    method: str
+    shares: list[ShareSummary]
+
+    @property
+    def failed(self) -> list[tuple[str, int, str]]:
+        return [(s.pct, i, e) for s in self.shares for i, e in s.failed]
+
+
+def trial_path(directory: Path, index: int) -> Path:
+    return Path(directory) / f"trial-{index:04d}.json"
+
+
+def trial_seed(exp: ExperimentParams, dataset: str, pct: str, index: int) -> int:
+    """Seed of trial ``index``: the same for every method at that index (common random numbers)."""
+    return derive_seed(exp.seed, "trial", dataset, pct, index)
+
+
+def _base_config(runs: Path, dataset: str, method: Method, pct: str) -> dict[str, Any]:
+    path = best_path(runs, dataset, method.base, pct)
+    if not path.is_file():
+        raise DataError(f"{path}: not found: run `esnfed select --dataset {dataset} --algo {method.base}` "
+                        f"before {method.id}")
+    best = read_json(path)
+    if not isinstance(best, dict) or not isinstance(best.get("config"), dict):
+        raise DataError(f"{path}: no 'config' object")
+    return best
+
+
+def plan_share(exp: ExperimentParams, data: Dataset, method: Method, pct: str,
+               runs: Path) -> tuple[list[PlannedTrial], dict[str, Any] | None]:
+    """The trials of one share (and, for continual methods, the best stationary trial reused)."""
+    directory = select_dir(runs, data.name, method.id, pct)
+    base = None
+    if method.continual:
+        base = _base_config(runs, data.name, method, pct)
+        rounds = base["config"].get("rounds")
+        stationary = {k: base["config"][k] for k in method.config_keys if k != "budget" and k in base["config"]}
+        missing = set(method.config_keys) - set(stationary) - {"budget"}
+        if missing:
+            raise DataError(f"{best_path(runs, data.name, method.base, pct)}: config lacks {sorted(missing)}")
+        if "budget" in method.config_keys:
+            configs = [{**stationary, "budget": b}
+                       for b in continual_budgets(rounds, data.n_contexts, method.algo == "fedclip")]
+        else:  # joint: no budget to search (it stops early on validation), one trial
+            configs = [stationary]
+    else:
+        dims = exp.method_space(data.name, method)
+        configs = [sample_config(dims, exp.seed, data.name, pct, i) for i in range(exp.n_trials(method))]
+    ref = data.ref(data.train_users(pct), data.validation_users)
+    out = []
+    for i, config in enumerate(configs):
+        seed = trial_seed(exp, data.name, pct, i)
+        key = result_key(kind="select", dataset=data.name, method=method.id, pct=pct, index=i, seed=seed,
+                         config=config, settings=exp.settings.as_dict(), data=ref.fingerprint)
+        task = TrialTask(f"{data.name}/{method.id}/{pct}#{i}", ref, method.id, config, seed, exp.settings)
+        out.append(PlannedTrial(data.name, pct, i, trial_path(directory, i), key, task))
+    return out, base
+
+
+def _finished(trial: PlannedTrial) -> dict[str, Any] | None:
+    """The saved record of ``trial`` if it finished successfully with the same key."""
+    if not trial.path.is_file():
+        return None
+    try:
+        record = read_json(trial.path)
+    except DataError:
+        return None  # unreadable: recompute (never happens with atomic writes, but be safe)
+    if isinstance(record, dict) and record.get("key") == trial.key and record.get("status") == "ok":
+        return record
+    return None
+
+
+def _clean(directory: Path, n_trials: int) -> None:
+    """Remove what no longer belongs to this plan: trials past the count, a previous best.json
+    (rewritten at the end), and temporaries of an interrupted atomic write."""
+    if not directory.is_dir():
+        return
+    for p in directory.iterdir():
+        m = _TRIAL_FILE.match(p.name)
+        if (m and int(m.group(1)) >= n_trials) or p.name == "best.json" or (
+            p.name.startswith(".") and p.name.endswith(".tmp")
+        ):
+            p.unlink()
+
+
+def _record(trial: PlannedTrial, outcome: Outcome) -> dict[str, Any]:
+    t = trial.task
+    rec = {
+        "dataset": trial.dataset, "method": t.method, "pct": trial.pct, "index": trial.index,
+        "seed": t.seed, "config": dict(t.config), "key": trial.key, "seconds": round(outcome.seconds, 3),
+    }
+    if outcome.ok:
+        m = outcome.model
+        rec.update(status="ok", scores=m.validation, selected_config=m.config,
+                   communication=m.communication, error=None, traceback=None)
+    else:
+        rec.update(status="failed", scores=None, selected_config=None, communication=None,
+                   error=outcome.error, traceback=outcome.traceback)
+    return rec
+
+
+def best_of(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """The trial with the highest score; ties go to the lowest index (deterministic)."""
+    return max(sorted(records, key=lambda r: r["index"]), key=lambda r: r["scores"]["score"])
+
+
+def run(
+    dataset: str,
+    method: Method,
+    pcts: list[str],
+    params: Mapping[str, Any],
+    *,
+    data_dir: Path = Path("data"),
+    runs_dir: Path = Path("runs"),
+    runner: RunnerConfig | None = None,
+    progress: Progress | None = None,
+) -> SelectResult:
+    """Select for each share in ``pcts``; failed trials are recorded, never raised."""
+    exp = experiment_params(params)
+    runner = runner or exp.runner
+    data = open_dataset(data_dir, dataset)
+    if method.continual and data.n_contexts < 1:
+        raise ConfigError(f"{dataset}: no contexts for {method.id}")
+    plans: dict[str, list[PlannedTrial]] = {}
+    bases: dict[str, Any] = {}
+    done: dict[str, dict[int, dict]] = {}
+    for pct in pcts:
+        plans[pct], bases[pct] = plan_share(exp, data, method, pct, runs_dir)
+        _clean(select_dir(runs_dir, dataset, method.id, pct), len(plans[pct]))
+        done[pct] = {t.index: r for t in plans[pct] if (r := _finished(t)) is not None}
+    summaries = {p: ShareSummary(p, len(plans[p]), resumed=len(done[p])) for p in pcts}
+    pending = [t for p in pcts for t in plans[p] if t.index not in done[p]]
+    total = sum(len(v) for v in plans.values())
+    finished = total - len(pending)
+    if progress:
+        progress(finished, total)
+    by_task = {id(t.task): t for t in pending}
+
+    def on_done(task: TrialTask, outcome: Outcome) -> None:
+        nonlocal finished
+        trial = by_task[id(task)]
+        rec = _record(trial, outcome)
+        write_json(trial.path, rec)
+        s = summaries[trial.pct]
+        s.ran += 1
+        if outcome.ok:
+            done[trial.pct][trial.index] = rec
+        else:
+            s.failed.append((trial.index, outcome.error))
+        finished += 1
+        if progress:
+            progress(finished, total)
+
+    run_tasks([t.task for t in pending], runner, on_done)
+
+    for pct in pcts:
+        s = summaries[pct]
+        s.failed.sort()
+        if s.failed or len(done[pct]) != len(plans[pct]):
+            continue
+        best = best_of(list(done[pct].values()))
+        base = bases[pct]
+        s.best = {
+            "dataset": dataset, "method": method.id, "pct": pct, "trial": best["index"], "seed": best["seed"],
+            "score": best["scores"]["score"], "scores": best["scores"], "config": best["selected_config"],
+            "n_trials": len(plans[pct]),
+            "base": None if base is None else {"method": method.base, "trial": base["trial"],
+                                               "config": base["config"]},
+        }
+        write_json(best_path(runs_dir, dataset, method.id, pct), s.best)
+    return SelectResult(dataset, method.id, [summaries[p] for p in pcts])
+

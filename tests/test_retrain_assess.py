@@ -1,0 +1,201 @@
+"""select -> retrain -> assess through the CLI on a tiny dataset: the assess JSON contract, its
+invariants, determinism, resumed retraining, and the saved-model format read by numpy alone."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from esnfed_cli.main import app
+from esnfed_core.errors import DataError
+from esnfed_core.trial import Method
+from esnfed_stages import assess as assess_stage
+from esnfed_stages import retrain as retrain_stage
+from esnfed_stages.experiment import PCTS
+from esnfed_stages.models import load_model
+from experiment_data import TEST, TRAIN, make_dataset, small_params, write_params
+
+# (algo, strategy): stationary and continual, centralised and federated, in dependency order.
+METHODS = [("random", None), ("ridge", None), ("incfed", None), ("fedavg", None), ("ip", None),
+           ("fedip", None), ("clip", "replay"), ("fedclip", "naive"), ("fedclip", "joint")]
+RETRAINS = 2
+runner = CliRunner()
+
+
+def _invoke(*args: str) -> None:
+    result = runner.invoke(app, list(args))
+    assert result.exit_code == 0, result.output
+
+
+def _pipeline(root: Path) -> None:
+    make_dataset(root)
+    params = small_params()
+    params["budgets"]["default"]["retrains"] = RETRAINS
+    write_params(root, params)
+    common = ["--dataset", "wesad", "--params", str(root / "params.yaml"), "--data-dir", str(root / "data"),
+              "--runs-dir", str(root / "runs")]
+    for algo, strategy in METHODS:
+        extra = ["--strategy", strategy] if strategy else []
+        _invoke("select", "--algo", algo, *extra, "--pct", "all", *common)
+        _invoke("retrain", "--algo", algo, *extra, *common)
+        _invoke("assess", "--algo", algo, *extra, *common)
+
+
+def _method_id(algo: str, strategy: str | None) -> str:
+    return Method(algo, strategy).id
+
+
+@pytest.fixture(scope="module")
+def run_a(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("a")
+    _pipeline(root)
+    return root
+
+
+def _assess(root: Path, method: str) -> dict:
+    return json.loads((root / "runs" / "assess" / "wesad" / f"{method}.json").read_text())
+
+
+@pytest.mark.parametrize("algo, strategy", METHODS)
+def test_assess_json_follows_the_contract(run_a, algo, strategy):
+    m = Method(algo, strategy)
+    doc = _assess(run_a, m.id)
+    assert set(doc) == {"dataset", "method", "algo", "strategy", "budget", "source", "pcts"}
+    assert (doc["dataset"], doc["method"], doc["algo"], doc["strategy"]) == ("wesad", m.id, algo, strategy)
+    assert (doc["budget"], doc["source"]) == ("default", "synthetic")
+    assert set(doc["pcts"]) == set(PCTS)
+    for pct, row in doc["pcts"].items():
+        assert set(row) == {"seeds", "test_accuracy", "train_accuracy", "stream_accuracy", "accuracy_matrix",
+                            "communication", "config", "activation"}
+        assert len(row["seeds"]) == len(set(row["seeds"])) == RETRAINS
+        assert len(row["test_accuracy"]) == RETRAINS and all(0 <= a <= 1 for a in row["test_accuracy"])
+        assert (row["train_accuracy"] is not None) == (algo in ("random", "ridge", "incfed", "fedavg"))
+        assert (row["communication"] is not None) == m.federated
+        if m.federated:
+            comm = row["communication"]
+            assert set(comm) == {"up_floats", "down_floats", "up_bytes", "down_bytes", "rounds", "clients"}
+            assert comm["clients"] == len(TRAIN[pct]) and comm["up_floats"] > 0 and comm["rounds"] >= 1
+        if m.continual:
+            t = 3
+            assert all(len(s) == t for s in row["stream_accuracy"])
+            assert all(np.shape(mat) == (t, t) for mat in row["accuracy_matrix"])
+            assert row["test_accuracy"] == [s[-1] for s in row["stream_accuracy"]]
+        else:
+            assert row["stream_accuracy"] is None and row["accuracy_matrix"] is None
+        if m.uses_ip:  # wesad is in assess.activation_datasets
+            dens = np.array(row["activation"]["density"])
+            edges = np.array(row["activation"]["edges"])
+            assert dens.shape == (3, len(edges) - 1) and edges[0] == -1 and edges[-1] == 1
+            np.testing.assert_allclose(dens @ np.diff(edges), 1.0)
+        else:
+            assert row["activation"] is None
+
+
+def test_incfed_equals_ridge_and_fedavg_differs_only_by_its_readout(run_a):
+    ridge, inc = _assess(run_a, "ridge"), _assess(run_a, "incfed")
+    for pct in PCTS:
+        a, b = ridge["pcts"][pct], inc["pcts"][pct]
+        assert a["seeds"] == b["seeds"] and a["config"] == b["config"]
+        np.testing.assert_allclose(b["test_accuracy"], a["test_accuracy"], atol=1e-9)
+        np.testing.assert_allclose(b["train_accuracy"], a["train_accuracy"], atol=1e-9)
+        n, c, k = a["config"]["units"], 3, len(TRAIN[pct])
+        assert b["communication"]["up_floats"] == k * (n * n + n * c)
+    # FedAvg on the single client of the 25% share is ridge.
+    fedavg = _assess(run_a, "fedavg")["pcts"]["25"]
+    if fedavg["config"] == ridge["pcts"]["25"]["config"]:
+        np.testing.assert_allclose(fedavg["test_accuracy"], ridge["pcts"]["25"]["test_accuracy"], atol=1e-9)
+
+
+def test_random_baseline_is_near_one_over_c(run_a):
+    doc = _assess(run_a, "random")
+    accs = [a for row in doc["pcts"].values() for a in row["test_accuracy"]]
+    steps = len(TEST) * 3 * 4 * 12  # users x contexts x windows x steps of the fixture
+    assert abs(np.mean(accs) - 1 / 3) < 5 * np.sqrt((1 / 3) * (2 / 3) / steps)
+
+
+def test_stream_accuracy_is_consistent_with_the_accuracy_matrix(run_a):
+    """Equal contexts sizes in the fixture: stream after i = mean of row i over contexts 0..i."""
+    for method in ("clip-replay", "fedclip-naive", "fedclip-joint"):
+        for row in _assess(run_a, method)["pcts"].values():
+            for stream, mat in zip(row["stream_accuracy"], row["accuracy_matrix"]):
+                mat = np.array(mat)
+                expected = [mat[i, : i + 1].mean() for i in range(len(mat))]
+                np.testing.assert_allclose(stream, expected, atol=1e-12)
+
+
+def _numpy_accuracy(npz: Path, users: list[Path]) -> float:
+    """The README's recipe, with numpy only: no esnfed code."""
+    m = np.load(npz, allow_pickle=False)
+    w_in, w, a = m["w_in"].astype(np.float64), m["w"].astype(np.float64), float(m["leak"])
+    g, b, readout = m["gain"].astype(np.float64), m["bias"].astype(np.float64), m["readout"]
+    correct = total = 0
+    for path in users:
+        u = np.load(path, allow_pickle=False)
+        x_all, y_all = u["x"].astype(np.float64), u["y"]
+        state = np.zeros((len(x_all), w.shape[0]))
+        for t in range(x_all.shape[1]):
+            h = np.tanh(g * (x_all[:, t] @ w_in.T + state @ w.T) + b)
+            state = (1 - a) * state + a * h
+            correct += int(((state @ readout.T).argmax(axis=1) == y_all[:, t]).sum())
+            total += len(x_all)
+    return correct / total
+
+
+@pytest.mark.parametrize("method", ["ridge", "fedip"])
+def test_saved_models_reproduce_the_reported_test_accuracy_with_numpy_alone(run_a, method):
+    doc = _assess(run_a, method)
+    for pct in ("25", "100"):
+        directory = run_a / "runs" / "models" / "wesad" / method / pct
+        for k, reported in enumerate(doc["pcts"][pct]["test_accuracy"]):
+            meta = json.loads((directory / f"seed-{k}.json").read_text())
+            assert meta["seed"] == doc["pcts"][pct]["seeds"][k] and meta["format"] == "esnfed-model"
+            with np.load(directory / f"seed-{k}.npz", allow_pickle=False) as z:
+                assert {n: [list(z[n].shape), str(z[n].dtype)] for n in z.files} == {
+                    n: [v["shape"], v["dtype"]] for n, v in meta["arrays"].items()}
+            users = [run_a / "data" / "processed" / "wesad" / f"{u}.npz" for u in TEST]
+            # float64 here vs float32 in the pipeline: at most a couple of near-tie steps differ.
+            assert _numpy_accuracy(directory / f"seed-{k}.npz", users) == pytest.approx(reported, abs=3 / 288)
+
+
+def test_two_runs_give_byte_identical_assess_json(run_a, tmp_path):
+    _pipeline(tmp_path)
+    for algo, strategy in METHODS:
+        name = f"{_method_id(algo, strategy)}.json"
+        assert ((tmp_path / "runs" / "assess" / "wesad" / name).read_bytes()
+                == (run_a / "runs" / "assess" / "wesad" / name).read_bytes()), name
+
+
+def test_retrain_resumes_and_recomputes_a_corrupt_model(run_a, tmp_path):
+    import shutil
+
+    shutil.copytree(run_a, tmp_path / "r")
+    root = tmp_path / "r"
+    params = small_params()
+    params["budgets"]["default"]["retrains"] = RETRAINS
+    kw = {"data_dir": root / "data", "runs_dir": root / "runs"}
+    directory = root / "runs" / "models" / "wesad" / "incfed" / "50"
+    good = (directory / "seed-1.npz").read_bytes()
+    (directory / "seed-1.npz").write_bytes(good[:100])  # truncated: hash no longer matches
+    with pytest.raises(DataError, match="seed-1.json"):
+        assess_stage.run("wesad", Method("incfed"), params, **kw)
+    result = retrain_stage.run("wesad", Method("incfed"), list(PCTS), params, **kw)
+    assert [(s.resumed, s.ran) for s in result.shares] == [(2, 0), (1, 1), (2, 0), (2, 0)]
+    assert (directory / "seed-1.npz").read_bytes() == good
+    model, meta = load_model(directory, 1)
+    assert model.readout.shape == (3, meta["units"]) and meta["pct"] == "50"
+
+
+def test_cli_usage_and_input_errors(run_a):
+    res = runner.invoke(app, ["select", "--dataset", "wesad", "--algo", "clip", "--runs-dir", str(run_a / "runs")])
+    assert res.exit_code == 1 and "--strategy" in res.output
+    res = runner.invoke(app, ["select", "--dataset", "mnist", "--algo", "ridge"])
+    assert res.exit_code == 1 and "--dataset" in res.output
+    res = runner.invoke(app, ["retrain", "--dataset", "wesad", "--algo", "lasso"])
+    assert res.exit_code == 2  # Typer's usage error
+    res = runner.invoke(app, ["assess", "--dataset", "wesad", "--algo", "ridge", "--params",
+                              str(run_a / "params.yaml"), "--data-dir", str(run_a / "nowhere")])
+    assert res.exit_code == 1 and "manifest" in res.output

@@ -1,0 +1,174 @@
+"""The select stage: trial files, resume without repetition, failure recording, best.json,
+params validation, backend independence."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from esnfed_core.errors import ConfigError
+from esnfed_core.trial import Method
+from esnfed_stages import runner as runner_mod
+from esnfed_stages import select as select_stage
+from esnfed_stages.experiment import TRIAL_MODULES, RunnerConfig, best_path, experiment_params, select_dir
+from experiment_data import make_dataset, small_params
+
+RIDGE = Method("ridge")
+
+
+@pytest.fixture()
+def root(tmp_path: Path) -> Path:
+    make_dataset(tmp_path)
+    return tmp_path
+
+
+def _select(root: Path, params: dict, method: Method = RIDGE, pcts=("25",), **kw):
+    return select_stage.run("wesad", method, list(pcts), params, data_dir=root / "data",
+                            runs_dir=root / "runs", **kw)
+
+
+def _trials(root: Path, method: str = "ridge", pct: str = "25") -> dict[str, bytes]:
+    d = select_dir(root / "runs", "wesad", method, pct)
+    return {p.name: p.read_bytes() for p in sorted(d.glob("trial-*.json"))}
+
+
+def test_writes_one_record_per_trial_and_the_best(root):
+    params = small_params()
+    params["budgets"]["default"]["trials"] = 4
+    result = _select(root, params, pcts=("25", "50"))
+    assert [s.ran for s in result.shares] == [4, 4] and not result.failed
+    records = [json.loads(b) for b in _trials(root).values()]
+    assert [r["index"] for r in records] == [0, 1, 2, 3]
+    for r in records:
+        assert r["status"] == "ok" and r["error"] is None and r["seconds"] >= 0
+        assert set(r["config"]) == {"units", "spectral_radius", "leak", "input_scaling"}
+        assert r["selected_config"] == {**r["config"], "lambda": r["scores"]["lambda"]}
+    best = json.loads(best_path(root / "runs", "wesad", "ridge", "25").read_text())
+    top = max(records, key=lambda r: r["scores"]["score"])
+    assert best["score"] == top["scores"]["score"] and best["config"] == top["selected_config"]
+    assert best["n_trials"] == 4 and best["base"] is None
+
+
+def test_rerun_resumes_without_repeating_finished_trials(root):
+    params = small_params()
+    params["budgets"]["default"]["trials"] = 3
+    _select(root, params)
+    d = select_dir(root / "runs", "wesad", "ridge", "25")
+    before = _trials(root)
+    mtimes = {p.name: p.stat().st_mtime_ns for p in d.glob("trial-*.json")}
+    (d / "trial-0001.json").unlink()
+    (d / ".trial-0002.json.abc.tmp").write_text("{partial")  # left by a killed atomic write
+    result = _select(root, params)
+    assert (result.shares[0].resumed, result.shares[0].ran) == (2, 1)
+    after = _trials(root)
+    for name in ("trial-0000.json", "trial-0002.json"):
+        assert after[name] == before[name]
+        assert (d / name).stat().st_mtime_ns == mtimes[name]  # not rewritten
+    redo, orig = json.loads(after["trial-0001.json"]), json.loads(before["trial-0001.json"])
+    redo.pop("seconds"), orig.pop("seconds")
+    assert redo == orig  # the recomputed trial is the same trial
+    assert not list(d.glob(".*.tmp"))
+    # Nothing left to do: a third run only resumes.
+    assert _select(root, params).shares[0].ran == 0
+
+
+def test_changed_settings_recompute_and_fewer_trials_drop_stale_files(root):
+    params = small_params()
+    _select(root, params)
+    params["readout"]["lambdas"] = [1e-3, 1.0]
+    assert _select(root, params).shares[0].ran == 2  # keys changed: nothing reused
+    params["budgets"]["default"]["trials"] = 1
+    _select(root, params)
+    assert list(_trials(root)) == ["trial-0000.json"]
+
+
+def test_failed_trial_is_recorded_and_the_others_finish(root, monkeypatch):
+    params = small_params()
+    params["budgets"]["default"]["trials"] = 3
+    real_fit = runner_mod.fit
+    bad_seed = select_stage.trial_seed(experiment_params(params), "wesad", "25", 1)
+
+    def flaky(method, config, seed, *a, **kw):
+        if seed == bad_seed:
+            raise FloatingPointError("reservoir diverged")
+        return real_fit(method, config, seed, *a, **kw)
+
+    monkeypatch.setattr(runner_mod, "fit", flaky)
+    result = _select(root, params, pcts=("25", "50"))
+    assert result.failed == [("25", 1, "FloatingPointError: reservoir diverged")]
+    rec = json.loads(_trials(root)["trial-0001.json"])
+    assert rec["status"] == "failed" and "reservoir diverged" in rec["traceback"] and rec["scores"] is None
+    assert not best_path(root / "runs", "wesad", "ridge", "25").exists()  # incomplete share: no best
+    assert best_path(root / "runs", "wesad", "ridge", "50").exists()
+    monkeypatch.setattr(runner_mod, "fit", real_fit)
+    again = _select(root, params, pcts=("25", "50"))
+    assert not again.failed and [(s.resumed, s.ran) for s in again.shares] == [(2, 1), (3, 0)]
+    assert best_path(root / "runs", "wesad", "ridge", "25").exists()
+
+
+def test_best_ties_go_to_the_lowest_index():
+    recs = [{"index": i, "scores": {"score": s}} for i, s in ((2, 0.5), (0, 0.4), (1, 0.5))]
+    assert select_stage.best_of(recs)["index"] == 1
+
+
+def test_loky_and_sequential_give_identical_results(root, tmp_path_factory):
+    other = tmp_path_factory.mktemp("loky")
+    make_dataset(other)
+    params = small_params()
+    _select(root, params, pcts=("25", "50"))
+    _select(other, params, pcts=("25", "50"), runner=RunnerConfig("loky", 2, 1))
+    for pct in ("25", "50"):
+        assert (best_path(root / "runs", "wesad", "ridge", pct).read_bytes()
+                == best_path(other / "runs", "wesad", "ridge", pct).read_bytes())
+        for (na, a), (nb, b) in zip(_trials(root, pct=pct).items(), _trials(other, pct=pct).items()):
+            ra, rb = json.loads(a), json.loads(b)
+            ra.pop("seconds"), rb.pop("seconds")
+            assert na == nb and ra == rb
+
+
+def test_ridge_incfed_fedavg_search_the_same_configs_and_seeds(root):
+    params = small_params()
+    for m in ("ridge", "incfed", "fedavg"):
+        _select(root, params, Method(m))
+    rec = {m: [json.loads(b) for b in _trials(root, m).values()] for m in ("ridge", "incfed", "fedavg")}
+    for m in ("incfed", "fedavg"):
+        assert [(r["config"], r["seed"]) for r in rec[m]] == [(r["config"], r["seed"]) for r in rec["ridge"]]
+    assert [r["scores"]["score"] for r in rec["incfed"]] == pytest.approx(
+        [r["scores"]["score"] for r in rec["ridge"]], abs=1e-12)
+
+
+@pytest.mark.parametrize("edit, fragment", [
+    (lambda p: p["runner"].update(threads=2), "runner.threads"),
+    (lambda p: p.update(budget="huge"), "'budget' is 'huge'"),
+    (lambda p: p["budgets"]["default"].update(trials=0), "budgets.default.trials"),
+    (lambda p: p["readout"].update(lambdas=[-1.0]), "readout.lambdas"),
+    (lambda p: p["plasticity"].update(normalize_step="yes"), "plasticity.normalize_step"),
+    (lambda p: p["runner"].update(backend="dask"), "runner.backend"),
+    (lambda p: p["budgets"]["default"]["space"]["wesad"].pop("leak"), "needs ['leak']"),
+    (lambda p: p["budgets"]["default"]["space"]["ip"].update(units=[4]), "redefines"),
+    (lambda p: p["continual"].update(replay_fraction=0.0), "continual.replay_fraction"),
+])
+def test_bad_params_name_the_key(root, edit, fragment):
+    params = small_params()
+    edit(params)
+    with pytest.raises(ConfigError, match=fragment.replace("[", r"\[").replace("]", r"\]")):
+        _select(root, params, Method("ip"))
+    assert not (root / "runs" / "select").exists() or not list((root / "runs" / "select").rglob("*.json"))
+
+
+def test_continual_select_needs_the_stationary_best(root):
+    with pytest.raises(Exception, match="esnfed select --dataset wesad --algo ip"):
+        _select(root, small_params(), Method("clip", "naive"))
+
+
+def test_trial_modules_cover_everything_a_trial_imports():
+    """The code fingerprint of trial keys must cover every core module a trial can run."""
+    code = ("import sys, esnfed_core.trial, esnfed_core.plasticity\n"
+            "try:\n    import esnfed_core.continual\nexcept ImportError:\n    pass\n"
+            "print('\\n'.join(m for m in sys.modules if m.startswith('esnfed_core')))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert set(loaded.stdout.split()) <= set(TRIAL_MODULES)
