@@ -13,6 +13,7 @@ from typing import Literal
 import numpy as np
 
 from esnfed_core.readout import RidgeStats
+from esnfed_core.validation import ParameterError, check_param
 
 Direction = Literal["up", "down"]
 
@@ -35,11 +36,33 @@ class Message:
         return int(sum(a.nbytes for a in self._arrays())) + 8 * self._ints()
 
 
+def _payload(msg: Message, name: str, ndim: int) -> np.ndarray:
+    """Check a field's dimensionality and store a read-only float copy (what was sent stays sent)."""
+    value = getattr(msg, name)
+    if not isinstance(value, np.ndarray) or value.ndim != ndim or value.dtype.kind != "f":
+        raise ParameterError(
+            f"{type(msg).__name__}.{name}: expected a {ndim}-D float array, got "
+            f"{type(value).__name__} {getattr(value, 'dtype', '')} shape {np.shape(value)}"
+        )
+    arr = value.copy()
+    arr.setflags(write=False)
+    object.__setattr__(msg, name, arr)
+    return arr
+
+
+def _count(msg: Message, name: str) -> None:
+    check_param(f"{type(msg).__name__}.{name}", getattr(msg, name), integer=True, low=0)
+
+
 @dataclass(frozen=True, eq=False)
 class StatsMessage(Message):
     """IncFed upload: a client's ridge statistics A (C×N), B (N×N) and counts."""
 
     stats: RidgeStats
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.stats, RidgeStats):
+            raise ParameterError(f"StatsMessage.stats: expected RidgeStats, got {type(self.stats).__name__}")
 
     def _arrays(self):
         return [self.stats.a, self.stats.b]
@@ -55,6 +78,10 @@ class ReadoutMessage(Message):
     w: np.ndarray
     num_examples: int = 0
 
+    def __post_init__(self) -> None:
+        _payload(self, "w", 2)
+        _count(self, "num_examples")
+
     def _arrays(self):
         return [self.w]
 
@@ -69,6 +96,11 @@ class PlasticityMessage(Message):
     gain: np.ndarray
     bias: np.ndarray
     num_examples: int = 0
+
+    def __post_init__(self) -> None:
+        if _payload(self, "gain", 1).shape != _payload(self, "bias", 1).shape:
+            raise ParameterError(f"PlasticityMessage: gain {self.gain.shape} and bias {self.bias.shape} differ")
+        _count(self, "num_examples")
 
     def _arrays(self):
         return [self.gain, self.bias]
@@ -86,6 +118,13 @@ class ReservoirMessage(Message):
     gain: np.ndarray
     bias: np.ndarray
     leak: float
+
+    def __post_init__(self) -> None:
+        n = _payload(self, "w_in", 2).shape[0]
+        for name, shape in (("w", (n, n)), ("gain", (n,)), ("bias", (n,))):
+            if _payload(self, name, len(shape)).shape != shape:
+                raise ParameterError(f"ReservoirMessage.{name}: expected shape {shape}, got {getattr(self, name).shape}")
+        check_param("ReservoirMessage.leak", self.leak, low=0.0, high=1.0, low_open=True)
 
     def _arrays(self):
         return [self.w_in, self.w, self.gain, self.bias, np.asarray([self.leak])]

@@ -32,6 +32,13 @@ class RidgeStats:
     n_steps: int
     n_windows: int
 
+    def __post_init__(self) -> None:
+        a, b = np.asarray(self.a), np.asarray(self.b)
+        if a.ndim != 2 or b.ndim != 2 or b.shape != (a.shape[1], a.shape[1]):
+            raise ParameterError(f"RidgeStats: expected A (C, N) and B (N, N), got {a.shape} and {b.shape}")
+        check_param("RidgeStats.n_steps", self.n_steps, integer=True, low=0)
+        check_param("RidgeStats.n_windows", self.n_windows, integer=True, low=0)
+
     @classmethod
     def zeros(cls, units: int, n_classes: int) -> "RidgeStats":
         return cls(np.zeros((n_classes, units)), np.zeros((units, units)), 0, 0)
@@ -61,38 +68,64 @@ class RidgeStats:
 
 
 class StatsAccumulator:
-    """Mutable accumulator of RidgeStats over batches of states (time-major) and labels."""
+    """Mutable accumulator of RidgeStats over batches of states (time-major) and labels.
+
+    States (float32) are converted to float64 a chunk of rows at a time into a reused buffer;
+    B gets ``chunkᵀ·chunk``, which numpy hands to BLAS syrk (half the work of a general product).
+    Only numpy's BLAS is used, as in the recurrence: alternating with scipy's separately
+    threaded OpenBLAS makes the two thread pools spin against each other on 2 cores.
+    """
 
     def __init__(self, units: int, n_classes: int):
-        self.n_classes = n_classes
-        self._a = np.zeros((n_classes, units))
-        self._b = np.zeros((units, units), order="F")  # dsyrk accumulates into the upper triangle
+        check_param("units", units, integer=True, low=1)
+        check_param("n_classes", n_classes, integer=True, low=1)
+        self.units = int(units)
+        self.n_classes = int(n_classes)
+        self._a = np.zeros((self.n_classes, self.units))
+        self._b = np.zeros((self.units, self.units))
+        self._gram = np.empty((self.units, self.units))
+        self._chunk: np.ndarray | None = None
         self._n_steps = 0
         self._n_windows = 0
 
     def add(self, states: np.ndarray, labels: np.ndarray) -> None:
         """Add states (T, B, N) with per-step labels (B, T)."""
+        if np.ndim(states) != 3 or np.shape(states)[2] != self.units:
+            raise ParameterError(
+                f"states: expected (steps, windows, {self.units}), got shape {np.shape(states)}"
+            )
         t_len, b, n = states.shape
         y = _flat_labels(labels, t_len, b, self.n_classes)
         s = states.reshape(t_len * b, n)
-        for lo in range(0, s.shape[0], _GRAM_CHUNK_ROWS):
-            chunk = s[lo : lo + _GRAM_CHUNK_ROWS].astype(np.float64)
-            # chunk.T is Fortran-ordered (N, rows): dsyrk computes chunk.T @ chunk without a copy.
-            self._b = scipy.linalg.blas.dsyrk(1.0, chunk.T, beta=1.0, c=self._b, trans=0, lower=0,
-                                              overwrite_c=1)
-            self._a += _class_sums(chunk, y[lo : lo + _GRAM_CHUNK_ROWS], self.n_classes)
+        if self._chunk is None:
+            self._chunk = np.empty((min(_GRAM_CHUNK_ROWS, max(len(s), 1)), n))
+        step = _GRAM_CHUNK_ROWS
+        for lo in range(0, len(s), step):
+            hi = min(lo + step, len(s))
+            if self._chunk.shape[0] < hi - lo:
+                self._chunk = np.empty((hi - lo, n))
+            chunk = self._chunk[: hi - lo]
+            np.copyto(chunk, s[lo:hi])  # float32 -> float64: products are exact, sums float64
+            np.matmul(chunk.T, chunk, out=self._gram)
+            self._b += self._gram
+            self._a += _class_sums(chunk, y[lo:hi], self.n_classes)
         self._n_steps += t_len * b
         self._n_windows += b
 
     def result(self) -> RidgeStats:
-        b = np.triu(self._b) + np.triu(self._b, 1).T
-        return RidgeStats(self._a.copy(), np.ascontiguousarray(b), self._n_steps, self._n_windows)
+        # Symmetrise explicitly so B is exactly symmetric whatever the BLAS did.
+        b = 0.5 * (self._b + self._b.T)
+        return RidgeStats(self._a.copy(), b, self._n_steps, self._n_windows)
 
 
 def _flat_labels(labels: np.ndarray, t_len: int, b: int, n_classes: int) -> np.ndarray:
+    """Validate per-step labels (B, T) and flatten them time-major, like the states."""
     labels = np.asarray(labels)
     if labels.shape != (b, t_len):
-        raise ValueError(f"labels: expected shape {(b, t_len)}, got {labels.shape}")
+        raise ParameterError(f"labels: expected shape {(b, t_len)}, got {labels.shape}")
+    if labels.dtype.kind not in "iu":
+        if labels.dtype.kind != "f" or not np.all(np.isfinite(labels)) or np.any(labels != np.round(labels)):
+            raise ParameterError(f"labels: expected integer class indices, got dtype {labels.dtype}")
     y = labels.T.reshape(-1).astype(np.intp)
     if y.size and (y.min() < 0 or y.max() >= n_classes):
         raise ParameterError(f"labels: values must lie in [0, {n_classes}), got {y.min()}..{y.max()}")
@@ -100,16 +133,24 @@ def _flat_labels(labels: np.ndarray, t_len: int, b: int, n_classes: int) -> np.n
 
 
 def _class_sums(rows: np.ndarray, y: np.ndarray, n_classes: int) -> np.ndarray:
-    """Σ of the rows of each class: the one-hot product YᵀS without building Y."""
+    """Σ of the rows of each class: the one-hot product YᵀS without building Y row-major."""
     onehot = np.zeros((n_classes, len(y)))
     onehot[y, np.arange(len(y))] = 1.0
     return onehot @ rows
+
+
+def _check_windows(x: np.ndarray, labels: np.ndarray) -> None:
+    if np.ndim(labels) != 2 or np.ndim(x) < 1 or np.shape(labels)[0] != np.shape(x)[0]:
+        raise ParameterError(
+            f"labels: expected one row per window ({np.shape(x)[:2]}), got shape {np.shape(labels)}"
+        )
 
 
 def ridge_stats(
     res: Reservoir, x: np.ndarray, labels: np.ndarray, n_classes: int, batch_size: int = 256
 ) -> RidgeStats:
     """Statistics of windows ``x`` (W, T, U) with per-step ``labels`` (W, T), streamed by batch."""
+    _check_windows(x, labels)
     acc = StatsAccumulator(res.units, n_classes)
     for sb in iter_states(res, x, batch_size):
         acc.add(sb.states, labels[sb.index])
@@ -164,8 +205,10 @@ def predict(states: np.ndarray, w: np.ndarray) -> np.ndarray:
 def count_correct(states: np.ndarray, labels: np.ndarray, readouts: np.ndarray) -> Counts:
     """Correct steps of each readout in ``readouts`` (L, C, N) on one batch, in one GEMM."""
     t_len, b, n = states.shape
+    if np.ndim(readouts) != 3 or readouts.shape[2] != n:
+        raise ParameterError(f"readouts: expected (L, C, {n}), got shape {np.shape(readouts)}")
     ll, c, _ = readouts.shape
-    y = labels.T.reshape(-1)
+    y = _flat_labels(labels, t_len, b, c)
     w = readouts.reshape(ll * c, n).T.astype(DTYPE)
     scores = (states.reshape(t_len * b, n) @ w).reshape(t_len * b, ll, c)
     pred = scores.argmax(axis=2)
@@ -177,6 +220,7 @@ def evaluate(
     res: Reservoir, x: np.ndarray, labels: np.ndarray, readouts: np.ndarray, batch_size: int = 256
 ) -> Counts:
     """Accuracy counts of readouts (L, C, N) — or one (C, N) — on windows ``x``, streamed."""
+    _check_windows(x, labels)
     grid = readouts if readouts.ndim == 3 else readouts[None]
     total = Counts(np.zeros(len(grid), np.int64), 0)
     for sb in iter_states(res, x, batch_size):
@@ -186,6 +230,7 @@ def evaluate(
 
 def random_baseline(labels: np.ndarray, n_classes: int, seed: int) -> Counts:
     """Counts of a uniformly random prediction per time step (the IncFed tables' baseline)."""
+    check_param("n_classes", n_classes, integer=True, low=1)
     rng = np.random.default_rng(seed)
     y = np.asarray(labels).reshape(-1)
     pred = rng.integers(0, n_classes, size=y.shape)

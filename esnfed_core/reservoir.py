@@ -6,10 +6,12 @@ batch. States are time-major: ``states[t, i]`` is the post-leak state of window 
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator
 
 import numpy as np
+from threadpoolctl import ThreadpoolController
 
 from esnfed_core.validation import ParameterError, check_finite, check_param
 
@@ -123,6 +125,33 @@ def _check_batch(res: Reservoir, x: np.ndarray) -> np.ndarray:
     return x
 
 
+# Steps whose input projection W_in u(t) is computed by one product into a small scratch buffer
+# that stays in cache (projecting the whole window at once streams T·B·N floats through memory).
+_TIME_CHUNK = 8
+# run_batch splits a batch over threads only when each gets at least this many windows.
+_MIN_WINDOWS_PER_THREAD = 16
+# Upper bound on run_batch threads; None = as many as numpy's BLAS would use. Benchmarks set 1.
+_MAX_THREADS: int | None = None
+_BLAS: ThreadpoolController | None = None
+
+
+def _blas() -> ThreadpoolController:
+    global _BLAS
+    if _BLAS is None:
+        _BLAS = ThreadpoolController()
+    return _BLAS
+
+
+def _n_threads(windows: int) -> int:
+    """Threads for one batch: numpy's BLAS thread count (so a caller's limit, e.g. one thread per
+    process, is respected), capped so that every thread has enough windows."""
+    blas = [lib.num_threads for lib in _blas().lib_controllers if lib.user_api == "blas"]
+    threads = max(blas, default=1)
+    if _MAX_THREADS is not None:
+        threads = min(threads, _MAX_THREADS)
+    return max(1, min(threads, windows // _MIN_WINDOWS_PER_THREAD))
+
+
 def run_batch(
     res: Reservoir,
     x: np.ndarray,
@@ -137,48 +166,102 @@ def run_batch(
     ``out`` and ``xnet_out`` are optional preallocated (T, B, N) float32 buffers; when
     ``xnet_out`` is given it receives x_net(t) = W_in u(t) + Ŵ x(t-1) (before gain and bias),
     which intrinsic plasticity needs.
+
+    On a multi-core machine the windows are split into contiguous groups, one thread each, with
+    single-threaded BLAS inside: the elementwise work (tanh, leak) then runs on every core too,
+    and no BLAS thread pool spins waiting for the others. Windows are independent, so the split
+    does not change what is computed.
     """
     x = _check_batch(res, x)
-    b, t_len, u = x.shape
+    b, t_len, _ = x.shape
     n = res.units
-    states = np.empty((t_len, b, n), DTYPE) if out is None else out
-    if states.shape != (t_len, b, n) or states.dtype != DTYPE:
-        raise ValueError(f"out: expected float32 {(t_len, b, n)}, got {states.dtype} {states.shape}")
-    # Input projection of every step at once (one GEMM), written where the states will go:
-    # states[t] holds W_in u(t) until step t overwrites it with x(t).
-    np.matmul(
-        np.ascontiguousarray(x.transpose(1, 0, 2)).reshape(t_len * b, u),
-        res._w_in_t,
-        out=states.reshape(t_len * b, n),
-    )
+    shape = (t_len, b, n)
+    states = np.empty(shape, DTYPE) if out is None else out
+    for name, buf in (("out", states), ("xnet_out", xnet_out)):
+        if buf is not None and (buf.shape != shape or buf.dtype != DTYPE or not buf.flags.c_contiguous):
+            raise ParameterError(
+                f"{name}: expected float32 {shape}, got {buf.dtype} {buf.shape}"
+                + ("" if buf.flags.c_contiguous else " (not C-contiguous)")
+            )
+    if x0 is not None:
+        x0 = np.asarray(x0, dtype=DTYPE)
+        if x0.shape != (b, n):
+            raise ParameterError(f"x0: expected shape {(b, n)}, got {x0.shape}")
+    if b == 0 or t_len == 0:
+        return states
+    xt = np.ascontiguousarray(x.transpose(1, 0, 2))  # (T, B, U): step t of every window is a block
+    threads = _n_threads(b)
+    if threads == 1:
+        _recur(res, xt, states, xnet_out, x0, 0, b)
+        return states
+    bounds = np.linspace(0, b, threads + 1).astype(int)
+    errors: list[BaseException] = []
+
+    def work(lo: int, hi: int) -> None:
+        try:
+            _recur(res, xt, states, xnet_out, x0, lo, hi)
+        except BaseException as exc:  # re-raised in the caller below
+            errors.append(exc)
+
+    with _blas().limit(limits=1, user_api="blas"):
+        workers = [
+            threading.Thread(target=work, args=(lo, hi), daemon=True)
+            for lo, hi in zip(bounds[:-1], bounds[1:])
+        ]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+    if errors:
+        raise errors[0]
+    return states
+
+
+def _recur(
+    res: Reservoir,
+    xt: np.ndarray,
+    states: np.ndarray,
+    xnet_out: np.ndarray | None,
+    x0: np.ndarray | None,
+    lo: int,
+    hi: int,
+) -> None:
+    """The recurrence for windows lo:hi, in place in ``states[:, lo:hi]`` (PROTOCOL §2)."""
+    t_len, _, _ = xt.shape
+    m, n = hi - lo, res.units
     a = DTYPE(res.leak)
-    keep = DTYPE(1.0) - a
     use_ip = res.has_ip
     g, bias = res.gain, res.bias
-    h = np.empty((b, n), DTYPE)
-    prev = np.zeros((b, n), DTYPE) if x0 is None else np.array(x0, dtype=DTYPE, copy=True)
-    if prev.shape != (b, n):
-        raise ValueError(f"x0: expected shape {(b, n)}, got {prev.shape}")
-    first = x0 is None
-    for t in range(t_len):
-        cur = states[t]
-        if first and t == 0:
-            np.copyto(h, cur)  # x(-1) = 0: no recurrent term
-        else:
-            np.matmul(prev, res._w_t, out=h)
-            h += cur
-        if xnet_out is not None:
-            np.copyto(xnet_out[t], h)
-        if use_ip:
-            h *= g
-            h += bias
-        np.tanh(h, out=h)
-        # x(t) = (1-a) x(t-1) + a h(t), written in place over the projection.
-        np.multiply(prev, keep, out=cur)
-        h *= a
-        cur += h
-        prev = cur
-    return states
+    h = np.empty((m, n), DTYPE)
+    proj = np.empty((min(_TIME_CHUNK, t_len), m, n), DTYPE)
+    prev = None if x0 is None else x0[lo:hi]
+    for t0 in range(0, t_len, _TIME_CHUNK):
+        t1 = min(t0 + _TIME_CHUNK, t_len)
+        np.matmul(xt[t0:t1, lo:hi], res._w_in_t, out=proj[: t1 - t0])
+        for t in range(t0, t1):
+            cur = states[t, lo:hi]
+            if prev is None:  # x(0) = 0: no recurrent term
+                np.copyto(h, proj[t - t0])
+            else:
+                np.matmul(prev, res._w_t, out=h)
+                h += proj[t - t0]
+            if xnet_out is not None:
+                np.copyto(xnet_out[t, lo:hi], h)
+            if use_ip:
+                h *= g
+                h += bias
+            if a == 1.0:
+                np.tanh(h, out=cur)
+            else:
+                # x(t) = x(t-1) + a (h(t) - x(t-1)): the leak in three passes, no extra buffer.
+                np.tanh(h, out=h)
+                if prev is None:
+                    np.multiply(h, a, out=cur)
+                else:
+                    h -= prev
+                    h *= a
+                    np.add(prev, h, out=cur)
+            prev = cur
 
 
 @dataclass(frozen=True)

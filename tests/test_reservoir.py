@@ -107,6 +107,24 @@ def test_states_do_not_depend_on_batching_or_order(make_windows):
     np.testing.assert_allclose(np.concatenate([s for _, s in seen], axis=1), whole, rtol=0, atol=1e-6)
 
 
+def test_thread_split_computes_the_same_states(make_windows, monkeypatch):
+    """run_batch splits big batches over threads; force 1 and 3 groups on a small batch."""
+    import esnfed_core.reservoir as reservoir
+
+    x, _ = make_windows(10, 25, 3, 2, seed=8)
+    res = build_reservoir(CFG, 5).with_ip(np.full(CFG.units, 0.9), np.full(CFG.units, 0.05))
+    results = {}
+    for threads in (1, 3):
+        monkeypatch.setattr(reservoir, "_n_threads", lambda windows, k=threads: k)
+        xnet = np.empty((25, 10, CFG.units), DTYPE)
+        results[threads] = (run_batch(res, x, xnet_out=xnet), xnet)
+    want_states, want_xnet = reference_states(res, x)
+    for states, xnet in results.values():
+        assert np.abs(states - want_states).max() <= 1e-5
+        assert np.abs(xnet - want_xnet).max() <= 1e-5
+    np.testing.assert_allclose(results[3][0], results[1][0], rtol=0, atol=1e-6)
+
+
 def test_echo_state_property_states_forget_the_initial_state(make_windows):
     cfg = dataclasses.replace(CFG, spectral_radius=0.9, leak=0.5)
     res = build_reservoir(cfg, 21)

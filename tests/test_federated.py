@@ -1,0 +1,105 @@
+"""Tests of the federated readouts: IncFed equals centralised ridge for any client split, FedAvg is
+the window-weighted mean of local ridge readouts, and both send the documented amount of floats."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from esnfed_core.federated import Client, fedavg, incfed, weighted_average
+from esnfed_core.messages import CommLedger
+from esnfed_core.readout import predict, ridge_stats, solve
+from esnfed_core.reservoir import ReservoirConfig, build_reservoir, run_batch
+from esnfed_core.validation import ParameterError
+
+LAMBDAS = [1e-5, 1e-3, 0.1, 1.0]
+C, N = 4, 30
+
+
+@pytest.fixture
+def res():
+    return build_reservoir(ReservoirConfig(3, N, 0.9, 0.4, 0.9), 23)
+
+
+def make_clients(x, y, sizes, batch_size=4):
+    bounds = np.cumsum([0, *sizes])
+    assert bounds[-1] == len(x)
+    return [
+        Client(f"c{i}", x[lo:hi], y[lo:hi], C, batch_size=batch_size)
+        for i, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:]))
+    ]
+
+
+def rel(a, b):
+    return np.linalg.norm(a - b) / np.linalg.norm(b)
+
+
+@pytest.mark.parametrize("sizes", [[23], [6, 17], [1, 2, 4, 1, 3, 2, 5, 3, 2]])
+def test_incfed_equals_centralised_ridge(res, make_windows, sizes):
+    x, y = make_windows(23, 30, 3, C)
+    ledger = CommLedger()
+    # Clients stream in batches of 4 windows, the centralised run in one batch of 23.
+    result = incfed(res, make_clients(x, y, sizes), LAMBDAS, ledger)
+    central = solve(ridge_stats(res, x, y, C), LAMBDAS)
+    assert result.readouts.shape == central.shape == (len(LAMBDAS), C, N)
+    assert (result.stats.n_windows, result.stats.n_steps) == (23, 23 * 30)
+    states = run_batch(res, x)
+    for w, wc in zip(result.readouts, central):
+        assert rel(w, wc) <= 1e-6
+        assert np.array_equal(predict(states, w), predict(states, wc))
+    k = len(sizes)
+    totals = ledger.totals("incfed")
+    assert totals["up_floats"] == k * (N * N + N * C)
+    assert totals["down_floats"] == k * N * C
+    assert totals["rounds"] == 1
+
+
+def test_fedavg_with_one_client_equals_centralised(res, make_windows):
+    x, y = make_windows(15, 30, 3, C, seed=1)
+    w = fedavg(res, make_clients(x, y, [15]), 1e-3)
+    assert rel(w, solve(ridge_stats(res, x, y, C), 1e-3)) <= 1e-12
+
+
+def test_fedavg_is_the_window_weighted_mean_of_local_readouts(res, make_windows):
+    x, y = make_windows(23, 30, 3, C, seed=2)
+    sizes, lam = [3, 8, 12], 1e-2
+    ledger = CommLedger()
+    w = fedavg(res, make_clients(x, y, sizes), lam, ledger)
+    # Independent: each client's ridge from its materialised states with numpy's solver.
+    local, lo = [], 0
+    for n_c in sizes:
+        s = run_batch(res, x[lo : lo + n_c]).transpose(1, 0, 2).reshape(-1, N).astype(np.float64)
+        onehot = np.eye(C)[y[lo : lo + n_c].reshape(-1).astype(int)]
+        local.append(np.linalg.solve(s.T @ s + lam * np.eye(N), s.T @ onehot).T)
+        lo += n_c
+    want = sum(n_c * w_c for n_c, w_c in zip(sizes, local)) / sum(sizes)
+    assert rel(w, want) <= 1e-6
+    # The weights matter here: the plain mean of the local readouts is clearly different.
+    assert rel(np.mean(local, axis=0), want) > 1e-3
+    totals = ledger.totals("fedavg")
+    assert totals["up_floats"] == totals["down_floats"] == len(sizes) * N * C
+
+
+def test_weighted_average_against_numpy():
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal((2, 3)) for _ in range(4)]
+    weights = [5, 0, 2, 9]
+    np.testing.assert_allclose(
+        weighted_average(arrays, weights), np.average(np.stack(arrays), axis=0, weights=weights),
+        rtol=1e-14,
+    )
+    for bad in ([1, -1, 1, 1], [0, 0, 0, 0]):
+        with pytest.raises(ValueError, match="weights"):
+            weighted_average(arrays, bad)
+
+
+def test_federation_rejects_bad_input(res, make_windows):
+    x, y = make_windows(4, 10, 3, C)
+    with pytest.raises(ValueError, match="no clients"):
+        incfed(res, [], LAMBDAS)
+    with pytest.raises(ValueError, match="no clients"):
+        fedavg(res, [], 0.1)
+    with pytest.raises(ValueError, match="client c: 4 windows but 3 label rows"):
+        Client("c", x, y[:3], C)
+    with pytest.raises(ParameterError, match=r"lambda: must be >= 0.0, got -0.1"):
+        fedavg(res, make_clients(x, y, [4]), -0.1)

@@ -1,0 +1,155 @@
+"""Tests of the ridge readout: streamed statistics and the λ-grid solve against numpy computations on
+materialised states, the algebra of RidgeStats, accuracy counting and the random baseline."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import esnfed_core.readout as readout
+from esnfed_core.readout import (
+    Counts,
+    RidgeStats,
+    StatsAccumulator,
+    count_correct,
+    evaluate,
+    predict,
+    random_baseline,
+    ridge_stats,
+    solve,
+)
+from esnfed_core.reservoir import ReservoirConfig, build_reservoir, run_batch
+
+LAMBDAS = [1e-5, 1e-4, 1e-3, 1e-2, 0.1, 0.5, 1.0]
+C = 4
+
+
+@pytest.fixture
+def res():
+    return build_reservoir(ReservoirConfig(3, 30, 0.9, 0.4, 0.9), 17)
+
+
+def materialise(res, x, y):
+    """Every state as a row (window-major) and one-hot targets: what streaming avoids building."""
+    s = run_batch(res, x).transpose(1, 0, 2).reshape(-1, res.units)
+    return s, np.eye(C)[y.reshape(-1).astype(int)]
+
+
+def test_stats_equal_products_of_materialised_states(res, make_windows):
+    x, y = make_windows(9, 40, 3, C)
+    stats = ridge_stats(res, x, y, C, batch_size=4)
+    s, onehot = materialise(res, x, y)
+    s = s.astype(np.float64)
+    np.testing.assert_allclose(stats.a, onehot.T @ s, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(stats.b, s.T @ s, rtol=1e-12, atol=1e-12)
+    assert np.array_equal(stats.b, stats.b.T)
+    assert (stats.n_steps, stats.n_windows) == (9 * 40, 9)
+    assert stats.a.dtype == stats.b.dtype == np.float64
+
+
+def test_solve_equals_numpy_solve_for_the_lambda_grid(res, make_windows):
+    x, y = make_windows(9, 40, 3, C, seed=1)
+    stats = ridge_stats(res, x, y, C)
+    s, onehot = materialise(res, x, y)
+    s = s.astype(np.float64)
+    grid = solve(stats, LAMBDAS)
+    assert grid.shape == (len(LAMBDAS), C, res.units)
+    for lam, w in zip(LAMBDAS, grid):
+        # W = A (B + λI)^-1  <=>  (B + λI) Wᵀ = Aᵀ  (B symmetric).
+        want = np.linalg.solve(s.T @ s + lam * np.eye(res.units), s.T @ onehot).T
+        assert np.linalg.norm(w - want) <= 1e-6 * np.linalg.norm(want)
+    # A scalar λ gives one (C, N) readout, equal to its entry in the grid.
+    assert np.array_equal(solve(stats, LAMBDAS[2]), grid[2])
+    # λ changes the answer (the grid is not solved once and copied).
+    assert not np.allclose(grid[0], grid[-1])
+
+
+def test_solve_falls_back_to_least_squares_when_singular(res, make_windows):
+    x, y = make_windows(6, 20, 3, C, seed=2)
+    s, onehot = materialise(res, x, y)
+    s = s.astype(np.float64)
+    s[:, 3] = 0.0  # a dead unit: B is singular and λ = 0 leaves it so
+    stats = RidgeStats(onehot.T @ s, s.T @ s, len(s), len(x))
+    w = solve(stats, 0.0)
+    assert np.all(np.isfinite(w))
+    np.testing.assert_allclose(w @ stats.b, stats.a, atol=1e-8 * np.abs(stats.a).max())
+    assert np.abs(w[:, 3]).max() <= 1e-10  # minimum-norm: nothing on the dead unit
+
+
+def test_ridge_stats_add_up_like_the_pooled_data(res, make_windows):
+    x, y = make_windows(12, 25, 3, C, seed=3)
+    parts = [ridge_stats(res, x[lo:hi], y[lo:hi], C) for lo, hi in [(0, 2), (2, 7), (7, 12)]]
+    s1, s2, s3 = parts
+    whole = ridge_stats(res, x, y, C)
+    left, right = (s1 + s2) + s3, s1 + (s2 + s3)
+    for p, q in [(left, right), (left, whole)]:
+        np.testing.assert_allclose(p.a, q.a, rtol=1e-12)
+        np.testing.assert_allclose(p.b, q.b, rtol=1e-12, atol=1e-12 * np.abs(q.b).max())
+        assert (p.n_steps, p.n_windows) == (q.n_steps, q.n_windows) == (12 * 25, 12)
+    # Commutative bit for bit (IEEE addition is), and sum() starts from 0.
+    ab, ba = s1 + s2, s2 + s1
+    assert ab.a.tobytes() == ba.a.tobytes() and ab.b.tobytes() == ba.b.tobytes()
+    total = sum(parts)
+    assert total.b.tobytes() == left.b.tobytes() and total.n_windows == 12
+    zero = RidgeStats.zeros(res.units, C)
+    assert (zero + s1).b.tobytes() == s1.b.tobytes()
+    with pytest.raises(ValueError, match="RidgeStats"):
+        s1 + RidgeStats.zeros(res.units, C + 1)
+    with pytest.raises(TypeError):
+        s1 + 1
+
+
+def test_accumulator_chunking_does_not_change_the_sums(res, make_windows, monkeypatch):
+    x, y = make_windows(5, 33, 3, C, seed=4)
+    states = run_batch(res, x)
+    default = StatsAccumulator(res.units, C)
+    default.add(states, y)
+    monkeypatch.setattr(readout, "_GRAM_CHUNK_ROWS", 7)  # chunks cross window boundaries
+    chunked = StatsAccumulator(res.units, C)
+    chunked.add(states[:20], y[:, :20])
+    chunked.add(states[20:], y[:, 20:])
+    d, c = default.result(), chunked.result()
+    np.testing.assert_allclose(c.a, d.a, rtol=1e-12)
+    np.testing.assert_allclose(c.b, d.b, rtol=1e-12, atol=1e-12 * np.abs(d.b).max())
+    assert c.n_steps == d.n_steps == 5 * 33
+    assert c.n_windows == 10  # counts windows per add() call: two time slices of 5 windows
+
+
+def test_counts_equal_a_direct_argmax(res, make_windows):
+    x, y = make_windows(8, 30, 3, C, seed=5)
+    xv, yv = make_windows(7, 30, 3, C, seed=6)
+    readouts = solve(ridge_stats(res, x, y, C), LAMBDAS[:4])
+    s, _ = materialise(res, xv, yv)
+    # Direct computation at the documented precision: float32 states times float32 readouts.
+    scores = np.einsum("rn,lcn->lrc", s, readouts.astype(np.float32))
+    direct = (scores.argmax(axis=2) == yv.reshape(-1)).sum(axis=1)
+    counts = evaluate(res, xv, yv, readouts, batch_size=3)
+    assert counts.correct.tolist() == direct.tolist()
+    assert counts.total == 7 * 30
+    np.testing.assert_allclose(counts.accuracy, direct / (7 * 30))
+    # One (C, N) readout, count_correct on one batch, and predict agree with the same argmax.
+    one = evaluate(res, xv, yv, readouts[1])
+    assert one.correct.tolist() == [direct[1]]
+    states = run_batch(res, xv)
+    assert count_correct(states, yv, readouts).correct.tolist() == direct.tolist()
+    pred = predict(states, readouts[1])
+    assert pred.shape == (7, 30)
+    assert np.array_equal(pred.reshape(-1), scores[1].argmax(axis=1))
+
+
+def test_counts_add():
+    total = Counts(np.array([3, 4]), 10) + Counts(np.array([1, 0]), 5)
+    assert total.correct.tolist() == [4, 4] and total.total == 15
+    np.testing.assert_allclose(total.accuracy, [4 / 15, 4 / 15])
+
+
+def test_random_baseline_is_seeded_and_near_chance():
+    labels = np.random.default_rng(0).integers(0, 6, size=(100, 200))
+    a, b = random_baseline(labels, 6, seed=1), random_baseline(labels, 6, seed=1)
+    assert a.correct.tolist() == b.correct.tolist() and a.total == 20_000
+    assert random_baseline(labels, 6, seed=2).correct.tolist() != a.correct.tolist()
+    sigma = np.sqrt((1 / 6) * (5 / 6) / a.total)
+    assert abs(float(a.accuracy[0]) - 1 / 6) < 5 * sigma
+    # Chance level does not depend on the label distribution.
+    constant = random_baseline(np.zeros((100, 200), np.int8), 4, seed=3)
+    assert abs(float(constant.accuracy[0]) - 1 / 4) < 5 * np.sqrt(0.25 * 0.75 / 20_000)
