@@ -417,7 +417,8 @@ def zscore(values: np.ndarray, ddof: int = 0) -> tuple[np.ndarray, np.ndarray, n
     """Per-column z-score; returns (normalised, mean, std)."""
     mean = values.mean(axis=0)
     std = values.std(axis=0, ddof=ddof)
-    return (values - mean) / std, mean, std
+    with np.errstate(divide="ignore", invalid="ignore"):  # a constant column is reported by the caller
+        return (values - mean) / std, mean, std
 
 
 def to_windows(values: np.ndarray, label: np.ndarray, window: int) -> tuple[np.ndarray, np.ndarray]:
