@@ -5,6 +5,7 @@ import importlib
 _MODULES = [
     # one entry per command module in esnfed_cli/; each does `@app.command()` on import
     "data_cmds",
+    "download_cmd",
     "experiment_cmds",
     "report_cmds",
 ]

@@ -1,0 +1,289 @@
+"""Stage `download` (run by hand, not by DVC): fetch the official WESAD or HHAR archive over HTTP(S),
+resuming a partial download, verify it, and unpack it (nested zips too) into the raw layout.
+
+The archive is kept as ``<cache>/<name>.part`` while incomplete; an interrupted run resumes it with
+an HTTP Range request. A complete archive is checked (size, sha256 when known, every zip CRC)
+before anything is unpacked; the dataset folder ``<out>/<WESAD|HHAR>`` appears by one rename only
+when everything succeeded, together with ``download.json`` (url, size, sha256 of the archive).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import os
+import shutil
+import socket
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Callable
+
+from esnfed_core.data import archive
+from esnfed_core.errors import ConfigError, DataError
+from esnfed_stages._datasets import DIRNAMES, check_dataset
+from esnfed_stages._io import atomic_path, dumps_json
+
+CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class ArchiveSpec:
+    """An official archive: where it is, what it must look like once downloaded."""
+
+    url: str
+    filename: str
+    size: int | None  # bytes, None when not known from a checked source
+    sha256: str | None  # None: unknown; the digest of what was downloaded is recorded instead
+    required: tuple[str, ...]  # paths that must exist under <out>/<DIRNAME> after unpacking
+    note: str
+
+
+KNOWN: dict[str, ArchiveSpec] = {
+    "wesad": ArchiveSpec(
+        # The authors' Sciebo share, linked from the WESAD home page and the UCI entry.
+        url="https://uni-siegen.sciebo.de/s/HGdUkoNlW1Ub0Gx/download",
+        filename="WESAD.zip",
+        # Audited release size (DATA-FACTS A, [F]; the same figure appears in an independent
+        # download script). No published checksum exists: the sha256 is recorded, not checked.
+        size=2_249_444_501,
+        sha256=None,
+        required=("S2/S2.pkl",),
+        note="WESAD (Schmidt et al., ICMI 2018), 15 subjects, ~2.2 GB",
+    ),
+    "hhar": ArchiveSpec(
+        url="https://archive.ics.uci.edu/static/public/344/heterogeneity+activity+recognition.zip",
+        filename="heterogeneity+activity+recognition.zip",
+        # One third-party script gives 822,098,071 bytes (unverified, so not enforced); UCI
+        # publishes no checksum. Size is checked against the server's Content-Length instead.
+        size=None,
+        sha256=None,
+        required=tuple(f"Activity recognition exp/{n}.csv" for n in
+                       ("Phones_accelerometer", "Phones_gyroscope", "Watch_accelerometer", "Watch_gyroscope")),
+        note="HHAR (Stisen et al., SenSys 2015), UCI 344, ~0.8 GB",
+    ),
+}
+
+Progress = Callable[[str, int, int | None], None]  # (phase, bytes done, bytes total or None)
+
+
+@dataclass(frozen=True)
+class DownloadResult:
+    folder: Path | None  # <out>/<DIRNAME> when unpacked
+    archive: Path  # the verified archive (deleted after unpacking unless kept)
+    size: int
+    sha256: str
+    resumed_from: int  # bytes already on disk when this run started
+    verified: tuple[str, ...]  # what was checked: "size", "sha256", "zip-crc", "layout"
+
+
+def spec_for(dataset: str, url: str | None = None, sha256: str | None = None, size: int | None = None) -> ArchiveSpec:
+    """The known archive of ``dataset`` with command-line overrides (size 0 = do not check)."""
+    spec = KNOWN[check_dataset(dataset)]
+    if url is not None:
+        if not url.startswith(("http://", "https://")):
+            raise ConfigError(f"--url: expected an http(s) address, got {url!r}")
+        spec = replace(spec, url=url)
+    if sha256 is not None:
+        digest = sha256.strip().lower()
+        if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+            raise ConfigError(f"--sha256: expected 64 hex digits, got {sha256!r}")
+        spec = replace(spec, sha256=digest)
+    if size is not None:
+        if size < 0:
+            raise ConfigError(f"--size: must be >= 0 (0 = do not check), got {size}")
+        spec = replace(spec, size=size or None)
+    return spec
+
+
+# ----------------------------------------------------------------------------------------------
+# HTTP with resume
+# ----------------------------------------------------------------------------------------------
+def _total_from(resp, offset: int) -> int | None:
+    """The full archive size from a 206 Content-Range or a 200 Content-Length."""
+    if resp.status == 206:
+        rng = resp.headers.get("Content-Range", "")
+        if "/" in rng and rng.rsplit("/", 1)[1].strip().isdigit():
+            return int(rng.rsplit("/", 1)[1])
+        length = resp.headers.get("Content-Length")
+        return offset + int(length) if length and length.isdigit() else None
+    length = resp.headers.get("Content-Length")
+    return int(length) if length and length.isdigit() else None
+
+
+def _open(url: str, offset: int, timeout: float):
+    headers = {"User-Agent": "esnfed-pipeline download", "Accept-Encoding": "identity"}
+    if offset:
+        headers["Range"] = f"bytes={offset}-"
+    return urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=timeout)
+
+
+def fetch(url: str, part: Path, *, timeout: float = 60.0, retries: int = 3,
+          progress: Progress | None = None) -> tuple[int, int]:
+    """Download ``url`` into ``part``, resuming from its current size; return (size, resumed_from).
+
+    A dropped connection is retried ``retries`` times, each time resuming where it stopped. A
+    server that ignores Range restarts the download from zero.
+    """
+    part.parent.mkdir(parents=True, exist_ok=True)
+    resumed_from = part.stat().st_size if part.exists() else 0
+    attempt = 0
+    while True:
+        offset = part.stat().st_size if part.exists() else 0
+        try:
+            try:
+                resp = _open(url, offset, timeout)
+            except urllib.error.HTTPError as exc:
+                if exc.code == 416 and offset:
+                    # Range beyond the end: complete already if the server's size says so
+                    total = exc.headers.get("Content-Range", "").rsplit("/", 1)[-1]
+                    if total.isdigit() and int(total) == offset:
+                        return offset, resumed_from
+                    part.unlink()  # a stale or foreign partial file: start over
+                    resumed_from = 0
+                    continue
+                raise DataError(f"{url}: HTTP {exc.code} {exc.reason}") from None
+            with resp:
+                if offset and resp.status != 206:
+                    offset = 0  # Range ignored: the body is the whole file
+                    resumed_from = 0
+                total = _total_from(resp, offset)
+                with open(part, "r+b" if offset else "wb") as f:
+                    f.seek(offset)
+                    f.truncate()
+                    done = offset
+                    if progress is not None:
+                        progress("download", done, total)
+                    while chunk := resp.read(CHUNK):
+                        f.write(chunk)
+                        done += len(chunk)
+                        if progress is not None:
+                            progress("download", done, total)
+                    f.flush()
+                    os.fsync(f.fileno())
+            if total is not None and done != total:
+                raise http.client.IncompleteRead(b"", total - done)
+            return done, resumed_from
+        except (urllib.error.URLError, http.client.HTTPException, ConnectionError, socket.timeout,
+                TimeoutError) as exc:
+            attempt += 1
+            have = part.stat().st_size if part.exists() else 0
+            if attempt > retries:
+                reason = getattr(exc, "reason", None) or type(exc).__name__
+                raise DataError(f"{url}: download interrupted after {have} bytes ({reason}); run the "
+                                f"same command again to resume from {part}") from None
+            time.sleep(min(2.0 ** attempt, 30.0) * 0.1)
+
+
+def sha256_file(path: Path, progress: Progress | None = None) -> str:
+    h = hashlib.sha256()
+    total = path.stat().st_size
+    done = 0
+    with open(path, "rb") as f:
+        while block := f.read(CHUNK):
+            h.update(block)
+            done += len(block)
+            if progress is not None:
+                progress("verify", done, total)
+    return h.hexdigest()
+
+
+# ----------------------------------------------------------------------------------------------
+# The stage
+# ----------------------------------------------------------------------------------------------
+def run(dataset: str, out_root: str | Path = "data/raw", *, url: str | None = None, sha256: str | None = None,
+        size: int | None = None, cache_dir: str | Path | None = None, unpack: bool = True,
+        keep_archive: bool = False, force: bool = False, retries: int = 3, timeout: float = 60.0,
+        progress: Progress | None = None) -> DownloadResult:
+    """Download, verify and unpack ``dataset`` into ``<out_root>/<WESAD|HHAR>``.
+
+    ``cache_dir`` (default ``<out_root>/.downloads``) holds the archive while downloading.
+    ``unpack=False`` puts the verified archive in ``<out_root>/<DIRNAME>/`` as is (the HHAR reader
+    reads the UCI zip in place). An existing dataset folder is only replaced with ``force``.
+    """
+    spec = spec_for(dataset, url, sha256, size)
+    out_root = Path(out_root)
+    target = out_root / DIRNAMES[dataset]
+    if target.exists() and any(target.iterdir()) and not force:
+        raise DataError(f"{target}: already exists and is not empty (pass --force to replace it)")
+    cache = Path(cache_dir) if cache_dir is not None else out_root / ".downloads"
+    final = cache / spec.filename
+    part = cache / f"{spec.filename}.part"
+    resumed_from = 0
+    if final.is_file():
+        got = final.stat().st_size  # a complete archive kept by an earlier run: verify it again
+        resumed_from = got
+    else:
+        got, resumed_from = fetch(spec.url, part, timeout=timeout, retries=retries, progress=progress)
+    current = final if final.is_file() else part
+
+    verified = ["size"]
+    if spec.size is not None and got != spec.size:
+        current.unlink()
+        raise DataError(f"{spec.url}: downloaded {got} bytes, expected {spec.size} (the file was removed; "
+                        "run again to retry, or pass --size to accept another size)")
+    digest = sha256_file(current, progress)
+    if spec.sha256 is not None:
+        if digest != spec.sha256:
+            current.unlink()
+            raise DataError(f"{spec.url}: sha256 mismatch: expected {spec.sha256}, got {digest} "
+                            "(the download was removed; nothing was unpacked)")
+        verified.append("sha256")
+    try:
+        archive.check_zip(current)
+    except DataError as exc:
+        current.unlink()
+        raise DataError(f"{exc}; the download was removed, run again to retry") from None
+    verified.append("zip-crc")
+    if current is part:
+        os.replace(part, final)
+
+    receipt = {"dataset": dataset, "url": spec.url, "file": spec.filename, "size": got, "sha256": digest,
+               "sha256_known": spec.sha256 is not None, "verified": verified, "source": spec.note}
+    out_root.mkdir(parents=True, exist_ok=True)
+    if not unpack:
+        with atomic_path(target) as tmp:
+            tmp.mkdir()
+            shutil.copyfile(final, tmp / spec.filename)
+            (tmp / "download.json").write_text(dumps_json(receipt), encoding="utf-8")
+        if not keep_archive:
+            final.unlink()
+        return DownloadResult(target, target / spec.filename, got, digest, resumed_from, tuple(verified))
+
+    with atomic_path(target) as tmp:
+        with tempfile.TemporaryDirectory(dir=out_root, prefix=f".{target.name}.unpack.",
+                                         ignore_cleanup_errors=True) as staging:
+            staging = Path(staging)
+            done = [0]
+
+            def unpacked(n: int) -> None:
+                done[0] += n
+                if progress is not None:
+                    progress("unpack", done[0], None)
+
+            with archive.open_zip(final, str(final)) as zf:
+                archive.extract_all(zf, staging, str(final), unpacked)
+            root = _dataset_root(staging, target.name)
+            archive.unpack_nested(root, str(final), unpacked)
+            missing = [r for r in spec.required if not (root / r).is_file()]
+            if missing:
+                raise DataError(f"{final}: archive lacks {missing[0]} (not the {dataset} archive?)")
+            verified.append("layout")
+            receipt["verified"] = verified
+            (root / "download.json").write_text(dumps_json(receipt), encoding="utf-8")
+            os.replace(root, tmp)
+    if not keep_archive:
+        final.unlink()
+    return DownloadResult(target, final, got, digest, resumed_from, tuple(verified))
+
+
+def _dataset_root(staging: Path, dirname: str) -> Path:
+    """The folder that becomes <out>/<DIRNAME>: the archive's single top folder when it is named
+    like the dataset (WESAD.zip holds WESAD/), else the whole extraction (the HHAR zip is flat)."""
+    entries = [p for p in staging.iterdir() if p.name != "__MACOSX"]
+    if len(entries) == 1 and entries[0].is_dir() and entries[0].name.lower() == dirname.lower():
+        return entries[0]
+    return staging

@@ -1,0 +1,299 @@
+"""`esnfed download` against a local HTTP server on 127.0.0.1 (never a remote host): full, resumed and
+interrupted downloads, verification failures, and the unpacked raw layout of nested zips."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import threading
+import zipfile
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from esnfed_cli.main import app
+from esnfed_core.data import hhar
+from esnfed_core.data.hhar_synth import synthesize_hhar
+from esnfed_core.errors import DataError
+from esnfed_stages import download
+
+runner = CliRunner()
+
+
+class Server:
+    """Serves ``payload`` at /archive.zip; honours Range unless told not to; can cut the first
+    response short to simulate a dropped connection. Records every request's Range header."""
+
+    def __init__(self, payload: bytes, honour_range: bool = True, cut_after: int | None = None):
+        self.payload, self.honour_range, self.cut_after = payload, honour_range, cut_after
+        self.ranges: list[str | None] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):  # keep the test output clean
+                pass
+
+            def do_GET(self):
+                if self.path != "/archive.zip":
+                    self.send_error(404, "Not Found")
+                    return
+                rng = self.headers.get("Range")
+                outer.ranges.append(rng)
+                data, start, status = outer.payload, 0, 200
+                if rng and outer.honour_range:
+                    start = int(rng.removeprefix("bytes=").split("-")[0])
+                    if start >= len(data):
+                        self.send_response(416)
+                        self.send_header("Content-Range", f"bytes */{len(data)}")
+                        self.send_header("Content-Length", "0")
+                        self.end_headers()
+                        return
+                    status = 206
+                self.send_response(status)
+                if status == 206:
+                    self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
+                self.send_header("Content-Length", str(len(data) - start))
+                self.send_header("Content-Type", "application/zip")
+                self.end_headers()
+                body = data[start:]
+                if outer.cut_after is not None and len(outer.ranges) == 1:
+                    self.wfile.write(body[: outer.cut_after])  # then drop the connection
+                    self.wfile.flush()
+                    self.close_connection = True
+                    return
+                self.wfile.write(body)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/archive.zip"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join()
+
+
+@pytest.fixture(scope="module")
+def hhar_zip(tmp_path_factory) -> tuple[bytes, dict[str, bytes]]:
+    """A synthetic UCI archive with the real nested layout, and the CSVs it must unpack to."""
+    root = tmp_path_factory.mktemp("hhar_zip")
+    csvs = synthesize_hhar(root / "csv", seed=5, seconds_per_activity=2.0, gap_seconds=0.4, users=("a",))
+    (path,) = synthesize_hhar(root / "zip", seed=5, seconds_per_activity=2.0, gap_seconds=0.4, users=("a",),
+                              layout="zip")
+    return path.read_bytes(), {p.name: p.read_bytes() for p in csvs}
+
+
+def _fetch_cli(out: Path, url: str, *extra: str):
+    return runner.invoke(app, ["download", "--dataset", "hhar", "--out", str(out), "--url", url, *extra])
+
+
+def _assert_unpacked(out: Path, payload: bytes, csvs: dict[str, bytes]) -> None:
+    folder = out / "HHAR" / hhar.FOLDER
+    assert {p.name: p.read_bytes() for p in folder.glob("*.csv")} == csvs
+    assert not list((out / "HHAR").glob("*.zip"))  # nested zips replaced by their content
+    assert (out / "HHAR" / "Still exp").is_dir()
+    receipt = json.loads((out / "HHAR" / "download.json").read_text())
+    assert receipt["sha256"] == hashlib.sha256(payload).hexdigest() and receipt["size"] == len(payload)
+    assert receipt["sha256_known"] is False and "zip-crc" in receipt["verified"]
+
+
+def _no_leftovers(out: Path) -> None:
+    assert not (out / "HHAR").exists()
+    assert not [p for p in out.iterdir() if p.name.startswith(".HHAR")] if out.exists() else True
+
+
+def test_full_download_through_the_cli(tmp_path, hhar_zip):
+    payload, csvs = hhar_zip
+    with Server(payload) as server:
+        result = _fetch_cli(tmp_path / "raw", server.url)
+    assert result.exit_code == 0, result.output + (result.stderr or "")
+    assert server.ranges == [None]
+    _assert_unpacked(tmp_path / "raw", payload, csvs)
+    assert not list((tmp_path / "raw" / ".downloads").iterdir())  # archive removed after unpacking
+    assert hashlib.sha256(payload).hexdigest() in result.output
+    # the unpacked files read like any raw HHAR
+    (user, data, _), = hhar.preprocess_hhar(tmp_path / "raw", {})
+    assert user == "a" and data.windows > 0
+
+
+def test_resume_from_a_partial_file(tmp_path, hhar_zip):
+    payload, csvs = hhar_zip
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    half = len(payload) // 2
+    (cache / f"{download.KNOWN['hhar'].filename}.part").write_bytes(payload[:half])
+    seen = []
+    with Server(payload) as server:
+        result = download.run("hhar", tmp_path / "raw", url=server.url, cache_dir=cache, keep_archive=True,
+                              progress=lambda phase, done, total: seen.append((phase, done, total)))
+    assert server.ranges == [f"bytes={half}-"]
+    assert result.resumed_from == half and result.size == len(payload)
+    assert (cache / download.KNOWN["hhar"].filename).read_bytes() == payload  # kept on request
+    assert seen[0] == ("download", half, len(payload)) and ("download", len(payload), len(payload)) in seen
+    _assert_unpacked(tmp_path / "raw", payload, csvs)
+
+
+def test_dropped_connection_is_resumed(tmp_path, hhar_zip):
+    payload, csvs = hhar_zip
+    with Server(payload, cut_after=10_000) as server:
+        result = download.run("hhar", tmp_path / "raw", url=server.url)
+    assert server.ranges == [None, "bytes=10000-"]
+    assert result.size == len(payload)
+    _assert_unpacked(tmp_path / "raw", payload, csvs)
+
+
+def test_dropped_connection_without_retries_keeps_the_partial_file(tmp_path, hhar_zip):
+    payload, _ = hhar_zip
+    with Server(payload, cut_after=10_000) as server:
+        with pytest.raises(DataError, match="interrupted after 10000 bytes.*run the same command again"):
+            download.run("hhar", tmp_path / "raw", url=server.url, retries=0)
+    part = tmp_path / "raw" / ".downloads" / f"{download.KNOWN['hhar'].filename}.part"
+    assert part.read_bytes() == payload[:10_000]
+    _no_leftovers(tmp_path / "raw")
+
+
+def test_server_ignoring_range_restarts(tmp_path, hhar_zip):
+    payload, csvs = hhar_zip
+    cache = tmp_path / "raw" / ".downloads"
+    cache.mkdir(parents=True)
+    (cache / f"{download.KNOWN['hhar'].filename}.part").write_bytes(b"x" * 500)  # foreign bytes
+    with Server(payload, honour_range=False) as server:
+        result = download.run("hhar", tmp_path / "raw", url=server.url)
+    assert server.ranges == ["bytes=500-"] and result.resumed_from == 0
+    _assert_unpacked(tmp_path / "raw", payload, csvs)
+
+
+def test_complete_partial_file_is_not_downloaded_again(tmp_path, hhar_zip):
+    payload, csvs = hhar_zip
+    cache = tmp_path / "raw" / ".downloads"
+    cache.mkdir(parents=True)
+    (cache / f"{download.KNOWN['hhar'].filename}.part").write_bytes(payload)
+    with Server(payload) as server:
+        download.run("hhar", tmp_path / "raw", url=server.url)
+    assert server.ranges == [f"bytes={len(payload)}-"]  # answered 416: nothing left to fetch
+    _assert_unpacked(tmp_path / "raw", payload, csvs)
+
+
+def test_checksum_mismatch_leaves_nothing(tmp_path, hhar_zip):
+    payload, _ = hhar_zip
+    wrong = "0" * 64
+    with Server(payload) as server:
+        result = _fetch_cli(tmp_path / "raw", server.url, "--sha256", wrong)
+    assert result.exit_code == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "sha256 mismatch" in lines[0] and wrong in lines[0]
+    assert hashlib.sha256(payload).hexdigest() in lines[0]
+    _no_leftovers(tmp_path / "raw")
+    assert not list((tmp_path / "raw" / ".downloads").iterdir())  # the bad download is removed
+    # with the right checksum the same command succeeds and records that it was checked
+    with Server(payload) as server:
+        result = _fetch_cli(tmp_path / "raw", server.url, "--sha256", hashlib.sha256(payload).hexdigest())
+    assert result.exit_code == 0, result.output + (result.stderr or "")
+    assert "sha256" in json.loads((tmp_path / "raw" / "HHAR" / "download.json").read_text())["verified"]
+
+
+def test_size_mismatch_and_corrupt_archive(tmp_path, hhar_zip):
+    payload, _ = hhar_zip
+    with Server(payload) as server:
+        result = _fetch_cli(tmp_path / "raw", server.url, "--size", str(len(payload) + 1))
+    assert result.exit_code == 1 and f"expected {len(payload) + 1}" in result.stderr
+    _no_leftovers(tmp_path / "raw")
+    broken = bytearray(payload)
+    broken[len(broken) // 3: len(broken) // 3 + 64] = b"\0" * 64  # damages compressed data
+    with Server(bytes(broken)) as server:
+        result = _fetch_cli(tmp_path / "raw", server.url)
+    assert result.exit_code == 1
+    assert len(result.stderr.strip().splitlines()) == 1 and "heterogeneity+activity+recognition.zip" in result.stderr
+    _no_leftovers(tmp_path / "raw")
+
+
+def test_http_error_and_bad_options(tmp_path, hhar_zip):
+    payload, _ = hhar_zip
+    with Server(payload) as server:
+        result = _fetch_cli(tmp_path / "raw", server.url.replace("archive", "missing"))
+    assert result.exit_code == 1 and "HTTP 404" in result.stderr
+    result = _fetch_cli(tmp_path / "raw", "ftp://example.invalid/x.zip")
+    assert result.exit_code == 1 and "--url: expected an http(s) address" in result.stderr
+    result = _fetch_cli(tmp_path / "raw", "http://127.0.0.1:9/x.zip", "--sha256", "abc")
+    assert result.exit_code == 1 and "--sha256: expected 64 hex digits" in result.stderr
+
+
+def test_existing_folder_needs_force(tmp_path, hhar_zip):
+    payload, csvs = hhar_zip
+    old = tmp_path / "raw" / "HHAR" / "old.txt"
+    old.parent.mkdir(parents=True)
+    old.write_text("earlier data")
+    with Server(payload) as server:
+        result = _fetch_cli(tmp_path / "raw", server.url)
+        assert result.exit_code == 1 and "pass --force" in result.stderr and old.exists()
+        assert server.ranges == []  # refused before downloading anything
+        result = _fetch_cli(tmp_path / "raw", server.url, "--force")
+    assert result.exit_code == 0 and not old.exists()
+    _assert_unpacked(tmp_path / "raw", payload, csvs)
+
+
+def test_no_unpack_keeps_the_zip_readable_in_place(tmp_path, hhar_zip):
+    payload, _ = hhar_zip
+    with Server(payload) as server:
+        result = _fetch_cli(tmp_path / "raw", server.url, "--no-unpack")
+    assert result.exit_code == 0, result.output + (result.stderr or "")
+    assert (tmp_path / "raw" / "HHAR" / hhar.OUTER_ZIP).read_bytes() == payload
+    (user, data, _), = hhar.preprocess_hhar(tmp_path / "raw", {})
+    assert user == "a" and data.windows > 0
+
+
+def _wesad_zip(extra: dict[str, bytes] | None = None) -> bytes:
+    e4 = io.BytesIO()
+    with zipfile.ZipFile(e4, "w") as z:
+        z.writestr("ACC.csv", "1495437325.000000\n32.000000\n-13,59,25\n")
+        z.writestr("EDA.csv", "1495437325.000000\n4.000000\n0.1\n")
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("WESAD/wesad_readme.pdf", b"%PDF-1.4 stub")
+        z.writestr("WESAD/S2/S2.pkl", b"stub pickle bytes")
+        z.writestr("WESAD/S2/S2_E4_Data.zip", e4.getvalue())
+        for name, data in (extra or {}).items():
+            z.writestr(name, data)
+    return buf.getvalue()
+
+
+def test_wesad_layout_with_nested_e4_zip(tmp_path):
+    payload = _wesad_zip()
+    with Server(payload) as server:
+        # the known WESAD size is enforced unless --size overrides it
+        result = runner.invoke(app, ["download", "--dataset", "wesad", "--out", str(tmp_path / "raw"),
+                                     "--url", server.url])
+        assert result.exit_code == 1 and "expected 2249444501" in result.stderr
+        assert not (tmp_path / "raw" / "WESAD").exists()
+        result = runner.invoke(app, ["download", "--dataset", "wesad", "--out", str(tmp_path / "raw"),
+                                     "--url", server.url, "--size", "0"])
+    assert result.exit_code == 0, result.output + (result.stderr or "")
+    root = tmp_path / "raw" / "WESAD"
+    assert (root / "S2" / "S2.pkl").read_bytes() == b"stub pickle bytes"
+    assert (root / "S2" / "S2_E4_Data" / "ACC.csv").read_text().startswith("1495437325")
+    assert not (root / "S2" / "S2_E4_Data.zip").exists() and (root / "wesad_readme.pdf").is_file()
+
+
+def test_member_escaping_the_folder_is_refused(tmp_path):
+    payload = _wesad_zip({"WESAD/../../evil.txt": b"owned"})
+    with Server(payload) as server:
+        result = runner.invoke(app, ["download", "--dataset", "wesad", "--out", str(tmp_path / "raw"),
+                                     "--url", server.url, "--size", "0"])
+    assert result.exit_code == 1 and "would be written outside the target folder" in result.stderr
+    assert not (tmp_path / "evil.txt").exists() and not (tmp_path / "raw" / "evil.txt").exists()
+    assert not (tmp_path / "raw" / "WESAD").exists()
+
+
+def test_known_archives_are_the_official_ones():
+    assert download.KNOWN["hhar"].url == (
+        "https://archive.ics.uci.edu/static/public/344/heterogeneity+activity+recognition.zip")
+    assert download.KNOWN["wesad"].url == "https://uni-siegen.sciebo.de/s/HGdUkoNlW1Ub0Gx/download"
+    assert download.KNOWN["wesad"].size == 2_249_444_501
+    assert all(spec.sha256 is None for spec in download.KNOWN.values())  # none is published
