@@ -30,7 +30,6 @@ Params (``params["preprocess"]["hhar"]`` in params.yaml; missing keys take these
 from __future__ import annotations
 
 import contextlib
-import io
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -332,11 +331,12 @@ def read_streams(source: HharSource, name: str, models, *, chunk_rows: int = 500
             sel = order[bounds[j]:bounds[j + 1]]
             parts.setdefault(names, []).append((time[sel], values[sel], label[sel]))
         out.rows_kept += int(time.size)
-    for key_names, chunks in parts.items():
+    while parts:  # popping frees each recording's pieces once joined: peak = data + one recording
+        key_names, chunks = parts.popitem()
         out.streams[key_names] = Stream(np.concatenate([c[0] for c in chunks]),
                                         np.concatenate([c[1] for c in chunks]),
                                         np.concatenate([c[2] for c in chunks]).astype(np.int8))
-    parts.clear()
+        del chunks
     return out
 
 

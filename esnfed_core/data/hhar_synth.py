@@ -19,7 +19,7 @@ import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import IO, Callable
 
 import numpy as np
 from scipy.signal import lfilter
@@ -392,20 +392,20 @@ def write_csv_tables(folder: Path, seed: int, *, seconds_per_activity: float, ga
 _ZIP_DATE = (2015, 11, 27, 12, 0, 0)  # fixed member dates keep the archive byte-identical
 
 
-def _zip_bytes(members: list[tuple[str, bytes | Path]]) -> bytes:
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", compresslevel=1) as z:
+def _write_zip(target: Path | IO[bytes], members: list[tuple[str, bytes | Path]]) -> None:
+    # files are streamed in 1 MiB blocks: at real size the CSVs are ~3 GB
+    with zipfile.ZipFile(target, "w", compresslevel=1) as z:
         for name, content in members:
             info = zipfile.ZipInfo(name, date_time=_ZIP_DATE)
             info.compress_type = zipfile.ZIP_DEFLATED
             info.external_attr = 0o644 << 16
             if isinstance(content, Path):
+                info.file_size = content.stat().st_size  # lets zipfile pick ZIP64 when needed
                 with open(content, "rb") as src, z.open(info, "w") as dst:
                     while chunk := src.read(1 << 20):
                         dst.write(chunk)
             else:
                 z.writestr(info, content)
-    return buf.getvalue()
 
 
 def write_uci_zip(path: Path, csv_files: list[Path]) -> Path:
@@ -415,13 +415,20 @@ def write_uci_zip(path: Path, csv_files: list[Path]) -> Path:
     inner_members: list[tuple[str, bytes | Path]] = [(f"{FOLDER}/", b"")]
     inner_members += [(f"{FOLDER}/{p.name}", p) for p in csv_files]
     inner_members.append((f"{FOLDER}/Readme.txt", readme))
-    still = _zip_bytes([("Still exp/", b""), ("Still exp/Readme.txt", b"Not generated: the pipeline uses the activity experiment only.\n")])
-    inner = _zip_bytes(inner_members)
-    outer = _zip_bytes([(INNER_ZIP, inner), (STILL_ZIP, still)])
+    still = io.BytesIO()
+    _write_zip(still, [("Still exp/", b""),
+                       ("Still exp/Readme.txt", b"Not generated: the pipeline uses the activity experiment only.\n")])
     path.parent.mkdir(parents=True, exist_ok=True)
+    inner = path.with_name(f".{INNER_ZIP}.tmp")
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_bytes(outer)
-    os.replace(tmp, path)
+    try:
+        _write_zip(inner, inner_members)
+        _write_zip(tmp, [(INNER_ZIP, inner), (STILL_ZIP, still.getvalue())])
+        os.replace(tmp, path)
+    finally:
+        for leftover in (inner, tmp):
+            if leftover.exists():
+                leftover.unlink()
     return path
 
 
