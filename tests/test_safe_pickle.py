@@ -43,17 +43,21 @@ def test_numpy_and_containers_load_from_every_protocol(protocol):
     _assert_same(obj, safe_pickle.loads(pickle.dumps(obj, protocol=protocol)))
 
 
-def test_python2_style_pickle_needs_latin1_and_loads():
-    obj = {"signal": {"chest": {"Temp": np.arange(4, dtype=np.float32)[:, None]}},
-           "label": np.array([0, 1, 2], dtype=np.int32), "subject": "S2"}
+@pytest.mark.parametrize("protocol", [0, 2])
+def test_python2_style_pickle_needs_latin1_and_loads(protocol):
+    obj = {"signal": {"chest": {"Temp": np.arange(4, dtype=np.float32)[:, None],
+                                "all_bytes": np.arange(256, dtype=np.uint8)}},
+           "label": np.array([0, 1, 2], dtype=np.int32), "subject": "S2", "quotes": "it's \"x\" \\",
+           "misc": [1, 2.5, None, True, (1, 2), (3,), [], -70000]}
     buf = io.BytesIO()
-    py2pickle.dump(obj, buf)
+    py2pickle.dump(obj, buf, protocol)
     data = buf.getvalue()
-    assert data[:2] == b"\x80\x02"
+    assert data[:2] == (b"\x80\x02" if protocol == 2 else b"(d")
     with pytest.raises(UnicodeDecodeError):  # like the real files: ASCII decoding fails
         pickle.loads(data)
     got = safe_pickle.loads(data)
-    assert got["subject"] == "S2"
+    assert got["subject"] == "S2" and got["quotes"] == obj["quotes"] and got["misc"] == obj["misc"]
+    np.testing.assert_array_equal(got["signal"]["chest"]["all_bytes"], obj["signal"]["chest"]["all_bytes"])
     np.testing.assert_array_equal(got["label"], obj["label"])
     assert got["signal"]["chest"]["Temp"].dtype == np.float32
     # The standard unpickler agrees with the restricted one.

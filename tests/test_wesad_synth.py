@@ -143,6 +143,22 @@ def test_same_seed_same_bytes_other_seed_other_bytes(tmp_path):
     assert d[0].read_bytes() == a[3].read_bytes()
 
 
+def test_protocol_0_writes_the_same_arrays_about_three_times_larger(tmp_path, raw):
+    root, _ = raw
+    wesad_synth.synthesize_wesad(tmp_path, seed=0, scale=SCALE, subjects=["S9"], protocol=0)
+    text = (tmp_path / "WESAD" / "S9" / "S9.pkl").read_bytes()
+    binary = (root / "WESAD" / "S9" / "S9.pkl").read_bytes()
+    assert text[:2] == b"(d" and 2 < len(text) / len(binary) < 4
+    with pytest.raises(UnicodeDecodeError):
+        pickle.loads(text)
+    a, b = safe_pickle.loads(text), safe_pickle.loads(binary)
+    np.testing.assert_array_equal(a["label"], b["label"])
+    for group in ("chest", "wrist"):
+        for key, arr in b["signal"][group].items():
+            assert a["signal"][group][key].dtype == arr.dtype
+            np.testing.assert_array_equal(a["signal"][group][key], arr)
+
+
 @pytest.fixture(scope="module")
 def processed(raw):
     root, _ = raw
