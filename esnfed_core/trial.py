@@ -108,13 +108,27 @@ class Settings:
     continual_lambda: float = 1e-5
     replay_fraction: float = 0.05
     replay_batch: int = 32
+    joint_patience: int | None = None  # None: the protocol's 3 (federated) or 5 (centralised)
+    joint_max_rounds: int = 50
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "lambdas": list(self.lambdas), "batch_size": self.batch_size, "ip": dict(self.ip),
-            "continual_lambda": self.continual_lambda, "replay_fraction": self.replay_fraction,
-            "replay_batch": self.replay_batch,
-        }
+    def used_by(self, method: "Method", score: bool) -> dict[str, Any]:
+        """The settings a trial of ``method`` reads (selection when ``score``, else retraining):
+        a result depends on these and nothing else, so they identify it."""
+        if method.algo == "random":
+            return {}
+        # run_continual batches on its own: batch_size only reaches the stationary methods.
+        out: dict[str, Any] = {} if method.continual else {"batch_size": self.batch_size}
+        if score and not method.continual:
+            out["lambdas"] = list(self.lambdas)
+        if method.uses_ip:
+            out["ip"] = dict(self.ip)
+        if method.continual:
+            out["continual_lambda"] = self.continual_lambda
+            if method.strategy == "replay":
+                out.update(replay_fraction=self.replay_fraction, replay_batch=self.replay_batch)
+            elif method.strategy == "joint":
+                out.update(joint_patience=self.joint_patience, joint_max_rounds=self.joint_max_rounds)
+        return out
 
 
 @dataclass(frozen=True, eq=False)
@@ -341,6 +355,7 @@ def _fit_continual(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialData
         evaluate={"validation": validation} if score else None, ledger=ledger,
         client_names=list(data.train) if federated else None,
         replay_fraction=settings.replay_fraction, replay_batch=settings.replay_batch,
+        patience=settings.joint_patience, max_joint_rounds=settings.joint_max_rounds,
     )
     val = None
     if score:

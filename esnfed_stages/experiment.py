@@ -161,13 +161,19 @@ def experiment_params(params: Mapping[str, Any]) -> ExperimentParams:
     if not isinstance(ip["normalize_step"], bool):
         raise ConfigError(f"params.yaml: 'plasticity.normalize_step' must be true or false, got {ip['normalize_step']!r}")
 
-    co = _get(params, "continual", ("lambda", "replay_fraction", "replay_batch"))
+    co = _get(params, "continual", ("lambda", "naive", "replay", "joint"))
+    _get(params, "continual.naive", ())
+    replay = _get(params, "continual.replay", ("fraction", "batch"))
+    joint = _get(params, "continual.joint", ("patience", "max_rounds"))
+    patience = section(joint, "patience")
     settings = Settings(
         lambdas=lambdas, batch_size=batch, ip=ip,
         continual_lambda=_float("continual.lambda", section(co, "lambda"), low=0.0),
-        replay_fraction=_float("continual.replay_fraction", section(co, "replay_fraction"), low=0.0,
+        replay_fraction=_float("continual.replay.fraction", section(replay, "fraction"), low=0.0,
                                high=1.0, low_open=True),
-        replay_batch=_int("continual.replay_batch", section(co, "replay_batch"), low=1),
+        replay_batch=_int("continual.replay.batch", section(replay, "batch"), low=1),
+        joint_patience=None if patience is None else _int("continual.joint.patience", patience, low=1),
+        joint_max_rounds=_int("continual.joint.max_rounds", section(joint, "max_rounds"), low=1),
     )
     rn = _get(params, "runner", ("backend", "n_jobs", "blas_threads"))
     runner = RunnerConfig(str(section(rn, "backend")), section(rn, "n_jobs"), section(rn, "blas_threads"))
@@ -321,11 +327,21 @@ def load_trial_data(ref: DataRef) -> TrialData:
     )
 
 
-@functools.lru_cache(maxsize=1)
-def code_fingerprint() -> str:
-    """sha256 of the source of every core module a trial's numbers depend on."""
+def trial_modules(method: Method) -> tuple[str, ...]:
+    """The core modules a trial of ``method`` runs: IP code only for IP methods, the continual
+    loop only for continual ones (so fixing one does not invalidate the others' results)."""
+    skip = set()
+    if not method.continual:
+        skip.add("esnfed_core.continual")
+    if not method.uses_ip:
+        skip.add("esnfed_core.plasticity")
+    return tuple(m for m in TRIAL_MODULES if m not in skip)
+
+
+@functools.lru_cache(maxsize=None)
+def _source_hash(modules: tuple[str, ...]) -> str:
     h = hashlib.sha256()
-    for name in TRIAL_MODULES:
+    for name in modules:
         try:
             source = Path(importlib.import_module(name).__file__).read_bytes()
         except ImportError:
@@ -334,6 +350,11 @@ def code_fingerprint() -> str:
     return h.hexdigest()
 
 
+def code_fingerprint(method: Method) -> str:
+    """sha256 of the source of every core module a trial of ``method`` depends on."""
+    return _source_hash(trial_modules(method))
+
+
 def result_key(**fields: Any) -> str:
-    """Identity of a trial or model: sha256 of its canonical JSON plus the code fingerprint."""
-    return hashlib.sha256((dumps_json(fields) + code_fingerprint()).encode()).hexdigest()
+    """Identity of a trial or model: sha256 of its canonical JSON (include ``code``)."""
+    return hashlib.sha256(dumps_json(fields).encode()).hexdigest()

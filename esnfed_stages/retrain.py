@@ -20,6 +20,7 @@ from esnfed_stages.experiment import (
     ExperimentParams,
     RunnerConfig,
     best_path,
+    code_fingerprint,
     experiment_params,
     model_dir,
     open_dataset,
@@ -106,7 +107,8 @@ def run(
         s = summaries[pct] = RetrainSummary(pct, config, seeds)
         for k, seed in enumerate(seeds):
             key = result_key(kind="retrain", dataset=dataset, method=method.id, pct=pct, retrain=k, seed=seed,
-                             config=config, settings=exp.settings.as_dict(), data=ref.fingerprint)
+                             config=config, settings=exp.settings.used_by(method, False), data=ref.fingerprint,
+                             code=code_fingerprint(method))
             meta = read_meta(directory, k)
             if meta is not None and meta.get("key") == key:
                 s.resumed += 1

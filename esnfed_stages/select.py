@@ -24,6 +24,7 @@ from esnfed_stages.experiment import (
     best_path,
     experiment_params,
     open_dataset,
+    code_fingerprint,
     result_key,
     select_dir,
 )
@@ -111,7 +112,8 @@ def plan_share(exp: ExperimentParams, data: Dataset, method: Method, pct: str,
     for i, config in enumerate(configs):
         seed = trial_seed(exp, data.name, pct, i)
         key = result_key(kind="select", dataset=data.name, method=method.id, pct=pct, index=i, seed=seed,
-                         config=config, settings=exp.settings.as_dict(), data=ref.fingerprint)
+                         config=config, settings=exp.settings.used_by(method, True), data=ref.fingerprint,
+                         code=code_fingerprint(method))
         task = TrialTask(f"{data.name}/{method.id}/{pct}#{i}", ref, method.id, config, seed, exp.settings)
         out.append(PlannedTrial(data.name, pct, i, trial_path(directory, i), key, task))
     return out, base

@@ -14,7 +14,14 @@ from esnfed_core.errors import ConfigError
 from esnfed_core.trial import Method
 from esnfed_stages import runner as runner_mod
 from esnfed_stages import select as select_stage
-from esnfed_stages.experiment import TRIAL_MODULES, RunnerConfig, best_path, experiment_params, select_dir
+from esnfed_stages.experiment import (
+    TRIAL_MODULES,
+    RunnerConfig,
+    best_path,
+    experiment_params,
+    select_dir,
+    trial_modules,
+)
 from experiment_data import make_dataset, small_params
 
 RIDGE = Method("ridge")
@@ -150,7 +157,9 @@ def test_ridge_incfed_fedavg_search_the_same_configs_and_seeds(root):
     (lambda p: p["runner"].update(backend="dask"), "runner.backend"),
     (lambda p: p["budgets"]["default"]["space"]["wesad"].pop("leak"), "needs ['leak']"),
     (lambda p: p["budgets"]["default"]["space"]["ip"].update(units=[4]), "redefines"),
-    (lambda p: p["continual"].update(replay_fraction=0.0), "continual.replay_fraction"),
+    (lambda p: p["continual"]["replay"].update(fraction=0.0), "continual.replay.fraction"),
+    (lambda p: p["continual"]["joint"].update(patience=0), "continual.joint.patience"),
+    (lambda p: p["continual"]["naive"].update(budget=3), "continual.naive.budget"),
 ])
 def test_bad_params_name_the_key(root, edit, fragment):
     params = small_params()
@@ -165,10 +174,23 @@ def test_continual_select_needs_the_stationary_best(root):
         _select(root, small_params(), Method("clip", "naive"))
 
 
-def test_trial_modules_cover_everything_a_trial_imports():
-    """The code fingerprint of trial keys must cover every core module a trial can run."""
-    code = ("import sys, esnfed_core.trial, esnfed_core.plasticity\n"
-            "try:\n    import esnfed_core.continual\nexcept ImportError:\n    pass\n"
-            "print('\\n'.join(m for m in sys.modules if m.startswith('esnfed_core')))")
-    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert set(loaded.stdout.split()) <= set(TRIAL_MODULES)
+def _loaded_after(code: str) -> set[str]:
+    script = code + "\nimport sys\nprint('\\n'.join(m for m in sys.modules if m.startswith('esnfed_core')))"
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).parent)
+    return set(out.stdout.split())
+
+
+@pytest.mark.parametrize("method", ["ridge", "fedip", "fedclip-joint"])
+def test_trial_modules_cover_everything_a_trial_imports(method):
+    """The code fingerprint in trial keys must cover every core module a trial of the method runs."""
+    m = Method.parse(method)
+    cfg = {"units": 4, "spectral_radius": 0.9, "leak": 0.5, "input_scaling": 1.0, "sigma": 0.3,
+           "rounds": 1, "local_epochs": 1, "budget": 1}
+    loaded = _loaded_after(
+        "from experiment_data import trial_data\n"
+        "from esnfed_core.trial import Settings, fit\n"
+        f"fit({method!r}, {cfg!r}, 0, trial_data()[0], Settings(ip={{'batch_size': 4}}))")
+    assert set(trial_modules(m)) <= set(TRIAL_MODULES)
+    assert loaded <= set(trial_modules(m)), loaded - set(trial_modules(m))
+    assert ("esnfed_core.plasticity" in loaded) == m.uses_ip
