@@ -128,9 +128,11 @@ def _check_batch(res: Reservoir, x: np.ndarray) -> np.ndarray:
 # Steps whose input projection W_in u(t) is computed by one product into a small scratch buffer
 # that stays in cache (projecting the whole window at once streams T·B·N floats through memory).
 _TIME_CHUNK = 8
-# run_batch splits a batch over threads only when each gets at least this many windows.
-_MIN_WINDOWS_PER_THREAD = 16
-# Upper bound on run_batch threads; None = as many as numpy's BLAS would use. Benchmarks set 1.
+# run_batch splits a batch over threads only when each thread's product per step has at least
+# this many multiply-adds (windows · N²): below it, handing the GIL back and forth six times a
+# step costs more than the second core gives, badly so on a loaded machine.
+_MIN_THREAD_WORK = 1 << 22
+# Threads run_batch may use; None = as many as numpy's BLAS would use. Benchmarks set 1.
 _MAX_THREADS: int | None = None
 _BLAS: ThreadpoolController | None = None
 
@@ -142,14 +144,13 @@ def _blas() -> ThreadpoolController:
     return _BLAS
 
 
-def _n_threads(windows: int) -> int:
+def _n_threads(windows: int, units: int) -> int:
     """Threads for one batch: numpy's BLAS thread count (so a caller's limit, e.g. one thread per
-    process, is respected), capped so that every thread has enough windows."""
-    blas = [lib.num_threads for lib in _blas().lib_controllers if lib.user_api == "blas"]
-    threads = max(blas, default=1)
-    if _MAX_THREADS is not None:
-        threads = min(threads, _MAX_THREADS)
-    return max(1, min(threads, windows // _MIN_WINDOWS_PER_THREAD))
+    process, is respected), capped so that every thread has enough work per step."""
+    threads = _MAX_THREADS or max(
+        (lib.num_threads for lib in _blas().lib_controllers if lib.user_api == "blas"), default=1
+    )
+    return max(1, min(threads, windows * units * units // _MIN_THREAD_WORK))
 
 
 def run_batch(
@@ -190,7 +191,7 @@ def run_batch(
     if b == 0 or t_len == 0:
         return states
     xt = np.ascontiguousarray(x.transpose(1, 0, 2))  # (T, B, U): step t of every window is a block
-    threads = _n_threads(b)
+    threads = _n_threads(b, n)
     if threads == 1:
         _recur(res, xt, states, xnet_out, x0, 0, b)
         return states

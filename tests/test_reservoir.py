@@ -115,7 +115,7 @@ def test_thread_split_computes_the_same_states(make_windows, monkeypatch):
     res = build_reservoir(CFG, 5).with_ip(np.full(CFG.units, 0.9), np.full(CFG.units, 0.05))
     results = {}
     for threads in (1, 3):
-        monkeypatch.setattr(reservoir, "_n_threads", lambda windows, k=threads: k)
+        monkeypatch.setattr(reservoir, "_n_threads", lambda windows, units, k=threads: k)
         xnet = np.empty((25, 10, CFG.units), DTYPE)
         results[threads] = (run_batch(res, x, xnet_out=xnet), xnet)
     want_states, want_xnet = reference_states(res, x)
