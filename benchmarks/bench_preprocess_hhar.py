@@ -18,32 +18,18 @@ import os
 import platform
 import shutil
 import statistics
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import yaml
+from bench_preprocess_wesad import run  # one process per command, its own peak RSS (os.wait4)
 
 REPO = Path(__file__).resolve().parents[1]
 ESNFED = Path(sys.executable).parent / "esnfed"
 FOLDER = "Activity recognition exp"
 OUTER_ZIP = "heterogeneity+activity+recognition.zip"
-
-
-def run(cmd: list[str]) -> tuple[float, float]:
-    """Run ``cmd``; return (wall seconds, peak RSS in MiB) of that process alone."""
-    start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - start
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    err = proc.stderr.read().decode() if proc.stderr else ""
-    if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}): {err.strip()}")
-    return wall, usage.ru_maxrss / 1024  # ru_maxrss is in KiB on Linux
 
 
 def rows(path: Path) -> int:
