@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import yaml
-from bench_preprocess_wesad import run  # one process per command, its own peak RSS (os.wait4)
+from _measure import run  # benchmarks/ is the script's folder, first on sys.path
 
 REPO = Path(__file__).resolve().parents[1]
 ESNFED = Path(sys.executable).parent / "esnfed"
