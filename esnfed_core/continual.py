@@ -232,49 +232,10 @@ def run_continual(
             buffer = ReplayBuffer(capacity, np.random.default_rng([seed, 1]))
         clients.append(_StreamClient(name, contexts, np.random.default_rng(seed), buffer))
 
-    epochs = local_epochs if federated else 1
+    fed = _Federation(clients, federated, ip, local_epochs if federated else 1, n_classes, lam,
+                      ledger, replay_batch)
     if federated:
         broadcast_reservoir(res, [c.name for c in clients], ledger, ALGORITHM)
-    fresh = res.with_ip(np.ones(res.units), np.zeros(res.units))
-    # Each algorithm numbers its own rounds in the ledger: FedCLIP's IP rounds, IncFed's solves.
-    counter = {"round": 0, "readout": 0}
-
-    def ip_round(cur: Reservoir, fits: list, weights: list[int], parts: list[str]) -> Reservoir:
-        if federated:
-            cur = fedip_round(cur, fits, weights, parts, ledger, ALGORITHM, counter["round"])
-        else:
-            cur = fits[0](cur)
-        counter["round"] += 1
-        return cur
-
-    def readout(cur: Reservoir, data: list[Split], parts: list[str]) -> np.ndarray:
-        fed_clients = [Client(p, x, y, n_classes) for p, (x, y) in zip(parts, data)]
-        # IncFed sums of (A_c, B_c): with one client this is the centralised ridge.
-        w = incfed(cur, fed_clients, [lam], ledger, counter["readout"]).readouts[0]
-        counter["readout"] += 1
-        return w
-
-    def epochs_fit(x: np.ndarray, rng: np.random.Generator) -> Callable[[Reservoir], Reservoir]:
-        def fit(start: Reservoir) -> Reservoir:
-            for _ in range(epochs):
-                start = ip_epoch(start, x, ip, rng)
-            return start
-        return fit
-
-    def replay_fit(client: _StreamClient, t: int) -> Callable[[Reservoir], Reservoir]:
-        def fit(start: Reservoir) -> Reservoir:
-            for _ in range(epochs):
-                start = ip_pass(start, _replay_batches(client, t, ip.batch_size, replay_batch), ip)
-            return start
-        return fit
-
-    def val_accuracy(cur: Reservoir, w: np.ndarray, t: int) -> float:
-        correct = total = 0
-        for x, y in validation[: t + 1]:
-            c = evaluate_counts(cur, x, y, w)
-            correct, total = correct + int(c.correct[0]), total + c.total
-        return correct / total if total else float("nan")
-
     result = ContinualResult(
         [], [], {k: np.zeros((n_ctx, n_ctx), np.int64) for k in evaluate},
         {k: np.zeros(n_ctx, np.int64) for k in evaluate},
@@ -282,54 +243,18 @@ def run_continual(
     cur = res  # naive and replay carry (g, b) over from the reservoir given
     for t in range(n_ctx):
         if strategy == "joint":
-            data = [_concat(c.contexts[: t + 1]) for c in clients]
-        elif strategy == "replay":
-            result.buffer_sizes.append([len(c.buffer) for c in clients])
-            data = []
-            for c in clients:
-                mem = c.buffer.gather(c.contexts)
-                data.append(_concat([c.contexts[t], mem]) if len(c.buffer) else c.contexts[t])
-        else:
-            data = [c.contexts[t] for c in clients]
-        active = [i for i, (x, _) in enumerate(data) if len(x) > 0]  # clients without data sit out
-        if not active:
-            raise ParameterError(f"train: context {t} has no windows in any client")
-        parts = [clients[i].name for i in active]
-        weights = [len(data[i][0]) for i in active]
-        part_data = [data[i] for i in active]
-
-        if strategy == "joint":
-            fits = [epochs_fit(data[i][0], clients[i].rng) for i in active]
-            cand = fresh
-            best: tuple[float, Reservoir, np.ndarray, int] | None = None
-            trace: list[float] = []
-            since = 0
-            for r in range(max_joint_rounds):
-                cand = ip_round(cand, fits, weights, parts)
-                w = readout(cand, part_data, parts)
-                acc = val_accuracy(cand, w, t)
-                trace.append(acc)
-                if best is None or acc > best[0]:
-                    best, since = (acc, cand, w, r + 1), 0
-                else:
-                    since += 1
-                    if since >= patience:
-                        break
-            _, cur, w, used = best
+            cur, w, used, trace = _joint_context(fed, res, t, validation, patience, max_joint_rounds)
             result.joint_trace.append(trace)
         else:
             if strategy == "replay":
-                fits = [replay_fit(clients[i], t) for i in active]
-            else:
-                fits = [epochs_fit(data[i][0], clients[i].rng) for i in active]
+                result.buffer_sizes.append([len(c.buffer) for c in clients])
+            part = fed.participants(t, strategy)
             for _ in range(budget):
-                cur = ip_round(cur, fits, weights, parts)
-            w = readout(cur, part_data, parts)
-            used = budget
+                cur = fed.ip_round(cur, part)
+            w, used = fed.readout(cur, part), budget
             if strategy == "replay":
                 for c in clients:
                     c.buffer.update(t, len(c.contexts[t][0]))
-
         result.reservoirs.append(cur)
         result.readouts.append(w)
         result.ip_rounds.append(used)
@@ -341,3 +266,104 @@ def run_continual(
         if progress is not None:
             progress(t + 1, n_ctx)
     return result
+
+
+@dataclass
+class _Participants:
+    """Who trains at a context, on which windows, and each client's local IP fit."""
+
+    names: list[str]
+    data: list[Split]  # what the ridge statistics are computed on
+    weights: list[int]  # FedAvg weights n_c
+    fits: list[Callable[[Reservoir], Reservoir]]
+
+
+class _Federation:
+    """The server's view of a continual run: IP rounds (FedAvg of (g, b), or one centralised
+    epoch), IncFed readouts, and the message counters of the ledger."""
+
+    def __init__(self, clients: list[_StreamClient], federated: bool, ip: IPConfig, epochs: int,
+                 n_classes: int, lam: float, ledger: CommLedger | None, replay_batch: int):
+        self.clients, self.federated, self.ip, self.epochs = clients, federated, ip, epochs
+        self.n_classes, self.lam, self.ledger, self.replay_batch = n_classes, lam, ledger, replay_batch
+        # Each algorithm numbers its own rounds in the ledger: FedCLIP's IP rounds, IncFed's solves.
+        self._rounds = 0
+        self._solves = 0
+
+    def participants(self, t: int, strategy: str) -> _Participants:
+        """Clients with windows at context ``t`` (the others sit the context out)."""
+        names, data, weights, fits = [], [], [], []
+        for c in self.clients:
+            if strategy == "joint":
+                split = _concat(c.contexts[: t + 1])
+            elif strategy == "replay" and len(c.buffer):
+                split = _concat([c.contexts[t], c.buffer.gather(c.contexts)])
+            else:
+                split = c.contexts[t]
+            if len(split[0]) == 0:
+                continue
+            names.append(c.name)
+            data.append(split)
+            weights.append(len(split[0]))  # replay: |D_t,c| + |M_t,c|
+            fits.append(self._replay_fit(c, t) if strategy == "replay" else self._epochs_fit(split[0], c.rng))
+        if not names:
+            raise ParameterError(f"train: context {t} has no windows in any client")
+        return _Participants(names, data, weights, fits)
+
+    def _epochs_fit(self, x: np.ndarray, rng: np.random.Generator) -> Callable[[Reservoir], Reservoir]:
+        def fit(start: Reservoir) -> Reservoir:
+            for _ in range(self.epochs):
+                start = ip_epoch(start, x, self.ip, rng)
+            return start
+        return fit
+
+    def _replay_fit(self, client: _StreamClient, t: int) -> Callable[[Reservoir], Reservoir]:
+        def fit(start: Reservoir) -> Reservoir:
+            for _ in range(self.epochs):
+                batches = _replay_batches(client, t, self.ip.batch_size, self.replay_batch)
+                start = ip_pass(start, batches, self.ip)
+            return start
+        return fit
+
+    def ip_round(self, cur: Reservoir, part: _Participants) -> Reservoir:
+        """One FedIP round (federated) or one local pass of the single client (centralised)."""
+        if self.federated:
+            cur = fedip_round(cur, part.fits, part.weights, part.names, self.ledger, ALGORITHM, self._rounds)
+        else:
+            cur = part.fits[0](cur)
+        self._rounds += 1
+        return cur
+
+    def readout(self, cur: Reservoir, part: _Participants) -> np.ndarray:
+        """IncFed sums of (A_c, B_c) solved at λ: with one client, the centralised ridge."""
+        clients = [Client(n, x, y, self.n_classes) for n, (x, y) in zip(part.names, part.data)]
+        w = incfed(cur, clients, [self.lam], self.ledger, self._solves).readouts[0]
+        self._solves += 1
+        return w
+
+
+def _joint_context(fed: _Federation, res: Reservoir, t: int, validation: Sequence[Split],
+                   patience: int, max_rounds: int) -> tuple[Reservoir, np.ndarray, int, list[float]]:
+    """Joint at context ``t``: from (g, b) = (1, 0), alternate an IP round on D_0..D_t and a ridge
+    solve, scored by validation stream accuracy on contexts 0..t; return the best model, its
+    round count and the trace. Stops after ``patience`` rounds without a strict improvement."""
+    part = fed.participants(t, "joint")
+    cand = res.with_ip(np.ones(res.units), np.zeros(res.units))
+    best: tuple[float, Reservoir, np.ndarray, int] | None = None
+    trace: list[float] = []
+    since = 0
+    for r in range(max_rounds):
+        cand = fed.ip_round(cand, part)
+        w = fed.readout(cand, part)
+        counts = [evaluate_counts(cand, x, y, w) for x, y in validation[: t + 1]]
+        total = sum(c.total for c in counts)
+        acc = sum(int(c.correct[0]) for c in counts) / total if total else float("nan")
+        trace.append(acc)
+        if best is None or acc > best[0]:
+            best, since = (acc, cand, w, r + 1), 0
+        else:
+            since += 1
+            if since >= patience:
+                break
+    _, cand, w, used = best
+    return cand, w, used, trace
