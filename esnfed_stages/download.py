@@ -247,10 +247,11 @@ def run(dataset: str, out_root: str | Path = "data/raw", *, url: str | None = No
     if not unpack:
         with atomic_path(target) as tmp:
             tmp.mkdir()
-            shutil.copyfile(final, tmp / spec.filename)
             (tmp / "download.json").write_text(dumps_json(receipt), encoding="utf-8")
-        if not keep_archive:
-            final.unlink()
+            if keep_archive:
+                shutil.copyfile(final, tmp / spec.filename)
+            else:
+                shutil.move(final, tmp / spec.filename)  # a rename when the cache is on the same disk
         return DownloadResult(target, target / spec.filename, got, digest, resumed_from, tuple(verified))
 
     with atomic_path(target) as tmp:
