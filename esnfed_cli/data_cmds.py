@@ -3,6 +3,7 @@ files, windows per user plus manifest, fixed user splits) with progress bars and
 
 from __future__ import annotations
 
+import re
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
@@ -41,11 +42,17 @@ def _progress() -> Progress:
 
 
 def _size(n: float) -> str:
+    unit = "B"
     for unit in ("B", "KB", "MB", "GB"):
         if n < 1024 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+            break
         n /= 1024
-    return f"{n:.1f} GB"  # pragma: no cover
+    return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+
+
+def _natural(text: str) -> list:
+    """Sort key putting S2 before S10."""
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", text)]
 
 
 @app.command()
@@ -78,7 +85,7 @@ def synthesize(
     groups: dict[str, list[Path]] = {}
     for f in result.files:
         groups.setdefault(f.parent.relative_to(result.folder.parent).as_posix(), []).append(f)
-    for folder, files in groups.items():
+    for folder, files in sorted(groups.items(), key=lambda kv: _natural(kv[0])):
         table.add_row(folder, str(len(files)), _size(sum(f.stat().st_size for f in files)))
     console.print(table)
 

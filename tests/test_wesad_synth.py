@@ -90,7 +90,7 @@ def test_value_envelopes_are_plausible(subjects):
 def test_protocol_orders_and_label_codes(subjects):
     tsst_first = {"S2", "S3", "S6", "S9", "S11", "S14", "S16"}
     for s, obj in subjects.items():
-        runs = [r for r in runs_of(obj["label"])]
+        runs = runs_of(obj["label"])
         codes = [c for c, _ in runs if c != 0]
         conditions = [c for c in codes if c <= 4]
         assert conditions == ([1, 2, 4, 3, 4] if s in tsst_first else [1, 3, 4, 2, 4]), s
