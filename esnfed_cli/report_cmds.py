@@ -97,19 +97,19 @@ def report(
         rep = report_stage.run(params, assess_dir=assess_dir, ttest_path=ttest_file,
                                out_dir=out_dir, allow_missing=allow_missing,
                                progress=lambda _: bar.advance(task))
-    summary = Table(title="fedip: test accuracy (%) without vs with FedIP — ours / paper")
-    summary.add_column("dataset")
-    summary.add_column("train users", justify="right")
-    summary.add_column("without FedIP", justify="right")
-    summary.add_column("with FedIP", justify="right")
+    summary = Table(title="fedip: test accuracy (%) without vs with FedIP (IncFed readout)")
+    for col in ("dataset", "train users", "without", "paper", "with FedIP", "paper "):
+        summary.add_column(col, justify="left" if col == "dataset" else "right")
     cells = rep.cells["fedip"]
     for ds in ("wesad", "hhar"):
         for pct in ("25", "50", "75", "100"):
             row = {c.method: c for c in cells if c.dataset == ds and c.pct == pct}
-            summary.add_row(ds, f"{pct}%", *(
-                f"{format_value(row[m].mean, row[m].std, row[m].mark)} / "
-                f"{format_value(row[m].published_mean, row[m].published_std, row[m].published_mark)}"
-                for m in ("incfed", "fedip")))
+            values = []
+            for m in ("incfed", "fedip"):
+                c = row[m]
+                values += [format_value(c.mean, c.std, c.mark),
+                           format_value(c.published_mean, c.published_std, c.published_mark)]
+            summary.add_row(ds, f"{pct}%", *values)
     console.print(summary, highlight=False)
     console.print(f"wrote {len(rep.tables)} table files, {len(rep.figures)} figures, "
                   f"{len(rep.plots)} plot data files and metrics.json under {out_dir}/",

@@ -321,7 +321,7 @@ def metrics(scores: Scores, column: str = "test", digits: int = 6) -> dict[str, 
 COMMUNICATION_METHODS: tuple[str, ...] = ("incfed", "fedavg", "fedip", "fedclip-naive",
                                           "fedclip-replay", "fedclip-joint")
 COMMUNICATION_COLUMNS = (
-    "dataset", "pct", "method", "units", "classes", "clients", "rounds",
+    "dataset", "pct", "method", "units", "classes", "clients", "rounds", "ip_rounds", "readouts",
     "up_floats_per_client_round", "down_floats_per_client_round",
     "up_bytes_per_client_round", "down_bytes_per_client_round",
     "up_floats", "down_floats", "up_bytes", "down_bytes",
@@ -345,15 +345,31 @@ class Communication:
     units: int | None = None
     classes: int | None = None
     ip_rounds: int | None = None  # FedIP rounds (FedCLIP: summed over contexts)
-    contexts: int | None = None   # FedCLIP: one IncFed readout per context
+    readouts: int | None = None   # IncFed readouts solved (FedIP: 1; FedCLIP: see split_rounds)
+
+
+def split_rounds(method: str, rounds: int, contexts: int | None) -> tuple[int | None, int | None]:
+    """(IP rounds, IncFed readouts) from the ledger's round count of a FedIP/FedCLIP retrain.
+
+    The ledger counts distinct rounds per algorithm and the counts are summed: FedIP = its rounds
+    + 1 IncFed round; FedCLIP naive/replay = IP rounds + one readout per context; FedCLIP joint =
+    one IP round and one readout per loop iteration (it re-solves the readout every round).
+    """
+    if method == "fedip":
+        return rounds - 1, 1
+    if method == "fedclip-joint":
+        return rounds // 2, rounds // 2
+    if method.startswith("fedclip") and contexts is not None:
+        return rounds - contexts, contexts
+    return None, None
 
 
 def analytic_floats(c: Communication) -> tuple[str, str, int | None, int | None]:
     """PROTOCOL §3 and §5 formulas: (per-client text up, down, total up, total down).
 
-    IncFed: up N² + N·C, down N·C, one round. FedAvg: N·C each way. FedIP: 2N each way per round,
-    then one IncFed readout. FedCLIP: 2N each way per IP round, an IncFed readout per context.
-    Totals are None when a size they need (N, C, rounds) is unknown.
+    IncFed: up N² + N·C, down N·C, one round. FedAvg: N·C each way. FedIP and FedCLIP: 2N each
+    way per IP round, plus an IncFed readout (up N² + N·C, down N·C) per readout solved.
+    Totals are None when a size they need (N, C, rounds, readouts) is unknown.
     """
     n, k, ncls = c.units, c.clients, c.classes
     base = c.method.split("-")[0]
@@ -364,13 +380,11 @@ def analytic_floats(c: Communication) -> tuple[str, str, int | None, int | None]
     if base == "fedavg":
         return ("N·C", "N·C", k * n * ncls if known else None, k * n * ncls if known else None)
     if base in ("fedip", "fedclip"):
-        readouts = 1 if base == "fedip" else c.contexts
-        ok = known and c.ip_rounds is not None and readouts is not None
-        up = k * (2 * n * c.ip_rounds + readouts * (n * n + n * ncls)) if ok else None
-        down = k * (2 * n * c.ip_rounds + readouts * n * ncls) if ok else None
-        per = "per IP round; + N²+N·C per readout" if base == "fedip" else \
-            "per IP round; + N²+N·C per context"
-        return (f"2N {per}", f"2N {per.replace('N²+N·C', 'N·C')}", up, down)
+        ok = known and c.ip_rounds is not None and c.readouts is not None
+        up = k * (2 * n * c.ip_rounds + c.readouts * (n * n + n * ncls)) if ok else None
+        down = k * (2 * n * c.ip_rounds + c.readouts * n * ncls) if ok else None
+        return ("2N per IP round + (N²+N·C) per readout", "2N per IP round + N·C per readout",
+                up, down)
     return ("", "", None, None)
 
 
@@ -384,6 +398,7 @@ def communication_rows(items: Iterable[Communication]) -> list[dict[str, Any]]:
         rows.append({
             "dataset": c.dataset, "pct": c.pct, "method": c.method, "units": c.units,
             "classes": c.classes, "clients": c.clients, "rounds": c.rounds,
+            "ip_rounds": c.ip_rounds, "readouts": c.readouts,
             "up_floats_per_client_round": c.up_floats / per,
             "down_floats_per_client_round": c.down_floats / per,
             "up_bytes_per_client_round": c.up_bytes / per,
@@ -411,6 +426,7 @@ def render_communication_markdown(rows: Sequence[Mapping[str, Any]], header: Seq
     """Measured floats/bytes per client per round and in total beside the analytic formulas."""
     cols = [("dataset", "dataset"), ("pct", "train users"), ("method", "method"), ("units", "N"),
             ("classes", "C"), ("clients", "clients"), ("rounds", "rounds"),
+            ("ip_rounds", "IP rounds"), ("readouts", "readouts"),
             ("up_floats_per_client_round", "up floats/client/round"),
             ("down_floats_per_client_round", "down floats/client/round"),
             ("up_bytes_per_client_round", "up bytes/client/round"),

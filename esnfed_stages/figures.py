@@ -25,6 +25,13 @@ def _png(fig: Figure) -> bytes:
     return buf.getvalue()
 
 
+def _legend(fig: Figure, axes) -> None:
+    """One legend outside the panels (styles are shared by every panel, so take the fullest)."""
+    handles, labels = max((ax.get_legend_handles_labels() for ax in axes), key=lambda hl: len(hl[1]))
+    if labels:
+        fig.legend(handles, labels, loc="outside right center", fontsize="small")
+
+
 def stream_accuracy(title: str, panels: Sequence[tuple[str, Mapping[str, np.ndarray | None]]],
                     context_names: Sequence[str] | None = None) -> bytes:
     """One panel per share; a line per strategy: mean ± population std over retrains (percent).
@@ -54,7 +61,7 @@ def stream_accuracy(title: str, panels: Sequence[tuple[str, Mapping[str, np.ndar
                 ax.set_xticklabels(list(context_names)[:n_ctx], rotation=30, ha="right")
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("stream accuracy (%)")
-    axes[-1].legend(loc="lower left", fontsize="small")
+    _legend(fig, axes)
     fig.suptitle(title)
     return _png(fig)
 
@@ -81,8 +88,6 @@ def activation_density(title: str,
             ax.plot(centres, d, color=_CONTEXT_COLOURS[t % len(_CONTEXT_COLOURS)],
                     label=f"context {t}")
     axes[0].set_ylabel("density")
-    with_lines = [ax for ax in axes if ax.get_legend_handles_labels()[0]]
-    if with_lines:  # one legend: the contexts are coloured alike in every panel
-        with_lines[-1].legend(fontsize="x-small")
+    _legend(fig, axes)
     fig.suptitle(title)
     return _png(fig)

@@ -23,7 +23,7 @@ from esnfed_core.stats import VARIANTS
 from esnfed_core.tables import (
     COMMUNICATION_COLUMNS, COMMUNICATION_METHODS, DATASETS, PCTS, TABLES, Cell, Communication,
     Published, TableSpec, build_cells, cells_csv, communication_rows, metrics, parse_published,
-    render_communication_markdown, render_markdown, required_inputs, to_csv,
+    render_communication_markdown, render_markdown, required_inputs, split_rounds, to_csv,
 )
 from esnfed_stages import figures
 from esnfed_stages._io import atomic_path, dumps_json, read_json, write_bytes
@@ -94,7 +94,7 @@ def header_lines(spec: TableSpec | None, inputs: Inputs, ttest_doc: Mapping[str,
     if len(set(seeds)) == 1:
         seed_text = f"seeds {list(seeds[0])}" if seeds[0] else "seeds unknown"
     else:
-        seed_text = "seeds differ per cell (see the assess files)"
+        seed_text = "seeds differ per cell: see the assess files"
     retrains = "-".join(str(c) for c in (counts[0], counts[-1])) if counts and counts[0] != \
         counts[-1] else (str(counts[0]) if counts else "0")
     variant = "Welch" if ttest_doc["variant"] == "welch" else "Student"
@@ -130,24 +130,16 @@ def communication_items(inputs: Inputs) -> list[Communication]:
                 stream = entry.get("stream_accuracy")
                 try:
                     rounds = int(comm["rounds"])
-                    contexts = _opt_int(comm.get("contexts", len(stream[0]) if stream else None))
-                    # The ledger counts distinct rounds per algorithm and adds them up: FedIP's
-                    # rounds + 1 IncFed round; FedCLIP's IP rounds + 1 IncFed round per context.
-                    if "ip_rounds" in comm:
-                        ip_rounds = _opt_int(comm["ip_rounds"])
-                    elif method == "fedip":
-                        ip_rounds = rounds - 1
-                    elif method.startswith("fedclip") and contexts is not None:
-                        ip_rounds = rounds - contexts
-                    else:
-                        ip_rounds = None
+                    contexts = len(stream[0]) if stream else None
+                    ip_rounds, readouts = split_rounds(method, rounds, contexts)
                     items.append(Communication(
                         ds, pct, method, int(comm["up_floats"]), int(comm["down_floats"]),
                         int(comm["up_bytes"]), int(comm["down_bytes"]), rounds,
                         int(comm["clients"]),
                         units=_opt_int(comm.get("units", cfg.get("units"))),
                         classes=_opt_int(comm.get("classes", N_CLASSES.get(ds))),
-                        ip_rounds=ip_rounds, contexts=contexts,
+                        ip_rounds=_opt_int(comm.get("ip_rounds", ip_rounds)),
+                        readouts=_opt_int(comm.get("readouts", readouts)),
                     ))
                 except (KeyError, TypeError, ValueError) as exc:
                     raise DataError(f"{inputs.paths[(ds, method)]}: pcts.{pct}.communication "
@@ -249,8 +241,10 @@ def build(inputs: Inputs, ttest_doc: Mapping[str, Any], published: Published, da
         "Measured: the floats and bytes of every message of one retrain (setup broadcast of the "
         "reservoir excluded); per client per round = total / (clients × rounds)",
         "Analytic (PROTOCOL §3, §5; N units, C classes): IncFed up N²+N·C, down N·C; FedAvg N·C "
-        "each way; FedIP 2N each way per round, then the IncFed readout; FedCLIP 2N each way per "
-        "IP round and an IncFed readout per context",
+        "each way; FedIP 2N each way per round, then one IncFed readout; FedCLIP 2N each way per "
+        "IP round and an IncFed readout per context (naive, replay) or per IP round (joint re-solves "
+        "the readout every round). IP rounds and readouts are split from the ledger's summed round "
+        "count; 'match' = analytic totals equal the measured ones",
         f"Date: {date}; versions: {versions()}",
     ]
     rep.tables["communication.md"] = render_communication_markdown(comm, comm_header).encode()

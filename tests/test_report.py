@@ -45,7 +45,11 @@ def _communication(ds: str, method: str, clients: int) -> dict | None:
         up = clients * (2 * n * IP_ROUNDS + n * n + n * c)
         down = clients * (2 * n * IP_ROUNDS + n * c)
         rounds = IP_ROUNDS + 1
-    elif method.startswith("fedclip"):
+    elif method == "fedclip-joint":  # a readout after every IP round
+        up = clients * IP_ROUNDS * (2 * n + n * n + n * c)
+        down = clients * IP_ROUNDS * (2 * n + n * c)
+        rounds = 2 * IP_ROUNDS
+    elif method.startswith("fedclip"):  # a readout per context
         up = clients * (2 * n * IP_ROUNDS + t * (n * n + n * c))
         down = clients * (2 * n * IP_ROUNDS + t * n * c)
         rounds = IP_ROUNDS + t
@@ -159,7 +163,7 @@ def test_ttest_groups_per_table(workdir):
 
 def test_report_tables(built):
     workdir, summary = built
-    assert "without FedIP" in summary  # the summary table
+    assert "without vs with FedIP" in summary  # the summary table
     tables = workdir / "reports" / "tables"
     for spec in TABLES:
         assert (tables / f"{spec.id}.md").stat().st_size > 0
@@ -225,6 +229,9 @@ def test_communication_table(built):
     assert int(fip["analytic_down_floats"]) == 5 * (2 * 20 * IP_ROUNDS + 20 * 4)
     md = (workdir / "reports" / "tables" / "communication.md").read_text()
     assert "N²+N·C" in md and "| hhar | 50% | incfed | 30 | 6 | 3 | 1 |" in md
+    joint = next(r for r in rows if r["dataset"] == "hhar" and r["pct"] == "25"
+                 and r["method"] == "fedclip-joint")
+    assert (joint["ip_rounds"], joint["readouts"]) == (str(IP_ROUNDS), str(IP_ROUNDS))
 
 
 def test_figures_and_plots(built):

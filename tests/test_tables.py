@@ -13,7 +13,7 @@ from esnfed_core.stats import compare_to_best
 from esnfed_core.tables import (
     CSV_COLUMNS, PCTS, TABLE_IDS, Communication, build_cells, cells_csv, communication_rows,
     format_value, mean_std_percent, metrics, parse_published, render_markdown, required_inputs,
-    table_spec,
+    split_rounds, table_spec,
 )
 
 LOW = [0.70, 0.72, 0.71]
@@ -161,7 +161,7 @@ def test_communication_formulas():
         Communication("wesad", "100", "incfed", k * (n * n + n * c), k * n * c, 1, 1, 1, k, n, c),
         Communication("wesad", "100", "fedavg", k * n * c, k * n * c + 1, 1, 1, 1, k, n, c),
         Communication("wesad", "100", "fedip", k * (2 * n * 7 + n * n + n * c), k * (2 * n * 7 + n * c),
-                      0, 0, 8, k, n, c, ip_rounds=7),
+                      0, 0, 8, k, n, c, ip_rounds=7, readouts=1),
         Communication("hhar", "100", "fedclip-joint", 1, 1, 1, 1, 1, k, None, c),
     ]
     rows = communication_rows(items)
@@ -172,6 +172,14 @@ def test_communication_formulas():
     assert fip["analytic_up_floats"] == k * (140 + 140) and fip["match"] == "yes"
     assert fip["up_floats_per_client_round"] == pytest.approx(fip["up_floats"] / (k * 8))
     assert clip["analytic_up_floats"] is None and clip["match"] == ""
+
+
+def test_split_rounds_follows_the_ledger_count():
+    assert split_rounds("fedip", 11, None) == (10, 1)
+    assert split_rounds("fedclip-naive", 25, 5) == (20, 5)
+    assert split_rounds("fedclip-joint", 40, 5) == (20, 20)
+    assert split_rounds("fedclip-replay", 25, None) == (None, None)
+    assert split_rounds("incfed", 1, None) == (None, None)
 
 
 def test_metrics_are_test_means_and_stable():
