@@ -27,7 +27,7 @@ from esnfed_stages.experiment import (
     result_key,
 )
 from esnfed_stages.models import read_meta, save_model
-from esnfed_stages.runner import Outcome, TrialTask, run_tasks
+from esnfed_stages.runner import Outcome, TrialTask, for_method, run_tasks
 
 _MODEL_FILE = re.compile(r"^seed-(\d+)\.(npz|json)$")
 _FAILED_FILE = re.compile(r"^seed-(\d+)\.failed\.json$")
@@ -92,7 +92,7 @@ def run(
     progress: Progress | None = None,
 ) -> RetrainResult:
     exp = experiment_params(params)
-    runner = runner or exp.runner
+    runner = for_method(runner or exp.runner, method)
     data = open_dataset(data_dir, dataset)
     summaries: dict[str, RetrainSummary] = {}
     pending: list[tuple[TrialTask, str, int, str]] = []

@@ -17,14 +17,14 @@ from __future__ import annotations
 import importlib
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping, Sequence
 
 from joblib import Parallel, delayed, parallel_config
 from threadpoolctl import threadpool_limits
 
 from esnfed_core.errors import ConfigError, EsnfedError
-from esnfed_core.trial import FittedModel, Settings, fit
+from esnfed_core.trial import FittedModel, Method, Settings, fit
 from esnfed_stages.experiment import DataRef, RunnerConfig, load_trial_data
 
 
@@ -66,6 +66,12 @@ def execute(task: TrialTask, blas_threads: int) -> Outcome:
     except Exception as exc:  # noqa: BLE001 - recorded and reported by the stage
         return Outcome(None, f"{type(exc).__name__}: {exc}", traceback.format_exc(),
                        time.perf_counter() - start)
+
+
+def for_method(config: RunnerConfig, method: Method) -> RunnerConfig:
+    """The random baseline's trials only draw labels: worker start-up would cost more than the
+    work, so they run in this process (same numbers either way)."""
+    return replace(config, backend="sequential") if method.algo == "random" else config
 
 
 def _no_setup(config: RunnerConfig) -> None:

@@ -28,7 +28,7 @@ from esnfed_stages.experiment import (
     result_key,
     select_dir,
 )
-from esnfed_stages.runner import Outcome, TrialTask, run_tasks
+from esnfed_stages.runner import Outcome, TrialTask, for_method, run_tasks
 
 _TRIAL_FILE = re.compile(r"^trial-(\d+)\.json$")
 Progress = Callable[[int, int], None]
@@ -179,7 +179,7 @@ def run(
 ) -> SelectResult:
     """Select for each share in ``pcts``; failed trials are recorded, never raised."""
     exp = experiment_params(params)
-    runner = runner or exp.runner
+    runner = for_method(runner or exp.runner, method)
     data = open_dataset(data_dir, dataset)
     if method.continual and data.n_contexts < 1:
         raise ConfigError(f"{dataset}: no contexts for {method.id}")
