@@ -12,9 +12,9 @@ from typing import Sequence
 import numpy as np
 
 from esnfed_core.data.processed import UserData
-from esnfed_core.readout import Counts, evaluate, random_baseline
+from esnfed_core.readout import Counts, evaluate, predict, random_baseline
 from esnfed_core.metrics import activation_histogram
-from esnfed_core.reservoir import Reservoir
+from esnfed_core.reservoir import Reservoir, iter_states
 
 
 def pooled_counts(
@@ -48,16 +48,27 @@ def context_matrix(
     batch_size: int = 256,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Continual evaluation: ``correct[i, j]`` = correct steps of the model after context i on
-    context j of ``users``; ``total[j]`` = steps of context j. Shapes (T, T) and (T,)."""
+    context j of ``users``; ``total[j]`` = steps of context j. Shapes (T, T) and (T,).
+
+    Each model runs once over all windows of the users (full batches whatever the context
+    sizes); correct steps are then summed per window and binned by the window's context.
+    """
     n_ctx = len(reservoirs)
     if len(readouts) != n_ctx:
         raise ValueError(f"context_matrix: {n_ctx} reservoirs but {len(readouts)} readouts")
-    per_ctx = [[u.of_context(j) for u in users] for j in range(n_ctx)]
     correct = np.zeros((n_ctx, n_ctx), np.int64)
-    total = np.array([sum(p.windows * p.x.shape[1] for p in per_ctx[j]) for j in range(n_ctx)], np.int64)
-    for i in range(n_ctx):
-        for j in range(n_ctx):
-            correct[i, j] = int(pooled_counts(reservoirs[i], per_ctx[j], readouts[i], batch_size).correct[0])
+    total = np.zeros(n_ctx, np.int64)
+    if not users:
+        return correct, total
+    pooled = UserData.concat(list(users))
+    if pooled.windows and (pooled.context.min() < 0 or pooled.context.max() >= n_ctx):
+        raise ValueError(f"context_matrix: window contexts outside 0..{n_ctx - 1}")
+    total += np.bincount(pooled.context, minlength=n_ctx)[:n_ctx] * pooled.x.shape[1]
+    for i, (res, w) in enumerate(zip(reservoirs, readouts)):
+        for sb in iter_states(res, pooled.x, batch_size):
+            per_window = (predict(sb.states, w) == pooled.y[sb.index]).sum(axis=1)
+            correct[i] += np.bincount(pooled.context[sb.index], weights=per_window,
+                                      minlength=n_ctx)[:n_ctx].astype(np.int64)
     return correct, total
 
 

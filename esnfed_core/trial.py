@@ -168,6 +168,7 @@ class FittedModel:
     context_readout: np.ndarray | None = None
     communication: dict[str, int] | None = None
     validation: dict[str, Any] | None = None
+    ip_rounds: list[int] | None = None  # continual: IP rounds (epochs) behind each context's model
 
     @property
     def score(self) -> float:
@@ -372,5 +373,5 @@ def _fit_continual(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialData
         context_bias=np.stack([r.bias for r in result.reservoirs]),
         context_readout=np.stack([np.asarray(w, np.float64) for w in result.readouts]),
         communication=communication(ledger, len(data.train)) if ledger is not None else None,
-        validation=val,
+        validation=val, ip_rounds=[int(r) for r in result.ip_rounds],
     )

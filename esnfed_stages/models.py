@@ -31,7 +31,7 @@ The .json holds: format ("esnfed-model"), format_version (1), dataset, method, p
 seed, seeds (the named sub-seeds of the seed: reservoir, ip, validation, test, train), config (the
 selected hyperparameters), lambda, n_classes, n_inputs, units, n_contexts (continual) or null,
 train_users, communication (federated methods: floats and bytes up/down, rounds, clients) or
-null, arrays ({name: {"shape", "dtype"}}), npz_sha256 (of the .npz bytes) and key (the identity
+null, ip_rounds (continual: the IP rounds or epochs behind each context's model) or null, arrays ({name: {"shape", "dtype"}}), npz_sha256 (of the .npz bytes) and key (the identity
 that lets a rerun skip a model already trained with the same inputs).
 """
 
@@ -88,7 +88,7 @@ def save_model(directory: Path, k: int, model: FittedModel, meta: dict[str, Any]
         "lambda": model.lam, "n_classes": model.n_classes,
         "n_inputs": None if res is None else res.n_inputs, "units": None if res is None else res.units,
         "n_contexts": None if model.context_gain is None else int(len(model.context_gain)),
-        "communication": model.communication,
+        "communication": model.communication, "ip_rounds": model.ip_rounds,
         "arrays": {name: {"shape": list(a.shape), "dtype": str(a.dtype)} for name, a in arrays.items()},
         "npz_sha256": hashlib.sha256(npz.read_bytes()).hexdigest(),
     }
@@ -140,5 +140,6 @@ def load_model(directory: Path, k: int) -> tuple[FittedModel, dict[str, Any]]:
         {k2: int(v) for k2, v in meta["seeds"].items()}, reservoir=res, readout=readout, lam=lam,
         context_gain=ctx.get("context_gain"), context_bias=ctx.get("context_bias"),
         context_readout=ctx.get("context_readout"), communication=meta.get("communication"),
+        ip_rounds=meta.get("ip_rounds"),
     )
     return model, meta
