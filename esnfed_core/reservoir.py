@@ -129,9 +129,10 @@ def _check_batch(res: Reservoir, x: np.ndarray) -> np.ndarray:
 # that stays in cache (projecting the whole window at once streams T·B·N floats through memory).
 _TIME_CHUNK = 8
 # run_batch splits a batch over threads only when each thread's product per step has at least
-# this many multiply-adds (windows · N²): below it, handing the GIL back and forth six times a
-# step costs more than the second core gives, badly so on a loaded machine.
-_MIN_THREAD_WORK = 1 << 22
+# this many multiply-adds (windows · N²; 2^24 = 105 windows of 400 units): below it, handing the
+# GIL back and forth six times a step costs more than the second core gives (measured on 2 cores:
+# a 256-window batch gains at 400 units, loses at 300 and below; see BENCHMARKS.md).
+_MIN_THREAD_WORK = 1 << 24
 # Threads run_batch may use; None = as many as numpy's BLAS would use. Benchmarks set 1.
 _MAX_THREADS: int | None = None
 _BLAS: ThreadpoolController | None = None

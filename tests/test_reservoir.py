@@ -65,9 +65,9 @@ def test_recurrent_matrix_has_requested_spectral_radius(rho):
 
 
 def test_input_weights_are_uniform_in_the_scaled_interval():
-    cfg = dataclasses.replace(CFG, units=200, n_inputs=8, input_scaling=0.6)
+    cfg = dataclasses.replace(CFG, units=50, n_inputs=40, input_scaling=0.6)
     w_in = build_reservoir(cfg, 0).w_in
-    assert w_in.shape == (200, 8)
+    assert w_in.shape == (50, 40)
     assert np.abs(w_in).max() <= 0.6
     # Uniform(-0.6, 0.6): the extremes are approached and the mean is near 0.
     assert np.abs(w_in).max() > 0.59
