@@ -13,6 +13,7 @@ from rich.table import Table
 
 from esnfed_cli._common import EXIT_FAILURE, console, err_console, handle_errors
 from esnfed_cli.main import app
+from esnfed_core.errors import ConfigError
 from esnfed_core.trial import Method
 from esnfed_stages import assess as assess_stage
 from esnfed_stages import retrain as retrain_stage
@@ -32,6 +33,19 @@ class AlgoChoice(str, Enum):
     fedclip = "fedclip"
 
 
+class DatasetChoice(str, Enum):
+    wesad = "wesad"
+    hhar = "hhar"
+
+
+class PctChoice(str, Enum):
+    p25 = "25"
+    p50 = "50"
+    p75 = "75"
+    p100 = "100"
+    all = "all"
+
+
 class StrategyChoice(str, Enum):
     naive = "naive"
     replay = "replay"
@@ -44,14 +58,15 @@ class BackendChoice(str, Enum):
     ray = "ray"
 
 
-DatasetOpt = Annotated[str, typer.Option("--dataset", help="Which dataset: wesad or hhar.")]
+DatasetOpt = Annotated[DatasetChoice, typer.Option("--dataset", help="Which dataset: wesad or hhar.",
+                                                   case_sensitive=False)]
 AlgoOpt = Annotated[AlgoChoice, typer.Option(
     "--algo", help="The method: random (baseline), ridge (centralised ESN), incfed, fedavg, ip "
     "(centralised IP + ridge), fedip (FedIP + IncFed), clip / fedclip (continual; need --strategy).",
     case_sensitive=False)]
 StrategyOpt = Annotated[Optional[StrategyChoice], typer.Option(
     "--strategy", help="Continual strategy of clip/fedclip: naive, replay or joint.", case_sensitive=False)]
-PctOpt = Annotated[str, typer.Option(
+PctOpt = Annotated[PctChoice, typer.Option(
     "--pct", help="Share of training users: 25, 50, 75, 100, or all.")]
 ParamsOpt = Annotated[Path, typer.Option("--params", help="The params file to read.")]
 DataDirOpt = Annotated[Path, typer.Option(
@@ -71,7 +86,11 @@ def _progress() -> Progress:
 
 
 def _method(algo: AlgoChoice, strategy: Optional[StrategyChoice]) -> Method:
-    return Method(algo.value, strategy.value if strategy else None)
+    """The method; a strategy missing (continual) or extra (stationary) is a usage error."""
+    try:
+        return Method(algo.value, strategy.value if strategy else None)
+    except ConfigError as exc:
+        raise typer.BadParameter(str(exc).removeprefix("strategy: "), param_hint="--strategy") from None
 
 
 def _bar(bar: Progress, description: str):
@@ -110,7 +129,7 @@ def select(
     dataset: DatasetOpt,
     algo: AlgoOpt,
     strategy: StrategyOpt = None,
-    pct: PctOpt = "all",
+    pct: PctOpt = PctChoice.all,
     backend: BackendOpt = None,
     n_jobs: JobsOpt = None,
     params: ParamsOpt = Path("params.yaml"),
@@ -124,7 +143,7 @@ def select(
     a rerun skips the trials already done. best.json is written per share when all its trials
     succeeded; failed trials are recorded and listed, and the command then exits with code 1.
     """
-    ds, method, pcts = parse_dataset(dataset), _method(algo, strategy), parse_pcts(pct)
+    ds, method, pcts = parse_dataset(dataset.value), _method(algo, strategy), parse_pcts(pct.value)
     p = load_params(params)
     runner = experiment_params(p).runner.with_overrides(backend.value if backend else None, n_jobs)
     with _progress() as bar:
@@ -151,7 +170,7 @@ def retrain(
     dataset: DatasetOpt,
     algo: AlgoOpt,
     strategy: StrategyOpt = None,
-    pct: PctOpt = "all",
+    pct: PctOpt = PctChoice.all,
     backend: BackendOpt = None,
     n_jobs: JobsOpt = None,
     params: ParamsOpt = Path("params.yaml"),
@@ -163,7 +182,7 @@ def retrain(
     Models go to runs/models/<dataset>/<method>/<pct>/seed-<k>.npz + .json (an open format: see
     the README, "Saved models"); a rerun skips models already trained with the same inputs.
     """
-    ds, method, pcts = parse_dataset(dataset), _method(algo, strategy), parse_pcts(pct)
+    ds, method, pcts = parse_dataset(dataset.value), _method(algo, strategy), parse_pcts(pct.value)
     p = load_params(params)
     runner = experiment_params(p).runner.with_overrides(backend.value if backend else None, n_jobs)
     with _progress() as bar:
@@ -196,7 +215,7 @@ def assess(
     Continual methods also get the accuracy matrix and stream accuracy per context; IP methods
     on the datasets in assess.activation_datasets get activation densities per context.
     """
-    ds, method = parse_dataset(dataset), _method(algo, strategy)
+    ds, method = parse_dataset(dataset.value), _method(algo, strategy)
     p = load_params(params)
     with _progress() as bar:
         doc = assess_stage.run(ds, method, p, data_dir=data_dir, runs_dir=runs_dir,

@@ -13,6 +13,9 @@ DEFAULT_PARAMS = Path("params.yaml")
 
 
 def load_params(path: str | Path = DEFAULT_PARAMS) -> dict[str, Any]:
+    """The parsed file, validated as a whole against params_schema (every stage reads it here)."""
+    from esnfed_stages.params_schema import validate  # imports the stages whose values it checks
+
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{path}: params file not found")
@@ -22,6 +25,7 @@ def load_params(path: str | Path = DEFAULT_PARAMS) -> dict[str, Any]:
         raise ConfigError(f"{path}: not valid YAML ({exc})".replace("\n", " ")) from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: top level must be a mapping")
+    validate(data, path)
     return data
 
 

@@ -191,9 +191,9 @@ def test_retrain_resumes_and_recomputes_a_corrupt_model(run_a, tmp_path):
 
 def test_cli_usage_and_input_errors(run_a):
     res = runner.invoke(app, ["select", "--dataset", "wesad", "--algo", "clip", "--runs-dir", str(run_a / "runs")])
-    assert res.exit_code == 1 and "--strategy" in res.output
+    assert res.exit_code == 2 and "--strategy" in res.output  # usage errors (Typer's exit 2)
     res = runner.invoke(app, ["select", "--dataset", "mnist", "--algo", "ridge"])
-    assert res.exit_code == 1 and "--dataset" in res.output
+    assert res.exit_code == 2 and "--dataset" in res.output
     res = runner.invoke(app, ["retrain", "--dataset", "wesad", "--algo", "lasso"])
     assert res.exit_code == 2  # Typer's usage error
     res = runner.invoke(app, ["assess", "--dataset", "wesad", "--algo", "ridge", "--params",

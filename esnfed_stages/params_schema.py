@@ -1,0 +1,370 @@
+"""The schema of params.yaml, checked as a whole whenever a stage reads the file (load_params):
+unknown keys, wrong types, out-of-range values and impossible combinations, one line naming the key.
+
+Declared here key by key (tests/test_params_schema.py checks that the repository's params.yaml
+holds exactly these keys, so the defaults and the schema cannot drift). Sections whose parameters
+belong to a dataset module are checked by that module: preprocess.<dataset> by its reader's own
+validation, synthetic.<dataset> keys against the generator's signature. Top-level sections may be
+absent (a stage reports a key it needs and cannot find); present ones are checked in full.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from esnfed_core.errors import ConfigError
+from esnfed_core.search import parse_dimension
+from esnfed_core.stats import VARIANTS
+from esnfed_core.validation import ParameterError, check_param
+from esnfed_stages.experiment import BACKENDS, DATASETS, PCTS
+from esnfed_stages.preprocess import SOURCES
+
+
+class Invalid(ConfigError):
+    """One schema violation; the message starts with the dotted key."""
+
+
+# ---------------------------------------------------------------- node types
+class Node:
+    def check(self, key: str, value: Any) -> None:
+        raise NotImplementedError
+
+    def keys(self, key: str) -> set[str]:
+        """Dotted leaf keys this node declares (for the drift test)."""
+        return {key}
+
+
+@dataclass(frozen=True)
+class Num(Node):
+    """A finite number (an integer if ``integer``) in a range; validation.check_param's rules."""
+
+    integer: bool = False
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+    nonzero: bool = False  # joblib's n_jobs: any integer but 0
+
+    def check(self, key: str, value: Any) -> None:
+        try:
+            check_param(key, value, integer=self.integer, low=self.low, high=self.high,
+                        low_open=self.low_open, high_open=self.high_open)
+        except ParameterError as exc:
+            raise Invalid(str(exc)) from None
+        if self.nonzero and value == 0:
+            raise Invalid(f"{key}: must not be 0, got 0")
+
+
+@dataclass(frozen=True)
+class Choice(Node):
+    values: tuple
+
+    def check(self, key: str, value: Any) -> None:
+        # bool is an int in Python: true must not pass for 1
+        if isinstance(value, bool) or value not in self.values:
+            raise Invalid(f"{key}: expected one of {', '.join(map(str, self.values))}, got {value!r}")
+
+
+class Bool(Node):
+    def check(self, key: str, value: Any) -> None:
+        if not isinstance(value, bool):
+            raise Invalid(f"{key}: expected true or false, got {value!r}")
+
+
+class Text(Node):
+    def check(self, key: str, value: Any) -> None:
+        if not isinstance(value, str) or not value:
+            raise Invalid(f"{key}: expected a non-empty string, got {value!r}")
+
+
+@dataclass(frozen=True)
+class ListOf(Node):
+    """A list of ``item``s, without repeats; non-empty unless ``empty``."""
+
+    item: Node
+    empty: bool = False
+
+    def check(self, key: str, value: Any) -> None:
+        if not isinstance(value, list) or (not value and not self.empty):
+            raise Invalid(f"{key}: expected a {'' if self.empty else 'non-empty '}list, got {value!r}")
+        for v in value:
+            self.item.check(key, v)
+        hashable = [v for v in value if not isinstance(v, (list, dict))]
+        if len(set(hashable)) != len(hashable):
+            raise Invalid(f"{key}: lists a value twice: {value!r}")
+
+
+@dataclass(frozen=True)
+class Nullable(Node):
+    inner: Node
+
+    def check(self, key: str, value: Any) -> None:
+        if value is not None:
+            self.inner.check(key, value)
+
+
+@dataclass(frozen=True)
+class Fields(Node):
+    """A mapping with the ``required`` and ``optional`` keys only."""
+
+    required: Mapping[str, Node] = field(default_factory=dict)
+    optional: Mapping[str, Node] = field(default_factory=dict)
+
+    def check(self, key: str, value: Any) -> None:
+        where = f"{key}: " if key else ""
+        if not isinstance(value, Mapping):
+            raise Invalid(f"{where}expected a mapping, got {value!r}")
+        allowed = {**self.required, **self.optional}
+        for k in value:
+            if str(k) not in allowed:
+                expected = ", ".join(allowed) or "no keys"
+                raise Invalid(f"{_join(key, k)}: unknown key (expected {expected})")
+        for k in self.required:
+            if k not in value:
+                raise Invalid(f"{_join(key, k)}: missing")
+        for k, node in allowed.items():
+            if k in value:
+                node.check(_join(key, k), value[k])
+
+    def keys(self, key: str) -> set[str]:
+        out: set[str] = set()
+        for k, node in {**self.required, **self.optional}.items():
+            out |= node.keys(_join(key, k))
+        return out or {key}
+
+
+@dataclass(frozen=True)
+class Entries(Node):
+    """A non-empty mapping of free names (e.g. budget names) to ``value`` nodes."""
+
+    value: Node
+
+    def check(self, key: str, value: Any) -> None:
+        if not isinstance(value, Mapping) or not value:
+            raise Invalid(f"{key}: expected a non-empty mapping of name -> settings, got {value!r}")
+        for name, v in value.items():
+            self.value.check(f"{key}.{name}", v)
+
+    def keys(self, key: str) -> set[str]:
+        return self.value.keys(f"{key}.*")
+
+
+@dataclass(frozen=True)
+class Space(Node):
+    """A search space (esnfed_core.search): each hyperparameter's every possible value must lie in
+    its domain; integer hyperparameters need a list or an integer grid."""
+
+    domains: Mapping[str, Num]
+
+    def check(self, key: str, value: Any) -> None:
+        Fields(required={n: _ANY for n in self.domains}).check(key, value)
+        for name, domain in self.domains.items():
+            try:
+                dim = parse_dimension(name, value[name], key)
+            except ConfigError as exc:
+                raise Invalid(str(exc)) from None
+            where = f"{key}.{name}"
+            if dim.values is not None:
+                for v in dim.values:
+                    domain.check(where, v)
+            elif domain.integer:
+                raise Invalid(f"{where}: must be a list or a {{low, high, step}} grid of integers, "
+                              f"got a continuous range {value[name]!r}")
+            else:  # uniform on [low, high): high may equal an inclusive upper bound
+                domain.check(f"{where}.low", dim.low)
+                Num(high=domain.high).check(f"{where}.high", dim.high)
+
+    def keys(self, key: str) -> set[str]:
+        return {f"{key}.{n}" for n in self.domains}
+
+
+@dataclass(frozen=True)
+class Delegate(Node):
+    """A section whose checks live elsewhere: ``fn(key, value)`` raises ConfigError or
+    ParameterError naming the key."""
+
+    fn: Callable[[str, Any], None]
+    declared: Sequence[str] = ()  # keys of the repository's params.yaml this section may hold
+
+    def check(self, key: str, value: Any) -> None:
+        try:
+            self.fn(key, value)
+        except (ConfigError, ParameterError) as exc:
+            raise Invalid(_strip(str(exc))) from None
+
+    def keys(self, key: str) -> set[str]:
+        return {f"{key}.{k}" for k in self.declared} or {key}
+
+
+class _Any(Node):
+    def check(self, key: str, value: Any) -> None:
+        return None
+
+
+_ANY = _Any()
+
+
+def _join(key: str, k: Any) -> str:
+    return f"{key}.{k}" if key else str(k)
+
+
+def _strip(message: str) -> str:
+    """Messages of the delegated checks without their own "params.yaml: " prefix."""
+    return message.split("params.yaml: ", 1)[1] if message.startswith("params.yaml: ") else message
+
+
+# ---------------------------------------------------------------- delegated sections
+def _module_function(dataset: str, stage: str) -> Callable | None:
+    """The dataset module's function, or None when the module is not installed (the stage that
+    needs it then says so; other stages still run)."""
+    from esnfed_stages._datasets import dataset_function
+
+    try:
+        return dataset_function(dataset, stage)
+    except ConfigError:
+        return None
+
+
+def _preprocess(dataset: str) -> Callable[[str, Any], None]:
+    def check(key: str, value: Any) -> None:
+        if not isinstance(value, Mapping):
+            raise Invalid(f"{key}: expected a mapping, got {value!r}")
+        if _module_function(dataset, "preprocess") and (describe := _module_function(dataset, "describe")):
+            describe(value)  # the reader's own validation (defaults, units, ranges)
+    return check
+
+
+def _synthetic(dataset: str, fields: Mapping[str, Node]) -> Callable[[str, Any], None]:
+    def check(key: str, value: Any) -> None:
+        if not isinstance(value, Mapping):
+            raise Invalid(f"{key}: expected a mapping, got {value!r}")
+        if "seed" not in value:
+            raise Invalid(f"{key}.seed: missing")
+        if (fn := _module_function(dataset, "synthesize")) is not None:
+            from esnfed_stages._datasets import bind_kwargs
+
+            bind_kwargs(fn, {k: v for k, v in value.items() if k != "seed"}, key)  # names: the signature's
+        SEED.check(f"{key}.seed", value["seed"])
+        for k, node in fields.items():
+            if k in value:
+                node.check(f"{key}.{k}", value[k])
+    return check
+
+
+def _partition(dataset: str) -> Callable[[str, Any], None]:
+    def check(key: str, value: Any) -> None:
+        from esnfed_stages.partition import check_spec
+
+        spec = check_spec(dataset, value)  # nested subsets; no user in two splits
+        for pct in spec["train"]:
+            if pct not in PCTS:
+                raise Invalid(f"{key}.train.{pct}: the shares must be among {', '.join(PCTS)}, got {pct}")
+    return check
+
+
+def _activation_pct(key: str, value: Any) -> None:
+    if isinstance(value, bool) or str(value) not in PCTS:
+        raise Invalid(f"{key}: expected one of {', '.join(PCTS)}, got {value!r}")
+
+
+# ---------------------------------------------------------------- the schema
+POSITIVE = Num(low=0.0, low_open=True)
+COUNT = Num(integer=True, low=1)
+SEED = Num(integer=True, low=0)
+RESERVOIR_SPACE = {"units": COUNT, "spectral_radius": POSITIVE, "leak": Num(low=0.0, high=1.0, low_open=True),
+                   "input_scaling": POSITIVE}
+# synthetic.<dataset>: the generator's keyword arguments (all optional: it has defaults) besides
+# the seed; the first ones listed are those of the repository's params.yaml.
+SYNTHETIC = {
+    "wesad": {"scale": POSITIVE, "protocol": Choice((0, 2)), "subjects": ListOf(Text())},
+    "hhar": {"seconds_per_activity": POSITIVE, "gap_seconds": Num(low=0.0),
+             "watch_duty": Num(low=0.0, high=1.0, low_open=True), "users": ListOf(Text()),
+             "models": ListOf(Text()), "layout": Choice(("csv", "zip"))},
+}
+SYNTHETIC_KEYS = {"wesad": ("seed", "scale", "protocol"),
+                  "hhar": ("seed", "seconds_per_activity", "gap_seconds", "watch_duty")}
+PREPROCESS_KEYS = {"wesad": ("modality", "window", "wrist_rate", "contexts", "subjects"),
+                   "hhar": ("devices", "target_rate", "window", "join_tolerance_ms")}
+
+SCHEMA = Fields(optional={
+    "seed": SEED,
+    "ttest": Fields(required={"variant": Choice(VARIANTS),
+                              "alpha": Num(low=0.0, high=1.0, low_open=True, high_open=True)}),
+    "report": Fields(required={"activation_pct": Delegate(_activation_pct)}),
+    "data": Fields(required={"source": Choice(SOURCES), "synthetic_dir": Text(), "raw_dir": Text()}),
+    "synthetic": Fields(optional={
+        ds: Delegate(_synthetic(ds, f), SYNTHETIC_KEYS[ds]) for ds, f in SYNTHETIC.items()}),
+    "preprocess": Fields(optional={ds: Delegate(_preprocess(ds), PREPROCESS_KEYS[ds]) for ds in DATASETS}),
+    "partition": Fields(optional={ds: Delegate(_partition(ds), ("train", "validation", "test"))
+                                  for ds in DATASETS}),
+    "budget": Text(),
+    "budgets": Entries(Fields(required={
+        "trials": COUNT, "retrains": COUNT,
+        "space": Fields(required={
+            "wesad": Space(RESERVOIR_SPACE), "hhar": Space(RESERVOIR_SPACE),
+            "ip": Space({"sigma": POSITIVE, "rounds": COUNT}),
+            "fedip": Space({"sigma": POSITIVE, "rounds": COUNT, "local_epochs": COUNT}),
+        }),
+    })),
+    "readout": Fields(required={"lambdas": ListOf(Num(low=0.0)), "batch_size": COUNT}),
+    "plasticity": Fields(required={"mu": Num(low=-1.0, high=1.0), "eta": POSITIVE, "batch_size": COUNT,
+                                   "normalize_step": Bool()}),
+    "continual": Fields(required={
+        "lambda": Num(low=0.0),
+        "naive": Fields(),
+        "replay": Fields(required={"fraction": Num(low=0.0, high=1.0, low_open=True), "batch": COUNT}),
+        "joint": Fields(required={"patience": Nullable(COUNT), "max_rounds": COUNT}),
+    }),
+    "runner": Fields(required={"backend": Choice(BACKENDS), "n_jobs": Num(integer=True, low=-64, nonzero=True),
+                               "blas_threads": COUNT}),
+    "assess": Fields(required={"activation_bins": COUNT,
+                               "activation_datasets": ListOf(Choice(DATASETS), empty=True)}),
+})
+
+
+# ---------------------------------------------------------------- combinations
+def _users(spec: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(key, user) of every user a partition spec lists."""
+    out = [(f"train.{pct}", u) for pct, users in spec["train"].items() for u in users]
+    return out + [(split, u) for split in ("validation", "test") for u in spec[split]]
+
+
+def _combinations(params: Mapping[str, Any]) -> None:
+    """Values valid one by one that cannot work together."""
+    if "budget" in params and "budgets" in params and params["budget"] not in params["budgets"]:
+        raise Invalid(f"budget: expected one of {', '.join(map(str, params['budgets']))} "
+                      f"(the entries of budgets), got {params['budget']!r}")
+    data = params.get("data") or {}
+    if "synthetic_dir" in data and Path(data["synthetic_dir"]) == Path(data.get("raw_dir", "")):
+        raise Invalid(f"data.raw_dir: must differ from data.synthetic_dir ({data['raw_dir']!r}): "
+                      "`esnfed synthesize` would overwrite the real files")
+    wesad_pre = (params.get("preprocess") or {}).get("wesad") or {}
+    subjects = wesad_pre.get("subjects")
+    spec = (params.get("partition") or {}).get("wesad")
+    if subjects is not None and spec is not None:
+        for where, user in _users(spec):
+            if user not in subjects:
+                raise Invalid(f"partition.wesad.{where}: user {user!r} is not in preprocess.wesad.subjects")
+    generated = ((params.get("synthetic") or {}).get("wesad") or {}).get("subjects")
+    if data.get("source") == "synthetic" and generated is not None and subjects is not None:
+        for s in subjects:
+            if s not in generated:
+                raise Invalid(f"preprocess.wesad.subjects: {s!r} is not in synthetic.wesad.subjects "
+                              "(data.source is synthetic)")
+
+
+def validate(params: Any, source: str | Path = "params.yaml") -> None:
+    """Raise ConfigError("<source>: <key>: <problem>") at the first problem of the whole file."""
+    try:
+        SCHEMA.check("", params)
+        _combinations(params)
+    except Invalid as exc:
+        raise ConfigError(f"{source}: {exc}") from None
+
+
+def declared_keys() -> set[str]:
+    """Every dotted leaf key of the schema ("*" for a free name such as a budget's)."""
+    return SCHEMA.keys("")
+

@@ -1,0 +1,203 @@
+"""params.yaml is checked as a whole when any stage starts: each class of error (unknown key,
+wrong type, out of range, impossible combination) is one line naming the key and exit code 1;
+CLI misuse is Typer's usage error (exit 2); the schema and the repository's params.yaml agree."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from esnfed_cli.main import app
+from esnfed_core.errors import ConfigError
+from esnfed_stages.params_schema import declared_keys, validate
+
+REPO_PARAMS = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
+runner = CliRunner()
+
+
+@pytest.fixture
+def workdir(tmp_path, monkeypatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def _write(root: Path, edit) -> None:
+    params = copy.deepcopy(REPO_PARAMS)
+    edit(params)
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+
+
+def _error_line(args: list[str]) -> str:
+    result = runner.invoke(app, args)
+    assert result.exit_code == 1, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+def _space(p: dict, ds: str = "wesad") -> dict:
+    return p["budgets"]["default"]["space"][ds]
+
+
+SELECT = ["select", "--dataset", "wesad", "--algo", "ridge"]
+
+# (edit, the exact message after "error: params.yaml: ")
+CASES = {
+    "unknown top-level key": (lambda p: p.update(partiton={}), "partiton: unknown key (expected seed, "),
+    "unknown nested key": (lambda p: p["runner"].update(threads=2),
+                           "runner.threads: unknown key (expected backend, n_jobs, blas_threads)"),
+    "unknown hyperparameter": (lambda p: _space(p).update(spectral_raduis=[0.9]),
+                               "budgets.default.space.wesad.spectral_raduis: unknown key"),
+    "missing key": (lambda p: p["plasticity"].pop("eta"), "plasticity.eta: missing"),
+    "wrong type": (lambda p: p["readout"].update(batch_size="big"),
+                   "readout.batch_size: expected a number, got 'big'"),
+    "not an integer": (lambda p: p["budgets"]["paper"].update(retrains=2.5),
+                       "budgets.paper.retrains: expected an integer, got 2.5"),
+    "wrong type bool": (lambda p: p["plasticity"].update(normalize_step="yes"),
+                        "plasticity.normalize_step: expected true or false, got 'yes'"),
+    "trials < 1": (lambda p: p["budgets"]["default"].update(trials=0),
+                   "budgets.default.trials: must be >= 1, got 0"),
+    "spectral radius <= 0": (lambda p: _space(p).update(spectral_radius={"low": 0.0, "high": 0.9, "step": 0.1}),
+                             "budgets.default.space.wesad.spectral_radius: must be > 0.0, got 0.0"),
+    "leak > 1": (lambda p: _space(p, "hhar").update(leak={"low": 0.5, "high": 1.2, "step": 0.1}),
+                 "budgets.default.space.hhar.leak: must be <= 1.0, got 1.1"),
+    "leak range above 1": (lambda p: _space(p).update(leak={"low": 0.5, "high": 1.5}),
+                           "budgets.default.space.wesad.leak.high: must be <= 1.0, got 1.5"),
+    "units drawn as floats": (lambda p: _space(p).update(units={"low": 10, "high": 50}),
+                              "budgets.default.space.wesad.units: must be a list or a {low, high, step} grid "
+                              "of integers, got a continuous range {'low': 10, 'high': 50}"),
+    "rounds < 1": (lambda p: p["budgets"]["default"]["space"]["fedip"].update(rounds=[0, 2]),
+                   "budgets.default.space.fedip.rounds: must be >= 1, got 0"),
+    "alpha outside (0, 1)": (lambda p: p["ttest"].update(alpha=1.5), "ttest.alpha: must be < 1.0, got 1.5"),
+    "n_jobs 0": (lambda p: p["runner"].update(n_jobs=0), "runner.n_jobs: must not be 0, got 0"),
+    "unknown budget": (lambda p: p.update(budget="huge"),
+                       "budget: expected one of default, paper (the entries of budgets), got 'huge'"),
+    "unknown backend": (lambda p: p["runner"].update(backend="dask"),
+                        "runner.backend: expected one of loky, sequential, ray, got 'dask'"),
+    "share not 25/50/75/100": (lambda p: p["report"].update(activation_pct=30),
+                               "report.activation_pct: expected one of 25, 50, 75, 100, got 30"),
+    "partition share": (lambda p: p["partition"]["hhar"]["train"].update({30: ["a", "b", "c"]}),
+                        "partition.hhar.train.30: the shares must be among 25, 50, 75, 100, got 30"),
+    "unknown source": (lambda p: p["data"].update(source="cloud"),
+                       "data.source: expected one of synthetic, raw, got 'cloud'"),
+    "user in train and validation": (lambda p: p["partition"]["wesad"]["validation"].__setitem__(0, "S2"),
+                                     "partition.wesad: train and validation share users ['S2']"),
+    "validation overlaps test": (lambda p: p["partition"]["hhar"].update(test=["d", "f"]),
+                                 "partition.hhar: validation and test share users ['f']"),
+    "user not preprocessed": (lambda p: p["partition"]["wesad"].update(test=["S4", "S6", "S99"]),
+                              "partition.wesad.test: user 'S99' is not in preprocess.wesad.subjects"),
+    "raw files overwritten": (lambda p: p["data"].update(raw_dir="data/synthetic"),
+                              "data.raw_dir: must differ from data.synthetic_dir ('data/synthetic'): "
+                              "`esnfed synthesize` would overwrite the real files"),
+    "preprocess (dataset module)": (lambda p: p["preprocess"]["wesad"].update(window=0),
+                                    "preprocess.wesad.window: must be >= 1, got 0"),
+    "synthetic (generator signature)": (lambda p: p["synthetic"]["wesad"].update(sclae=1),
+                                        "synthetic.wesad.sclae is not a parameter"),
+    "synthetic value": (lambda p: p["synthetic"]["wesad"].update(protocol=1),
+                        "synthetic.wesad.protocol: expected one of 0, 2, got 1"),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_each_class_of_error_is_one_line_naming_the_key(workdir, case):
+    edit, message = CASES[case]
+    _write(workdir, edit)
+    line = _error_line(SELECT)
+    assert line.startswith(f"error: params.yaml: {message}"), line
+    assert not (workdir / "runs").exists()
+
+
+STAGES = [
+    ["synthesize", "--dataset", "hhar"],
+    ["preprocess", "--dataset", "hhar"],
+    ["partition", "--dataset", "hhar"],
+    SELECT,
+    ["retrain", "--dataset", "wesad", "--algo", "fedip"],
+    ["assess", "--dataset", "hhar", "--algo", "clip", "--strategy", "joint"],
+    ["ttest"],
+    ["report"],
+]
+
+
+@pytest.mark.parametrize("args", STAGES, ids=lambda a: a[0])
+def test_every_stage_checks_the_whole_file_before_doing_anything(workdir, args):
+    # An error in a section the stage does not read still stops it, before any output.
+    _write(workdir, lambda p: p["continual"]["replay"].update(fraction=0.0))
+    line = _error_line(args)
+    assert line == "error: params.yaml: continual.replay.fraction: must be > 0.0, got 0.0"
+    assert list(workdir.iterdir()) == [workdir / "params.yaml"]
+
+
+def test_error_names_the_file_given(tmp_path):
+    _write(tmp_path, lambda p: p["runner"].update(blas_threads=0))
+    path = tmp_path / "params.yaml"
+    assert _error_line([*SELECT, "--params", str(path)]) == (
+        f"error: {path}: runner.blas_threads: must be >= 1, got 0")
+
+
+def test_repository_params_are_valid_and_match_the_schema():
+    validate(REPO_PARAMS)
+
+    def leaves(node, prefix=()):
+        if isinstance(node, dict) and node:
+            for k, v in node.items():
+                yield from leaves(v, (*prefix, str(k)))
+        else:
+            yield prefix
+
+    declared = [tuple(k.split(".")) for k in declared_keys()]
+
+    def matches(decl, path):
+        return len(path) >= len(decl) and all(d in ("*", p) for d, p in zip(decl, path))
+
+    file_keys = list(leaves(REPO_PARAMS))
+    # every key of the file is declared (or lies inside a declared value) ...
+    undeclared = [".".join(k) for k in file_keys if not any(matches(d, k) for d in declared)]
+    assert not undeclared
+    # ... and every declared key is in the file, for each budget (no stale schema entry)
+    budgets = list(REPO_PARAMS["budgets"])
+    expanded = {tuple(b if s == "*" else s for s in d) for d in declared for b in budgets}
+    missing = [".".join(d) for d in expanded if not any(matches(d, k) for k in file_keys)]
+    assert not missing
+
+
+def test_synthetic_schema_keys_are_generator_arguments():
+    import inspect
+
+    from esnfed_stages._datasets import dataset_function
+    from esnfed_stages.params_schema import SYNTHETIC
+
+    for ds, fields in SYNTHETIC.items():
+        signature = inspect.signature(dataset_function(ds, "synthesize")).parameters
+        assert set(fields) <= set(signature), ds
+
+
+def test_validate_accepts_partial_files_and_checks_what_is_present():
+    validate({"ttest": {"variant": "welch", "alpha": 0.05}})
+    with pytest.raises(ConfigError, match=r"^x.yaml: ttest.variant: expected one of welch, student"):
+        validate({"ttest": {"variant": "fisher", "alpha": 0.05}}, "x.yaml")
+    with pytest.raises(ConfigError, match="^params.yaml: expected a mapping"):
+        validate(["not", "a", "mapping"])
+
+
+@pytest.mark.parametrize("args", [
+    ["select", "--algo", "ridge"],                                     # required option missing
+    ["select", "--dataset", "wesad", "--algo", "lasso"],               # unknown choice
+    ["select", "--dataset", "mnist", "--algo", "ridge"],
+    ["select", "--dataset", "wesad", "--algo", "ridge", "--pct", "30"],
+    ["select", "--dataset", "wesad", "--algo", "ridge", "--backend", "dask"],
+    ["select", "--dataset", "wesad", "--algo", "ridge", "--n-jobs", "many"],
+    ["select", "--dataset", "wesad", "--algo", "clip"],                # continual method without --strategy
+    ["select", "--dataset", "wesad", "--algo", "ridge", "--strategy", "replay"],  # strategy of a stationary one
+    ["assess", "--dataset", "wesad", "--algo", "ridge", "--bogus"],
+    ["ttest", "--variant", "fisher"],
+])
+def test_cli_misuse_is_a_usage_error(workdir, args):
+    _write(workdir, lambda p: None)
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert "Usage:" in result.output + result.stderr
