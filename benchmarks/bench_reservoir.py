@@ -33,10 +33,11 @@ QUICK_CASES = [("quick", 64, 50, 4, 64, 4)]
 N_CLASSES = 4
 
 
-def _time(fn) -> float:
-    t0 = time.perf_counter()
+def _time(fn) -> tuple[float, float]:
+    """Wall time and this process's CPU time (all threads) of one call."""
+    t0, c0 = time.perf_counter(), time.process_time()
     fn()
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, time.process_time() - c0
 
 
 def _bare_gemm(w_t: np.ndarray, prev: np.ndarray, out: np.ndarray, steps: int) -> None:
@@ -90,14 +91,20 @@ def bench_case(name, windows, steps, inputs, units, rpy_windows, repeats, seed=0
     for job in jobs.values():  # warm-up: imports, page faults, BLAS thread start
         job()
     times: dict[str, list[float]] = {k: [] for k in jobs}
+    cpu: dict[str, list[float]] = {k: [] for k in jobs}
     rpy_repeats = max(3, repeats // 2)
     for r in range(repeats):
         for key, job in jobs.items():
             if key == "reservoirpy" and r >= rpy_repeats:
                 continue
-            times[key].append(_time(job))
+            wall, used = _time(job)
+            times[key].append(wall)
+            cpu[key].append(used)
     med = {k: statistics.median(v) for k, v in times.items()}
     best = {k: min(v) for k, v in times.items()}
+    # CPU time: steadier than wall time on a shared machine when everything runs on one thread
+    # (--threads 1); with several BLAS threads it also counts their spinning.
+    med_cpu = {k: statistics.median(v) for k, v in cpu.items()}
     work = windows * steps
     ours = work / med["run_batch"]
     theirs = rpy_windows * steps / med["reservoirpy"]
@@ -106,6 +113,13 @@ def bench_case(name, windows, steps, inputs, units, rpy_windows, repeats, seed=0
         "repeats": repeats, "reservoirpy_windows": rpy_windows, "reservoirpy_repeats": rpy_repeats,
         "median_s": med,
         "min_s": best,
+        "median_cpu_s": med_cpu,
+        "cpu_ratios": {
+            "recurrence_over_bare_gemm": med_cpu["run_batch"] / med_cpu["bare_gemm"],
+            "speedup_over_reservoirpy": (work / med_cpu["run_batch"])
+            / (rpy_windows * steps / med_cpu["reservoirpy"]),
+            "stats_add_over_recurrence": med_cpu["stats_add"] / med_cpu["run_batch"],
+        },
         # The same ratios from the fastest repeat of each job: less affected by other processes.
         "min_ratios": {
             "recurrence_over_bare_gemm": best["run_batch"] / best["bare_gemm"],
@@ -124,6 +138,7 @@ def bench_case(name, windows, steps, inputs, units, rpy_windows, repeats, seed=0
         "bare_gemm_speedup_over_reservoirpy": (work / med["bare_gemm"]) / theirs,
         "ratio_stats_add_over_recurrence": med["stats_add"] / med["run_batch"],
         "all_s": times,
+        "all_cpu_s": cpu,
     }
 
 
@@ -189,7 +204,11 @@ def main(argv=None) -> int:
             f"  from the fastest repeats: recurrence / bare GEMM = "
             f"{r['min_ratios']['recurrence_over_bare_gemm']:.2f}, speed-up "
             f"{r['min_ratios']['speedup_over_reservoirpy']:.1f}x, stats / recurrence = "
-            f"{r['min_ratios']['stats_add_over_recurrence']:.2f}"
+            f"{r['min_ratios']['stats_add_over_recurrence']:.2f}\n"
+            f"  in CPU time (medians): recurrence / bare GEMM = "
+            f"{r['cpu_ratios']['recurrence_over_bare_gemm']:.2f}, speed-up "
+            f"{r['cpu_ratios']['speedup_over_reservoirpy']:.1f}x, stats / recurrence = "
+            f"{r['cpu_ratios']['stats_add_over_recurrence']:.2f}"
         )
     env["loadavg_after"] = os.getloadavg()
     if args.json:
