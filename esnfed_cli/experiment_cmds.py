@@ -93,6 +93,15 @@ def _method(algo: AlgoChoice, strategy: Optional[StrategyChoice]) -> Method:
         raise typer.BadParameter(str(exc).removeprefix("strategy: "), param_hint="--strategy") from None
 
 
+def _prepare(dataset: DatasetChoice, algo: AlgoChoice, strategy: Optional[StrategyChoice], pct: PctChoice,
+             params: Path, backend: Optional[BackendChoice], n_jobs: Optional[int]):
+    """What select and retrain start from: dataset, method, shares, params, and the runner with
+    the command-line overrides."""
+    p = load_params(params)
+    runner = experiment_params(p).runner.with_overrides(backend.value if backend else None, n_jobs)
+    return parse_dataset(dataset.value), _method(algo, strategy), parse_pcts(pct.value), p, runner
+
+
 def _bar(bar: Progress, description: str):
     task = bar.add_task(description, total=None)
 
@@ -143,9 +152,7 @@ def select(
     a rerun skips the trials already done. best.json is written per share when all its trials
     succeeded; failed trials are recorded and listed, and the command then exits with code 1.
     """
-    ds, method, pcts = parse_dataset(dataset.value), _method(algo, strategy), parse_pcts(pct.value)
-    p = load_params(params)
-    runner = experiment_params(p).runner.with_overrides(backend.value if backend else None, n_jobs)
+    ds, method, pcts, p, runner = _prepare(dataset, algo, strategy, pct, params, backend, n_jobs)
     with _progress() as bar:
         result = select_stage.run(ds, method, pcts, p, data_dir=data_dir, runs_dir=runs_dir, runner=runner,
                                   progress=_bar(bar, f"select {ds}/{method.id}"))
@@ -182,9 +189,7 @@ def retrain(
     Models go to runs/models/<dataset>/<method>/<pct>/seed-<k>.npz + .json (an open format: see
     the README, "Saved models"); a rerun skips models already trained with the same inputs.
     """
-    ds, method, pcts = parse_dataset(dataset.value), _method(algo, strategy), parse_pcts(pct.value)
-    p = load_params(params)
-    runner = experiment_params(p).runner.with_overrides(backend.value if backend else None, n_jobs)
+    ds, method, pcts, p, runner = _prepare(dataset, algo, strategy, pct, params, backend, n_jobs)
     with _progress() as bar:
         result = retrain_stage.run(ds, method, pcts, p, data_dir=data_dir, runs_dir=runs_dir, runner=runner,
                                    progress=_bar(bar, f"retrain {ds}/{method.id}"))

@@ -91,6 +91,7 @@ def run(
     runner: RunnerConfig | None = None,
     progress: Progress | None = None,
 ) -> RetrainResult:
+    """Retrain each share in ``pcts``; failed retrains are recorded, never raised."""
     exp = experiment_params(params)
     runner = for_method(runner or exp.runner, method)
     data = open_dataset(data_dir, dataset)
