@@ -194,3 +194,15 @@ def test_trial_modules_cover_everything_a_trial_imports(method):
     assert set(trial_modules(m)) <= set(TRIAL_MODULES)
     assert loaded <= set(trial_modules(m)), loaded - set(trial_modules(m))
     assert ("esnfed_core.plasticity" in loaded) == m.uses_ip
+
+
+def test_paper_budget_builds_every_method_space():
+    params = small_params()
+    params["budget"] = "paper"
+    exp = experiment_params(params)
+    assert (exp.trials, exp.retrains) == (100, 5)
+    for ds in ("wesad", "hhar"):
+        for mid in ("ridge", "incfed", "fedavg", "ip", "fedip"):
+            m = Method.parse(mid)
+            assert {d.name for d in exp.method_space(ds, m)} == set(m.config_keys)
+    assert exp.n_trials(Method("random")) == 1
