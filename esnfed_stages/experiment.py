@@ -259,7 +259,9 @@ class Dataset:
         return h.hexdigest()
 
     def ref(self, train: Sequence[str], validation: Sequence[str] = ()) -> "DataRef":
-        return DataRef(str(self.directory), tuple(train), tuple(validation), self.n_classes,
+        # Absolute: a worker's working directory is not ours (Ray workers keep the one of ray.init,
+        # reused loky workers the one they started in); the key uses the fingerprint, not the path.
+        return DataRef(str(self.directory.absolute()), tuple(train), tuple(validation), self.n_classes,
                        self.n_contexts, self.fingerprint(list(train) + list(validation)))
 
     def load(self, users: Sequence[str]) -> dict[str, UserData]:
