@@ -12,6 +12,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from esnfed_cli._common import EXIT_FAILURE, console, err_console, handle_errors
+from esnfed_cli.data_cmds import DatasetChoice
 from esnfed_cli.main import app
 from esnfed_core.errors import ConfigError
 from esnfed_core.trial import Method
@@ -31,11 +32,6 @@ class AlgoChoice(str, Enum):
     fedip = "fedip"
     clip = "clip"
     fedclip = "fedclip"
-
-
-class DatasetChoice(str, Enum):
-    wesad = "wesad"
-    hhar = "hhar"
 
 
 class PctChoice(str, Enum):
