@@ -62,7 +62,9 @@ class StatsMessage(Message):
 
     def __post_init__(self) -> None:
         if not isinstance(self.stats, RidgeStats):
-            raise ParameterError(f"StatsMessage.stats: expected RidgeStats, got {type(self.stats).__name__}")
+            raise ParameterError(
+                f"StatsMessage.stats: expected RidgeStats, got {type(self.stats).__name__}"
+            )
 
     def _arrays(self):
         return [self.stats.a, self.stats.b]
@@ -99,7 +101,9 @@ class PlasticityMessage(Message):
 
     def __post_init__(self) -> None:
         if _payload(self, "gain", 1).shape != _payload(self, "bias", 1).shape:
-            raise ParameterError(f"PlasticityMessage: gain {self.gain.shape} and bias {self.bias.shape} differ")
+            raise ParameterError(
+                f"PlasticityMessage: gain {self.gain.shape} and bias {self.bias.shape} differ"
+            )
         _count(self, "num_examples")
 
     def _arrays(self):
@@ -123,7 +127,9 @@ class ReservoirMessage(Message):
         n = _payload(self, "w_in", 2).shape[0]
         for name, shape in (("w", (n, n)), ("gain", (n,)), ("bias", (n,))):
             if _payload(self, name, len(shape)).shape != shape:
-                raise ParameterError(f"ReservoirMessage.{name}: expected shape {shape}, got {getattr(self, name).shape}")
+                raise ParameterError(
+                    f"ReservoirMessage.{name}: expected shape {shape}, got {getattr(self, name).shape}"
+                )
         check_param("ReservoirMessage.leak", self.leak, low=0.0, high=1.0, low_open=True)
 
     def _arrays(self):

@@ -124,7 +124,8 @@ def _flat_labels(labels: np.ndarray, t_len: int, b: int, n_classes: int) -> np.n
     if labels.shape != (b, t_len):
         raise ParameterError(f"labels: expected shape {(b, t_len)}, got {labels.shape}")
     if labels.dtype.kind not in "iu":
-        if labels.dtype.kind != "f" or not np.all(np.isfinite(labels)) or np.any(labels != np.round(labels)):
+        integral = labels.dtype.kind == "f" and np.all(np.isfinite(labels))
+        if not integral or np.any(labels != np.round(labels)):
             raise ParameterError(f"labels: expected integer class indices, got dtype {labels.dtype}")
     y = labels.T.reshape(-1).astype(np.intp)
     if y.size and (y.min() < 0 or y.max() >= n_classes):

@@ -180,7 +180,9 @@ def run_batch(
     shape = (t_len, b, n)
     states = np.empty(shape, DTYPE) if out is None else out
     for name, buf in (("out", states), ("xnet_out", xnet_out)):
-        if buf is not None and (buf.shape != shape or buf.dtype != DTYPE or not buf.flags.c_contiguous):
+        if buf is not None and (
+            buf.shape != shape or buf.dtype != DTYPE or not buf.flags.c_contiguous
+        ):
             raise ParameterError(
                 f"{name}: expected float32 {shape}, got {buf.dtype} {buf.shape}"
                 + ("" if buf.flags.c_contiguous else " (not C-contiguous)")
