@@ -140,7 +140,8 @@ def run(
         if progress:
             progress(finished, total)
 
-    run_tasks([t for t, *_ in pending], runner, on_done)
+    # Largest shares first, to balance the workers (the order changes no result).
+    run_tasks([t for t, pct, k, _ in sorted(pending, key=lambda p: (-int(p[1]), p[2]))], runner, on_done)
     for s in summaries.values():
         s.failed.sort()
     return RetrainResult(dataset, method.id, [summaries[p] for p in pcts])

@@ -213,7 +213,9 @@ def run(
         if progress:
             progress(finished, total)
 
-    run_tasks([t.task for t in pending], runner, on_done)
+    # Largest shares first: their trials are the longest, and starting them first balances the
+    # workers (the order changes no result).
+    run_tasks([t.task for t in sorted(pending, key=lambda t: (-int(t.pct), t.index))], runner, on_done)
 
     for pct in pcts:
         s = summaries[pct]
