@@ -1,10 +1,11 @@
 """The "ray" trial backend: joblib's Ray backend (``ray.util.joblib``) for running the trials of a
 stage on a Ray cluster; imported by the runner only when ``runner.backend`` is ray (optional extra).
 
-Connects to the cluster named by ``RAY_ADDRESS`` (e.g. ``ray://head:10001`` or ``head:6379``), else
-starts a local Ray instance; a Ray session already started in this process is reused. Every node
-must have this package installed and read the processed data at the same path (a shared folder):
-workers load their users from ``DataRef.directory`` as local workers do.
+Connects to the cluster named by ``RAY_ADDRESS`` (``head:6379``, from a machine of the cluster; a
+Ray Client address ``ray://...`` needs ``ray[client]``), else starts a local Ray instance; a Ray
+session already started in this process is reused. Every node must have this package installed
+and read the processed data at the same path (a shared folder): workers load their users from
+``DataRef.directory`` as local workers do. Connection errors Ray raises are one-line ConfigErrors.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import ray
 from joblib import register_parallel_backend
 from ray.util.joblib.ray_backend import RayBackend
 
+from esnfed_core.errors import ConfigError
 from esnfed_stages.experiment import RunnerConfig
 from esnfed_stages.runner import register_backend
 
@@ -36,10 +38,19 @@ class StreamingRayBackend(RayBackend):
 def setup(config: RunnerConfig) -> None:
     """Register the joblib backend and attach to (or start) a Ray cluster, once per process."""
     register_parallel_backend("ray", StreamingRayBackend)
+    # joblib always hands the pool a multiprocessing context, which Ray's pool ignores with a
+    # warning on every stage run; nothing is lost, so keep the console to the stage's own output.
+    logging.getLogger("ray.util.multiprocessing.pool").setLevel(logging.ERROR)
     if not ray.is_initialized():
         address = os.environ.get("RAY_ADDRESS") or None
         local = {} if address else {"include_dashboard": False}  # a local instance needs no web UI
-        ray.init(address=address, logging_level=logging.WARNING, **local)
+        try:
+            ray.init(address=address, logging_level=logging.WARNING, **local)
+        except Exception as exc:  # noqa: BLE001 - Ray raises several types; all mean "no cluster"
+            where = f"the cluster at RAY_ADDRESS={address}" if address else "a local Ray instance"
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            raise ConfigError(f"runner.backend ray: cannot start or reach {where} "
+                              f"({type(exc).__name__}: {first})") from None
 
 
 register_backend("ray", setup)
