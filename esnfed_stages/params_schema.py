@@ -16,10 +16,13 @@ from typing import Any, Callable, Mapping, Sequence
 
 from esnfed_core.errors import ConfigError
 from esnfed_core.search import parse_dimension
-from esnfed_core.stats import VARIANTS
 from esnfed_core.validation import ParameterError, check_param
 from esnfed_stages.experiment import BACKENDS, DATASETS, PCTS
 from esnfed_stages.preprocess import SOURCES
+
+# esnfed_core.stats.VARIANTS, not imported: scipy.stats would add ~1 s to every stage's start
+# (tests/test_params_schema.py checks they are equal).
+VARIANTS = ("welch", "student")
 
 
 class Invalid(ConfigError):
