@@ -16,13 +16,12 @@ from typing import Any, Callable, Mapping, Sequence
 
 from esnfed_core.errors import ConfigError
 from esnfed_core.search import parse_dimension
+from esnfed_core.stats import VARIANTS
 from esnfed_core.validation import ParameterError, check_param
+from esnfed_stages._datasets import bind_kwargs, dataset_function
 from esnfed_stages.experiment import BACKENDS, DATASETS, PCTS
+from esnfed_stages.partition import check_spec
 from esnfed_stages.preprocess import SOURCES
-
-# esnfed_core.stats.VARIANTS, not imported: scipy.stats would add ~1 s to every stage's start
-# (tests/test_params_schema.py checks they are equal).
-VARIANTS = ("welch", "student")
 
 
 class Invalid(ConfigError):
@@ -222,8 +221,6 @@ def _strip(message: str) -> str:
 def _module_function(dataset: str, stage: str) -> Callable | None:
     """The dataset module's function, or None when the module is not installed (the stage that
     needs it then says so; other stages still run)."""
-    from esnfed_stages._datasets import dataset_function
-
     try:
         return dataset_function(dataset, stage)
     except ConfigError:
@@ -246,8 +243,6 @@ def _synthetic(dataset: str, fields: Mapping[str, Node]) -> Callable[[str, Any],
         if "seed" not in value:
             raise Invalid(f"{key}.seed: missing")
         if (fn := _module_function(dataset, "synthesize")) is not None:
-            from esnfed_stages._datasets import bind_kwargs
-
             bind_kwargs(fn, {k: v for k, v in value.items() if k != "seed"}, key)  # names: the signature's
         SEED.check(f"{key}.seed", value["seed"])
         for k, node in fields.items():
@@ -258,8 +253,6 @@ def _synthetic(dataset: str, fields: Mapping[str, Node]) -> Callable[[str, Any],
 
 def _partition(dataset: str) -> Callable[[str, Any], None]:
     def check(key: str, value: Any) -> None:
-        from esnfed_stages.partition import check_spec
-
         spec = check_spec(dataset, value)  # nested subsets; no user in two splits
         for pct in spec["train"]:
             if pct not in PCTS:

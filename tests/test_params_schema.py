@@ -165,13 +165,6 @@ def test_repository_params_are_valid_and_match_the_schema():
     assert not missing
 
 
-def test_schema_choices_are_the_modules_choices():
-    from esnfed_core import stats
-    from esnfed_stages import params_schema
-
-    assert params_schema.VARIANTS == stats.VARIANTS
-
-
 def test_synthetic_schema_keys_are_generator_arguments():
     import inspect
 
