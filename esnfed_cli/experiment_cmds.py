@@ -71,7 +71,7 @@ RunsDirOpt = Annotated[Path, typer.Option(
     "--runs-dir", help="Root of the experiment outputs (select/, models/, assess/).")]
 BackendOpt = Annotated[Optional[BackendChoice], typer.Option(
     "--backend", help="joblib backend for the trials: loky (local processes), sequential, or ray "
-    "(needs the [ray] extra). Default: params.yaml runner.backend.", case_sensitive=False)]
+    "(needs the \\[ray] extra). Default: params.yaml runner.backend.", case_sensitive=False)]
 JobsOpt = Annotated[Optional[int], typer.Option(
     "--n-jobs", help="Parallel workers (-1 = all cores). Default: params.yaml runner.n_jobs.")]
 
