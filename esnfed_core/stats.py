@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from typing import Literal, Mapping, Sequence
 
 import numpy as np
-import scipy.stats
 
 from esnfed_core.validation import ParameterError, check_finite, check_param
 
@@ -80,6 +79,8 @@ def ttest(a: Sequence[float], b: Sequence[float], variant: str = "welch",
         with warnings.catch_warnings():
             # Raised when one group is constant; the statistic is still exact enough here.
             warnings.filterwarnings("ignore", "Precision loss", RuntimeWarning)
+            import scipy.stats  # lazy: every stage imports this module, few run a test
+
             res = scipy.stats.ttest_ind(xa, xb, equal_var=(variant == "student"))
         t, p = float(res.statistic), float(res.pvalue)
     return TestResult(mean_a, mean_b, int(xa.size), int(xb.size), t, p, p <= alpha)

@@ -5,11 +5,12 @@ stream accuracy per context per strategy and share, and activation density per c
 from __future__ import annotations
 
 import io
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 # Fixed colours per strategy / context so every figure reads the same way.
 STRATEGY_STYLE = {"naive": ("tab:red", "o"), "replay": ("tab:blue", "s"),
@@ -17,7 +18,16 @@ STRATEGY_STYLE = {"naive": ("tab:red", "o"), "replay": ("tab:blue", "s"),
 _CONTEXT_COLOURS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown")
 
 
+def _figure(**kwargs) -> Figure:
+    # Imported here: matplotlib costs ~0.3 s, and every `esnfed` command imports this module.
+    from matplotlib.figure import Figure
+
+    return Figure(**kwargs)
+
+
 def _png(fig: Figure) -> bytes:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
     FigureCanvasAgg(fig)
     buf = io.BytesIO()
     # No software/date metadata: the same data give the same bytes.
@@ -38,7 +48,7 @@ def stream_accuracy(title: str, panels: Sequence[tuple[str, Mapping[str, np.ndar
 
     ``panels``: [(share, {strategy: array (retrains, contexts) of fractions, or None})].
     """
-    fig = Figure(figsize=(3.2 * len(panels) + 0.6, 3.4), layout="constrained")
+    fig = _figure(figsize=(3.2 * len(panels) + 0.6, 3.4), layout="constrained")
     axes = fig.subplots(1, len(panels), sharey=True, squeeze=False)[0]
     for ax, (pct, lines) in zip(axes, panels):
         n_ctx = 0
@@ -73,7 +83,7 @@ def activation_density(title: str,
 
     ``panels``: [(label, bin edges (B+1), density per context (T, B)) or edges/density None].
     """
-    fig = Figure(figsize=(3.2 * len(panels) + 0.6, 3.2), layout="constrained")
+    fig = _figure(figsize=(3.2 * len(panels) + 0.6, 3.2), layout="constrained")
     axes = fig.subplots(1, len(panels), sharey=False, squeeze=False)[0]
     for ax, (label, edges, density) in zip(axes, panels):
         ax.set_title(label)
