@@ -14,6 +14,7 @@ from typing import Callable, Iterator, Sequence
 import numpy as np
 
 from esnfed_core import metrics
+from esnfed_core.data.windows import Windows, concat, take
 from esnfed_core.federated import Client, incfed
 from esnfed_core.messages import CommLedger
 from esnfed_core.plasticity import (
@@ -28,7 +29,7 @@ from esnfed_core.readout import evaluate as evaluate_counts
 from esnfed_core.reservoir import Reservoir
 from esnfed_core.validation import ParameterError, check_param
 
-Split = tuple[np.ndarray, np.ndarray]  # (x (W,T,U) float32, y (W,T) int)
+Split = tuple[np.ndarray, np.ndarray]  # (x (W,T,U) float32, in memory or lazy; y (W,T) int)
 
 STRATEGIES = ("naive", "replay", "joint")
 ALGORITHM = "fedclip"  # ledger name of FedCLIP's (g, b) messages; readout messages are "incfed"
@@ -93,12 +94,12 @@ class ReplayBuffer:
         xs, ys = [], []
         for c in np.unique(ctx):
             sel = idx[ctx == c]
-            xs.append(contexts[c][0][sel])
+            xs.append(take(contexts[c][0], sel))  # lazy when the windows are on disk
             ys.append(contexts[c][1][sel])
         if not xs:
             x0, y0 = contexts[0]
             return x0[:0], y0[:0]
-        return np.concatenate(xs), np.concatenate(ys)
+        return concat(xs), np.concatenate(ys)
 
 
 @dataclass
@@ -110,7 +111,7 @@ class _StreamClient:
 
 
 def _concat(splits: Sequence[Split]) -> Split:
-    return np.concatenate([s[0] for s in splits]), np.concatenate([s[1] for s in splits])
+    return concat([s[0] for s in splits]), np.concatenate([s[1] for s in splits])
 
 
 def _check_splits(res: Reservoir, name: str, splits: Sequence[Split], n_ctx: int,
@@ -118,14 +119,14 @@ def _check_splits(res: Reservoir, name: str, splits: Sequence[Split], n_ctx: int
     if len(splits) != n_ctx:
         raise ParameterError(f"{name}: {len(splits)} contexts, expected {n_ctx}")
     for j, (x, y) in enumerate(splits):
-        x, y = np.asarray(x), np.asarray(y)
-        if x.ndim != 3 or x.shape[2] != res.n_inputs:
+        shape = np.shape(x)  # never materialises lazy windows
+        if len(shape) != 3 or shape[2] != res.n_inputs:
             raise ParameterError(
-                f"{name}[{j}]: windows must be (W, T, {res.n_inputs}), got shape {x.shape}")
-        if y.shape != x.shape[:2]:
-            raise ParameterError(f"{name}[{j}]: labels shape {y.shape}, expected {x.shape[:2]}")
-        if len(x):
-            steps.append(x.shape[1])
+                f"{name}[{j}]: windows must be (W, T, {res.n_inputs}), got shape {shape}")
+        if np.shape(y) != shape[:2]:
+            raise ParameterError(f"{name}[{j}]: labels shape {np.shape(y)}, expected {shape[:2]}")
+        if shape[0]:
+            steps.append(shape[1])
 
 
 def _replay_batches(client: _StreamClient, t: int, batch: int, replay_batch: int) -> Iterator[np.ndarray]:
@@ -144,7 +145,7 @@ def _replay_batches(client: _StreamClient, t: int, batch: int, replay_batch: int
             parts.append(x_t[ci])
         mi = mem[k * replay_batch : (k + 1) * replay_batch] if replay_batch > 0 else mem[:0]
         if len(mi):
-            parts.append(client.buffer.gather(client.contexts, mi)[0])
+            parts.append(np.asarray(client.buffer.gather(client.contexts, mi)[0]))
         yield parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
@@ -219,7 +220,8 @@ def run_continual(
         raise ParameterError(f"windows: all contexts must have the same length, got {sorted(set(steps))}")
 
     if federated:
-        streams = [[(np.asarray(x), np.asarray(y)) for x, y in splits] for splits in train]
+        streams = [[(x if isinstance(x, Windows) else np.asarray(x), np.asarray(y)) for x, y in splits]
+                   for splits in train]
     else:  # CLIP: one client holding the pooled windows of each context
         streams = [[_concat([splits[t] for splits in train]) for t in range(n_ctx)]]
         names, ledger = ["central"], None

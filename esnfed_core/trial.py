@@ -21,6 +21,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from esnfed_core.data.processed import UserData
+from esnfed_core.data.windows import concat
 from esnfed_core.errors import ConfigError
 from esnfed_core.federated import Client, fedavg, incfed
 from esnfed_core.messages import CommLedger, ReadoutMessage, StatsMessage
@@ -290,7 +291,7 @@ def _fit_stationary(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialDat
     if m.algo == "ip":
         from esnfed_core.plasticity import train_ip  # noqa: PLC0415
 
-        pooled = np.concatenate([u.x for u in users])
+        pooled = concat([u.x for u in users])  # lazy when the users' windows are on disk
         res = train_ip(res, pooled, _ip_config(cfg, settings), epochs=int(cfg["rounds"]), seed=seeds["ip"])
         del pooled
     elif m.algo == "fedip":
@@ -331,11 +332,11 @@ def _fit_stationary(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialDat
 
 
 def _contexts(users: Sequence[UserData], n_contexts: int) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Per context: the pooled (x, y) of ``users``."""
+    """Per context: the pooled (x, y) of ``users`` (x stays lazy when it is on disk)."""
     out = []
     for t in range(n_contexts):
-        parts = [u.of_context(t) for u in users]
-        out.append((np.concatenate([p.x for p in parts]), np.concatenate([p.y for p in parts])))
+        p = UserData.concat([u.of_context(t) for u in users])
+        out.append((p.x, p.y))
     return out
 
 

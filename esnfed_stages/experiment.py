@@ -31,9 +31,9 @@ BACKENDS = ("loky", "sequential", "ray")
 # complete: every esnfed_core module a trial imports is here).
 TRIAL_MODULES = (
     "esnfed_core", "esnfed_core.continual", "esnfed_core.data", "esnfed_core.data.processed",
-    "esnfed_core.errors", "esnfed_core.federated", "esnfed_core.messages", "esnfed_core.metrics",
-    "esnfed_core.plasticity", "esnfed_core.readout", "esnfed_core.reservoir", "esnfed_core.scoring",
-    "esnfed_core.search", "esnfed_core.trial", "esnfed_core.validation",
+    "esnfed_core.data.windows", "esnfed_core.errors", "esnfed_core.federated", "esnfed_core.messages",
+    "esnfed_core.metrics", "esnfed_core.plasticity", "esnfed_core.readout", "esnfed_core.reservoir",
+    "esnfed_core.scoring", "esnfed_core.search", "esnfed_core.trial", "esnfed_core.validation",
 )
 
 
@@ -265,7 +265,8 @@ class Dataset:
                        self.n_contexts, self.fingerprint(list(train) + list(validation)))
 
     def load(self, users: Sequence[str]) -> dict[str, UserData]:
-        return {u: load_user(self.directory, u) for u in users}
+        """The users' data, windows left on disk (read batch by batch when scored)."""
+        return {u: load_user(self.directory, u, lazy=True) for u in users}
 
 
 def _file_sha256(path: Path) -> str:
@@ -321,10 +322,13 @@ class DataRef:
 
 @functools.lru_cache(maxsize=1)
 def load_trial_data(ref: DataRef) -> TrialData:
-    """The users of ``ref`` (cached per process: consecutive trials of one share reuse them)."""
+    """The users of ``ref`` (cached per process: consecutive trials of one share reuse them).
+
+    The windows stay on disk, read batch by batch: a trial's memory does not grow with its data.
+    """
     return TrialData(
-        {u: load_user(ref.directory, u) for u in ref.train},
-        {u: load_user(ref.directory, u) for u in ref.validation},
+        {u: load_user(ref.directory, u, lazy=True) for u in ref.train},
+        {u: load_user(ref.directory, u, lazy=True) for u in ref.validation},
         ref.n_classes, ref.n_contexts,
     )
 

@@ -1,5 +1,8 @@
 """The processed-data format shared by every dataset: per-user windows in an uncompressed .npz
-(x float32 (W,T,F), y int8 (W,T), context int8 (W,)) plus a JSON manifest."""
+(x float32 (W,T,F), y int8 (W,T), context int8 (W,)) plus a JSON manifest.
+
+:func:`load_user` can leave ``x`` on disk (a lazy :class:`~esnfed_core.data.windows.NpyMember`,
+read batch by batch); labels and contexts, 1/(4F) of its size, are always loaded."""
 
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from esnfed_core.data.windows import NpyMember, concat, take
 from esnfed_core.errors import DataError
 
 MANIFEST = "manifest.json"
@@ -16,7 +20,11 @@ MANIFEST = "manifest.json"
 
 @dataclass(frozen=True, eq=False)
 class UserData:
-    """The windows of one user: inputs, per-step class labels and the context of each window."""
+    """The windows of one user: inputs, per-step class labels and the context of each window.
+
+    ``x`` is an ndarray or a lazy array of windows (esnfed_core.data.windows): selections and
+    concatenations keep it lazy; ``y`` and ``context`` are always ndarrays.
+    """
 
     x: np.ndarray
     y: np.ndarray
@@ -35,7 +43,7 @@ class UserData:
         return self.x.shape[0]
 
     def select(self, mask_or_index) -> "UserData":
-        return UserData(self.x[mask_or_index], self.y[mask_or_index], self.context[mask_or_index])
+        return UserData(take(self.x, mask_or_index), self.y[mask_or_index], self.context[mask_or_index])
 
     def of_context(self, ctx: int) -> "UserData":
         return self.select(self.context == ctx)
@@ -45,7 +53,7 @@ class UserData:
         if not parts:
             raise ValueError("concat: no parts")
         return UserData(
-            np.concatenate([p.x for p in parts]),
+            concat([p.x for p in parts]),
             np.concatenate([p.y for p in parts]),
             np.concatenate([p.context for p in parts]),
         )
@@ -65,8 +73,12 @@ def load_manifest(directory: str | Path) -> dict:
         raise DataError(f"{path}: not valid JSON ({exc})") from None
 
 
-def load_user(directory: str | Path, user: str) -> UserData:
-    """Read one user's windows; never unpickles (allow_pickle=False)."""
+def load_user(directory: str | Path, user: str, *, lazy: bool = False) -> UserData:
+    """Read one user's windows; never unpickles (allow_pickle=False).
+
+    With ``lazy`` ``x`` stays on disk and is read window by window when indexed (the trials' way:
+    a user then costs memory for its labels only); by default it is loaded into memory.
+    """
     path = user_path(directory, user)
     if not path.is_file():
         raise DataError(f"{path}: processed file for user '{user}' not found")
@@ -75,7 +87,8 @@ def load_user(directory: str | Path, user: str) -> UserData:
             missing = {"x", "y", "context"} - set(z.files)
             if missing:
                 raise DataError(f"{path}: missing arrays {sorted(missing)}")
-            x, y, ctx = z["x"], z["y"], z["context"]
+            y, ctx = z["y"], z["context"]
+            x = NpyMember(path, "x", np.float32) if lazy else z["x"]
     except DataError:
         raise
     except Exception as exc:  # zipfile.BadZipFile, ValueError, OSError: a corrupt file
