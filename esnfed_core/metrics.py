@@ -79,6 +79,7 @@ def step_accuracy(
 # --- activation statistics -------------------------------------------------------------------
 
 _KINDS = ("state", "activation")
+_HIST_CHUNK_ELEMENTS = 1 << 20  # values binned at once by histogram_values
 
 
 @dataclass(frozen=True, eq=False)
@@ -170,11 +171,17 @@ def histogram_values(values: np.ndarray, bins: int = 100, low: float = -1.0,
     values = np.asarray(values)
     n = values.shape[-1]
     flat = values.reshape(-1, n)
-    idx = np.floor((flat.astype(np.float64) - low) * (bins / (high - low))).astype(np.intp)
-    np.clip(idx, 0, bins - 1, out=idx)
-    idx += (np.arange(n) * bins)[None, :]
-    counts = np.bincount(idx.ravel(), minlength=n * bins).reshape(n, bins)
-    return ActivationHistogram(np.linspace(low, high, bins + 1), counts.astype(np.int64))
+    counts = np.zeros(n * bins, np.int64)
+    offsets = (np.arange(n) * bins)[None, :]
+    # A chunk of rows at a time: the float64 and index temporaries of a whole state block
+    # (T·B·N values) would be several times its size, the largest buffers of an assessment.
+    step = max(1, _HIST_CHUNK_ELEMENTS // max(n, 1))
+    for lo in range(0, len(flat), step):
+        idx = np.floor((flat[lo : lo + step].astype(np.float64) - low) * (bins / (high - low))).astype(np.intp)
+        np.clip(idx, 0, bins - 1, out=idx)
+        idx += offsets
+        counts += np.bincount(idx.ravel(), minlength=n * bins)
+    return ActivationHistogram(np.linspace(low, high, bins + 1), counts.reshape(n, bins))
 
 
 def activation_histogram(
