@@ -3,6 +3,7 @@ retrain + assess on synthetic WESAD with the real recording lengths, each stage 
 
     .venv/bin/python benchmarks/bench_paper_scale.py [--rounds 2] [--local-epochs 5] [--units 400]
         [--calibrate] [--root DIR] [--keep]
+    .venv/bin/python benchmarks/bench_paper_scale.py --scaling [--loading lazy eager] [--units 400]
 
 Stages: `esnfed synthesize` (scale 1: 15 subjects, 87-118 min at 700 Hz), `preprocess`,
 `partition`, `select --algo fedip --pct 100` (one trial: the 9 training users of the 100 % share,
@@ -14,6 +15,14 @@ the peak RSS of each command (os.wait4) includes the trial. --calibrate adds a s
 and the fixed part (data loading, ridge statistics, validation), from which the time of
 20 rounds x 5 epochs is extrapolated when fewer rounds were run. Generated files are deleted
 at the end unless --keep.
+
+--scaling measures how peak memory grows with the data a command reads, rounds x epochs = 1 x 1
+(the peak does not depend on them: every epoch streams the same batches): `select` of one FedIP
+trial and of one centralised IP trial on the 25 % share (3 training + 3 validation subjects) and
+on the 100 % share (9 + 3), `retrain` of FedIP on both shares and `assess` (3 test subjects), each
+with the windows left on disk (lazy, what the stages do) and, for "before", loaded into memory
+(eager: the stages' loader patched to ``load_user(..., lazy=False)``, the data handling of the
+code before lazy windows; the eager assess scores the lazy run's models, the same bytes).
 """
 
 from __future__ import annotations
@@ -24,6 +33,7 @@ import os
 import platform
 import shutil
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -35,14 +45,26 @@ ESNFED = Path(sys.executable).parent / "esnfed"
 PAPER_EPOCHS = 20 * 5  # the issue's trial: 20 rounds x 5 local epochs
 
 
-def _params(root: Path, units: int, rounds: int, local_epochs: int) -> Path:
-    """params.yaml of the repo with a one-trial, one-retrain budget of fixed hyperparameters."""
+# `esnfed` with the experiment stages' data loader patched to load the windows into memory.
+EAGER = (
+    "import esnfed_stages.experiment as e\n"
+    "from esnfed_core.data.processed import load_user\n"
+    "e.load_user = lambda d, u, lazy=True: load_user(d, u, lazy=False)\n"
+    "from esnfed_cli.main import app\n"
+    "app(prog_name='esnfed')\n"
+)
+
+
+def _params(root: Path, units: int, rounds: int, local_epochs: int, scale: float = 1.0) -> Path:
+    """params.yaml of the repo with a one-trial, one-retrain budget of fixed hyperparameters
+    (centralised IP runs rounds x local_epochs epochs: the IP work of the FedIP trial)."""
     params = yaml.safe_load((REPO / "params.yaml").read_text())
-    params["synthetic"]["wesad"] = {"seed": 0, "scale": 1.0, "protocol": 2}
+    params["synthetic"]["wesad"] = {"seed": 0, "scale": scale, "protocol": 2}
     params["budget"] = "default"
     space = params["budgets"]["default"]["space"]
     space["wesad"] = {"units": [units], "spectral_radius": [0.9], "leak": [0.3], "input_scaling": [1.0]}
     space["fedip"] = {"sigma": [0.5], "rounds": [rounds], "local_epochs": [local_epochs]}
+    space["ip"] = {"sigma": [0.5], "rounds": [rounds * local_epochs]}
     params["budgets"]["default"].update(trials=1, retrains=1)
     params["runner"] = {"backend": "sequential", "n_jobs": 1, "blas_threads": 1}
     path = root / f"params-{rounds}x{local_epochs}.yaml"
@@ -50,11 +72,81 @@ def _params(root: Path, units: int, rounds: int, local_epochs: int) -> Path:
     return path
 
 
-def _trial_seconds(runs: Path) -> float:
-    rec = json.loads((runs / "select" / "wesad" / "fedip" / "100" / "trial-0000.json").read_text())
+def _trial_seconds(runs: Path, algo: str = "fedip", pct: str = "100") -> float:
+    rec = json.loads((runs / "select" / "wesad" / algo / pct / "trial-0000.json").read_text())
     if rec["status"] != "ok":
         raise SystemExit(f"trial failed: {rec['error']}")
     return float(rec["seconds"])
+
+
+def _prepare(root: Path, params: Path, result: dict) -> Path:
+    """synthesize, preprocess and partition paper-scale WESAD under ``root``; returns data/."""
+    data = root / "data"
+    stages = {
+        "synthesize": [str(ESNFED), "synthesize", "--dataset", "wesad", "--out", str(root / "raw"),
+                       "--params", str(params)],
+        "preprocess": [str(ESNFED), "preprocess", "--dataset", "wesad", "--raw-dir", str(root / "raw"),
+                       "--out", str(data / "processed"), "--params", str(params)],
+        "partition": [str(ESNFED), "partition", "--dataset", "wesad", "--processed-dir",
+                      str(data / "processed"), "--out", str(data / "partitions"), "--params", str(params)],
+    }
+    for name, cmd in stages.items():
+        wall, rss = run(cmd)
+        result[name] = {"wall_s": round(wall, 1), "peak_mib": round(rss)}
+        print(f"{name}: {wall:.1f} s, peak {rss:.0f} MiB", flush=True)
+        if name == "preprocess":
+            shutil.rmtree(root / "raw")  # 4 GB no longer needed
+    return data
+
+
+def _windows(data: Path) -> dict:
+    manifest = json.loads((data / "processed" / "wesad" / "manifest.json").read_text())
+    part = json.loads((data / "partitions" / "wesad.json").read_text())
+    windows = {u: e["windows"] for u, e in manifest["users"].items()}
+    out = {"all": sum(windows.values()), "validation": sum(windows[u] for u in part["validation"]),
+           "test": sum(windows[u] for u in part["test"])}
+    out.update({f"train_{p}": sum(windows[u] for u in part["train"][p]) for p in ("25", "100")})
+    return out
+
+
+def _scaling(root: Path, units: int, scale: float, loadings: list[str], result: dict) -> None:
+    """Peak RSS of select (FedIP, IP), retrain and assess on two shares, lazy and eager."""
+    params = _params(root, units, 1, 1, scale)
+    data = _prepare(root, params, result)
+    result["windows"] = win = _windows(data)
+    # float32 windows of 700 x 8 a command reads: select = train + validation, retrain = train.
+    gib = 700 * 8 * 4 / 2**30
+    result["data_gib"] = {"select_25": round((win["train_25"] + win["validation"]) * gib, 2),
+                          "select_100": round((win["train_100"] + win["validation"]) * gib, 2),
+                          "retrain_25": round(win["train_25"] * gib, 2),
+                          "retrain_100": round(win["train_100"] * gib, 2), "assess": round(win["test"] * gib, 2)}
+    rows = result["scaling"] = []
+    for loading in loadings:  # lazy first: its retrained models are the eager assess's input
+        esnfed = [str(ESNFED)] if loading == "lazy" else [sys.executable, "-c", EAGER]
+        runs = root / f"runs-{loading}"
+        common = ["--dataset", "wesad", "--params", str(params), "--data-dir", str(data), "--runs-dir", str(runs)]
+        steps = [("select", algo, pct) for algo in ("fedip", "ip") for pct in ("25", "100")]
+        if loading == "lazy":
+            steps += [("retrain", "fedip", pct) for pct in ("25", "100")]
+        elif (root / "runs-lazy" / "models").is_dir():
+            shutil.copytree(root / "runs-lazy" / "models", runs / "models")
+        for stage, algo, pct in steps:
+            wall, rss = run([*esnfed, stage, "--algo", algo, "--pct", pct, *common])
+            row = {"loading": loading, "command": f"{stage} --algo {algo} --pct {pct}", "wall_s": round(wall, 1),
+                   "peak_mib": round(rss)}
+            if stage == "select":
+                row["trial_s"] = round(_trial_seconds(runs, algo, pct), 1)
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+        models = runs / "models" / "wesad" / "fedip"
+        if (models / "100").is_dir():
+            for pct in ("50", "75"):
+                if not (models / pct).is_dir():
+                    shutil.copytree(models / "100", models / pct)
+            wall, rss = run([*esnfed, "assess", "--algo", "fedip", *common])
+            rows.append({"loading": loading, "command": "assess --algo fedip (4 models)", "wall_s": round(wall, 1),
+                         "peak_mib": round(rss)})
+            print(json.dumps(rows[-1]), flush=True)
 
 
 def main() -> None:
@@ -65,23 +157,36 @@ def main() -> None:
     ap.add_argument("--calibrate", action="store_true", help="also time a 1 x 1 select to extrapolate")
     ap.add_argument("--root", type=Path, default=Path("/tmp/esnfed-bench-scale"), help="scratch folder")
     ap.add_argument("--keep", action="store_true", help="keep the generated files")
+    ap.add_argument("--scaling", action="store_true",
+                    help="peak memory against data size (two shares), lazy and eager windows, 1 x 1 epochs")
+    ap.add_argument("--scale", type=float, default=1.0,
+                    help="--scaling: synthetic WESAD scale (1 = the real recording lengths; less for a smoke run)")
+    ap.add_argument("--loading", nargs="+", choices=("lazy", "eager"), default=["lazy", "eager"],
+                    help="--scaling: which data loadings to measure (lazy first)")
     args = ap.parse_args()
 
     root = args.root
     root.mkdir(parents=True, exist_ok=True)
+    if args.scaling:
+        result: dict = {"units": args.units, "rounds": 1, "local_epochs": 1, "scale": args.scale}
+        start = time.perf_counter()
+        try:
+            _scaling(root, args.units, args.scale, sorted(args.loading, reverse=True), result)
+            result.update(total_wall_s=round(time.perf_counter() - start), python=platform.python_version(),
+                          numpy=np.__version__, cpus=os.cpu_count(), machine=platform.machine())
+        finally:
+            if not args.keep:
+                shutil.rmtree(root, ignore_errors=True)
+        print(json.dumps(result, indent=2))
+        return
     params = _params(root, args.units, args.rounds, args.local_epochs)
     data, runs = root / "data", root / "runs"
     exp = ["--dataset", "wesad", "--algo", "fedip", "--params", str(params), "--data-dir", str(data),
            "--runs-dir", str(runs)]
     result: dict = {"units": args.units, "rounds": args.rounds, "local_epochs": args.local_epochs}
     try:
+        _prepare(root, params, result)
         stages = {
-            "synthesize": [str(ESNFED), "synthesize", "--dataset", "wesad", "--out", str(root / "raw"),
-                           "--params", str(params)],
-            "preprocess": [str(ESNFED), "preprocess", "--dataset", "wesad", "--raw-dir", str(root / "raw"),
-                           "--out", str(data / "processed"), "--params", str(params)],
-            "partition": [str(ESNFED), "partition", "--dataset", "wesad", "--processed-dir",
-                          str(data / "processed"), "--out", str(data / "partitions"), "--params", str(params)],
             "select": [str(ESNFED), "select", *exp, "--pct", "100"],
             "retrain": [str(ESNFED), "retrain", *exp, "--pct", "100"],
         }
@@ -89,8 +194,6 @@ def main() -> None:
             wall, rss = run(cmd)
             result[name] = {"wall_s": round(wall, 1), "peak_mib": round(rss)}
             print(f"{name}: {wall:.1f} s, peak {rss:.0f} MiB", flush=True)
-            if name == "preprocess":
-                shutil.rmtree(root / "raw")  # 4 GB no longer needed
         result["select"]["trial_s"] = round(_trial_seconds(runs), 1)
         src = runs / "models" / "wesad" / "fedip" / "100"
         for pct in ("25", "50", "75"):
@@ -99,13 +202,7 @@ def main() -> None:
         result["assess"] = {"wall_s": round(wall, 1), "peak_mib": round(rss), "models": 4}
         print(f"assess: {wall:.1f} s, peak {rss:.0f} MiB", flush=True)
 
-        manifest = json.loads((data / "processed" / "wesad" / "manifest.json").read_text())
-        part = json.loads((data / "partitions" / "wesad.json").read_text())
-        windows = {u: e["windows"] for u, e in manifest["users"].items()}
-        result["windows"] = {"all": sum(windows.values()),
-                             "train_100": sum(windows[u] for u in part["train"]["100"]),
-                             "validation": sum(windows[u] for u in part["validation"]),
-                             "test": sum(windows[u] for u in part["test"])}
+        result["windows"] = _windows(data)
         result["processed_gb"] = round(folder_bytes(data / "processed") / 1e9, 2)
 
         epochs = args.rounds * args.local_epochs
