@@ -141,7 +141,10 @@ def ip_pass(res: Reservoir, batches: Iterable[np.ndarray], cfg: IPConfig) -> Res
 
 
 def shuffled_batches(x: np.ndarray, batch_size: int, rng: np.random.Generator) -> Iterable[np.ndarray]:
-    """Mini-batches of ``x`` in the order of one permutation drawn from ``rng`` (drawn at once)."""
+    """Mini-batches of ``x`` in the order of one permutation drawn from ``rng`` (drawn at once).
+
+    ``x`` may be lazy windows on disk (esnfed_core.data.windows): each batch is read when needed.
+    """
     order = rng.permutation(len(x))
     return (x[order[i : i + batch_size]] for i in range(0, len(order), batch_size))
 
