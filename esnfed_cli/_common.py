@@ -38,3 +38,25 @@ def handle_errors(fn: F) -> F:
             fail(str(exc))
 
     return wrapper  # type: ignore[return-value]
+
+
+def in_range(low: float | None = None, high: float | None = None, *, low_open: bool = False,
+             high_open: bool = False, not_zero: bool = False) -> Callable:
+    """An option callback: a value outside [low, high] (or (low, high) where open), or 0 with
+    ``not_zero``, is a usage error (exit 2) naming the option, before params.yaml is read."""
+
+    def callback(value):
+        if value is None:
+            return value
+        if (low is not None and (value <= low if low_open else value < low)) or (
+            high is not None and (value >= high if high_open else value > high)
+        ):
+            lo = "-inf" if low is None else f"{low:g}"
+            hi = "inf" if high is None else f"{high:g}"
+            span = f"{'(' if low_open or low is None else '['}{lo}, {hi}{')' if high_open or high is None else ']'}"
+            raise typer.BadParameter(f"must be in {span}, got {value:g}")
+        if not_zero and value == 0:
+            raise typer.BadParameter("must not be 0")
+        return value
+
+    return callback

@@ -63,7 +63,7 @@ def synthesize(
         "--out", help="Root folder for the raw files (<out>/WESAD or <out>/HHAR). "
         "Default: params.yaml data.synthetic_dir.")] = None,
     seed: Annotated[Optional[int], typer.Option(
-        "--seed", help="Seed of the generator (same seed, same bytes). "
+        "--seed", min=0, help="Seed of the generator (same seed, same bytes). "
         "Default: params.yaml synthetic.<dataset>.seed.")] = None,
     params: ParamsOpt = Path("params.yaml"),
 ) -> None:

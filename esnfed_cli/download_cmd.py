@@ -48,7 +48,7 @@ def download(
         "--sha256", help="Expected sha256 of the archive (none is published for WESAD or HHAR; "
         "without it the digest is recorded in download.json, not checked).")] = None,
     size: Annotated[Optional[int], typer.Option(
-        "--size", help="Expected archive size in bytes; 0 = do not check. Default: the known size "
+        "--size", min=0, help="Expected archive size in bytes; 0 = do not check. Default: the known size "
         "(WESAD 2249444501; HHAR unknown, checked against the server's Content-Length).")] = None,
     cache: Annotated[Optional[Path], typer.Option(
         "--cache", help="Folder for the archive while downloading (resumable .part file). "

@@ -11,7 +11,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from esnfed_cli._common import EXIT_FAILURE, console, err_console, handle_errors
+from esnfed_cli._common import EXIT_FAILURE, console, err_console, handle_errors, in_range
 from esnfed_cli.data_cmds import DatasetChoice
 from esnfed_cli.main import app
 from esnfed_core.errors import ConfigError
@@ -73,7 +73,9 @@ BackendOpt = Annotated[Optional[BackendChoice], typer.Option(
     "--backend", help="joblib backend for the trials: loky (local processes), sequential, or ray "
     "(needs the \\[ray] extra). Default: params.yaml runner.backend.", case_sensitive=False)]
 JobsOpt = Annotated[Optional[int], typer.Option(
-    "--n-jobs", help="Parallel workers (-1 = all cores). Default: params.yaml runner.n_jobs.")]
+    "--n-jobs", callback=in_range(not_zero=True),
+    help="Parallel workers (-1 = all cores, -2 = all but one, as in joblib). "
+    "Default: params.yaml runner.n_jobs.")]
 
 
 def _progress() -> Progress:

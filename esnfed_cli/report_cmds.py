@@ -11,7 +11,7 @@ import typer
 from rich.progress import BarColumn, Progress, TextColumn
 from rich.table import Table
 
-from esnfed_cli._common import console, handle_errors
+from esnfed_cli._common import console, handle_errors, in_range
 from esnfed_cli.main import app
 from esnfed_core.tables import TABLES, format_value
 from esnfed_stages import report as report_stage
@@ -44,7 +44,7 @@ def ttest(
         "--variant", help="t-test variant: welch (unequal variances) or student (pooled "
         "variance). Default: params.yaml ttest.variant.", case_sensitive=False)] = None,
     alpha: Annotated[Optional[float], typer.Option(
-        "--alpha", help="Significance level in (0, 1): p <= alpha is significant. "
+        "--alpha", callback=in_range(0.0, 1.0, low_open=True, high_open=True), help="Significance level in (0, 1): p <= alpha is significant. "
         "Default: params.yaml ttest.alpha.")] = None,
     params: ParamsOpt = Path("params.yaml"),
     assess_dir: AssessDirOpt = ttest_stage.ASSESS_DIR,

@@ -201,3 +201,17 @@ def test_cli_misuse_is_a_usage_error(workdir, args):
     result = runner.invoke(app, args)
     assert result.exit_code == 2, result.output
     assert "Usage:" in result.output + result.stderr
+
+
+@pytest.mark.parametrize("args", [
+    ["ttest", "--alpha", "2"],
+    ["ttest", "--alpha", "0"],
+    ["select", "--dataset", "wesad", "--algo", "ridge", "--n-jobs", "0"],
+    ["synthesize", "--dataset", "wesad", "--seed", "-1"],
+    ["download", "--dataset", "wesad", "--size", "-5"],
+])
+def test_out_of_range_cli_value_is_a_usage_error_naming_the_option(workdir, args):
+    _write(workdir, lambda p: None)
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert f"Invalid value for '{args[-2]}'" in result.output + result.stderr
