@@ -143,8 +143,9 @@ def select(
     data_dir: DataDirOpt = Path("data"),
     runs_dir: RunsDirOpt = Path("runs"),
 ) -> None:
-    """Model selection: seeded random search (continual methods: the budget grid built from the
-    best IP/FedIP config) scored on the validation users.
+    """Model selection: seeded random search scored on the validation users.
+
+    Continual methods search the budget grid built from the best IP/FedIP config.
 
     Each finished trial is written at once to runs/select/<dataset>/<method>/<pct>/trial-XXXX.json;
     a rerun skips the trials already done. best.json is written per share when all its trials
@@ -212,8 +213,9 @@ def assess(
     data_dir: DataDirOpt = Path("data"),
     runs_dir: RunsDirOpt = Path("runs"),
 ) -> None:
-    """Score every retrained model on the test users (and the training users for random, ridge,
-    fedavg and incfed) -> runs/assess/<dataset>/<method>.json, every share at once.
+    """Score every retrained model on the test users -> runs/assess/<dataset>/<method>.json.
+
+    Every share at once; random, ridge, fedavg and incfed are also scored on the training users.
 
     Continual methods also get the accuracy matrix and stream accuracy per context; IP methods
     on the datasets in assess.activation_datasets get activation densities per context.
