@@ -125,6 +125,7 @@ def run(dataset: str, params: dict[str, Any], source: str | None = None, raw_dir
             n_ctx, n_cls = len(meta["context_names"]), len(meta["classes"])
             entry = {
                 "file": user_path(tmp, user).name,
+                "sha256": sha256(user_path(tmp, user)),  # trials check it: lazy reads skip zip CRCs
                 "windows": data.windows,
                 "windows_per_context": np.bincount(data.context.astype(np.int64), minlength=n_ctx).tolist(),
                 "class_counts": np.bincount(data.y.astype(np.int64).ravel(), minlength=n_cls).tolist(),

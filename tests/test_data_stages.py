@@ -113,6 +113,7 @@ def test_preprocess_writes_the_contract(project):
         with np.load(out / f"{s}.npz", allow_pickle=False) as z:
             assert z["x"].dtype == np.float32 and z["y"].dtype == np.int8 and z["context"].dtype == np.int8
         assert entry["file"] == f"{s}.npz" and entry["windows"] == data.windows
+        assert entry["sha256"] == hashlib.sha256((out / f"{s}.npz").read_bytes()).hexdigest()
         assert entry["windows_per_context"] == np.bincount(data.context, minlength=5).tolist()
         assert min(entry["windows_per_context"]) >= 1
         assert np.all(np.diff(data.context) >= 0)  # ordered by context, then time
