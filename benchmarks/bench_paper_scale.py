@@ -4,6 +4,7 @@ retrain + assess on synthetic WESAD with the real recording lengths, each stage 
     .venv/bin/python benchmarks/bench_paper_scale.py [--rounds 2] [--local-epochs 5] [--units 400]
         [--calibrate] [--root DIR] [--keep]
     .venv/bin/python benchmarks/bench_paper_scale.py --scaling [--loading lazy eager] [--units 400]
+    .venv/bin/python benchmarks/bench_paper_scale.py --read-cost [--repeats 5]
 
 Stages: `esnfed synthesize` (scale 1: 15 subjects, 87-118 min at 700 Hz), `preprocess`,
 `partition`, `select --algo fedip --pct 100` (one trial: the 9 training users of the 100 % share,
@@ -23,6 +24,8 @@ on the 100 % share (9 + 3), `retrain` of FedIP on both shares and `assess` (3 te
 with the windows left on disk (lazy, what the stages do) and, for "before", loaded into memory
 (eager: the stages' loader patched to ``load_user(..., lazy=False)``, the data handling of the
 code before lazy windows; the eager assess scores the lazy run's models, the same bytes).
+--read-cost times reading the 100 % share's windows in IP and state-pass batches from disk
+(lazy) and from memory, median of --repeats passes.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import json
 import os
 import platform
 import shutil
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -149,6 +153,34 @@ def _scaling(root: Path, units: int, scale: float, loadings: list[str], result: 
             print(json.dumps(rows[-1]), flush=True)
 
 
+def _read_cost(root: Path, scale: float, repeats: int, result: dict) -> None:
+    """Time to read the training windows of the 100 % share in IP batches (100, shuffled) and
+    state-pass batches (256, in order): from disk (lazy, page cache warm) against from memory."""
+    from esnfed_core.data.processed import load_user  # noqa: PLC0415
+    from esnfed_core.data.windows import concat  # noqa: PLC0415
+
+    data = _prepare(root, _params(root, 400, 1, 1, scale), result)
+    directory = data / "processed" / "wesad"
+    users = json.loads((data / "partitions" / "wesad.json").read_text())["train"]["100"]
+    lazy = concat([load_user(directory, u, lazy=True).x for u in users])
+    eager = np.concatenate([load_user(directory, u).x for u in users])
+    n = len(eager)
+    order = np.random.default_rng(0).permutation(n)
+    patterns = {"ip_shuffled_100": [order[i : i + 100] for i in range(0, n, 100)],
+                "states_in_order_256": [slice(i, i + 256) for i in range(0, n, 256)]}
+    out = result["read_us_per_window"] = {"windows": n}
+    for name, keys in patterns.items():
+        for label, x in (("memory", eager), ("disk", lazy)):
+            times = []
+            for _ in range(repeats):
+                start = time.perf_counter()
+                for k in keys:
+                    np.ascontiguousarray(x[k])  # a real batch, as run_batch makes of it
+                times.append(time.perf_counter() - start)
+            out[f"{name}_{label}"] = round(statistics.median(times) / n * 1e6, 2)
+            print(f"{name} {label}: {out[f'{name}_{label}']} us per window", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=2, help="FedIP rounds of the trial (paper: up to 20)")
@@ -159,6 +191,9 @@ def main() -> None:
     ap.add_argument("--keep", action="store_true", help="keep the generated files")
     ap.add_argument("--scaling", action="store_true",
                     help="peak memory against data size (two shares), lazy and eager windows, 1 x 1 epochs")
+    ap.add_argument("--read-cost", action="store_true",
+                    help="time reading IP and state-pass batches from disk against from memory")
+    ap.add_argument("--repeats", type=int, default=5, help="--read-cost: repetitions (median)")
     ap.add_argument("--scale", type=float, default=1.0,
                     help="--scaling: synthetic WESAD scale (1 = the real recording lengths; less for a smoke run)")
     ap.add_argument("--loading", nargs="+", choices=("lazy", "eager"), default=["lazy", "eager"],
@@ -167,11 +202,14 @@ def main() -> None:
 
     root = args.root
     root.mkdir(parents=True, exist_ok=True)
-    if args.scaling:
+    if args.scaling or args.read_cost:
         result: dict = {"units": args.units, "rounds": 1, "local_epochs": 1, "scale": args.scale}
         start = time.perf_counter()
         try:
-            _scaling(root, args.units, args.scale, sorted(args.loading, reverse=True), result)
+            if args.scaling:
+                _scaling(root, args.units, args.scale, sorted(args.loading, reverse=True), result)
+            else:
+                _read_cost(root, args.scale, args.repeats, result)
             result.update(total_wall_s=round(time.perf_counter() - start), python=platform.python_version(),
                           numpy=np.__version__, cpus=os.cpu_count(), machine=platform.machine())
         finally:
