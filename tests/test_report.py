@@ -309,8 +309,14 @@ def test_bad_assess_file_is_one_line_error(workdir, mutate, needle):
 
 def test_bad_params_and_ttest_file(workdir):
     write_assess(workdir)
-    result = runner.invoke(app, ["ttest", "--alpha", "2"])
-    assert result.exit_code == 1 and "alpha" in result.stderr
+    result = runner.invoke(app, ["ttest", "--alpha", "2"])  # CLI misuse: a usage error
+    assert result.exit_code == 2 and "Invalid value for '--alpha'" in result.output + result.stderr
+    params = yaml.safe_load((workdir / "params.yaml").read_text())
+    params["ttest"]["alpha"] = 2.0
+    (workdir / "params.yaml").write_text(yaml.safe_dump(params))
+    result = runner.invoke(app, ["ttest"])  # a bad params.yaml value: one line naming the key
+    assert result.exit_code == 1 and "ttest.alpha" in result.stderr
+    (workdir / "params.yaml").write_text(PARAMS)
     (workdir / "reports").mkdir()
     (workdir / "reports" / "ttest.json").write_text("{}")
     result = runner.invoke(app, ["report"])
