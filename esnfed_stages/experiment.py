@@ -249,13 +249,29 @@ class Dataset:
 
     _file_hashes: dict[str, str] = field(default_factory=dict, repr=False)
 
+    def file_hash(self, user: str) -> str:
+        """sha256 of the user's processed file, checked against the one the manifest recorded.
+
+        Windows are read lazily, batch by batch, past the zip's CRC checks: this is where a
+        corrupt or replaced file is caught, once per user and stage, before any trial runs.
+        """
+        if user not in self._file_hashes:
+            path = user_path(self.directory, user)
+            if not path.is_file():
+                raise DataError(f"{path}: processed file for user '{user}' not found")
+            digest = _file_sha256(path)
+            expected = self.manifest["users"][user].get("sha256")
+            if expected is not None and digest != expected:
+                raise DataError(f"{path}: contents differ from the sha256 in manifest.json (corrupt or "
+                                f"changed after preprocessing): rerun `esnfed preprocess`")
+            self._file_hashes[user] = digest
+        return self._file_hashes[user]
+
     def fingerprint(self, users: Sequence[str]) -> str:
         """sha256 over the manifest and the bytes of the users' files (in the given order)."""
         h = hashlib.sha256((self.directory / "manifest.json").read_bytes())
         for u in users:
-            if u not in self._file_hashes:
-                self._file_hashes[u] = _file_sha256(user_path(self.directory, u))
-            h.update(f"\x1f{u}\x1f{self._file_hashes[u]}".encode())
+            h.update(f"\x1f{u}\x1f{self.file_hash(u)}".encode())
         return h.hexdigest()
 
     def ref(self, train: Sequence[str], validation: Sequence[str] = ()) -> "DataRef":
@@ -265,7 +281,10 @@ class Dataset:
                        self.n_contexts, self.fingerprint(list(train) + list(validation)))
 
     def load(self, users: Sequence[str]) -> dict[str, UserData]:
-        """The users' data, windows left on disk (read batch by batch when scored)."""
+        """The users' data, windows left on disk (read batch by batch when scored); each file is
+        first checked against the manifest's sha256."""
+        for u in users:
+            self.file_hash(u)
         return {u: load_user(self.directory, u, lazy=True) for u in users}
 
 

@@ -3,6 +3,7 @@ written with the project's own writer so the tests never depend on the synthetic
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -45,6 +46,7 @@ def make_dataset(root: Path, dataset: str = "wesad", *, windows_per_context: int
         u = make_user(rng, windows_per_context, steps, features, n_classes, n_contexts)
         save_user(proc / f"{name}.npz", u)
         users[name] = {"file": f"{name}.npz", "windows": u.windows,
+                       "sha256": hashlib.sha256((proc / f"{name}.npz").read_bytes()).hexdigest(),
                        "windows_per_context": [windows_per_context] * n_contexts}
     manifest = {
         "dataset": dataset, "window": steps, "n_features": features,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from esnfed_core.errors import ConfigError
+from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.trial import Method
 from esnfed_stages import runner as runner_mod
 from esnfed_stages import select as select_stage
@@ -22,7 +22,7 @@ from esnfed_stages.experiment import (
     select_dir,
     trial_modules,
 )
-from experiment_data import make_dataset, small_params
+from experiment_data import VALIDATION, make_dataset, small_params
 
 RIDGE = Method("ridge")
 
@@ -167,6 +167,18 @@ def test_bad_params_name_the_key(root, edit, fragment):
     with pytest.raises(ConfigError, match=fragment.replace("[", r"\[").replace("]", r"\]")):
         _select(root, params, Method("ip"))
     assert not (root / "runs" / "select").exists() or not list((root / "runs" / "select").rglob("*.json"))
+
+
+def test_a_processed_file_changed_after_preprocessing_is_refused_before_any_trial(root):
+    """Windows are read lazily (past the zip CRCs): the manifest's sha256 catches a flipped bit."""
+    manifest = json.loads((root / "data" / "processed" / "wesad" / "manifest.json").read_text())
+    victim = root / "data" / "processed" / "wesad" / manifest["users"][VALIDATION[0]]["file"]
+    raw = bytearray(victim.read_bytes())
+    raw[len(raw) // 2] ^= 0x01  # inside the x array: the zip structure stays valid
+    victim.write_bytes(bytes(raw))
+    with pytest.raises(DataError, match=f"{victim}: contents differ from the sha256 in manifest.json"):
+        _select(root, small_params())
+    assert not list(root.rglob("trial-*.json"))
 
 
 def test_continual_select_needs_the_stationary_best(root):
