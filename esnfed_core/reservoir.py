@@ -288,21 +288,24 @@ def iter_states(
 ) -> Iterator[StateBatch]:
     """Yield the states of ``x`` (windows, T, U) batch by batch, in ``order`` if given.
 
-    Buffers are reused between batches (of equal size): consume or copy each batch before
-    asking for the next. Memory is O(batch_size · T · N), whatever the number of windows.
+    One buffer is reused for every batch (a shorter last batch uses its front): consume or copy
+    each batch before asking for the next. Memory is O(batch_size · T · N), whatever the number of windows.
     """
     check_param("batch_size", batch_size, integer=True, low=1)
     n_win = x.shape[0]
     idx_all = np.arange(n_win) if order is None else np.asarray(order)
-    buf: np.ndarray | None = None
-    xbuf: np.ndarray | None = None
+    flat: np.ndarray | None = None  # one buffer for every batch; a shorter last batch uses its front
+    xflat: np.ndarray | None = None
     for start in range(0, len(idx_all), batch_size):
         idx = idx_all[start : start + batch_size]
         batch = x[idx] if order is not None else x[start : start + len(idx)]
         shape = (batch.shape[1], len(idx), res.units)
-        if buf is None or buf.shape != shape:
-            buf = np.empty(shape, DTYPE)
-            xbuf = np.empty(shape, DTYPE) if with_xnet else None
+        size = shape[0] * shape[1] * shape[2]
+        if flat is None or flat.size < size:
+            flat = np.empty(size, DTYPE)
+            xflat = np.empty(size, DTYPE) if with_xnet else None
+        buf = flat[:size].reshape(shape)
+        xbuf = xflat[:size].reshape(shape) if xflat is not None else None
         states = run_batch(res, batch, out=buf, xnet_out=xbuf)
         yield StateBatch(index=idx, states=states, xnet=xbuf)
 
