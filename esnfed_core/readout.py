@@ -112,6 +112,13 @@ class StatsAccumulator:
         self._n_steps += t_len * b
         self._n_windows += b
 
+    def add_windows(self, res: Reservoir, x: np.ndarray, labels: np.ndarray, batch_size: int = 256) -> None:
+        """Add the states of windows ``x`` (W, T, U) with per-step ``labels`` (W, T), streamed by
+        batch. A call per user keeps one state block alive: the last batch is released on return."""
+        _check_windows(x, labels)
+        for sb in iter_states(res, x, batch_size):
+            self.add(sb.states, labels[sb.index])
+
     def result(self) -> RidgeStats:
         # Symmetrise explicitly so B is exactly symmetric whatever the BLAS did.
         b = 0.5 * (self._b + self._b.T)
@@ -151,10 +158,8 @@ def ridge_stats(
     res: Reservoir, x: np.ndarray, labels: np.ndarray, n_classes: int, batch_size: int = 256
 ) -> RidgeStats:
     """Statistics of windows ``x`` (W, T, U) with per-step ``labels`` (W, T), streamed by batch."""
-    _check_windows(x, labels)
     acc = StatsAccumulator(res.units, n_classes)
-    for sb in iter_states(res, x, batch_size):
-        acc.add(sb.states, labels[sb.index])
+    acc.add_windows(res, x, labels, batch_size)
     return acc.result()
 
 

@@ -65,11 +65,20 @@ def context_matrix(
         raise ValueError(f"context_matrix: window contexts outside 0..{n_ctx - 1}")
     total += np.bincount(pooled.context, minlength=n_ctx)[:n_ctx] * pooled.x.shape[1]
     for i, (res, w) in enumerate(zip(reservoirs, readouts)):
-        for sb in iter_states(res, pooled.x, batch_size):
-            per_window = (predict(sb.states, w) == pooled.y[sb.index]).sum(axis=1)
-            correct[i] += np.bincount(pooled.context[sb.index], weights=per_window,
-                                      minlength=n_ctx)[:n_ctx].astype(np.int64)
+        correct[i] = _correct_by_context(res, w, pooled, n_ctx, batch_size)
     return correct, total
+
+
+def _correct_by_context(res: Reservoir, readout: np.ndarray, data: UserData, n_ctx: int,
+                        batch_size: int) -> np.ndarray:
+    """Correct steps of one model per context of ``data``'s windows: (n_ctx,). A call per model,
+    so the last state batch is released before the next model's buffer is allocated."""
+    correct = np.zeros(n_ctx, np.int64)
+    for sb in iter_states(res, data.x, batch_size):
+        per_window = (predict(sb.states, readout) == data.y[sb.index]).sum(axis=1)
+        correct += np.bincount(data.context[sb.index], weights=per_window,
+                               minlength=n_ctx)[:n_ctx].astype(np.int64)
+    return correct
 
 
 def activation_density(

@@ -26,7 +26,7 @@ from esnfed_core.errors import ConfigError
 from esnfed_core.federated import Client, fedavg, incfed
 from esnfed_core.messages import CommLedger, ReadoutMessage, StatsMessage
 from esnfed_core.readout import StatsAccumulator, solve
-from esnfed_core.reservoir import Reservoir, ReservoirConfig, build_reservoir, iter_states
+from esnfed_core.reservoir import Reservoir, ReservoirConfig, build_reservoir
 from esnfed_core.scoring import pooled_counts, random_accuracy
 
 STRATEGIES = ("naive", "replay", "joint")
@@ -272,8 +272,7 @@ def _pooled_stats(res: Reservoir, users: Sequence[UserData], n_classes: int, bat
     """Centralised ridge: one accumulator over every training window (the pooled data set)."""
     acc = StatsAccumulator(res.units, n_classes)
     for u in users:
-        for sb in iter_states(res, u.x, batch_size):
-            acc.add(sb.states, u.y[sb.index])
+        acc.add_windows(res, u.x, u.y, batch_size)
     return acc.result()
 
 

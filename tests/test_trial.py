@@ -8,6 +8,7 @@ import pytest
 from esnfed_core.errors import ConfigError
 from esnfed_core.readout import ridge_stats, solve
 from esnfed_core.scoring import accuracy, pooled_counts, random_accuracy
+from esnfed_core.reservoir import ReservoirConfig, build_reservoir
 from esnfed_core.trial import METHODS, Method, Settings, TrialData, fit, make_reservoir, sub_seeds
 from experiment_data import trial_data
 
@@ -169,3 +170,39 @@ def test_continual_models_rescore_to_their_training_time_scores(data, method):
 def test_joint_takes_no_budget():
     assert "budget" not in Method.parse("clip-joint").config_keys
     assert "budget" in Method.parse("fedclip-replay").config_keys
+
+
+def _peak_bytes(fn) -> int:
+    import tracemalloc  # numpy reports its allocations to tracemalloc
+
+    tracemalloc.start()
+    try:
+        fn()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_pooling_users_keeps_one_state_block_alive():
+    """Centralised ridge over several users and the continual context matrix hold one state block
+    (batch × T × N float32) at a time: a user's or model's last batch is released before the next
+    buffer is allocated, so the peak does not grow with the number of users or models."""
+    from esnfed_core.data.processed import UserData
+    from esnfed_core.scoring import context_matrix
+    from esnfed_core.trial import _pooled_stats
+
+    rng = np.random.default_rng(0)
+    t_len, batch, units = 200, 16, 200
+    block = t_len * batch * units * 4  # 2.56 MB
+    users = [UserData(rng.standard_normal((2 * batch, t_len, 3)).astype(np.float32),
+                      rng.integers(0, 3, (2 * batch, t_len)).astype(np.int8),
+                      np.repeat(np.arange(2), batch).astype(np.int8)) for _ in range(4)]
+    res = build_reservoir(ReservoirConfig(3, units, 0.9, 0.5, 1.0), 0)
+    one = _peak_bytes(lambda: _pooled_stats(res, users[:1], 3, batch))
+    four = _peak_bytes(lambda: _pooled_stats(res, users, 3, batch))
+    assert four < one + block / 2, (one, four, block)
+    readouts = [rng.standard_normal((3, units)) for _ in range(2)]
+    ctx0 = [UserData(users[0].x, users[0].y, np.zeros(2 * batch, np.int8))]  # valid for 1 or 2 models
+    one = _peak_bytes(lambda: context_matrix([res], readouts[:1], ctx0, batch))
+    two = _peak_bytes(lambda: context_matrix([res, res], readouts, ctx0, batch))
+    assert two < one + block / 2, (one, two, block)
