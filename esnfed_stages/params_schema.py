@@ -277,7 +277,7 @@ SYNTHETIC = {
     "wesad": {"scale": POSITIVE, "protocol": Choice((0, 2)), "subjects": ListOf(Text())},
     "hhar": {"seconds_per_activity": POSITIVE, "gap_seconds": Num(low=0.0),
              "watch_duty": Num(low=0.0, high=1.0, low_open=True), "users": ListOf(Text()),
-             "models": ListOf(Text()), "layout": Choice(("csv", "zip"))},
+             "models": ListOf(Text()), "layout": Choice(("csv", "zip", "both"))},
 }
 SYNTHETIC_KEYS = {"wesad": ("seed", "scale", "protocol"),
                   "hhar": ("seed", "seconds_per_activity", "gap_seconds", "watch_duty")}

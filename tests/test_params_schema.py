@@ -176,6 +176,14 @@ def test_synthetic_schema_keys_are_generator_arguments():
         assert set(fields) <= set(signature), ds
 
 
+def test_every_synthetic_hhar_layout_of_the_generator_is_a_valid_param():
+    hhar = REPO_PARAMS["synthetic"]["hhar"]
+    for layout in ("csv", "zip", "both"):  # what hhar_synth.synthesize_hhar accepts
+        validate({"synthetic": {"hhar": {**hhar, "layout": layout}}})
+    with pytest.raises(ConfigError, match="synthetic.hhar.layout: expected one of csv, zip, both"):
+        validate({"synthetic": {"hhar": {**hhar, "layout": "tar"}}})
+
+
 def test_validate_accepts_partial_files_and_checks_what_is_present():
     validate({"ttest": {"variant": "welch", "alpha": 0.05}})
     with pytest.raises(ConfigError, match=r"^x.yaml: ttest.variant: expected one of welch, student"):
