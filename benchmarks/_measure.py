@@ -24,3 +24,39 @@ def run(cmd: list[str]) -> tuple[float, float]:
 
 def folder_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in Path(path).rglob("*") if p.is_file())
+
+
+def write_bench_params(repo: Path, root: Path, dataset: str, synthetic: dict) -> list[str]:
+    """Write ``root/params.yaml``: the repository's params with ``synthetic.<dataset>`` replaced;
+    return the ``--params`` arguments that point a command at it."""
+    import yaml  # noqa: PLC0415 (only the benchmarks that generate data need it)
+
+    root.mkdir(parents=True, exist_ok=True)
+    params = yaml.safe_load((repo / "params.yaml").read_text())
+    params["synthetic"][dataset] = synthetic
+    path = root / "params.yaml"
+    path.write_text(yaml.safe_dump(params))
+    return ["--params", str(path)]
+
+
+def preprocess_result(manifest: dict, generated: tuple[float, float], walls: list[float],
+                      peaks: list[float]) -> dict:
+    """The fields every preprocess benchmark reports: windows, the generation's and the preprocess
+    runs' times and peaks (median time, max peak) and the platform."""
+    import platform  # noqa: PLC0415
+    import statistics  # noqa: PLC0415
+
+    import numpy as np  # noqa: PLC0415
+
+    return {
+        "windows": sum(u["windows"] for u in manifest["users"].values()),
+        "synthesize_s": generated[0],
+        "synthesize_peak_mib": generated[1],
+        "preprocess_s": walls,
+        "preprocess_median_s": statistics.median(walls),
+        "preprocess_peak_mib": max(peaks),
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "cpus": os.cpu_count(),
+        "machine": platform.machine(),
+    }

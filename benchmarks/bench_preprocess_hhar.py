@@ -15,16 +15,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
-import statistics
 import sys
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
-import yaml
-from _measure import run  # benchmarks/ is the script's folder, first on sys.path
+from _measure import preprocess_result, run, write_bench_params  # benchmarks/ is the script's folder, first on sys.path
 
 REPO = Path(__file__).resolve().parents[1]
 ESNFED = Path(sys.executable).parent / "esnfed"
@@ -60,15 +56,11 @@ def main() -> None:
     args = ap.parse_args()
 
     root = args.root
-    root.mkdir(parents=True, exist_ok=True)
-    params = yaml.safe_load((REPO / "params.yaml").read_text())
-    params["synthetic"]["hhar"] = {"seed": 0, "seconds_per_activity": args.seconds, "gap_seconds": 2.0,
-                                   "watch_duty": args.watch_duty, "layout": "both" if args.zip else "csv"}
-    params_path = root / "params.yaml"
-    params_path.write_text(yaml.safe_dump(params))
-    common = ["--params", str(params_path)]
+    common = write_bench_params(REPO, root, "hhar", {
+        "seed": 0, "seconds_per_activity": args.seconds, "gap_seconds": 2.0,
+        "watch_duty": args.watch_duty, "layout": "both" if args.zip else "csv"})
     try:
-        gen_wall, gen_rss = run([str(ESNFED), "synthesize", "--dataset", "hhar", "--out", str(root / "raw"), *common])
+        generated = run([str(ESNFED), "synthesize", "--dataset", "hhar", "--out", str(root / "raw"), *common])
         csv_dir = root / "raw" / "HHAR" / FOLDER
         counts = {p.stem: rows(p) for p in sorted(csv_dir.glob("*.csv"))}
         raw_gb = sum(p.stat().st_size for p in csv_dir.glob("*.csv")) / 1e9
@@ -77,18 +69,9 @@ def main() -> None:
         result = {
             "rows": counts,
             "users": len(manifest["users"]),
-            "windows": sum(u["windows"] for u in manifest["users"].values()),
             "raw_csv_gb": raw_gb,
-            "synthesize_s": gen_wall,
-            "synthesize_peak_mib": gen_rss,
-            "preprocess_s": walls,
-            "preprocess_median_s": statistics.median(walls),
-            "preprocess_peak_mib": max(rsss),
-            "python": platform.python_version(),
-            "numpy": np.__version__,
+            **preprocess_result(manifest, generated, walls, rsss),
             "pandas": pd.__version__,
-            "cpus": os.cpu_count(),
-            "machine": platform.machine(),
         }
         if args.zip:
             zroot = root / "zipraw" / "HHAR"

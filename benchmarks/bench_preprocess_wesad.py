@@ -14,16 +14,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import shutil
-import statistics
 import sys
 from pathlib import Path
 
-import numpy as np
-import yaml
-from _measure import folder_bytes, run  # benchmarks/ is the script's folder, first on sys.path
+from _measure import folder_bytes, preprocess_result, run, write_bench_params  # benchmarks/ is the script's folder, first on sys.path
 
 REPO = Path(__file__).resolve().parents[1]
 ESNFED = Path(sys.executable).parent / "esnfed"
@@ -39,14 +34,9 @@ def main() -> None:
     args = ap.parse_args()
 
     root = args.root
-    root.mkdir(parents=True, exist_ok=True)
-    params = yaml.safe_load((REPO / "params.yaml").read_text())
-    params["synthetic"]["wesad"] = {"seed": 0, "scale": args.scale, "protocol": args.protocol}
-    params_path = root / "params.yaml"
-    params_path.write_text(yaml.safe_dump(params))
-    common = ["--params", str(params_path)]
+    common = write_bench_params(REPO, root, "wesad", {"seed": 0, "scale": args.scale, "protocol": args.protocol})
     try:
-        gen_wall, gen_rss = run([str(ESNFED), "synthesize", "--dataset", "wesad", "--out", str(root / "raw"), *common])
+        generated = run([str(ESNFED), "synthesize", "--dataset", "wesad", "--out", str(root / "raw"), *common])
         walls, rsss = [], []
         for _ in range(args.repeats):
             w, r = run([str(ESNFED), "preprocess", "--dataset", "wesad", "--raw-dir", str(root / "raw"),
@@ -58,18 +48,9 @@ def main() -> None:
             "scale": args.scale,
             "protocol": args.protocol,
             "subjects": len(manifest["users"]),
-            "windows": sum(u["windows"] for u in manifest["users"].values()),
             "raw_gb": folder_bytes(root / "raw") / 1e9,
             "processed_gb": folder_bytes(root / "processed") / 1e9,
-            "synthesize_s": gen_wall,
-            "synthesize_peak_mib": gen_rss,
-            "preprocess_s": walls,
-            "preprocess_median_s": statistics.median(walls),
-            "preprocess_peak_mib": max(rsss),
-            "python": platform.python_version(),
-            "numpy": np.__version__,
-            "cpus": os.cpu_count(),
-            "machine": platform.machine(),
+            **preprocess_result(manifest, generated, walls, rsss),
         }
     finally:
         if not args.keep:
