@@ -56,8 +56,11 @@ def test_incfed_equals_centralised_ridge(res, make_windows, sizes):
 
 def test_fedavg_with_one_client_equals_centralised(res, make_windows):
     x, y = make_windows(15, 30, 3, C, seed=1)
-    w = fedavg(res, make_clients(x, y, [15]), 1e-3)
-    assert rel(w, solve(ridge_stats(res, x, y, C), 1e-3)) <= 1e-12
+    w = fedavg(res, make_clients(x, y, [15], batch_size=4), 1e-3)
+    # The client streams in batches of 4: the same float32 states as this centralised run, so the
+    # same readout up to float64 rounding (other batch splits round the states differently).
+    assert rel(w, solve(ridge_stats(res, x, y, C, batch_size=4), 1e-3)) <= 1e-12
+    assert rel(w, solve(ridge_stats(res, x, y, C), 1e-3)) <= 1e-5
 
 
 def test_fedavg_is_the_window_weighted_mean_of_local_readouts(res, make_windows):
