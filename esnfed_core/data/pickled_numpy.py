@@ -101,7 +101,8 @@ class ArraySpec:
         self.array = None
 
     def set_state(self, state: Any) -> None:
-        """numpy's array state (1, shape, dtype, is_fortran, raw) (version 0: without the 1)."""
+        """numpy's array state (1, shape, dtype, is_fortran, raw) (version 0: without the 1); like
+        numpy's ``__setstate__``, data of the other byte order ends up in native order."""
         if self.array is not None:
             raise Refused("array state given twice")
         if not isinstance(state, tuple) or len(state) not in (4, 5) or (len(state) == 5 and (
@@ -110,7 +111,10 @@ class ArraySpec:
         shape, dtype, fortran, raw = state[-4:]
         if fortran not in (0, 1) or type(fortran) not in (bool, int):
             raise Refused(f"array order flag {quote(fortran)} (expected 0 or 1)")
-        self.array = build_array(shape, dtype, "F" if fortran else "C", raw)
+        array = build_array(shape, dtype, "F" if fortran else "C", raw)
+        if not array.dtype.isnative:  # as numpy's __setstate__ does: swapped to native order
+            array = array.byteswap(inplace=True).view(array.dtype.newbyteorder("="))
+        self.array = array
 
 
 def reconstruct(subtype: Any, shape: Any, typecode: Any) -> ArraySpec:

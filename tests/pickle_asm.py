@@ -1,0 +1,51 @@
+"""A tiny pickle assembler for tests: hostile pickles are built opcode by opcode, so each test says
+exactly which bytes it feeds the reader (nothing stored that could go stale)."""
+
+from __future__ import annotations
+
+import struct
+
+
+def glob(module: str, name: str) -> bytes:
+    return b"c" + f"{module}\n{name}\n".encode()
+
+
+def string(data: bytes | str) -> bytes:
+    """A Python 2 byte string (read back as latin-1 text, as the WESAD files are)."""
+    data = data.encode("latin1") if isinstance(data, str) else data
+    return (b"U" + bytes([len(data)]) if len(data) < 256 else b"T" + struct.pack("<i", len(data))) + data
+
+
+def integer(n: int) -> bytes:
+    if -(2**31) <= n < 2**31:
+        return b"J" + struct.pack("<i", n)
+    body = n.to_bytes((n.bit_length() + 8) // 8, "little", signed=True)
+    return b"\x8a" + bytes([len(body)]) + body  # LONG1
+
+
+def tup(*items: bytes) -> bytes:
+    return b"(" + b"".join(items) + b"t"
+
+
+NONE, FALSE, TRUE = b"N", b"\x89", b"\x88"
+
+
+def dtype(name: str = "f8", order: str = "<", state: bytes | None = None) -> bytes:
+    """``numpy.dtype(name, 0, 1)`` then BUILD with numpy's version-3 state (or ``state``)."""
+    if state is None:
+        state = tup(integer(3), string(order), NONE, NONE, NONE, integer(-1), integer(-1), integer(0))
+    return glob("numpy", "dtype") + tup(string(name), integer(0), integer(1)) + b"R" + state + b"b"
+
+
+def array(shape: tuple[int, ...], raw: bytes, dt: bytes | None = None, fortran: bool = False) -> bytes:
+    """numpy's pickling pattern: ``_reconstruct(ndarray, (0,), 'b')`` then BUILD (1, shape, dtype,
+    is_fortran, raw)."""
+    dt = dtype() if dt is None else dt
+    head = glob("numpy.core.multiarray", "_reconstruct") + tup(glob("numpy", "ndarray"), tup(integer(0)),
+                                                               string("b")) + b"R"
+    return head + tup(integer(1), tup(*map(integer, shape)), dt, TRUE if fortran else FALSE, string(raw)) + b"b"
+
+
+def pickle2(body: bytes) -> bytes:
+    """A whole protocol-2 pickle of ``body``."""
+    return b"\x80\x02" + body + b"."
