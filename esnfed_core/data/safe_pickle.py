@@ -21,6 +21,7 @@ import io
 import os
 import pickle
 import struct
+import warnings
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -139,7 +140,8 @@ def _dispatch() -> dict[int, Any]:
         line = self.readline()
         if len(line) < 3 or line[-1:] != b"\n" or line[:1] != line[-2:-1] or line[:1] not in (b"'", b'"'):
             raise pickle.UnpicklingError("the STRING opcode argument must be quoted")
-        with memoryview(line) as view:
+        with memoryview(line) as view, warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # invalid escapes: kept as pickle does
             data = codecs.escape_decode(view[1:-2])[0]
         del line
         self.append(self._decode_string(data))
