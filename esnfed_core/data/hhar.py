@@ -148,7 +148,7 @@ class HharSource:
             try:
                 f = zf.open(member)
             except archive.ZIP_ERRORS as exc:
-                raise DataError(f"{self.display(name)}: cannot open ({exc})") from None
+                raise DataError(f"{self.display(name)}: cannot open ({brief(exc)})") from None
             with f:
                 yield f
 
@@ -541,7 +541,7 @@ def resolve_params(params: dict | None) -> dict:
             raise ConfigError(f"params.yaml: {pre}devices must be a non-empty list")
         for d in devices:
             if d not in PHONE_MODELS + WATCH_MODELS:
-                raise ConfigError(f"params.yaml: {pre}devices: unknown model {d!r} "
+                raise ConfigError(f"params.yaml: {pre}devices: unknown model {quote(d)} "
                                   f"(expected some of {', '.join(PHONE_MODELS + WATCH_MODELS)})")
         if len(set(devices)) != len(devices):
             raise ConfigError(f"params.yaml: {pre}devices lists a model twice")
@@ -559,7 +559,7 @@ def resolve_params(params: dict | None) -> dict:
         check_param(f"{pre}std_ddof", p["std_ddof"], integer=True, low=0, high=1)
         if p["drop_null"] not in ("after_decimation", "at_read"):
             raise ConfigError(f"params.yaml: {pre}drop_null must be 'after_decimation' or 'at_read', "
-                              f"got {p['drop_null']!r}")
+                              f"got {quote(p['drop_null'])}")
     except ParameterError as exc:
         raise ConfigError(f"params.yaml: {exc}") from None
     p["devices"] = list(devices)

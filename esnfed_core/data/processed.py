@@ -15,7 +15,7 @@ import numpy as np
 
 from esnfed_core.data.windows import NpyMember, concat, take
 from esnfed_core.errors import DataError
-from esnfed_core.quote import quote
+from esnfed_core.quote import brief, quote
 
 MANIFEST = "manifest.json"
 # The names of users, matched in full (re.fullmatch: no trailing newline) before a path is built.
@@ -85,7 +85,7 @@ def load_manifest(directory: str | Path) -> dict:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise DataError(f"{path}: not valid JSON ({exc})") from None
+        raise DataError(f"{path}: not valid JSON ({brief(exc)})") from None
 
 
 def load_user(directory: str | Path, user: str, *, lazy: bool = False) -> UserData:
@@ -107,13 +107,13 @@ def load_user(directory: str | Path, user: str, *, lazy: bool = False) -> UserDa
     except DataError:
         raise
     except Exception as exc:  # zipfile.BadZipFile, ValueError, OSError: a corrupt file
-        raise DataError(f"{path}: cannot read ({exc})") from None
+        raise DataError(f"{path}: cannot read ({brief(exc)})") from None
     if x.dtype != np.float32:
         raise DataError(f"{path}: x has dtype {x.dtype}, expected float32")
     try:
         return UserData(x, y.astype(np.int8, copy=False), ctx.astype(np.int8, copy=False))
     except ValueError as exc:
-        raise DataError(f"{path}: {exc}") from None
+        raise DataError(f"{path}: {brief(exc)}") from None
 
 
 def save_user(path: str | Path, data: UserData) -> None:

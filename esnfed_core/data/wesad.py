@@ -47,7 +47,7 @@ def check_params(params: Mapping[str, Any]) -> dict[str, Any]:
     p = {**DEFAULT_PARAMS, **params}
     if p["modality"] not in MODALITIES:
         raise ParameterError(f"preprocess.wesad.modality: expected one of {list(MODALITIES)}, "
-                             f"got {p['modality']!r}")
+                             f"got {quote(p['modality'])}")
     check_param("preprocess.wesad.window", p["window"], integer=True, low=1)
     check_param("preprocess.wesad.wrist_rate", p["wrist_rate"], low=0, low_open=True, high=LABEL_RATE)
     check_param("preprocess.wesad.contexts", p["contexts"], integer=True, low=1, high=127)

@@ -17,7 +17,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from esnfed_core.errors import DataError
-from esnfed_core.quote import quote
+from esnfed_core.quote import brief, quote
 
 _LOCAL_HEADER = struct.Struct("<4sHHHHHIIIHH")  # a ZIP local file header (30 bytes)
 _LOCAL_MAGIC = b"PK\x03\x04"
@@ -132,7 +132,7 @@ class NpyMember(Windows):
                     f.seek(self._offset + int(idx[a]) * self._row_bytes)
                     _read_exact(f, memoryview(flat[a * self._row_bytes : b * self._row_bytes]), self.path)
         except OSError as exc:
-            raise DataError(f"{self.path}: cannot read {self.name} ({exc})") from None
+            raise DataError(f"{self.path}: cannot read {self.name} ({brief(exc)})") from None
 
     def __reduce__(self):
         return (NpyMember, (self.path, self.name, self.dtype))
@@ -179,7 +179,7 @@ def _locate(path: Path, name: str, dtype: np.dtype) -> tuple[tuple[int, ...], np
     except DataError:
         raise
     except (zipfile.BadZipFile, ValueError, OSError, EOFError, struct.error) as exc:
-        raise DataError(f"{path}: cannot read ({exc})") from None
+        raise DataError(f"{path}: cannot read ({brief(exc)})") from None
     if found != dtype or found.hasobject:
         raise DataError(f"{path}: {name} has dtype {found}, expected {dtype}")
     if fortran and len(shape) > 1:
