@@ -37,13 +37,23 @@ def dtype(name: str = "f8", order: str = "<", state: bytes | None = None) -> byt
     return glob("numpy", "dtype") + tup(string(name), integer(0), integer(1)) + b"R" + state + b"b"
 
 
-def array(shape: tuple[int, ...], raw: bytes, dt: bytes | None = None, fortran: bool = False) -> bytes:
+def array(shape: tuple[int, ...], raw: bytes, dt: bytes | None = None, fortran: bool = False,
+          raw_ops: bytes | None = None) -> bytes:
     """numpy's pickling pattern: ``_reconstruct(ndarray, (0,), 'b')`` then BUILD (1, shape, dtype,
-    is_fortran, raw)."""
+    is_fortran, raw); ``raw_ops`` (opcodes, e.g. a memo GET) stand for the data when given."""
     dt = dtype() if dt is None else dt
     head = glob("numpy.core.multiarray", "_reconstruct") + tup(glob("numpy", "ndarray"), tup(integer(0)),
                                                                string("b")) + b"R"
-    return head + tup(integer(1), tup(*map(integer, shape)), dt, TRUE if fortran else FALSE, string(raw)) + b"b"
+    data = string(raw) if raw_ops is None else raw_ops
+    return head + tup(integer(1), tup(*map(integer, shape)), dt, TRUE if fortran else FALSE, data) + b"b"
+
+
+def put(i: int) -> bytes:
+    return b"r" + struct.pack("<I", i)  # LONG_BINPUT
+
+
+def get(i: int) -> bytes:
+    return b"j" + struct.pack("<I", i)  # LONG_BINGET
 
 
 def pickle2(body: bytes) -> bytes:

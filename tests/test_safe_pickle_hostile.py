@@ -16,7 +16,7 @@ import pytest
 
 from esnfed_core.data import py2pickle, safe_pickle
 from esnfed_core.errors import DataError
-from pickle_asm import FALSE, NONE, array, dtype, glob, integer, pickle2, string, tup
+from pickle_asm import FALSE, NONE, array, dtype, get, glob, integer, pickle2, put, string, tup
 
 # Loads the file, then reads the first and last element of every array (an object array built
 # from raw bytes dereferences them); prints the DataError and exits 3, or prints "loaded".
@@ -139,6 +139,14 @@ HOSTILE = {
                                             + b"b"), "setting the state of a type"),
     "bytes(n)": (pickle2(glob("__builtin__", "bytes") + tup(integer(10**12)) + b"R"), "bytes(<int>)"),
     "bytearray(n)": (pickle2(glob("__builtin__", "bytearray") + tup(integer(10**12)) + b"R"), "bytearray(<int>)"),
+    "list of an array": (pickle2(glob("__builtin__", "list") + tup(array((3,), b"\x00" * 24)) + b"R"),
+                         "list() of a numpy object"),
+    "bytes of a numpy int": (pickle2(glob("__builtin__", "bytes") + tup(glob("numpy.core.multiarray", "scalar") + tup(
+        dtype("i8"), string(b"\x00\x10" * 4)) + b"R") + b"R"), "bytes() of a numpy object"),
+    "bytes of a bool": (pickle2(glob("__builtin__", "bytes") + tup(b"\x88") + b"R"), "bytes(<int>)"),
+    "str of a list": (pickle2(glob("__builtin__", "str") + tup(b"]") + b"R"), "str() of anything but text"),
+    "bytes with utf-32": (pickle2(glob("__builtin__", "bytes") + tup(string("ab"), string("utf-32")) + b"R"),
+                          "other than (data, 'latin1')"),
     "recursive list": (pickle2(b"]q\x00h\x00a"), "contains itself"),
     "deep nesting": (pickle2(b"]" * 100 + b"a" * 99), "nested deeper"),
     "long global name": (pickle2(glob("x" * 100_000, "y")), "refused pickle global xxx"),
@@ -211,6 +219,26 @@ CLAIMS = {
     # bytearray8 of 1 GB (protocol 5)
     "huge bytearray": b"\x80\x05\x96" + (10**9).to_bytes(8, "little") + b"xyz",
 }
+
+
+# Data reused through the memo: one 4 MB string made into 100 arrays (400 MB), or listed 10 times
+# (8 bytes per item: 320 MB); a load may build 2x the file size plus 64 MiB.
+_RAW = string(b"\x00" * 2**22) + put(0)
+REUSE = {
+    "arrays from one memo'd string": pickle2(b"(" + array((2**19,), b"", raw_ops=_RAW) + b"".join(
+        array((2**19,), b"", raw_ops=get(0)) for _ in range(99)) + b"t"),
+    "lists of one memo'd string": pickle2(b"(" + _RAW + b"0" + b"".join(
+        glob("__builtin__", "list") + tup(get(0)) + b"R" for _ in range(10)) + b"t"),
+}
+
+
+@pytest.mark.parametrize("case", list(REUSE))
+def test_data_reused_through_the_memo_cannot_multiply_memory(tmp_path, case):
+    done = _in_child(tmp_path, REUSE[case], _MEASURE)
+    assert done.returncode == 0, done.stderr[-800:]
+    result = json.loads(done.stdout)
+    assert "builds more than twice its size" in result["error"], result
+    assert result["peak"] < 2 * len(REUSE[case]) + 80 * 2**20, result
 
 
 @pytest.mark.parametrize("case", list(CLAIMS))

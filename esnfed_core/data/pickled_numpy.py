@@ -18,11 +18,13 @@ This is the pattern of numpy pickles, Python 2 ones (the WESAD files) included::
 
 from __future__ import annotations
 
+import contextlib
 import math
 import pickle
 import re
 import sys
-from typing import Any
+from contextvars import ContextVar
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -35,6 +37,34 @@ _ITEMSIZES = {"b": (1,), "i": (1, 2, 4, 8), "u": (1, 2, 4, 8), "f": (2, 4, 8)}
 
 class Refused(pickle.UnpicklingError):
     """A part of a numpy object in the pickle that this reader does not build."""
+
+
+class Exhausted(pickle.UnpicklingError):
+    """The pickle would build more data than its load may allocate (see :func:`budget`)."""
+
+
+_LEFT: ContextVar[list[int] | None] = ContextVar("pickled_numpy_budget", default=None)
+
+
+@contextlib.contextmanager
+def budget(limit: int) -> Iterator[None]:
+    """Within the block, arrays built here and :func:`charge`'d results may total ``limit``
+    bytes: data reused through the pickle's memo cannot multiply the memory a load takes."""
+    token = _LEFT.set([limit])
+    try:
+        yield
+    finally:
+        _LEFT.reset(token)
+
+
+def charge(nbytes: int, what: str) -> None:
+    """Count ``nbytes`` about to be allocated for ``what`` against the current budget."""
+    left = _LEFT.get()
+    if left is None:
+        return
+    if nbytes > left[0]:
+        raise Exhausted(f"{what} would take {nbytes} bytes, {left[0]} are left of the budget")
+    left[0] -= nbytes
 
 
 class DtypeSpec:
@@ -61,11 +91,11 @@ class DtypeSpec:
         (version 4 adds metadata): only the plain form of a numeric dtype is admitted."""
         if self.dtype is not None:
             raise Refused(f"dtype {self.name}: state given twice")
-        if not isinstance(state, tuple) or len(state) not in (8, 9) or state[0] != len(state) - 5 \
-                or type(state[0]) is not int:
+        if not isinstance(state, tuple) or len(state) not in (8, 9) or type(state[0]) is not int \
+                or state[0] != len(state) - 5:
             raise Refused(f"dtype {self.name}: state {quote(state)} (expected numpy's version 3 or 4 form)")
         order, subarray, names, fields, elsize, alignment, flags = state[1:8]
-        if order not in ("<", ">", "|") or (order == "|" and self.name[1] != "1"):
+        if not isinstance(order, str) or order not in ("<", ">", "|") or (order == "|" and self.name[1] != "1"):
             raise Refused(f"dtype {self.name}: byte order {quote(order)} (expected '<' or '>', or '|' "
                           "for one-byte types)")
         if subarray is not None or names is not None or fields is not None:
@@ -109,7 +139,7 @@ class ArraySpec:
                 type(state[0]) is not int or state[0] != 1)):
             raise Refused(f"array state {quote(state)} (expected (1, shape, dtype, is_fortran, data))")
         shape, dtype, fortran, raw = state[-4:]
-        if fortran not in (0, 1) or type(fortran) not in (bool, int):
+        if type(fortran) not in (bool, int) or fortran not in (0, 1):
             raise Refused(f"array order flag {quote(fortran)} (expected 0 or 1)")
         array = build_array(shape, dtype, "F" if fortran else "C", raw)
         if not array.dtype.isnative:  # as numpy's __setstate__ does: swapped to native order
@@ -119,7 +149,8 @@ class ArraySpec:
 
 def reconstruct(subtype: Any, shape: Any, typecode: Any) -> ArraySpec:
     """Stands for ``numpy.core.multiarray._reconstruct``: only ``(ndarray, (0,), b'b')``."""
-    if subtype is not Ndarray or shape != (0,) or typecode not in ("b", b"b"):
+    if subtype is not Ndarray or type(shape) is not tuple or shape != (0,) or type(typecode) not in (str, bytes) \
+            or typecode not in ("b", b"b"):
         raise Refused("_reconstruct with arguments other than (numpy.ndarray, (0,), 'b')")
     return ArraySpec()
 
@@ -145,9 +176,10 @@ def build_array(shape: Any, dtype: Any, order: str, raw: Any) -> np.ndarray:
     if not isinstance(dtype, DtypeSpec):
         raise Refused(f"array dtype is a {type(dtype).__name__}, expected numpy.dtype")
     dt = dtype.built("array")
-    if not isinstance(shape, tuple) or len(shape) > MAX_DIMS or any(type(d) is not int or d < 0 for d in shape):
+    if not isinstance(shape, tuple) or len(shape) > MAX_DIMS or \
+            any(type(d) is not int or not 0 <= d <= sys.maxsize for d in shape):
         raise Refused(f"array shape {quote(shape)} (expected up to {MAX_DIMS} dimensions, each an int >= 0)")
-    if order not in ("C", "F"):
+    if type(order) is not str or order not in ("C", "F"):
         raise Refused(f"array order {quote(order)} (expected 'C' or 'F')")
     if math.prod(d for d in shape if d) * dt.itemsize > sys.maxsize // 2:
         raise Refused(f"array shape {quote(shape)} of {dt}: too large")
@@ -155,6 +187,7 @@ def build_array(shape: Any, dtype: Any, order: str, raw: Any) -> np.ndarray:
     need = math.prod(shape) * dt.itemsize
     if need != len(data):
         raise Refused(f"array shape {quote(shape)} of {dt} needs {need} bytes, the data holds {len(data)}")
+    charge(need, f"array {quote(shape)} of {dt}")
     return np.frombuffer(bytearray(data), dtype=dt).reshape(shape, order=order)
 
 
@@ -167,9 +200,7 @@ def scalar(dtype: Any, raw: Any = None, *extra: Any) -> np.generic:
 
 def frombuffer(buf: Any, dtype: Any, shape: Any, order: Any, axis_order: Any = None) -> np.ndarray:
     """Stands for ``numpy.core.numeric._frombuffer`` (protocol 5 pickles, the buffer stored in band)."""
-    if axis_order is not None and order != "K":
-        raise Refused("_frombuffer with an axis order")
-    if order == "K":  # numpy writes K with axis_order for arrays neither C- nor F-contiguous
+    if axis_order is not None or (type(order) is str and order == "K"):  # numpy: neither C- nor F-contiguous
         raise Refused("_frombuffer of a non-contiguous array (axis order)")
     return build_array(shape, dtype, order, buf)
 

@@ -25,11 +25,14 @@ import warnings
 from pathlib import Path
 from typing import Any, BinaryIO
 
+import numpy as np
+
 from esnfed_core.data import pickled_numpy as pn
 from esnfed_core.errors import DataError
 from esnfed_core.quote import brief, quote
 
-MAX_OPCODES = 1_000_000  # real WESAD pickles run a few hundred
+MAX_OPCODES = 200_000  # real WESAD pickles run a few hundred; each makes O(1) objects
+BUDGET_FIXED = 64 << 20  # a load may build 2x the file size plus this (arrays, admitted calls)
 _LATIN1 = {"latin1", "latin-1", "iso-8859-1", "iso8859-1", "l1"}
 
 
@@ -47,17 +50,37 @@ def _latin1_encode(obj: Any, encoding: str = "utf-8", errors: str = "strict") ->
     if not isinstance(obj, str) or not isinstance(encoding, str) or encoding.lower() not in _LATIN1 \
             or errors != "strict":
         raise _Refused(f"codecs.encode called with codec {quote(encoding)}")
+    pn.charge(len(obj), "codecs.encode")
     return obj.encode("latin1")
 
 
-def _no_size(fn: type) -> Any:
-    """``bytes``/``bytearray`` without the ``bytes(n)`` form, which would allocate n bytes."""
-    def make(*args: Any) -> Any:
-        if args and isinstance(args[0], int):
-            raise _Refused(f"{fn.__name__}(<int>) (allocates memory the file does not hold)")
+_NUMPY = (np.ndarray, np.generic, np.dtype, pn.ArraySpec, pn.DtypeSpec)
+# builtin -> bytes its result may take per item of its arguments (charged before the call)
+_BUILTINS = {dict: 100, set: 100, frozenset: 100, list: 8, tuple: 8, str: 1, bytes: 1, bytearray: 1,
+             int: 1, float: 1, complex: 1, bool: 1}
+
+
+def _admitted(fn: type, per_item: int) -> Any:
+    """A builtin as a pickle may call it: on plain values only (``list(array)`` would make an
+    object per element), ``bytes``/``bytearray`` not with a size (``bytes(n)`` allocates n bytes),
+    text codecs latin-1 only, ``str`` only to decode, and the result charged to the budget."""
+    name = fn.__name__
+
+    def call(*args: Any) -> Any:
+        if any(isinstance(a, _NUMPY) for a in args):
+            raise _Refused(f"{name}() of a numpy object")
+        if fn in (bytes, bytearray) and args and hasattr(type(args[0]), "__index__"):
+            raise _Refused(f"{name}(<int>) (allocates memory the file does not hold)")
+        if fn in (str, bytes, bytearray) and len(args) > 1 and (
+                len(args) > 2 or not isinstance(args[1], str) or args[1].lower() not in _LATIN1):
+            raise _Refused(f"{name}() with arguments other than (data, 'latin1')")
+        if fn is str and args and not (isinstance(args[0], str) or len(args) == 2):
+            raise _Refused("str() of anything but text or latin-1 bytes")
+        pn.charge(per_item * sum(len(a) for a in args if hasattr(a, "__len__")) + 64, f"{name}()")
         return fn(*args)
-    make.__name__ = fn.__name__
-    return make
+
+    call.__name__ = name
+    return call
 
 
 # (module, name) -> object. Both numpy 1 (numpy.core) and numpy 2 (numpy._core) spellings appear in
@@ -70,11 +93,9 @@ for _mod in ("numpy.core.numeric", "numpy._core.numeric"):
     _ALLOWED[(_mod, "_frombuffer")] = pn.frombuffer  # protocol-5 numpy pickles
 for _mod in ("_codecs", "codecs"):
     _ALLOWED[(_mod, "encode")] = _latin1_encode
-for _obj in (dict, list, tuple, str, int, float, complex, bool, set, frozenset):
-    _ALLOWED[("builtins", _obj.__name__)] = _obj
-for _obj in (bytes, bytearray):
-    _ALLOWED[("builtins", _obj.__name__)] = _no_size(_obj)
-del _mod, _obj
+for _obj, _per_item in _BUILTINS.items():
+    _ALLOWED[("builtins", _obj.__name__)] = _admitted(_obj, _per_item)
+del _mod, _obj, _per_item
 
 
 def _py3_name(module: str, name: str) -> tuple[str, str]:
@@ -181,12 +202,17 @@ def load(file: BinaryIO, *, name: str | Path = "<pickle>", encoding: str = "lati
     numpy expects. Any failure becomes a one-line DataError naming ``name``.
     """
     try:
-        return pn.finish(_RestrictedUnpickler(file, encoding=encoding).load())
+        unpickler = _RestrictedUnpickler(file, encoding=encoding)
+        with pn.budget(2 * unpickler.file_size + BUDGET_FIXED):
+            return pn.finish(unpickler.load())
     except _Refused as exc:
         raise DataError(f"{name}: refused {brief(exc)} (only numpy arrays and plain containers "
                         "are allowed; the file was not executed)") from None
     except pn.Refused as exc:
         raise DataError(f"{name}: refused numpy object: {brief(exc)}") from None
+    except pn.Exhausted as exc:
+        raise DataError(f"{name}: refused: the pickle builds more than twice its size in data "
+                        f"({brief(exc)})") from None
     except (EOFError, _Truncated) as exc:
         detail = f" ({brief(exc)})" if str(exc) else ""
         raise DataError(f"{name}: truncated pickle (unexpected end of file){detail}") from None
