@@ -59,3 +59,21 @@ def get(i: int) -> bytes:
 def pickle2(body: bytes) -> bytes:
     """A whole protocol-2 pickle of ``body``."""
     return b"\x80\x02" + body + b"."
+
+
+# ---------------------------------------------------------------- the two attacks of issue 10
+
+def zeroed_flags_object_array() -> bytes:
+    """numpy.dtype('O8') with a version-3 state whose flags are 0: numpy then takes the raw bytes
+    of the array state as PyObject pointers (0x4141414141414141 here)."""
+    state = tup(integer(3), string("|"), NONE, NONE, NONE, integer(-1), integer(-1), integer(0))
+    return pickle2(array((2,), b"A" * 16, dt=dtype("O8", state=state)))
+
+
+def ndarray_call(keyword: bool) -> bytes:
+    """numpy.ndarray(shape, dtype, buffer, 0, strides=(0,)): 2e7 rows over 8 bytes of buffer."""
+    args = (tup(integer(20_000_000)), dtype(), string(b"\x00" * 8), integer(0))
+    if keyword:  # NEWOBJ_EX: cls.__new__(cls, *args, **kwargs)
+        kwargs = b"}(" + string("strides") + tup(integer(0)) + b"u"
+        return pickle2(glob("numpy", "ndarray") + tup(*args) + kwargs + b"\x92")
+    return pickle2(glob("numpy", "ndarray") + tup(*args, tup(integer(0))) + b"R")

@@ -16,7 +16,8 @@ import pytest
 
 from esnfed_core.data import py2pickle, safe_pickle
 from esnfed_core.errors import DataError
-from pickle_asm import FALSE, NONE, array, dtype, get, glob, integer, pickle2, put, string, tup
+from pickle_asm import (FALSE, NONE, array, dtype, get, glob, integer, ndarray_call, pickle2, put, string, tup,
+                        zeroed_flags_object_array)
 
 # Loads the file, then reads the first and last element of every array (an object array built
 # from raw bytes dereferences them); prints the DataError and exits 3, or prints "loaded".
@@ -51,26 +52,10 @@ def _in_child(tmp_path, data: bytes, script: str = _CHILD) -> subprocess.Complet
     return subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True, text=True, timeout=120)
 
 
-def _zeroed_flags_object_dtype() -> bytes:
-    """numpy.dtype('O8') with a version-3 state whose flags are 0: numpy then takes the raw bytes
-    of the array state as PyObject pointers (0x4141414141414141 here)."""
-    state = tup(integer(3), string("|"), NONE, NONE, NONE, integer(-1), integer(-1), integer(0))
-    return pickle2(array((2,), b"A" * 16, dt=dtype("O8", state=state)))
-
-
-def _ndarray_call(keyword: bool) -> bytes:
-    """numpy.ndarray(shape, dtype, buffer, 0, strides=(0,)): 2e7 rows over 8 bytes of buffer."""
-    args = (tup(integer(20_000_000)), dtype(), string(b"\x00" * 8), integer(0))
-    if keyword:  # NEWOBJ_EX: cls.__new__(cls, *args, **kwargs)
-        kwargs = b"}(" + string("strides") + tup(integer(0)) + b"u"
-        return pickle2(glob("numpy", "ndarray") + tup(*args) + kwargs + b"\x92")
-    return pickle2(glob("numpy", "ndarray") + tup(*args, tup(integer(0))) + b"R")
-
-
 @pytest.mark.parametrize("data, refused", [
-    (_zeroed_flags_object_dtype(), "dtype 'O8'"),
-    (_ndarray_call(keyword=False), "numpy.ndarray called directly"),
-    (_ndarray_call(keyword=True), "numpy.ndarray called directly"),
+    (zeroed_flags_object_array(), "dtype 'O8'"),
+    (ndarray_call(keyword=False), "numpy.ndarray called directly"),
+    (ndarray_call(keyword=True), "numpy.ndarray called directly"),
 ], ids=["object-dtype-zeroed-flags", "ndarray-strides", "ndarray-strides-kwargs"])
 def test_crafted_pickles_that_crashed_or_exhausted_memory_are_one_line_errors(tmp_path, data, refused):
     done = _in_child(tmp_path, data)
