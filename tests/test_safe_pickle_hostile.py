@@ -14,7 +14,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from esnfed_core.data import py2pickle, safe_pickle
+from esnfed_core.data import py2pickle, safe_pickle, wesad, wesad_synth
 from esnfed_core.errors import DataError
 from pickle_asm import (FALSE, NONE, array, dtype, get, glob, integer, ndarray_call, pickle2, put, string, tup,
                         zeroed_flags_object_array)
@@ -261,3 +261,23 @@ def test_real_format_pickles_read_byte_identically_to_numpys_own_reader(protocol
             assert type(a) is type(b) and a == b
 
     same(ours, ref)
+
+
+@pytest.mark.parametrize("protocol", py2pickle.PROTOCOLS)
+@pytest.mark.parametrize("modality, window", [("chest", 700), ("wrist", 8)])
+def test_processed_synthetic_wesad_is_the_same_as_with_numpys_own_unpickler(tmp_path, monkeypatch, protocol,
+                                                                         modality, window):
+    wesad_synth.synthesize_wesad(tmp_path, 7, scale=0.02, subjects=["S2", "S3"], protocol=protocol)
+    params = {"subjects": ["S2", "S3"], "modality": modality, "window": window}
+    ours = list(wesad.preprocess_wesad(tmp_path, params))
+
+    def standard(path):
+        with open(path, "rb") as f:
+            return pickle.load(f, encoding="latin1")
+
+    monkeypatch.setattr(wesad.safe_pickle, "load_path", standard)
+    ref = list(wesad.preprocess_wesad(tmp_path, params))
+    assert [s for s, _, _ in ours] == [s for s, _, _ in ref] == ["S2", "S3"]
+    for (_, a, _), (_, b, _) in zip(ours, ref):
+        for x, y in ((a.x, b.x), (a.y, b.y), (a.context, b.context)):
+            assert x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes()
