@@ -33,7 +33,8 @@ TRIAL_MODULES = (
     "esnfed_core", "esnfed_core.continual", "esnfed_core.data", "esnfed_core.data.processed",
     "esnfed_core.data.windows", "esnfed_core.errors", "esnfed_core.federated", "esnfed_core.messages",
     "esnfed_core.metrics", "esnfed_core.plasticity", "esnfed_core.readout", "esnfed_core.reservoir",
-    "esnfed_core.scoring", "esnfed_core.search", "esnfed_core.trial", "esnfed_core.validation",
+    "esnfed_core.quote", "esnfed_core.scoring", "esnfed_core.search", "esnfed_core.trial",
+    "esnfed_core.validation",
 )
 
 

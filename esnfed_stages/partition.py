@@ -6,8 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from esnfed_core.data.processed import load_manifest
+from esnfed_core.data.processed import USER_NAME_HINT, is_user_name, load_manifest
 from esnfed_core.errors import ConfigError, DataError
+from esnfed_core.quote import quote
 from esnfed_stages._datasets import check_dataset
 from esnfed_stages._io import write_json
 from esnfed_stages.params import section
@@ -16,9 +17,13 @@ from esnfed_stages.preprocess import DEFAULT_OUT as DEFAULT_PROCESSED
 DEFAULT_OUT = Path("data/partitions")
 
 
-def _names(value: Any, key: str) -> list[str]:
+def _names(value: Any, key: str, dataset: str) -> list[str]:
     if not isinstance(value, list) or not value or not all(isinstance(u, str) for u in value):
-        raise ConfigError(f"params.yaml: {key} must be a non-empty list of user names, got {value!r}")
+        raise ConfigError(f"params.yaml: {key} must be a non-empty list of user names, got {quote(value)}")
+    for u in value:
+        if not is_user_name(dataset, u):
+            raise ConfigError(f"params.yaml: {key}: {quote(u)} is not a {dataset} user name "
+                              f"({USER_NAME_HINT[dataset]})")
     if len(set(value)) != len(value):
         raise ConfigError(f"params.yaml: {key} lists a user twice: {value}")
     return list(value)
@@ -39,14 +44,14 @@ def check_spec(dataset: str, spec: Any) -> dict[str, Any]:
         if isinstance(pct, bool) or not str(pct).isdigit() or not 0 < int(pct) <= 100:
             raise ConfigError(f"params.yaml: {key}.train.{pct}: keys must be percentages 1..100")
     for pct in sorted(train, key=int):
-        users = _names(train[pct], f"{key}.train.{pct}")
+        users = _names(train[pct], f"{key}.train.{pct}", dataset)
         if not set(previous) <= set(users):
             raise ConfigError(f"params.yaml: {key}.train.{pct} must contain the smaller subsets "
                               f"(missing {sorted(set(previous) - set(users))})")
         subsets[str(int(pct))] = users
         previous = users
-    validation = _names(spec["validation"], f"{key}.validation")
-    test = _names(spec["test"], f"{key}.test")
+    validation = _names(spec["validation"], f"{key}.validation", dataset)
+    test = _names(spec["test"], f"{key}.test", dataset)
     for a, b, name in ((previous, validation, "train and validation"), (previous, test, "train and test"),
                        (validation, test, "validation and test")):
         both = sorted(set(a) & set(b))

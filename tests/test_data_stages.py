@@ -18,6 +18,7 @@ from esnfed_cli.main import app
 from esnfed_core.data import py2pickle, safe_pickle, wesad_synth
 from esnfed_core.data.processed import load_manifest, load_user
 from esnfed_stages import _datasets
+from pickle_asm import ndarray_call, zeroed_flags_object_array
 
 runner = CliRunner()
 REPO_PARAMS = Path(__file__).resolve().parents[1] / "params.yaml"
@@ -195,6 +196,11 @@ BAD_RAW = {
     "corrupt pickle": (lambda p: p.write_bytes(b"\x80\x02}" + b"\xee" * 100), "corrupt pickle"),
     "malicious pickle": (lambda p: p.write_bytes(pickle.dumps({"signal": _Evil(p.parent / "pwned")}, protocol=2)),
                          "refused pickle global posix.system"),
+    # numpy objects crafted from admitted globals (tests/test_safe_pickle_hostile.py): refused, never built
+    "object dtype with zeroed flags": (lambda p: p.write_bytes(zeroed_flags_object_array()),
+                                       "refused numpy object: dtype 'O8'"),
+    "ndarray called with strides": (lambda p: p.write_bytes(ndarray_call(keyword=True)),
+                                    "numpy.ndarray called directly"),
     "missing key": (lambda p: _rewrite(p, lambda o: o["signal"]["chest"].pop("EMG")), "missing key 'signal/chest/EMG'"),
     "wrong shape": (lambda p: _rewrite(p, _chest("ACC", lambda a: a[:, :2])), "signal/chest/ACC has shape"),
     "wrong dtype": (lambda p: _rewrite(p, lambda o: o.update(label=o["label"].astype(np.float32))),

@@ -30,6 +30,8 @@ Params (``params["preprocess"]["hhar"]`` in params.yaml; missing keys take these
 from __future__ import annotations
 
 import contextlib
+import csv
+import io
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +43,7 @@ import pandas as pd
 from esnfed_core.data import archive
 from esnfed_core.data.processed import UserData
 from esnfed_core.errors import ConfigError, DataError
+from esnfed_core.quote import brief, quote
 from esnfed_core.validation import ParameterError, check_param
 
 CLASSES = ("stand", "sit", "walk", "stairsup", "stairsdown", "bike")
@@ -81,7 +84,11 @@ DEFAULT_PARAMS: dict = {
 # Strings read as a missing signal value (then reported as NaN); `gt` keeps "null" as a string.
 _NA_SIGNAL = ["", "nan", "NaN", "NAN", "null", "NULL", "NA", "N/A", "None", "none"]
 _LABEL_INDEX = {name: i for i, name in enumerate(CLASSES)}
-_SAFE_ID = re.compile(r"^[A-Za-z0-9_-]+$")
+_SAFE_ID = re.compile(r"[A-Za-z0-9_-]+")  # matched in full (no trailing newline)
+# Bounds of the CSV text. The real files' lines are at most 131 bytes; fields are never quoted, so
+# they are read with quoting off and a field cannot outgrow its line.
+MAX_LINE = 512
+MAX_HEADER = 64 * 1024
 
 
 # ----------------------------------------------------------------------------------------------
@@ -141,7 +148,7 @@ class HharSource:
             try:
                 f = zf.open(member)
             except archive.ZIP_ERRORS as exc:
-                raise DataError(f"{self.display(name)}: cannot open ({exc})") from None
+                raise DataError(f"{self.display(name)}: cannot open ({brief(exc)})") from None
             with f:
                 yield f
 
@@ -174,7 +181,56 @@ def locate_source(raw_root: str | Path) -> HharSource:
 # ----------------------------------------------------------------------------------------------
 # Chunked reading with explicit dtypes
 # ----------------------------------------------------------------------------------------------
+class _LineBounded(io.RawIOBase):
+    """The CSV bytes of ``raw`` as they stream past, with every line checked against
+    :data:`MAX_LINE` before the parser sees it (one numpy scan per buffer): a file with an endless
+    line or field fails at once, naming the line, instead of filling memory."""
+
+    def __init__(self, raw: IO[bytes], display: str, first_line: int):
+        super().__init__()
+        self._raw, self._display = raw, display
+        self._line = first_line  # number of the line the next byte belongs to
+        self._run = 0  # bytes of that line already seen
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buf) -> int:  # type: ignore[override]
+        data = self._raw.read(len(buf))
+        n = len(data)
+        if n:
+            self._check(np.frombuffer(data, np.uint8))
+            buf[:n] = data
+        return n
+
+    def _check(self, chunk: np.ndarray) -> None:
+        ends = np.flatnonzero(chunk == 0x0A)
+        if ends.size == 0:
+            self._run += chunk.size
+            self._bound(self._run, self._line)
+            return
+        self._bound(self._run + int(ends[0]), self._line)
+        if ends.size > 1:
+            lengths = np.diff(ends) - 1
+            longest = int(np.argmax(lengths))
+            self._bound(int(lengths[longest]), self._line + 1 + longest)
+        self._line += int(ends.size)
+        self._run = chunk.size - int(ends[-1]) - 1
+        self._bound(self._run, self._line)
+
+    def _bound(self, length: int, line: int) -> None:
+        if length > MAX_LINE:
+            raise DataError(f"{self._display}: line {line} is longer than {MAX_LINE} bytes "
+                            "(HHAR lines have about 100): not an HHAR CSV, or a damaged one")
+
+
+def _bounded(raw: IO[bytes], display: str, first_line: int) -> io.BufferedReader:
+    return io.BufferedReader(_LineBounded(raw, display, first_line), buffer_size=1 << 20)
+
+
 def _header(line: bytes, disp: str) -> list[str]:
+    if len(line) >= MAX_HEADER and not line.endswith(b"\n"):
+        raise DataError(f"{disp}: header line longer than {MAX_HEADER} bytes (not an HHAR CSV?)")
     if not line.strip():
         raise DataError(f"{disp}: empty file (no header line)")
     try:
@@ -197,15 +253,15 @@ def iter_chunks(source: HharSource, name: str, columns=COLUMNS, chunk_rows: int 
     done = 0
     with source.open(name) as f:
         try:
-            header = _header(f.readline(64 * 1024), disp)
+            header = _header(f.readline(MAX_HEADER), disp)
             missing = [c for c in columns if c not in header]
             if missing:
                 raise DataError(f"{disp}: missing column(s) {', '.join(missing)} "
-                                f"(header: {','.join(header)[:200]})")
-            reader = pd.read_csv(f, header=None, names=header, usecols=columns,
+                                f"(header: {brief(','.join(header))})")
+            reader = pd.read_csv(_bounded(f, disp, 2), header=None, names=header, usecols=columns,
                                  dtype={c: DTYPES[c] for c in columns}, keep_default_na=False,
                                  na_values={c: _NA_SIGNAL for c in ("x", "y", "z") if c in columns},
-                                 chunksize=chunk_rows, engine="c", index_col=False)
+                                 chunksize=chunk_rows, engine="c", index_col=False, quoting=csv.QUOTE_NONE)
             with reader:
                 for chunk in reader:
                     if chunk.empty:
@@ -217,7 +273,7 @@ def iter_chunks(source: HharSource, name: str, columns=COLUMNS, chunk_rows: int 
         except (ValueError, pd.errors.ParserError) as exc:
             raise _locate_bad_value(source, name, header, columns, done, chunk_rows, exc) from None
         except archive.ZIP_ERRORS as exc:
-            raise DataError(f"{disp}: corrupt archive data after row {done} ({exc})") from None
+            raise DataError(f"{disp}: corrupt archive data after row {done} ({brief(exc)})") from None
         except UnicodeDecodeError:
             raise DataError(f"{disp}: not UTF-8 text after row {done}") from None
     if done == 0:
@@ -227,14 +283,15 @@ def iter_chunks(source: HharSource, name: str, columns=COLUMNS, chunk_rows: int 
 def _locate_bad_value(source, name, header, columns, first_row, nrows, exc) -> DataError:
     """Re-read the failing chunk as text to name the first bad cell; runs on the error path only."""
     disp = source.display(name)
-    reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    reason = brief(exc)
     if isinstance(exc, pd.errors.ParserError):
         return DataError(f"{disp}: malformed CSV ({reason})")
     try:
         with source.open(name) as f:
             # an int skiprows skips lines in C, cheap even deep into a 13 M-row file
-            text = pd.read_csv(f, skiprows=first_row + 1, nrows=nrows, header=None, names=header,
-                               usecols=list(columns), dtype=str, keep_default_na=False, index_col=False)
+            text = pd.read_csv(_bounded(f, disp, 1), skiprows=first_row + 1, nrows=nrows, header=None,
+                               names=header, usecols=list(columns), dtype=str, keep_default_na=False,
+                               index_col=False, quoting=csv.QUOTE_NONE)
     except Exception:  # noqa: BLE001 - the original error is the one to report
         return DataError(f"{disp}: unreadable value after data row {first_row} ({reason})")
     for col in columns:
@@ -250,7 +307,7 @@ def _locate_bad_value(source, name, header, columns, first_row, nrows, exc) -> D
             what = "not an integer"
         if bad.any():
             i = int(np.flatnonzero(bad.to_numpy())[0])
-            return DataError(f"{disp}: line {first_row + i + 2}, column {col}: {raw.iloc[i]!r} is {what}")
+            return DataError(f"{disp}: line {first_row + i + 2}, column {col}: {quote(raw.iloc[i])} is {what}")
     return DataError(f"{disp}: unreadable value after data row {first_row} ({reason})")
 
 
@@ -309,7 +366,7 @@ def read_streams(source: HharSource, name: str, models, *, chunk_rows: int = 500
         if (label == -2).any():
             r = int(np.flatnonzero(label == -2)[0])
             raise DataError(f"{disp}: line {rows[r] + 2}, column gt: unknown activity "
-                            f"{chunk['gt'].to_numpy()[keep][r]!r} (expected one of {', '.join(CLASSES)}, null)")
+                            f"{quote(chunk['gt'].to_numpy()[keep][r])} (expected one of {', '.join(CLASSES)}, null)")
         time = chunk["Arrival_Time"].to_numpy()[keep]
         if drop_null:
             labelled = label >= 0
@@ -484,7 +541,7 @@ def resolve_params(params: dict | None) -> dict:
             raise ConfigError(f"params.yaml: {pre}devices must be a non-empty list")
         for d in devices:
             if d not in PHONE_MODELS + WATCH_MODELS:
-                raise ConfigError(f"params.yaml: {pre}devices: unknown model {d!r} "
+                raise ConfigError(f"params.yaml: {pre}devices: unknown model {quote(d)} "
                                   f"(expected some of {', '.join(PHONE_MODELS + WATCH_MODELS)})")
         if len(set(devices)) != len(devices):
             raise ConfigError(f"params.yaml: {pre}devices lists a model twice")
@@ -502,7 +559,7 @@ def resolve_params(params: dict | None) -> dict:
         check_param(f"{pre}std_ddof", p["std_ddof"], integer=True, low=0, high=1)
         if p["drop_null"] not in ("after_decimation", "at_read"):
             raise ConfigError(f"params.yaml: {pre}drop_null must be 'after_decimation' or 'at_read', "
-                              f"got {p['drop_null']!r}")
+                              f"got {quote(p['drop_null'])}")
     except ParameterError as exc:
         raise ConfigError(f"params.yaml: {exc}") from None
     p["devices"] = list(devices)
@@ -569,8 +626,8 @@ def _process_kind(acc: FileStreams, gyro: FileStreams, models: list[str], p: dic
         if not any(mm == m for _, mm in seen):
             raise DataError(f"{acc.display}: no rows for device '{m}'")
     for u, m in sorted(seen):
-        if not _SAFE_ID.match(u):
-            raise DataError(f"{acc.display}: user id {u!r} is not a usable name (letters, digits, _ or -)")
+        if not _SAFE_ID.fullmatch(u):
+            raise DataError(f"{acc.display}: user id {quote(u)} is not a usable name (letters, digits, _ or -)")
         names = sorted({dev for (uu, mm, dev) in list(acc.streams) + list(gyro.streams) if (uu, mm) == (u, m)})
         empty = Stream(np.zeros(0, np.int64), np.zeros((0, 3)), np.zeros(0, np.int8))
         copies = {dev: join_copy(acc.streams.get((u, m, dev), empty), gyro.streams.get((u, m, dev), empty),

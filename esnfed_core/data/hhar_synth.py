@@ -24,6 +24,7 @@ from typing import IO, Callable
 import numpy as np
 from scipy.signal import lfilter
 
+from esnfed_core.quote import quote
 from esnfed_core.validation import check_param
 
 USERS = ("a", "b", "c", "d", "e", "f", "g", "h", "i")
@@ -351,10 +352,10 @@ def _check_size(seconds_per_activity: float, gap_seconds: float, watch_duty: flo
     check_param("watch_duty", watch_duty, low=0, high=1, low_open=True)
     for u in users:
         if u not in USERS:
-            raise ValueError(f"users: unknown HHAR user {u!r} (expected some of {', '.join(USERS)})")
+            raise ValueError(f"users: unknown HHAR user {quote(u)} (expected some of {', '.join(USERS)})")
     for m in models:
         if m not in MODELS:
-            raise ValueError(f"models: unknown HHAR model {m!r} (expected some of {', '.join(MODELS)})")
+            raise ValueError(f"models: unknown HHAR model {quote(m)} (expected some of {', '.join(MODELS)})")
 
 
 def write_csv_tables(folder: Path, seed: int, *, seconds_per_activity: float, gap_seconds: float,

@@ -7,6 +7,7 @@ read batch by batch); labels and contexts, 1/(4F) of its size, are always loaded
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,8 +15,13 @@ import numpy as np
 
 from esnfed_core.data.windows import NpyMember, concat, take
 from esnfed_core.errors import DataError
+from esnfed_core.quote import brief, quote
 
 MANIFEST = "manifest.json"
+# The names of users, matched in full (re.fullmatch: no trailing newline) before a path is built.
+USER_NAMES = {"wesad": re.compile(r"S[0-9]+"), "hhar": re.compile(r"[a-i]")}  # ASCII digits only
+USER_NAME_HINT = {"wesad": "S followed by digits, e.g. S2", "hhar": "one letter a-i"}
+_FILE_NAME = re.compile(r"[A-Za-z0-9_-]+")  # any user file name: never a path
 
 
 @dataclass(frozen=True, eq=False)
@@ -59,7 +65,16 @@ class UserData:
         )
 
 
+def is_user_name(dataset: str, name: object) -> bool:
+    """Whether ``name`` is a user of ``dataset`` as params.yaml may list it."""
+    return isinstance(name, str) and USER_NAMES[dataset].fullmatch(name) is not None
+
+
 def user_path(directory: str | Path, user: str) -> Path:
+    """``<directory>/<user>.npz``; a user that is not a plain name (letters, digits, _ or -) is a
+    DataError, so no path outside ``directory`` is ever built."""
+    if not isinstance(user, str) or _FILE_NAME.fullmatch(user) is None:
+        raise DataError(f"{directory}: user {quote(user)} is not a plain name (letters, digits, _ or -)")
     return Path(directory) / f"{user}.npz"
 
 
@@ -70,7 +85,7 @@ def load_manifest(directory: str | Path) -> dict:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise DataError(f"{path}: not valid JSON ({exc})") from None
+        raise DataError(f"{path}: not valid JSON ({brief(exc)})") from None
 
 
 def load_user(directory: str | Path, user: str, *, lazy: bool = False) -> UserData:
@@ -92,13 +107,13 @@ def load_user(directory: str | Path, user: str, *, lazy: bool = False) -> UserDa
     except DataError:
         raise
     except Exception as exc:  # zipfile.BadZipFile, ValueError, OSError: a corrupt file
-        raise DataError(f"{path}: cannot read ({exc})") from None
+        raise DataError(f"{path}: cannot read ({brief(exc)})") from None
     if x.dtype != np.float32:
         raise DataError(f"{path}: x has dtype {x.dtype}, expected float32")
     try:
         return UserData(x, y.astype(np.int8, copy=False), ctx.astype(np.int8, copy=False))
     except ValueError as exc:
-        raise DataError(f"{path}: {exc}") from None
+        raise DataError(f"{path}: {brief(exc)}") from None
 
 
 def save_user(path: str | Path, data: UserData) -> None:

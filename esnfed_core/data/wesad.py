@@ -10,8 +10,9 @@ from typing import Any, Iterator, Mapping
 import numpy as np
 
 from esnfed_core.data import safe_pickle
-from esnfed_core.data.processed import UserData
+from esnfed_core.data.processed import USER_NAME_HINT, UserData, is_user_name
 from esnfed_core.errors import DataError
+from esnfed_core.quote import quote
 from esnfed_core.validation import ParameterError, check_param
 
 DIRNAME = "WESAD"
@@ -46,13 +47,17 @@ def check_params(params: Mapping[str, Any]) -> dict[str, Any]:
     p = {**DEFAULT_PARAMS, **params}
     if p["modality"] not in MODALITIES:
         raise ParameterError(f"preprocess.wesad.modality: expected one of {list(MODALITIES)}, "
-                             f"got {p['modality']!r}")
+                             f"got {quote(p['modality'])}")
     check_param("preprocess.wesad.window", p["window"], integer=True, low=1)
     check_param("preprocess.wesad.wrist_rate", p["wrist_rate"], low=0, low_open=True, high=LABEL_RATE)
     check_param("preprocess.wesad.contexts", p["contexts"], integer=True, low=1, high=127)
     subjects = p["subjects"]
     if not isinstance(subjects, list) or not subjects or not all(isinstance(s, str) for s in subjects):
-        raise ParameterError(f"preprocess.wesad.subjects: expected a non-empty list of names, got {subjects!r}")
+        raise ParameterError(f"preprocess.wesad.subjects: expected a non-empty list of names, got {quote(subjects)}")
+    for s in subjects:
+        if not is_user_name("wesad", s):
+            raise ParameterError(f"preprocess.wesad.subjects: {quote(s)} is not a subject name "
+                                 f"({USER_NAME_HINT['wesad']})")
     if len(set(subjects)) != len(subjects):
         raise ParameterError(f"preprocess.wesad.subjects: duplicate names in {subjects}")
     return p
@@ -82,7 +87,10 @@ def dataset_dir(raw_root: str | Path) -> Path:
 
 
 def subject_path(raw_root: str | Path, subject: str) -> Path:
-    """``.../WESAD/S<k>/S<k>.pkl``; a missing folder or file is a DataError naming it."""
+    """``.../WESAD/S<k>/S<k>.pkl``; a missing folder or file is a DataError naming it. ``subject``
+    must be a subject name (``S<digits>``): no path outside the WESAD folder is built."""
+    if not is_user_name("wesad", subject):
+        raise DataError(f"{raw_root}: {quote(subject)} is not a WESAD subject name ({USER_NAME_HINT['wesad']})")
     folder = dataset_dir(raw_root) / subject
     if not folder.is_dir():
         raise DataError(f"{folder}: subject folder not found")
@@ -145,7 +153,7 @@ def read_subject(path: str | Path, subject: str | None = None, modality: str = "
         name = name.decode("latin1")
     expected = subject if subject is not None else path.stem
     if name != expected:
-        raise DataError(f"{path}: subject is {name!r}, expected {expected!r}")
+        raise DataError(f"{path}: subject is {quote(name)}, expected {quote(expected)}")
     label = _as_columns(label, "label", 1, path, kind="i")[:, 0]
     n = label.shape[0]
     if n == 0:

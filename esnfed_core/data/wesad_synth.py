@@ -12,6 +12,7 @@ from scipy.signal import lfilter
 
 from esnfed_core.data import py2pickle
 from esnfed_core.data.wesad import DIRNAME, LABEL_RATE, SUBJECTS, WRIST_RATES
+from esnfed_core.quote import quote
 from esnfed_core.validation import check_param
 
 FS = LABEL_RATE
@@ -437,7 +438,7 @@ def synthesize_wesad(out_root: str | Path, seed: int, scale: float = 0.02,
     written = []
     for subject in subjects:
         if subject not in LENGTH_S:
-            raise ValueError(f"synthetic.wesad.subjects: unknown subject {subject!r}")
+            raise ValueError(f"synthetic.wesad.subjects: unknown subject {quote(subject)}")
         folder = root / subject
         folder.mkdir(parents=True, exist_ok=True)
         obj, blocks = generate_subject(subject, seed, scale)

@@ -8,6 +8,7 @@ is lazy; indexing it returns a real ``np.ndarray`` holding the requested windows
 
 from __future__ import annotations
 
+import math
 import struct
 import zipfile
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from esnfed_core.errors import DataError
+from esnfed_core.quote import brief, quote
 
 _LOCAL_HEADER = struct.Struct("<4sHHHHHIIIHH")  # a ZIP local file header (30 bytes)
 _LOCAL_MAGIC = b"PK\x03\x04"
@@ -35,7 +37,7 @@ class Windows:
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.shape))
+        return math.prod(self.shape)
 
     def __len__(self) -> int:
         return self.shape[0]
@@ -104,7 +106,7 @@ class NpyMember(Windows):
         self.path = Path(path)
         self.name = name
         self.shape, self.dtype, self._offset = _locate(self.path, name, np.dtype(dtype))
-        self._row_bytes = int(np.prod(self.shape[1:], dtype=np.int64)) * self.dtype.itemsize
+        self._row_bytes = math.prod(self.shape[1:]) * self.dtype.itemsize
 
     def _rows(self, idx: np.ndarray) -> np.ndarray:
         out = np.empty((len(idx),) + self.shape[1:], self.dtype)
@@ -130,7 +132,7 @@ class NpyMember(Windows):
                     f.seek(self._offset + int(idx[a]) * self._row_bytes)
                     _read_exact(f, memoryview(flat[a * self._row_bytes : b * self._row_bytes]), self.path)
         except OSError as exc:
-            raise DataError(f"{self.path}: cannot read {self.name} ({exc})") from None
+            raise DataError(f"{self.path}: cannot read {self.name} ({brief(exc)})") from None
 
     def __reduce__(self):
         return (NpyMember, (self.path, self.name, self.dtype))
@@ -177,14 +179,17 @@ def _locate(path: Path, name: str, dtype: np.dtype) -> tuple[tuple[int, ...], np
     except DataError:
         raise
     except (zipfile.BadZipFile, ValueError, OSError, EOFError, struct.error) as exc:
-        raise DataError(f"{path}: cannot read ({exc})") from None
+        raise DataError(f"{path}: cannot read ({brief(exc)})") from None
     if found != dtype or found.hasobject:
         raise DataError(f"{path}: {name} has dtype {found}, expected {dtype}")
     if fortran and len(shape) > 1:
         raise DataError(f"{path}: {name} is stored in Fortran order, expected C order")
     if len(shape) < 1:
         raise DataError(f"{path}: {name} is a scalar, expected an array of windows")
-    nbytes = int(np.prod(shape, dtype=np.int64)) * found.itemsize
+    if any(type(d) is not int or d < 0 for d in shape):
+        raise DataError(f"{path}: {name} has shape {quote(shape)} in its .npy header (dimensions must be "
+                        "integers >= 0)")
+    nbytes = math.prod(shape) * found.itemsize  # Python ints: exact, no int64 wrap
     if offset - start + nbytes != info.file_size:
         raise DataError(f"{path}: {name}: the .npy header says {nbytes} bytes of data, the zip entry "
                         f"holds {info.file_size - (offset - start)}")
