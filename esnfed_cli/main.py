@@ -6,6 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from esnfed_cli._common import DEBUG_ENV, set_debug
 from esnfed_core import __version__
 
 app = typer.Typer(
@@ -30,8 +31,11 @@ def main(
         Optional[bool],
         typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit."),
     ] = None,
+    debug: Annotated[bool, typer.Option(
+        "--debug", help=f"On failure, print the traceback before the one-line error (or set {DEBUG_ENV}=1).")] = False,
 ) -> None:
     """Federated and continual Echo State Networks on WESAD and HHAR."""
+    set_debug(debug)
 
 
 # Stage commands register themselves on `app` when their module is imported.
