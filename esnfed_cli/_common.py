@@ -11,6 +11,7 @@ from typing import Callable, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from esnfed_core.errors import EsnfedError
 
@@ -25,7 +26,7 @@ EXIT_FAILURE = 1
 
 def fail(message: str) -> None:
     """Print one line naming the problem and exit non-zero."""
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(EXIT_FAILURE)
 
 
@@ -65,7 +66,7 @@ def handle_errors(fn: F) -> F:
         except (EsnfedError, ValueError, OSError, MemoryError) as exc:
             # ValueError: ParameterError and numpy/scipy shape errors from the core
             if debug_enabled():
-                err_console.print(traceback.format_exc(), highlight=False, markup=False, end="")
+                err_console.print(traceback.format_exc(), highlight=False, markup=False, soft_wrap=True, end="")
             if isinstance(exc, OSError):
                 fail(os_error_line(exc))
             elif isinstance(exc, MemoryError):

@@ -119,6 +119,10 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         else:
             os.replace(tmp_path, path)
         fsync_dir(path.parent)
+    except OSError as exc:
+        if exc.filename is None:  # a write or fsync on a descriptor (a full disk): name the output
+            raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from exc
+        raise
     finally:
         if tmp_path.is_dir() and not tmp_path.is_symlink():
             shutil.rmtree(tmp_path, ignore_errors=True)
