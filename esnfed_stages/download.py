@@ -29,7 +29,7 @@ from typing import Callable
 from esnfed_core.data import archive
 from esnfed_core.errors import ConfigError, DataError
 from esnfed_stages._datasets import DIRNAMES, check_dataset
-from esnfed_stages._io import atomic_path, dumps_json, output_lock
+from esnfed_stages._io import atomic_path, dumps_json, fsync_dir, output_lock
 
 CHUNK = 1 << 20
 MAX_UNKNOWN_SIZE = 16 << 30  # bytes accepted when neither the spec nor the server gives a size
@@ -311,6 +311,7 @@ def _run(dataset: str, spec: ArchiveSpec, out_root: Path, target: Path, final: P
     verified.append("zip-crc")
     if current is part:
         os.replace(part, final)
+        fsync_dir(final.parent)
 
     receipt = {"dataset": dataset, "url": spec.url, "file": spec.filename, "size": got, "sha256": digest,
                "sha256_known": spec.sha256 is not None, "verified": verified, "source": spec.note}
