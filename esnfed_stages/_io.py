@@ -6,7 +6,7 @@
   random token: ``.<name>.<pid>.<token>.tmp``.
 - ``output_lock``: an exclusive ``flock`` per output path (the lock file ``.<name>.lock`` beside
   it), so a second run on the same outputs stops with one line naming the folder and the pid
-  holding it instead of interleaving its writes.
+  holding it instead of interleaving its writes (or waits for it: ``set_lock_wait``).
 - ``clean_stale_tmp``: under the lock, removes only this package's temporaries whose writer is
   no longer running (a killed run); any other file, a foreign ``.x.tmp`` included, is kept.
 """
@@ -35,6 +35,15 @@ _TMP = re.compile(r"^\..+\.(\d+)\.([0-9a-f]{16})\.tmp$")
 
 class LockedError(DataError):
     """Another run holds the lock of an output path."""
+
+
+_wait_for_locks = False
+
+
+def set_lock_wait(on: bool) -> None:
+    """Make ``output_lock`` wait for another run to finish instead of stopping (``esnfed --wait``)."""
+    global _wait_for_locks
+    _wait_for_locks = on
 
 
 def _tmp_sibling(path: Path) -> Path:
@@ -170,8 +179,8 @@ def lock_path(path: str | os.PathLike) -> Path:
 def output_lock(path: str | os.PathLike) -> Iterator[Path]:
     """Hold an exclusive lock on the output ``path`` (a file or folder) for the block.
 
-    Another process holding it makes this raise LockedError naming ``path`` and the holder's pid.
-    The lock file is removed on release; a waiter that then holds a removed file retries.
+    Another process holding it makes this raise LockedError naming ``path`` and the holder's pid
+    (or wait until it is free, after ``set_lock_wait(True)``). The lock file is removed on release; a waiter that then holds a removed file retries.
     """
     path = Path(path)
     lock = lock_path(path)
@@ -179,12 +188,12 @@ def output_lock(path: str | os.PathLike) -> Iterator[Path]:
     while True:
         fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if _wait_for_locks else fcntl.LOCK_NB))
         except BlockingIOError:
             holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
             os.close(fd)
             raise LockedError(f"{path}: in use by another esnfed run (pid {holder}, lock {lock}); "
-                              "wait for it to finish") from None
+                              "wait for it to finish, or run `esnfed --wait ...`") from None
         except BaseException:
             os.close(fd)
             raise

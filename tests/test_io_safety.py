@@ -12,6 +12,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -151,6 +152,26 @@ def test_second_run_on_the_same_output_is_refused_naming_the_holder(project):
         assert snapshot(PROCESSED) == before
     ok(invoke("preprocess", "--dataset", "wesad"))  # free again once the other run ended
     assert not _tmp_leftovers(PROCESSED.parent)  # the lock file went with it
+
+
+def test_wait_option_waits_for_the_other_run(project):
+    ok(invoke("preprocess", "--dataset", "wesad"))
+    holder = Holder(PROCESSED.resolve())
+
+    def release():
+        time.sleep(0.8)
+        holder.__exit__()
+
+    t = threading.Thread(target=release)
+    t0 = time.monotonic()
+    t.start()
+    try:
+        ok(invoke("--wait", "preprocess", "--dataset", "wesad"))  # blocks until the holder is gone
+    finally:
+        _io.set_lock_wait(False)  # the flag lives as long as the process: reset it for the next tests
+        t.join()
+    assert time.monotonic() - t0 >= 0.8 and holder.proc.returncode == 0
+    assert not _tmp_leftovers(PROCESSED.parent)
 
 
 def test_two_select_runs_on_the_same_share(tmp_path):
