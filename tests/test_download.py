@@ -361,6 +361,15 @@ def test_download_stops_as_soon_as_it_passes_the_expected_size(tmp_path):
     _no_leftovers(tmp_path / "raw")
 
 
+def test_download_of_unknown_size_stops_at_the_cap(tmp_path, monkeypatch):
+    monkeypatch.setattr(download, "MAX_UNKNOWN_SIZE", 10_000)  # no --size, no Content-Length
+    with Scripted(_endless) as server:
+        with pytest.raises(DataError, match="more than the expected 10000 bytes"):
+            download.run("hhar", tmp_path / "raw", url=server.url)
+    assert server.sent < 64 << 20
+    assert not list((tmp_path / "raw" / ".downloads").iterdir())
+
+
 def test_announced_size_other_than_expected_is_refused_before_reading(tmp_path, hhar_zip):
     payload, _ = hhar_zip
     with Server(payload) as server:
