@@ -1,12 +1,17 @@
-"""Shared CLI plumbing: the error-to-exit-code mapping and the consoles."""
+"""Shared CLI plumbing: the error-to-exit-code mapping (the only place that maps exceptions to
+exit codes) and the consoles."""
 
 from __future__ import annotations
 
+import errno
 import functools
+import os
+import traceback
 from typing import Callable, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from esnfed_core.errors import EsnfedError
 
@@ -21,20 +26,51 @@ EXIT_FAILURE = 1
 
 def fail(message: str) -> None:
     """Print one line naming the problem and exit non-zero."""
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(EXIT_FAILURE)
 
 
+# `esnfed --debug` (or ESNFED_DEBUG=1) prints the traceback of a failure before its one line.
+DEBUG_ENV = "ESNFED_DEBUG"
+_debug = False
+
+
+def set_debug(on: bool) -> None:
+    global _debug
+    _debug = on
+
+
+def debug_enabled() -> bool:
+    return _debug or os.environ.get(DEBUG_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def os_error_line(exc: OSError) -> str:
+    """One line naming the file(s) and the cause of an OSError (full disk, permissions, ...)."""
+    cause = exc.strerror or str(exc) or type(exc).__name__
+    if exc.errno == errno.ENOSPC:
+        cause = "no space left on device (free some space and run again)"
+    elif exc.errno in (errno.EACCES, errno.EPERM):
+        cause = f"permission denied ({exc.strerror})" if exc.strerror else "permission denied"
+    where = [str(f) for f in (exc.filename, exc.filename2) if f is not None]
+    return f"{' -> '.join(where)}: {cause}" if where else cause
+
+
 def handle_errors(fn: F) -> F:
-    """Turn expected failures (bad files, bad params) into one line and exit code 1."""
+    """Turn failures into one line and exit code 1: bad files and params, OS errors (full disk,
+    permissions), running out of memory. Other exceptions are bugs and keep their traceback."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
-        except EsnfedError as exc:
-            fail(str(exc))
-        except ValueError as exc:  # ParameterError and numpy/scipy shape errors from the core
+        except (EsnfedError, ValueError, OSError, MemoryError) as exc:
+            # ValueError: ParameterError and numpy/scipy shape errors from the core
+            if debug_enabled():
+                err_console.print(traceback.format_exc(), highlight=False, markup=False, soft_wrap=True, end="")
+            if isinstance(exc, OSError):
+                fail(os_error_line(exc))
+            elif isinstance(exc, MemoryError):
+                fail(f"out of memory in `esnfed {fn.__name__}`" + (f" ({exc})" if str(exc) else ""))
             fail(str(exc))
 
     return wrapper  # type: ignore[return-value]

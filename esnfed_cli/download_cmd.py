@@ -64,6 +64,9 @@ def download(
         "--retries", min=0, help="Resume attempts after a dropped connection.")] = 3,
     timeout: Annotated[float, typer.Option(
         "--timeout", min=1.0, help="Network timeout in seconds.")] = 60.0,
+    deadline: Annotated[float, typer.Option(
+        "--deadline", min=1.0, help="Give up after this many seconds in all (retries included); "
+        "the same command resumes.")] = download_stage.DEADLINE,
     params: Annotated[Path, typer.Option("--params", help="The params file (for data.raw_dir).")] = Path("params.yaml"),
 ) -> None:
     """Download, verify and unpack the official archive of a dataset (needs internet; run by hand).
@@ -86,7 +89,8 @@ def download(
 
         result = download_stage.run(
             dataset.value, out_root, url=url, sha256=sha256, size=size, cache_dir=cache, unpack=unpack,
-            keep_archive=keep_archive, force=force, retries=retries, timeout=timeout, progress=progress)
+            keep_archive=keep_archive, force=force, retries=retries, timeout=timeout, deadline=deadline,
+            progress=progress)
     table = Table(title=f"{dataset.value} downloaded -> {result.folder}")
     table.add_column("item")
     table.add_column("value", overflow="fold")

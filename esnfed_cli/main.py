@@ -6,6 +6,8 @@ from typing import Annotated, Optional
 
 import typer
 
+from esnfed_cli._common import DEBUG_ENV, set_debug
+from esnfed_stages._io import set_lock_wait
 from esnfed_core import __version__
 
 app = typer.Typer(
@@ -30,8 +32,14 @@ def main(
         Optional[bool],
         typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit."),
     ] = None,
+    debug: Annotated[bool, typer.Option(
+        "--debug", help=f"On failure, print the traceback before the one-line error (or set {DEBUG_ENV}=1).")] = False,
+    wait: Annotated[bool, typer.Option(
+        "--wait", help="When another run is writing the same outputs, wait for it instead of stopping.")] = False,
 ) -> None:
     """Federated and continual Echo State Networks on WESAD and HHAR."""
+    set_debug(debug)
+    set_lock_wait(wait)
 
 
 # Stage commands register themselves on `app` when their module is imported.

@@ -20,7 +20,7 @@ import numpy as np
 from esnfed_core import metrics
 from esnfed_core.scoring import accuracy, activation_density, context_matrix, random_accuracy
 from esnfed_core.trial import FittedModel, Method
-from esnfed_stages._io import write_json
+from esnfed_stages._io import output_lock, write_json
 from esnfed_stages.experiment import PCTS, assess_path, experiment_params, model_dir, open_dataset
 from esnfed_stages.models import load_model
 
@@ -110,5 +110,6 @@ def run(
         "dataset": dataset, "method": method.id, "algo": method.algo, "strategy": method.strategy,
         "budget": exp.budget, "source": data.manifest.get("source"), "pcts": shares,
     }
-    write_json(assess_path(runs_dir, dataset, method.id), doc)
+    with output_lock(assess_path(runs_dir, dataset, method.id)):
+        write_json(assess_path(runs_dir, dataset, method.id), doc)
     return doc

@@ -1,8 +1,11 @@
 """Stage `download` (run by hand, not by DVC): fetch the official WESAD or HHAR archive over HTTP(S),
 resuming a partial download, verify it, and unpack it (nested zips too) into the raw layout.
 
-The archive is kept as ``<cache>/<name>.part`` while incomplete; an interrupted run resumes it with
-an HTTP Range request. A complete archive is checked (size, sha256 when known, every zip CRC)
+The archive is kept as ``<cache>/<key>-<name>.part`` while incomplete (``key`` hashes the URL and
+the expected size, so another ``--url`` or ``--size`` never reuses an old file); an interrupted run
+resumes it with an HTTP Range request whose answer must start at the requested byte. A download
+stops as soon as it passes the expected size, refuses a redirect from https to http, and gives up
+after an overall deadline (a rerun resumes). A complete archive is checked (size, sha256 when known, every zip CRC)
 before anything is unpacked; the dataset folder ``<out>/<WESAD|HHAR>`` appears by one rename only
 when everything succeeded, together with ``download.json`` (url, size, sha256 of the archive).
 """
@@ -12,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import http.client
 import os
+import re
 import shutil
 import socket
 import tempfile
@@ -25,9 +29,11 @@ from typing import Callable
 from esnfed_core.data import archive
 from esnfed_core.errors import ConfigError, DataError
 from esnfed_stages._datasets import DIRNAMES, check_dataset
-from esnfed_stages._io import atomic_path, dumps_json
+from esnfed_stages._io import atomic_path, dumps_json, fsync_dir, output_lock
 
 CHUNK = 1 << 20
+MAX_UNKNOWN_SIZE = 16 << 30  # bytes accepted when neither the spec nor the server gives a size
+DEADLINE = 6 * 3600.0  # seconds for a whole download, retries included (--deadline)
 
 
 @dataclass(frozen=True)
@@ -99,9 +105,37 @@ def spec_for(dataset: str, url: str | None = None, sha256: str | None = None, si
     return spec
 
 
+def cache_paths(spec: ArchiveSpec, cache: Path) -> tuple[Path, Path]:
+    """(complete archive, partial download) in ``cache``, named by the URL and expected size."""
+    key = hashlib.sha256(f"{spec.url}\n{spec.size}".encode()).hexdigest()[:12]
+    final = Path(cache) / f"{key}-{spec.filename}"
+    return final, final.with_name(final.name + ".part")
+
+
 # ----------------------------------------------------------------------------------------------
 # HTTP with resume
 # ----------------------------------------------------------------------------------------------
+class _NoDowngrade(urllib.request.HTTPRedirectHandler):
+    """Follow redirects, except from https to anything else (plain http would drop the TLS)."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        if req.full_url.lower().startswith("https://") and not newurl.lower().startswith("https://"):
+            raise DataError(f"{req.full_url}: refused a redirect from https to {newurl}")
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+_OPENER = urllib.request.build_opener(_NoDowngrade)
+_RANGE = re.compile(r"^\s*bytes\s+(\d+)-(\d+)/(\d+|\*)\s*$")
+
+
+def _check_range(url: str, resp, offset: int, part: Path) -> None:
+    """A 206 answer must cover the bytes from ``offset`` on, or the file would be spliced wrong."""
+    rng = resp.headers.get("Content-Range", "")
+    m = _RANGE.match(rng)
+    if m is None or int(m.group(1)) != offset:
+        raise DataError(f"{url}: asked for the bytes from {offset} on, the server answered the range "
+                        f"{rng[:80]!r} (refused; delete {part} to download from the start)")
+
 def _total_from(resp, offset: int) -> int | None:
     """The full archive size from a 206 Content-Range or a 200 Content-Length."""
     if resp.status == 206:
@@ -118,24 +152,39 @@ def _open(url: str, offset: int, timeout: float):
     headers = {"User-Agent": "esnfed-pipeline download", "Accept-Encoding": "identity"}
     if offset:
         headers["Range"] = f"bytes={offset}-"
-    return urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=timeout)
+    return _OPENER.open(urllib.request.Request(url, headers=headers), timeout=timeout)
 
 
-def fetch(url: str, part: Path, *, timeout: float = 60.0, retries: int = 3,
-          progress: Progress | None = None) -> tuple[int, int]:
+def fetch(url: str, part: Path, *, timeout: float = 60.0, retries: int = 3, expected: int | None = None,
+          deadline: float = DEADLINE, progress: Progress | None = None) -> tuple[int, int]:
     """Download ``url`` into ``part``, resuming from its current size; return (size, resumed_from).
 
     A dropped connection is retried ``retries`` times, each time resuming where it stopped. A
-    server that ignores Range restarts the download from zero.
+    server that ignores Range restarts the download from zero. The download stops as soon as it
+    passes ``expected`` bytes (else the size the server announced, else MAX_UNKNOWN_SIZE), and
+    when ``deadline`` seconds have passed.
     """
     part.parent.mkdir(parents=True, exist_ok=True)
     resumed_from = part.stat().st_size if part.exists() else 0
     attempt = 0
+    end = time.monotonic() + deadline
+
+    def left() -> float:
+        remaining = end - time.monotonic()
+        if remaining <= 0:
+            have = part.stat().st_size if part.exists() else 0
+            raise DataError(f"{url}: deadline of {deadline:g} s passed after {have} bytes; run the same "
+                            f"command again to resume from {part}")
+        return remaining
+
     while True:
         offset = part.stat().st_size if part.exists() else 0
+        if expected is not None and offset > expected:
+            part.unlink()  # longer than the archive can be: not a partial download of it
+            offset = resumed_from = 0
         try:
             try:
-                resp = _open(url, offset, timeout)
+                resp = _open(url, offset, min(timeout, left()))
             except urllib.error.HTTPError as exc:
                 if exc.code == 416 and offset:
                     # Range beyond the end: complete already if the server's size says so
@@ -150,18 +199,31 @@ def fetch(url: str, part: Path, *, timeout: float = 60.0, retries: int = 3,
                 if offset and resp.status != 206:
                     offset = 0  # Range ignored: the body is the whole file
                     resumed_from = 0
+                if resp.status == 206:
+                    _check_range(url, resp, offset, part)
                 total = _total_from(resp, offset)
+                if expected is not None and total is not None and total != expected:
+                    part.unlink(missing_ok=True)
+                    raise DataError(f"{url}: the server announces {total} bytes, expected {expected} (nothing "
+                                    "kept; pass --size to accept another size)")
+                limit = expected if expected is not None else total if total is not None else MAX_UNKNOWN_SIZE
                 with open(part, "r+b" if offset else "wb") as f:
                     f.seek(offset)
                     f.truncate()
                     done = offset
                     if progress is not None:
                         progress("download", done, total)
-                    while chunk := resp.read(CHUNK):
+                    while chunk := resp.read1(max(1, min(CHUNK, limit + 1 - done))):
                         f.write(chunk)
                         done += len(chunk)
+                        if done > limit:
+                            f.close()
+                            part.unlink()
+                            raise DataError(f"{url}: the server sent more than the expected {limit} bytes "
+                                            "(stopped; the partial file was removed)")
                         if progress is not None:
                             progress("download", done, total)
+                        left()
                     f.flush()
                     os.fsync(f.fileno())
             if total is not None and done != total:
@@ -175,7 +237,7 @@ def fetch(url: str, part: Path, *, timeout: float = 60.0, retries: int = 3,
                 reason = getattr(exc, "reason", None) or type(exc).__name__
                 raise DataError(f"{url}: download interrupted after {have} bytes ({reason}); run the "
                                 f"same command again to resume from {part}") from None
-            time.sleep(min(2.0 ** attempt, 30.0) * 0.1)
+            time.sleep(min(2.0 ** attempt * 0.1, 30.0, left()))
 
 
 def sha256_file(path: Path, progress: Progress | None = None) -> str:
@@ -197,27 +259,36 @@ def sha256_file(path: Path, progress: Progress | None = None) -> str:
 def run(dataset: str, out_root: str | Path = "data/raw", *, url: str | None = None, sha256: str | None = None,
         size: int | None = None, cache_dir: str | Path | None = None, unpack: bool = True,
         keep_archive: bool = False, force: bool = False, retries: int = 3, timeout: float = 60.0,
-        progress: Progress | None = None) -> DownloadResult:
+        deadline: float = DEADLINE, progress: Progress | None = None) -> DownloadResult:
     """Download, verify and unpack ``dataset`` into ``<out_root>/<WESAD|HHAR>``.
 
     ``cache_dir`` (default ``<out_root>/.downloads``) holds the archive while downloading.
     ``unpack=False`` puts the verified archive in ``<out_root>/<DIRNAME>/`` as is (the HHAR reader
     reads the UCI zip in place). An existing dataset folder is only replaced with ``force``.
+    The dataset folder is locked for the run: a second download into it stops at once.
     """
     spec = spec_for(dataset, url, sha256, size)
     out_root = Path(out_root)
     target = out_root / DIRNAMES[dataset]
+    cache = Path(cache_dir) if cache_dir is not None else out_root / ".downloads"
+    final, part = cache_paths(spec, cache)
+    with output_lock(target), output_lock(final):
+        return _run(dataset, spec, out_root, target, final, part, unpack=unpack, keep_archive=keep_archive,
+                    force=force, retries=retries, timeout=timeout, deadline=deadline, progress=progress)
+
+
+def _run(dataset: str, spec: ArchiveSpec, out_root: Path, target: Path, final: Path, part: Path, *,
+         unpack: bool, keep_archive: bool, force: bool, retries: int, timeout: float, deadline: float,
+         progress: Progress | None) -> DownloadResult:
     if target.exists() and any(target.iterdir()) and not force:
         raise DataError(f"{target}: already exists and is not empty (pass --force to replace it)")
-    cache = Path(cache_dir) if cache_dir is not None else out_root / ".downloads"
-    final = cache / spec.filename
-    part = cache / f"{spec.filename}.part"
     resumed_from = 0
     if final.is_file():
         got = final.stat().st_size  # a complete archive kept by an earlier run: verify it again
         resumed_from = got
     else:
-        got, resumed_from = fetch(spec.url, part, timeout=timeout, retries=retries, progress=progress)
+        got, resumed_from = fetch(spec.url, part, timeout=timeout, retries=retries, expected=spec.size,
+                                  deadline=deadline, progress=progress)
     current = final if final.is_file() else part
 
     verified = ["size"]
@@ -240,6 +311,7 @@ def run(dataset: str, out_root: str | Path = "data/raw", *, url: str | None = No
     verified.append("zip-crc")
     if current is part:
         os.replace(part, final)
+        fsync_dir(final.parent)
 
     receipt = {"dataset": dataset, "url": spec.url, "file": spec.filename, "size": got, "sha256": digest,
                "sha256_known": spec.sha256 is not None, "verified": verified, "source": spec.note}
@@ -265,10 +337,11 @@ def run(dataset: str, out_root: str | Path = "data/raw", *, url: str | None = No
                 if progress is not None:
                     progress("unpack", done[0], None)
 
+            budget = archive.Budget()  # the caps hold for the archive and its nested zips together
             with archive.open_zip(final, str(final)) as zf:
-                archive.extract_all(zf, staging, str(final), unpacked)
+                archive.extract_all(zf, staging, str(final), unpacked, budget)
             root = _dataset_root(staging, target.name)
-            archive.unpack_nested(root, str(final), unpacked)
+            archive.unpack_nested(root, str(final), unpacked, budget)
             missing = [r for r in spec.required if not (root / r).is_file()]
             if missing:
                 raise DataError(f"{final}: archive lacks {missing[0]} (not the {dataset} archive?)")

@@ -10,7 +10,7 @@ from esnfed_core.data.processed import USER_NAME_HINT, is_user_name, load_manife
 from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.quote import quote
 from esnfed_stages._datasets import check_dataset
-from esnfed_stages._io import write_json
+from esnfed_stages._io import output_lock, write_json
 from esnfed_stages.params import section
 from esnfed_stages.preprocess import DEFAULT_OUT as DEFAULT_PROCESSED
 
@@ -77,5 +77,7 @@ def run(dataset: str, params: dict[str, Any], processed_root: str | Path | None 
                               f"(users there: {sorted(known)})")
     out = {"dataset": dataset, **spec, "n_contexts": manifest["n_contexts"],
            "context_names": manifest["context_names"]}
-    write_json(Path(out_root if out_root is not None else DEFAULT_OUT) / f"{dataset}.json", out)
+    path = Path(out_root if out_root is not None else DEFAULT_OUT) / f"{dataset}.json"
+    with output_lock(path):
+        write_json(path, out)
     return out

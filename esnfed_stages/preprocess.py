@@ -13,7 +13,7 @@ import numpy as np
 from esnfed_core.data.processed import MANIFEST, UserData, save_user, user_path
 from esnfed_core.errors import ConfigError, DataError
 from esnfed_stages._datasets import check_dataset, dataset_function
-from esnfed_stages._io import atomic_path, write_json
+from esnfed_stages._io import atomic_path, output_lock, write_json
 from esnfed_stages.params import section
 
 SOURCES = ("synthetic", "raw")
@@ -113,7 +113,7 @@ def run(dataset: str, params: dict[str, Any], source: str | None = None, raw_dir
     users: dict[str, dict] = {}
     checksums: dict[str, str] = {}
     hashed: set[Path] = set()
-    with atomic_path(out) as tmp:
+    with output_lock(out), atomic_path(out) as tmp:
         tmp.mkdir()
         for user, data, info in fn(raw_root, ds_params):
             _check_user(user, data, info, users, meta, dataset)

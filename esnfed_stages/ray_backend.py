@@ -2,18 +2,23 @@
 stage on a Ray cluster; imported by the runner only when ``runner.backend`` is ray (optional extra).
 
 Connects to the cluster named by ``RAY_ADDRESS`` (``head:6379``, from a machine of the cluster; a
-Ray Client address ``ray://...`` needs ``ray[client]``), else starts a local Ray instance; a Ray
-session already started in this process is reused. Every node must have this package installed
+Ray Client address ``ray://...`` needs ``ray[client]``), else starts a local Ray instance whose
+processes listen on 127.0.0.1 only (no dashboard); a Ray session already started in this process
+is reused. A cluster's nodes must share a private, trusted network: Ray's ports take any
+connection from it, and the driver unpickles every result a worker sends back. Every node must have this package installed
 and read the processed data at the same path (a shared folder): workers load their users from
 ``DataRef.directory`` as local workers do. Connection errors Ray raises are one-line ConfigErrors.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+from typing import Iterator
 
 import ray
+from ray._private import ray_constants
 from joblib import register_parallel_backend
 from ray.util.joblib.ray_backend import RayBackend
 
@@ -35,6 +40,46 @@ class StreamingRayBackend(RayBackend):
     supports_return_generator = True
 
 
+LOOPBACK = "127.0.0.1"
+# Ray picks a local node's address by this switch, read when the node starts (0: the loopback).
+_CLUSTER_SWITCH = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+
+
+@contextlib.contextmanager
+def _loopback_node() -> Iterator[None]:
+    """While a local instance starts, make Ray choose 127.0.0.1 as the node address.
+
+    ``ray.init(_node_ip_address="127.0.0.1")`` does not do it (Ray swaps a loopback address for
+    the machine's own on Linux); with the node address on the loopback, the GCS, raylet, object
+    manager, agents and workers all bind to it. Ray reads the address from its cluster switch,
+    as a module constant in this process and from the environment in the processes it spawns.
+    """
+    saved_const = getattr(ray_constants, "ENABLE_RAY_CLUSTER", None)
+    saved_env = os.environ.get(_CLUSTER_SWITCH)
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    os.environ[_CLUSTER_SWITCH] = "0"
+    try:
+        yield
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = saved_const
+        if saved_env is None:
+            os.environ.pop(_CLUSTER_SWITCH, None)
+        else:
+            os.environ[_CLUSTER_SWITCH] = saved_env
+
+
+def _start_local() -> None:
+    """Start a local Ray instance reachable from this machine only; refuse one that is not."""
+    with _loopback_node():
+        ray.init(include_dashboard=False, dashboard_host=LOOPBACK, logging_level=logging.WARNING)
+    addresses = {n.get("NodeManagerAddress") for n in ray.nodes()}
+    if addresses != {LOOPBACK}:
+        ray.shutdown()
+        raise ConfigError(f"runner.backend ray: the local Ray instance listens on {sorted(map(str, addresses))}, "
+                          f"not only {LOOPBACK} (this Ray version starts differently; set RAY_ADDRESS to a cluster "
+                          "on a trusted network, or use another backend)")
+
+
 def setup(config: RunnerConfig) -> None:
     """Register the joblib backend and attach to (or start) a Ray cluster, once per process."""
     register_parallel_backend("ray", StreamingRayBackend)
@@ -43,9 +88,13 @@ def setup(config: RunnerConfig) -> None:
     logging.getLogger("ray.util.multiprocessing.pool").setLevel(logging.ERROR)
     if not ray.is_initialized():
         address = os.environ.get("RAY_ADDRESS") or None
-        local = {} if address else {"include_dashboard": False}  # a local instance needs no web UI
         try:
-            ray.init(address=address, logging_level=logging.WARNING, **local)
+            if address:
+                ray.init(address=address, logging_level=logging.WARNING)
+            else:
+                _start_local()
+        except ConfigError:
+            raise
         except Exception as exc:  # noqa: BLE001 - Ray raises several types; all mean "no cluster"
             where = f"the cluster at RAY_ADDRESS={address}" if address else "a local Ray instance"
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""

@@ -26,7 +26,7 @@ from esnfed_core.tables import (
     render_communication_markdown, render_markdown, required_inputs, split_rounds, to_csv,
 )
 from esnfed_stages import figures
-from esnfed_stages._io import atomic_path, dumps_json, read_json, write_bytes
+from esnfed_stages._io import atomic_path, dumps_json, output_lock, read_json, write_bytes
 from esnfed_stages.params import load_params, section
 from esnfed_stages.ttest import ASSESS_DIR, TTEST_PATH, Inputs, load_inputs
 
@@ -275,10 +275,11 @@ def _write_dir(path: Path, files: Mapping[str, bytes]) -> None:
 
 def write(rep: Report, out_dir: str | Path = REPORTS_DIR) -> None:
     out_dir = Path(out_dir)
-    _write_dir(out_dir / "tables", rep.tables)
-    _write_dir(out_dir / "figures", rep.figures)
-    _write_dir(out_dir / "plots", rep.plots)
-    write_bytes(out_dir / "metrics.json", rep.metrics)
+    with output_lock(out_dir):  # two reports at once would mix their tables, figures and metrics
+        _write_dir(out_dir / "tables", rep.tables)
+        _write_dir(out_dir / "figures", rep.figures)
+        _write_dir(out_dir / "plots", rep.plots)
+        write_bytes(out_dir / "metrics.json", rep.metrics)
 
 
 def run(params_path: str | Path = "params.yaml", *, assess_dir: str | Path = ASSESS_DIR,

@@ -15,7 +15,7 @@ from typing import Any, Callable, Mapping
 from esnfed_core.errors import DataError
 from esnfed_core.search import derive_seed
 from esnfed_core.trial import Method
-from esnfed_stages._io import read_json, write_json
+from esnfed_stages._io import clean_stale_tmp, output_locks, read_json, write_json
 from esnfed_stages.experiment import (
     ExperimentParams,
     RunnerConfig,
@@ -70,13 +70,13 @@ def selected_config(runs: Path, dataset: str, method: str, pct: str) -> dict[str
 
 
 def _clean(directory: Path, n: int) -> None:
+    """Remove models past the count, failure records, and temporaries of a killed run (ours only)."""
     if not directory.is_dir():
         return
+    clean_stale_tmp(directory)
     for p in directory.iterdir():
         m = _MODEL_FILE.match(p.name)
-        if (m and int(m.group(1)) >= n) or _FAILED_FILE.match(p.name) or (
-            p.name.startswith(".") and p.name.endswith(".tmp")
-        ):
+        if (m and int(m.group(1)) >= n) or _FAILED_FILE.match(p.name):
             p.unlink()
 
 
@@ -91,7 +91,16 @@ def run(
     runner: RunnerConfig | None = None,
     progress: Progress | None = None,
 ) -> RetrainResult:
-    """Retrain each share in ``pcts``; failed retrains are recorded, never raised."""
+    """Retrain each share in ``pcts``; failed retrains are recorded, never raised.
+
+    Each share's folder is locked for the run: a second run on the same share stops at once.
+    """
+    with output_locks([model_dir(runs_dir, dataset, method.id, p) for p in pcts]):
+        return _run(dataset, method, pcts, params, data_dir, runs_dir, runner, progress)
+
+
+def _run(dataset: str, method: Method, pcts: list[str], params: Mapping[str, Any], data_dir: Path,
+         runs_dir: Path, runner: RunnerConfig | None, progress: Progress | None) -> RetrainResult:
     exp = experiment_params(params)
     runner = for_method(runner or exp.runner, method)
     data = open_dataset(data_dir, dataset)

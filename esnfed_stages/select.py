@@ -16,7 +16,7 @@ from typing import Any, Callable, Mapping
 from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.search import continual_budgets, derive_seed, sample_config
 from esnfed_core.trial import Method
-from esnfed_stages._io import read_json, write_json
+from esnfed_stages._io import clean_stale_tmp, output_locks, read_json, write_json
 from esnfed_stages.experiment import (
     Dataset,
     ExperimentParams,
@@ -134,14 +134,13 @@ def _finished(trial: PlannedTrial) -> dict[str, Any] | None:
 
 def _clean(directory: Path, n_trials: int) -> None:
     """Remove what no longer belongs to this plan: trials past the count, a previous best.json
-    (rewritten at the end), and temporaries of an interrupted atomic write."""
+    (rewritten at the end), and temporaries of a killed run (only ours: see ``clean_stale_tmp``)."""
     if not directory.is_dir():
         return
+    clean_stale_tmp(directory)
     for p in directory.iterdir():
         m = _TRIAL_FILE.match(p.name)
-        if (m and int(m.group(1)) >= n_trials) or p.name == "best.json" or (
-            p.name.startswith(".") and p.name.endswith(".tmp")
-        ):
+        if (m and int(m.group(1)) >= n_trials) or p.name == "best.json":
             p.unlink()
 
 
@@ -177,7 +176,16 @@ def run(
     runner: RunnerConfig | None = None,
     progress: Progress | None = None,
 ) -> SelectResult:
-    """Select for each share in ``pcts``; failed trials are recorded, never raised."""
+    """Select for each share in ``pcts``; failed trials are recorded, never raised.
+
+    Each share's folder is locked for the run: a second run on the same share stops at once.
+    """
+    with output_locks([select_dir(runs_dir, dataset, method.id, p) for p in pcts]):
+        return _run(dataset, method, pcts, params, data_dir, runs_dir, runner, progress)
+
+
+def _run(dataset: str, method: Method, pcts: list[str], params: Mapping[str, Any], data_dir: Path,
+         runs_dir: Path, runner: RunnerConfig | None, progress: Progress | None) -> SelectResult:
     exp = experiment_params(params)
     runner = for_method(runner or exp.runner, method)
     data = open_dataset(data_dir, dataset)

@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 from esnfed_core.errors import ConfigError, DataError
 from esnfed_stages._datasets import DIRNAMES, bind_kwargs, check_dataset, dataset_function
-from esnfed_stages._io import atomic_path
+from esnfed_stages._io import atomic_path, output_lock
 from esnfed_stages.params import section
 
 
@@ -55,7 +55,7 @@ def run(dataset: str, params: dict[str, Any], out_root: str | Path | None = None
     except OSError as exc:
         raise DataError(f"{out_root}: cannot create output folder ({exc.strerror})") from None
     target = out_root / dirname
-    with atomic_path(target) as tmp:
+    with output_lock(target), atomic_path(target) as tmp:
         # The generator writes <scratch>/<DIRNAME>/...; the finished folder is renamed into place.
         with tempfile.TemporaryDirectory(dir=out_root, prefix=f".{dirname}.synth.") as scratch:
             written = fn(Path(scratch), seed, **kwargs)

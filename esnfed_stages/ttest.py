@@ -15,7 +15,7 @@ from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.stats import check_alpha, check_variant, compare_to_best
 from esnfed_core.tables import PCTS, TABLES, Scores, TableSpec, comparison_groups, required_inputs
 from esnfed_core.validation import ParameterError
-from esnfed_stages._io import read_json, write_json
+from esnfed_stages._io import output_lock, read_json, write_json
 from esnfed_stages.params import load_params, section
 
 ASSESS_DIR = Path("runs/assess")
@@ -148,5 +148,6 @@ def run(params_path: str | Path = "params.yaml", *, variant: str | None = None,
             progress(spec.id)
     doc = {"variant": variant, "alpha": alpha, "rule": RULE, "comparisons": comps,
            "missing": [str(p) for p in inputs.missing]}
-    write_json(out, doc)
+    with output_lock(out):
+        write_json(out, doc)
     return doc

@@ -7,6 +7,8 @@ import hashlib
 import io
 import json
 import threading
+import time
+import urllib.request
 import zipfile
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -94,6 +96,10 @@ def _fetch_cli(out: Path, url: str, *extra: str):
     return runner.invoke(app, ["download", "--dataset", "hhar", "--out", str(out), "--url", url, *extra])
 
 
+def _part(cache: Path, url: str) -> Path:
+    return download.cache_paths(download.spec_for("hhar", url), cache)[1]
+
+
 def _assert_unpacked(out: Path, payload: bytes, csvs: dict[str, bytes]) -> None:
     folder = out / "HHAR" / hhar.FOLDER
     assert {p.name: p.read_bytes() for p in folder.glob("*.csv")} == csvs
@@ -128,14 +134,15 @@ def test_resume_from_a_partial_file(tmp_path, hhar_zip):
     cache = tmp_path / "cache"
     cache.mkdir()
     half = len(payload) // 2
-    (cache / f"{download.KNOWN['hhar'].filename}.part").write_bytes(payload[:half])
+    server = Server(payload)
+    _part(cache, server.url).write_bytes(payload[:half])
     seen = []
-    with Server(payload) as server:
+    with server:
         result = download.run("hhar", tmp_path / "raw", url=server.url, cache_dir=cache, keep_archive=True,
                               progress=lambda phase, done, total: seen.append((phase, done, total)))
     assert server.ranges == [f"bytes={half}-"]
     assert result.resumed_from == half and result.size == len(payload)
-    assert (cache / download.KNOWN["hhar"].filename).read_bytes() == payload  # kept on request
+    assert download.cache_paths(download.spec_for("hhar", server.url), cache)[0].read_bytes() == payload  # kept on request
     assert seen[0] == ("download", half, len(payload)) and ("download", len(payload), len(payload)) in seen
     _assert_unpacked(tmp_path / "raw", payload, csvs)
 
@@ -154,7 +161,7 @@ def test_dropped_connection_without_retries_keeps_the_partial_file(tmp_path, hha
     with Server(payload, cut_after=10_000) as server:
         with pytest.raises(DataError, match="interrupted after 10000 bytes.*run the same command again"):
             download.run("hhar", tmp_path / "raw", url=server.url, retries=0)
-    part = tmp_path / "raw" / ".downloads" / f"{download.KNOWN['hhar'].filename}.part"
+    part = _part(tmp_path / "raw" / ".downloads", server.url)
     assert part.read_bytes() == payload[:10_000]
     _no_leftovers(tmp_path / "raw")
 
@@ -163,8 +170,9 @@ def test_server_ignoring_range_restarts(tmp_path, hhar_zip):
     payload, csvs = hhar_zip
     cache = tmp_path / "raw" / ".downloads"
     cache.mkdir(parents=True)
-    (cache / f"{download.KNOWN['hhar'].filename}.part").write_bytes(b"x" * 500)  # foreign bytes
-    with Server(payload, honour_range=False) as server:
+    server = Server(payload, honour_range=False)
+    _part(cache, server.url).write_bytes(b"x" * 500)  # foreign bytes
+    with server:
         result = download.run("hhar", tmp_path / "raw", url=server.url)
     assert server.ranges == ["bytes=500-"] and result.resumed_from == 0
     _assert_unpacked(tmp_path / "raw", payload, csvs)
@@ -174,8 +182,9 @@ def test_complete_partial_file_is_not_downloaded_again(tmp_path, hhar_zip):
     payload, csvs = hhar_zip
     cache = tmp_path / "raw" / ".downloads"
     cache.mkdir(parents=True)
-    (cache / f"{download.KNOWN['hhar'].filename}.part").write_bytes(payload)
-    with Server(payload) as server:
+    server = Server(payload)
+    _part(cache, server.url).write_bytes(payload)
+    with server:
         download.run("hhar", tmp_path / "raw", url=server.url)
     assert server.ranges == [f"bytes={len(payload)}-"]  # answered 416: nothing left to fetch
     _assert_unpacked(tmp_path / "raw", payload, csvs)
@@ -297,3 +306,170 @@ def test_known_archives_are_the_official_ones():
     assert download.KNOWN["wesad"].url == "https://uni-siegen.sciebo.de/s/HGdUkoNlW1Ub0Gx/download"
     assert download.KNOWN["wesad"].size == 2_249_444_501
     assert all(spec.sha256 is None for spec in download.KNOWN.values())  # none is published
+
+
+# ----------------------------------------------------------------------------------------------
+# Limits: expected size, Range answers, redirects, deadline, cache key
+# ----------------------------------------------------------------------------------------------
+class Scripted:
+    """A 127.0.0.1 server whose GET handler is ``respond(handler)``; counts the bytes it sent."""
+
+    def __init__(self, respond):
+        self.sent = 0
+        self.stop = threading.Event()  # set on exit: a handler still sending gives up
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                try:
+                    respond(self, outer)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client stopped reading: expected for the limits tested here
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/archive.zip"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+
+    __enter__ = Server.__enter__
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        Server.__exit__(self, *exc)
+
+
+def _endless(h, srv):
+    """No Content-Length, then 1 KiB blocks for as long as the client reads (at most 256 MiB)."""
+    h.send_response(200)
+    h.end_headers()
+    block = b"z" * 1024
+    for _ in range(256 * 1024):
+        if srv.stop.is_set():
+            return
+        h.wfile.write(block)
+        srv.sent += len(block)
+
+
+def test_download_stops_as_soon_as_it_passes_the_expected_size(tmp_path):
+    with Scripted(_endless) as server:
+        with pytest.raises(DataError, match="more than the expected 5000 bytes"):
+            download.run("hhar", tmp_path / "raw", url=server.url, size=5000)
+    assert server.sent < 64 << 20  # it stopped reading long before the server's 256 MiB
+    assert not list((tmp_path / "raw" / ".downloads").iterdir())  # nothing kept
+    _no_leftovers(tmp_path / "raw")
+
+
+def test_download_of_unknown_size_stops_at_the_cap(tmp_path, monkeypatch):
+    monkeypatch.setattr(download, "MAX_UNKNOWN_SIZE", 10_000)  # no --size, no Content-Length
+    with Scripted(_endless) as server:
+        with pytest.raises(DataError, match="more than the expected 10000 bytes"):
+            download.run("hhar", tmp_path / "raw", url=server.url)
+    assert server.sent < 64 << 20
+    assert not list((tmp_path / "raw" / ".downloads").iterdir())
+
+
+def test_announced_size_other_than_expected_is_refused_before_reading(tmp_path, hhar_zip):
+    payload, _ = hhar_zip
+    with Server(payload) as server:
+        with pytest.raises(DataError, match=f"announces {len(payload)} bytes, expected {len(payload) - 1}"):
+            download.run("hhar", tmp_path / "raw", url=server.url, size=len(payload) - 1)
+
+
+def test_partial_answer_from_another_offset_is_refused(tmp_path, hhar_zip):
+    payload, _ = hhar_zip
+
+    def wrong_start(h, srv):  # answers 206 from byte 0 whatever was asked
+        h.send_response(206)
+        h.send_header("Content-Range", f"bytes 0-{len(payload) - 1}/{len(payload)}")
+        h.send_header("Content-Length", str(len(payload)))
+        h.end_headers()
+        h.wfile.write(payload)
+
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    server = Scripted(wrong_start)
+    part = _part(cache, server.url)
+    part.write_bytes(payload[:1000])
+    with server:
+        with pytest.raises(DataError, match="bytes from 1000 on.*'bytes 0-"):
+            download.run("hhar", tmp_path / "raw", url=server.url, cache_dir=cache)
+    assert part.read_bytes() == payload[:1000]  # not spliced with the wrong bytes
+    _no_leftovers(tmp_path / "raw")
+
+
+def test_redirect_from_https_to_http_is_refused():
+    handler = download._NoDowngrade()
+    req = urllib.request.Request("https://127.0.0.1:1/archive.zip")
+    with pytest.raises(DataError, match="refused a redirect from https to http://127.0.0.1:2/x.zip"):
+        handler.redirect_request(req, None, 302, "Found", {}, "http://127.0.0.1:2/x.zip")
+    kept = handler.redirect_request(req, None, 302, "Found", {}, "https://127.0.0.1:2/x.zip")
+    assert kept.full_url == "https://127.0.0.1:2/x.zip"  # https to https is followed
+
+
+def test_redirect_within_http_is_followed(tmp_path, hhar_zip):
+    payload, csvs = hhar_zip
+    with Server(payload) as target:
+        def moved(h, srv):
+            h.send_response(302)
+            h.send_header("Location", target.url)
+            h.send_header("Content-Length", "0")
+            h.end_headers()
+
+        with Scripted(moved) as server:
+            download.run("hhar", tmp_path / "raw", url=server.url)
+    _assert_unpacked(tmp_path / "raw", payload, csvs)
+
+
+def test_overall_deadline(tmp_path):
+    def trickle(h, srv):  # 1 byte every 50 ms: never idle past --timeout, never done
+        h.send_response(200)
+        h.send_header("Content-Length", "100000")
+        h.end_headers()
+        for _ in range(2000):
+            if srv.stop.is_set():
+                return
+            h.wfile.write(b"z")
+            h.wfile.flush()
+            srv.sent += 1
+            time.sleep(0.05)
+
+    with Scripted(trickle) as server:
+        t0 = time.monotonic()
+        result = _fetch_cli(tmp_path / "raw", server.url, "--deadline", "1", "--timeout", "5")
+        seconds = time.monotonic() - t0
+    assert result.exit_code == 1 and "deadline of 1 s passed" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert seconds < 8  # well before the server's 100 s
+    _no_leftovers(tmp_path / "raw")
+
+
+def test_cache_is_keyed_by_url_and_size(tmp_path, hhar_zip):
+    payload, csvs = hhar_zip
+    other = _wesad_zip()  # any other valid zip, served from another address
+    cache = tmp_path / "cache"
+    with Server(other) as old:
+        download.run("hhar", tmp_path / "old", url=old.url, cache_dir=cache, unpack=False, keep_archive=True)
+    with Server(payload) as new:
+        assert download.cache_paths(download.spec_for("hhar", new.url), cache) != \
+            download.cache_paths(download.spec_for("hhar", old.url), cache)
+        result = download.run("hhar", tmp_path / "raw", url=new.url, cache_dir=cache)
+    assert new.ranges == [None]  # fetched, not served from the archive of the old address
+    assert result.sha256 == hashlib.sha256(payload).hexdigest()
+    _assert_unpacked(tmp_path / "raw", payload, csvs)
+    a = download.spec_for("hhar", new.url, size=len(payload))
+    assert download.cache_paths(a, cache) != download.cache_paths(download.spec_for("hhar", new.url), cache)
+
+
+def test_conflicting_archive_is_one_line_and_leaves_nothing(tmp_path):
+    # a file 'WESAD/S2' where the archive also needs the folder 'WESAD/S2/'
+    payload = _wesad_zip({"WESAD/S2/S2_E4_Data/ACC.csv": b"outer archive's file"})
+    with Server(payload) as server:
+        result = runner.invoke(app, ["download", "--dataset", "wesad", "--out", str(tmp_path / "raw"),
+                                     "--url", server.url, "--size", "0"])
+    assert result.exit_code == 1
+    (line,) = result.stderr.strip().splitlines()
+    assert "S2_E4_Data.zip" in line and "which the archive already holds" in line
+    assert not (tmp_path / "raw" / "WESAD").exists()
+    assert not [p for p in (tmp_path / "raw").iterdir() if p.name.startswith(".WESAD")]

@@ -304,3 +304,39 @@ def test_failed_retrains_are_recorded_listed_and_redone(tmp_path, monkeypatch):
     _ok(["retrain", *_common(tmp_path)])
     assert sorted(p.name for p in (models / "25").iterdir()) == [
         "seed-0.json", "seed-0.npz", "seed-1.json", "seed-1.npz"]
+
+
+RAY_PROBE = """
+import json, os, psutil, ray
+from esnfed_stages import ray_backend
+from esnfed_stages.experiment import RunnerConfig
+from joblib import Parallel, delayed, parallel_backend
+ray_backend.setup(RunnerConfig(backend="ray", n_jobs=1))
+with parallel_backend("ray"):
+    work = Parallel(n_jobs=2)(delayed(abs)(-i) for i in range(3))  # tasks run on the local node
+nodes = [n["NodeManagerAddress"] for n in ray.nodes()]
+listening = set()
+for p in psutil.Process().children(recursive=True):
+    try:
+        listening |= {(p.name(), c.laddr.ip) for c in p.net_connections("inet") if c.status == psutil.CONN_LISTEN}
+    except psutil.Error:
+        pass
+ray.shutdown()
+env = os.environ.get("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER")
+print(json.dumps({"nodes": nodes, "listening": sorted(listening), "env": env, "work": work}))
+"""
+
+
+def test_local_ray_instance_listens_on_the_loopback_only(tmp_path):
+    """backend ray without RAY_ADDRESS: the node address and every listening socket of Ray's
+    processes (GCS, raylet, workers, agents) are on 127.0.0.1, not on all interfaces."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    proc = subprocess.run([sys.executable, "-c", RAY_PROBE], capture_output=True, text=True, env=env,
+                          cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    seen = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert seen["nodes"] == ["127.0.0.1"] and seen["work"] == [0, 1, 2]
+    names = {name for name, _ in seen["listening"]}
+    assert {"gcs_server", "raylet"} <= names  # the servers were found, so the check below means something
+    assert all(ip in ("127.0.0.1", "::ffff:127.0.0.1") for _, ip in seen["listening"]), seen["listening"]
+    assert seen["env"] is None  # the switch was only set while Ray started

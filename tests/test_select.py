@@ -68,7 +68,10 @@ def test_rerun_resumes_without_repeating_finished_trials(root):
     before = _trials(root)
     mtimes = {p.name: p.stat().st_mtime_ns for p in d.glob("trial-*.json")}
     (d / "trial-0001.json").unlink()
-    (d / ".trial-0002.json.abc.tmp").write_text("{partial")  # left by a killed atomic write
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()  # a pid that no longer runs: its temporaries are stale
+    (d / f".trial-0002.json.{dead.pid}.0123456789abcdef.tmp").write_text("{partial")  # a killed atomic write
+    (d / ".x.tmp").write_text("someone else's")  # not ours: must survive
     result = _select(root, params)
     assert (result.shares[0].resumed, result.shares[0].ran) == (2, 1)
     after = _trials(root)
@@ -78,7 +81,7 @@ def test_rerun_resumes_without_repeating_finished_trials(root):
     redo, orig = json.loads(after["trial-0001.json"]), json.loads(before["trial-0001.json"])
     redo.pop("seconds"), orig.pop("seconds")
     assert redo == orig  # the recomputed trial is the same trial
-    assert not list(d.glob(".*.tmp"))
+    assert [p.name for p in d.glob(".*.tmp")] == [".x.tmp"]
     # Nothing left to do: a third run only resumes.
     assert _select(root, params).shares[0].ran == 0
 

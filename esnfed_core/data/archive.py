@@ -1,5 +1,11 @@
 """Zip helpers for the dataset archives: open a member of a zip nested inside a zip without
-unpacking, and extract archives (nested zips included) safely into a folder."""
+unpacking, and extract archives (nested zips included) safely into a folder.
+
+Extraction is bounded (the caps below, shared by an archive and every zip nested in it) and
+refuses conflicting members; each refusal is one DataError naming the archive and the member.
+The caps leave room for the real archives: WESAD.zip (2.2 GB, 92 members, ~17 GiB unpacked,
+one nested zip level) and UCI's HHAR zip (~0.8 GB, two nested zips, ~3 GB unpacked).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +13,7 @@ import contextlib
 import os
 import zipfile
 import zlib
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import IO, Callable, Iterator
 
@@ -14,6 +21,24 @@ from esnfed_core.errors import DataError
 
 # Errors that mean "this archive is damaged" while opening or reading a member.
 ZIP_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, NotImplementedError)
+
+# Caps on one extraction (an archive and all the zips nested in it together).
+MAX_UNPACKED_BYTES = 64 << 30  # bytes written in all (WESAD: ~17 GiB)
+MAX_MEMBERS = 10_000  # members in all (WESAD: 92 + 15 x 8 nested)
+MAX_RATIO = 200  # unpacked / compressed bytes of one member (real members: under 10)...
+RATIO_FLOOR = 16 << 20  # ...checked once a member has written more than this many bytes
+MAX_NESTING = 3  # zip levels: the archive = 1, a zip inside it = 2 (WESAD and HHAR have 2)
+
+
+@dataclass
+class Budget:
+    """What one extraction may still write; shared by nested zips. Tests lower the caps."""
+
+    bytes_left: int = MAX_UNPACKED_BYTES
+    members_left: int = MAX_MEMBERS
+    max_ratio: float = MAX_RATIO
+    ratio_floor: int = RATIO_FLOOR
+    max_nesting: int = MAX_NESTING
 
 
 def open_zip(path: str | os.PathLike | IO[bytes], name: str) -> zipfile.ZipFile:
@@ -66,50 +91,94 @@ def _safe_target(dest: Path, member: str) -> Path | None:
     return dest.joinpath(*parts)
 
 
+def _check_place(dest: Path, target: Path, label: str, is_dir: bool) -> None:
+    """Refuse a member whose place is taken: a file on its path, or anything at a file's place."""
+    for parent in reversed(target.relative_to(dest).parents):
+        here = dest / parent
+        if here != dest and (here.is_symlink() or (here.exists() and not here.is_dir())):
+            raise DataError(f"{label}: conflicts with the file '{parent.as_posix()}' (a folder is needed there)")
+    if target.is_symlink() or (target.exists() and not (is_dir and target.is_dir())):
+        what = "folder" if target.is_dir() else "file"
+        raise DataError(f"{label}: a {what} of that name was already unpacked (duplicate or conflicting member)")
+
+
 def extract_all(zf: zipfile.ZipFile, dest: Path, name: str,
-                progress: Callable[[int], None] | None = None) -> list[Path]:
-    """Extract every member into ``dest`` (CRC-checked by zipfile); refuse path traversal."""
+                progress: Callable[[int], None] | None = None, budget: Budget | None = None) -> list[Path]:
+    """Extract every member into ``dest`` (CRC-checked by zipfile) within ``budget``; refuse
+    path traversal, duplicate names and members that conflict with what is already there."""
+    budget = budget if budget is not None else Budget()
+    infos = zf.infolist()
+    if len(infos) > budget.members_left:
+        raise DataError(f"{name}: {len(infos)} members, more than the {budget.members_left} the cap "
+                        f"MAX_MEMBERS ({MAX_MEMBERS:,} in all) still allows")
+    budget.members_left -= len(infos)
+    seen: set[tuple[str, ...]] = set()
     out = []
-    for info in zf.infolist():
+    for info in infos:
+        label = f"{name}:{info.filename}"
         target = _safe_target(dest, info.filename)
         if target is None:
             raise DataError(f"{name}: member '{info.filename}' would be written outside the target folder")
+        key = target.relative_to(dest).parts
+        if key in seen:
+            raise DataError(f"{label}: duplicate member name in the archive")
+        seen.add(key)
+        _check_place(dest, target, label, info.is_dir())
         if info.is_dir():
             target.mkdir(parents=True, exist_ok=True)
             continue
         target.parent.mkdir(parents=True, exist_ok=True)
+        written = 0
         try:
-            with zf.open(info) as src, open(target, "wb") as dst:
+            with zf.open(info) as src, open(target, "xb") as dst:
                 while chunk := src.read(1 << 20):
+                    written += len(chunk)
+                    if written > budget.bytes_left:
+                        raise DataError(f"{label}: unpacking would write more bytes than the cap "
+                                        f"MAX_UNPACKED_BYTES ({MAX_UNPACKED_BYTES:,} in all) allows")
+                    if written > budget.ratio_floor and written > budget.max_ratio * max(info.compress_size, 1):
+                        raise DataError(f"{label}: expands more than {budget.max_ratio:g} times its "
+                                        f"compressed size {info.compress_size:,} (cap MAX_RATIO; a zip bomb?)")
                     dst.write(chunk)
                     if progress is not None:
                         progress(len(chunk))
         except ZIP_ERRORS as exc:
-            raise DataError(f"{name}:{info.filename}: corrupt member ({exc})") from None
+            raise DataError(f"{label}: corrupt member ({exc})") from None
+        finally:
+            budget.bytes_left -= written
         out.append(target)
     return out
 
 
-def unpack_nested(folder: Path, name: str, progress: Callable[[int], None] | None = None) -> list[Path]:
-    """Replace every ``X.zip`` under ``folder`` by its content, recursively.
+def unpack_nested(folder: Path, name: str, progress: Callable[[int], None] | None = None,
+                  budget: Budget | None = None) -> list[Path]:
+    """Replace every ``X.zip`` under ``folder`` by its content, recursively, within ``budget``
+    (``folder`` itself came from a zip: nesting level 1).
 
     A nested zip whose members all sit under ``X/`` is unpacked beside it (UCI's
     `Activity recognition exp.zip` holds `Activity recognition exp/...`); otherwise into a new
-    folder ``X/`` (WESAD's `S2_E4_Data.zip` holds bare CSVs).
+    folder ``X/`` (WESAD's `S2_E4_Data.zip` holds bare CSVs). A member that would land on a file
+    already there (from the outer archive or another nested zip) is refused.
     """
+    budget = budget if budget is not None else Budget()
     unpacked = []
-    pending = sorted(folder.rglob("*.zip"))
+    pending = [(p, 2) for p in sorted(folder.rglob("*.zip")) if p.is_file()]
     while pending:
-        inner = pending.pop(0)
-        with open_zip(inner, f"{name}:{inner.relative_to(folder)}") as zf:
+        inner, level = pending.pop(0)
+        label = f"{name}:{inner.relative_to(folder).as_posix()}"
+        if level > budget.max_nesting:
+            raise DataError(f"{label}: zips nested more than {budget.max_nesting} deep (cap MAX_NESTING)")
+        with open_zip(inner, label) as zf:
             names = [n for n in zf.namelist() if n]
             stem = inner.stem
             rooted = bool(names) and all(n == f"{stem}/" or n.startswith(f"{stem}/") for n in names)
             target = inner.parent if rooted else inner.parent / stem
-            files = extract_all(zf, target, f"{name}:{inner.relative_to(folder)}", progress)
+            if not rooted and (target.exists() or target.is_symlink()):
+                raise DataError(f"{label}: would unpack into '{stem}', which the archive already holds")
+            files = extract_all(zf, target, label, progress, budget)
         inner.unlink()
         unpacked.append(inner)
-        pending.extend(sorted(p for p in files if p.suffix == ".zip"))
+        pending.extend((p, level + 1) for p in sorted(files) if p.suffix == ".zip")
     return unpacked
 
 
