@@ -94,6 +94,7 @@ def run(
     """Retrain each share in ``pcts``; failed retrains are recorded, never raised."""
     exp = experiment_params(params)
     runner = for_method(runner or exp.runner, method)
+    exp = exp.on_device(runner.device)
     data = open_dataset(data_dir, dataset)
     summaries: dict[str, RetrainSummary] = {}
     pending: list[tuple[TrialTask, str, int, str]] = []
@@ -109,7 +110,7 @@ def run(
         for k, seed in enumerate(seeds):
             key = result_key(kind="retrain", dataset=dataset, method=method.id, pct=pct, retrain=k, seed=seed,
                              config=config, settings=exp.settings.used_by(method, False), data=ref.fingerprint,
-                             code=code_fingerprint(method))
+                             code=code_fingerprint(method, exp.settings.device))
             meta = read_meta(directory, k)
             if meta is not None and meta.get("key") == key:
                 s.resumed += 1
