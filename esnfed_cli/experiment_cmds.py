@@ -227,6 +227,7 @@ def assess(
     dataset: DatasetOpt,
     algo: AlgoOpt,
     strategy: StrategyOpt = None,
+    device: DeviceOpt = None,
     params: ParamsOpt = Path("params.yaml"),
     data_dir: DataDirOpt = Path("data"),
     runs_dir: RunsDirOpt = Path("runs"),
@@ -242,7 +243,8 @@ def assess(
     p = load_params(params)
     with _progress() as bar:
         doc = assess_stage.run(ds, method, p, data_dir=data_dir, runs_dir=runs_dir,
-                               progress=_bar(bar, f"assess {ds}/{method.id}"))
+                               progress=_bar(bar, f"assess {ds}/{method.id}"),
+                               device=device.value if device else None)
     table = Table(title=f"assess {ds}/{method.id}: accuracy % (mean ± std over retrains)")
     for col in ("train users", "retrains", "test", "train", "communication up/down floats"):
         table.add_column(col, justify="right")

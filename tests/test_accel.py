@@ -288,3 +288,63 @@ def test_cuda_fit_batch_equals_fit(data):
         want = fit("fedip", cfg, seed, data, SETTINGS)
         assert g.lam == want.lam
         np.testing.assert_allclose(g.reservoir.gain, want.reservoir.gain, rtol=0, atol=1e-5)
+
+
+def test_cli_select_retrain_assess_on_torch_cpu_agree_with_cpu(tmp_path):
+    """The three stages with --device torch-cpu against the default cpu path on the same data:
+    the same selected configs and seeds, test accuracies within float32 rounding."""
+    from typer.testing import CliRunner
+
+    from esnfed_cli.main import app
+    from experiment_data import write_params
+
+    make_dataset(tmp_path)
+    params = small_params()
+    params["budgets"]["default"].update(trials=3, retrains=2)
+    write_params(tmp_path, params)
+    runner = CliRunner()
+    docs = {}
+    for device in ("cpu", "torch-cpu"):
+        common = ["--dataset", "wesad", "--params", str(tmp_path / "params.yaml"), "--data-dir",
+                  str(tmp_path / "data"), "--runs-dir", str(tmp_path / device)]
+        for algo in ("ridge", "fedip"):
+            for stage, extra in (("select", ["--pct", "50"]), ("retrain", ["--pct", "50"]), ("assess", [])):
+                if stage == "assess":
+                    # assess scores every share: retrain the others too (cheap, tiny data)
+                    for pct in ("25", "75", "100"):
+                        for s in ("select", "retrain"):
+                            r = runner.invoke(app, [s, "--algo", algo, "--pct", pct, "--device", device, *common])
+                            assert r.exit_code == 0, r.output
+                r = runner.invoke(app, [stage, "--algo", algo, "--device", device, *extra, *common])
+                assert r.exit_code == 0, r.output
+            docs[device, algo] = json.loads((tmp_path / device / "assess" / "wesad" / f"{algo}.json").read_text())
+    for algo in ("ridge", "fedip"):
+        a, b = docs["cpu", algo], docs["torch-cpu", algo]
+        for pct in a["pcts"]:
+            ra, rb = a["pcts"][pct], b["pcts"][pct]
+            assert ra["seeds"] == rb["seeds"] and ra["config"] == rb["config"]
+            assert ra["communication"] == rb["communication"]
+            np.testing.assert_allclose(rb["test_accuracy"], ra["test_accuracy"], atol=1e-3)
+
+
+def test_gpu_benchmark_smoke_mode_prints_every_case_and_the_projection(tmp_path):
+    """benchmarks/bench_gpu.py --smoke: the same code as on the GPU, tiny, on the CPU."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_gpu.py"
+    out = tmp_path / "gpu.jsonl"
+    proc = subprocess.run([sys.executable, str(script), "--smoke", "--out", str(out)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert lines[0]["torch"] == torch.__version__ and lines[0]["device"] == "cpu"
+    cases = {r["case"]: r for r in lines if "case" in r}
+    assert not [r for r in cases.values() if "error" in r]
+    for name in ("state pass, 1 reservoir", "IP mini-batch, 1 reservoir", "IP mini-batches, 3 reservoirs",
+                 "3 reservoirs + ridge statistics", "IP epoch, 2 trials", "FedIP epoch, 2 trials",
+                 "CPU run_batch, 1 reservoir (all cores)", "cost wesad 400 units", "cost hhar 500 units"):
+        assert cases[name]["M_ws_per_s" if "cost" not in name else "ip_epoch_ns_per_ws"] > 0, name
+    assert cases["state pass, 1 reservoir"]["project_over_bare"] > 0
+    assert "Paper budget projected" in proc.stdout and "| **all** |" in proc.stdout

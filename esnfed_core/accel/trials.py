@@ -228,3 +228,18 @@ def _train_ip(m: Method, configs, subs, reservoirs: list[Reservoir], train: _Win
             current[i] = fedip_round(current[i], fits, [train.counts[c] for c in clients],
                                      [names[c] for c in clients], ledgers[i], "fedip", rnd)
     return current
+
+
+def accuracies(reservoirs: Sequence[Reservoir], readouts: Sequence[np.ndarray], users: Sequence[UserData],
+               device: str) -> list[float]:
+    """Pooled accuracy of each (reservoir, readout (C, N)) on ``users``, batched over the models
+    (one size): esnfed_core.scoring.accuracy of each, within float32 rounding (assess on a device)."""
+    dev = torch_device(device)
+    bank = Bank.from_reservoirs(list(reservoirs), dev)
+    win = _Windows.of(list(users), dev)
+    if not len(win.x):
+        return [0.0] * len(reservoirs)
+    grid = torch.from_numpy(np.stack([np.asarray(w, np.float64)[None] for w in readouts])).to(dev)
+    correct = _counts_of(bank, win.x, win.y, grid).cpu().numpy()[:, 0]
+    total = int(win.x.shape[0] * win.x.shape[1])
+    return [float(c) / total for c in correct]
