@@ -200,25 +200,31 @@ def _train_ip(m: Method, configs, subs, reservoirs: list[Reservoir], train: _Win
                 batches += [order[s : s + bs] + off for s in range(0, n, bs)]
             plans.append(batches)
         trial_of = [i for i, _ in slots]
-        bank = base.select(trial_of).with_ip(
-            torch.from_numpy(np.stack([current[i].gain for i in trial_of])).to(dev),
-            torch.from_numpy(np.stack([current[i].bias for i in trial_of])).to(dev))
-        sig = sigma[torch.tensor(trial_of, device=dev)]
+        gain_all = torch.from_numpy(np.stack([current[i].gain for i in trial_of])).to(dev)
+        bias_all = torch.from_numpy(np.stack([current[i].bias for i in trial_of])).to(dev)
+        live: list[int] = []
         for s in range(max(len(p) for p in plans)):
-            idx = np.zeros((len(slots), bs), np.int64)
-            mask = np.zeros((len(slots), bs), np.float32)
-            for k, p in enumerate(plans):
-                if s < len(p):
-                    idx[k, : len(p[s])] = p[s]
-                    mask[k, : len(p[s])] = 1.0
-            n_win = mask.sum(axis=1)
-            active = n_win > 0
-            u = train.x[torch.from_numpy(idx).to(dev)]  # (slots, bs, T, U)
+            # Slots whose epochs are done (fewer local epochs, smaller clients) leave the bank, so
+            # no product is spent on them; it is rebuilt only when that set changes.
+            now = [k for k, p in enumerate(plans) if s < len(p)]
+            if now != live:
+                if live:
+                    gain_all[live], bias_all[live] = bank.gain, bank.bias
+                live = now
+                at = torch.tensor(live, device=dev)
+                bank = base.select([trial_of[k] for k in live]).with_ip(gain_all[at], bias_all[at])
+                sig = sigma[torch.tensor([trial_of[k] for k in live], device=dev)]
+            idx = np.zeros((len(live), bs), np.int64)
+            mask = np.zeros((len(live), bs), np.float32)
+            for row, k in enumerate(live):
+                idx[row, : len(plans[k][s])] = plans[k][s]
+                mask[row, : len(plans[k][s])] = 1.0
+            u = train.x[torch.from_numpy(idx).to(dev)]  # (live slots, bs, T, U)
             bank = ip_step(bank, u, None if mask.all() else torch.from_numpy(mask).to(dev),
-                           torch.from_numpy(np.maximum(n_win, 1.0)).to(dev), sig, mu=ip.mu, eta=ip.eta,
-                           normalize_step=ip.normalize_step,
-                           active=None if active.all() else torch.from_numpy(active).to(dev))
-        gain, bias = bank.gain.cpu().numpy(), bank.bias.cpu().numpy()
+                           torch.from_numpy(mask.sum(axis=1)).to(dev), sig, mu=ip.mu, eta=ip.eta,
+                           normalize_step=ip.normalize_step)
+        gain_all[live], bias_all[live] = bank.gain, bank.bias
+        gain, bias = gain_all.cpu().numpy(), bias_all.cpu().numpy()
         for i in sorted(set(trial_of)):
             ks = [k for k, t in enumerate(trial_of) if t == i]
             if not fed:
