@@ -2,7 +2,14 @@
 on the same shapes, the CPU run_batch on the same machine, and the paper budget in GPU-hours.
 
     PYTHONPATH=. python3 benchmarks/bench_gpu.py --out gpu.jsonl     # on the GPU (< 4 min)
+    PYTHONPATH=. python3 benchmarks/bench_gpu.py --slice 32 --out s.jsonl  # + a paper-scale slice
     .venv/bin/python benchmarks/bench_gpu.py --smoke                 # tiny, on the CPU (tests)
+
+``--slice K`` instead measures one paper-scale slice end to end: K FedIP selection trials of
+WESAD 25 % (3 training clients, 3 validation users, 2,990 windows of 700 × 8 each, random data)
+with configs drawn from params.yaml's paper space, through fit_batch as the trial runner batches
+them (by reservoir size), and compares its time with the cost-table projection of the same work
+(~6 min for K = 32 on an H200 if the FedIP epochs run at ~50 M window-steps/s).
 
 Prints one JSON line per case (window-steps/s, the bare torch bmm recurrence of the same shapes
 in the same run, their ratio, peak device memory), then markdown tables: the cases, the cost per
@@ -240,11 +247,14 @@ def cpu_baseline(sc: Scale, units: int) -> dict:
             "seconds": round(sec, 4), "M_ws_per_s": round(ws / sec / 1e6, 3), "device": "cpu (numpy)"}
 
 
-def kernel_costs(sc: Scale, dev: torch.device, out) -> dict[str, dict[int, dict[str, float]]]:
+def kernel_costs(sc: Scale, dev: torch.device, out, datasets: tuple[str, ...] = tuple(budget.DATA)
+                 ) -> dict[str, dict[int, dict[str, float]]]:
     """Seconds per trial-window-step of stats, eval (7 λ) and an IP step, batched over
     ``cost_trials`` trials, at every (dataset, units) of bench_paper_budget.DATA."""
     costs: dict[str, dict[int, dict[str, float]]] = {}
     for ds, d in budget.DATA.items():
+        if ds not in datasets:
+            continue
         t, u_in, ncls = (sc.steps, sc.inputs, 4) if sc is SMOKE else (d["steps"], d["inputs"], d["classes"])
         costs[ds] = {}
         for n in d["units"]:
@@ -273,6 +283,60 @@ def kernel_costs(sc: Scale, dev: torch.device, out) -> dict[str, dict[int, dict[
             if "error" in rec:
                 costs[ds].pop(n, None)
     return costs
+
+
+def paper_slice(k: int, sc: Scale, dev: torch.device, out, costs: dict[int, dict[str, float]]) -> dict:
+    """K FedIP trials of WESAD 25 % at paper settings, end to end (module docstring), and the
+    same work projected from the per-trial-window-step ``costs`` of WESAD's sizes."""
+    import yaml  # noqa: PLC0415
+
+    from esnfed_core.accel.trials import fit_batch  # noqa: PLC0415
+    from esnfed_core.data.processed import UserData  # noqa: PLC0415
+    from esnfed_core.search import parse_space, sample_config  # noqa: PLC0415
+    from esnfed_core.trial import Settings, TrialData  # noqa: PLC0415
+
+    params = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
+    space = params["budgets"]["paper"]["space"]
+    dims = sorted(parse_space(space["wesad"]) + parse_space(space["fedip"]), key=lambda d: d.name)
+    d = budget.DATA["wesad"]
+    w, t = (sc.client_windows, sc.steps) if sc is SMOKE else (d["windows_per_user"], d["steps"])
+    rng = np.random.default_rng(3)
+
+    def user() -> UserData:
+        return UserData(rng.standard_normal((w, t, d["inputs"]), dtype=np.float32),
+                        rng.integers(0, d["classes"], (w, t)).astype(np.int8), np.zeros(w, np.int8))
+
+    data = TrialData({f"t{i}": user() for i in range(3)}, {f"v{i}": user() for i in range(3)}, d["classes"], 5)
+    settings = Settings(ip={k_: params["plasticity"][k_] for k_ in ("mu", "eta", "batch_size", "normalize_step")},
+                        lambdas=tuple(params["readout"]["lambdas"]),
+                        device="cuda" if dev.type == "cuda" else "torch-cpu")
+    configs = [sample_config(dims, 0, "wesad", "25", i) for i in range(k)]
+    if sc is SMOKE:
+        configs = [{**c, "units": 8, "rounds": 1, "local_epochs": 1} for c in configs]
+    groups: dict[int, list[int]] = {}
+    for i, c in enumerate(configs):
+        groups.setdefault(int(c["units"]), []).append(i)
+    start = time.perf_counter()
+    for units, idx in sorted(groups.items()):
+        t0 = time.perf_counter()
+        fit_batch("fedip", [configs[i] for i in idx], list(idx), data, settings)
+        sync(dev)
+        emit({"case": f"slice group {units} units", "trials": len(idx), "seconds": round(time.perf_counter() - t0, 2)}, out)
+    sec = time.perf_counter() - start
+    epochs = sum(int(c["rounds"]) * int(c["local_epochs"]) for c in configs)
+    ws = epochs * 3 * w * t
+    projected = 0.0
+    for c in configs:  # the kernels' share of one trial: IP epochs, statistics, validation
+        cost = costs.get(int(c["units"]) if sc is not SMOKE else min(costs), None) if costs else None
+        if cost is None:
+            projected = float("nan")
+            break
+        e = int(c["rounds"]) * int(c["local_epochs"])
+        projected += 3 * w * t * (e * cost["ip_epoch"] + cost["stats"] + cost["eval"])
+    return {"trials": k, "seconds": round(sec, 2), "projected_seconds": round(projected, 2),
+            "measured_over_projected": round(sec / projected, 3) if projected == projected else None,
+            "ip_epochs": epochs, "ip_window_steps": ws, "M_ws_per_s_ip_part": round(ws / sec / 1e6, 3),
+            "gpu_hours_per_100_trials": round(sec / k * 100 / 3600, 3)}
 
 
 def tables(results: list[dict], costs: dict, dev_name: str) -> str:
@@ -311,6 +375,7 @@ def main() -> None:
     ap.add_argument("--smoke", action="store_true", help="tiny sizes on the CPU (a test that it runs)")
     ap.add_argument("--device", default=None, help="torch device (default: cuda if available, else cpu)")
     ap.add_argument("--no-tf32", action="store_true", help="skip the TF32 state-pass case")
+    ap.add_argument("--slice", type=int, metavar="K", help="instead: K paper-scale FedIP trials end to end")
     args = ap.parse_args()
     sc = SMOKE if args.smoke else Scale()
     if args.smoke:  # one thread: OpenMP threads spinning on a busy shared CPU cost 100x here
@@ -322,6 +387,12 @@ def main() -> None:
     emit({"torch": torch.__version__, "cuda": torch.version.cuda, "device": str(dev), "device_name": name,
           "numpy": np.__version__, "python": platform.python_version(), "scale": dataclasses.asdict(sc),
           "tf32_default": False}, out)
+    if args.slice:
+        costs = kernel_costs(sc, dev, out, datasets=("wesad",))
+        guarded(f"paper slice: WESAD 25 % FedIP, {args.slice} trials",
+                lambda: paper_slice(args.slice, sc, dev, out, costs.get("wesad", {})), dev, out)
+        emit({"total_seconds": round(time.perf_counter() - start, 1)}, out)
+        return
     results = cases(sc, dev, out, tf32=not args.no_tf32)
     costs = kernel_costs(sc, dev, out)
     emit({"total_seconds": round(time.perf_counter() - start, 1)}, out)

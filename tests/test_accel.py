@@ -348,3 +348,9 @@ def test_gpu_benchmark_smoke_mode_prints_every_case_and_the_projection(tmp_path)
         assert cases[name]["M_ws_per_s" if "cost" not in name else "ip_epoch_ns_per_ws"] > 0, name
     assert cases["state pass, 1 reservoir"]["project_over_bare"] > 0
     assert "Paper budget projected" in proc.stdout and "| **all** |" in proc.stdout
+    # --slice: paper-scale FedIP trials end to end through fit_batch, against the projection
+    proc = subprocess.run([sys.executable, str(script), "--smoke", "--slice", "3", "--out", str(out)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    rec = [json.loads(line) for line in out.read_text().splitlines() if "paper slice" in line][-1]
+    assert "error" not in rec and rec["trials"] == 3 and rec["seconds"] > 0 and rec["projected_seconds"] > 0
