@@ -27,7 +27,7 @@ from esnfed_core.errors import ConfigError  # noqa: E402
 from esnfed_core.plasticity import IPConfig, ip_gradients, ip_step  # noqa: E402
 from esnfed_core.readout import ridge_stats, solve  # noqa: E402
 from esnfed_core.reservoir import ReservoirConfig, build_reservoir, run_batch  # noqa: E402
-from esnfed_core.trial import Settings, fit  # noqa: E402
+from esnfed_core.trial import Method, Settings, fit  # noqa: E402
 from esnfed_stages import select as select_stage  # noqa: E402
 from esnfed_stages.experiment import RunnerConfig, best_path, select_dir  # noqa: E402
 from esnfed_stages.runner import TrialTask, batches  # noqa: E402
@@ -221,8 +221,9 @@ def test_fit_on_torch_cpu_runs_the_batched_path_and_retrains_with_a_fixed_lambda
     assert model.validation is None and model.lam == 1e-3
     want = fit("fedip", cfg, 5, data, SETTINGS, score=False)
     assert _rel(model.readout, want.readout) < 1e-3
-    assert TORCH.used_by(fit.__globals__["Method"].parse("fedip"), False)["device"] == "torch-cpu"
-    assert "device" not in SETTINGS.used_by(fit.__globals__["Method"].parse("fedip"), False)
+    assert TORCH.used_by(Method("fedip"), False)["device"] == "torch-cpu"
+    assert "device" not in SETTINGS.used_by(Method("fedip"), False)
+    assert "device" not in TORCH.used_by(Method("clip", "naive"), False)  # continual: numpy path
 
 
 def test_fit_batch_refuses_mixed_sizes_and_continual_methods(data):
@@ -242,8 +243,6 @@ def test_runner_batches_by_data_method_and_size():
 
 @pytest.mark.parametrize("algo", ["ridge", "fedip"])
 def test_select_on_torch_cpu_picks_the_numpy_paths_best_config(tmp_path, algo):
-    from esnfed_core.trial import Method
-
     make_dataset(tmp_path)
     params = small_params()
     params["budgets"]["default"]["trials"] = 4
