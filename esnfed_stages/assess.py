@@ -18,6 +18,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from esnfed_core import metrics
+from esnfed_core.accel import require_torch
 from esnfed_core.scoring import accuracy, activation_density, context_matrix, random_accuracy
 from esnfed_core.trial import FittedModel, Method
 from esnfed_stages._io import write_json
@@ -82,6 +83,8 @@ def run(
     exp = experiment_params(params)
     exp = exp.on_device(device or exp.runner.device)
     batched = exp.settings.accelerated(method)
+    if batched:
+        require_torch(exp.settings.device)
     data = open_dataset(data_dir, dataset)
     test = data.load(data.test_users)
     batch = exp.settings.batch_size

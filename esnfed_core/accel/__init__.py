@@ -24,3 +24,18 @@ def torch_device(device: str) -> str:
     if device == "cpu":
         raise ValueError("device: 'cpu' is the numpy path; the torch kernels run with torch-cpu or cuda")
     return "cpu" if device == "torch-cpu" else "cuda"
+
+
+def require_torch(device: str) -> None:
+    """Fail early, with one line naming runner.device, when ``device`` cannot run here."""
+    from esnfed_core.errors import ConfigError  # noqa: PLC0415
+
+    if check_device(device) == "cpu":
+        return
+    try:
+        import torch  # noqa: PLC0415
+    except ImportError:
+        raise ConfigError(f"runner.device: {device} needs torch (install the [gpu] extra) or use cpu") from None
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"runner.device: cuda, but torch {torch.__version__} sees no CUDA GPU; "
+                          "use cpu or torch-cpu")
