@@ -189,6 +189,8 @@ def cases(sc: Scale, dev: torch.device, out, tf32: bool) -> list[dict]:
     if tf32 and dev.type == "cuda":
         results.append(guarded("state pass, 1 reservoir, TF32",
                                lambda: state_pass(sc.state_windows, n, 1, True), dev, out))
+    if tf32:  # on the CPU the flag changes nothing: the case then checks the code runs
+        guarded("TF32 accuracy", lambda: tf32_accuracy(sc, dev), dev, out)
     results.append(guarded("IP mini-batch, 1 reservoir", lambda: ip_minibatch(1), dev, out))
     results.append(guarded(f"IP mini-batches, {sc.trials} reservoirs", lambda: ip_minibatch(sc.trials), dev, out))
     results.append(guarded(f"{sc.trials} reservoirs, states", lambda: state_pass(sc.trial_windows, n, sc.trials, False),
@@ -203,6 +205,31 @@ def cases(sc: Scale, dev: torch.device, out, tf32: bool) -> list[dict]:
     results.append(guarded(f"CPU run_batch, 1 reservoir, {sc.small_units} units",
                            lambda: cpu_baseline(sc, sc.small_units), dev, out))
     return results
+
+
+def tf32_accuracy(sc: Scale, dev: torch.device) -> dict:
+    """What TF32 products change: states after all steps and ridge readouts (λ = 1e-5, 1e-3, 1)
+    of one reservoir on 256 windows, TF32 against float32 (both on the device)."""
+    from esnfed_core.readout import RidgeStats, solve  # noqa: PLC0415
+
+    bk = bank(1, sc.units, sc.inputs, dev)
+    b = min(256, sc.state_windows)
+    u = torch.randn(1, b, sc.steps, sc.inputs, generator=torch.Generator().manual_seed(5)).to(dev)
+    y = torch.randint(0, 4, (1, b, sc.steps), generator=torch.Generator().manual_seed(6)).to(torch.int8).to(dev)
+    out = {}
+    for flag in (False, True):
+        tr.set_tf32(flag)
+        try:
+            last = [c.states[:, -1].clone() for c in tr.iter_chunks(bk, u)][-1]
+            a, g = tr.ridge_stats(bk, u, y, 4)
+        finally:
+            tr.set_tf32(False)
+        st = RidgeStats(a[0].cpu().numpy(), g[0].cpu().numpy(), b * sc.steps, b)
+        out[flag] = (last.cpu().numpy(), solve(st, [1e-5, 1e-3, 1.0]))
+    (s32, w32), (s19, w19) = out[False], out[True]
+    rel = [float(np.linalg.norm(p - q) / np.linalg.norm(q)) for p, q in zip(w19, w32)]
+    return {"units": sc.units, "windows": b, "steps": sc.steps, "state_max_abs_diff": float(np.abs(s19 - s32).max()),
+            "readout_rel_diff_lambda_1e-5_1e-3_1": [round(r, 8) for r in rel]}
 
 
 def ip_epoch(sc: Scale, algo: str, dev: torch.device) -> dict:

@@ -114,6 +114,7 @@ class Settings:
     # cpu: the numpy path; torch-cpu / cuda: the batched torch kernels (esnfed_core.accel), for the
     # stationary methods (continual ones and the random baseline always run the numpy path).
     device: str = "cpu"
+    tf32: bool = False  # cuda only: TF32 tensor-core products (10-bit mantissa inputs), opt-in
 
     def __post_init__(self) -> None:
         from esnfed_core.accel import check_device  # noqa: PLC0415 (no torch import)
@@ -136,6 +137,8 @@ class Settings:
         out: dict[str, Any] = {} if method.continual else {"batch_size": self.batch_size}
         if self.accelerated(method):  # float32 rounding differs from the numpy path's
             out["device"] = self.device
+            if self.tf32 and self.device == "cuda":
+                out["tf32"] = True
         if score and not method.continual:
             out["lambdas"] = list(self.lambdas)
         if method.uses_ip:

@@ -53,6 +53,7 @@ class RunnerConfig:
     n_jobs: int = 2
     blas_threads: int = 1
     device: str = "cpu"
+    tf32: bool = False
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
@@ -63,6 +64,8 @@ class RunnerConfig:
         _int("runner.blas_threads", self.blas_threads, low=1)
         if self.device not in DEVICES:
             raise ConfigError(f"runner.device: unknown device {self.device!r} (expected {', '.join(DEVICES)})")
+        if not isinstance(self.tf32, bool):
+            raise ConfigError(f"params.yaml: 'runner.tf32' must be true or false, got {self.tf32!r}")
 
     def with_overrides(self, backend: str | None = None, n_jobs: int | None = None,
                        device: str | None = None) -> "RunnerConfig":
@@ -183,9 +186,9 @@ def experiment_params(params: Mapping[str, Any]) -> ExperimentParams:
     replay = _get(params, "continual.replay", ("fraction", "batch"))
     joint = _get(params, "continual.joint", ("patience", "max_rounds"))
     patience = section(joint, "patience")
-    rn = _get(params, "runner", ("backend", "n_jobs", "blas_threads", "device"))
+    rn = _get(params, "runner", ("backend", "n_jobs", "blas_threads", "device", "tf32"))
     runner = RunnerConfig(str(section(rn, "backend")), section(rn, "n_jobs"), section(rn, "blas_threads"),
-                          str(rn.get("device", "cpu")))  # optional: older params files have none
+                          str(rn.get("device", "cpu")), rn.get("tf32", False))  # optional keys
     settings = Settings(
         lambdas=lambdas, batch_size=batch, ip=ip,
         continual_lambda=_float("continual.lambda", section(co, "lambda"), low=0.0),
@@ -194,7 +197,7 @@ def experiment_params(params: Mapping[str, Any]) -> ExperimentParams:
         replay_batch=_int("continual.replay.batch", section(replay, "batch"), low=1),
         joint_patience=None if patience is None else _int("continual.joint.patience", patience, low=1),
         joint_max_rounds=_int("continual.joint.max_rounds", section(joint, "max_rounds"), low=1),
-        device=runner.device,
+        device=runner.device, tf32=runner.tf32,
     )
 
     asx = _get(params, "assess", ("activation_bins", "activation_datasets"))

@@ -315,7 +315,7 @@ SCHEMA = Fields(optional={
     }),
     "runner": Fields(required={"backend": Choice(BACKENDS), "n_jobs": Num(integer=True, low=-64, nonzero=True),
                                "blas_threads": COUNT},
-                     optional={"device": Choice(DEVICES)}),
+                     optional={"device": Choice(DEVICES), "tf32": Bool()}),
     "assess": Fields(required={"activation_bins": COUNT,
                                "activation_datasets": ListOf(Choice(DATASETS), empty=True)}),
 })

@@ -75,6 +75,18 @@ def test_device_names():
         RunnerConfig(device="tpu")
 
 
+def test_tf32_is_opt_in_and_part_of_the_key_on_cuda_only():
+    from esnfed_stages.experiment import experiment_params
+
+    exp = experiment_params(small_params(device="cuda", tf32=True))
+    assert exp.settings.tf32 and exp.settings.device == "cuda"
+    assert exp.settings.used_by(Method("fedip"), True)["tf32"] is True
+    assert "tf32" not in exp.on_device("torch-cpu").settings.used_by(Method("fedip"), True)
+    assert not experiment_params(small_params()).settings.tf32  # default off
+    with pytest.raises(ConfigError, match="runner.tf32"):
+        experiment_params(small_params(tf32="yes"))
+
+
 def test_states_equal_run_batch_for_every_reservoir_of_a_bank():
     res = _reservoirs()
     x, _ = _data()

@@ -22,7 +22,7 @@ import torch
 
 from esnfed_core.accel import torch_device
 from esnfed_core.accel.torch_plasticity import ip_step
-from esnfed_core.accel.torch_reservoir import CHUNK_ELEMENTS, Bank, count_correct, ridge_stats
+from esnfed_core.accel.torch_reservoir import CHUNK_ELEMENTS, Bank, count_correct, ridge_stats, set_tf32
 from esnfed_core.data.processed import UserData
 from esnfed_core.federated import fedavg, incfed
 from esnfed_core.messages import CommLedger, StatsMessage
@@ -117,6 +117,16 @@ def fit_batch(
     if len(units) != 1:
         raise ValueError(f"fit_batch: one reservoir size per batch, got units {sorted(units)}")
     dev = torch_device(settings.device)
+    saved = torch.backends.cuda.matmul.allow_tf32
+    set_tf32(settings.tf32 and dev == "cuda")
+    try:
+        return _fit_batch(m, configs, seeds, data, settings, score, dev)
+    finally:
+        set_tf32(saved)
+
+
+def _fit_batch(m: Method, configs, seeds, data: TrialData, settings: Settings, score: bool,
+               dev: str) -> list[FittedModel]:
     subs = [sub_seeds(s) for s in seeds]
     reservoirs = [make_reservoir(cfg, data.n_inputs, sd["reservoir"]) for cfg, sd in zip(configs, subs)]
     users = list(data.train.values())
