@@ -19,7 +19,6 @@ import time
 from itertools import product
 
 import numpy as np
-from threadpoolctl import threadpool_info, threadpool_limits
 
 from esnfed_core.plasticity import IPConfig, ip_epoch
 from esnfed_core.readout import evaluate, ridge_stats, solve
@@ -55,6 +54,8 @@ def kernel_costs(dataset: str, units: int, windows: int, repeats: int) -> dict[s
     res = build_reservoir(ReservoirConfig(d["inputs"], units, 0.9, 0.3, 1.0), 0)
     readouts = solve(ridge_stats(res, x[:8], y[:8], d["classes"]), LAMBDAS)
     cfg = IPConfig(sigma=0.5)
+    from threadpoolctl import threadpool_limits  # noqa: PLC0415 (bench_gpu imports project() only)
+
     ops = {
         "stats": lambda: ridge_stats(res, x, y, d["classes"]),
         "eval": lambda: evaluate(res, x, y, readouts),
@@ -141,6 +142,7 @@ def check(cost: dict[int, dict[str, float]]) -> tuple[float, float]:
                         np.repeat(np.arange(5), -(-w // 5))[:w].astype(np.int8))
 
     data = TrialData({f"t{i}": user() for i in range(3)}, {f"v{i}": user() for i in range(3)}, 4, 5)
+    from threadpoolctl import threadpool_limits  # noqa: PLC0415
     cfg = {"units": 400, "spectral_radius": 0.9, "leak": 0.3, "input_scaling": 1.0}
     with threadpool_limits(limits=1):
         t0 = time.perf_counter()
@@ -157,6 +159,8 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--check", action="store_true", help="also time one paper-size ridge trial")
     args = ap.parse_args()
+    from threadpoolctl import threadpool_info  # noqa: PLC0415
+
     blas = {i["internal_api"]: i.get("version") for i in threadpool_info()}
     print(f"numpy {np.__version__}, BLAS {blas}, 1 BLAS thread, {args.windows} windows, median of {args.repeats}")
     total = 0.0

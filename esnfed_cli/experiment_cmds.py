@@ -54,6 +54,12 @@ class BackendChoice(str, Enum):
     ray = "ray"
 
 
+class DeviceChoice(str, Enum):
+    cpu = "cpu"
+    torch_cpu = "torch-cpu"
+    cuda = "cuda"
+
+
 DatasetOpt = Annotated[DatasetChoice, typer.Option("--dataset", help="Which dataset: wesad or hhar.",
                                                    case_sensitive=False)]
 AlgoOpt = Annotated[AlgoChoice, typer.Option(
@@ -72,6 +78,9 @@ RunsDirOpt = Annotated[Path, typer.Option(
 BackendOpt = Annotated[Optional[BackendChoice], typer.Option(
     "--backend", help="joblib backend for the trials: loky (local processes), sequential, or ray "
     "(needs the \\[ray] extra). Default: params.yaml runner.backend.", case_sensitive=False)]
+DeviceOpt = Annotated[Optional[DeviceChoice], typer.Option(
+    "--device", help="Kernels of the stationary methods' trials: cpu (numpy), torch-cpu or cuda "
+    "(batched torch; needs the \\[gpu] extra). Default: params.yaml runner.device.", case_sensitive=False)]
 JobsOpt = Annotated[Optional[int], typer.Option(
     "--n-jobs", callback=in_range(not_zero=True),
     help="Parallel workers (-1 = all cores, -2 = all but one, as in joblib). "
@@ -92,12 +101,19 @@ def _method(algo: AlgoChoice, strategy: Optional[StrategyChoice]) -> Method:
 
 
 def _prepare(dataset: DatasetChoice, algo: AlgoChoice, strategy: Optional[StrategyChoice], pct: PctChoice,
-             params: Path, backend: Optional[BackendChoice], n_jobs: Optional[int]):
+             params: Path, backend: Optional[BackendChoice], n_jobs: Optional[int],
+             device: Optional[DeviceChoice] = None):
     """What select and retrain start from: dataset, method, shares, params, and the runner with
     the command-line overrides."""
     p = load_params(params)
-    runner = experiment_params(p).runner.with_overrides(backend.value if backend else None, n_jobs)
+    runner = experiment_params(p).runner.with_overrides(backend.value if backend else None, n_jobs,
+                                                        device.value if device else None)
     return parse_dataset(dataset.value), _method(algo, strategy), parse_pcts(pct.value), p, runner
+
+
+def _where(runner) -> str:
+    jobs = f"{runner.backend}, {runner.n_jobs} jobs"
+    return jobs if runner.device == "cpu" else f"{jobs}, stationary trials batched on {runner.device}"
 
 
 def _bar(bar: Progress, description: str):
@@ -139,6 +155,7 @@ def select(
     pct: PctOpt = PctChoice.all,
     backend: BackendOpt = None,
     n_jobs: JobsOpt = None,
+    device: DeviceOpt = None,
     params: ParamsOpt = Path("params.yaml"),
     data_dir: DataDirOpt = Path("data"),
     runs_dir: RunsDirOpt = Path("runs"),
@@ -151,11 +168,11 @@ def select(
     a rerun skips the trials already done. best.json is written per share when all its trials
     succeeded; failed trials are recorded and listed, and the command then exits with code 1.
     """
-    ds, method, pcts, p, runner = _prepare(dataset, algo, strategy, pct, params, backend, n_jobs)
+    ds, method, pcts, p, runner = _prepare(dataset, algo, strategy, pct, params, backend, n_jobs, device)
     with _progress() as bar:
         result = select_stage.run(ds, method, pcts, p, data_dir=data_dir, runs_dir=runs_dir, runner=runner,
                                   progress=_bar(bar, f"select {ds}/{method.id}"))
-    table = Table(title=f"select {ds}/{method.id} ({runner.backend}, {runner.n_jobs} jobs)",
+    table = Table(title=f"select {ds}/{method.id} ({_where(runner)})",
                   caption="N units, ρ spectral radius, a leak, s input scaling, σ IP target std, "
                   "R rounds/epochs, E local epochs, λ ridge, B budget per context")
     for col in ("train users", "trials", "resumed", "ran", "failed", "best trial", "val acc %", "config"):
@@ -179,6 +196,7 @@ def retrain(
     pct: PctOpt = PctChoice.all,
     backend: BackendOpt = None,
     n_jobs: JobsOpt = None,
+    device: DeviceOpt = None,
     params: ParamsOpt = Path("params.yaml"),
     data_dir: DataDirOpt = Path("data"),
     runs_dir: RunsDirOpt = Path("runs"),
@@ -188,11 +206,11 @@ def retrain(
     Models go to runs/models/<dataset>/<method>/<pct>/seed-<k>.npz + .json (an open format: see
     the README, "Saved models"); a rerun skips models already trained with the same inputs.
     """
-    ds, method, pcts, p, runner = _prepare(dataset, algo, strategy, pct, params, backend, n_jobs)
+    ds, method, pcts, p, runner = _prepare(dataset, algo, strategy, pct, params, backend, n_jobs, device)
     with _progress() as bar:
         result = retrain_stage.run(ds, method, pcts, p, data_dir=data_dir, runs_dir=runs_dir, runner=runner,
                                    progress=_bar(bar, f"retrain {ds}/{method.id}"))
-    table = Table(title=f"retrain {ds}/{method.id} ({runner.backend}, {runner.n_jobs} jobs)")
+    table = Table(title=f"retrain {ds}/{method.id} ({_where(runner)})")
     for col in ("train users", "models", "resumed", "ran", "failed", "config"):
         table.add_column(col, justify="left" if col == "config" else "right")
     for s in result.shares:
@@ -209,6 +227,7 @@ def assess(
     dataset: DatasetOpt,
     algo: AlgoOpt,
     strategy: StrategyOpt = None,
+    device: DeviceOpt = None,
     params: ParamsOpt = Path("params.yaml"),
     data_dir: DataDirOpt = Path("data"),
     runs_dir: RunsDirOpt = Path("runs"),
@@ -224,7 +243,8 @@ def assess(
     p = load_params(params)
     with _progress() as bar:
         doc = assess_stage.run(ds, method, p, data_dir=data_dir, runs_dir=runs_dir,
-                               progress=_bar(bar, f"assess {ds}/{method.id}"))
+                               progress=_bar(bar, f"assess {ds}/{method.id}"),
+                               device=device.value if device else None)
     table = Table(title=f"assess {ds}/{method.id}: accuracy % (mean ± std over retrains)")
     for col in ("train users", "retrains", "test", "train", "communication up/down floats"):
         table.add_column(col, justify="right")

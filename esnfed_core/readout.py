@@ -1,7 +1,8 @@
 """Ridge readout from sufficient statistics: accumulate (A, B, n) batch by batch, solve for a λ grid.
 
-Statistics are summed in float64 so that any split of the data (batches, clients) gives the same
-sums up to float64 rounding: this is what makes IncFed equal centralised ridge.
+Each chunk of rows is a float32 product (BLAS syrk: half the products of a general GEMM), added
+into float64 sums; the same batches therefore give the same sums up to float64 rounding whatever
+the split into clients: this is what makes IncFed equal centralised ridge.
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ import scipy.linalg
 from esnfed_core.reservoir import DTYPE, Reservoir, iter_states
 from esnfed_core.validation import ParameterError, check_param
 
-# Rows of states converted to float64 at once when accumulating B = SᵀS (bounds the extra memory).
-_GRAM_CHUNK_ROWS = 8192
+# Rows of states per float32 product SᵀS (and YᵀS) before it is added into the float64 sums: the
+# float32 rounding of a chunk's sums grows with its rows (worst case rows·2⁻²⁴ relative), and a
+# smaller chunk adds one N×N float64 addition per chunk (4096 rows at 400 units: ~2 % more).
+_GRAM_CHUNK_ROWS = 4096
 
 
 @dataclass(frozen=True, eq=False)
@@ -70,10 +73,12 @@ class RidgeStats:
 class StatsAccumulator:
     """Mutable accumulator of RidgeStats over batches of states (time-major) and labels.
 
-    States (float32) are converted to float64 a chunk of rows at a time into a reused buffer;
-    B gets ``chunkᵀ·chunk``, which numpy hands to BLAS syrk (half the work of a general product).
-    Only numpy's BLAS is used, as in the recurrence: alternating with scipy's separately
-    threaded OpenBLAS makes the two thread pools spin against each other on 2 cores.
+    Per chunk of ``_GRAM_CHUNK_ROWS`` rows of the float32 states, ``chunkᵀ·chunk`` (numpy hands
+    it to float32 syrk) and the class sums are float32 products, added into float64 sums: 2-3x
+    cheaper than converting the chunk to float64 first (BENCHMARKS.md, "Accelerator path"), at a
+    float32 rounding of each chunk's sums (relative ≲ 1e-7 in practice; tests/test_readout.py
+    bounds it). Only numpy's BLAS is used, as in the recurrence: alternating with scipy's
+    separately threaded OpenBLAS makes the two thread pools spin against each other on 2 cores.
     """
 
     def __init__(self, units: int, n_classes: int):
@@ -83,8 +88,7 @@ class StatsAccumulator:
         self.n_classes = int(n_classes)
         self._a = np.zeros((self.n_classes, self.units))
         self._b = np.zeros((self.units, self.units))
-        self._gram = np.empty((self.units, self.units))
-        self._chunk: np.ndarray | None = None
+        self._gram = np.empty((self.units, self.units), DTYPE)
         self._n_steps = 0
         self._n_windows = 0
 
@@ -96,19 +100,13 @@ class StatsAccumulator:
             )
         t_len, b, n = states.shape
         y = _flat_labels(labels, t_len, b, self.n_classes)
-        s = states.reshape(t_len * b, n)
-        if self._chunk is None:
-            self._chunk = np.empty((min(_GRAM_CHUNK_ROWS, max(len(s), 1)), n))
+        s = np.ascontiguousarray(states, dtype=DTYPE).reshape(t_len * b, n)
         step = _GRAM_CHUNK_ROWS
         for lo in range(0, len(s), step):
-            hi = min(lo + step, len(s))
-            if self._chunk.shape[0] < hi - lo:
-                self._chunk = np.empty((hi - lo, n))
-            chunk = self._chunk[: hi - lo]
-            np.copyto(chunk, s[lo:hi])  # float32 -> float64: products are exact, sums float64
+            chunk = s[lo : lo + step]
             np.matmul(chunk.T, chunk, out=self._gram)
             self._b += self._gram
-            self._a += _class_sums(chunk, y[lo:hi], self.n_classes)
+            self._a += _class_sums(chunk, y[lo : lo + step], self.n_classes)
         self._n_steps += t_len * b
         self._n_windows += b
 
@@ -142,7 +140,7 @@ def _flat_labels(labels: np.ndarray, t_len: int, b: int, n_classes: int) -> np.n
 
 def _class_sums(rows: np.ndarray, y: np.ndarray, n_classes: int) -> np.ndarray:
     """Σ of the rows of each class: the one-hot product YᵀS without building Y row-major."""
-    onehot = np.zeros((n_classes, len(y)))
+    onehot = np.zeros((n_classes, len(y)), rows.dtype)
     onehot[y, np.arange(len(y))] = 1.0
     return onehot @ rows
 

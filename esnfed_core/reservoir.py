@@ -11,7 +11,6 @@ from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator
 
 import numpy as np
-from threadpoolctl import ThreadpoolController
 
 from esnfed_core.validation import ParameterError, check_finite, check_param
 
@@ -135,12 +134,16 @@ _TIME_CHUNK = 8
 _MIN_THREAD_WORK = 1 << 24
 # Threads run_batch may use; None = as many as numpy's BLAS would use. Benchmarks set 1.
 _MAX_THREADS: int | None = None
-_BLAS: ThreadpoolController | None = None
+_BLAS = None  # threadpoolctl.ThreadpoolController, imported on first use
 
 
-def _blas() -> ThreadpoolController:
+def _blas():
+    """The process's threadpoolctl controller (imported lazily: the accelerated path's kernels
+    import this module on machines that may lack threadpoolctl; run_batch itself needs it)."""
     global _BLAS
     if _BLAS is None:
+        from threadpoolctl import ThreadpoolController  # noqa: PLC0415
+
         _BLAS = ThreadpoolController()
     return _BLAS
 

@@ -25,7 +25,7 @@ from esnfed_core.data.windows import concat
 from esnfed_core.errors import ConfigError
 from esnfed_core.federated import Client, fedavg, incfed
 from esnfed_core.messages import CommLedger, ReadoutMessage, StatsMessage
-from esnfed_core.readout import StatsAccumulator, solve
+from esnfed_core.readout import Counts, StatsAccumulator, solve
 from esnfed_core.reservoir import Reservoir, ReservoirConfig, build_reservoir
 from esnfed_core.scoring import pooled_counts, random_accuracy
 
@@ -111,6 +111,22 @@ class Settings:
     replay_batch: int = 32
     joint_patience: int | None = None  # None: the protocol's 3 (federated) or 5 (centralised)
     joint_max_rounds: int = 50
+    # cpu: the numpy path; torch-cpu / cuda: the batched torch kernels (esnfed_core.accel), for the
+    # stationary methods (continual ones and the random baseline always run the numpy path).
+    device: str = "cpu"
+    tf32: bool = False  # cuda only: TF32 tensor-core products (10-bit mantissa inputs), opt-in
+
+    def __post_init__(self) -> None:
+        from esnfed_core.accel import check_device  # noqa: PLC0415 (no torch import)
+
+        try:
+            check_device(self.device)
+        except ValueError as exc:
+            raise ConfigError(f"runner.{exc}") from None
+
+    def accelerated(self, method: "Method") -> bool:
+        """Whether trials of ``method`` run on the torch kernels with these settings."""
+        return self.device != "cpu" and method.algo != "random" and not method.continual
 
     def used_by(self, method: "Method", score: bool) -> dict[str, Any]:
         """The settings a trial of ``method`` reads (selection when ``score``, else retraining):
@@ -119,6 +135,10 @@ class Settings:
             return {}
         # run_continual batches on its own: batch_size only reaches the stationary methods.
         out: dict[str, Any] = {} if method.continual else {"batch_size": self.batch_size}
+        if self.accelerated(method):  # float32 rounding differs from the numpy path's
+            out["device"] = self.device
+            if self.tf32 and self.device == "cuda":
+                out["tf32"] = True
         if score and not method.continual:
             out["lambdas"] = list(self.lambdas)
         if method.uses_ip:
@@ -246,18 +266,26 @@ def fit(
         return FittedModel(m.id, int(seed), cfg, data.n_classes, seeds, validation=val)
     if m.continual:
         return _fit_continual(m, cfg, int(seed), seeds, data, settings, score)
+    if settings.accelerated(m):
+        from esnfed_core.accel.trials import fit_batch  # noqa: PLC0415 (imports torch)
+
+        return fit_batch(m, [cfg], [int(seed)], data, settings, score=score)[0]
     return _fit_stationary(m, cfg, int(seed), seeds, data, settings, score)
 
 
-def _clients(data: TrialData, batch_size: int, cls: type[Client] = Client) -> list[Client]:
+def clients_of(data: TrialData, batch_size: int, cls: type[Client] = Client) -> list[Client]:
     return [cls(name, u.x, u.y, data.n_classes, batch_size) for name, u in data.train.items()]
 
 
-class _StatsOnceClient(Client):
+class StatsOnceClient(Client):
     """A FedAvg client that computes its ridge statistics once per reservoir, so trying every λ
     of the grid costs one pass over its windows instead of one per λ (messages are unchanged)."""
 
     _cached: tuple[Reservoir, StatsMessage] | None = None
+
+    def preset(self, res: Reservoir, msg: StatsMessage) -> None:
+        """Use ``msg`` as this client's statistics for ``res`` (computed elsewhere, e.g. batched)."""
+        self._cached = (res, msg)
 
     def fit_stats(self, res: Reservoir) -> StatsMessage:
         if self._cached is None or self._cached[0] is not res:
@@ -306,16 +334,25 @@ def _fit_stationary(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialDat
     if m.algo in ("ridge", "ip"):
         readouts = solve(_pooled_stats(res, users, data.n_classes, settings.batch_size), lambdas)
     elif m.algo in ("incfed", "fedip"):
-        readouts = incfed(res, _clients(data, settings.batch_size), lambdas, ledger=ledger).readouts
+        readouts = incfed(res, clients_of(data, settings.batch_size), lambdas, ledger=ledger).readouts
     else:  # fedavg: one FedAvg round per λ of the grid, each with its own message ledger
-        clients = _clients(data, settings.batch_size, _StatsOnceClient)
+        clients = clients_of(data, settings.batch_size, StatsOnceClient)
         fed_ledgers = [CommLedger() for _ in lambdas]
         readouts = np.stack([fedavg(res, clients, lam, ledger=lg) for lam, lg in zip(lambdas, fed_ledgers)])
 
+    counts = pooled_counts(res, list(data.validation.values()), readouts, settings.batch_size) if score else None
+    return stationary_model(m, cfg, seed, seeds, data, res, readouts, lambdas, ledger, fed_ledgers, counts)
+
+
+def stationary_model(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialData, res: Reservoir,
+                     readouts: np.ndarray, lambdas: list[float], ledger: CommLedger | None,
+                     fed_ledgers: list[CommLedger], counts: Counts | None) -> FittedModel:
+    """The FittedModel of a stationary trial from its readouts (L, C, N) for ``lambdas`` and, when
+    it was scored, the validation ``counts``: λ is the first best (the given one when fixed).
+    Shared by the numpy path and the batched accelerator path (esnfed_core.accel.trials)."""
     val = None
     best = 0
-    if score:
-        counts = pooled_counts(res, list(data.validation.values()), readouts, settings.batch_size)
+    if counts is not None:
         per_lambda = counts.accuracy
         best = int(np.argmax(per_lambda))  # first maximum: the smallest λ among ties
         val = {"score": float(per_lambda[best]), "accuracy": float(per_lambda[best]),

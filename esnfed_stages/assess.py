@@ -18,6 +18,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from esnfed_core import metrics
+from esnfed_core.accel import require_torch
 from esnfed_core.scoring import accuracy, activation_density, context_matrix, random_accuracy
 from esnfed_core.trial import FittedModel, Method
 from esnfed_stages._io import output_lock, write_json
@@ -35,6 +36,18 @@ def _floats(values: Any) -> Any:
         return [_floats(v) for v in values]
     v = float(values)
     return None if math.isnan(v) else v
+
+
+def _batched(method: Method, models: list[FittedModel], test, train, device: str) -> list[dict[str, Any]]:
+    """Test (and training) accuracies of every retrain of a stationary method at once on the
+    torch kernels (runner.device torch-cpu | cuda); same numbers within float32 rounding."""
+    from esnfed_core.accel.trials import accuracies  # noqa: PLC0415 (imports torch)
+
+    res, w = [m.reservoir for m in models], [m.readout for m in models]
+    test_acc = accuracies(res, w, list(test.values()), device)
+    train_acc = accuracies(res, w, list(train.values()), device) if method.algo in TRAIN_SCORED else None
+    return [{"test": t, "train": None if train_acc is None else train_acc[i], "stream": None, "matrix": None}
+            for i, t in enumerate(test_acc)]
 
 
 def _scores(method: Method, model: FittedModel, test, train, batch_size: int) -> dict[str, Any]:
@@ -63,9 +76,15 @@ def run(
     data_dir: Path = Path("data"),
     runs_dir: Path = Path("runs"),
     progress: Progress | None = None,
+    device: str | None = None,
 ) -> dict[str, Any]:
-    """Assess every share and write the JSON; returns the document written."""
+    """Assess every share and write the JSON; returns the document written. ``device`` (default
+    runner.device) torch-cpu | cuda scores the stationary methods' retrains batched on torch."""
     exp = experiment_params(params)
+    exp = exp.on_device(device or exp.runner.device)
+    batched = exp.settings.accelerated(method)
+    if batched:
+        require_torch(exp.settings.device)
     data = open_dataset(data_dir, dataset)
     test = data.load(data.test_users)
     batch = exp.settings.batch_size
@@ -81,15 +100,17 @@ def run(
         rows: dict[str, list] = {"seeds": [], "test": [], "train": [], "stream": [], "matrix": []}
         first_meta: dict[str, Any] | None = None
         activation = None
-        for k in range(exp.retrains):
-            model, meta = load_model(directory, k)
+        loaded = [load_model(directory, k) for k in range(exp.retrains)]
+        batch_scores = (_batched(method, [m for m, _ in loaded], test, train, exp.settings.device)
+                        if batched else None)
+        for k, (model, meta) in enumerate(loaded):
             if first_meta is None:
                 first_meta = meta
                 if with_activation:
                     edges, dens = activation_density(model.reservoir, list(test.values()), data.n_contexts,
                                                      exp.activation_bins, batch)
                     activation = {"edges": _floats(edges), "density": _floats(dens)}
-            s = _scores(method, model, test, train, batch)
+            s = batch_scores[k] if batch_scores is not None else _scores(method, model, test, train, batch)
             rows["seeds"].append(model.seed)
             for name in ("test", "train", "stream", "matrix"):
                 rows[name].append(s[name])

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from esnfed_core.accel import DEVICES
 from esnfed_core.data.processed import UserData, load_manifest, load_user, user_path
 from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.search import Dimension, parse_space
@@ -30,22 +31,30 @@ BACKENDS = ("loky", "sequential", "ray")
 # Core modules whose source decides a trial's numbers (tests/test_select.py checks the list is
 # complete: every esnfed_core module a trial imports is here).
 TRIAL_MODULES = (
-    "esnfed_core", "esnfed_core.continual", "esnfed_core.data", "esnfed_core.data.processed",
+    "esnfed_core", "esnfed_core.accel", "esnfed_core.continual", "esnfed_core.data", "esnfed_core.data.processed",
     "esnfed_core.data.windows", "esnfed_core.errors", "esnfed_core.federated", "esnfed_core.messages",
     "esnfed_core.metrics", "esnfed_core.plasticity", "esnfed_core.readout", "esnfed_core.reservoir",
     "esnfed_core.quote", "esnfed_core.scoring", "esnfed_core.search", "esnfed_core.trial",
     "esnfed_core.validation",
+)
+# What an accelerated trial (runner.device torch-cpu | cuda) runs besides (they import torch).
+ACCEL_MODULES = (
+    "esnfed_core.accel.torch_reservoir", "esnfed_core.accel.torch_plasticity",
+    "esnfed_core.accel.trials",
 )
 
 
 # ---------------------------------------------------------------- params
 @dataclass(frozen=True)
 class RunnerConfig:
-    """How trials are dispatched: joblib backend, worker count, BLAS threads per worker."""
+    """How trials are dispatched: joblib backend, worker count, BLAS threads per worker, and the
+    device of the stationary methods' kernels (cpu = numpy; torch-cpu / cuda = batched torch)."""
 
     backend: str = "loky"
     n_jobs: int = 2
     blas_threads: int = 1
+    device: str = "cpu"
+    tf32: bool = False
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
@@ -54,10 +63,16 @@ class RunnerConfig:
         if self.n_jobs == 0:
             raise ConfigError("runner.n_jobs: must not be 0 (use a positive count, or -1 for all cores)")
         _int("runner.blas_threads", self.blas_threads, low=1)
+        if self.device not in DEVICES:
+            raise ConfigError(f"runner.device: unknown device {self.device!r} (expected {', '.join(DEVICES)})")
+        if not isinstance(self.tf32, bool):
+            raise ConfigError(f"params.yaml: 'runner.tf32' must be true or false, got {self.tf32!r}")
 
-    def with_overrides(self, backend: str | None = None, n_jobs: int | None = None) -> "RunnerConfig":
+    def with_overrides(self, backend: str | None = None, n_jobs: int | None = None,
+                       device: str | None = None) -> "RunnerConfig":
         """This config with command-line overrides (None keeps the params' value)."""
-        changes = {k: v for k, v in (("backend", backend), ("n_jobs", n_jobs)) if v is not None}
+        changes = {k: v for k, v in (("backend", backend), ("n_jobs", n_jobs), ("device", device))
+                   if v is not None}
         return replace(self, **changes) if changes else self
 
 
@@ -94,6 +109,11 @@ class ExperimentParams:
         if missing:
             raise ConfigError(f"{where}: {method.id} needs {sorted(missing)} in its search space")
         return dims
+
+    def on_device(self, device: str) -> "ExperimentParams":
+        """These params with the trials' kernels on ``device`` (--device overrides runner.device)."""
+        runner = replace(self.runner, device=device)
+        return replace(self, runner=runner, settings=replace(self.settings, device=runner.device))
 
     def n_trials(self, method: Method) -> int:
         # The random baseline has nothing to search: one trial records its validation score.
@@ -167,6 +187,9 @@ def experiment_params(params: Mapping[str, Any]) -> ExperimentParams:
     replay = _get(params, "continual.replay", ("fraction", "batch"))
     joint = _get(params, "continual.joint", ("patience", "max_rounds"))
     patience = section(joint, "patience")
+    rn = _get(params, "runner", ("backend", "n_jobs", "blas_threads", "device", "tf32"))
+    runner = RunnerConfig(str(section(rn, "backend")), section(rn, "n_jobs"), section(rn, "blas_threads"),
+                          str(rn.get("device", "cpu")), rn.get("tf32", False))  # optional keys
     settings = Settings(
         lambdas=lambdas, batch_size=batch, ip=ip,
         continual_lambda=_float("continual.lambda", section(co, "lambda"), low=0.0),
@@ -175,9 +198,8 @@ def experiment_params(params: Mapping[str, Any]) -> ExperimentParams:
         replay_batch=_int("continual.replay.batch", section(replay, "batch"), low=1),
         joint_patience=None if patience is None else _int("continual.joint.patience", patience, low=1),
         joint_max_rounds=_int("continual.joint.max_rounds", section(joint, "max_rounds"), low=1),
+        device=runner.device, tf32=runner.tf32,
     )
-    rn = _get(params, "runner", ("backend", "n_jobs", "blas_threads"))
-    runner = RunnerConfig(str(section(rn, "backend")), section(rn, "n_jobs"), section(rn, "blas_threads"))
 
     asx = _get(params, "assess", ("activation_bins", "activation_datasets"))
     bins = _int("assess.activation_bins", section(asx, "activation_bins"), low=1)
@@ -353,9 +375,12 @@ def load_trial_data(ref: DataRef) -> TrialData:
     )
 
 
-def trial_modules(method: Method) -> tuple[str, ...]:
+def trial_modules(method: Method, device: str = "cpu") -> tuple[str, ...]:
     """The core modules a trial of ``method`` runs: IP code only for IP methods, the continual
-    loop only for continual ones (so fixing one does not invalidate the others' results)."""
+    loop only for continual ones (so fixing one does not invalidate the others' results), the
+    torch kernels only on an accelerated device."""
+    if Settings(device=device).accelerated(method):
+        return tuple(m for m in TRIAL_MODULES + ACCEL_MODULES if method.uses_ip or m != "esnfed_core.plasticity")
     skip = set()
     if not method.continual:
         skip.add("esnfed_core.continual")
@@ -376,9 +401,9 @@ def _source_hash(modules: tuple[str, ...]) -> str:
     return h.hexdigest()
 
 
-def code_fingerprint(method: Method) -> str:
+def code_fingerprint(method: Method, device: str = "cpu") -> str:
     """sha256 of the source of every core module a trial of ``method`` depends on."""
-    return _source_hash(trial_modules(method))
+    return _source_hash(trial_modules(method, device))
 
 
 def result_key(**fields: Any) -> str:

@@ -19,7 +19,7 @@ from esnfed_core.search import parse_dimension
 from esnfed_core.stats import VARIANTS
 from esnfed_core.validation import ParameterError, check_param
 from esnfed_stages._datasets import bind_kwargs, dataset_function
-from esnfed_stages.experiment import BACKENDS, DATASETS, PCTS
+from esnfed_stages.experiment import BACKENDS, DATASETS, DEVICES, PCTS
 from esnfed_stages.partition import check_spec
 from esnfed_stages.preprocess import SOURCES
 
@@ -314,7 +314,8 @@ SCHEMA = Fields(optional={
         "joint": Fields(required={"patience": Nullable(COUNT), "max_rounds": COUNT}),
     }),
     "runner": Fields(required={"backend": Choice(BACKENDS), "n_jobs": Num(integer=True, low=-64, nonzero=True),
-                               "blas_threads": COUNT}),
+                               "blas_threads": COUNT},
+                     optional={"device": Choice(DEVICES), "tf32": Bool()}),
     "assess": Fields(required={"activation_bins": COUNT,
                                "activation_datasets": ListOf(Choice(DATASETS), empty=True)}),
 })

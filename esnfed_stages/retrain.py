@@ -103,6 +103,7 @@ def _run(dataset: str, method: Method, pcts: list[str], params: Mapping[str, Any
          runs_dir: Path, runner: RunnerConfig | None, progress: Progress | None) -> RetrainResult:
     exp = experiment_params(params)
     runner = for_method(runner or exp.runner, method)
+    exp = exp.on_device(runner.device)
     data = open_dataset(data_dir, dataset)
     summaries: dict[str, RetrainSummary] = {}
     pending: list[tuple[TrialTask, str, int, str]] = []
@@ -118,7 +119,7 @@ def _run(dataset: str, method: Method, pcts: list[str], params: Mapping[str, Any
         for k, seed in enumerate(seeds):
             key = result_key(kind="retrain", dataset=dataset, method=method.id, pct=pct, retrain=k, seed=seed,
                              config=config, settings=exp.settings.used_by(method, False), data=ref.fingerprint,
-                             code=code_fingerprint(method))
+                             code=code_fingerprint(method, exp.settings.device))
             meta = read_meta(directory, k)
             if meta is not None and meta.get("key") == key:
                 s.resumed += 1

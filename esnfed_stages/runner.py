@@ -10,6 +10,11 @@ backend registers a setup function with :func:`register_backend`; "ray" is looke
 ``esnfed_stages.ray_backend``, which must call ``register_backend("ray", setup)`` on import.
 Results do not depend on the backend: each trial runs with ``blas_threads`` BLAS threads wherever
 it runs, and its numbers depend only on (method, config, seed, data, settings).
+
+On an accelerated device (``settings.device`` torch-cpu | cuda) the stationary methods' tasks are
+batched instead: tasks of the same data, method and reservoir size run as one call of
+:func:`esnfed_core.accel.trials.fit_batch` in this process (at most ``MAX_TRIALS`` per call),
+and each task still gets its own Outcome, so the stages write one result per trial as before.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from typing import Any, Callable, Mapping, Sequence
 from joblib import Parallel, delayed, parallel_config
 from threadpoolctl import threadpool_limits
 
+from esnfed_core.accel import require_torch
 from esnfed_core.errors import ConfigError, EsnfedError
 from esnfed_core.trial import FittedModel, Method, Settings, fit
 from esnfed_stages.experiment import DataRef, RunnerConfig, load_trial_data
@@ -66,6 +72,61 @@ def execute(task: TrialTask, blas_threads: int) -> Outcome:
     except Exception as exc:  # noqa: BLE001 - recorded and reported by the stage
         return Outcome(None, f"{type(exc).__name__}: {exc}", traceback.format_exc(),
                        time.perf_counter() - start)
+
+
+def _batch_key(task: TrialTask) -> tuple:
+    """Tasks with the same key can share one batched call: same data, method, scoring, fixed λ
+    or not, fixed settings and reservoir size."""
+    return (task.data, task.method, task.score, "lambda" in task.config, repr(task.settings),
+            int(task.config["units"]))
+
+
+def batches(tasks: Sequence[TrialTask], max_trials: int) -> list[list[TrialTask]]:
+    """Accelerated tasks grouped by :func:`_batch_key` (first-appearance order), split into
+    groups of at most ``max_trials``."""
+    groups: dict[tuple, list[TrialTask]] = {}
+    for t in tasks:
+        groups.setdefault(_batch_key(t), []).append(t)
+    return [g[i : i + max_trials] for g in groups.values() for i in range(0, len(g), max_trials)]
+
+
+def execute_batch(tasks: Sequence[TrialTask], blas_threads: int) -> list[Outcome]:
+    """One batched call for tasks of one :func:`_batch_key`; a failure fails each of them (a
+    rerun resumes). Each outcome's ``seconds`` is its share of the batch's time."""
+    from esnfed_core.accel.trials import fit_batch  # noqa: PLC0415 (imports torch)
+
+    start = time.perf_counter()
+    first = tasks[0]
+    try:
+        with threadpool_limits(limits=blas_threads), _torch_threads(first.settings.device, blas_threads):
+            data = load_trial_data(first.data)
+            models = fit_batch(first.method, [t.config for t in tasks], [t.seed for t in tasks], data,
+                               first.settings, score=first.score)
+        share = (time.perf_counter() - start) / len(tasks)
+        return [Outcome(m, None, None, share) for m in models]
+    except Exception as exc:  # noqa: BLE001 - recorded and reported by the stage
+        share = (time.perf_counter() - start) / len(tasks)
+        return [Outcome(None, f"{type(exc).__name__}: {exc}", traceback.format_exc(), share) for _ in tasks]
+
+
+class _torch_threads:
+    """torch's CPU threads = blas_threads on torch-cpu (as the numpy path's BLAS threads)."""
+
+    def __init__(self, device: str, threads: int):
+        self.device, self.threads, self.saved = device, threads, None
+
+    def __enter__(self):
+        if self.device == "torch-cpu":
+            import torch  # noqa: PLC0415
+
+            self.saved = torch.get_num_threads()
+            torch.set_num_threads(self.threads)
+
+    def __exit__(self, *exc):
+        if self.saved is not None:
+            import torch  # noqa: PLC0415
+
+            torch.set_num_threads(self.saved)
 
 
 def for_method(config: RunnerConfig, method: Method) -> RunnerConfig:
@@ -113,6 +174,17 @@ def run_tasks(
     """
     if not tasks:
         return
+    accelerated = [t for t in tasks if t.settings.accelerated(Method.parse(t.method))]
+    if accelerated:
+        require_torch(accelerated[0].settings.device)
+        from esnfed_core.accel.trials import MAX_TRIALS  # noqa: PLC0415
+
+        for group in batches(accelerated, MAX_TRIALS):
+            for task, outcome in zip(group, execute_batch(group, config.blas_threads)):
+                on_done(task, outcome)
+        tasks = [t for t in tasks if not t.settings.accelerated(Method.parse(t.method))]
+        if not tasks:
+            return
     if config.backend == "sequential" or config.n_jobs == 1 or len(tasks) == 1:
         for task in tasks:
             on_done(task, execute(task, config.blas_threads))

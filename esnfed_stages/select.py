@@ -113,7 +113,7 @@ def plan_share(exp: ExperimentParams, data: Dataset, method: Method, pct: str,
         seed = trial_seed(exp, data.name, pct, i)
         key = result_key(kind="select", dataset=data.name, method=method.id, pct=pct, index=i, seed=seed,
                          config=config, settings=exp.settings.used_by(method, True), data=ref.fingerprint,
-                         code=code_fingerprint(method))
+                         code=code_fingerprint(method, exp.settings.device))
         task = TrialTask(f"{data.name}/{method.id}/{pct}#{i}", ref, method.id, config, seed, exp.settings)
         out.append(PlannedTrial(data.name, pct, i, trial_path(directory, i), key, task))
     return out, base
@@ -188,6 +188,7 @@ def _run(dataset: str, method: Method, pcts: list[str], params: Mapping[str, Any
          runs_dir: Path, runner: RunnerConfig | None, progress: Progress | None) -> SelectResult:
     exp = experiment_params(params)
     runner = for_method(runner or exp.runner, method)
+    exp = exp.on_device(runner.device)
     data = open_dataset(data_dir, dataset)
     if method.continual and data.n_contexts < 1:
         raise ConfigError(f"{dataset}: no contexts for {method.id}")

@@ -11,6 +11,7 @@ from esnfed_core.scoring import accuracy, pooled_counts, random_accuracy
 from esnfed_core.reservoir import ReservoirConfig, build_reservoir
 from esnfed_core.trial import METHODS, Method, Settings, TrialData, fit, make_reservoir, sub_seeds
 from experiment_data import trial_data
+from float32_bounds import readout_rtol
 
 CFG = {"units": 16, "spectral_radius": 0.9, "leak": 0.5, "input_scaling": 0.8}
 IP_CFG = {**CFG, "sigma": 0.3, "rounds": 2}
@@ -54,12 +55,15 @@ def test_ridge_matches_an_independent_solve_and_lambda_choice(data):
     res = make_reservoir(CFG, data.n_inputs, sub_seeds(5)["reservoir"])
     x = np.concatenate([u.x for u in data.train.values()])
     y = np.concatenate([u.y for u in data.train.values()])
-    grid = solve(ridge_stats(res, x, y, data.n_classes), list(SETTINGS.lambdas))
+    stats = ridge_stats(res, x, y, data.n_classes)
+    grid = solve(stats, list(SETTINGS.lambdas))
     accs = [accuracy(res, w, list(data.validation.values())) for w in grid]
     best = int(np.argmax(accs))
     assert model.validation["per_lambda"] == pytest.approx(accs, abs=1e-12)
     assert model.lam == SETTINGS.lambdas[best] and model.score == max(accs)
-    np.testing.assert_allclose(model.readout, grid[best], rtol=1e-9, atol=1e-12)
+    # The trial streams user by user, this run all windows at once: other float32 chunk sums.
+    rtol = readout_rtol(stats.b, model.lam, sides=2)
+    assert np.linalg.norm(model.readout - grid[best]) <= rtol * np.linalg.norm(grid[best])
     # Refitting with the chosen λ fixed (what retraining does) gives the same readout.
     again = fit("ridge", model.config, 5, data, SETTINGS, score=False)
     np.testing.assert_array_equal(again.readout, model.readout)

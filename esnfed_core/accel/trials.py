@@ -1,0 +1,261 @@
+"""Stationary trials batched on the torch kernels: trials of one method on the same data with
+reservoirs of one size train and score together, one bmm per step over trials × windows.
+
+:func:`fit_batch` returns the same FittedModels as :func:`esnfed_core.trial.fit` on each trial
+(equal within float32 rounding): the same seeds, mini-batch orders, messages and λ choice; only
+the state passes (IP epochs, FedIP rounds with every client of every trial at once, ridge
+statistics, validation counts) run on the device. The servers' work (FedIP averaging, IncFed
+sums, FedAvg, the solves) is the numpy code itself, fed with the batched clients' results.
+
+Memory on the device: the training and validation windows (float32), the bank of weights
+(trials × clients × N² floats during FedIP), and the chunk buffers of torch_reservoir (≤ 3 × 128
+MiB unless one step of slots × windows × N is larger). ``max_trials`` bounds a batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import torch
+
+from esnfed_core.accel import torch_device
+from esnfed_core.accel.torch_plasticity import ip_step
+from esnfed_core.accel.torch_reservoir import CHUNK_ELEMENTS, Bank, count_correct, ridge_stats, set_tf32
+from esnfed_core.data.processed import UserData
+from esnfed_core.federated import fedavg, incfed
+from esnfed_core.messages import CommLedger, StatsMessage
+from esnfed_core.readout import Counts, RidgeStats, solve
+from esnfed_core.reservoir import Reservoir
+from esnfed_core.trial import (
+    FittedModel, Method, Settings, StatsOnceClient, TrialData, check_config, clients_of,
+    make_reservoir, stationary_model, sub_seeds,
+)
+
+# Trials per batch the trial runner groups (FedIP: times the clients in the bank): 64 trials of
+# 500 units with 9 clients hold 64·9·500² floats = 0.6 GB of weights, far below an 80 GB GPU.
+MAX_TRIALS = 64
+
+
+@dataclass
+class _Windows:
+    """Users' windows concatenated on the device: x (W, T, U) float32, y (W, T) int8, and each
+    user's first row and count."""
+
+    x: torch.Tensor
+    y: torch.Tensor
+    offsets: list[int]
+    counts: list[int]
+
+    @classmethod
+    def of(cls, users: Sequence[UserData], device: str) -> "_Windows":
+        counts = [int(u.windows) for u in users]
+        offsets = [int(o) for o in np.cumsum([0] + counts[:-1])]
+        xs = [np.asarray(u.x, np.float32) for u in users if u.windows]
+        ys = [np.asarray(u.y, np.int8) for u in users if u.windows]
+        x = torch.from_numpy(np.concatenate(xs) if xs else np.zeros((0, 1, 1), np.float32)).to(device)
+        y = torch.from_numpy(np.concatenate(ys) if ys else np.zeros((0, 1), np.int8)).to(device)
+        return cls(x, y, offsets, counts)
+
+    def user(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        lo = self.offsets[i]
+        return self.x[lo : lo + self.counts[i]], self.y[lo : lo + self.counts[i]]
+
+
+def _window_batch(reservoirs: int, units: int, windows: int) -> int:
+    """Windows per state pass: chunks of at least 8 steps within CHUNK_ELEMENTS."""
+    return int(max(1, min(windows, CHUNK_ELEMENTS // max(1, 8 * reservoirs * units))))
+
+
+def _stats_of(bank: Bank, x: torch.Tensor, y: torch.Tensor, n_classes: int) -> list[RidgeStats]:
+    """Each reservoir's ridge statistics of the windows x (W, T, U), streamed by window batch."""
+    r, n = bank.reservoirs, bank.units
+    a = torch.zeros((r, n_classes, n), dtype=torch.float64, device=bank.device)
+    b = torch.zeros((r, n, n), dtype=torch.float64, device=bank.device)
+    step = _window_batch(r, n, len(x))
+    for lo in range(0, len(x), step):
+        da, db = ridge_stats(bank, x[lo : lo + step][None], y[lo : lo + step][None], n_classes)
+        a += da
+        b += db
+    a_np, b_np = a.cpu().numpy(), b.cpu().numpy()
+    w, t = (int(x.shape[0]), int(x.shape[1])) if x.ndim == 3 else (0, 0)
+    return [RidgeStats(a_np[i], b_np[i], w * t, w) for i in range(r)]
+
+
+def _counts_of(bank: Bank, x: torch.Tensor, y: torch.Tensor, readouts: torch.Tensor) -> torch.Tensor:
+    """Correct steps (R, L) of readouts (R, L, C, N) on windows x, streamed by window batch."""
+    r, n = bank.reservoirs, bank.units
+    correct = torch.zeros((r, readouts.shape[1]), dtype=torch.int64, device=bank.device)
+    step = _window_batch(r, n, len(x))
+    for lo in range(0, len(x), step):
+        correct += count_correct(bank, x[lo : lo + step][None], y[lo : lo + step][None], readouts)
+    return correct
+
+
+def fit_batch(
+    method: str | Method,
+    configs: Sequence[Mapping[str, Any]],
+    seeds: Sequence[int],
+    data: TrialData,
+    settings: Settings,
+    *,
+    score: bool = True,
+) -> list[FittedModel]:
+    """Train (and with ``score``, score) one stationary trial per (config, seed), batched.
+
+    Every config must have the same ``units``; ``settings.device`` picks the torch device.
+    """
+    m = method if isinstance(method, Method) else Method.parse(method)
+    if m.continual or m.algo == "random":
+        raise ValueError(f"fit_batch: {m.id} runs on the numpy path only")
+    if len(configs) != len(seeds) or not configs:
+        raise ValueError(f"fit_batch: {len(configs)} configs for {len(seeds)} seeds")
+    for cfg in configs:
+        check_config(m, cfg, need_lambda=not score)
+    units = {int(cfg["units"]) for cfg in configs}
+    if len(units) != 1:
+        raise ValueError(f"fit_batch: one reservoir size per batch, got units {sorted(units)}")
+    dev = torch_device(settings.device)
+    saved = torch.backends.cuda.matmul.allow_tf32
+    set_tf32(settings.tf32 and dev == "cuda")
+    try:
+        return _fit_batch(m, configs, seeds, data, settings, score, dev)
+    finally:
+        set_tf32(saved)
+
+
+def _fit_batch(m: Method, configs, seeds, data: TrialData, settings: Settings, score: bool,
+               dev: str) -> list[FittedModel]:
+    subs = [sub_seeds(s) for s in seeds]
+    reservoirs = [make_reservoir(cfg, data.n_inputs, sd["reservoir"]) for cfg, sd in zip(configs, subs)]
+    users = list(data.train.values())
+    names = list(data.train)
+    train = _Windows.of(users, dev)
+    ledgers = [CommLedger() if m.federated else None for _ in configs]
+    if m.uses_ip:
+        reservoirs = _train_ip(m, configs, subs, reservoirs, train, names, settings, ledgers, dev)
+    bank = Bank.from_reservoirs(reservoirs, dev)
+    client_stats = [_stats_of(bank, *train.user(c), data.n_classes) for c in range(len(users))]
+
+    out_readouts, out_lambdas, out_fed = [], [], []
+    for i, (res, cfg) in enumerate(zip(reservoirs, configs)):
+        lambdas = [float(cfg["lambda"])] if "lambda" in cfg else [float(x) for x in settings.lambdas]
+        fed_ledgers: list[CommLedger] = []
+        if m.algo in ("ridge", "ip"):
+            readouts = solve(sum(cs[i] for cs in client_stats), lambdas)
+        else:
+            clients = clients_of(data, settings.batch_size, StatsOnceClient)
+            for c, cs in zip(clients, client_stats):
+                c.preset(res, StatsMessage(cs[i]))
+            if m.algo in ("incfed", "fedip"):
+                readouts = incfed(res, clients, lambdas, ledger=ledgers[i]).readouts
+            else:
+                fed_ledgers = [CommLedger() for _ in lambdas]
+                readouts = np.stack([fedavg(res, clients, lam, ledger=lg) for lam, lg in zip(lambdas, fed_ledgers)])
+        out_readouts.append(readouts)
+        out_lambdas.append(lambdas)
+        out_fed.append(fed_ledgers)
+
+    counts: list[Counts | None] = [None] * len(configs)
+    if score:
+        val = _Windows.of(list(data.validation.values()), dev)
+        grid = torch.from_numpy(np.stack(out_readouts)).to(dev)  # (R, L, C, N): one λ grid per trial
+        correct = _counts_of(bank, val.x, val.y, grid).cpu().numpy() if len(val.x) else np.zeros(grid.shape[:2], np.int64)
+        total = int(val.x.shape[0] * val.x.shape[1]) if len(val.x) else 0
+        counts = [Counts(correct[i].astype(np.int64), total) for i in range(len(configs))]
+    return [
+        stationary_model(m, dict(cfg), int(seed), sd, data, res, readouts, lambdas, ledger, fed, cnt)
+        for cfg, seed, sd, res, readouts, lambdas, ledger, fed, cnt in zip(
+            configs, seeds, subs, reservoirs, out_readouts, out_lambdas, ledgers, out_fed, counts)
+    ]
+
+
+def _train_ip(m: Method, configs, subs, reservoirs: list[Reservoir], train: _Windows, names: list[str],
+              settings: Settings, ledgers: list[CommLedger | None], dev: str) -> list[Reservoir]:
+    """IP (one client: the pooled windows, ``rounds`` epochs) or FedIP (every client with
+    windows, ``rounds`` rounds of ``local_epochs``) for every trial at once: each SGD step is one
+    batched step over (trial, client) slots, each slot on its own mini-batch of its own shuffle;
+    the rounds' averaging and messages are esnfed_core.plasticity.fedip_round itself."""
+    from esnfed_core.plasticity import IPConfig, broadcast_reservoir, fedip_round  # noqa: PLC0415
+
+    ip = IPConfig(sigma=1.0, **dict(settings.ip))  # the shared fields; σ is per trial
+    fed = m.algo == "fedip"
+    if fed:
+        clients = [c for c, n in enumerate(train.counts) if n > 0]
+        if not clients:
+            raise ValueError("fedip: every client has zero windows")
+        spans = [(train.offsets[c], train.counts[c]) for c in clients]
+    else:
+        spans = [(0, sum(train.counts))]
+    n_trials = len(configs)
+    rounds = [int(cfg["rounds"]) for cfg in configs]
+    epochs = [int(cfg["local_epochs"]) if fed else 1 for cfg in configs]
+    sigma = torch.tensor([float(cfg["sigma"]) for cfg in configs], dtype=torch.float64, device=dev)
+    rngs = [[np.random.default_rng(sd["ip"]) for _ in spans] for sd in subs]
+    if fed:
+        for res, ledger in zip(reservoirs, ledgers):
+            broadcast_reservoir(res, [names[c] for c in clients], ledger, "fedip")
+    base = Bank.from_reservoirs(reservoirs, dev)
+    current = list(reservoirs)
+    bs = ip.batch_size
+    for rnd in range(max(rounds)):
+        slots = [(i, j) for i in range(n_trials) if rounds[i] > rnd for j in range(len(spans))]
+        plans = []
+        for i, j in slots:
+            off, n = spans[j]
+            batches = []
+            for _ in range(epochs[i]):
+                order = rngs[i][j].permutation(n)
+                batches += [order[s : s + bs] + off for s in range(0, n, bs)]
+            plans.append(batches)
+        trial_of = [i for i, _ in slots]
+        gain_all = torch.from_numpy(np.stack([current[i].gain for i in trial_of])).to(dev)
+        bias_all = torch.from_numpy(np.stack([current[i].bias for i in trial_of])).to(dev)
+        live: list[int] = []
+        for s in range(max(len(p) for p in plans)):
+            # Slots whose epochs are done (fewer local epochs, smaller clients) leave the bank, so
+            # no product is spent on them; it is rebuilt only when that set changes.
+            now = [k for k, p in enumerate(plans) if s < len(p)]
+            if now != live:
+                if live:
+                    gain_all[live], bias_all[live] = bank.gain, bank.bias
+                live = now
+                at = torch.tensor(live, device=dev)
+                bank = base.select([trial_of[k] for k in live]).with_ip(gain_all[at], bias_all[at])
+                sig = sigma[torch.tensor([trial_of[k] for k in live], device=dev)]
+            idx = np.zeros((len(live), bs), np.int64)
+            mask = np.zeros((len(live), bs), np.float32)
+            for row, k in enumerate(live):
+                idx[row, : len(plans[k][s])] = plans[k][s]
+                mask[row, : len(plans[k][s])] = 1.0
+            u = train.x[torch.from_numpy(idx).to(dev)]  # (live slots, bs, T, U)
+            bank = ip_step(bank, u, None if mask.all() else torch.from_numpy(mask).to(dev),
+                           torch.from_numpy(mask.sum(axis=1)).to(dev), sig, mu=ip.mu, eta=ip.eta,
+                           normalize_step=ip.normalize_step)
+        gain_all[live], bias_all[live] = bank.gain, bank.bias
+        gain, bias = gain_all.cpu().numpy(), bias_all.cpu().numpy()
+        for i in sorted(set(trial_of)):
+            ks = [k for k, t in enumerate(trial_of) if t == i]
+            if not fed:
+                current[i] = current[i].with_ip(gain[ks[0]], bias[ks[0]])
+                continue
+            fits = [lambda start, k=k: start.with_ip(gain[k], bias[k]) for k in ks]
+            current[i] = fedip_round(current[i], fits, [train.counts[c] for c in clients],
+                                     [names[c] for c in clients], ledgers[i], "fedip", rnd)
+    return current
+
+
+def accuracies(reservoirs: Sequence[Reservoir], readouts: Sequence[np.ndarray], users: Sequence[UserData],
+               device: str) -> list[float]:
+    """Pooled accuracy of each (reservoir, readout (C, N)) on ``users``, batched over the models
+    (one size): esnfed_core.scoring.accuracy of each, within float32 rounding (assess on a device)."""
+    dev = torch_device(device)
+    bank = Bank.from_reservoirs(list(reservoirs), dev)
+    win = _Windows.of(list(users), dev)
+    if not len(win.x):
+        return [0.0] * len(reservoirs)
+    grid = torch.from_numpy(np.stack([np.asarray(w, np.float64)[None] for w in readouts])).to(dev)
+    correct = _counts_of(bank, win.x, win.y, grid).cpu().numpy()[:, 0]
+    total = int(win.x.shape[0] * win.x.shape[1])
+    return [float(c) / total for c in correct]
