@@ -312,9 +312,11 @@ def kernel_costs(sc: Scale, dev: torch.device, out, datasets: tuple[str, ...] = 
     return costs
 
 
-def paper_slice(k: int, sc: Scale, dev: torch.device, out, costs: dict[int, dict[str, float]]) -> dict:
+def paper_slice(k: int, sc: Scale, dev: torch.device, out, costs: dict[int, dict[str, float]],
+                units_only: int | None = None) -> dict:
     """K FedIP trials of WESAD 25 % at paper settings, end to end (module docstring), and the
-    same work projected from the per-trial-window-step ``costs`` of WESAD's sizes."""
+    same work projected from the per-trial-window-step ``costs`` of WESAD's sizes. With
+    ``units_only``, only the trials of that reservoir size among the K run (one batch)."""
     import yaml  # noqa: PLC0415
 
     from esnfed_core.accel.trials import fit_batch  # noqa: PLC0415
@@ -343,6 +345,8 @@ def paper_slice(k: int, sc: Scale, dev: torch.device, out, costs: dict[int, dict
     groups: dict[int, list[int]] = {}
     for i, c in enumerate(configs):
         groups.setdefault(int(c["units"]), []).append(i)
+    if units_only is not None:  # the same trials (indices, seeds) as in the whole slice
+        groups = {units_only: groups.get(units_only, [])}
     start = time.perf_counter()
     for units, idx in sorted(groups.items()):
         t0 = time.perf_counter()
@@ -350,6 +354,7 @@ def paper_slice(k: int, sc: Scale, dev: torch.device, out, costs: dict[int, dict
         sync(dev)
         emit({"case": f"slice group {units} units", "trials": len(idx), "seconds": round(time.perf_counter() - t0, 2)}, out)
     sec = time.perf_counter() - start
+    configs = [configs[i] for idx in groups.values() for i in idx]
     epochs = sum(int(c["rounds"]) * int(c["local_epochs"]) for c in configs)
     ws = epochs * 3 * w * t
     projected = 0.0
@@ -360,10 +365,10 @@ def paper_slice(k: int, sc: Scale, dev: torch.device, out, costs: dict[int, dict
             break
         e = int(c["rounds"]) * int(c["local_epochs"])
         projected += 3 * w * t * (e * cost["ip_epoch"] + cost["stats"] + cost["eval"])
-    return {"trials": k, "seconds": round(sec, 2), "projected_seconds": round(projected, 2),
+    return {"trials": len(configs), "seconds": round(sec, 2), "projected_seconds": round(projected, 2),
             "measured_over_projected": round(sec / projected, 3) if projected == projected else None,
             "ip_epochs": epochs, "ip_window_steps": ws, "M_ws_per_s_ip_part": round(ws / sec / 1e6, 3),
-            "gpu_hours_per_100_trials": round(sec / k * 100 / 3600, 3)}
+            "gpu_hours_per_100_trials": round(sec / len(configs) * 100 / 3600, 3)}
 
 
 def tables(results: list[dict], costs: dict, dev_name: str) -> str:
@@ -403,6 +408,7 @@ def main() -> None:
     ap.add_argument("--device", default=None, help="torch device (default: cuda if available, else cpu)")
     ap.add_argument("--no-tf32", action="store_true", help="skip the TF32 state-pass case")
     ap.add_argument("--slice", type=int, metavar="K", help="instead: K paper-scale FedIP trials end to end")
+    ap.add_argument("--slice-units", type=int, metavar="N", help="with --slice: only the trials of N units")
     args = ap.parse_args()
     sc = SMOKE if args.smoke else Scale()
     if args.smoke:  # one thread: OpenMP threads spinning on a busy shared CPU cost 100x here
@@ -417,7 +423,8 @@ def main() -> None:
     if args.slice:
         costs = kernel_costs(sc, dev, out, datasets=("wesad",))
         guarded(f"paper slice: WESAD 25 % FedIP, {args.slice} trials",
-                lambda: paper_slice(args.slice, sc, dev, out, costs.get("wesad", {})), dev, out)
+                lambda: paper_slice(args.slice, sc, dev, out, costs.get("wesad", {}), args.slice_units),
+                dev, out)
         emit({"total_seconds": round(time.perf_counter() - start, 1)}, out)
         return
     results = cases(sc, dev, out, tf32=not args.no_tf32)
