@@ -25,7 +25,7 @@ from esnfed_core.data.windows import concat
 from esnfed_core.errors import ConfigError
 from esnfed_core.federated import Client, fedavg, incfed
 from esnfed_core.messages import CommLedger, ReadoutMessage, StatsMessage
-from esnfed_core.readout import StatsAccumulator, solve
+from esnfed_core.readout import StatsAccumulator, check_solver, solve
 from esnfed_core.reservoir import Reservoir, ReservoirConfig, build_reservoir
 from esnfed_core.scoring import pooled_counts, random_accuracy
 
@@ -37,6 +37,7 @@ METHODS = ("random", "ridge", "incfed", "fedavg", "ip", "fedip") + tuple(
 RESERVOIR_KEYS = ("units", "spectral_radius", "leak", "input_scaling")
 # Named sub-seeds of a trial seed, in SeedSequence order (adding a name at the end keeps the others).
 SEED_NAMES = ("reservoir", "ip", "validation", "test", "train")
+RETRAIN_LAMBDA = ("select", "frozen")
 
 
 @dataclass(frozen=True)
@@ -111,6 +112,20 @@ class Settings:
     replay_batch: int = 32
     joint_patience: int | None = None  # None: the protocol's 3 (federated) or 5 (centralised)
     joint_max_rounds: int = 50
+    solver: str = "cholesky"  # readout.solve: cholesky (float64) | pinv32 (the authors' numerics)
+    replay_shuffle: bool = False  # replay at t > 0: False = the authors' in-order batches
+    retrain_lambda: str = "select"  # select: each retrain picks λ on validation | frozen: best.json's
+
+    def __post_init__(self) -> None:
+        check_solver(self.solver)
+        if self.retrain_lambda not in RETRAIN_LAMBDA:
+            raise ConfigError(f"retrain.lambda: expected one of {', '.join(RETRAIN_LAMBDA)}, "
+                              f"got {self.retrain_lambda!r}")
+
+    def retrain_scores(self, method: "Method") -> bool:
+        """Whether a retrain of ``method`` scores on the validation users: stationary ESN methods
+        choose λ again for each retrained reservoir when ``retrain_lambda`` is "select"."""
+        return self.retrain_lambda == "select" and not method.continual and method.algo != "random"
 
     def used_by(self, method: "Method", score: bool) -> dict[str, Any]:
         """The settings a trial of ``method`` reads (selection when ``score``, else retraining):
@@ -119,6 +134,7 @@ class Settings:
             return {}
         # run_continual batches on its own: batch_size only reaches the stationary methods.
         out: dict[str, Any] = {} if method.continual else {"batch_size": self.batch_size}
+        out["solver"] = self.solver
         if score and not method.continual:
             out["lambdas"] = list(self.lambdas)
         if method.uses_ip:
@@ -126,7 +142,8 @@ class Settings:
         if method.continual:
             out["continual_lambda"] = self.continual_lambda
             if method.strategy == "replay":
-                out.update(replay_fraction=self.replay_fraction, replay_batch=self.replay_batch)
+                out.update(replay_fraction=self.replay_fraction, replay_batch=self.replay_batch,
+                           replay_shuffle=self.replay_shuffle)
             elif method.strategy == "joint":
                 out.update(joint_patience=self.joint_patience, joint_max_rounds=self.joint_max_rounds)
         return out
@@ -249,8 +266,9 @@ def fit(
     return _fit_stationary(m, cfg, int(seed), seeds, data, settings, score)
 
 
-def _clients(data: TrialData, batch_size: int, cls: type[Client] = Client) -> list[Client]:
-    return [cls(name, u.x, u.y, data.n_classes, batch_size) for name, u in data.train.items()]
+def _clients(data: TrialData, settings: Settings, cls: type[Client] = Client) -> list[Client]:
+    return [cls(name, u.x, u.y, data.n_classes, settings.batch_size, settings.solver)
+            for name, u in data.train.items()]
 
 
 class _StatsOnceClient(Client):
@@ -265,7 +283,8 @@ class _StatsOnceClient(Client):
         return self._cached[1]
 
     def fit_readout(self, res: Reservoir, lam: float) -> ReadoutMessage:
-        return ReadoutMessage(solve(self.fit_stats(res).stats, lam), num_examples=self.num_examples)
+        return ReadoutMessage(solve(self.fit_stats(res).stats, lam, self.solver),
+                              num_examples=self.num_examples)
 
 
 def _pooled_stats(res: Reservoir, users: Sequence[UserData], n_classes: int, batch_size: int):
@@ -304,11 +323,13 @@ def _fit_stationary(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialDat
 
     fed_ledgers: list[CommLedger] = []
     if m.algo in ("ridge", "ip"):
-        readouts = solve(_pooled_stats(res, users, data.n_classes, settings.batch_size), lambdas)
+        readouts = solve(_pooled_stats(res, users, data.n_classes, settings.batch_size), lambdas,
+                         settings.solver)
     elif m.algo in ("incfed", "fedip"):
-        readouts = incfed(res, _clients(data, settings.batch_size), lambdas, ledger=ledger).readouts
+        readouts = incfed(res, _clients(data, settings), lambdas, ledger=ledger,
+                          solver=settings.solver).readouts
     else:  # fedavg: one FedAvg round per λ of the grid, each with its own message ledger
-        clients = _clients(data, settings.batch_size, _StatsOnceClient)
+        clients = _clients(data, settings, _StatsOnceClient)
         fed_ledgers = [CommLedger() for _ in lambdas]
         readouts = np.stack([fedavg(res, clients, lam, ledger=lg) for lam, lg in zip(lambdas, fed_ledgers)])
 
@@ -357,6 +378,7 @@ def _fit_continual(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialData
         client_names=list(data.train) if federated else None,
         replay_fraction=settings.replay_fraction, replay_batch=settings.replay_batch,
         patience=settings.joint_patience, max_joint_rounds=settings.joint_max_rounds,
+        solver=settings.solver, replay_shuffle=settings.replay_shuffle,
     )
     val = None
     if score:

@@ -37,6 +37,10 @@ STRATEGIES = ("naive", "replay", "joint")
 # Continual method prefix and the stationary IP method of each setting (figures).
 SETTINGS = {"federated": ("fedclip", "fedip"), "centralized": ("clip", "ip")}
 _PRETTY = {"fedclip": "FedCLIP", "clip": "CLIP"}
+VARIANT_TEXT = {"welch": "Welch t-test (scipy.stats.ttest_ind, equal_var=False)",
+                "student": "Student t-test (scipy.stats.ttest_ind, pooled variance)",
+                "paired": "paired t-test (scipy.stats.ttest_rel; retrain k of both methods shares "
+                          "its seed)"}
 ACTIVATION_DATASET = "wesad"
 ACTIVATION_CONTEXTS = 5  # WESAD contexts (PROTOCOL §5): fixed columns for the DVC plots
 
@@ -97,17 +101,19 @@ def header_lines(spec: TableSpec | None, inputs: Inputs, ttest_doc: Mapping[str,
         seed_text = "seeds differ per cell: see the assess files"
     retrains = "-".join(str(c) for c in (counts[0], counts[-1])) if counts and counts[0] != \
         counts[-1] else (str(counts[0]) if counts else "0")
-    variant = "Welch" if ttest_doc["variant"] == "welch" else "Student"
+    variant = VARIANT_TEXT[ttest_doc["variant"]]
+    pairs = spec.pairs_text() if spec is not None else "none"
     missing = [str(p) for p in inputs.missing if (p.parent.name, p.stem) in keys]
     return [
         f"Data source: {_summary([d.get('source') for d in docs])}; budget: "
         f"{_summary([d.get('budget') for d in docs])}; retrains per cell: {retrains} ({seed_text})",
         "Cells: mean ± population std over the retrains, ×100, two decimals; 'paper' = the "
         "published value with its marks",
-        f"Significance: {variant} two-sided t-test (scipy.stats.ttest_ind), p <= "
-        f"{ttest_doc.get('alpha')}: **bold** = best and significantly better than every other "
-        f"method of its group; *italic* = not significantly different from the best (the best "
-        f"included)",
+        f"Significance: {variant}, two-sided, p <= {ttest_doc.get('alpha')}, on the pairs the "
+        f"paper compares (proposed vs baseline): {pairs}. **bold** = the best of the tested "
+        f"methods, significantly different in every pair it is part of; *italic* = not "
+        f"significantly different from the best (the best included); no mark = significantly "
+        f"worse than the best, or not tested against it",
         f"Date: {date}; versions: {versions()}",
         "Missing inputs (n/a cells): " + (", ".join(missing) if missing else "none"),
     ]

@@ -64,7 +64,7 @@ def test_fewer_than_two_scores_gives_no_test(a, b):
     assert r.t is None and r.p is None and not r.significant
 
 
-@pytest.mark.parametrize("kwargs,name", [({"variant": "paired"}, "variant"), ({"alpha": 0.0}, "alpha"),
+@pytest.mark.parametrize("kwargs,name", [({"variant": "fisher"}, "variant"), ({"alpha": 0.0}, "alpha"),
                                          ({"alpha": 1.5}, "alpha")])
 def test_bad_options_name_the_parameter(kwargs, name):
     with pytest.raises(ParameterError, match=f"^{name}"):
