@@ -290,7 +290,8 @@ SCHEMA = Fields(optional={
     "seed": SEED,
     "ttest": Fields(required={"variant": Choice(VARIANTS),
                               "alpha": Num(low=0.0, high=1.0, low_open=True, high_open=True)}),
-    "report": Fields(required={"activation_pct": Delegate(_activation_pct)}),
+    "report": Fields(required={"activation_pct": Delegate(_activation_pct)},
+                     optional={"contexts_pct": Delegate(_activation_pct)}),
     "data": Fields(required={"source": Choice(SOURCES), "synthetic_dir": Text(), "raw_dir": Text()}),
     "synthetic": Fields(optional={
         ds: Delegate(_synthetic(ds, f), SYNTHETIC_KEYS[ds]) for ds, f in SYNTHETIC.items()}),

@@ -74,10 +74,29 @@ def _entry(ds: str, method: str, pct: str) -> dict:
         "accuracy_matrix": None,
         "communication": _communication(ds, method, clients=int(pct) // 25 + 1),
         "config": {"units": N_UNITS[ds], "rounds": IP_ROUNDS},
-        "activation": {"edges": edges.tolist(),
-                       "density": [list(np.full(8, 0.5 + 0.1 * t)) for t in range(CONTEXTS[ds])]}
+        "activation": _activation(len(test), CONTEXTS[ds] if continual else 1, CONTEXTS[ds], edges)
         if ds == "wesad" and "ip" in method else None,
     }
+
+
+TEST_USERS = ["S4", "S6", "S10"]
+
+
+def _activation(retrains: int, models: int, contexts: int, edges: np.ndarray) -> dict:
+    """Densities 0.5 + 0.1·context (+ 0.01·user per user) with a ± spread over retrains whose
+    mean is 0: the mean over retrains is known exactly."""
+    bins = len(edges) - 1
+
+    def value(r, t, extra=0.0):
+        return 0.5 + 0.1 * t + extra + 0.02 * (r - (retrains - 1) / 2)
+
+    return {"edges": edges.tolist(), "users": TEST_USERS,
+            "models": "after_each_context" if models > 1 else "final",
+            "density": [[[[value(r, t)] * bins for t in range(contexts)] for _ in range(models)]
+                        for r in range(retrains)],
+            "user_density": [[[[[value(r, t, 0.01 * u)] * bins for t in range(contexts)]
+                               for u in range(len(TEST_USERS))] for _ in range(models)]
+                             for r in range(retrains)]}
 
 
 def write_assess(root: Path, skip: tuple[str, str] | None = None) -> None:
@@ -246,7 +265,10 @@ def test_figures_and_plots(built):
     workdir = built[0]
     figs = sorted((workdir / "reports" / "figures").iterdir())
     assert [f.name for f in figs] == [
-        "activation-wesad-centralized.png", "activation-wesad-federated.png",
+        "activation-wesad-centralized.png", "activation-wesad-clip-contexts.png",
+        "activation-wesad-clip-shares.png", "activation-wesad-fedclip-contexts.png",
+        "activation-wesad-fedclip-shares.png", "activation-wesad-federated.png",
+        "activation-wesad-fedip-users.png", "activation-wesad-ip-users.png",
         "stream-hhar-centralized.png", "stream-hhar-federated.png",
         "stream-wesad-centralized.png", "stream-wesad-federated.png"]
     for f in figs:
@@ -256,7 +278,7 @@ def test_figures_and_plots(built):
     assert len(stream) == CONTEXTS["wesad"]
     assert float(stream[-1]["joint_25"]) == pytest.approx(statistics.fmean(HIGH) * 100)
     act = _rows(workdir / "reports" / "plots" / "activation-wesad-fedip.csv")
-    assert len(act) == 8 and float(act[0]["context4"]) == pytest.approx(0.9)
+    assert len(act) == 8 and float(act[0]["context4"]) == pytest.approx(0.9)  # mean over retrains
 
 
 def test_metrics_deterministic_and_dated_headers_reproducible(workdir, monkeypatch):
