@@ -21,6 +21,7 @@ from esnfed_stages import ttest as ttest_stage
 class VariantChoice(str, Enum):
     welch = "welch"
     student = "student"
+    paired = "paired"
 
 
 ParamsOpt = Annotated[Path, typer.Option("--params", help="The params file to read "
@@ -41,8 +42,8 @@ def _progress() -> Progress:
 @handle_errors
 def ttest(
     variant: Annotated[Optional[VariantChoice], typer.Option(
-        "--variant", help="t-test variant: welch (unequal variances) or student (pooled "
-        "variance). Default: params.yaml ttest.variant.", case_sensitive=False)] = None,
+        "--variant", help="t-test variant: welch (unequal variances), student (pooled "
+        "variance) or paired (retrain k against retrain k). Default: params.yaml ttest.variant.", case_sensitive=False)] = None,
     alpha: Annotated[Optional[float], typer.Option(
         "--alpha", callback=in_range(0.0, 1.0, low_open=True, high_open=True), help="Significance level in (0, 1): p <= alpha is significant. "
         "Default: params.yaml ttest.alpha.")] = None,

@@ -25,6 +25,7 @@ from esnfed_core.plasticity import (
     ip_epoch,
     ip_pass,
 )
+from esnfed_core.readout import check_solver
 from esnfed_core.readout import evaluate as evaluate_counts
 from esnfed_core.reservoir import Reservoir
 from esnfed_core.validation import ParameterError, check_param
@@ -129,12 +130,24 @@ def _check_splits(res: Reservoir, name: str, splits: Sequence[Split], n_ctx: int
             steps.append(shape[1])
 
 
-def _replay_batches(client: _StreamClient, t: int, batch: int, replay_batch: int) -> Iterator[np.ndarray]:
-    """One epoch of replay mini-batches: ``batch`` current + ``replay_batch`` buffer windows,
-    each side shuffled; once one side runs out the batches hold only the other."""
+def _replay_batches(client: _StreamClient, t: int, batch: int, replay_batch: int,
+                    shuffle: bool = False) -> Iterator[np.ndarray]:
+    """One epoch of replay mini-batches: ``batch`` current + ``replay_batch`` buffer windows;
+    once one side runs out the batches hold only the other.
+
+    At t = 0 (empty buffer) the current windows are shuffled, as every IP epoch. For t > 0,
+    without ``shuffle`` (the authors' replay loader) both sides are taken in order: batch k is
+    current windows [k·batch, (k+1)·batch) of context t and buffer entries [k·replay_batch,
+    (k+1)·replay_batch) in the buffer's stored (stream) order; ``shuffle`` permutes each side
+    once per epoch with the client's generator.
+    """
     x_t = client.contexts[t][0]
-    cur = client.rng.permutation(len(x_t))
-    mem = client.rng.permutation(len(client.buffer))
+    if shuffle or t == 0:
+        cur = client.rng.permutation(len(x_t))
+        mem = client.rng.permutation(len(client.buffer))
+    else:
+        cur = np.arange(len(x_t))
+        mem = np.arange(len(client.buffer))
     n_batches = math.ceil(len(cur) / batch)
     if replay_batch > 0:
         n_batches = max(n_batches, math.ceil(len(mem) / replay_batch))
@@ -168,6 +181,8 @@ def run_continual(
     replay_batch: int = 32,
     patience: int | None = None,
     max_joint_rounds: int | None = None,
+    solver: str = "cholesky",
+    replay_shuffle: bool = False,
     *,
     progress: Callable[[int, int], None] | None = None,
 ) -> ContinualResult:
@@ -177,8 +192,8 @@ def run_continual(
       epochs; centralised: epochs on the pooled windows), (g, b) carried over; ridge on D_t.
     - replay: as naive with a per-client reservoir-sampling buffer of capacity
       max(1, ⌊replay_fraction · the client's windows over all contexts⌋), updated after each
-      context; mini-batches of ``ip.batch_size`` current + ``replay_batch`` buffer windows;
-      FedAvg weight |D_t,c| + |M_t,c|; ridge on D_t ∪ M_t.
+      context; mini-batches of ``ip.batch_size`` current + ``replay_batch`` buffer windows,
+      taken in order for t > 0 unless ``replay_shuffle`` (see ``_replay_batches``); FedAvg weight |D_t,c| + |M_t,c|; ridge on D_t ∪ M_t.
     - joint: per context, reset (g, b) = (1, 0), then loop {one IP round/epoch on D_0..D_t,
       ridge on D_0..D_t, stream accuracy on ``validation`` contexts 0..t}; keep the best; stop
       after ``patience`` rounds without improvement (default 3 federated, 5 centralised) or
@@ -187,6 +202,7 @@ def run_continual(
     Centralised (``federated=False``) pools the clients' windows per context and records no
     messages. Federated runs record the reservoir broadcast and 2N floats each way per client
     and round under "fedclip", the ridge statistics and readouts under "incfed".
+    Readouts are solved with ``solver`` (:func:`esnfed_core.readout.solve`).
     Shuffles and buffer keys come from generators seeded with ``seed`` (the same for every
     client, as in :func:`esnfed_core.plasticity.fedip`); the run is deterministic.
     """
@@ -198,6 +214,9 @@ def run_continual(
     check_param("lambda", lam, low=0.0)
     check_param("replay_fraction", replay_fraction, low=0.0, high=1.0, low_open=True)
     check_param("replay_batch", replay_batch, integer=True, low=0)
+    check_solver(solver)
+    if not isinstance(replay_shuffle, bool):
+        raise ParameterError(f"replay_shuffle: expected true or false, got {replay_shuffle!r}")
     patience = (3 if federated else 5) if patience is None else patience
     check_param("patience", patience, integer=True, low=1)
     max_joint_rounds = JOINT_MAX_ROUNDS if max_joint_rounds is None else max_joint_rounds
@@ -235,7 +254,7 @@ def run_continual(
         clients.append(_StreamClient(name, contexts, np.random.default_rng(seed), buffer))
 
     fed = _Federation(clients, federated, ip, local_epochs if federated else 1, n_classes, lam,
-                      ledger, replay_batch)
+                      ledger, replay_batch, solver, replay_shuffle)
     if federated:
         broadcast_reservoir(res, [c.name for c in clients], ledger, ALGORITHM)
     result = ContinualResult(
@@ -285,9 +304,11 @@ class _Federation:
     epoch), IncFed readouts, and the message counters of the ledger."""
 
     def __init__(self, clients: list[_StreamClient], federated: bool, ip: IPConfig, epochs: int,
-                 n_classes: int, lam: float, ledger: CommLedger | None, replay_batch: int):
+                 n_classes: int, lam: float, ledger: CommLedger | None, replay_batch: int,
+                 solver: str = "cholesky", replay_shuffle: bool = False):
         self.clients, self.federated, self.ip, self.epochs = clients, federated, ip, epochs
         self.n_classes, self.lam, self.ledger, self.replay_batch = n_classes, lam, ledger, replay_batch
+        self.solver, self.replay_shuffle = solver, replay_shuffle
         # Each algorithm numbers its own rounds in the ledger: FedCLIP's IP rounds, IncFed's solves.
         self._rounds = 0
         self._solves = 0
@@ -322,7 +343,8 @@ class _Federation:
     def _replay_fit(self, client: _StreamClient, t: int) -> Callable[[Reservoir], Reservoir]:
         def fit(start: Reservoir) -> Reservoir:
             for _ in range(self.epochs):
-                batches = _replay_batches(client, t, self.ip.batch_size, self.replay_batch)
+                batches = _replay_batches(client, t, self.ip.batch_size, self.replay_batch,
+                                          self.replay_shuffle)
                 start = ip_pass(start, batches, self.ip)
             return start
         return fit
@@ -339,7 +361,7 @@ class _Federation:
     def readout(self, cur: Reservoir, part: _Participants) -> np.ndarray:
         """IncFed sums of (A_c, B_c) solved at λ: with one client, the centralised ridge."""
         clients = [Client(n, x, y, self.n_classes) for n, (x, y) in zip(part.names, part.data)]
-        w = incfed(cur, clients, [self.lam], self.ledger, self._solves).readouts[0]
+        w = incfed(cur, clients, [self.lam], self.ledger, self._solves, self.solver).readouts[0]
         self._solves += 1
         return w
 

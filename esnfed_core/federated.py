@@ -21,7 +21,7 @@ class Client:
     """A federation member: holds windows ``x`` (W, T, U) and labels (W, T) privately."""
 
     def __init__(self, name: str, x: np.ndarray, labels: np.ndarray, n_classes: int,
-                 batch_size: int = 256):
+                 batch_size: int = 256, solver: str = "cholesky"):
         if len(x) != len(labels):
             raise ValueError(f"client {name}: {len(x)} windows but {len(labels)} label rows")
         self.name = name
@@ -29,6 +29,7 @@ class Client:
         self._labels = labels
         self.n_classes = n_classes
         self.batch_size = batch_size
+        self.solver = solver  # readout.solve's solver for the local FedAvg readout
 
     @property
     def num_examples(self) -> int:
@@ -41,7 +42,7 @@ class Client:
     def fit_readout(self, res: Reservoir, lam: float) -> ReadoutMessage:
         """FedAvg: a readout solved on the client's data alone."""
         stats = ridge_stats(res, self._x, self._labels, self.n_classes, self.batch_size)
-        return ReadoutMessage(solve(stats, lam), num_examples=self.num_examples)
+        return ReadoutMessage(solve(stats, lam, self.solver), num_examples=self.num_examples)
 
     def evaluate(self, res: Reservoir, readouts: np.ndarray) -> Counts:
         return evaluate(res, self._x, self._labels, readouts, self.batch_size)
@@ -59,8 +60,10 @@ def incfed(
     lambdas: Sequence[float],
     ledger: CommLedger | None = None,
     rnd: int = 0,
+    solver: str = "cholesky",
 ) -> IncFedResult:
-    """IncFed: every client uploads (A_c, B_c, n_c); the server sums and solves for each λ.
+    """IncFed: every client uploads (A_c, B_c, n_c); the server sums and solves for each λ
+    (``solver``: see :func:`esnfed_core.readout.solve`).
 
     Identical to centralised ridge on the pooled data. Each client then downloads one readout.
     """
@@ -72,7 +75,7 @@ def incfed(
         if ledger is not None:
             ledger.record("incfed", rnd, c.name, "up", msg)
         total = msg.stats if total is None else total + msg.stats
-    readouts = solve(total, list(lambdas))
+    readouts = solve(total, list(lambdas), solver)
     if ledger is not None:
         for c in clients:
             ledger.record("incfed", rnd, c.name, "down", ReadoutMessage(readouts[0]))

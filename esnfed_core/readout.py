@@ -161,18 +161,41 @@ def ridge_stats(
     return acc.result()
 
 
-def solve(stats: RidgeStats, lambdas: Sequence[float] | float) -> np.ndarray:
-    """Readouts W = A (B + λI)⁻¹ for each λ, in float64: shape (L, C, N), or (C, N) for a scalar.
+SOLVERS = ("cholesky", "pinv32")
 
-    Uses a Cholesky (symmetric positive-definite) solve per λ; when B + λI is numerically
-    singular (λ = 0 and dead units) it falls back to a least-squares solve.
+
+def check_solver(solver: str) -> None:
+    if solver not in SOLVERS:
+        raise ParameterError(f"solver: expected one of {', '.join(SOLVERS)}, got {solver!r}")
+
+
+def solve(stats: RidgeStats, lambdas: Sequence[float] | float, solver: str = "cholesky") -> np.ndarray:
+    """Readouts W = A (B + λI)⁻¹ for each λ: shape (L, C, N), or (C, N) for a scalar λ.
+
+    ``solver``:
+      - ``cholesky`` (default): float64 Cholesky solve per λ (B + λI is symmetric positive
+        definite); when it is numerically singular (λ = 0 and dead units) a least-squares solve.
+      - ``pinv32``: the authors' numerics, W = A · pinv(B + λI) with A, B + λI and the
+        pseudo-inverse in float32 (cut-off rcond = N · eps(float32), torch.linalg.pinv's default
+        rtol). At λ = 1e-5 on an ill-conditioned B the float32 cut-off, not λ, sets the effective
+        regularisation. The result is returned as float64.
     """
+    check_solver(solver)
     scalar = np.ndim(lambdas) == 0
     lams = np.atleast_1d(np.asarray(lambdas, dtype=np.float64))
     for lam in lams:
         check_param("lambda", float(lam), low=0.0)
     n = stats.units
     out = np.empty((len(lams), stats.n_classes, n))
+    if solver == "pinv32":
+        a32 = stats.a.astype(np.float32)
+        b32 = stats.b.astype(np.float32)
+        eye32 = np.eye(n, dtype=np.float32)
+        rcond = n * float(np.finfo(np.float32).eps)
+        for i, lam in enumerate(lams):
+            m = b32 + np.float32(lam) * eye32
+            out[i] = a32 @ np.linalg.pinv(m, rcond=rcond)
+        return out[0] if scalar else out
     eye = np.eye(n)
     for i, lam in enumerate(lams):
         m = stats.b + lam * eye

@@ -7,6 +7,7 @@ mean of per-user accuracies. Evaluation streams batch by batch (memory bounded b
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -81,18 +82,50 @@ def _correct_by_context(res: Reservoir, readout: np.ndarray, data: UserData, n_c
     return correct
 
 
+@dataclass(frozen=True)
+class ActivationDensities:
+    """Densities of post-leak states on fixed bins over [-1, 1] (the papers' activation figures):
+    ``per_user`` (M, U, T, bins) of each model on each user's windows of each context, ``pooled``
+    (M, T, bins) over the users' windows together; NaN where a user has no window of a context."""
+
+    edges: np.ndarray
+    per_user: np.ndarray
+    pooled: np.ndarray
+
+
+def activation_densities(
+    reservoirs: Sequence[Reservoir], users: Sequence[UserData], n_contexts: int, bins: int,
+    batch_size: int = 256,
+) -> ActivationDensities:
+    """Density of every unit's post-leak states of each reservoir in ``reservoirs`` (the final one,
+    or a continual model after each context) on each user and context of ``users``."""
+    per_user, pooled = [], []
+    edges = np.linspace(-1.0, 1.0, bins + 1)
+    for res in reservoirs:
+        rows, sums = [], [None] * n_contexts
+        for u in users:
+            row = []
+            for j in range(n_contexts):
+                hist = activation_histogram(res, u.of_context(j).x, kind="state", bins=bins,
+                                            batch_size=batch_size)
+                edges = hist.edges
+                row.append(hist.density())
+                sums[j] = hist if sums[j] is None else sums[j] + hist
+            rows.append(row)
+        per_user.append(rows)
+        pooled.append([h.density() if h is not None else np.full(bins, np.nan) for h in sums])
+    n_models, n_users = len(reservoirs), len(users)
+    return ActivationDensities(
+        np.asarray(edges, np.float64),
+        np.asarray(per_user, np.float64).reshape(n_models, n_users, n_contexts, bins),
+        np.asarray(pooled, np.float64).reshape(n_models, n_contexts, bins),
+    )
+
+
 def activation_density(
     res: Reservoir, users: Sequence[UserData], n_contexts: int, bins: int, batch_size: int = 256
 ) -> tuple[np.ndarray, np.ndarray]:
     """Density of the post-leak states of ``res`` over every unit, step and window of each
     context of ``users`` on ``bins`` fixed bins over [-1, 1]: (edges (bins+1,), density (T, bins))."""
-    dens = []
-    edges = None
-    for j in range(n_contexts):
-        hist = None
-        for u in users:
-            part = activation_histogram(res, u.of_context(j).x, kind="state", bins=bins, batch_size=batch_size)
-            hist = part if hist is None else hist + part
-        edges = hist.edges
-        dens.append(hist.density())
-    return edges, np.stack(dens)
+    dens = activation_densities([res], users, n_contexts, bins, batch_size)
+    return dens.edges, dens.pooled[0]

@@ -1,13 +1,18 @@
 """Significance tests between methods' retrain scores (PROTOCOL §6) and the tables' marks.
 
-Two-sided t-tests (Welch by default, Student as an option) with deterministic answers in the
-degenerate cases scipy leaves as NaN, and the bold/italic rule of the papers' tables.
+Two-sided t-tests (Welch by default, Student or paired as options) with deterministic answers in
+the degenerate cases scipy leaves as NaN, and the bold/italic rule of the papers' tables.
 
-Degenerate cases (scipy.stats.ttest_ind returns NaN for them; we decide instead):
+Variants: ``welch`` (scipy.stats.ttest_ind, unequal variances), ``student`` (ttest_ind, pooled
+variance), ``paired`` (scipy.stats.ttest_rel: score k of ``a`` against score k of ``b``; retrain k
+of every method shares its reservoir seed, so the scores pair up by retrain). The papers say
+"two-sided T-Test" and name no variant: Welch stays the default.
+
+Degenerate cases (scipy returns NaN for them; we decide instead):
 - either group has fewer than 2 scores: no test is possible -> t = p = None, not significant;
-- both groups have zero variance (every score equal within its group): equal means -> t = 0,
-  p = 1; different means -> t = ±inf, p = 0 (the difference is exact, hence significant).
-A group with zero variance against one with positive variance is a regular case for both variants.
+- both groups have zero variance (paired: the differences have zero variance): equal means ->
+  t = 0, p = 1; different means -> t = ±inf, p = 0 (the difference is exact, hence significant).
+A group with zero variance against one with positive variance is a regular case for Welch/Student.
 
 Marking rule, per group of compared cells (a table's dataset, share and column):
 - the best method is the one with the highest mean (ties: the first in table order);
@@ -28,8 +33,8 @@ import numpy as np
 
 from esnfed_core.validation import ParameterError, check_finite, check_param
 
-Variant = Literal["welch", "student"]
-VARIANTS: tuple[str, ...] = ("welch", "student")
+Variant = Literal["welch", "student", "paired"]
+VARIANTS: tuple[str, ...] = ("welch", "student", "paired")
 Mark = Literal["bold", "italic", ""]
 
 
@@ -66,10 +71,16 @@ def ttest(a: Sequence[float], b: Sequence[float], variant: str = "welch",
     xb = np.asarray(b, dtype=np.float64).ravel()
     check_finite("scores a", xa)
     check_finite("scores b", xb)
+    if variant == "paired" and xa.size != xb.size:
+        raise ParameterError(f"paired t-test: the groups must pair up score by score, got {xa.size} "
+                             f"and {xb.size} scores")
     mean_a = float(xa.mean()) if xa.size else math.nan
     mean_b = float(xb.mean()) if xb.size else math.nan
     if xa.size < 2 or xb.size < 2:
         return TestResult(mean_a, mean_b, int(xa.size), int(xb.size), None, None, False)
+    if variant == "paired":
+        t, p = _paired(xa, xb)
+        return TestResult(mean_a, mean_b, int(xa.size), int(xb.size), t, p, p <= alpha)
     if np.ptp(xa) == 0 and np.ptp(xb) == 0:
         if mean_a == mean_b:
             t, p = 0.0, 1.0
@@ -84,6 +95,18 @@ def ttest(a: Sequence[float], b: Sequence[float], variant: str = "welch",
             res = scipy.stats.ttest_ind(xa, xb, equal_var=(variant == "student"))
         t, p = float(res.statistic), float(res.pvalue)
     return TestResult(mean_a, mean_b, int(xa.size), int(xb.size), t, p, p <= alpha)
+
+
+def _paired(xa: np.ndarray, xb: np.ndarray) -> tuple[float, float]:
+    """(t, p) of scipy.stats.ttest_rel, decided when the differences have zero variance."""
+    d = xa - xb
+    if np.ptp(d) == 0:
+        mean = float(d[0])
+        return (0.0, 1.0) if mean == 0 else (math.copysign(math.inf, mean), 0.0)
+    import scipy.stats  # lazy, as in ttest
+
+    res = scipy.stats.ttest_rel(xa, xb)
+    return float(res.statistic), float(res.pvalue)
 
 
 def best_method(scores: Mapping[str, Sequence[float]]) -> str:
@@ -103,6 +126,38 @@ def compare_to_best(scores: Mapping[str, Sequence[float]], variant: str = "welch
     """Test the best method against each other one: (best, {other: test of best vs other})."""
     best = best_method(scores)
     return best, {m: ttest(scores[best], v, variant, alpha) for m, v in scores.items() if m != best}
+
+
+def compare_pairs(scores: Mapping[str, Sequence[float]], pairs: Sequence[tuple[str, str]],
+                  variant: str = "welch", alpha: float = 0.05) -> list[tuple[str, str, TestResult]]:
+    """Test each (a, b) of ``pairs`` whose two methods both have scores: [(a, b, test of a vs b)]."""
+    return [(a, b, ttest(scores[a], scores[b], variant, alpha)) for a, b in pairs
+            if a in scores and b in scores]
+
+
+def pair_marks(methods: Sequence[str], tests: Sequence[tuple[str, str, TestResult]]
+               ) -> dict[str, Mark]:
+    """Marks of a group where only ``tests`` (pairs) were run; ``methods`` in table order.
+
+    The best is the highest mean among the tested methods (ties: the first in ``methods``); the
+    module rule applies to the tests that involve the best. A method never tested against the
+    best gets no mark (the table makes no claim about it).
+    """
+    means: dict[str, float] = {}
+    for a, b, r in tests:
+        means.setdefault(a, r.mean_a)
+        means.setdefault(b, r.mean_b)
+    if not means:
+        return {}
+    order = [m for m in methods if m in means] + [m for m in means if m not in methods]
+    best = max(order, key=lambda m: (means[m], -order.index(m)))
+    with_best = {}
+    for a, b, r in tests:
+        if best in (a, b):
+            with_best[b if a == best else a] = r
+    out: dict[str, Mark] = {m: "" for m in order}
+    out.update(marks(best, with_best))
+    return out
 
 
 def marks(best: str, tests: Mapping[str, TestResult]) -> dict[str, Mark]:

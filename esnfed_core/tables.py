@@ -16,7 +16,7 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 import numpy as np
 
 from esnfed_core.errors import DataError
-from esnfed_core.stats import Mark, TestResult, marks
+from esnfed_core.stats import Mark, TestResult, pair_marks
 
 PCTS: tuple[str, ...] = ("25", "50", "75", "100")
 DATASETS: tuple[str, ...] = ("wesad", "hhar")
@@ -39,7 +39,8 @@ class TableSpec:
     """One table of PROTOCOL §7: its datasets, the compared methods (id, paper label), columns.
 
     ``published`` formats the column name of a cell in paper_results.yaml; ``tested`` lists the
-    columns that carry t-test marks (the IncFed tables mark the test column only).
+    columns that carry t-test marks (the IncFed tables mark the test column only). ``pairs`` are
+    the (proposed, baseline) method pairs the paper compares, the only ones tested (PROTOCOL §6).
     """
 
     id: str
@@ -50,6 +51,16 @@ class TableSpec:
     tested: tuple[str, ...] = ("test",)
     published: str = "{dataset}/{label}"
     note: str = ""
+    pairs: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        for a, b in self.pairs:
+            if a not in self.method_ids or b not in self.method_ids or a == b:
+                raise ValueError(f"table {self.id}: pair ({a}, {b}) is not two of its methods")
+
+    def pairs_text(self) -> str:
+        labels = dict(self.methods)
+        return "; ".join(f"{labels[a]} vs {labels[b]}" for a, b in self.pairs)
 
     @property
     def method_ids(self) -> tuple[str, ...]:
@@ -71,26 +82,31 @@ TABLES: tuple[TableSpec, ...] = tuple(
         TableSpec(f"ijcnn-{ds}", f"IncFed (IJCNN 2021), Table {'V' if ds == 'wesad' else 'VI'}: "
                   f"train and test accuracy on {DATASET_LABELS[ds]}",
                   (ds,), _IJCNN_METHODS, columns=("train", "test"), published="{label}/{column}",
-                  note=_IJCNN_NOTE)
+                  note=_IJCNN_NOTE, pairs=(("incfed", "fedavg"),))
         for ds in DATASETS
     ]
     + [
         TableSpec("esann", "ESANN 2022, Table 2: IncFed vs FedIP (+IncFed readout)", DATASETS,
                   (("incfed", "incfed"), ("fedip", "fedip")),
                   note=OTHER_PREPROCESSING.format(
-                      paper="ESANN 2022", what="HHAR Nexus4 only, windows of 400 steps")),
+                      paper="ESANN 2022", what="HHAR Nexus4 only, windows of 400 steps"),
+                  pairs=(("fedip", "incfed"),)),
         TableSpec("fedip", "Decentralized Plasticity, Table 1: federated stationary, without vs "
                   "with FedIP (IncFed readout)", DATASETS,
-                  (("incfed", "without-fedip"), ("fedip", "with-fedip"))),
+                  (("incfed", "without-fedip"), ("fedip", "with-fedip")),
+                  pairs=(("fedip", "incfed"),)),
         TableSpec("fedclip", "Decentralized Plasticity, Table 2: federated continual (FedCLIP), "
                   "stream accuracy after the last context", DATASETS,
                   (("fedclip-naive", "naive"), ("fedclip-replay", "replay"),
-                   ("fedclip-joint", "joint"))),
+                   ("fedclip-joint", "joint")),
+                  pairs=(("fedclip-replay", "fedclip-naive"), ("fedclip-replay", "fedclip-joint"))),
         TableSpec("ip-centralized", "Decentralized Plasticity, Table 4: centralised stationary, "
-                  "without vs with IP", DATASETS, (("ridge", "without-ip"), ("ip", "with-ip"))),
+                  "without vs with IP", DATASETS, (("ridge", "without-ip"), ("ip", "with-ip")),
+                  pairs=(("ip", "ridge"),)),
         TableSpec("clip-centralized", "Decentralized Plasticity, Table 5: centralised continual "
                   "(CLIP), stream accuracy after the last context", DATASETS,
-                  (("clip-naive", "naive"), ("clip-replay", "replay"), ("clip-joint", "joint"))),
+                  (("clip-naive", "naive"), ("clip-replay", "replay"), ("clip-joint", "joint")),
+                  pairs=(("clip-replay", "clip-naive"), ("clip-replay", "clip-joint"))),
     ]
 )
 TABLE_IDS: tuple[str, ...] = tuple(t.id for t in TABLES)
@@ -202,12 +218,14 @@ def _result(comp: Mapping[str, Any]) -> TestResult:
                       bool(comp["significant"]))
 
 
-def group_marks(comparisons: Iterable[Mapping[str, Any]]
+def group_marks(comparisons: Iterable[Mapping[str, Any]], methods: Sequence[str] = ()
                 ) -> dict[tuple[str, str, str, str], tuple[dict[str, Mark], dict[str, float | None]]]:
     """Per (table, dataset, pct, column): the marks and the p-value shown beside each method.
 
-    The best (every comparison's ``a``) shows its largest p against the others, so that its bold
-    mark reads as "p <= alpha"; the others show the p of the best against them.
+    Each comparison tests a pair (``a`` = the proposed method, ``b`` = a baseline); the marks
+    follow esnfed_core.stats.pair_marks (``methods`` = table order, for ties). A baseline shows
+    the p of its test against the proposed method; the proposed method shows its largest p, so
+    that a bold mark reads as "p <= alpha" against every baseline.
     """
     by_group: dict[tuple[str, str, str, str], list[Mapping[str, Any]]] = {}
     for comp in comparisons:
@@ -215,19 +233,21 @@ def group_marks(comparisons: Iterable[Mapping[str, Any]]
         by_group.setdefault(key, []).append(comp)
     out = {}
     for key, comps in by_group.items():
-        best = comps[0]["a"]
-        tests = {c["b"]: _result(c) for c in comps}
-        ps = {c["b"]: c.get("p") for c in comps}
-        defined = [p for p in ps.values() if p is not None]
-        ps[best] = max(defined) if defined else None
-        out[key] = (marks(best, tests), ps)
+        tests = [(c["a"], c["b"], _result(c)) for c in comps]
+        ps: dict[str, float | None] = {}
+        for c in comps:
+            ps.setdefault(c["b"], c.get("p"))
+        for a in dict.fromkeys(c["a"] for c in comps):
+            defined = [c.get("p") for c in comps if c["a"] == a and c.get("p") is not None]
+            ps[a] = max(defined) if defined else None
+        out[key] = (pair_marks(list(methods), tests), ps)
     return out
 
 
 def build_cells(spec: TableSpec, scores: Scores, comparisons: Iterable[Mapping[str, Any]],
                 published: Published) -> list[Cell]:
     """Every cell of ``spec`` in layout order (dataset, method, column; then share)."""
-    marked = group_marks(c for c in comparisons if c["table"] == spec.id)
+    marked = group_marks((c for c in comparisons if c["table"] == spec.id), spec.method_ids)
     pub = published.get(spec.id, {})
     cells = []
     for pct in PCTS:

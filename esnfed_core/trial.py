@@ -25,7 +25,7 @@ from esnfed_core.data.windows import concat
 from esnfed_core.errors import ConfigError
 from esnfed_core.federated import Client, fedavg, incfed
 from esnfed_core.messages import CommLedger, ReadoutMessage, StatsMessage
-from esnfed_core.readout import Counts, StatsAccumulator, solve
+from esnfed_core.readout import Counts, StatsAccumulator, check_solver, solve
 from esnfed_core.reservoir import Reservoir, ReservoirConfig, build_reservoir
 from esnfed_core.scoring import pooled_counts, random_accuracy
 
@@ -37,6 +37,7 @@ METHODS = ("random", "ridge", "incfed", "fedavg", "ip", "fedip") + tuple(
 RESERVOIR_KEYS = ("units", "spectral_radius", "leak", "input_scaling")
 # Named sub-seeds of a trial seed, in SeedSequence order (adding a name at the end keeps the others).
 SEED_NAMES = ("reservoir", "ip", "validation", "test", "train")
+RETRAIN_LAMBDA = ("select", "frozen")
 
 
 @dataclass(frozen=True)
@@ -115,6 +116,9 @@ class Settings:
     # stationary methods (continual ones and the random baseline always run the numpy path).
     device: str = "cpu"
     tf32: bool = False  # cuda only: TF32 tensor-core products (10-bit mantissa inputs), opt-in
+    solver: str = "cholesky"  # readout.solve: cholesky (float64) | pinv32 (the authors' numerics)
+    replay_shuffle: bool = False  # replay at t > 0: False = the authors' in-order batches
+    retrain_lambda: str = "select"  # select: each retrain picks λ on validation | frozen: best.json's
 
     def __post_init__(self) -> None:
         from esnfed_core.accel import check_device  # noqa: PLC0415 (no torch import)
@@ -123,10 +127,19 @@ class Settings:
             check_device(self.device)
         except ValueError as exc:
             raise ConfigError(f"runner.{exc}") from None
+        check_solver(self.solver)
+        if self.retrain_lambda not in RETRAIN_LAMBDA:
+            raise ConfigError(f"retrain.lambda: expected one of {', '.join(RETRAIN_LAMBDA)}, "
+                              f"got {self.retrain_lambda!r}")
 
     def accelerated(self, method: "Method") -> bool:
         """Whether trials of ``method`` run on the torch kernels with these settings."""
         return self.device != "cpu" and method.algo != "random" and not method.continual
+
+    def retrain_scores(self, method: "Method") -> bool:
+        """Whether a retrain of ``method`` scores on the validation users: stationary ESN methods
+        choose λ again for each retrained reservoir when ``retrain_lambda`` is "select"."""
+        return self.retrain_lambda == "select" and not method.continual and method.algo != "random"
 
     def used_by(self, method: "Method", score: bool) -> dict[str, Any]:
         """The settings a trial of ``method`` reads (selection when ``score``, else retraining):
@@ -139,6 +152,7 @@ class Settings:
             out["device"] = self.device
             if self.tf32 and self.device == "cuda":
                 out["tf32"] = True
+        out["solver"] = self.solver
         if score and not method.continual:
             out["lambdas"] = list(self.lambdas)
         if method.uses_ip:
@@ -146,7 +160,8 @@ class Settings:
         if method.continual:
             out["continual_lambda"] = self.continual_lambda
             if method.strategy == "replay":
-                out.update(replay_fraction=self.replay_fraction, replay_batch=self.replay_batch)
+                out.update(replay_fraction=self.replay_fraction, replay_batch=self.replay_batch,
+                           replay_shuffle=self.replay_shuffle)
             elif method.strategy == "joint":
                 out.update(joint_patience=self.joint_patience, joint_max_rounds=self.joint_max_rounds)
         return out
@@ -273,8 +288,10 @@ def fit(
     return _fit_stationary(m, cfg, int(seed), seeds, data, settings, score)
 
 
-def clients_of(data: TrialData, batch_size: int, cls: type[Client] = Client) -> list[Client]:
-    return [cls(name, u.x, u.y, data.n_classes, batch_size) for name, u in data.train.items()]
+def clients_of(data: TrialData, settings: Settings, cls: type[Client] = Client) -> list[Client]:
+    """The training users as federated clients streaming and solving with ``settings``."""
+    return [cls(name, u.x, u.y, data.n_classes, settings.batch_size, settings.solver)
+            for name, u in data.train.items()]
 
 
 class StatsOnceClient(Client):
@@ -293,7 +310,8 @@ class StatsOnceClient(Client):
         return self._cached[1]
 
     def fit_readout(self, res: Reservoir, lam: float) -> ReadoutMessage:
-        return ReadoutMessage(solve(self.fit_stats(res).stats, lam), num_examples=self.num_examples)
+        return ReadoutMessage(solve(self.fit_stats(res).stats, lam, self.solver),
+                              num_examples=self.num_examples)
 
 
 def _pooled_stats(res: Reservoir, users: Sequence[UserData], n_classes: int, batch_size: int):
@@ -332,11 +350,13 @@ def _fit_stationary(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialDat
 
     fed_ledgers: list[CommLedger] = []
     if m.algo in ("ridge", "ip"):
-        readouts = solve(_pooled_stats(res, users, data.n_classes, settings.batch_size), lambdas)
+        readouts = solve(_pooled_stats(res, users, data.n_classes, settings.batch_size), lambdas,
+                         settings.solver)
     elif m.algo in ("incfed", "fedip"):
-        readouts = incfed(res, clients_of(data, settings.batch_size), lambdas, ledger=ledger).readouts
+        readouts = incfed(res, clients_of(data, settings), lambdas, ledger=ledger,
+                          solver=settings.solver).readouts
     else:  # fedavg: one FedAvg round per λ of the grid, each with its own message ledger
-        clients = clients_of(data, settings.batch_size, StatsOnceClient)
+        clients = clients_of(data, settings, StatsOnceClient)
         fed_ledgers = [CommLedger() for _ in lambdas]
         readouts = np.stack([fedavg(res, clients, lam, ledger=lg) for lam, lg in zip(lambdas, fed_ledgers)])
 
@@ -394,6 +414,7 @@ def _fit_continual(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialData
         client_names=list(data.train) if federated else None,
         replay_fraction=settings.replay_fraction, replay_batch=settings.replay_batch,
         patience=settings.joint_patience, max_joint_rounds=settings.joint_max_rounds,
+        solver=settings.solver, replay_shuffle=settings.replay_shuffle,
     )
     val = None
     if score:

@@ -6,7 +6,12 @@ is carried over from training except the message counts. The layout is fixed by
 notes/assess-contract.md. Continual methods: the model after each context is evaluated on every
 context of the test users (accuracy matrix), stream accuracy follows, and the test accuracy is the
 stream accuracy after the last context. Activation densities (IP methods, datasets listed in
-``assess.activation_datasets``) are those of the final reservoir of the first retrain, per context.
+``assess.activation_datasets``; the papers' Fig. 3 and 5) are computed for every retrain, on each
+test user and context: ``activation`` = {edges, users, models ("final": the trained reservoir;
+"after_each_context": a continual model after each context), density [retrain][model][context]
+[bin] pooled over the test users, user_density [retrain][model][user][context][bin]}.
+Stationary ESN methods also list each retrain's ridge λ (``lambda``: chosen on validation users
+for each retrain by default, see retrain.py).
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import numpy as np
 
 from esnfed_core import metrics
 from esnfed_core.accel import require_torch
-from esnfed_core.scoring import accuracy, activation_density, context_matrix, random_accuracy
+from esnfed_core.scoring import accuracy, activation_densities, context_matrix, random_accuracy
 from esnfed_core.trial import FittedModel, Method
 from esnfed_stages._io import output_lock, write_json
 from esnfed_stages.experiment import PCTS, assess_path, experiment_params, model_dir, open_dataset
@@ -97,21 +102,30 @@ def run(
     for pct in PCTS:
         directory = model_dir(runs_dir, dataset, method.id, pct)
         train = data.load(data.train_users(pct)) if method.algo in TRAIN_SCORED else {}
-        rows: dict[str, list] = {"seeds": [], "test": [], "train": [], "stream": [], "matrix": []}
+        rows: dict[str, list] = {"seeds": [], "test": [], "train": [], "stream": [], "matrix": [],
+                                 "lambda": []}
         first_meta: dict[str, Any] | None = None
         activation = None
+        if with_activation:
+            activation = {"edges": None, "users": list(test),
+                          "models": "after_each_context" if method.continual else "final",
+                          "density": [], "user_density": []}
         loaded = [load_model(directory, k) for k in range(exp.retrains)]
         batch_scores = (_batched(method, [m for m, _ in loaded], test, train, exp.settings.device)
                         if batched else None)
         for k, (model, meta) in enumerate(loaded):
             if first_meta is None:
                 first_meta = meta
-                if with_activation:
-                    edges, dens = activation_density(model.reservoir, list(test.values()), data.n_contexts,
-                                                     exp.activation_bins, batch)
-                    activation = {"edges": _floats(edges), "density": _floats(dens)}
+            if activation is not None:
+                models = model.context_reservoirs() if method.continual else [model.reservoir]
+                dens = activation_densities(models, list(test.values()), data.n_contexts,
+                                            exp.activation_bins, batch)
+                activation["edges"] = _floats(dens.edges)
+                activation["density"].append(_floats(dens.pooled))
+                activation["user_density"].append(_floats(dens.per_user))
             s = batch_scores[k] if batch_scores is not None else _scores(method, model, test, train, batch)
             rows["seeds"].append(model.seed)
+            rows["lambda"].append(model.lam)
             for name in ("test", "train", "stream", "matrix"):
                 rows[name].append(s[name])
             done += 1
@@ -125,6 +139,7 @@ def run(
             "accuracy_matrix": rows["matrix"] if method.continual else None,
             "communication": first_meta.get("communication") if method.federated else None,
             "config": first_meta["config"],
+            "lambda": rows["lambda"] if method.algo != "random" else None,
             "activation": activation,
         }
     doc = {

@@ -21,7 +21,8 @@ from esnfed_core.accel import DEVICES
 from esnfed_core.data.processed import UserData, load_manifest, load_user, user_path
 from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.search import Dimension, parse_space
-from esnfed_core.trial import Method, Settings, TrialData
+from esnfed_core.readout import SOLVERS
+from esnfed_core.trial import RETRAIN_LAMBDA, Method, Settings, TrialData
 from esnfed_stages._io import dumps_json, read_json
 from esnfed_stages.params import section
 
@@ -148,6 +149,12 @@ def _float(key: str, value: Any, low: float | None = None, high: float | None = 
     return float(value)
 
 
+def _choice(key: str, value: Any, allowed: Sequence[str]) -> str:
+    if not isinstance(value, str) or value not in allowed:
+        raise ConfigError(f"params.yaml: '{key}' must be one of {', '.join(allowed)}, got {value!r}")
+    return value
+
+
 def _get(params: Mapping[str, Any], key: str, allowed: Sequence[str]) -> Mapping[str, Any]:
     return _check_keys(key, section(params, key), allowed)
 
@@ -166,12 +173,15 @@ def experiment_params(params: Mapping[str, Any]) -> ExperimentParams:
     retrains = _int(f"budgets.{budget}.retrains", section(b, "retrains"), low=1)
     space = _check_keys(f"budgets.{budget}.space", section(b, "space"), DATASETS + ("ip", "fedip"))
 
-    ro = _get(params, "readout", ("lambdas", "batch_size"))
+    ro = _get(params, "readout", ("lambdas", "batch_size", "solver"))
     lambdas = section(ro, "lambdas")
     if not isinstance(lambdas, list) or not lambdas:
         raise ConfigError("params.yaml: 'readout.lambdas' must be a non-empty list")
     lambdas = tuple(_float("readout.lambdas", v, low=0.0) for v in lambdas)
     batch = _int("readout.batch_size", section(ro, "batch_size"), low=1)
+    solver = _choice("readout.solver", section(ro, "solver"), SOLVERS)
+    retrain_lambda = _choice("retrain.lambda", section(_get(params, "retrain", ("lambda",)), "lambda"),
+                             RETRAIN_LAMBDA)
 
     ip = dict(_get(params, "plasticity", ("mu", "eta", "batch_size", "normalize_step")))
     for k in ("mu", "eta", "batch_size", "normalize_step"):
@@ -184,7 +194,10 @@ def experiment_params(params: Mapping[str, Any]) -> ExperimentParams:
 
     co = _get(params, "continual", ("lambda", "naive", "replay", "joint"))
     _get(params, "continual.naive", ())
-    replay = _get(params, "continual.replay", ("fraction", "batch"))
+    replay = _get(params, "continual.replay", ("fraction", "batch", "shuffle"))
+    replay_shuffle = section(replay, "shuffle")
+    if not isinstance(replay_shuffle, bool):
+        raise ConfigError(f"params.yaml: 'continual.replay.shuffle' must be true or false, got {replay_shuffle!r}")
     joint = _get(params, "continual.joint", ("patience", "max_rounds"))
     patience = section(joint, "patience")
     rn = _get(params, "runner", ("backend", "n_jobs", "blas_threads", "device", "tf32"))
@@ -199,6 +212,7 @@ def experiment_params(params: Mapping[str, Any]) -> ExperimentParams:
         joint_patience=None if patience is None else _int("continual.joint.patience", patience, low=1),
         joint_max_rounds=_int("continual.joint.max_rounds", section(joint, "max_rounds"), low=1),
         device=runner.device, tf32=runner.tf32,
+        solver=solver, replay_shuffle=replay_shuffle, retrain_lambda=retrain_lambda,
     )
 
     asx = _get(params, "assess", ("activation_bins", "activation_datasets"))

@@ -1,5 +1,6 @@
 """The report's figures as PNG bytes (matplotlib, Agg canvas, no pyplot global state):
-stream accuracy per context per strategy and share, and activation density per context.
+stream accuracy per context per strategy and share, and grids of activation densities (the
+papers' Fig. 3 and 5: per test user, per context, after each context), mean ± std over retrains.
 """
 
 from __future__ import annotations
@@ -76,28 +77,49 @@ def stream_accuracy(title: str, panels: Sequence[tuple[str, Mapping[str, np.ndar
     return _png(fig)
 
 
-def activation_density(title: str,
-                       panels: Sequence[tuple[str, Sequence[float] | None,
-                                              Sequence[Sequence[float]] | None]]) -> bytes:
-    """One panel per method; a line per context: density of post-leak state values.
+# A line of a density panel: (label, mean density (bins,), std over retrains (bins,) or None).
+DensityLine = tuple[str, Sequence[float], Sequence[float] | None]
 
-    ``panels``: [(label, bin edges (B+1), density per context (T, B)) or edges/density None].
+
+def density_grid(title: str, edges: Sequence[float] | None, row_labels: Sequence[str],
+                 col_labels: Sequence[str],
+                 cells: Sequence[Sequence[Sequence[DensityLine] | None]],
+                 ) -> bytes:
+    """A grid of density panels (rows × columns); each panel a line per entry of its cell: the
+    mean density over retrains with a ± population-std band. A cell None reads "n/a".
+
+    Lines take the colours of _CONTEXT_COLOURS in order, so line i has the same colour in every
+    panel.
     """
-    fig = _figure(figsize=(3.2 * len(panels) + 0.6, 3.2), layout="constrained")
-    axes = fig.subplots(1, len(panels), sharey=False, squeeze=False)[0]
-    for ax, (label, edges, density) in zip(axes, panels):
-        ax.set_title(label)
-        ax.set_xlabel("state value")
-        ax.grid(alpha=0.3)
-        if edges is None or density is None:
-            ax.text(0.5, 0.5, "n/a", ha="center", va="center", transform=ax.transAxes)
-            continue
-        edges = np.asarray(edges, dtype=np.float64)
-        centres = (edges[:-1] + edges[1:]) / 2
-        for t, d in enumerate(density):
-            ax.plot(centres, d, color=_CONTEXT_COLOURS[t % len(_CONTEXT_COLOURS)],
-                    label=f"context {t}")
-    axes[0].set_ylabel("density")
-    _legend(fig, axes)
+    n_rows, n_cols = len(row_labels), len(col_labels)
+    fig = _figure(figsize=(2.9 * n_cols + 1.2, 2.4 * n_rows + 0.8), layout="constrained")
+    axes = fig.subplots(n_rows, n_cols, sharex=True, squeeze=False)
+    centres = None
+    if edges is not None:
+        e = np.asarray(edges, dtype=np.float64)
+        centres = (e[:-1] + e[1:]) / 2
+    for r in range(n_rows):
+        for c in range(n_cols):
+            ax = axes[r][c]
+            ax.grid(alpha=0.3)
+            if r == 0:
+                ax.set_title(col_labels[c], fontsize="medium")
+            if c == 0:
+                ax.set_ylabel(f"{row_labels[r]}\ndensity" if row_labels[r] else "density")
+            if r == n_rows - 1:
+                ax.set_xlabel("state value")
+            lines = cells[r][c]
+            if lines is None or centres is None:
+                ax.text(0.5, 0.5, "n/a", ha="center", va="center", transform=ax.transAxes)
+                continue
+            for i, (label, mean, std) in enumerate(lines):
+                colour = _CONTEXT_COLOURS[i % len(_CONTEXT_COLOURS)]
+                mean = np.asarray(mean, dtype=np.float64)
+                ax.plot(centres, mean, color=colour, label=label, linewidth=1.2)
+                if std is not None:
+                    std = np.asarray(std, dtype=np.float64)
+                    ax.fill_between(centres, mean - std, mean + std, color=colour, alpha=0.15,
+                                    linewidth=0)
+    _legend(fig, [ax for row in axes for ax in row])
     fig.suptitle(title)
     return _png(fig)

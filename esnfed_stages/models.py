@@ -31,8 +31,11 @@ The .json holds: format ("esnfed-model"), format_version (1), dataset, method, p
 seed, seeds (the named sub-seeds of the seed: reservoir, ip, validation, test, train), config (the
 selected hyperparameters), lambda, n_classes, n_inputs, units, n_contexts (continual) or null,
 train_users, communication (federated methods: floats and bytes up/down, rounds, clients) or
-null, ip_rounds (continual: the IP rounds or epochs behind each context's model) or null, arrays ({name: {"shape", "dtype"}}), npz_sha256 (of the .npz bytes) and key (the identity
-that lets a rerun skip a model already trained with the same inputs).
+null, ip_rounds (continual: the IP rounds or epochs behind each context's model) or null,
+lambda_selection (stationary ESN methods: {"mode": "select" | "frozen", "lambdas": the grid tried,
+"lambda": the one kept, "validation_accuracy": per λ of the grid on the validation users, or null
+when frozen}; null otherwise), arrays ({name: {"shape", "dtype"}}), npz_sha256 (of the .npz
+bytes) and key (the identity that lets a rerun skip a model already trained with the same inputs).
 """
 
 from __future__ import annotations

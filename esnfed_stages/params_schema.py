@@ -16,7 +16,9 @@ from typing import Any, Callable, Mapping, Sequence
 
 from esnfed_core.errors import ConfigError
 from esnfed_core.search import parse_dimension
+from esnfed_core.readout import SOLVERS
 from esnfed_core.stats import VARIANTS
+from esnfed_core.trial import RETRAIN_LAMBDA
 from esnfed_core.validation import ParameterError, check_param
 from esnfed_stages._datasets import bind_kwargs, dataset_function
 from esnfed_stages.experiment import BACKENDS, DATASETS, DEVICES, PCTS
@@ -288,7 +290,8 @@ SCHEMA = Fields(optional={
     "seed": SEED,
     "ttest": Fields(required={"variant": Choice(VARIANTS),
                               "alpha": Num(low=0.0, high=1.0, low_open=True, high_open=True)}),
-    "report": Fields(required={"activation_pct": Delegate(_activation_pct)}),
+    "report": Fields(required={"activation_pct": Delegate(_activation_pct)},
+                     optional={"contexts_pct": Delegate(_activation_pct)}),
     "data": Fields(required={"source": Choice(SOURCES), "synthetic_dir": Text(), "raw_dir": Text()}),
     "synthetic": Fields(optional={
         ds: Delegate(_synthetic(ds, f), SYNTHETIC_KEYS[ds]) for ds, f in SYNTHETIC.items()}),
@@ -304,13 +307,16 @@ SCHEMA = Fields(optional={
             "fedip": Space({"sigma": POSITIVE, "rounds": COUNT, "local_epochs": COUNT}),
         }),
     })),
-    "readout": Fields(required={"lambdas": ListOf(Num(low=0.0)), "batch_size": COUNT}),
+    "readout": Fields(required={"lambdas": ListOf(Num(low=0.0)), "batch_size": COUNT,
+                                "solver": Choice(SOLVERS)}),
+    "retrain": Fields(required={"lambda": Choice(RETRAIN_LAMBDA)}),
     "plasticity": Fields(required={"mu": Num(low=-1.0, high=1.0), "eta": POSITIVE, "batch_size": COUNT,
                                    "normalize_step": Bool()}),
     "continual": Fields(required={
         "lambda": Num(low=0.0),
         "naive": Fields(),
-        "replay": Fields(required={"fraction": Num(low=0.0, high=1.0, low_open=True), "batch": COUNT}),
+        "replay": Fields(required={"fraction": Num(low=0.0, high=1.0, low_open=True), "batch": COUNT,
+                                   "shuffle": Bool()}),
         "joint": Fields(required={"patience": Nullable(COUNT), "max_rounds": COUNT}),
     }),
     "runner": Fields(required={"backend": Choice(BACKENDS), "n_jobs": Num(integer=True, low=-64, nonzero=True),

@@ -37,6 +37,10 @@ STRATEGIES = ("naive", "replay", "joint")
 # Continual method prefix and the stationary IP method of each setting (figures).
 SETTINGS = {"federated": ("fedclip", "fedip"), "centralized": ("clip", "ip")}
 _PRETTY = {"fedclip": "FedCLIP", "clip": "CLIP"}
+VARIANT_TEXT = {"welch": "Welch t-test (scipy.stats.ttest_ind, equal_var=False)",
+                "student": "Student t-test (scipy.stats.ttest_ind, pooled variance)",
+                "paired": "paired t-test (scipy.stats.ttest_rel; retrain k of both methods shares "
+                          "its seed)"}
 ACTIVATION_DATASET = "wesad"
 ACTIVATION_CONTEXTS = 5  # WESAD contexts (PROTOCOL §5): fixed columns for the DVC plots
 
@@ -97,17 +101,19 @@ def header_lines(spec: TableSpec | None, inputs: Inputs, ttest_doc: Mapping[str,
         seed_text = "seeds differ per cell: see the assess files"
     retrains = "-".join(str(c) for c in (counts[0], counts[-1])) if counts and counts[0] != \
         counts[-1] else (str(counts[0]) if counts else "0")
-    variant = "Welch" if ttest_doc["variant"] == "welch" else "Student"
+    variant = VARIANT_TEXT[ttest_doc["variant"]]
+    pairs = spec.pairs_text() if spec is not None else "none"
     missing = [str(p) for p in inputs.missing if (p.parent.name, p.stem) in keys]
     return [
         f"Data source: {_summary([d.get('source') for d in docs])}; budget: "
         f"{_summary([d.get('budget') for d in docs])}; retrains per cell: {retrains} ({seed_text})",
         "Cells: mean ± population std over the retrains, ×100, two decimals; 'paper' = the "
         "published value with its marks",
-        f"Significance: {variant} two-sided t-test (scipy.stats.ttest_ind), p <= "
-        f"{ttest_doc.get('alpha')}: **bold** = best and significantly better than every other "
-        f"method of its group; *italic* = not significantly different from the best (the best "
-        f"included)",
+        f"Significance: {variant}, two-sided, p <= {ttest_doc.get('alpha')}, on the pairs the "
+        f"paper compares (proposed vs baseline): {pairs}. **bold** = the best of the tested "
+        f"methods, significantly different in every pair it is part of; *italic* = not "
+        f"significantly different from the best (the best included); no mark = significantly "
+        f"worse than the best, or not tested against it",
         f"Date: {date}; versions: {versions()}",
         "Missing inputs (n/a cells): " + (", ".join(missing) if missing else "none"),
     ]
@@ -183,34 +189,134 @@ def stream_figure_and_plot(inputs: Inputs, ds: str, setting: str) -> tuple[bytes
     return png, to_csv(rows, columns)
 
 
+@dataclass(frozen=True)
+class _Activation:
+    """The activation densities of one assess file and share (see assess.py), as arrays."""
+
+    edges: np.ndarray
+    users: list[str]
+    pooled: np.ndarray  # (retrains, models, contexts, bins)
+    per_user: np.ndarray  # (retrains, models, users, contexts, bins)
+
+
+def _activation(inputs: Inputs, method: str, pct: str) -> _Activation | None:
+    doc = inputs.docs.get((ACTIVATION_DATASET, method))
+    act = doc["pcts"][pct].get("activation") if doc else None
+    if not act:
+        return None
+    where = f"{inputs.paths[(ACTIVATION_DATASET, method)]}: pcts.{pct}.activation"
+    try:
+        edges = np.asarray(act["edges"], dtype=np.float64)
+        pooled = np.asarray(act["density"], dtype=np.float64)  # null (no window) -> NaN
+        per_user = np.asarray(act["user_density"], dtype=np.float64)
+        users = [str(u) for u in act["users"]]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise DataError(f"{where}: expected edges, users, density [retrain][model][context][bin] "
+                        f"and user_density [retrain][model][user][context][bin] ({exc!r}); rerun "
+                        "`esnfed assess`") from None
+    bins = edges.size - 1
+    if pooled.ndim != 4 or pooled.shape[-1] != bins or per_user.ndim != 5 \
+            or per_user.shape[-1] != bins or per_user.shape[2] != len(users) \
+            or per_user.shape[:2] != pooled.shape[:2] or per_user.shape[3] != pooled.shape[2]:
+        raise DataError(f"{where}: density {pooled.shape} / user_density {per_user.shape} do not fit "
+                        f"{edges.size} edges and {len(users)} users")
+    return _Activation(edges, users, pooled, per_user)
+
+
+def _spread(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and population std over the first axis (retrains)."""
+    return values.mean(axis=0), values.std(axis=0)
+
+
+def _context_lines(dens: np.ndarray) -> list[tuple[str, np.ndarray, np.ndarray]]:
+    """A line per context from (retrains, contexts, bins)."""
+    return [(f"context {t}", *_spread(dens[:, t])) for t in range(dens.shape[1])]
+
+
 def activation_figure_and_plots(inputs: Inputs, setting: str, pct: str
                                 ) -> tuple[bytes, dict[str, str]]:
-    """PNG of the activation density per context (WESAD) and one DVC plots CSV per method."""
+    """The pooled figure: one panel per method, the final reservoir's density per context on the
+    test users together (mean ± std over retrains), and one DVC plots CSV of the means per method."""
     prefix, stationary = SETTINGS[setting]
     methods = [stationary] + [f"{prefix}-{s}" for s in STRATEGIES]
-    panels, plots = [], {}
+    cells, plots, edges = [], {}, None
     columns = ["value"] + [f"context{t}" for t in range(ACTIVATION_CONTEXTS)]
     for m in methods:
-        doc = inputs.docs.get((ACTIVATION_DATASET, m))
-        act = doc["pcts"][pct].get("activation") if doc else None
-        if not act:
-            panels.append((m, None, None))
+        act = _activation(inputs, m, pct)
+        if act is None:
+            cells.append(None)
             continue
-        edges = np.asarray(act["edges"], dtype=np.float64)
-        density = np.asarray(act["density"], dtype=np.float64)
-        if density.ndim != 2 or density.shape[1] != edges.size - 1:
-            raise DataError(f"{inputs.paths[(ACTIVATION_DATASET, m)]}: pcts.{pct}.activation: "
-                            f"density {density.shape} does not fit {edges.size} edges")
-        panels.append((m, edges, density))
+        edges = act.edges
+        lines = _context_lines(act.pooled[:, -1])
+        cells.append(lines)
         centres = (edges[:-1] + edges[1:]) / 2
         rows = [{"value": round(float(c), 6),
-                 **{f"context{t}": round(float(density[t, i]), 6) for t in range(len(density))}}
+                 **{f"context{t}": round(float(mean[i]), 6) for t, (_, mean, _) in enumerate(lines)}}
                 for i, c in enumerate(centres)]
         plots[f"activation-{ACTIVATION_DATASET}-{m}.csv"] = to_csv(rows, columns)
-    png = figures.activation_density(
-        f"{ACTIVATION_DATASET.upper()} {setting}: activation density per context "
-        f"(test users, {pct}% training users)", panels)
+    png = figures.density_grid(
+        f"{ACTIVATION_DATASET.upper()} {setting}: activation density per context of the trained "
+        f"reservoir (test users pooled, {pct}% training users; mean ± std over retrains)",
+        edges, [""], methods, [cells])
     return png, plots
+
+
+def activation_users_figure(inputs: Inputs, setting: str) -> bytes:
+    """The papers' Fig. 3: one panel per test user (columns) and training share (rows), the
+    trained stationary IP reservoir's density per context, mean ± std over retrains."""
+    stationary = SETTINGS[setting][1]
+    acts = {pct: _activation(inputs, stationary, pct) for pct in PCTS}
+    users = next((a.users for a in acts.values() if a is not None), [])
+    edges = next((a.edges for a in acts.values() if a is not None), None)
+    cells = []
+    for pct in PCTS:
+        a = acts[pct]
+        cells.append([None if a is None or u not in a.users else
+                      _context_lines(a.per_user[:, -1, a.users.index(u)]) for u in users] or [None])
+    return figures.density_grid(
+        f"{ACTIVATION_DATASET.upper()} {setting}: activation density on each test user "
+        f"({stationary}; rows: training users; mean ± std over retrains)", edges,
+        [f"{pct}%" for pct in PCTS], [f"test user {u}" for u in users] or ["test users"], cells)
+
+
+def activation_contexts_figure(inputs: Inputs, setting: str, pct: str) -> bytes:
+    """The papers' Fig. 5 (right): the continual reservoir after each context (lines), on the test
+    data of each context (columns), one row per strategy; test users pooled, mean ± std."""
+    prefix = SETTINGS[setting][0]
+    acts = {s: _activation(inputs, f"{prefix}-{s}", pct) for s in STRATEGIES}
+    n_ctx = max((a.pooled.shape[2] for a in acts.values() if a is not None), default=1)
+    edges = next((a.edges for a in acts.values() if a is not None), None)
+    cells = []
+    for s in STRATEGIES:
+        a = acts[s]
+        if a is None:
+            cells.append([None] * n_ctx)
+            continue
+        cells.append([[(f"after context {i}", *_spread(a.pooled[:, i, j]))
+                       for i in range(a.pooled.shape[1])] for j in range(a.pooled.shape[2])])
+    return figures.density_grid(
+        f"{ACTIVATION_DATASET.upper()} {setting}: activation density after each context "
+        f"({_PRETTY[prefix]}, {pct}% training users; columns: test data of each context)", edges,
+        list(STRATEGIES), [f"data of context {j}" for j in range(n_ctx)], cells)
+
+
+def activation_shares_figure(inputs: Inputs, setting: str) -> bytes:
+    """The papers' Fig. 5 (left): the final continual reservoir on the last context's test data,
+    a line per training share, one panel per strategy; mean ± std over retrains."""
+    prefix = SETTINGS[setting][0]
+    cells, edges = [], None
+    for s in STRATEGIES:
+        lines = []
+        for pct in PCTS:
+            a = _activation(inputs, f"{prefix}-{s}", pct)
+            if a is not None:
+                edges = a.edges
+                lines.append((f"{pct}% training users", *_spread(a.pooled[:, -1, -1])))
+        cells.append(lines or None)
+    return figures.density_grid(
+        f"{ACTIVATION_DATASET.upper()} {setting}: activation density on the last context "
+        f"({_PRETTY[prefix]}, final reservoir; mean ± std over retrains)", edges, [""],
+        list(STRATEGIES), [cells])
 
 
 @dataclass
@@ -226,7 +332,8 @@ class Report:
 
 
 def build(inputs: Inputs, ttest_doc: Mapping[str, Any], published: Published, date: str,
-          activation_pct: str = "100", progress: Callable[[str], None] | None = None) -> Report:
+          activation_pct: str = "100", progress: Callable[[str], None] | None = None,
+          contexts_pct: str = "25") -> Report:
     rep = Report(missing=list(inputs.missing))
     for spec in TABLES:
         cells = build_cells(spec, inputs.scores, ttest_doc["comparisons"], published)
@@ -257,11 +364,18 @@ def build(inputs: Inputs, ttest_doc: Mapping[str, Any], published: Published, da
             if progress:
                 progress(f"figure stream-{ds}-{setting}")
     for setting in SETTINGS:
+        prefix, stationary = SETTINGS[setting]
         png, plots = activation_figure_and_plots(inputs, setting, activation_pct)
         rep.figures[f"activation-{ACTIVATION_DATASET}-{setting}.png"] = png
         rep.plots.update({k: v.encode() for k, v in plots.items()})
+        rep.figures[f"activation-{ACTIVATION_DATASET}-{stationary}-users.png"] = \
+            activation_users_figure(inputs, setting)
+        rep.figures[f"activation-{ACTIVATION_DATASET}-{prefix}-contexts.png"] = \
+            activation_contexts_figure(inputs, setting, contexts_pct)
+        rep.figures[f"activation-{ACTIVATION_DATASET}-{prefix}-shares.png"] = \
+            activation_shares_figure(inputs, setting)
         if progress:
-            progress(f"figure activation-{ACTIVATION_DATASET}-{setting}")
+            progress(f"figures activation-{ACTIVATION_DATASET}-*: {setting}")
     rep.metrics = dumps_json(metrics(inputs.scores)).encode()
     return rep
 
@@ -282,18 +396,26 @@ def write(rep: Report, out_dir: str | Path = REPORTS_DIR) -> None:
         write_bytes(out_dir / "metrics.json", rep.metrics)
 
 
+def _share(params: Mapping[str, Any], key: str, default: str | None = None) -> str:
+    report = params.get("report") if isinstance(params, Mapping) else None
+    if default is not None and isinstance(report, Mapping) and key.split(".")[1] not in report:
+        return default
+    value = str(section(params, key))
+    if value not in PCTS:
+        raise ConfigError(f"params.yaml: {key} must be one of {', '.join(PCTS)}, got {value!r}")
+    return value
+
+
 def run(params_path: str | Path = "params.yaml", *, assess_dir: str | Path = ASSESS_DIR,
         ttest_path: str | Path = TTEST_PATH, out_dir: str | Path = REPORTS_DIR,
         allow_missing: bool = False, progress: Callable[[str], None] | None = None) -> Report:
     """Build every report output in memory, then write them; returns what was written."""
     params = load_params(params_path)
-    activation_pct = str(section(params, "report.activation_pct"))
-    if activation_pct not in PCTS:
-        raise ConfigError(f"params.yaml: report.activation_pct must be one of {', '.join(PCTS)}, "
-                          f"got {activation_pct!r}")
+    activation_pct = _share(params, "report.activation_pct")
+    contexts_pct = _share(params, "report.contexts_pct", default="25")
     date = report_date()
     inputs = load_inputs(assess_dir, required_inputs(TABLES), allow_missing)
     ttest_doc = load_ttest(ttest_path)
-    rep = build(inputs, ttest_doc, load_published(), date, activation_pct, progress)
+    rep = build(inputs, ttest_doc, load_published(), date, activation_pct, progress, contexts_pct)
     write(rep, out_dir)
     return rep

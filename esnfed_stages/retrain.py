@@ -3,6 +3,11 @@ training share -> runs/models/<dataset>/<method>/<pct>/seed-<k>.npz + .json (see
 
 Retrain seeds depend on (seed, dataset, share, k) only, so methods that selected the same config
 (ridge and IncFed) get the same reservoirs. A rerun reuses every model whose key still matches.
+
+λ of the stationary ESN methods (``retrain.lambda``): ``select`` (default, as the authors' code:
+their retraining reruns the trainable with the whole λ grid) solves every λ of readout.lambdas for
+the retrained reservoir and keeps the best on the validation users; the model's .json records the
+grid and its validation accuracies (``lambda_selection``). ``frozen`` reuses best.json's λ.
 """
 
 from __future__ import annotations
@@ -59,6 +64,18 @@ def retrain_seed(exp: ExperimentParams, dataset: str, pct: str, k: int) -> int:
     return derive_seed(exp.seed, "retrain", dataset, pct, k)
 
 
+def lambda_selection(model: Any, exp: ExperimentParams) -> dict[str, Any] | None:
+    """How the retrain's λ was chosen: the grid and the validation accuracy of each λ for this
+    reservoir (``select``), or the selection trial's λ (``frozen``); None without a ridge λ grid."""
+    val = getattr(model, "validation", None)
+    if val is not None and "per_lambda" in val:
+        return {"mode": "select", "lambdas": list(exp.settings.lambdas), "lambda": val["lambda"],
+                "validation_accuracy": list(val["per_lambda"])}
+    if model.reservoir is None or Method.parse(model.method).continual:
+        return None
+    return {"mode": "frozen", "lambdas": [model.lam], "lambda": model.lam, "validation_accuracy": None}
+
+
 def selected_config(runs: Path, dataset: str, method: str, pct: str) -> dict[str, Any]:
     path = best_path(runs, dataset, method, pct)
     if not path.is_file():
@@ -107,25 +124,29 @@ def _run(dataset: str, method: Method, pcts: list[str], params: Mapping[str, Any
     data = open_dataset(data_dir, dataset)
     summaries: dict[str, RetrainSummary] = {}
     pending: list[tuple[TrialTask, str, int, str]] = []
+    score = exp.settings.retrain_scores(method)
     for pct in pcts:
         config = selected_config(runs_dir, dataset, method.id, pct)
+        if score:  # λ is chosen again for each retrained reservoir
+            config = {k: v for k, v in config.items() if k != "lambda"}
         directory = model_dir(runs_dir, dataset, method.id, pct)
         _clean(directory, exp.retrains)
-        # Joint continual training stops early on validation users: they are part of its data.
-        validation = data.validation_users if method.continual else []
+        # Joint continual training stops early on validation users, and λ selection scores on
+        # them: they are part of the data then.
+        validation = data.validation_users if method.continual or score else []
         ref = data.ref(data.train_users(pct), validation)
         seeds = [retrain_seed(exp, dataset, pct, k) for k in range(exp.retrains)]
         s = summaries[pct] = RetrainSummary(pct, config, seeds)
         for k, seed in enumerate(seeds):
             key = result_key(kind="retrain", dataset=dataset, method=method.id, pct=pct, retrain=k, seed=seed,
-                             config=config, settings=exp.settings.used_by(method, False), data=ref.fingerprint,
+                             config=config, settings=exp.settings.used_by(method, score), data=ref.fingerprint,
                              code=code_fingerprint(method, exp.settings.device))
             meta = read_meta(directory, k)
             if meta is not None and meta.get("key") == key:
                 s.resumed += 1
                 continue
             task = TrialTask(f"{dataset}/{method.id}/{pct}/seed-{k}", ref, method.id, config, seed,
-                             exp.settings, score=False)
+                             exp.settings, score=score)
             pending.append((task, pct, k, key))
     total = sum(len(s.seeds) for s in summaries.values())
     finished = total - len(pending)
@@ -139,7 +160,8 @@ def _run(dataset: str, method: Method, pcts: list[str], params: Mapping[str, Any
         s = summaries[pct]
         s.ran += 1
         if outcome.ok:
-            meta = {"dataset": dataset, "pct": pct, "train_users": data.train_users(pct), "key": key}
+            meta = {"dataset": dataset, "pct": pct, "train_users": data.train_users(pct), "key": key,
+                    "lambda_selection": lambda_selection(outcome.model, exp)}
             save_model(model_dir(runs_dir, dataset, method.id, pct), k, outcome.model, meta)
         else:
             s.failed.append((k, outcome.error))

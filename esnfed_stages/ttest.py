@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from esnfed_core.errors import ConfigError, DataError
-from esnfed_core.stats import check_alpha, check_variant, compare_to_best
+from esnfed_core.stats import check_alpha, check_variant, compare_pairs
 from esnfed_core.tables import PCTS, TABLES, Scores, TableSpec, comparison_groups, required_inputs
 from esnfed_core.validation import ParameterError
 from esnfed_stages._io import output_lock, read_json, write_json
@@ -21,10 +21,13 @@ from esnfed_stages.params import load_params, section
 ASSESS_DIR = Path("runs/assess")
 TTEST_PATH = Path("reports/ttest.json")
 
-RULE = ("two-sided t-test of the best mean against each other method of a group (table, dataset, "
-        "share, column); bold = best and significant (p <= alpha) against every other; italic = "
-        "the best and every method not significantly different from it otherwise. Fewer than 2 "
-        "scores in a group: no test (p null). Zero variance in both groups: p = 1 if the means are "
+RULE = ("two-sided t-test of each pair the table's paper compares (a = the proposed method, b = a "
+        "baseline) in every group (table, dataset, share, column); the best = the highest mean of "
+        "the tested methods; bold = the best, significant (p <= alpha) in every test it is part of; "
+        "italic = otherwise the best and every method not significantly different from it; a "
+        "method not tested against the best has no mark. paired: score k of a against score k of "
+        "b (retrain k shares its reservoir seed across methods). Fewer than 2 scores: no test (p "
+        "null). Zero variance in both groups (paired: of the differences): p = 1 if the means are "
         "equal, else p = 0. t is null when undefined or infinite.")
 
 
@@ -108,17 +111,33 @@ def _finite_or_none(x: float | None) -> float | None:
 
 def comparisons(specs: Iterable[TableSpec], scores: Scores, variant: str,
                 alpha: float) -> list[dict[str, Any]]:
-    """The contract's comparison records, best (``a``) against each other method (``b``)."""
+    """The contract's comparison records: each pair of ``spec.pairs`` with scores, the proposed
+    method (``a``) against a baseline (``b``)."""
     out = []
     for spec in specs:
         for ds, pct, col, group in comparison_groups(spec, scores):
-            best, tests = compare_to_best(group, variant, alpha)
-            for other, r in tests.items():
+            for a, b, r in compare_pairs(group, spec.pairs, variant, alpha):
                 out.append({"table": spec.id, "dataset": ds, "pct": pct, "column": col,
-                            "a": best, "b": other, "mean_a": r.mean_a, "mean_b": r.mean_b,
+                            "a": a, "b": b, "mean_a": r.mean_a, "mean_b": r.mean_b,
                             "n_a": r.n_a, "n_b": r.n_b, "t": _finite_or_none(r.t), "p": r.p,
                             "significant": r.significant})
     return out
+
+
+def check_pairing(specs: Iterable[TableSpec], inputs: Inputs) -> None:
+    """Paired tests pair score k of two methods: both must list the same retrain seeds, in order."""
+    for spec in specs:
+        for ds in spec.datasets:
+            for a, b in spec.pairs:
+                da, db = inputs.docs.get((ds, a)), inputs.docs.get((ds, b))
+                if da is None or db is None:
+                    continue
+                for pct in PCTS:
+                    sa, sb = da["pcts"][pct].get("seeds"), db["pcts"][pct].get("seeds")
+                    if sa is None or sa != sb:
+                        raise DataError(f"{inputs.paths[(ds, b)]}: pcts.{pct}.seeds {sb} differ from "
+                                        f"{inputs.paths[(ds, a)]}'s {sa}: the paired t-test needs "
+                                        "retrain k of both methods on the same seed (ttest.variant: paired)")
 
 
 def resolve_options(params: Mapping[str, Any], variant: str | None,
@@ -141,6 +160,8 @@ def run(params_path: str | Path = "params.yaml", *, variant: str | None = None,
     """Run every table's tests and write ``out``; returns the written document."""
     variant, alpha = resolve_options(load_params(params_path), variant, alpha)
     inputs = load_inputs(assess_dir, required_inputs(TABLES), allow_missing)
+    if variant == "paired":
+        check_pairing(TABLES, inputs)
     comps = []
     for spec in TABLES:
         comps += comparisons([spec], inputs.scores, variant, alpha)

@@ -238,3 +238,47 @@ def test_bad_arguments_name_the_key():
                       evaluate={"test": [(TEST[0][0][..., :2], TEST[0][1]), TEST[1]]})
     with pytest.raises(ParameterError, match="^replay_fraction:"):
         _run("replay", False, replay_fraction=0.0)
+
+
+def _numbered_stream(n: int) -> list:
+    """Two contexts of n windows; every value of window i of context c is 1000·c + i."""
+    out = []
+    for c in range(2):
+        x = np.broadcast_to((1000 * c + np.arange(n, dtype=np.float32))[:, None, None], (n, 5, 3))
+        out.append((np.ascontiguousarray(x), np.zeros((n, 5), int)))
+    return out
+
+
+def _recorded_replay_batches(monkeypatch, shuffle: bool) -> list[list[list[int]]]:
+    import esnfed_core.continual as continual
+
+    recorded = []
+
+    def record(res, batches, cfg):
+        recorded.append([[int(v) for v in b[:, 0, 0]] for b in batches])
+        return res
+
+    monkeypatch.setattr(continual, "ip_pass", record)
+    # 20 windows, fraction 0.5: the buffer holds all 10 windows of context 0 after it.
+    run_continual(RES, [_numbered_stream(10)], "replay", False, IPConfig(sigma=0.3, batch_size=4),
+                  budget=1, local_epochs=1, n_classes=2, seed=0, replay_fraction=0.5, replay_batch=2,
+                  replay_shuffle=shuffle)
+    return recorded
+
+
+def test_replay_batches_after_the_first_context_are_the_authors_in_order_batches(monkeypatch):
+    """Issue 12, item 3: for t > 0 batch k = current windows [4k, 4k+4) then buffer windows
+    [2k, 2k+2), in order; once the current side runs out, buffer windows alone."""
+    t0, t1 = _recorded_replay_batches(monkeypatch, shuffle=False)
+    assert sorted(v for b in t0 for v in b) == list(range(10))  # t = 0: a shuffled pass
+    assert t1 == [[1000, 1001, 1002, 1003, 0, 1], [1004, 1005, 1006, 1007, 2, 3], [1008, 1009, 4, 5],
+                  [6, 7], [8, 9]]
+
+
+def test_replay_shuffle_option_permutes_each_side(monkeypatch):
+    _, t1 = _recorded_replay_batches(monkeypatch, shuffle=True)
+    assert [len(b) for b in t1] == [6, 6, 4, 2, 2]
+    cur = [v for b in t1 for v in b if v >= 1000]
+    mem = [v for b in t1 for v in b if v < 1000]
+    assert sorted(cur) == list(range(1000, 1010)) and sorted(mem) == list(range(10))
+    assert cur != sorted(cur) or mem != sorted(mem)

@@ -229,3 +229,45 @@ def test_random_baseline_is_seeded_and_near_chance():
     # Chance level does not depend on the label distribution.
     constant = random_baseline(np.zeros((100, 200), np.int8), 4, seed=3)
     assert abs(float(constant.accuracy[0]) - 1 / 4) < 5 * np.sqrt(0.25 * 0.75 / 20_000)
+
+
+# ------------------------------------------------------------ readout.solver (issue 12, item 4)
+def _stats_from(s: np.ndarray, y: np.ndarray, n_classes: int) -> RidgeStats:
+    onehot = np.eye(n_classes)[y]
+    return RidgeStats(onehot.T @ s, s.T @ s, len(s), 1)
+
+
+def test_pinv32_is_numpy_pinv_in_float32():
+    rng = np.random.default_rng(3)
+    s = rng.standard_normal((400, 12))
+    stats = _stats_from(s, rng.integers(0, C, 400), C)
+    rcond = 12 * float(np.finfo(np.float32).eps)  # torch.linalg.pinv's default rtol
+    for lam in (1e-5, 0.5):
+        m32 = stats.b.astype(np.float32) + np.float32(lam) * np.eye(12, dtype=np.float32)
+        want = stats.a.astype(np.float32) @ np.linalg.pinv(m32, rcond=rcond)
+        got = solve(stats, lam, solver="pinv32")
+        assert got.dtype == np.float64 and got.shape == (C, 12)
+        np.testing.assert_array_equal(got, want.astype(np.float64))  # same computation, same shapes
+    grid = solve(stats, [1e-5, 0.5], solver="pinv32")
+    np.testing.assert_array_equal(grid[1], solve(stats, 0.5, solver="pinv32"))
+
+
+def test_pinv32_differs_from_cholesky_only_where_float32_cuts_the_spectrum():
+    rng = np.random.default_rng(4)
+    n = 20
+    # Nearly collinear columns: B's small eigenvalues (~5e-4) lie below pinv's float32 cut-off
+    # (n·eps32·λmax ≈ 2e-2) but above λ = 1e-5, so Cholesky keeps them and pinv32 drops them.
+    s = rng.standard_normal((500, 1)) @ np.ones((1, n)) + 1e-3 * rng.standard_normal((500, n))
+    stats = _stats_from(s, rng.integers(0, C, 500), C)
+    chol, pinv = solve(stats, 1e-5), solve(stats, 1e-5, solver="pinv32")
+    assert np.linalg.norm(chol - pinv) > 0.5 * np.linalg.norm(chol)
+    # Well conditioned: the two agree to float32 accuracy.
+    good = _stats_from(rng.standard_normal((500, n)), rng.integers(0, C, 500), C)
+    np.testing.assert_allclose(solve(good, 1.0, solver="pinv32"), solve(good, 1.0), rtol=1e-4, atol=1e-6)
+
+
+def test_unknown_solver_is_rejected():
+    rng = np.random.default_rng(5)
+    stats = _stats_from(rng.standard_normal((50, 4)), rng.integers(0, C, 50), C)
+    with pytest.raises(readout.ParameterError, match="^solver"):
+        solve(stats, 0.1, solver="qr")

@@ -74,10 +74,29 @@ def _entry(ds: str, method: str, pct: str) -> dict:
         "accuracy_matrix": None,
         "communication": _communication(ds, method, clients=int(pct) // 25 + 1),
         "config": {"units": N_UNITS[ds], "rounds": IP_ROUNDS},
-        "activation": {"edges": edges.tolist(),
-                       "density": [list(np.full(8, 0.5 + 0.1 * t)) for t in range(CONTEXTS[ds])]}
+        "activation": _activation(len(test), CONTEXTS[ds] if continual else 1, CONTEXTS[ds], edges)
         if ds == "wesad" and "ip" in method else None,
     }
+
+
+TEST_USERS = ["S4", "S6", "S10"]
+
+
+def _activation(retrains: int, models: int, contexts: int, edges: np.ndarray) -> dict:
+    """Densities 0.5 + 0.1·context (+ 0.01·user per user) with a ± spread over retrains whose
+    mean is 0: the mean over retrains is known exactly."""
+    bins = len(edges) - 1
+
+    def value(r, t, extra=0.0):
+        return 0.5 + 0.1 * t + extra + 0.02 * (r - (retrains - 1) / 2)
+
+    return {"edges": edges.tolist(), "users": TEST_USERS,
+            "models": "after_each_context" if models > 1 else "final",
+            "density": [[[[value(r, t)] * bins for t in range(contexts)] for _ in range(models)]
+                        for r in range(retrains)],
+            "user_density": [[[[[value(r, t, 0.01 * u)] * bins for t in range(contexts)]
+                               for u in range(len(TEST_USERS))] for _ in range(models)]
+                             for r in range(retrains)]}
 
 
 def write_assess(root: Path, skip: tuple[str, str] | None = None) -> None:
@@ -153,12 +172,17 @@ def test_ttest_groups_per_table(workdir):
     write_assess(workdir)
     _ok(["ttest"])
     comps = json.loads((workdir / "reports" / "ttest.json").read_text())["comparisons"]
-    # 2 methods: 1 comparison per (dataset, pct); 3 methods: 2; IncFed tables: 3 (test column).
+    # The pairs each paper compares, per (dataset, pct): 1 (proposed vs its baseline); the
+    # continual tables 2 (replay vs naive, replay vs joint); IncFed tables 1 (IncFed vs FedAvg,
+    # test column only).
     expected = {"esann": 8, "fedip": 8, "ip-centralized": 8, "fedclip": 16,
-                "clip-centralized": 16, "ijcnn-wesad": 12, "ijcnn-hhar": 12}
+                "clip-centralized": 16, "ijcnn-wesad": 4, "ijcnn-hhar": 4}
     assert {t: sum(c["table"] == t for c in comps) for t in expected} == expected
     fedclip = [c for c in comps if c["table"] == "fedclip"]
-    assert {c["a"] for c in fedclip} == {"fedclip-joint"}
+    assert {(c["a"], c["b"]) for c in fedclip} == {("fedclip-replay", "fedclip-naive"),
+                                                   ("fedclip-replay", "fedclip-joint")}
+    ijcnn = [c for c in comps if c["table"] == "ijcnn-wesad"]
+    assert {(c["a"], c["b"], c["column"]) for c in ijcnn} == {("incfed", "fedavg", "test")}
 
 
 def test_report_tables(built):
@@ -170,7 +194,8 @@ def test_report_tables(built):
         assert (tables / f"{spec.id}.csv").stat().st_size > 0
     md = (tables / "fedip.md").read_text()
     for line in ("Data source: synthetic", "budget: default", "seeds [0, 1, 2]",
-                 "Welch two-sided", "Date: 2023-11-14", "scipy "):
+                 "Welch t-test", "two-sided", "pairs the paper compares (proposed vs baseline): "
+                 "with-fedip vs without-fedip", "Date: 2023-11-14", "scipy "):
         assert line in md
     low = f"{statistics.fmean(LOW) * 100:.2f} ± {statistics.pstdev(LOW) * 100:.2f}"
     high = f"{statistics.fmean(HIGH) * 100:.2f} ± {statistics.pstdev(HIGH) * 100:.2f}"
@@ -184,14 +209,16 @@ def test_report_marks_follow_independent_tests(built):
     workdir = built[0]
     rows = _rows(workdir / "reports" / "tables" / "clip-centralized.csv")
     by = {r["method"]: r for r in rows if r["dataset"] == "hhar" and r["pct"] == "50"}
-    # joint (HIGH) is best; replay (WIDE) not significantly different, naive far below.
-    p_replay = scipy.stats.ttest_ind(HIGH, WIDE, equal_var=False).pvalue
-    p_naive = scipy.stats.ttest_ind(HIGH, SCORES["clip-naive"], equal_var=False).pvalue
-    assert p_replay > 0.05 and p_naive <= 0.05
+    # Pairs tested: replay (the proposed) vs naive and vs joint. joint (HIGH) and replay (WIDE)
+    # are not significantly different; naive is far below replay.
+    p_joint = scipy.stats.ttest_ind(WIDE, HIGH, equal_var=False).pvalue
+    p_naive = scipy.stats.ttest_ind(WIDE, SCORES["clip-naive"], equal_var=False).pvalue
+    assert p_joint > 0.05 and p_naive <= 0.05
     assert {m: by[m]["mark"] for m in by} == {"clip-joint": "italic", "clip-replay": "italic",
                                               "clip-naive": ""}
-    assert float(by["clip-replay"]["p_value"]) == pytest.approx(p_replay)
-    assert float(by["clip-joint"]["p_value"]) == pytest.approx(max(p_replay, p_naive))
+    assert float(by["clip-joint"]["p_value"]) == pytest.approx(p_joint)
+    assert float(by["clip-naive"]["p_value"]) == pytest.approx(p_naive)
+    assert float(by["clip-replay"]["p_value"]) == pytest.approx(max(p_joint, p_naive))
     assert by["clip-joint"]["n"] == "3"
     assert float(by["clip-joint"]["std"]) == pytest.approx(statistics.pstdev(HIGH) * 100)
 
@@ -238,7 +265,10 @@ def test_figures_and_plots(built):
     workdir = built[0]
     figs = sorted((workdir / "reports" / "figures").iterdir())
     assert [f.name for f in figs] == [
-        "activation-wesad-centralized.png", "activation-wesad-federated.png",
+        "activation-wesad-centralized.png", "activation-wesad-clip-contexts.png",
+        "activation-wesad-clip-shares.png", "activation-wesad-fedclip-contexts.png",
+        "activation-wesad-fedclip-shares.png", "activation-wesad-federated.png",
+        "activation-wesad-fedip-users.png", "activation-wesad-ip-users.png",
         "stream-hhar-centralized.png", "stream-hhar-federated.png",
         "stream-wesad-centralized.png", "stream-wesad-federated.png"]
     for f in figs:
@@ -248,7 +278,7 @@ def test_figures_and_plots(built):
     assert len(stream) == CONTEXTS["wesad"]
     assert float(stream[-1]["joint_25"]) == pytest.approx(statistics.fmean(HIGH) * 100)
     act = _rows(workdir / "reports" / "plots" / "activation-wesad-fedip.csv")
-    assert len(act) == 8 and float(act[0]["context4"]) == pytest.approx(0.9)
+    assert len(act) == 8 and float(act[0]["context4"]) == pytest.approx(0.9)  # mean over retrains
 
 
 def test_metrics_deterministic_and_dated_headers_reproducible(workdir, monkeypatch):
@@ -329,3 +359,41 @@ def test_help_explains_every_option():
         out = runner.invoke(app, [cmd, "--help"], env={"COLUMNS": "200"}).output
         for opt in options:
             assert opt in out
+
+
+def _equal_length_assess(root: Path, seeds_of: dict[str, list[int]] | None = None) -> None:
+    """Assess files whose methods all have 3 retrains on seeds [0, 1, 2] (paired tests)."""
+    write_assess(root)
+    for ds, method in required_inputs():
+        path = root / "runs" / "assess" / ds / f"{method}.json"
+        doc = json.loads(path.read_text())
+        for entry in doc["pcts"].values():
+            entry["test_accuracy"] = entry["test_accuracy"][:3]
+            entry["seeds"] = (seeds_of or {}).get(method, [0, 1, 2])
+            if entry["stream_accuracy"] is not None:
+                entry["stream_accuracy"] = entry["stream_accuracy"][:3]
+        path.write_text(json.dumps(doc))
+
+
+def test_paired_ttest_stage_uses_ttest_rel_and_says_so(workdir):
+    _equal_length_assess(workdir)
+    _ok(["ttest", "--variant", "paired"])
+    doc = json.loads((workdir / "reports" / "ttest.json").read_text())
+    assert doc["variant"] == "paired"
+    comp = next(c for c in doc["comparisons"] if c["table"] == "ip-centralized"
+                and c["dataset"] == "wesad" and c["pct"] == "25")
+    ref = scipy.stats.ttest_rel(WIDE[:3], LOW)
+    assert (comp["a"], comp["b"]) == ("ip", "ridge")
+    assert comp["t"] == pytest.approx(float(ref.statistic), rel=1e-12)
+    assert comp["p"] == pytest.approx(float(ref.pvalue), rel=1e-12)
+    _ok(["report"])
+    md = (workdir / "reports" / "tables" / "ip-centralized.md").read_text()
+    assert "paired t-test (scipy.stats.ttest_rel" in md and "with-ip vs without-ip" in md
+
+
+def test_paired_ttest_refuses_unpaired_retrains(workdir):
+    _equal_length_assess(workdir, {"fedip": [5, 6, 7]})
+    result = runner.invoke(app, ["ttest", "--variant", "paired"])
+    assert result.exit_code != 0
+    assert "fedip.json" in result.output and "seeds" in result.output
+    assert not (workdir / "reports" / "ttest.json").exists()

@@ -70,7 +70,11 @@ def test_assess_json_follows_the_contract(run_a, algo, strategy):
     assert set(doc["pcts"]) == set(PCTS)
     for pct, row in doc["pcts"].items():
         assert set(row) == {"seeds", "test_accuracy", "train_accuracy", "stream_accuracy", "accuracy_matrix",
-                            "communication", "config", "activation"}
+                            "communication", "config", "lambda", "activation"}
+        if algo == "random":
+            assert row["lambda"] is None
+        else:
+            assert len(row["lambda"]) == RETRAINS
         assert len(row["seeds"]) == len(set(row["seeds"])) == RETRAINS
         assert len(row["test_accuracy"]) == RETRAINS and all(0 <= a <= 1 for a in row["test_accuracy"])
         assert (row["train_accuracy"] is not None) == (algo in ("random", "ridge", "incfed", "fedavg"))
@@ -87,10 +91,18 @@ def test_assess_json_follows_the_contract(run_a, algo, strategy):
         else:
             assert row["stream_accuracy"] is None and row["accuracy_matrix"] is None
         if m.uses_ip:  # wesad is in assess.activation_datasets
-            dens = np.array(row["activation"]["density"])
-            edges = np.array(row["activation"]["edges"])
-            assert dens.shape == (3, len(edges) - 1) and edges[0] == -1 and edges[-1] == 1
+            act = row["activation"]
+            dens, users = np.array(act["density"]), np.array(act["user_density"])
+            edges = np.array(act["edges"])
+            models = 3 if m.continual else 1  # after each context / the final reservoir
+            assert act["users"] == TEST and act["models"] == ("after_each_context" if m.continual else "final")
+            assert dens.shape == (RETRAINS, models, 3, len(edges) - 1) and edges[0] == -1 and edges[-1] == 1
+            assert users.shape == (RETRAINS, models, len(TEST), 3, len(edges) - 1)
             np.testing.assert_allclose(dens @ np.diff(edges), 1.0)
+            np.testing.assert_allclose(users @ np.diff(edges), 1.0)
+            # Equal windows per user and context in the fixture: pooled = mean over the users.
+            np.testing.assert_allclose(dens, users.mean(axis=2), atol=1e-12)
+            assert not np.array_equal(dens[0], dens[1])  # every retrain, not the first one only
         else:
             assert row["activation"] is None
 

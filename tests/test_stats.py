@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from esnfed_core.stats import ParameterError, best_method, compare_to_best, marks, ttest
+from esnfed_core.stats import (
+    ParameterError, best_method, compare_pairs, compare_to_best, marks, pair_marks, ttest,
+)
 
 A = [0.70, 0.72, 0.71]
 B = [0.80, 0.79, 0.81]
@@ -64,7 +66,7 @@ def test_fewer_than_two_scores_gives_no_test(a, b):
     assert r.t is None and r.p is None and not r.significant
 
 
-@pytest.mark.parametrize("kwargs,name", [({"variant": "paired"}, "variant"), ({"alpha": 0.0}, "alpha"),
+@pytest.mark.parametrize("kwargs,name", [({"variant": "fisher"}, "variant"), ({"alpha": 0.0}, "alpha"),
                                          ({"alpha": 1.5}, "alpha")])
 def test_bad_options_name_the_parameter(kwargs, name):
     with pytest.raises(ParameterError, match=f"^{name}"):
@@ -103,3 +105,44 @@ def test_marks_three_methods():
 def test_untestable_comparison_is_italic():
     best, tests = compare_to_best({"a": [0.9], "b": A})
     assert marks(best, tests) == {"a": "italic", "b": "italic"}
+
+
+# ------------------------------------------------------------------ paired (issue 12, item 5)
+P_A = [0.70, 0.74, 0.69, 0.77, 0.72]
+P_B = [0.68, 0.735, 0.67, 0.76, 0.705]  # every retrain a little below A: pairing matters
+
+
+def test_paired_matches_scipy_ttest_rel():
+    ref = scipy.stats.ttest_rel(P_A, P_B)
+    r = ttest(P_A, P_B, "paired")
+    assert r.t == pytest.approx(float(ref.statistic), rel=1e-12)
+    assert r.p == pytest.approx(float(ref.pvalue), rel=1e-12)
+    # The same scores unpaired: the retrain-to-retrain spread hides the difference.
+    assert r.significant and not ttest(P_A, P_B, "welch").significant
+
+
+def test_paired_needs_equal_sizes_and_decides_constant_differences():
+    with pytest.raises(ParameterError, match="pair up"):
+        ttest(P_A, P_B[:4], "paired")
+    shifted = [v - 0.01 for v in P_A]
+    d = np.asarray(P_A) - np.asarray(shifted)
+    if np.ptp(d) == 0:  # exact in float64 only for some values: the rule applies then
+        r = ttest(P_A, shifted, "paired")
+        assert (r.t, r.p, r.significant) == (math.inf, 0.0, True)
+    r = ttest(P_A, P_A, "paired")
+    assert (r.t, r.p, r.significant) == (0.0, 1.0, False)
+    assert ttest([0.5], [0.4], "paired").p is None
+
+
+def test_pairs_test_only_the_given_pairs_and_mark_from_the_best():
+    scores = {"naive": [0.3, 0.32, 0.31], "replay": [0.80, 0.79, 0.81], "joint": [0.70, 0.72, 0.71]}
+    tests = compare_pairs(scores, [("replay", "naive"), ("replay", "joint"), ("replay", "absent")])
+    assert [(a, b) for a, b, _ in tests] == [("replay", "naive"), ("replay", "joint")]
+    ref = scipy.stats.ttest_ind(scores["replay"], scores["joint"], equal_var=False)
+    assert tests[1][2].p == pytest.approx(float(ref.pvalue), rel=1e-12)
+    assert pair_marks(["naive", "replay", "joint"], tests) == {"replay": "bold", "naive": "", "joint": ""}
+    # joint best: only replay was tested against it; naive gets no mark (never compared to joint).
+    scores["joint"] = [0.805, 0.80, 0.795]
+    tests = compare_pairs(scores, [("replay", "naive"), ("replay", "joint")])
+    assert pair_marks(["naive", "replay", "joint"], tests) == {"joint": "italic", "replay": "italic",
+                                                              "naive": ""}

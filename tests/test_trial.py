@@ -210,3 +210,25 @@ def test_pooling_users_keeps_one_state_block_alive():
     one = _peak_bytes(lambda: context_matrix([res], readouts[:1], ctx0, batch))
     two = _peak_bytes(lambda: context_matrix([res, res], readouts, ctx0, batch))
     assert two < one + block / 2, (one, two, block)
+
+
+@pytest.mark.parametrize("method", [m for m in METHODS if m != "random"])
+def test_the_solver_setting_reaches_every_readout_solve(data, method, monkeypatch):
+    """readout.solver: pinv32 solves every readout of every method with numpy's pinv (the
+    authors' numerics) and the default Cholesky never calls it (issue 12, item 4)."""
+    from dataclasses import replace
+
+    calls = []
+    real = np.linalg.pinv
+
+    def spy(m, *args, **kwargs):
+        calls.append(m.dtype)
+        return real(m, *args, **kwargs)
+
+    monkeypatch.setattr(np.linalg, "pinv", spy)
+    m = Method.parse(method)
+    cfg = {**IP_CFG, "budget": 1, "local_epochs": 1} if m.uses_ip else dict(CFG)
+    fit(method, cfg, 3, data, SETTINGS)
+    assert calls == []
+    fit(method, cfg, 3, data, replace(SETTINGS, solver="pinv32"))
+    assert calls and set(calls) == {np.dtype(np.float32)}

@@ -143,13 +143,13 @@ def _fit_batch(m: Method, configs, seeds, data: TrialData, settings: Settings, s
         lambdas = [float(cfg["lambda"])] if "lambda" in cfg else [float(x) for x in settings.lambdas]
         fed_ledgers: list[CommLedger] = []
         if m.algo in ("ridge", "ip"):
-            readouts = solve(sum(cs[i] for cs in client_stats), lambdas)
+            readouts = solve(sum(cs[i] for cs in client_stats), lambdas, settings.solver)
         else:
-            clients = clients_of(data, settings.batch_size, StatsOnceClient)
+            clients = clients_of(data, settings, StatsOnceClient)
             for c, cs in zip(clients, client_stats):
                 c.preset(res, StatsMessage(cs[i]))
             if m.algo in ("incfed", "fedip"):
-                readouts = incfed(res, clients, lambdas, ledger=ledgers[i]).readouts
+                readouts = incfed(res, clients, lambdas, ledger=ledgers[i], solver=settings.solver).readouts
             else:
                 fed_ledgers = [CommLedger() for _ in lambdas]
                 readouts = np.stack([fedavg(res, clients, lam, ledger=lg) for lam, lg in zip(lambdas, fed_ledgers)])
