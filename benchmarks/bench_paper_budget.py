@@ -3,7 +3,7 @@ from measured costs per window-step of the three kernels a trial is made of (sta
 statistics, evaluation of the λ grid, one IP epoch), and a check of the projection against one
 full paper-size trial.
 
-    .venv/bin/python benchmarks/bench_paper_budget.py [--budget paper|reduced] [--check] [--repeats 3]
+    .venv/bin/python benchmarks/bench_paper_budget.py [--budget paper reduced] [--check] [--repeats 3]
 
 Each kernel runs in this process with 1 BLAS thread (as a runner worker does) on random inputs of
 the real shapes (WESAD: 700 steps x 8 channels; HHAR: 200 x 6), for every reservoir size of the
@@ -179,38 +179,41 @@ def main() -> None:
     ap.add_argument("--windows", type=int, default=64, help="windows per kernel measurement")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--check", action="store_true", help="also time one paper-size ridge trial")
-    ap.add_argument("--budget", default="paper", help="entry of budgets in params.yaml (default: paper)")
+    ap.add_argument("--budget", nargs="+", default=["paper"],
+                    help="entries of budgets in params.yaml, projected from one measurement (default: paper)")
     ap.add_argument("--params", type=Path, default=PARAMS)
     ap.add_argument("--cores", type=int, nargs="+", default=[2, 16], help="wall time shown for these core counts")
     args = ap.parse_args()
     params = yaml.safe_load(args.params.read_text())
-    if args.budget not in params.get("budgets", {}):
-        raise SystemExit(f"{args.params}: budgets.{args.budget}: no such budget")
-    budget = budget_settings(params, args.budget)
+    for name in args.budget:
+        if name not in params.get("budgets", {}):
+            raise SystemExit(f"{args.params}: budgets.{name}: no such budget")
+    budgets = {name: budget_settings(params, name) for name in args.budget}
     blas = {i["internal_api"]: i.get("version") for i in threadpool_info()}
-    print(f"budget {args.budget}: {budget['trials']} trials, {budget['retrains']} retrains; numpy {np.__version__}, "
-          f"BLAS {blas}, 1 BLAS thread, {args.windows} windows, median of {args.repeats}")
-    total = 0.0
+    print(f"numpy {np.__version__}, BLAS {blas}, 1 BLAS thread, {args.windows} windows, median of {args.repeats}")
     costs_by_ds = {}
-    for ds, d in DATA.items():
-        cost = {n: kernel_costs(ds, n, args.windows, args.repeats) for n in budget["units"][ds]}
-        costs_by_ds[ds] = cost
+    for ds in DATA:
+        units = sorted({n for b in budgets.values() for n in b["units"][ds]})
+        costs_by_ds[ds] = cost = {n: kernel_costs(ds, n, args.windows, args.repeats) for n in units}
         print(f"\n{ds}: µs per window-step (1 thread)")
         print("| units | stats pass | eval (7 λ) | IP epoch |")
         print("|---|---|---|---|")
         for n, c in cost.items():
             print(f"| {n} | {c['stats'] * 1e6:.2f} | {c['eval'] * 1e6:.2f} | {c['ip_epoch'] * 1e6:.2f} |")
-        proj = project(ds, cost, budget)
-        print(f"\n{ds}: projected CPU hours per method ({args.budget} budget, all shares)")
-        print("| method | CPU h |")
-        print("|---|---|")
-        for m, s in sorted(proj.items(), key=lambda kv: -kv[1]):
-            print(f"| {m} | {s / 3600:.1f} |")
-        sub = sum(proj.values())
-        total += sub
-        print(f"| **{ds} total** | **{sub / 3600:.1f}** |")
-    print(f"\nall: {total / 3600:.0f} CPU hours; wall time "
-          + ", ".join(f"{total / 3600 / c:.1f} h ({total / 3600 / c / 24:.1f} days) on {c} cores" for c in args.cores))
+    for name, budget in budgets.items():
+        print(f"\nbudget {name}: {budget['trials']} trials, {budget['retrains']} retrains; "
+              "projected CPU hours per method (all shares)")
+        proj = {ds: project(ds, costs_by_ds[ds], budget) for ds in DATA}
+        print("| method | " + " | ".join(f"{ds} CPU h" for ds in DATA) + " |")
+        print("|---" * (len(DATA) + 1) + "|")
+        for m in sorted(proj["wesad"], key=lambda m: -proj["wesad"][m]):
+            print(f"| {m} | " + " | ".join(f"{proj[ds][m] / 3600:.1f}" for ds in DATA) + " |")
+        subs = {ds: sum(p.values()) for ds, p in proj.items()}
+        print("| **total** | " + " | ".join(f"**{subs[ds] / 3600:.1f}**" for ds in DATA) + " |")
+        total = sum(subs.values())
+        print(f"{name}: {total / 3600:.0f} CPU hours; wall time "
+              + ", ".join(f"{total / 3600 / c:.1f} h ({total / 3600 / c / 24:.1f} days) on {c} cores"
+                          for c in args.cores))
     if args.check and 400 in costs_by_ds["wesad"]:
         measured, predicted = check(costs_by_ds["wesad"])
         print(f"\ncheck, one ridge trial WESAD 25 % N=400: measured {measured:.1f} s, "

@@ -7,6 +7,13 @@ Index restarting per recording and out of order inside arrival batches, literal 
 between activities, quantisation steps, ±1 % rate jitter and dropped samples. Every device copy
 samples one shared, closed-form body motion per user at its own times, so the devices agree the
 way real co-worn devices do, while the mounting orientation, calibration and noise differ.
+
+What makes the activities learnable across users is what makes the real ones so: each activity
+has its own motion (gait at the step frequency with its harmonics, slower with a push and a
+forward lean on stairs up, heel-strike jolts on stairs down, pedalling with road vibration on the
+bike) and its own posture, i.e. where gravity points in the device frame; the biomechanics (how
+the axes move together, how the pouch and the strap sit) are shared by everyone, and each user
+varies them a little (amplitude ×0.8–1.2, cadence 1.7–2.0 Hz, postures and axis phases).
 Every random draw comes from a numpy Generator seeded by (seed, user, device, sensor): the same
 seed gives the same bytes, whatever the order of generation.
 """

@@ -1,5 +1,10 @@
 """Synthetic WESAD in the original layout (WESAD/S<k>/S<k>.pkl as a Python 2 pickle, plus quest and
-readme files): plausible chest and wrist physiology per condition, deterministic from a seed."""
+readme files): plausible chest and wrist physiology per condition, deterministic from a seed.
+
+Each subject has their own baselines and condition responses (DATA-FACTS D: between-subject
+spread larger than the effects); what the cohort shares (sensor placement, the way posture
+changes between conditions) is one draw per seed, so that a model trained on more subjects
+generalises better to new ones, as in the published tables."""
 
 from __future__ import annotations
 
