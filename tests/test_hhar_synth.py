@@ -171,5 +171,7 @@ def test_learnable_but_not_trivial(processed):
     acc_train = np.mean((s_tr @ w.T).argmax(1) == y_tr)
     acc_test = np.mean((s_te @ w.T).argmax(1) == y_te)
     chance = np.bincount(y_te).max() / len(y_te)
-    assert acc_test > 2 * chance  # learnable from simple features, across users
+    # learnable from simple features, across users: 59 % here (33 % when each user's phone sat in
+    # the pouch at any orientation and moved its axes with unrelated phases)
+    assert acc_test > 2.5 * chance
     assert acc_test < 0.9 and acc_train < 0.95  # but not trivially separable
