@@ -386,13 +386,16 @@ def tables(results: list[dict], costs: dict, dev_name: str) -> str:
     total = 0.0
     proj_lines = ["\n### Paper budget projected (bench_paper_budget.project on these costs)\n",
                   "| dataset | GPU hours | heaviest methods |", "|---|---|---|"]
+    import yaml  # noqa: PLC0415
+
+    paper = budget.budget_settings(yaml.safe_load(budget.PARAMS.read_text()), "paper")
     for ds, cost in costs.items():
         for n, c in cost.items():
             lines.append(f"| {ds} | {n} | {c['stats'] * 1e9:.2f} | {c['eval'] * 1e9:.2f} | {c['ip_epoch'] * 1e9:.2f} |")
         if set(cost) != set(budget.DATA[ds]["units"]):
             proj_lines.append(f"| {ds} | (missing sizes: no projection) | |")
             continue
-        proj = budget.project(ds, cost)
+        proj = budget.project(ds, cost, paper)
         sub = sum(proj.values()) / 3600
         total += sub
         top = ", ".join(f"{m} {s / 3600:.2f}" for m, s in sorted(proj.items(), key=lambda kv: -kv[1])[:3])

@@ -284,7 +284,7 @@ SYNTHETIC = {
 SYNTHETIC_KEYS = {"wesad": ("seed", "scale", "protocol"),
                   "hhar": ("seed", "seconds_per_activity", "gap_seconds", "watch_duty")}
 PREPROCESS_KEYS = {"wesad": ("modality", "window", "wrist_rate", "contexts", "subjects"),
-                   "hhar": ("devices", "target_rate", "window", "join_tolerance_ms")}
+                   "hhar": ("devices", "target_rate", "window", "join_tolerance_ms", "drop_null")}
 
 SCHEMA = Fields(optional={
     "seed": SEED,

@@ -31,13 +31,18 @@ def _head_root(tmp_path: Path) -> Path:
 # ----------------------------------------------------------------------------------------------
 # An independent implementation of PROTOCOL §1 with pandas (as the authors' code is written)
 # ----------------------------------------------------------------------------------------------
-def reference(folder: Path, devices: list[str], rates: dict, target=100, window=200, tol=5):
+def reference(folder: Path, devices: list[str], rates: dict, target=100, window=200, tol=5,
+              drop_null="at_read"):
+    """``drop_null`` "at_read": the authors' order (`dropna(subset=['gt'])` right after reading);
+    "after_decimation": the NaN labels go through the join and the copy choice, dropped with
+    the NaN rows after decimation."""
     frames = {}
     for kind in ("Phones", "Watch"):
         for sensor in ("accelerometer", "gyroscope"):
             path = folder / f"{kind}_{sensor}.csv"
             if path.exists():
-                frames[(kind, sensor)] = pd.read_csv(path)  # pandas' default: `null` -> NaN
+                frame = pd.read_csv(path)  # pandas' default: `null` -> NaN
+                frames[(kind, sensor)] = frame.dropna(subset=["gt"]) if drop_null == "at_read" else frame
     out = {}
     for ci, dev in enumerate(devices):
         kind = "Watch" if dev in ("gear", "lgwatch") else "Phones"
@@ -117,25 +122,84 @@ def test_real_rows_parse_with_their_quirks(tmp_path):
 def test_real_rows_match_independent_pandas_pipeline(tmp_path):
     root = _head_root(tmp_path)
     rates = hhar.DEFAULT_PARAMS["rates"]
-    for devices in (["nexus4"], ["gear"], ["nexus4", "gear"]):
-        results = list(hhar.preprocess_hhar(root, {"devices": devices}))
-        _assert_matches_reference(results, reference(HEAD, devices, rates))
-    user, data, info = results[0]
+    for drop_null in ("at_read", "after_decimation"):
+        for devices in (["nexus4"], ["gear"], ["nexus4", "gear"]):
+            results = list(hhar.preprocess_hhar(root, {"devices": devices, "drop_null": drop_null}))
+            _assert_matches_reference(results, reference(HEAD, devices, rates, drop_null=drop_null))
+    # the default is the authors' order
+    default = list(hhar.preprocess_hhar(root, {"devices": ["nexus4", "gear"]}))
+    _assert_matches_reference(default, reference(HEAD, ["nexus4", "gear"], rates, drop_null="at_read"))
+    user, data, info = default[0]
     assert user == "a" and data.x.dtype == np.float32 and data.y.dtype == np.int8
     assert info["windows_per_device"] == [info["devices"][d]["rows_kept"] // 200 for d in ("nexus4", "gear")]
-    # nexus4 at 200 Hz keeps every other row; gear's 344 `null` rows are dropped after decimation
+    # nexus4 at 200 Hz keeps every other row; gear's 344 `null` rows are dropped before the join
     assert info["devices"]["nexus4"]["rows_decimated"] == info["devices"]["nexus4"]["rows_joined"] // 2
     assert info["devices"]["gear"]["rows_kept"] <= 10_000 - 344
+    watch = hhar.read_streams(hhar.locate_source(root), "Watch_accelerometer", ["gear"], drop_null=True)
+    assert len(watch.streams[("a", "gear", "gear_1")]) == watch.rows_kept == 10_000 - 344
 
 
-def test_drop_null_at_read_variant_on_real_rows(tmp_path):
+def test_drop_null_orders_on_real_rows(tmp_path):
     root = _head_root(tmp_path)
-    at_read = list(hhar.preprocess_hhar(root, {"devices": ["gear"], "drop_null": "at_read"}))[0]
-    after = list(hhar.preprocess_hhar(root, {"devices": ["gear"]}))[0]
+    at_read = list(hhar.preprocess_hhar(root, {"devices": ["gear"]}))[0]
+    after = list(hhar.preprocess_hhar(root, {"devices": ["gear"], "drop_null": "after_decimation"}))[0]
+    gear_read, gear_after = at_read[2]["devices"]["gear"], after[2]["devices"]["gear"]
+    # at read, the 344 `null` rows never reach the join nor the copy choice's NaN fraction
+    assert gear_after["rows_joined"] - gear_read["rows_joined"] >= 344
+    assert gear_read["nan_fraction"]["gear_1"] < gear_after["nan_fraction"]["gear_1"]
+    assert gear_after["nan_fraction"]["gear_1"] >= 344 / gear_after["rows_joined"]
     # gear is at 100 Hz, so decimation keeps every row and both orders keep the same rows
     # except the last one (decimation stops below len - 1)
-    assert at_read[2]["devices"]["gear"]["rows_joined"] < after[2]["devices"]["gear"]["rows_joined"]
     assert abs(at_read[1].windows - after[1].windows) <= 1
+
+
+def test_drop_null_order_changes_copy_and_decimation_phase(tmp_path):
+    """A recording where the two orders disagree: copy 1 is complete but a third of its rows are
+    `null`; copy 2 has no `null` rows but misses the gyroscope on a tenth of them. Dropping at read
+    (the authors' order) keeps copy 1; dropping after decimation counts the `null` rows as missing
+    and keeps copy 2. Copy 1's 41 `null` rows (an odd count) also shift the 200 Hz decimation."""
+    folder = tmp_path / "raw" / "HHAR" / FOLDER
+    n = 120
+    acc, gyro = [], []
+    for k in range(n):
+        t = 1000 + 5 * k
+        gt = "null" if 40 <= k < 81 else ("walk" if k < 40 else "sit")
+        acc.append(_row(k, t, np.sin(k), np.cos(0.3 * k), k % 7, gt=gt))
+        gyro.append(_row(k, t + 1, np.sin(0.7 * k), k % 5, np.cos(k), gt=gt))
+        acc.append(_row(k, t, np.cos(k), np.sin(0.2 * k), k % 4, device="nexus4_2", gt="bike"))
+        if k % 10:  # copy 2: no gyroscope on every tenth row -> NaN fraction 0.1 after the join
+            gyro.append(_row(k, t + 1, np.sin(0.5 * k), k % 3, np.cos(2 * k), device="nexus4_2", gt="bike"))
+    _write(folder, "Phones_accelerometer", acc)
+    _write(folder, "Phones_gyroscope", gyro)
+    rates = hhar.DEFAULT_PARAMS["rates"]
+    p = {"devices": ["nexus4"], "window": 10}
+    default = list(hhar.preprocess_hhar(tmp_path / "raw", p))
+    after = list(hhar.preprocess_hhar(tmp_path / "raw", {**p, "drop_null": "after_decimation"}))
+    assert default[0][2]["devices"]["nexus4"]["copy"] == "nexus4_1"
+    assert after[0][2]["devices"]["nexus4"]["copy"] == "nexus4_2"
+    _assert_matches_reference(default, reference(folder, ["nexus4"], rates, window=10, drop_null="at_read"))
+    _assert_matches_reference(after, reference(folder, ["nexus4"], rates, window=10,
+                                               drop_null="after_decimation"))
+    # the decimation phase: at read, copy 1's kept rows 0..39, 81..119 are decimated together,
+    # so after row 38 comes row 81 (the 41st kept row is the 40th index, even); dropping after
+    # decimation with copy 1 forced (copy 2 removed) keeps the even rows 0..38, 82..118 instead
+    single = [r for r in gyro if "nexus4_2" not in r]
+    _write(folder, "Phones_gyroscope", single)
+    _write(folder, "Phones_accelerometer", [r for r in acc if "nexus4_2" not in r])
+    (_, d_read, i_read), = hhar.preprocess_hhar(tmp_path / "raw", p)
+    (_, d_after, i_after), = hhar.preprocess_hhar(tmp_path / "raw", {**p, "drop_null": "after_decimation"})
+    assert i_read["devices"]["nexus4"]["rows_joined"] == n - 41
+    assert i_after["devices"]["nexus4"]["rows_joined"] == n
+    assert not np.allclose(d_read.x[:, :, 2], d_after.x[:, :, 2])
+    read = [k for k in range(n) if not 40 <= k < 81]
+    kept_read = [read[i] for i in range(0, len(read) - 1, 2)]
+    kept_after = [k for k in range(0, n - 1, 2) if not 40 <= k < 81]
+    assert 81 in kept_read and 82 in kept_after and 81 not in kept_after
+    acc_z = np.array([k % 7 for k in range(n)], dtype=float)
+    for d, kept in ((d_read, kept_read), (d_after, kept_after)):
+        rows = acc_z[kept][: d.windows * 10]
+        np.testing.assert_allclose(d.x[:, :, 2].ravel(), (rows - acc_z[kept].mean()) / acc_z[kept].std(),
+                                   atol=1e-5)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -214,7 +278,7 @@ def test_join_choose_decimate_normalise_window_by_hand(tmp_path):
     assert hhar.choose_copy({"nexus4_1": j2, "nexus4_2": j2})[0] == "nexus4_1"  # tie: copy 1
 
     # decimation at 200 Hz over 10 rows: rows 0, 2, 4, 6, 8; row 4 is `null` and dropped
-    params = {"devices": ["nexus4"], "window": 2}
+    params = {"devices": ["nexus4"], "window": 2, "drop_null": "after_decimation"}
     (user, data, info), = hhar.preprocess_hhar(tmp_path / "raw", params)
     kept = [0, 2, 6, 8]
     raw = np.c_[np.arange(1, 10), 10 * np.arange(1, 10), np.arange(1, 10) ** 2,
@@ -240,10 +304,14 @@ def test_max_nan_fraction_skips_a_device(tmp_path):
     gyro = [_row(k, 1001 + 5 * k, k % 4, k % 6, k % 9) for k in range(1000)]
     _write(folder, "Phones_accelerometer", acc)
     _write(folder, "Phones_gyroscope", gyro)
-    (_, data, info), = hhar.preprocess_hhar(tmp_path / "raw", {"devices": ["nexus4"]})
+    p = {"devices": ["nexus4"], "drop_null": "after_decimation"}  # the `null` rows count as missing
+    (_, data, info), = hhar.preprocess_hhar(tmp_path / "raw", p)
     assert data.windows == 2 and info["devices"]["nexus4"]["nan_fraction"]["nexus4_1"] == pytest.approx(0.1)
-    (_, data, info), = hhar.preprocess_hhar(tmp_path / "raw", {"devices": ["nexus4"], "max_nan_fraction": 0.1})
+    (_, data, info), = hhar.preprocess_hhar(tmp_path / "raw", {**p, "max_nan_fraction": 0.1})
     assert data.windows == 0 and "skipped" in info["devices"]["nexus4"]
+    # dropped at read (the default), they are not missing values: the device is kept
+    (_, data, info), = hhar.preprocess_hhar(tmp_path / "raw", {"devices": ["nexus4"], "max_nan_fraction": 0.1})
+    assert data.windows > 0 and "skipped" not in info["devices"]["nexus4"]
 
 
 # ----------------------------------------------------------------------------------------------

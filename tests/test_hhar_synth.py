@@ -127,7 +127,8 @@ def test_round_trip_through_the_reader(processed):
         assert min(info["windows_per_device"]) >= 8
         for d, entry in info["devices"].items():
             assert entry["copy"] in (f"{d}_1", f"{d}_2")
-            assert 0 < entry["nan_fraction"][entry["copy"]] < 0.3  # the `null` gaps, a few lonely rows
+            # `null` rows go at read: only the join's unmatched rows are missing (up to 13 % here)
+            assert 0 < entry["nan_fraction"][entry["copy"]] < 0.3
         # z-scored per device over all kept rows: the windows hold all but a tail of < 200 rows
         for c in range(4):
             x = data.x[data.context == c].reshape(-1, 6)
@@ -171,5 +172,7 @@ def test_learnable_but_not_trivial(processed):
     acc_train = np.mean((s_tr @ w.T).argmax(1) == y_tr)
     acc_test = np.mean((s_te @ w.T).argmax(1) == y_te)
     chance = np.bincount(y_te).max() / len(y_te)
-    assert acc_test > 2 * chance  # learnable from simple features, across users
+    # learnable from simple features, across users: 59 % here (33 % when each user's phone sat in
+    # the pouch at any orientation and moved its axes with unrelated phases)
+    assert acc_test > 2.5 * chance
     assert acc_test < 0.9 and acc_train < 0.95  # but not trivially separable

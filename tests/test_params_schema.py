@@ -75,7 +75,7 @@ CASES = {
     "alpha outside (0, 1)": (lambda p: p["ttest"].update(alpha=1.5), "ttest.alpha: must be < 1.0, got 1.5"),
     "n_jobs 0": (lambda p: p["runner"].update(n_jobs=0), "runner.n_jobs: must not be 0, got 0"),
     "unknown budget": (lambda p: p.update(budget="huge"),
-                       "budget: expected one of default, paper (the entries of budgets), got 'huge'"),
+                       "budget: expected one of default, paper, reduced (the entries of budgets), got 'huge'"),
     "unknown backend": (lambda p: p["runner"].update(backend="dask"),
                         "runner.backend: expected one of loky, sequential, ray, got 'dask'"),
     "share not 25/50/75/100": (lambda p: p["report"].update(activation_pct=30),

@@ -211,13 +211,21 @@ def test_trial_modules_cover_everything_a_trial_imports(method):
     assert ("esnfed_core.plasticity" in loaded) == m.uses_ip
 
 
-def test_paper_budget_builds_every_method_space():
+@pytest.mark.parametrize("budget, size", [("paper", (100, 5)), ("reduced", (20, 3))])
+def test_paper_and_reduced_budgets_build_every_method_space(budget, size):
     params = small_params()
-    params["budget"] = "paper"
+    params["budget"] = budget
     exp = experiment_params(params)
-    assert (exp.trials, exp.retrains) == (100, 5)
+    assert (exp.trials, exp.retrains) == size
     for ds in ("wesad", "hhar"):
         for mid in ("ridge", "incfed", "fedavg", "ip", "fedip"):
             m = Method.parse(mid)
             assert {d.name for d in exp.method_space(ds, m)} == set(m.config_keys)
     assert exp.n_trials(Method("random")) == 1
+
+
+def test_reduced_budget_has_the_paper_spaces():
+    budgets = small_params()["budgets"]
+    assert budgets["reduced"]["space"] == budgets["paper"]["space"]
+    assert budgets["reduced"]["trials"] < budgets["paper"]["trials"]
+    assert budgets["reduced"]["retrains"] < budgets["paper"]["retrains"]

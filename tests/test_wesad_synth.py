@@ -200,3 +200,21 @@ def test_classes_are_learnable_but_not_trivially(processed):
     acc = float((np.argmax(add1(xte) @ w, axis=1) == yte).mean())
     majority = np.bincount(yte).max() / yte.size
     assert majority + 0.15 < acc < 0.95, acc
+
+
+def test_more_training_subjects_generalise_better(processed):
+    """The same ridge classifier trained on the nested training subsets of PROTOCOL §1 (3, 5, 7, 9
+    subjects): every larger subset beats the 3-subject one on the test subjects, because subjects
+    share how the sensors sit and how posture changes between conditions but each varies them
+    (with a random posture change per subject, as before, accuracy stayed flat: 60.4 -> 60.9 %)."""
+    test = ["S4", "S6", "S10"]
+    subsets = [["S2", "S5", "S7"], ["S8", "S11"], ["S13", "S15"], ["S16", "S17"]]
+    xte, yte = map(np.concatenate, zip(*[_features(processed[u]) for u in test]))
+    add1 = lambda x: np.c_[x, np.ones(len(x))]  # noqa: E731
+    accs, train = [], []
+    for extra in subsets:
+        train += extra
+        xtr, ytr = map(np.concatenate, zip(*[_features(processed[u]) for u in train]))
+        w = np.linalg.solve(add1(xtr).T @ add1(xtr) + np.eye(xtr.shape[1] + 1), add1(xtr).T @ np.eye(4)[ytr])
+        accs.append(float((np.argmax(add1(xte) @ w, axis=1) == yte).mean()))
+    assert min(accs[1:]) > accs[0] + 0.04, accs

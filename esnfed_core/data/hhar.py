@@ -5,8 +5,9 @@ Pipeline per user and device model: chunked CSV reading with explicit dtypes, ke
 of the requested models; per physical copy (`nexus4_1`, `nexus4_2`) a nearest as-of join of
 gyroscope onto accelerometer rows on Arrival_Time within the tolerance, unmatched gyroscope rows
 appended; the copy whose worst column has the lower NaN fraction is kept (tie: copy 1); index
-decimation to the target rate; rows with any NaN (and `null` activity) dropped; per-column z-score;
-non-overlapping windows, tail dropped.
+decimation to the target rate; rows with any NaN dropped; per-column z-score; non-overlapping
+windows, tail dropped. `null`-activity rows are dropped as the files are read, before the join
+(as the authors' code), or with ``drop_null: after_decimation`` together with the NaN rows.
 
 Memory: only the kept models' rows of one sensor pair (phones, then watches) are held at a time,
 33 bytes per row (int64 time, 3 float64 values, int8 label), plus one CSV chunk.
@@ -19,9 +20,12 @@ Params (``params["preprocess"]["hhar"]`` in params.yaml; missing keys take these
   window             200     steps per window
   join_tolerance_ms  5       as-of join tolerance on Arrival_Time (inclusive)
   chunk_rows         500000  CSV rows per chunk (memory/speed trade-off only)
-  drop_null          after_decimation | at_read   when `null`-activity rows go: PROTOCOL drops them
-                     with the NaN rows after decimation; the authors' published code (vdecaro/
-                     federated-esn data/hhar.py) drops them when reading, before the join
+  drop_null          at_read | after_decimation   when `null`-activity rows go. at_read (default, as
+                     the authors' code, vdecaro/federated-esn data/hhar.py: pandas reads `null` as
+                     NaN and `dropna(subset=['gt'])` runs at load): before the join, so they take no
+                     part in the copy choice or the decimation phase. after_decimation: kept through
+                     the join (counted in the copy choice's NaN fraction, shifting the decimation
+                     phase) and dropped with the NaN rows after decimation
   max_nan_fraction   1.0     skip a user-device whose kept copy has a worst-column NaN fraction
                      >= this (the authors' code: 0.1); 1.0 never skips
   std_ddof           0       0 = population std (PROTOCOL); 1 = pandas' default in the authors' code
@@ -76,7 +80,7 @@ DEFAULT_PARAMS: dict = {
     "window": 200,
     "join_tolerance_ms": 5,
     "chunk_rows": 500_000,
-    "drop_null": "after_decimation",
+    "drop_null": "at_read",
     "max_nan_fraction": 1.0,
     "std_ddof": 0,
 }
@@ -368,13 +372,8 @@ def read_streams(source: HharSource, name: str, models, *, chunk_rows: int = 500
             raise DataError(f"{disp}: line {rows[r] + 2}, column gt: unknown activity "
                             f"{quote(chunk['gt'].to_numpy()[keep][r])} (expected one of {', '.join(CLASSES)}, null)")
         time = chunk["Arrival_Time"].to_numpy()[keep]
-        if drop_null:
-            labelled = label >= 0
-            time, values, label, rows = time[labelled], values[labelled], label[labelled], rows[labelled]
         cats = [chunk[c].cat for c in ("User", "Model", "Device")]
         codes = [c.codes.to_numpy()[keep].astype(np.int64) for c in cats]
-        if drop_null:
-            codes = [c[labelled] for c in codes]
         sizes = [len(c.categories) for c in cats]
         key = (codes[0] * sizes[1] + codes[1]) * sizes[2] + codes[2]
         uniq, inverse = np.unique(key, return_inverse=True)
@@ -386,8 +385,10 @@ def read_streams(source: HharSource, name: str, models, *, chunk_rows: int = 500
                      cats[1].categories[(k // sizes[2]) % sizes[1]],
                      cats[2].categories[k % sizes[2]])
             sel = order[bounds[j]:bounds[j + 1]]
+            if drop_null:  # a recording of `null` rows only stays, empty, so it is reported
+                sel = sel[label[sel] >= 0]
             parts.setdefault(names, []).append((time[sel], values[sel], label[sel]))
-        out.rows_kept += int(time.size)
+            out.rows_kept += int(sel.size)
     while parts:  # popping frees each recording's pieces once joined: peak = data + one recording
         key_names, chunks = parts.popitem()
         out.streams[key_names] = Stream(np.concatenate([c[0] for c in chunks]),

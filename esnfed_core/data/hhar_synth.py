@@ -7,6 +7,13 @@ Index restarting per recording and out of order inside arrival batches, literal 
 between activities, quantisation steps, ±1 % rate jitter and dropped samples. Every device copy
 samples one shared, closed-form body motion per user at its own times, so the devices agree the
 way real co-worn devices do, while the mounting orientation, calibration and noise differ.
+
+What makes the activities learnable across users is what makes the real ones so: each activity
+has its own motion (gait at the step frequency with its harmonics, slower with a push and a
+forward lean on stairs up, heel-strike jolts on stairs down, pedalling with road vibration on the
+bike) and its own posture, i.e. where gravity points in the device frame; the biomechanics (how
+the axes move together, how the pouch and the strap sit) are shared by everyone, and each user
+varies them a little (amplitude ×0.8–1.2, cadence 1.7–2.0 Hz, postures and axis phases).
 Every random draw comes from a numpy Generator seeded by (seed, user, device, sensor): the same
 seed gives the same bytes, whatever the order of generation.
 """
@@ -100,20 +107,29 @@ def _session(seed: int, u: int, seconds: float, gap: float) -> _Session:
     durs.append(gap * rng.uniform(0.8, 1.2))
     acts.append(-1)
     bounds = np.concatenate([[0.0], np.cumsum(durs)])
+    # postures (pitch forward, roll left; rad) of the waist pouch and of the forearm per activity:
+    # the activities differ by where gravity points as much as by their motion (DATA-FACTS D)
     phone_pose = np.zeros((6, 2))
-    stand_p = rng.uniform(-0.1, 0.1)
-    phone_pose[0] = [stand_p, rng.uniform(-0.08, 0.08)]
-    phone_pose[1] = [rng.uniform(0.55, 1.05), rng.uniform(-0.35, 0.35)]  # seated: pouch tilts
-    lean = rng.uniform(0.04, 0.14)
-    phone_pose[2] = [stand_p + lean, phone_pose[0, 1]]
-    phone_pose[3] = [stand_p + lean + rng.uniform(0.08, 0.2), phone_pose[0, 1]]  # leaning into the stairs
-    phone_pose[4] = [stand_p + lean - rng.uniform(0.05, 0.15), phone_pose[0, 1]]
-    phone_pose[5] = [rng.uniform(0.3, 0.65), rng.uniform(-0.2, 0.2)]
+    stand_p, stand_r = rng.uniform(-0.1, 0.1), rng.uniform(-0.08, 0.08)
+    phone_pose[0] = [stand_p, stand_r]
+    phone_pose[1] = [stand_p - rng.uniform(0.5, 0.8), stand_r + rng.uniform(-0.2, 0.2)]  # seated: pelvis tilts back
+    lean = rng.uniform(0.04, 0.12)
+    phone_pose[2] = [stand_p + lean, stand_r]
+    phone_pose[3] = [stand_p + lean + rng.uniform(0.2, 0.35), stand_r]  # leaning into the stairs
+    phone_pose[4] = [stand_p + lean - rng.uniform(0.12, 0.25), stand_r]  # leaning back going down
+    phone_pose[5] = [stand_p + rng.uniform(0.35, 0.55), stand_r + rng.uniform(-0.15, 0.15)]  # bent over the bars
     watch_pose = np.zeros((6, 2))
     watch_pose[0] = [rng.uniform(-0.15, 0.15), rng.uniform(-0.2, 0.2)]  # arm hanging
-    watch_pose[1] = [rng.uniform(0.8, 1.3), rng.uniform(0.3, 0.9)]  # forearm resting on the thigh
-    watch_pose[2:5] = watch_pose[0] + rng.uniform(-0.1, 0.1, size=(3, 2))
-    watch_pose[5] = [rng.uniform(1.1, 1.5), rng.uniform(-0.5, 0.0)]  # hands on the handlebar
+    watch_pose[1] = [rng.uniform(0.9, 1.3), rng.uniform(0.4, 0.9)]  # forearm resting on the thigh
+    watch_pose[2] = watch_pose[0] + rng.uniform(-0.08, 0.08, size=2)
+    watch_pose[3] = watch_pose[0] + [rng.uniform(0.25, 0.45), rng.uniform(0.1, 0.3)]  # hand near the rail
+    watch_pose[4] = watch_pose[0] + [rng.uniform(0.15, 0.3), rng.uniform(-0.3, -0.1)]
+    watch_pose[5] = [rng.uniform(1.1, 1.45), rng.uniform(-0.8, -0.4)]  # palms down on the handlebar
+    # how the axes move together in each gait is biomechanics, shared by everyone: the relative
+    # phases are one population draw, varied a little per user; only the time origins (the
+    # phases of the gait, the pedalling and the sway) are the user's own
+    phases = _seeded(seed, 1000).uniform(0, 2 * np.pi, size=24) + rng.normal(0, 0.3, size=24)
+    phases[[0, 1, 2, 13, 14]] = rng.uniform(0, 2 * np.pi, size=5)
     return _Session(
         start_ms=_SESSION_EPOCH_MS + u * 7_200_000 + int(rng.integers(0, 600_000)),
         bounds=bounds,
@@ -122,7 +138,7 @@ def _session(seed: int, u: int, seconds: float, gap: float) -> _Session:
         cadence=float(rng.uniform(1.7, 2.0)),
         pedal=float(rng.uniform(1.0, 1.5)),
         harm=float(rng.uniform(0.2, 0.5)),
-        phases=rng.uniform(0, 2 * np.pi, size=24),
+        phases=phases,
         phone_pose=phone_pose,
         watch_pose=watch_pose,
         sway_f=rng.uniform(0.08, 0.45, size=3),
@@ -245,11 +261,12 @@ def _mount(seed: int, u: int, mi: int, copy: int, kind: str) -> np.ndarray:
     """How a device sits on the body: one orientation per user and model, perturbed per copy."""
     base = _seeded(seed, u, mi, 99)
     if kind == "phone":
-        # any orientation in the waist pouch
-        angles = base.uniform([-np.pi, -np.pi / 2, -np.pi], [np.pi, np.pi / 2, np.pi])
+        # upright in the tight waist pouch, screen facing out, as every participant wore it:
+        # the model's own fixed way of sitting in the pouch, tilted a little per user
+        angles = _seeded(seed, mi, 97).uniform(-0.4, 0.4, size=3) + base.uniform(-0.25, 0.25, size=3)
     else:
         # watch frame: its x axis runs along the forearm, pointing to the hand
-        angles = np.array([0.0, np.pi / 2, 0.0]) + base.uniform(-0.35, 0.35, size=3)
+        angles = np.array([0.0, np.pi / 2, 0.0]) + base.uniform(-0.25, 0.25, size=3)
     angles = angles + _seeded(seed, u, mi, copy, 98).uniform(-0.12, 0.12, size=3)
     return _rotation(angles)
 

@@ -1,5 +1,10 @@
 """Synthetic WESAD in the original layout (WESAD/S<k>/S<k>.pkl as a Python 2 pickle, plus quest and
-readme files): plausible chest and wrist physiology per condition, deterministic from a seed."""
+readme files): plausible chest and wrist physiology per condition, deterministic from a seed.
+
+Each subject has their own baselines and condition responses (DATA-FACTS D: between-subject
+spread larger than the effects); what the cohort shares (sensor placement, the way posture
+changes between conditions) is one draw per seed, so that a model trained on more subjects
+generalises better to new ones, as in the published tables."""
 
 from __future__ import annotations
 
@@ -129,9 +134,46 @@ def _rotate(v: np.ndarray, rng: np.random.Generator, degrees: float) -> np.ndarr
     return v * math.cos(a) + np.cross(axis, v) * math.sin(a)
 
 
-def physiology(subject: str, rng: np.random.Generator) -> Physiology:
+def _turn(v: np.ndarray, axis: np.ndarray, degrees: float) -> np.ndarray:
+    """``v`` turned by ``degrees`` about ``axis`` made orthogonal to it (Rodrigues)."""
+    axis = axis - v * (axis @ v)
+    axis = axis / np.linalg.norm(axis)
+    a = math.radians(degrees)
+    return v * math.cos(a) + np.cross(axis, v) * math.sin(a)
+
+
+def _jitter(axis: np.ndarray, rng: np.random.Generator, sd: float = 0.25) -> np.ndarray:
+    out = axis + rng.normal(0, sd, size=3)
+    return out / np.linalg.norm(out)
+
+
+@dataclass(frozen=True)
+class Population:
+    """What every subject shares: the sensors sit the same way on everyone (chest strap, E4 on the
+    wrist), and standing for the TSST, leaning back to meditate or walking between rooms turn the
+    body the same way; each subject varies these by a few degrees."""
+
+    chest_seated: np.ndarray
+    wrist_seated: np.ndarray
+    axes: np.ndarray  # (2, 3, 3) chest/wrist x (stress, meditation, transient) rotation axes
+
+
+def population(seed: int) -> Population:
+    """The shared sensor placement and posture-change axes of the seed's cohort."""
+    rng = np.random.default_rng(np.random.SeedSequence([seed, 0]))  # subject keys are [seed, k >= 2]
+    wrist = rng.normal(size=3)
+    return Population(_rotate(np.array([1.0, 0.0, 0.0]), rng, 20.0), wrist / np.linalg.norm(wrist),
+                      _unit(rng.normal(size=(2, 3, 3))))
+
+
+def _unit(v: np.ndarray) -> np.ndarray:
+    return v / np.linalg.norm(v, axis=-1, keepdims=True)
+
+
+def physiology(subject: str, rng: np.random.Generator, pop: Population) -> Physiology:
     def per_code(base, stress, fun, medi, transient, read):
         return np.array([transient, base, stress, fun, medi, read, read, read], dtype=np.float64)
+
 
     weak = subject in WEAK_STRESS
     hr0 = float(np.clip(rng.normal(72, 9), 52, 100))
@@ -139,17 +181,17 @@ def physiology(subject: str, rng: np.random.Generator) -> Physiology:
     ratio_s = float(np.clip(rng.lognormal(math.log(2.2), 0.5), 0.8, 6.0))
     ratio_s = 1.0 + (ratio_s - 1.0) * (0.15 if weak else 1.0)
     rr0 = rng.normal(14, 1.5)
-    chest_seated = _rotate(np.array([1.0, 0.0, 0.0]), rng, rng.uniform(5, 35))
-    wrist_seated = rng.normal(size=3)
-    wrist_seated /= np.linalg.norm(wrist_seated)
+    chest_seated = _rotate(pop.chest_seated, rng, rng.uniform(0, 10))  # how the strap sits on this body
+    wrist_seated = _rotate(pop.wrist_seated, rng, rng.uniform(0, 20))
     posture = np.stack([chest_seated] * 8)
-    posture[2] = _rotate(chest_seated, rng, rng.uniform(8, 25))  # standing for the TSST
-    posture[4] = _rotate(chest_seated, rng, rng.uniform(3, 12))  # leaning back to meditate
-    posture[0] = _rotate(chest_seated, rng, rng.uniform(5, 20))  # walking between rooms
+    ax = pop.axes
+    posture[2] = _turn(chest_seated, _jitter(ax[0, 0], rng), rng.uniform(8, 25))  # standing for the TSST
+    posture[4] = _turn(chest_seated, _jitter(ax[0, 1], rng), rng.uniform(3, 12))  # leaning back to meditate
+    posture[0] = _turn(chest_seated, _jitter(ax[0, 2], rng), rng.uniform(5, 20))  # walking between rooms
     wrist = np.stack([wrist_seated] * 8)
-    wrist[2] = _rotate(wrist_seated, rng, rng.uniform(30, 80))  # arm hangs or gestures
-    wrist[0] = _rotate(wrist_seated, rng, rng.uniform(30, 80))
-    wrist[4] = _rotate(wrist_seated, rng, rng.uniform(5, 25))
+    wrist[2] = _turn(wrist_seated, _jitter(ax[1, 0], rng), rng.uniform(30, 80))  # arm hangs or gestures
+    wrist[0] = _turn(wrist_seated, _jitter(ax[1, 2], rng), rng.uniform(30, 80))
+    wrist[4] = _turn(wrist_seated, _jitter(ax[1, 1], rng), rng.uniform(5, 25))
     emg0 = rng.uniform(0.008, 0.02)
     return Physiology(
         hr=per_code(hr0, hr0 + d_hr, hr0 + rng.normal(2, 2), hr0 + rng.normal(-2, 2), hr0 + 8, hr0 + 2),
@@ -221,7 +263,7 @@ def generate_subject(subject: str, seed: int, scale: float) -> tuple[dict, list[
     rng = np.random.default_rng(np.random.SeedSequence([seed, k]))
     blocks, n = schedule(subject, rng, scale)
     label = labels(blocks, n)
-    phy = physiology(subject, rng)
+    phy = physiology(subject, rng, population(seed))
     T = n / FS
     tau = float(np.clip(20.0 * scale, 0.5, 20.0))  # how fast the body follows a condition change
 
