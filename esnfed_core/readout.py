@@ -13,7 +13,9 @@ import numpy as np
 import scipy.linalg
 
 from esnfed_core.reservoir import DTYPE, Reservoir, iter_states
-from esnfed_core.validation import ParameterError, check_param
+from esnfed_core.validation import Bound, ParameterError, check_param
+
+LAMBDA = Bound(low=0.0)  # ridge penalty λ (params.yaml readout.lambdas, continual.lambda)
 
 # Rows of states converted to float64 at once when accumulating B = SᵀS (bounds the extra memory).
 _GRAM_CHUNK_ROWS = 8192
@@ -172,7 +174,7 @@ def solve(stats: RidgeStats, lambdas: Sequence[float] | float) -> np.ndarray:
     scalar = np.ndim(lambdas) == 0
     lams = np.atleast_1d(np.asarray(lambdas, dtype=np.float64))
     for lam in lams:
-        check_param("lambda", float(lam), low=0.0)
+        LAMBDA.check("lambda", float(lam))
     n = stats.units
     out = np.empty((len(lams), stats.n_classes, n))
     eye = np.eye(n)
