@@ -109,7 +109,7 @@ def run(
         for k, seed in enumerate(seeds):
             key = result_key(kind="retrain", dataset=dataset, method=method.id, pct=pct, retrain=k, seed=seed,
                              config=config, settings=exp.settings.used_by(method, False), data=ref.fingerprint,
-                             code=code_fingerprint(method))
+                             code=code_fingerprint(method), blas_threads=exp.runner.blas_threads)
             meta = read_meta(directory, k)
             if meta is not None and meta.get("key") == key:
                 s.resumed += 1
