@@ -26,7 +26,7 @@ from typing import Literal, Mapping, Sequence
 
 import numpy as np
 
-from esnfed_core.validation import Bound, ParameterError, check_finite, check_param
+from esnfed_core.validation import Bound, ParameterError, check_finite
 
 Variant = Literal["welch", "student"]
 VARIANTS: tuple[str, ...] = ("welch", "student")

@@ -112,3 +112,39 @@ def test_runner_is_a_dependency_only_through_blas_threads(project):
     runs_reservoirs = {s for s in _stages(project) if s.startswith(("select", "retrain")) and "random" not in s}
     assert flagged and set(flagged) == runs_reservoirs
     assert all(c == {"params.yaml": {"runner.blas_threads": "modified"}} for c in flagged.values())
+
+
+def test_dvc_metrics_show_fits_a_120_column_terminal(project):
+    from esnfed_core.tables import DATASETS
+    from esnfed_stages.report import metric_files
+
+    means = {ds: {m: {pct: 0.123456 for pct in ("25", "50", "75", "100")} for m in _methods()}
+             for ds in DATASETS}
+    folder = project / "reports" / "metrics"
+    for name, data in metric_files(means).items():
+        (folder / name).write_bytes(data)
+    lines = _run([str(BIN / "dvc"), "metrics", "show"], project).splitlines()
+    assert len(lines) == 1 + len(DATASETS) * len(_methods())  # a header, then a row per file
+    assert max(map(len, lines)) <= 120, max(lines, key=len)
+
+
+def _methods() -> list[str]:
+    from esnfed_core.trial import METHODS
+
+    return list(METHODS)
+
+
+def test_every_plot_reads_its_own_data_file():
+    """The anchored plot definitions expand to one plot per CSV the report writes."""
+    plots = yaml.safe_load((ROOT / "dvc.yaml").read_text())["plots"]
+    assert plots[-1] == "reports/figures"
+    ids = [next(iter(p)) for p in plots[:-1]]
+    assert len(ids) == 12
+    for p, plot_id in zip(plots[:-1], ids):
+        spec = p[plot_id]
+        assert list(spec["y"]) == [f"reports/plots/{plot_id}.csv"], plot_id
+        columns = next(iter(spec["y"].values()))
+        if plot_id.startswith("stream-"):
+            assert spec["template"] == "linear" and len(columns) == 12
+        else:
+            assert spec["x"] == "value" and columns == [f"context{i}" for i in range(5)]
