@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip install --disable-pip-version-check -q -c requirements/constraints.txt
 
-.PHONY: install install-test repro test bench clean
+.PHONY: install install-test repro test test-fast bench clean
 
 $(VENV)/.installed: pyproject.toml requirements/constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,10 @@ repro: install
 
 test: install-test
 	$(PY) -m pytest -q
+
+# The unit tests only: no pipeline, Ray, SIGKILL or DVC runs (markers in pyproject.toml).
+test-fast: install-test
+	$(PY) -m pytest -q -m "not slow"
 
 bench: install-test
 	$(PY) benchmarks/bench_reservoir.py

@@ -25,10 +25,14 @@ from esnfed_core.plasticity import (
     ip_epoch,
     ip_pass,
 )
-from esnfed_core.readout import check_solver
+from esnfed_core.readout import LAMBDA, check_solver
 from esnfed_core.readout import evaluate as evaluate_counts
 from esnfed_core.reservoir import Reservoir
-from esnfed_core.validation import ParameterError, check_param
+from esnfed_core.validation import COUNT, Bound, ParameterError, check_param
+
+# run_continual's ranges (params.yaml continual.* is checked against them).
+CONTINUAL_BOUNDS = {"lambda": LAMBDA, "replay_fraction": Bound(low=0.0, high=1.0, low_open=True),
+                    "replay_batch": Bound(integer=True, low=0), "patience": COUNT, "max_joint_rounds": COUNT}
 
 Split = tuple[np.ndarray, np.ndarray]  # (x (W,T,U) float32, in memory or lazy; y (W,T) int)
 
@@ -211,16 +215,14 @@ def run_continual(
     check_param("budget", budget, integer=True, low=0)
     check_param("local_epochs", local_epochs, integer=True, low=1)
     check_param("n_classes", n_classes, integer=True, low=1)
-    check_param("lambda", lam, low=0.0)
-    check_param("replay_fraction", replay_fraction, low=0.0, high=1.0, low_open=True)
-    check_param("replay_batch", replay_batch, integer=True, low=0)
     check_solver(solver)
     if not isinstance(replay_shuffle, bool):
         raise ParameterError(f"replay_shuffle: expected true or false, got {replay_shuffle!r}")
     patience = (3 if federated else 5) if patience is None else patience
-    check_param("patience", patience, integer=True, low=1)
     max_joint_rounds = JOINT_MAX_ROUNDS if max_joint_rounds is None else max_joint_rounds
-    check_param("max_joint_rounds", max_joint_rounds, integer=True, low=1)
+    for name, value in (("lambda", lam), ("replay_fraction", replay_fraction), ("replay_batch", replay_batch),
+                        ("patience", patience), ("max_joint_rounds", max_joint_rounds)):
+        CONTINUAL_BOUNDS[name].check(name, value)
     if not train or not train[0]:
         raise ParameterError("train: no clients or no contexts")
     n_ctx = len(train[0])

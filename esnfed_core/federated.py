@@ -12,9 +12,8 @@ from typing import Sequence
 import numpy as np
 
 from esnfed_core.messages import CommLedger, ReadoutMessage, StatsMessage
-from esnfed_core.readout import Counts, RidgeStats, evaluate, ridge_stats, solve
+from esnfed_core.readout import LAMBDA, Counts, RidgeStats, evaluate, ridge_stats, solve
 from esnfed_core.reservoir import Reservoir
-from esnfed_core.validation import check_param
 
 
 class Client:
@@ -101,7 +100,7 @@ def fedavg(
     rnd: int = 0,
 ) -> np.ndarray:
     """FedAvg of readouts: local ridge with the same λ, averaged by window count: (C, N)."""
-    check_param("lambda", lam, low=0.0)
+    LAMBDA.check("lambda", lam)
     if not clients:
         raise ValueError("fedavg: no clients")
     msgs = []

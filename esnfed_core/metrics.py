@@ -15,7 +15,9 @@ import scipy.special
 
 from esnfed_core.readout import predict
 from esnfed_core.reservoir import DTYPE, Reservoir, iter_states
-from esnfed_core.validation import ParameterError, check_param
+from esnfed_core.validation import COUNT, ParameterError, check_param
+
+BINS = COUNT  # histogram bins (params.yaml assess.activation_bins)
 
 
 def _counts(correct: np.ndarray, total: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -165,7 +167,7 @@ def gaussian_kl(counts: np.ndarray, edges: np.ndarray, mu: float, sigma: float) 
 def histogram_values(values: np.ndarray, bins: int = 100, low: float = -1.0,
                      high: float = 1.0) -> ActivationHistogram:
     """Per-unit histogram of ``values`` (..., N): the last axis is the unit."""
-    check_param("bins", bins, integer=True, low=1)
+    BINS.check("bins", bins)
     if not high > low:
         raise ParameterError(f"histogram range: high {high} must exceed low {low}")
     values = np.asarray(values)

@@ -18,7 +18,7 @@ import numpy as np
 from esnfed_core.federated import weighted_average
 from esnfed_core.messages import CommLedger, PlasticityMessage, ReservoirMessage
 from esnfed_core.reservoir import DTYPE, Reservoir, run_batch
-from esnfed_core.validation import ParameterError, check_param
+from esnfed_core.validation import COUNT, POSITIVE, Bound, ParameterError, check_param
 
 # Target size (float32 elements) of one time chunk of (steps, windows, units): the chunk's
 # x_net, states and gradient terms stay in cache while they are reduced.
@@ -26,6 +26,12 @@ _CHUNK_ELEMENTS = 1 << 18
 _NORM_EPS = 1e-12  # as torch.nn.functional.normalize in the authors' code
 
 Progress = Callable[[int, int], None]
+
+
+# IPConfig's ranges (params.yaml plasticity.* and the searched sigma are checked against them).
+# μ is the mean of a target on tanh's open range (−1, 1); η = 0 is a valid no-op step.
+IP_BOUNDS = {"sigma": POSITIVE, "mu": Bound(low=-1.0, high=1.0, low_open=True, high_open=True),
+             "eta": Bound(low=0.0), "batch_size": COUNT}
 
 
 @dataclass(frozen=True)
@@ -39,10 +45,8 @@ class IPConfig:
     normalize_step: bool = True  # per-vector L2 normalisation of the step (the authors' code)
 
     def __post_init__(self) -> None:
-        check_param("sigma", self.sigma, low=0.0, low_open=True)
-        check_param("mu", self.mu, low=-1.0, high=1.0, low_open=True, high_open=True)
-        check_param("eta", self.eta, low=0.0)
-        check_param("batch_size", self.batch_size, integer=True, low=1)
+        for name, bound in IP_BOUNDS.items():
+            bound.check(name, getattr(self, name))
         if not isinstance(self.normalize_step, bool):
             raise ParameterError(f"normalize_step: expected true or false, got {self.normalize_step!r}")
 

@@ -14,7 +14,9 @@ import numpy as np
 import scipy.linalg
 
 from esnfed_core.reservoir import DTYPE, Reservoir, iter_states
-from esnfed_core.validation import ParameterError, check_param
+from esnfed_core.validation import Bound, ParameterError, check_param
+
+LAMBDA = Bound(low=0.0)  # ridge penalty λ (params.yaml readout.lambdas, continual.lambda)
 
 # Rows of states per float32 product SᵀS (and YᵀS) before it is added into the float64 sums: the
 # float32 rounding of a chunk's sums grows with its rows (worst case rows·2⁻²⁴ relative), and a
@@ -184,7 +186,7 @@ def solve(stats: RidgeStats, lambdas: Sequence[float] | float, solver: str = "ch
     scalar = np.ndim(lambdas) == 0
     lams = np.atleast_1d(np.asarray(lambdas, dtype=np.float64))
     for lam in lams:
-        check_param("lambda", float(lam), low=0.0)
+        LAMBDA.check("lambda", float(lam))
     n = stats.units
     out = np.empty((len(lams), stats.n_classes, n))
     if solver == "pinv32":

@@ -12,9 +12,15 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from esnfed_core.validation import ParameterError, check_finite, check_param
+from esnfed_core.validation import COUNT, POSITIVE, Bound, ParameterError, check_finite, check_param
 
 DTYPE = np.float32
+
+
+LEAK = Bound(low=0.0, high=1.0, low_open=True)
+# The searched hyperparameters' ranges (params.yaml budgets.*.space.<dataset> is checked against them).
+RESERVOIR_BOUNDS = {"units": COUNT, "spectral_radius": POSITIVE, "leak": LEAK, "input_scaling": POSITIVE}
+BATCH_SIZE = COUNT  # windows per reservoir batch (params.yaml readout.batch_size)
 
 
 @dataclass(frozen=True)
@@ -29,10 +35,8 @@ class ReservoirConfig:
 
     def __post_init__(self) -> None:
         check_param("n_inputs", self.n_inputs, integer=True, low=1)
-        check_param("units", self.units, integer=True, low=1)
-        check_param("spectral_radius", self.spectral_radius, low=0.0, low_open=True)
-        check_param("leak", self.leak, low=0.0, high=1.0, low_open=True)
-        check_param("input_scaling", self.input_scaling, low=0.0, low_open=True)
+        for name, bound in RESERVOIR_BOUNDS.items():
+            bound.check(name, getattr(self, name))
 
 
 @dataclass(frozen=True, eq=False)
@@ -60,7 +64,7 @@ class Reservoir:
         for name in ("gain", "bias"):
             if np.shape(getattr(self, name)) != (n,):
                 raise ParameterError(f"{name}: shape {np.shape(getattr(self, name))}, expected ({n},)")
-        check_param("leak", self.leak, low=0.0, high=1.0, low_open=True)
+        LEAK.check("leak", self.leak)
         for name in ("w_in", "w", "gain", "bias"):
             arr = np.ascontiguousarray(getattr(self, name), dtype=DTYPE)
             check_finite(name, arr)
@@ -294,7 +298,7 @@ def iter_states(
     One buffer is reused for every batch (a shorter last batch uses its front): consume or copy
     each batch before asking for the next. Memory is O(batch_size · T · N), whatever the number of windows.
     """
-    check_param("batch_size", batch_size, integer=True, low=1)
+    BATCH_SIZE.check("batch_size", batch_size)
     n_win = x.shape[0]
     idx_all = np.arange(n_win) if order is None else np.asarray(order)
     flat: np.ndarray | None = None  # one buffer for every batch; a shorter last batch uses its front

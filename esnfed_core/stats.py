@@ -31,7 +31,7 @@ from typing import Literal, Mapping, Sequence
 
 import numpy as np
 
-from esnfed_core.validation import ParameterError, check_finite, check_param
+from esnfed_core.validation import Bound, ParameterError, check_finite
 
 Variant = Literal["welch", "student", "paired"]
 VARIANTS: tuple[str, ...] = ("welch", "student", "paired")
@@ -58,8 +58,11 @@ def check_variant(variant: str) -> None:
         raise ParameterError(f"variant: expected one of {', '.join(VARIANTS)}, got {variant!r}")
 
 
+ALPHA = Bound(low=0.0, high=1.0, low_open=True, high_open=True)  # significance level (ttest.alpha)
+
+
 def check_alpha(alpha: float) -> None:
-    check_param("alpha", alpha, low=0.0, high=1.0, low_open=True, high_open=True)
+    ALPHA.check("alpha", alpha)
 
 
 def ttest(a: Sequence[float], b: Sequence[float], variant: str = "welch",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -37,6 +38,27 @@ def check_param(
     if high is not None and (value >= high if high_open else value > high):
         op = "<" if high_open else "<="
         raise ParameterError(f"{name}: must be {op} {high}, got {value!r}")
+
+
+@dataclass(frozen=True)
+class Bound:
+    """The range of one numeric parameter, defined once beside the core value type it constrains;
+    the params schema (esnfed_stages/params_schema.py) checks params.yaml against the same object."""
+
+    integer: bool = False
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+
+    def check(self, name: str, value) -> None:
+        """Raise ParameterError("<name>: ...") unless ``value`` is in range."""
+        check_param(name, value, integer=self.integer, low=self.low, high=self.high,
+                    low_open=self.low_open, high_open=self.high_open)
+
+
+COUNT = Bound(integer=True, low=1)
+POSITIVE = Bound(low=0.0, low_open=True)
 
 
 def check_finite(name: str, arr: np.ndarray) -> None:

@@ -3,7 +3,7 @@ on its training users for the IncFed tables) -> runs/assess/<dataset>/<method>.j
 
 Every number is computed here from the saved models (models.py) and the processed data, nothing
 is carried over from training except the message counts. The layout is fixed by
-notes/assess-contract.md. Continual methods: the model after each context is evaluated on every
+docs/assess-contract.md. Continual methods: the model after each context is evaluated on every
 context of the test users (accuracy matrix), stream accuracy follows, and the test accuracy is the
 stream accuracy after the last context. Activation densities (IP methods, datasets listed in
 ``assess.activation_datasets``; the papers' Fig. 3 and 5) are computed for every retrain, on each

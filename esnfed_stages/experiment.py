@@ -11,18 +11,22 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib
-import math
 import numbers
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from esnfed_core.accel import DEVICES
+from esnfed_core.continual import CONTINUAL_BOUNDS
 from esnfed_core.data.processed import UserData, load_manifest, load_user, user_path
 from esnfed_core.errors import ConfigError, DataError
+from esnfed_core.metrics import BINS
+from esnfed_core.plasticity import IP_BOUNDS
+from esnfed_core.readout import LAMBDA, SOLVERS
+from esnfed_core.reservoir import BATCH_SIZE
 from esnfed_core.search import Dimension, parse_space
-from esnfed_core.readout import SOLVERS
 from esnfed_core.trial import RETRAIN_LAMBDA, Method, Settings, TrialData
+from esnfed_core.validation import Bound, ParameterError
 from esnfed_stages._io import dumps_json, read_json
 from esnfed_stages.params import section
 
@@ -138,15 +142,13 @@ def _int(key: str, value: Any, low: int | None = None) -> int:
     return int(value)
 
 
-def _float(key: str, value: Any, low: float | None = None, high: float | None = None,
-           low_open: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
-        raise ConfigError(f"params.yaml: '{key}' must be a finite number, got {value!r}")
-    if low is not None and (value <= low if low_open else value < low):
-        raise ConfigError(f"params.yaml: '{key}' must be {'>' if low_open else '>='} {low}, got {value!r}")
-    if high is not None and value > high:
-        raise ConfigError(f"params.yaml: '{key}' must be <= {high}, got {value!r}")
-    return float(value)
+def _bounded(key: str, value: Any, bound: Bound) -> Any:
+    """``value`` checked against the core's bound for it (the schema checks the same object)."""
+    try:
+        bound.check(key, value)
+    except ParameterError as exc:
+        raise ConfigError(f"params.yaml: {exc}") from None
+    return value
 
 
 def _choice(key: str, value: Any, allowed: Sequence[str]) -> str:
@@ -177,8 +179,8 @@ def experiment_params(params: Mapping[str, Any]) -> ExperimentParams:
     lambdas = section(ro, "lambdas")
     if not isinstance(lambdas, list) or not lambdas:
         raise ConfigError("params.yaml: 'readout.lambdas' must be a non-empty list")
-    lambdas = tuple(_float("readout.lambdas", v, low=0.0) for v in lambdas)
-    batch = _int("readout.batch_size", section(ro, "batch_size"), low=1)
+    lambdas = tuple(float(_bounded("readout.lambdas", v, LAMBDA)) for v in lambdas)
+    batch = int(_bounded("readout.batch_size", section(ro, "batch_size"), BATCH_SIZE))
     solver = _choice("readout.solver", section(ro, "solver"), SOLVERS)
     retrain_lambda = _choice("retrain.lambda", section(_get(params, "retrain", ("lambda",)), "lambda"),
                              RETRAIN_LAMBDA)
@@ -186,9 +188,8 @@ def experiment_params(params: Mapping[str, Any]) -> ExperimentParams:
     ip = dict(_get(params, "plasticity", ("mu", "eta", "batch_size", "normalize_step")))
     for k in ("mu", "eta", "batch_size", "normalize_step"):
         section(ip, k)  # every field explicit: the params file documents the run
-    _float("plasticity.mu", ip["mu"], low=-1.0, high=1.0)
-    _float("plasticity.eta", ip["eta"], low=0.0, low_open=True)
-    _int("plasticity.batch_size", ip["batch_size"], low=1)
+    for k in ("mu", "eta", "batch_size"):
+        _bounded(f"plasticity.{k}", ip[k], IP_BOUNDS[k])
     if not isinstance(ip["normalize_step"], bool):
         raise ConfigError(f"params.yaml: 'plasticity.normalize_step' must be true or false, got {ip['normalize_step']!r}")
 
@@ -203,20 +204,23 @@ def experiment_params(params: Mapping[str, Any]) -> ExperimentParams:
     rn = _get(params, "runner", ("backend", "n_jobs", "blas_threads", "device", "tf32"))
     runner = RunnerConfig(str(section(rn, "backend")), section(rn, "n_jobs"), section(rn, "blas_threads"),
                           str(rn.get("device", "cpu")), rn.get("tf32", False))  # optional keys
+    cb = CONTINUAL_BOUNDS
     settings = Settings(
         lambdas=lambdas, batch_size=batch, ip=ip,
-        continual_lambda=_float("continual.lambda", section(co, "lambda"), low=0.0),
-        replay_fraction=_float("continual.replay.fraction", section(replay, "fraction"), low=0.0,
-                               high=1.0, low_open=True),
-        replay_batch=_int("continual.replay.batch", section(replay, "batch"), low=1),
-        joint_patience=None if patience is None else _int("continual.joint.patience", patience, low=1),
-        joint_max_rounds=_int("continual.joint.max_rounds", section(joint, "max_rounds"), low=1),
+        continual_lambda=float(_bounded("continual.lambda", section(co, "lambda"), cb["lambda"])),
+        replay_fraction=float(_bounded("continual.replay.fraction", section(replay, "fraction"),
+                                       cb["replay_fraction"])),
+        replay_batch=int(_bounded("continual.replay.batch", section(replay, "batch"), cb["replay_batch"])),
+        joint_patience=None if patience is None else int(_bounded("continual.joint.patience", patience,
+                                                                  cb["patience"])),
+        joint_max_rounds=int(_bounded("continual.joint.max_rounds", section(joint, "max_rounds"),
+                                      cb["max_joint_rounds"])),
         device=runner.device, tf32=runner.tf32,
         solver=solver, replay_shuffle=replay_shuffle, retrain_lambda=retrain_lambda,
     )
 
     asx = _get(params, "assess", ("activation_bins", "activation_datasets"))
-    bins = _int("assess.activation_bins", section(asx, "activation_bins"), low=1)
+    bins = int(_bounded("assess.activation_bins", section(asx, "activation_bins"), BINS))
     act_ds = section(asx, "activation_datasets")
     if not isinstance(act_ds, list) or any(d not in DATASETS for d in act_ds):
         raise ConfigError(f"params.yaml: 'assess.activation_datasets' must be a list of {', '.join(DATASETS)}")
@@ -421,5 +425,6 @@ def code_fingerprint(method: Method, device: str = "cpu") -> str:
 
 
 def result_key(**fields: Any) -> str:
-    """Identity of a trial or model: sha256 of its canonical JSON (include ``code``)."""
+    """Identity of a trial or model: sha256 of its canonical JSON (include ``code``, and
+    ``blas_threads``: OpenBLAS splits its sums by thread, so the count changes a result's bits)."""
     return hashlib.sha256(dumps_json(fields).encode()).hexdigest()

@@ -14,12 +14,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from esnfed_core.continual import CONTINUAL_BOUNDS
 from esnfed_core.errors import ConfigError
+from esnfed_core.metrics import BINS
+from esnfed_core.plasticity import IP_BOUNDS
+from esnfed_core.readout import LAMBDA, SOLVERS
+from esnfed_core.reservoir import BATCH_SIZE, RESERVOIR_BOUNDS
 from esnfed_core.search import parse_dimension
-from esnfed_core.readout import SOLVERS
-from esnfed_core.stats import VARIANTS
+from esnfed_core.stats import ALPHA, VARIANTS
 from esnfed_core.trial import RETRAIN_LAMBDA
-from esnfed_core.validation import ParameterError, check_param
+from esnfed_core.validation import Bound, ParameterError, check_param
 from esnfed_stages._datasets import bind_kwargs, dataset_function
 from esnfed_stages.experiment import BACKENDS, DATASETS, DEVICES, PCTS
 from esnfed_stages.partition import check_spec
@@ -50,6 +54,11 @@ class Num(Node):
     low_open: bool = False
     high_open: bool = False
     nonzero: bool = False  # joblib's n_jobs: any integer but 0
+
+    @classmethod
+    def of(cls, bound: Bound) -> "Num":
+        """The range of a core value type's parameter (defined there, once)."""
+        return cls(bound.integer, bound.low, bound.high, bound.low_open, bound.high_open)
 
     def check(self, key: str, value: Any) -> None:
         try:
@@ -271,8 +280,11 @@ def _activation_pct(key: str, value: Any) -> None:
 POSITIVE = Num(low=0.0, low_open=True)
 COUNT = Num(integer=True, low=1)
 SEED = Num(integer=True, low=0)
-RESERVOIR_SPACE = {"units": COUNT, "spectral_radius": POSITIVE, "leak": Num(low=0.0, high=1.0, low_open=True),
-                   "input_scaling": POSITIVE}
+# Bounds of values the core consumes come from the core's value types (Num.of), so a value the
+# schema passes is one the core accepts (tests/test_param_bounds.py walks each bound).
+RESERVOIR_SPACE = {name: Num.of(bound) for name, bound in RESERVOIR_BOUNDS.items()}
+IP = {name: Num.of(bound) for name, bound in IP_BOUNDS.items()}
+CONTINUAL = {name: Num.of(bound) for name, bound in CONTINUAL_BOUNDS.items()}
 # synthetic.<dataset>: the generator's keyword arguments (all optional: it has defaults) besides
 # the seed; the first ones listed are those of the repository's params.yaml.
 SYNTHETIC = {
@@ -288,8 +300,7 @@ PREPROCESS_KEYS = {"wesad": ("modality", "window", "wrist_rate", "contexts", "su
 
 SCHEMA = Fields(optional={
     "seed": SEED,
-    "ttest": Fields(required={"variant": Choice(VARIANTS),
-                              "alpha": Num(low=0.0, high=1.0, low_open=True, high_open=True)}),
+    "ttest": Fields(required={"variant": Choice(VARIANTS), "alpha": Num.of(ALPHA)}),
     "report": Fields(required={"activation_pct": Delegate(_activation_pct)},
                      optional={"contexts_pct": Delegate(_activation_pct)}),
     "data": Fields(required={"source": Choice(SOURCES), "synthetic_dir": Text(), "raw_dir": Text()}),
@@ -303,26 +314,27 @@ SCHEMA = Fields(optional={
         "trials": COUNT, "retrains": COUNT,
         "space": Fields(required={
             "wesad": Space(RESERVOIR_SPACE), "hhar": Space(RESERVOIR_SPACE),
-            "ip": Space({"sigma": POSITIVE, "rounds": COUNT}),
-            "fedip": Space({"sigma": POSITIVE, "rounds": COUNT, "local_epochs": COUNT}),
+            "ip": Space({"sigma": IP["sigma"], "rounds": COUNT}),
+            "fedip": Space({"sigma": IP["sigma"], "rounds": COUNT, "local_epochs": COUNT}),
         }),
     })),
-    "readout": Fields(required={"lambdas": ListOf(Num(low=0.0)), "batch_size": COUNT,
+    "readout": Fields(required={"lambdas": ListOf(Num.of(LAMBDA)), "batch_size": Num.of(BATCH_SIZE),
                                 "solver": Choice(SOLVERS)}),
     "retrain": Fields(required={"lambda": Choice(RETRAIN_LAMBDA)}),
-    "plasticity": Fields(required={"mu": Num(low=-1.0, high=1.0), "eta": POSITIVE, "batch_size": COUNT,
+    "plasticity": Fields(required={"mu": IP["mu"], "eta": IP["eta"], "batch_size": IP["batch_size"],
                                    "normalize_step": Bool()}),
     "continual": Fields(required={
-        "lambda": Num(low=0.0),
+        "lambda": CONTINUAL["lambda"],
         "naive": Fields(),
-        "replay": Fields(required={"fraction": Num(low=0.0, high=1.0, low_open=True), "batch": COUNT,
+        "replay": Fields(required={"fraction": CONTINUAL["replay_fraction"], "batch": CONTINUAL["replay_batch"],
                                    "shuffle": Bool()}),
-        "joint": Fields(required={"patience": Nullable(COUNT), "max_rounds": COUNT}),
+        "joint": Fields(required={"patience": Nullable(CONTINUAL["patience"]),
+                                  "max_rounds": CONTINUAL["max_joint_rounds"]}),
     }),
     "runner": Fields(required={"backend": Choice(BACKENDS), "n_jobs": Num(integer=True, low=-64, nonzero=True),
                                "blas_threads": COUNT},
                      optional={"device": Choice(DEVICES), "tf32": Bool()}),
-    "assess": Fields(required={"activation_bins": COUNT,
+    "assess": Fields(required={"activation_bins": Num.of(BINS),
                                "activation_datasets": ListOf(Choice(DATASETS), empty=True)}),
 })
 

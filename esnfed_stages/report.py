@@ -1,5 +1,7 @@
 """The `report` stage: the papers' tables (Markdown + CSV), the communication table, the figures
-(PNG + DVC plots data) and reports/metrics.json, from the assess files and reports/ttest.json.
+(PNG + DVC plots data) and reports/metrics/<dataset>-<method>.json (the mean test accuracy per
+share: a few keys per file, so `dvc metrics show` fits a terminal), from the assess files and
+reports/ttest.json.
 
 Everything is built in memory first and then written atomically, so a failure leaves no partial report.
 """
@@ -326,7 +328,7 @@ class Report:
     tables: dict[str, bytes] = field(default_factory=dict)
     figures: dict[str, bytes] = field(default_factory=dict)
     plots: dict[str, bytes] = field(default_factory=dict)
-    metrics: bytes = b""
+    metrics: dict[str, bytes] = field(default_factory=dict)
     cells: dict[str, list[Cell]] = field(default_factory=dict)
     missing: list[Path] = field(default_factory=list)
 
@@ -376,8 +378,15 @@ def build(inputs: Inputs, ttest_doc: Mapping[str, Any], published: Published, da
             activation_shares_figure(inputs, setting)
         if progress:
             progress(f"figures activation-{ACTIVATION_DATASET}-*: {setting}")
-    rep.metrics = dumps_json(metrics(inputs.scores)).encode()
+    rep.metrics = metric_files(metrics(inputs.scores))
     return rep
+
+
+def metric_files(means: Mapping[str, Mapping[str, Mapping[str, float]]]) -> dict[str, bytes]:
+    """{dataset: {method: {pct: mean}}} -> one file per dataset and method, {"test": {pct: mean}}:
+    `dvc metrics show` prints a row per file and a column per key, four shares wide."""
+    return {f"{ds}-{method}.json": dumps_json({"test": by_pct}).encode()
+            for ds, methods in means.items() for method, by_pct in methods.items()}
 
 
 def _write_dir(path: Path, files: Mapping[str, bytes]) -> None:
@@ -393,7 +402,7 @@ def write(rep: Report, out_dir: str | Path = REPORTS_DIR) -> None:
         _write_dir(out_dir / "tables", rep.tables)
         _write_dir(out_dir / "figures", rep.figures)
         _write_dir(out_dir / "plots", rep.plots)
-        write_bytes(out_dir / "metrics.json", rep.metrics)
+        _write_dir(out_dir / "metrics", rep.metrics)
 
 
 def _share(params: Mapping[str, Any], key: str, default: str | None = None) -> str:

@@ -140,7 +140,8 @@ def _run(dataset: str, method: Method, pcts: list[str], params: Mapping[str, Any
         for k, seed in enumerate(seeds):
             key = result_key(kind="retrain", dataset=dataset, method=method.id, pct=pct, retrain=k, seed=seed,
                              config=config, settings=exp.settings.used_by(method, score), data=ref.fingerprint,
-                             code=code_fingerprint(method, exp.settings.device))
+                             code=code_fingerprint(method, exp.settings.device),
+                             blas_threads=exp.runner.blas_threads)
             meta = read_meta(directory, k)
             if meta is not None and meta.get("key") == key:
                 s.resumed += 1

@@ -113,7 +113,8 @@ def plan_share(exp: ExperimentParams, data: Dataset, method: Method, pct: str,
         seed = trial_seed(exp, data.name, pct, i)
         key = result_key(kind="select", dataset=data.name, method=method.id, pct=pct, index=i, seed=seed,
                          config=config, settings=exp.settings.used_by(method, True), data=ref.fingerprint,
-                         code=code_fingerprint(method, exp.settings.device))
+                         code=code_fingerprint(method, exp.settings.device),
+                         blas_threads=exp.runner.blas_threads)
         task = TrialTask(f"{data.name}/{method.id}/{pct}#{i}", ref, method.id, config, seed, exp.settings)
         out.append(PlannedTrial(data.name, pct, i, trial_path(directory, i), key, task))
     return out, base

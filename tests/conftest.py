@@ -17,3 +17,15 @@ def make_windows():
         return x, y
 
     return make
+
+
+# Cost markers (registered in pyproject.toml): `pipeline`, `ray` and `sigkill` tests run stage
+# commands end to end and `dvc` tests run DVC on a copy of the project, so they are `slow` too;
+# `make test-fast` runs `-m "not slow"`.
+_SLOW_MARKERS = ("pipeline", "ray", "sigkill", "dvc")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if any(item.get_closest_marker(m) for m in _SLOW_MARKERS):
+            item.add_marker(pytest.mark.slow)

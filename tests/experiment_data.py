@@ -1,4 +1,4 @@
-"""A tiny processed dataset and partition (per data-contract.md) for the experiment-stage tests,
+"""A tiny processed dataset and partition (per docs/data-contract.md) for the experiment-stage tests,
 written with the project's own writer so the tests never depend on the synthetic generator."""
 
 from __future__ import annotations

@@ -286,17 +286,19 @@ def test_metrics_deterministic_and_dated_headers_reproducible(workdir, monkeypat
     _ok(["ttest"])
     _ok(["report"])
     reports = workdir / "reports"
-    first = {p: (reports / p).read_bytes() for p in ("metrics.json", "ttest.json",
+    first = {p: (reports / p).read_bytes() for p in ("metrics/wesad-fedip.json", "ttest.json",
                                                       "tables/fedclip.md", "figures/stream-hhar-federated.png")}
-    metrics = json.loads(first["metrics.json"])
-    assert metrics["wesad"]["fedip"]["25"] == round(statistics.fmean(HIGH), 6)
-    assert "train" not in json.dumps(metrics)
+    metrics = json.loads(first["metrics/wesad-fedip.json"])
+    assert metrics == {"test": {pct: round(statistics.fmean(HIGH), 6) for pct in PCTS}}
+    # one small file per dataset and method (dvc metrics show: a row per file, a column per share)
+    names = sorted(p.name for p in (reports / "metrics").iterdir())
+    assert names == sorted(f"{ds}-{m}.json" for ds in ("wesad", "hhar") for m in SCORES)
     _ok(["ttest"])
     _ok(["report"])
     assert {p: (reports / p).read_bytes() for p in first} == first
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "1800000000")
     _ok(["report"])
-    assert (reports / "metrics.json").read_bytes() == first["metrics.json"]
+    assert (reports / "metrics/wesad-fedip.json").read_bytes() == first["metrics/wesad-fedip.json"]
     assert (reports / "tables/fedclip.md").read_bytes() != first["tables/fedclip.md"]
 
 
@@ -317,7 +319,8 @@ def test_allow_missing_writes_na_and_lists_the_file(workdir):
     md = (workdir / "reports" / "tables" / "fedclip.md").read_text()
     assert "runs/assess/hhar/fedclip-replay.json" in md and "n/a" in md
     assert "Missing inputs (n/a cells): none" in (workdir / "reports" / "tables" / "fedip.md").read_text()
-    assert "fedclip-replay" not in json.loads((workdir / "reports" / "metrics.json").read_text())["hhar"]
+    assert not (workdir / "reports" / "metrics" / "hhar-fedclip-replay.json").exists()
+    assert (workdir / "reports" / "metrics" / "wesad-fedclip-replay.json").is_file()
 
 
 @pytest.mark.parametrize("mutate,needle", [

@@ -91,6 +91,10 @@ def test_changed_settings_recompute_and_fewer_trials_drop_stale_files(root):
     _select(root, params)
     params["readout"]["lambdas"] = [1e-3, 1.0]
     assert _select(root, params).shares[0].ran == 2  # keys changed: nothing reused
+    params["runner"]["n_jobs"] = 2  # workers do not change a result's bits ...
+    assert _select(root, params).shares[0].ran == 0
+    params["runner"]["blas_threads"] = 2  # ... BLAS threads do (OpenBLAS splits sums by thread)
+    assert _select(root, params).shares[0].ran == 2
     params["budgets"]["default"]["trials"] = 1
     _select(root, params)
     assert list(_trials(root)) == ["trial-0000.json"]

@@ -1,0 +1,150 @@
+"""dvc.yaml's dependencies cannot go stale: every stage depends on the package folders that its
+`esnfed` command imports, so `dvc status` flags it when any module of them changes (shown on a
+copy of the project), and `runner` settings that do not change results are no dependency."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+PACKAGES = ("esnfed_cli", "esnfed_stages", "esnfed_core")
+
+pytestmark = pytest.mark.dvc
+
+
+def _run(args: list[str], cwd: Path) -> str:
+    out = subprocess.run(args, cwd=cwd, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def _stages(root: Path, field: str = "deps") -> dict[str, list[str]]:
+    """Every expanded stage (foreach/matrix) -> its dep (or out) paths, as DVC reads dvc.yaml."""
+    code = ("import json; from dvc.repo import Repo\n"
+            f"print(json.dumps({{s.addressing: [d.def_path for d in s.{field} if not d.def_path.endswith('.yaml')]"
+            " for s in Repo('.').index.stages}))")
+    return json.loads(_run([sys.executable, "-c", code], root))
+
+
+def _flagged(root: Path) -> dict[str, dict]:
+    """`dvc status`: stage -> its changed deps."""
+    status = json.loads(_run([str(BIN / "dvc"), "status", "--json"], root) or "{}")
+    out = {}
+    for stage, entries in status.items():
+        for entry in entries:
+            if isinstance(entry, dict) and "changed deps" in entry:
+                out[stage] = entry["changed deps"]
+    return out
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory) -> Path:
+    """A copy of the code, dvc.yaml and params.yaml with a dvc.lock recorded for the current
+    code: every output and data dep stands in as an empty file or folder, and `dvc commit`
+    records the hashes without running anything."""
+    root = tmp_path_factory.mktemp("project")
+    for name in PACKAGES:
+        shutil.copytree(ROOT / name, root / name, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("dvc.yaml", "params.yaml", ".dvcignore"):
+        shutil.copy(ROOT / name, root / name)
+    _run([str(BIN / "dvc"), "init", "--no-scm", "-q"], root)
+    paths = {p for field in ("deps", "outs") for ps in _stages(root, field).values() for p in ps}
+    for path in sorted(p for p in paths if p not in PACKAGES):
+        target = root / path
+        if target.suffix:  # a file (possibly inside an output folder)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text("{}")
+        else:
+            target.mkdir(parents=True, exist_ok=True)
+    _run([str(BIN / "dvc"), "commit", "--force", "-q"], root)
+    return root
+
+
+def test_every_stage_depends_on_every_package_its_command_imports(project):
+    loaded = _run([sys.executable, "-c", "import sys, esnfed_cli.main\n"
+                   "print('\\n'.join(m for m in sys.modules if m.startswith('esnfed')))"], ROOT).split()
+    imported = {m.split(".")[0] for m in loaded}
+    assert imported == set(PACKAGES)  # the entry point loads every package (any stage, any command)
+    stages = _stages(project)
+    assert len(stages) > 50 and "select-ip@wesad-fedip" in stages
+    for stage, deps in stages.items():
+        assert imported <= set(deps), (stage, deps)
+
+
+def test_changing_one_core_module_flags_every_stage(project):
+    assert _flagged(project) == {}  # the recorded lock matches the copy
+    windows = project / "esnfed_core" / "data" / "windows.py"
+    original = windows.read_bytes()
+    windows.write_bytes(original + b"\n# changed\n")
+    try:
+        flagged = _flagged(project)
+    finally:
+        windows.write_bytes(original)
+    assert set(flagged) == set(_stages(project))
+    assert all(changes == {"esnfed_core": "modified"} for changes in flagged.values()), flagged
+    (project / "esnfed_core" / "__pycache__").mkdir(exist_ok=True)
+    (project / "esnfed_core" / "__pycache__" / "x.cpython-311.pyc").write_bytes(b"bytecode")
+    assert _flagged(project) == {}  # bytecode caches are .dvcignore'd
+
+
+def test_runner_is_a_dependency_only_through_blas_threads(project):
+    params_path = project / "params.yaml"
+    original = params_path.read_text()
+    params = yaml.safe_load(original)
+    try:
+        params["runner"].update(backend="sequential", n_jobs=1)
+        params_path.write_text(yaml.safe_dump(params))
+        assert _flagged(project) == {}  # backend and workers do not change a result's bits
+        params["runner"]["blas_threads"] = 2
+        params_path.write_text(yaml.safe_dump(params))
+        flagged = _flagged(project)
+    finally:
+        params_path.write_text(original)
+    # the stages whose trials run reservoirs (the random baseline runs none)
+    runs_reservoirs = {s for s in _stages(project) if s.startswith(("select", "retrain")) and "random" not in s}
+    assert flagged and set(flagged) == runs_reservoirs
+    assert all(c == {"params.yaml": {"runner.blas_threads": "modified"}} for c in flagged.values())
+
+
+def test_dvc_metrics_show_fits_a_120_column_terminal(project):
+    from esnfed_core.tables import DATASETS
+    from esnfed_stages.report import metric_files
+
+    means = {ds: {m: {pct: 0.123456 for pct in ("25", "50", "75", "100")} for m in _methods()}
+             for ds in DATASETS}
+    folder = project / "reports" / "metrics"
+    for name, data in metric_files(means).items():
+        (folder / name).write_bytes(data)
+    lines = _run([str(BIN / "dvc"), "metrics", "show"], project).splitlines()
+    assert len(lines) == 1 + len(DATASETS) * len(_methods())  # a header, then a row per file
+    assert max(map(len, lines)) <= 120, max(lines, key=len)
+
+
+def _methods() -> list[str]:
+    from esnfed_core.trial import METHODS
+
+    return list(METHODS)
+
+
+def test_every_plot_reads_its_own_data_file():
+    """The anchored plot definitions expand to one plot per CSV the report writes."""
+    plots = yaml.safe_load((ROOT / "dvc.yaml").read_text())["plots"]
+    assert plots[-1] == "reports/figures"
+    ids = [next(iter(p)) for p in plots[:-1]]
+    assert len(ids) == 12
+    for p, plot_id in zip(plots[:-1], ids):
+        spec = p[plot_id]
+        assert list(spec["y"]) == [f"reports/plots/{plot_id}.csv"], plot_id
+        columns = next(iter(spec["y"].values()))
+        if plot_id.startswith("stream-"):
+            assert spec["template"] == "linear" and len(columns) == 12
+        else:
+            assert spec["x"] == "value" and columns == [f"context{i}" for i in range(5)]
