@@ -37,9 +37,12 @@ def _numbers(chunk: str) -> list[str]:
 
 
 def _resolve(name: str, source: Path) -> Path | None:
+    """The cited file inside the repository: one beside it (../shared, say) does not count, since
+    a clone need not have it."""
     for base in (source.parent, ROOT, DOCS):
-        if (base / name).is_file():
-            return base / name
+        path = (base / name).resolve()
+        if path.is_file() and path.is_relative_to(ROOT):
+            return path
     return None
 
 
@@ -84,6 +87,7 @@ def test_no_reference_in_the_repository_dangles():
 
 
 @pytest.mark.parametrize("text, expected", [
+    ("facts in ../shared/DATA-FACTS.md", ["../shared/DATA-FACTS.md"]),  # outside the repository
     ("x (PROTOCOL §9) y", ["PROTOCOL §9"]),
     ("PROTOCOL §3, §8 formulas", ["PROTOCOL §8"]),
     ("PROTOCOL §6-8: budgets", ["PROTOCOL §8"]),
