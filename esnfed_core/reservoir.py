@@ -237,13 +237,18 @@ def _recur(
     lo: int,
     hi: int,
 ) -> None:
-    """The recurrence for windows lo:hi, in place in ``states[:, lo:hi]`` (PROTOCOL §2)."""
+    """The recurrence for windows lo:hi, in place in ``states[:, lo:hi]`` (PROTOCOL §2).
+
+    Every pass of a step works in the step's own slot of ``states`` (the product writes it, the
+    elementwise passes update it), so no (windows, N) scratch buffer is touched besides the input
+    projection: one array fewer in cache per step, the same operations in the same order (4 %
+    less CPU time at 100 units, BENCHMARKS.md "Reservoir core").
+    """
     t_len, _, _ = xt.shape
     m, n = hi - lo, res.units
     a = DTYPE(res.leak)
     use_ip = res.has_ip
     g, bias = res.gain, res.bias
-    h = np.empty((m, n), DTYPE)
     proj = np.empty((min(_TIME_CHUNK, t_len), m, n), DTYPE)
     prev = None if x0 is None else x0[lo:hi]
     for t0 in range(0, t_len, _TIME_CHUNK):
@@ -252,26 +257,23 @@ def _recur(
         for t in range(t0, t1):
             cur = states[t, lo:hi]
             if prev is None:  # x(0) = 0: no recurrent term
-                np.copyto(h, proj[t - t0])
+                np.copyto(cur, proj[t - t0])
             else:
-                np.matmul(prev, res._w_t, out=h)
-                h += proj[t - t0]
+                np.matmul(prev, res._w_t, out=cur)
+                cur += proj[t - t0]
             if xnet_out is not None:
-                np.copyto(xnet_out[t, lo:hi], h)
+                np.copyto(xnet_out[t, lo:hi], cur)
             if use_ip:
-                h *= g
-                h += bias
-            if a == 1.0:
-                np.tanh(h, out=cur)
-            else:
+                cur *= g
+                cur += bias
+            np.tanh(cur, out=cur)
+            if a != 1.0:
                 # x(t) = x(t-1) + a (h(t) - x(t-1)): the leak in three passes, no extra buffer.
-                np.tanh(h, out=h)
-                if prev is None:
-                    np.multiply(h, a, out=cur)
-                else:
-                    h -= prev
-                    h *= a
-                    np.add(prev, h, out=cur)
+                if prev is not None:
+                    cur -= prev
+                cur *= a
+                if prev is not None:
+                    cur += prev
             prev = cur
 
 

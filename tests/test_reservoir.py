@@ -125,6 +125,72 @@ def test_thread_split_computes_the_same_states(make_windows, monkeypatch):
     np.testing.assert_allclose(results[3][0], results[1][0], rtol=0, atol=1e-6)
 
 
+def _recur_before_issue15(res, x, x0=None, with_xnet=False):
+    """run_batch's loop as it was before the in-slot rewrite (commit 035566f): a (B, N) scratch
+    buffer h per step, the leak written from it. The same float32 operations in the same order
+    and the same product shapes as today's loop, so the bits must agree on one machine."""
+    xt = np.ascontiguousarray(np.asarray(x, DTYPE).transpose(1, 0, 2))
+    t_len, b, _ = xt.shape
+    n, a = res.units, DTYPE(res.leak)
+    states = np.empty((t_len, b, n), DTYPE)
+    xnet = np.empty_like(states) if with_xnet else None
+    h = np.empty((b, n), DTYPE)
+    proj = np.empty((min(8, t_len), b, n), DTYPE)
+    w_t, w_in_t = np.ascontiguousarray(res.w.T), np.ascontiguousarray(res.w_in.T)
+    prev = None if x0 is None else np.asarray(x0, DTYPE)
+    for t0 in range(0, t_len, 8):
+        t1 = min(t0 + 8, t_len)
+        np.matmul(xt[t0:t1], w_in_t, out=proj[: t1 - t0])
+        for t in range(t0, t1):
+            cur = states[t]
+            if prev is None:
+                np.copyto(h, proj[t - t0])
+            else:
+                np.matmul(prev, w_t, out=h)
+                h += proj[t - t0]
+            if xnet is not None:
+                np.copyto(xnet[t], h)
+            if res.has_ip:
+                h *= res.gain
+                h += res.bias
+            if a == 1.0:
+                np.tanh(h, out=cur)
+            else:
+                np.tanh(h, out=h)
+                if prev is None:
+                    np.multiply(h, a, out=cur)
+                else:
+                    h -= prev
+                    h *= a
+                    np.add(prev, h, out=cur)
+            prev = cur
+    return states, xnet
+
+
+@pytest.mark.parametrize("units,leak,with_ip,with_x0", [
+    (40, 0.3, False, False), (40, 1.0, True, False), (100, 0.3, True, True), (100, 0.55, False, True),
+])
+def test_run_batch_bits_equal_the_previous_loop(make_windows, monkeypatch, units, leak, with_ip, with_x0):
+    """The in-slot loop of run_batch gives the previous loop's states and x_net bit for bit (one
+    thread group, BLAS threads as the caller's in both, so every product has the same shape)."""
+    import esnfed_core.reservoir as reservoir
+
+    monkeypatch.setattr(reservoir, "_MAX_THREADS", 1)
+    x, _ = make_windows(13, 30, 3, 2, seed=3)
+    cfg = dataclasses.replace(CFG, units=units, leak=leak)
+    res = build_reservoir(cfg, 9)
+    rng = np.random.default_rng(4)
+    if with_ip:
+        res = res.with_ip(rng.uniform(0.5, 1.5, units), rng.uniform(-0.3, 0.3, units))
+    x0 = rng.uniform(-1, 1, (13, units)).astype(DTYPE) if with_x0 else None
+    want_states, want_xnet = _recur_before_issue15(res, x, x0, with_xnet=True)
+    xnet = np.empty_like(want_xnet)
+    states = run_batch(res, x, xnet_out=xnet, x0=x0)
+    assert states.tobytes() == want_states.tobytes()
+    assert xnet.tobytes() == want_xnet.tobytes()
+    assert 0.05 < np.abs(states).mean() < 0.95  # not saturated: the bits carry information
+
+
 def test_echo_state_property_states_forget_the_initial_state(make_windows):
     cfg = dataclasses.replace(CFG, spectral_radius=0.9, leak=0.5)
     res = build_reservoir(cfg, 21)
