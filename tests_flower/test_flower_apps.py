@@ -80,3 +80,29 @@ def test_fedip_app_equals_the_pipeline(setup, monkeypatch):
     clients = [Client(f"c{i}", u.x, u.y, data.n_classes, batch_size=5) for i, u in enumerate(users)]
     expected = incfed(trained, clients, [LAM]).readouts[0]
     np.testing.assert_array_equal(np.load(out), expected)
+
+
+def test_secaggplus_incfed_equals_the_pipeline_to_quantization(setup, monkeypatch):
+    from esnfed_flower import secagg as app
+
+    root, data, users = setup
+    out = root / "secagg.npy"
+    steps = max(u.x.shape[0] * u.x.shape[1] for u in users)  # max-weight: a public bound of n_steps
+    _simulate(app, root, _run_config(root, data, out, **{"max-weight": float(steps)}), len(users), monkeypatch)
+    res = make_reservoir(CFG, data.n_inputs, 5)
+    clients = [Client(f"c{i}", u.x, u.y, data.n_classes, batch_size=5) for i, u in enumerate(users)]
+    plain = incfed(res, clients, [LAM])
+    got = np.load(out)
+    err = np.linalg.norm(got - plain.readouts[0]) / np.linalg.norm(plain.readouts[0])
+    print(f"SecAgg+ relative readout error: {err:.3g}")
+    # Quantization: 2/2^22 per mean entry and the weight ratio n_c/max-weight quantized likewise,
+    # amplified by cond(B + λI) in the solve. Measured: 6.2e-5 with max-weight = max n_steps,
+    # 9.0e-4 with Flower's default max-weight 1000 (a coarser weight ratio); 1e-3 bounds both.
+    assert 0 < err < 1e-3
+    states = [u.x for u in users]
+    from esnfed_core.readout import predict
+    from esnfed_core.reservoir import run_batch
+
+    for x in states:
+        s = run_batch(res, x)
+        assert np.mean(predict(s, got) == predict(s, plain.readouts[0])) > 0.99
