@@ -40,7 +40,27 @@ class StatsClient(NumPyClient):
         return [s.a / s.n_steps, s.b / s.n_steps], s.n_steps, {}
 
 
-client_app = ClientApp(client_fn=lambda context: StatsClient(context).to_client(), mods=[secaggplus_mod])
+def _client_fn(context):
+    return StatsClient(context).to_client()
+
+
+client_app = ClientApp(client_fn=_client_fn, mods=[secaggplus_mod])
+
+
+def dropout_mod(msg, context, call_next):
+    """Simulates a device lost after sharing its keys: the client whose partition id is the run
+    config's ``drop-partition`` fails at SecAgg+'s collect-masked-vectors stage (tests)."""
+    from flwr.common.secure_aggregation.secaggplus_constants import RECORD_KEY_CONFIGS, Key, Stage
+
+    configs = msg.content.config_records.get(RECORD_KEY_CONFIGS)
+    drop = run_config(context).get("drop-partition")
+    if (drop is not None and configs is not None and configs.get(Key.STAGE) == Stage.COLLECT_MASKED_VECTORS
+            and int(context.node_config["partition-id"]) == int(drop)):
+        raise ConnectionError("simulated dropout after key sharing")
+    return call_next(msg, context)
+
+
+dropout_client_app = ClientApp(client_fn=_client_fn, mods=[dropout_mod, secaggplus_mod])
 
 
 class SumStrategy(FedAvg):

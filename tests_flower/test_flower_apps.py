@@ -106,3 +106,26 @@ def test_secaggplus_incfed_equals_the_pipeline_to_quantization(setup, monkeypatc
     for x in states:
         s = run_batch(res, x)
         assert np.mean(predict(s, got) == predict(s, plain.readouts[0])) > 0.99
+
+
+def test_secaggplus_survives_a_dropout_after_key_sharing(setup, monkeypatch):
+    from flwr.simulation import run_simulation
+
+    from esnfed_flower import secagg as app
+
+    root, data, users = setup
+    out = root / "secagg-drop.npy"
+    steps = max(u.x.shape[0] * u.x.shape[1] for u in users)
+    cfg = root / "run-drop.json"
+    cfg.write_text(json.dumps(_run_config(root, data, out, **{"max-weight": float(steps), "drop-partition": 1})))
+    monkeypatch.setenv("ESNFED_FLOWER_RUN", str(cfg))
+    run_simulation(app.server_app, app.dropout_client_app, num_supernodes=len(users),
+                   backend_config={"client_resources": {"num_cpus": 1}, "init_args": {"num_cpus": 2}})
+    res = make_reservoir(CFG, data.n_inputs, 5)
+    survivors = [Client(f"c{i}", u.x, u.y, data.n_classes, batch_size=5) for i, u in enumerate(users) if i != 1]
+    everyone = [Client(f"c{i}", u.x, u.y, data.n_classes, batch_size=5) for i, u in enumerate(users)]
+    got = np.load(out)  # the round completed: the server solved from the unmasked sum
+    want = incfed(res, survivors, [LAM]).readouts[0]
+    assert np.linalg.norm(got - want) / np.linalg.norm(want) < 1e-3
+    full = incfed(res, everyone, [LAM]).readouts[0]
+    assert np.linalg.norm(got - full) / np.linalg.norm(full) > 1e-2  # it is the survivors' sum, not all
