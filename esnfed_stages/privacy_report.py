@@ -96,7 +96,7 @@ def figure(docs: Mapping[str, Mapping[str, Any]]) -> bytes | None:
     if not docs:
         return None
     rows = _rows(docs)
-    fig = figures._figure(figsize=(4.2 * len(docs), 3.4))
+    fig = figures._figure(figsize=(4.2 * len(docs), 3.6), layout="constrained")
     axes = fig.subplots(1, len(docs), squeeze=False)[0]
     for ax, (ds, doc) in zip(axes, docs.items()):
         for k, m in enumerate(doc["methods"]):
@@ -106,10 +106,12 @@ def figure(docs: Mapping[str, Mapping[str, Any]]) -> bytes | None:
             if pts:
                 e, mu, sd = map(np.asarray, zip(*pts))
                 ax.errorbar(e, mu, yerr=sd, marker="o", capsize=3, color=colour, label=f"{m} (DP)")
+                ax.set_xscale("log")
+                ax.set_xticks(e, [f"{v:g}" for v in e])
+                ax.minorticks_off()
             plain = next(r["non_private_mean"] for r in rows if r["dataset"] == ds and r["method"] == m)
             if plain is not None:
                 ax.axhline(plain, color=colour, linestyle="--", label=f"{m} (ε = ∞)")
-        ax.set_xscale("log")
         ax.set_xlabel("ε")
         ax.set_ylabel("test accuracy (%)")
         ax.set_title(f"{ds.upper()} ({doc['relation']}-level, δ = {doc['delta']:.3g})")
