@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip install --disable-pip-version-check -q -c requirements/constraints.txt
 
-.PHONY: install install-test repro test test-fast bench clean
+.PHONY: install install-test repro test test-fast test-flower bench clean
 
 $(VENV)/.installed: pyproject.toml requirements/constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,17 @@ test: install-test
 # The unit tests only: no pipeline, Ray, SIGKILL or DVC runs (markers in pyproject.toml).
 test-fast: install-test
 	$(PY) -m pytest -q -m "not slow"
+
+# The Flower apps (esnfed_flower/) in their own environment: flwr's pins clash with ours (README,
+# "Flower apps"); esnfed_core comes from the source tree.
+FLOWER_VENV := .venv-flower
+$(FLOWER_VENV)/.installed: requirements/flower.txt
+	$(PYTHON) -m venv $(FLOWER_VENV)
+	$(FLOWER_VENV)/bin/python -m pip install --disable-pip-version-check -q -r requirements/flower.txt
+	touch $@
+
+test-flower: $(FLOWER_VENV)/.installed
+	PYTHONPATH="$(CURDIR)" $(FLOWER_VENV)/bin/python -m pytest -q -p no:cacheprovider tests_flower
 
 bench: install-test
 	$(PY) benchmarks/bench_reservoir.py

@@ -8,6 +8,7 @@ _MODULES = [
     "download_cmd",
     "experiment_cmds",
     "report_cmds",
+    "privacy_cmd",
 ]
 
 for _name in _MODULES:

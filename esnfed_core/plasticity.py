@@ -26,6 +26,9 @@ _CHUNK_ELEMENTS = 1 << 18
 _NORM_EPS = 1e-12  # as torch.nn.functional.normalize in the authors' code
 
 Progress = Callable[[int, int], None]
+# A FedIP server aggregation: (start reservoir, client gains, client biases, window counts) -> (g, b).
+Aggregate = Callable[[Reservoir, Sequence[np.ndarray], Sequence[np.ndarray], Sequence[int]],
+                     tuple[np.ndarray, np.ndarray]]
 
 
 # IPConfig's ranges (params.yaml plasticity.* and the searched sigma are checked against them).
@@ -191,9 +194,12 @@ def fedip_round(
     ledger: CommLedger | None = None,
     algorithm: str = "fedip",
     rnd: int = 0,
+    aggregate: Aggregate | None = None,
 ) -> Reservoir:
     """One FedAvg round of (g, b): every client starts from the global values it downloads,
-    fits locally, uploads (g_c, b_c, n_c); the server returns Σ (n_c/n) g_c and likewise b."""
+    fits locally, uploads (g_c, b_c, n_c); the server returns Σ (n_c/n) g_c and likewise b
+    (or what ``aggregate(start, gains, biases, weights)`` returns, e.g. the DP average of
+    :mod:`esnfed_core.privacy`)."""
     if not local_fits:
         raise ValueError("fedip: no clients")
     down = PlasticityMessage(res.gain, res.bias)
@@ -207,6 +213,8 @@ def fedip_round(
             ledger.record(algorithm, rnd, name, "up", up)
         gains.append(up.gain)
         biases.append(up.bias)
+    if aggregate is not None:
+        return res.with_ip(*aggregate(res, gains, biases, weights))
     return res.with_ip(weighted_average(gains, weights), weighted_average(biases, weights))
 
 
@@ -230,6 +238,7 @@ def fedip(
     client_names: Sequence[str] | None = None,
     *,
     progress: Progress | None = None,
+    aggregate: Aggregate | None = None,
 ) -> Reservoir:
     """FedIP (PROTOCOL §5): ``rounds`` rounds of ``local_epochs`` local IP epochs per client,
     averaged by window count; 2N floats each way per client and round (ledger: "fedip").
@@ -259,7 +268,7 @@ def fedip(
     fits = [local_fit(i, rng) for i, rng in zip(keep, rngs)]
     weights = [len(client_xs[i]) for i in keep]
     for r in range(rounds):
-        res = fedip_round(res, fits, weights, [names[i] for i in keep], ledger, "fedip", r)
+        res = fedip_round(res, fits, weights, [names[i] for i in keep], ledger, "fedip", r, aggregate)
         if progress is not None:
             progress(r + 1, rounds)
     return res

@@ -276,6 +276,12 @@ def _activation_pct(key: str, value: Any) -> None:
         raise Invalid(f"{key}: expected one of {', '.join(PCTS)}, got {value!r}")
 
 
+def _privacy(key: str, value: Any) -> None:
+    from esnfed_stages.privacy import privacy_params  # noqa: PLC0415 (the stage owns its checks)
+
+    privacy_params({"privacy": value})
+
+
 # ---------------------------------------------------------------- the schema
 POSITIVE = Num(low=0.0, low_open=True)
 COUNT = Num(integer=True, low=1)
@@ -336,6 +342,7 @@ SCHEMA = Fields(optional={
                      optional={"device": Choice(DEVICES), "tf32": Bool()}),
     "assess": Fields(required={"activation_bins": Num.of(BINS),
                                "activation_datasets": ListOf(Choice(DATASETS), empty=True)}),
+    "privacy": Delegate(_privacy, ("epsilons", "delta", "relation", "clip", "ip_clip", "pct", "methods")),
 })
 
 

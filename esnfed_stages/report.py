@@ -27,7 +27,7 @@ from esnfed_core.tables import (
     Published, TableSpec, build_cells, cells_csv, communication_rows, metrics, parse_published,
     render_communication_markdown, render_markdown, required_inputs, split_rounds, to_csv,
 )
-from esnfed_stages import figures
+from esnfed_stages import figures, privacy_report
 from esnfed_stages._io import atomic_path, dumps_json, output_lock, read_json, write_bytes
 from esnfed_stages.params import load_params, section
 from esnfed_stages.ttest import ASSESS_DIR, TTEST_PATH, Inputs, load_inputs
@@ -405,6 +405,15 @@ def write(rep: Report, out_dir: str | Path = REPORTS_DIR) -> None:
         _write_dir(out_dir / "metrics", rep.metrics)
 
 
+def add_privacy(rep: Report, privacy_dir: str | Path, date: str) -> None:
+    """The privacy table and figure (esnfed_stages/privacy_report.py), when the stage ran."""
+    docs = privacy_report.load(privacy_dir)
+    rep.tables.update(privacy_report.render(docs, date))
+    png = privacy_report.figure(docs)
+    if png is not None:
+        rep.figures["privacy.png"] = png
+
+
 def _share(params: Mapping[str, Any], key: str, default: str | None = None) -> str:
     report = params.get("report") if isinstance(params, Mapping) else None
     if default is not None and isinstance(report, Mapping) and key.split(".")[1] not in report:
@@ -417,7 +426,8 @@ def _share(params: Mapping[str, Any], key: str, default: str | None = None) -> s
 
 def run(params_path: str | Path = "params.yaml", *, assess_dir: str | Path = ASSESS_DIR,
         ttest_path: str | Path = TTEST_PATH, out_dir: str | Path = REPORTS_DIR,
-        allow_missing: bool = False, progress: Callable[[str], None] | None = None) -> Report:
+        allow_missing: bool = False, progress: Callable[[str], None] | None = None,
+        privacy_dir: str | Path = privacy_report.PRIVACY_DIR) -> Report:
     """Build every report output in memory, then write them; returns what was written."""
     params = load_params(params_path)
     activation_pct = _share(params, "report.activation_pct")
@@ -426,5 +436,6 @@ def run(params_path: str | Path = "params.yaml", *, assess_dir: str | Path = ASS
     inputs = load_inputs(assess_dir, required_inputs(TABLES), allow_missing)
     ttest_doc = load_ttest(ttest_path)
     rep = build(inputs, ttest_doc, load_published(), date, activation_pct, progress, contexts_pct)
+    add_privacy(rep, privacy_dir, date)
     write(rep, out_dir)
     return rep

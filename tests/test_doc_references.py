@@ -13,10 +13,10 @@ from esnfed_core.tables import TABLES
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
-SKIP_DIRS = {".git", ".venv", ".dvc", "data", "runs", "reports", "__pycache__", ".pytest_cache"}
+SKIP_DIRS = {".git", ".venv", ".venv-flower", ".dvc", "data", "runs", "reports", "__pycache__", ".pytest_cache"}
 SUFFIXES = {".py", ".md", ".yaml", ".yml", ".toml"}
 # Markdown files the report stage writes (reports/tables/<id>.md): named in code, not documents.
-GENERATED_MD = {f"{spec.id}.md" for spec in TABLES} | {"communication.md"}
+GENERATED_MD = {f"{spec.id}.md" for spec in TABLES} | {"communication.md", "privacy.md"}
 
 _PROTOCOL = re.compile(r"\bPROTOCOL\b((?:\s*(?:,|and|-|–)?\s*§\s*\d+(?:\s*[-–]\s*\d+)?)+)")
 _DATA_FACTS = re.compile(r"\bDATA-FACTS\s+([A-Z])\b")

@@ -1,0 +1,47 @@
+"""`esnfed privacy`: IncFed and FedIP test accuracy under differential privacy, per ε."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from esnfed_cli._common import console, handle_errors
+from esnfed_cli.data_cmds import DatasetChoice
+from esnfed_cli.main import app
+from esnfed_stages import privacy as privacy_stage
+from esnfed_stages.params import load_params
+
+
+@app.command()
+@handle_errors
+def privacy(
+    dataset: Annotated[DatasetChoice, typer.Option("--dataset", help="Which dataset: wesad or hhar.",
+                                                   case_sensitive=False)],
+    params: Annotated[Path, typer.Option("--params", help="The params file to read (privacy.*, "
+                                         "budgets.*, readout.*, plasticity.*, seed).")] = Path("params.yaml"),
+    data_dir: Annotated[Path, typer.Option("--data-dir", help="Root of processed/ and partitions/.")] = Path("data"),
+    runs_dir: Annotated[Path, typer.Option("--runs-dir", help="Root of select/ (best.json).")] = Path("runs"),
+    out_dir: Annotated[Path, typer.Option("--out-dir", help="Where <dataset>.json goes.")] =
+    privacy_stage.PRIVACY_DIR,
+) -> None:
+    """Differential privacy: the selected IncFed and FedIP configs retrained under the Gaussian
+    mechanism for each ε of privacy.epsilons -> runs/privacy/<dataset>.json (`esnfed report`
+    renders reports/tables/privacy.md/.csv and reports/figures/privacy.png)."""
+    ds = dataset.value
+    doc = privacy_stage.run(ds, load_params(params), data_dir=data_dir, runs_dir=runs_dir, out_dir=out_dir)
+    table = Table(title=f"privacy {ds} ({doc['relation']}-level, δ = {doc['delta']:.3g}, "
+                  f"{doc['n_users']} users)")
+    table.add_column("method")
+    eps = list(next(iter(doc["methods"].values()))["epsilons"])
+    for e in eps:
+        table.add_column(f"ε={e}", justify="right")
+    for m, row in doc["methods"].items():
+        cells = []
+        for e in eps:
+            acc = row["epsilons"][e]["test_accuracy"]
+            cells.append(f"{100 * sum(acc) / len(acc):.2f}")
+        table.add_row(m, *cells)
+    console.print(table, highlight=False)

@@ -1,0 +1,78 @@
+"""What both apps share: the run config, a client's data partition, and numpy <-> ArrayRecord."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+from flwr.app import Array, ArrayRecord
+
+from esnfed_core.reservoir import Reservoir
+from esnfed_core.trial import make_reservoir
+
+RESERVOIR_KEYS = ("units", "spectral_radius", "leak", "input_scaling")
+
+
+def to_record(arrays: Mapping[str, np.ndarray]) -> ArrayRecord:
+    """numpy arrays -> ArrayRecord (dtype and bits kept)."""
+    return ArrayRecord({k: Array(np.ascontiguousarray(v)) for k, v in arrays.items()})
+
+
+def from_record(record: ArrayRecord) -> dict[str, np.ndarray]:
+    return {k: v.numpy() for k, v in record.items()}
+
+
+CONFIG_ENV = "ESNFED_FLOWER_RUN"  # a JSON file of run config (run_simulation takes none)
+
+
+def run_config(context: Any) -> dict[str, Any]:
+    """The run config: the JSON file named by $ESNFED_FLOWER_RUN, then `flwr run`'s on top."""
+    out: dict[str, Any] = {}
+    if os.environ.get(CONFIG_ENV):
+        out.update(json.loads(Path(os.environ[CONFIG_ENV]).read_text()))
+    out.update(dict(context.run_config))
+    return out
+
+
+def partition(context: Any, partition_id: int) -> tuple[np.ndarray, np.ndarray]:
+    """The client's windows x (W, T, U) and labels (W, T): <data-dir>/client-<id>.npz.
+
+    A SuperNode of a real deployment sets data-dir in its node config (--node-config) to the
+    folder of its own user's file; the simulation takes it from the run config.
+    """
+    data_dir = context.node_config.get("data-dir") or run_config(context)["data-dir"]
+    with np.load(Path(str(data_dir)) / f"client-{partition_id}.npz") as f:
+        return f["x"], f["y"]
+
+
+def reservoir(config: Mapping[str, Any], n_inputs: int) -> Reservoir:
+    """The reservoir every client rebuilds from the broadcast config and seed (no weights sent)."""
+    return make_reservoir({k: config[k] for k in RESERVOIR_KEYS}, n_inputs, int(config["reservoir-seed"]))
+
+
+def wait_for_nodes(grid: Any, n: int, timeout_s: float = 120.0) -> list[int]:
+    """The ids of the first ``n`` connected SuperNodes, sorted (the simulation registers them
+    asynchronously; a deployment's nodes connect when they start)."""
+    import time  # noqa: PLC0415
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        ids = sorted(grid.get_node_ids())
+        if len(ids) >= n:
+            return ids
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"only {len(ids)} of {n} SuperNodes connected in {timeout_s:.0f} s")
+        time.sleep(0.2)
+
+
+def replies_in_order(replies: Any) -> list[Any]:
+    """Replies with content, sorted by the partition id they report; an error reply raises."""
+    out = []
+    for r in replies:
+        if not r.has_content():
+            raise RuntimeError(f"a client failed: {r.error}")
+        out.append((int(r.content["metrics"]["partition-id"]), r))
+    return [r for _, r in sorted(out, key=lambda t: t[0])]

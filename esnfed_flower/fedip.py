@@ -1,0 +1,78 @@
+"""FedIP as a Flower app: R rounds in which every ClientApp runs ``local-epochs`` IP epochs
+(esnfed_core.plasticity.ip_epoch) from the broadcast (g, b) and uploads its own; the ServerApp
+averages with esnfed_core.federated.weighted_average in partition order, then runs the IncFed
+round of esnfed_flower.incfed on the trained reservoir.
+
+ClientApps are stateless (Flower's convention): a client's shuffling generator is rebuilt from
+the seed and advanced past the permutations of its earlier epochs, so it draws exactly what the
+pipeline's long-lived generator draws (esnfed_core.plasticity.fedip).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from flwr.app import ConfigRecord, Context, Message, MessageType, MetricRecord, RecordDict
+from flwr.clientapp import ClientApp
+from flwr.serverapp import Grid, ServerApp
+
+from esnfed_core.federated import weighted_average
+from esnfed_core.plasticity import IPConfig, ip_epoch
+from esnfed_core.readout import solve
+from esnfed_flower.common import (
+    from_record, partition, replies_in_order, reservoir, run_config, to_record, wait_for_nodes,
+)
+from esnfed_flower.incfed import collect_stats
+from esnfed_flower.incfed import train as incfed_train
+
+client_app = ClientApp()
+server_app = ServerApp()
+IP_KEYS = ("sigma", "mu", "eta", "ip-batch-size")
+
+
+@client_app.train()
+def train(msg: Message, context: Context) -> Message:
+    cfg = dict(msg.content["config"])
+    if "ip" not in msg.content:  # the final IncFed round
+        return incfed_train(msg, context)
+    pid = int(context.node_config["partition-id"])
+    x, _ = partition(context, pid)
+    gb = from_record(msg.content["ip"])
+    res = reservoir(cfg, x.shape[2]).with_ip(gb["gain"], gb["bias"])
+    ip = IPConfig(sigma=float(cfg["sigma"]), mu=float(cfg["mu"]), eta=float(cfg["eta"]),
+                  batch_size=int(cfg["ip-batch-size"]))
+    rng = np.random.default_rng(int(cfg["ip-seed"]))
+    epochs, rnd = int(cfg["local-epochs"]), int(cfg["round"])
+    for _ in range(rnd * epochs):  # the permutations of the earlier rounds' epochs
+        rng.permutation(len(x))
+    for _ in range(epochs):
+        res = ip_epoch(res, x, ip, rng)
+    content = RecordDict({"ip": to_record({"gain": res.gain, "bias": res.bias}),
+                          "metrics": MetricRecord({"num-examples": len(x), "partition-id": pid})})
+    return Message(content, reply_to=msg)
+
+
+@server_app.main()
+def main(grid: Grid, context: Context) -> None:
+    rc = run_config(context)
+    config = {k: rc[k] for k in ("units", "spectral_radius", "leak", "input_scaling", "reservoir-seed",
+                                 "n-classes", "batch-size", "num-clients", "ip-seed", "local-epochs", *IP_KEYS)}
+    res = reservoir(config, int(rc["n-inputs"]))
+    nodes = wait_for_nodes(grid, int(rc["num-clients"]))
+    for rnd in range(int(rc["rounds"])):
+        down = to_record({"gain": res.gain, "bias": res.bias})
+        msgs = [Message(RecordDict({"config": ConfigRecord({**config, "round": rnd}), "ip": down}),
+                        dst_node_id=n, message_type=MessageType.TRAIN) for n in nodes]
+        replies = replies_in_order(grid.send_and_receive(msgs))
+        ups = [from_record(r.content["ip"]) for r in replies]
+        weights = [int(r.content["metrics"]["num-examples"]) for r in replies]
+        res = res.with_ip(weighted_average([u["gain"] for u in ups], weights),
+                          weighted_average([u["bias"] for u in ups], weights))
+    # The IncFed round on the trained reservoir: clients rebuild it from the config and (g, b).
+    total = collect_stats_ip(grid, config, res)
+    np.save(str(rc["out"]), solve(total, [float(rc["lambda"])])[0])
+    np.savez(str(rc["out"]) + ".ip.npz", gain=res.gain, bias=res.bias)
+
+
+def collect_stats_ip(grid: Grid, config: dict, res):
+    """IncFed statistics of the reservoir with FedIP's (g, b): sent along with the config."""
+    return collect_stats(grid, config, {"gain": res.gain, "bias": res.bias})

@@ -1,0 +1,62 @@
+"""IncFed as a Flower app: each ClientApp uploads its ridge statistics (A, B, n) computed with
+esnfed_core.readout.ridge_stats; the ServerApp sums them in partition order and solves with
+esnfed_core.readout.solve, as esnfed_core.federated.incfed does."""
+
+from __future__ import annotations
+
+import numpy as np
+from flwr.app import ConfigRecord, Context, Message, MessageType, MetricRecord, RecordDict
+from flwr.clientapp import ClientApp
+from flwr.serverapp import Grid, ServerApp
+
+from esnfed_core.readout import RidgeStats, ridge_stats, solve
+from esnfed_flower.common import (
+    from_record, partition, replies_in_order, reservoir, run_config, to_record, wait_for_nodes,
+)
+
+client_app = ClientApp()
+server_app = ServerApp()
+
+
+@client_app.train()
+def train(msg: Message, context: Context) -> Message:
+    cfg = dict(msg.content["config"])
+    pid = int(context.node_config["partition-id"])
+    x, y = partition(context, pid)
+    res = reservoir(cfg, x.shape[2])
+    if "ip-final" in msg.content:  # FedIP's last round: the trained (g, b)
+        gb = from_record(msg.content["ip-final"])
+        res = res.with_ip(gb["gain"], gb["bias"])
+    s = ridge_stats(res, x, y, int(cfg["n-classes"]), int(cfg["batch-size"]))
+    content = RecordDict({"stats": to_record({"a": s.a, "b": s.b}),
+                          "metrics": MetricRecord({"num-examples": s.n_windows, "n-steps": s.n_steps,
+                                                   "partition-id": pid})})
+    return Message(content, reply_to=msg)
+
+
+def collect_stats(grid: Grid, config: dict, ip: dict | None = None) -> RidgeStats:
+    """Ask every node for its statistics; their sum in partition order (as the pipeline's).
+    ``ip``: FedIP's trained {"gain", "bias"}, sent along with the config."""
+    nodes = wait_for_nodes(grid, int(config["num-clients"]))
+    content = {"config": ConfigRecord(config)}
+    if ip is not None:
+        content["ip-final"] = to_record(ip)
+    msgs = [Message(RecordDict(dict(content)), dst_node_id=n, message_type=MessageType.TRAIN)
+            for n in nodes]
+    total = None
+    for r in replies_in_order(grid.send_and_receive(msgs)):
+        arr = from_record(r.content["stats"])
+        m = r.content["metrics"]
+        s = RidgeStats(arr["a"], arr["b"], int(m["n-steps"]), int(m["num-examples"]))
+        total = s if total is None else total + s
+    return total
+
+
+@server_app.main()
+def main(grid: Grid, context: Context) -> None:
+    rc = run_config(context)
+    config = {k: rc[k] for k in ("units", "spectral_radius", "leak", "input_scaling", "reservoir-seed",
+                                 "n-classes", "batch-size", "num-clients")}
+    total = collect_stats(grid, config)
+    readouts = solve(total, [float(rc["lambda"])])
+    np.save(str(rc["out"]), readouts[0])

@@ -1,0 +1,114 @@
+"""Stage `privacy`: test accuracy of IncFed and FedIP under the Gaussian mechanism for each ε of
+``privacy.epsilons`` -> runs/privacy/<dataset>.json (rendered by `esnfed report` as
+reports/tables/privacy.md/.csv and reports/figures/privacy.png; esnfed_stages/privacy_report.py).
+
+The selected config of the share ``privacy.pct`` (runs/select/.../best.json) is retrained with the
+retrain stage's seeds (budgets.<budget>.retrains of them), once per ε, with the noise of
+:mod:`esnfed_core.privacy`; λ is chosen on the validation users. ε = .inf is the non-private
+trial, bit for bit. δ: ``auto`` = 1 / n², n the number of training users of the share.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from esnfed_core import __version__
+from esnfed_core.errors import ConfigError
+from esnfed_core.privacy import RELATIONS, DPSpec, noise_multiplier
+from esnfed_core.private_trial import PRIVATE_ALGOS, fit_private, releases
+from esnfed_core.scoring import pooled_counts
+from esnfed_core.trial import Method, TrialData
+from esnfed_stages._io import output_lock, write_json
+from esnfed_stages.experiment import PCTS, experiment_params, open_dataset
+from esnfed_stages.params import section
+from esnfed_stages.retrain import retrain_seed, selected_config
+
+PRIVACY_DIR = Path("runs/privacy")
+MECHANISM = "Gaussian mechanism (esnfed_core/privacy.py)"
+ACCOUNTANT = "dp-accounting PLD (calibrate_dp_mechanism), composition over FedIP rounds + IncFed release"
+KEYS = ("epsilons", "delta", "relation", "clip", "ip_clip", "pct", "methods")
+Progress = Callable[[int, int], None]
+
+
+def privacy_params(params: Mapping[str, Any]) -> dict[str, Any]:
+    """The validated ``privacy`` section."""
+    p = section(params, "privacy")
+    if not isinstance(p, Mapping):
+        raise ConfigError("params.yaml: privacy must be a mapping")
+    unknown = sorted(set(p) - set(KEYS))
+    if unknown:
+        raise ConfigError(f"params.yaml: privacy.{unknown[0]}: unknown key (expected {', '.join(KEYS)})")
+    eps = p.get("epsilons")
+    if not isinstance(eps, list) or not eps or not all(
+            isinstance(e, (int, float)) and not isinstance(e, bool) and e > 0 for e in eps):
+        raise ConfigError(f"params.yaml: privacy.epsilons must be a non-empty list of numbers > 0 "
+                          f"(.inf: no mechanism), got {eps!r}")
+    delta = p.get("delta", "auto")
+    if delta != "auto" and not (isinstance(delta, float) and 0 < delta < 1):
+        raise ConfigError(f"params.yaml: privacy.delta must be auto or a number in (0, 1), got {delta!r}")
+    if p.get("relation") not in RELATIONS:
+        raise ConfigError(f"params.yaml: privacy.relation must be one of {', '.join(RELATIONS)}, "
+                          f"got {p.get('relation')!r}")
+    pct = str(p.get("pct", "100"))
+    if pct not in PCTS:
+        raise ConfigError(f"params.yaml: privacy.pct must be one of {', '.join(PCTS)}, got {pct!r}")
+    methods = p.get("methods", list(PRIVATE_ALGOS))
+    if not isinstance(methods, list) or not methods or any(m not in PRIVATE_ALGOS for m in methods):
+        raise ConfigError(f"params.yaml: privacy.methods must list some of {', '.join(PRIVATE_ALGOS)}, "
+                          f"got {methods!r}")
+    try:
+        DPSpec(1.0, 0.5, p["relation"], float(p.get("clip", 1.0)), float(p.get("ip_clip", 0.1)))
+    except ValueError as exc:
+        raise ConfigError(f"params.yaml: privacy.{exc}") from None
+    return {"epsilons": [float(e) for e in eps], "delta": delta, "relation": p["relation"], "pct": pct,
+            "clip": float(p.get("clip", 1.0)), "ip_clip": float(p.get("ip_clip", 0.1)), "methods": methods}
+
+
+def eps_key(eps: float) -> str:
+    return "inf" if math.isinf(eps) else f"{eps:g}"
+
+
+def run(dataset: str, params: Mapping[str, Any], *, data_dir: Path = Path("data"),
+        runs_dir: Path = Path("runs"), out_dir: Path = PRIVACY_DIR,
+        progress: Progress | None = None) -> dict[str, Any]:
+    """Compute and write runs/privacy/<dataset>.json; returns its document."""
+    pp = privacy_params(params)
+    exp = experiment_params(params)
+    data = open_dataset(data_dir, dataset)
+    pct = pp["pct"]
+    train_users = data.train_users(pct)
+    delta = 1.0 / len(train_users) ** 2 if pp["delta"] == "auto" else pp["delta"]
+    trial_data = TrialData(data.load(train_users), data.load(data.validation_users), data.n_classes,
+                           data.n_contexts)
+    test = list(data.load(data.test_users).values())
+    seeds = [retrain_seed(exp, dataset, pct, k) for k in range(exp.retrains)]
+    configs = {m: selected_config(runs_dir, dataset, m, pct) for m in pp["methods"]}
+    total, done = len(configs) * len(pp["epsilons"]) * len(seeds), 0
+    results: dict[str, Any] = {}
+    for m, cfg in configs.items():
+        method = Method.parse(m)
+        rel = releases(method, cfg)
+        rows = results[m] = {"config": {k: v for k, v in cfg.items() if k != "lambda"}, "releases": rel,
+                             "epsilons": {}}
+        for eps in pp["epsilons"]:
+            spec = DPSpec(eps, delta, pp["relation"], pp["clip"], pp["ip_clip"])
+            accs = []
+            for seed in seeds:
+                model = fit_private(method, cfg, seed, trial_data, exp.settings, spec)
+                counts = pooled_counts(model.reservoir, test, model.readout, exp.settings.batch_size)
+                accs.append(float(counts.accuracy[0]))
+                done += 1
+                if progress:
+                    progress(done, total)
+            rows["epsilons"][eps_key(eps)] = {
+                "noise_multiplier": noise_multiplier(eps, delta, rel), "test_accuracy": accs}
+    doc = {"dataset": dataset, "pct": pct, "n_users": len(train_users), "delta": delta,
+           "relation": pp["relation"], "clip": pp["clip"], "ip_clip": pp["ip_clip"],
+           "mechanism": MECHANISM, "accountant": ACCOUNTANT, "seeds": seeds, "version": __version__,
+           "methods": results}
+    out = Path(out_dir) / f"{dataset}.json"
+    with output_lock(out):
+        write_json(out, doc)
+    return doc

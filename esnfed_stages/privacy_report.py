@@ -1,0 +1,119 @@
+"""The privacy table and figure of `esnfed report`: runs/privacy/<dataset>.json (stage `privacy`)
+-> reports/tables/privacy.md/.csv and reports/figures/privacy.png (test accuracy against ε)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from esnfed_core.errors import DataError
+from esnfed_stages import figures
+from esnfed_stages._io import read_json
+from esnfed_stages.privacy import PRIVACY_DIR
+
+DATASET_ORDER = ("wesad", "hhar")
+COLUMNS = ("dataset", "method", "epsilon", "delta", "relation", "noise_multiplier", "mean", "std",
+           "n", "non_private_mean")
+
+
+def load(privacy_dir: str | Path = PRIVACY_DIR) -> dict[str, dict[str, Any]]:
+    """{dataset: document} of the privacy stage's outputs present (none: {})."""
+    out = {}
+    for ds in DATASET_ORDER:
+        path = Path(privacy_dir) / f"{ds}.json"
+        if path.is_file():
+            doc = read_json(path)
+            if not isinstance(doc, dict) or not isinstance(doc.get("methods"), dict):
+                raise DataError(f"{path}: not a privacy stage output (no 'methods' object)")
+            out[ds] = doc
+    return out
+
+
+def _rows(docs: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    rows = []
+    for ds, doc in docs.items():
+        for m, res in doc["methods"].items():
+            plain = res["epsilons"].get("inf", {}).get("test_accuracy")
+            for eps, cell in res["epsilons"].items():
+                acc = 100 * np.asarray(cell["test_accuracy"], np.float64)
+                rows.append({"dataset": ds, "method": m, "epsilon": eps, "delta": doc["delta"],
+                             "relation": doc["relation"], "noise_multiplier": cell["noise_multiplier"],
+                             "mean": float(acc.mean()), "std": float(acc.std(ddof=1)) if acc.size > 1 else 0.0,
+                             "n": int(acc.size),
+                             "non_private_mean": float(100 * np.mean(plain)) if plain else None})
+    return rows
+
+
+def render(docs: Mapping[str, Mapping[str, Any]], date: str) -> dict[str, bytes]:
+    """{"privacy.md", "privacy.csv"} and (figures) {"privacy.png"}; empty without inputs."""
+    if not docs:
+        return {}
+    rows = _rows(docs)
+    first = next(iter(docs.values()))
+    lines = [
+        "# Test accuracy (%) under differential privacy, 100 % share: IncFed and FedIP",
+        "",
+        f"- Mechanism: {first['mechanism']}: per-unit per-step means (Ā, B̄) clipped to "
+        f"clip·√(N+N²) (clip = {first['clip']}), summed, N(0, (z·C)²) added to A and B's upper "
+        f"triangle; FedIP (Δg, Δb) per client and round clipped to {first['ip_clip']} (L2), noised sum / K",
+        f"- Neighbouring relation: {first['relation']}-level (add/remove one "
+        f"{'user = one client' if first['relation'] == 'user' else 'window'}); L2 sensitivity = the clipping norm",
+        "- δ = " + ", ".join(f"{ds.upper()} {d['delta']:.4g} (1/n², n = {d['n_users']} users)"
+                             for ds, d in docs.items()),
+        f"- Accountant: {first['accountant']}; z = noise multiplier (σ / sensitivity)",
+        "- ε = inf: no mechanism (the non-private trial, bit for bit); mean ± std over the retrain seeds",
+        f"- Date: {date}",
+        "",
+        "| dataset | method | " + " | ".join(f"ε={e}" for e in _eps_order(rows)) + " | non-private |",
+        "|---|---|" + "---:|" * (len(_eps_order(rows)) + 1),
+    ]
+    for ds, doc in docs.items():
+        for m in doc["methods"]:
+            cells = {r["epsilon"]: r for r in rows if r["dataset"] == ds and r["method"] == m}
+            plain = next(iter(cells.values()))["non_private_mean"]
+            lines.append(f"| {ds.upper()} | {m} | " + " | ".join(
+                f"{cells[e]['mean']:.2f} ± {cells[e]['std']:.2f} (z={cells[e]['noise_multiplier']:.2f})"
+                if e in cells else "n/a" for e in _eps_order(rows))
+                + f" | {'n/a' if plain is None else f'{plain:.2f}'} |")
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, COLUMNS, lineterminator="\n")
+    w.writeheader()
+    w.writerows(rows)
+    return {"privacy.md": ("\n".join(lines) + "\n").encode(), "privacy.csv": buf.getvalue().encode()}
+
+
+def _eps_order(rows) -> list[str]:
+    return sorted({r["epsilon"] for r in rows}, key=float)
+
+
+def figure(docs: Mapping[str, Mapping[str, Any]]) -> bytes | None:
+    """Accuracy against ε (log axis; ε = ∞ drawn as a dashed line) per dataset and method."""
+    if not docs:
+        return None
+    rows = _rows(docs)
+    fig = figures._figure(figsize=(4.2 * len(docs), 3.6), layout="constrained")
+    axes = fig.subplots(1, len(docs), squeeze=False)[0]
+    for ax, (ds, doc) in zip(axes, docs.items()):
+        for k, m in enumerate(doc["methods"]):
+            pts = sorted(((float(r["epsilon"]), r["mean"], r["std"]) for r in rows
+                          if r["dataset"] == ds and r["method"] == m and math.isfinite(float(r["epsilon"]))))
+            colour = f"C{k}"
+            if pts:
+                e, mu, sd = map(np.asarray, zip(*pts))
+                ax.errorbar(e, mu, yerr=sd, marker="o", capsize=3, color=colour, label=f"{m} (DP)")
+                ax.set_xscale("log")
+                ax.set_xticks(e, [f"{v:g}" for v in e])
+                ax.minorticks_off()
+            plain = next(r["non_private_mean"] for r in rows if r["dataset"] == ds and r["method"] == m)
+            if plain is not None:
+                ax.axhline(plain, color=colour, linestyle="--", label=f"{m} (ε = ∞)")
+        ax.set_xlabel("ε")
+        ax.set_ylabel("test accuracy (%)")
+        ax.set_title(f"{ds.upper()} ({doc['relation']}-level, δ = {doc['delta']:.3g})")
+        ax.legend(fontsize=7)
+    return figures._png(fig)

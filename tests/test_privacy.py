@@ -1,0 +1,163 @@
+"""Tests of the Gaussian mechanism (esnfed_core.privacy, private_trial): ε = ∞ is the non-private
+trial bit for bit, the noise scale is the accountant's, the noise has the stated variance, and one
+unit moves the clipped sum by at most the clipping norm (the stated L2 sensitivity)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import scipy.optimize
+import scipy.stats
+
+from esnfed_core.privacy import (
+    DPSpec, add_noise, clipped_mean_stats, epsilon_of, mean_stats, noise_multiplier, private_average,
+    private_stats, psd_projection, stats_bound,
+)
+from esnfed_core.private_trial import fit_private, unit_stats
+from esnfed_core.readout import RidgeStats, ridge_stats
+from esnfed_core.reservoir import ReservoirConfig, build_reservoir
+from esnfed_core.trial import Settings, fit
+from esnfed_core.validation import ParameterError
+from experiment_data import trial_data
+
+CONFIG = {"units": 10, "spectral_radius": 0.9, "leak": 0.5, "input_scaling": 0.8, "sigma": 0.3,
+          "rounds": 2, "local_epochs": 1}
+SETTINGS = Settings(lambdas=(1e-4, 1e-2, 1.0), batch_size=5, ip={"batch_size": 4})
+
+
+def analytic_gaussian_sigma(eps: float, delta: float) -> float:
+    """σ of the analytic Gaussian mechanism (Balle & Wang 2018, Thm. 8) for sensitivity 1: the
+    exact (ε, δ) curve δ(σ) = Φ(1/2σ − εσ) − e^ε Φ(−1/2σ − εσ), solved here independently."""
+    phi = scipy.stats.norm.cdf
+
+    def gap(s: float) -> float:
+        return phi(0.5 / s - eps * s) - math.exp(eps) * phi(-0.5 / s - eps * s) - delta
+
+    return scipy.optimize.brentq(gap, 1e-2, 1e3, xtol=1e-12)
+
+
+@pytest.mark.parametrize("algo", ["incfed", "fedip"])
+def test_infinite_epsilon_is_the_nonprivate_trial(algo):
+    data, _ = trial_data(pct="100")
+    spec = DPSpec(math.inf, 1e-3)
+    private = fit_private(algo, CONFIG, 7, data, SETTINGS, spec)
+    plain = fit(algo, CONFIG, 7, data, SETTINGS, score=True)
+    assert np.array_equal(private.readout, plain.readout)
+    assert private.lam == plain.lam
+    assert np.array_equal(private.reservoir.gain, plain.reservoir.gain)
+    assert np.array_equal(private.reservoir.bias, plain.reservoir.bias)
+
+
+@pytest.mark.parametrize("algo", ["incfed", "fedip"])
+def test_finite_epsilon_changes_the_readout_and_is_seeded(algo):
+    data, _ = trial_data(pct="100")
+    spec = DPSpec(1.0, 1e-3)
+    a = fit_private(algo, CONFIG, 7, data, SETTINGS, spec)
+    b = fit_private(algo, CONFIG, 7, data, SETTINGS, spec)
+    plain = fit(algo, CONFIG, 7, data, SETTINGS, score=True)
+    assert np.array_equal(a.readout, b.readout)
+    assert not np.allclose(a.readout, plain.readout)
+    assert np.all(np.isfinite(a.readout))
+
+
+@pytest.mark.parametrize(("eps", "delta"), [(1.0, 1e-5), (0.5, 1 / 81), (4.0, 1 / 25)])
+def test_noise_multiplier_is_the_analytic_gaussian(eps, delta):
+    # PLD discretisation is pessimistic (a slightly larger z); 0.5 % covers it at these ε.
+    z = noise_multiplier(eps, delta)
+    assert z == pytest.approx(analytic_gaussian_sigma(eps, delta), rel=5e-3)
+    assert epsilon_of(z, delta) == pytest.approx(eps, rel=1e-3)
+
+
+def test_composition_of_k_gaussians_is_one_with_sqrt_k_sensitivity():
+    # k Gaussian mechanisms of noise z compose exactly to one of noise z/√k (Dong et al. 2019, GDP).
+    z1, z9 = noise_multiplier(2.0, 1e-4), noise_multiplier(2.0, 1e-4, releases=9)
+    assert z9 == pytest.approx(3.0 * z1, rel=5e-3)
+    assert noise_multiplier(math.inf, 1e-4) == 0.0
+
+
+def test_spec_rejects_bad_values():
+    for kw in ({"epsilon": 0.0, "delta": 1e-3}, {"epsilon": 1.0, "delta": 1.0},
+               {"epsilon": 1.0, "delta": 1e-3, "relation": "group"},
+               {"epsilon": 1.0, "delta": 1e-3, "clip": 1.5}):
+        with pytest.raises(ParameterError):
+            DPSpec(**kw)
+
+
+def _variance_in_chi2_interval(noise: np.ndarray, sigma: float) -> bool:
+    """(n)·s²/σ² of zero-mean draws is χ²(n): inside its central 99.9 % interval (a fresh seed
+    fails with probability 0.1 %; the seed is fixed, so the test is deterministic)."""
+    n = noise.size
+    stat = float(np.sum(noise**2)) / sigma**2
+    lo, hi = scipy.stats.chi2.ppf([5e-4, 1 - 5e-4], n)
+    return lo <= stat <= hi
+
+
+def test_noise_has_the_stated_variance():
+    rng = np.random.default_rng(11)
+    sigma = 2.5
+    a_noise, b_noise = [], []
+    for _ in range(40):
+        a, b = add_noise(np.zeros((3, 12)), np.zeros((12, 12)), sigma, rng)
+        assert np.array_equal(b, b.T)
+        a_noise.append(a.ravel())
+        b_noise.append(b[np.triu_indices(12)])
+    assert _variance_in_chi2_interval(np.concatenate(a_noise), sigma)
+    assert _variance_in_chi2_interval(np.concatenate(b_noise), sigma)
+    assert not _variance_in_chi2_interval(np.concatenate(a_noise), 1.1 * sigma)
+
+
+def test_fedip_average_noise_has_the_stated_variance():
+    spec = DPSpec(2.0, 1e-4, ip_clip=0.3)
+    start = np.linspace(-1, 1, 20)
+    rng = np.random.default_rng(3)
+    k = 4
+    draws = np.concatenate([private_average(start, [start] * k, [5] * k, spec, rng, releases=3) - start
+                            for _ in range(100)])
+    sigma = noise_multiplier(2.0, 1e-4, 3) * 0.3 / k
+    assert _variance_in_chi2_interval(draws, sigma)
+
+
+def test_fedip_update_clipping_bounds_one_client():
+    spec = DPSpec(math.inf, 1e-4)  # no noise: the sums themselves
+    start = np.zeros(6)
+    assert np.array_equal(private_average(start, [np.ones(6), 3 * np.ones(6)], [1, 3], spec,
+                                          np.random.default_rng(0)), 2.5 * np.ones(6))
+
+
+def test_states_in_unit_cube_bound_the_mean_statistics(make_windows):
+    res = build_reservoir(ReservoirConfig(3, 15, 0.9, 1.0, 20.0), 1)  # saturating: |s| near 1
+    x, y = make_windows(6, 40, 3, 4)
+    a, b = mean_stats(ridge_stats(res, 5 * x, y, 4))
+    assert math.sqrt(np.sum(a * a) + np.sum(b * b)) <= stats_bound(15)
+    assert np.trace(b) > 0.8 * 15  # mean ‖s‖² near its bound N: the states do reach the corners
+
+
+@pytest.mark.parametrize("relation", ["user", "window"])
+def test_one_unit_moves_the_clipped_sum_by_at_most_the_clipping_norm(relation):
+    data, _ = trial_data(pct="100")
+    res = build_reservoir(ReservoirConfig(3, 10, 0.9, 0.5, 0.8), 2)
+    units = unit_stats(res, data, SETTINGS, relation)
+    assert len(units) == (4 if relation == "user" else sum(len(u.x) for u in data.train.values()))
+    bound = 0.05 * stats_bound(10)
+    clipped = [clipped_mean_stats(u, bound) for u in units]
+    for a, b in clipped:
+        released = np.concatenate([a.ravel(), b[np.triu_indices(10)]])
+        assert np.linalg.norm(released) <= bound * (1 + 1e-12)
+    assert any(math.isclose(math.sqrt(np.sum(a * a) + np.sum(b * b)), bound) for a, b in clipped)
+
+
+def test_private_stats_at_infinity_is_the_plain_sum():
+    rng = np.random.default_rng(0)
+    units = [RidgeStats(rng.normal(size=(2, 3)), np.eye(3) * (i + 1), 10, 1) for i in range(3)]
+    total = private_stats(units, DPSpec(math.inf, 1e-3), rng)
+    assert np.array_equal(total.a, units[0].a + units[1].a + units[2].a)
+    assert (total.n_steps, total.n_windows) == (30, 3)
+
+
+def test_psd_projection():
+    b = np.array([[1.0, 2.0], [2.0, 1.0]])  # eigenvalues 3 and -1
+    p = psd_projection(b)
+    assert np.all(np.linalg.eigvalsh(p) >= -1e-12)
+    assert np.allclose(p, 1.5 * np.ones((2, 2)))

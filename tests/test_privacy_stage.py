@@ -1,0 +1,101 @@
+"""select -> retrain -> assess -> privacy -> report through the CLI on a tiny dataset: ε = ∞ is the
+assessed non-private model, the finite ε carry the accountant's noise multipliers, the report
+renders the privacy table and figure, and a bad privacy param fails with one line naming the key."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from esnfed_cli.main import app
+from esnfed_core.privacy import noise_multiplier
+from esnfed_stages import privacy_report
+from experiment_data import make_dataset, small_params, write_params
+
+pytestmark = pytest.mark.pipeline
+runner = CliRunner()
+EPSILONS = [1.0, 4.0, float("inf")]
+
+
+def _invoke(*args: str) -> None:
+    result = runner.invoke(app, list(args))
+    assert result.exit_code == 0, result.output
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("privacy")
+    make_dataset(root)
+    params = small_params()
+    params["privacy"] = {"epsilons": EPSILONS, "delta": "auto", "relation": "user", "clip": 0.05,
+                         "ip_clip": 0.1, "pct": "100", "methods": ["incfed", "fedip"]}
+    write_params(root, params)
+    common = ["--dataset", "wesad", "--params", str(root / "params.yaml"), "--data-dir", str(root / "data"),
+              "--runs-dir", str(root / "runs")]
+    for algo in ("incfed", "fedip"):
+        _invoke("select", "--algo", algo, "--pct", "100", *common)
+        _invoke("retrain", "--algo", algo, "--pct", "100", *common)
+    _invoke("privacy", *common, "--out-dir", str(root / "runs" / "privacy"))
+    return root
+
+
+def _doc(root: Path) -> dict:
+    return json.loads((root / "runs" / "privacy" / "wesad.json").read_text())
+
+
+def test_infinite_epsilon_is_the_retrained_model(root):
+    from esnfed_core.scoring import accuracy as score
+    from esnfed_stages.experiment import open_dataset
+    from esnfed_stages.models import load_model
+
+    doc = _doc(root)
+    data = open_dataset(root / "data", "wesad")
+    test = list(data.load(data.test_users).values())
+
+    for algo in ("incfed", "fedip"):
+        inf = doc["methods"][algo]["epsilons"]["inf"]["test_accuracy"]
+        retrained = [score(m.reservoir, m.readout, test) for m in
+                     (load_model(root / "runs" / "models" / "wesad" / algo / "100", k)[0] for k in range(len(inf)))]
+        np.testing.assert_array_equal(inf, retrained)
+
+
+def test_noise_multipliers_are_the_accountants(root):
+    doc = _doc(root)
+    assert doc["n_users"] == 4 and doc["delta"] == 1 / 16
+    for algo, row in doc["methods"].items():
+        assert row["releases"] == (1 if algo == "incfed" else 1 + row["config"]["rounds"])
+        for eps in ("1", "4"):
+            z = row["epsilons"][eps]["noise_multiplier"]
+            assert z == noise_multiplier(float(eps), 1 / 16, row["releases"]) and z > 0
+            assert len(row["epsilons"][eps]["test_accuracy"]) == 2
+
+
+def test_report_renders_the_privacy_table_and_figure(root):
+    docs = privacy_report.load(root / "runs" / "privacy")
+    files = privacy_report.render(docs, "2026-01-01")
+    md = files["privacy.md"].decode()
+    for needle in ("Gaussian mechanism", "user-level", "δ = WESAD 0.0625", "dp-accounting PLD", "ε=inf",
+                   "non-private"):
+        assert needle in md
+    csv_lines = files["privacy.csv"].decode().splitlines()
+    assert len(csv_lines) == 1 + 2 * len(EPSILONS)
+    assert privacy_report.figure(docs)[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_bad_privacy_param_fails_naming_the_key(root, tmp_path):
+    import yaml
+
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["privacy"]["relation"] = "group"
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["privacy", "--dataset", "wesad", "--params", str(tmp_path / "params.yaml"),
+                                 "--data-dir", str(root / "data"), "--runs-dir", str(root / "runs"),
+                                 "--out-dir", str(out)])
+    assert result.exit_code != 0
+    assert "privacy.relation" in result.output
+    assert not out.exists()

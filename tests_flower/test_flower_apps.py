@@ -1,0 +1,131 @@
+"""The Flower apps (esnfed_flower) in Flower's simulation engine equal the in-process pipeline:
+IncFed's readout to float rounding, FedIP's (g, b) and readout bit for bit (same seeds, partition
+order and core functions). Runs in the Flower environment (`make test-flower`), not the main one:
+flwr 1.42 cannot be installed beside this project's typer/rich/protobuf pins (README)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from esnfed_core.federated import Client, incfed  # noqa: E402
+from esnfed_core.plasticity import IPConfig, fedip  # noqa: E402
+from esnfed_core.trial import make_reservoir  # noqa: E402
+from experiment_data import trial_data  # noqa: E402
+
+CFG = {"units": 10, "spectral_radius": 0.9, "leak": 0.5, "input_scaling": 0.8}
+LAM = 1e-3
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    root = tmp_path_factory.mktemp("flower")
+    data, _ = trial_data(pct="100")
+    users = list(data.train.values())
+    for i, u in enumerate(users):
+        np.savez(root / f"client-{i}.npz", x=np.asarray(u.x), y=np.asarray(u.y))
+    return root, data, users
+
+
+def _simulate(app_module, root: Path, run: dict, n: int, monkeypatch) -> None:
+    from flwr.simulation import run_simulation
+
+    cfg = root / "run.json"
+    cfg.write_text(json.dumps(run))
+    monkeypatch.setenv("ESNFED_FLOWER_RUN", str(cfg))
+    run_simulation(app_module.server_app, app_module.client_app, num_supernodes=n,
+                   backend_config={"client_resources": {"num_cpus": 1}, "init_args": {"num_cpus": 2}})
+
+
+def _run_config(root, data, out, **extra):
+    return {**CFG, "reservoir-seed": 5, "n-classes": data.n_classes, "batch-size": 5, "lambda": LAM,
+            "data-dir": str(root), "out": str(out), "n-inputs": data.n_inputs, "num-clients": len(data.train),
+            **extra}
+
+
+def test_incfed_app_equals_the_pipeline(setup, monkeypatch):
+    from esnfed_flower import incfed as app
+
+    root, data, users = setup
+    out = root / "incfed.npy"
+    _simulate(app, root, _run_config(root, data, out), len(users), monkeypatch)
+    res = make_reservoir(CFG, data.n_inputs, 5)
+    clients = [Client(f"c{i}", u.x, u.y, data.n_classes, batch_size=5) for i, u in enumerate(users)]
+    expected = incfed(res, clients, [LAM]).readouts[0]
+    # Same sums in the same order from the same float32 products of the same shapes: equal bits
+    # (the Ray workers use the same BLAS with one thread, as the pipeline's trials).
+    np.testing.assert_array_equal(np.load(out), expected)
+
+
+def test_fedip_app_equals_the_pipeline(setup, monkeypatch):
+    from esnfed_flower import fedip as app
+
+    root, data, users = setup
+    out = root / "fedip.npy"
+    ip = {"sigma": 0.3, "mu": 0.0, "eta": 0.01, "ip-batch-size": 4}
+    _simulate(app, root, _run_config(root, data, out, **ip, **{"ip-seed": 9, "local-epochs": 2, "rounds": 3}),
+              len(users), monkeypatch)
+    res = make_reservoir(CFG, data.n_inputs, 5)
+    trained = fedip(res, [u.x for u in users], IPConfig(sigma=0.3, batch_size=4), rounds=3, local_epochs=2, seed=9)
+    got = np.load(str(out) + ".ip.npz")
+    np.testing.assert_array_equal(got["gain"], trained.gain)
+    np.testing.assert_array_equal(got["bias"], trained.bias)
+    assert not np.allclose(trained.gain, res.gain)  # IP moved (g, b): the comparison is not vacuous
+    clients = [Client(f"c{i}", u.x, u.y, data.n_classes, batch_size=5) for i, u in enumerate(users)]
+    expected = incfed(trained, clients, [LAM]).readouts[0]
+    np.testing.assert_array_equal(np.load(out), expected)
+
+
+def test_secaggplus_incfed_equals_the_pipeline_to_quantization(setup, monkeypatch):
+    from esnfed_flower import secagg as app
+
+    root, data, users = setup
+    out = root / "secagg.npy"
+    steps = max(u.x.shape[0] * u.x.shape[1] for u in users)  # max-weight: a public bound of n_steps
+    _simulate(app, root, _run_config(root, data, out, **{"max-weight": float(steps)}), len(users), monkeypatch)
+    res = make_reservoir(CFG, data.n_inputs, 5)
+    clients = [Client(f"c{i}", u.x, u.y, data.n_classes, batch_size=5) for i, u in enumerate(users)]
+    plain = incfed(res, clients, [LAM])
+    got = np.load(out)
+    err = np.linalg.norm(got - plain.readouts[0]) / np.linalg.norm(plain.readouts[0])
+    print(f"SecAgg+ relative readout error: {err:.3g}")
+    # Quantization: 2/2^22 per mean entry and the weight ratio n_c/max-weight quantized likewise,
+    # amplified by cond(B + λI) in the solve. Measured: 6.2e-5 with max-weight = max n_steps,
+    # 9.0e-4 with Flower's default max-weight 1000 (a coarser weight ratio); 1e-3 bounds both.
+    assert 0 < err < 1e-3
+    states = [u.x for u in users]
+    from esnfed_core.readout import predict
+    from esnfed_core.reservoir import run_batch
+
+    for x in states:
+        s = run_batch(res, x)
+        assert np.mean(predict(s, got) == predict(s, plain.readouts[0])) > 0.99
+
+
+def test_secaggplus_survives_a_dropout_after_key_sharing(setup, monkeypatch):
+    from flwr.simulation import run_simulation
+
+    from esnfed_flower import secagg as app
+
+    root, data, users = setup
+    out = root / "secagg-drop.npy"
+    steps = max(u.x.shape[0] * u.x.shape[1] for u in users)
+    cfg = root / "run-drop.json"
+    cfg.write_text(json.dumps(_run_config(root, data, out, **{"max-weight": float(steps), "drop-partition": 1})))
+    monkeypatch.setenv("ESNFED_FLOWER_RUN", str(cfg))
+    run_simulation(app.server_app, app.dropout_client_app, num_supernodes=len(users),
+                   backend_config={"client_resources": {"num_cpus": 1}, "init_args": {"num_cpus": 2}})
+    res = make_reservoir(CFG, data.n_inputs, 5)
+    survivors = [Client(f"c{i}", u.x, u.y, data.n_classes, batch_size=5) for i, u in enumerate(users) if i != 1]
+    everyone = [Client(f"c{i}", u.x, u.y, data.n_classes, batch_size=5) for i, u in enumerate(users)]
+    got = np.load(out)  # the round completed: the server solved from the unmasked sum
+    want = incfed(res, survivors, [LAM]).readouts[0]
+    assert np.linalg.norm(got - want) / np.linalg.norm(want) < 1e-3
+    full = incfed(res, everyone, [LAM]).readouts[0]
+    assert np.linalg.norm(got - full) / np.linalg.norm(full) > 1e-2  # it is the survivors' sum, not all
