@@ -4,6 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip install --disable-pip-version-check -q -c requirements/constraints.txt
+FLOWER_VENV := .venv-flower
 
 .PHONY: install install-test repro test test-fast test-flower bench clean
 
@@ -23,8 +24,10 @@ install-test: $(VENV)/.installed-test
 repro: install
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/dvc repro
 
-test: install-test
+# The whole suite: the package's tests, then the Flower apps' tests in their own environment.
+test: install-test $(FLOWER_VENV)/.installed
 	$(PY) -m pytest -q
+	PYTHONPATH="$(CURDIR)" $(FLOWER_VENV)/bin/python -m pytest -q -p no:cacheprovider tests_flower
 
 # The unit tests only: no pipeline, Ray, SIGKILL or DVC runs (markers in pyproject.toml).
 test-fast: install-test
@@ -32,7 +35,6 @@ test-fast: install-test
 
 # The Flower apps (esnfed_flower/) in their own environment: flwr's pins clash with ours (README,
 # "Flower apps"); esnfed_core comes from the source tree.
-FLOWER_VENV := .venv-flower
 $(FLOWER_VENV)/.installed: requirements/flower.txt
 	$(PYTHON) -m venv $(FLOWER_VENV)
 	$(FLOWER_VENV)/bin/python -m pip install --disable-pip-version-check -q -r requirements/flower.txt
