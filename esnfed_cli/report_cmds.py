@@ -3,7 +3,6 @@ papers' tables, communication table, figures and metrics."""
 
 from __future__ import annotations
 
-from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -14,14 +13,9 @@ from rich.table import Table
 from esnfed_cli._common import console, handle_errors, in_range
 from esnfed_cli.main import app
 from esnfed_core.tables import TABLES, format_value
+from esnfed_core.vocabulary import DATASETS, PCTS, Variant
 from esnfed_stages import report as report_stage
 from esnfed_stages import ttest as ttest_stage
-
-
-class VariantChoice(str, Enum):
-    welch = "welch"
-    student = "student"
-    paired = "paired"
 
 
 ParamsOpt = Annotated[Path, typer.Option("--params", help="The params file to read "
@@ -41,7 +35,7 @@ def _progress() -> Progress:
 @app.command()
 @handle_errors
 def ttest(
-    variant: Annotated[Optional[VariantChoice], typer.Option(
+    variant: Annotated[Optional[Variant], typer.Option(
         "--variant", help="t-test variant: welch (unequal variances), student (pooled "
         "variance) or paired (retrain k against retrain k). Default: params.yaml ttest.variant.", case_sensitive=False)] = None,
     alpha: Annotated[Optional[float], typer.Option(
@@ -102,8 +96,8 @@ def report(
     for col in ("dataset", "train users", "without", "paper", "with FedIP", "paper "):
         summary.add_column(col, justify="left" if col == "dataset" else "right")
     cells = rep.cells["fedip"]
-    for ds in ("wesad", "hhar"):
-        for pct in ("25", "50", "75", "100"):
+    for ds in DATASETS:
+        for pct in PCTS:
             row = {c.method: c for c in cells if c.dataset == ds and c.pct == pct}
             values = []
             for m in ("incfed", "fedip"):

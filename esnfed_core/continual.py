@@ -29,6 +29,7 @@ from esnfed_core.readout import LAMBDA, check_solver
 from esnfed_core.readout import evaluate as evaluate_counts
 from esnfed_core.reservoir import Reservoir
 from esnfed_core.validation import COUNT, Bound, ParameterError, check_param
+from esnfed_core.vocabulary import STRATEGIES
 
 # run_continual's ranges (params.yaml continual.* is checked against them).
 CONTINUAL_BOUNDS = {"lambda": LAMBDA, "replay_fraction": Bound(low=0.0, high=1.0, low_open=True),
@@ -36,7 +37,6 @@ CONTINUAL_BOUNDS = {"lambda": LAMBDA, "replay_fraction": Bound(low=0.0, high=1.0
 
 Split = tuple[np.ndarray, np.ndarray]  # (x (W,T,U) float32, in memory or lazy; y (W,T) int)
 
-STRATEGIES = ("naive", "replay", "joint")
 ALGORITHM = "fedclip"  # ledger name of FedCLIP's (g, b) messages; readout messages are "incfed"
 # Joint's safety cap on IP rounds (or epochs) per context when early stopping has not fired:
 # patience (3 or 5) normally stops it long before.

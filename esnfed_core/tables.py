@@ -17,9 +17,8 @@ import numpy as np
 
 from esnfed_core.errors import DataError
 from esnfed_core.stats import Mark, TestResult, pair_marks
+from esnfed_core.vocabulary import DATASETS, PCTS
 
-PCTS: tuple[str, ...] = ("25", "50", "75", "100")
-DATASETS: tuple[str, ...] = ("wesad", "hhar")
 DATASET_LABELS = {"wesad": "WESAD", "hhar": "HHAR"}
 NA = "n/a"
 

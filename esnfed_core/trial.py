@@ -28,9 +28,8 @@ from esnfed_core.messages import CommLedger, ReadoutMessage, StatsMessage
 from esnfed_core.readout import Counts, StatsAccumulator, check_solver, solve
 from esnfed_core.reservoir import Reservoir, ReservoirConfig, build_reservoir
 from esnfed_core.scoring import pooled_counts, random_accuracy
+from esnfed_core.vocabulary import ALGOS, STRATEGIES
 
-STRATEGIES = ("naive", "replay", "joint")
-ALGOS = ("random", "ridge", "incfed", "fedavg", "ip", "fedip", "clip", "fedclip")
 METHODS = ("random", "ridge", "incfed", "fedavg", "ip", "fedip") + tuple(
     f"{a}-{s}" for a in ("clip", "fedclip") for s in STRATEGIES
 )

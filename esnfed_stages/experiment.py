@@ -16,7 +16,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from esnfed_core.accel import DEVICES
 from esnfed_core.continual import CONTINUAL_BOUNDS
 from esnfed_core.data.processed import UserData, load_manifest, load_user, user_path
 from esnfed_core.errors import ConfigError, DataError
@@ -27,12 +26,10 @@ from esnfed_core.reservoir import BATCH_SIZE
 from esnfed_core.search import Dimension, parse_space
 from esnfed_core.trial import RETRAIN_LAMBDA, Method, Settings, TrialData
 from esnfed_core.validation import Bound, ParameterError
+from esnfed_core.vocabulary import BACKENDS, DATASETS, DEVICES, PCTS
 from esnfed_stages._io import dumps_json, read_json
-from esnfed_stages.params import section
+from esnfed_stages.sections import section
 
-DATASETS = ("wesad", "hhar")
-PCTS = ("25", "50", "75", "100")
-BACKENDS = ("loky", "sequential", "ray")
 # Core modules whose source decides a trial's numbers (tests/test_select.py checks the list is
 # complete: every esnfed_core module a trial imports is here).
 TRIAL_MODULES = (
@@ -40,7 +37,7 @@ TRIAL_MODULES = (
     "esnfed_core.data.windows", "esnfed_core.errors", "esnfed_core.federated", "esnfed_core.messages",
     "esnfed_core.metrics", "esnfed_core.plasticity", "esnfed_core.readout", "esnfed_core.reservoir",
     "esnfed_core.quote", "esnfed_core.scoring", "esnfed_core.search", "esnfed_core.trial",
-    "esnfed_core.validation",
+    "esnfed_core.validation", "esnfed_core.vocabulary",
 )
 # What an accelerated trial (runner.device torch-cpu | cuda) runs besides (they import torch).
 ACCEL_MODULES = (
@@ -240,23 +237,6 @@ def parse_dataset(dataset: str) -> str:
     if dataset not in DATASETS:
         raise ConfigError(f"--dataset: expected one of {', '.join(DATASETS)}, got {dataset!r}")
     return dataset
-
-
-# ---------------------------------------------------------------- paths
-def select_dir(runs: Path, dataset: str, method: str, pct: str) -> Path:
-    return Path(runs) / "select" / dataset / method / pct
-
-
-def best_path(runs: Path, dataset: str, method: str, pct: str) -> Path:
-    return select_dir(runs, dataset, method, pct) / "best.json"
-
-
-def model_dir(runs: Path, dataset: str, method: str, pct: str) -> Path:
-    return Path(runs) / "models" / dataset / method / pct
-
-
-def assess_path(runs: Path, dataset: str, method: str) -> Path:
-    return Path(runs) / "assess" / dataset / f"{method}.json"
 
 
 # ---------------------------------------------------------------- data

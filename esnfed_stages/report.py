@@ -21,21 +21,20 @@ import yaml
 
 from esnfed_core import __version__
 from esnfed_core.errors import ConfigError, DataError
-from esnfed_core.stats import VARIANTS
+from esnfed_core.vocabulary import DATASETS, PCTS, STRATEGIES, VARIANTS
 from esnfed_core.tables import (
-    COMMUNICATION_COLUMNS, COMMUNICATION_METHODS, DATASETS, PCTS, TABLES, Cell, Communication,
+    COMMUNICATION_COLUMNS, COMMUNICATION_METHODS, TABLES, Cell, Communication,
     Published, TableSpec, build_cells, cells_csv, communication_rows, metrics, parse_published,
     render_communication_markdown, render_markdown, required_inputs, split_rounds, to_csv,
 )
 from esnfed_stages import figures
+from esnfed_stages._datasets import n_classes
 from esnfed_stages._io import atomic_path, dumps_json, output_lock, read_json, write_bytes
-from esnfed_stages.params import load_params, section
+from esnfed_stages.params import load_params
+from esnfed_stages.sections import section
 from esnfed_stages.ttest import ASSESS_DIR, TTEST_PATH, Inputs, load_inputs
 
 REPORTS_DIR = Path("reports")
-# Classes per dataset (data contract: WESAD y in 0..3, HHAR y in 0..5), for the analytic formulas.
-N_CLASSES = {"wesad": 4, "hhar": 6}
-STRATEGIES = ("naive", "replay", "joint")
 # Continual method prefix and the stationary IP method of each setting (figures).
 SETTINGS = {"federated": ("fedclip", "fedip"), "centralized": ("clip", "ip")}
 _PRETTY = {"fedclip": "FedCLIP", "clip": "CLIP"}
@@ -145,7 +144,7 @@ def communication_items(inputs: Inputs) -> list[Communication]:
                         int(comm["up_bytes"]), int(comm["down_bytes"]), rounds,
                         int(comm["clients"]),
                         units=_opt_int(comm.get("units", cfg.get("units"))),
-                        classes=_opt_int(comm.get("classes", N_CLASSES.get(ds))),
+                        classes=_opt_int(comm.get("classes", n_classes(ds))),
                         ip_rounds=_opt_int(comm.get("ip_rounds", ip_rounds)),
                         readouts=_opt_int(comm.get("readouts", readouts)),
                     ))

@@ -21,13 +21,12 @@ from esnfed_core.errors import DataError
 from esnfed_core.search import derive_seed
 from esnfed_core.trial import Method
 from esnfed_stages._io import clean_stale_tmp, output_locks, read_json, write_json
+from esnfed_stages.layout import best_path, model_dir
 from esnfed_stages.experiment import (
     ExperimentParams,
     RunnerConfig,
-    best_path,
     code_fingerprint,
     experiment_params,
-    model_dir,
     open_dataset,
     result_key,
 )

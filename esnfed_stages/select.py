@@ -17,16 +17,15 @@ from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.search import continual_budgets, derive_seed, sample_config
 from esnfed_core.trial import Method
 from esnfed_stages._io import clean_stale_tmp, output_locks, read_json, write_json
+from esnfed_stages.layout import best_path, select_dir
 from esnfed_stages.experiment import (
     Dataset,
     ExperimentParams,
     RunnerConfig,
-    best_path,
     experiment_params,
     open_dataset,
     code_fingerprint,
     result_key,
-    select_dir,
 )
 from esnfed_stages.runner import Outcome, TrialTask, for_method, run_tasks
 

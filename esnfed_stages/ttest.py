@@ -13,10 +13,13 @@ from typing import Any, Callable, Iterable, Mapping
 
 from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.stats import check_alpha, check_variant, compare_pairs
-from esnfed_core.tables import PCTS, TABLES, Scores, TableSpec, comparison_groups, required_inputs
+from esnfed_core.vocabulary import PCTS
+from esnfed_core.tables import TABLES, Scores, TableSpec, comparison_groups, required_inputs
 from esnfed_core.validation import ParameterError
 from esnfed_stages._io import output_lock, read_json, write_json
-from esnfed_stages.params import load_params, section
+from esnfed_stages.layout import assess_path
+from esnfed_stages.params import load_params
+from esnfed_stages.sections import section
 
 ASSESS_DIR = Path("runs/assess")
 TTEST_PATH = Path("reports/ttest.json")
@@ -29,10 +32,6 @@ RULE = ("two-sided t-test of each pair the table's paper compares (a = the propo
         "b (retrain k shares its reservoir seed across methods). Fewer than 2 scores: no test (p "
         "null). Zero variance in both groups (paired: of the differences): p = 1 if the means are "
         "equal, else p = 0. t is null when undefined or infinite.")
-
-
-def assess_path(assess_dir: str | Path, dataset: str, method: str) -> Path:
-    return Path(assess_dir) / dataset / f"{method}.json"
 
 
 def _fractions(path: Path, key: str, value: Any, allow_none: bool = False) -> list[float] | None:
