@@ -12,10 +12,11 @@ from rich.table import Table
 
 from esnfed_cli._common import console, handle_errors, in_range
 from esnfed_cli.main import app
-from esnfed_core.tables import TABLES, format_value
+from esnfed_core.tables import TABLES
 from esnfed_core.vocabulary import DATASETS, PCTS, Variant
 from esnfed_stages import report as report_stage
 from esnfed_stages import ttest as ttest_stage
+from esnfed_stages.tables import format_value
 
 
 ParamsOpt = Annotated[Path, typer.Option("--params", help="The params file to read "

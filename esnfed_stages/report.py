@@ -21,17 +21,19 @@ import yaml
 
 from esnfed_core import __version__
 from esnfed_core.errors import ConfigError, DataError
-from esnfed_core.vocabulary import DATASETS, PCTS, STRATEGIES, VARIANTS
 from esnfed_core.tables import (
-    COMMUNICATION_COLUMNS, COMMUNICATION_METHODS, TABLES, Cell, Communication,
-    Published, TableSpec, build_cells, cells_csv, communication_rows, metrics, parse_published,
-    render_communication_markdown, render_markdown, required_inputs, split_rounds, to_csv,
+    COMMUNICATION_METHODS, TABLES, Cell, Communication, Published, TableSpec, build_cells,
+    communication_rows, metrics, parse_published, required_inputs, split_rounds,
 )
+from esnfed_core.vocabulary import DATASETS, PCTS, STRATEGIES, VARIANTS
 from esnfed_stages import figures
 from esnfed_stages._datasets import n_classes
 from esnfed_stages._io import atomic_path, dumps_json, output_lock, read_json, write_bytes
 from esnfed_stages.params import load_params
 from esnfed_stages.sections import section
+from esnfed_stages.tables import (
+    cells_csv, communication_csv, render_communication_markdown, render_markdown, to_csv,
+)
 from esnfed_stages.ttest import ASSESS_DIR, TTEST_PATH, Inputs, load_inputs
 
 REPORTS_DIR = Path("reports")
@@ -356,7 +358,7 @@ def build(inputs: Inputs, ttest_doc: Mapping[str, Any], published: Published, da
         f"Date: {date}; versions: {versions()}",
     ]
     rep.tables["communication.md"] = render_communication_markdown(comm, comm_header).encode()
-    rep.tables["communication.csv"] = to_csv(comm, COMMUNICATION_COLUMNS).encode()
+    rep.tables["communication.csv"] = communication_csv(comm).encode()
     for ds in DATASETS:
         for setting in SETTINGS:
             png, csv_text = stream_figure_and_plot(inputs, ds, setting)

@@ -13,9 +13,9 @@ from typing import Any, Callable, Iterable, Mapping
 
 from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.stats import check_alpha, check_variant, compare_pairs
-from esnfed_core.vocabulary import PCTS
 from esnfed_core.tables import TABLES, Scores, TableSpec, comparison_groups, required_inputs
 from esnfed_core.validation import ParameterError
+from esnfed_core.vocabulary import PCTS
 from esnfed_stages._io import output_lock, read_json, write_json
 from esnfed_stages.layout import assess_path
 from esnfed_stages.params import load_params
