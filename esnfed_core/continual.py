@@ -208,7 +208,7 @@ def run_continual(
     and round under "fedclip", the ridge statistics and readouts under "incfed".
     Readouts are solved with ``solver`` (:func:`esnfed_core.readout.solve`).
     Shuffles and buffer keys come from generators seeded with ``seed`` (the same for every
-    client, as in :func:`esnfed_core.plasticity.fedip`); the run is deterministic.
+    client, as in :func:`esnfed_core.federated.fedip`); the run is deterministic.
     """
     if strategy not in STRATEGIES:
         raise ParameterError(f"strategy: expected one of {list(STRATEGIES)}, got {strategy!r}")

@@ -23,7 +23,7 @@ import numpy as np
 from esnfed_core.data.processed import UserData
 from esnfed_core.data.windows import concat
 from esnfed_core.errors import ConfigError
-from esnfed_core.federated import Client, fedavg, incfed
+from esnfed_core.federated import Client, fedavg, fedip, incfed
 from esnfed_core.messages import CommLedger, ReadoutMessage, StatsMessage
 from esnfed_core.readout import Counts, StatsAccumulator, check_solver, solve
 from esnfed_core.reservoir import Reservoir, ReservoirConfig, build_reservoir
@@ -339,9 +339,7 @@ def _fit_stationary(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialDat
         res = train_ip(res, pooled, _ip_config(cfg, settings), epochs=int(cfg["rounds"]), seed=seeds["ip"])
         del pooled
     elif m.algo == "fedip":
-        from esnfed_core.plasticity import fedip as run_fedip  # noqa: PLC0415
-
-        res = run_fedip(res, [u.x for u in users], _ip_config(cfg, settings), rounds=int(cfg["rounds"]),
+        res = fedip(res, [u.x for u in users], _ip_config(cfg, settings), rounds=int(cfg["rounds"]),
                         local_epochs=int(cfg["local_epochs"]), seed=seeds["ip"], ledger=ledger,
                         client_names=list(data.train))
     fixed = "lambda" in cfg

@@ -33,7 +33,7 @@ from esnfed_stages.sections import section
 # Core modules whose source decides a trial's numbers (tests/test_select.py checks the list is
 # complete: every esnfed_core module a trial imports is here).
 TRIAL_MODULES = (
-    "esnfed_core", "esnfed_core.accel", "esnfed_core.continual", "esnfed_core.data", "esnfed_core.data.processed",
+    "esnfed_core", "esnfed_core.accel", "esnfed_core.aggregate", "esnfed_core.continual", "esnfed_core.data", "esnfed_core.data.processed",
     "esnfed_core.data.windows", "esnfed_core.errors", "esnfed_core.federated", "esnfed_core.messages",
     "esnfed_core.metrics", "esnfed_core.plasticity", "esnfed_core.readout", "esnfed_core.reservoir",
     "esnfed_core.quote", "esnfed_core.scoring", "esnfed_core.search", "esnfed_core.trial",
