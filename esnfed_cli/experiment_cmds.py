@@ -18,7 +18,7 @@ from esnfed_core.vocabulary import Algo, Backend, Dataset, Device, ShareOrAll, S
 from esnfed_stages import assess as assess_stage
 from esnfed_stages import retrain as retrain_stage
 from esnfed_stages import select as select_stage
-from esnfed_stages.experiment import experiment_params, parse_dataset, parse_pcts
+from esnfed_stages.experiment_params import experiment_params, parse_dataset, parse_pcts
 from esnfed_stages.layout import assess_dir, assess_path
 from esnfed_stages.params import load_params
 

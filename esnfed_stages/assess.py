@@ -28,9 +28,10 @@ from esnfed_core.scoring import accuracy, activation_densities, context_matrix, 
 from esnfed_core.trial import FittedModel, Method
 from esnfed_stages._io import output_lock, write_json
 from esnfed_core.vocabulary import PCTS
-from esnfed_stages.experiment import experiment_params, open_dataset
+from esnfed_stages.experiment_params import experiment_params
 from esnfed_stages.layout import assess_dir, assess_path, model_dir
 from esnfed_stages.models import load_model
+from esnfed_stages.trial_data import open_dataset
 
 # Methods whose training-user accuracy the IncFed tables (ijcnn-*) print.
 TRAIN_SCORED = ("random", "ridge", "incfed", "fedavg")

@@ -21,17 +21,12 @@ from esnfed_core.errors import DataError
 from esnfed_core.search import derive_seed
 from esnfed_core.trial import Method
 from esnfed_stages._io import clean_stale_tmp, output_locks, read_json, write_json
+from esnfed_stages.experiment_params import ExperimentParams, RunnerConfig, experiment_params
+from esnfed_stages.fingerprint import code_fingerprint, result_key
 from esnfed_stages.layout import best_path, model_dir
-from esnfed_stages.experiment import (
-    ExperimentParams,
-    RunnerConfig,
-    code_fingerprint,
-    experiment_params,
-    open_dataset,
-    result_key,
-)
 from esnfed_stages.models import read_meta, save_model
 from esnfed_stages.runner import Outcome, TrialTask, for_method, run_tasks
+from esnfed_stages.trial_data import open_dataset
 
 _MODEL_FILE = re.compile(r"^seed-(\d+)\.(npz|json)$")
 _FAILED_FILE = re.compile(r"^seed-(\d+)\.failed\.json$")

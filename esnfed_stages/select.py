@@ -17,17 +17,11 @@ from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.search import continual_budgets, derive_seed, sample_config
 from esnfed_core.trial import Method
 from esnfed_stages._io import clean_stale_tmp, output_locks, read_json, write_json
+from esnfed_stages.experiment_params import ExperimentParams, RunnerConfig, experiment_params
+from esnfed_stages.fingerprint import code_fingerprint, result_key
 from esnfed_stages.layout import best_path, select_dir
-from esnfed_stages.experiment import (
-    Dataset,
-    ExperimentParams,
-    RunnerConfig,
-    experiment_params,
-    open_dataset,
-    code_fingerprint,
-    result_key,
-)
 from esnfed_stages.runner import Outcome, TrialTask, for_method, run_tasks
+from esnfed_stages.trial_data import Dataset, open_dataset
 
 _TRIAL_FILE = re.compile(r"^trial-(\d+)\.json$")
 Progress = Callable[[int, int], None]

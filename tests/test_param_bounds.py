@@ -21,7 +21,7 @@ from esnfed_core.readout import LAMBDA, RidgeStats, solve
 from esnfed_core.reservoir import BATCH_SIZE, RESERVOIR_BOUNDS, ReservoirConfig, build_reservoir, iter_states
 from esnfed_core.stats import ALPHA, ttest
 from esnfed_core.validation import Bound, ParameterError
-from esnfed_stages.experiment import experiment_params
+from esnfed_stages.experiment_params import experiment_params
 from esnfed_stages.params_schema import validate
 
 PARAMS = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
