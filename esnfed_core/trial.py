@@ -395,7 +395,7 @@ def _contexts(users: Sequence[UserData], n_contexts: int) -> list[tuple[np.ndarr
 
 def _fit_continual(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialData,
                    settings: Settings, score: bool) -> FittedModel:
-    from esnfed_core.continual import run_continual  # noqa: PLC0415
+    from esnfed_core.continual import ContinualConfig, make_strategy, run_continual  # noqa: PLC0415
 
     res = make_reservoir(cfg, data.n_inputs, seeds["reservoir"])
     federated = m.algo == "fedclip"
@@ -403,16 +403,17 @@ def _fit_continual(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialData
     train = [_contexts([u], data.n_contexts) for u in users] if federated else [_contexts(users, data.n_contexts)]
     validation = _contexts(list(data.validation.values()), data.n_contexts)
     ledger = CommLedger() if federated else None
-    result = run_continual(
-        res, train, m.strategy, federated, _ip_config(cfg, settings), budget=int(cfg.get("budget", 0)),
-        local_epochs=int(cfg.get("local_epochs", 1)), n_classes=data.n_classes,
-        lam=settings.continual_lambda, seed=seeds["ip"], validation=validation,
-        evaluate={"validation": validation} if score else None, ledger=ledger,
-        client_names=list(data.train) if federated else None,
-        replay_fraction=settings.replay_fraction, replay_batch=settings.replay_batch,
+    strategy = make_strategy(
+        m.strategy, budget=int(cfg.get("budget", 0)), replay_fraction=settings.replay_fraction,
+        replay_batch=settings.replay_batch, replay_shuffle=settings.replay_shuffle,
         patience=settings.joint_patience, max_joint_rounds=settings.joint_max_rounds,
-        solver=settings.solver, replay_shuffle=settings.replay_shuffle,
     )
+    config = ContinualConfig(federated, _ip_config(cfg, settings), data.n_classes,
+                             local_epochs=int(cfg.get("local_epochs", 1)), lam=settings.continual_lambda,
+                             seed=seeds["ip"], solver=settings.solver)
+    result = run_continual(res, train, strategy, config, validation=validation,
+                           evaluate={"validation": validation} if score else None, ledger=ledger,
+                           client_names=list(data.train) if federated else None)
     val = None
     if score:
         stream = np.asarray(result.stream_accuracy("validation"), np.float64)

@@ -16,11 +16,11 @@ from esnfed_stages._io import dumps_json
 # Core modules whose source decides a trial's numbers (tests/test_select.py checks the list is
 # complete: every esnfed_core module a trial imports is here).
 TRIAL_MODULES = (
-    "esnfed_core", "esnfed_core.accel", "esnfed_core.aggregate", "esnfed_core.continual", "esnfed_core.data", "esnfed_core.data.processed",
-    "esnfed_core.data.windows", "esnfed_core.errors", "esnfed_core.federated", "esnfed_core.messages",
-    "esnfed_core.metrics", "esnfed_core.plasticity", "esnfed_core.readout", "esnfed_core.reservoir",
-    "esnfed_core.quote", "esnfed_core.scoring", "esnfed_core.search", "esnfed_core.trial",
-    "esnfed_core.validation", "esnfed_core.vocabulary",
+    "esnfed_core", "esnfed_core.accel", "esnfed_core.aggregate", "esnfed_core.continual", "esnfed_core.data",
+    "esnfed_core.data.processed", "esnfed_core.data.windows", "esnfed_core.errors", "esnfed_core.federated",
+    "esnfed_core.messages", "esnfed_core.metrics", "esnfed_core.plasticity", "esnfed_core.quote",
+    "esnfed_core.readout", "esnfed_core.replay", "esnfed_core.reservoir", "esnfed_core.scoring",
+    "esnfed_core.search", "esnfed_core.trial", "esnfed_core.validation", "esnfed_core.vocabulary",
 )
 # What an accelerated trial (runner.device torch-cpu | cuda) runs besides (they import torch).
 ACCEL_MODULES = (
@@ -37,7 +37,7 @@ def trial_modules(method: Method, device: str = "cpu") -> tuple[str, ...]:
         return tuple(m for m in TRIAL_MODULES + ACCEL_MODULES if method.uses_ip or m != "esnfed_core.plasticity")
     skip = set()
     if not method.continual:
-        skip.add("esnfed_core.continual")
+        skip.update(("esnfed_core.continual", "esnfed_core.replay"))
     if not method.uses_ip:
         skip.add("esnfed_core.plasticity")
     return tuple(m for m in TRIAL_MODULES if m not in skip)
