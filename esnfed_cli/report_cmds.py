@@ -16,6 +16,7 @@ from esnfed_core.tables import TABLES
 from esnfed_core.vocabulary import DATASETS, PCTS, Variant
 from esnfed_stages import report as report_stage
 from esnfed_stages import ttest as ttest_stage
+from esnfed_stages.params import load_params
 from esnfed_stages.tables import format_value
 
 
@@ -55,8 +56,8 @@ def ttest(
     """
     with _progress() as bar:
         task = bar.add_task("t-tests", total=len(TABLES))
-        doc = ttest_stage.run(params, variant=variant.value if variant else None, alpha=alpha,
-                              assess_dir=assess_dir, out=out, allow_missing=allow_missing,
+        options = ttest_stage.ttest_params(load_params(params), variant.value if variant else None, alpha)
+        doc = ttest_stage.run(options, assess_dir=assess_dir, out=out, allow_missing=allow_missing,
                               progress=lambda _: bar.advance(task))
     summary = Table(title=f"t-tests ({doc['variant']}, alpha={doc['alpha']}) -> {out}")
     for col in ("table", "comparisons", "significant", "untestable"):
@@ -90,8 +91,8 @@ def report(
     steps = len(TABLES) + 6  # tables, 4 stream figures, 2 activation figures
     with _progress() as bar:
         task = bar.add_task("report", total=steps)
-        rep = report_stage.run(params, assess_dir=assess_dir, ttest_path=ttest_file,
-                               out_dir=out_dir, allow_missing=allow_missing,
+        rep = report_stage.run(report_stage.report_params(load_params(params)), assess_dir=assess_dir,
+                               ttest_path=ttest_file, out_dir=out_dir, allow_missing=allow_missing,
                                progress=lambda _: bar.advance(task))
     summary = Table(title="fedip: test accuracy (%) without vs with FedIP (IncFed readout)")
     for col in ("dataset", "train users", "without", "paper", "with FedIP", "paper "):

@@ -29,7 +29,6 @@ from esnfed_core.vocabulary import DATASETS, PCTS, STRATEGIES, VARIANTS
 from esnfed_stages import figures
 from esnfed_stages._datasets import n_classes
 from esnfed_stages._io import atomic_path, dumps_json, output_lock, read_json, write_bytes
-from esnfed_stages.params import load_params
 from esnfed_stages.sections import section
 from esnfed_stages.tables import (
     cells_csv, communication_csv, render_communication_markdown, render_markdown, to_csv,
@@ -416,16 +415,28 @@ def _share(params: Mapping[str, Any], key: str, default: str | None = None) -> s
     return value
 
 
-def run(params_path: str | Path = "params.yaml", *, assess_dir: str | Path = ASSESS_DIR,
+@dataclass(frozen=True)
+class ReportParams:
+    """params.yaml ``report``, checked: the shares the activation and per-context figures show."""
+
+    activation_pct: str
+    contexts_pct: str = "25"
+
+
+def report_params(params: Mapping[str, Any]) -> ReportParams:
+    """The ``report`` section of the loaded params."""
+    return ReportParams(_share(params, "report.activation_pct"),
+                        _share(params, "report.contexts_pct", default="25"))
+
+
+def run(options: ReportParams, *, assess_dir: str | Path = ASSESS_DIR,
         ttest_path: str | Path = TTEST_PATH, out_dir: str | Path = REPORTS_DIR,
         allow_missing: bool = False, progress: Callable[[str], None] | None = None) -> Report:
     """Build every report output in memory, then write them; returns what was written."""
-    params = load_params(params_path)
-    activation_pct = _share(params, "report.activation_pct")
-    contexts_pct = _share(params, "report.contexts_pct", default="25")
     date = report_date()
     inputs = load_inputs(assess_dir, required_inputs(TABLES), allow_missing)
     ttest_doc = load_ttest(ttest_path)
-    rep = build(inputs, ttest_doc, load_published(), date, activation_pct, progress, contexts_pct)
+    rep = build(inputs, ttest_doc, load_published(), date, options.activation_pct, progress,
+                options.contexts_pct)
     write(rep, out_dir)
     return rep

@@ -18,7 +18,6 @@ from esnfed_core.validation import ParameterError
 from esnfed_core.vocabulary import PCTS
 from esnfed_stages._io import output_lock, read_json, write_json
 from esnfed_stages.layout import assess_path
-from esnfed_stages.params import load_params
 from esnfed_stages.sections import section
 
 ASSESS_DIR = Path("runs/assess")
@@ -139,9 +138,17 @@ def check_pairing(specs: Iterable[TableSpec], inputs: Inputs) -> None:
                                         "retrain k of both methods on the same seed (ttest.variant: paired)")
 
 
-def resolve_options(params: Mapping[str, Any], variant: str | None,
-                    alpha: float | None) -> tuple[str, float]:
-    """Command-line values win over params.yaml's ttest.variant / ttest.alpha."""
+@dataclass(frozen=True)
+class TTestParams:
+    """params.yaml ``ttest``, checked: the t-test variant and the significance level."""
+
+    variant: str
+    alpha: float
+
+
+def ttest_params(params: Mapping[str, Any], variant: str | None = None,
+                 alpha: float | None = None) -> TTestParams:
+    """The ``ttest`` section of the loaded params; command-line values win over its keys."""
     variant = section(params, "ttest.variant") if variant is None else variant
     alpha = section(params, "ttest.alpha") if alpha is None else alpha
     try:
@@ -149,15 +156,13 @@ def resolve_options(params: Mapping[str, Any], variant: str | None,
         check_alpha(alpha)
     except ParameterError as exc:
         raise ConfigError(f"ttest.{exc}") from None
-    return variant, float(alpha)
+    return TTestParams(variant, float(alpha))
 
 
-def run(params_path: str | Path = "params.yaml", *, variant: str | None = None,
-        alpha: float | None = None, assess_dir: str | Path = ASSESS_DIR,
-        out: str | Path = TTEST_PATH, allow_missing: bool = False,
-        progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+def run(options: TTestParams, *, assess_dir: str | Path = ASSESS_DIR, out: str | Path = TTEST_PATH,
+        allow_missing: bool = False, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Run every table's tests and write ``out``; returns the written document."""
-    variant, alpha = resolve_options(load_params(params_path), variant, alpha)
+    variant, alpha = options.variant, options.alpha
     inputs = load_inputs(assess_dir, required_inputs(TABLES), allow_missing)
     if variant == "paired":
         check_pairing(TABLES, inputs)
