@@ -17,7 +17,8 @@ import numpy as np
 import scipy
 from threadpoolctl import threadpool_limits
 
-from esnfed_core.plasticity import IPConfig, fedip, ip_epoch, ip_step
+from esnfed_core.federated import fedip
+from esnfed_core.plasticity import IPConfig, ip_epoch, ip_step
 from esnfed_core.reservoir import ReservoirConfig, build_reservoir, iter_states
 
 # name: (steps, inputs, units, default windows) — WESAD chest windows at 700 Hz (400 units, the

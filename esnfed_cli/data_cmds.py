@@ -4,7 +4,6 @@ files, windows per user plus manifest, fixed user splits) with progress bars and
 from __future__ import annotations
 
 import re
-from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -14,24 +13,15 @@ from rich.table import Table
 
 from esnfed_cli._common import console, handle_errors
 from esnfed_cli.main import app
+from esnfed_core.vocabulary import Dataset, Source
 from esnfed_stages import partition as partition_stage
 from esnfed_stages import preprocess as preprocess_stage
 from esnfed_stages import synthesize as synthesize_stage
 from esnfed_stages.params import load_params
 
 
-class DatasetChoice(str, Enum):
-    wesad = "wesad"
-    hhar = "hhar"
-
-
-class SourceChoice(str, Enum):
-    synthetic = "synthetic"
-    raw = "raw"
-
-
-DatasetOpt = Annotated[DatasetChoice, typer.Option("--dataset", help="Which dataset: wesad or hhar.",
-                                                   case_sensitive=False)]
+DatasetOpt = Annotated[Dataset, typer.Option("--dataset", help="Which dataset: wesad or hhar.",
+                                             case_sensitive=False)]
 ParamsOpt = Annotated[Path, typer.Option("--params", help="The params file to read.")]
 
 
@@ -94,7 +84,7 @@ def synthesize(
 @handle_errors
 def preprocess(
     dataset: DatasetOpt,
-    source: Annotated[Optional[SourceChoice], typer.Option(
+    source: Annotated[Optional[Source], typer.Option(
         "--source", help="synthetic (the files of `esnfed synthesize`) or raw (the real dataset). "
         "Default: params.yaml data.source.", case_sensitive=False)] = None,
     raw_dir: Annotated[Optional[Path], typer.Option(

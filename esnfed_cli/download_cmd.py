@@ -3,7 +3,6 @@ interrupted download, verify it and unpack it into the raw layout."""
 
 from __future__ import annotations
 
-from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -15,13 +14,10 @@ from rich.table import Table
 from esnfed_cli._common import console, handle_errors
 from esnfed_cli.main import app
 from esnfed_core.errors import ConfigError
+from esnfed_core.vocabulary import Dataset
 from esnfed_stages import download as download_stage
-from esnfed_stages.params import load_params, section
-
-
-class Dataset(str, Enum):
-    wesad = "wesad"
-    hhar = "hhar"
+from esnfed_stages.params import load_params
+from esnfed_stages.sections import section
 
 
 def _default_out(params: Path) -> Path:

@@ -3,7 +3,6 @@ seeds and test-user assessment of one method on one dataset, with progress bars 
 
 from __future__ import annotations
 
-from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -12,73 +11,37 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from esnfed_cli._common import EXIT_FAILURE, console, err_console, handle_errors, in_range
-from esnfed_cli.data_cmds import DatasetChoice
 from esnfed_cli.main import app
 from esnfed_core.errors import ConfigError
 from esnfed_core.trial import Method
+from esnfed_core.vocabulary import Algo, Backend, Dataset, Device, ShareOrAll, Strategy
 from esnfed_stages import assess as assess_stage
 from esnfed_stages import retrain as retrain_stage
 from esnfed_stages import select as select_stage
-from esnfed_stages.experiment import experiment_params, parse_dataset, parse_pcts
+from esnfed_stages.experiment_params import experiment_params, parse_dataset, parse_pcts
+from esnfed_stages.layout import assess_dir, assess_path
 from esnfed_stages.params import load_params
 
 
-class AlgoChoice(str, Enum):
-    random = "random"
-    ridge = "ridge"
-    incfed = "incfed"
-    fedavg = "fedavg"
-    ip = "ip"
-    fedip = "fedip"
-    clip = "clip"
-    fedclip = "fedclip"
-
-
-class PctChoice(str, Enum):
-    p25 = "25"
-    p50 = "50"
-    p75 = "75"
-    p100 = "100"
-    all = "all"
-
-
-class StrategyChoice(str, Enum):
-    naive = "naive"
-    replay = "replay"
-    joint = "joint"
-
-
-class BackendChoice(str, Enum):
-    loky = "loky"
-    sequential = "sequential"
-    ray = "ray"
-
-
-class DeviceChoice(str, Enum):
-    cpu = "cpu"
-    torch_cpu = "torch-cpu"
-    cuda = "cuda"
-
-
-DatasetOpt = Annotated[DatasetChoice, typer.Option("--dataset", help="Which dataset: wesad or hhar.",
-                                                   case_sensitive=False)]
-AlgoOpt = Annotated[AlgoChoice, typer.Option(
+DatasetOpt = Annotated[Dataset, typer.Option("--dataset", help="Which dataset: wesad or hhar.",
+                                             case_sensitive=False)]
+AlgoOpt = Annotated[Algo, typer.Option(
     "--algo", help="The method: random (baseline), ridge (centralised ESN), incfed, fedavg, ip "
     "(centralised IP + ridge), fedip (FedIP + IncFed), clip / fedclip (continual; need --strategy).",
     case_sensitive=False)]
-StrategyOpt = Annotated[Optional[StrategyChoice], typer.Option(
+StrategyOpt = Annotated[Optional[Strategy], typer.Option(
     "--strategy", help="Continual strategy of clip/fedclip: naive, replay or joint.", case_sensitive=False)]
-PctOpt = Annotated[PctChoice, typer.Option(
+PctOpt = Annotated[ShareOrAll, typer.Option(
     "--pct", help="Share of training users: 25, 50, 75, 100, or all.")]
 ParamsOpt = Annotated[Path, typer.Option("--params", help="The params file to read.")]
 DataDirOpt = Annotated[Path, typer.Option(
     "--data-dir", help="Data root holding processed/<dataset>/ and partitions/<dataset>.json.")]
 RunsDirOpt = Annotated[Path, typer.Option(
     "--runs-dir", help="Root of the experiment outputs (select/, models/, assess/).")]
-BackendOpt = Annotated[Optional[BackendChoice], typer.Option(
+BackendOpt = Annotated[Optional[Backend], typer.Option(
     "--backend", help="joblib backend for the trials: loky (local processes), sequential, or ray "
     "(needs the \\[ray] extra). Default: params.yaml runner.backend.", case_sensitive=False)]
-DeviceOpt = Annotated[Optional[DeviceChoice], typer.Option(
+DeviceOpt = Annotated[Optional[Device], typer.Option(
     "--device", help="Kernels of the stationary methods' trials: cpu (numpy), torch-cpu or cuda "
     "(batched torch; needs the \\[gpu] extra). Default: params.yaml runner.device.", case_sensitive=False)]
 JobsOpt = Annotated[Optional[int], typer.Option(
@@ -92,7 +55,7 @@ def _progress() -> Progress:
                     TimeElapsedColumn(), console=console, transient=True)
 
 
-def _method(algo: AlgoChoice, strategy: Optional[StrategyChoice]) -> Method:
+def _method(algo: Algo, strategy: Optional[Strategy]) -> Method:
     """The method; a strategy missing (continual) or extra (stationary) is a usage error."""
     try:
         return Method(algo.value, strategy.value if strategy else None)
@@ -100,9 +63,9 @@ def _method(algo: AlgoChoice, strategy: Optional[StrategyChoice]) -> Method:
         raise typer.BadParameter(str(exc).removeprefix("strategy: "), param_hint="--strategy") from None
 
 
-def _prepare(dataset: DatasetChoice, algo: AlgoChoice, strategy: Optional[StrategyChoice], pct: PctChoice,
-             params: Path, backend: Optional[BackendChoice], n_jobs: Optional[int],
-             device: Optional[DeviceChoice] = None):
+def _prepare(dataset: Dataset, algo: Algo, strategy: Optional[Strategy], pct: ShareOrAll,
+             params: Path, backend: Optional[Backend], n_jobs: Optional[int],
+             device: Optional[Device] = None):
     """What select and retrain start from: dataset, method, shares, params, and the runner with
     the command-line overrides."""
     p = load_params(params)
@@ -152,7 +115,7 @@ def select(
     dataset: DatasetOpt,
     algo: AlgoOpt,
     strategy: StrategyOpt = None,
-    pct: PctOpt = PctChoice.all,
+    pct: PctOpt = ShareOrAll.all,
     backend: BackendOpt = None,
     n_jobs: JobsOpt = None,
     device: DeviceOpt = None,
@@ -193,7 +156,7 @@ def retrain(
     dataset: DatasetOpt,
     algo: AlgoOpt,
     strategy: StrategyOpt = None,
-    pct: PctOpt = PctChoice.all,
+    pct: PctOpt = ShareOrAll.all,
     backend: BackendOpt = None,
     n_jobs: JobsOpt = None,
     device: DeviceOpt = None,
@@ -254,7 +217,7 @@ def assess(
                       _mean_std(row["train_accuracy"]),
                       "-" if comm is None else f"{comm['up_floats']:,} / {comm['down_floats']:,}")
     console.print(table, highlight=False)
-    console.print(f"wrote {assess_stage.assess_path(runs_dir, ds, method.id)}", highlight=False)
+    console.print(f"wrote {assess_path(assess_dir(runs_dir), ds, method.id)}", highlight=False)
 
 
 def _mean_std(values: list[float] | None) -> str:

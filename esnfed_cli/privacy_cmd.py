@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from esnfed_cli._common import console, handle_errors
-from esnfed_cli.data_cmds import DatasetChoice
+from esnfed_cli.data_cmds import DatasetOpt
 from esnfed_cli.main import app
 from esnfed_stages import privacy as privacy_stage
 from esnfed_stages.params import load_params
@@ -18,8 +18,7 @@ from esnfed_stages.params import load_params
 @app.command()
 @handle_errors
 def privacy(
-    dataset: Annotated[DatasetChoice, typer.Option("--dataset", help="Which dataset: wesad or hhar.",
-                                                   case_sensitive=False)],
+    dataset: DatasetOpt,
     params: Annotated[Path, typer.Option("--params", help="The params file to read (privacy.*, "
                                          "budgets.*, readout.*, plasticity.*, seed).")] = Path("params.yaml"),
     data_dir: Annotated[Path, typer.Option("--data-dir", help="Root of processed/ and partitions/.")] = Path("data"),

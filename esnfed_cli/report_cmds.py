@@ -3,7 +3,6 @@ papers' tables, communication table, figures and metrics."""
 
 from __future__ import annotations
 
-from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -13,15 +12,12 @@ from rich.table import Table
 
 from esnfed_cli._common import console, handle_errors, in_range
 from esnfed_cli.main import app
-from esnfed_core.tables import TABLES, format_value
+from esnfed_core.tables import TABLES
+from esnfed_core.vocabulary import DATASETS, PCTS, Variant
 from esnfed_stages import report as report_stage
 from esnfed_stages import ttest as ttest_stage
-
-
-class VariantChoice(str, Enum):
-    welch = "welch"
-    student = "student"
-    paired = "paired"
+from esnfed_stages.params import load_params
+from esnfed_stages.tables import format_value
 
 
 ParamsOpt = Annotated[Path, typer.Option("--params", help="The params file to read "
@@ -41,7 +37,7 @@ def _progress() -> Progress:
 @app.command()
 @handle_errors
 def ttest(
-    variant: Annotated[Optional[VariantChoice], typer.Option(
+    variant: Annotated[Optional[Variant], typer.Option(
         "--variant", help="t-test variant: welch (unequal variances), student (pooled "
         "variance) or paired (retrain k against retrain k). Default: params.yaml ttest.variant.", case_sensitive=False)] = None,
     alpha: Annotated[Optional[float], typer.Option(
@@ -60,8 +56,8 @@ def ttest(
     """
     with _progress() as bar:
         task = bar.add_task("t-tests", total=len(TABLES))
-        doc = ttest_stage.run(params, variant=variant.value if variant else None, alpha=alpha,
-                              assess_dir=assess_dir, out=out, allow_missing=allow_missing,
+        options = ttest_stage.ttest_params(load_params(params), variant.value if variant else None, alpha)
+        doc = ttest_stage.run(options, assess_dir=assess_dir, out=out, allow_missing=allow_missing,
                               progress=lambda _: bar.advance(task))
     summary = Table(title=f"t-tests ({doc['variant']}, alpha={doc['alpha']}) -> {out}")
     for col in ("table", "comparisons", "significant", "untestable"):
@@ -95,15 +91,15 @@ def report(
     steps = len(TABLES) + 6  # tables, 4 stream figures, 2 activation figures
     with _progress() as bar:
         task = bar.add_task("report", total=steps)
-        rep = report_stage.run(params, assess_dir=assess_dir, ttest_path=ttest_file,
-                               out_dir=out_dir, allow_missing=allow_missing,
+        rep = report_stage.run(report_stage.report_params(load_params(params)), assess_dir=assess_dir,
+                               ttest_path=ttest_file, out_dir=out_dir, allow_missing=allow_missing,
                                progress=lambda _: bar.advance(task))
     summary = Table(title="fedip: test accuracy (%) without vs with FedIP (IncFed readout)")
     for col in ("dataset", "train users", "without", "paper", "with FedIP", "paper "):
         summary.add_column(col, justify="left" if col == "dataset" else "right")
     cells = rep.cells["fedip"]
-    for ds in ("wesad", "hhar"):
-        for pct in ("25", "50", "75", "100"):
+    for ds in DATASETS:
+        for pct in PCTS:
             row = {c.method: c for c in cells if c.dataset == ds and c.pct == pct}
             values = []
             for m in ("incfed", "fedip"):

@@ -1,4 +1,5 @@
-"""Federated readouts: IncFed (sum of ridge statistics) and FedAvg (average of local readouts).
+"""The federated algorithms: IncFed (sum of ridge statistics), FedAvg (average of local readouts)
+and FedIP (rounds of local IP epochs on (g, b), averaged by window count).
 
 Clients keep their windows; only messages from :mod:`esnfed_core.messages` reach the server,
 and each one is recorded in the :class:`CommLedger` when one is given.
@@ -7,13 +8,18 @@ and each one is recorded in the :class:`CommLedger` when one is given.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
+from esnfed_core.aggregate import weighted_average
 from esnfed_core.messages import CommLedger, ReadoutMessage, StatsMessage
 from esnfed_core.readout import LAMBDA, Counts, RidgeStats, evaluate, ridge_stats, solve
 from esnfed_core.reservoir import Reservoir
+from esnfed_core.validation import check_param
+
+if TYPE_CHECKING:
+    from esnfed_core.plasticity import Aggregate, IPConfig, Progress
 
 
 class Client:
@@ -81,17 +87,6 @@ def incfed(
     return IncFedResult(total, readouts)
 
 
-def weighted_average(arrays: Sequence[np.ndarray], weights: Sequence[int]) -> np.ndarray:
-    """Σ (n_c / n) · x_c in float64: the FedAvg aggregation used for readouts and for IP."""
-    w = np.asarray(weights, dtype=np.float64)
-    if np.any(w < 0) or w.sum() <= 0:
-        raise ValueError(f"weighted_average: weights must be >= 0 with a positive sum, got {w.tolist()}")
-    out = np.zeros(np.shape(arrays[0]), np.float64)
-    for arr, wi in zip(arrays, w / w.sum()):
-        out += wi * np.asarray(arr, np.float64)
-    return out
-
-
 def fedavg(
     res: Reservoir,
     clients: Sequence[Client],
@@ -114,3 +109,58 @@ def fedavg(
         for c in clients:
             ledger.record("fedavg", rnd, c.name, "down", ReadoutMessage(w))
     return w
+
+
+def fedip(
+    res: Reservoir,
+    client_xs: Sequence[np.ndarray],
+    cfg: IPConfig,
+    rounds: int,
+    local_epochs: int,
+    seed: int,
+    ledger: CommLedger | None = None,
+    client_names: Sequence[str] | None = None,
+    *,
+    progress: Progress | None = None,
+    aggregate: Aggregate | None = None,
+) -> Reservoir:
+    """FedIP (PROTOCOL §5): ``rounds`` rounds of ``local_epochs`` local IP epochs per client,
+    averaged by window count; 2N floats each way per client and round (ledger: "fedip").
+    ``aggregate`` replaces the server's weighted mean of (g, b) (e.g. the DP average of
+    esnfed_core.privacy); see :func:`esnfed_core.plasticity.fedip_round`.
+
+    Every client shuffles with its own generator seeded with ``seed``: a client's batches do not
+    depend on which other clients take part, so FedIP on one client is centralised IP
+    (``train_ip`` with rounds·local_epochs epochs), and identical clients stay identical.
+    """
+    # The IP code is imported when FedIP runs: a trial of a method without IP does not import
+    # plasticity, so its code fingerprint (esnfed_stages.fingerprint.trial_modules) leaves it out.
+    from esnfed_core.plasticity import (  # noqa: PLC0415
+        broadcast_reservoir, client_names_or_default, fedip_round, ip_epoch,
+    )
+
+    check_param("rounds", rounds, integer=True, low=0)
+    check_param("local_epochs", local_epochs, integer=True, low=1)
+    if not client_xs:
+        raise ValueError("fedip: no clients")
+    names = client_names_or_default(client_names, len(client_xs))
+    keep = [i for i, x in enumerate(client_xs) if len(x) > 0]  # clients without windows sit out
+    if not keep:
+        raise ValueError("fedip: every client has zero windows")
+    rngs = [np.random.default_rng(seed) for _ in keep]
+    broadcast_reservoir(res, [names[i] for i in keep], ledger, "fedip")
+
+    def local_fit(i: int, rng: np.random.Generator) -> Callable[[Reservoir], Reservoir]:
+        def fit(start: Reservoir) -> Reservoir:
+            for _ in range(local_epochs):
+                start = ip_epoch(start, client_xs[i], cfg, rng)
+            return start
+        return fit
+
+    fits = [local_fit(i, rng) for i, rng in zip(keep, rngs)]
+    weights = [len(client_xs[i]) for i in keep]
+    for r in range(rounds):
+        res = fedip_round(res, fits, weights, [names[i] for i in keep], ledger, "fedip", r, aggregate)
+        if progress is not None:
+            progress(r + 1, rounds)
+    return res

@@ -1,4 +1,6 @@
-"""Intrinsic plasticity (Schrauwen et al. 2008) for tanh reservoirs: centralised IP and FedIP.
+"""Intrinsic plasticity (Schrauwen et al. 2008) for tanh reservoirs: the IP rule, centralised IP
+epochs, and one FedIP round (the round the FedIP and FedCLIP loops and the accelerated path share;
+the FedIP algorithm itself is esnfed_core.federated.fedip).
 
 The gradient is reduced on the fly while the reservoir runs in cache-sized time chunks, so an IP
 epoch costs about one plain state pass (PROTOCOL §4, §5).
@@ -15,7 +17,7 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
-from esnfed_core.federated import weighted_average
+from esnfed_core.aggregate import weighted_average
 from esnfed_core.messages import CommLedger, PlasticityMessage, ReservoirMessage
 from esnfed_core.reservoir import DTYPE, Reservoir, run_batch
 from esnfed_core.validation import COUNT, POSITIVE, Bound, ParameterError, check_param
@@ -225,50 +227,3 @@ def client_names_or_default(names: Sequence[str] | None, n: int) -> list[str]:
     if len(names) != n:
         raise ParameterError(f"client_names: {len(names)} names for {n} clients")
     return list(names)
-
-
-def fedip(
-    res: Reservoir,
-    client_xs: Sequence[np.ndarray],
-    cfg: IPConfig,
-    rounds: int,
-    local_epochs: int,
-    seed: int,
-    ledger: CommLedger | None = None,
-    client_names: Sequence[str] | None = None,
-    *,
-    progress: Progress | None = None,
-    aggregate: Aggregate | None = None,
-) -> Reservoir:
-    """FedIP (PROTOCOL §5): ``rounds`` rounds of ``local_epochs`` local IP epochs per client,
-    averaged by window count; 2N floats each way per client and round (ledger: "fedip").
-
-    Every client shuffles with its own generator seeded with ``seed``: a client's batches do not
-    depend on which other clients take part, so FedIP on one client is centralised IP
-    (``train_ip`` with rounds·local_epochs epochs), and identical clients stay identical.
-    """
-    check_param("rounds", rounds, integer=True, low=0)
-    check_param("local_epochs", local_epochs, integer=True, low=1)
-    if not client_xs:
-        raise ValueError("fedip: no clients")
-    names = client_names_or_default(client_names, len(client_xs))
-    keep = [i for i, x in enumerate(client_xs) if len(x) > 0]  # clients without windows sit out
-    if not keep:
-        raise ValueError("fedip: every client has zero windows")
-    rngs = [np.random.default_rng(seed) for _ in keep]
-    broadcast_reservoir(res, [names[i] for i in keep], ledger, "fedip")
-
-    def local_fit(i: int, rng: np.random.Generator) -> Callable[[Reservoir], Reservoir]:
-        def fit(start: Reservoir) -> Reservoir:
-            for _ in range(local_epochs):
-                start = ip_epoch(start, client_xs[i], cfg, rng)
-            return start
-        return fit
-
-    fits = [local_fit(i, rng) for i, rng in zip(keep, rngs)]
-    weights = [len(client_xs[i]) for i in keep]
-    for r in range(rounds):
-        res = fedip_round(res, fits, weights, [names[i] for i in keep], ledger, "fedip", r, aggregate)
-        if progress is not None:
-            progress(r + 1, rounds)
-    return res

@@ -66,7 +66,7 @@ def fit_private(method: str | Method, config: Mapping[str, Any], seed: int, data
     n_releases = releases(m, cfg)
     res = make_reservoir(cfg, data.n_inputs, seeds["reservoir"])
     if m.algo == "fedip":
-        from esnfed_core.plasticity import fedip  # noqa: PLC0415
+        from esnfed_core.federated import fedip  # noqa: PLC0415
 
         agg = fedip_aggregate(spec, noise, n_releases) if spec.private else None
         res = fedip(res, [u.x for u in data.train.values()], _ip_config(cfg, settings),

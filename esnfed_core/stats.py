@@ -32,9 +32,9 @@ from typing import Literal, Mapping, Sequence
 import numpy as np
 
 from esnfed_core.validation import Bound, ParameterError, check_finite
+from esnfed_core.vocabulary import VARIANTS
 
 Variant = Literal["welch", "student", "paired"]
-VARIANTS: tuple[str, ...] = ("welch", "student", "paired")
 Mark = Literal["bold", "italic", ""]
 
 

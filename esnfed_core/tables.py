@@ -1,27 +1,24 @@
 """The papers' tables (PROTOCOL §7) as data: which methods each compares, and pure assembly of
-cells (mean ± population std ×100, marks, published values) into Markdown, CSV and metrics.
+cells (mean ± population std ×100, marks, published values), metrics and communication rows.
 
-No file I/O: callers pass the scores, the t-test comparisons and the published values in, and
-write the returned strings. Scores are fractions in [0, 1]; cells and CSV are in percent.
+Numbers only: callers pass the scores, the t-test comparisons and the published values in; the
+stages render the cells and rows as Markdown and CSV (esnfed_stages/tables.py). Scores are
+fractions in [0, 1]; cells are in percent.
 """
 
 from __future__ import annotations
 
-import csv
-import io
-import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
 from esnfed_core.errors import DataError
 from esnfed_core.stats import Mark, TestResult, pair_marks
+from esnfed_core.vocabulary import DATASETS, PCTS
 
-PCTS: tuple[str, ...] = ("25", "50", "75", "100")
-DATASETS: tuple[str, ...] = ("wesad", "hhar")
-DATASET_LABELS = {"wesad": "WESAD", "hhar": "HHAR"}
-NA = "n/a"
+DATASET_LABELS = {"wesad": "WESAD", "hhar": "HHAR"}  # as the papers name them (titles, headers)
+
 
 # (dataset, method, pct, column) -> retrain scores; a missing key is a method not (yet) assessed.
 ScoreKey = tuple[str, str, str, str]
@@ -194,22 +191,10 @@ class Cell:
     published_mark: str = ""
 
 
-CSV_COLUMNS = ("table", "dataset", "pct", "method", "column", "n", "mean", "std", "p_value",
-               "mark", "published_mean", "published_std")
-
-
 def mean_std_percent(scores: Sequence[float]) -> tuple[float, float]:
     """Mean and population std (ddof=0) of fractions, in percent."""
     x = np.asarray(scores, dtype=np.float64)
     return float(x.mean() * 100.0), float(x.std(ddof=0) * 100.0)
-
-
-def format_value(mean: float | None, std: float | None, mark: str = "") -> str:
-    """"72.09 ± 0.59" with Markdown bold/italic; no std -> the mean alone; no mean -> n/a."""
-    if mean is None:
-        return NA
-    text = f"{mean:.2f}" if std is None else f"{mean:.2f} ± {std:.2f}"
-    return {"bold": f"**{text}**", "italic": f"*{text}*"}.get(mark, text)
 
 
 def _result(comp: Mapping[str, Any]) -> TestResult:
@@ -267,61 +252,6 @@ def build_cells(spec: TableSpec, scores: Scores, comparisons: Iterable[Mapping[s
     return cells
 
 
-def _header_name(spec: TableSpec, ds: str, label: str, col: str) -> str:
-    parts = [DATASET_LABELS.get(ds, ds)] if len(spec.datasets) > 1 else []
-    parts.append(label)
-    if len(spec.columns) > 1:
-        parts.append(col)
-    return " ".join(parts)
-
-
-def render_markdown(spec: TableSpec, cells: Sequence[Cell], header: Sequence[str]) -> str:
-    """The table in the papers' layout: a row per share, ours and the paper's value side by side."""
-    keys = [(ds, m, label, col) for ds in spec.datasets for m, label in spec.methods
-            for col in spec.columns]
-    lookup = {(c.pct, c.dataset, c.method, c.column): c for c in cells}
-    lines = [f"# {spec.id}: {spec.title}", ""]
-    lines += [f"- {h}" for h in header]
-    if spec.note:
-        lines.append(f"- Note: {spec.note}")
-    lines.append("")
-    head = ["train users"]
-    for ds, _, label, col in keys:
-        head += [_header_name(spec, ds, label, col), "paper"]
-    lines.append("| " + " | ".join(head) + " |")
-    lines.append("|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|")
-    for pct in PCTS:
-        row = [f"{pct}%"]
-        for ds, m, _, col in keys:
-            c = lookup[(pct, ds, m, col)]
-            row += [format_value(c.mean, c.std, c.mark),
-                    format_value(c.published_mean, c.published_std, c.published_mark)]
-        lines.append("| " + " | ".join(row) + " |")
-    return "\n".join(lines) + "\n"
-
-
-def _csv_value(v: Any) -> str:
-    if v is None:
-        return ""
-    if isinstance(v, float):
-        return repr(v) if math.isfinite(v) else ""
-    return str(v)
-
-
-def to_csv(rows: Iterable[Mapping[str, Any]], columns: Sequence[str]) -> str:
-    """CSV text (header + rows, '\\n' line ends) with empty fields for missing values."""
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(columns)
-    for row in rows:
-        writer.writerow([_csv_value(row.get(c)) for c in columns])
-    return buf.getvalue()
-
-
-def cells_csv(cells: Iterable[Cell]) -> str:
-    return to_csv((asdict(c) for c in cells), CSV_COLUMNS)
-
-
 # ---------------------------------------------------------------------------------------------
 # Metrics
 
@@ -340,13 +270,6 @@ def metrics(scores: Scores, column: str = "test", digits: int = 6) -> dict[str, 
 
 COMMUNICATION_METHODS: tuple[str, ...] = ("incfed", "fedavg", "fedip", "fedclip-naive",
                                           "fedclip-replay", "fedclip-joint")
-COMMUNICATION_COLUMNS = (
-    "dataset", "pct", "method", "units", "classes", "clients", "rounds", "ip_rounds", "readouts",
-    "up_floats_per_client_round", "down_floats_per_client_round",
-    "up_bytes_per_client_round", "down_bytes_per_client_round",
-    "up_floats", "down_floats", "up_bytes", "down_bytes",
-    "formula_up", "formula_down", "analytic_up_floats", "analytic_down_floats", "match",
-)
 
 
 @dataclass(frozen=True)
@@ -409,7 +332,8 @@ def analytic_floats(c: Communication) -> tuple[str, str, int | None, int | None]
 
 
 def communication_rows(items: Iterable[Communication]) -> list[dict[str, Any]]:
-    """One row per (dataset, pct, method): measured per client per round and total, analytic."""
+    """One row per (dataset, pct, method): measured per client per round and total, analytic, and
+    whether the two agree (``match``: None when an analytic total is unknown)."""
     rows = []
     for c in items:
         per = max(c.clients * c.rounds, 1)
@@ -427,44 +351,6 @@ def communication_rows(items: Iterable[Communication]) -> list[dict[str, Any]]:
             "up_bytes": c.up_bytes, "down_bytes": c.down_bytes,
             "formula_up": f_up, "formula_down": f_down,
             "analytic_up_floats": a_up, "analytic_down_floats": a_down,
-            "match": "" if match is None else ("yes" if match else "no"),
+            "match": match,
         })
     return rows
-
-
-def _num(v: Any) -> str:
-    if v is None or v == "":
-        return NA
-    if isinstance(v, float):
-        return f"{v:,.1f}"
-    if isinstance(v, int):
-        return f"{v:,}"
-    return str(v)
-
-
-def render_communication_markdown(rows: Sequence[Mapping[str, Any]], header: Sequence[str]) -> str:
-    """Measured floats/bytes per client per round and in total beside the analytic formulas."""
-    cols = [("dataset", "dataset"), ("pct", "train users"), ("method", "method"), ("units", "N"),
-            ("classes", "C"), ("clients", "clients"), ("rounds", "rounds"),
-            ("ip_rounds", "IP rounds"), ("readouts", "readouts"),
-            ("up_floats_per_client_round", "up floats/client/round"),
-            ("down_floats_per_client_round", "down floats/client/round"),
-            ("up_bytes_per_client_round", "up bytes/client/round"),
-            ("down_bytes_per_client_round", "down bytes/client/round"),
-            ("up_floats", "up floats total"), ("down_floats", "down floats total"),
-            ("up_bytes", "up bytes total"), ("down_bytes", "down bytes total"),
-            ("formula_up", "formula up (per client)"), ("formula_down", "formula down"),
-            ("analytic_up_floats", "analytic up total"),
-            ("analytic_down_floats", "analytic down total"), ("match", "match")]
-    lines = ["# communication: floats and bytes sent per client per round and in total", ""]
-    lines += [f"- {h}" for h in header]
-    lines.append("")
-    lines.append("| " + " | ".join(h for _, h in cols) + " |")
-    lines.append("|" + "|".join("---" for _ in cols) + "|")
-    for r in rows:
-        cells = []
-        for key, _ in cols:
-            v = r.get(key)
-            cells.append(f"{v}%" if key == "pct" else _num(v))
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"

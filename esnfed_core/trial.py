@@ -23,14 +23,13 @@ import numpy as np
 from esnfed_core.data.processed import UserData
 from esnfed_core.data.windows import concat
 from esnfed_core.errors import ConfigError
-from esnfed_core.federated import Client, fedavg, incfed
+from esnfed_core.federated import Client, fedavg, fedip, incfed
 from esnfed_core.messages import CommLedger, ReadoutMessage, StatsMessage
 from esnfed_core.readout import Counts, StatsAccumulator, check_solver, solve
 from esnfed_core.reservoir import Reservoir, ReservoirConfig, build_reservoir
 from esnfed_core.scoring import pooled_counts, random_accuracy
+from esnfed_core.vocabulary import ALGOS, STRATEGIES
 
-STRATEGIES = ("naive", "replay", "joint")
-ALGOS = ("random", "ridge", "incfed", "fedavg", "ip", "fedip", "clip", "fedclip")
 METHODS = ("random", "ridge", "incfed", "fedavg", "ip", "fedip") + tuple(
     f"{a}-{s}" for a in ("clip", "fedclip") for s in STRATEGIES
 )
@@ -340,9 +339,7 @@ def _fit_stationary(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialDat
         res = train_ip(res, pooled, _ip_config(cfg, settings), epochs=int(cfg["rounds"]), seed=seeds["ip"])
         del pooled
     elif m.algo == "fedip":
-        from esnfed_core.plasticity import fedip as run_fedip  # noqa: PLC0415
-
-        res = run_fedip(res, [u.x for u in users], _ip_config(cfg, settings), rounds=int(cfg["rounds"]),
+        res = fedip(res, [u.x for u in users], _ip_config(cfg, settings), rounds=int(cfg["rounds"]),
                         local_epochs=int(cfg["local_epochs"]), seed=seeds["ip"], ledger=ledger,
                         client_names=list(data.train))
     fixed = "lambda" in cfg
@@ -398,7 +395,7 @@ def _contexts(users: Sequence[UserData], n_contexts: int) -> list[tuple[np.ndarr
 
 def _fit_continual(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialData,
                    settings: Settings, score: bool) -> FittedModel:
-    from esnfed_core.continual import run_continual  # noqa: PLC0415
+    from esnfed_core.continual import ContinualConfig, make_strategy, run_continual  # noqa: PLC0415
 
     res = make_reservoir(cfg, data.n_inputs, seeds["reservoir"])
     federated = m.algo == "fedclip"
@@ -406,16 +403,17 @@ def _fit_continual(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialData
     train = [_contexts([u], data.n_contexts) for u in users] if federated else [_contexts(users, data.n_contexts)]
     validation = _contexts(list(data.validation.values()), data.n_contexts)
     ledger = CommLedger() if federated else None
-    result = run_continual(
-        res, train, m.strategy, federated, _ip_config(cfg, settings), budget=int(cfg.get("budget", 0)),
-        local_epochs=int(cfg.get("local_epochs", 1)), n_classes=data.n_classes,
-        lam=settings.continual_lambda, seed=seeds["ip"], validation=validation,
-        evaluate={"validation": validation} if score else None, ledger=ledger,
-        client_names=list(data.train) if federated else None,
-        replay_fraction=settings.replay_fraction, replay_batch=settings.replay_batch,
+    strategy = make_strategy(
+        m.strategy, budget=int(cfg.get("budget", 0)), replay_fraction=settings.replay_fraction,
+        replay_batch=settings.replay_batch, replay_shuffle=settings.replay_shuffle,
         patience=settings.joint_patience, max_joint_rounds=settings.joint_max_rounds,
-        solver=settings.solver, replay_shuffle=settings.replay_shuffle,
     )
+    config = ContinualConfig(federated, _ip_config(cfg, settings), data.n_classes,
+                             local_epochs=int(cfg.get("local_epochs", 1)), lam=settings.continual_lambda,
+                             seed=seeds["ip"], solver=settings.solver)
+    result = run_continual(res, train, strategy, config, validation=validation,
+                           evaluate={"validation": validation} if score else None, ledger=ledger,
+                           client_names=list(data.train) if federated else None)
     val = None
     if score:
         stream = np.asarray(result.stream_accuracy("validation"), np.float64)

@@ -5,7 +5,7 @@ round of esnfed_flower.incfed on the trained reservoir.
 
 ClientApps are stateless (Flower's convention): a client's shuffling generator is rebuilt from
 the seed and advanced past the permutations of its earlier epochs, so it draws exactly what the
-pipeline's long-lived generator draws (esnfed_core.plasticity.fedip).
+pipeline's long-lived generator draws (esnfed_core.federated.fedip).
 """
 
 from __future__ import annotations

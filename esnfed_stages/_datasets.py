@@ -8,8 +8,8 @@ import inspect
 from typing import Any, Callable, Mapping
 
 from esnfed_core.errors import ConfigError
+from esnfed_core.vocabulary import DATASETS
 
-DATASETS = ("wesad", "hhar")
 DIRNAMES = {"wesad": "WESAD", "hhar": "HHAR"}  # folder under the raw root
 # (dataset, stage) -> (module, function); the functions share one signature per stage.
 _FUNCTIONS = {
@@ -29,6 +29,12 @@ def describe_hhar(params: Mapping[str, Any]) -> dict[str, Any]:
     module = importlib.import_module(hhar)
     return {"feature_names": list(module.FEATURE_NAMES), "classes": list(module.CLASSES),
             "context_names": list(module.resolve_params(dict(params))["devices"])}
+
+
+def n_classes(dataset: str) -> int:
+    """Classes of ``dataset``: the length of its module's CLASSES, which preprocess writes to the
+    manifest (so the report's analytic message sizes and the data agree)."""
+    return len(importlib.import_module(dataset_function(dataset, "preprocess").__module__).CLASSES)
 
 
 def check_dataset(dataset: str) -> str:

@@ -27,8 +27,11 @@ from esnfed_core.accel import require_torch
 from esnfed_core.scoring import accuracy, activation_densities, context_matrix, random_accuracy
 from esnfed_core.trial import FittedModel, Method
 from esnfed_stages._io import output_lock, write_json
-from esnfed_stages.experiment import PCTS, assess_path, experiment_params, model_dir, open_dataset
+from esnfed_core.vocabulary import PCTS
+from esnfed_stages.experiment_params import experiment_params
+from esnfed_stages.layout import assess_dir, assess_path, model_dir
 from esnfed_stages.models import load_model
+from esnfed_stages.trial_data import open_dataset
 
 # Methods whose training-user accuracy the IncFed tables (ijcnn-*) print.
 TRAIN_SCORED = ("random", "ridge", "incfed", "fedavg")
@@ -146,6 +149,7 @@ def run(
         "dataset": dataset, "method": method.id, "algo": method.algo, "strategy": method.strategy,
         "budget": exp.budget, "source": data.manifest.get("source"), "pcts": shares,
     }
-    with output_lock(assess_path(runs_dir, dataset, method.id)):
-        write_json(assess_path(runs_dir, dataset, method.id), doc)
+    path = assess_path(assess_dir(runs_dir), dataset, method.id)
+    with output_lock(path):
+        write_json(path, doc)
     return doc

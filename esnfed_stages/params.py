@@ -8,14 +8,13 @@ from typing import Any
 import yaml
 
 from esnfed_core.errors import ConfigError
+from esnfed_stages.params_schema import validate
 
 DEFAULT_PARAMS = Path("params.yaml")
 
 
 def load_params(path: str | Path = DEFAULT_PARAMS) -> dict[str, Any]:
     """The parsed file, validated as a whole against params_schema (every stage reads it here)."""
-    from esnfed_stages.params_schema import validate  # imports the stages whose values it checks
-
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{path}: params file not found")
@@ -27,13 +26,3 @@ def load_params(path: str | Path = DEFAULT_PARAMS) -> dict[str, Any]:
         raise ConfigError(f"{path}: top level must be a mapping")
     validate(data, path)
     return data
-
-
-def section(params: dict[str, Any], key: str) -> Any:
-    """``params[a][b]`` for key "a.b", with an error naming the missing key."""
-    cur: Any = params
-    for part in key.split("."):
-        if not isinstance(cur, dict) or part not in cur:
-            raise ConfigError(f"params.yaml: missing key '{key}'")
-        cur = cur[part]
-    return cur

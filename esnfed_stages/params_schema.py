@@ -21,13 +21,12 @@ from esnfed_core.plasticity import IP_BOUNDS
 from esnfed_core.readout import LAMBDA, SOLVERS
 from esnfed_core.reservoir import BATCH_SIZE, RESERVOIR_BOUNDS
 from esnfed_core.search import parse_dimension
-from esnfed_core.stats import ALPHA, VARIANTS
+from esnfed_core.stats import ALPHA
 from esnfed_core.trial import RETRAIN_LAMBDA
 from esnfed_core.validation import Bound, ParameterError, check_param
+from esnfed_core.vocabulary import BACKENDS, DATASETS, DEVICES, PCTS, SOURCES, VARIANTS
 from esnfed_stages._datasets import bind_kwargs, dataset_function
-from esnfed_stages.experiment import BACKENDS, DATASETS, DEVICES, PCTS
 from esnfed_stages.partition import check_spec
-from esnfed_stages.preprocess import SOURCES
 
 
 class Invalid(ConfigError):

@@ -11,7 +11,7 @@ from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.quote import quote
 from esnfed_stages._datasets import check_dataset
 from esnfed_stages._io import output_lock, write_json
-from esnfed_stages.params import section
+from esnfed_stages.sections import section
 from esnfed_stages.preprocess import DEFAULT_OUT as DEFAULT_PROCESSED
 
 DEFAULT_OUT = Path("data/partitions")

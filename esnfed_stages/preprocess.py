@@ -12,11 +12,11 @@ import numpy as np
 
 from esnfed_core.data.processed import MANIFEST, UserData, save_user, user_path
 from esnfed_core.errors import ConfigError, DataError
+from esnfed_core.vocabulary import SOURCES
 from esnfed_stages._datasets import check_dataset, dataset_function
 from esnfed_stages._io import atomic_path, output_lock, write_json
-from esnfed_stages.params import section
+from esnfed_stages.sections import section
 
-SOURCES = ("synthetic", "raw")
 DEFAULT_OUT = Path("data/processed")
 _USER_NAME = re.compile(r"^[A-Za-z0-9_-]+$")  # becomes a file name
 _META_KEYS = ("feature_names", "classes", "context_names")

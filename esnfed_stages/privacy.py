@@ -21,8 +21,10 @@ from esnfed_core.private_trial import PRIVATE_ALGOS, fit_private, releases
 from esnfed_core.scoring import pooled_counts
 from esnfed_core.trial import Method, TrialData
 from esnfed_stages._io import output_lock, write_json
-from esnfed_stages.experiment import PCTS, experiment_params, open_dataset
-from esnfed_stages.params import section
+from esnfed_core.vocabulary import PCTS
+from esnfed_stages.experiment_params import experiment_params
+from esnfed_stages.sections import section
+from esnfed_stages.trial_data import open_dataset
 from esnfed_stages.retrain import retrain_seed, selected_config
 
 PRIVACY_DIR = Path("runs/privacy")

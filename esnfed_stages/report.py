@@ -21,21 +21,21 @@ import yaml
 
 from esnfed_core import __version__
 from esnfed_core.errors import ConfigError, DataError
-from esnfed_core.stats import VARIANTS
 from esnfed_core.tables import (
-    COMMUNICATION_COLUMNS, COMMUNICATION_METHODS, DATASETS, PCTS, TABLES, Cell, Communication,
-    Published, TableSpec, build_cells, cells_csv, communication_rows, metrics, parse_published,
-    render_communication_markdown, render_markdown, required_inputs, split_rounds, to_csv,
+    COMMUNICATION_METHODS, TABLES, Cell, Communication, Published, TableSpec, build_cells,
+    communication_rows, metrics, parse_published, required_inputs, split_rounds,
 )
+from esnfed_core.vocabulary import DATASETS, PCTS, STRATEGIES, VARIANTS
 from esnfed_stages import figures, privacy_report
+from esnfed_stages._datasets import n_classes
 from esnfed_stages._io import atomic_path, dumps_json, output_lock, read_json, write_bytes
-from esnfed_stages.params import load_params, section
+from esnfed_stages.sections import section
+from esnfed_stages.tables import (
+    cells_csv, communication_csv, render_communication_markdown, render_markdown, to_csv,
+)
 from esnfed_stages.ttest import ASSESS_DIR, TTEST_PATH, Inputs, load_inputs
 
 REPORTS_DIR = Path("reports")
-# Classes per dataset (data contract: WESAD y in 0..3, HHAR y in 0..5), for the analytic formulas.
-N_CLASSES = {"wesad": 4, "hhar": 6}
-STRATEGIES = ("naive", "replay", "joint")
 # Continual method prefix and the stationary IP method of each setting (figures).
 SETTINGS = {"federated": ("fedclip", "fedip"), "centralized": ("clip", "ip")}
 _PRETTY = {"fedclip": "FedCLIP", "clip": "CLIP"}
@@ -145,7 +145,7 @@ def communication_items(inputs: Inputs) -> list[Communication]:
                         int(comm["up_bytes"]), int(comm["down_bytes"]), rounds,
                         int(comm["clients"]),
                         units=_opt_int(comm.get("units", cfg.get("units"))),
-                        classes=_opt_int(comm.get("classes", N_CLASSES.get(ds))),
+                        classes=_opt_int(comm.get("classes", n_classes(ds))),
                         ip_rounds=_opt_int(comm.get("ip_rounds", ip_rounds)),
                         readouts=_opt_int(comm.get("readouts", readouts)),
                     ))
@@ -357,7 +357,7 @@ def build(inputs: Inputs, ttest_doc: Mapping[str, Any], published: Published, da
         f"Date: {date}; versions: {versions()}",
     ]
     rep.tables["communication.md"] = render_communication_markdown(comm, comm_header).encode()
-    rep.tables["communication.csv"] = to_csv(comm, COMMUNICATION_COLUMNS).encode()
+    rep.tables["communication.csv"] = communication_csv(comm).encode()
     for ds in DATASETS:
         for setting in SETTINGS:
             png, csv_text = stream_figure_and_plot(inputs, ds, setting)
@@ -424,18 +424,30 @@ def _share(params: Mapping[str, Any], key: str, default: str | None = None) -> s
     return value
 
 
-def run(params_path: str | Path = "params.yaml", *, assess_dir: str | Path = ASSESS_DIR,
+@dataclass(frozen=True)
+class ReportParams:
+    """params.yaml ``report``, checked: the shares the activation and per-context figures show."""
+
+    activation_pct: str
+    contexts_pct: str = "25"
+
+
+def report_params(params: Mapping[str, Any]) -> ReportParams:
+    """The ``report`` section of the loaded params."""
+    return ReportParams(_share(params, "report.activation_pct"),
+                        _share(params, "report.contexts_pct", default="25"))
+
+
+def run(options: ReportParams, *, assess_dir: str | Path = ASSESS_DIR,
         ttest_path: str | Path = TTEST_PATH, out_dir: str | Path = REPORTS_DIR,
         allow_missing: bool = False, progress: Callable[[str], None] | None = None,
         privacy_dir: str | Path = privacy_report.PRIVACY_DIR) -> Report:
     """Build every report output in memory, then write them; returns what was written."""
-    params = load_params(params_path)
-    activation_pct = _share(params, "report.activation_pct")
-    contexts_pct = _share(params, "report.contexts_pct", default="25")
     date = report_date()
     inputs = load_inputs(assess_dir, required_inputs(TABLES), allow_missing)
     ttest_doc = load_ttest(ttest_path)
-    rep = build(inputs, ttest_doc, load_published(), date, activation_pct, progress, contexts_pct)
+    rep = build(inputs, ttest_doc, load_published(), date, options.activation_pct, progress,
+                options.contexts_pct)
     add_privacy(rep, privacy_dir, date)
     write(rep, out_dir)
     return rep

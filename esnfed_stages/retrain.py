@@ -15,28 +15,32 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 from esnfed_core.errors import DataError
 from esnfed_core.search import derive_seed
 from esnfed_core.trial import Method
 from esnfed_stages._io import clean_stale_tmp, output_locks, read_json, write_json
-from esnfed_stages.experiment import (
-    ExperimentParams,
-    RunnerConfig,
-    best_path,
-    code_fingerprint,
-    experiment_params,
-    model_dir,
-    open_dataset,
-    result_key,
-)
+from esnfed_stages.experiment_params import ExperimentParams, RunnerConfig, experiment_params
+from esnfed_stages.fingerprint import code_fingerprint, result_key
+from esnfed_stages.jobs import Progress, run_pending
+from esnfed_stages.layout import best_path, model_dir
 from esnfed_stages.models import read_meta, save_model
-from esnfed_stages.runner import Outcome, TrialTask, for_method, run_tasks
+from esnfed_stages.runner import Outcome, TrialTask, for_method
+from esnfed_stages.trial_data import open_dataset
 
 _MODEL_FILE = re.compile(r"^seed-(\d+)\.(npz|json)$")
 _FAILED_FILE = re.compile(r"^seed-(\d+)\.failed\.json$")
-Progress = Callable[[int, int], None]
+
+
+@dataclass(frozen=True)
+class PlannedRetrain:
+    """One retrain to run: its task, share, index k and result key."""
+
+    task: TrialTask
+    pct: str
+    index: int
+    key: str
 
 
 @dataclass
@@ -123,7 +127,7 @@ def _run(dataset: str, method: Method, pcts: list[str], params: Mapping[str, Any
     exp = exp.on_device(runner.device)
     data = open_dataset(data_dir, dataset)
     summaries: dict[str, RetrainSummary] = {}
-    pending: list[tuple[TrialTask, str, int, str]] = []
+    pending: list[PlannedRetrain] = []
     score = exp.settings.retrain_scores(method)
     for pct in pcts:
         config = selected_config(runs_dir, dataset, method.id, pct)
@@ -148,16 +152,10 @@ def _run(dataset: str, method: Method, pcts: list[str], params: Mapping[str, Any
                 continue
             task = TrialTask(f"{dataset}/{method.id}/{pct}/seed-{k}", ref, method.id, config, seed,
                              exp.settings, score=score)
-            pending.append((task, pct, k, key))
-    total = sum(len(s.seeds) for s in summaries.values())
-    finished = total - len(pending)
-    if progress:
-        progress(finished, total)
-    lookup = {id(t): (pct, k, key) for t, pct, k, key in pending}
+            pending.append(PlannedRetrain(task, pct, k, key))
 
-    def on_done(task: TrialTask, outcome: Outcome) -> None:
-        nonlocal finished
-        pct, k, key = lookup[id(task)]
+    def on_result(job: PlannedRetrain, outcome: Outcome) -> None:
+        task, pct, k, key = job.task, job.pct, job.index, job.key
         s = summaries[pct]
         s.ran += 1
         if outcome.ok:
@@ -169,12 +167,8 @@ def _run(dataset: str, method: Method, pcts: list[str], params: Mapping[str, Any
             write_json(model_dir(runs_dir, dataset, method.id, pct) / f"seed-{k}.failed.json",
                        {"key": key, "seed": task.seed, "config": dict(task.config), "error": outcome.error,
                         "traceback": outcome.traceback})
-        finished += 1
-        if progress:
-            progress(finished, total)
 
-    # Largest shares first, to balance the workers (the order changes no result).
-    run_tasks([t for t, pct, k, _ in sorted(pending, key=lambda p: (-int(p[1]), p[2]))], runner, on_done)
+    run_pending(pending, sum(len(s.seeds) for s in summaries.values()), runner, on_result, progress)
     for s in summaries.values():
         s.failed.sort()
     return RetrainResult(dataset, method.id, [summaries[p] for p in pcts])

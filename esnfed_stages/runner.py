@@ -31,7 +31,8 @@ from threadpoolctl import threadpool_limits
 from esnfed_core.accel import require_torch
 from esnfed_core.errors import ConfigError, EsnfedError
 from esnfed_core.trial import FittedModel, Method, Settings, fit
-from esnfed_stages.experiment import DataRef, RunnerConfig, load_trial_data
+from esnfed_stages.experiment_params import RunnerConfig
+from esnfed_stages.trial_data import DataRef, load_trial_data
 
 
 @dataclass(frozen=True)

@@ -11,27 +11,20 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.search import continual_budgets, derive_seed, sample_config
 from esnfed_core.trial import Method
 from esnfed_stages._io import clean_stale_tmp, output_locks, read_json, write_json
-from esnfed_stages.experiment import (
-    Dataset,
-    ExperimentParams,
-    RunnerConfig,
-    best_path,
-    experiment_params,
-    open_dataset,
-    code_fingerprint,
-    result_key,
-    select_dir,
-)
-from esnfed_stages.runner import Outcome, TrialTask, for_method, run_tasks
+from esnfed_stages.experiment_params import ExperimentParams, RunnerConfig, experiment_params
+from esnfed_stages.fingerprint import code_fingerprint, result_key
+from esnfed_stages.jobs import Progress, run_pending
+from esnfed_stages.layout import best_path, select_dir
+from esnfed_stages.runner import Outcome, TrialTask, for_method
+from esnfed_stages.trial_data import Dataset, open_dataset
 
 _TRIAL_FILE = re.compile(r"^trial-(\d+)\.json$")
-Progress = Callable[[int, int], None]
 
 
 @dataclass(frozen=True)
@@ -202,15 +195,8 @@ def _run(dataset: str, method: Method, pcts: list[str], params: Mapping[str, Any
         done[pct] = {t.index: r for t in plans[pct] if (r := _finished(t)) is not None}
     summaries = {p: ShareSummary(p, len(plans[p]), resumed=len(done[p])) for p in pcts}
     pending = [t for p in pcts for t in plans[p] if t.index not in done[p]]
-    total = sum(len(v) for v in plans.values())
-    finished = total - len(pending)
-    if progress:
-        progress(finished, total)
-    by_task = {id(t.task): t for t in pending}
 
-    def on_done(task: TrialTask, outcome: Outcome) -> None:
-        nonlocal finished
-        trial = by_task[id(task)]
+    def on_result(trial: PlannedTrial, outcome: Outcome) -> None:
         rec = _record(trial, outcome)
         write_json(trial.path, rec)
         s = summaries[trial.pct]
@@ -219,13 +205,8 @@ def _run(dataset: str, method: Method, pcts: list[str], params: Mapping[str, Any
             done[trial.pct][trial.index] = rec
         else:
             s.failed.append((trial.index, outcome.error))
-        finished += 1
-        if progress:
-            progress(finished, total)
 
-    # Largest shares first: their trials are the longest, and starting them first balances the
-    # workers (the order changes no result).
-    run_tasks([t.task for t in sorted(pending, key=lambda t: (-int(t.pct), t.index))], runner, on_done)
+    run_pending(pending, sum(len(v) for v in plans.values()), runner, on_result, progress)
 
     for pct in pcts:
         s = summaries[pct]

@@ -13,7 +13,7 @@ from typing import Any, Callable
 from esnfed_core.errors import ConfigError, DataError
 from esnfed_stages._datasets import DIRNAMES, bind_kwargs, check_dataset, dataset_function
 from esnfed_stages._io import atomic_path, output_lock
-from esnfed_stages.params import section
+from esnfed_stages.sections import section
 
 
 @dataclass(frozen=True)

@@ -13,10 +13,12 @@ from typing import Any, Callable, Iterable, Mapping
 
 from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.stats import check_alpha, check_variant, compare_pairs
-from esnfed_core.tables import PCTS, TABLES, Scores, TableSpec, comparison_groups, required_inputs
+from esnfed_core.tables import TABLES, Scores, TableSpec, comparison_groups, required_inputs
 from esnfed_core.validation import ParameterError
+from esnfed_core.vocabulary import PCTS
 from esnfed_stages._io import output_lock, read_json, write_json
-from esnfed_stages.params import load_params, section
+from esnfed_stages.layout import assess_path
+from esnfed_stages.sections import section
 
 ASSESS_DIR = Path("runs/assess")
 TTEST_PATH = Path("reports/ttest.json")
@@ -29,10 +31,6 @@ RULE = ("two-sided t-test of each pair the table's paper compares (a = the propo
         "b (retrain k shares its reservoir seed across methods). Fewer than 2 scores: no test (p "
         "null). Zero variance in both groups (paired: of the differences): p = 1 if the means are "
         "equal, else p = 0. t is null when undefined or infinite.")
-
-
-def assess_path(assess_dir: str | Path, dataset: str, method: str) -> Path:
-    return Path(assess_dir) / dataset / f"{method}.json"
 
 
 def _fractions(path: Path, key: str, value: Any, allow_none: bool = False) -> list[float] | None:
@@ -140,9 +138,17 @@ def check_pairing(specs: Iterable[TableSpec], inputs: Inputs) -> None:
                                         "retrain k of both methods on the same seed (ttest.variant: paired)")
 
 
-def resolve_options(params: Mapping[str, Any], variant: str | None,
-                    alpha: float | None) -> tuple[str, float]:
-    """Command-line values win over params.yaml's ttest.variant / ttest.alpha."""
+@dataclass(frozen=True)
+class TTestParams:
+    """params.yaml ``ttest``, checked: the t-test variant and the significance level."""
+
+    variant: str
+    alpha: float
+
+
+def ttest_params(params: Mapping[str, Any], variant: str | None = None,
+                 alpha: float | None = None) -> TTestParams:
+    """The ``ttest`` section of the loaded params; command-line values win over its keys."""
     variant = section(params, "ttest.variant") if variant is None else variant
     alpha = section(params, "ttest.alpha") if alpha is None else alpha
     try:
@@ -150,15 +156,13 @@ def resolve_options(params: Mapping[str, Any], variant: str | None,
         check_alpha(alpha)
     except ParameterError as exc:
         raise ConfigError(f"ttest.{exc}") from None
-    return variant, float(alpha)
+    return TTestParams(variant, float(alpha))
 
 
-def run(params_path: str | Path = "params.yaml", *, variant: str | None = None,
-        alpha: float | None = None, assess_dir: str | Path = ASSESS_DIR,
-        out: str | Path = TTEST_PATH, allow_missing: bool = False,
-        progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+def run(options: TTestParams, *, assess_dir: str | Path = ASSESS_DIR, out: str | Path = TTEST_PATH,
+        allow_missing: bool = False, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Run every table's tests and write ``out``; returns the written document."""
-    variant, alpha = resolve_options(load_params(params_path), variant, alpha)
+    variant, alpha = options.variant, options.alpha
     inputs = load_inputs(assess_dir, required_inputs(TABLES), allow_missing)
     if variant == "paired":
         check_pairing(TABLES, inputs)

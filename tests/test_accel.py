@@ -29,7 +29,8 @@ from esnfed_core.readout import ridge_stats, solve  # noqa: E402
 from esnfed_core.reservoir import ReservoirConfig, build_reservoir, run_batch  # noqa: E402
 from esnfed_core.trial import Method, Settings, fit  # noqa: E402
 from esnfed_stages import select as select_stage  # noqa: E402
-from esnfed_stages.experiment import RunnerConfig, best_path, select_dir  # noqa: E402
+from esnfed_stages.experiment_params import RunnerConfig  # noqa: E402
+from esnfed_stages.layout import best_path, select_dir  # noqa: E402
 from esnfed_stages.runner import TrialTask, batches  # noqa: E402
 from experiment_data import make_dataset, small_params, trial_data  # noqa: E402
 
@@ -76,7 +77,7 @@ def test_device_names():
 
 
 def test_tf32_is_opt_in_and_part_of_the_key_on_cuda_only():
-    from esnfed_stages.experiment import experiment_params
+    from esnfed_stages.experiment_params import experiment_params
 
     exp = experiment_params(small_params(device="cuda", tf32=True))
     assert exp.settings.tf32 and exp.settings.device == "cuda"

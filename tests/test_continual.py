@@ -7,7 +7,9 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from esnfed_core.continual import ReplayBuffer, _replay_batches, _StreamClient, run_continual
+from continual_call import run_named
+from esnfed_core.continual import ContinualConfig, Naive, run_continual
+from esnfed_core.replay import ReplayBuffer, StreamClient, replay_batches
 from esnfed_core.messages import CommLedger
 from esnfed_core.plasticity import IPConfig, ip_epoch
 from esnfed_core.reservoir import ReservoirConfig, build_reservoir
@@ -42,7 +44,7 @@ IP = IPConfig(sigma=0.3)
 def _run(strategy, federated, train=TRAIN, **kw):
     kw.setdefault("budget", 2)
     kw.setdefault("local_epochs", 2)
-    return run_continual(RES, train, strategy, federated, IP, n_classes=4, validation=VAL,
+    return run_named(RES, train, strategy, federated, IP, n_classes=4, validation=VAL,
                          evaluate={"test": TEST}, **kw)
 
 
@@ -164,8 +166,8 @@ def test_replay_batches_mix_100_current_and_32_buffer_windows(n_cur, n_mem):
     ctx1 = (np.arange(n_cur, dtype=np.float32).reshape(-1, 1, 1), np.zeros((n_cur, 1), int))
     buf = ReplayBuffer(n_mem, np.random.default_rng(0))
     buf.update(0, n_mem)
-    client = _StreamClient("c", [ctx0, ctx1], np.random.default_rng(1), buf)
-    batches = [b.ravel() for b in _replay_batches(client, 1, 100, 32)]
+    client = StreamClient("c", [ctx0, ctx1], np.random.default_rng(1), buf)
+    batches = [b.ravel() for b in replay_batches(client, 1, 100, 32)]
     cur = [int((b < 1000).sum()) for b in batches]
     mem = [int((b >= 1000).sum()) for b in batches]
     n_batches = max(-(-n_cur // 100), -(-n_mem // 32))
@@ -230,12 +232,12 @@ def test_bad_arguments_name_the_key():
     with pytest.raises(ParameterError, match="^strategy:"):
         _run("greedy", False)
     with pytest.raises(ParameterError, match="^validation:"):
-        run_continual(RES, TRAIN, "joint", False, IP, 1, 1, n_classes=4)
+        run_named(RES, TRAIN, "joint", False, IP, 1, 1, n_classes=4)
     with pytest.raises(ParameterError, match=r"^train\[client1\]: 1 contexts"):
         _run("naive", False, train=[TRAIN[0], TRAIN[1][:1]])
     with pytest.raises(ParameterError, match=r"^evaluate\[test\]\[0\]"):
-        run_continual(RES, TRAIN, "naive", False, IP, 1, 1, n_classes=4,
-                      evaluate={"test": [(TEST[0][0][..., :2], TEST[0][1]), TEST[1]]})
+        run_named(RES, TRAIN, "naive", False, IP, 1, 1, n_classes=4,
+                  evaluate={"test": [(TEST[0][0][..., :2], TEST[0][1]), TEST[1]]})
     with pytest.raises(ParameterError, match="^replay_fraction:"):
         _run("replay", False, replay_fraction=0.0)
 
@@ -260,8 +262,8 @@ def _recorded_replay_batches(monkeypatch, shuffle: bool) -> list[list[list[int]]
 
     monkeypatch.setattr(continual, "ip_pass", record)
     # 20 windows, fraction 0.5: the buffer holds all 10 windows of context 0 after it.
-    run_continual(RES, [_numbered_stream(10)], "replay", False, IPConfig(sigma=0.3, batch_size=4),
-                  budget=1, local_epochs=1, n_classes=2, seed=0, replay_fraction=0.5, replay_batch=2,
+    run_named(RES, [_numbered_stream(10)], "replay", False, IPConfig(sigma=0.3, batch_size=4),
+              budget=1, local_epochs=1, n_classes=2, seed=0, replay_fraction=0.5, replay_batch=2,
                   replay_shuffle=shuffle)
     return recorded
 
@@ -282,3 +284,13 @@ def test_replay_shuffle_option_permutes_each_side(monkeypatch):
     mem = [v for b in t1 for v in b if v < 1000]
     assert sorted(cur) == list(range(1000, 1010)) and sorted(mem) == list(range(10))
     assert cur != sorted(cur) or mem != sorted(mem)
+
+
+def test_run_continual_takes_a_strategy_object_and_a_config():
+    config = ContinualConfig(False, IP, 4, seed=3)
+    with pytest.raises(ParameterError, match="^strategy:"):
+        run_continual(RES, TRAIN, "naive", config)  # names are resolved once, by make_strategy
+    direct = run_continual(RES, TRAIN, Naive(2), config, evaluate={"test": TEST})
+    named = run_named(RES, TRAIN, "naive", False, IP, 2, n_classes=4, seed=3, evaluate={"test": TEST})
+    assert np.array_equal(direct.readouts[-1], named.readouts[-1])
+    assert direct.ip_rounds == [2, 2] and direct.buffer_sizes == [] and direct.joint_trace == []

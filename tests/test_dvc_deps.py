@@ -115,7 +115,7 @@ def test_runner_is_a_dependency_only_through_blas_threads(project):
 
 
 def test_dvc_metrics_show_fits_a_120_column_terminal(project):
-    from esnfed_core.tables import DATASETS
+    from esnfed_core.vocabulary import DATASETS
     from esnfed_stages.report import metric_files
 
     means = {ds: {m: {pct: 0.123456 for pct in ("25", "50", "75", "100")} for m in _methods()}

@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from esnfed_core.federated import Client, fedavg, incfed, weighted_average
+from esnfed_core.aggregate import weighted_average
+from esnfed_core.federated import Client, fedavg, incfed
 from esnfed_core.messages import CommLedger
 from esnfed_core.readout import predict, ridge_stats, solve
 from esnfed_core.reservoir import ReservoirConfig, build_reservoir, run_batch

@@ -179,7 +179,7 @@ def test_two_select_runs_on_the_same_share(tmp_path):
     from test_select import RIDGE, _select, make_dataset, small_params
 
     make_dataset(tmp_path)
-    from esnfed_stages.experiment import select_dir
+    from esnfed_stages.layout import select_dir
 
     d = select_dir(tmp_path / "runs", "wesad", "ridge", "25")
     with Holder(d) as other:

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 import yaml
 
-from esnfed_core.continual import CONTINUAL_BOUNDS, run_continual
+from continual_call import run_named
+from esnfed_core.continual import CONTINUAL_BOUNDS
 from esnfed_core.errors import ConfigError
 from esnfed_core.metrics import BINS, histogram_values
 from esnfed_core.plasticity import IP_BOUNDS, IPConfig
@@ -21,7 +22,7 @@ from esnfed_core.readout import LAMBDA, RidgeStats, solve
 from esnfed_core.reservoir import BATCH_SIZE, RESERVOIR_BOUNDS, ReservoirConfig, build_reservoir, iter_states
 from esnfed_core.stats import ALPHA, ttest
 from esnfed_core.validation import Bound, ParameterError
-from esnfed_stages.experiment import experiment_params
+from esnfed_stages.experiment_params import experiment_params
 from esnfed_stages.params_schema import validate
 
 PARAMS = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
@@ -34,8 +35,9 @@ GOOD_RES = dict(n_inputs=2, units=4, spectral_radius=0.9, leak=0.5, input_scalin
 
 def _continual(**kw: Any) -> None:
     """A two-window, two-step continual run: the bounds are checked before any work."""
-    run_continual(RES, [[(X[:2], Y[:2])]], "joint", False, IPConfig(sigma=0.3, batch_size=2), 1, 1, 2,
-                  validation=[(X[2:], Y[2:])], **kw)
+    strategy = "replay" if any(k.startswith("replay") for k in kw) else "joint"  # the one the key concerns
+    run_named(RES, [[(X[:2], Y[:2])]], strategy, False, IPConfig(sigma=0.3, batch_size=2), 1, 1, 2,
+              validation=[(X[2:], Y[2:])], **kw)
 
 
 # params.yaml key -> (the core bound, how the core consumes a value, whether the key holds a list)

@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 
 from esnfed_core import plasticity
-from esnfed_core.federated import weighted_average
+from esnfed_core.aggregate import weighted_average
+from esnfed_core.federated import fedip
 from esnfed_core.messages import CommLedger
 from esnfed_core.metrics import activation_histogram
 from esnfed_core.plasticity import (
     IPConfig,
-    fedip,
     ip_epoch,
     ip_gradients,
     ip_step,

@@ -15,7 +15,7 @@ from esnfed_core.errors import DataError
 from esnfed_core.trial import Method
 from esnfed_stages import assess as assess_stage
 from esnfed_stages import retrain as retrain_stage
-from esnfed_stages.experiment import PCTS
+from esnfed_core.vocabulary import PCTS
 from esnfed_stages.models import load_model
 from experiment_data import TEST, TRAIN, make_dataset, small_params, write_params
 

@@ -15,7 +15,8 @@ from esnfed_core.readout import ridge_stats, solve
 from esnfed_core.scoring import pooled_counts
 from esnfed_core.trial import Method
 from esnfed_stages import retrain as retrain_stage
-from esnfed_stages.experiment import experiment_params, model_dir
+from esnfed_stages.experiment_params import experiment_params
+from esnfed_stages.layout import model_dir
 from esnfed_stages.models import load_model
 from experiment_data import TRAIN, VALIDATION, make_dataset, small_params
 

@@ -14,14 +14,9 @@ from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.trial import Method
 from esnfed_stages import runner as runner_mod
 from esnfed_stages import select as select_stage
-from esnfed_stages.experiment import (
-    TRIAL_MODULES,
-    RunnerConfig,
-    best_path,
-    experiment_params,
-    select_dir,
-    trial_modules,
-)
+from esnfed_stages.experiment_params import RunnerConfig, experiment_params
+from esnfed_stages.fingerprint import TRIAL_MODULES, trial_modules
+from esnfed_stages.layout import best_path, select_dir
 from experiment_data import VALIDATION, make_dataset, small_params
 
 RIDGE = Method("ridge")

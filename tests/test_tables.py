@@ -11,10 +11,11 @@ import pytest
 from esnfed_core.errors import DataError
 from esnfed_core.stats import compare_to_best
 from esnfed_core.tables import (
-    CSV_COLUMNS, PCTS, TABLE_IDS, Communication, build_cells, cells_csv, communication_rows,
-    format_value, mean_std_percent, metrics, parse_published, render_markdown, required_inputs,
-    split_rounds, table_spec,
+    TABLE_IDS, Communication, build_cells, communication_rows, mean_std_percent, metrics,
+    parse_published, required_inputs, split_rounds, table_spec,
 )
+from esnfed_core.vocabulary import PCTS
+from esnfed_stages.tables import CSV_COLUMNS, cells_csv, communication_csv, format_value, render_markdown
 
 LOW = [0.70, 0.72, 0.71]
 HIGH = [0.80, 0.79, 0.81]
@@ -167,11 +168,13 @@ def test_communication_formulas():
     rows = communication_rows(items)
     inc, avg, fip, clip = rows
     assert (inc["analytic_up_floats"], inc["analytic_down_floats"]) == (420, 120)
-    assert inc["up_floats_per_client_round"] == 140 and inc["match"] == "yes"
-    assert avg["match"] == "no"  # one float too many downstream is caught
-    assert fip["analytic_up_floats"] == k * (140 + 140) and fip["match"] == "yes"
+    assert inc["up_floats_per_client_round"] == 140 and inc["match"] is True
+    assert avg["match"] is False  # one float too many downstream is caught
+    assert fip["analytic_up_floats"] == k * (140 + 140) and fip["match"] is True
     assert fip["up_floats_per_client_round"] == pytest.approx(fip["up_floats"] / (k * 8))
-    assert clip["analytic_up_floats"] is None and clip["match"] == ""
+    assert clip["analytic_up_floats"] is None and clip["match"] is None
+    shown = [r["match"] for r in csv.DictReader(io.StringIO(communication_csv(rows)))]
+    assert shown == ["yes", "no", "yes", ""]  # the stage renders the core's booleans
 
 
 def test_split_rounds_follows_the_ledger_count():

@@ -15,7 +15,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from esnfed_core.federated import Client, incfed  # noqa: E402
-from esnfed_core.plasticity import IPConfig, fedip  # noqa: E402
+from esnfed_core.federated import fedip  # noqa: E402
+from esnfed_core.plasticity import IPConfig  # noqa: E402
 from esnfed_core.trial import make_reservoir  # noqa: E402
 from experiment_data import trial_data  # noqa: E402
 

@@ -1,0 +1,108 @@
+"""Replay memory of continual training: each client's reservoir-sampling buffer over its stream, and
+the replay mini-batches that mix current and buffered windows (the replay strategy's IP data)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Iterator, Sequence
+
+import numpy as np
+
+from esnfed_core.data.windows import concat, take
+from esnfed_core.validation import check_param
+
+Split = tuple[np.ndarray, np.ndarray]  # (x (W,T,U) float32, in memory or lazy; y (W,T) int)
+
+
+class ReplayBuffer:
+    """A client's replay memory, filled by reservoir sampling over its whole stream.
+
+    Every window seen gets a uniform random key and the buffer keeps the ``capacity`` largest
+    keys: a uniform sample without replacement of all past windows, whatever the context sizes.
+    Entries are (context, window index) pairs into the client's own data.
+    """
+
+    def __init__(self, capacity: int, rng: np.random.Generator):
+        check_param("capacity", capacity, integer=True, low=0)
+        self.capacity = capacity
+        self._rng = rng
+        self.context = np.zeros(0, np.intp)
+        self.index = np.zeros(0, np.intp)
+        self._key = np.zeros(0)
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def update(self, context: int, n_windows: int) -> None:
+        """Offer the ``n_windows`` windows of ``context`` to the buffer."""
+        ctx = np.concatenate([self.context, np.full(n_windows, context, np.intp)])
+        idx = np.concatenate([self.index, np.arange(n_windows, dtype=np.intp)])
+        key = np.concatenate([self._key, self._rng.random(n_windows)])
+        if len(key) > self.capacity:
+            top = np.argsort(-key, kind="stable")[: self.capacity]
+            ctx, idx, key = ctx[top], idx[top], key[top]
+        order = np.lexsort((idx, ctx))  # stored in stream order: gathers read data in order
+        self.context, self.index, self._key = ctx[order], idx[order], key[order]
+
+    def gather(self, contexts: Sequence[Split], positions: np.ndarray | None = None) -> Split:
+        """The windows and labels at buffer ``positions`` (all by default), grouped by context."""
+        pos = np.arange(len(self)) if positions is None else np.asarray(positions)
+        ctx, idx = self.context[pos], self.index[pos]
+        xs, ys = [], []
+        for c in np.unique(ctx):
+            sel = idx[ctx == c]
+            xs.append(take(contexts[c][0], sel))  # lazy when the windows are on disk
+            ys.append(contexts[c][1][sel])
+        if not xs:
+            x0, y0 = contexts[0]
+            return x0[:0], y0[:0]
+        return concat(xs), np.concatenate(ys)
+
+
+@dataclass
+class StreamClient:
+    """One client's stream of contexts, its IP shuffle generator and (replay) its buffer."""
+
+    name: str
+    contexts: list[Split]
+    rng: np.random.Generator  # IP mini-batch shuffles
+    buffer: ReplayBuffer | None
+
+
+def concat_splits(splits: Sequence[Split]) -> Split:
+    return concat([s[0] for s in splits]), np.concatenate([s[1] for s in splits])
+
+
+def replay_batches(client: StreamClient, t: int, batch: int, replay_batch: int,
+                    shuffle: bool = False) -> Iterator[np.ndarray]:
+    """One epoch of replay mini-batches: ``batch`` current + ``replay_batch`` buffer windows;
+    once one side runs out the batches hold only the other.
+
+    At t = 0 (empty buffer) the current windows are shuffled, as every IP epoch. For t > 0,
+    without ``shuffle`` (the authors' replay loader) both sides are taken in order: batch k is
+    current windows [k·batch, (k+1)·batch) of context t and buffer entries [k·replay_batch,
+    (k+1)·replay_batch) in the buffer's stored (stream) order; ``shuffle`` permutes each side
+    once per epoch with the client's generator.
+    """
+    x_t = client.contexts[t][0]
+    if shuffle or t == 0:
+        cur = client.rng.permutation(len(x_t))
+        mem = client.rng.permutation(len(client.buffer))
+    else:
+        cur = np.arange(len(x_t))
+        mem = np.arange(len(client.buffer))
+    n_batches = math.ceil(len(cur) / batch)
+    if replay_batch > 0:
+        n_batches = max(n_batches, math.ceil(len(mem) / replay_batch))
+    for k in range(n_batches):
+        parts = []
+        ci = cur[k * batch : (k + 1) * batch]
+        if len(ci):
+            parts.append(x_t[ci])
+        mi = mem[k * replay_batch : (k + 1) * replay_batch] if replay_batch > 0 else mem[:0]
+        if len(mi):
+            parts.append(np.asarray(client.buffer.gather(client.contexts, mi)[0]))
+        yield parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+

@@ -1,0 +1,137 @@
+"""The papers' tables as text: Markdown in the papers' layout and CSV, from the cells and
+communication rows that esnfed_core.tables assembles (the core computes; this room presents)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from dataclasses import asdict
+from typing import Any, Iterable, Mapping, Sequence
+
+from esnfed_core.tables import DATASET_LABELS, Cell, TableSpec
+from esnfed_core.vocabulary import PCTS
+
+NA = "n/a"
+
+CSV_COLUMNS = ("table", "dataset", "pct", "method", "column", "n", "mean", "std", "p_value",
+               "mark", "published_mean", "published_std")
+
+
+def format_value(mean: float | None, std: float | None, mark: str = "") -> str:
+    """"72.09 ± 0.59" with Markdown bold/italic; no std -> the mean alone; no mean -> n/a."""
+    if mean is None:
+        return NA
+    text = f"{mean:.2f}" if std is None else f"{mean:.2f} ± {std:.2f}"
+    return {"bold": f"**{text}**", "italic": f"*{text}*"}.get(mark, text)
+
+
+def _header_name(spec: TableSpec, ds: str, label: str, col: str) -> str:
+    parts = [DATASET_LABELS.get(ds, ds)] if len(spec.datasets) > 1 else []
+    parts.append(label)
+    if len(spec.columns) > 1:
+        parts.append(col)
+    return " ".join(parts)
+
+
+def render_markdown(spec: TableSpec, cells: Sequence[Cell], header: Sequence[str]) -> str:
+    """The table in the papers' layout: a row per share, ours and the paper's value side by side."""
+    keys = [(ds, m, label, col) for ds in spec.datasets for m, label in spec.methods
+            for col in spec.columns]
+    lookup = {(c.pct, c.dataset, c.method, c.column): c for c in cells}
+    lines = [f"# {spec.id}: {spec.title}", ""]
+    lines += [f"- {h}" for h in header]
+    if spec.note:
+        lines.append(f"- Note: {spec.note}")
+    lines.append("")
+    head = ["train users"]
+    for ds, _, label, col in keys:
+        head += [_header_name(spec, ds, label, col), "paper"]
+    lines.append("| " + " | ".join(head) + " |")
+    lines.append("|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|")
+    for pct in PCTS:
+        row = [f"{pct}%"]
+        for ds, m, _, col in keys:
+            c = lookup[(pct, ds, m, col)]
+            row += [format_value(c.mean, c.std, c.mark),
+                    format_value(c.published_mean, c.published_std, c.published_mark)]
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _csv_value(v: Any) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, float):
+        return repr(v) if math.isfinite(v) else ""
+    return str(v)
+
+
+def to_csv(rows: Iterable[Mapping[str, Any]], columns: Sequence[str]) -> str:
+    """CSV text (header + rows, '\\n' line ends) with empty fields for missing values."""
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(columns)
+    for row in rows:
+        writer.writerow([_csv_value(row.get(c)) for c in columns])
+    return buf.getvalue()
+
+
+def cells_csv(cells: Iterable[Cell]) -> str:
+    return to_csv((asdict(c) for c in cells), CSV_COLUMNS)
+
+
+COMMUNICATION_COLUMNS = (
+    "dataset", "pct", "method", "units", "classes", "clients", "rounds", "ip_rounds", "readouts",
+    "up_floats_per_client_round", "down_floats_per_client_round",
+    "up_bytes_per_client_round", "down_bytes_per_client_round",
+    "up_floats", "down_floats", "up_bytes", "down_bytes",
+    "formula_up", "formula_down", "analytic_up_floats", "analytic_down_floats", "match",
+)
+
+
+def _match(v: bool | None) -> str:
+    return "" if v is None else ("yes" if v else "no")
+
+
+def communication_csv(rows: Iterable[Mapping[str, Any]]) -> str:
+    """The communication rows as CSV (``match`` as yes / no / empty)."""
+    return to_csv(({**r, "match": _match(r.get("match"))} for r in rows), COMMUNICATION_COLUMNS)
+
+
+def _num(v: Any) -> str:
+    if v is None or v == "":
+        return NA
+    if isinstance(v, float):
+        return f"{v:,.1f}"
+    if isinstance(v, int):
+        return f"{v:,}"
+    return str(v)
+
+
+def render_communication_markdown(rows: Sequence[Mapping[str, Any]], header: Sequence[str]) -> str:
+    """Measured floats/bytes per client per round and in total beside the analytic formulas."""
+    cols = [("dataset", "dataset"), ("pct", "train users"), ("method", "method"), ("units", "N"),
+            ("classes", "C"), ("clients", "clients"), ("rounds", "rounds"),
+            ("ip_rounds", "IP rounds"), ("readouts", "readouts"),
+            ("up_floats_per_client_round", "up floats/client/round"),
+            ("down_floats_per_client_round", "down floats/client/round"),
+            ("up_bytes_per_client_round", "up bytes/client/round"),
+            ("down_bytes_per_client_round", "down bytes/client/round"),
+            ("up_floats", "up floats total"), ("down_floats", "down floats total"),
+            ("up_bytes", "up bytes total"), ("down_bytes", "down bytes total"),
+            ("formula_up", "formula up (per client)"), ("formula_down", "formula down"),
+            ("analytic_up_floats", "analytic up total"),
+            ("analytic_down_floats", "analytic down total"), ("match", "match")]
+    lines = ["# communication: floats and bytes sent per client per round and in total", ""]
+    lines += [f"- {h}" for h in header]
+    lines.append("")
+    lines.append("| " + " | ".join(h for _, h in cols) + " |")
+    lines.append("|" + "|".join("---" for _ in cols) + "|")
+    for r in rows:
+        cells = []
+        for key, _ in cols:
+            v = r.get(key)
+            cells.append(f"{v}%" if key == "pct" else _num(_match(v) if key == "match" else v))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"

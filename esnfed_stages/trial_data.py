@@ -1,0 +1,149 @@
+"""The data the experiment stages read: a processed dataset and its partition, checked against
+each other and against the manifest's file hashes, and the per-process loader of a trial's users."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from esnfed_core.data.processed import UserData, load_manifest, load_user, user_path
+from esnfed_core.errors import ConfigError, DataError
+from esnfed_core.trial import TrialData
+from esnfed_core.vocabulary import PCTS
+from esnfed_stages._io import read_json
+
+
+@dataclass(frozen=True, eq=False)
+class Dataset:
+    """A processed dataset and its partition, checked against each other."""
+
+    name: str
+    directory: Path
+    manifest: Mapping[str, Any]
+    partition: Mapping[str, Any]
+
+    @property
+    def n_classes(self) -> int:
+        return int(self.manifest["n_classes"])
+
+    @property
+    def n_contexts(self) -> int:
+        return int(self.manifest["n_contexts"])
+
+    def train_users(self, pct: str) -> list[str]:
+        return list(self.partition["train"][pct])
+
+    @property
+    def validation_users(self) -> list[str]:
+        return list(self.partition["validation"])
+
+    @property
+    def test_users(self) -> list[str]:
+        return list(self.partition["test"])
+
+    _file_hashes: dict[str, str] = field(default_factory=dict, repr=False)
+
+    def file_hash(self, user: str) -> str:
+        """sha256 of the user's processed file, checked against the one the manifest recorded.
+
+        Windows are read lazily, batch by batch, past the zip's CRC checks: this is where a
+        corrupt or replaced file is caught, once per user and stage, before any trial runs.
+        """
+        if user not in self._file_hashes:
+            path = user_path(self.directory, user)
+            if not path.is_file():
+                raise DataError(f"{path}: processed file for user '{user}' not found")
+            digest = _file_sha256(path)
+            expected = self.manifest["users"][user].get("sha256")
+            if expected is not None and digest != expected:
+                raise DataError(f"{path}: contents differ from the sha256 in manifest.json (corrupt or "
+                                f"changed after preprocessing): rerun `esnfed preprocess`")
+            self._file_hashes[user] = digest
+        return self._file_hashes[user]
+
+    def fingerprint(self, users: Sequence[str]) -> str:
+        """sha256 over the manifest and the bytes of the users' files (in the given order)."""
+        h = hashlib.sha256((self.directory / "manifest.json").read_bytes())
+        for u in users:
+            h.update(f"\x1f{u}\x1f{self.file_hash(u)}".encode())
+        return h.hexdigest()
+
+    def ref(self, train: Sequence[str], validation: Sequence[str] = ()) -> "DataRef":
+        # Absolute: a worker's working directory is not ours (Ray workers keep the one of ray.init,
+        # reused loky workers the one they started in); the key uses the fingerprint, not the path.
+        return DataRef(str(self.directory.absolute()), tuple(train), tuple(validation), self.n_classes,
+                       self.n_contexts, self.fingerprint(list(train) + list(validation)))
+
+    def load(self, users: Sequence[str]) -> dict[str, UserData]:
+        """The users' data, windows left on disk (read batch by batch when scored); each file is
+        first checked against the manifest's sha256."""
+        for u in users:
+            self.file_hash(u)
+        return {u: load_user(self.directory, u, lazy=True) for u in users}
+
+
+def _file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def open_dataset(data_dir: Path, dataset: str) -> Dataset:
+    """Read data/processed/<dataset>/manifest.json and data/partitions/<dataset>.json."""
+    directory = Path(data_dir) / "processed" / dataset
+    manifest = load_manifest(directory)
+    ppath = Path(data_dir) / "partitions" / f"{dataset}.json"
+    part = read_json(ppath)
+    if not isinstance(part, dict):
+        raise DataError(f"{ppath}: expected a JSON object")
+    for key in ("train", "validation", "test"):
+        if key not in part:
+            raise DataError(f"{ppath}: missing '{key}'")
+    if not isinstance(part["train"], dict) or set(part["train"]) != set(PCTS):
+        raise DataError(f"{ppath}: 'train' must map each of {', '.join(PCTS)} to a list of users")
+    for key in ("n_classes", "n_contexts", "users"):
+        if key not in manifest:
+            raise DataError(f"{directory / 'manifest.json'}: missing '{key}'")
+    users = set(manifest["users"])
+    listed = [u for p in PCTS for u in part["train"][p]] + list(part["validation"]) + list(part["test"])
+    for u in listed:
+        if u not in users:
+            raise ConfigError(f"{ppath}: user '{u}' is not in {directory / 'manifest.json'}")
+    for p in PCTS:
+        if not part["train"][p]:
+            raise DataError(f"{ppath}: no training users for {p}%")
+    for key in ("validation", "test"):
+        if not part[key]:
+            raise DataError(f"{ppath}: no {key} users")
+    return Dataset(dataset, directory, manifest, part)
+
+
+@dataclass(frozen=True)
+class DataRef:
+    """What a trial worker loads: users of a processed directory. ``fingerprint`` is part of the
+    identity, so a worker's cache never serves data that changed on disk since."""
+
+    directory: str
+    train: tuple[str, ...]
+    validation: tuple[str, ...]
+    n_classes: int
+    n_contexts: int
+    fingerprint: str
+
+
+@functools.lru_cache(maxsize=1)
+def load_trial_data(ref: DataRef) -> TrialData:
+    """The users of ``ref`` (cached per process: consecutive trials of one share reuse them).
+
+    The windows stay on disk, read batch by batch: a trial's memory does not grow with its data.
+    """
+    return TrialData(
+        {u: load_user(ref.directory, u, lazy=True) for u in ref.train},
+        {u: load_user(ref.directory, u, lazy=True) for u in ref.validation},
+        ref.n_classes, ref.n_contexts,
+    )
