@@ -50,6 +50,11 @@ def _run_config(root, data, out, **extra):
             **extra}
 
 
+
+def _clients(data, users):
+    """The pipeline's IncFed clients over the same users as the apps' ClientApps."""
+    return [Client(f"c{i}", u.x, u.y, data.n_classes, batch_size=5) for i, u in enumerate(users)]
+
 def test_incfed_app_equals_the_pipeline(setup, monkeypatch):
     from esnfed_flower import incfed as app
 
@@ -57,7 +62,7 @@ def test_incfed_app_equals_the_pipeline(setup, monkeypatch):
     out = root / "incfed.npy"
     _simulate(app, root, _run_config(root, data, out), len(users), monkeypatch)
     res = make_reservoir(CFG, data.n_inputs, 5)
-    clients = [Client(f"c{i}", u.x, u.y, data.n_classes, batch_size=5) for i, u in enumerate(users)]
+    clients = _clients(data, users)
     expected = incfed(res, clients, [LAM]).readouts[0]
     # Same sums in the same order from the same float32 products of the same shapes: equal bits
     # (the Ray workers use the same BLAS with one thread, as the pipeline's trials).
@@ -78,7 +83,7 @@ def test_fedip_app_equals_the_pipeline(setup, monkeypatch):
     np.testing.assert_array_equal(got["gain"], trained.gain)
     np.testing.assert_array_equal(got["bias"], trained.bias)
     assert not np.allclose(trained.gain, res.gain)  # IP moved (g, b): the comparison is not vacuous
-    clients = [Client(f"c{i}", u.x, u.y, data.n_classes, batch_size=5) for i, u in enumerate(users)]
+    clients = _clients(data, users)
     expected = incfed(trained, clients, [LAM]).readouts[0]
     np.testing.assert_array_equal(np.load(out), expected)
 
@@ -91,7 +96,7 @@ def test_secaggplus_incfed_equals_the_pipeline_to_quantization(setup, monkeypatc
     steps = max(u.x.shape[0] * u.x.shape[1] for u in users)  # max-weight: a public bound of n_steps
     _simulate(app, root, _run_config(root, data, out, **{"max-weight": float(steps)}), len(users), monkeypatch)
     res = make_reservoir(CFG, data.n_inputs, 5)
-    clients = [Client(f"c{i}", u.x, u.y, data.n_classes, batch_size=5) for i, u in enumerate(users)]
+    clients = _clients(data, users)
     plain = incfed(res, clients, [LAM])
     got = np.load(out)
     err = np.linalg.norm(got - plain.readouts[0]) / np.linalg.norm(plain.readouts[0])
