@@ -50,10 +50,10 @@ def _run_config(root, data, out, **extra):
             **extra}
 
 
-
 def _clients(data, users):
     """The pipeline's IncFed clients over the same users as the apps' ClientApps."""
     return [Client(f"c{i}", u.x, u.y, data.n_classes, batch_size=5) for i, u in enumerate(users)]
+
 
 def test_incfed_app_equals_the_pipeline(setup, monkeypatch):
     from esnfed_flower import incfed as app
