@@ -24,6 +24,7 @@ from esnfed_core.data.processed import UserData
 from esnfed_core.data.windows import concat
 from esnfed_core.errors import ConfigError
 from esnfed_core.federated import Client, fedavg, fedip, incfed
+from esnfed_core.ip_rule import IPConfig, IPSettings
 from esnfed_core.messages import CommLedger, ReadoutMessage, StatsMessage
 from esnfed_core.readout import Counts, StatsAccumulator, check_solver, solve
 from esnfed_core.reservoir import Reservoir, ReservoirConfig, build_reservoir
@@ -105,7 +106,7 @@ class Settings:
 
     lambdas: tuple[float, ...] = (1e-5, 1e-4, 1e-3, 1e-2, 0.1, 0.5, 1.0)
     batch_size: int = 256
-    ip: Mapping[str, Any] = field(default_factory=dict)  # IPConfig fields except sigma
+    ip: IPSettings = field(default_factory=IPSettings)  # params.yaml plasticity (a mapping of it is converted)
     continual_lambda: float = 1e-5
     replay_fraction: float = 0.05
     replay_batch: int = 32
@@ -121,6 +122,12 @@ class Settings:
 
     def __post_init__(self) -> None:
         from esnfed_core.accel import check_device  # noqa: PLC0415 (no torch import)
+
+        if isinstance(self.ip, Mapping):
+            try:
+                object.__setattr__(self, "ip", IPSettings(**self.ip))
+            except TypeError as exc:
+                raise ConfigError(f"plasticity: {exc}") from None
 
         try:
             check_device(self.device)
@@ -155,7 +162,7 @@ class Settings:
         if score and not method.continual:
             out["lambdas"] = list(self.lambdas)
         if method.uses_ip:
-            out["ip"] = dict(self.ip)
+            out["ip"] = self.ip.as_dict()
         if method.continual:
             out["continual_lambda"] = self.continual_lambda
             if method.strategy == "replay":
@@ -267,6 +274,10 @@ def fit(
     chosen there from ``settings.lambdas`` unless ``config`` fixes ``lambda``); without it, the
     stationary methods need ``config["lambda"]`` and nothing touches the validation users except
     joint continual training (whose early stopping is part of the method).
+
+    This is the numpy path: settings that put a stationary method on the torch kernels
+    (``settings.accelerated``) are refused; those trials run batched through
+    :func:`esnfed_core.accel.trials.fit_batch`, which builds on this module.
     """
     m = method if isinstance(method, Method) else Method.parse(method)
     check_config(m, config, need_lambda=not score and not m.continual and m.algo != "random")
@@ -280,10 +291,9 @@ def fit(
         return FittedModel(m.id, int(seed), cfg, data.n_classes, seeds, validation=val)
     if m.continual:
         return _fit_continual(m, cfg, int(seed), seeds, data, settings, score)
-    if settings.accelerated(m):
-        from esnfed_core.accel.trials import fit_batch  # noqa: PLC0415 (imports torch)
-
-        return fit_batch(m, [cfg], [int(seed)], data, settings, score=score)[0]
+    if settings.accelerated(m):  # the stages pick the path (esnfed_stages.runner.fit_trial)
+        raise ConfigError(f"runner.device: fit is the numpy path; {m.id} on {settings.device} runs "
+                          "through esnfed_core.accel.trials.fit_batch")
     return _fit_stationary(m, cfg, int(seed), seeds, data, settings, score)
 
 
@@ -321,10 +331,8 @@ def _pooled_stats(res: Reservoir, users: Sequence[UserData], n_classes: int, bat
     return acc.result()
 
 
-def _ip_config(cfg: Mapping[str, Any], settings: Settings):
-    from esnfed_core.plasticity import IPConfig  # noqa: PLC0415 (the heavy module only for IP methods)
-
-    return IPConfig(sigma=float(cfg["sigma"]), **dict(settings.ip))
+def _ip_config(cfg: Mapping[str, Any], settings: Settings) -> IPConfig:
+    return settings.ip.config(float(cfg["sigma"]))
 
 
 def _fit_stationary(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialData,

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable
 
 import numpy as np
 
@@ -28,7 +28,7 @@ from esnfed_core.scoring import accuracy, activation_densities, context_matrix, 
 from esnfed_core.trial import FittedModel, Method
 from esnfed_stages._io import output_lock, write_json
 from esnfed_core.vocabulary import PCTS
-from esnfed_stages.experiment_params import experiment_params
+from esnfed_stages.experiment_params import ExperimentParams
 from esnfed_stages.layout import assess_dir, assess_path, model_dir
 from esnfed_stages.models import load_model
 from esnfed_stages.trial_data import open_dataset
@@ -79,16 +79,16 @@ def _scores(method: Method, model: FittedModel, test, train, batch_size: int) ->
 def run(
     dataset: str,
     method: Method,
-    params: Mapping[str, Any],
+    exp: ExperimentParams,
     *,
     data_dir: Path = Path("data"),
     runs_dir: Path = Path("runs"),
     progress: Progress | None = None,
     device: str | None = None,
 ) -> dict[str, Any]:
-    """Assess every share and write the JSON; returns the document written. ``device`` (default
-    runner.device) torch-cpu | cuda scores the stationary methods' retrains batched on torch."""
-    exp = experiment_params(params)
+    """Assess every share and write the JSON; returns the document written. ``exp``: params.yaml's
+    experiment sections, parsed once (``experiment_params``). ``device`` (default runner.device)
+    torch-cpu | cuda scores the stationary methods' retrains batched on torch."""
     exp = exp.on_device(device or exp.runner.device)
     batched = exp.settings.accelerated(method)
     if batched:

@@ -18,8 +18,8 @@ from esnfed_stages._io import dumps_json
 TRIAL_MODULES = (
     "esnfed_core", "esnfed_core.accel", "esnfed_core.aggregate", "esnfed_core.continual", "esnfed_core.data",
     "esnfed_core.data.processed", "esnfed_core.data.windows", "esnfed_core.errors", "esnfed_core.federated",
-    "esnfed_core.messages", "esnfed_core.metrics", "esnfed_core.plasticity", "esnfed_core.quote",
-    "esnfed_core.readout", "esnfed_core.replay", "esnfed_core.reservoir", "esnfed_core.scoring",
+    "esnfed_core.ip_rule", "esnfed_core.messages", "esnfed_core.metrics", "esnfed_core.plasticity",
+    "esnfed_core.quote", "esnfed_core.readout", "esnfed_core.replay", "esnfed_core.reservoir", "esnfed_core.scoring",
     "esnfed_core.search", "esnfed_core.trial", "esnfed_core.validation", "esnfed_core.vocabulary",
 )
 # What an accelerated trial (runner.device torch-cpu | cuda) runs besides (they import torch).
