@@ -12,7 +12,6 @@ up to terms free of g and b, x_net held fixed), so the step ``θ ← θ − η �
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
 import numpy as np
