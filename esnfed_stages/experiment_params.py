@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Mapping, Sequence
 
-from esnfed_core.continual import CONTINUAL_BOUNDS
+from esnfed_core.continual_settings import CONTINUAL_BOUNDS, ContinualSettings
 from esnfed_core.errors import ConfigError
 from esnfed_core.metrics import BINS
 from esnfed_core.ip_rule import IPSettings
@@ -128,6 +128,28 @@ def _plasticity(params: Mapping[str, Any]) -> IPSettings:
         raise ConfigError(f"params.yaml: plasticity.{exc}") from None
 
 
+def _continual(params: Mapping[str, Any]) -> ContinualSettings:
+    """The ``continual`` section as the core's ContinualSettings (its bounds: CONTINUAL_BOUNDS)."""
+    _get(params, "continual", ("lambda", "naive", "replay", "joint"))
+    _get(params, "continual.naive", ())
+    _get(params, "continual.replay", ("fraction", "batch", "shuffle"))
+    _get(params, "continual.joint", ("patience", "max_rounds"))
+    cb = CONTINUAL_BOUNDS
+
+    def value(key: str, bound: str, kind: type) -> Any:
+        v = section(params, f"continual.{key}")
+        return None if v is None and key == "joint.patience" else kind(bounded(f"continual.{key}", v, cb[bound]))
+
+    shuffle = section(params, "continual.replay.shuffle")
+    if not isinstance(shuffle, bool):
+        raise ConfigError(f"params.yaml: continual.replay.shuffle: expected true or false, got {shuffle!r}")
+    return ContinualSettings(
+        lam=value("lambda", "lambda", float), replay_fraction=value("replay.fraction", "replay_fraction", float),
+        replay_batch=value("replay.batch", "replay_batch", int), replay_shuffle=shuffle,
+        joint_patience=value("joint.patience", "patience", int),
+        joint_max_rounds=value("joint.max_rounds", "max_joint_rounds", int))
+
+
 def experiment_params(params: Mapping[str, Any]) -> ExperimentParams:
     """Validate and read the experiment sections; every error names the offending key."""
     seed = bounded("seed", section(params, "seed"), SEED)
@@ -154,31 +176,12 @@ def experiment_params(params: Mapping[str, Any]) -> ExperimentParams:
 
     ip = _plasticity(params)
 
-    co = _get(params, "continual", ("lambda", "naive", "replay", "joint"))
-    _get(params, "continual.naive", ())
-    replay = _get(params, "continual.replay", ("fraction", "batch", "shuffle"))
-    replay_shuffle = section(replay, "shuffle")
-    if not isinstance(replay_shuffle, bool):
-        raise ConfigError(f"params.yaml: 'continual.replay.shuffle' must be true or false, got {replay_shuffle!r}")
-    joint = _get(params, "continual.joint", ("patience", "max_rounds"))
-    patience = section(joint, "patience")
+    continual = _continual(params)
     rn = _get(params, "runner", ("backend", "n_jobs", "blas_threads", "device", "tf32"))
     runner = RunnerConfig(str(section(rn, "backend")), section(rn, "n_jobs"), section(rn, "blas_threads"),
                           str(rn.get("device", "cpu")), rn.get("tf32", False))  # optional keys
-    cb = CONTINUAL_BOUNDS
-    settings = Settings(
-        lambdas=lambdas, batch_size=batch, ip=ip,
-        continual_lambda=float(bounded("continual.lambda", section(co, "lambda"), cb["lambda"])),
-        replay_fraction=float(bounded("continual.replay.fraction", section(replay, "fraction"),
-                                       cb["replay_fraction"])),
-        replay_batch=int(bounded("continual.replay.batch", section(replay, "batch"), cb["replay_batch"])),
-        joint_patience=None if patience is None else int(bounded("continual.joint.patience", patience,
-                                                                  cb["patience"])),
-        joint_max_rounds=int(bounded("continual.joint.max_rounds", section(joint, "max_rounds"),
-                                      cb["max_joint_rounds"])),
-        device=runner.device, tf32=runner.tf32,
-        solver=solver, replay_shuffle=replay_shuffle, retrain_lambda=retrain_lambda,
-    )
+    settings = Settings(lambdas=lambdas, batch_size=batch, ip=ip, continual=continual,
+                        device=runner.device, tf32=runner.tf32, solver=solver, retrain_lambda=retrain_lambda)
 
     asx = _get(params, "assess", ("activation_bins", "activation_datasets"))
     bins = int(bounded("assess.activation_bins", section(asx, "activation_bins"), BINS))

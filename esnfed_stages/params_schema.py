@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from esnfed_core import search, validation
-from esnfed_core.continual import CONTINUAL_BOUNDS
+from esnfed_core.continual_settings import CONTINUAL_BOUNDS
 from esnfed_core.errors import ConfigError
 from esnfed_core.ip_rule import IP_BOUNDS
 from esnfed_core.metrics import BINS

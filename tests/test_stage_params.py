@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from esnfed_core.continual_settings import ContinualSettings
 from esnfed_core.errors import ConfigError
 from esnfed_core.ip_rule import IPConfig, IPSettings
 from esnfed_core.trial import Method, Settings
+from esnfed_core.validation import ParameterError
 from esnfed_stages.experiment_params import ExperimentParams, experiment_params
 from esnfed_stages.privacy import PrivacyParams, privacy_params
 from esnfed_stages.report import ReportParams, report_params
@@ -61,6 +63,23 @@ def test_settings_convert_a_plasticity_mapping_and_name_a_stray_key():
     assert s.used_by(Method("ip"), True)["ip"] == {"mu": 0.0, "eta": 0.01, "batch_size": 4, "normalize_step": True}
     with pytest.raises(ConfigError, match="^plasticity: .*'sigma'"):
         Settings(ip={"sigma": 0.3})  # searched, not a fixed setting
+
+
+def test_continual_section_is_typed_and_checked_by_the_core_bounds():
+    exp = experiment_params(_params())
+    c = exp.settings.continual
+    assert isinstance(c, ContinualSettings) and c.lam == _params()["continual"]["lambda"]
+    assert Settings(continual={"replay_batch": 3}).continual == ContinualSettings(replay_batch=3)
+    with pytest.raises(ParameterError, match="^replay_fraction: must be <= 1.0"):
+        ContinualSettings(replay_fraction=1.5)
+    used = exp.settings.used_by(Method("clip", "replay"), True)
+    assert {k: used[k] for k in ("continual_lambda", "replay_fraction", "replay_batch", "replay_shuffle")} == {
+        "continual_lambda": c.lam, "replay_fraction": c.replay_fraction, "replay_batch": c.replay_batch,
+        "replay_shuffle": c.replay_shuffle}
+    bad = _params()
+    bad["continual"]["joint"]["max_rounds"] = 0
+    with pytest.raises(ConfigError, match=r"^params.yaml: continual.joint.max_rounds: must be >= 1, got 0$"):
+        experiment_params(bad)
 
 
 def test_privacy_params_frozen_with_defaults_and_delta():
