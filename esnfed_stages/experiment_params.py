@@ -138,7 +138,9 @@ def _continual(params: Mapping[str, Any]) -> ContinualSettings:
 
     def value(key: str, bound: str, kind: type) -> Any:
         v = section(params, f"continual.{key}")
-        return None if v is None and key == "joint.patience" else kind(bounded(f"continual.{key}", v, cb[bound]))
+        if v is None and key == "joint.patience":  # None: the protocol's default patience
+            return None
+        return kind(bounded(f"continual.{key}", v, cb[bound]))
 
     shuffle = section(params, "continual.replay.shuffle")
     if not isinstance(shuffle, bool):
@@ -174,9 +176,7 @@ def experiment_params(params: Mapping[str, Any]) -> ExperimentParams:
     retrain_lambda = _choice("retrain.lambda", section(_get(params, "retrain", ("lambda",)), "lambda"),
                              RETRAIN_LAMBDA)
 
-    ip = _plasticity(params)
-
-    continual = _continual(params)
+    ip, continual = _plasticity(params), _continual(params)
     rn = _get(params, "runner", ("backend", "n_jobs", "blas_threads", "device", "tf32"))
     runner = RunnerConfig(str(section(rn, "backend")), section(rn, "n_jobs"), section(rn, "blas_threads"),
                           str(rn.get("device", "cpu")), rn.get("tf32", False))  # optional keys

@@ -61,8 +61,9 @@ def test_cuda_without_a_gpu_is_one_config_error(tmp_path, monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     make_dataset(tmp_path)
     with pytest.raises(ConfigError, match="runner.device: cuda, but torch .* sees no CUDA GPU"):
-        select_stage.run("wesad", Method("ridge"), ["25"], experiment_params(small_params()), data_dir=tmp_path / "data",
-                         runs_dir=tmp_path / "runs", runner=RunnerConfig("sequential", 1, 1, "cuda"))
+        select_stage.run("wesad", Method("ridge"), ["25"], experiment_params(small_params()),
+                         data_dir=tmp_path / "data", runs_dir=tmp_path / "runs",
+                         runner=RunnerConfig("sequential", 1, 1, "cuda"))
     assert not list((tmp_path / "runs").rglob("trial-*.json"))  # no partial outputs
 
 
