@@ -66,12 +66,12 @@ def _method(algo: Algo, strategy: Optional[Strategy]) -> Method:
 def _prepare(dataset: Dataset, algo: Algo, strategy: Optional[Strategy], pct: ShareOrAll,
              params: Path, backend: Optional[Backend], n_jobs: Optional[int],
              device: Optional[Device] = None):
-    """What select and retrain start from: dataset, method, shares, params, and the runner with
-    the command-line overrides."""
-    p = load_params(params)
-    runner = experiment_params(p).runner.with_overrides(backend.value if backend else None, n_jobs,
-                                                        device.value if device else None)
-    return parse_dataset(dataset.value), _method(algo, strategy), parse_pcts(pct.value), p, runner
+    """What select and retrain start from: dataset, method, shares, the experiment params (read
+    from the file once), and the runner with the command-line overrides."""
+    exp = experiment_params(load_params(params))
+    runner = exp.runner.with_overrides(backend.value if backend else None, n_jobs,
+                                       device.value if device else None)
+    return parse_dataset(dataset.value), _method(algo, strategy), parse_pcts(pct.value), exp, runner
 
 
 def _where(runner) -> str:
@@ -131,9 +131,9 @@ def select(
     a rerun skips the trials already done. best.json is written per share when all its trials
     succeeded; failed trials are recorded and listed, and the command then exits with code 1.
     """
-    ds, method, pcts, p, runner = _prepare(dataset, algo, strategy, pct, params, backend, n_jobs, device)
+    ds, method, pcts, exp, runner = _prepare(dataset, algo, strategy, pct, params, backend, n_jobs, device)
     with _progress() as bar:
-        result = select_stage.run(ds, method, pcts, p, data_dir=data_dir, runs_dir=runs_dir, runner=runner,
+        result = select_stage.run(ds, method, pcts, exp, data_dir=data_dir, runs_dir=runs_dir, runner=runner,
                                   progress=_bar(bar, f"select {ds}/{method.id}"))
     table = Table(title=f"select {ds}/{method.id} ({_where(runner)})",
                   caption="N units, ρ spectral radius, a leak, s input scaling, σ IP target std, "
@@ -169,9 +169,9 @@ def retrain(
     Models go to runs/models/<dataset>/<method>/<pct>/seed-<k>.npz + .json (an open format: see
     the README, "Saved models"); a rerun skips models already trained with the same inputs.
     """
-    ds, method, pcts, p, runner = _prepare(dataset, algo, strategy, pct, params, backend, n_jobs, device)
+    ds, method, pcts, exp, runner = _prepare(dataset, algo, strategy, pct, params, backend, n_jobs, device)
     with _progress() as bar:
-        result = retrain_stage.run(ds, method, pcts, p, data_dir=data_dir, runs_dir=runs_dir, runner=runner,
+        result = retrain_stage.run(ds, method, pcts, exp, data_dir=data_dir, runs_dir=runs_dir, runner=runner,
                                    progress=_bar(bar, f"retrain {ds}/{method.id}"))
     table = Table(title=f"retrain {ds}/{method.id} ({_where(runner)})")
     for col in ("train users", "models", "resumed", "ran", "failed", "config"):
@@ -203,9 +203,9 @@ def assess(
     on the datasets in assess.activation_datasets get activation densities per context.
     """
     ds, method = parse_dataset(dataset.value), _method(algo, strategy)
-    p = load_params(params)
+    exp = experiment_params(load_params(params))
     with _progress() as bar:
-        doc = assess_stage.run(ds, method, p, data_dir=data_dir, runs_dir=runs_dir,
+        doc = assess_stage.run(ds, method, exp, data_dir=data_dir, runs_dir=runs_dir,
                                progress=_bar(bar, f"assess {ds}/{method.id}"),
                                device=device.value if device else None)
     table = Table(title=f"assess {ds}/{method.id}: accuracy % (mean ± std over retrains)")

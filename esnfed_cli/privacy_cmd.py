@@ -12,6 +12,7 @@ from esnfed_cli._common import console, handle_errors
 from esnfed_cli.data_cmds import DatasetOpt
 from esnfed_cli.main import app
 from esnfed_stages import privacy as privacy_stage
+from esnfed_stages.experiment_params import experiment_params
 from esnfed_stages.params import load_params
 
 
@@ -30,7 +31,9 @@ def privacy(
     mechanism for each ε of privacy.epsilons -> runs/privacy/<dataset>.json (`esnfed report`
     renders reports/tables/privacy.md/.csv and reports/figures/privacy.png)."""
     ds = dataset.value
-    doc = privacy_stage.run(ds, load_params(params), data_dir=data_dir, runs_dir=runs_dir, out_dir=out_dir)
+    p = load_params(params)  # read once; each stage gets its sections as frozen objects
+    doc = privacy_stage.run(ds, privacy_stage.privacy_params(p), experiment_params(p), data_dir=data_dir,
+                            runs_dir=runs_dir, out_dir=out_dir)
     table = Table(title=f"privacy {ds} ({doc['relation']}-level, δ = {doc['delta']:.3g}, "
                   f"{doc['n_users']} users)")
     table.add_column("method")

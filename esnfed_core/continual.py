@@ -16,6 +16,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from esnfed_core import metrics
+from esnfed_core.continual_settings import CONTINUAL_BOUNDS, JOINT_MAX_ROUNDS  # noqa: F401 (re-exported)
 from esnfed_core.data.windows import Windows
 from esnfed_core.federated import Client, incfed
 from esnfed_core.messages import CommLedger
@@ -27,21 +28,14 @@ from esnfed_core.plasticity import (
     ip_epoch,
     ip_pass,
 )
-from esnfed_core.readout import LAMBDA, check_solver
+from esnfed_core.readout import check_solver
 from esnfed_core.readout import evaluate as evaluate_counts
 from esnfed_core.replay import ReplayBuffer, Split, StreamClient, concat_splits, replay_batches
 from esnfed_core.reservoir import Reservoir
-from esnfed_core.validation import COUNT, Bound, ParameterError, check_param
+from esnfed_core.validation import ParameterError, check_param
 from esnfed_core.vocabulary import STRATEGIES
 
-# The continual ranges (params.yaml continual.* is checked against them).
-CONTINUAL_BOUNDS = {"lambda": LAMBDA, "replay_fraction": Bound(low=0.0, high=1.0, low_open=True),
-                    "replay_batch": Bound(integer=True, low=0), "patience": COUNT, "max_joint_rounds": COUNT}
-
 ALGORITHM = "fedclip"  # ledger name of FedCLIP's (g, b) messages; readout messages are "incfed"
-# Joint's safety cap on IP rounds (or epochs) per context when early stopping has not fired:
-# patience (3 or 5) normally stops it long before.
-JOINT_MAX_ROUNDS = 50
 
 
 @dataclass(frozen=True)

@@ -12,15 +12,15 @@ up to terms free of g and b, x_net held fixed), so the step ``θ ← θ − η �
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
 from esnfed_core.aggregate import weighted_average
+from esnfed_core.ip_rule import IP_BOUNDS, IPConfig, IPSettings  # noqa: F401 (the rule's parameters, re-exported)
 from esnfed_core.messages import CommLedger, PlasticityMessage, ReservoirMessage
 from esnfed_core.reservoir import DTYPE, Reservoir, run_batch
-from esnfed_core.validation import COUNT, POSITIVE, Bound, ParameterError, check_param
+from esnfed_core.validation import ParameterError, check_param
 
 # Target size (float32 elements) of one time chunk of (steps, windows, units): the chunk's
 # x_net, states and gradient terms stay in cache while they are reduced.
@@ -31,29 +31,6 @@ Progress = Callable[[int, int], None]
 # A FedIP server aggregation: (start reservoir, client gains, client biases, window counts) -> (g, b).
 Aggregate = Callable[[Reservoir, Sequence[np.ndarray], Sequence[np.ndarray], Sequence[int]],
                      tuple[np.ndarray, np.ndarray]]
-
-
-# IPConfig's ranges (params.yaml plasticity.* and the searched sigma are checked against them).
-# μ is the mean of a target on tanh's open range (−1, 1); η = 0 is a valid no-op step.
-IP_BOUNDS = {"sigma": POSITIVE, "mu": Bound(low=-1.0, high=1.0, low_open=True, high_open=True),
-             "eta": Bound(low=0.0), "batch_size": COUNT}
-
-
-@dataclass(frozen=True)
-class IPConfig:
-    """IP hyperparameters (PROTOCOL §4): target N(μ, σ²), SGD step η, windows per mini-batch."""
-
-    sigma: float
-    mu: float = 0.0
-    eta: float = 0.01
-    batch_size: int = 100
-    normalize_step: bool = True  # per-vector L2 normalisation of the step (the authors' code)
-
-    def __post_init__(self) -> None:
-        for name, bound in IP_BOUNDS.items():
-            bound.check(name, getattr(self, name))
-        if not isinstance(self.normalize_step, bool):
-            raise ParameterError(f"normalize_step: expected true or false, got {self.normalize_step!r}")
 
 
 def _chunk_steps(n_win: int, units: int, t_len: int) -> int:

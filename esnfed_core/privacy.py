@@ -35,9 +35,12 @@ from typing import Sequence
 import numpy as np
 
 from esnfed_core.readout import RidgeStats
-from esnfed_core.validation import ParameterError
+from esnfed_core.validation import POSITIVE, Bound, ParameterError
 
 RELATIONS = ("user", "window")
+# DPSpec's ranges (params.yaml privacy.* is checked against them). ε may also be +inf: no mechanism.
+PRIVACY_BOUNDS = {"epsilon": POSITIVE, "delta": Bound(low=0.0, high=1.0, low_open=True, high_open=True),
+                  "clip": Bound(low=0.0, high=1.0, low_open=True), "ip_clip": POSITIVE}
 _PLD_GRID = 1e-2  # the PLD accountant's value_discretization_interval
 
 
@@ -52,16 +55,12 @@ class DPSpec:
     ip_clip: float = 0.1  # FedIP: L2 norm bound of one client's (Δg, Δb) per round
 
     def __post_init__(self) -> None:
-        if not (self.epsilon > 0):
-            raise ParameterError(f"epsilon: expected > 0 (inf: no mechanism), got {self.epsilon!r}")
-        if not (0 < self.delta < 1):
-            raise ParameterError(f"delta: expected in (0, 1), got {self.delta!r}")
+        for name, bound in PRIVACY_BOUNDS.items():
+            value = getattr(self, name)
+            if not (name == "epsilon" and value == math.inf):
+                bound.check(name, value)
         if self.relation not in RELATIONS:
             raise ParameterError(f"relation: expected one of {', '.join(RELATIONS)}, got {self.relation!r}")
-        if not (0 < self.clip <= 1):
-            raise ParameterError(f"clip: expected in (0, 1], got {self.clip!r}")
-        if not (0 < self.ip_clip < math.inf):
-            raise ParameterError(f"ip_clip: expected > 0 and finite, got {self.ip_clip!r}")
 
     @property
     def private(self) -> bool:

@@ -22,9 +22,13 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from esnfed_core.errors import ConfigError
+from esnfed_core.validation import Bound, ParameterError
 
 # Grid points are rounded to this many decimals so 0.3 + 13*0.05 prints as 0.95, not 0.9500000000000001.
 _GRID_DECIMALS = 10
+
+
+SEED = Bound(integer=True, low=0)  # the root seed (params.yaml seed)
 
 
 def derive_seed(seed: int, *parts: str | int) -> int:
@@ -33,8 +37,10 @@ def derive_seed(seed: int, *parts: str | int) -> int:
     Uses numpy's SeedSequence over (seed, sha256 of the parts), so nearby labels give unrelated
     streams and the value is the same on every platform and Python version.
     """
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
-        raise ConfigError(f"seed: expected a non-negative integer, got {seed!r}")
+    try:
+        SEED.check("seed", seed)
+    except ParameterError as exc:
+        raise ConfigError(str(exc)) from None
     label = "\x1f".join(str(p) for p in parts).encode("utf-8")
     word = int.from_bytes(hashlib.sha256(label).digest()[:16], "little")
     return int(np.random.SeedSequence([int(seed), word]).generate_state(1, np.uint32)[0])

@@ -20,10 +20,12 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from esnfed_core.continual_settings import ContinualSettings
 from esnfed_core.data.processed import UserData
 from esnfed_core.data.windows import concat
 from esnfed_core.errors import ConfigError
 from esnfed_core.federated import Client, fedavg, fedip, incfed
+from esnfed_core.ip_rule import IPConfig, IPSettings
 from esnfed_core.messages import CommLedger, ReadoutMessage, StatsMessage
 from esnfed_core.readout import Counts, StatsAccumulator, check_solver, solve
 from esnfed_core.reservoir import Reservoir, ReservoirConfig, build_reservoir
@@ -105,22 +107,25 @@ class Settings:
 
     lambdas: tuple[float, ...] = (1e-5, 1e-4, 1e-3, 1e-2, 0.1, 0.5, 1.0)
     batch_size: int = 256
-    ip: Mapping[str, Any] = field(default_factory=dict)  # IPConfig fields except sigma
-    continual_lambda: float = 1e-5
-    replay_fraction: float = 0.05
-    replay_batch: int = 32
-    joint_patience: int | None = None  # None: the protocol's 3 (federated) or 5 (centralised)
-    joint_max_rounds: int = 50
+    ip: IPSettings = field(default_factory=IPSettings)  # params.yaml plasticity (a mapping of it is converted)
+    continual: ContinualSettings = field(default_factory=ContinualSettings)  # params.yaml continual
     # cpu: the numpy path; torch-cpu / cuda: the batched torch kernels (esnfed_core.accel), for the
     # stationary methods (continual ones and the random baseline always run the numpy path).
     device: str = "cpu"
     tf32: bool = False  # cuda only: TF32 tensor-core products (10-bit mantissa inputs), opt-in
     solver: str = "cholesky"  # readout.solve: cholesky (float64) | pinv32 (the authors' numerics)
-    replay_shuffle: bool = False  # replay at t > 0: False = the authors' in-order batches
     retrain_lambda: str = "select"  # select: each retrain picks λ on validation | frozen: best.json's
 
     def __post_init__(self) -> None:
         from esnfed_core.accel import check_device  # noqa: PLC0415 (no torch import)
+
+        for name, cls in (("ip", IPSettings), ("continual", ContinualSettings)):
+            value = getattr(self, name)
+            if isinstance(value, Mapping):  # the section as a mapping of the type's fields
+                try:
+                    object.__setattr__(self, name, cls(**value))
+                except TypeError as exc:
+                    raise ConfigError(f"{'plasticity' if name == 'ip' else name}: {exc}") from None
 
         try:
             check_device(self.device)
@@ -155,14 +160,15 @@ class Settings:
         if score and not method.continual:
             out["lambdas"] = list(self.lambdas)
         if method.uses_ip:
-            out["ip"] = dict(self.ip)
+            out["ip"] = self.ip.as_dict()
         if method.continual:
-            out["continual_lambda"] = self.continual_lambda
+            c = self.continual
+            out["continual_lambda"] = c.lam
             if method.strategy == "replay":
-                out.update(replay_fraction=self.replay_fraction, replay_batch=self.replay_batch,
-                           replay_shuffle=self.replay_shuffle)
+                out.update(replay_fraction=c.replay_fraction, replay_batch=c.replay_batch,
+                           replay_shuffle=c.replay_shuffle)
             elif method.strategy == "joint":
-                out.update(joint_patience=self.joint_patience, joint_max_rounds=self.joint_max_rounds)
+                out.update(joint_patience=c.joint_patience, joint_max_rounds=c.joint_max_rounds)
         return out
 
 
@@ -267,6 +273,10 @@ def fit(
     chosen there from ``settings.lambdas`` unless ``config`` fixes ``lambda``); without it, the
     stationary methods need ``config["lambda"]`` and nothing touches the validation users except
     joint continual training (whose early stopping is part of the method).
+
+    This is the numpy path: settings that put a stationary method on the torch kernels
+    (``settings.accelerated``) are refused; those trials run batched through
+    :func:`esnfed_core.accel.trials.fit_batch`, which builds on this module.
     """
     m = method if isinstance(method, Method) else Method.parse(method)
     check_config(m, config, need_lambda=not score and not m.continual and m.algo != "random")
@@ -280,10 +290,9 @@ def fit(
         return FittedModel(m.id, int(seed), cfg, data.n_classes, seeds, validation=val)
     if m.continual:
         return _fit_continual(m, cfg, int(seed), seeds, data, settings, score)
-    if settings.accelerated(m):
-        from esnfed_core.accel.trials import fit_batch  # noqa: PLC0415 (imports torch)
-
-        return fit_batch(m, [cfg], [int(seed)], data, settings, score=score)[0]
+    if settings.accelerated(m):  # the stages pick the path (esnfed_stages.runner.fit_trial)
+        raise ConfigError(f"runner.device: fit is the numpy path; {m.id} on {settings.device} runs "
+                          "through esnfed_core.accel.trials.fit_batch")
     return _fit_stationary(m, cfg, int(seed), seeds, data, settings, score)
 
 
@@ -321,10 +330,8 @@ def _pooled_stats(res: Reservoir, users: Sequence[UserData], n_classes: int, bat
     return acc.result()
 
 
-def _ip_config(cfg: Mapping[str, Any], settings: Settings):
-    from esnfed_core.plasticity import IPConfig  # noqa: PLC0415 (the heavy module only for IP methods)
-
-    return IPConfig(sigma=float(cfg["sigma"]), **dict(settings.ip))
+def _ip_config(cfg: Mapping[str, Any], settings: Settings) -> IPConfig:
+    return settings.ip.config(float(cfg["sigma"]))
 
 
 def _fit_stationary(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialData,
@@ -397,6 +404,7 @@ def _fit_continual(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialData
                    settings: Settings, score: bool) -> FittedModel:
     from esnfed_core.continual import ContinualConfig, make_strategy, run_continual  # noqa: PLC0415
 
+    cs = settings.continual
     res = make_reservoir(cfg, data.n_inputs, seeds["reservoir"])
     federated = m.algo == "fedclip"
     users = list(data.train.values())
@@ -404,12 +412,12 @@ def _fit_continual(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialData
     validation = _contexts(list(data.validation.values()), data.n_contexts)
     ledger = CommLedger() if federated else None
     strategy = make_strategy(
-        m.strategy, budget=int(cfg.get("budget", 0)), replay_fraction=settings.replay_fraction,
-        replay_batch=settings.replay_batch, replay_shuffle=settings.replay_shuffle,
-        patience=settings.joint_patience, max_joint_rounds=settings.joint_max_rounds,
+        m.strategy, budget=int(cfg.get("budget", 0)), replay_fraction=cs.replay_fraction,
+        replay_batch=cs.replay_batch, replay_shuffle=cs.replay_shuffle,
+        patience=cs.joint_patience, max_joint_rounds=cs.joint_max_rounds,
     )
     config = ContinualConfig(federated, _ip_config(cfg, settings), data.n_classes,
-                             local_epochs=int(cfg.get("local_epochs", 1)), lam=settings.continual_lambda,
+                             local_epochs=int(cfg.get("local_epochs", 1)), lam=cs.lam,
                              seed=seeds["ip"], solver=settings.solver)
     result = run_continual(res, train, strategy, config, validation=validation,
                            evaluate={"validation": validation} if score else None, ledger=ledger,
@@ -423,8 +431,8 @@ def _fit_continual(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialData
                "ip_rounds": [int(r) for r in result.ip_rounds]}
     last = result.reservoirs[-1]
     return FittedModel(
-        m.id, seed, {**cfg, "lambda": settings.continual_lambda}, data.n_classes, seeds,
-        reservoir=last, readout=np.asarray(result.readouts[-1], np.float64), lam=settings.continual_lambda,
+        m.id, seed, {**cfg, "lambda": cs.lam}, data.n_classes, seeds,
+        reservoir=last, readout=np.asarray(result.readouts[-1], np.float64), lam=cs.lam,
         context_gain=np.stack([r.gain for r in result.reservoirs]),
         context_bias=np.stack([r.bias for r in result.reservoirs]),
         context_readout=np.stack([np.asarray(w, np.float64) for w in result.readouts]),

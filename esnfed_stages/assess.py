@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable
 
 import numpy as np
 
@@ -28,10 +28,10 @@ from esnfed_core.scoring import accuracy, activation_densities, context_matrix, 
 from esnfed_core.trial import FittedModel, Method
 from esnfed_stages._io import output_lock, write_json
 from esnfed_core.vocabulary import PCTS
-from esnfed_stages.experiment_params import experiment_params
+from esnfed_stages.experiment_params import ExperimentParams
 from esnfed_stages.layout import assess_dir, assess_path, model_dir
 from esnfed_stages.models import load_model
-from esnfed_stages.trial_data import open_dataset
+from esnfed_stages.trial_data import Dataset, open_dataset
 
 # Methods whose training-user accuracy the IncFed tables (ijcnn-*) print.
 TRAIN_SCORED = ("random", "ridge", "incfed", "fedavg")
@@ -76,75 +76,81 @@ def _scores(method: Method, model: FittedModel, test, train, batch_size: int) ->
     return out
 
 
+def _share(method: Method, exp: ExperimentParams, data: Dataset, test: dict, directory: Path, pct: str,
+           one_done: Callable[[], None]) -> dict[str, Any]:
+    """The assess entry of one training share: every retrain of ``directory`` scored."""
+    batch = exp.settings.batch_size
+    train = data.load(data.train_users(pct)) if method.algo in TRAIN_SCORED else {}
+    rows: dict[str, list] = {"seeds": [], "test": [], "train": [], "stream": [], "matrix": [],
+                             "lambda": []}
+    first_meta: dict[str, Any] | None = None
+    activation = None
+    if method.uses_ip and data.name in exp.activation_datasets:
+        activation = {"edges": None, "users": list(test),
+                      "models": "after_each_context" if method.continual else "final",
+                      "density": [], "user_density": []}
+    loaded = [load_model(directory, k) for k in range(exp.retrains)]
+    batch_scores = (_batched(method, [m for m, _ in loaded], test, train, exp.settings.device)
+                    if exp.settings.accelerated(method) else None)
+    for k, (model, meta) in enumerate(loaded):
+        if first_meta is None:
+            first_meta = meta
+        if activation is not None:
+            models = model.context_reservoirs() if method.continual else [model.reservoir]
+            dens = activation_densities(models, list(test.values()), data.n_contexts,
+                                        exp.activation_bins, batch)
+            activation["edges"] = _floats(dens.edges)
+            activation["density"].append(_floats(dens.pooled))
+            activation["user_density"].append(_floats(dens.per_user))
+        s = batch_scores[k] if batch_scores is not None else _scores(method, model, test, train, batch)
+        rows["seeds"].append(model.seed)
+        rows["lambda"].append(model.lam)
+        for name in ("test", "train", "stream", "matrix"):
+            rows[name].append(s[name])
+        one_done()
+    return {
+        "seeds": rows["seeds"],
+        "test_accuracy": rows["test"],
+        "train_accuracy": rows["train"] if method.algo in TRAIN_SCORED else None,
+        "stream_accuracy": rows["stream"] if method.continual else None,
+        "accuracy_matrix": rows["matrix"] if method.continual else None,
+        "communication": first_meta.get("communication") if method.federated else None,
+        "config": first_meta["config"],
+        "lambda": rows["lambda"] if method.algo != "random" else None,
+        "activation": activation,
+    }
+
+
 def run(
     dataset: str,
     method: Method,
-    params: Mapping[str, Any],
+    exp: ExperimentParams,
     *,
     data_dir: Path = Path("data"),
     runs_dir: Path = Path("runs"),
     progress: Progress | None = None,
     device: str | None = None,
 ) -> dict[str, Any]:
-    """Assess every share and write the JSON; returns the document written. ``device`` (default
-    runner.device) torch-cpu | cuda scores the stationary methods' retrains batched on torch."""
-    exp = experiment_params(params)
+    """Assess every share and write the JSON; returns the document written. ``exp``: params.yaml's
+    experiment sections, parsed once (``experiment_params``). ``device`` (default runner.device)
+    torch-cpu | cuda scores the stationary methods' retrains batched on torch."""
     exp = exp.on_device(device or exp.runner.device)
-    batched = exp.settings.accelerated(method)
-    if batched:
+    if exp.settings.accelerated(method):
         require_torch(exp.settings.device)
     data = open_dataset(data_dir, dataset)
     test = data.load(data.test_users)
-    batch = exp.settings.batch_size
-    with_activation = method.uses_ip and dataset in exp.activation_datasets
     total = len(PCTS) * exp.retrains
-    done = 0
+    done = [0]
     if progress:
-        progress(done, total)
-    shares: dict[str, Any] = {}
-    for pct in PCTS:
-        directory = model_dir(runs_dir, dataset, method.id, pct)
-        train = data.load(data.train_users(pct)) if method.algo in TRAIN_SCORED else {}
-        rows: dict[str, list] = {"seeds": [], "test": [], "train": [], "stream": [], "matrix": [],
-                                 "lambda": []}
-        first_meta: dict[str, Any] | None = None
-        activation = None
-        if with_activation:
-            activation = {"edges": None, "users": list(test),
-                          "models": "after_each_context" if method.continual else "final",
-                          "density": [], "user_density": []}
-        loaded = [load_model(directory, k) for k in range(exp.retrains)]
-        batch_scores = (_batched(method, [m for m, _ in loaded], test, train, exp.settings.device)
-                        if batched else None)
-        for k, (model, meta) in enumerate(loaded):
-            if first_meta is None:
-                first_meta = meta
-            if activation is not None:
-                models = model.context_reservoirs() if method.continual else [model.reservoir]
-                dens = activation_densities(models, list(test.values()), data.n_contexts,
-                                            exp.activation_bins, batch)
-                activation["edges"] = _floats(dens.edges)
-                activation["density"].append(_floats(dens.pooled))
-                activation["user_density"].append(_floats(dens.per_user))
-            s = batch_scores[k] if batch_scores is not None else _scores(method, model, test, train, batch)
-            rows["seeds"].append(model.seed)
-            rows["lambda"].append(model.lam)
-            for name in ("test", "train", "stream", "matrix"):
-                rows[name].append(s[name])
-            done += 1
-            if progress:
-                progress(done, total)
-        shares[pct] = {
-            "seeds": rows["seeds"],
-            "test_accuracy": rows["test"],
-            "train_accuracy": rows["train"] if method.algo in TRAIN_SCORED else None,
-            "stream_accuracy": rows["stream"] if method.continual else None,
-            "accuracy_matrix": rows["matrix"] if method.continual else None,
-            "communication": first_meta.get("communication") if method.federated else None,
-            "config": first_meta["config"],
-            "lambda": rows["lambda"] if method.algo != "random" else None,
-            "activation": activation,
-        }
+        progress(0, total)
+
+    def one_done() -> None:
+        done[0] += 1
+        if progress:
+            progress(done[0], total)
+
+    shares = {pct: _share(method, exp, data, test, model_dir(runs_dir, dataset, method.id, pct), pct, one_done)
+              for pct in PCTS}
     doc = {
         "dataset": dataset, "method": method.id, "algo": method.algo, "strategy": method.strategy,
         "budget": exp.budget, "source": data.manifest.get("source"), "pcts": shares,

@@ -4,21 +4,24 @@ device) and the command-line choices of dataset and shares."""
 
 from __future__ import annotations
 
-import numbers
 from dataclasses import dataclass, replace
 from typing import Any, Mapping, Sequence
 
-from esnfed_core.continual import CONTINUAL_BOUNDS
+from esnfed_core.continual_settings import CONTINUAL_BOUNDS, ContinualSettings
 from esnfed_core.errors import ConfigError
 from esnfed_core.metrics import BINS
-from esnfed_core.plasticity import IP_BOUNDS
+from esnfed_core.ip_rule import IPSettings
 from esnfed_core.readout import LAMBDA, SOLVERS
 from esnfed_core.reservoir import BATCH_SIZE
-from esnfed_core.search import Dimension, parse_space
+from esnfed_core.search import SEED, Dimension, parse_space
 from esnfed_core.trial import RETRAIN_LAMBDA, Method, Settings
-from esnfed_core.validation import Bound, ParameterError
+from esnfed_core.validation import COUNT, Bound, ParameterError
 from esnfed_core.vocabulary import BACKENDS, DATASETS, DEVICES, PCTS
-from esnfed_stages.sections import section
+from esnfed_stages.sections import bounded, section
+
+
+# The runner's ranges (the schema checks params.yaml against the same objects); n_jobs is also != 0.
+RUNNER_BOUNDS = {"n_jobs": Bound(integer=True, low=-64), "blas_threads": COUNT}
 
 
 @dataclass(frozen=True)
@@ -35,10 +38,10 @@ class RunnerConfig:
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
             raise ConfigError(f"runner.backend: unknown backend {self.backend!r} (expected {', '.join(BACKENDS)})")
-        _int("runner.n_jobs", self.n_jobs, low=-64)
+        bounded("runner.n_jobs", self.n_jobs, RUNNER_BOUNDS["n_jobs"])
         if self.n_jobs == 0:
             raise ConfigError("runner.n_jobs: must not be 0 (use a positive count, or -1 for all cores)")
-        _int("runner.blas_threads", self.blas_threads, low=1)
+        bounded("runner.blas_threads", self.blas_threads, RUNNER_BOUNDS["blas_threads"])
         if self.device not in DEVICES:
             raise ConfigError(f"runner.device: unknown device {self.device!r} (expected {', '.join(DEVICES)})")
         if not isinstance(self.tf32, bool):
@@ -105,23 +108,6 @@ def _check_keys(where: str, value: Any, allowed: Sequence[str]) -> Mapping[str, 
     return value
 
 
-def _int(key: str, value: Any, low: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ConfigError(f"params.yaml: '{key}' must be an integer, got {value!r}")
-    if low is not None and value < low:
-        raise ConfigError(f"params.yaml: '{key}' must be >= {low}, got {value!r}")
-    return int(value)
-
-
-def _bounded(key: str, value: Any, bound: Bound) -> Any:
-    """``value`` checked against the core's bound for it (the schema checks the same object)."""
-    try:
-        bound.check(key, value)
-    except ParameterError as exc:
-        raise ConfigError(f"params.yaml: {exc}") from None
-    return value
-
-
 def _choice(key: str, value: Any, allowed: Sequence[str]) -> str:
     if not isinstance(value, str) or value not in allowed:
         raise ConfigError(f"params.yaml: '{key}' must be one of {', '.join(allowed)}, got {value!r}")
@@ -132,9 +118,43 @@ def _get(params: Mapping[str, Any], key: str, allowed: Sequence[str]) -> Mapping
     return _check_keys(key, section(params, key), allowed)
 
 
+def _plasticity(params: Mapping[str, Any]) -> IPSettings:
+    """The ``plasticity`` section as the core's IPSettings (its bounds: IP_BOUNDS, checked there)."""
+    fields = ("mu", "eta", "batch_size", "normalize_step")
+    _get(params, "plasticity", fields)
+    try:  # every field explicit: the params file documents the run
+        return IPSettings(**{k: section(params, f"plasticity.{k}") for k in fields})
+    except ParameterError as exc:
+        raise ConfigError(f"params.yaml: plasticity.{exc}") from None
+
+
+def _continual(params: Mapping[str, Any]) -> ContinualSettings:
+    """The ``continual`` section as the core's ContinualSettings (its bounds: CONTINUAL_BOUNDS)."""
+    _get(params, "continual", ("lambda", "naive", "replay", "joint"))
+    _get(params, "continual.naive", ())
+    _get(params, "continual.replay", ("fraction", "batch", "shuffle"))
+    _get(params, "continual.joint", ("patience", "max_rounds"))
+    cb = CONTINUAL_BOUNDS
+
+    def value(key: str, bound: str, kind: type) -> Any:
+        v = section(params, f"continual.{key}")
+        if v is None and key == "joint.patience":  # None: the protocol's default patience
+            return None
+        return kind(bounded(f"continual.{key}", v, cb[bound]))
+
+    shuffle = section(params, "continual.replay.shuffle")
+    if not isinstance(shuffle, bool):
+        raise ConfigError(f"params.yaml: continual.replay.shuffle: expected true or false, got {shuffle!r}")
+    return ContinualSettings(
+        lam=value("lambda", "lambda", float), replay_fraction=value("replay.fraction", "replay_fraction", float),
+        replay_batch=value("replay.batch", "replay_batch", int), replay_shuffle=shuffle,
+        joint_patience=value("joint.patience", "patience", int),
+        joint_max_rounds=value("joint.max_rounds", "max_joint_rounds", int))
+
+
 def experiment_params(params: Mapping[str, Any]) -> ExperimentParams:
     """Validate and read the experiment sections; every error names the offending key."""
-    seed = _int("seed", section(params, "seed"), low=0)
+    seed = bounded("seed", section(params, "seed"), SEED)
     budget = section(params, "budget")
     budgets = section(params, "budgets")
     if not isinstance(budgets, Mapping) or not budgets:
@@ -142,56 +162,29 @@ def experiment_params(params: Mapping[str, Any]) -> ExperimentParams:
     if not isinstance(budget, str) or budget not in budgets:
         raise ConfigError(f"params.yaml: 'budget' is {budget!r}, expected one of {', '.join(map(str, budgets))}")
     b = _get(params, f"budgets.{budget}", ("trials", "retrains", "space"))
-    trials = _int(f"budgets.{budget}.trials", section(b, "trials"), low=1)
-    retrains = _int(f"budgets.{budget}.retrains", section(b, "retrains"), low=1)
+    trials = bounded(f"budgets.{budget}.trials", section(b, "trials"), COUNT)
+    retrains = bounded(f"budgets.{budget}.retrains", section(b, "retrains"), COUNT)
     space = _check_keys(f"budgets.{budget}.space", section(b, "space"), DATASETS + ("ip", "fedip"))
 
     ro = _get(params, "readout", ("lambdas", "batch_size", "solver"))
     lambdas = section(ro, "lambdas")
     if not isinstance(lambdas, list) or not lambdas:
         raise ConfigError("params.yaml: 'readout.lambdas' must be a non-empty list")
-    lambdas = tuple(float(_bounded("readout.lambdas", v, LAMBDA)) for v in lambdas)
-    batch = int(_bounded("readout.batch_size", section(ro, "batch_size"), BATCH_SIZE))
+    lambdas = tuple(float(bounded("readout.lambdas", v, LAMBDA)) for v in lambdas)
+    batch = int(bounded("readout.batch_size", section(ro, "batch_size"), BATCH_SIZE))
     solver = _choice("readout.solver", section(ro, "solver"), SOLVERS)
     retrain_lambda = _choice("retrain.lambda", section(_get(params, "retrain", ("lambda",)), "lambda"),
                              RETRAIN_LAMBDA)
 
-    ip = dict(_get(params, "plasticity", ("mu", "eta", "batch_size", "normalize_step")))
-    for k in ("mu", "eta", "batch_size", "normalize_step"):
-        section(ip, k)  # every field explicit: the params file documents the run
-    for k in ("mu", "eta", "batch_size"):
-        _bounded(f"plasticity.{k}", ip[k], IP_BOUNDS[k])
-    if not isinstance(ip["normalize_step"], bool):
-        raise ConfigError(f"params.yaml: 'plasticity.normalize_step' must be true or false, got {ip['normalize_step']!r}")
-
-    co = _get(params, "continual", ("lambda", "naive", "replay", "joint"))
-    _get(params, "continual.naive", ())
-    replay = _get(params, "continual.replay", ("fraction", "batch", "shuffle"))
-    replay_shuffle = section(replay, "shuffle")
-    if not isinstance(replay_shuffle, bool):
-        raise ConfigError(f"params.yaml: 'continual.replay.shuffle' must be true or false, got {replay_shuffle!r}")
-    joint = _get(params, "continual.joint", ("patience", "max_rounds"))
-    patience = section(joint, "patience")
+    ip, continual = _plasticity(params), _continual(params)
     rn = _get(params, "runner", ("backend", "n_jobs", "blas_threads", "device", "tf32"))
     runner = RunnerConfig(str(section(rn, "backend")), section(rn, "n_jobs"), section(rn, "blas_threads"),
                           str(rn.get("device", "cpu")), rn.get("tf32", False))  # optional keys
-    cb = CONTINUAL_BOUNDS
-    settings = Settings(
-        lambdas=lambdas, batch_size=batch, ip=ip,
-        continual_lambda=float(_bounded("continual.lambda", section(co, "lambda"), cb["lambda"])),
-        replay_fraction=float(_bounded("continual.replay.fraction", section(replay, "fraction"),
-                                       cb["replay_fraction"])),
-        replay_batch=int(_bounded("continual.replay.batch", section(replay, "batch"), cb["replay_batch"])),
-        joint_patience=None if patience is None else int(_bounded("continual.joint.patience", patience,
-                                                                  cb["patience"])),
-        joint_max_rounds=int(_bounded("continual.joint.max_rounds", section(joint, "max_rounds"),
-                                      cb["max_joint_rounds"])),
-        device=runner.device, tf32=runner.tf32,
-        solver=solver, replay_shuffle=replay_shuffle, retrain_lambda=retrain_lambda,
-    )
+    settings = Settings(lambdas=lambdas, batch_size=batch, ip=ip, continual=continual,
+                        device=runner.device, tf32=runner.tf32, solver=solver, retrain_lambda=retrain_lambda)
 
     asx = _get(params, "assess", ("activation_bins", "activation_datasets"))
-    bins = int(_bounded("assess.activation_bins", section(asx, "activation_bins"), BINS))
+    bins = int(bounded("assess.activation_bins", section(asx, "activation_bins"), BINS))
     act_ds = section(asx, "activation_datasets")
     if not isinstance(act_ds, list) or any(d not in DATASETS for d in act_ds):
         raise ConfigError(f"params.yaml: 'assess.activation_datasets' must be a list of {', '.join(DATASETS)}")

@@ -10,14 +10,15 @@ absent (a stage reports a key it needs and cannot find); present ones are checke
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from esnfed_core.continual import CONTINUAL_BOUNDS
+from esnfed_core import search, validation
+from esnfed_core.continual_settings import CONTINUAL_BOUNDS
 from esnfed_core.errors import ConfigError
+from esnfed_core.ip_rule import IP_BOUNDS
 from esnfed_core.metrics import BINS
-from esnfed_core.plasticity import IP_BOUNDS
 from esnfed_core.readout import LAMBDA, SOLVERS
 from esnfed_core.reservoir import BATCH_SIZE, RESERVOIR_BOUNDS
 from esnfed_core.search import parse_dimension
@@ -26,6 +27,7 @@ from esnfed_core.trial import RETRAIN_LAMBDA
 from esnfed_core.validation import Bound, ParameterError, check_param
 from esnfed_core.vocabulary import BACKENDS, DATASETS, DEVICES, PCTS, SOURCES, VARIANTS
 from esnfed_stages._datasets import bind_kwargs, dataset_function
+from esnfed_stages.experiment_params import RUNNER_BOUNDS
 from esnfed_stages.partition import check_spec
 
 
@@ -282,9 +284,9 @@ def _privacy(key: str, value: Any) -> None:
 
 
 # ---------------------------------------------------------------- the schema
-POSITIVE = Num(low=0.0, low_open=True)
-COUNT = Num(integer=True, low=1)
-SEED = Num(integer=True, low=0)
+POSITIVE = Num.of(validation.POSITIVE)
+COUNT = Num.of(validation.COUNT)
+SEED = Num.of(search.SEED)
 # Bounds of values the core consumes come from the core's value types (Num.of), so a value the
 # schema passes is one the core accepts (tests/test_param_bounds.py walks each bound).
 RESERVOIR_SPACE = {name: Num.of(bound) for name, bound in RESERVOIR_BOUNDS.items()}
@@ -336,8 +338,9 @@ SCHEMA = Fields(optional={
         "joint": Fields(required={"patience": Nullable(CONTINUAL["patience"]),
                                   "max_rounds": CONTINUAL["max_joint_rounds"]}),
     }),
-    "runner": Fields(required={"backend": Choice(BACKENDS), "n_jobs": Num(integer=True, low=-64, nonzero=True),
-                               "blas_threads": COUNT},
+    "runner": Fields(required={"backend": Choice(BACKENDS),
+                               "n_jobs": replace(Num.of(RUNNER_BOUNDS["n_jobs"]), nonzero=True),
+                               "blas_threads": Num.of(RUNNER_BOUNDS["blas_threads"])},
                      optional={"device": Choice(DEVICES), "tf32": Bool()}),
     "assess": Fields(required={"activation_bins": Num.of(BINS),
                                "activation_datasets": ListOf(Choice(DATASETS), empty=True)}),

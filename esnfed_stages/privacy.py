@@ -11,19 +11,20 @@ trial, bit for bit. δ: ``auto`` = 1 / n², n the number of training users of th
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from esnfed_core import __version__
 from esnfed_core.errors import ConfigError
-from esnfed_core.privacy import RELATIONS, DPSpec, noise_multiplier
+from esnfed_core.privacy import PRIVACY_BOUNDS, RELATIONS, DPSpec, noise_multiplier
 from esnfed_core.private_trial import PRIVATE_ALGOS, fit_private, releases
 from esnfed_core.scoring import pooled_counts
 from esnfed_core.trial import Method, TrialData
 from esnfed_stages._io import output_lock, write_json
 from esnfed_core.vocabulary import PCTS
-from esnfed_stages.experiment_params import experiment_params
-from esnfed_stages.sections import section
+from esnfed_stages.experiment_params import ExperimentParams
+from esnfed_stages.sections import bounded, section
 from esnfed_stages.trial_data import open_dataset
 from esnfed_stages.retrain import retrain_seed, selected_config
 
@@ -34,68 +35,92 @@ KEYS = ("epsilons", "delta", "relation", "clip", "ip_clip", "pct", "methods")
 Progress = Callable[[int, int], None]
 
 
-def privacy_params(params: Mapping[str, Any]) -> dict[str, Any]:
-    """The validated ``privacy`` section."""
+@dataclass(frozen=True)
+class PrivacyParams:
+    """The ``privacy`` section, checked: ε list (+inf: no mechanism), δ (``auto``: 1 / n², n the
+    share's training users), relation, clipping, the share and the methods."""
+
+    epsilons: tuple[float, ...]
+    delta: float | str
+    relation: str
+    clip: float
+    ip_clip: float
+    pct: str
+    methods: tuple[str, ...]
+
+    def delta_for(self, n_users: int) -> float:
+        return 1.0 / n_users ** 2 if self.delta == "auto" else float(self.delta)
+
+    def spec(self, eps: float, delta: float) -> DPSpec:
+        return DPSpec(eps, delta, self.relation, self.clip, self.ip_clip)
+
+
+def _epsilon(value: Any) -> float:
+    if not (isinstance(value, float) and value == math.inf):
+        bounded("privacy.epsilons", value, PRIVACY_BOUNDS["epsilon"])
+    return float(value)
+
+
+def privacy_params(params: Mapping[str, Any]) -> PrivacyParams:
+    """The validated ``privacy`` section; errors read "params.yaml: privacy.<key>: ..."."""
     p = section(params, "privacy")
     if not isinstance(p, Mapping):
-        raise ConfigError("params.yaml: privacy must be a mapping")
+        raise ConfigError("params.yaml: privacy: must be a mapping")
     unknown = sorted(set(p) - set(KEYS))
     if unknown:
         raise ConfigError(f"params.yaml: privacy.{unknown[0]}: unknown key (expected {', '.join(KEYS)})")
     eps = p.get("epsilons")
-    if not isinstance(eps, list) or not eps or not all(
-            isinstance(e, (int, float)) and not isinstance(e, bool) and e > 0 for e in eps):
-        raise ConfigError(f"params.yaml: privacy.epsilons must be a non-empty list of numbers > 0 "
+    if not isinstance(eps, list) or not eps:
+        raise ConfigError(f"params.yaml: privacy.epsilons: must be a non-empty list of numbers > 0 "
                           f"(.inf: no mechanism), got {eps!r}")
     delta = p.get("delta", "auto")
-    if delta != "auto" and not (isinstance(delta, float) and 0 < delta < 1):
-        raise ConfigError(f"params.yaml: privacy.delta must be auto or a number in (0, 1), got {delta!r}")
+    if delta != "auto":
+        bounded("privacy.delta", delta, PRIVACY_BOUNDS["delta"])
     if p.get("relation") not in RELATIONS:
-        raise ConfigError(f"params.yaml: privacy.relation must be one of {', '.join(RELATIONS)}, "
+        raise ConfigError(f"params.yaml: privacy.relation: must be one of {', '.join(RELATIONS)}, "
                           f"got {p.get('relation')!r}")
     pct = str(p.get("pct", "100"))
     if pct not in PCTS:
-        raise ConfigError(f"params.yaml: privacy.pct must be one of {', '.join(PCTS)}, got {pct!r}")
+        raise ConfigError(f"params.yaml: privacy.pct: must be one of {', '.join(PCTS)}, got {pct!r}")
     methods = p.get("methods", list(PRIVATE_ALGOS))
     if not isinstance(methods, list) or not methods or any(m not in PRIVATE_ALGOS for m in methods):
-        raise ConfigError(f"params.yaml: privacy.methods must list some of {', '.join(PRIVATE_ALGOS)}, "
+        raise ConfigError(f"params.yaml: privacy.methods: must list some of {', '.join(PRIVATE_ALGOS)}, "
                           f"got {methods!r}")
-    try:
-        DPSpec(1.0, 0.5, p["relation"], float(p.get("clip", 1.0)), float(p.get("ip_clip", 0.1)))
-    except ValueError as exc:
-        raise ConfigError(f"params.yaml: privacy.{exc}") from None
-    return {"epsilons": [float(e) for e in eps], "delta": delta, "relation": p["relation"], "pct": pct,
-            "clip": float(p.get("clip", 1.0)), "ip_clip": float(p.get("ip_clip", 0.1)), "methods": methods}
+    clip, ip_clip = p.get("clip", 1.0), p.get("ip_clip", 0.1)
+    bounded("privacy.clip", clip, PRIVACY_BOUNDS["clip"])
+    bounded("privacy.ip_clip", ip_clip, PRIVACY_BOUNDS["ip_clip"])
+    return PrivacyParams(tuple(_epsilon(e) for e in eps), delta, p["relation"], float(clip), float(ip_clip),
+                         pct, tuple(methods))
 
 
 def eps_key(eps: float) -> str:
     return "inf" if math.isinf(eps) else f"{eps:g}"
 
 
-def run(dataset: str, params: Mapping[str, Any], *, data_dir: Path = Path("data"),
+def run(dataset: str, privacy: PrivacyParams, exp: ExperimentParams, *, data_dir: Path = Path("data"),
         runs_dir: Path = Path("runs"), out_dir: Path = PRIVACY_DIR,
         progress: Progress | None = None) -> dict[str, Any]:
-    """Compute and write runs/privacy/<dataset>.json; returns its document."""
-    pp = privacy_params(params)
-    exp = experiment_params(params)
+    """Compute and write runs/privacy/<dataset>.json; returns its document. ``privacy`` and ``exp``
+    are params.yaml's sections, parsed once (``privacy_params``, ``experiment_params``)."""
+    pp = privacy
     data = open_dataset(data_dir, dataset)
-    pct = pp["pct"]
+    pct = pp.pct
     train_users = data.train_users(pct)
-    delta = 1.0 / len(train_users) ** 2 if pp["delta"] == "auto" else pp["delta"]
+    delta = pp.delta_for(len(train_users))
     trial_data = TrialData(data.load(train_users), data.load(data.validation_users), data.n_classes,
                            data.n_contexts)
     test = list(data.load(data.test_users).values())
     seeds = [retrain_seed(exp, dataset, pct, k) for k in range(exp.retrains)]
-    configs = {m: selected_config(runs_dir, dataset, m, pct) for m in pp["methods"]}
-    total, done = len(configs) * len(pp["epsilons"]) * len(seeds), 0
+    configs = {m: selected_config(runs_dir, dataset, m, pct) for m in pp.methods}
+    total, done = len(configs) * len(pp.epsilons) * len(seeds), 0
     results: dict[str, Any] = {}
     for m, cfg in configs.items():
         method = Method.parse(m)
         rel = releases(method, cfg)
         rows = results[m] = {"config": {k: v for k, v in cfg.items() if k != "lambda"}, "releases": rel,
                              "epsilons": {}}
-        for eps in pp["epsilons"]:
-            spec = DPSpec(eps, delta, pp["relation"], pp["clip"], pp["ip_clip"])
+        for eps in pp.epsilons:
+            spec = pp.spec(eps, delta)
             accs = []
             for seed in seeds:
                 model = fit_private(method, cfg, seed, trial_data, exp.settings, spec)
@@ -107,7 +132,7 @@ def run(dataset: str, params: Mapping[str, Any], *, data_dir: Path = Path("data"
             rows["epsilons"][eps_key(eps)] = {
                 "noise_multiplier": noise_multiplier(eps, delta, rel), "test_accuracy": accs}
     doc = {"dataset": dataset, "pct": pct, "n_users": len(train_users), "delta": delta,
-           "relation": pp["relation"], "clip": pp["clip"], "ip_clip": pp["ip_clip"],
+           "relation": pp.relation, "clip": pp.clip, "ip_clip": pp.ip_clip,
            "mechanism": MECHANISM, "accountant": ACCOUNTANT, "seeds": seeds, "version": __version__,
            "methods": results}
     out = Path(out_dir) / f"{dataset}.json"

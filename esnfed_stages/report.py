@@ -1,7 +1,7 @@
 """The `report` stage: the papers' tables (Markdown + CSV), the communication table, the figures
 (PNG + DVC plots data) and reports/metrics/<dataset>-<method>.json (the mean test accuracy per
 share: a few keys per file, so `dvc metrics show` fits a terminal), from the assess files and
-reports/ttest.json.
+reports/ttest.json. The figures are read from the assess documents in report_figures.py.
 
 Everything is built in memory first and then written atomically, so a failure leaves no partial report.
 """
@@ -16,7 +16,6 @@ from importlib import metadata, resources
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-import numpy as np
 import yaml
 
 from esnfed_core import __version__
@@ -25,26 +24,25 @@ from esnfed_core.tables import (
     COMMUNICATION_METHODS, TABLES, Cell, Communication, Published, TableSpec, build_cells,
     communication_rows, metrics, parse_published, required_inputs, split_rounds,
 )
-from esnfed_core.vocabulary import DATASETS, PCTS, STRATEGIES, VARIANTS
-from esnfed_stages import figures, privacy_report
+from esnfed_core.vocabulary import DATASETS, PCTS, VARIANTS
+from esnfed_stages import privacy_report
 from esnfed_stages._datasets import n_classes
-from esnfed_stages._io import atomic_path, dumps_json, output_lock, read_json, write_bytes
+from esnfed_stages._io import atomic_path, dumps_json, output_lock, read_json
 from esnfed_stages.sections import section
 from esnfed_stages.tables import (
-    cells_csv, communication_csv, render_communication_markdown, render_markdown, to_csv,
+    cells_csv, communication_csv, render_communication_markdown, render_markdown,
+)
+from esnfed_stages.report_figures import (
+    ACTIVATION_DATASET, SETTINGS, activation_contexts_figure, activation_figure_and_plots,
+    activation_shares_figure, activation_users_figure, stream_figure_and_plot,
 )
 from esnfed_stages.ttest import ASSESS_DIR, TTEST_PATH, Inputs, load_inputs
 
 REPORTS_DIR = Path("reports")
-# Continual method prefix and the stationary IP method of each setting (figures).
-SETTINGS = {"federated": ("fedclip", "fedip"), "centralized": ("clip", "ip")}
-_PRETTY = {"fedclip": "FedCLIP", "clip": "CLIP"}
 VARIANT_TEXT = {"welch": "Welch t-test (scipy.stats.ttest_ind, equal_var=False)",
                 "student": "Student t-test (scipy.stats.ttest_ind, pooled variance)",
                 "paired": "paired t-test (scipy.stats.ttest_rel; retrain k of both methods shares "
                           "its seed)"}
-ACTIVATION_DATASET = "wesad"
-ACTIVATION_CONTEXTS = 5  # WESAD contexts (PROTOCOL §5): fixed columns for the DVC plots
 
 
 def load_published() -> Published:
@@ -157,168 +155,6 @@ def communication_items(inputs: Inputs) -> list[Communication]:
 
 def _opt_int(v: Any) -> int | None:
     return None if v is None else int(v)
-
-
-def _stream(inputs: Inputs, ds: str, method: str, pct: str) -> np.ndarray | None:
-    doc = inputs.docs.get((ds, method))
-    if doc is None or not doc["pcts"][pct].get("stream_accuracy"):
-        return None
-    try:
-        return np.asarray(doc["pcts"][pct]["stream_accuracy"], dtype=np.float64)
-    except ValueError:
-        raise DataError(f"{inputs.paths[(ds, method)]}: pcts.{pct}.stream_accuracy must be "
-                        "retrains × contexts") from None
-
-
-def stream_figure_and_plot(inputs: Inputs, ds: str, setting: str) -> tuple[bytes, str]:
-    """PNG of stream accuracy for one dataset × setting, and its DVC plots CSV (means, percent)."""
-    prefix = SETTINGS[setting][0]
-    panels = [(pct, {s: _stream(inputs, ds, f"{prefix}-{s}", pct) for s in STRATEGIES})
-              for pct in PCTS]
-    n_ctx = max((a.shape[1] for _, lines in panels for a in lines.values() if a is not None),
-                default=0)
-    png = figures.stream_accuracy(
-        f"{ds.upper()} {setting}: stream accuracy after each context ({_PRETTY[prefix]})", panels)
-    columns = ["context"] + [f"{s}_{pct}" for pct in PCTS for s in STRATEGIES]
-    rows = []
-    for t in range(n_ctx):
-        row: dict[str, Any] = {"context": t + 1}
-        for pct, lines in panels:
-            for s, acc in lines.items():
-                if acc is not None and t < acc.shape[1]:
-                    row[f"{s}_{pct}"] = round(float(acc[:, t].mean() * 100.0), 6)
-        rows.append(row)
-    return png, to_csv(rows, columns)
-
-
-@dataclass(frozen=True)
-class _Activation:
-    """The activation densities of one assess file and share (see assess.py), as arrays."""
-
-    edges: np.ndarray
-    users: list[str]
-    pooled: np.ndarray  # (retrains, models, contexts, bins)
-    per_user: np.ndarray  # (retrains, models, users, contexts, bins)
-
-
-def _activation(inputs: Inputs, method: str, pct: str) -> _Activation | None:
-    doc = inputs.docs.get((ACTIVATION_DATASET, method))
-    act = doc["pcts"][pct].get("activation") if doc else None
-    if not act:
-        return None
-    where = f"{inputs.paths[(ACTIVATION_DATASET, method)]}: pcts.{pct}.activation"
-    try:
-        edges = np.asarray(act["edges"], dtype=np.float64)
-        pooled = np.asarray(act["density"], dtype=np.float64)  # null (no window) -> NaN
-        per_user = np.asarray(act["user_density"], dtype=np.float64)
-        users = [str(u) for u in act["users"]]
-    except (KeyError, TypeError, ValueError) as exc:
-        raise DataError(f"{where}: expected edges, users, density [retrain][model][context][bin] "
-                        f"and user_density [retrain][model][user][context][bin] ({exc!r}); rerun "
-                        "`esnfed assess`") from None
-    bins = edges.size - 1
-    if pooled.ndim != 4 or pooled.shape[-1] != bins or per_user.ndim != 5 \
-            or per_user.shape[-1] != bins or per_user.shape[2] != len(users) \
-            or per_user.shape[:2] != pooled.shape[:2] or per_user.shape[3] != pooled.shape[2]:
-        raise DataError(f"{where}: density {pooled.shape} / user_density {per_user.shape} do not fit "
-                        f"{edges.size} edges and {len(users)} users")
-    return _Activation(edges, users, pooled, per_user)
-
-
-def _spread(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Mean and population std over the first axis (retrains)."""
-    return values.mean(axis=0), values.std(axis=0)
-
-
-def _context_lines(dens: np.ndarray) -> list[tuple[str, np.ndarray, np.ndarray]]:
-    """A line per context from (retrains, contexts, bins)."""
-    return [(f"context {t}", *_spread(dens[:, t])) for t in range(dens.shape[1])]
-
-
-def activation_figure_and_plots(inputs: Inputs, setting: str, pct: str
-                                ) -> tuple[bytes, dict[str, str]]:
-    """The pooled figure: one panel per method, the final reservoir's density per context on the
-    test users together (mean ± std over retrains), and one DVC plots CSV of the means per method."""
-    prefix, stationary = SETTINGS[setting]
-    methods = [stationary] + [f"{prefix}-{s}" for s in STRATEGIES]
-    cells, plots, edges = [], {}, None
-    columns = ["value"] + [f"context{t}" for t in range(ACTIVATION_CONTEXTS)]
-    for m in methods:
-        act = _activation(inputs, m, pct)
-        if act is None:
-            cells.append(None)
-            continue
-        edges = act.edges
-        lines = _context_lines(act.pooled[:, -1])
-        cells.append(lines)
-        centres = (edges[:-1] + edges[1:]) / 2
-        rows = [{"value": round(float(c), 6),
-                 **{f"context{t}": round(float(mean[i]), 6) for t, (_, mean, _) in enumerate(lines)}}
-                for i, c in enumerate(centres)]
-        plots[f"activation-{ACTIVATION_DATASET}-{m}.csv"] = to_csv(rows, columns)
-    png = figures.density_grid(
-        f"{ACTIVATION_DATASET.upper()} {setting}: activation density per context of the trained "
-        f"reservoir (test users pooled, {pct}% training users; mean ± std over retrains)",
-        edges, [""], methods, [cells])
-    return png, plots
-
-
-def activation_users_figure(inputs: Inputs, setting: str) -> bytes:
-    """The papers' Fig. 3: one panel per test user (columns) and training share (rows), the
-    trained stationary IP reservoir's density per context, mean ± std over retrains."""
-    stationary = SETTINGS[setting][1]
-    acts = {pct: _activation(inputs, stationary, pct) for pct in PCTS}
-    users = next((a.users for a in acts.values() if a is not None), [])
-    edges = next((a.edges for a in acts.values() if a is not None), None)
-    cells = []
-    for pct in PCTS:
-        a = acts[pct]
-        cells.append([None if a is None or u not in a.users else
-                      _context_lines(a.per_user[:, -1, a.users.index(u)]) for u in users] or [None])
-    return figures.density_grid(
-        f"{ACTIVATION_DATASET.upper()} {setting}: activation density on each test user "
-        f"({stationary}; rows: training users; mean ± std over retrains)", edges,
-        [f"{pct}%" for pct in PCTS], [f"test user {u}" for u in users] or ["test users"], cells)
-
-
-def activation_contexts_figure(inputs: Inputs, setting: str, pct: str) -> bytes:
-    """The papers' Fig. 5 (right): the continual reservoir after each context (lines), on the test
-    data of each context (columns), one row per strategy; test users pooled, mean ± std."""
-    prefix = SETTINGS[setting][0]
-    acts = {s: _activation(inputs, f"{prefix}-{s}", pct) for s in STRATEGIES}
-    n_ctx = max((a.pooled.shape[2] for a in acts.values() if a is not None), default=1)
-    edges = next((a.edges for a in acts.values() if a is not None), None)
-    cells = []
-    for s in STRATEGIES:
-        a = acts[s]
-        if a is None:
-            cells.append([None] * n_ctx)
-            continue
-        cells.append([[(f"after context {i}", *_spread(a.pooled[:, i, j]))
-                       for i in range(a.pooled.shape[1])] for j in range(a.pooled.shape[2])])
-    return figures.density_grid(
-        f"{ACTIVATION_DATASET.upper()} {setting}: activation density after each context "
-        f"({_PRETTY[prefix]}, {pct}% training users; columns: test data of each context)", edges,
-        list(STRATEGIES), [f"data of context {j}" for j in range(n_ctx)], cells)
-
-
-def activation_shares_figure(inputs: Inputs, setting: str) -> bytes:
-    """The papers' Fig. 5 (left): the final continual reservoir on the last context's test data,
-    a line per training share, one panel per strategy; mean ± std over retrains."""
-    prefix = SETTINGS[setting][0]
-    cells, edges = [], None
-    for s in STRATEGIES:
-        lines = []
-        for pct in PCTS:
-            a = _activation(inputs, f"{prefix}-{s}", pct)
-            if a is not None:
-                edges = a.edges
-                lines.append((f"{pct}% training users", *_spread(a.pooled[:, -1, -1])))
-        cells.append(lines or None)
-    return figures.density_grid(
-        f"{ACTIVATION_DATASET.upper()} {setting}: activation density on the last context "
-        f"({_PRETTY[prefix]}, final reservoir; mean ± std over retrains)", edges, [""],
-        list(STRATEGIES), [cells])
 
 
 @dataclass

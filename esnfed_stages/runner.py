@@ -1,7 +1,7 @@
 """Dispatch of trials (selection and retraining) through one pure function, on a joblib backend.
 
 Every trial is a :class:`TrialTask`; :func:`execute` loads its data (cached per worker process),
-calls :func:`esnfed_core.trial.fit` under a fixed number of BLAS threads, and returns an
+calls :func:`fit_trial` under a fixed number of BLAS threads, and returns an
 :class:`Outcome` (the fitted model, or the error). :func:`run_tasks` hands outcomes to a callback
 in the parent as they finish, so the stage writes each result at once.
 
@@ -30,7 +30,7 @@ from threadpoolctl import threadpool_limits
 
 from esnfed_core.accel import require_torch
 from esnfed_core.errors import ConfigError, EsnfedError
-from esnfed_core.trial import FittedModel, Method, Settings, fit
+from esnfed_core.trial import FittedModel, Method, Settings, TrialData, fit
 from esnfed_stages.experiment_params import RunnerConfig
 from esnfed_stages.trial_data import DataRef, load_trial_data
 
@@ -62,13 +62,27 @@ class Outcome:
         return self.error is None
 
 
+def fit_trial(method: str | Method, config: Mapping[str, Any], seed: int, data: TrialData,
+              settings: Settings, *, score: bool = True) -> FittedModel:
+    """One trial on the kernels ``settings`` choose: the numpy path (:func:`esnfed_core.trial.fit`)
+    or, for a stationary method on torch-cpu | cuda, a batch of one on the torch kernels
+    (:func:`esnfed_core.accel.trials.fit_batch`). The choice lives here, in the stages, so that the
+    core's trial module does not depend on the accelerator module built on it."""
+    m = method if isinstance(method, Method) else Method.parse(method)
+    if settings.accelerated(m):
+        from esnfed_core.accel.trials import fit_batch  # noqa: PLC0415 (imports torch)
+
+        return fit_batch(m, [config], [int(seed)], data, settings, score=score)[0]
+    return fit(m, config, seed, data, settings, score=score)
+
+
 def execute(task: TrialTask, blas_threads: int) -> Outcome:
     """The worker side: never raises for a failing trial, so one failure cannot stop the others."""
     start = time.perf_counter()
     try:
         with threadpool_limits(limits=blas_threads):
             data = load_trial_data(task.data)
-            model = fit(task.method, task.config, task.seed, data, task.settings, score=task.score)
+            model = fit_trial(task.method, task.config, task.seed, data, task.settings, score=task.score)
         return Outcome(model, None, None, time.perf_counter() - start)
     except Exception as exc:  # noqa: BLE001 - recorded and reported by the stage
         return Outcome(None, f"{type(exc).__name__}: {exc}", traceback.format_exc(),

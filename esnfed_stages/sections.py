@@ -1,11 +1,13 @@
-"""Looking up a key of the parsed params.yaml: a pure dict walk, apart from load_params so that the
-modules params_schema checks (partition, preprocess, experiment) can use it without an import cycle."""
+"""Looking up a key of the parsed params.yaml and checking it against a core bound: pure helpers,
+apart from load_params so that the modules params_schema checks (partition, preprocess, experiment,
+privacy) can use them without an import cycle."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from esnfed_core.errors import ConfigError
+from esnfed_core.validation import Bound, ParameterError
 
 
 def section(params: dict[str, Any], key: str) -> Any:
@@ -16,3 +18,13 @@ def section(params: dict[str, Any], key: str) -> Any:
             raise ConfigError(f"params.yaml: missing key '{key}'")
         cur = cur[part]
     return cur
+
+
+def bounded(key: str, value: Any, bound: Bound) -> Any:
+    """``value`` checked against the core's bound for it (the schema checks the same object):
+    ConfigError("params.yaml: <key>: ...") when out of range."""
+    try:
+        bound.check(key, value)
+    except ParameterError as exc:
+        raise ConfigError(f"params.yaml: {exc}") from None
+    return value

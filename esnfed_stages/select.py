@@ -11,13 +11,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.search import continual_budgets, derive_seed, sample_config
 from esnfed_core.trial import Method
 from esnfed_stages._io import clean_stale_tmp, output_locks, read_json, write_json
-from esnfed_stages.experiment_params import ExperimentParams, RunnerConfig, experiment_params
+from esnfed_stages.experiment_params import ExperimentParams, RunnerConfig
 from esnfed_stages.fingerprint import code_fingerprint, result_key
 from esnfed_stages.jobs import Progress, run_pending
 from esnfed_stages.layout import best_path, select_dir
@@ -163,7 +163,7 @@ def run(
     dataset: str,
     method: Method,
     pcts: list[str],
-    params: Mapping[str, Any],
+    exp: ExperimentParams,
     *,
     data_dir: Path = Path("data"),
     runs_dir: Path = Path("runs"),
@@ -172,15 +172,16 @@ def run(
 ) -> SelectResult:
     """Select for each share in ``pcts``; failed trials are recorded, never raised.
 
+    ``exp`` is params.yaml's experiment sections, parsed once (``experiment_params``);
+    ``runner`` (default ``exp.runner``) carries the command-line overrides.
     Each share's folder is locked for the run: a second run on the same share stops at once.
     """
     with output_locks([select_dir(runs_dir, dataset, method.id, p) for p in pcts]):
-        return _run(dataset, method, pcts, params, data_dir, runs_dir, runner, progress)
+        return _run(dataset, method, pcts, exp, data_dir, runs_dir, runner, progress)
 
 
-def _run(dataset: str, method: Method, pcts: list[str], params: Mapping[str, Any], data_dir: Path,
+def _run(dataset: str, method: Method, pcts: list[str], exp: ExperimentParams, data_dir: Path,
          runs_dir: Path, runner: RunnerConfig | None, progress: Progress | None) -> SelectResult:
-    exp = experiment_params(params)
     runner = for_method(runner or exp.runner, method)
     exp = exp.on_device(runner.device)
     data = open_dataset(data_dir, dataset)

@@ -29,9 +29,9 @@ from esnfed_core.readout import ridge_stats, solve  # noqa: E402
 from esnfed_core.reservoir import ReservoirConfig, build_reservoir, run_batch  # noqa: E402
 from esnfed_core.trial import Method, Settings, fit  # noqa: E402
 from esnfed_stages import select as select_stage  # noqa: E402
-from esnfed_stages.experiment_params import RunnerConfig  # noqa: E402
+from esnfed_stages.experiment_params import RunnerConfig, experiment_params  # noqa: E402
 from esnfed_stages.layout import best_path, select_dir  # noqa: E402
-from esnfed_stages.runner import TrialTask, batches  # noqa: E402
+from esnfed_stages.runner import TrialTask, batches, fit_trial  # noqa: E402
 from experiment_data import make_dataset, small_params, trial_data  # noqa: E402
 
 STATE_ATOL = 2e-6
@@ -61,8 +61,9 @@ def test_cuda_without_a_gpu_is_one_config_error(tmp_path, monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     make_dataset(tmp_path)
     with pytest.raises(ConfigError, match="runner.device: cuda, but torch .* sees no CUDA GPU"):
-        select_stage.run("wesad", Method("ridge"), ["25"], small_params(), data_dir=tmp_path / "data",
-                         runs_dir=tmp_path / "runs", runner=RunnerConfig("sequential", 1, 1, "cuda"))
+        select_stage.run("wesad", Method("ridge"), ["25"], experiment_params(small_params()),
+                         data_dir=tmp_path / "data", runs_dir=tmp_path / "runs",
+                         runner=RunnerConfig("sequential", 1, 1, "cuda"))
     assert not list((tmp_path / "runs").rglob("trial-*.json"))  # no partial outputs
 
 
@@ -77,8 +78,6 @@ def test_device_names():
 
 
 def test_tf32_is_opt_in_and_part_of_the_key_on_cuda_only():
-    from esnfed_stages.experiment_params import experiment_params
-
     exp = experiment_params(small_params(device="cuda", tf32=True))
     assert exp.settings.tf32 and exp.settings.device == "cuda"
     assert exp.settings.used_by(Method("fedip"), True)["tf32"] is True
@@ -237,15 +236,19 @@ def test_a_batch_of_trials_equals_each_trial_alone(data, algo):
         assert _rel(b.readout, alone.readout) < 1e-4
 
 
-def test_fit_on_torch_cpu_runs_the_batched_path_and_retrains_with_a_fixed_lambda(data):
+def test_fit_trial_on_torch_cpu_runs_the_batched_path_and_retrains_with_a_fixed_lambda(data):
     cfg = {**_configs("fedip")[0], "lambda": 1e-3}
-    model = fit("fedip", cfg, 5, data, TORCH, score=False)
+    model = fit_trial("fedip", cfg, 5, data, TORCH, score=False)
     assert model.validation is None and model.lam == 1e-3
     want = fit("fedip", cfg, 5, data, SETTINGS, score=False)
     assert _rel(model.readout, want.readout) < 1e-3
     assert TORCH.used_by(Method("fedip"), False)["device"] == "torch-cpu"
     assert "device" not in SETTINGS.used_by(Method("fedip"), False)
     assert "device" not in TORCH.used_by(Method("clip", "naive"), False)  # continual: numpy path
+    with pytest.raises(ConfigError, match="fit is the numpy path"):  # the stages choose the path
+        fit("fedip", cfg, 5, data, TORCH, score=False)
+    naive = fit_trial("clip-naive", {**cfg, "budget": 1}, 5, data, TORCH, score=False)  # numpy path
+    assert naive.validation is None and naive.method == "clip-naive"
 
 
 def test_fit_batch_refuses_mixed_sizes_and_continual_methods(data):
@@ -269,15 +272,15 @@ def test_select_on_torch_cpu_picks_the_numpy_paths_best_config(tmp_path, algo):
     params = small_params()
     params["budgets"]["default"]["trials"] = 4
     kw = dict(data_dir=tmp_path / "data")
-    cpu = select_stage.run("wesad", Method(algo), ["50"], params, runs_dir=tmp_path / "cpu", **kw)
-    acc = select_stage.run("wesad", Method(algo), ["50"], params, runs_dir=tmp_path / "acc",
+    cpu = select_stage.run("wesad", Method(algo), ["50"], experiment_params(params), runs_dir=tmp_path / "cpu", **kw)
+    acc = select_stage.run("wesad", Method(algo), ["50"], experiment_params(params), runs_dir=tmp_path / "acc",
                            runner=RunnerConfig("sequential", 1, 1, "torch-cpu"), **kw)
     assert not cpu.failed and not acc.failed and acc.shares[0].ran == 4
     a = json.loads(best_path(tmp_path / "cpu", "wesad", algo, "50").read_text())
     b = json.loads(best_path(tmp_path / "acc", "wesad", algo, "50").read_text())
     assert a["trial"] == b["trial"] and a["config"] == b["config"]
     assert b["score"] == pytest.approx(a["score"], abs=1e-3)
-    again = select_stage.run("wesad", Method(algo), ["50"], params, runs_dir=tmp_path / "acc",
+    again = select_stage.run("wesad", Method(algo), ["50"], experiment_params(params), runs_dir=tmp_path / "acc",
                              runner=RunnerConfig("sequential", 1, 1, "torch-cpu"), **kw)
     assert again.shares[0].resumed == 4 and again.shares[0].ran == 0  # resume by trial key
     cpu_keys = {p.name: json.loads(p.read_text())["key"] for p in select_dir(tmp_path / "cpu", "wesad", algo, "50").glob("trial-*")}

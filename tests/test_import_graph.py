@@ -12,10 +12,6 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("esnfed_core", "esnfed_stages", "esnfed_cli")
 LAYER = {"esnfed_core": 0, "esnfed_stages": 1, "esnfed_cli": 2}
-# The one known cycle, left to the accelerator path's owner: trial.fit dispatches an accelerated
-# trial to accel.trials (an import inside the function, which needs torch), and accel.trials builds
-# on trial's types. Any other cycle fails.
-KNOWN_EDGES = {("esnfed_core.trial", "esnfed_core.accel.trials")}
 
 
 def _modules(package: str) -> dict[str, Path]:
@@ -76,7 +72,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 def _graph(package: str) -> dict[str, set[str]]:
     mods = _modules(package)
-    return {m: {t for t in imports_of(m, p, set(mods)) if (m, t) not in KNOWN_EDGES} for m, p in mods.items()}
+    return {m: imports_of(m, p, set(mods)) for m, p in mods.items()}
 
 
 @pytest.mark.parametrize("package", PACKAGES)
@@ -93,6 +89,13 @@ def test_layers_import_downwards(package):
     upward = sorted(f"{m} imports {t}" for m, path in _modules(package).items()
                     for t in imports_of(m, path, known) if LAYER[t.split(".")[0]] > LAYER[package])
     assert not upward
+
+
+def test_the_trial_module_leaves_the_accelerator_to_the_stages():
+    """The former cycle trial.fit -> accel.trials -> trial: the stages pick the kernels now."""
+    mods = _modules("esnfed_core")
+    assert "esnfed_core.trial" in imports_of("esnfed_core.accel.trials", mods["esnfed_core.accel.trials"], set(mods))
+    assert "esnfed_core.accel.trials" not in imports_of("esnfed_core.trial", mods["esnfed_core.trial"], set(mods))
 
 
 def test_cycle_finder_finds_a_hidden_cycle(tmp_path):

@@ -1,6 +1,7 @@
 """Every bounded parameter of params.yaml, at and just past each bound: the stage-start check
-(the schema, then experiment_params) accepts a value exactly when the core value type that
-consumes it does. The bounds are defined once, in the core (``esnfed_core.validation.Bound``)."""
+(the schema, then experiment_params and privacy_params) accepts a value exactly when the core
+value type that consumes it does. The bounds are defined once, in the core
+(``esnfed_core.validation.Bound`` objects beside the types they constrain)."""
 
 from __future__ import annotations
 
@@ -18,12 +19,15 @@ from esnfed_core.continual import CONTINUAL_BOUNDS
 from esnfed_core.errors import ConfigError
 from esnfed_core.metrics import BINS, histogram_values
 from esnfed_core.plasticity import IP_BOUNDS, IPConfig
+from esnfed_core.privacy import PRIVACY_BOUNDS, DPSpec
 from esnfed_core.readout import LAMBDA, RidgeStats, solve
 from esnfed_core.reservoir import BATCH_SIZE, RESERVOIR_BOUNDS, ReservoirConfig, build_reservoir, iter_states
+from esnfed_core.search import SEED, derive_seed
 from esnfed_core.stats import ALPHA, ttest
 from esnfed_core.validation import Bound, ParameterError
 from esnfed_stages.experiment_params import experiment_params
 from esnfed_stages.params_schema import validate
+from esnfed_stages.privacy import privacy_params
 
 PARAMS = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
 SPACE = f"budgets.{PARAMS['budget']}.space"
@@ -60,6 +64,11 @@ CASES: dict[str, tuple[Bound, Callable[[Any], Any], bool]] = {
                                    lambda v: _continual(max_joint_rounds=v), False),
     "ttest.alpha": (ALPHA, lambda v: ttest([0.5, 0.6, 0.7], [0.1, 0.2, 0.3], alpha=v), False),
     "assess.activation_bins": (BINS, lambda v: histogram_values(np.zeros((2, 3)), bins=v), False),
+    "seed": (SEED, lambda v: derive_seed(v, "trial"), False),
+    "privacy.epsilons": (PRIVACY_BOUNDS["epsilon"], lambda v: DPSpec(v, 0.5), True),
+    "privacy.delta": (PRIVACY_BOUNDS["delta"], lambda v: DPSpec(1.0, v), False),
+    "privacy.clip": (PRIVACY_BOUNDS["clip"], lambda v: DPSpec(1.0, 0.5, clip=v), False),
+    "privacy.ip_clip": (PRIVACY_BOUNDS["ip_clip"], lambda v: DPSpec(1.0, 0.5, ip_clip=v), False),
 }
 
 
@@ -92,6 +101,7 @@ def stage_accepts(key: str, value: Any, as_list: bool) -> bool:
     try:
         validate(params)
         experiment_params(params)
+        privacy_params(params)
     except ConfigError as exc:
         assert str(exc).startswith(f"params.yaml: {key}: "), exc  # one line naming the key
         return False
@@ -101,7 +111,7 @@ def stage_accepts(key: str, value: Any, as_list: bool) -> bool:
 def core_accepts(consume: Callable[[Any], Any], value: Any) -> bool:
     try:
         consume(value)
-    except ParameterError:
+    except (ParameterError, ConfigError):  # derive_seed reports a bad seed as a config error
         return False
     return True
 
@@ -114,6 +124,12 @@ def test_stage_start_check_and_core_agree_at_every_bound(key):
     for value, inside in values:
         assert core_accepts(consume, value) == inside, (key, value)
         assert stage_accepts(key, value, as_list) == inside, (key, value)
+
+
+def test_epsilon_infinity_means_no_mechanism_in_both():
+    assert stage_accepts("privacy.epsilons", math.inf, True) and not DPSpec(math.inf, 0.5).private
+    assert not stage_accepts("privacy.epsilons", -math.inf, True)
+    assert not core_accepts(lambda v: DPSpec(v, 0.5), -math.inf)
 
 
 def test_plasticity_mu_one_is_refused_at_stage_start():

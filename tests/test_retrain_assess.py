@@ -16,6 +16,7 @@ from esnfed_core.trial import Method
 from esnfed_stages import assess as assess_stage
 from esnfed_stages import retrain as retrain_stage
 from esnfed_core.vocabulary import PCTS
+from esnfed_stages.experiment_params import experiment_params
 from esnfed_stages.models import load_model
 from experiment_data import TEST, TRAIN, make_dataset, small_params, write_params
 
@@ -193,8 +194,8 @@ def test_retrain_resumes_and_recomputes_a_corrupt_model(run_a, tmp_path):
     good = (directory / "seed-1.npz").read_bytes()
     (directory / "seed-1.npz").write_bytes(good[:100])  # truncated: hash no longer matches
     with pytest.raises(DataError, match="seed-1.json"):
-        assess_stage.run("wesad", Method("incfed"), params, **kw)
-    result = retrain_stage.run("wesad", Method("incfed"), list(PCTS), params, **kw)
+        assess_stage.run("wesad", Method("incfed"), experiment_params(params), **kw)
+    result = retrain_stage.run("wesad", Method("incfed"), list(PCTS), experiment_params(params), **kw)
     assert [(s.resumed, s.ran) for s in result.shares] == [(2, 0), (1, 1), (2, 0), (2, 0)]
     assert (directory / "seed-1.npz").read_bytes() == good
     model, meta = load_model(directory, 1)

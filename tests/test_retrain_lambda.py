@@ -47,7 +47,7 @@ def _retrain(root: Path, params: dict, method: str, frozen_lambda: float) -> lis
     best = root / "runs" / "select" / "wesad" / method / PCT / "best.json"
     best.parent.mkdir(parents=True, exist_ok=True)
     best.write_text(json.dumps({"config": {**CONFIG, "lambda": frozen_lambda}}))
-    retrain_stage.run("wesad", Method(method), [PCT], params, data_dir=root / "data",
+    retrain_stage.run("wesad", Method(method), [PCT], experiment_params(params), data_dir=root / "data",
                       runs_dir=root / "runs")
     return [load_model(model_dir(root / "runs", "wesad", method, PCT), k)
             for k in range(params["budgets"]["default"]["retrains"])]

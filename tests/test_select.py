@@ -29,7 +29,7 @@ def root(tmp_path: Path) -> Path:
 
 
 def _select(root: Path, params: dict, method: Method = RIDGE, pcts=("25",), **kw):
-    return select_stage.run("wesad", method, list(pcts), params, data_dir=root / "data",
+    return select_stage.run("wesad", method, list(pcts), experiment_params(params), data_dir=root / "data",
                             runs_dir=root / "runs", **kw)
 
 

@@ -1,13 +1,21 @@
-"""ttest and report take their params section as a frozen, checked object (read from params.yaml
-once, by the CLI): command-line values win, defaults apply, bad values name the key."""
+"""The stages take their params sections as frozen, checked objects (read from params.yaml once,
+by the CLI): ttest, report, the experiment stages (select, retrain, assess) and privacy;
+command-line values win, defaults apply, bad values name the key."""
 
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 
+from esnfed_core.continual_settings import ContinualSettings
 from esnfed_core.errors import ConfigError
+from esnfed_core.ip_rule import IPConfig, IPSettings
+from esnfed_core.trial import Method, Settings
+from esnfed_core.validation import ParameterError
+from esnfed_stages.experiment_params import ExperimentParams, experiment_params
+from esnfed_stages.privacy import PrivacyParams, privacy_params
 from esnfed_stages.report import ReportParams, report_params
 from esnfed_stages.ttest import TTestParams, ttest_params
 
@@ -26,3 +34,103 @@ def test_report_params_default_and_bad_share():
     assert report_params({"report": {"activation_pct": 50, "contexts_pct": "75"}}) == ReportParams("50", "75")
     with pytest.raises(ConfigError, match="report.contexts_pct must be one of"):
         report_params({"report": {"activation_pct": "100", "contexts_pct": "33"}})
+
+
+# ---------------------------------------------------------------- experiment and privacy sections
+def _params() -> dict:
+    import yaml
+
+    return yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
+
+
+def test_experiment_params_are_frozen_and_plasticity_is_typed():
+    exp = experiment_params(_params())
+    assert isinstance(exp.settings.ip, IPSettings)
+    assert exp.settings.ip.config(0.3) == IPConfig(sigma=0.3, **exp.settings.ip.as_dict())
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        exp.seed = 1  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        exp.settings.ip.mu = 0.5  # type: ignore[misc]
+    bad = _params()
+    bad["plasticity"]["normalize_step"] = "yes"
+    with pytest.raises(ConfigError, match=r"^params.yaml: plasticity.normalize_step: expected true or false"):
+        experiment_params(bad)
+
+
+def test_settings_convert_a_plasticity_mapping_and_name_a_stray_key():
+    s = Settings(ip={"batch_size": 4})
+    assert s.ip == IPSettings(batch_size=4)
+    assert s.used_by(Method("ip"), True)["ip"] == {"mu": 0.0, "eta": 0.01, "batch_size": 4, "normalize_step": True}
+    with pytest.raises(ConfigError, match="^plasticity: .*'sigma'"):
+        Settings(ip={"sigma": 0.3})  # searched, not a fixed setting
+
+
+def test_continual_section_is_typed_and_checked_by_the_core_bounds():
+    exp = experiment_params(_params())
+    c = exp.settings.continual
+    assert isinstance(c, ContinualSettings) and c.lam == _params()["continual"]["lambda"]
+    assert Settings(continual={"replay_batch": 3}).continual == ContinualSettings(replay_batch=3)
+    with pytest.raises(ParameterError, match="^replay_fraction: must be <= 1.0"):
+        ContinualSettings(replay_fraction=1.5)
+    used = exp.settings.used_by(Method("clip", "replay"), True)
+    assert {k: used[k] for k in ("continual_lambda", "replay_fraction", "replay_batch", "replay_shuffle")} == {
+        "continual_lambda": c.lam, "replay_fraction": c.replay_fraction, "replay_batch": c.replay_batch,
+        "replay_shuffle": c.replay_shuffle}
+    bad = _params()
+    bad["continual"]["joint"]["max_rounds"] = 0
+    with pytest.raises(ConfigError, match=r"^params.yaml: continual.joint.max_rounds: must be >= 1, got 0$"):
+        experiment_params(bad)
+
+
+def test_privacy_params_frozen_with_defaults_and_delta():
+    p = _params()
+    pp = privacy_params(p)
+    assert isinstance(pp, PrivacyParams) and pp.epsilons[-1] == float("inf") and pp.delta == "auto"
+    assert pp.delta_for(4) == 1 / 16
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        pp.pct = "25"  # type: ignore[misc]
+    short = {"privacy": {"epsilons": [1], "relation": "window"}}
+    assert privacy_params(short) == PrivacyParams((1.0,), "auto", "window", 1.0, 0.1, "100", ("incfed", "fedip"))
+    with pytest.raises(ConfigError, match=r"^params.yaml: privacy.delta: must be < 1.0, got 1.0$"):
+        privacy_params({"privacy": {**p["privacy"], "delta": 1.0}})
+
+
+def test_the_cli_reads_params_once_and_passes_the_parsed_objects(monkeypatch, tmp_path):
+    """`esnfed assess` and `esnfed privacy` hand their stage the frozen objects, not the dict."""
+    from typer.testing import CliRunner
+
+    from esnfed_cli import experiment_cmds, privacy_cmd
+    from esnfed_cli.main import app
+    from esnfed_stages import assess as assess_stage
+    from esnfed_stages import privacy as privacy_stage
+    from esnfed_stages.params import load_params
+
+    reads, seen = [], {}
+
+    def counting_load(path):
+        reads.append(path)
+        return load_params(path)
+
+    def fake_assess(ds, method, exp, **kw):
+        seen["assess"] = exp
+        return {"pcts": {}}
+
+    def fake_privacy(ds, pp, exp, **kw):
+        seen["privacy"] = (pp, exp)
+        return {"relation": pp.relation, "delta": 0.1, "n_users": 3,
+                "methods": {"incfed": {"epsilons": {"inf": {"test_accuracy": [0.5]}}}}}
+
+    for module in (experiment_cmds, privacy_cmd):
+        monkeypatch.setattr(module, "load_params", counting_load)
+    monkeypatch.setattr(assess_stage, "run", fake_assess)
+    monkeypatch.setattr(privacy_stage, "run", fake_privacy)
+    params = str(Path(__file__).resolve().parents[1] / "params.yaml")
+    runner = CliRunner()
+    out = runner.invoke(app, ["assess", "--dataset", "wesad", "--algo", "ridge", "--params", params,
+                              "--runs-dir", str(tmp_path)])
+    assert out.exit_code == 0, out.output
+    out = runner.invoke(app, ["privacy", "--dataset", "wesad", "--params", params, "--out-dir", str(tmp_path)])
+    assert out.exit_code == 0, out.output
+    assert len(reads) == 2  # once per command
+    assert isinstance(seen["assess"], ExperimentParams)
+    assert isinstance(seen["privacy"][0], PrivacyParams) and isinstance(seen["privacy"][1], ExperimentParams)

@@ -167,7 +167,7 @@ def test_continual_models_rescore_to_their_training_time_scores(data, method):
     assert model.validation["stream_accuracy"] == pytest.approx(list(stream), abs=1e-12)
     expected = stream[-1] if method.startswith("fed") else stream.mean()
     assert model.score == pytest.approx(expected, abs=1e-12)
-    assert model.lam == SETTINGS.continual_lambda
+    assert model.lam == SETTINGS.continual.lam
     assert (model.communication is not None) == method.startswith("fed")
 
 

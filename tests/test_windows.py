@@ -195,7 +195,7 @@ def _model_bytes(model) -> dict:
 @pytest.mark.parametrize("method", sorted(TRIALS))
 def test_trials_on_lazy_windows_give_the_same_bytes_and_never_read_more_than_a_batch(processed, method,
                                                                                     monkeypatch):
-    settings = Settings(batch_size=5, ip=IP, replay_fraction=0.2, replay_batch=3, joint_max_rounds=3)
+    settings = Settings(batch_size=5, ip=IP, continual={"replay_fraction": 0.2, "replay_batch": 3, "joint_max_rounds": 3})
     eager = fit(method, TRIALS[method], 3, _trial_data(processed, False), settings)
     reads: list[int] = []
     real = NpyMember._rows

@@ -177,9 +177,9 @@ def _train_ip(m: Method, configs, subs, reservoirs: list[Reservoir], train: _Win
     windows, ``rounds`` rounds of ``local_epochs``) for every trial at once: each SGD step is one
     batched step over (trial, client) slots, each slot on its own mini-batch of its own shuffle;
     the rounds' averaging and messages are esnfed_core.plasticity.fedip_round itself."""
-    from esnfed_core.plasticity import IPConfig, broadcast_reservoir, fedip_round  # noqa: PLC0415
+    from esnfed_core.plasticity import broadcast_reservoir, fedip_round  # noqa: PLC0415
 
-    ip = IPConfig(sigma=1.0, **dict(settings.ip))  # the shared fields; σ is per trial
+    ip = settings.ip.config(sigma=1.0)  # the shared fields; σ is per trial
     fed = m.algo == "fedip"
     if fed:
         clients = [c for c, n in enumerate(train.counts) if n > 0]

@@ -1,0 +1,43 @@
+"""The continual section's settings and their bounds: :class:`ContinualSettings` (params.yaml
+``continual``: the readout's λ, the replay memory, joint's stopping) checked against
+``CONTINUAL_BOUNDS``, the ranges the strategies of esnfed_core.continual check too. A light
+module apart from the continual loop, so that every trial's settings can hold the section without
+loading it (esnfed_stages/fingerprint.py: a trial's key hashes only the modules it runs)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from esnfed_core.readout import LAMBDA
+from esnfed_core.validation import COUNT, Bound, ParameterError
+
+# The continual ranges (params.yaml continual.* is checked against them).
+CONTINUAL_BOUNDS = {"lambda": LAMBDA, "replay_fraction": Bound(low=0.0, high=1.0, low_open=True),
+                    "replay_batch": Bound(integer=True, low=0), "patience": COUNT, "max_joint_rounds": COUNT}
+# Joint's safety cap on IP rounds (or epochs) per context when early stopping has not fired:
+# patience (3 or 5) normally stops it long before.
+JOINT_MAX_ROUNDS = 50
+
+
+@dataclass(frozen=True)
+class ContinualSettings:
+    """The fixed settings of every continual trial: the readout's λ, replay's memory fraction,
+    batch and order, joint's patience (None: the protocol's 3 federated / 5 centralised) and cap."""
+
+    lam: float = 1e-5
+    replay_fraction: float = 0.05
+    replay_batch: int = 32
+    replay_shuffle: bool = False  # replay at t > 0: False = the authors' in-order batches
+    joint_patience: int | None = None
+    joint_max_rounds: int = JOINT_MAX_ROUNDS
+
+    def __post_init__(self) -> None:
+        b = CONTINUAL_BOUNDS
+        b["lambda"].check("lambda", self.lam)
+        b["replay_fraction"].check("replay_fraction", self.replay_fraction)
+        b["replay_batch"].check("replay_batch", self.replay_batch)
+        if not isinstance(self.replay_shuffle, bool):
+            raise ParameterError(f"replay_shuffle: expected true or false, got {self.replay_shuffle!r}")
+        if self.joint_patience is not None:
+            b["patience"].check("patience", self.joint_patience)
+        b["max_joint_rounds"].check("max_joint_rounds", self.joint_max_rounds)
