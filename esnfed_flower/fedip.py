@@ -28,7 +28,7 @@ from esnfed_flower.incfed import train as incfed_train
 
 client_app = ClientApp(mods=[measure_mod])
 server_app = ServerApp()
-IP_KEYS = ("sigma", "mu", "eta", "ip-batch-size")
+IP_KEYS = ("sigma", "mu", "eta", "ip-batch-size", "ip-normalize-step")
 
 
 def local_ip(cfg: dict, x: np.ndarray, gain: np.ndarray, bias: np.ndarray, rnd: int) -> Reservoir:
@@ -37,7 +37,8 @@ def local_ip(cfg: dict, x: np.ndarray, gain: np.ndarray, bias: np.ndarray, rnd: 
     ``ip-seed`` and advanced past the permutations of the earlier rounds' epochs."""
     res = reservoir(cfg, x.shape[2]).with_ip(gain, bias)
     ip = IPConfig(sigma=float(cfg["sigma"]), mu=float(cfg["mu"]), eta=float(cfg["eta"]),
-                  batch_size=int(cfg["ip-batch-size"]))
+                  batch_size=int(cfg["ip-batch-size"]),
+                  normalize_step=bool(cfg.get("ip-normalize-step", True)))
     rng = np.random.default_rng(int(cfg["ip-seed"]))
     epochs = int(cfg["local-epochs"])
     for _ in range(rnd * epochs):  # the permutations of the earlier rounds' epochs
@@ -65,7 +66,8 @@ def train(msg: Message, context: Context) -> Message:
 def main(grid: Grid, context: Context) -> None:
     rc = run_config(context)
     config = {k: rc[k] for k in ("units", "spectral_radius", "leak", "input_scaling", "reservoir-seed",
-                                 "n-classes", "batch-size", "num-clients", "ip-seed", "local-epochs", *IP_KEYS)}
+                                 "n-classes", "batch-size", "num-clients", "ip-seed", "local-epochs", *IP_KEYS)
+              if k in rc}
     res = reservoir(config, int(rc["n-inputs"]))
     nodes = wait_for_nodes(grid, int(rc["num-clients"]))
     for rnd in range(int(rc["rounds"])):
@@ -80,5 +82,5 @@ def main(grid: Grid, context: Context) -> None:
                           weighted_average([u["bias"] for u in ups], weights))
     # The IncFed round on the trained reservoir: clients rebuild it from the config and (g, b).
     total = collect_stats(grid, config, {"gain": res.gain, "bias": res.bias}, int(rc["rounds"]) + 1)
-    np.save(str(rc["out"]), solve(total, [float(rc["lambda"])])[0])
+    np.save(str(rc["out"]), solve(total, [float(rc["lambda"])], rc.get("solver", "cholesky"))[0])
     np.savez(str(rc["out"]) + ".ip.npz", gain=res.gain, bias=res.bias)

@@ -65,5 +65,5 @@ def main(grid: Grid, context: Context) -> None:
     config = {k: rc[k] for k in ("units", "spectral_radius", "leak", "input_scaling", "reservoir-seed",
                                  "n-classes", "batch-size", "num-clients")}
     total = collect_stats(grid, config)
-    readouts = solve(total, [float(rc["lambda"])])
+    readouts = solve(total, [float(rc["lambda"])], rc.get("solver", "cholesky"))
     np.save(str(rc["out"]), readouts[0])

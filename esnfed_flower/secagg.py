@@ -40,7 +40,7 @@ def write_readout(rc: dict, results: list) -> None:
     a_mean, b_mean = parameters_to_ndarrays(results[0][1].parameters)
     n = sum(fit_res.num_examples for _, fit_res in results)
     stats = RidgeStats(a_mean * n, 0.5 * (b_mean + b_mean.T) * n, n, 0)
-    np.save(str(rc["out"]), solve(stats, [float(rc["lambda"])])[0])
+    np.save(str(rc["out"]), solve(stats, [float(rc["lambda"])], rc.get("solver", "cholesky"))[0])
     Path(str(rc["out"]) + ".json").write_text(json.dumps({"clients": len(results), "sampled": int(rc["num-clients"])}))
 
 

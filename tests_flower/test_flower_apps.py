@@ -201,3 +201,17 @@ def test_secaggplus_fedip_survives_a_dropout_after_key_sharing(setup, monkeypatc
     assert max(np.max(np.abs(gain - trained.gain)), np.max(np.abs(bias - trained.bias))) < tol
     assert np.max(np.abs(gain - everyone.gain)) > 10 * tol  # the survivors' FedIP, not everyone's
     assert np.linalg.norm(readout - plain) / np.linalg.norm(plain) < 1e-3
+
+
+def test_fedavg_app_equals_the_pipeline(setup, monkeypatch):
+    from esnfed_core.federated import fedavg
+    from esnfed_flower import fedavg as app
+
+    root, data, users = setup
+    out = root / "fedavg.npy"
+    _simulate(app, root, _run_config(root, data, out), len(users), monkeypatch)
+    res = make_reservoir(CFG, data.n_inputs, 5)
+    expected = fedavg(res, _clients(data, users), LAM)
+    # Same local solves of the same statistics, averaged in the same order: equal bits.
+    np.testing.assert_array_equal(np.load(out), expected)
+    assert not np.allclose(expected, incfed(res, _clients(data, users), [LAM]).readouts[0])  # not IncFed
