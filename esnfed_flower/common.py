@@ -105,12 +105,14 @@ def measure_mod(msg: Any, context: Any, call_next: Any) -> Any:
     """A client mod (outermost) that appends, for every message, the bytes received (down) and
     replied (up), its round (group id) and SecAgg+ stage to <bytes-dir>/client-<id>.jsonl;
     nothing when the run config has no bytes-dir."""
-    reply = call_next(msg, context)
     out = run_config(context).get(BYTES_KEY)
-    if out:
-        pid = int(context.node_config["partition-id"])
-        rec = {"partition": pid, "round": msg.metadata.group_id, "stage": secagg_stage(msg),
-               "down": wire_bytes(msg), "up": wire_bytes(reply)}
-        with open(Path(str(out)) / f"client-{pid}.jsonl", "a", encoding="utf-8") as f:
-            f.write(json.dumps(rec) + "\n")
+    if not out:
+        return call_next(msg, context)
+    # Before call_next: secaggplus_mod takes its records out of the message it is given.
+    rec = {"partition": int(context.node_config["partition-id"]), "round": msg.metadata.group_id,
+           "stage": secagg_stage(msg), "down": wire_bytes(msg)}
+    reply = call_next(msg, context)
+    rec["up"] = wire_bytes(reply)
+    with open(Path(str(out)) / f"client-{rec['partition']}.jsonl", "a", encoding="utf-8") as f:
+        f.write(json.dumps(rec) + "\n")
     return reply
