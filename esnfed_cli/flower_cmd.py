@@ -12,6 +12,7 @@ from esnfed_cli._common import console, handle_errors
 from esnfed_cli.data_cmds import DatasetOpt
 from esnfed_cli.main import app
 from esnfed_stages import flower as flower_stage
+from esnfed_stages._io import write_text
 from esnfed_stages.params import load_params
 
 
@@ -42,3 +43,19 @@ def flower(
                   f"readout difference {f['readout_relative_difference']:.2g}, "
                   f"{f['bytes']['up_per_client']['mean']:.0f} B up / "
                   f"{f['bytes']['down_per_client']['mean']:.0f} B down per client", highlight=False)
+
+
+@app.command("flower-table")
+@handle_errors
+def flower_table(
+    runs_dir: Annotated[Path, typer.Option("--runs-dir", help="Where esnfed flower wrote its JSONs.")] =
+    flower_stage.FLOWER_DIR,
+    out: Annotated[Path, typer.Option("--out", help="The Markdown table.")] = Path("reports/tables/flower.md"),
+) -> None:
+    """The `esnfed flower` results as one Markdown table (accuracy beside the pipeline's, bytes
+    per client beside the ledger's, SecAgg+ bytes by stage with the masked vector's formula)."""
+    docs = flower_stage.load_docs(runs_dir)
+    if not docs:
+        raise ValueError(f"{runs_dir}: no esnfed flower results (run `esnfed flower` first)")
+    write_text(out, flower_stage.render_table(docs))
+    console.print(f"{out}: {len(docs)} runs", highlight=False)

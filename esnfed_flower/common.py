@@ -92,13 +92,15 @@ def wire_bytes(msg: Any) -> int:
 
 def secagg_stage(msg: Any) -> str:
     """The SecAgg+ stage a message belongs to ("setup", "share_keys", "collect_masked_vectors",
-    "unmask"), or "plain" for a message outside SecAgg+."""
+    "unmask"); outside SecAgg+, "plain" for a train message, else its message type (e.g. the
+    legacy workflow's one "get_parameters" request to a single client)."""
     from flwr.common.secure_aggregation.secaggplus_constants import RECORD_KEY_CONFIGS, Key  # noqa: PLC0415
 
-    if not msg.has_content():
-        return "plain"
-    cfg = msg.content.config_records.get(RECORD_KEY_CONFIGS)
-    return str(cfg[Key.STAGE]) if cfg is not None and Key.STAGE in cfg else "plain"
+    cfg = msg.content.config_records.get(RECORD_KEY_CONFIGS) if msg.has_content() else None
+    if cfg is not None and Key.STAGE in cfg:
+        return str(cfg[Key.STAGE])
+    kind = str(msg.metadata.message_type)
+    return "plain" if kind == "train" else kind
 
 
 def measure_mod(msg: Any, context: Any, call_next: Any) -> Any:

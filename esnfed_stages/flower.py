@@ -122,7 +122,8 @@ def run(dataset: str, app: str, secagg: bool, pct: str, params: Mapping[str, Any
     flower_acc = float(pooled_counts(res, test, readout, bs).accuracy[0])
     diff = float(np.linalg.norm(readout - model.readout) / np.linalg.norm(model.readout))
     doc = {"dataset": dataset, "app": app, "secagg": secagg, "pct": pct, "seed": seed, "config": cfg,
-           "lambda": float(model.lam), "n_clients": len(train_users), "version": __version__,
+           "lambda": float(model.lam), "n_clients": len(train_users), "n_classes": trial_data.n_classes,
+           "version": __version__,
            "flower": {"test_accuracy": flower_acc, "readout_relative_difference": diff,
                       "bytes": got["bytes"], **({"secagg": got["secagg"]} if "secagg" in got else {})},
            "pipeline": {"test_accuracy": pipeline_acc, "communication": model.communication}}
@@ -133,3 +134,54 @@ def run(dataset: str, app: str, secagg: bool, pct: str, params: Mapping[str, Any
     with output_lock(out):
         write_json(out, doc)
     return doc
+
+
+STAGE_NAMES = {"plain": "plain", "setup": "SecAgg+ setup (public keys)",
+               "share_keys": "SecAgg+ share keys (encrypted shares)",
+               "collect_masked_vectors": "SecAgg+ masked vector", "unmask": "SecAgg+ unmask (shares)"}
+
+
+def vector_entries(doc: Mapping[str, Any], phase: str) -> int:
+    """Floats a client's vector holds in a phase: (g, b) = 2N, statistics C·N + N², readout C·N."""
+    n, c = int(doc["config"]["units"]), int(doc["n_classes"])
+    return {"ip": 2 * n, "stats": c * n + n * n, "readout": c * n}[phase]
+
+
+def render_table(docs: list[Mapping[str, Any]]) -> str:
+    """runs/flower/*.json as Markdown: accuracy beside the pipeline's, bytes per client beside the
+    ledger's, and each round's bytes by phase and stage; the masked vector beside its formula
+    8·(d + 1) (int64 entries after the modulus, plus SecAgg+'s weight entry)."""
+    lines = ["# Flower apps: accuracy and bytes per client (esnfed flower)", "",
+             "| dataset | app | SecAgg+ | K | N | λ | test acc. Flower | test acc. pipeline | readout rel. diff. "
+             "| ledger up / down B | Flower up / down B |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for d in docs:
+        f, p = d["flower"], d["pipeline"]
+        comm, k = p["communication"], d["n_clients"]
+        lines.append(f"| {d['dataset']} | {d['app']} | {'yes' if d['secagg'] else 'no'} | {k} | {d['config']['units']} "
+                     f"| {d['lambda']:g} | {100 * f['test_accuracy']:.2f} | {100 * p['test_accuracy']:.2f} "
+                     f"| {f['readout_relative_difference']:.2g} | {comm['up_bytes'] / k:.0f} / "
+                     f"{comm['down_bytes'] / k:.0f} | {f['bytes']['up_per_client']['mean']:.0f} / "
+                     f"{f['bytes']['down_per_client']['mean']:.0f} |")
+    lines += ["", "Per round and client, by phase (FedIP's IP rounds, the readout's round) and stage:", "",
+              "| dataset | app | SecAgg+ | phase | rounds | stage | up B | down B | d | 8·(d+1) |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
+    for d in docs:
+        for r in d["flower"]["bytes"]["rows"]:
+            masked = r["stage"] == "collect_masked_vectors"
+            dd = vector_entries(d, r["phase"])
+            lines.append(f"| {d['dataset']} | {d['app']} | {'yes' if d['secagg'] else 'no'} | {r['phase']} "
+                         f"| {r['rounds']} | {STAGE_NAMES.get(r['stage'], r['stage'])} "
+                         f"| {r['up_per_client_round']:.0f} | {r['down_per_client_round']:.0f} | {dd} "
+                         f"| {8 * (dd + 1) if masked else ''} |")
+    return "\n".join(lines) + "\n"
+
+
+def load_docs(out_dir: Path = FLOWER_DIR) -> list[dict[str, Any]]:
+    """Every runs/flower/*.json, sorted by dataset, app, SecAgg+."""
+    docs = []
+    for path in sorted(Path(out_dir).glob("*.json")):
+        doc = json.loads(path.read_text())
+        if not isinstance(doc, dict) or "flower" not in doc:
+            raise DataError(f"{path}: not an esnfed flower result")
+        docs.append(doc)
+    return sorted(docs, key=lambda d: (d["dataset"], FLOWER_APPS.index(d["app"]), d["secagg"], d["pct"]))
