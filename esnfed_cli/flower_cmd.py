@@ -50,7 +50,7 @@ def flower(
 def flower_table(
     runs_dir: Annotated[Path, typer.Option("--runs-dir", help="Where esnfed flower wrote its JSONs.")] =
     flower_stage.FLOWER_DIR,
-    out: Annotated[Path, typer.Option("--out", help="The Markdown table.")] = flower_stage.FLOWER_DIR / "table.md",
+    out: Annotated[Path, typer.Option("--out", help="The Markdown table.")] = flower_stage.FLOWER_DIR / "flower-table.md",
 ) -> None:
     """The `esnfed flower` results as one Markdown table (accuracy beside the pipeline's, bytes
     per client beside the ledger's, SecAgg+ bytes by stage with the masked vector's formula)."""
