@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip install --disable-pip-version-check -q -c requirements/constraints.txt
 FLOWER_VENV := .venv-flower
 
-.PHONY: install install-test repro test test-fast test-flower bench clean
+.PHONY: install install-test repro test test-fast test-flower flower-env bench clean
 
 $(VENV)/.installed: pyproject.toml requirements/constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +39,8 @@ $(FLOWER_VENV)/.installed: requirements/flower.txt
 	$(PYTHON) -m venv $(FLOWER_VENV)
 	$(FLOWER_VENV)/bin/python -m pip install --disable-pip-version-check -q -r requirements/flower.txt
 	touch $@
+
+flower-env: $(FLOWER_VENV)/.installed
 
 test-flower: $(FLOWER_VENV)/.installed
 	PYTHONPATH="$(CURDIR)" $(FLOWER_VENV)/bin/python -m pytest -q -p no:cacheprovider tests_flower

@@ -9,6 +9,8 @@ _MODULES = [
     "experiment_cmds",
     "report_cmds",
     "privacy_cmd",
+    # issue 14 (Flower apps): `esnfed flower`
+    "flower_cmd",
 ]
 
 for _name in _MODULES:

@@ -76,3 +76,45 @@ def replies_in_order(replies: Any) -> list[Any]:
             raise RuntimeError(f"a client failed: {r.error}")
         out.append((int(r.content["metrics"]["partition-id"]), r))
     return [r for _, r in sorted(out, key=lambda t: t[0])]
+
+
+BYTES_KEY = "bytes-dir"  # run config: where measure_mod writes what each client sent and received
+
+
+def wire_bytes(msg: Any) -> int:
+    """The bytes Flower transfers for a message: its object tree deflated as the SuperLink and
+    SuperNodes push and pull it (Message -> RecordDict -> records -> arrays), headers included;
+    gRPC framing and the object-tree index are left out."""
+    from flwr.supercore.inflatable.inflatable_object import get_all_nested_objects  # noqa: PLC0415
+
+    return int(sum(len(o.deflate()) for o in get_all_nested_objects(msg).values()))
+
+
+def secagg_stage(msg: Any) -> str:
+    """The SecAgg+ stage a message belongs to ("setup", "share_keys", "collect_masked_vectors",
+    "unmask"); outside SecAgg+, "plain" for a train message, else its message type (e.g. the
+    legacy workflow's one "get_parameters" request to a single client)."""
+    from flwr.common.secure_aggregation.secaggplus_constants import RECORD_KEY_CONFIGS, Key  # noqa: PLC0415
+
+    cfg = msg.content.config_records.get(RECORD_KEY_CONFIGS) if msg.has_content() else None
+    if cfg is not None and Key.STAGE in cfg:
+        return str(cfg[Key.STAGE])
+    kind = str(msg.metadata.message_type)
+    return "plain" if kind == "train" else kind
+
+
+def measure_mod(msg: Any, context: Any, call_next: Any) -> Any:
+    """A client mod (outermost) that appends, for every message, the bytes received (down) and
+    replied (up), its round (group id) and SecAgg+ stage to <bytes-dir>/client-<id>.jsonl;
+    nothing when the run config has no bytes-dir."""
+    out = run_config(context).get(BYTES_KEY)
+    if not out:
+        return call_next(msg, context)
+    # Before call_next: secaggplus_mod takes its records out of the message it is given.
+    rec = {"partition": int(context.node_config["partition-id"]), "round": msg.metadata.group_id,
+           "stage": secagg_stage(msg), "down": wire_bytes(msg)}
+    reply = call_next(msg, context)
+    rec["up"] = wire_bytes(reply)
+    with open(Path(str(out)) / f"client-{rec['partition']}.jsonl", "a", encoding="utf-8") as f:
+        f.write(json.dumps(rec) + "\n")
+    return reply

@@ -18,15 +18,34 @@ from flwr.serverapp import Grid, ServerApp
 from esnfed_core.federated import weighted_average
 from esnfed_core.plasticity import IPConfig, ip_epoch
 from esnfed_core.readout import solve
+from esnfed_core.reservoir import Reservoir
 from esnfed_flower.common import (
-    from_record, partition, replies_in_order, reservoir, run_config, to_record, wait_for_nodes,
+    from_record, measure_mod, partition, replies_in_order, reservoir, run_config, to_record,
+    wait_for_nodes,
 )
 from esnfed_flower.incfed import collect_stats
 from esnfed_flower.incfed import train as incfed_train
 
-client_app = ClientApp()
+client_app = ClientApp(mods=[measure_mod])
 server_app = ServerApp()
-IP_KEYS = ("sigma", "mu", "eta", "ip-batch-size")
+IP_KEYS = ("sigma", "mu", "eta", "ip-batch-size", "ip-normalize-step")
+
+
+def local_ip(cfg: dict, x: np.ndarray, gain: np.ndarray, bias: np.ndarray, rnd: int) -> Reservoir:
+    """Round ``rnd`` (0-based) of a client's local IP epochs from the broadcast (g, b): the
+    reservoir after ``local-epochs`` ip_epoch calls, the shuffling generator rebuilt from
+    ``ip-seed`` and advanced past the permutations of the earlier rounds' epochs."""
+    res = reservoir(cfg, x.shape[2]).with_ip(gain, bias)
+    ip = IPConfig(sigma=float(cfg["sigma"]), mu=float(cfg["mu"]), eta=float(cfg["eta"]),
+                  batch_size=int(cfg["ip-batch-size"]),
+                  normalize_step=bool(cfg.get("ip-normalize-step", True)))
+    rng = np.random.default_rng(int(cfg["ip-seed"]))
+    epochs = int(cfg["local-epochs"])
+    for _ in range(rnd * epochs):  # the permutations of the earlier rounds' epochs
+        rng.permutation(len(x))
+    for _ in range(epochs):
+        res = ip_epoch(res, x, ip, rng)
+    return res
 
 
 @client_app.train()
@@ -37,15 +56,7 @@ def train(msg: Message, context: Context) -> Message:
     pid = int(context.node_config["partition-id"])
     x, _ = partition(context, pid)
     gb = from_record(msg.content["ip"])
-    res = reservoir(cfg, x.shape[2]).with_ip(gb["gain"], gb["bias"])
-    ip = IPConfig(sigma=float(cfg["sigma"]), mu=float(cfg["mu"]), eta=float(cfg["eta"]),
-                  batch_size=int(cfg["ip-batch-size"]))
-    rng = np.random.default_rng(int(cfg["ip-seed"]))
-    epochs, rnd = int(cfg["local-epochs"]), int(cfg["round"])
-    for _ in range(rnd * epochs):  # the permutations of the earlier rounds' epochs
-        rng.permutation(len(x))
-    for _ in range(epochs):
-        res = ip_epoch(res, x, ip, rng)
+    res = local_ip(cfg, x, gb["gain"], gb["bias"], int(cfg["round"]))
     content = RecordDict({"ip": to_record({"gain": res.gain, "bias": res.bias}),
                           "metrics": MetricRecord({"num-examples": len(x), "partition-id": pid})})
     return Message(content, reply_to=msg)
@@ -55,24 +66,21 @@ def train(msg: Message, context: Context) -> Message:
 def main(grid: Grid, context: Context) -> None:
     rc = run_config(context)
     config = {k: rc[k] for k in ("units", "spectral_radius", "leak", "input_scaling", "reservoir-seed",
-                                 "n-classes", "batch-size", "num-clients", "ip-seed", "local-epochs", *IP_KEYS)}
+                                 "n-classes", "batch-size", "num-clients", "ip-seed", "local-epochs", *IP_KEYS)
+              if k in rc}
     res = reservoir(config, int(rc["n-inputs"]))
     nodes = wait_for_nodes(grid, int(rc["num-clients"]))
     for rnd in range(int(rc["rounds"])):
         down = to_record({"gain": res.gain, "bias": res.bias})
         msgs = [Message(RecordDict({"config": ConfigRecord({**config, "round": rnd}), "ip": down}),
-                        dst_node_id=n, message_type=MessageType.TRAIN) for n in nodes]
+                        dst_node_id=n, message_type=MessageType.TRAIN, group_id=str(rnd + 1))
+                for n in nodes]
         replies = replies_in_order(grid.send_and_receive(msgs))
         ups = [from_record(r.content["ip"]) for r in replies]
         weights = [int(r.content["metrics"]["num-examples"]) for r in replies]
         res = res.with_ip(weighted_average([u["gain"] for u in ups], weights),
                           weighted_average([u["bias"] for u in ups], weights))
     # The IncFed round on the trained reservoir: clients rebuild it from the config and (g, b).
-    total = collect_stats_ip(grid, config, res)
-    np.save(str(rc["out"]), solve(total, [float(rc["lambda"])])[0])
+    total = collect_stats(grid, config, {"gain": res.gain, "bias": res.bias}, int(rc["rounds"]) + 1)
+    np.save(str(rc["out"]), solve(total, [float(rc["lambda"])], rc.get("solver", "cholesky"))[0])
     np.savez(str(rc["out"]) + ".ip.npz", gain=res.gain, bias=res.bias)
-
-
-def collect_stats_ip(grid: Grid, config: dict, res):
-    """IncFed statistics of the reservoir with FedIP's (g, b): sent along with the config."""
-    return collect_stats(grid, config, {"gain": res.gain, "bias": res.bias})

@@ -11,11 +11,20 @@ from flwr.serverapp import Grid, ServerApp
 
 from esnfed_core.readout import RidgeStats, ridge_stats, solve
 from esnfed_flower.common import (
-    from_record, partition, replies_in_order, reservoir, run_config, to_record, wait_for_nodes,
+    from_record, measure_mod, partition, replies_in_order, reservoir, run_config, to_record, wait_for_nodes,
 )
 
-client_app = ClientApp()
+client_app = ClientApp(mods=[measure_mod])
 server_app = ServerApp()
+
+
+def client_stats(cfg: dict, x: np.ndarray, y: np.ndarray, gb: dict | None = None) -> RidgeStats:
+    """A client's ridge statistics on the broadcast reservoir; ``gb``: FedIP's trained
+    {"gain", "bias"} (its last round)."""
+    res = reservoir(cfg, x.shape[2])
+    if gb is not None:
+        res = res.with_ip(gb["gain"], gb["bias"])
+    return ridge_stats(res, x, y, int(cfg["n-classes"]), int(cfg["batch-size"]))
 
 
 @client_app.train()
@@ -23,26 +32,24 @@ def train(msg: Message, context: Context) -> Message:
     cfg = dict(msg.content["config"])
     pid = int(context.node_config["partition-id"])
     x, y = partition(context, pid)
-    res = reservoir(cfg, x.shape[2])
-    if "ip-final" in msg.content:  # FedIP's last round: the trained (g, b)
-        gb = from_record(msg.content["ip-final"])
-        res = res.with_ip(gb["gain"], gb["bias"])
-    s = ridge_stats(res, x, y, int(cfg["n-classes"]), int(cfg["batch-size"]))
+    gb = from_record(msg.content["ip-final"]) if "ip-final" in msg.content else None
+    s = client_stats(cfg, x, y, gb)
     content = RecordDict({"stats": to_record({"a": s.a, "b": s.b}),
                           "metrics": MetricRecord({"num-examples": s.n_windows, "n-steps": s.n_steps,
                                                    "partition-id": pid})})
     return Message(content, reply_to=msg)
 
 
-def collect_stats(grid: Grid, config: dict, ip: dict | None = None) -> RidgeStats:
+def collect_stats(grid: Grid, config: dict, ip: dict | None = None, rnd: int = 1) -> RidgeStats:
     """Ask every node for its statistics; their sum in partition order (as the pipeline's).
-    ``ip``: FedIP's trained {"gain", "bias"}, sent along with the config."""
+    ``ip``: FedIP's trained {"gain", "bias"}, sent along with the config; ``rnd``: the round
+    (the messages' group id)."""
     nodes = wait_for_nodes(grid, int(config["num-clients"]))
     content = {"config": ConfigRecord(config)}
     if ip is not None:
         content["ip-final"] = to_record(ip)
-    msgs = [Message(RecordDict(dict(content)), dst_node_id=n, message_type=MessageType.TRAIN)
-            for n in nodes]
+    msgs = [Message(RecordDict(dict(content)), dst_node_id=n, message_type=MessageType.TRAIN,
+                    group_id=str(rnd)) for n in nodes]
     total = None
     for r in replies_in_order(grid.send_and_receive(msgs)):
         arr = from_record(r.content["stats"])
@@ -58,5 +65,5 @@ def main(grid: Grid, context: Context) -> None:
     config = {k: rc[k] for k in ("units", "spectral_radius", "leak", "input_scaling", "reservoir-seed",
                                  "n-classes", "batch-size", "num-clients")}
     total = collect_stats(grid, config)
-    readouts = solve(total, [float(rc["lambda"])])
+    readouts = solve(total, [float(rc["lambda"])], rc.get("solver", "cholesky"))
     np.save(str(rc["out"]), readouts[0])

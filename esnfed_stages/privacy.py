@@ -5,7 +5,8 @@ reports/tables/privacy.md/.csv and reports/figures/privacy.png; esnfed_stages/pr
 The selected config of the share ``privacy.pct`` (runs/select/.../best.json) is retrained with the
 retrain stage's seeds (budgets.<budget>.retrains of them), once per ε, with the noise of
 :mod:`esnfed_core.privacy`; λ is chosen on the validation users. ε = .inf is the non-private
-trial, bit for bit. δ: ``auto`` = 1 / n², n the number of training users of the share.
+trial, bit for bit. δ: ``auto`` = 1 / n², n the training users of the share (relation ``user``)
+or their windows (``window``).
 """
 
 from __future__ import annotations
@@ -48,8 +49,9 @@ class PrivacyParams:
     pct: str
     methods: tuple[str, ...]
 
-    def delta_for(self, n_users: int) -> float:
-        return 1.0 / n_users ** 2 if self.delta == "auto" else float(self.delta)
+    def delta_for(self, n_units: int) -> float:
+        """δ of ``auto``: 1/n², n = the relation's neighbouring units (``neighbouring_units``)."""
+        return 1.0 / n_units ** 2 if self.delta == "auto" else float(self.delta)
 
     def spec(self, eps: float, delta: float) -> DPSpec:
         return DPSpec(eps, delta, self.relation, self.clip, self.ip_clip)
@@ -93,6 +95,14 @@ def privacy_params(params: Mapping[str, Any]) -> PrivacyParams:
                          pct, tuple(methods))
 
 
+def neighbouring_units(relation: str, data: TrialData) -> int:
+    """n of δ = 1/n² (``privacy.delta: auto``): the training users (``user``) or their windows
+    (``window``): δ stays below 1/n for the relation's own units."""
+    if relation == "user":
+        return len(data.train)
+    return int(sum(len(u.x) for u in data.train.values()))
+
+
 def eps_key(eps: float) -> str:
     return "inf" if math.isinf(eps) else f"{eps:g}"
 
@@ -106,9 +116,10 @@ def run(dataset: str, privacy: PrivacyParams, exp: ExperimentParams, *, data_dir
     data = open_dataset(data_dir, dataset)
     pct = pp.pct
     train_users = data.train_users(pct)
-    delta = pp.delta_for(len(train_users))
     trial_data = TrialData(data.load(train_users), data.load(data.validation_users), data.n_classes,
                            data.n_contexts)
+    n_units = neighbouring_units(pp.relation, trial_data)
+    delta = pp.delta_for(n_units)
     test = list(data.load(data.test_users).values())
     seeds = [retrain_seed(exp, dataset, pct, k) for k in range(exp.retrains)]
     configs = {m: selected_config(runs_dir, dataset, m, pct) for m in pp.methods}
@@ -131,7 +142,7 @@ def run(dataset: str, privacy: PrivacyParams, exp: ExperimentParams, *, data_dir
                     progress(done, total)
             rows["epsilons"][eps_key(eps)] = {
                 "noise_multiplier": noise_multiplier(eps, delta, rel), "test_accuracy": accs}
-    doc = {"dataset": dataset, "pct": pct, "n_users": len(train_users), "delta": delta,
+    doc = {"dataset": dataset, "pct": pct, "n_users": len(train_users), "n_units": n_units, "delta": delta,
            "relation": pp.relation, "clip": pp.clip, "ip_clip": pp.ip_clip,
            "mechanism": MECHANISM, "accountant": ACCOUNTANT, "seeds": seeds, "version": __version__,
            "methods": results}

@@ -63,7 +63,8 @@ def render(docs: Mapping[str, Mapping[str, Any]], date: str) -> dict[str, bytes]
         f"triangle; FedIP (Δg, Δb) per client and round clipped to {first['ip_clip']} (L2), noised sum / K",
         f"- Neighbouring relation: {first['relation']}-level (add/remove one "
         f"{'user = one client' if first['relation'] == 'user' else 'window'}); L2 sensitivity = the clipping norm",
-        "- δ = " + ", ".join(f"{ds.upper()} {d['delta']:.4g} (1/n², n = {d['n_users']} users)"
+        "- δ = " + ", ".join(f"{ds.upper()} {d['delta']:.4g} (1/n², n = {d.get('n_units', d['n_users'])} "
+                             f"{'windows' if d['relation'] == 'window' else 'users'})"
                              for ds, d in docs.items()),
         f"- Accountant: {first['accountant']}; z = noise multiplier (σ / sensitivity)",
         "- ε = inf: no mechanism (the non-private trial, bit for bit); mean ± std over the retrain seeds",

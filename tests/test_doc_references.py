@@ -17,6 +17,7 @@ SKIP_DIRS = {".git", ".venv", ".venv-flower", ".dvc", "data", "runs", "reports",
 SUFFIXES = {".py", ".md", ".yaml", ".yml", ".toml"}
 # Markdown files the report stage writes (reports/tables/<id>.md): named in code, not documents.
 GENERATED_MD = {f"{spec.id}.md" for spec in TABLES} | {"communication.md", "privacy.md"}
+GENERATED_MD |= {"flower-table.md"}  # issue 14: `esnfed flower-table` writes runs/flower/flower-table.md
 
 _PROTOCOL = re.compile(r"\bPROTOCOL\b((?:\s*(?:,|and|-|–)?\s*§\s*\d+(?:\s*[-–]\s*\d+)?)+)")
 _DATA_FACTS = re.compile(r"\bDATA-FACTS\s+([A-Z])\b")

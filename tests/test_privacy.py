@@ -161,3 +161,41 @@ def test_psd_projection():
     p = psd_projection(b)
     assert np.all(np.linalg.eigvalsh(p) >= -1e-12)
     assert np.allclose(p, 1.5 * np.ones((2, 2)))
+
+
+def _uncorrelated(x: np.ndarray, y: np.ndarray) -> bool:
+    """Pearson's test of zero correlation at the 0.1 % level."""
+    return scipy.stats.pearsonr(x, y).pvalue > 1e-3
+
+
+def test_noise_is_independent_across_rounds_releases_and_entries():
+    """The noise is central (the server adds one draw per released number): draws of consecutive
+    FedIP rounds, of the final IncFed release and of neighbouring entries are uncorrelated. A
+    generator reseeded every round (the same noise each round) fails the same test."""
+    spec = DPSpec(1.0, 1e-4, ip_clip=0.2)
+    start = np.zeros(16)
+    rounds, trials = 3, 200
+    per_round = [[] for _ in range(rounds)]
+    release_a = []
+    for t in range(trials):
+        rng = np.random.default_rng([t, 77])
+        for r in range(rounds):  # one generator through the rounds, as fit_private's
+            per_round[r].append(private_average(start, [start] * 4, [1] * 4, spec, rng, releases=rounds + 1))
+        a, _ = add_noise(np.zeros((4, 4)), np.zeros((4, 4)), 1.0, rng)  # the IncFed release's A noise
+        release_a.append(a.ravel())
+    x = [np.concatenate(p) for p in per_round]
+    assert _uncorrelated(x[0], x[1]) and _uncorrelated(x[1], x[2]) and _uncorrelated(x[0], x[2])
+    assert _uncorrelated(x[2], np.concatenate(release_a))  # last round vs the IncFed release
+    entries = np.stack(per_round[0])  # (trials, 16)
+    assert _uncorrelated(entries[:, :-1].ravel(), entries[:, 1:].ravel())
+    reseeded = [np.concatenate([private_average(start, [start] * 4, [1] * 4, spec, np.random.default_rng(t))
+                                for t in range(trials)]) for _ in range(2)]
+    assert not _uncorrelated(*reseeded)
+
+
+def test_auto_delta_counts_the_relations_units():
+    from esnfed_stages.privacy import neighbouring_units
+
+    data, _ = trial_data(pct="100")
+    assert neighbouring_units("user", data) == len(data.train) == 4
+    assert neighbouring_units("window", data) == sum(len(u.x) for u in data.train.values()) > 4

@@ -135,3 +135,83 @@ def test_secaggplus_survives_a_dropout_after_key_sharing(setup, monkeypatch):
     assert np.linalg.norm(got - want) / np.linalg.norm(want) < 1e-3
     full = incfed(res, everyone, [LAM]).readouts[0]
     assert np.linalg.norm(got - full) / np.linalg.norm(full) > 1e-2  # it is the survivors' sum, not all
+
+
+IP = {"sigma": 0.3, "mu": 0.0, "eta": 0.01, "ip-batch-size": 4, "ip-seed": 9, "local-epochs": 2, "rounds": 3}
+
+
+def _secagg_fedip(root, data, users, monkeypatch, name, **extra):
+    """SecAgg+ FedIP in the simulation: (readout, trained gain, bias, out.json)."""
+    from flwr.simulation import run_simulation
+
+    from esnfed_flower import secagg_fedip as app
+
+    out = root / f"{name}.npy"
+    steps = max(u.x.shape[0] * u.x.shape[1] for u in users)
+    cfg = root / f"{name}.json"
+    cfg.write_text(json.dumps(_run_config(root, data, out, **IP, **{"max-weight": float(steps)}, **extra)))
+    monkeypatch.setenv("ESNFED_FLOWER_RUN", str(cfg))
+    client = app.dropout_client_app if "drop-partition" in extra else app.client_app
+    run_simulation(app.server_app, client, num_supernodes=len(users),
+                   backend_config={"client_resources": {"num_cpus": 1}, "init_args": {"num_cpus": 2}})
+    gb = np.load(str(out) + ".ip.npz")
+    return np.load(out), gb["gain"], gb["bias"], json.loads((root / f"{name}.npy.json").read_text())
+
+
+def _plain_fedip(data, users):
+    res = make_reservoir(CFG, data.n_inputs, 5)
+    trained = fedip(res, [u.x for u in users], IPConfig(sigma=0.3, batch_size=4), rounds=3, local_epochs=2, seed=9)
+    return res, trained, incfed(trained, _clients(data, users), [LAM]).readouts[0]
+
+
+def _quantization_bound(users) -> float:
+    """SecAgg+'s error bound on one round's mean update: K clients' stochastic rounding to
+    2·clip/2^22 (clip 1) of n_c/max-weight · Δ_c, divided by Σ n_c/max-weight."""
+    steps = [u.x.shape[0] * u.x.shape[1] for u in users]
+    return len(users) * 2 / 2**22 * max(steps) / sum(steps)
+
+
+def test_secaggplus_fedip_equals_the_pipeline_to_quantization(setup, monkeypatch):
+    root, data, users = setup
+    readout, gain, bias, info = _secagg_fedip(root, data, users, monkeypatch, "secagg-fedip")
+    res, trained, plain = _plain_fedip(data, users)
+    assert info == {"clients": len(users), "sampled": len(users)}
+    moved = max(np.max(np.abs(trained.gain - res.gain)), np.max(np.abs(trained.bias - res.bias)))
+    assert moved > 1e-3  # IP moved (g, b) well beyond the tolerance below: not vacuous
+    # R = 3 rounds of at most one quantization bound each, propagated through the IP epochs
+    # (near-identity maps for these small steps): 10·R bounds, well below the IP movement.
+    tol = 10 * 3 * _quantization_bound(users)
+    err = max(np.max(np.abs(gain - trained.gain)), np.max(np.abs(bias - trained.bias)))
+    print(f"SecAgg+ FedIP: max |Δ(g, b)| {err:.3g} (tolerance {tol:.3g}), IP moved {moved:.3g}")
+    assert err < tol
+    rel = np.linalg.norm(readout - plain) / np.linalg.norm(plain)
+    print(f"SecAgg+ FedIP relative readout error: {rel:.3g}")
+    assert 0 < rel < 1e-3  # as SecAgg+ IncFed (test above): statistics' quantization through the solve
+
+
+def test_secaggplus_fedip_survives_a_dropout_after_key_sharing(setup, monkeypatch):
+    root, data, users = setup
+    readout, gain, bias, info = _secagg_fedip(root, data, users, monkeypatch, "secagg-fedip-drop",
+                                              **{"drop-partition": 1})
+    assert info == {"clients": len(users) - 1, "sampled": len(users)}
+    survivors = [u for i, u in enumerate(users) if i != 1]
+    _, trained, plain = _plain_fedip(data, survivors)
+    _, everyone, _ = _plain_fedip(data, users)
+    tol = 10 * 3 * _quantization_bound(survivors)
+    assert max(np.max(np.abs(gain - trained.gain)), np.max(np.abs(bias - trained.bias))) < tol
+    assert np.max(np.abs(gain - everyone.gain)) > 10 * tol  # the survivors' FedIP, not everyone's
+    assert np.linalg.norm(readout - plain) / np.linalg.norm(plain) < 1e-3
+
+
+def test_fedavg_app_equals_the_pipeline(setup, monkeypatch):
+    from esnfed_core.federated import fedavg
+    from esnfed_flower import fedavg as app
+
+    root, data, users = setup
+    out = root / "fedavg.npy"
+    _simulate(app, root, _run_config(root, data, out), len(users), monkeypatch)
+    res = make_reservoir(CFG, data.n_inputs, 5)
+    expected = fedavg(res, _clients(data, users), LAM)
+    # Same local solves of the same statistics, averaged in the same order: equal bits.
+    np.testing.assert_array_equal(np.load(out), expected)
+    assert not np.allclose(expected, incfed(res, _clients(data, users), [LAM]).readouts[0])  # not IncFed

@@ -1,0 +1,61 @@
+"""`esnfed flower`: an app (incfed | fedip | fedavg, --secagg) in Flower's simulation engine beside
+the in-process pipeline's trial: test accuracy and bytes -> runs/flower/<name>.json."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from esnfed_cli._common import console, handle_errors
+from esnfed_cli.data_cmds import DatasetOpt
+from esnfed_cli.main import app
+from esnfed_stages import flower as flower_stage
+from esnfed_stages._io import write_text
+from esnfed_stages.params import load_params
+
+
+@app.command()
+@handle_errors
+def flower(
+    dataset: DatasetOpt,
+    flower_app: Annotated[str, typer.Option("--app", help="incfed | fedip | fedavg")] = "incfed",
+    secagg: Annotated[bool, typer.Option("--secagg", help="Through Flower's SecAgg+ (incfed, fedip).")] = False,
+    pct: Annotated[str, typer.Option("--pct", help="The training share (25 | 50 | 75 | 100).")] = "100",
+    params: Annotated[Path, typer.Option("--params", help="The params file (budgets.*, readout.*, "
+                                         "plasticity.*, seed).")] = Path("params.yaml"),
+    data_dir: Annotated[Path, typer.Option("--data-dir", help="Root of processed/ and partitions/.")] = Path("data"),
+    runs_dir: Annotated[Path, typer.Option("--runs-dir", help="Root of select/ (best.json).")] = Path("runs"),
+    out_dir: Annotated[Path, typer.Option("--out-dir", help="Where the JSON goes.")] = flower_stage.FLOWER_DIR,
+    flower_python: Annotated[Path, typer.Option("--flower-python", help="The Flower environment's "
+                                                "interpreter (`make flower-env` builds it).")] =
+    flower_stage.FLOWER_PYTHON,
+) -> None:
+    """Run the selected config of an app as a Flower app in the simulation engine (one SuperNode
+    per training user) and, beside it, the pipeline's trial with the same seeds: test accuracy,
+    readout difference and the bytes Flower sent per client -> runs/flower/<name>.json."""
+    doc = flower_stage.run(dataset.value, flower_app, secagg, pct, load_params(params), data_dir=data_dir,
+                           runs_dir=runs_dir, out_dir=out_dir, python=flower_python)
+    f, p = doc["flower"], doc["pipeline"]
+    console.print(f"{doc['dataset']} {doc['app']}{' + SecAgg+' if secagg else ''} {doc['pct']} %: "
+                  f"test accuracy {100 * f['test_accuracy']:.2f} (pipeline {100 * p['test_accuracy']:.2f}), "
+                  f"readout difference {f['readout_relative_difference']:.2g}, "
+                  f"{f['bytes']['up_per_client']['mean']:.0f} B up / "
+                  f"{f['bytes']['down_per_client']['mean']:.0f} B down per client", highlight=False)
+
+
+@app.command("flower-table")
+@handle_errors
+def flower_table(
+    runs_dir: Annotated[Path, typer.Option("--runs-dir", help="Where esnfed flower wrote its JSONs.")] =
+    flower_stage.FLOWER_DIR,
+    out: Annotated[Path, typer.Option("--out", help="The Markdown table.")] = flower_stage.FLOWER_DIR / "flower-table.md",
+) -> None:
+    """The `esnfed flower` results as one Markdown table (accuracy beside the pipeline's, bytes
+    per client beside the ledger's, SecAgg+ bytes by stage with the masked vector's formula)."""
+    docs = flower_stage.load_docs(runs_dir)
+    if not docs:
+        raise ValueError(f"{runs_dir}: no esnfed flower results (run `esnfed flower` first)")
+    write_text(out, flower_stage.render_table(docs))
+    console.print(f"{out}: {len(docs)} runs", highlight=False)

@@ -1,0 +1,91 @@
+"""`python -m esnfed_flower.run RUN_JSON`: one app in Flower's simulation engine, called by
+`esnfed flower` (esnfed_stages/flower.py) with the Flower environment's interpreter.
+
+RUN_JSON is the apps' run config (esnfed_flower.common.run_config) plus ``app`` (incfed | fedip |
+fedavg) and ``secagg`` (true: the SecAgg+ app). The app writes its readout to ``out`` (FedIP also
+``out``.ip.npz); this module writes ``out``.bytes.json: what measure_mod counted per client, by
+phase (FedIP's IP rounds or the statistics round) and SecAgg+ stage. Exit 1 with one line when the
+app wrote no readout.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from esnfed_flower.common import BYTES_KEY, CONFIG_ENV
+
+APPS = {("incfed", False): "incfed", ("fedip", False): "fedip", ("fedavg", False): "fedavg",
+        ("incfed", True): "secagg", ("fedip", True): "secagg_fedip"}
+
+
+def phase(app: str, rnd: int, rounds: int) -> str:
+    """What a round sends: FedIP's rounds 1..R update (g, b) ("ip"); the last round (every
+    round of IncFed/FedAvg) is the readout's ("stats" or "readout")."""
+    if app == "fedip" and rnd <= rounds:
+        return "ip"
+    return "readout" if app == "fedavg" else "stats"
+
+
+def summarise(records: list[dict[str, Any]], app: str, rounds: int, n_clients: int) -> dict[str, Any]:
+    """Bytes per client per round by (phase, stage), averaged over clients and rounds, and each
+    client's totals (mean and max over clients)."""
+    cells: dict[tuple[str, str], dict[str, Any]] = defaultdict(lambda: {"up": 0, "down": 0, "msgs": 0,
+                                                                         "rounds": set()})
+    totals: dict[int, dict[str, int]] = defaultdict(lambda: {"up": 0, "down": 0})
+    for r in records:
+        c = cells[(phase(app, int(r["round"]), rounds), r["stage"])]
+        c["up"] += r["up"]
+        c["down"] += r["down"]
+        c["msgs"] += 1
+        c["rounds"].add(int(r["round"]))
+        totals[r["partition"]]["up"] += r["up"]
+        totals[r["partition"]]["down"] += r["down"]
+    rows = []
+    for (ph, stage), c in sorted(cells.items()):
+        per = n_clients * len(c["rounds"])
+        rows.append({"phase": ph, "stage": stage, "rounds": len(c["rounds"]), "messages": c["msgs"],
+                     "up_per_client_round": c["up"] / per, "down_per_client_round": c["down"] / per})
+    ups = [t["up"] for t in totals.values()]
+    downs = [t["down"] for t in totals.values()]
+    return {"rows": rows, "clients_measured": len(totals),
+            "up_per_client": {"mean": sum(ups) / n_clients, "max": max(ups, default=0)},
+            "down_per_client": {"mean": sum(downs) / n_clients, "max": max(downs, default=0)}}
+
+
+def main(path: str) -> int:
+    from flwr.simulation import run_simulation  # noqa: PLC0415
+
+    rc = json.loads(Path(path).read_text())
+    key = (str(rc["app"]), bool(rc.get("secagg", False)))
+    if key not in APPS:
+        print(f"{path}: no Flower app for app={key[0]!r} secagg={key[1]}", file=sys.stderr)
+        return 1
+    module = importlib.import_module(f"esnfed_flower.{APPS[key]}")
+    os.environ[CONFIG_ENV] = str(Path(path).resolve())
+    Path(str(rc[BYTES_KEY])).mkdir(parents=True, exist_ok=True)
+    n = int(rc["num-clients"])
+    run_simulation(module.server_app, module.client_app, num_supernodes=n,
+                   backend_config={"client_resources": {"num_cpus": 1},
+                                   "init_args": {"num_cpus": int(rc.get("cpus", 2))}})
+    out = Path(str(rc["out"]))
+    if not out.is_file():
+        print(f"{out}: the Flower app wrote no readout (see the simulation's log above)", file=sys.stderr)
+        return 1
+    records = [json.loads(line) for f in sorted(Path(str(rc[BYTES_KEY])).glob("client-*.jsonl"))
+               for line in f.read_text().splitlines() if line.strip()]
+    summary = summarise(records, key[0], int(rc.get("rounds", 0)), n)
+    Path(str(out) + ".bytes.json").write_text(json.dumps(summary, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        print("usage: python -m esnfed_flower.run RUN_JSON", file=sys.stderr)
+        sys.exit(2)
+    sys.exit(main(sys.argv[1]))

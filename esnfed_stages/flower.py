@@ -1,0 +1,187 @@
+"""`esnfed flower`: one Flower app (esnfed_flower: incfed | fedip | fedavg, plain or SecAgg+) in
+Flower's simulation engine on the processed data, beside the in-process pipeline's trial of the
+same config and seed -> runs/flower/<dataset>-<app>[-secagg]-<pct>.json.
+
+The selected config of the share (runs/select/.../best.json) is trained from the retrain stage's
+first seed: the pipeline's trial (fit, λ chosen on the validation users) gives λ, its test
+accuracy and its ledger's bytes; the Flower app then runs with that λ and the same seeds on the
+training users (one SuperNode each, data written to a temporary folder) through the Flower
+environment's interpreter (.venv-flower: flwr's pins clash with this one's; README "Flower apps"),
+and its readout is scored on the test users here. Bytes: what measure_mod counted on the messages
+Flower sent (esnfed_flower/run.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+import esnfed_core
+from esnfed_core import __version__
+from esnfed_core.errors import ConfigError, DataError
+from esnfed_core.scoring import pooled_counts
+from esnfed_core.vocabulary import PCTS
+from esnfed_core.trial import Method, TrialData, fit, make_reservoir, sub_seeds
+from esnfed_stages._io import output_lock, write_json
+from esnfed_stages.experiment_params import experiment_params
+from esnfed_stages.retrain import retrain_seed, selected_config
+from esnfed_stages.trial_data import open_dataset
+
+FLOWER_DIR = Path("runs/flower")
+FLOWER_APPS = ("incfed", "fedip", "fedavg")
+SECAGG_APPS = ("incfed", "fedip")
+REPO = Path(esnfed_core.__file__).resolve().parents[1]
+FLOWER_PYTHON = REPO / ".venv-flower" / "bin" / "python"
+ENV_HINT = "run `make flower-env` (requirements/flower.txt) or pass --flower-python"
+
+
+def out_name(dataset: str, app: str, secagg: bool, pct: str) -> str:
+    return f"{dataset}-{app}{'-secagg' if secagg else ''}-{pct}.json"
+
+
+def run_config(cfg: Mapping[str, Any], seeds: Mapping[str, int], data: TrialData, settings: Any,
+               lam: float, app: str, secagg: bool) -> dict[str, Any]:
+    """The apps' run config for a trial of ``cfg`` (paths added by the caller)."""
+    steps = max(u.x.shape[0] * u.x.shape[1] for u in data.train.values())
+    rc = {k: cfg[k] for k in ("units", "spectral_radius", "leak", "input_scaling")}
+    rc.update({"app": app, "secagg": secagg, "reservoir-seed": int(seeds["reservoir"]),
+               "n-classes": data.n_classes, "n-inputs": data.n_inputs, "batch-size": settings.batch_size,
+               "num-clients": len(data.train), "lambda": float(lam), "solver": settings.solver,
+               "max-weight": float(steps), "clipping-range": 1.0})
+    if app == "fedip":
+        ip = dict(settings.ip)
+        rc.update({"sigma": float(cfg["sigma"]), "mu": float(ip.get("mu", 0.0)), "eta": float(ip.get("eta", 0.01)),
+                   "ip-batch-size": int(ip.get("batch_size", 100)),
+                   "ip-normalize-step": bool(ip.get("normalize_step", True)), "ip-seed": int(seeds["ip"]),
+                   "rounds": int(cfg["rounds"]), "local-epochs": int(cfg["local_epochs"])})
+    return rc
+
+
+def simulate(python: Path, rc: dict[str, Any], data: TrialData, work: Path, timeout_s: float) -> dict[str, Any]:
+    """Run the app through ``python -m esnfed_flower.run`` in ``work``: readout, (g, b), bytes."""
+    for i, u in enumerate(data.train.values()):
+        np.savez(work / f"client-{i}.npz", x=np.asarray(u.x), y=np.asarray(u.y))
+    rc = {**rc, "data-dir": str(work), "out": str(work / "readout.npy"), "bytes-dir": str(work / "bytes")}
+    (work / "run.json").write_text(json.dumps(rc))
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    try:
+        proc = subprocess.run([str(python), "-m", "esnfed_flower.run", str(work / "run.json")], cwd=work,
+                              env=env, capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        raise DataError(f"esnfed flower: the Flower simulation ran past {timeout_s:.0f} s") from None
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise DataError(f"esnfed flower: the Flower simulation failed (exit {proc.returncode}): {last}")
+    out = {"readout": np.load(work / "readout.npy"),
+           "bytes": json.loads((work / "readout.npy.bytes.json").read_text())}
+    if (work / "readout.npy.ip.npz").is_file():
+        with np.load(work / "readout.npy.ip.npz") as f:
+            out["gain"], out["bias"] = f["gain"], f["bias"]
+    if (work / "readout.npy.json").is_file():
+        out["secagg"] = json.loads((work / "readout.npy.json").read_text())
+    return out
+
+
+def run(dataset: str, app: str, secagg: bool, pct: str, params: Mapping[str, Any], *,
+        data_dir: Path = Path("data"), runs_dir: Path = Path("runs"), out_dir: Path = FLOWER_DIR,
+        python: Path = FLOWER_PYTHON, timeout_s: float = 1800.0) -> dict[str, Any]:
+    """Compute and write runs/flower/<dataset>-<app>[-secagg]-<pct>.json; returns its document."""
+    if app not in FLOWER_APPS:
+        raise ConfigError(f"esnfed flower: --app must be one of {', '.join(FLOWER_APPS)}, got {app!r}")
+    if secagg and app not in SECAGG_APPS:
+        raise ConfigError(f"esnfed flower: --secagg is for {', '.join(SECAGG_APPS)}, not {app}")
+    if pct not in PCTS:
+        raise ConfigError(f"esnfed flower: --pct must be one of {', '.join(PCTS)}, got {pct!r}")
+    if not Path(python).is_file():
+        raise ConfigError(f"{python}: the Flower environment is missing: {ENV_HINT}")
+    exp = experiment_params(params)
+    data = open_dataset(data_dir, dataset)
+    train_users = data.train_users(pct)
+    trial_data = TrialData(data.load(train_users), data.load(data.validation_users), data.n_classes,
+                           data.n_contexts)
+    test = list(data.load(data.test_users).values())
+    cfg = {k: v for k, v in selected_config(runs_dir, dataset, app, pct).items() if k != "lambda"}
+    seed = retrain_seed(exp, dataset, pct, 0)
+    seeds = sub_seeds(seed)
+    model = fit(Method.parse(app), cfg, seed, trial_data, exp.settings, score=True)
+    bs = exp.settings.batch_size
+    pipeline_acc = float(pooled_counts(model.reservoir, test, model.readout, bs).accuracy[0])
+    rc = run_config(cfg, seeds, trial_data, exp.settings, float(model.lam), app, secagg)
+    with tempfile.TemporaryDirectory(prefix="esnfed-flower-") as tmp:
+        got = simulate(Path(python), rc, trial_data, Path(tmp), timeout_s)
+    res = make_reservoir(cfg, trial_data.n_inputs, seeds["reservoir"])
+    if "gain" in got:
+        res = res.with_ip(got["gain"], got["bias"])
+    readout = got["readout"]
+    flower_acc = float(pooled_counts(res, test, readout, bs).accuracy[0])
+    diff = float(np.linalg.norm(readout - model.readout) / np.linalg.norm(model.readout))
+    doc = {"dataset": dataset, "app": app, "secagg": secagg, "pct": pct, "seed": seed, "config": cfg,
+           "lambda": float(model.lam), "n_clients": len(train_users), "n_classes": trial_data.n_classes,
+           "version": __version__,
+           "flower": {"test_accuracy": flower_acc, "readout_relative_difference": diff,
+                      "bytes": got["bytes"], **({"secagg": got["secagg"]} if "secagg" in got else {})},
+           "pipeline": {"test_accuracy": pipeline_acc, "communication": model.communication}}
+    if "gain" in got:
+        doc["flower"]["ip_max_abs_difference"] = float(max(np.max(np.abs(got["gain"] - model.reservoir.gain)),
+                                                           np.max(np.abs(got["bias"] - model.reservoir.bias))))
+    out = Path(out_dir) / out_name(dataset, app, secagg, pct)
+    with output_lock(out):
+        write_json(out, doc)
+    return doc
+
+
+STAGE_NAMES = {"plain": "plain", "setup": "SecAgg+ setup (public keys)",
+               "share_keys": "SecAgg+ share keys (encrypted shares)",
+               "collect_masked_vectors": "SecAgg+ masked vector", "unmask": "SecAgg+ unmask (shares)"}
+
+
+def vector_entries(doc: Mapping[str, Any], phase: str) -> int:
+    """Floats a client's vector holds in a phase: (g, b) = 2N, statistics C·N + N², readout C·N."""
+    n, c = int(doc["config"]["units"]), int(doc["n_classes"])
+    return {"ip": 2 * n, "stats": c * n + n * n, "readout": c * n}[phase]
+
+
+def render_table(docs: list[Mapping[str, Any]]) -> str:
+    """runs/flower/*.json as Markdown: accuracy beside the pipeline's, bytes per client beside the
+    ledger's, and each round's bytes by phase and stage; the masked vector beside its formula
+    8·(d + 1) (int64 entries after the modulus, plus SecAgg+'s weight entry)."""
+    lines = ["# Flower apps: accuracy and bytes per client (esnfed flower)", "",
+             "| dataset | app | SecAgg+ | K | N | λ | test acc. Flower | test acc. pipeline | readout rel. diff. "
+             "| ledger up / down B | Flower up / down B |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for d in docs:
+        f, p = d["flower"], d["pipeline"]
+        comm, k = p["communication"], d["n_clients"]
+        lines.append(f"| {d['dataset']} | {d['app']} | {'yes' if d['secagg'] else 'no'} | {k} | {d['config']['units']} "
+                     f"| {d['lambda']:g} | {100 * f['test_accuracy']:.2f} | {100 * p['test_accuracy']:.2f} "
+                     f"| {f['readout_relative_difference']:.2g} | {comm['up_bytes'] / k:.0f} / "
+                     f"{comm['down_bytes'] / k:.0f} | {f['bytes']['up_per_client']['mean']:.0f} / "
+                     f"{f['bytes']['down_per_client']['mean']:.0f} |")
+    lines += ["", "Per round and client, by phase (FedIP's IP rounds, the readout's round) and stage:", "",
+              "| dataset | app | SecAgg+ | phase | rounds | stage | up B | down B | d | 8·(d+1) |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
+    for d in docs:
+        for r in d["flower"]["bytes"]["rows"]:
+            masked = r["stage"] == "collect_masked_vectors"
+            dd = vector_entries(d, r["phase"])
+            lines.append(f"| {d['dataset']} | {d['app']} | {'yes' if d['secagg'] else 'no'} | {r['phase']} "
+                         f"| {r['rounds']} | {STAGE_NAMES.get(r['stage'], r['stage'])} "
+                         f"| {r['up_per_client_round']:.0f} | {r['down_per_client_round']:.0f} | {dd} "
+                         f"| {8 * (dd + 1) if masked else ''} |")
+    return "\n".join(lines) + "\n"
+
+
+def load_docs(out_dir: Path = FLOWER_DIR) -> list[dict[str, Any]]:
+    """Every runs/flower/*.json, sorted by dataset, app, SecAgg+."""
+    docs = []
+    for path in sorted(Path(out_dir).glob("*.json")):
+        doc = json.loads(path.read_text())
+        if not isinstance(doc, dict) or "flower" not in doc:
+            raise DataError(f"{path}: not an esnfed flower result")
+        docs.append(doc)
+    return sorted(docs, key=lambda d: (d["dataset"], FLOWER_APPS.index(d["app"]), d["secagg"], d["pct"]))

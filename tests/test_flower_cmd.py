@@ -1,0 +1,58 @@
+"""`esnfed flower` in the main environment: without the Flower environment it fails with one line
+naming the make target and writes nothing; bad --app / --secagg / --pct fail with one line.
+The command's run through the Flower environment is tested in tests_flower/test_flower_cmd.py."""
+
+from __future__ import annotations
+
+from typer.testing import CliRunner
+
+from esnfed_cli.main import app
+
+runner = CliRunner()
+
+
+def _invoke(tmp_path, *extra):
+    return runner.invoke(app, ["flower", "--dataset", "wesad", "--data-dir", str(tmp_path / "data"),
+                               "--runs-dir", str(tmp_path / "runs"), "--out-dir", str(tmp_path / "out"),
+                               *extra])
+
+
+def test_missing_flower_environment_is_one_line_naming_the_target(tmp_path):
+    missing = tmp_path / "no-venv" / "bin" / "python"
+    result = _invoke(tmp_path, "--flower-python", str(missing))
+    assert result.exit_code == 1
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and str(missing) in lines[0] and "make flower-env" in lines[0]
+    assert not (tmp_path / "out").exists()
+
+
+def test_bad_app_secagg_and_pct_are_one_line(tmp_path):
+    for extra, word in ((["--app", "clip"], "--app"), (["--app", "fedavg", "--secagg"], "--secagg"),
+                        (["--pct", "30"], "--pct")):
+        result = _invoke(tmp_path, *extra)
+        assert result.exit_code == 1, extra
+        assert len(result.output.strip().splitlines()) == 1 and word in result.output, result.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_table_puts_the_masked_vector_beside_its_formula():
+    from esnfed_stages.flower import render_table, vector_entries
+
+    comm = {"up_bytes": 400, "down_bytes": 80, "clients": 4}
+    rows = [{"phase": "ip", "stage": "collect_masked_vectors", "rounds": 2, "messages": 8,
+             "up_per_client_round": 400.0, "down_per_client_round": 90.0},
+            {"phase": "stats", "stage": "collect_masked_vectors", "rounds": 1, "messages": 4,
+             "up_per_client_round": 900.0, "down_per_client_round": 95.0},
+            {"phase": "stats", "stage": "setup", "rounds": 1, "messages": 4,
+             "up_per_client_round": 800.0, "down_per_client_round": 480.0}]
+    doc = {"dataset": "wesad", "app": "fedip", "secagg": True, "pct": "100", "n_clients": 4, "n_classes": 3,
+           "config": {"units": 10}, "lambda": 0.1,
+           "flower": {"test_accuracy": 0.5, "readout_relative_difference": 1e-5,
+                      "bytes": {"rows": rows, "up_per_client": {"mean": 2500.0}, "down_per_client": {"mean": 400.0}}},
+           "pipeline": {"test_accuracy": 0.5, "communication": comm}}
+    assert vector_entries(doc, "ip") == 20 and vector_entries(doc, "stats") == 130
+    md = render_table([doc])
+    assert "| wesad | fedip | yes | 4 | 10 | 0.1 | 50.00 | 50.00 | 1e-05 | 100 / 20 | 2500 / 400 |" in md
+    assert "| SecAgg+ masked vector | 400 | 90 | 20 | 168 |" in md  # 8·(2N + 1)
+    assert "| SecAgg+ masked vector | 900 | 95 | 130 | 1048 |" in md  # 8·(C·N + N² + 1)
+    assert "| SecAgg+ setup (public keys) | 800 | 480 | 130 |  |" in md

@@ -1,0 +1,85 @@
+"""`esnfed flower` end to end: the main environment's command (select first, then flower) runs the
+app through this environment's interpreter on a tiny processed dataset. Plain IncFed gives the
+pipeline's readout and accuracy, and bytes = the ledger's payload + Flower's per-message overhead;
+SecAgg+ FedIP stays within quantization of the pipeline, and its bytes follow the formula: the
+masked vector costs 8 bytes per entry (int64 after the modulus), key sharing does not depend on
+the vector's size."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+
+from experiment_data import TEST, make_dataset, small_params, write_params  # noqa: E402
+
+ESNFED = REPO / ".venv" / "bin" / "esnfed"
+STAGES = ("setup", "share_keys", "collect_masked_vectors", "unmask")
+
+
+def _esnfed(root: Path, *args: str) -> None:
+    proc = subprocess.run([str(ESNFED), *args, "--dataset", "wesad", "--params", str(root / "params.yaml"),
+                           "--data-dir", str(root / "data"), "--runs-dir", str(root / "runs")],
+                          cwd=root, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("flower-cmd")
+    make_dataset(root)
+    write_params(root, small_params())
+    for algo in ("incfed", "fedip"):
+        _esnfed(root, "select", "--algo", algo, "--pct", "100")
+    return root
+
+
+def _flower(root: Path, app: str, *extra: str) -> dict:
+    _esnfed(root, "flower", "--app", app, "--pct", "100", "--out-dir", str(root / "out"), *extra)
+    name = f"wesad-{app}{'-secagg' if extra else ''}-100.json"
+    return json.loads((root / "out" / name).read_text())
+
+
+def _test_steps(root: Path) -> int:
+    manifest = json.loads((root / "data" / "processed" / "wesad" / "manifest.json").read_text())
+    return sum(manifest["users"][u]["windows"] for u in TEST) * manifest["window"]
+
+
+def test_plain_incfed_is_the_pipeline_and_its_bytes_the_ledger_plus_overhead(root):
+    doc = _flower(root, "incfed")
+    f, p = doc["flower"], doc["pipeline"]
+    assert f["readout_relative_difference"] == 0.0 and f["test_accuracy"] == p["test_accuracy"]
+    [row] = f["bytes"]["rows"]
+    assert (row["phase"], row["stage"], row["rounds"]) == ("stats", "plain", 1)
+    payload_up = p["communication"]["up_bytes"] / doc["n_clients"]  # A, B (float64) + 2 counts
+    payload_down = p["communication"]["down_bytes"] / doc["n_clients"]  # the readout + 1 count
+    # Flower adds per message: a 128-byte .npy header per array, the object headers and the
+    # content-addressed object ids of Message -> RecordDict -> records -> arrays (< 2 KB here).
+    assert 0 < row["up_per_client_round"] - payload_up < 2000
+    assert row["down_per_client_round"] < 2000  # the config only: the readout is not sent back
+    assert payload_down > 0
+
+
+def test_secagg_fedip_is_the_pipeline_to_quantization_and_its_bytes_the_formula(root):
+    doc = _flower(root, "fedip", "--secagg")
+    f, p = doc["flower"], doc["pipeline"]
+    assert f["secagg"] == {"clients": 4, "sampled": 4}
+    assert 0 < f["readout_relative_difference"] < 1e-3 and f["ip_max_abs_difference"] < 1e-5
+    assert abs(f["test_accuracy"] - p["test_accuracy"]) <= 2 / _test_steps(root)  # two steps at most
+    rows = {(r["phase"], r["stage"]): r for r in f["bytes"]["rows"]}
+    rounds = doc["config"]["rounds"]
+    assert set(rows) == {(ph, st) for ph in ("ip", "stats") for st in STAGES}
+    assert rows[("ip", "setup")]["rounds"] == rounds and rows[("stats", "setup")]["rounds"] == 1
+    units, classes = doc["config"]["units"], 3
+    d_ip, d_stats = 2 * units, classes * units + units * units  # (Δg, Δb) and (Ā, B̄)
+    grow = rows[("stats", "collect_masked_vectors")]["up_per_client_round"] - \
+        rows[("ip", "collect_masked_vectors")]["up_per_client_round"]
+    assert abs(grow - 8 * (d_stats - d_ip)) <= 16  # 8 bytes per masked entry (ids, varints: a few)
+    for stage in ("setup", "share_keys", "unmask"):  # key material: independent of the vector
+        assert abs(rows[("ip", stage)]["up_per_client_round"] - rows[("stats", stage)]["up_per_client_round"]) <= 4
