@@ -91,6 +91,18 @@ class Reservoir:
         """Copy with new intrinsic-plasticity parameters (weights shared, not copied)."""
         return replace(self, gain=np.asarray(gain, DTYPE), bias=np.asarray(bias, DTYPE))
 
+    # The layer protocol a deep reservoir (esnfed_core.deep.DeepReservoir) shares: a shallow
+    # reservoir is one layer covering every unit, so code written against ``layers`` and
+    # ``segments`` (the recurrence, IP's per-layer step) runs both.
+    @property
+    def layers(self) -> tuple["Reservoir", ...]:
+        return (self,)
+
+    @property
+    def segments(self) -> tuple[tuple[int, int], ...]:
+        """Unit ranges [lo, hi) of the layers in the state vector: one range here."""
+        return ((0, self.units),)
+
 
 def spectral_radius(w: np.ndarray) -> float:
     """Largest eigenvalue modulus, computed in float64."""
@@ -152,13 +164,14 @@ def _blas():
     return _BLAS
 
 
-def _n_threads(windows: int, units: int) -> int:
+def _n_threads(windows: int, square_units: int) -> int:
     """Threads for one batch: numpy's BLAS thread count (so a caller's limit, e.g. one thread per
-    process, is respected), capped so that every thread has enough work per step."""
+    process, is respected), capped so that every thread has enough work per step
+    (``square_units``: Σ N_l² over the layers, N² for a shallow reservoir)."""
     threads = _MAX_THREADS or max(
         (lib.num_threads for lib in _blas().lib_controllers if lib.user_api == "blas"), default=1
     )
-    return max(1, min(threads, windows * units * units // _MIN_THREAD_WORK))
+    return max(1, min(threads, windows * square_units // _MIN_THREAD_WORK))
 
 
 def run_batch(
@@ -172,6 +185,9 @@ def run_batch(
     """Run the reservoir over a batch of windows ``x`` (B, T, U); return states (T, B, N).
 
     Each window starts from x(0) = 0 (or ``x0``, (B, N), used by the echo-state tests).
+    A deep reservoir (``res.layers``, esnfed_core.deep) runs layer by layer over the batch: layer
+    l's input is layer l−1's states, and layer l's states fill units ``res.segments[l]`` of the
+    output (so N is the total over the layers, and x0 and xnet_out follow the same split).
     ``out`` and ``xnet_out`` are optional preallocated (T, B, N) float32 buffers; when
     ``xnet_out`` is given it receives x_net(t) = W_in u(t) + Ŵ x(t-1) (before gain and bias),
     which intrinsic plasticity needs.
@@ -201,16 +217,16 @@ def run_batch(
     if b == 0 or t_len == 0:
         return states
     xt = np.ascontiguousarray(x.transpose(1, 0, 2))  # (T, B, U): step t of every window is a block
-    threads = _n_threads(b, n)
+    threads = _n_threads(b, sum(layer.units ** 2 for layer in res.layers))
     if threads == 1:
-        _recur(res, xt, states, xnet_out, x0, 0, b)
+        _recur_layers(res, xt, states, xnet_out, x0, 0, b)
         return states
     bounds = np.linspace(0, b, threads + 1).astype(int)
     errors: list[BaseException] = []
 
     def work(lo: int, hi: int) -> None:
         try:
-            _recur(res, xt, states, xnet_out, x0, lo, hi)
+            _recur_layers(res, xt, states, xnet_out, x0, lo, hi)
         except BaseException as exc:  # re-raised in the caller below
             errors.append(exc)
 
@@ -226,6 +242,22 @@ def run_batch(
     if errors:
         raise errors[0]
     return states
+
+
+def _recur_layers(res, xt: np.ndarray, states: np.ndarray, xnet_out: np.ndarray | None,
+                  x0: np.ndarray | None, lo: int, hi: int) -> None:
+    """The recurrence of every layer for windows lo:hi: one layer covering the whole state (the
+    shallow reservoir: states as given), or each layer in its unit range, fed the previous
+    layer's states (time-major views, so no copy between layers)."""
+    if len(res.layers) == 1:
+        _recur(res.layers[0], xt, states, xnet_out, x0, lo, hi)
+        return
+    inp = xt
+    for layer, (a, b) in zip(res.layers, res.segments):
+        part = states[:, :, a:b]
+        _recur(layer, inp, part, None if xnet_out is None else xnet_out[:, :, a:b],
+               None if x0 is None else x0[:, a:b], lo, hi)
+        inp = part
 
 
 def _recur(
