@@ -244,20 +244,46 @@ def run_batch(
     return states
 
 
+# Steps a deep reservoir advances through all its layers before the next block (a multiple of
+# _TIME_CHUNK, so each layer's input projections have the shapes of a shallow run's).
+_DEEP_CHUNK = 2 * _TIME_CHUNK
+
+
 def _recur_layers(res, xt: np.ndarray, states: np.ndarray, xnet_out: np.ndarray | None,
                   x0: np.ndarray | None, lo: int, hi: int) -> None:
     """The recurrence of every layer for windows lo:hi: one layer covering the whole state (the
-    shallow reservoir: states as given), or each layer in its unit range, fed the previous
-    layer's states (time-major views, so no copy between layers)."""
+    shallow reservoir: in place in ``states``), or, for a deep reservoir, block by block of
+    ``_DEEP_CHUNK`` steps, every layer in turn on the block, fed the previous layer's block while
+    it is in cache. A layer's block runs in a contiguous scratch buffer (two, alternating: layer l
+    reads one while it writes the other) and is then copied into its units of ``states``: the
+    elementwise passes on a layer's strided slice of the concatenated state cost 1.5-2x more at
+    25-50 units a layer (benchmarks/bench_deep.py). Scratch memory: 2-3 blocks, whatever T."""
     if len(res.layers) == 1:
         _recur(res.layers[0], xt, states, xnet_out, x0, lo, hi)
         return
-    inp = xt
-    for layer, (a, b) in zip(res.layers, res.segments):
-        part = states[:, :, a:b]
-        _recur(layer, inp, part, None if xnet_out is None else xnet_out[:, :, a:b],
-               None if x0 is None else x0[:, a:b], lo, hi)
-        inp = part
+    t_len, m = xt.shape[0], hi - lo
+    k_max = min(_DEEP_CHUNK, t_len)
+    size = k_max * m * max(layer.units for layer in res.layers)
+    flat = [np.empty(size, DTYPE) for _ in range(2)]
+    xflat = np.empty(size, DTYPE) if xnet_out is not None else None
+    last = [np.empty((m, layer.units), DTYPE) for layer in res.layers]  # x(t0 − 1) of each layer
+    for t0 in range(0, t_len, k_max):
+        k = min(k_max, t_len - t0)
+        inp = xt[t0 : t0 + k, lo:hi]
+        for i, (layer, (a, b)) in enumerate(zip(res.layers, res.segments)):
+            shape = (k, m, b - a)
+            out = flat[i % 2][: k * m * (b - a)].reshape(shape)
+            xnet = None if xflat is None else xflat[: out.size].reshape(shape)
+            if t0 > 0:
+                start = last[i]
+            else:
+                start = None if x0 is None else np.ascontiguousarray(x0[lo:hi, a:b])
+            _recur(layer, inp, out, xnet, start, 0, m)
+            states[t0 : t0 + k, lo:hi, a:b] = out
+            if xnet is not None:
+                xnet_out[t0 : t0 + k, lo:hi, a:b] = xnet
+            np.copyto(last[i], out[k - 1])
+            inp = out
 
 
 def _recur(
