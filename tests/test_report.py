@@ -243,7 +243,8 @@ def test_published_values_match_package_yaml(built):
             assert float(r["published_mean"]) == mean
             assert (r["published_std"] == "") if std is None else float(r["published_std"]) == std
             checked += 1
-    assert checked == sum(4 * len(s.datasets) * len(s.methods) * len(s.columns) for s in TABLES)
+    assert checked == sum(4 * len(s.datasets) * len(s.methods) * len(s.columns) for s in TABLES
+                          if s.paper)
 
 
 def test_communication_table(built):
