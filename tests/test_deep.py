@@ -172,8 +172,10 @@ def test_ip_gradient_matches_a_direct_per_unit_computation():
     want_db = db.sum(axis=(0, 1)) / 40
     want_dg = -80 / res.gain.astype(np.float64) + (db * xn).sum(axis=(0, 1)) / 40
     dg, dbv = ip_gradients(res, x, cfg)
-    np.testing.assert_allclose(dbv, want_db, rtol=2e-3, atol=2e-3)
-    np.testing.assert_allclose(dg, want_dg, rtol=2e-3, atol=2e-3)
+    # As tests/test_plasticity.py bounds the shallow sums: float32 chunk sums and a·h recovered
+    # from the states (measured 3e-8 and 9e-8 of the largest entry here).
+    np.testing.assert_allclose(dbv, want_db, rtol=0, atol=2e-6 * np.abs(want_db).max())
+    np.testing.assert_allclose(dg, want_dg, rtol=0, atol=2e-6 * np.abs(want_dg).max())
 
 
 def test_ip_step_is_normalised_per_layer():
