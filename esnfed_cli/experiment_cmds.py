@@ -27,7 +27,8 @@ DatasetOpt = Annotated[Dataset, typer.Option("--dataset", help="Which dataset: w
                                              case_sensitive=False)]
 AlgoOpt = Annotated[Algo, typer.Option(
     "--algo", help="The method: random (baseline), ridge (centralised ESN), incfed, fedavg, ip "
-    "(centralised IP + ridge), fedip (FedIP + IncFed), clip / fedclip (continual; need --strategy).",
+    "(centralised IP + ridge), fedip (FedIP + IncFed), clip / fedclip (continual; need --strategy), "
+    "deep-incfed / deep-fedip (IncFed / FedIP on stacked reservoirs, docs/deep.md).",
     case_sensitive=False)]
 StrategyOpt = Annotated[Optional[Strategy], typer.Option(
     "--strategy", help="Continual strategy of clip/fedclip: naive, replay or joint.", case_sensitive=False)]

@@ -55,7 +55,7 @@ def _fused_sums(
     xnet = np.empty_like(states)
     ah = np.empty_like(states)
     prev = np.zeros((n_win, n), DTYPE)
-    a = res.leak
+    a = res.leak  # a float, or per unit (N,) for a deep reservoir: the formulas broadcast over units
     keep = DTYPE(1.0 - a)
     # q in terms of v = a·h (what the states give directly): a³q = v(a²c + v(aμ − v)).
     a2c, amu = DTYPE(a * a * c), DTYPE(a * mu)
@@ -109,14 +109,24 @@ def ip_gradients(res: Reservoir, x: np.ndarray, cfg: IPConfig) -> tuple[np.ndarr
 
 
 def ip_step(res: Reservoir, x: np.ndarray, cfg: IPConfig) -> Reservoir:
-    """One SGD step on one mini-batch: g ← g − η ∂g, b ← b − η ∂b (each step L2-normalised)."""
+    """One SGD step on one mini-batch: g ← g − η ∂g, b ← b − η ∂b (each step L2-normalised, per
+    layer for a deep reservoir)."""
     dg, db = ip_gradients(res, x, cfg)
     if cfg.normalize_step:
-        dg = dg / max(float(np.linalg.norm(dg)), _NORM_EPS)
-        db = db / max(float(np.linalg.norm(db)), _NORM_EPS)
+        dg, db = _normalized(dg, res.segments), _normalized(db, res.segments)
     gain = res.gain.astype(np.float64) - cfg.eta * dg
     bias = res.bias.astype(np.float64) - cfg.eta * db
     return res.with_ip(gain, bias)
+
+
+def _normalized(step: np.ndarray, segments: Sequence[tuple[int, int]]) -> np.ndarray:
+    """The step L2-normalised per layer (``segments``: each layer's unit range; a shallow
+    reservoir is one layer, the authors' per-vector normalisation): every layer of a deep
+    reservoir moves by η, as a shallow reservoir does."""
+    if len(segments) == 1:
+        return step / max(float(np.linalg.norm(step)), _NORM_EPS)
+    return np.concatenate([step[a:b] / max(float(np.linalg.norm(step[a:b])), _NORM_EPS)
+                           for a, b in segments])
 
 
 def ip_pass(res: Reservoir, batches: Iterable[np.ndarray], cfg: IPConfig) -> Reservoir:
@@ -160,9 +170,11 @@ def broadcast_reservoir(
     """Record the one-off download of the reservoir to every client (FedIP/FedCLIP set-up)."""
     if ledger is None:
         return
-    msg = ReservoirMessage(res.w_in, res.w, res.gain, res.bias, res.leak)
+    # One message per layer (a deep reservoir sends each layer's weights, gain, bias and leak).
+    msgs = [ReservoirMessage(r.w_in, r.w, r.gain, r.bias, r.leak) for r in res.layers]
     for name in names:
-        ledger.record(algorithm, 0, name, "down", msg)
+        for msg in msgs:
+            ledger.record(algorithm, 0, name, "down", msg)
 
 
 def fedip_round(

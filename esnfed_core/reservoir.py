@@ -91,6 +91,18 @@ class Reservoir:
         """Copy with new intrinsic-plasticity parameters (weights shared, not copied)."""
         return replace(self, gain=np.asarray(gain, DTYPE), bias=np.asarray(bias, DTYPE))
 
+    # The layer protocol a deep reservoir (esnfed_core.deep.DeepReservoir) shares: a shallow
+    # reservoir is one layer covering every unit, so code written against ``layers`` and
+    # ``segments`` (the recurrence, IP's per-layer step) runs both.
+    @property
+    def layers(self) -> tuple["Reservoir", ...]:
+        return (self,)
+
+    @property
+    def segments(self) -> tuple[tuple[int, int], ...]:
+        """Unit ranges [lo, hi) of the layers in the state vector: one range here."""
+        return ((0, self.units),)
+
 
 def spectral_radius(w: np.ndarray) -> float:
     """Largest eigenvalue modulus, computed in float64."""
@@ -152,13 +164,14 @@ def _blas():
     return _BLAS
 
 
-def _n_threads(windows: int, units: int) -> int:
+def _n_threads(windows: int, square_units: int) -> int:
     """Threads for one batch: numpy's BLAS thread count (so a caller's limit, e.g. one thread per
-    process, is respected), capped so that every thread has enough work per step."""
+    process, is respected), capped so that every thread has enough work per step
+    (``square_units``: Σ N_l² over the layers, N² for a shallow reservoir)."""
     threads = _MAX_THREADS or max(
         (lib.num_threads for lib in _blas().lib_controllers if lib.user_api == "blas"), default=1
     )
-    return max(1, min(threads, windows * units * units // _MIN_THREAD_WORK))
+    return max(1, min(threads, windows * square_units // _MIN_THREAD_WORK))
 
 
 def run_batch(
@@ -172,6 +185,9 @@ def run_batch(
     """Run the reservoir over a batch of windows ``x`` (B, T, U); return states (T, B, N).
 
     Each window starts from x(0) = 0 (or ``x0``, (B, N), used by the echo-state tests).
+    A deep reservoir (``res.layers``, esnfed_core.deep) runs layer by layer over the batch: layer
+    l's input is layer l−1's states, and layer l's states fill units ``res.segments[l]`` of the
+    output (so N is the total over the layers, and x0 and xnet_out follow the same split).
     ``out`` and ``xnet_out`` are optional preallocated (T, B, N) float32 buffers; when
     ``xnet_out`` is given it receives x_net(t) = W_in u(t) + Ŵ x(t-1) (before gain and bias),
     which intrinsic plasticity needs.
@@ -201,16 +217,16 @@ def run_batch(
     if b == 0 or t_len == 0:
         return states
     xt = np.ascontiguousarray(x.transpose(1, 0, 2))  # (T, B, U): step t of every window is a block
-    threads = _n_threads(b, n)
+    threads = _n_threads(b, sum(layer.units ** 2 for layer in res.layers))
     if threads == 1:
-        _recur(res, xt, states, xnet_out, x0, 0, b)
+        _recur_layers(res, xt, states, xnet_out, x0, 0, b)
         return states
     bounds = np.linspace(0, b, threads + 1).astype(int)
     errors: list[BaseException] = []
 
     def work(lo: int, hi: int) -> None:
         try:
-            _recur(res, xt, states, xnet_out, x0, lo, hi)
+            _recur_layers(res, xt, states, xnet_out, x0, lo, hi)
         except BaseException as exc:  # re-raised in the caller below
             errors.append(exc)
 
@@ -226,6 +242,48 @@ def run_batch(
     if errors:
         raise errors[0]
     return states
+
+
+# Steps a deep reservoir advances through all its layers before the next block (a multiple of
+# _TIME_CHUNK, so each layer's input projections have the shapes of a shallow run's).
+_DEEP_CHUNK = 2 * _TIME_CHUNK
+
+
+def _recur_layers(res, xt: np.ndarray, states: np.ndarray, xnet_out: np.ndarray | None,
+                  x0: np.ndarray | None, lo: int, hi: int) -> None:
+    """The recurrence of every layer for windows lo:hi: one layer covering the whole state (the
+    shallow reservoir: in place in ``states``), or, for a deep reservoir, block by block of
+    ``_DEEP_CHUNK`` steps, every layer in turn on the block, fed the previous layer's block while
+    it is in cache. A layer's block runs in a contiguous scratch buffer (two, alternating: layer l
+    reads one while it writes the other) and is then copied into its units of ``states``: the
+    elementwise passes on a layer's strided slice of the concatenated state cost 1.5-2x more at
+    25-50 units a layer (benchmarks/bench_deep.py). Scratch memory: 2-3 blocks, whatever T."""
+    if len(res.layers) == 1:
+        _recur(res.layers[0], xt, states, xnet_out, x0, lo, hi)
+        return
+    t_len, m = xt.shape[0], hi - lo
+    k_max = min(_DEEP_CHUNK, t_len)
+    size = k_max * m * max(layer.units for layer in res.layers)
+    flat = [np.empty(size, DTYPE) for _ in range(2)]
+    xflat = np.empty(size, DTYPE) if xnet_out is not None else None
+    last = [np.empty((m, layer.units), DTYPE) for layer in res.layers]  # x(t0 − 1) of each layer
+    for t0 in range(0, t_len, k_max):
+        k = min(k_max, t_len - t0)
+        inp = xt[t0 : t0 + k, lo:hi]
+        for i, (layer, (a, b)) in enumerate(zip(res.layers, res.segments)):
+            shape = (k, m, b - a)
+            out = flat[i % 2][: k * m * (b - a)].reshape(shape)
+            xnet = None if xflat is None else xflat[: out.size].reshape(shape)
+            if t0 > 0:
+                start = last[i]
+            else:
+                start = None if x0 is None else np.ascontiguousarray(x0[lo:hi, a:b])
+            _recur(layer, inp, out, xnet, start, 0, m)
+            states[t0 : t0 + k, lo:hi, a:b] = out
+            if xnet is not None:
+                xnet_out[t0 : t0 + k, lo:hi, a:b] = xnet
+            np.copyto(last[i], out[k - 1])
+            inp = out
 
 
 def _recur(

@@ -49,6 +49,8 @@ class TableSpec:
     published: str = "{dataset}/{label}"
     note: str = ""
     pairs: tuple[tuple[str, str], ...] = ()
+    paper: bool = True  # False: a table of this project's own (no published values, no paper column)
+    separate_pairs: bool = False  # True: each pair is marked on its own (deep vs shallow per method)
 
     def __post_init__(self) -> None:
         for a, b in self.pairs:
@@ -105,6 +107,20 @@ TABLES: tuple[TableSpec, ...] = tuple(
                   (("clip-naive", "naive"), ("clip-replay", "replay"), ("clip-joint", "joint")),
                   pairs=(("clip-replay", "clip-naive"), ("clip-replay", "clip-joint"))),
     ]
+    # deep reservoirs (issue 13, docs/deep.md): not in the papers
+    + [
+        TableSpec("deep", "Deep vs shallow reservoirs over the same space of total units: IncFed "
+                  "readout (= centralised ridge), without and with FedIP", DATASETS,
+                  (("incfed", "shallow-incfed"), ("deep-incfed", "deep-incfed"),
+                   ("fedip", "shallow-fedip"), ("deep-fedip", "deep-fedip")),
+                  note="Deep = the searched units split over `layers` stacked reservoirs sharing ρ, "
+                  "leak and input scaling (docs/deep.md); trial i of a deep and of a shallow method "
+                  "draws the same units, ρ, leak and scaling, and each method keeps its best trial on "
+                  "the validation users (the selected sizes may differ: runs/select/*/best.json); "
+                  "marks compare deep with shallow within IncFed and within FedIP, separately.",
+                  pairs=(("deep-incfed", "incfed"), ("deep-fedip", "fedip")), paper=False,
+                  separate_pairs=True),
+    ]
 )
 TABLE_IDS: tuple[str, ...] = tuple(t.id for t in TABLES)
 
@@ -151,6 +167,8 @@ def parse_published(doc: Mapping[str, Any], source: str = "paper_results.yaml") 
     """{table: {(pct, column name): (mean, std | None, mark)}} from the paper-results document."""
     out: Published = {}
     for spec in TABLES:
+        if not spec.paper:
+            continue
         entry = doc.get(spec.id)
         if not isinstance(entry, Mapping) or "columns" not in entry or "rows" not in entry:
             raise DataError(f"{source}: table '{spec.id}' missing or without columns/rows")
@@ -232,7 +250,15 @@ def group_marks(comparisons: Iterable[Mapping[str, Any]], methods: Sequence[str]
 def build_cells(spec: TableSpec, scores: Scores, comparisons: Iterable[Mapping[str, Any]],
                 published: Published) -> list[Cell]:
     """Every cell of ``spec`` in layout order (dataset, method, column; then share)."""
-    marked = group_marks((c for c in comparisons if c["table"] == spec.id), spec.method_ids)
+    mine = [c for c in comparisons if c["table"] == spec.id]
+    if spec.separate_pairs:  # one marked group per pair, merged (the pairs share no method)
+        marked: dict = {}
+        for pair in spec.pairs:
+            for key, (mk, ps) in group_marks((c for c in mine if (c["a"], c["b"]) == pair), pair).items():
+                old_mk, old_ps = marked.get(key, ({}, {}))
+                marked[key] = ({**old_mk, **mk}, {**old_ps, **ps})
+    else:
+        marked = group_marks(mine, spec.method_ids)
     pub = published.get(spec.id, {})
     cells = []
     for pct in PCTS:
@@ -269,7 +295,8 @@ def metrics(scores: Scores, column: str = "test", digits: int = 6) -> dict[str, 
 # Communication
 
 COMMUNICATION_METHODS: tuple[str, ...] = ("incfed", "fedavg", "fedip", "fedclip-naive",
-                                          "fedclip-replay", "fedclip-joint")
+                                          "fedclip-replay", "fedclip-joint") + (
+    "deep-incfed", "deep-fedip")  # deep reservoirs (issue 13): N = the total units of the layers
 
 
 @dataclass(frozen=True)
@@ -298,7 +325,7 @@ def split_rounds(method: str, rounds: int, contexts: int | None) -> tuple[int | 
     + 1 IncFed round; FedCLIP naive/replay = IP rounds + one readout per context; FedCLIP joint =
     one IP round and one readout per loop iteration (it re-solves the readout every round).
     """
-    if method == "fedip":
+    if method in ("fedip", "deep-fedip"):
         return rounds - 1, 1
     if method == "fedclip-joint":
         return rounds // 2, rounds // 2
@@ -315,7 +342,7 @@ def analytic_floats(c: Communication) -> tuple[str, str, int | None, int | None]
     Totals are None when a size they need (N, C, rounds, readouts) is unknown.
     """
     n, k, ncls = c.units, c.clients, c.classes
-    base = c.method.split("-")[0]
+    base = c.method.removeprefix("deep-").split("-")[0]  # a deep method sends as its shallow one
     known = n is not None and ncls is not None
     if base == "incfed":
         return ("N²+N·C", "N·C", k * (n * n + n * ncls) if known else None,

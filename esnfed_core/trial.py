@@ -11,6 +11,8 @@ Method ids and what they train:
   fedavg          FedAvg of locally solved readouts, weighted by window counts
   ip / fedip      centralised IP epochs / FedIP rounds on (g, b), then ridge / IncFed
   clip-S / fedclip-S   continual IP (S = naive | replay | joint) over the contexts, λ fixed
+  deep-incfed / deep-fedip   IncFed / FedIP on a deep reservoir: ``layers`` stacked reservoirs
+                  sharing ``units`` (esnfed_core.deep, docs/deep.md)
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from esnfed_core.vocabulary import ALGOS, STRATEGIES
 
 METHODS = ("random", "ridge", "incfed", "fedavg", "ip", "fedip") + tuple(
     f"{a}-{s}" for a in ("clip", "fedclip") for s in STRATEGIES
-)
+) + ("deep-incfed", "deep-fedip")
 RESERVOIR_KEYS = ("units", "spectral_radius", "leak", "input_scaling")
 # Named sub-seeds of a trial seed, in SeedSequence order (adding a name at the end keeps the others).
 SEED_NAMES = ("reservoir", "ip", "validation", "test", "train")
@@ -60,6 +62,8 @@ class Method:
 
     @classmethod
     def parse(cls, method_id: str) -> "Method":
+        if method_id in ALGOS:  # an algorithm whose name has a hyphen (deep-incfed)
+            return cls(method_id)
         algo, _, strategy = method_id.partition("-")
         return cls(algo, strategy or None)
 
@@ -72,12 +76,22 @@ class Method:
         return self.algo in ("clip", "fedclip")
 
     @property
+    def deep(self) -> bool:
+        """A deep-reservoir method: its config has ``layers`` (esnfed_core.deep)."""
+        return self.algo.startswith("deep-")
+
+    @property
+    def kernel(self) -> str:
+        """The algorithm that trains it: a deep method trains as its shallow counterpart."""
+        return self.algo.removeprefix("deep-")
+
+    @property
     def federated(self) -> bool:
-        return self.algo in ("incfed", "fedavg", "fedip", "fedclip")
+        return self.kernel in ("incfed", "fedavg", "fedip", "fedclip")
 
     @property
     def uses_ip(self) -> bool:
-        return self.algo in ("ip", "fedip", "clip", "fedclip")
+        return self.kernel in ("ip", "fedip", "clip", "fedclip")
 
     @property
     def base(self) -> str | None:
@@ -96,8 +110,10 @@ class Method:
                 keys += ("rounds",)
             elif self.strategy != "joint":  # joint trains each context until early stopping
                 keys += ("budget",)
-            if self.algo in ("fedip", "fedclip"):
+            if self.kernel in ("fedip", "fedclip"):
                 keys += ("local_epochs",)
+        if self.deep:
+            keys += ("layers",)
         return keys
 
 
@@ -138,7 +154,9 @@ class Settings:
 
     def accelerated(self, method: "Method") -> bool:
         """Whether trials of ``method`` run on the torch kernels with these settings."""
-        return self.device != "cpu" and method.algo != "random" and not method.continual
+        # Deep reservoirs run the numpy path on every device (the torch kernels take one layer).
+        return self.device != "cpu" and method.algo != "random" and not method.continual \
+            and not method.deep
 
     def retrain_scores(self, method: "Method") -> bool:
         """Whether a retrain of ``method`` scores on the validation users: stationary ESN methods
@@ -238,6 +256,14 @@ def check_config(method: Method, config: Mapping[str, Any], *, need_lambda: bool
 
 
 def make_reservoir(config: Mapping[str, Any], n_inputs: int, seed: int) -> Reservoir:
+    """The trial's reservoir: shallow, or deep when ``config`` has ``layers`` (``units`` split over
+    the layers, ρ, leak and input scaling shared; esnfed_core.deep.DeepConfig.shared)."""
+    if "layers" in config:
+        from esnfed_core.deep import DeepConfig, build_deep_reservoir  # noqa: PLC0415 (deep trials only)
+
+        return build_deep_reservoir(DeepConfig.shared(
+            n_inputs, int(config["units"]), int(config["layers"]), float(config["spectral_radius"]),
+            float(config["leak"]), float(config["input_scaling"])), seed)
     rc = ReservoirConfig(
         n_inputs=n_inputs, units=int(config["units"]), spectral_radius=float(config["spectral_radius"]),
         leak=float(config["leak"]), input_scaling=float(config["input_scaling"]),
@@ -339,13 +365,14 @@ def _fit_stationary(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialDat
     res = make_reservoir(cfg, data.n_inputs, seeds["reservoir"])
     ledger = CommLedger() if m.federated else None
     users = list(data.train.values())
-    if m.algo == "ip":
+    algo = m.kernel  # deep-incfed / deep-fedip train as incfed / fedip on the deep reservoir
+    if algo == "ip":
         from esnfed_core.plasticity import train_ip  # noqa: PLC0415
 
         pooled = concat([u.x for u in users])  # lazy when the users' windows are on disk
         res = train_ip(res, pooled, _ip_config(cfg, settings), epochs=int(cfg["rounds"]), seed=seeds["ip"])
         del pooled
-    elif m.algo == "fedip":
+    elif algo == "fedip":
         res = fedip(res, [u.x for u in users], _ip_config(cfg, settings), rounds=int(cfg["rounds"]),
                         local_epochs=int(cfg["local_epochs"]), seed=seeds["ip"], ledger=ledger,
                         client_names=list(data.train))
@@ -353,10 +380,10 @@ def _fit_stationary(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialDat
     lambdas = [float(cfg["lambda"])] if fixed else [float(x) for x in settings.lambdas]
 
     fed_ledgers: list[CommLedger] = []
-    if m.algo in ("ridge", "ip"):
+    if algo in ("ridge", "ip"):
         readouts = solve(_pooled_stats(res, users, data.n_classes, settings.batch_size), lambdas,
                          settings.solver)
-    elif m.algo in ("incfed", "fedip"):
+    elif algo in ("incfed", "fedip"):
         readouts = incfed(res, clients_of(data, settings), lambdas, ledger=ledger,
                           solver=settings.solver).readouts
     else:  # fedavg: one FedAvg round per λ of the grid, each with its own message ledger

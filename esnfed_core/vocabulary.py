@@ -60,6 +60,9 @@ class Algo(Name):
     fedip = "fedip"
     clip = "clip"
     fedclip = "fedclip"
+    # deep reservoirs (issue 13, docs/deep.md): IncFed and FedIP on L stacked reservoirs
+    deep_incfed = "deep-incfed"
+    deep_fedip = "deep-fedip"
 
 
 class Strategy(Name):

@@ -71,18 +71,22 @@ class ExperimentParams:
 
     def method_space(self, dataset: str, method: Method) -> list[Dimension]:
         """The dimensions a stationary method searches: the dataset's reservoir space, plus the
-        method's own space for IP methods (space.ip / space.fedip)."""
+        method's own space for IP methods (space.ip / space.fedip) and deep ones (space.deep)."""
         if method.algo == "random":
             return []
         where = f"budgets.{self.budget}.space"
         dims = parse_space(self.space.get(dataset), f"{where}.{dataset}")
         if not dims:
             raise ConfigError(f"{where}.{dataset}: missing or empty search space")
-        if method.algo in ("ip", "fedip"):
-            extra = parse_space(self.space.get(method.algo), f"{where}.{method.algo}")
+        # IP methods add space.ip / space.fedip; deep methods (issue 13) add space.deep (layers)
+        # and their kernel's (deep-fedip: space.fedip). Shared names draw the same values at the
+        # same trial index (esnfed_core.search): deep and shallow trials share units, ρ, leak.
+        extras = ([method.kernel] if method.kernel in ("ip", "fedip") else []) + (["deep"] if method.deep else [])
+        for name in extras:
+            extra = parse_space(self.space.get(name), f"{where}.{name}")
             clash = {d.name for d in dims} & {d.name for d in extra}
             if clash:
-                raise ConfigError(f"{where}.{method.algo}: redefines {sorted(clash)} of {where}.{dataset}")
+                raise ConfigError(f"{where}.{name}: redefines {sorted(clash)} of {where}.{dataset}")
             dims = sorted(dims + extra, key=lambda d: d.name)
         missing = set(method.config_keys) - {d.name for d in dims}
         if missing:
@@ -164,7 +168,7 @@ def experiment_params(params: Mapping[str, Any]) -> ExperimentParams:
     b = _get(params, f"budgets.{budget}", ("trials", "retrains", "space"))
     trials = bounded(f"budgets.{budget}.trials", section(b, "trials"), COUNT)
     retrains = bounded(f"budgets.{budget}.retrains", section(b, "retrains"), COUNT)
-    space = _check_keys(f"budgets.{budget}.space", section(b, "space"), DATASETS + ("ip", "fedip"))
+    space = _check_keys(f"budgets.{budget}.space", section(b, "space"), DATASETS + ("ip", "fedip", "deep"))
 
     ro = _get(params, "readout", ("lambdas", "batch_size", "solver"))
     lambdas = section(ro, "lambdas")

@@ -22,6 +22,7 @@ TRIAL_MODULES = (
     "esnfed_core.messages", "esnfed_core.metrics", "esnfed_core.plasticity", "esnfed_core.quote",
     "esnfed_core.readout", "esnfed_core.replay", "esnfed_core.reservoir", "esnfed_core.scoring",
     "esnfed_core.search", "esnfed_core.trial", "esnfed_core.validation", "esnfed_core.vocabulary",
+    "esnfed_core.deep",  # deep reservoirs (issue 13): deep methods only
 )
 # What an accelerated trial (runner.device torch-cpu | cuda) runs besides (they import torch).
 ACCEL_MODULES = (
@@ -36,7 +37,7 @@ def trial_modules(method: Method, device: str = "cpu") -> tuple[str, ...]:
     torch kernels only on an accelerated device."""
     if Settings(device=device).accelerated(method):
         return tuple(m for m in TRIAL_MODULES + ACCEL_MODULES if method.uses_ip or m != "esnfed_core.plasticity")
-    skip = set()
+    skip = set() if method.deep else {"esnfed_core.deep"}
     if not method.continual:
         skip.update(("esnfed_core.continual", "esnfed_core.replay"))
     if not method.uses_ip:

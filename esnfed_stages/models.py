@@ -17,6 +17,13 @@ and, for the continual methods (clip-*, fedclip-*), the model after each context
   context_bias    float32 (T, N)
   context_readout float64 (T, C, N)
 (the last row of each equals gain, bias, readout). ``random`` stores only ``seed``.
+Deep reservoirs (deep-incfed, deep-fedip; esnfed_core.deep) store, instead of w_in, w and leak,
+  layer_units int64 (L,)            units N_l of each layer (N = Σ N_l)
+  w_in_<l>    float32 (N_l, U_l)    input weights of layer l (U_0 = U, U_l = N_{l-1})
+  w_<l>       float32 (N_l, N_l)    recurrent weights of layer l
+  leak        float64 (L,)          leak rate of each layer
+with gain, bias (N,) and readout (C, N) over the concatenated states of the layers in order;
+layer l runs the recurrence below on layer l−1's states x_{l−1}(t) as its input u(t).
 
 Recomputing a prediction (PROTOCOL §2-3): per window u(1..T') (float32, from
 data/processed/<dataset>/<user>.npz ``x``), start from x(0) = 0 and for t = 1..T'
@@ -47,7 +54,9 @@ from typing import Any
 import numpy as np
 
 from esnfed_core.errors import DataError
+from esnfed_core.deep import DeepReservoir
 from esnfed_core.reservoir import Reservoir
+from esnfed_core.validation import ParameterError
 from esnfed_core.trial import FittedModel
 from esnfed_stages._io import read_json, read_npz, write_json, write_npz
 
@@ -55,6 +64,7 @@ FORMAT = "esnfed-model"
 FORMAT_VERSION = 1
 _STATIONARY = ("w_in", "w", "leak", "gain", "bias", "readout", "lambda", "seed")
 _CONTINUAL = ("context_gain", "context_bias", "context_readout")
+_DEEP = ("layer_units", "leak", "gain", "bias", "readout", "lambda", "seed")
 
 
 def model_paths(directory: Path, k: int) -> tuple[Path, Path]:
@@ -67,8 +77,15 @@ def model_arrays(model: FittedModel) -> dict[str, np.ndarray]:
     if model.reservoir is None:
         return arrays
     res = model.reservoir
+    if isinstance(res, DeepReservoir):
+        arrays["layer_units"] = np.asarray([r.units for r in res.layers], np.int64)
+        for i, r in enumerate(res.layers):
+            arrays.update({f"w_in_{i}": r.w_in, f"w_{i}": r.w})
+        arrays["leak"] = np.asarray([r.leak for r in res.layers], np.float64)
+    else:
+        arrays.update(w_in=res.w_in, w=res.w, leak=np.asarray(res.leak, np.float64))
     arrays.update(
-        w_in=res.w_in, w=res.w, leak=np.asarray(res.leak, np.float64), gain=res.gain, bias=res.bias,
+        gain=res.gain, bias=res.bias,
         readout=np.asarray(model.readout, np.float64), **{"lambda": np.asarray(model.lam, np.float64)},
     )
     if model.context_gain is not None:
@@ -114,6 +131,24 @@ def read_meta(directory: Path, k: int) -> dict[str, Any] | None:
     return meta
 
 
+def _deep_reservoir(npz: Path, arrays: dict[str, np.ndarray]) -> DeepReservoir:
+    """The deep reservoir of a saved model (format above); DataError naming what is inconsistent."""
+    sizes = [int(n) for n in np.atleast_1d(arrays["layer_units"])]
+    leaks = np.atleast_1d(arrays["leak"])
+    missing = [k for i in range(len(sizes)) for k in (f"w_in_{i}", f"w_{i}") if k not in arrays]
+    if missing or len(leaks) != len(sizes) or arrays["gain"].shape != (sum(sizes),):
+        raise DataError(f"{npz}: deep reservoir arrays inconsistent with layer_units {sizes} "
+                        f"(missing {missing}, leak {leaks.shape}, gain {arrays['gain'].shape})")
+    bounds = np.cumsum([0] + sizes)
+    try:
+        return DeepReservoir(tuple(
+            Reservoir(w_in=arrays[f"w_in_{i}"], w=arrays[f"w_{i}"], leak=float(leaks[i]),
+                      gain=arrays["gain"][a:b], bias=arrays["bias"][a:b])
+            for i, (a, b) in enumerate(zip(bounds[:-1], bounds[1:]))))
+    except ParameterError as exc:
+        raise DataError(f"{npz}: {exc}") from None
+
+
 def load_model(directory: Path, k: int) -> tuple[FittedModel, dict[str, Any]]:
     """Read retrain ``k`` back into a FittedModel (and its metadata); DataError if incomplete."""
     npz, js = model_paths(directory, k)
@@ -123,7 +158,8 @@ def load_model(directory: Path, k: int) -> tuple[FittedModel, dict[str, Any]]:
     if meta.get("format_version") != FORMAT_VERSION:
         raise DataError(f"{js}: format_version {meta.get('format_version')!r}, expected {FORMAT_VERSION}")
     arrays = read_npz(npz)
-    expected = ("seed",) if meta["method"] == "random" else _STATIONARY
+    deep = "layer_units" in arrays
+    expected = ("seed",) if meta["method"] == "random" else (_DEEP if deep else _STATIONARY)
     if meta.get("n_contexts") is not None:
         expected += _CONTINUAL
     missing = [a for a in expected if a not in arrays]
@@ -133,8 +169,9 @@ def load_model(directory: Path, k: int) -> tuple[FittedModel, dict[str, Any]]:
     ctx = {}
     readout = lam = None
     if meta["method"] != "random":
-        res = Reservoir(w_in=arrays["w_in"], w=arrays["w"], leak=float(arrays["leak"]),
-                        gain=arrays["gain"], bias=arrays["bias"])
+        res = _deep_reservoir(npz, arrays) if deep else \
+            Reservoir(w_in=arrays["w_in"], w=arrays["w"], leak=float(arrays["leak"]),
+                      gain=arrays["gain"], bias=arrays["bias"])
         readout, lam = arrays["readout"], float(arrays["lambda"])
         if meta.get("n_contexts") is not None:
             ctx = {k2: arrays[k2] for k2 in _CONTINUAL}

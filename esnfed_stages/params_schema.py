@@ -323,6 +323,8 @@ SCHEMA = Fields(optional={
             "wesad": Space(RESERVOIR_SPACE), "hhar": Space(RESERVOIR_SPACE),
             "ip": Space({"sigma": IP["sigma"], "rounds": COUNT}),
             "fedip": Space({"sigma": IP["sigma"], "rounds": COUNT, "local_epochs": COUNT}),
+        }, optional={
+            "deep": Space({"layers": COUNT}),  # deep reservoirs (issue 13): added for deep-* methods
         }),
     })),
     "readout": Fields(required={"lambdas": ListOf(Num.of(LAMBDA)), "batch_size": Num.of(BATCH_SIZE),

@@ -107,10 +107,11 @@ def header_lines(spec: TableSpec | None, inputs: Inputs, ttest_doc: Mapping[str,
     return [
         f"Data source: {_summary([d.get('source') for d in docs])}; budget: "
         f"{_summary([d.get('budget') for d in docs])}; retrains per cell: {retrains} ({seed_text})",
-        "Cells: mean ± population std over the retrains, ×100, two decimals; 'paper' = the "
-        "published value with its marks",
+        "Cells: mean ± population std over the retrains, ×100, two decimals"
+        + ("; 'paper' = the published value with its marks" if spec is None or spec.paper else ""),
         f"Significance: {variant}, two-sided, p <= {ttest_doc.get('alpha')}, on the pairs the "
-        f"paper compares (proposed vs baseline): {pairs}. **bold** = the best of the tested "
+        f"{'paper compares' if spec is None or spec.paper else 'table compares'} (proposed vs "
+        f"baseline): {pairs}. **bold** = the best of the tested "
         f"methods, significantly different in every pair it is part of; *italic* = not "
         f"significantly different from the best (the best included); no mark = significantly "
         f"worse than the best, or not tested against it",

@@ -28,7 +28,8 @@ WIDE = [0.74, 0.86, 0.78, 0.82]  # larger variance and n: Welch and Student give
 SCORES = {"random": [0.25, 0.26, 0.24], "ridge": LOW, "incfed": LOW, "fedavg": [0.68, 0.69, 0.70],
           "ip": WIDE, "fedip": HIGH, "clip-naive": [0.3, 0.32, 0.31], "clip-replay": WIDE,
           "clip-joint": HIGH, "fedclip-naive": [0.3, 0.32, 0.31], "fedclip-replay": LOW,
-          "fedclip-joint": HIGH}
+          "fedclip-joint": HIGH,
+          "deep-incfed": HIGH, "deep-fedip": HIGH}  # deep (issue 13): better than incfed, equal to fedip
 N_UNITS, N_CLASSES = {"wesad": 20, "hhar": 30}, {"wesad": 4, "hhar": 6}
 CONTEXTS = {"wesad": 5, "hhar": 4}
 IP_ROUNDS = 6
@@ -37,6 +38,7 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 def _communication(ds: str, method: str, clients: int) -> dict | None:
     n, c, t = N_UNITS[ds], N_CLASSES[ds], CONTEXTS[ds]
+    method = method.removeprefix("deep-")  # a deep method sends as its shallow one (N = total units)
     if method == "incfed":
         up, down, rounds = clients * (n * n + n * c), clients * n * c, 1
     elif method == "fedavg":
@@ -177,7 +179,7 @@ def test_ttest_groups_per_table(workdir):
     # continual tables 2 (replay vs naive, replay vs joint); IncFed tables 1 (IncFed vs FedAvg,
     # test column only).
     expected = {"esann": 8, "fedip": 8, "ip-centralized": 8, "fedclip": 16,
-                "clip-centralized": 16, "ijcnn-wesad": 4, "ijcnn-hhar": 4}
+                "clip-centralized": 16, "ijcnn-wesad": 4, "ijcnn-hhar": 4, "deep": 16}
     assert {t: sum(c["table"] == t for c in comps) for t in expected} == expected
     fedclip = [c for c in comps if c["table"] == "fedclip"]
     assert {(c["a"], c["b"]) for c in fedclip} == {("fedclip-replay", "fedclip-naive"),
@@ -230,6 +232,9 @@ def test_published_values_match_package_yaml(built):
     doc = yaml.safe_load(text)
     checked = 0
     for spec in TABLES:
+        if not spec.paper:  # the project's own tables (deep) have no published values
+            assert spec.id not in doc
+            continue
         pub = doc[spec.id]
         for r in _rows(workdir / "reports" / "tables" / f"{spec.id}.csv"):
             label = dict(spec.methods)[r["method"]]
@@ -238,13 +243,14 @@ def test_published_values_match_package_yaml(built):
             assert float(r["published_mean"]) == mean
             assert (r["published_std"] == "") if std is None else float(r["published_std"]) == std
             checked += 1
-    assert checked == sum(4 * len(s.datasets) * len(s.methods) * len(s.columns) for s in TABLES)
+    assert checked == sum(4 * len(s.datasets) * len(s.methods) * len(s.columns) for s in TABLES
+                          if s.paper)
 
 
 def test_communication_table(built):
     workdir = built[0]
     rows = _rows(workdir / "reports" / "tables" / "communication.csv")
-    assert len(rows) == 2 * 4 * 6
+    assert len(rows) == 2 * 4 * 8  # 6 federated methods of the papers + deep-incfed, deep-fedip
     assert {r["match"] for r in rows} == {"yes"}
     r = next(r for r in rows if r["dataset"] == "hhar" and r["pct"] == "50"
              and r["method"] == "incfed")
@@ -260,6 +266,28 @@ def test_communication_table(built):
     joint = next(r for r in rows if r["dataset"] == "hhar" and r["pct"] == "25"
                  and r["method"] == "fedclip-joint")
     assert (joint["ip_rounds"], joint["readouts"]) == (str(IP_ROUNDS), str(IP_ROUNDS))
+
+
+def test_deep_table_marks_each_pair_and_has_no_paper_column(built):
+    """Issue 13: reports/tables/deep.md/.csv, shallow vs deep within IncFed and within FedIP,
+    each pair marked on its own (deep-incfed beats incfed: bold; deep-fedip = fedip: both
+    italic); no published values, so no paper column."""
+    workdir = built[0]
+    rows = _rows(workdir / "reports" / "tables" / "deep.csv")
+    marks = {(r["dataset"], r["pct"], r["method"]): r["mark"] for r in rows}
+    assert len(rows) == 2 * 4 * 4
+    for ds in ("wesad", "hhar"):
+        for pct in PCTS:
+            assert marks[(ds, pct, "deep-incfed")] == "bold" and marks[(ds, pct, "incfed")] == ""
+            assert marks[(ds, pct, "deep-fedip")] == marks[(ds, pct, "fedip")] == "italic"
+    md = (workdir / "reports" / "tables" / "deep.md").read_text()
+    head = next(line for line in md.splitlines() if line.startswith("| train users"))
+    assert "paper" not in head and "WESAD deep-incfed" in head
+    assert "| 25% | 71.00 ± 0.82 | **80.00 ± 0.82** | *80.00 ± 0.82* | *80.00 ± 0.82* |" in md
+    comm = _rows(workdir / "reports" / "tables" / "communication.csv")
+    deep = next(r for r in comm if r["dataset"] == "wesad" and r["pct"] == "100"
+                and r["method"] == "deep-fedip")
+    assert deep["match"] == "yes" and int(deep["analytic_down_floats"]) == 5 * (2 * 20 * IP_ROUNDS + 20 * 4)
 
 
 def test_figures_and_plots(built):

@@ -29,12 +29,12 @@ def _expected(values):
 
 def test_table_ids_are_protocol_section_7():
     assert set(TABLE_IDS) == {"ijcnn-wesad", "ijcnn-hhar", "esann", "fedip", "fedclip",
-                              "ip-centralized", "clip-centralized"}
+                              "ip-centralized", "clip-centralized", "deep"}  # deep: issue 13
 
 
 def test_required_inputs_cover_every_method_once():
     needed = required_inputs()
-    assert len(needed) == len(set(needed)) == 24
+    assert len(needed) == len(set(needed)) == 28  # 24 of the papers + deep-{incfed,fedip} (issue 13)
     assert ("wesad", "fedclip-joint") in needed and ("hhar", "random") in needed
 
 

@@ -30,7 +30,8 @@ def test_method_ids_round_trip():
         assert m.continual == mid.startswith(("clip-", "fedclip-"))
     assert Method.parse("fedclip-replay").base == "fedip" and Method.parse("clip-joint").base == "ip"
     assert [m for m in METHODS if Method.parse(m).federated] == [
-        "incfed", "fedavg", "fedip", "fedclip-naive", "fedclip-replay", "fedclip-joint"]
+        "incfed", "fedavg", "fedip", "fedclip-naive", "fedclip-replay", "fedclip-joint",
+        "deep-incfed", "deep-fedip"]
 
 
 @pytest.mark.parametrize("algo, strategy, fragment", [
@@ -228,6 +229,8 @@ def test_the_solver_setting_reaches_every_readout_solve(data, method, monkeypatc
     monkeypatch.setattr(np.linalg, "pinv", spy)
     m = Method.parse(method)
     cfg = {**IP_CFG, "budget": 1, "local_epochs": 1} if m.uses_ip else dict(CFG)
+    if m.deep:
+        cfg["layers"] = 2
     fit(method, cfg, 3, data, SETTINGS)
     assert calls == []
     fit(method, cfg, 3, data, replace(SETTINGS, solver="pinv32"))

@@ -19,7 +19,7 @@ def test_members_are_their_values():
 
 def test_tuples_and_choices():
     assert DATASETS == ("wesad", "hhar") and PCTS == ("25", "50", "75", "100")
-    assert STRATEGIES == ("naive", "replay", "joint") and ALGOS[-2:] == ("clip", "fedclip")
+    assert STRATEGIES == ("naive", "replay", "joint") and ALGOS[-4:] == ("clip", "fedclip", "deep-incfed", "deep-fedip")
     assert ShareOrAll.values() == PCTS + ("all",)
 
 

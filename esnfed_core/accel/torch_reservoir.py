@@ -52,6 +52,10 @@ class Bank:
     def from_reservoirs(cls, reservoirs: Sequence[Reservoir], device: str | torch.device) -> "Bank":
         if not reservoirs:
             raise ValueError("Bank: no reservoirs")
+        deep = [len(r.layers) for r in reservoirs if not isinstance(r, Reservoir)]
+        if deep:
+            raise ValueError(f"Bank: a deep reservoir ({deep[0]} layers) runs on the numpy path only "
+                             "(runner.device cpu; esnfed_core.deep)")
         shapes = {(r.units, r.n_inputs) for r in reservoirs}
         if len(shapes) != 1:
             raise ValueError(f"Bank: reservoirs of one (units, inputs) shape only, got {sorted(shapes)}")

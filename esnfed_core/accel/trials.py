@@ -107,7 +107,7 @@ def fit_batch(
     Every config must have the same ``units``; ``settings.device`` picks the torch device.
     """
     m = method if isinstance(method, Method) else Method.parse(method)
-    if m.continual or m.algo == "random":
+    if m.continual or m.algo == "random" or m.deep:
         raise ValueError(f"fit_batch: {m.id} runs on the numpy path only")
     if len(configs) != len(seeds) or not configs:
         raise ValueError(f"fit_batch: {len(configs)} configs for {len(seeds)} seeds")
