@@ -19,6 +19,7 @@ from esnfed_stages import assess as assess_stage
 from esnfed_stages import retrain as retrain_stage
 from esnfed_stages import select as select_stage
 from esnfed_stages.experiment_params import experiment_params, parse_dataset, parse_pcts
+from esnfed_stages.heterogeneity import hetero_params
 from esnfed_stages.layout import assess_dir, assess_path
 from esnfed_stages.params import load_params
 
@@ -27,10 +28,14 @@ DatasetOpt = Annotated[Dataset, typer.Option("--dataset", help="Which dataset: w
                                              case_sensitive=False)]
 AlgoOpt = Annotated[Algo, typer.Option(
     "--algo", help="The method: random (baseline), ridge (centralised ESN), incfed, fedavg, ip "
-    "(centralised IP + ridge), fedip (FedIP + IncFed), clip / fedclip (continual; need --strategy).",
+    "(centralised IP + ridge), fedip (FedIP + IncFed), clip / fedclip (continual; need --strategy); "
+    "heterogeneous reservoirs: local, ensemble, align (every α of heterogeneity.alphas, or --alpha).",
     case_sensitive=False)]
 StrategyOpt = Annotated[Optional[Strategy], typer.Option(
     "--strategy", help="Continual strategy of clip/fedclip: naive, replay or joint.", case_sensitive=False)]
+AlphaOpt = Annotated[Optional[float], typer.Option(
+    "--alpha", min=0.0, max=1.0,
+    help="align only: one alignment strength α in [0, 1] (default: every α of heterogeneity.alphas).")]
 PctOpt = Annotated[ShareOrAll, typer.Option(
     "--pct", help="Share of training users: 25, 50, 75, 100, or all.")]
 ParamsOpt = Annotated[Path, typer.Option("--params", help="The params file to read.")]
@@ -63,15 +68,29 @@ def _method(algo: Algo, strategy: Optional[Strategy]) -> Method:
         raise typer.BadParameter(str(exc).removeprefix("strategy: "), param_hint="--strategy") from None
 
 
+def _methods(algo: Algo, strategy: Optional[Strategy], alpha: Optional[float], params: dict) -> list[Method]:
+    """The methods one command runs: ``--algo align`` is one per α (``--alpha``, or every α of
+    heterogeneity.alphas); any other algorithm is one method and takes no --alpha."""
+    if algo.value != "align":
+        if alpha is not None:
+            raise typer.BadParameter(f"{algo.value} takes no alignment strength", param_hint="--alpha")
+        return [_method(algo, strategy)]
+    if strategy is not None:
+        raise typer.BadParameter("align takes no strategy", param_hint="--strategy")
+    alphas = [alpha] if alpha is not None else list(hetero_params(params).alphas)
+    return [Method("align", alpha=float(a)) for a in alphas]
+
+
 def _prepare(dataset: Dataset, algo: Algo, strategy: Optional[Strategy], pct: ShareOrAll,
              params: Path, backend: Optional[Backend], n_jobs: Optional[int],
-             device: Optional[Device] = None):
-    """What select and retrain start from: dataset, method, shares, params, and the runner with
-    the command-line overrides."""
+             device: Optional[Device] = None, alpha: Optional[float] = None):
+    """What select and retrain start from: dataset, methods (one, or align's per α), shares,
+    params, and the runner with the command-line overrides."""
     p = load_params(params)
     runner = experiment_params(p).runner.with_overrides(backend.value if backend else None, n_jobs,
                                                         device.value if device else None)
-    return parse_dataset(dataset.value), _method(algo, strategy), parse_pcts(pct.value), p, runner
+    return (parse_dataset(dataset.value), _methods(algo, strategy, alpha, p), parse_pcts(pct.value), p,
+            runner)
 
 
 def _where(runner) -> str:
@@ -122,6 +141,7 @@ def select(
     params: ParamsOpt = Path("params.yaml"),
     data_dir: DataDirOpt = Path("data"),
     runs_dir: RunsDirOpt = Path("runs"),
+    alpha: AlphaOpt = None,
 ) -> None:
     """Model selection: seeded random search scored on the validation users.
 
@@ -131,10 +151,20 @@ def select(
     a rerun skips the trials already done. best.json is written per share when all its trials
     succeeded; failed trials are recorded and listed, and the command then exits with code 1.
     """
-    ds, method, pcts, p, runner = _prepare(dataset, algo, strategy, pct, params, backend, n_jobs, device)
-    with _progress() as bar:
-        result = select_stage.run(ds, method, pcts, p, data_dir=data_dir, runs_dir=runs_dir, runner=runner,
-                                  progress=_bar(bar, f"select {ds}/{method.id}"))
+    ds, methods, pcts, p, runner = _prepare(dataset, algo, strategy, pct, params, backend, n_jobs, device,
+                                            alpha)
+    failed = []
+    for method in methods:
+        with _progress() as bar:
+            result = select_stage.run(ds, method, pcts, p, data_dir=data_dir, runs_dir=runs_dir,
+                                      runner=runner, progress=_bar(bar, f"select {ds}/{method.id}"))
+        _select_table(ds, method, runner, result)
+        failed += result.failed
+    if failed:
+        _fail_listing("trial(s)", failed)
+
+
+def _select_table(ds: str, method: Method, runner, result) -> None:
     table = Table(title=f"select {ds}/{method.id} ({_where(runner)})",
                   caption="N units, ρ spectral radius, a leak, s input scaling, σ IP target std, "
                   "R rounds/epochs, E local epochs, λ ridge, B budget per context")
@@ -146,8 +176,6 @@ def select(
         table.add_row(f"{s.pct}%", str(s.n_trials), str(s.resumed), str(s.ran), str(len(s.failed)),
                       str(best.get("trial", "-")), _fmt(best.get("score")), cfg)
     console.print(table, highlight=False)
-    if result.failed:
-        _fail_listing("trial(s)", result.failed)
 
 
 @app.command()
@@ -163,16 +191,27 @@ def retrain(
     params: ParamsOpt = Path("params.yaml"),
     data_dir: DataDirOpt = Path("data"),
     runs_dir: RunsDirOpt = Path("runs"),
+    alpha: AlphaOpt = None,
 ) -> None:
     """Retrain the selected config with budgets.<budget>.retrains new seeds per share.
 
     Models go to runs/models/<dataset>/<method>/<pct>/seed-<k>.npz + .json (an open format: see
     the README, "Saved models"); a rerun skips models already trained with the same inputs.
     """
-    ds, method, pcts, p, runner = _prepare(dataset, algo, strategy, pct, params, backend, n_jobs, device)
-    with _progress() as bar:
-        result = retrain_stage.run(ds, method, pcts, p, data_dir=data_dir, runs_dir=runs_dir, runner=runner,
-                                   progress=_bar(bar, f"retrain {ds}/{method.id}"))
+    ds, methods, pcts, p, runner = _prepare(dataset, algo, strategy, pct, params, backend, n_jobs, device,
+                                            alpha)
+    failed = []
+    for method in methods:
+        with _progress() as bar:
+            result = retrain_stage.run(ds, method, pcts, p, data_dir=data_dir, runs_dir=runs_dir,
+                                       runner=runner, progress=_bar(bar, f"retrain {ds}/{method.id}"))
+        _retrain_table(ds, method, runner, result)
+        failed += result.failed
+    if failed:
+        _fail_listing("retrain(s)", failed)
+
+
+def _retrain_table(ds: str, method: Method, runner, result) -> None:
     table = Table(title=f"retrain {ds}/{method.id} ({_where(runner)})")
     for col in ("train users", "models", "resumed", "ran", "failed", "config"):
         table.add_column(col, justify="left" if col == "config" else "right")
@@ -180,8 +219,6 @@ def retrain(
         cfg = _config(s.config)
         table.add_row(f"{s.pct}%", str(len(s.seeds)), str(s.resumed), str(s.ran), str(len(s.failed)), cfg)
     console.print(table, highlight=False)
-    if result.failed:
-        _fail_listing("retrain(s)", result.failed)
 
 
 @app.command()
@@ -194,6 +231,7 @@ def assess(
     params: ParamsOpt = Path("params.yaml"),
     data_dir: DataDirOpt = Path("data"),
     runs_dir: RunsDirOpt = Path("runs"),
+    alpha: AlphaOpt = None,
 ) -> None:
     """Score every retrained model on the test users -> runs/assess/<dataset>/<method>.json.
 
@@ -202,12 +240,16 @@ def assess(
     Continual methods also get the accuracy matrix and stream accuracy per context; IP methods
     on the datasets in assess.activation_datasets get activation densities per context.
     """
-    ds, method = parse_dataset(dataset.value), _method(algo, strategy)
-    p = load_params(params)
-    with _progress() as bar:
-        doc = assess_stage.run(ds, method, p, data_dir=data_dir, runs_dir=runs_dir,
-                               progress=_bar(bar, f"assess {ds}/{method.id}"),
-                               device=device.value if device else None)
+    ds, p = parse_dataset(dataset.value), load_params(params)
+    for method in _methods(algo, strategy, alpha, p):
+        with _progress() as bar:
+            doc = assess_stage.run(ds, method, p, data_dir=data_dir, runs_dir=runs_dir,
+                                   progress=_bar(bar, f"assess {ds}/{method.id}"),
+                                   device=device.value if device else None)
+        _assess_table(ds, method, runs_dir, doc)
+
+
+def _assess_table(ds: str, method: Method, runs_dir: Path, doc: dict) -> None:
     table = Table(title=f"assess {ds}/{method.id}: accuracy % (mean ± std over retrains)")
     for col in ("train users", "retrains", "test", "train", "communication up/down floats"):
         table.add_column(col, justify="right")

@@ -11,6 +11,7 @@ Method ids and what they train:
   fedavg          FedAvg of locally solved readouts, weighted by window counts
   ip / fedip      centralised IP epochs / FedIP rounds on (g, b), then ridge / IncFed
   clip-S / fedclip-S   continual IP (S = naive | replay | joint) over the contexts, λ fixed
+  local / ensemble / align-α   heterogeneous reservoirs, one per client (esnfed_core.heterogeneous)
 """
 
 from __future__ import annotations
@@ -32,7 +33,9 @@ from esnfed_core.vocabulary import ALGOS, STRATEGIES
 
 METHODS = ("random", "ridge", "incfed", "fedavg", "ip", "fedip") + tuple(
     f"{a}-{s}" for a in ("clip", "fedclip") for s in STRATEGIES
-)
+) + ("local", "ensemble", "align-<alpha>")
+# Heterogeneous methods (issue 13): every client its own reservoir (esnfed_core.heterogeneous).
+HETERO_ALGOS = ("local", "ensemble", "align")
 RESERVOIR_KEYS = ("units", "spectral_radius", "leak", "input_scaling")
 # Named sub-seeds of a trial seed, in SeedSequence order (adding a name at the end keeps the others).
 SEED_NAMES = ("reservoir", "ip", "validation", "test", "train")
@@ -45,8 +48,15 @@ class Method:
 
     algo: str
     strategy: str | None = None
+    alpha: float | None = None  # align only: the alignment strength α in [0, 1]
 
     def __post_init__(self) -> None:
+        if self.algo == "align":
+            if isinstance(self.alpha, bool) or not isinstance(self.alpha, (int, float)) \
+                    or not 0.0 <= self.alpha <= 1.0:
+                raise ConfigError(f"alpha: align needs an alignment strength in [0, 1], got {self.alpha!r}")
+        elif self.alpha is not None:
+            raise ConfigError(f"alpha: {self.algo} takes no alignment strength")
         if self.algo not in ALGOS:
             raise ConfigError(f"algo: unknown algorithm {self.algo!r} (expected one of {', '.join(ALGOS)})")
         if self.continual and self.strategy not in STRATEGIES:
@@ -59,11 +69,23 @@ class Method:
     @classmethod
     def parse(cls, method_id: str) -> "Method":
         algo, _, strategy = method_id.partition("-")
+        if algo == "align":  # align-<α>, e.g. align-0.25
+            try:
+                return cls(algo, alpha=float(strategy))
+            except ValueError:
+                raise ConfigError(f"method {method_id!r}: expected align-<alpha>, e.g. align-0.5") from None
         return cls(algo, strategy or None)
 
     @property
     def id(self) -> str:
+        if self.algo == "align":
+            return f"align-{self.alpha:g}"
         return f"{self.algo}-{self.strategy}" if self.strategy else self.algo
+
+    @property
+    def heterogeneous(self) -> bool:
+        """Every client its own reservoir (issue 13): local, ensemble, align-α."""
+        return self.algo in HETERO_ALGOS
 
     @property
     def continual(self) -> bool:
@@ -71,7 +93,7 @@ class Method:
 
     @property
     def federated(self) -> bool:
-        return self.algo in ("incfed", "fedavg", "fedip", "fedclip")
+        return self.algo in ("incfed", "fedavg", "fedip", "fedclip") + HETERO_ALGOS
 
     @property
     def uses_ip(self) -> bool:
@@ -118,6 +140,9 @@ class Settings:
     solver: str = "cholesky"  # readout.solve: cholesky (float64) | pinv32 (the authors' numerics)
     replay_shuffle: bool = False  # replay at t > 0: False = the authors' in-order batches
     retrain_lambda: str = "select"  # select: each retrain picks λ on validation | frozen: best.json's
+    # How the clients' reservoirs differ (heterogeneous methods): an
+    # esnfed_core.heterogeneity.Heterogeneity, None = its default (mode seed).
+    heterogeneity: Any = None
 
     def __post_init__(self) -> None:
         from esnfed_core.accel import check_device  # noqa: PLC0415 (no torch import)
@@ -133,7 +158,8 @@ class Settings:
 
     def accelerated(self, method: "Method") -> bool:
         """Whether trials of ``method`` run on the torch kernels with these settings."""
-        return self.device != "cpu" and method.algo != "random" and not method.continual
+        return self.device != "cpu" and method.algo != "random" and not method.continual \
+            and not method.heterogeneous  # heterogeneous methods: numpy path only
 
     def retrain_scores(self, method: "Method") -> bool:
         """Whether a retrain of ``method`` scores on the validation users: stationary ESN methods
@@ -163,6 +189,10 @@ class Settings:
                            replay_shuffle=self.replay_shuffle)
             elif method.strategy == "joint":
                 out.update(joint_patience=self.joint_patience, joint_max_rounds=self.joint_max_rounds)
+        if method.heterogeneous:
+            from esnfed_core.heterogeneity import heterogeneity_of  # noqa: PLC0415
+
+            out["heterogeneity"] = heterogeneity_of(self).as_dict()
         return out
 
 
@@ -204,7 +234,12 @@ class FittedModel:
     communication: dict[str, int] | None = None
     validation: dict[str, Any] | None = None
     ip_rounds: list[int] | None = None  # continual: IP rounds (epochs) behind each context's model
-
+    # Heterogeneous methods: each client's reservoir (align: aligned to ``reservoir``, the target,
+    # with the shared ``readout``), local/ensemble: each client's readout (C, N_c), and each
+    # client's drawn hyperparameters.
+    clients: tuple[Reservoir, ...] | None = None
+    client_readouts: tuple[np.ndarray, ...] | None = None
+    client_configs: tuple[dict, ...] | None = None
     @property
     def score(self) -> float:
         if self.validation is None:
@@ -231,7 +266,7 @@ def check_config(method: Method, config: Mapping[str, Any], *, need_lambda: bool
         raise ConfigError(f"config of {method.id}: missing hyperparameter(s) {', '.join(missing)}")
 
 
-def make_reservoir(config: Mapping[str, Any], n_inputs: int, seed: int) -> Reservoir:
+def make_reservoir(config: Mapping[str, Any], n_inputs: int, seed: int | np.random.Generator) -> Reservoir:
     rc = ReservoirConfig(
         n_inputs=n_inputs, units=int(config["units"]), spectral_radius=float(config["spectral_radius"]),
         leak=float(config["leak"]), input_scaling=float(config["input_scaling"]),
@@ -280,6 +315,10 @@ def fit(
         return FittedModel(m.id, int(seed), cfg, data.n_classes, seeds, validation=val)
     if m.continual:
         return _fit_continual(m, cfg, int(seed), seeds, data, settings, score)
+    if m.heterogeneous:
+        from esnfed_core.heterogeneous import fit_heterogeneous  # noqa: PLC0415
+
+        return fit_heterogeneous(m, cfg, int(seed), seeds, data, settings, score)
     if settings.accelerated(m):
         from esnfed_core.accel.trials import fit_batch  # noqa: PLC0415 (imports torch)
 
@@ -367,13 +406,7 @@ def stationary_model(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialDa
     """The FittedModel of a stationary trial from its readouts (L, C, N) for ``lambdas`` and, when
     it was scored, the validation ``counts``: λ is the first best (the given one when fixed).
     Shared by the numpy path and the batched accelerator path (esnfed_core.accel.trials)."""
-    val = None
-    best = 0
-    if counts is not None:
-        per_lambda = counts.accuracy
-        best = int(np.argmax(per_lambda))  # first maximum: the smallest λ among ties
-        val = {"score": float(per_lambda[best]), "accuracy": float(per_lambda[best]),
-               "lambda": lambdas[best], "per_lambda": [float(a) for a in per_lambda]}
+    best, val = select_lambda(counts, lambdas)
     if fed_ledgers:
         ledger = fed_ledgers[best]
     lam = lambdas[best]
@@ -382,6 +415,17 @@ def stationary_model(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialDa
     return FittedModel(m.id, seed, cfg, data.n_classes, seeds, reservoir=res,
                        readout=np.asarray(readouts[best], np.float64), lam=lam,
                        communication=comm, validation=val)
+
+
+def select_lambda(counts: Counts | None, lambdas: list[float]) -> tuple[int, dict[str, Any] | None]:
+    """The index of the first best λ on the validation ``counts`` (0 when not scored) and the
+    validation record (score, accuracy, lambda, per_lambda), or None when not scored."""
+    if counts is None:
+        return 0, None
+    per_lambda = counts.accuracy
+    best = int(np.argmax(per_lambda))  # first maximum: the smallest λ among ties
+    return best, {"score": float(per_lambda[best]), "accuracy": float(per_lambda[best]),
+                  "lambda": lambdas[best], "per_lambda": [float(a) for a in per_lambda]}
 
 
 def _contexts(users: Sequence[UserData], n_contexts: int) -> list[tuple[np.ndarray, np.ndarray]]:

@@ -60,6 +60,10 @@ class Algo(Name):
     fedip = "fedip"
     clip = "clip"
     fedclip = "fedclip"
+    # Heterogeneous reservoirs (issue 13, docs/heterogeneous.md): each client its own reservoir.
+    local = "local"
+    ensemble = "ensemble"
+    align = "align"
 
 
 class Strategy(Name):

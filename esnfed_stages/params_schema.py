@@ -281,6 +281,12 @@ def _privacy(key: str, value: Any) -> None:
     privacy_params({"privacy": value})
 
 
+def _heterogeneity(key: str, value: Any) -> None:
+    from esnfed_stages.heterogeneity import hetero_params  # noqa: PLC0415 (the stage owns its checks)
+
+    hetero_params({"heterogeneity": value})
+
+
 # ---------------------------------------------------------------- the schema
 POSITIVE = Num(low=0.0, low_open=True)
 COUNT = Num(integer=True, low=1)
@@ -342,6 +348,8 @@ SCHEMA = Fields(optional={
     "assess": Fields(required={"activation_bins": Num.of(BINS),
                                "activation_datasets": ListOf(Choice(DATASETS), empty=True)}),
     "privacy": Delegate(_privacy, ("epsilons", "delta", "relation", "clip", "ip_clip", "pct", "methods")),
+    # issue 13: heterogeneous reservoirs (esnfed_stages/heterogeneity.py checks the section)
+    "heterogeneity": Delegate(_heterogeneity, ("seed", "mode", "vary", "combine", "alphas", "pcts")),
 })
 
 

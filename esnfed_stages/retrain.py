@@ -22,6 +22,7 @@ from esnfed_core.search import derive_seed
 from esnfed_core.trial import Method
 from esnfed_stages._io import clean_stale_tmp, output_locks, read_json, write_json
 from esnfed_stages.experiment_params import ExperimentParams, RunnerConfig, experiment_params
+from esnfed_stages import heterogeneity
 from esnfed_stages.fingerprint import code_fingerprint, result_key
 from esnfed_stages.jobs import Progress, run_pending
 from esnfed_stages.layout import best_path, model_dir
@@ -116,6 +117,7 @@ def run(
 
     Each share's folder is locked for the run: a second run on the same share stops at once.
     """
+    pcts = heterogeneity.shares(params, method, pcts)  # issue 13: the budget's shares
     with output_locks([model_dir(runs_dir, dataset, method.id, p) for p in pcts]):
         return _run(dataset, method, pcts, params, data_dir, runs_dir, runner, progress)
 
@@ -124,7 +126,7 @@ def _run(dataset: str, method: Method, pcts: list[str], params: Mapping[str, Any
          runs_dir: Path, runner: RunnerConfig | None, progress: Progress | None) -> RetrainResult:
     exp = experiment_params(params)
     runner = for_method(runner or exp.runner, method)
-    exp = exp.on_device(runner.device)
+    exp = heterogeneity.settings_for(exp.on_device(runner.device), params, method, dataset)
     data = open_dataset(data_dir, dataset)
     summaries: dict[str, RetrainSummary] = {}
     pending: list[PlannedRetrain] = []

@@ -18,6 +18,7 @@ from esnfed_core.search import continual_budgets, derive_seed, sample_config
 from esnfed_core.trial import Method
 from esnfed_stages._io import clean_stale_tmp, output_locks, read_json, write_json
 from esnfed_stages.experiment_params import ExperimentParams, RunnerConfig, experiment_params
+from esnfed_stages import heterogeneity
 from esnfed_stages.fingerprint import code_fingerprint, result_key
 from esnfed_stages.jobs import Progress, run_pending
 from esnfed_stages.layout import best_path, select_dir
@@ -174,6 +175,7 @@ def run(
 
     Each share's folder is locked for the run: a second run on the same share stops at once.
     """
+    pcts = heterogeneity.shares(params, method, pcts)  # issue 13: the budget's shares
     with output_locks([select_dir(runs_dir, dataset, method.id, p) for p in pcts]):
         return _run(dataset, method, pcts, params, data_dir, runs_dir, runner, progress)
 
@@ -182,7 +184,7 @@ def _run(dataset: str, method: Method, pcts: list[str], params: Mapping[str, Any
          runs_dir: Path, runner: RunnerConfig | None, progress: Progress | None) -> SelectResult:
     exp = experiment_params(params)
     runner = for_method(runner or exp.runner, method)
-    exp = exp.on_device(runner.device)
+    exp = heterogeneity.settings_for(exp.on_device(runner.device), params, method, dataset)
     data = open_dataset(data_dir, dataset)
     if method.continual and data.n_contexts < 1:
         raise ConfigError(f"{dataset}: no contexts for {method.id}")
