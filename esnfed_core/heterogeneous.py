@@ -103,7 +103,8 @@ def fit_heterogeneous(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialD
                                                    settings.batch_size)) if score else None
         model = stationary_model(m, cfg, seed, seeds, data, target.reservoir, readouts, lambdas, ledger, [],
                                  counts)
-        return replace(model, clients=tuple(reservoirs), client_configs=tuple(d.config for d in draws))
+        return replace(model, clients=tuple(reservoirs), client_configs=tuple(d.config for d in draws),
+                       communication=_sizes(model.communication, data))
     reservoirs = [d.reservoir for d in draws]
     per_client = [solve(c.fit_stats(r).stats, lambdas, settings.solver) for c, r in zip(clients, reservoirs)]
     counts = None
@@ -118,9 +119,14 @@ def fit_heterogeneous(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialD
             ledger.record("ensemble", 0, c.name, "up",
                           ModelMessage(r.w_in, r.w, r.gain, r.bias, r.leak, w, num_examples=c.num_examples))
     return FittedModel(m.id, seed, {**cfg, "lambda": lambdas[best]}, data.n_classes, seeds,
-                       readout=None, lam=lambdas[best], communication=communication(ledger, len(names)),
+                       readout=None, lam=lambdas[best], communication=_sizes(communication(ledger, len(names)), data),
                        validation=val, clients=tuple(reservoirs), client_readouts=chosen,
                        client_configs=tuple(d.config for d in draws))
+
+
+def _sizes(comm: dict[str, int], data: TrialData) -> dict[str, int]:
+    """The message totals with the sizes their formulas need (U inputs, C classes)."""
+    return {**comm, "inputs": int(data.n_inputs), "classes": int(data.n_classes)}
 
 
 def _target(cfg: dict, data: TrialData, seeds: dict) -> Reservoir:
