@@ -153,15 +153,24 @@ def select(
     """
     ds, methods, pcts, p, runner = _prepare(dataset, algo, strategy, pct, params, backend, n_jobs, device,
                                             alpha)
+    _each(select_stage.run, "select", _select_table, "trial(s)", ds, methods, pcts, p, runner, data_dir,
+          runs_dir)
+
+
+def _each(stage_run, verb: str, table, what: str, ds: str, methods: list[Method], pcts: list[str], p: dict,
+          runner, data_dir: Path, runs_dir: Path) -> None:
+    """Run select or retrain for each method (align: one per α), print each summary table, then
+    list every failure (with its method when there are several) and exit 1 if any."""
     failed = []
     for method in methods:
         with _progress() as bar:
-            result = select_stage.run(ds, method, pcts, p, data_dir=data_dir, runs_dir=runs_dir,
-                                      runner=runner, progress=_bar(bar, f"select {ds}/{method.id}"))
-        _select_table(ds, method, runner, result)
-        failed += result.failed
+            result = stage_run(ds, method, pcts, p, data_dir=data_dir, runs_dir=runs_dir, runner=runner,
+                               progress=_bar(bar, f"{verb} {ds}/{method.id}"))
+        table(ds, method, runner, result)
+        label = f"{method.id} " if len(methods) > 1 else ""
+        failed += [(f"{label}{pct}", i, e) for pct, i, e in result.failed]
     if failed:
-        _fail_listing("trial(s)", failed)
+        _fail_listing(what, failed)
 
 
 def _select_table(ds: str, method: Method, runner, result) -> None:
@@ -200,15 +209,8 @@ def retrain(
     """
     ds, methods, pcts, p, runner = _prepare(dataset, algo, strategy, pct, params, backend, n_jobs, device,
                                             alpha)
-    failed = []
-    for method in methods:
-        with _progress() as bar:
-            result = retrain_stage.run(ds, method, pcts, p, data_dir=data_dir, runs_dir=runs_dir,
-                                       runner=runner, progress=_bar(bar, f"retrain {ds}/{method.id}"))
-        _retrain_table(ds, method, runner, result)
-        failed += result.failed
-    if failed:
-        _fail_listing("retrain(s)", failed)
+    _each(retrain_stage.run, "retrain", _retrain_table, "retrain(s)", ds, methods, pcts, p, runner, data_dir,
+          runs_dir)
 
 
 def _retrain_table(ds: str, method: Method, runner, result) -> None:

@@ -189,10 +189,8 @@ class Settings:
                            replay_shuffle=self.replay_shuffle)
             elif method.strategy == "joint":
                 out.update(joint_patience=self.joint_patience, joint_max_rounds=self.joint_max_rounds)
-        if method.heterogeneous:
-            from esnfed_core.heterogeneity import heterogeneity_of  # noqa: PLC0415
-
-            out["heterogeneity"] = heterogeneity_of(self).as_dict()
+        if method.heterogeneous:  # None: the default spec (esnfed_core.heterogeneity.heterogeneity_of)
+            out["heterogeneity"] = None if self.heterogeneity is None else self.heterogeneity.as_dict()
         return out
 
 

@@ -14,7 +14,7 @@ from esnfed_core.heterogeneity import COMBINE, MODES, Heterogeneity
 from esnfed_core.search import parse_space
 from esnfed_core.trial import RESERVOIR_KEYS, Method
 from esnfed_core.vocabulary import PCTS
-from esnfed_stages.experiment_params import ExperimentParams
+from esnfed_stages.experiment_params import ExperimentParams, _check_keys
 from esnfed_stages.sections import section
 
 KEYS = ("seed", "mode", "vary", "combine", "alphas", "pcts")
@@ -39,12 +39,7 @@ class HeteroParams:
 
 def hetero_params(params: Mapping[str, Any]) -> HeteroParams:
     """The validated ``heterogeneity`` section; every error names its key."""
-    p = section(params, "heterogeneity")
-    if not isinstance(p, Mapping):
-        raise ConfigError("params.yaml: heterogeneity must be a mapping")
-    unknown = sorted(set(p) - set(KEYS))
-    if unknown:
-        raise ConfigError(f"params.yaml: heterogeneity.{unknown[0]}: unknown key (expected {', '.join(KEYS)})")
+    p = _check_keys("heterogeneity", section(params, "heterogeneity"), KEYS)
     missing = [k for k in KEYS if k not in p]
     if missing:
         raise ConfigError(f"params.yaml: heterogeneity.{missing[0]}: missing")

@@ -15,7 +15,9 @@ LAYER = {"esnfed_core": 0, "esnfed_stages": 1, "esnfed_cli": 2}
 # The one known cycle, left to the accelerator path's owner: trial.fit dispatches an accelerated
 # trial to accel.trials (an import inside the function, which needs torch), and accel.trials builds
 # on trial's types. Any other cycle fails.
-KNOWN_EDGES = {("esnfed_core.trial", "esnfed_core.accel.trials")}
+# Lazy dispatch from the trial function to a method family's own module (imported inside fit).
+KNOWN_EDGES = {("esnfed_core.trial", "esnfed_core.accel.trials"),
+               ("esnfed_core.trial", "esnfed_core.heterogeneous")}  # issue 13
 
 
 def _modules(package: str) -> dict[str, Path]:
