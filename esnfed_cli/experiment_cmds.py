@@ -26,10 +26,11 @@ from esnfed_stages.params import load_params
 
 DatasetOpt = Annotated[Dataset, typer.Option("--dataset", help="Which dataset: wesad or hhar.",
                                              case_sensitive=False)]
-AlgoOpt = Annotated[Algo, typer.Option(
+AlgoOpt = Annotated[list[Algo], typer.Option(
     "--algo", help="The method: random (baseline), ridge (centralised ESN), incfed, fedavg, ip "
     "(centralised IP + ridge), fedip (FedIP + IncFed), clip / fedclip (continual; need --strategy); "
-    "heterogeneous reservoirs: local, ensemble, align (every α of heterogeneity.alphas, or --alpha).",
+    "heterogeneous reservoirs: local, ensemble, align (every α of heterogeneity.alphas, or --alpha). "
+    "Repeat --algo to run several methods in one command (one process and worker pool).",
     case_sensitive=False)]
 StrategyOpt = Annotated[Optional[Strategy], typer.Option(
     "--strategy", help="Continual strategy of clip/fedclip: naive, replay or joint.", case_sensitive=False)]
@@ -68,12 +69,21 @@ def _method(algo: Algo, strategy: Optional[Strategy]) -> Method:
         raise typer.BadParameter(str(exc).removeprefix("strategy: "), param_hint="--strategy") from None
 
 
-def _methods(algo: Algo, strategy: Optional[Strategy], alpha: Optional[float], params: dict) -> list[Method]:
-    """The methods one command runs: ``--algo align`` is one per α (``--alpha``, or every α of
-    heterogeneity.alphas); any other algorithm is one method and takes no --alpha."""
+def _methods(algos: list[Algo], strategy: Optional[Strategy], alpha: Optional[float],
+             params: dict) -> list[Method]:
+    """The methods one command runs, in the order of the ``--algo`` options (repeats dropped)."""
+    if alpha is not None and Algo.align not in algos:
+        raise typer.BadParameter(f"{algos[0].value} takes no alignment strength (align only)", param_hint="--alpha")
+    out: list[Method] = []
+    for algo in dict.fromkeys(algos):
+        out += _methods_of(algo, strategy, alpha, params)
+    return out
+
+
+def _methods_of(algo: Algo, strategy: Optional[Strategy], alpha: Optional[float], params: dict) -> list[Method]:
+    """``--algo align`` is one method per α (``--alpha``, or every α of heterogeneity.alphas); any
+    other algorithm is one method and takes no --alpha."""
     if algo.value != "align":
-        if alpha is not None:
-            raise typer.BadParameter(f"{algo.value} takes no alignment strength", param_hint="--alpha")
         return [_method(algo, strategy)]
     if strategy is not None:
         raise typer.BadParameter("align takes no strategy", param_hint="--strategy")
@@ -81,7 +91,7 @@ def _methods(algo: Algo, strategy: Optional[Strategy], alpha: Optional[float], p
     return [Method("align", alpha=float(a)) for a in alphas]
 
 
-def _prepare(dataset: Dataset, algo: Algo, strategy: Optional[Strategy], pct: ShareOrAll,
+def _prepare(dataset: Dataset, algo: list[Algo], strategy: Optional[Strategy], pct: ShareOrAll,
              params: Path, backend: Optional[Backend], n_jobs: Optional[int],
              device: Optional[Device] = None, alpha: Optional[float] = None):
     """What select and retrain start from: dataset, methods (one, or align's per α), shares,

@@ -156,6 +156,8 @@ def alpha_bands(title: str, panels: Sequence[AlphaPanel]) -> bytes:
             ax.errorbar(x, mean, yerr=std, color="tab:red", marker="o", capsize=3, label="align-α")
         else:
             ax.plot([], [], color="tab:red", marker="o", label="align-α (n/a)")
+        if not pts and all(v is None for v in bands.values()):
+            ax.text(0.5, 0.5, "n/a", ha="center", va="center", transform=ax.transAxes)
         ax.set_title(name, fontsize="medium")
         ax.set_xlabel("α (alignment toward the target)")
         ax.grid(alpha=0.3)

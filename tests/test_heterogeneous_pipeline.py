@@ -38,10 +38,10 @@ def built(tmp_path_factory) -> Path:
     write_params(root, params)
     common = ["--dataset", "wesad", "--params", str(root / "params.yaml"), "--data-dir", str(root / "data"),
               "--runs-dir", str(root / "runs")]
-    for algo in ("incfed", "local", "ensemble", "align"):
-        _invoke("select", "--algo", algo, "--pct", "all", *common)
-        _invoke("retrain", "--algo", algo, *common)
-        _invoke("assess", "--algo", algo, *common)
+    algos = ["--algo", "incfed", "--algo", "local", "--algo", "ensemble", "--algo", "align"]
+    _invoke("select", *algos, "--pct", "all", *common)  # several methods in one command, as dvc.yaml
+    _invoke("retrain", *algos, *common)
+    _invoke("assess", *algos, *common)
     assess = str(root / "runs" / "assess")
     p = str(root / "params.yaml")
     _invoke("ttest", "--params", p, "--assess-dir", assess, "--out", str(root / "ttest.json"), "--allow-missing")
@@ -100,14 +100,16 @@ def test_report_table_figure_and_communication(built):
     assert len(new) == 8 * 2 and all(r["match"] == "yes" for r in new)
 
 
-def test_dvc_align_stages_list_params_alphas():
+def test_dvc_stages_list_params_alphas():
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
-    ids = [f"align-{a:g}" for a in hetero_params(params).alphas]
+    ids = [m.id for m in hetero_params(params).methods()]
     stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
-    for kind, stage in (("select", "select-align"), ("models", "retrain-align")):
+    for kind, stage in (("select", "select-hetero"), ("models", "retrain-hetero")):
         outs = [next(iter(o)) for o in stages[stage]["do"]["outs"]]
         assert outs == [f"runs/{kind}/${{item}}/{m}" for m in ids]
-    assert stages["assess-align"]["do"]["outs"] == [f"runs/assess/${{item}}/{m}.json" for m in ids]
+    assert stages["assess-hetero"]["do"]["outs"] == [f"runs/assess/${{item}}/{m}.json" for m in ids]
+    assert all("--algo local --algo ensemble --algo align" in stages[s]["do"]["cmd"]
+               for s in ("select-hetero", "retrain-hetero", "assess-hetero"))
 
 
 @pytest.mark.parametrize("change, match", [
