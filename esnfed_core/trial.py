@@ -33,7 +33,7 @@ from esnfed_core.vocabulary import ALGOS, STRATEGIES
 
 METHODS = ("random", "ridge", "incfed", "fedavg", "ip", "fedip") + tuple(
     f"{a}-{s}" for a in ("clip", "fedclip") for s in STRATEGIES
-) + ("local", "ensemble", "align-<alpha>")
+) + ("local", "ensemble", "align-0.5")  # align-<α> for any α in [0, 1]: 0.5 stands for them
 # Heterogeneous methods (issue 13): every client its own reservoir (esnfed_core.heterogeneous).
 HETERO_ALGOS = ("local", "ensemble", "align")
 RESERVOIR_KEYS = ("units", "spectral_radius", "leak", "input_scaling")

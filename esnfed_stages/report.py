@@ -385,7 +385,8 @@ def build(inputs: Inputs, ttest_doc: Mapping[str, Any], published: Published, da
         add_heterogeneous(rep, hetero, inputs, ttest_doc, date)
         if progress:
             progress("table heterogeneous")
-    rep.metrics = metric_files(metrics(inputs.scores))
+    scores = {**inputs.scores, **(hetero.inputs.scores if hetero is not None else {})}
+    rep.metrics = metric_files(metrics(scores))  # heterogeneous methods: their budget's shares
     return rep
 
 
