@@ -21,7 +21,7 @@ from esnfed_core.trial import Method
 from esnfed_core.vocabulary import DATASETS, PCTS
 from esnfed_stages import figures
 from esnfed_stages._datasets import n_classes
-from esnfed_stages.tables import NA, cells_csv, format_value, to_csv
+from esnfed_stages.tables import CSV_COLUMNS, NA, format_value, to_csv
 from esnfed_stages.ttest import Inputs, load_inputs
 
 CSV_EXTRA = ("client_std",)
@@ -79,7 +79,7 @@ def render(cells: Sequence[Cell], inputs: Inputs, methods: Sequence[str], pcts: 
             label = DATASET_LABELS.get(ds, ds)
             lines.append(f"| {label} | {pct}% | " + " | ".join(cells_md) + " |")
             spread.append(f"| {label} | {pct}% | " + " | ".join(spread_md) + " |")
-    csv_text = to_csv(rows, tuple(cells_csv([]).strip().split(",")) + CSV_EXTRA)
+    csv_text = to_csv(rows, CSV_COLUMNS + CSV_EXTRA)
     return "\n".join(lines + spread) + "\n", csv_text
 
 

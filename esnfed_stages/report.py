@@ -407,7 +407,7 @@ def add_heterogeneous(rep: Report, het: HeteroReport, inputs: Inputs, ttest_doc:
     pcts = hetero_report.shares(het.inputs, het.methods)
     cells = hetero_cells(het.inputs.scores, ttest_doc["comparisons"], DATASETS, pcts, het.methods)
     rep.cells["heterogeneous"] = cells
-    base = header_lines(None, Inputs(docs=het.inputs.docs, missing=het.inputs.missing), ttest_doc, date)
+    base = header_lines(None, het.inputs, ttest_doc, date)
     missing = [str(p) for p in het.inputs.missing]
     base[-1] = "Missing inputs (n/a cells): " + (", ".join(missing) if missing else "none")
     md, csv_text = hetero_report.render(cells, het.inputs, het.methods, pcts,
