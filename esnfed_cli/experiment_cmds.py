@@ -19,19 +19,24 @@ from esnfed_stages import assess as assess_stage
 from esnfed_stages import retrain as retrain_stage
 from esnfed_stages import select as select_stage
 from esnfed_stages.experiment_params import experiment_params, parse_dataset, parse_pcts
+from esnfed_stages.heterogeneity_params import hetero_params
 from esnfed_stages.layout import assess_dir, assess_path
 from esnfed_stages.params import load_params
 
 
 DatasetOpt = Annotated[Dataset, typer.Option("--dataset", help="Which dataset: wesad or hhar.",
                                              case_sensitive=False)]
-AlgoOpt = Annotated[Algo, typer.Option(
+AlgoOpt = Annotated[list[Algo], typer.Option(
     "--algo", help="The method: random (baseline), ridge (centralised ESN), incfed, fedavg, ip "
-    "(centralised IP + ridge), fedip (FedIP + IncFed), clip / fedclip (continual; need --strategy), "
-    "deep-incfed / deep-fedip (IncFed / FedIP on stacked reservoirs, docs/deep.md).",
+    "(centralised IP + ridge), fedip (FedIP + IncFed), clip / fedclip (continual; need --strategy); "
+    "heterogeneous reservoirs: local, ensemble, align (every α of heterogeneity.alphas, or --alpha). "
+    "Repeat --algo to run several methods in one command (one process and worker pool).",
     case_sensitive=False)]
 StrategyOpt = Annotated[Optional[Strategy], typer.Option(
     "--strategy", help="Continual strategy of clip/fedclip: naive, replay or joint.", case_sensitive=False)]
+AlphaOpt = Annotated[Optional[float], typer.Option(
+    "--alpha", min=0.0, max=1.0,
+    help="align only: one alignment strength α in [0, 1] (default: every α of heterogeneity.alphas).")]
 PctOpt = Annotated[ShareOrAll, typer.Option(
     "--pct", help="Share of training users: 25, 50, 75, 100, or all.")]
 ParamsOpt = Annotated[Path, typer.Option("--params", help="The params file to read.")]
@@ -64,15 +69,39 @@ def _method(algo: Algo, strategy: Optional[Strategy]) -> Method:
         raise typer.BadParameter(str(exc).removeprefix("strategy: "), param_hint="--strategy") from None
 
 
-def _prepare(dataset: Dataset, algo: Algo, strategy: Optional[Strategy], pct: ShareOrAll,
+def _methods(algos: list[Algo], strategy: Optional[Strategy], alpha: Optional[float],
+             params: dict) -> list[Method]:
+    """The methods one command runs, in the order of the ``--algo`` options (repeats dropped)."""
+    if alpha is not None and Algo.align not in algos:
+        raise typer.BadParameter(f"{algos[0].value} takes no alignment strength (align only)", param_hint="--alpha")
+    out: list[Method] = []
+    for algo in dict.fromkeys(algos):
+        out += _methods_of(algo, strategy, alpha, params)
+    return out
+
+
+def _methods_of(algo: Algo, strategy: Optional[Strategy], alpha: Optional[float], params: dict) -> list[Method]:
+    """``--algo align`` is one method per α (``--alpha``, or every α of heterogeneity.alphas); any
+    other algorithm is one method and takes no --alpha."""
+    if algo.value != "align":
+        return [_method(algo, strategy)]
+    if strategy is not None:
+        raise typer.BadParameter("align takes no strategy", param_hint="--strategy")
+    alphas = [alpha] if alpha is not None else list(hetero_params(params).alphas)
+    return [Method("align", alpha=float(a)) for a in alphas]
+
+
+def _prepare(dataset: Dataset, algo: list[Algo], strategy: Optional[Strategy], pct: ShareOrAll,
              params: Path, backend: Optional[Backend], n_jobs: Optional[int],
-             device: Optional[Device] = None):
-    """What select and retrain start from: dataset, method, shares, the experiment params (read
-    from the file once), and the runner with the command-line overrides."""
-    exp = experiment_params(load_params(params))
+             device: Optional[Device] = None, alpha: Optional[float] = None):
+    """What select and retrain start from: dataset, methods (one, or align's per α), shares,
+    the experiment params (the file read once), and the runner with the command-line overrides."""
+    p = load_params(params)
+    exp = experiment_params(p)
     runner = exp.runner.with_overrides(backend.value if backend else None, n_jobs,
                                        device.value if device else None)
-    return parse_dataset(dataset.value), _method(algo, strategy), parse_pcts(pct.value), exp, runner
+    return (parse_dataset(dataset.value), _methods(algo, strategy, alpha, p), parse_pcts(pct.value), exp,
+            runner)
 
 
 def _where(runner) -> str:
@@ -123,6 +152,7 @@ def select(
     params: ParamsOpt = Path("params.yaml"),
     data_dir: DataDirOpt = Path("data"),
     runs_dir: RunsDirOpt = Path("runs"),
+    alpha: AlphaOpt = None,
 ) -> None:
     """Model selection: seeded random search scored on the validation users.
 
@@ -132,10 +162,29 @@ def select(
     a rerun skips the trials already done. best.json is written per share when all its trials
     succeeded; failed trials are recorded and listed, and the command then exits with code 1.
     """
-    ds, method, pcts, exp, runner = _prepare(dataset, algo, strategy, pct, params, backend, n_jobs, device)
-    with _progress() as bar:
-        result = select_stage.run(ds, method, pcts, exp, data_dir=data_dir, runs_dir=runs_dir, runner=runner,
-                                  progress=_bar(bar, f"select {ds}/{method.id}"))
+    ds, methods, pcts, exp, runner = _prepare(dataset, algo, strategy, pct, params, backend, n_jobs, device,
+                                            alpha)
+    _each(select_stage.run, "select", _select_table, "trial(s)", ds, methods, pcts, exp, runner, data_dir,
+          runs_dir)
+
+
+def _each(stage_run, verb: str, table, what: str, ds: str, methods: list[Method], pcts: list[str], exp,
+          runner, data_dir: Path, runs_dir: Path) -> None:
+    """Run select or retrain for each method (align: one per α), print each summary table, then
+    list every failure (with its method when there are several) and exit 1 if any."""
+    failed = []
+    for method in methods:
+        with _progress() as bar:
+            result = stage_run(ds, method, pcts, exp, data_dir=data_dir, runs_dir=runs_dir, runner=runner,
+                               progress=_bar(bar, f"{verb} {ds}/{method.id}"))
+        table(ds, method, runner, result)
+        label = f"{method.id} " if len(methods) > 1 else ""
+        failed += [(f"{label}{pct}", i, e) for pct, i, e in result.failed]
+    if failed:
+        _fail_listing(what, failed)
+
+
+def _select_table(ds: str, method: Method, runner, result) -> None:
     table = Table(title=f"select {ds}/{method.id} ({_where(runner)})",
                   caption="N units, ρ spectral radius, a leak, s input scaling, σ IP target std, "
                   "R rounds/epochs, E local epochs, λ ridge, B budget per context")
@@ -147,8 +196,6 @@ def select(
         table.add_row(f"{s.pct}%", str(s.n_trials), str(s.resumed), str(s.ran), str(len(s.failed)),
                       str(best.get("trial", "-")), _fmt(best.get("score")), cfg)
     console.print(table, highlight=False)
-    if result.failed:
-        _fail_listing("trial(s)", result.failed)
 
 
 @app.command()
@@ -164,16 +211,20 @@ def retrain(
     params: ParamsOpt = Path("params.yaml"),
     data_dir: DataDirOpt = Path("data"),
     runs_dir: RunsDirOpt = Path("runs"),
+    alpha: AlphaOpt = None,
 ) -> None:
     """Retrain the selected config with budgets.<budget>.retrains new seeds per share.
 
     Models go to runs/models/<dataset>/<method>/<pct>/seed-<k>.npz + .json (an open format: see
     the README, "Saved models"); a rerun skips models already trained with the same inputs.
     """
-    ds, method, pcts, exp, runner = _prepare(dataset, algo, strategy, pct, params, backend, n_jobs, device)
-    with _progress() as bar:
-        result = retrain_stage.run(ds, method, pcts, exp, data_dir=data_dir, runs_dir=runs_dir, runner=runner,
-                                   progress=_bar(bar, f"retrain {ds}/{method.id}"))
+    ds, methods, pcts, exp, runner = _prepare(dataset, algo, strategy, pct, params, backend, n_jobs, device,
+                                            alpha)
+    _each(retrain_stage.run, "retrain", _retrain_table, "retrain(s)", ds, methods, pcts, exp, runner, data_dir,
+          runs_dir)
+
+
+def _retrain_table(ds: str, method: Method, runner, result) -> None:
     table = Table(title=f"retrain {ds}/{method.id} ({_where(runner)})")
     for col in ("train users", "models", "resumed", "ran", "failed", "config"):
         table.add_column(col, justify="left" if col == "config" else "right")
@@ -181,8 +232,6 @@ def retrain(
         cfg = _config(s.config)
         table.add_row(f"{s.pct}%", str(len(s.seeds)), str(s.resumed), str(s.ran), str(len(s.failed)), cfg)
     console.print(table, highlight=False)
-    if result.failed:
-        _fail_listing("retrain(s)", result.failed)
 
 
 @app.command()
@@ -195,6 +244,7 @@ def assess(
     params: ParamsOpt = Path("params.yaml"),
     data_dir: DataDirOpt = Path("data"),
     runs_dir: RunsDirOpt = Path("runs"),
+    alpha: AlphaOpt = None,
 ) -> None:
     """Score every retrained model on the test users -> runs/assess/<dataset>/<method>.json.
 
@@ -203,12 +253,17 @@ def assess(
     Continual methods also get the accuracy matrix and stream accuracy per context; IP methods
     on the datasets in assess.activation_datasets get activation densities per context.
     """
-    ds, method = parse_dataset(dataset.value), _method(algo, strategy)
-    exp = experiment_params(load_params(params))
-    with _progress() as bar:
-        doc = assess_stage.run(ds, method, exp, data_dir=data_dir, runs_dir=runs_dir,
-                               progress=_bar(bar, f"assess {ds}/{method.id}"),
-                               device=device.value if device else None)
+    ds, p = parse_dataset(dataset.value), load_params(params)
+    exp = experiment_params(p)
+    for method in _methods(algo, strategy, alpha, p):
+        with _progress() as bar:
+            doc = assess_stage.run(ds, method, exp, data_dir=data_dir, runs_dir=runs_dir,
+                                   progress=_bar(bar, f"assess {ds}/{method.id}"),
+                                   device=device.value if device else None)
+        _assess_table(ds, method, runs_dir, doc)
+
+
+def _assess_table(ds: str, method: Method, runs_dir: Path, doc: dict) -> None:
     table = Table(title=f"assess {ds}/{method.id}: accuracy % (mean ± std over retrains)")
     for col in ("train users", "retrains", "test", "train", "communication up/down floats"):
         table.add_column(col, justify="right")

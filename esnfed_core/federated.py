@@ -60,7 +60,7 @@ class IncFedResult:
 
 
 def incfed(
-    res: Reservoir,
+    res: Reservoir | Sequence[Reservoir],
     clients: Sequence[Client],
     lambdas: Sequence[float],
     ledger: CommLedger | None = None,
@@ -71,12 +71,17 @@ def incfed(
     (``solver``: see :func:`esnfed_core.readout.solve`).
 
     Identical to centralised ridge on the pooled data. Each client then downloads one readout.
+    ``res`` (a Reservoir or DeepReservoir) may also be a list or tuple of one reservoir per client (structural alignment, esnfed_core.heterogeneous:
+    every client's statistics through its own aligned reservoir, of equal units).
     """
     if not clients:
         raise ValueError("incfed: no clients")
+    reservoirs = list(res) if isinstance(res, (list, tuple)) else [res] * len(clients)
+    if len(reservoirs) != len(clients):
+        raise ValueError(f"incfed: {len(reservoirs)} reservoirs for {len(clients)} clients")
     total: RidgeStats | None = None
-    for c in clients:
-        msg = c.fit_stats(res)
+    for c, r in zip(clients, reservoirs):
+        msg = c.fit_stats(r)
         if ledger is not None:
             ledger.record("incfed", rnd, c.name, "up", msg)
         total = msg.stats if total is None else total + msg.stats

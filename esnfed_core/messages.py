@@ -136,6 +136,37 @@ class ReservoirMessage(Message):
         return [self.w_in, self.w, self.gain, self.bias, np.asarray([self.leak])]
 
 
+@dataclass(frozen=True, eq=False)
+class ModelMessage(Message):
+    """A whole client model (ensemble upload, issue 13): the client's own reservoir (W_in, Ŵ, g, b,
+    leak), which the server cannot know when clients are provisioned independently, and its
+    readout W (C×N), with ``num_examples``. Unlike the setup broadcast it is always counted."""
+
+    w_in: np.ndarray
+    w: np.ndarray
+    gain: np.ndarray
+    bias: np.ndarray
+    leak: float
+    readout: np.ndarray
+    num_examples: int = 0
+
+    def __post_init__(self) -> None:
+        n = _payload(self, "w_in", 2).shape[0]
+        for name, shape in (("w", (n, n)), ("gain", (n,)), ("bias", (n,))):
+            if _payload(self, name, len(shape)).shape != shape:
+                raise ParameterError(f"ModelMessage.{name}: expected shape {shape}, got {getattr(self, name).shape}")
+        if _payload(self, "readout", 2).shape[1] != n:
+            raise ParameterError(f"ModelMessage.readout: expected (C, {n}), got {self.readout.shape}")
+        check_param("ModelMessage.leak", self.leak, low=0.0, high=1.0, low_open=True)
+        _count(self, "num_examples")
+
+    def _arrays(self):
+        return [self.w_in, self.w, self.gain, self.bias, np.asarray([self.leak]), self.readout]
+
+    def _ints(self):
+        return 1
+
+
 @dataclass(frozen=True)
 class LedgerEntry:
     algorithm: str

@@ -316,6 +316,7 @@ class Communication:
     classes: int | None = None
     ip_rounds: int | None = None  # FedIP rounds (FedCLIP: summed over contexts)
     readouts: int | None = None   # IncFed readouts solved (FedIP: 1; FedCLIP: see split_rounds)
+    inputs: int | None = None     # U, input features (the ensemble uploads each client's W_in)
 
 
 def split_rounds(method: str, rounds: int, contexts: int | None) -> tuple[int | None, int | None]:
@@ -344,7 +345,13 @@ def analytic_floats(c: Communication) -> tuple[str, str, int | None, int | None]
     n, k, ncls = c.units, c.clients, c.classes
     base = c.method.removeprefix("deep-").split("-")[0]  # a deep method sends as its shallow one
     known = n is not None and ncls is not None
-    if base == "incfed":
+    if base == "local":  # issue 13: each client alone, nothing crosses the network
+        return ("0", "0", 0, 0)
+    if base == "ensemble":  # each client uploads its model once: reservoir + readout; no download
+        ok = known and c.inputs is not None
+        return ("N·U+N²+2N+1 (own reservoir) + N·C (readout)", "0",
+                k * (n * c.inputs + n * n + 2 * n + 1 + n * ncls) if ok else None, 0 if ok else None)
+    if base in ("incfed", "align"):  # align-α: IncFed over the aligned reservoirs
         return ("N²+N·C", "N·C", k * (n * n + n * ncls) if known else None,
                 k * n * ncls if known else None)
     if base == "fedavg":
@@ -381,3 +388,51 @@ def communication_rows(items: Iterable[Communication]) -> list[dict[str, Any]]:
             "match": match,
         })
     return rows
+
+
+# ---------------------------------------------------------------------------------------------
+# Heterogeneous reservoirs (issue 13): methods against the ensemble
+
+HETERO_TABLE = "heterogeneous"
+HETERO_REFERENCE = "ensemble"  # every method is t-tested against it
+HETERO_MARKS = {"better": "▲", "worse": "▼"}
+
+
+def hetero_spec(methods: Sequence[str]) -> TableSpec:
+    """The heterogeneous table's methods, each tested against the ensemble (which must be one)."""
+    return TableSpec(HETERO_TABLE, "Heterogeneous reservoirs: local, ensemble, structural alignment "
+                     "against homogeneous IncFed", DATASETS, tuple((m, m) for m in methods),
+                     pairs=tuple((m, HETERO_REFERENCE) for m in methods if m != HETERO_REFERENCE))
+
+
+def hetero_marks(comparisons: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str, str], tuple[str, float | None]]:
+    """(dataset, pct, method) -> (mark, p) of each method's test against the ensemble: "better" /
+    "worse" when significant (by the sign of the mean difference), "" otherwise."""
+    out = {}
+    for c in comparisons:
+        if c.get("table") != HETERO_TABLE:
+            continue
+        mark = ""
+        if c["significant"]:
+            mark = "better" if c["mean_a"] > c["mean_b"] else "worse"
+        out[(c["dataset"], str(c["pct"]), c["a"])] = (mark, c.get("p"))
+    return out
+
+
+def hetero_cells(scores: Scores, comparisons: Iterable[Mapping[str, Any]], datasets: Sequence[str],
+                 pcts: Sequence[str], methods: Sequence[str]) -> list[Cell]:
+    """One cell per (share, dataset, method): mean ± std over retrains (percent) and the mark of
+    the method's t-test against the ensemble."""
+    marks = hetero_marks(comparisons)
+    cells = []
+    for pct in pcts:
+        for ds in datasets:
+            for m in methods:
+                values = scores.get((ds, m, pct, "test"))
+                mean = std = None
+                if values is not None and len(values):
+                    mean, std = mean_std_percent(values)
+                mark, p = marks.get((ds, pct, m), ("", None))
+                cells.append(Cell(HETERO_TABLE, ds, pct, m, m, "test", 0 if values is None else len(values),
+                                  mean, std, p, mark, None, None))
+    return cells

@@ -13,6 +13,7 @@ Method ids and what they train:
   clip-S / fedclip-S   continual IP (S = naive | replay | joint) over the contexts, λ fixed
   deep-incfed / deep-fedip   IncFed / FedIP on a deep reservoir: ``layers`` stacked reservoirs
                   sharing ``units`` (esnfed_core.deep, docs/deep.md)
+  local / ensemble / align-α   heterogeneous reservoirs, one per client (esnfed_core.heterogeneous)
 """
 
 from __future__ import annotations
@@ -36,7 +37,10 @@ from esnfed_core.vocabulary import ALGOS, STRATEGIES
 
 METHODS = ("random", "ridge", "incfed", "fedavg", "ip", "fedip") + tuple(
     f"{a}-{s}" for a in ("clip", "fedclip") for s in STRATEGIES
-) + ("deep-incfed", "deep-fedip")
+) + ("deep-incfed", "deep-fedip") + ("local", "ensemble", "align-0.5")
+# align-<α> for any α in [0, 1]: 0.5 stands for them.
+# Heterogeneous methods (issue 13): every client its own reservoir (esnfed_core.heterogeneous).
+HETERO_ALGOS = ("local", "ensemble", "align")
 RESERVOIR_KEYS = ("units", "spectral_radius", "leak", "input_scaling")
 # Named sub-seeds of a trial seed, in SeedSequence order (adding a name at the end keeps the others).
 SEED_NAMES = ("reservoir", "ip", "validation", "test", "train")
@@ -49,8 +53,15 @@ class Method:
 
     algo: str
     strategy: str | None = None
+    alpha: float | None = None  # align only: the alignment strength α in [0, 1]
 
     def __post_init__(self) -> None:
+        if self.algo == "align":
+            if isinstance(self.alpha, bool) or not isinstance(self.alpha, (int, float)) \
+                    or not 0.0 <= self.alpha <= 1.0:
+                raise ConfigError(f"alpha: align needs an alignment strength in [0, 1], got {self.alpha!r}")
+        elif self.alpha is not None:
+            raise ConfigError(f"alpha: {self.algo} takes no alignment strength")
         if self.algo not in ALGOS:
             raise ConfigError(f"algo: unknown algorithm {self.algo!r} (expected one of {', '.join(ALGOS)})")
         if self.continual and self.strategy not in STRATEGIES:
@@ -65,11 +76,23 @@ class Method:
         if method_id in ALGOS:  # an algorithm whose name has a hyphen (deep-incfed)
             return cls(method_id)
         algo, _, strategy = method_id.partition("-")
+        if algo == "align":  # align-<α>, e.g. align-0.25
+            try:
+                return cls(algo, alpha=float(strategy))
+            except ValueError:
+                raise ConfigError(f"method {method_id!r}: expected align-<alpha>, e.g. align-0.5") from None
         return cls(algo, strategy or None)
 
     @property
     def id(self) -> str:
+        if self.algo == "align":
+            return f"align-{self.alpha:g}"
         return f"{self.algo}-{self.strategy}" if self.strategy else self.algo
+
+    @property
+    def heterogeneous(self) -> bool:
+        """Every client its own reservoir (issue 13): local, ensemble, align-α."""
+        return self.algo in HETERO_ALGOS
 
     @property
     def continual(self) -> bool:
@@ -87,7 +110,7 @@ class Method:
 
     @property
     def federated(self) -> bool:
-        return self.kernel in ("incfed", "fedavg", "fedip", "fedclip")
+        return self.kernel in ("incfed", "fedavg", "fedip", "fedclip") + HETERO_ALGOS
 
     @property
     def uses_ip(self) -> bool:
@@ -131,6 +154,9 @@ class Settings:
     tf32: bool = False  # cuda only: TF32 tensor-core products (10-bit mantissa inputs), opt-in
     solver: str = "cholesky"  # readout.solve: cholesky (float64) | pinv32 (the authors' numerics)
     retrain_lambda: str = "select"  # select: each retrain picks λ on validation | frozen: best.json's
+    # How the clients' reservoirs differ (heterogeneous methods): an
+    # esnfed_core.heterogeneity.Heterogeneity, None = its default (mode seed).
+    heterogeneity: Any = None
 
     def __post_init__(self) -> None:
         from esnfed_core.accel import check_device  # noqa: PLC0415 (no torch import)
@@ -154,9 +180,10 @@ class Settings:
 
     def accelerated(self, method: "Method") -> bool:
         """Whether trials of ``method`` run on the torch kernels with these settings."""
-        # Deep reservoirs run the numpy path on every device (the torch kernels take one layer).
+        # Deep reservoirs and heterogeneous methods run the numpy path on every device (the torch
+        # kernels take one shallow reservoir shared by all clients).
         return self.device != "cpu" and method.algo != "random" and not method.continual \
-            and not method.deep
+            and not method.deep and not method.heterogeneous
 
     def retrain_scores(self, method: "Method") -> bool:
         """Whether a retrain of ``method`` scores on the validation users: stationary ESN methods
@@ -187,6 +214,8 @@ class Settings:
                            replay_shuffle=c.replay_shuffle)
             elif method.strategy == "joint":
                 out.update(joint_patience=c.joint_patience, joint_max_rounds=c.joint_max_rounds)
+        if method.heterogeneous:  # None: the default spec (esnfed_core.heterogeneity.heterogeneity_of)
+            out["heterogeneity"] = None if self.heterogeneity is None else self.heterogeneity.as_dict()
         return out
 
 
@@ -228,7 +257,12 @@ class FittedModel:
     communication: dict[str, int] | None = None
     validation: dict[str, Any] | None = None
     ip_rounds: list[int] | None = None  # continual: IP rounds (epochs) behind each context's model
-
+    # Heterogeneous methods: each client's reservoir (align: aligned to ``reservoir``, the target,
+    # with the shared ``readout``), local/ensemble: each client's readout (C, N_c), and each
+    # client's drawn hyperparameters.
+    clients: tuple[Reservoir, ...] | None = None
+    client_readouts: tuple[np.ndarray, ...] | None = None
+    client_configs: tuple[dict, ...] | None = None
     @property
     def score(self) -> float:
         if self.validation is None:
@@ -255,7 +289,7 @@ def check_config(method: Method, config: Mapping[str, Any], *, need_lambda: bool
         raise ConfigError(f"config of {method.id}: missing hyperparameter(s) {', '.join(missing)}")
 
 
-def make_reservoir(config: Mapping[str, Any], n_inputs: int, seed: int) -> Reservoir:
+def make_reservoir(config: Mapping[str, Any], n_inputs: int, seed: int | np.random.Generator) -> Reservoir:
     """The trial's reservoir: shallow, or deep when ``config`` has ``layers`` (``units`` split over
     the layers, ρ, leak and input scaling shared; esnfed_core.deep.DeepConfig.shared)."""
     if "layers" in config:
@@ -316,6 +350,9 @@ def fit(
         return FittedModel(m.id, int(seed), cfg, data.n_classes, seeds, validation=val)
     if m.continual:
         return _fit_continual(m, cfg, int(seed), seeds, data, settings, score)
+    if m.heterogeneous:  # the stages pick the family (esnfed_stages.runner.fit_trial)
+        raise ConfigError(f"{m.id}: a heterogeneous method trains through esnfed_core.heterogeneous.fit "
+                          "(one reservoir per client), not the shared-reservoir trial")
     if settings.accelerated(m):  # the stages pick the path (esnfed_stages.runner.fit_trial)
         raise ConfigError(f"runner.device: fit is the numpy path; {m.id} on {settings.device} runs "
                           "through esnfed_core.accel.trials.fit_batch")
@@ -401,13 +438,7 @@ def stationary_model(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialDa
     """The FittedModel of a stationary trial from its readouts (L, C, N) for ``lambdas`` and, when
     it was scored, the validation ``counts``: λ is the first best (the given one when fixed).
     Shared by the numpy path and the batched accelerator path (esnfed_core.accel.trials)."""
-    val = None
-    best = 0
-    if counts is not None:
-        per_lambda = counts.accuracy
-        best = int(np.argmax(per_lambda))  # first maximum: the smallest λ among ties
-        val = {"score": float(per_lambda[best]), "accuracy": float(per_lambda[best]),
-               "lambda": lambdas[best], "per_lambda": [float(a) for a in per_lambda]}
+    best, val = select_lambda(counts, lambdas)
     if fed_ledgers:
         ledger = fed_ledgers[best]
     lam = lambdas[best]
@@ -416,6 +447,17 @@ def stationary_model(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialDa
     return FittedModel(m.id, seed, cfg, data.n_classes, seeds, reservoir=res,
                        readout=np.asarray(readouts[best], np.float64), lam=lam,
                        communication=comm, validation=val)
+
+
+def select_lambda(counts: Counts | None, lambdas: list[float]) -> tuple[int, dict[str, Any] | None]:
+    """The index of the first best λ on the validation ``counts`` (0 when not scored) and the
+    validation record (score, accuracy, lambda, per_lambda), or None when not scored."""
+    if counts is None:
+        return 0, None
+    per_lambda = counts.accuracy
+    best = int(np.argmax(per_lambda))  # first maximum: the smallest λ among ties
+    return best, {"score": float(per_lambda[best]), "accuracy": float(per_lambda[best]),
+                  "lambda": lambdas[best], "per_lambda": [float(a) for a in per_lambda]}
 
 
 def _contexts(users: Sequence[UserData], n_contexts: int) -> list[tuple[np.ndarray, np.ndarray]]:

@@ -11,7 +11,10 @@ test user and context: ``activation`` = {edges, users, models ("final": the trai
 "after_each_context": a continual model after each context), density [retrain][model][context]
 [bin] pooled over the test users, user_density [retrain][model][user][context][bin]}.
 Stationary ESN methods also list each retrain's ridge λ (``lambda``: chosen on validation users
-for each retrain by default, see retrain.py).
+for each retrain by default, see retrain.py). Heterogeneous methods (local, ensemble, align-α;
+docs/heterogeneous.md) list only the shares of heterogeneity.pcts for the budget; their
+``test_accuracy`` is the ensemble's accuracy (ensemble) or the mean over clients (local, align: each
+client through its own reservoir), and ``client_test_accuracy`` [retrain][client] each client's own.
 """
 
 from __future__ import annotations
@@ -24,10 +27,13 @@ import numpy as np
 
 from esnfed_core import metrics
 from esnfed_core.accel import require_torch
+from esnfed_core.heterogeneity import heterogeneity_of
+from esnfed_core.heterogeneous import assess_scores
 from esnfed_core.scoring import accuracy, activation_densities, context_matrix, random_accuracy
 from esnfed_core.trial import FittedModel, Method
 from esnfed_stages._io import output_lock, write_json
 from esnfed_core.vocabulary import PCTS
+from esnfed_stages import heterogeneity
 from esnfed_stages.experiment_params import ExperimentParams
 from esnfed_stages.layout import assess_dir, assess_path, model_dir
 from esnfed_stages.models import load_model
@@ -58,9 +64,13 @@ def _batched(method: Method, models: list[FittedModel], test, train, device: str
             for i, t in enumerate(test_acc)]
 
 
-def _scores(method: Method, model: FittedModel, test, train, batch_size: int) -> dict[str, Any]:
-    out: dict[str, Any] = {"train": None, "stream": None, "matrix": None}
-    if method.algo == "random":
+def _scores(method: Method, model: FittedModel, test, train, batch_size: int,
+            combine: str = "softmax") -> dict[str, Any]:
+    out: dict[str, Any] = {"train": None, "stream": None, "matrix": None, "clients": None}
+    if method.heterogeneous:
+        het = assess_scores(model, list(test.values()), batch_size, combine)
+        out.update(test=het["score"], clients=het["clients"])
+    elif method.algo == "random":
         out["test"] = random_accuracy(list(test.values()), model.n_classes, model.seeds["test"])
         out["train"] = random_accuracy(list(train.values()), model.n_classes, model.seeds["train"])
     elif method.continual:
@@ -82,7 +92,8 @@ def _share(method: Method, exp: ExperimentParams, data: Dataset, test: dict, dir
     batch = exp.settings.batch_size
     train = data.load(data.train_users(pct)) if method.algo in TRAIN_SCORED else {}
     rows: dict[str, list] = {"seeds": [], "test": [], "train": [], "stream": [], "matrix": [],
-                             "lambda": []}
+                             "lambda": [], "clients": []}
+    combine = heterogeneity_of(exp.settings).combine if method.heterogeneous else "softmax"
     first_meta: dict[str, Any] | None = None
     activation = None
     if method.uses_ip and data.name in exp.activation_datasets:
@@ -102,13 +113,13 @@ def _share(method: Method, exp: ExperimentParams, data: Dataset, test: dict, dir
             activation["edges"] = _floats(dens.edges)
             activation["density"].append(_floats(dens.pooled))
             activation["user_density"].append(_floats(dens.per_user))
-        s = batch_scores[k] if batch_scores is not None else _scores(method, model, test, train, batch)
+        s = batch_scores[k] if batch_scores is not None else _scores(method, model, test, train, batch, combine)
         rows["seeds"].append(model.seed)
         rows["lambda"].append(model.lam)
-        for name in ("test", "train", "stream", "matrix"):
-            rows[name].append(s[name])
+        for name in ("test", "train", "stream", "matrix", "clients"):
+            rows[name].append(s.get(name))
         one_done()
-    return {
+    entry = {
         "seeds": rows["seeds"],
         "test_accuracy": rows["test"],
         "train_accuracy": rows["train"] if method.algo in TRAIN_SCORED else None,
@@ -119,6 +130,9 @@ def _share(method: Method, exp: ExperimentParams, data: Dataset, test: dict, dir
         "lambda": rows["lambda"] if method.algo != "random" else None,
         "activation": activation,
     }
+    if method.heterogeneous:
+        entry["client_test_accuracy"] = rows["clients"]
+    return entry
 
 
 def run(
@@ -139,7 +153,9 @@ def run(
         require_torch(exp.settings.device)
     data = open_dataset(data_dir, dataset)
     test = data.load(data.test_users)
-    total = len(PCTS) * exp.retrains
+    pcts = heterogeneity.shares(exp, method, list(PCTS))  # issue 13: the budget's shares
+    exp = heterogeneity.settings_for(exp, method, dataset)
+    total = len(pcts) * exp.retrains
     done = [0]
     if progress:
         progress(0, total)
@@ -150,9 +166,10 @@ def run(
             progress(done[0], total)
 
     shares = {pct: _share(method, exp, data, test, model_dir(runs_dir, dataset, method.id, pct), pct, one_done)
-              for pct in PCTS}
+              for pct in pcts}
     doc = {
         "dataset": dataset, "method": method.id, "algo": method.algo, "strategy": method.strategy,
+        **({"alpha": method.alpha} if method.algo == "align" else {}),
         "budget": exp.budget, "source": data.manifest.get("source"), "pcts": shares,
     }
     path = assess_path(assess_dir(runs_dir), dataset, method.id)

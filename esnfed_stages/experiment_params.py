@@ -17,7 +17,8 @@ from esnfed_core.search import SEED, Dimension, parse_space
 from esnfed_core.trial import RETRAIN_LAMBDA, Method, Settings
 from esnfed_core.validation import COUNT, Bound, ParameterError
 from esnfed_core.vocabulary import BACKENDS, DATASETS, DEVICES, PCTS
-from esnfed_stages.sections import bounded, section
+from esnfed_stages.heterogeneity_params import HeteroParams, hetero_params
+from esnfed_stages.sections import check_keys as _check_keys, bounded, section
 
 
 # The runner's ranges (the schema checks params.yaml against the same objects); n_jobs is also != 0.
@@ -68,6 +69,8 @@ class ExperimentParams:
     runner: RunnerConfig
     activation_bins: int
     activation_datasets: tuple[str, ...]
+    # issue 13: params.yaml ``heterogeneity`` (esnfed_stages.heterogeneity); None without the section
+    heterogeneity: HeteroParams | None = None
 
     def method_space(self, dataset: str, method: Method) -> list[Dimension]:
         """The dimensions a stationary method searches: the dataset's reservoir space, plus the
@@ -101,15 +104,6 @@ class ExperimentParams:
     def n_trials(self, method: Method) -> int:
         # The random baseline has nothing to search: one trial records its validation score.
         return 1 if method.algo == "random" else self.trials
-
-
-def _check_keys(where: str, value: Any, allowed: Sequence[str]) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise ConfigError(f"params.yaml: '{where}' must be a mapping")
-    unknown = sorted(set(value) - set(allowed))
-    if unknown:
-        raise ConfigError(f"params.yaml: unknown key '{where}.{unknown[0]}' (allowed: {', '.join(allowed)})")
-    return value
 
 
 def _choice(key: str, value: Any, allowed: Sequence[str]) -> str:
@@ -192,7 +186,8 @@ def experiment_params(params: Mapping[str, Any]) -> ExperimentParams:
     act_ds = section(asx, "activation_datasets")
     if not isinstance(act_ds, list) or any(d not in DATASETS for d in act_ds):
         raise ConfigError(f"params.yaml: 'assess.activation_datasets' must be a list of {', '.join(DATASETS)}")
-    return ExperimentParams(seed, budget, trials, retrains, space, settings, runner, bins, tuple(act_ds))
+    het = hetero_params(params) if "heterogeneity" in params else None
+    return ExperimentParams(seed, budget, trials, retrains, space, settings, runner, bins, tuple(act_ds), het)
 
 
 def parse_pcts(pct: str) -> list[str]:

@@ -123,3 +123,47 @@ def density_grid(title: str, edges: Sequence[float] | None, row_labels: Sequence
     _legend(fig, [ax for row in axes for ax in row])
     fig.suptitle(title)
     return _png(fig)
+
+
+# A panel of the α figure: (title, [(α, align scores (retrains,) in percent, or None)],
+# {band name: scores (retrains,) in percent, or None}).
+AlphaPanel = tuple[str, Sequence[tuple[float, "np.ndarray | None"]], Mapping[str, "np.ndarray | None"]]
+_BAND_COLOURS = {"ensemble": "tab:green", "local": "tab:grey", "incfed": "tab:blue"}
+
+
+def alpha_bands(title: str, panels: Sequence[AlphaPanel]) -> bytes:
+    """One panel per (dataset, share): align's test accuracy against α (mean ± population std over
+    retrains) and each band method as a horizontal line at its mean with a ± std band (issue 13)."""
+    n = max(len(panels), 1)
+    cols = min(n, 4)
+    rows = (n + cols - 1) // cols
+    fig = _figure(figsize=(3.3 * cols + 1.4, 2.9 * rows + 0.6), layout="constrained")
+    axes = fig.subplots(rows, cols, sharex=True, squeeze=False).ravel()
+    for ax, (name, line, bands) in zip(axes, panels):
+        for label, values in bands.items():
+            colour = _BAND_COLOURS.get(label, "black")
+            if values is None:
+                ax.plot([], [], color=colour, label=f"{label} (n/a)")
+                continue
+            mean, std = float(np.mean(values)), float(np.std(values))
+            ax.axhline(mean, color=colour, linestyle="--", linewidth=1.2, label=label)
+            ax.axhspan(mean - std, mean + std, color=colour, alpha=0.12, linewidth=0)
+        pts = [(a, np.asarray(v)) for a, v in line if v is not None]
+        if pts:
+            x = np.array([a for a, _ in pts])
+            mean = np.array([v.mean() for _, v in pts])
+            std = np.array([v.std() for _, v in pts])
+            ax.errorbar(x, mean, yerr=std, color="tab:red", marker="o", capsize=3, label="align-α")
+        else:
+            ax.plot([], [], color="tab:red", marker="o", label="align-α (n/a)")
+        if not pts and all(v is None for v in bands.values()):
+            ax.text(0.5, 0.5, "n/a", ha="center", va="center", transform=ax.transAxes)
+        ax.set_title(name, fontsize="medium")
+        ax.set_xlabel("α (alignment toward the target)")
+        ax.grid(alpha=0.3)
+    for ax in axes[len(panels):]:
+        ax.set_visible(False)
+    axes[0].set_ylabel("test accuracy (%)")
+    _legend(fig, axes[: len(panels)] if panels else axes)
+    fig.suptitle(title)
+    return _png(fig)

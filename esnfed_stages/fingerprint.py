@@ -23,6 +23,7 @@ TRIAL_MODULES = (
     "esnfed_core.readout", "esnfed_core.replay", "esnfed_core.reservoir", "esnfed_core.scoring",
     "esnfed_core.search", "esnfed_core.trial", "esnfed_core.validation", "esnfed_core.vocabulary",
     "esnfed_core.deep",  # deep reservoirs (issue 13): deep methods only
+    "esnfed_core.heterogeneity", "esnfed_core.heterogeneous",
 )
 # What an accelerated trial (runner.device torch-cpu | cuda) runs besides (they import torch).
 ACCEL_MODULES = (
@@ -38,6 +39,8 @@ def trial_modules(method: Method, device: str = "cpu") -> tuple[str, ...]:
     if Settings(device=device).accelerated(method):
         return tuple(m for m in TRIAL_MODULES + ACCEL_MODULES if method.uses_ip or m != "esnfed_core.plasticity")
     skip = set() if method.deep else {"esnfed_core.deep"}
+    if not method.heterogeneous:
+        skip.update(("esnfed_core.heterogeneity", "esnfed_core.heterogeneous"))
     if not method.continual:
         skip.update(("esnfed_core.continual", "esnfed_core.replay"))
     if not method.uses_ip:

@@ -24,6 +24,11 @@ Deep reservoirs (deep-incfed, deep-fedip; esnfed_core.deep) store, instead of w_
   leak        float64 (L,)          leak rate of each layer
 with gain, bias (N,) and readout (C, N) over the concatenated states of the layers in order;
 layer l runs the recurrence below on layer l−1's states x_{l−1}(t) as its input u(t).
+The heterogeneous methods (local, ensemble, align-α; docs/heterogeneous.md) also store each
+client c's own reservoir: client<c>_w_in, client<c>_w, client<c>_leak, client<c>_gain,
+client<c>_bias (as above), and (local, ensemble) its readout client<c>_readout float64 (C, N_c).
+align-α's w_in ... readout are the server's target reservoir and the shared readout;
+local/ensemble store no target reservoir (w_in ... bias absent, readout absent).
 
 Recomputing a prediction (PROTOCOL §2-3): per window u(1..T') (float32, from
 data/processed/<dataset>/<user>.npz ``x``), start from x(0) = 0 and for t = 1..T'
@@ -37,7 +42,8 @@ that role (``test``, ``train`` or ``validation``) concatenated in partition orde
 The .json holds: format ("esnfed-model"), format_version (1), dataset, method, pct, retrain (k),
 seed, seeds (the named sub-seeds of the seed: reservoir, ip, validation, test, train), config (the
 selected hyperparameters), lambda, n_classes, n_inputs, units, n_contexts (continual) or null,
-train_users, communication (federated methods: floats and bytes up/down, rounds, clients) or
+train_users, (heterogeneous methods only) n_clients and client_configs (each client's drawn
+hyperparameters), communication (federated methods: floats and bytes up/down, rounds, clients) or
 null, ip_rounds (continual: the IP rounds or epochs behind each context's model) or null,
 lambda_selection (stationary ESN methods: {"mode": "select" | "frozen", "lambdas": the grid tried,
 "lambda": the one kept, "validation_accuracy": per λ of the grid on the validation users, or null
@@ -65,6 +71,19 @@ FORMAT_VERSION = 1
 _STATIONARY = ("w_in", "w", "leak", "gain", "bias", "readout", "lambda", "seed")
 _CONTINUAL = ("context_gain", "context_bias", "context_readout")
 _DEEP = ("layer_units", "leak", "gain", "bias", "readout", "lambda", "seed")
+_CLIENT = ("w_in", "w", "leak", "gain", "bias")
+
+
+def _client_arrays(model: FittedModel) -> dict[str, np.ndarray]:
+    """Each client's reservoir (and readout) of a heterogeneous model as client<c>_<name>."""
+    out: dict[str, np.ndarray] = {}
+    for c, res in enumerate(model.clients or ()):
+        out.update({f"client{c}_w_in": res.w_in, f"client{c}_w": res.w,
+                    f"client{c}_leak": np.asarray(res.leak, np.float64), f"client{c}_gain": res.gain,
+                    f"client{c}_bias": res.bias})
+        if model.client_readouts is not None:
+            out[f"client{c}_readout"] = np.asarray(model.client_readouts[c], np.float64)
+    return out
 
 
 def model_paths(directory: Path, k: int) -> tuple[Path, Path]:
@@ -74,9 +93,13 @@ def model_paths(directory: Path, k: int) -> tuple[Path, Path]:
 
 def model_arrays(model: FittedModel) -> dict[str, np.ndarray]:
     arrays: dict[str, np.ndarray] = {"seed": np.asarray(model.seed, np.int64)}
-    if model.reservoir is None:
+    if model.reservoir is None and model.clients is None:
         return arrays
     res = model.reservoir
+    arrays.update(_client_arrays(model))
+    if res is None:  # local / ensemble: no target reservoir
+        arrays["lambda"] = np.asarray(model.lam, np.float64)
+        return arrays
     if isinstance(res, DeepReservoir):
         arrays["layer_units"] = np.asarray([r.units for r in res.layers], np.int64)
         for i, r in enumerate(res.layers):
@@ -107,6 +130,9 @@ def save_model(directory: Path, k: int, model: FittedModel, meta: dict[str, Any]
         "method": model.method, "seed": model.seed, "seeds": model.seeds, "config": model.config,
         "lambda": model.lam, "n_classes": model.n_classes,
         "n_inputs": None if res is None else res.n_inputs, "units": None if res is None else res.units,
+        **({} if model.clients is None else {  # heterogeneous methods only
+            "n_clients": len(model.clients),
+            "client_configs": None if model.client_configs is None else list(model.client_configs)}),
         "n_contexts": None if model.context_gain is None else int(len(model.context_gain)),
         "communication": model.communication, "ip_rounds": model.ip_rounds,
         "arrays": {name: {"shape": list(a.shape), "dtype": str(a.dtype)} for name, a in arrays.items()},
@@ -158,17 +184,31 @@ def load_model(directory: Path, k: int) -> tuple[FittedModel, dict[str, Any]]:
     if meta.get("format_version") != FORMAT_VERSION:
         raise DataError(f"{js}: format_version {meta.get('format_version')!r}, expected {FORMAT_VERSION}")
     arrays = read_npz(npz)
+    n_clients = meta.get("n_clients")
+    shared = meta["method"] not in ("random", "local", "ensemble")
     deep = "layer_units" in arrays
-    expected = ("seed",) if meta["method"] == "random" else (_DEEP if deep else _STATIONARY)
+    expected = (_DEEP if deep else _STATIONARY) if shared else ("seed",)
     if meta.get("n_contexts") is not None:
         expected += _CONTINUAL
+    if n_clients is not None:
+        expected += tuple(f"client{c}_{a}" for c in range(n_clients) for a in _CLIENT)
+        if not shared:
+            expected += ("lambda",) + tuple(f"client{c}_readout" for c in range(n_clients))
     missing = [a for a in expected if a not in arrays]
     if missing:
         raise DataError(f"{npz}: missing arrays {missing}")
     res = None
     ctx = {}
     readout = lam = None
-    if meta["method"] != "random":
+    clients = client_readouts = None
+    if n_clients is not None:
+        clients = tuple(Reservoir(w_in=arrays[f"client{c}_w_in"], w=arrays[f"client{c}_w"],
+                                  leak=float(arrays[f"client{c}_leak"]), gain=arrays[f"client{c}_gain"],
+                                  bias=arrays[f"client{c}_bias"]) for c in range(n_clients))
+        if not shared:
+            client_readouts = tuple(arrays[f"client{c}_readout"] for c in range(n_clients))
+            lam = float(arrays["lambda"])
+    if shared:
         res = _deep_reservoir(npz, arrays) if deep else \
             Reservoir(w_in=arrays["w_in"], w=arrays["w"], leak=float(arrays["leak"]),
                       gain=arrays["gain"], bias=arrays["bias"])
@@ -180,6 +220,7 @@ def load_model(directory: Path, k: int) -> tuple[FittedModel, dict[str, Any]]:
         {k2: int(v) for k2, v in meta["seeds"].items()}, reservoir=res, readout=readout, lam=lam,
         context_gain=ctx.get("context_gain"), context_bias=ctx.get("context_bias"),
         context_readout=ctx.get("context_readout"), communication=meta.get("communication"),
-        ip_rounds=meta.get("ip_rounds"),
+        ip_rounds=meta.get("ip_rounds"), clients=clients, client_readouts=client_readouts,
+        client_configs=None if meta.get("client_configs") is None else tuple(meta["client_configs"]),
     )
     return model, meta

@@ -283,6 +283,12 @@ def _privacy(key: str, value: Any) -> None:
     privacy_params({"privacy": value})
 
 
+def _heterogeneity(key: str, value: Any) -> None:
+    from esnfed_stages.heterogeneity_params import hetero_params  # noqa: PLC0415 (the stage owns its checks)
+
+    hetero_params({"heterogeneity": value})
+
+
 # ---------------------------------------------------------------- the schema
 POSITIVE = Num.of(validation.POSITIVE)
 COUNT = Num.of(validation.COUNT)
@@ -347,6 +353,8 @@ SCHEMA = Fields(optional={
     "assess": Fields(required={"activation_bins": Num.of(BINS),
                                "activation_datasets": ListOf(Choice(DATASETS), empty=True)}),
     "privacy": Delegate(_privacy, ("epsilons", "delta", "relation", "clip", "ip_clip", "pct", "methods")),
+    # issue 13: heterogeneous reservoirs (esnfed_stages/heterogeneity.py checks the section)
+    "heterogeneity": Delegate(_heterogeneity, ("seed", "mode", "vary", "combine", "alphas", "pcts")),
 })
 
 

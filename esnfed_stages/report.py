@@ -22,10 +22,11 @@ from esnfed_core import __version__
 from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.tables import (
     COMMUNICATION_METHODS, TABLES, Cell, Communication, Published, TableSpec, build_cells,
-    communication_rows, metrics, parse_published, required_inputs, split_rounds,
+    communication_rows, hetero_cells, metrics, parse_published, required_inputs, split_rounds,
 )
 from esnfed_core.vocabulary import DATASETS, PCTS, VARIANTS
-from esnfed_stages import privacy_report
+from esnfed_stages import hetero_report, privacy_report
+from esnfed_stages.heterogeneity_params import hetero_params
 from esnfed_stages._datasets import n_classes
 from esnfed_stages._io import atomic_path, dumps_json, output_lock, read_json
 from esnfed_stages.sections import section
@@ -36,7 +37,7 @@ from esnfed_stages.report_figures import (
     ACTIVATION_DATASET, SETTINGS, activation_contexts_figure, activation_figure_and_plots,
     activation_shares_figure, activation_users_figure, stream_figure_and_plot,
 )
-from esnfed_stages.ttest import ASSESS_DIR, TTEST_PATH, Inputs, load_inputs
+from esnfed_stages.ttest import ASSESS_DIR, TTEST_PATH, Inputs, hetero_table_methods, load_inputs
 
 REPORTS_DIR = Path("reports")
 VARIANT_TEXT = {"welch": "Welch t-test (scipy.stats.ttest_ind, equal_var=False)",
@@ -172,7 +173,7 @@ class Report:
 
 def build(inputs: Inputs, ttest_doc: Mapping[str, Any], published: Published, date: str,
           activation_pct: str = "100", progress: Callable[[str], None] | None = None,
-          contexts_pct: str = "25") -> Report:
+          contexts_pct: str = "25", hetero: "HeteroReport | None" = None) -> Report:
     rep = Report(missing=list(inputs.missing))
     for spec in TABLES:
         cells = build_cells(spec, inputs.scores, ttest_doc["comparisons"], published)
@@ -182,7 +183,8 @@ def build(inputs: Inputs, ttest_doc: Mapping[str, Any], published: Published, da
         rep.tables[f"{spec.id}.csv"] = cells_csv(cells).encode()
         if progress:
             progress(f"table {spec.id}")
-    comm = communication_rows(communication_items(inputs))
+    hetero_items = hetero_report.communication_items(hetero.inputs, hetero.methods) if hetero else []
+    comm = communication_rows(communication_items(inputs) + hetero_items)
     comm_header = header_lines(None, inputs, ttest_doc, date)[:1] + [
         "Measured: the floats and bytes of every message of one retrain (setup broadcast of the "
         "reservoir excluded); per client per round = total / (clients × rounds)",
@@ -191,6 +193,7 @@ def build(inputs: Inputs, ttest_doc: Mapping[str, Any], published: Published, da
         "IP round and an IncFed readout per context (naive, replay) or per IP round (joint re-solves "
         "the readout every round). IP rounds and readouts are split from the ledger's summed round "
         "count; 'match' = analytic totals equal the measured ones",
+        *([hetero_report.COMMUNICATION_NOTE] if hetero else []),
         f"Date: {date}; versions: {versions()}",
     ]
     rep.tables["communication.md"] = render_communication_markdown(comm, comm_header).encode()
@@ -215,8 +218,42 @@ def build(inputs: Inputs, ttest_doc: Mapping[str, Any], published: Published, da
             activation_shares_figure(inputs, setting)
         if progress:
             progress(f"figures activation-{ACTIVATION_DATASET}-*: {setting}")
-    rep.metrics = metric_files(metrics(inputs.scores))
+    if hetero is not None:
+        add_heterogeneous(rep, hetero, inputs, ttest_doc, date)
+        if progress:
+            progress("table heterogeneous")
+    scores = {**inputs.scores, **(hetero.inputs.scores if hetero is not None else {})}
+    rep.metrics = metric_files(metrics(scores))  # heterogeneous methods: their budget's shares
     return rep
+
+
+@dataclass(frozen=True)
+class HeteroReport:
+    """The heterogeneous table's inputs (issue 13): its methods, the α of the align methods, the
+    heterogeneity settings as one header line, and the assess files found."""
+
+    methods: tuple[str, ...]
+    alphas: tuple[float, ...]
+    settings: str
+    inputs: Inputs
+
+
+def add_heterogeneous(rep: Report, het: HeteroReport, inputs: Inputs, ttest_doc: Mapping[str, Any],
+                      date: str) -> None:
+    """reports/tables/heterogeneous.md/.csv, figures/heterogeneous-alpha.png, plots/heterogeneous-alpha.csv."""
+    pcts = hetero_report.shares(het.inputs, het.methods)
+    cells = hetero_cells(het.inputs.scores, ttest_doc["comparisons"], DATASETS, pcts, het.methods)
+    rep.cells["heterogeneous"] = cells
+    base = header_lines(None, het.inputs, ttest_doc, date)
+    missing = [str(p) for p in het.inputs.missing]
+    base[-1] = "Missing inputs (n/a cells): " + (", ".join(missing) if missing else "none")
+    md, csv_text = hetero_report.render(cells, het.inputs, het.methods, pcts,
+                                        hetero_report.header(base, ttest_doc, het.settings))
+    rep.tables["heterogeneous.md"] = md.encode()
+    rep.tables["heterogeneous.csv"] = csv_text.encode()
+    png, plot = hetero_report.alpha_figure_and_plot(het.inputs, het.alphas, pcts)
+    rep.figures["heterogeneous-alpha.png"] = png
+    rep.plots["heterogeneous-alpha.csv"] = plot.encode()
 
 
 def metric_files(means: Mapping[str, Mapping[str, Mapping[str, float]]]) -> dict[str, bytes]:
@@ -267,12 +304,25 @@ class ReportParams:
 
     activation_pct: str
     contexts_pct: str = "25"
+    # issue 13: the heterogeneous table's methods, align's α and the settings line; () without a
+    # ``heterogeneity`` section
+    hetero_methods: tuple[str, ...] = ()
+    alphas: tuple[float, ...] = ()
+    hetero_settings: str = ""
 
 
 def report_params(params: Mapping[str, Any]) -> ReportParams:
-    """The ``report`` section of the loaded params."""
+    """The ``report`` section of the loaded params (and the heterogeneous table's from
+    ``heterogeneity``)."""
+    methods = hetero_table_methods(params)
+    alphas, settings = (), ""
+    if methods:
+        hp = hetero_params(params)
+        alphas = hp.alphas
+        settings = (f"Heterogeneity: mode {hp.mode}" + (f" (per client: {', '.join(hp.vary)})" if hp.vary else "")
+                    + f", seed {hp.seed}, ensemble combination {hp.combine}, α {', '.join(f'{a:g}' for a in alphas)}")
     return ReportParams(_share(params, "report.activation_pct"),
-                        _share(params, "report.contexts_pct", default="25"))
+                        _share(params, "report.contexts_pct", default="25"), methods, alphas, settings)
 
 
 def run(options: ReportParams, *, assess_dir: str | Path = ASSESS_DIR,
@@ -283,8 +333,12 @@ def run(options: ReportParams, *, assess_dir: str | Path = ASSESS_DIR,
     date = report_date()
     inputs = load_inputs(assess_dir, required_inputs(TABLES), allow_missing)
     ttest_doc = load_ttest(ttest_path)
+    hetero = None
+    if options.hetero_methods:
+        hetero = HeteroReport(options.hetero_methods, options.alphas, options.hetero_settings,
+                              hetero_report.load(assess_dir, options.hetero_methods))
     rep = build(inputs, ttest_doc, load_published(), date, options.activation_pct, progress,
-                options.contexts_pct)
+                options.contexts_pct, hetero)
     add_privacy(rep, privacy_dir, date)
     write(rep, out_dir)
     return rep

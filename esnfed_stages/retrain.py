@@ -21,6 +21,7 @@ from esnfed_core.errors import DataError
 from esnfed_core.search import derive_seed
 from esnfed_core.trial import Method
 from esnfed_stages._io import clean_stale_tmp, output_locks, read_json, write_json
+from esnfed_stages import heterogeneity
 from esnfed_stages.experiment_params import ExperimentParams, RunnerConfig
 from esnfed_stages.fingerprint import code_fingerprint, result_key
 from esnfed_stages.jobs import Progress, run_pending
@@ -118,6 +119,7 @@ def run(
     ``runner`` (default ``exp.runner``) carries the command-line overrides.
     Each share's folder is locked for the run: a second run on the same share stops at once.
     """
+    pcts = heterogeneity.shares(exp, method, pcts)  # issue 13: the budget's shares
     with output_locks([model_dir(runs_dir, dataset, method.id, p) for p in pcts]):
         return _run(dataset, method, pcts, exp, data_dir, runs_dir, runner, progress)
 
@@ -125,7 +127,7 @@ def run(
 def _run(dataset: str, method: Method, pcts: list[str], exp: ExperimentParams, data_dir: Path,
          runs_dir: Path, runner: RunnerConfig | None, progress: Progress | None) -> RetrainResult:
     runner = for_method(runner or exp.runner, method)
-    exp = exp.on_device(runner.device)
+    exp = heterogeneity.settings_for(exp.on_device(runner.device), method, dataset)
     data = open_dataset(data_dir, dataset)
     summaries: dict[str, RetrainSummary] = {}
     pending: list[PlannedRetrain] = []

@@ -30,6 +30,7 @@ from threadpoolctl import threadpool_limits
 
 from esnfed_core.accel import require_torch
 from esnfed_core.errors import ConfigError, EsnfedError
+from esnfed_core.heterogeneous import fit as fit_heterogeneous
 from esnfed_core.trial import FittedModel, Method, Settings, TrialData, fit
 from esnfed_stages.experiment_params import RunnerConfig
 from esnfed_stages.trial_data import DataRef, load_trial_data
@@ -64,11 +65,13 @@ class Outcome:
 
 def fit_trial(method: str | Method, config: Mapping[str, Any], seed: int, data: TrialData,
               settings: Settings, *, score: bool = True) -> FittedModel:
-    """One trial on the kernels ``settings`` choose: the numpy path (:func:`esnfed_core.trial.fit`)
-    or, for a stationary method on torch-cpu | cuda, a batch of one on the torch kernels
+    """One trial on the kernels ``settings`` choose: the numpy path (:func:`esnfed_core.trial.fit`;
+    :func:`esnfed_core.heterogeneous.fit` for the one-reservoir-per-client methods) or, for a stationary method on torch-cpu | cuda, a batch of one on the torch kernels
     (:func:`esnfed_core.accel.trials.fit_batch`). The choice lives here, in the stages, so that the
     core's trial module does not depend on the accelerator module built on it."""
     m = method if isinstance(method, Method) else Method.parse(method)
+    if m.heterogeneous:  # one reservoir per client: its own family (esnfed_core.heterogeneous)
+        return fit_heterogeneous(m, config, seed, data, settings, score=score)
     if settings.accelerated(m):
         from esnfed_core.accel.trials import fit_batch  # noqa: PLC0415 (imports torch)
 

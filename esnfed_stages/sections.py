@@ -4,7 +4,7 @@ privacy) can use them without an import cycle."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 from esnfed_core.errors import ConfigError
 from esnfed_core.validation import Bound, ParameterError
@@ -27,4 +27,14 @@ def bounded(key: str, value: Any, bound: Bound) -> Any:
         bound.check(key, value)
     except ParameterError as exc:
         raise ConfigError(f"params.yaml: {exc}") from None
+    return value
+
+
+def check_keys(where: str, value: Any, allowed: Sequence[str]) -> Mapping[str, Any]:
+    """``value`` as a mapping whose keys are all in ``allowed``; the error names the first unknown key."""
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"params.yaml: '{where}' must be a mapping")
+    unknown = sorted(set(value) - set(allowed))
+    if unknown:
+        raise ConfigError(f"params.yaml: unknown key '{where}.{unknown[0]}' (allowed: {', '.join(allowed)})")
     return value

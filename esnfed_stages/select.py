@@ -17,6 +17,7 @@ from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.search import continual_budgets, derive_seed, sample_config
 from esnfed_core.trial import Method
 from esnfed_stages._io import clean_stale_tmp, output_locks, read_json, write_json
+from esnfed_stages import heterogeneity
 from esnfed_stages.experiment_params import ExperimentParams, RunnerConfig
 from esnfed_stages.fingerprint import code_fingerprint, result_key
 from esnfed_stages.jobs import Progress, run_pending
@@ -176,6 +177,7 @@ def run(
     ``runner`` (default ``exp.runner``) carries the command-line overrides.
     Each share's folder is locked for the run: a second run on the same share stops at once.
     """
+    pcts = heterogeneity.shares(exp, method, pcts)  # issue 13: the budget's shares
     with output_locks([select_dir(runs_dir, dataset, method.id, p) for p in pcts]):
         return _run(dataset, method, pcts, exp, data_dir, runs_dir, runner, progress)
 
@@ -183,7 +185,7 @@ def run(
 def _run(dataset: str, method: Method, pcts: list[str], exp: ExperimentParams, data_dir: Path,
          runs_dir: Path, runner: RunnerConfig | None, progress: Progress | None) -> SelectResult:
     runner = for_method(runner or exp.runner, method)
-    exp = exp.on_device(runner.device)
+    exp = heterogeneity.settings_for(exp.on_device(runner.device), method, dataset)
     data = open_dataset(data_dir, dataset)
     if method.continual and data.n_contexts < 1:
         raise ConfigError(f"{dataset}: no contexts for {method.id}")

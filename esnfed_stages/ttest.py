@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.stats import check_alpha, check_variant, compare_pairs
-from esnfed_core.tables import TABLES, Scores, TableSpec, comparison_groups, required_inputs
+from esnfed_core.tables import TABLES, Scores, TableSpec, comparison_groups, hetero_spec, required_inputs
 from esnfed_core.validation import ParameterError
 from esnfed_core.vocabulary import PCTS
 from esnfed_stages._io import output_lock, read_json, write_json
@@ -21,6 +21,16 @@ from esnfed_stages.layout import assess_path
 from esnfed_stages.sections import section
 
 ASSESS_DIR = Path("runs/assess")
+
+
+def hetero_table_methods(params: Mapping[str, Any]) -> tuple[str, ...]:
+    """The heterogeneous table's methods when params.yaml has a ``heterogeneity`` section: local,
+    ensemble, align at each α, and homogeneous IncFed (the upper bound); () without it."""
+    if not isinstance(params, Mapping) or "heterogeneity" not in params:
+        return ()
+    from esnfed_stages.heterogeneity_params import hetero_params  # noqa: PLC0415
+
+    return tuple(m.id for m in hetero_params(params).methods()) + ("incfed",)
 TTEST_PATH = Path("reports/ttest.json")
 
 RULE = ("two-sided t-test of each pair the table's paper compares (a = the proposed method, b = a "
@@ -48,8 +58,9 @@ def _fractions(path: Path, key: str, value: Any, allow_none: bool = False) -> li
     return out
 
 
-def load_assess(path: str | Path, dataset: str, method: str) -> dict[str, Any]:
-    """An assess file checked against the contract: every share with its test scores."""
+def load_assess(path: str | Path, dataset: str, method: str, partial: bool = False) -> dict[str, Any]:
+    """An assess file checked against the contract: every share with its test scores (``partial``:
+    the shares it lists, at least one: the heterogeneous methods run the budget's shares)."""
     path = Path(path)
     doc = read_json(path)
     if not isinstance(doc, dict) or not isinstance(doc.get("pcts"), dict):
@@ -57,7 +68,10 @@ def load_assess(path: str | Path, dataset: str, method: str) -> dict[str, Any]:
     for key, want in (("dataset", dataset), ("method", method)):
         if doc.get(key, want) != want:
             raise DataError(f"{path}: {key} is {doc.get(key)!r}, expected {want!r}")
-    for pct in PCTS:
+    shares = [p for p in PCTS if p in doc["pcts"]] if partial else PCTS
+    if not shares:
+        raise DataError(f"{path}: pcts lists none of {', '.join(PCTS)}")
+    for pct in shares:
         entry = doc["pcts"].get(pct)
         if not isinstance(entry, dict):
             raise DataError(f"{path}: pcts.{pct} missing")
@@ -80,8 +94,9 @@ class Inputs:
 
 
 def load_inputs(assess_dir: str | Path, needed: Iterable[tuple[str, str]],
-                allow_missing: bool = False) -> Inputs:
-    """Read every needed (dataset, method); a missing file is an error unless ``allow_missing``."""
+                allow_missing: bool = False, partial: bool = False) -> Inputs:
+    """Read every needed (dataset, method); a missing file is an error unless ``allow_missing``
+    (``partial``: files may list a subset of the shares, see :func:`load_assess`)."""
     inputs = Inputs()
     for ds, method in needed:
         path = assess_path(assess_dir, ds, method)
@@ -91,11 +106,13 @@ def load_inputs(assess_dir: str | Path, needed: Iterable[tuple[str, str]],
                                 "or pass --allow-missing)")
             inputs.missing.append(path)
             continue
-        doc = load_assess(path, ds, method)
+        doc = load_assess(path, ds, method, partial)
         inputs.docs[(ds, method)] = doc
         inputs.paths[(ds, method)] = path
         for pct in PCTS:
-            entry = doc["pcts"][pct]
+            entry = doc["pcts"].get(pct)
+            if entry is None:
+                continue
             inputs.scores[(ds, method, pct, "test")] = [float(v) for v in entry["test_accuracy"]]
             if entry.get("train_accuracy") is not None:
                 inputs.scores[(ds, method, pct, "train")] = [float(v) for v in
@@ -131,6 +148,8 @@ def check_pairing(specs: Iterable[TableSpec], inputs: Inputs) -> None:
                 if da is None or db is None:
                     continue
                 for pct in PCTS:
+                    if pct not in da["pcts"] or pct not in db["pcts"]:  # heterogeneous: budget's shares
+                        continue
                     sa, sb = da["pcts"][pct].get("seeds"), db["pcts"][pct].get("seeds")
                     if sa is None or sa != sb:
                         raise DataError(f"{inputs.paths[(ds, b)]}: pcts.{pct}.seeds {sb} differ from "
@@ -144,6 +163,7 @@ class TTestParams:
 
     variant: str
     alpha: float
+    hetero_methods: tuple[str, ...] = ()  # issue 13: the heterogeneous table's methods (if any)
 
 
 def ttest_params(params: Mapping[str, Any], variant: str | None = None,
@@ -156,7 +176,7 @@ def ttest_params(params: Mapping[str, Any], variant: str | None = None,
         check_alpha(alpha)
     except ParameterError as exc:
         raise ConfigError(f"ttest.{exc}") from None
-    return TTestParams(variant, float(alpha))
+    return TTestParams(variant, float(alpha), hetero_table_methods(params))
 
 
 def run(options: TTestParams, *, assess_dir: str | Path = ASSESS_DIR, out: str | Path = TTEST_PATH,
@@ -171,8 +191,15 @@ def run(options: TTestParams, *, assess_dir: str | Path = ASSESS_DIR, out: str |
         comps += comparisons([spec], inputs.scores, variant, alpha)
         if progress:
             progress(spec.id)
-    doc = {"variant": variant, "alpha": alpha, "rule": RULE, "comparisons": comps,
-           "missing": [str(p) for p in inputs.missing]}
+    missing = [str(p) for p in inputs.missing]
+    if options.hetero_methods:  # issue 13: every method against the ensemble; absent files allowed
+        spec = hetero_spec(options.hetero_methods)
+        het = load_inputs(assess_dir, required_inputs([spec]), allow_missing=True, partial=True)
+        if variant == "paired":
+            check_pairing([spec], het)
+        comps += comparisons([spec], het.scores, variant, alpha)
+        missing += [str(p) for p in het.missing if str(p) not in missing]
+    doc = {"variant": variant, "alpha": alpha, "rule": RULE, "comparisons": comps, "missing": missing}
     with output_lock(out):
         write_json(out, doc)
     return doc

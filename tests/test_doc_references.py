@@ -16,7 +16,7 @@ DOCS = ROOT / "docs"
 SKIP_DIRS = {".git", ".venv", ".venv-flower", ".dvc", "data", "runs", "reports", "__pycache__", ".pytest_cache"}
 SUFFIXES = {".py", ".md", ".yaml", ".yml", ".toml"}
 # Markdown files the report stage writes (reports/tables/<id>.md): named in code, not documents.
-GENERATED_MD = {f"{spec.id}.md" for spec in TABLES} | {"communication.md", "privacy.md"}
+GENERATED_MD = {f"{spec.id}.md" for spec in TABLES} | {"communication.md", "privacy.md", "heterogeneous.md"}
 GENERATED_MD |= {"flower-table.md"}  # issue 14: `esnfed flower-table` writes runs/flower/flower-table.md
 
 _PROTOCOL = re.compile(r"\bPROTOCOL\b((?:\s*(?:,|and|-|–)?\s*§\s*\d+(?:\s*[-–]\s*\d+)?)+)")

@@ -139,12 +139,15 @@ def test_every_plot_reads_its_own_data_file():
     plots = yaml.safe_load((ROOT / "dvc.yaml").read_text())["plots"]
     assert plots[-1] == "reports/figures"
     ids = [next(iter(p)) for p in plots[:-1]]
-    assert len(ids) == 12
+    assert len(ids) == 13
     for p, plot_id in zip(plots[:-1], ids):
         spec = p[plot_id]
         assert list(spec["y"]) == [f"reports/plots/{plot_id}.csv"], plot_id
         columns = next(iter(spec["y"].values()))
-        if plot_id.startswith("stream-"):
+        if plot_id == "heterogeneous-alpha":  # issue 13: a column per dataset and default share
+            shares = yaml.safe_load((ROOT / "params.yaml").read_text())["heterogeneity"]["pcts"]["default"]
+            assert spec["x"] == "alpha" and columns == [f"{ds}_{p}" for ds in ("wesad", "hhar") for p in shares]
+        elif plot_id.startswith("stream-"):
             assert spec["template"] == "linear" and len(columns) == 12
         else:
             assert spec["x"] == "value" and columns == [f"context{i}" for i in range(5)]

@@ -12,6 +12,7 @@ import esnfed_core.messages as messages
 from esnfed_core.messages import (
     CommLedger,
     Message,
+    ModelMessage,
     PlasticityMessage,
     ReadoutMessage,
     ReservoirMessage,
@@ -98,7 +99,7 @@ def test_message_fields_are_fixed_and_typed():
         cls for cls in vars(messages).values()
         if isinstance(cls, type) and issubclass(cls, Message) and cls is not Message
     }
-    assert kinds == {StatsMessage, ReadoutMessage, PlasticityMessage, ReservoirMessage}
+    assert kinds == {StatsMessage, ReadoutMessage, PlasticityMessage, ReservoirMessage, ModelMessage}
     allowed = {"RidgeStats", "np.ndarray", "int", "float"}
     for cls in kinds:
         assert dataclasses.is_dataclass(cls)

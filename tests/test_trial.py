@@ -10,6 +10,7 @@ from esnfed_core.readout import ridge_stats, solve
 from esnfed_core.scoring import accuracy, pooled_counts, random_accuracy
 from esnfed_core.reservoir import ReservoirConfig, build_reservoir
 from esnfed_core.trial import METHODS, Method, Settings, TrialData, fit, make_reservoir, sub_seeds
+from esnfed_stages.runner import fit_trial
 from experiment_data import trial_data
 from float32_bounds import readout_rtol
 
@@ -31,7 +32,8 @@ def test_method_ids_round_trip():
     assert Method.parse("fedclip-replay").base == "fedip" and Method.parse("clip-joint").base == "ip"
     assert [m for m in METHODS if Method.parse(m).federated] == [
         "incfed", "fedavg", "fedip", "fedclip-naive", "fedclip-replay", "fedclip-joint",
-        "deep-incfed", "deep-fedip"]
+        "deep-incfed", "deep-fedip",
+        "local", "ensemble", "align-0.5"]  # issue 13: local's ledger is empty (0 floats), but measured
 
 
 @pytest.mark.parametrize("algo, strategy, fragment", [
@@ -231,7 +233,16 @@ def test_the_solver_setting_reaches_every_readout_solve(data, method, monkeypatc
     cfg = {**IP_CFG, "budget": 1, "local_epochs": 1} if m.uses_ip else dict(CFG)
     if m.deep:
         cfg["layers"] = 2
-    fit(method, cfg, 3, data, SETTINGS)
+    fit_trial(method, cfg, 3, data, SETTINGS)  # every family (heterogeneous: its own module)
     assert calls == []
-    fit(method, cfg, 3, data, replace(SETTINGS, solver="pinv32"))
+    fit_trial(method, cfg, 3, data, replace(SETTINGS, solver="pinv32"))
     assert calls and set(calls) == {np.dtype(np.float32)}
+
+
+@pytest.mark.parametrize("method", ["local", "ensemble", "align-0.5"])
+def test_the_shared_reservoir_trial_refuses_heterogeneous_methods(data, method):
+    """trial.fit trains one reservoir shared by all clients; the one-reservoir-per-client methods
+    go through esnfed_core.heterogeneous.fit (the stages' fit_trial picks it)."""
+    with pytest.raises(ConfigError, match="heterogeneous"):
+        fit(method, CFG, 3, data, SETTINGS)
+    assert fit_trial(method, CFG, 3, data, SETTINGS).method == method

@@ -19,7 +19,8 @@ def test_members_are_their_values():
 
 def test_tuples_and_choices():
     assert DATASETS == ("wesad", "hhar") and PCTS == ("25", "50", "75", "100")
-    assert STRATEGIES == ("naive", "replay", "joint") and ALGOS[-4:] == ("clip", "fedclip", "deep-incfed", "deep-fedip")
+    assert STRATEGIES == ("naive", "replay", "joint") and ALGOS[6:8] == ("clip", "fedclip")
+    assert ALGOS[8:] == ("deep-incfed", "deep-fedip", "local", "ensemble", "align")  # issue 13
     assert ShareOrAll.values() == PCTS + ("all",)
 
 

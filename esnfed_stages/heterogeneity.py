@@ -1,0 +1,43 @@
+"""The trial settings of a heterogeneous method (issue 13, docs/heterogeneous.md) on one dataset,
+from the parsed ``heterogeneity`` section (:class:`HeteroParams`, in ``exp.heterogeneity``): mode
+``space`` draws from that dataset's search space; and the shares such a method runs."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from esnfed_core.errors import ConfigError
+from esnfed_core.heterogeneity import Heterogeneity
+from esnfed_core.search import parse_space
+from esnfed_core.trial import Method
+from esnfed_stages.experiment_params import ExperimentParams
+from esnfed_stages.heterogeneity_params import HeteroParams
+
+
+def _hetero(exp: ExperimentParams) -> HeteroParams:
+    if exp.heterogeneity is None:
+        raise ConfigError("params.yaml: missing key 'heterogeneity' (the heterogeneous methods' settings)")
+    return exp.heterogeneity
+
+
+def for_dataset(exp: ExperimentParams, hp: HeteroParams, dataset: str) -> ExperimentParams:
+    """``exp`` whose trial settings carry the heterogeneity spec of ``dataset`` (mode space: the
+    varied hyperparameters' dimensions from budgets.<budget>.space.<dataset>)."""
+    dims = [d for d in parse_space(exp.space.get(dataset), f"budgets.{exp.budget}.space.{dataset}")
+            if d.name in hp.vary]
+    spec = Heterogeneity(hp.mode, hp.seed, tuple(dims), hp.combine)
+    return replace(exp, settings=replace(exp.settings, heterogeneity=spec))
+
+
+def shares(exp: ExperimentParams, method: Method, pcts: list[str]) -> list[str]:
+    """The shares of ``pcts`` a method runs: a heterogeneous one only those of heterogeneity.pcts
+    for the params' budget (every share for a budget not listed there)."""
+    if not method.heterogeneous:
+        return pcts
+    allowed = _hetero(exp).shares(exp.budget)
+    return [p for p in pcts if p in allowed]
+
+
+def settings_for(exp: ExperimentParams, method: Method, dataset: str) -> ExperimentParams:
+    """``exp`` as a trial of ``method`` on ``dataset`` needs it (unchanged for the other methods)."""
+    return for_dataset(exp, _hetero(exp), dataset) if method.heterogeneous else exp

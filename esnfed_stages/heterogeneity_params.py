@@ -1,0 +1,72 @@
+"""params.yaml ``heterogeneity`` (issue 13, docs/heterogeneous.md), checked into a frozen
+:class:`HeteroParams`: how the clients' reservoirs differ, the ensemble's combination, the alignment
+strengths α of the align methods and the training shares the heterogeneous methods run under each
+budget. Part of :class:`esnfed_stages.experiment_params.ExperimentParams`."""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from esnfed_core.errors import ConfigError
+from esnfed_core.heterogeneity import COMBINE, MODES, Heterogeneity
+from esnfed_core.trial import RESERVOIR_KEYS, Method
+from esnfed_core.vocabulary import PCTS
+from esnfed_stages.sections import check_keys, section
+
+KEYS = ("seed", "mode", "vary", "combine", "alphas", "pcts")
+
+
+@dataclass(frozen=True)
+class HeteroParams:
+    seed: int
+    mode: str
+    vary: tuple[str, ...]
+    combine: str
+    alphas: tuple[float, ...]
+    pcts: Mapping[str, tuple[str, ...]]  # budget -> shares (a budget not listed: every share)
+
+    def methods(self) -> list[Method]:
+        """Every heterogeneous method: local, ensemble, then align at each α."""
+        return [Method("local"), Method("ensemble")] + [Method("align", alpha=a) for a in self.alphas]
+
+    def shares(self, budget: str) -> list[str]:
+        return list(self.pcts.get(budget, PCTS))
+
+
+def hetero_params(params: Mapping[str, Any]) -> HeteroParams:
+    """The validated ``heterogeneity`` section; every error names its key."""
+    p = check_keys("heterogeneity", section(params, "heterogeneity"), KEYS)
+    missing = [k for k in KEYS if k not in p]
+    if missing:
+        raise ConfigError(f"params.yaml: heterogeneity.{missing[0]}: missing")
+    seed = p["seed"]
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+        raise ConfigError(f"params.yaml: heterogeneity.seed must be a non-negative integer, got {seed!r}")
+    if p["mode"] not in MODES:
+        raise ConfigError(f"params.yaml: heterogeneity.mode must be one of {', '.join(MODES)}, got {p['mode']!r}")
+    if p["combine"] not in COMBINE:
+        raise ConfigError(f"params.yaml: heterogeneity.combine must be one of {', '.join(COMBINE)}, "
+                          f"got {p['combine']!r}")
+    vary = p["vary"]
+    if not isinstance(vary, list) or any(v not in RESERVOIR_KEYS for v in vary) or len(set(vary)) != len(vary):
+        raise ConfigError(f"params.yaml: heterogeneity.vary must list distinct names among "
+                          f"{', '.join(RESERVOIR_KEYS)}, got {vary!r}")
+    alphas = p["alphas"]
+    if not isinstance(alphas, list) or not alphas or any(
+            isinstance(a, bool) or not isinstance(a, (int, float)) or not 0 <= a <= 1 for a in alphas) \
+            or len({f"{a:g}" for a in alphas}) != len(alphas):
+        raise ConfigError(f"params.yaml: heterogeneity.alphas must be a non-empty list of distinct numbers "
+                          f"in [0, 1], got {alphas!r}")
+    if "units" in vary and p["mode"] == "space":
+        raise ConfigError("params.yaml: heterogeneity.vary: units cannot vary: alignment interpolates "
+                          "matrices of equal units (docs/heterogeneous.md)")
+    pcts = p["pcts"]
+    if not isinstance(pcts, Mapping) or any(
+            not isinstance(v, list) or not v or any(str(s) not in PCTS for s in v) for v in pcts.values()):
+        raise ConfigError(f"params.yaml: heterogeneity.pcts must map budget names to non-empty lists of "
+                          f"shares among {', '.join(PCTS)}, got {pcts!r}")
+    return HeteroParams(int(seed), p["mode"], tuple(vary) if p["mode"] == "space" else (), p["combine"],
+                        tuple(float(a) for a in alphas),
+                        {str(b): tuple(s for s in PCTS if s in {str(x) for x in v}) for b, v in pcts.items()})

@@ -1,0 +1,168 @@
+"""Heterogeneous reservoirs (issue 13): per-client draws, structural alignment, the ensemble,
+local training, their messages and their saved models."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from esnfed_core.errors import ConfigError
+from esnfed_core.heterogeneity import Heterogeneity, align, aligned_reservoirs, draw_clients
+from esnfed_core.heterogeneous import assess_scores, ensemble_counts
+from esnfed_core.readout import ridge_stats, solve
+from esnfed_core.reservoir import spectral_radius
+from esnfed_core.scoring import pooled_counts
+from esnfed_core.search import parse_space
+from esnfed_core.tables import Communication, analytic_floats, communication_rows
+from esnfed_core.trial import Method, Settings, make_reservoir, sub_seeds
+from esnfed_stages.models import load_model, save_model
+from esnfed_stages.runner import fit_trial as fit  # every family: local/ensemble/align and incfed
+from experiment_data import trial_data
+
+CFG = {"units": 10, "spectral_radius": 0.9, "leak": 0.5, "input_scaling": 1.0}
+SPACE = parse_space({"spectral_radius": {"low": 0.3, "high": 0.95, "step": 0.05},
+                     "leak": {"low": 0.1, "high": 0.8, "step": 0.05}, "input_scaling": [0.5, 1.0]})
+SPACE_HET = Heterogeneity("space", 7, tuple(SPACE))
+
+
+@pytest.fixture(scope="module")
+def data():
+    return trial_data(pct="100")
+
+
+def _same(a, b) -> bool:
+    return all(np.array_equal(getattr(a, k), getattr(b, k)) for k in ("w_in", "w", "gain", "bias")) \
+        and a.leak == b.leak
+
+
+def test_method_ids_round_trip_and_alpha_rules():
+    assert Method.parse("align-0.25") == Method("align", alpha=0.25)
+    assert [Method("align", alpha=a).id for a in (0, 0.25, 0.9, 1)] == ["align-0", "align-0.25", "align-0.9",
+                                                                       "align-1"]
+    assert Method("ensemble").heterogeneous and Method("local").federated and not Method("incfed").heterogeneous
+    for bad in (lambda: Method("align"), lambda: Method("align", alpha=1.5), lambda: Method("incfed", alpha=0.5),
+                lambda: Method.parse("align-x")):
+        with pytest.raises(ConfigError):
+            bad()
+
+
+def test_draws_are_deterministic_and_per_client():
+    a = draw_clients(SPACE_HET, CFG, 3, 4, 123)
+    b = draw_clients(SPACE_HET, CFG, 3, 4, 123)
+    assert all(_same(x.reservoir, y.reservoir) and x.config == y.config for x, y in zip(a, b))
+    # client c's draw does not depend on how many clients there are
+    assert all(_same(x.reservoir, y.reservoir) for x, y in zip(a, draw_clients(SPACE_HET, CFG, 3, 2, 123)))
+    # clients differ from each other, and another heterogeneity seed or trial seed changes them
+    assert not _same(a[0].reservoir, a[1].reservoir)
+    assert not _same(a[0].reservoir, draw_clients(Heterogeneity("space", 8, tuple(SPACE)), CFG, 3, 1, 123)[0].reservoir)
+    assert not _same(a[0].reservoir, draw_clients(SPACE_HET, CFG, 3, 1, 124)[0].reservoir)
+    # mode space draws the varied hyperparameters from the space (units stay), mode seed keeps them
+    grid = {d.name: d.values for d in SPACE}
+    for c in a:
+        assert c.config["units"] == CFG["units"]
+        assert all(c.config[k] in grid[k] for k in grid)
+        assert spectral_radius(c.reservoir.w) == pytest.approx(c.config["spectral_radius"], rel=1e-5)
+    assert len({c.config["spectral_radius"] for c in a}) > 1
+    seed_mode = draw_clients(Heterogeneity("seed", 7), CFG, 3, 4, 123)
+    assert all(c.config == CFG for c in seed_mode)
+    # the same weight stream in both modes: mode seed's W equals mode space's up to its rescaling
+    w_seed, w_space = seed_mode[0].reservoir.w.astype(float), a[0].reservoir.w.astype(float)
+    ratio = a[0].config["spectral_radius"] / CFG["spectral_radius"]
+    np.testing.assert_allclose(w_space, w_seed * ratio, rtol=1e-5, atol=1e-6)
+
+
+def test_alignment_interpolates_and_rescales():
+    client, = draw_clients(SPACE_HET, CFG, 3, 1, 5)
+    target = draw_clients(Heterogeneity("seed", 99), CFG, 3, 1, 6)[0]
+    assert align(client, target, 0.0) is client.reservoir
+    assert align(client, target, 1.0) is target.reservoir
+    mid = align(client, target, 0.5)
+    rho = 0.5 * client.config["spectral_radius"] + 0.5 * CFG["spectral_radius"]
+    assert spectral_radius(mid.w) == pytest.approx(rho, rel=1e-5)
+    assert mid.leak == pytest.approx(0.5 * client.config["leak"] + 0.5 * CFG["leak"])
+    np.testing.assert_allclose(mid.w_in, 0.5 * client.reservoir.w_in + 0.5 * target.reservoir.w_in, rtol=1e-6)
+    wider = draw_clients(Heterogeneity("seed", 1), {**CFG, "units": 12}, 3, 1, 5)
+    with pytest.raises(ConfigError, match="equal units"):
+        aligned_reservoirs(wider, target, 0.5)
+    with pytest.raises(ConfigError):
+        Heterogeneity("seed", 0, tuple(SPACE))
+
+
+@pytest.mark.parametrize("het", [Heterogeneity(), SPACE_HET])
+def test_align_at_one_is_incfed_bit_for_bit(data, het):
+    train, _ = data
+    settings = Settings(heterogeneity=het)
+    inc = fit("incfed", CFG, 11, train, settings)
+    a1 = fit("align-1", CFG, 11, train, settings)
+    assert np.array_equal(a1.readout, inc.readout)
+    assert a1.validation == inc.validation and a1.lam == inc.lam
+    assert all(_same(r, inc.reservoir) for r in a1.clients)
+    assert {k: v for k, v in a1.communication.items() if k not in ("inputs", "classes")} == inc.communication
+
+
+def test_align_at_zero_is_incfed_over_the_clients_own_reservoirs(data):
+    train, _ = data
+    settings = Settings(heterogeneity=SPACE_HET)
+    a0 = fit("align-0", {**CFG, "lambda": 0.1}, 11, train, settings, score=False)
+    draws = draw_clients(SPACE_HET, CFG, train.n_inputs, len(train.train), sub_seeds(11)["reservoir"])
+    assert all(_same(r, d.reservoir) for r, d in zip(a0.clients, draws))
+    total = sum(ridge_stats(d.reservoir, u.x, u.y, train.n_classes) for d, u in zip(draws, train.train.values()))
+    assert np.array_equal(a0.readout, solve(total, 0.1))
+
+
+def test_ensemble_of_identical_clients_is_the_single_model(data):
+    train, test = data
+    res = make_reservoir(CFG, train.n_inputs, 3)
+    w = solve(sum(ridge_stats(res, u.x, u.y, train.n_classes) for u in train.train.values()), [1e-3, 0.1])
+    users = list(test.values())
+    single = pooled_counts(res, users, w)
+    for combine in ("softmax", "vote"):
+        ens = ensemble_counts([res] * 3, [w] * 3, users, 5, combine)
+        assert ens.total == single.total and np.array_equal(ens.correct, single.correct)
+
+
+def test_local_and_ensemble_fit_each_client_alone(data):
+    train, test = data
+    settings = Settings(heterogeneity=SPACE_HET)
+    local = fit("local", CFG, 4, train, settings)
+    ens = fit("ensemble", CFG, 4, train, settings)
+    assert local.readout is None and len(local.client_readouts) == len(train.train)
+    for r, w, u in zip(local.clients, local.client_readouts, train.train.values()):  # own data only
+        assert np.array_equal(w, solve(ridge_stats(r, u.x, u.y, train.n_classes), local.lam))
+    users = list(test.values())
+    sc = assess_scores(local, users, 256)
+    assert sc["score"] == pytest.approx(np.mean(sc["clients"]), abs=1e-12)
+    es = assess_scores(ens, users, 256)
+    assert es["score"] == ensemble_counts(ens.clients, ens.client_readouts, users, 256).accuracy[0]
+
+
+def test_ledger_bytes_equal_the_formulas(data):
+    train, _ = data
+    settings = Settings(heterogeneity=SPACE_HET)
+    k, n, u, c = len(train.train), CFG["units"], train.n_inputs, train.n_classes
+    ens = fit("ensemble", CFG, 4, train, settings).communication
+    floats = n * u + n * n + 2 * n + 1 + n * c
+    assert ens["up_floats"] == k * floats and ens["down_floats"] == 0 and ens["rounds"] == 1
+    # float32 reservoir arrays, the leak and the readout as float64, one count
+    assert ens["up_bytes"] == k * (4 * (n * u + n * n + 2 * n) + 8 + 8 * n * c + 8)
+    loc = fit("local", CFG, 4, train, settings).communication
+    assert loc["up_floats"] == loc["down_floats"] == loc["up_bytes"] == loc["rounds"] == 0
+    al = fit("align-0.5", CFG, 4, train, settings).communication
+    assert al["up_floats"] == k * (n * n + n * c) and al["down_floats"] == k * n * c
+    for method, comm in (("ensemble", ens), ("local", loc), ("align-0.5", al)):
+        item = Communication("wesad", "100", method, comm["up_floats"], comm["down_floats"], comm["up_bytes"],
+                             comm["down_bytes"], comm["rounds"], comm["clients"], units=n, classes=c,
+                             readouts=1, inputs=comm["inputs"])
+        assert communication_rows([item])[0]["match"] is True, (method, analytic_floats(item))
+
+
+@pytest.mark.parametrize("method", ["ensemble", "align-0.5"])
+def test_saved_models_round_trip(tmp_path, data, method):
+    train, test = data
+    model = fit(method, CFG, 4, train, Settings(heterogeneity=SPACE_HET))
+    save_model(tmp_path, 0, model, {"dataset": "wesad", "pct": "100"})
+    back, meta = load_model(tmp_path, 0)
+    assert meta["n_clients"] == len(train.train) and len(meta["client_configs"]) == len(train.train)
+    assert all(_same(a, b) for a, b in zip(model.clients, back.clients))
+    users = list(test.values())
+    assert assess_scores(back, users, 256) == assess_scores(model, users, 256)
