@@ -111,8 +111,8 @@ class Settings:
     replay_batch: int = 32
     joint_patience: int | None = None  # None: the protocol's 3 (federated) or 5 (centralised)
     joint_max_rounds: int = 50
-    # cpu: the numpy path; torch-cpu / cuda: the batched torch kernels (esnfed_core.accel), for the
-    # stationary methods (continual ones and the random baseline always run the numpy path).
+    # cpu: the numpy path; torch-cpu / cuda: the batched torch kernels (esnfed_core.accel) for the
+    # ESN methods, stationary and continual (the random baseline always runs the numpy path).
     device: str = "cpu"
     tf32: bool = False  # cuda only: TF32 tensor-core products (10-bit mantissa inputs), opt-in
     solver: str = "cholesky"  # readout.solve: cholesky (float64) | pinv32 (the authors' numerics)
@@ -133,7 +133,7 @@ class Settings:
 
     def accelerated(self, method: "Method") -> bool:
         """Whether trials of ``method`` run on the torch kernels with these settings."""
-        return self.device != "cpu" and method.algo != "random" and not method.continual
+        return self.device != "cpu" and method.algo != "random"
 
     def retrain_scores(self, method: "Method") -> bool:
         """Whether a retrain of ``method`` scores on the validation users: stationary ESN methods
@@ -278,12 +278,12 @@ def fit(
             acc = random_accuracy(list(data.validation.values()), data.n_classes, seeds["validation"])
             val = {"score": acc, "accuracy": acc}
         return FittedModel(m.id, int(seed), cfg, data.n_classes, seeds, validation=val)
-    if m.continual:
-        return _fit_continual(m, cfg, int(seed), seeds, data, settings, score)
     if settings.accelerated(m):
         from esnfed_core.accel.trials import fit_batch  # noqa: PLC0415 (imports torch)
 
         return fit_batch(m, [cfg], [int(seed)], data, settings, score=score)[0]
+    if m.continual:
+        return fit_continual(m, cfg, int(seed), seeds, data, settings, score)
     return _fit_stationary(m, cfg, int(seed), seeds, data, settings, score)
 
 
@@ -393,15 +393,24 @@ def _contexts(users: Sequence[UserData], n_contexts: int) -> list[tuple[np.ndarr
     return out
 
 
-def _fit_continual(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialData,
-                   settings: Settings, score: bool) -> FittedModel:
-    from esnfed_core.continual import ContinualConfig, make_strategy, run_continual  # noqa: PLC0415
+def continual_contexts(m: Method, data: TrialData) -> tuple[list, list]:
+    """(train [client][context] splits, validation [context] splits) of a continual trial: FedCLIP
+    has one client per training user, CLIP one client holding the pooled windows."""
+    users = list(data.train.values())
+    federated = m.algo == "fedclip"
+    train = [_contexts([u], data.n_contexts) for u in users] if federated else [_contexts(users, data.n_contexts)]
+    return train, _contexts(list(data.validation.values()), data.n_contexts)
+
+
+def fit_continual(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialData, settings: Settings,
+                  score: bool, *, engine=None, contexts: tuple[list, list] | None = None) -> FittedModel:
+    """A continual trial through run_continual; ``engine`` (default: numpy) runs its heavy work,
+    ``contexts`` are :func:`continual_contexts` when the caller shares them between trials."""
+    from esnfed_core.continual import NUMPY_ENGINE, ContinualConfig, make_strategy, run_continual  # noqa: PLC0415
 
     res = make_reservoir(cfg, data.n_inputs, seeds["reservoir"])
     federated = m.algo == "fedclip"
-    users = list(data.train.values())
-    train = [_contexts([u], data.n_contexts) for u in users] if federated else [_contexts(users, data.n_contexts)]
-    validation = _contexts(list(data.validation.values()), data.n_contexts)
+    train, validation = contexts if contexts is not None else continual_contexts(m, data)
     ledger = CommLedger() if federated else None
     strategy = make_strategy(
         m.strategy, budget=int(cfg.get("budget", 0)), replay_fraction=settings.replay_fraction,
@@ -413,7 +422,8 @@ def _fit_continual(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialData
                              seed=seeds["ip"], solver=settings.solver)
     result = run_continual(res, train, strategy, config, validation=validation,
                            evaluate={"validation": validation} if score else None, ledger=ledger,
-                           client_names=list(data.train) if federated else None)
+                           client_names=list(data.train) if federated else None,
+                           engine=NUMPY_ENGINE if engine is None else engine)
     val = None
     if score:
         stream = np.asarray(result.stream_accuracy("validation"), np.float64)

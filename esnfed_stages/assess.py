@@ -90,7 +90,8 @@ def run(
     runner.device) torch-cpu | cuda scores the stationary methods' retrains batched on torch."""
     exp = experiment_params(params)
     exp = exp.on_device(device or exp.runner.device)
-    batched = exp.settings.accelerated(method)
+    # Continual retrains are scored context by context on the numpy path (not batched yet).
+    batched = exp.settings.accelerated(method) and not method.continual
     if batched:
         require_torch(exp.settings.device)
     data = open_dataset(data_dir, dataset)
