@@ -23,7 +23,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from esnfed_core import metrics
-from esnfed_core.accel import require_torch
+from esnfed_core.accel import check_supported, require_torch
 from esnfed_core.scoring import accuracy, activation_densities, context_matrix, random_accuracy
 from esnfed_core.trial import FittedModel, Method
 from esnfed_stages._io import output_lock, write_json
@@ -115,6 +115,9 @@ def run(
                           "models": "after_each_context" if method.continual else "final",
                           "density": [], "user_density": []}
         loaded = [load_model(directory, k) for k in range(exp.retrains)]
+        if batched:
+            for model, _ in loaded:
+                check_supported(method, model.config, exp.settings.device)
         batch_scores = (_batched(method, [m for m, _ in loaded], test, train, exp.settings.device)
                         if batched else None)
         for k, (model, meta) in enumerate(loaded):

@@ -28,7 +28,7 @@ from typing import Any, Callable, Mapping, Sequence
 from joblib import Parallel, delayed, parallel_config
 from threadpoolctl import threadpool_limits
 
-from esnfed_core.accel import require_torch
+from esnfed_core.accel import check_supported, require_torch
 from esnfed_core.errors import ConfigError, EsnfedError
 from esnfed_core.trial import FittedModel, Method, Settings, fit
 from esnfed_stages.experiment_params import RunnerConfig
@@ -178,6 +178,8 @@ def run_tasks(
     accelerated = [t for t in tasks if t.settings.accelerated(Method.parse(t.method))]
     if accelerated:
         require_torch(accelerated[0].settings.device)
+        for t in accelerated:  # refuse what the torch kernels cannot run before running anything
+            check_supported(Method.parse(t.method), t.config, t.settings.device)
         from esnfed_core.accel.trials import MAX_TRIALS  # noqa: PLC0415
 
         for group in batches(accelerated, MAX_TRIALS):

@@ -252,7 +252,7 @@ def test_fit_on_torch_cpu_runs_the_batched_path_and_retrains_with_a_fixed_lambda
 def test_fit_batch_refuses_mixed_sizes_and_the_random_baseline(data):
     with pytest.raises(ValueError, match="one reservoir size"):
         fit_batch("ridge", [BASE[0], {**BASE[1], "units": 8}], [1, 2], data, TORCH)
-    with pytest.raises(ValueError, match="numpy path"):
+    with pytest.raises(ConfigError, match=r"^runner.device: torch-cpu does not run random "):
         fit_batch("random", [{}], [1], data, TORCH)
 
 

@@ -19,7 +19,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import torch
 
-from esnfed_core.accel import torch_device
+from esnfed_core.accel import check_supported, torch_device
 from esnfed_core.accel.torch_plasticity import ip_step
 from esnfed_core.accel.passes import DeviceWindows, counts_of, stats_of
 from esnfed_core.accel.torch_reservoir import Bank, set_tf32
@@ -53,12 +53,12 @@ def fit_batch(
     Every config must have the same ``units``; ``settings.device`` picks the torch device.
     """
     m = method if isinstance(method, Method) else Method.parse(method)
+    for cfg in configs:
+        check_supported(m, cfg, settings.device)
     if m.continual:
         from esnfed_core.accel.continual import fit_continual_batch  # noqa: PLC0415 (imports this module)
 
         return fit_continual_batch(m, configs, seeds, data, settings, score=score)
-    if m.algo == "random":
-        raise ValueError(f"fit_batch: {m.id} runs on the numpy path only")
     if len(configs) != len(seeds) or not configs:
         raise ValueError(f"fit_batch: {len(configs)} configs for {len(seeds)} seeds")
     for cfg in configs:
