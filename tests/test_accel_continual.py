@@ -143,3 +143,32 @@ def test_run_continual_takes_the_engine_and_numpy_is_the_default(data):
     b = run_continual(res, train, strat, cfg, evaluate={"v": val}, engine=NUMPY_ENGINE)
     assert np.array_equal(a.correct["v"], b.correct["v"])
     assert all(np.array_equal(p, q) for p, q in zip(a.readouts, b.readouts))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("method", ["fedclip-replay", "clip-joint"])
+def test_cuda_continual_batch_equals_the_numpy_path(data, method):
+    got = fit_batch(method, _configs(method), SEEDS, data, dataclasses.replace(SETTINGS, device="cuda"))
+    for cfg, seed, g in zip(_configs(method), SEEDS, got):
+        want = fit(method, cfg, seed, data, SETTINGS)
+        assert g.ip_rounds == want.ip_rounds and g.communication == want.communication
+        np.testing.assert_allclose(g.context_gain, want.context_gain, rtol=0, atol=1e-5)
+
+
+def test_continual_benchmark_smoke_mode_reports_every_method_and_its_projection(tmp_path):
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    out = tmp_path / "c.jsonl"
+    run = subprocess.run([sys.executable, str(root / "benchmarks" / "bench_continual.py"), "--smoke", "--out", str(out)],
+                         capture_output=True, text=True, timeout=300, cwd=root)
+    assert run.returncode == 0, run.stderr
+    recs = [json.loads(line) for line in out.read_text().splitlines()]
+    cases = {r["case"]: r for r in recs if "case" in r}
+    assert set(cases) == {"kernel prices", "fedclip-naive", "clip-replay", "fedclip-joint"}
+    for m in ("fedclip-naive", "clip-replay", "fedclip-joint"):
+        assert cases[m]["ip_window_steps"] > 0 and cases[m]["projected_seconds"] > 0
+    assert "| fedclip-joint |" in run.stdout

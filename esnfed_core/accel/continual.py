@@ -157,6 +157,9 @@ class _Driver:
         self._cached_bytes = 0
         self._weights: dict[int, Bank] = {}
         self._banks: OrderedDict[tuple, Bank] = OrderedDict()
+        # Work done, for benchmarks: ticks, and trial-window-steps per kind (padding excluded).
+        self.ticks = 0
+        self.window_steps = {"ip": 0, "stats": 0, "counts": 0}
 
     # -- data on the device
     def _upload(self, arr: np.ndarray) -> torch.Tensor:
@@ -226,6 +229,7 @@ class _Driver:
 
     # -- one tick
     def answer(self, reqs: list[_Request]) -> dict[int, Any]:
+        self.ticks += 1
         out: dict[int, Any] = {}
         ip = [r for r in reqs if r.kind == "ip"]
         groups: dict[tuple, list[_Request]] = {}
@@ -247,6 +251,7 @@ class _Driver:
         if len({tuple(u.shape[1:]) for u in rows}) > 1:
             raise ValueError(f"ip: mini-batches of different window shapes {sorted({tuple(u.shape[1:]) for u in rows})}")
         sizes = [u.shape[0] for u in rows]
+        self.window_steps["ip"] += sum(sizes) * int(rows[0].shape[1])
         b = max(sizes)
         if min(sizes) == b:
             u, mask = torch.stack(rows), None
@@ -286,6 +291,7 @@ class _Driver:
         if len(part) == 0:
             n = reqs[0].res.units
             return [RidgeStats(np.zeros((r.n_classes, n)), np.zeros((n, n)), 0, 0) for r in reqs]
+        self.window_steps["stats"] += len(reqs) * int(np.shape(part)[0] * np.shape(part)[1])
         return stats_of(self._bank(reqs), self._x(part), self._y(part, labels), reqs[0].n_classes)
 
     def _counts(self, part: Any, labels: np.ndarray, reqs: list[_Request]) -> list[Counts]:
@@ -295,13 +301,16 @@ class _Driver:
         correct = counts_of(self._bank(reqs), self._x(part), self._y(part, labels),
                              self._upload(grid)).cpu().numpy()
         total = int(np.shape(part)[0] * np.shape(part)[1])
+        self.window_steps["counts"] += len(reqs) * total
         return [Counts(correct[k].astype(np.int64), total) for k in range(len(reqs))]
 
 
 def fit_continual_batch(method: str | Method, configs: Sequence[Mapping[str, Any]], seeds: Sequence[int],
-                        data: TrialData, settings: Settings, *, score: bool = True) -> list[FittedModel]:
+                        data: TrialData, settings: Settings, *, score: bool = True,
+                        work: dict[str, Any] | None = None) -> list[FittedModel]:
     """Train (and with ``score``, score on validation) one continual trial per (config, seed),
-    batched: the FittedModels of :func:`esnfed_core.trial.fit` within float32 rounding."""
+    batched: the FittedModels of :func:`esnfed_core.trial.fit` within float32 rounding. ``work``,
+    when given, receives the driver's ticks and window-steps per kind (benchmarks)."""
     m = method if isinstance(method, Method) else Method.parse(method)
     if not m.continual:
         raise ValueError(f"fit_continual_batch: {m.id} is not a continual method")
@@ -315,7 +324,7 @@ def fit_continual_batch(method: str | Method, configs: Sequence[Mapping[str, Any
     results: list[FittedModel | None] = [None] * len(configs)
     errors: list[BaseException | None] = [None] * len(configs)
 
-    def work(i: int) -> None:
+    def run_trial(i: int) -> None:
         try:
             seed = int(seeds[i])
             results[i] = fit_continual(m, dict(configs[i]), seed, sub_seeds(seed), data, settings, score,
@@ -325,18 +334,21 @@ def fit_continual_batch(method: str | Method, configs: Sequence[Mapping[str, Any
         finally:
             lock.done()
 
-    threads = [threading.Thread(target=work, args=(i,), name=f"continual-trial-{i}", daemon=True)
+    threads = [threading.Thread(target=run_trial, args=(i,), name=f"continual-trial-{i}", daemon=True)
                for i in range(len(configs))]
     saved = torch.backends.cuda.matmul.allow_tf32
     set_tf32(settings.tf32 and dev == "cuda")
     try:
         for t in threads:
             t.start()
-        lock.serve(_Driver(dev).answer)  # returns once every trial is done
+        driver = _Driver(dev)
+        lock.serve(driver.answer)  # returns once every trial is done
     finally:
         set_tf32(saved)
     for t in threads:
         t.join()
+    if work is not None:
+        work.update(ticks=driver.ticks, window_steps=dict(driver.window_steps))
     for exc in errors:
         if exc is not None:
             raise exc
