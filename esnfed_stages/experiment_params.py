@@ -24,7 +24,7 @@ from esnfed_stages.sections import section
 @dataclass(frozen=True)
 class RunnerConfig:
     """How trials are dispatched: joblib backend, worker count, BLAS threads per worker, and the
-    device of the stationary methods' kernels (cpu = numpy; torch-cpu / cuda = batched torch)."""
+    device of the ESN methods' kernels (cpu = numpy; torch-cpu / cuda = batched torch)."""
 
     backend: str = "loky"
     n_jobs: int = 2

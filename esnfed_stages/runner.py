@@ -11,7 +11,7 @@ backend registers a setup function with :func:`register_backend`; "ray" is looke
 Results do not depend on the backend: each trial runs with ``blas_threads`` BLAS threads wherever
 it runs, and its numbers depend only on (method, config, seed, data, settings).
 
-On an accelerated device (``settings.device`` torch-cpu | cuda) the stationary methods' tasks are
+On an accelerated device (``settings.device`` torch-cpu | cuda) the ESN methods' tasks are
 batched instead: tasks of the same data, method and reservoir size run as one call of
 :func:`esnfed_core.accel.trials.fit_batch` in this process (at most ``MAX_TRIALS`` per call),
 and each task still gets its own Outcome, so the stages write one result per trial as before.
