@@ -123,9 +123,9 @@ def main() -> None:
         sec = time.perf_counter() - t0
         ws = work["window_steps"]
         projected = sum(ws[n] * prices[n] for n in ws)
-        rec = {"case": mid, "trials": k, "units": units, "seconds": round(sec, 2), "ticks": work["ticks"],
+        rec = {"case": mid, "trials": k, "units": units, "seconds": round(sec, 3), "ticks": work["ticks"],
                **{f"{n}_window_steps": v for n, v in ws.items()},
-               "M_ws_per_s": round(sum(ws.values()) / sec / 1e6, 3), "projected_seconds": round(projected, 2),
+               "M_ws_per_s": round(sum(ws.values()) / sec / 1e6, 3), "projected_seconds": round(projected, 6),
                "measured_over_projected": round(sec / projected, 3) if projected else None}
         emit(rec)
         rows.append(rec)
