@@ -32,7 +32,7 @@ from esnfed_core.plasticity import (
     ip_epoch,
     ip_pass,
 )
-from esnfed_core.messages import StatsMessage
+from esnfed_core.messages import PlasticityMessage, StatsMessage
 from esnfed_core.readout import LAMBDA, Counts, RidgeStats, check_solver, ridge_stats
 from esnfed_core.readout import evaluate as evaluate_counts
 from esnfed_core.replay import ReplayBuffer, Split, StreamClient, concat_splits, replay_batches
@@ -105,6 +105,11 @@ class ContinualEngine:
     def ip_pass(self, res: Reservoir, batches: Iterable[np.ndarray], cfg: IPConfig) -> Reservoir:
         """One IP step per given mini-batch (:func:`esnfed_core.plasticity.ip_pass`)."""
         return ip_pass(res, batches, cfg)
+
+    def fit_clients(self, start: Reservoir, fits: Sequence[Callable[[Reservoir], Reservoir]]) -> list[Reservoir]:
+        """Every client's local fit of one FedCLIP round from ``start`` (one after the other
+        here; an accelerated engine runs them side by side)."""
+        return [fit(start) for fit in fits]
 
     def stats(self, res: Reservoir, x: np.ndarray, y: np.ndarray, n_classes: int) -> RidgeStats:
         """A client's ridge statistics (as :meth:`esnfed_core.federated.Client.fit_stats`)."""
@@ -404,7 +409,12 @@ class _Federation:
     def ip_round(self, cur: Reservoir, part: _Participants) -> Reservoir:
         """One FedIP round (federated) or one local pass of the single client (centralised)."""
         if self.federated:
-            cur = fedip_round(cur, part.fits, part.weights, part.names, self.ledger, ALGORITHM, self._rounds)
+            # The clients' fits first (side by side on an accelerated engine), then the round with
+            # its messages: each client starts from the downloaded (g, b), as in fedip_round.
+            down = PlasticityMessage(cur.gain, cur.bias)
+            fitted = self.engine.fit_clients(cur.with_ip(down.gain, down.bias), part.fits)
+            fits = [lambda _start, r=r: r for r in fitted]
+            cur = fedip_round(cur, fits, part.weights, part.names, self.ledger, ALGORITHM, self._rounds)
         else:
             cur = part.fits[0](cur)
         self._rounds += 1

@@ -172,3 +172,22 @@ def test_continual_benchmark_smoke_mode_reports_every_method_and_its_projection(
     for m in ("fedclip-naive", "clip-replay", "fedclip-joint"):
         assert cases[m]["ip_window_steps"] > 0 and cases[m]["projected_seconds"] > 0
     assert "| fedclip-joint |" in run.stdout
+
+
+def test_fedclip_clients_of_a_trial_share_the_ticks(data, monkeypatch):
+    """A FedCLIP round's clients fit in threads of their own: their IP steps are answered in the
+    same ticks (one batched step for all of them), and the result is still the numpy path's."""
+    seen: list[int] = []
+    real = accel_continual._Driver.answer
+
+    def spy(self, reqs):
+        seen.append(max(sum(r.trial == t for r in reqs if r.kind == "ip") for t in {r.trial for r in reqs}))
+        return real(self, reqs)
+
+    monkeypatch.setattr(accel_continual._Driver, "answer", spy)
+    cfg = _configs("fedclip-naive")[0]
+    got = fit_batch("fedclip-naive", [cfg], [SEEDS[0]], data, TORCH)[0]
+    assert max(seen) == len(data.train) > 1  # every client of the trial in one tick
+    want = fit("fedclip-naive", cfg, SEEDS[0], data, SETTINGS)
+    assert got.communication == want.communication
+    np.testing.assert_allclose(got.context_gain, want.context_gain, rtol=0, atol=1e-5)

@@ -54,7 +54,8 @@ class _Request:
     (correct steps of readout ``w`` on ``x``, ``y``)."""
 
     kind: str
-    trial: int
+    trial: int  # whose weights
+    slot: tuple  # who asks: (trial,) or (trial, client) for a FedCLIP client's fit
     res: Reservoir
     x: Any
     y: Any = None
@@ -65,35 +66,47 @@ class _Request:
 
 
 class _Lockstep:
-    """Trial threads ask; the driver answers every pending request once all live trials wait."""
+    """Trial threads (and their FedCLIP clients' threads) ask; the driver answers every pending
+    request once every live thread waits, on a request or on its clients (``fork``)."""
 
     def __init__(self, n_trials: int):
         self._cv = threading.Condition()
-        self._pending: dict[int, _Request] = {}
-        self._answers: dict[int, tuple[bool, Any]] = {}
+        self._pending: dict[tuple, _Request] = {}
+        self._answers: dict[tuple, tuple[bool, Any]] = {}
         self._running = n_trials
+        self._forked: dict[tuple, int] = {}  # parent slot -> its client threads still running
 
     def ask(self, req: _Request) -> Any:
         with self._cv:
-            self._pending[req.trial] = req
+            self._pending[req.slot] = req
             self._cv.notify_all()
-            while req.trial not in self._answers:
+            while req.slot not in self._answers:
                 self._cv.wait()
-            ok, value = self._answers.pop(req.trial)
+            ok, value = self._answers.pop(req.slot)
         if not ok:
             raise value
         return value
 
-    def done(self) -> None:
+    def fork(self, parent: tuple, n: int) -> None:
+        """``parent`` waits on ``n`` new threads (each calls done(parent) at its end)."""
+        with self._cv:
+            self._running += n
+            self._forked[parent] = n
+
+    def done(self, parent: tuple | None = None) -> None:
         with self._cv:
             self._running -= 1
+            if parent is not None:
+                self._forked[parent] -= 1
+                if not self._forked[parent]:
+                    del self._forked[parent]
             self._cv.notify_all()
 
-    def serve(self, answer: Callable[[list[_Request]], dict[int, Any]]) -> None:
+    def serve(self, answer: Callable[[list[_Request]], dict[tuple, Any]]) -> None:
         """Answer ticks until every trial is done."""
         while True:
             with self._cv:
-                while len(self._pending) < self._running:
+                while len(self._pending) + len(self._forked) < self._running:
                     self._cv.wait()
                 if not self._pending:
                     return
@@ -101,19 +114,53 @@ class _Lockstep:
                 self._pending = {}
             try:
                 out = answer(reqs)
-                answers = {r.trial: (True, out[r.trial]) for r in reqs}
+                answers = {r.slot: (True, out[r.slot]) for r in reqs}
             except Exception as exc:  # noqa: BLE001 - handed to every waiting trial
-                answers = {r.trial: (False, exc) for r in reqs}
+                answers = {r.slot: (False, exc) for r in reqs}
             with self._cv:
                 self._answers.update(answers)
                 self._cv.notify_all()
 
 
 class TorchEngine(ContinualEngine):
-    """The engine of trial ``trial`` of a batch: every heavy call becomes a request."""
+    """The engine of trial ``trial`` of a batch: every heavy call becomes a request, from the
+    trial's thread or from one of its FedCLIP clients' threads (the asking thread's slot)."""
 
     def __init__(self, lock: _Lockstep, trial: int):
         self._lock, self._trial = lock, trial
+        self._where = threading.local()
+
+    @property
+    def _slot(self) -> tuple:
+        return getattr(self._where, "slot", (self._trial,))
+
+    def fit_clients(self, start, fits):
+        """The clients' fits in threads of their own, so their IP steps share the ticks."""
+        if len(fits) < 2:
+            return [fit(start) for fit in fits]
+        parent = self._slot
+        out: list[Reservoir | None] = [None] * len(fits)
+        errors: list[BaseException | None] = [None] * len(fits)
+
+        def client(c: int) -> None:
+            self._where.slot = parent + (c,)
+            try:
+                out[c] = fits[c](start)
+            except BaseException as exc:  # noqa: BLE001 - re-raised in the trial's thread
+                errors[c] = exc
+            finally:
+                self._lock.done(parent)
+
+        self._lock.fork(parent, len(fits))
+        threads = [threading.Thread(target=client, args=(c,), daemon=True) for c in range(len(fits))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for exc in errors:
+            if exc is not None:
+                raise exc
+        return out
 
     def concat(self, splits):
         """The splits' windows as one lazy :class:`Concatenation` of the arrays the batch shares
@@ -128,7 +175,7 @@ class TorchEngine(ContinualEngine):
         return Concatenation(parts), y
 
     def _ip(self, res: Reservoir, x: Any, idx: np.ndarray | None, cfg: IPConfig) -> Reservoir:
-        return self._lock.ask(_Request("ip", self._trial, res, x, idx=idx, cfg=cfg))
+        return self._lock.ask(_Request("ip", self._trial, self._slot, res, x, idx=idx, cfg=cfg))
 
     def ip_epoch(self, res, x, cfg, rng):
         order = rng.permutation(len(x))  # the draws of plasticity.shuffled_batches
@@ -142,10 +189,10 @@ class TorchEngine(ContinualEngine):
         return res
 
     def stats(self, res, x, y, n_classes) -> RidgeStats:
-        return self._lock.ask(_Request("stats", self._trial, res, x, y, n_classes=n_classes))
+        return self._lock.ask(_Request("stats", self._trial, self._slot, res, x, y, n_classes=n_classes))
 
     def counts(self, res, x, y, w) -> Counts:
-        return self._lock.ask(_Request("counts", self._trial, res, x, y, w=np.asarray(w)))
+        return self._lock.ask(_Request("counts", self._trial, self._slot, res, x, y, w=np.asarray(w)))
 
 
 class _Driver:
@@ -228,9 +275,9 @@ class _Driver:
         return stacked.with_ip(gain, bias)
 
     # -- one tick
-    def answer(self, reqs: list[_Request]) -> dict[int, Any]:
+    def answer(self, reqs: list[_Request]) -> dict[tuple, Any]:
         self.ticks += 1
-        out: dict[int, Any] = {}
+        out: dict[tuple, Any] = {}
         ip = [r for r in reqs if r.kind == "ip"]
         groups: dict[tuple, list[_Request]] = {}
         for r in ip:
@@ -242,7 +289,7 @@ class _Driver:
         out.update(self._grouped([r for r in reqs if r.kind == "counts"], self._counts))
         return out
 
-    def _ip_steps(self, reqs: list[_Request]) -> dict[int, Reservoir]:
+    def _ip_steps(self, reqs: list[_Request]) -> dict[tuple, Reservoir]:
         rows = [self._rows(r.x, r.idx) for r in reqs]
         for r, u in zip(reqs, rows):
             if u.ndim != 3 or u.shape[0] == 0:
@@ -268,9 +315,9 @@ class _Driver:
         new = ip_step(self._bank(reqs), u, mask, n_win, sigma, mu=cfg.mu, eta=cfg.eta,
                       normalize_step=cfg.normalize_step)
         gain, bias = new.gain.cpu().numpy(), new.bias.cpu().numpy()
-        return {r.trial: r.res.with_ip(gain[k], bias[k]) for k, r in enumerate(reqs)}
+        return {r.slot: r.res.with_ip(gain[k], bias[k]) for k, r in enumerate(reqs)}
 
-    def _grouped(self, reqs: list[_Request], run: Callable) -> dict[int, Any]:
+    def _grouped(self, reqs: list[_Request], run: Callable) -> dict[tuple, Any]:
         """Split each request's windows into parts and run every part once for all the trials
         that read it; ``run(part, labels, requests)`` returns one result per request, summed."""
         if not reqs:
@@ -281,10 +328,10 @@ class _Driver:
                 extra = (r.n_classes,) if r.kind == "stats" else (r.w.shape,)
                 key = (id(part),) + extra
                 by_part.setdefault(key, (part, labels, []))[2].append(r)
-        out: dict[int, Any] = {}
+        out: dict[tuple, Any] = {}
         for part, labels, group in by_part.values():
             for r, value in zip(group, run(part, labels, group)):
-                out[r.trial] = value if r.trial not in out else out[r.trial] + value
+                out[r.slot] = value if r.slot not in out else out[r.slot] + value
         return out
 
     def _stats(self, part: Any, labels: np.ndarray, reqs: list[_Request]) -> list[RidgeStats]:
