@@ -5,8 +5,9 @@ with a :class:`TorchEngine` whose heavy calls (one IP step, a client's ridge sta
 readout's correct counts) are requests to a lockstep driver. Once every live trial waits on a
 request, the driver (the calling thread, the only one touching torch) answers all of them: the IP
 steps of every trial as one batched ``ip_step`` (one bmm per recurrence step over trials ×
-windows), statistics and counts grouped by the windows they read; the contexts are shared by the
-trials of a batch, so one pass over a context runs every waiting trial's reservoir at once. The
+windows; a FedCLIP round's clients fit in threads of their own, so their steps share the tick),
+statistics and counts grouped by the windows they read; the contexts are shared by the trials of
+a batch, so one pass over a context runs every waiting trial's reservoir at once. The
 trial threads run the numpy server code (FedAvg of (g, b), IncFed sums and solves, ledgers,
 shuffles, replay buffers, early stopping) exactly as on the numpy path, so seeds, mini-batch
 orders and messages are the same and the numbers equal the numpy path within float32 rounding.
