@@ -235,14 +235,15 @@ def tf32_accuracy(sc: Scale, dev: torch.device) -> dict:
 def ip_epoch(sc: Scale, algo: str, dev: torch.device) -> dict:
     """One IP epoch (pooled windows) or one FedIP round of one local epoch (``epoch_clients``
     clients) for ``epoch_trials`` trials at once, through the trial batcher's IP driver."""
-    from esnfed_core.accel.trials import _train_ip, _Windows  # noqa: PLC0415
+    from esnfed_core.accel.passes import DeviceWindows  # noqa: PLC0415
+    from esnfed_core.accel.trials import _train_ip  # noqa: PLC0415
     from esnfed_core.messages import CommLedger  # noqa: PLC0415
     from esnfed_core.trial import Method, Settings, sub_seeds  # noqa: PLC0415
 
     k, c, w, t = sc.epoch_trials, sc.epoch_clients, sc.client_windows, sc.steps
     rng = np.random.default_rng(1)
     x = torch.from_numpy(rng.standard_normal((c * w, t, sc.inputs), dtype=np.float32)).to(dev)
-    data = _Windows(x, torch.zeros((c * w, t), dtype=torch.int8, device=dev), [i * w for i in range(c)], [w] * c)
+    data = DeviceWindows(x, torch.zeros((c * w, t), dtype=torch.int8, device=dev), [i * w for i in range(c)], [w] * c)
     cfgs = [{"units": sc.units, "sigma": 0.2 + 0.02 * i, "rounds": 1, "local_epochs": 1} for i in range(k)]
     subs = [sub_seeds(i) for i in range(k)]
     res = [build_reservoir(ReservoirConfig(sc.inputs, sc.units, 0.9, LEAK, 1.0), i) for i in range(k)]

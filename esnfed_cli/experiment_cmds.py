@@ -48,7 +48,7 @@ BackendOpt = Annotated[Optional[Backend], typer.Option(
     "--backend", help="joblib backend for the trials: loky (local processes), sequential, or ray "
     "(needs the \\[ray] extra). Default: params.yaml runner.backend.", case_sensitive=False)]
 DeviceOpt = Annotated[Optional[Device], typer.Option(
-    "--device", help="Kernels of the stationary methods' trials: cpu (numpy), torch-cpu or cuda "
+    "--device", help="Kernels of the ESN methods' trials: cpu (numpy), torch-cpu or cuda "
     "(batched torch; needs the \\[gpu] extra). Default: params.yaml runner.device.", case_sensitive=False)]
 JobsOpt = Annotated[Optional[int], typer.Option(
     "--n-jobs", callback=in_range(not_zero=True),

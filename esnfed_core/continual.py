@@ -6,12 +6,17 @@ see at a context, how a client fits locally, and when training on a context stop
 :func:`run_continual` and the server (:class:`_Federation`) are the same for all three.
 Centralised runs use the federated code path with one client and no messages, so CLIP equals
 FedCLIP on a single client with one local epoch per round.
+
+The heavy work (IP epochs and passes, ridge statistics, correct counts, joining contexts) goes
+through a :class:`ContinualEngine`: the default runs the numpy core; the accelerated path
+(:mod:`esnfed_core.accel.continual`) gives each trial of a batch an engine that runs it on torch,
+batched over the trials.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -28,7 +33,8 @@ from esnfed_core.plasticity import (
     ip_epoch,
     ip_pass,
 )
-from esnfed_core.readout import check_solver
+from esnfed_core.messages import PlasticityMessage, StatsMessage
+from esnfed_core.readout import LAMBDA, Counts, RidgeStats, check_solver, ridge_stats
 from esnfed_core.readout import evaluate as evaluate_counts
 from esnfed_core.replay import ReplayBuffer, Split, StreamClient, concat_splits, replay_batches
 from esnfed_core.reservoir import Reservoir
@@ -75,6 +81,40 @@ class ContinualConfig:
         check_param("n_classes", self.n_classes, integer=True, low=1)
         check_solver(self.solver)
         CONTINUAL_BOUNDS["lambda"].check("lambda", self.lam)
+
+
+class ContinualEngine:
+    """Where a continual run's heavy work runs: the numpy core (this class, the default). An
+    accelerated engine overrides every method with the same meaning (results equal within
+    float32 rounding)."""
+
+    def concat(self, splits: Sequence[Split]) -> Split:
+        """The windows and labels of ``splits`` one after the other."""
+        return concat_splits(splits)
+
+    def ip_epoch(self, res: Reservoir, x: np.ndarray, cfg: IPConfig, rng: np.random.Generator) -> Reservoir:
+        """One shuffled IP epoch (:func:`esnfed_core.plasticity.ip_epoch`)."""
+        return ip_epoch(res, x, cfg, rng)
+
+    def ip_pass(self, res: Reservoir, batches: Iterable[np.ndarray], cfg: IPConfig) -> Reservoir:
+        """One IP step per given mini-batch (:func:`esnfed_core.plasticity.ip_pass`)."""
+        return ip_pass(res, batches, cfg)
+
+    def fit_clients(self, start: Reservoir, fits: Sequence[Callable[[Reservoir], Reservoir]]) -> list[Reservoir]:
+        """Every client's local fit of one FedCLIP round from ``start`` (one after the other
+        here; an accelerated engine runs them side by side)."""
+        return [fit(start) for fit in fits]
+
+    def stats(self, res: Reservoir, x: np.ndarray, y: np.ndarray, n_classes: int) -> RidgeStats:
+        """A client's ridge statistics (as :meth:`esnfed_core.federated.Client.fit_stats`)."""
+        return ridge_stats(res, x, y, n_classes)
+
+    def counts(self, res: Reservoir, x: np.ndarray, y: np.ndarray, w: np.ndarray) -> Counts:
+        """Correct steps of readout ``w`` (C, N) on windows ``x``."""
+        return evaluate_counts(res, x, y, w)
+
+
+NUMPY_ENGINE = ContinualEngine()
 
 
 class ContinualStrategy:
@@ -147,14 +187,14 @@ class Replay(Naive):
 
     def data(self, client, t):
         if len(client.buffer):
-            return concat_splits([client.contexts[t], client.buffer.gather(client.contexts)])
+            return client.concat([client.contexts[t], client.buffer.gather(client.contexts)])
         return client.contexts[t]
 
     def local_fit(self, fed, client, t, split):
         def fit(start: Reservoir) -> Reservoir:
             for _ in range(fed.epochs):
-                start = ip_pass(start, replay_batches(client, t, fed.ip.batch_size, self.batch, self.shuffle),
-                                fed.ip)
+                start = fed.engine.ip_pass(
+                    start, replay_batches(client, t, fed.ip.batch_size, self.batch, self.shuffle), fed.ip)
             return start
         return fit
 
@@ -184,7 +224,7 @@ class Joint(ContinualStrategy):
         CONTINUAL_BOUNDS["max_joint_rounds"].check("max_joint_rounds", self.max_rounds)
 
     def data(self, client, t):
-        return concat_splits(client.contexts[: t + 1])
+        return client.concat(client.contexts[: t + 1])
 
     def train_context(self, fed, res, cur, t, validation, result):
         patience = (3 if fed.federated else 5) if self.patience is None else self.patience
@@ -196,7 +236,7 @@ class Joint(ContinualStrategy):
         for r in range(self.max_rounds):
             cand = fed.ip_round(cand, part)
             w = fed.readout(cand, part)
-            counts = [evaluate_counts(cand, x, y, w) for x, y in validation[: t + 1]]
+            counts = [fed.engine.counts(cand, x, y, w) for x, y in validation[: t + 1]]
             total = sum(c.total for c in counts)
             acc = sum(int(c.correct[0]) for c in counts) / total if total else float("nan")
             trace.append(acc)
@@ -250,6 +290,7 @@ def run_continual(
     ledger: CommLedger | None = None,
     client_names: Sequence[str] | None = None,
     progress: Callable[[int, int], None] | None = None,
+    engine: ContinualEngine = NUMPY_ENGINE,
 ) -> ContinualResult:
     """Train over the contexts of ``train`` ([client][context] splits) with ``strategy`` and
     evaluate the model after each context on each set of ``evaluate``.
@@ -259,7 +300,8 @@ def run_continual(
     and round under "fedclip", the ridge statistics and readouts under "incfed". Readouts are
     solved with ``config.solver`` (:func:`esnfed_core.readout.solve`). Shuffles and buffer keys
     come from generators seeded with ``config.seed`` (the same for every client, as in
-    :func:`esnfed_core.federated.fedip`); the run is deterministic.
+    :func:`esnfed_core.federated.fedip`); the run is deterministic. ``engine`` runs the heavy
+    work (the numpy core by default).
     """
     if not isinstance(strategy, ContinualStrategy):
         raise ParameterError(f"strategy: expected a ContinualStrategy (make_strategy), got {strategy!r}")
@@ -284,12 +326,12 @@ def run_continual(
         streams = [[(x if isinstance(x, Windows) else np.asarray(x), np.asarray(y)) for x, y in splits]
                    for splits in train]
     else:  # CLIP: one client holding the pooled windows of each context
-        streams = [[concat_splits([splits[t] for splits in train]) for t in range(n_ctx)]]
+        streams = [[engine.concat([splits[t] for splits in train]) for t in range(n_ctx)]]
         names, ledger = ["central"], None
     clients = [StreamClient(name, contexts, np.random.default_rng(config.seed),
-                            strategy.buffer(sum(len(x) for x, _ in contexts), config.seed))
+                            strategy.buffer(sum(len(x) for x, _ in contexts), config.seed), engine.concat)
                for name, contexts in zip(names, streams)]
-    fed = _Federation(clients, config, ledger)
+    fed = _Federation(clients, config, ledger, engine)
     if config.federated:
         broadcast_reservoir(res, [c.name for c in clients], ledger, ALGORITHM)
     result = ContinualResult(
@@ -304,7 +346,7 @@ def run_continual(
         result.ip_rounds.append(used)
         for set_name, splits in evaluate.items():
             for j, (x, y) in enumerate(splits):
-                c = evaluate_counts(cur, x, y, w)
+                c = engine.counts(cur, x, y, w)
                 result.correct[set_name][t, j] = int(c.correct[0])
                 result.total[set_name][j] = c.total
         if progress is not None:
@@ -326,8 +368,9 @@ class _Federation:
     """The server's view of a continual run: IP rounds (FedAvg of (g, b), or one centralised
     epoch), IncFed readouts, and the message counters of the ledger."""
 
-    def __init__(self, clients: list[StreamClient], config: ContinualConfig, ledger: CommLedger | None):
-        self.clients, self.federated, self.ip = clients, config.federated, config.ip
+    def __init__(self, clients: list[StreamClient], config: ContinualConfig, ledger: CommLedger | None,
+                 engine: ContinualEngine):
+        self.clients, self.federated, self.ip, self.engine = clients, config.federated, config.ip, engine
         self.epochs = config.local_epochs if config.federated else 1
         self.n_classes, self.lam, self.solver, self.ledger = config.n_classes, config.lam, config.solver, ledger
         # Each algorithm numbers its own rounds in the ledger: FedCLIP's IP rounds, IncFed's solves.
@@ -353,14 +396,19 @@ class _Federation:
         """A client's local fit: ``epochs`` shuffled IP epochs on ``x``."""
         def fit(start: Reservoir) -> Reservoir:
             for _ in range(self.epochs):
-                start = ip_epoch(start, x, self.ip, rng)
+                start = self.engine.ip_epoch(start, x, self.ip, rng)
             return start
         return fit
 
     def ip_round(self, cur: Reservoir, part: _Participants) -> Reservoir:
         """One FedIP round (federated) or one local pass of the single client (centralised)."""
         if self.federated:
-            cur = fedip_round(cur, part.fits, part.weights, part.names, self.ledger, ALGORITHM, self._rounds)
+            # The clients' fits first (side by side on an accelerated engine), then the round with
+            # its messages: each client starts from the downloaded (g, b), as in fedip_round.
+            down = PlasticityMessage(cur.gain, cur.bias)
+            fitted = self.engine.fit_clients(cur.with_ip(down.gain, down.bias), part.fits)
+            fits = [lambda _start, r=r: r for r in fitted]
+            cur = fedip_round(cur, fits, part.weights, part.names, self.ledger, ALGORITHM, self._rounds)
         else:
             cur = part.fits[0](cur)
         self._rounds += 1
@@ -368,7 +416,18 @@ class _Federation:
 
     def readout(self, cur: Reservoir, part: _Participants) -> np.ndarray:
         """IncFed sums of (A_c, B_c) solved at λ: with one client, the centralised ridge."""
-        clients = [Client(n, x, y, self.n_classes) for n, (x, y) in zip(part.names, part.data)]
+        clients = [_EngineClient(n, x, y, self.n_classes, self.engine) for n, (x, y) in zip(part.names, part.data)]
         w = incfed(cur, clients, [self.lam], self.ledger, self._solves, self.solver).readouts[0]
         self._solves += 1
         return w
+
+
+class _EngineClient(Client):
+    """An IncFed client whose statistics come from the run's engine."""
+
+    def __init__(self, name: str, x: np.ndarray, y: np.ndarray, n_classes: int, engine: ContinualEngine):
+        super().__init__(name, x, y, n_classes)
+        self.engine = engine
+
+    def fit_stats(self, res: Reservoir) -> StatsMessage:
+        return StatsMessage(self.engine.stats(res, self._x, self._labels, self.n_classes))

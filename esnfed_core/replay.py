@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -60,18 +60,20 @@ class ReplayBuffer:
         return concat(xs), np.concatenate(ys)
 
 
+def concat_splits(splits: Sequence[Split]) -> Split:
+    return concat([s[0] for s in splits]), np.concatenate([s[1] for s in splits])
+
+
 @dataclass
 class StreamClient:
-    """One client's stream of contexts, its IP shuffle generator and (replay) its buffer."""
+    """One client's stream of contexts, its IP shuffle generator, (replay) its buffer, and how
+    its splits are joined (an accelerated engine keeps them as parts it already holds)."""
 
     name: str
     contexts: list[Split]
     rng: np.random.Generator  # IP mini-batch shuffles
     buffer: ReplayBuffer | None
-
-
-def concat_splits(splits: Sequence[Split]) -> Split:
-    return concat([s[0] for s in splits]), np.concatenate([s[1] for s in splits])
+    concat: Callable[[Sequence[Split]], Split] = concat_splits
 
 
 def replay_batches(client: StreamClient, t: int, batch: int, replay_batch: int,

@@ -148,8 +148,9 @@ class Settings:
     batch_size: int = 256
     ip: IPSettings = field(default_factory=IPSettings)  # params.yaml plasticity (a mapping of it is converted)
     continual: ContinualSettings = field(default_factory=ContinualSettings)  # params.yaml continual
-    # cpu: the numpy path; torch-cpu / cuda: the batched torch kernels (esnfed_core.accel), for the
-    # stationary methods (continual ones and the random baseline always run the numpy path).
+    # cpu: the numpy path; torch-cpu / cuda: the batched torch kernels (esnfed_core.accel) for the
+    # ESN methods, stationary and continual (the random baseline, deep and heterogeneous reservoirs
+    # always run the numpy path).
     device: str = "cpu"
     tf32: bool = False  # cuda only: TF32 tensor-core products (10-bit mantissa inputs), opt-in
     solver: str = "cholesky"  # readout.solve: cholesky (float64) | pinv32 (the authors' numerics)
@@ -182,8 +183,8 @@ class Settings:
         """Whether trials of ``method`` run on the torch kernels with these settings."""
         # Deep reservoirs and heterogeneous methods run the numpy path on every device (the torch
         # kernels take one shallow reservoir shared by all clients).
-        return self.device != "cpu" and method.algo != "random" and not method.continual \
-            and not method.deep and not method.heterogeneous
+        return self.device != "cpu" and method.algo != "random" and not method.deep \
+            and not method.heterogeneous
 
     def retrain_scores(self, method: "Method") -> bool:
         """Whether a retrain of ``method`` scores on the validation users: stationary ESN methods
@@ -348,14 +349,14 @@ def fit(
             acc = random_accuracy(list(data.validation.values()), data.n_classes, seeds["validation"])
             val = {"score": acc, "accuracy": acc}
         return FittedModel(m.id, int(seed), cfg, data.n_classes, seeds, validation=val)
-    if m.continual:
-        return _fit_continual(m, cfg, int(seed), seeds, data, settings, score)
     if m.heterogeneous:  # the stages pick the family (esnfed_stages.runner.fit_trial)
         raise ConfigError(f"{m.id}: a heterogeneous method trains through esnfed_core.heterogeneous.fit "
                           "(one reservoir per client), not the shared-reservoir trial")
     if settings.accelerated(m):  # the stages pick the path (esnfed_stages.runner.fit_trial)
         raise ConfigError(f"runner.device: fit is the numpy path; {m.id} on {settings.device} runs "
                           "through esnfed_core.accel.trials.fit_batch")
+    if m.continual:
+        return fit_continual(m, cfg, int(seed), seeds, data, settings, score)
     return _fit_stationary(m, cfg, int(seed), seeds, data, settings, score)
 
 
@@ -469,16 +470,25 @@ def _contexts(users: Sequence[UserData], n_contexts: int) -> list[tuple[np.ndarr
     return out
 
 
-def _fit_continual(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialData,
-                   settings: Settings, score: bool) -> FittedModel:
-    from esnfed_core.continual import ContinualConfig, make_strategy, run_continual  # noqa: PLC0415
+def continual_contexts(m: Method, data: TrialData) -> tuple[list, list]:
+    """(train [client][context] splits, validation [context] splits) of a continual trial: FedCLIP
+    has one client per training user, CLIP one client holding the pooled windows."""
+    users = list(data.train.values())
+    federated = m.algo == "fedclip"
+    train = [_contexts([u], data.n_contexts) for u in users] if federated else [_contexts(users, data.n_contexts)]
+    return train, _contexts(list(data.validation.values()), data.n_contexts)
+
+
+def fit_continual(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialData, settings: Settings,
+                  score: bool, *, engine=None, contexts: tuple[list, list] | None = None) -> FittedModel:
+    """A continual trial through run_continual; ``engine`` (default: numpy) runs its heavy work,
+    ``contexts`` are :func:`continual_contexts` when the caller shares them between trials."""
+    from esnfed_core.continual import NUMPY_ENGINE, ContinualConfig, make_strategy, run_continual  # noqa: PLC0415
 
     cs = settings.continual
     res = make_reservoir(cfg, data.n_inputs, seeds["reservoir"])
     federated = m.algo == "fedclip"
-    users = list(data.train.values())
-    train = [_contexts([u], data.n_contexts) for u in users] if federated else [_contexts(users, data.n_contexts)]
-    validation = _contexts(list(data.validation.values()), data.n_contexts)
+    train, validation = contexts if contexts is not None else continual_contexts(m, data)
     ledger = CommLedger() if federated else None
     strategy = make_strategy(
         m.strategy, budget=int(cfg.get("budget", 0)), replay_fraction=cs.replay_fraction,
@@ -490,7 +500,8 @@ def _fit_continual(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialData
                              seed=seeds["ip"], solver=settings.solver)
     result = run_continual(res, train, strategy, config, validation=validation,
                            evaluate={"validation": validation} if score else None, ledger=ledger,
-                           client_names=list(data.train) if federated else None)
+                           client_names=list(data.train) if federated else None,
+                           engine=NUMPY_ENGINE if engine is None else engine)
     val = None
     if score:
         stream = np.asarray(result.stream_accuracy("validation"), np.float64)

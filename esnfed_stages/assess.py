@@ -26,7 +26,7 @@ from typing import Any, Callable
 import numpy as np
 
 from esnfed_core import metrics
-from esnfed_core.accel import require_torch
+from esnfed_core.accel import check_supported, require_torch
 from esnfed_core.heterogeneity import heterogeneity_of
 from esnfed_core.heterogeneous import assess_scores
 from esnfed_core.scoring import accuracy, activation_densities, context_matrix, random_accuracy
@@ -101,8 +101,13 @@ def _share(method: Method, exp: ExperimentParams, data: Dataset, test: dict, dir
                       "models": "after_each_context" if method.continual else "final",
                       "density": [], "user_density": []}
     loaded = [load_model(directory, k) for k in range(exp.retrains)]
+    # Continual retrains are scored context by context on the numpy path (not batched yet).
+    batched = exp.settings.accelerated(method) and not method.continual
+    if batched:
+        for model, _ in loaded:
+            check_supported(method, model.config, exp.settings.device)
     batch_scores = (_batched(method, [m for m, _ in loaded], test, train, exp.settings.device)
-                    if exp.settings.accelerated(method) else None)
+                    if batched else None)
     for k, (model, meta) in enumerate(loaded):
         if first_meta is None:
             first_meta = meta
@@ -149,7 +154,9 @@ def run(
     experiment sections, parsed once (``experiment_params``). ``device`` (default runner.device)
     torch-cpu | cuda scores the stationary methods' retrains batched on torch."""
     exp = exp.on_device(device or exp.runner.device)
-    if exp.settings.accelerated(method):
+    # Continual retrains are scored context by context on the numpy path (not batched yet).
+    batched = exp.settings.accelerated(method) and not method.continual
+    if batched:
         require_torch(exp.settings.device)
     data = open_dataset(data_dir, dataset)
     test = data.load(data.test_users)

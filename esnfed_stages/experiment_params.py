@@ -28,7 +28,7 @@ RUNNER_BOUNDS = {"n_jobs": Bound(integer=True, low=-64), "blas_threads": COUNT}
 @dataclass(frozen=True)
 class RunnerConfig:
     """How trials are dispatched: joblib backend, worker count, BLAS threads per worker, and the
-    device of the stationary methods' kernels (cpu = numpy; torch-cpu / cuda = batched torch)."""
+    device of the ESN methods' kernels (cpu = numpy; torch-cpu / cuda = batched torch)."""
 
     backend: str = "loky"
     n_jobs: int = 2

@@ -29,6 +29,7 @@ TRIAL_MODULES = (
 ACCEL_MODULES = (
     "esnfed_core.accel.torch_reservoir", "esnfed_core.accel.torch_plasticity",
     "esnfed_core.accel.trials",
+    "esnfed_core.accel.passes", "esnfed_core.accel.continual",  # continual trials batched (issue 15, accel)
 )
 
 

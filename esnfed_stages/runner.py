@@ -11,7 +11,7 @@ backend registers a setup function with :func:`register_backend`; "ray" is looke
 Results do not depend on the backend: each trial runs with ``blas_threads`` BLAS threads wherever
 it runs, and its numbers depend only on (method, config, seed, data, settings).
 
-On an accelerated device (``settings.device`` torch-cpu | cuda) the stationary methods' tasks are
+On an accelerated device (``settings.device`` torch-cpu | cuda) the ESN methods' tasks are
 batched instead: tasks of the same data, method and reservoir size run as one call of
 :func:`esnfed_core.accel.trials.fit_batch` in this process (at most ``MAX_TRIALS`` per call),
 and each task still gets its own Outcome, so the stages write one result per trial as before.
@@ -28,7 +28,7 @@ from typing import Any, Callable, Mapping, Sequence
 from joblib import Parallel, delayed, parallel_config
 from threadpoolctl import threadpool_limits
 
-from esnfed_core.accel import require_torch
+from esnfed_core.accel import check_supported, require_torch
 from esnfed_core.errors import ConfigError, EsnfedError
 from esnfed_core.heterogeneous import fit as fit_heterogeneous
 from esnfed_core.trial import FittedModel, Method, Settings, TrialData, fit
@@ -195,6 +195,8 @@ def run_tasks(
     accelerated = [t for t in tasks if t.settings.accelerated(Method.parse(t.method))]
     if accelerated:
         require_torch(accelerated[0].settings.device)
+        for t in accelerated:  # refuse what the torch kernels cannot run before running anything
+            check_supported(Method.parse(t.method), t.config, t.settings.device)
         from esnfed_core.accel.trials import MAX_TRIALS  # noqa: PLC0415
 
         for group in batches(accelerated, MAX_TRIALS):

@@ -244,18 +244,17 @@ def test_fit_trial_on_torch_cpu_runs_the_batched_path_and_retrains_with_a_fixed_
     assert _rel(model.readout, want.readout) < 1e-3
     assert TORCH.used_by(Method("fedip"), False)["device"] == "torch-cpu"
     assert "device" not in SETTINGS.used_by(Method("fedip"), False)
-    assert "device" not in TORCH.used_by(Method("clip", "naive"), False)  # continual: numpy path
+    assert TORCH.used_by(Method("clip", "naive"), False)["device"] == "torch-cpu"  # batched too
+    assert "device" not in TORCH.used_by(Method("random"), False)  # the random baseline: numpy
     with pytest.raises(ConfigError, match="fit is the numpy path"):  # the stages choose the path
         fit("fedip", cfg, 5, data, TORCH, score=False)
-    naive = fit_trial("clip-naive", {**cfg, "budget": 1}, 5, data, TORCH, score=False)  # numpy path
-    assert naive.validation is None and naive.method == "clip-naive"
 
 
-def test_fit_batch_refuses_mixed_sizes_and_continual_methods(data):
+def test_fit_batch_refuses_mixed_sizes_and_the_random_baseline(data):
     with pytest.raises(ValueError, match="one reservoir size"):
         fit_batch("ridge", [BASE[0], {**BASE[1], "units": 8}], [1, 2], data, TORCH)
-    with pytest.raises(ValueError, match="numpy path"):
-        fit_batch("clip-naive", [BASE[0]], [1], data, TORCH)
+    with pytest.raises(ConfigError, match=r"^runner.device: torch-cpu does not run random "):
+        fit_batch("random", [{}], [1], data, TORCH)
 
 
 def test_runner_batches_by_data_method_and_size():

@@ -8,7 +8,15 @@ not import torch; its submodules do.
 
 from __future__ import annotations
 
+from typing import Any, Mapping
+
 DEVICES = ("cpu", "torch-cpu", "cuda")
+# What the torch kernels implement: trials of these algorithms with these config keys (the
+# reservoir of esnfed_core.reservoir, IP, the searched budgets and λ). Anything else is refused
+# by check_supported rather than run as something it is not (e.g. a new reservoir kind's keys).
+ALGOS = ("ridge", "incfed", "fedavg", "ip", "fedip", "clip", "fedclip")
+CONFIG_KEYS = frozenset({"units", "spectral_radius", "leak", "input_scaling", "sigma", "rounds",
+                         "local_epochs", "budget", "lambda"})
 
 
 def check_device(device: str) -> str:
@@ -39,3 +47,17 @@ def require_torch(device: str) -> None:
     if device == "cuda" and not torch.cuda.is_available():
         raise ConfigError(f"runner.device: cuda, but torch {torch.__version__} sees no CUDA GPU; "
                           "use cpu or torch-cpu")
+
+
+def check_supported(method: Any, config: Mapping[str, Any], device: str) -> None:
+    """One-line ConfigError when the torch kernels cannot run a trial of ``method`` (a
+    trial.Method) with ``config`` on ``device``: an algorithm or config key they do not implement."""
+    from esnfed_core.errors import ConfigError  # noqa: PLC0415
+
+    if method.algo not in ALGOS:
+        raise ConfigError(f"runner.device: {device} does not run {method.id} (the torch kernels run "
+                          f"{', '.join(ALGOS)}); use runner.device: cpu")
+    extra = sorted(set(config) - CONFIG_KEYS)
+    if extra:
+        raise ConfigError(f"runner.device: {device} cannot run {method.id} with config key(s) "
+                          f"{', '.join(extra)} (not in the torch kernels); use runner.device: cpu")

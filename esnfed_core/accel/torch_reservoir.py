@@ -4,8 +4,13 @@
 The same equations as :mod:`esnfed_core.reservoir` and :mod:`esnfed_core.readout`, in float32
 (TF32 only when :func:`set_tf32` enables it). States live in preallocated chunk buffers laid out
 (R, k, B, N): the k steps of one reservoir form one contiguous (k·B, N) block, so the statistics
-of a chunk are one bmm. Memory per call: 3 chunk buffers of CHUNK_ELEMENTS floats (3 × 128 MiB)
-unless one step of R·B·N alone is larger, plus the (R, N, N) weights and float64 statistics.
+of a chunk are one bmm. Memory per call: 3 chunk buffers of CHUNK_ELEMENTS floats (3 × 128 MiB;
+on the CPU CPU_CHUNK_ELEMENTS, cache-sized) unless one step of R·B·N alone is larger, plus the
+(R, N, N) weights (twice with IP: the gains are folded into a scaled copy) and float64 statistics.
+
+With IP, a step is three kernels: net = (g·W_in) u + b + (g·Ŵ) x(t−1) (the gains folded into the
+weights, the biases into the input projection of the chunk: one baddbmm), h = tanh(net), and the
+leak (lerp), instead of a fourth (g·x_net + b) per step.
 """
 
 from __future__ import annotations
@@ -22,7 +27,17 @@ DTYPE = torch.float32
 # Float32 elements of one chunk buffer (R·k·B·N; three such buffers: states, x_net, tanh):
 # 2^25 = 128 MiB each. The steps per chunk shrink to fit, down to one step (then R·B·N rules).
 CHUNK_ELEMENTS = 1 << 25
+# On the CPU a chunk's elementwise passes (IP sums) run at cache speed only if its buffers fit in
+# cache: 2^18 floats = 1 MiB each (benchmarks/bench_ip_epoch.py; the numpy path uses the same).
+CPU_CHUNK_ELEMENTS = 1 << 18
 MAX_CHUNK_STEPS = 32
+
+
+def _numpy_tanh(x: torch.Tensor, out: torch.Tensor) -> None:
+    """tanh of a CPU tensor through numpy's views of both: torch's CPU tanh runs ~2 ns/element on
+    this project's machines against numpy's ~0.16 (bench_ip_epoch), as costly as the product
+    itself at 100 units; numpy's is also the function the numpy path uses."""
+    np.tanh(x.numpy(), out=out.numpy())
 
 
 def set_tf32(enabled: bool) -> None:
@@ -31,22 +46,26 @@ def set_tf32(enabled: bool) -> None:
     torch.backends.cudnn.allow_tf32 = bool(enabled)
 
 
-def chunk_steps(reservoirs: int, windows: int, units: int, t_len: int) -> int:
-    """Steps per chunk: as many as fit CHUNK_ELEMENTS, between 1 and MAX_CHUNK_STEPS."""
-    k = CHUNK_ELEMENTS // max(1, reservoirs * windows * units)
+def chunk_steps(reservoirs: int, windows: int, units: int, t_len: int, device: torch.device | str = "cuda") -> int:
+    """Steps per chunk: as many as fit CHUNK_ELEMENTS (CPU_CHUNK_ELEMENTS on the CPU), between 1
+    and MAX_CHUNK_STEPS."""
+    budget = CPU_CHUNK_ELEMENTS if torch.device(device).type == "cpu" else CHUNK_ELEMENTS
+    k = budget // max(1, reservoirs * windows * units)
     return int(max(1, min(MAX_CHUNK_STEPS, k, max(t_len, 1))))
 
 
 @dataclass(frozen=True, eq=False)
 class Bank:
     """R reservoirs of one size on one device: ``w_in_t`` (R, U, N), ``w_t`` (R, N, N) (the
-    transposes, so a step is x @ w_t), ``leak`` (R,), ``gain`` and ``bias`` (R, N), float32."""
+    transposes, so a step is x @ w_t), ``leak`` (R,), ``gain`` and ``bias`` (R, N), float32.
+    ``ip`` False promises gains 1 and biases 0 (known on the host: no device sync to find out)."""
 
     w_in_t: torch.Tensor
     w_t: torch.Tensor
     leak: torch.Tensor
     gain: torch.Tensor
     bias: torch.Tensor
+    ip: bool = True
 
     @classmethod
     def from_reservoirs(cls, reservoirs: Sequence[Reservoir], device: str | torch.device) -> "Bank":
@@ -67,6 +86,7 @@ class Bank:
             w_in_t=stack([r.w_in.T for r in reservoirs]), w_t=stack([r.w.T for r in reservoirs]),
             leak=torch.tensor([r.leak for r in reservoirs], dtype=DTYPE, device=device),
             gain=stack([r.gain for r in reservoirs]), bias=stack([r.bias for r in reservoirs]),
+            ip=any(r.has_ip for r in reservoirs),
         )
 
     @property
@@ -88,21 +108,19 @@ class Bank:
     def select(self, index: Sequence[int] | torch.Tensor) -> "Bank":
         """The reservoirs at ``index`` (repeats allowed: FedIP clients of one trial share weights)."""
         idx = torch.as_tensor(index, dtype=torch.long, device=self.device)
-        return Bank(*(t.index_select(0, idx) for t in (self.w_in_t, self.w_t, self.leak, self.gain, self.bias)))
-
-    def has_ip(self) -> bool:
-        return bool(torch.any(self.gain != 1.0) or torch.any(self.bias != 0.0))
+        return Bank(*(t.index_select(0, idx) for t in (self.w_in_t, self.w_t, self.leak, self.gain, self.bias)),
+                    ip=self.ip)
 
 
 @dataclass
 class Chunk:
-    """Steps t0 .. t0+k of every reservoir and window: ``states``, ``xnet`` (W_in u + Ŵ x(t-1))
-    and ``h`` (tanh(g·x_net + b)), each (R, k, B, N). Views of reused buffers: the consumer may
-    overwrite them, and must use them before asking for the next chunk."""
+    """Steps t0 .. t0+k of every reservoir and window: ``states``, ``net`` (g·x_net + b, with
+    x_net = W_in u + Ŵ x(t-1)) and ``h`` (tanh(net)), each (R, k, B, N). Views of reused buffers:
+    the consumer may overwrite them, and must use them before asking for the next chunk."""
 
     t0: int
     states: torch.Tensor
-    xnet: torch.Tensor
+    net: torch.Tensor
     h: torch.Tensor
 
 
@@ -114,31 +132,32 @@ def iter_chunks(bank: Bank, u: torch.Tensor, *, steps: int | None = None) -> Ite
                          f"got {tuple(u.shape)}")
     r, n = bank.reservoirs, bank.units
     _, b, t_len, _ = u.shape
-    k_max = steps or chunk_steps(r, b, n, t_len)
     dev = bank.device
+    k_max = steps or chunk_steps(r, b, n, t_len, dev)
     flat = [torch.empty(r * k_max * b * n, dtype=DTYPE, device=dev) for _ in range(3)]
     prev = torch.zeros((r, b, n), dtype=DTYPE, device=dev)
     a = bank.leak.view(r, 1, 1)
-    use_ip = bank.has_ip()
-    g, bias = bank.gain.view(r, 1, n), bank.bias.view(r, 1, n)
-    w_in4 = bank.w_in_t.unsqueeze(1)  # (R, 1, U, N): broadcast over the chunk's steps
+    if bank.ip:  # g folded into the weights' columns, b into the input projection
+        g = bank.gain.view(r, 1, n)
+        w_in, w_t = bank.w_in_t * g, bank.w_t * g
+        bias4 = bank.bias.view(r, 1, 1, n)
+    else:
+        w_in, w_t, bias4 = bank.w_in_t, bank.w_t, None
+    w_in4 = w_in.unsqueeze(1)  # (R, 1, U, N): broadcast over the chunk's steps
+    tanh = _numpy_tanh if dev.type == "cpu" else torch.tanh
     for t0 in range(0, t_len, k_max):
         k = min(k_max, t_len - t0)
-        st, xn, h = (f[: r * k * b * n].view(r, k, b, n) for f in flat)
-        torch.matmul(u[:, :, t0 : t0 + k].transpose(1, 2), w_in4, out=xn)
+        st, net, h = (f[: r * k * b * n].view(r, k, b, n) for f in flat)
+        torch.matmul(u[:, :, t0 : t0 + k].transpose(1, 2), w_in4, out=net)
+        if bias4 is not None:
+            net += bias4
         for j in range(k):
-            net = xn[:, j]
             if t0 + j > 0:  # x(0) = 0: no recurrent term at the first step
-                net.baddbmm_(prev if j == 0 else st[:, j - 1], bank.w_t)
-            hj = h[:, j]
-            if use_ip:
-                torch.addcmul(bias, g, net, out=hj)
-                hj.tanh_()
-            else:
-                torch.tanh(net, out=hj)
-            torch.lerp(prev if j == 0 else st[:, j - 1], hj, a, out=st[:, j])
+                net[:, j].baddbmm_(prev if j == 0 else st[:, j - 1], w_t)
+            tanh(net[:, j], out=h[:, j])
+            torch.lerp(prev if j == 0 else st[:, j - 1], h[:, j], a, out=st[:, j])
         prev.copy_(st[:, k - 1])
-        yield Chunk(t0, st, xn, h)
+        yield Chunk(t0, st, net, h)
 
 
 def states(bank: Bank, u: torch.Tensor) -> torch.Tensor:

@@ -14,19 +14,19 @@ MiB unless one step of slots × windows × N is larger). ``max_trials`` bounds a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 import torch
 
-from esnfed_core.accel import torch_device
+from esnfed_core.accel import check_supported, torch_device
 from esnfed_core.accel.torch_plasticity import ip_step
-from esnfed_core.accel.torch_reservoir import CHUNK_ELEMENTS, Bank, count_correct, ridge_stats, set_tf32
+from esnfed_core.accel.passes import DeviceWindows, counts_of, stats_of
+from esnfed_core.accel.torch_reservoir import Bank, set_tf32
 from esnfed_core.data.processed import UserData
 from esnfed_core.federated import fedavg, incfed
 from esnfed_core.messages import CommLedger, StatsMessage
-from esnfed_core.readout import Counts, RidgeStats, solve
+from esnfed_core.readout import Counts, solve
 from esnfed_core.reservoir import Reservoir
 from esnfed_core.trial import (
     FittedModel, Method, Settings, StatsOnceClient, TrialData, check_config, clients_of,
@@ -38,61 +38,6 @@ from esnfed_core.trial import (
 MAX_TRIALS = 64
 
 
-@dataclass
-class _Windows:
-    """Users' windows concatenated on the device: x (W, T, U) float32, y (W, T) int8, and each
-    user's first row and count."""
-
-    x: torch.Tensor
-    y: torch.Tensor
-    offsets: list[int]
-    counts: list[int]
-
-    @classmethod
-    def of(cls, users: Sequence[UserData], device: str) -> "_Windows":
-        counts = [int(u.windows) for u in users]
-        offsets = [int(o) for o in np.cumsum([0] + counts[:-1])]
-        xs = [np.asarray(u.x, np.float32) for u in users if u.windows]
-        ys = [np.asarray(u.y, np.int8) for u in users if u.windows]
-        x = torch.from_numpy(np.concatenate(xs) if xs else np.zeros((0, 1, 1), np.float32)).to(device)
-        y = torch.from_numpy(np.concatenate(ys) if ys else np.zeros((0, 1), np.int8)).to(device)
-        return cls(x, y, offsets, counts)
-
-    def user(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
-        lo = self.offsets[i]
-        return self.x[lo : lo + self.counts[i]], self.y[lo : lo + self.counts[i]]
-
-
-def _window_batch(reservoirs: int, units: int, windows: int) -> int:
-    """Windows per state pass: chunks of at least 8 steps within CHUNK_ELEMENTS."""
-    return int(max(1, min(windows, CHUNK_ELEMENTS // max(1, 8 * reservoirs * units))))
-
-
-def _stats_of(bank: Bank, x: torch.Tensor, y: torch.Tensor, n_classes: int) -> list[RidgeStats]:
-    """Each reservoir's ridge statistics of the windows x (W, T, U), streamed by window batch."""
-    r, n = bank.reservoirs, bank.units
-    a = torch.zeros((r, n_classes, n), dtype=torch.float64, device=bank.device)
-    b = torch.zeros((r, n, n), dtype=torch.float64, device=bank.device)
-    step = _window_batch(r, n, len(x))
-    for lo in range(0, len(x), step):
-        da, db = ridge_stats(bank, x[lo : lo + step][None], y[lo : lo + step][None], n_classes)
-        a += da
-        b += db
-    a_np, b_np = a.cpu().numpy(), b.cpu().numpy()
-    w, t = (int(x.shape[0]), int(x.shape[1])) if x.ndim == 3 else (0, 0)
-    return [RidgeStats(a_np[i], b_np[i], w * t, w) for i in range(r)]
-
-
-def _counts_of(bank: Bank, x: torch.Tensor, y: torch.Tensor, readouts: torch.Tensor) -> torch.Tensor:
-    """Correct steps (R, L) of readouts (R, L, C, N) on windows x, streamed by window batch."""
-    r, n = bank.reservoirs, bank.units
-    correct = torch.zeros((r, readouts.shape[1]), dtype=torch.int64, device=bank.device)
-    step = _window_batch(r, n, len(x))
-    for lo in range(0, len(x), step):
-        correct += count_correct(bank, x[lo : lo + step][None], y[lo : lo + step][None], readouts)
-    return correct
-
-
 def fit_batch(
     method: str | Method,
     configs: Sequence[Mapping[str, Any]],
@@ -102,13 +47,20 @@ def fit_batch(
     *,
     score: bool = True,
 ) -> list[FittedModel]:
-    """Train (and with ``score``, score) one stationary trial per (config, seed), batched.
+    """Train (and with ``score``, score) one trial per (config, seed), batched: stationary
+    methods here, continual ones by :func:`esnfed_core.accel.continual.fit_continual_batch`.
 
     Every config must have the same ``units``; ``settings.device`` picks the torch device.
     """
     m = method if isinstance(method, Method) else Method.parse(method)
-    if m.continual or m.algo == "random" or m.deep:
+    if m.deep or m.heterogeneous:  # the random baseline: check_supported's one-line refusal
         raise ValueError(f"fit_batch: {m.id} runs on the numpy path only")
+    for cfg in configs:
+        check_supported(m, cfg, settings.device)
+    if m.continual:
+        from esnfed_core.accel.continual import fit_continual_batch  # noqa: PLC0415 (imports this module)
+
+        return fit_continual_batch(m, configs, seeds, data, settings, score=score)
     if len(configs) != len(seeds) or not configs:
         raise ValueError(f"fit_batch: {len(configs)} configs for {len(seeds)} seeds")
     for cfg in configs:
@@ -131,12 +83,12 @@ def _fit_batch(m: Method, configs, seeds, data: TrialData, settings: Settings, s
     reservoirs = [make_reservoir(cfg, data.n_inputs, sd["reservoir"]) for cfg, sd in zip(configs, subs)]
     users = list(data.train.values())
     names = list(data.train)
-    train = _Windows.of(users, dev)
+    train = DeviceWindows.of(users, dev)
     ledgers = [CommLedger() if m.federated else None for _ in configs]
     if m.uses_ip:
         reservoirs = _train_ip(m, configs, subs, reservoirs, train, names, settings, ledgers, dev)
     bank = Bank.from_reservoirs(reservoirs, dev)
-    client_stats = [_stats_of(bank, *train.user(c), data.n_classes) for c in range(len(users))]
+    client_stats = [stats_of(bank, *train.user(c), data.n_classes) for c in range(len(users))]
 
     out_readouts, out_lambdas, out_fed = [], [], []
     for i, (res, cfg) in enumerate(zip(reservoirs, configs)):
@@ -159,9 +111,9 @@ def _fit_batch(m: Method, configs, seeds, data: TrialData, settings: Settings, s
 
     counts: list[Counts | None] = [None] * len(configs)
     if score:
-        val = _Windows.of(list(data.validation.values()), dev)
+        val = DeviceWindows.of(list(data.validation.values()), dev)
         grid = torch.from_numpy(np.stack(out_readouts)).to(dev)  # (R, L, C, N): one λ grid per trial
-        correct = _counts_of(bank, val.x, val.y, grid).cpu().numpy() if len(val.x) else np.zeros(grid.shape[:2], np.int64)
+        correct = counts_of(bank, val.x, val.y, grid).cpu().numpy() if len(val.x) else np.zeros(grid.shape[:2], np.int64)
         total = int(val.x.shape[0] * val.x.shape[1]) if len(val.x) else 0
         counts = [Counts(correct[i].astype(np.int64), total) for i in range(len(configs))]
     return [
@@ -171,7 +123,7 @@ def _fit_batch(m: Method, configs, seeds, data: TrialData, settings: Settings, s
     ]
 
 
-def _train_ip(m: Method, configs, subs, reservoirs: list[Reservoir], train: _Windows, names: list[str],
+def _train_ip(m: Method, configs, subs, reservoirs: list[Reservoir], train: DeviceWindows, names: list[str],
               settings: Settings, ledgers: list[CommLedger | None], dev: str) -> list[Reservoir]:
     """IP (one client: the pooled windows, ``rounds`` epochs) or FedIP (every client with
     windows, ``rounds`` rounds of ``local_epochs``) for every trial at once: each SGD step is one
@@ -252,10 +204,10 @@ def accuracies(reservoirs: Sequence[Reservoir], readouts: Sequence[np.ndarray], 
     (one size): esnfed_core.scoring.accuracy of each, within float32 rounding (assess on a device)."""
     dev = torch_device(device)
     bank = Bank.from_reservoirs(list(reservoirs), dev)
-    win = _Windows.of(list(users), dev)
+    win = DeviceWindows.of(list(users), dev)
     if not len(win.x):
         return [0.0] * len(reservoirs)
     grid = torch.from_numpy(np.stack([np.asarray(w, np.float64)[None] for w in readouts])).to(dev)
-    correct = _counts_of(bank, win.x, win.y, grid).cpu().numpy()[:, 0]
+    correct = counts_of(bank, win.x, win.y, grid).cpu().numpy()[:, 0]
     total = int(win.x.shape[0] * win.x.shape[1])
     return [float(c) / total for c in correct]

@@ -1,0 +1,112 @@
+"""The IP mini-batch step of the torch path against the bare GEMM of the same shapes, same run.
+
+    .venv/bin/python benchmarks/bench_ip_epoch.py [--device torch-cpu] [--reservoirs 4]
+        [--windows 100] [--steps 100] [--units 400 100] [--repeats 5] [--threads 1] [--mu 0 0.1]
+
+For each size: ``ip`` = one esnfed_core.accel.torch_plasticity.ip_step of R IP-adapted reservoirs
+× B windows × T steps (what every step of a batched IP/FedIP epoch runs), ``gemm`` = the T batched
+products (R, B, N) @ (R, N, N) alone (the floor), ``recurrence`` = the bare torch recurrence
+(baddbmm, tanh, leak per step: benchmarks/bench_gpu.bare). Medians of ``--repeats`` runs after one
+warm-up, in CPU time on torch-cpu (robust on a shared machine; = wall time with one thread) and
+wall time on cuda. Prints one JSON line per size and a markdown table of the ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench_gpu import bank, bare  # noqa: E402
+from esnfed_core.accel import torch_device  # noqa: E402
+from esnfed_core.accel import torch_plasticity as tp  # noqa: E402
+
+
+def _timed(fn, dev: torch.device, repeats: int) -> float:
+    clock = time.perf_counter if dev.type == "cuda" else time.process_time
+    fn()
+    times = []
+    for _ in range(repeats):
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
+        t0 = clock()
+        fn()
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
+        times.append(clock() - t0)
+    return statistics.median(times)
+
+
+def measure(dev: torch.device, r: int, b: int, t: int, n: int, mu: float, repeats: int) -> dict:
+    bk = bank(r, n, 8, dev, ip=True)
+    g = torch.Generator(device="cpu").manual_seed(0)
+    u = torch.randn((r, b, t, 8), generator=g).to(dev)
+    n_win = torch.full((r,), float(b), dtype=torch.float64, device=dev)
+    sigma = torch.linspace(0.2, 0.8, r, dtype=torch.float64, device=dev)
+    x = torch.randn((r, b, n), generator=g).to(dev)
+    y = torch.empty_like(x)
+
+    def ip():
+        tp.ip_step(bk, u, None, n_win, sigma, mu=mu, eta=0.01, normalize_step=True)
+
+    def gemm():
+        for _ in range(t):
+            torch.bmm(x, bk.w_t, out=y)
+
+    ut = u[0].transpose(0, 1).contiguous()  # (T, B, U): bare() shares the windows
+
+    def rec():
+        bare(bk, ut, False)
+
+    out = {"device": str(dev), "reservoirs": r, "windows": b, "steps": t, "units": n, "mu": mu,
+           "threads": torch.get_num_threads(), "torch": torch.__version__}
+    for name, fn in (("ip", ip), ("gemm", gemm), ("recurrence", rec)):
+        out[f"{name}_s"] = _timed(fn, dev, repeats)
+    out["ip_over_gemm"] = out["ip_s"] / out["gemm_s"]
+    out["recurrence_over_gemm"] = out["recurrence_s"] / out["gemm_s"]
+    out["ip_window_steps_per_s"] = r * b * t / out["ip_s"]
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="torch-cpu", choices=["torch-cpu", "cuda"])
+    ap.add_argument("--reservoirs", type=int, default=4)
+    ap.add_argument("--windows", type=int, default=100)
+    ap.add_argument("--steps", type=int, default=100)
+    ap.add_argument("--units", type=int, nargs="+", default=[400, 100])
+    ap.add_argument("--mu", type=float, nargs="+", default=[0.0])
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=1, help="torch CPU threads (torch-cpu)")
+    ap.add_argument("--out", type=Path, help="append the JSON lines here too")
+    args = ap.parse_args()
+    dev = torch.device(torch_device(args.device))
+    if dev.type == "cpu":
+        torch.set_num_threads(args.threads)
+    rows = []
+    for n in args.units:
+        for mu in args.mu:
+            rec = measure(dev, args.reservoirs, args.windows, args.steps, n, mu, args.repeats)
+            print(json.dumps(rec), flush=True)
+            if args.out:
+                with args.out.open("a") as fh:
+                    fh.write(json.dumps(rec) + "\n")
+            rows.append(rec)
+    print("\n| R × B × T × N, μ | IP step s | bare GEMM s | recurrence s | IP ÷ GEMM | recurrence ÷ GEMM |")
+    print("|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['reservoirs']} × {r['windows']} × {r['steps']} × {r['units']}, {r['mu']:g} | {r['ip_s']:.3f} | "
+              f"{r['gemm_s']:.3f} | {r['recurrence_s']:.3f} | {r['ip_over_gemm']:.2f} | "
+              f"{r['recurrence_over_gemm']:.2f} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,193 @@
+"""Continual trials (CLIP/FedCLIP, naive/replay/joint) batched on torch's CPU build
+(esnfed_core.accel.continual) against the numpy path, trial by trial.
+
+Tolerances. The IP steps, statistics and counts are the kernels of tests/test_accel.py (states
+within a few float32 ulps, sums within 1e-5 relative), and the trial threads run the numpy server
+code itself, so the shuffles, replay buffers, messages and the number of IP rounds are the same;
+gains and biases after a context differ by float32 rounding carried through the steps (atol 1e-5,
+as the stationary IP tests). Readouts at the continual λ = 1e-5 amplify the statistics' relative
+error by cond(B + λI): the test bounds it by that condition number times 1e-5 (the statistics'
+tolerance). An accuracy may move by one step where two class scores tie within rounding: the
+stream accuracies are compared within 2 steps of the smallest context.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")  # in the [test] extra: CI runs these on torch's CPU build
+
+from esnfed_core.accel import continual as accel_continual  # noqa: E402
+from esnfed_core.accel.trials import fit_batch  # noqa: E402
+from esnfed_core.continual import NUMPY_ENGINE, ContinualConfig, make_strategy, run_continual  # noqa: E402
+from esnfed_core.plasticity import IPConfig  # noqa: E402
+from esnfed_core.readout import ridge_stats  # noqa: E402
+from esnfed_core.trial import Method, Settings, continual_contexts, fit  # noqa: E402
+from esnfed_stages.runner import TrialTask, batches, fit_trial  # noqa: E402
+from experiment_data import trial_data  # noqa: E402
+
+SETTINGS = Settings(ip={"mu": 0.0, "eta": 0.01, "batch_size": 4, "normalize_step": True},
+                    continual={"replay_fraction": 0.3, "replay_batch": 2})
+TORCH = dataclasses.replace(SETTINGS, device="torch-cpu")
+BASE = [{"units": 16, "spectral_radius": 0.9, "leak": 0.5, "input_scaling": 0.8, "sigma": 0.3},
+        {"units": 16, "spectral_radius": 0.6, "leak": 0.3, "input_scaling": 1.0, "sigma": 0.7}]
+METHODS = [f"{a}-{s}" for a in ("clip", "fedclip") for s in ("naive", "replay", "joint")]
+SEEDS = [3, 4]
+
+
+@pytest.fixture(scope="module")
+def data():
+    return trial_data(seed=1, pct="75")[0]
+
+
+def _configs(method: str) -> list[dict]:
+    out = []
+    for i, b in enumerate(BASE):
+        cfg = dict(b)
+        if not method.endswith("joint"):
+            cfg["budget"] = 2 + i
+        if method.startswith("fedclip"):
+            cfg["local_epochs"] = 1 + i
+        out.append(cfg)
+    return out
+
+
+def _readout_bound(model, data) -> float:
+    """cond(B + λI) of the last context's reservoir on all training windows × 1e-5."""
+    x = np.concatenate([u.x for u in data.train.values()])
+    y = np.concatenate([u.y for u in data.train.values()])
+    b = ridge_stats(model.reservoir, x, y, data.n_classes).b
+    return float(np.linalg.cond(b + model.lam * np.eye(len(b)))) * 1e-5
+
+
+@pytest.fixture(scope="module")
+def batched(data):
+    return {m: fit_batch(m, _configs(m), SEEDS, data, TORCH) for m in METHODS}
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_batched_continual_trials_equal_the_numpy_path(data, batched, method):
+    steps = min(int(u.y[: len(u.y) // data.n_contexts].size) for u in data.validation.values())
+    for cfg, seed, got in zip(_configs(method), SEEDS, batched[method]):
+        want = fit(method, cfg, seed, data, SETTINGS)
+        assert got.ip_rounds == want.ip_rounds and got.communication == want.communication
+        assert got.config == want.config and got.seed == want.seed
+        np.testing.assert_allclose(got.context_gain, want.context_gain, rtol=0, atol=1e-5)
+        np.testing.assert_allclose(got.context_bias, want.context_bias, rtol=0, atol=1e-5)
+        np.testing.assert_allclose(got.validation["stream_accuracy"], want.validation["stream_accuracy"],
+                                   rtol=0, atol=2 / steps)
+        rel = np.abs(got.context_readout - want.context_readout).max() / np.abs(want.context_readout).max()
+        assert rel <= _readout_bound(want, data), (rel, _readout_bound(want, data))
+
+
+@pytest.mark.parametrize("method", ["clip-joint", "fedclip-replay"])
+def test_a_batch_repeats_bit_for_bit_and_equals_each_trial_alone(data, batched, method):
+    again = fit_batch(method, _configs(method), SEEDS, data, TORCH)
+    for a, b in zip(batched[method], again):  # same shapes: the same roundings
+        assert np.array_equal(a.context_gain, b.context_gain)
+        assert np.array_equal(a.context_readout, b.context_readout)
+        assert a.validation == b.validation
+    for cfg, seed, b in zip(_configs(method), SEEDS, batched[method]):
+        alone = fit_batch(method, [cfg], [seed], data, TORCH)[0]  # other bmm shapes: rounding only
+        assert alone.ip_rounds == b.ip_rounds and alone.communication == b.communication
+        np.testing.assert_allclose(alone.context_gain, b.context_gain, rtol=0, atol=1e-5)
+
+
+def test_fit_trial_on_torch_cpu_runs_continual_trials_batched(data, monkeypatch):
+    calls = []
+    real = accel_continual.fit_continual_batch
+
+    def spy(*args, **kw):
+        calls.append(args[0])
+        return real(*args, **kw)
+
+    monkeypatch.setattr(accel_continual, "fit_continual_batch", spy)
+    model = fit_trial("clip-naive", _configs("clip-naive")[0], 3, data, TORCH, score=False)
+    assert len(calls) == 1 and model.validation is None and model.lam == SETTINGS.continual.lam
+
+
+def test_the_runner_batches_continual_trials_of_one_size():
+    ref = object()
+    tasks = [TrialTask(f"t{i}", ref, "fedclip-joint", {**BASE[0], "units": u}, i, TORCH)
+             for i, u in enumerate([16, 16, 8, 16])]
+    assert [[t.label for t in g] for g in batches(tasks, 64)] == [["t0", "t1", "t3"], ["t2"]]
+
+
+def test_a_failing_trial_fails_the_batch_with_its_own_error(data):
+    bad = {**_configs("clip-naive")[1], "sigma": -1.0}
+    with pytest.raises(ValueError, match="sigma"):
+        fit_batch("clip-naive", [_configs("clip-naive")[0], bad], SEEDS, data, TORCH)
+
+
+def test_the_torch_engine_joins_contexts_lazily_from_the_shared_arrays(data):
+    """Joint's D_0..D_t and replay's D_t ∪ M_t are Concatenations of the contexts' own arrays
+    (so the device holds each context once per batch), equal to numpy's concatenation."""
+    train, _ = continual_contexts(Method.parse("clip-joint"), data)
+    engine = accel_continual.TorchEngine(accel_continual._Lockstep(1), 0)
+    x, y = engine.concat(train[0])
+    assert [id(p) for p in x.parts] == [id(s[0]) for s in train[0]]
+    assert np.array_equal(np.asarray(x), np.concatenate([s[0] for s in train[0]]))
+    assert np.array_equal(y, np.concatenate([s[1] for s in train[0]]))
+
+
+def test_run_continual_takes_the_engine_and_numpy_is_the_default(data):
+    """run_continual with the numpy engine given explicitly is bit-identical to the default."""
+    train, val = continual_contexts(Method.parse("clip-replay"), data)
+    res = fit("ridge", {k: v for k, v in BASE[0].items() if k != "sigma"}, 3, data, SETTINGS).reservoir
+    cfg = ContinualConfig(False, IPConfig(sigma=0.5, batch_size=4), data.n_classes)
+    strat = make_strategy("replay", budget=2, replay_fraction=0.3, replay_batch=2)
+    a = run_continual(res, train, strat, cfg, evaluate={"v": val})
+    b = run_continual(res, train, strat, cfg, evaluate={"v": val}, engine=NUMPY_ENGINE)
+    assert np.array_equal(a.correct["v"], b.correct["v"])
+    assert all(np.array_equal(p, q) for p, q in zip(a.readouts, b.readouts))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("method", ["fedclip-replay", "clip-joint"])
+def test_cuda_continual_batch_equals_the_numpy_path(data, method):
+    got = fit_batch(method, _configs(method), SEEDS, data, dataclasses.replace(SETTINGS, device="cuda"))
+    for cfg, seed, g in zip(_configs(method), SEEDS, got):
+        want = fit(method, cfg, seed, data, SETTINGS)
+        assert g.ip_rounds == want.ip_rounds and g.communication == want.communication
+        np.testing.assert_allclose(g.context_gain, want.context_gain, rtol=0, atol=1e-5)
+
+
+def test_continual_benchmark_smoke_mode_reports_every_method_and_its_projection(tmp_path):
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    out = tmp_path / "c.jsonl"
+    run = subprocess.run([sys.executable, str(root / "benchmarks" / "bench_continual.py"), "--smoke", "--out", str(out)],
+                         capture_output=True, text=True, timeout=300, cwd=root)
+    assert run.returncode == 0, run.stderr
+    recs = [json.loads(line) for line in out.read_text().splitlines()]
+    cases = {r["case"]: r for r in recs if "case" in r}
+    assert set(cases) == {"kernel prices", "fedclip-naive", "clip-replay", "fedclip-joint"}
+    for m in ("fedclip-naive", "clip-replay", "fedclip-joint"):
+        assert cases[m]["ip_window_steps"] > 0 and cases[m]["projected_seconds"] > 0
+    assert "| fedclip-joint |" in run.stdout
+
+
+def test_fedclip_clients_of_a_trial_share_the_ticks(data, monkeypatch):
+    """A FedCLIP round's clients fit in threads of their own: their IP steps are answered in the
+    same ticks (one batched step for all of them), and the result is still the numpy path's."""
+    seen: list[int] = []
+    real = accel_continual._Driver.answer
+
+    def spy(self, reqs):
+        seen.append(max(sum(r.trial == t for r in reqs if r.kind == "ip") for t in {r.trial for r in reqs}))
+        return real(self, reqs)
+
+    monkeypatch.setattr(accel_continual._Driver, "answer", spy)
+    cfg = _configs("fedclip-naive")[0]
+    got = fit_batch("fedclip-naive", [cfg], [SEEDS[0]], data, TORCH)[0]
+    assert max(seen) == len(data.train) > 1  # every client of the trial in one tick
+    want = fit("fedclip-naive", cfg, SEEDS[0], data, SETTINGS)
+    assert got.communication == want.communication
+    np.testing.assert_allclose(got.context_gain, want.context_gain, rtol=0, atol=1e-5)
