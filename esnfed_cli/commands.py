@@ -9,6 +9,8 @@ _MODULES = [
     "experiment_cmds",
     "report_cmds",
     "privacy_cmd",
+    # issue 16 (your own data): check-data, import
+    "owndata_cmds",
 ]
 
 for _name in _MODULES:

@@ -108,14 +108,24 @@ def run(dataset: str, params: dict[str, Any], source: str | None = None, raw_dir
     ds_params = section(params, f"preprocess.{dataset}")
     fn = dataset_function(dataset, "preprocess")
     described = dataset_function(dataset, "describe")(ds_params)
-    meta = {k: list(described[k]) for k in _META_KEYS}
     out = Path(out_root if out_root is not None else DEFAULT_OUT) / dataset
+    return write_processed(dataset, out, described, lambda: fn(raw_root, ds_params), raw_root,
+                           {"params": ds_params, "source": source}, on_user)
+
+
+def write_processed(dataset: str, out: Path, described: dict[str, Any], users_of: Callable[[], Any],
+                    raw_root: Path, extra: dict[str, Any],
+                    on_user: Callable[[str, UserData], None] | None = None) -> dict:
+    """Write the processed folder ``out`` (docs/data-contract.md) from the (user, UserData, info)
+    triples of ``users_of()``, checked one by one; ``extra`` ends the manifest (params, source, ...).
+    Shared by preprocess (the papers' readers) and import (your own tables)."""
+    meta = {k: list(described[k]) for k in _META_KEYS}
     users: dict[str, dict] = {}
     checksums: dict[str, str] = {}
     hashed: set[Path] = set()
     with output_lock(out), atomic_path(out) as tmp:
         tmp.mkdir()
-        for user, data, info in fn(raw_root, ds_params):
+        for user, data, info in users_of():
             _check_user(user, data, info, users, meta, dataset)
             save_user(user_path(tmp, user), data)
             for src in (f for s in info["sources"] for f in source_files(s)):
@@ -148,8 +158,7 @@ def run(dataset: str, params: dict[str, Any], source: str | None = None, raw_dir
             "context_names": meta["context_names"],
             "users": users,
             "sources": checksums,
-            "params": ds_params,
-            "source": source,
+            **extra,
         }
         write_json(tmp / MANIFEST, manifest)
     return manifest
