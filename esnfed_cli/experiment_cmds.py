@@ -10,21 +10,21 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from esnfed_cli._common import EXIT_FAILURE, console, err_console, handle_errors, in_range
+from esnfed_cli._common import EXIT_FAILURE, console, declared_dataset, err_console, handle_errors, in_range
 from esnfed_cli.main import app
 from esnfed_core.errors import ConfigError
 from esnfed_core.trial import Method
-from esnfed_core.vocabulary import Algo, Backend, Dataset, Device, ShareOrAll, Strategy
+from esnfed_core.vocabulary import Algo, Backend, Device, ShareOrAll, Strategy
 from esnfed_stages import assess as assess_stage
 from esnfed_stages import retrain as retrain_stage
 from esnfed_stages import select as select_stage
-from esnfed_stages.experiment_params import experiment_params, parse_dataset, parse_pcts
+from esnfed_stages.experiment_params import experiment_params, parse_pcts
 from esnfed_stages.layout import assess_dir, assess_path
 from esnfed_stages.params import load_params
 
 
-DatasetOpt = Annotated[Dataset, typer.Option("--dataset", help="Which dataset: wesad or hhar.",
-                                             case_sensitive=False)]
+DatasetOpt = Annotated[str, typer.Option(
+    "--dataset", help="A dataset declared in params.yaml datasets (wesad, hhar, or your own).")]
 AlgoOpt = Annotated[Algo, typer.Option(
     "--algo", help="The method: random (baseline), ridge (centralised ESN), incfed, fedavg, ip "
     "(centralised IP + ridge), fedip (FedIP + IncFed), clip / fedclip (continual; need --strategy).",
@@ -63,7 +63,7 @@ def _method(algo: Algo, strategy: Optional[Strategy]) -> Method:
         raise typer.BadParameter(str(exc).removeprefix("strategy: "), param_hint="--strategy") from None
 
 
-def _prepare(dataset: Dataset, algo: Algo, strategy: Optional[Strategy], pct: ShareOrAll,
+def _prepare(dataset: str, algo: Algo, strategy: Optional[Strategy], pct: ShareOrAll,
              params: Path, backend: Optional[Backend], n_jobs: Optional[int],
              device: Optional[Device] = None):
     """What select and retrain start from: dataset, method, shares, params, and the runner with
@@ -71,7 +71,7 @@ def _prepare(dataset: Dataset, algo: Algo, strategy: Optional[Strategy], pct: Sh
     p = load_params(params)
     runner = experiment_params(p).runner.with_overrides(backend.value if backend else None, n_jobs,
                                                         device.value if device else None)
-    return parse_dataset(dataset.value), _method(algo, strategy), parse_pcts(pct.value), p, runner
+    return declared_dataset(p, dataset), _method(algo, strategy), parse_pcts(pct.value), p, runner
 
 
 def _where(runner) -> str:
@@ -202,8 +202,8 @@ def assess(
     Continual methods also get the accuracy matrix and stream accuracy per context; IP methods
     on the datasets in assess.activation_datasets get activation densities per context.
     """
-    ds, method = parse_dataset(dataset.value), _method(algo, strategy)
     p = load_params(params)
+    ds, method = declared_dataset(p, dataset), _method(algo, strategy)
     with _progress() as bar:
         doc = assess_stage.run(ds, method, p, data_dir=data_dir, runs_dir=runs_dir,
                                progress=_bar(bar, f"assess {ds}/{method.id}"),

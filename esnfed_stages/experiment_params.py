@@ -18,6 +18,7 @@ from esnfed_core.search import Dimension, parse_space
 from esnfed_core.trial import RETRAIN_LAMBDA, Method, Settings
 from esnfed_core.validation import Bound, ParameterError
 from esnfed_core.vocabulary import BACKENDS, DATASETS, DEVICES, PCTS
+from esnfed_stages._datasets import check_declared, declared
 from esnfed_stages.sections import section
 
 
@@ -144,7 +145,8 @@ def experiment_params(params: Mapping[str, Any]) -> ExperimentParams:
     b = _get(params, f"budgets.{budget}", ("trials", "retrains", "space"))
     trials = _int(f"budgets.{budget}.trials", section(b, "trials"), low=1)
     retrains = _int(f"budgets.{budget}.retrains", section(b, "retrains"), low=1)
-    space = _check_keys(f"budgets.{budget}.space", section(b, "space"), DATASETS + ("ip", "fedip"))
+    space = _check_keys(f"budgets.{budget}.space", section(b, "space"),
+                        tuple(dict.fromkeys(DATASETS + declared(params))) + ("ip", "fedip"))
 
     ro = _get(params, "readout", ("lambdas", "batch_size", "solver"))
     lambdas = section(ro, "lambdas")
@@ -207,7 +209,10 @@ def parse_pcts(pct: str) -> list[str]:
     return [pct]
 
 
-def parse_dataset(dataset: str) -> str:
+def parse_dataset(dataset: str, params: Mapping[str, Any] | None = None) -> str:
+    """``--dataset``: one of the datasets params.yaml declares (issue 16; without params, the papers')."""
+    if params is not None:
+        return check_declared(params, dataset)
     if dataset not in DATASETS:
         raise ConfigError(f"--dataset: expected one of {', '.join(DATASETS)}, got {dataset!r}")
     return dataset

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from esnfed_core.errors import ConfigError, DataError
-from esnfed_stages._datasets import DIRNAMES, bind_kwargs, check_dataset, dataset_function
+from esnfed_stages._datasets import DIRNAMES, SYNTHESIZED, bind_kwargs, dataset_function
 from esnfed_stages._io import atomic_path, output_lock
 from esnfed_stages.sections import section
 
@@ -26,7 +26,8 @@ class SynthesizeResult:
 def plan(dataset: str, params: dict[str, Any], seed: int | None = None) -> tuple[Callable, int, dict, int | None]:
     """The generator, seed, size arguments (params.yaml ``synthetic.<dataset>``) and expected
     number of progress steps (one per subject for WESAD; unknown for HHAR)."""
-    check_dataset(dataset)
+    if dataset not in SYNTHESIZED:
+        raise ConfigError(f"--dataset: expected one of {', '.join(SYNTHESIZED)}, got {dataset!r}")
     key = f"synthetic.{dataset}"
     conf = section(params, key)
     if not isinstance(conf, dict) or "seed" not in conf:
@@ -39,6 +40,8 @@ def plan(dataset: str, params: dict[str, Any], seed: int | None = None) -> tuple
     if dataset == "wesad":
         from esnfed_core.data.wesad import SUBJECTS
         steps = len(kwargs.get("subjects") or SUBJECTS)
+    elif dataset == "example":
+        steps = int(kwargs.get("subjects", 10))
     return fn, seed, kwargs, steps
 
 
