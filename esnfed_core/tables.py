@@ -49,6 +49,7 @@ class TableSpec:
     published: str = "{dataset}/{label}"
     note: str = ""
     pairs: tuple[tuple[str, str], ...] = ()
+    has_published: bool = True  # False: a user dataset's generic table, no paper columns
 
     def __post_init__(self) -> None:
         for a, b in self.pairs:
@@ -107,6 +108,39 @@ TABLES: tuple[TableSpec, ...] = tuple(
     ]
 )
 TABLE_IDS: tuple[str, ...] = tuple(t.id for t in TABLES)
+
+
+# ---------------------------------------------------------------------------------------------
+# Generic tables of a user's own dataset (issue 16)
+
+STATIONARY_METHODS = (("random", "random"), ("ridge", "centralised"), ("fedavg", "fedavg"),
+                      ("incfed", "incfed"), ("ip", "ip"), ("fedip", "fedip"))
+CONTINUAL_METHODS = tuple((f"{a}-{s}", f"{a} {s}") for a in ("clip", "fedclip")
+                          for s in ("naive", "replay", "joint"))
+
+
+def generic_tables(dataset: str, continual: bool) -> tuple[TableSpec, ...]:
+    """A user dataset's tables: the stationary methods' test accuracy (IncFed vs FedAvg, FedIP vs
+    IncFed, IP vs ridge tested) and, with contexts, the continual methods' stream accuracy after
+    the last context (replay vs naive and joint, per setting)."""
+    specs = [TableSpec(f"{dataset}-stationary", f"{dataset}: stationary methods, test accuracy",
+                       (dataset,), STATIONARY_METHODS, has_published=False,
+                       pairs=(("incfed", "fedavg"), ("fedip", "incfed"), ("ip", "ridge")))]
+    if continual:
+        specs.append(TableSpec(
+            f"{dataset}-continual", f"{dataset}: continual methods (CLIP centralised, FedCLIP federated), "
+            "stream accuracy after the last context", (dataset,), CONTINUAL_METHODS, has_published=False,
+            pairs=tuple((f"{a}-replay", f"{a}-{b}") for a in ("clip", "fedclip") for b in ("naive", "joint"))))
+    return tuple(specs)
+
+
+def table_specs(datasets: Sequence[str] = DATASETS, continual: Sequence[str] = DATASETS) -> tuple[TableSpec, ...]:
+    """The tables of the declared datasets: each paper table whose datasets are all declared, then
+    the generic tables of every other declared dataset (in declaration order)."""
+    papers = tuple(t for t in TABLES if set(t.datasets) <= set(datasets))
+    return papers + tuple(spec for ds in datasets if ds not in DATASETS
+                          for spec in generic_tables(ds, ds in continual))
+
 
 
 def table_spec(table_id: str) -> TableSpec:

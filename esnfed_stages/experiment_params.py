@@ -146,7 +146,8 @@ def experiment_params(params: Mapping[str, Any]) -> ExperimentParams:
     trials = _int(f"budgets.{budget}.trials", section(b, "trials"), low=1)
     retrains = _int(f"budgets.{budget}.retrains", section(b, "retrains"), low=1)
     space = _check_keys(f"budgets.{budget}.space", section(b, "space"),
-                        tuple(dict.fromkeys(DATASETS + declared(params))) + ("ip", "fedip"))
+                        tuple(dict.fromkeys(DATASETS + declared(params) + tuple(params.get("imports") or ())))
+                        + ("ip", "fedip"))  # a user dataset's space may stay while it is not in datasets
 
     ro = _get(params, "readout", ("lambdas", "batch_size", "solver"))
     lambdas = section(ro, "lambdas")

@@ -349,7 +349,8 @@ SYNTHETIC_KEYS = {"wesad": ("seed", "scale", "protocol"),
 SYNTHETIC["example"] = {"subjects": COUNT, "seconds_per_activity": POSITIVE, "rate": POSITIVE}
 SYNTHETIC_KEYS["example"] = ("seed", "subjects", "seconds_per_activity", "rate")
 EXAMPLES = ("example",)  # the user datasets of the repository's params.yaml
-IMPORT_KEYS = ("source", "user", "time", "time_unit", "label", "context", "features", "rate", "window")
+IMPORT_KEYS = ("source", "user", "time", "time_unit", "label", "context", "features", "classes", "contexts",
+               "rate", "window")
 PREPROCESS_KEYS = {"wesad": ("modality", "window", "wrist_rate", "contexts", "subjects"),
                    "hhar": ("devices", "target_rate", "window", "join_tolerance_ms", "drop_null")}
 

@@ -23,11 +23,11 @@ from esnfed_core import __version__
 from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.tables import (
     COMMUNICATION_METHODS, TABLES, Cell, Communication, Published, TableSpec, build_cells,
-    communication_rows, metrics, parse_published, required_inputs, split_rounds,
+    communication_rows, metrics, parse_published, required_inputs, split_rounds, table_specs,
 )
 from esnfed_core.vocabulary import DATASETS, PCTS, STRATEGIES, VARIANTS
 from esnfed_stages import figures, privacy_report
-from esnfed_stages._datasets import n_classes
+from esnfed_stages._datasets import continual_declared, declared, n_classes
 from esnfed_stages._io import atomic_path, dumps_json, output_lock, read_json, write_bytes
 from esnfed_stages.sections import section
 from esnfed_stages.tables import (
@@ -121,10 +121,12 @@ def header_lines(spec: TableSpec | None, inputs: Inputs, ttest_doc: Mapping[str,
     ]
 
 
-def communication_items(inputs: Inputs) -> list[Communication]:
-    """The measured messages of every federated method and share, with the sizes N and C."""
+def communication_items(inputs: Inputs, datasets: Sequence[str] = DATASETS,
+                        user_classes: Mapping[str, int] | None = None) -> list[Communication]:
+    """The measured messages of every federated method and share, with the sizes N and C (C of a
+    user dataset: ``user_classes``, from params imports.<name>.classes; unknown without it)."""
     items = []
-    for ds in DATASETS:
+    for ds in datasets:
         for method in COMMUNICATION_METHODS:
             doc = inputs.docs.get((ds, method))
             if doc is None:
@@ -145,7 +147,8 @@ def communication_items(inputs: Inputs) -> list[Communication]:
                         int(comm["up_bytes"]), int(comm["down_bytes"]), rounds,
                         int(comm["clients"]),
                         units=_opt_int(comm.get("units", cfg.get("units"))),
-                        classes=_opt_int(comm.get("classes", n_classes(ds))),
+                        classes=_opt_int(comm["classes"] if "classes" in comm else
+                                         n_classes(ds) if ds in DATASETS else (user_classes or {}).get(ds)),
                         ip_rounds=_opt_int(comm.get("ip_rounds", ip_rounds)),
                         readouts=_opt_int(comm.get("readouts", readouts)),
                     ))
@@ -335,9 +338,10 @@ class Report:
 
 def build(inputs: Inputs, ttest_doc: Mapping[str, Any], published: Published, date: str,
           activation_pct: str = "100", progress: Callable[[str], None] | None = None,
-          contexts_pct: str = "25") -> Report:
+          contexts_pct: str = "25", datasets: Sequence[str] = DATASETS,
+          continual: Sequence[str] = DATASETS, user_classes: Mapping[str, int] | None = None) -> Report:
     rep = Report(missing=list(inputs.missing))
-    for spec in TABLES:
+    for spec in table_specs(datasets, continual):
         cells = build_cells(spec, inputs.scores, ttest_doc["comparisons"], published)
         header = header_lines(spec, inputs, ttest_doc, date)
         rep.cells[spec.id] = cells
@@ -358,14 +362,15 @@ def build(inputs: Inputs, ttest_doc: Mapping[str, Any], published: Published, da
     ]
     rep.tables["communication.md"] = render_communication_markdown(comm, comm_header).encode()
     rep.tables["communication.csv"] = communication_csv(comm).encode()
-    for ds in DATASETS:
+    add_user_communication(rep, inputs, ttest_doc, date, datasets, continual, user_classes)
+    for ds in [d for d in continual if d in datasets]:
         for setting in SETTINGS:
             png, csv_text = stream_figure_and_plot(inputs, ds, setting)
             rep.figures[f"stream-{ds}-{setting}.png"] = png
             rep.plots[f"stream-{ds}-{setting}.csv"] = csv_text.encode()
             if progress:
                 progress(f"figure stream-{ds}-{setting}")
-    for setting in SETTINGS:
+    for setting in SETTINGS if ACTIVATION_DATASET in datasets else ():
         prefix, stationary = SETTINGS[setting]
         png, plots = activation_figure_and_plots(inputs, setting, activation_pct)
         rep.figures[f"activation-{ACTIVATION_DATASET}-{setting}.png"] = png
@@ -380,6 +385,23 @@ def build(inputs: Inputs, ttest_doc: Mapping[str, Any], published: Published, da
             progress(f"figures activation-{ACTIVATION_DATASET}-*: {setting}")
     rep.metrics = metric_files(metrics(inputs.scores))
     return rep
+
+
+def add_user_communication(rep: Report, inputs: Inputs, ttest_doc: Mapping[str, Any], date: str,
+                           datasets: Sequence[str], continual: Sequence[str],
+                           user_classes: Mapping[str, int] | None = None) -> None:
+    """communication-<name>.md/.csv of each user dataset (issue 16): the papers' communication
+    table stays as it is whatever else is declared."""
+    for ds in datasets:
+        if ds in DATASETS:
+            continue
+        spec = table_specs((ds,), continual)[0]
+        rows = communication_rows(communication_items(inputs, (ds,), user_classes))
+        header = header_lines(spec, inputs, ttest_doc, date)[:1] + [
+            "Measured and analytic floats per message as in communication.md (N units, C classes)",
+            f"Date: {date}; versions: {versions()}"]
+        rep.tables[f"communication-{ds}.md"] = render_communication_markdown(rows, header).encode()
+        rep.tables[f"communication-{ds}.csv"] = communication_csv(rows).encode()
 
 
 def metric_files(means: Mapping[str, Mapping[str, Mapping[str, float]]]) -> dict[str, bytes]:
@@ -430,12 +452,18 @@ class ReportParams:
 
     activation_pct: str
     contexts_pct: str = "25"
+    datasets: tuple[str, ...] = DATASETS  # params.yaml datasets / continual_datasets (issue 16)
+    continual: tuple[str, ...] = DATASETS
+    user_classes: Mapping[str, int] = field(default_factory=dict)  # imports.<name>.classes counts
 
 
 def report_params(params: Mapping[str, Any]) -> ReportParams:
     """The ``report`` section of the loaded params."""
     return ReportParams(_share(params, "report.activation_pct"),
-                        _share(params, "report.contexts_pct", default="25"))
+                        _share(params, "report.contexts_pct", default="25"),
+                        declared(params), continual_declared(params),
+                        {name: len(v["classes"]) for name, v in (params.get("imports") or {}).items()
+                         if isinstance(v, Mapping) and v.get("classes")})
 
 
 def run(options: ReportParams, *, assess_dir: str | Path = ASSESS_DIR,
@@ -444,10 +472,11 @@ def run(options: ReportParams, *, assess_dir: str | Path = ASSESS_DIR,
         privacy_dir: str | Path = privacy_report.PRIVACY_DIR) -> Report:
     """Build every report output in memory, then write them; returns what was written."""
     date = report_date()
-    inputs = load_inputs(assess_dir, required_inputs(TABLES), allow_missing)
+    inputs = load_inputs(assess_dir, required_inputs(table_specs(options.datasets, options.continual)),
+                         allow_missing)
     ttest_doc = load_ttest(ttest_path)
     rep = build(inputs, ttest_doc, load_published(), date, options.activation_pct, progress,
-                options.contexts_pct)
+                options.contexts_pct, options.datasets, options.continual, options.user_classes)
     add_privacy(rep, privacy_dir, date)
     write(rep, out_dir)
     return rep
