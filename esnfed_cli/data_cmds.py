@@ -66,13 +66,11 @@ def synthesize(
 
     Size and seed come from params.yaml synthetic.<dataset>; the folder is replaced only once complete.
     """
-    p = load_params(params)
-    _, _, _, steps = synthesize_stage.plan(dataset, p, seed)
+    options = synthesize_stage.synthesize_params(load_params(params), dataset, seed, out)
     with _progress() as bar:
-        task = bar.add_task(f"synthesize {dataset}", total=steps, item="")
+        task = bar.add_task(f"synthesize {dataset}", total=options.steps, item="")
         result = synthesize_stage.run(
-            dataset, p, out_root=out, seed=seed,
-            progress=lambda *what: bar.update(task, advance=1, item=str(what[0]) if what else ""))
+            options, progress=lambda *what: bar.update(task, advance=1, item=str(what[0]) if what else ""))
     table = Table(title=f"synthetic {dataset} -> {result.folder}")
     table.add_column("folder")
     table.add_column("files", justify="right")
@@ -108,9 +106,9 @@ def preprocess(
     total = preprocess_stage.expected_users(p.get("preprocess", {}).get(dataset.value))
     with _progress() as bar:
         task = bar.add_task(f"preprocess {dataset.value}", total=total, item="")
-        manifest = preprocess_stage.run(
-            dataset.value, p, source=source.value if source else None, raw_dir=raw_dir, out_root=out,
-            on_user=lambda user, data: bar.update(task, advance=1, item=user))
+        options = preprocess_stage.preprocess_params(p, dataset.value, source.value if source else None, raw_dir)
+        manifest = preprocess_stage.run(options, out_root=out,
+                                        on_user=lambda user, data: bar.update(task, advance=1, item=user))
     classes = manifest["classes"]
     table = Table(title=f"{dataset.value} ({manifest['source']}): {len(manifest['users'])} users, "
                         f"windows of {manifest['window']} x {manifest['n_features']} -> {out / dataset.value}")

@@ -106,13 +106,14 @@ def header_lines(spec: TableSpec | None, inputs: Inputs, ttest_doc: Mapping[str,
     variant = VARIANT_TEXT[ttest_doc["variant"]]
     pairs = spec.pairs_text() if spec is not None else "none"
     missing = [str(p) for p in inputs.missing if (p.parent.name, p.stem) in keys]
+    paper = spec is None or spec.has_published  # a user dataset's generic table has no paper
     return [
         f"Data source: {_summary([d.get('source') for d in docs])}; budget: "
         f"{_summary([d.get('budget') for d in docs])}; retrains per cell: {retrains} ({seed_text})",
-        "Cells: mean ± population std over the retrains, ×100, two decimals; 'paper' = the "
-        "published value with its marks",
-        f"Significance: {variant}, two-sided, p <= {ttest_doc.get('alpha')}, on the pairs the "
-        f"paper compares (proposed vs baseline): {pairs}. **bold** = the best of the tested "
+        "Cells: mean ± population std over the retrains, ×100, two decimals" + (
+            "; 'paper' = the published value with its marks" if paper else ""),
+        f"Significance: {variant}, two-sided, p <= {ttest_doc.get('alpha')}, on the pairs "
+        f"{'the paper compares' if paper else 'tested'} (proposed vs baseline): {pairs}. **bold** = the best of the tested "
         f"methods, significantly different in every pair it is part of; *italic* = not "
         f"significantly different from the best (the best included); no mark = significantly "
         f"worse than the best, or not tested against it",
