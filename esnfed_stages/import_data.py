@@ -13,8 +13,9 @@ Bad input is one line naming the file, the row (1 = first data row; CSV line = r
 from __future__ import annotations
 
 import csv
+import re
 import tempfile
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
@@ -35,7 +36,7 @@ TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
 # import_params, so params.yaml and the command line meet the same bounds).
 BOUNDS = {"window": Bound(integer=True, low=1), "rate": Bound(low=0.0, low_open=True),
           "chunk_rows": Bound(integer=True, low=1)}
-_PLAIN = __import__("re").compile(r"[A-Za-z0-9_-]+")
+_PLAIN = re.compile(r"[A-Za-z0-9_-]+")
 
 
 @dataclass(frozen=True)
@@ -312,13 +313,16 @@ def _order(codes: dict[str, int], fixed: tuple[str, ...] | None) -> tuple[list[s
 
 
 def _natural(text: str) -> list:
-    import re  # noqa: PLC0415
+    """Sort key putting P2 before P10."""
     return [(0, int(t), "") if t.isdigit() else (1, 0, t) for t in re.split(r"(\d+)", text) if t]
 
 
 def run(dataset: str, p: ImportParams, out_root: str | Path | None = None,
         on_user: Callable[[str, UserData], None] | None = None) -> dict:
     """Import ``p.source`` into ``<out_root>/<dataset>`` (default data/processed); returns the manifest."""
+    if not _PLAIN.fullmatch(dataset):
+        raise ConfigError(f"--dataset: {quote(dataset)} is not a plain name (letters, digits, _ or -): "
+                          "it becomes a folder name")
     files = input_files(p)
     out = Path(out_root if out_root is not None else DEFAULT_OUT) / dataset
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -350,7 +354,3 @@ def run(dataset: str, p: ImportParams, out_root: str | Path | None = None,
                  "label_map": {name: i for i, name in enumerate(classes)},
                  "context_map": {name: i for i, name in enumerate(contexts)} if p.context else None}
         return write_processed(dataset, out, described, users, root, extra, on_user)
-
-
-def with_source(p: ImportParams, source: str | Path) -> ImportParams:
-    return replace(p, source=str(source))

@@ -175,3 +175,10 @@ def test_cli_import_then_check(tmp_path):
     bad = runner.invoke(app, args[:-6] + ["--window", "0", "--out", str(tmp_path / "o2"), "--params", "x"])
     assert bad.exit_code == 1 and "imports.mine.window" in bad.output
     assert json.loads((tmp_path / "out/mine/manifest.json").read_text())["source"] == "import"
+
+
+def test_dataset_name_never_escapes_the_output_root(tmp_path):
+    _table().to_csv(tmp_path / "rec.csv", index=False)
+    with pytest.raises(ConfigError, match="is not a plain name"):
+        run("../escape", _params(tmp_path / "rec.csv"), out_root=tmp_path / "out")
+    assert not (tmp_path / "escape").exists()
