@@ -213,7 +213,7 @@ def _npz_chunks(file: Path, p: ImportParams) -> Iterator[Chunk]:
         n = a.size
     for start in range(0, n or 0, p.chunk_rows):
         frame = pd.DataFrame({c: a[start:start + p.chunk_rows] for c, a in arrays.items()})
-        yield Chunk(file, start + 1, frame.astype(str))
+        yield Chunk(file, start + 1, frame)  # numbers stay numbers; _texts() reads the rest as text
 
 
 READERS: dict[str, Callable[[Path, ImportParams], Iterator[Chunk]]] = {
