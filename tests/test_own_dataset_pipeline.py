@@ -15,6 +15,7 @@ from esnfed_cli.main import app
 from esnfed_stages.check_data import check_folder
 from experiment_data import make_dataset, small_params, write_params
 
+pytestmark = pytest.mark.pipeline
 runner = CliRunner()
 ALL = [("random", None), ("ridge", None), ("incfed", None), ("fedavg", None), ("ip", None), ("fedip", None),
        ("clip", "naive"), ("clip", "replay"), ("clip", "joint"),
