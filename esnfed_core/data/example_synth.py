@@ -19,7 +19,8 @@ ACTIVITIES = ("rest", "walk", "run")
 SESSIONS = ("morning", "evening")
 COLUMNS = ("subject", "t_ms", "session", "activity", "acc_x", "acc_y", "acc_z", "hr")
 # (step frequency Hz, acceleration amplitude g, heart rate bpm) per activity
-_MOTION = {"rest": (0.3, 0.03, 65.0), "walk": (1.8, 0.35, 95.0), "run": (2.8, 0.9, 140.0)}
+_MOTION = {"rest": (0.3, 0.1, 72.0), "walk": (1.8, 0.35, 80.0), "run": (2.4, 0.5, 88.0)}
+NOISE = (0.25, 4.0)  # sd of the accelerometer (g) and heart-rate (bpm) noise: the classes overlap
 
 
 def _session(rng: np.random.Generator, activity_order: list[str], seconds: float, rate: float,
@@ -34,9 +35,9 @@ def _session(rng: np.random.Generator, activity_order: list[str], seconds: float
         times = t + k * 1000.0 / rate + rng.integers(-3, 4, size=n)  # clock jitter, ms
         s = np.sin(2 * np.pi * freq * k / rate + phase)
         acc = np.stack([s, np.cos(2 * np.pi * freq * k / rate + phase), s * s], axis=1) * amp
-        acc = gain * (acc + rng.normal(0, 0.05, size=acc.shape)) + shift
+        acc = gain * (acc + rng.normal(0, NOISE[0], size=acc.shape)) + shift
         acc[:, 2] += 1.0  # gravity on z
-        hr = bpm + np.cumsum(rng.normal(0, 0.3, size=n)) + rng.normal(0, 1.0, size=n)
+        hr = bpm + np.cumsum(rng.normal(0, 0.3, size=n)) + rng.normal(0, NOISE[1], size=n)
         rows += [(int(times[i]), activity, *acc[i], hr[i]) for i in range(n)]
         t += n * 1000.0 / rate
     return rows
