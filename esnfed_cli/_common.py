@@ -96,3 +96,13 @@ def in_range(low: float | None = None, high: float | None = None, *, low_open: b
         return value
 
     return callback
+
+
+def declared_dataset(params, name: str) -> str:
+    """``--dataset``: a dataset params.yaml declares (issue 16), else a usage error (exit 2) listing them."""
+    from esnfed_stages._datasets import check_declared  # noqa: PLC0415 - keeps _common import-light
+
+    try:
+        return check_declared(params, name)
+    except EsnfedError as exc:
+        raise typer.BadParameter(str(exc).removeprefix("--dataset: "), param_hint="--dataset") from None

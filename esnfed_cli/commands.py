@@ -11,6 +11,8 @@ _MODULES = [
     "privacy_cmd",
     # issue 14 (Flower apps): `esnfed flower`
     "flower_cmd",
+    # issue 16 (your own data): check-data, import
+    "owndata_cmds",
 ]
 
 for _name in _MODULES:

@@ -11,7 +11,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from esnfed_cli._common import console, handle_errors
+from esnfed_cli._common import console, declared_dataset, handle_errors
 from esnfed_cli.main import app
 from esnfed_core.vocabulary import Dataset, Source
 from esnfed_stages import partition as partition_stage
@@ -23,6 +23,11 @@ from esnfed_stages.params import load_params
 DatasetOpt = Annotated[Dataset, typer.Option("--dataset", help="Which dataset: wesad or hhar.",
                                              case_sensitive=False)]
 ParamsOpt = Annotated[Path, typer.Option("--params", help="The params file to read.")]
+# issue 16: stages that run on any dataset params.yaml declares take a plain name, checked there.
+DeclaredOpt = Annotated[str, typer.Option(
+    "--dataset", help="A dataset declared in params.yaml datasets (wesad, hhar, or your own).")]
+SynthOpt = Annotated[str, typer.Option(
+    "--dataset", help="Which embedded dataset: wesad, hhar, or example (a plain CSV for `esnfed import`).")]
 
 
 def _progress() -> Progress:
@@ -48,7 +53,7 @@ def _natural(text: str) -> list:
 @app.command()
 @handle_errors
 def synthesize(
-    dataset: DatasetOpt,
+    dataset: SynthOpt,
     out: Annotated[Optional[Path], typer.Option(
         "--out", help="Root folder for the raw files (<out>/WESAD or <out>/HHAR). "
         "Default: params.yaml data.synthetic_dir.")] = None,
@@ -61,14 +66,12 @@ def synthesize(
 
     Size and seed come from params.yaml synthetic.<dataset>; the folder is replaced only once complete.
     """
-    p = load_params(params)
-    _, _, _, steps = synthesize_stage.plan(dataset.value, p, seed)
+    options = synthesize_stage.synthesize_params(load_params(params), dataset, seed, out)
     with _progress() as bar:
-        task = bar.add_task(f"synthesize {dataset.value}", total=steps, item="")
+        task = bar.add_task(f"synthesize {dataset}", total=options.steps, item="")
         result = synthesize_stage.run(
-            dataset.value, p, out_root=out, seed=seed,
-            progress=lambda *what: bar.update(task, advance=1, item=str(what[0]) if what else ""))
-    table = Table(title=f"synthetic {dataset.value} -> {result.folder}")
+            options, progress=lambda *what: bar.update(task, advance=1, item=str(what[0]) if what else ""))
+    table = Table(title=f"synthetic {dataset} -> {result.folder}")
     table.add_column("folder")
     table.add_column("files", justify="right")
     table.add_column("size", justify="right")
@@ -103,9 +106,9 @@ def preprocess(
     total = preprocess_stage.expected_users(p.get("preprocess", {}).get(dataset.value))
     with _progress() as bar:
         task = bar.add_task(f"preprocess {dataset.value}", total=total, item="")
-        manifest = preprocess_stage.run(
-            dataset.value, p, source=source.value if source else None, raw_dir=raw_dir, out_root=out,
-            on_user=lambda user, data: bar.update(task, advance=1, item=user))
+        options = preprocess_stage.preprocess_params(p, dataset.value, source.value if source else None, raw_dir)
+        manifest = preprocess_stage.run(options, out_root=out,
+                                        on_user=lambda user, data: bar.update(task, advance=1, item=user))
     classes = manifest["classes"]
     table = Table(title=f"{dataset.value} ({manifest['source']}): {len(manifest['users'])} users, "
                         f"windows of {manifest['window']} x {manifest['n_features']} -> {out / dataset.value}")
@@ -128,7 +131,7 @@ def preprocess(
 @app.command()
 @handle_errors
 def partition(
-    dataset: DatasetOpt,
+    dataset: DeclaredOpt,
     processed_dir: Annotated[Path, typer.Option(
         "--processed-dir", help="Root of the processed data (reads <dir>/<dataset>/manifest.json).")]
     = preprocess_stage.DEFAULT_OUT,
@@ -136,12 +139,15 @@ def partition(
         "--out", help="Folder of the partition files; writes <out>/<dataset>.json.")] = partition_stage.DEFAULT_OUT,
     params: ParamsOpt = Path("params.yaml"),
 ) -> None:
-    """Fixed user splits (nested training subsets, validation, test) -> <out>/<dataset>.json.
+    """User splits (nested training subsets, validation, test) -> <out>/<dataset>.json.
 
-    The splits are params.yaml partition.<dataset> (PROTOCOL §1); every user must be in the manifest.
+    The splits are params.yaml partition.<dataset> (PROTOCOL §1): fixed lists, or fractions with a
+    seed drawn from the manifest's users; every user must be in the manifest.
     """
-    doc = partition_stage.run(dataset.value, load_params(params), processed_root=processed_dir, out_root=out)
-    table = Table(title=f"{dataset.value} partition -> {out / (dataset.value + '.json')}")
+    p = load_params(params)
+    options = partition_stage.partition_params(p, declared_dataset(p, dataset))
+    doc = partition_stage.run(options, processed_root=processed_dir, out_root=out)
+    table = Table(title=f"{dataset} partition -> {out / (dataset + '.json')}")
     table.add_column("split")
     table.add_column("users", justify="right")
     table.add_column("names")

@@ -10,22 +10,22 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from esnfed_cli._common import EXIT_FAILURE, console, err_console, handle_errors, in_range
+from esnfed_cli._common import EXIT_FAILURE, console, declared_dataset, err_console, handle_errors, in_range
 from esnfed_cli.main import app
 from esnfed_core.errors import ConfigError
 from esnfed_core.trial import Method
-from esnfed_core.vocabulary import Algo, Backend, Dataset, Device, ShareOrAll, Strategy
+from esnfed_core.vocabulary import Algo, Backend, Device, ShareOrAll, Strategy
 from esnfed_stages import assess as assess_stage
 from esnfed_stages import retrain as retrain_stage
 from esnfed_stages import select as select_stage
-from esnfed_stages.experiment_params import experiment_params, parse_dataset, parse_pcts
+from esnfed_stages.experiment_params import experiment_params, parse_pcts
 from esnfed_stages.heterogeneity_params import hetero_params
 from esnfed_stages.layout import assess_dir, assess_path
 from esnfed_stages.params import load_params
 
 
-DatasetOpt = Annotated[Dataset, typer.Option("--dataset", help="Which dataset: wesad or hhar.",
-                                             case_sensitive=False)]
+DatasetOpt = Annotated[str, typer.Option(
+    "--dataset", help="A dataset declared in params.yaml datasets (wesad, hhar, or your own).")]
 AlgoOpt = Annotated[list[Algo], typer.Option(
     "--algo", help="The method: random (baseline), ridge (centralised ESN), incfed, fedavg, ip "
     "(centralised IP + ridge), fedip (FedIP + IncFed), clip / fedclip (continual; need --strategy); "
@@ -91,7 +91,7 @@ def _methods_of(algo: Algo, strategy: Optional[Strategy], alpha: Optional[float]
     return [Method("align", alpha=float(a)) for a in alphas]
 
 
-def _prepare(dataset: Dataset, algo: list[Algo], strategy: Optional[Strategy], pct: ShareOrAll,
+def _prepare(dataset: str, algo: list[Algo], strategy: Optional[Strategy], pct: ShareOrAll,
              params: Path, backend: Optional[Backend], n_jobs: Optional[int],
              device: Optional[Device] = None, alpha: Optional[float] = None):
     """What select and retrain start from: dataset, methods (one, or align's per α), shares,
@@ -100,7 +100,7 @@ def _prepare(dataset: Dataset, algo: list[Algo], strategy: Optional[Strategy], p
     exp = experiment_params(p)
     runner = exp.runner.with_overrides(backend.value if backend else None, n_jobs,
                                        device.value if device else None)
-    return (parse_dataset(dataset.value), _methods(algo, strategy, alpha, p), parse_pcts(pct.value), exp,
+    return (declared_dataset(p, dataset), _methods(algo, strategy, alpha, p), parse_pcts(pct.value), exp,
             runner)
 
 
@@ -253,7 +253,8 @@ def assess(
     Continual methods also get the accuracy matrix and stream accuracy per context; IP methods
     on the datasets in assess.activation_datasets get activation densities per context.
     """
-    ds, p = parse_dataset(dataset.value), load_params(params)
+    p = load_params(params)
+    ds = declared_dataset(p, dataset)
     exp = experiment_params(p)
     for method in _methods(algo, strategy, alpha, p):
         with _progress() as bar:

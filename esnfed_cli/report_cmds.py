@@ -12,7 +12,7 @@ from rich.table import Table
 
 from esnfed_cli._common import console, handle_errors, in_range
 from esnfed_cli.main import app
-from esnfed_core.tables import TABLES
+from esnfed_core.tables import table_specs
 from esnfed_core.vocabulary import DATASETS, PCTS, Variant
 from esnfed_stages import report as report_stage
 from esnfed_stages import ttest as ttest_stage
@@ -54,15 +54,15 @@ def ttest(
     Per table, dataset, share and column, the best mean is tested against every other method.
     The report marks bold (best, significant against all) and italic (not significantly different).
     """
+    options = ttest_stage.ttest_params(load_params(params), variant.value if variant else None, alpha)
     with _progress() as bar:
-        task = bar.add_task("t-tests", total=len(TABLES))
-        options = ttest_stage.ttest_params(load_params(params), variant.value if variant else None, alpha)
+        task = bar.add_task("t-tests", total=len(options.tables))
         doc = ttest_stage.run(options, assess_dir=assess_dir, out=out, allow_missing=allow_missing,
                               progress=lambda _: bar.advance(task))
     summary = Table(title=f"t-tests ({doc['variant']}, alpha={doc['alpha']}) -> {out}")
     for col in ("table", "comparisons", "significant", "untestable"):
         summary.add_column(col, justify="left" if col == "table" else "right")
-    for spec in TABLES:
+    for spec in options.tables:
         comps = [c for c in doc["comparisons"] if c["table"] == spec.id]
         summary.add_row(spec.id, str(len(comps)), str(sum(c["significant"] for c in comps)),
                         str(sum(c["p"] is None for c in comps)))
@@ -88,17 +88,18 @@ def report(
 
     Set SOURCE_DATE_EPOCH to fix the date printed in the table headers (reproducible builds).
     """
-    steps = len(TABLES) + 6  # tables, 4 stream figures, 2 activation figures
+    options = report_stage.report_params(load_params(params))
+    steps = len(table_specs(options.datasets, options.continual)) + 2 * len(options.continual) + 2
     with _progress() as bar:
         task = bar.add_task("report", total=steps)
-        rep = report_stage.run(report_stage.report_params(load_params(params)), assess_dir=assess_dir,
+        rep = report_stage.run(options, assess_dir=assess_dir,
                                ttest_path=ttest_file, out_dir=out_dir, allow_missing=allow_missing,
                                progress=lambda _: bar.advance(task))
     summary = Table(title="fedip: test accuracy (%) without vs with FedIP (IncFed readout)")
     for col in ("dataset", "train users", "without", "paper", "with FedIP", "paper "):
         summary.add_column(col, justify="left" if col == "dataset" else "right")
-    cells = rep.cells["fedip"]
-    for ds in DATASETS:
+    cells = rep.cells.get("fedip", [])
+    for ds in DATASETS if cells else ():
         for pct in PCTS:
             row = {c.method: c for c in cells if c.dataset == ds and c.pct == pct}
             values = []

@@ -49,7 +49,9 @@ class TableSpec:
     published: str = "{dataset}/{label}"
     note: str = ""
     pairs: tuple[tuple[str, str], ...] = ()
-    paper: bool = True  # False: a table of this project's own (no published values, no paper column)
+    # False: a table with no published values and no paper column (this project's own, e.g. deep,
+    # or a user dataset's generic table)
+    has_published: bool = True
     separate_pairs: bool = False  # True: each pair is marked on its own (deep vs shallow per method)
 
     def __post_init__(self) -> None:
@@ -118,11 +120,44 @@ TABLES: tuple[TableSpec, ...] = tuple(
                   "draws the same units, ρ, leak and scaling, and each method keeps its best trial on "
                   "the validation users (the selected sizes may differ: runs/select/*/best.json); "
                   "marks compare deep with shallow within IncFed and within FedIP, separately.",
-                  pairs=(("deep-incfed", "incfed"), ("deep-fedip", "fedip")), paper=False,
+                  pairs=(("deep-incfed", "incfed"), ("deep-fedip", "fedip")), has_published=False,
                   separate_pairs=True),
     ]
 )
 TABLE_IDS: tuple[str, ...] = tuple(t.id for t in TABLES)
+
+
+# ---------------------------------------------------------------------------------------------
+# Generic tables of a user's own dataset (issue 16)
+
+STATIONARY_METHODS = (("random", "random"), ("ridge", "centralised"), ("fedavg", "fedavg"),
+                      ("incfed", "incfed"), ("ip", "ip"), ("fedip", "fedip"))
+CONTINUAL_METHODS = tuple((f"{a}-{s}", f"{a} {s}") for a in ("clip", "fedclip")
+                          for s in ("naive", "replay", "joint"))
+
+
+def generic_tables(dataset: str, continual: bool) -> tuple[TableSpec, ...]:
+    """A user dataset's tables: the stationary methods' test accuracy (IncFed vs FedAvg, FedIP vs
+    IncFed, IP vs ridge tested) and, with contexts, the continual methods' stream accuracy after
+    the last context (replay vs naive and joint, per setting)."""
+    specs = [TableSpec(f"{dataset}-stationary", f"{dataset}: stationary methods, test accuracy",
+                       (dataset,), STATIONARY_METHODS, has_published=False,
+                       pairs=(("incfed", "fedavg"), ("fedip", "incfed"), ("ip", "ridge")))]
+    if continual:
+        specs.append(TableSpec(
+            f"{dataset}-continual", f"{dataset}: continual methods (CLIP centralised, FedCLIP federated), "
+            "stream accuracy after the last context", (dataset,), CONTINUAL_METHODS, has_published=False,
+            pairs=tuple((f"{a}-replay", f"{a}-{b}") for a in ("clip", "fedclip") for b in ("naive", "joint"))))
+    return tuple(specs)
+
+
+def table_specs(datasets: Sequence[str] = DATASETS, continual: Sequence[str] = DATASETS) -> tuple[TableSpec, ...]:
+    """The tables of the declared datasets: each paper table whose datasets are all declared, then
+    the generic tables of every other declared dataset (in declaration order)."""
+    papers = tuple(t for t in TABLES if set(t.datasets) <= set(datasets))
+    return papers + tuple(spec for ds in datasets if ds not in DATASETS
+                          for spec in generic_tables(ds, ds in continual))
+
 
 
 def table_spec(table_id: str) -> TableSpec:
@@ -167,7 +202,7 @@ def parse_published(doc: Mapping[str, Any], source: str = "paper_results.yaml") 
     """{table: {(pct, column name): (mean, std | None, mark)}} from the paper-results document."""
     out: Published = {}
     for spec in TABLES:
-        if not spec.paper:
+        if not spec.has_published:
             continue
         entry = doc.get(spec.id)
         if not isinstance(entry, Mapping) or "columns" not in entry or "rows" not in entry:

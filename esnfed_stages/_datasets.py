@@ -1,16 +1,19 @@
 """Which dataset module implements each data stage: looked up lazily, so one dataset's stages work
-while another's module is missing, and a missing module is a one-line error."""
+while another's module is missing, and a missing module is a one-line error. Also the datasets
+params.yaml declares (issue 16): the papers' two, read by `preprocess`, and the user's own,
+imported by `import`; every stage, the CLI's --dataset and the report take them from here."""
 
 from __future__ import annotations
 
 import importlib
 import inspect
+import re
 from typing import Any, Callable, Mapping
 
 from esnfed_core.errors import ConfigError
 from esnfed_core.vocabulary import DATASETS
 
-DIRNAMES = {"wesad": "WESAD", "hhar": "HHAR"}  # folder under the raw root
+DIRNAMES = {"wesad": "WESAD", "hhar": "HHAR", "example": "EXAMPLE"}  # folder under the raw root
 # (dataset, stage) -> (module, function); the functions share one signature per stage.
 _FUNCTIONS = {
     ("wesad", "synthesize"): ("esnfed_core.data.wesad_synth", "synthesize_wesad"),
@@ -20,7 +23,10 @@ _FUNCTIONS = {
     # describe(params) -> {"feature_names", "classes", "context_names"} of the processed output
     ("wesad", "describe"): ("esnfed_core.data.wesad", "describe"),
     ("hhar", "describe"): ("esnfed_stages._datasets", "describe_hhar"),
+    # issue 16: the embedded example of a user dataset (a plain CSV, imported by `esnfed import`)
+    ("example", "synthesize"): ("esnfed_core.data.example_synth", "synthesize_example"),
 }
+SYNTHESIZED = DATASETS + ("example",)  # what `esnfed synthesize` writes
 
 
 def describe_hhar(params: Mapping[str, Any]) -> dict[str, Any]:
@@ -39,13 +45,16 @@ def n_classes(dataset: str) -> int:
 
 def check_dataset(dataset: str) -> str:
     if dataset not in DATASETS:
-        raise ConfigError(f"--dataset: expected one of {list(DATASETS)}, got {dataset!r}")
+        raise ConfigError(f"--dataset: expected one of {list(DATASETS)}, got {dataset!r} (the papers' "
+                          "datasets; import your own with `esnfed import`)")
     return dataset
 
 
 def dataset_function(dataset: str, stage: str) -> Callable:
     """Import the function implementing ``stage`` for ``dataset`` on first use."""
-    module_name, name = _FUNCTIONS[(check_dataset(dataset), stage)]
+    if (dataset, stage) not in _FUNCTIONS:
+        check_dataset(dataset)
+    module_name, name = _FUNCTIONS[(dataset, stage)]
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
@@ -67,3 +76,33 @@ def bind_kwargs(fn: Callable, kwargs: Mapping[str, Any], key: str) -> None:
                                                         inspect.Parameter.POSITIONAL_ONLY):
             allowed = [p for p, v in params.items() if v.kind in (v.KEYWORD_ONLY, v.POSITIONAL_OR_KEYWORD)]
             raise ConfigError(f"params.yaml: {key}.{name} is not a parameter (expected one of {allowed})")
+
+
+# ---------------------------------------------------------------- declared datasets (issue 16)
+NAME = re.compile(r"[a-z][a-z0-9_]*")  # a user dataset's name: a folder, a dvc stage suffix, a key
+RESERVED = ("ip", "fedip", "deep")  # keys of budgets.*.space beside the datasets'
+
+
+def declared(params: Mapping[str, Any]) -> tuple[str, ...]:
+    """params.yaml ``datasets``: every dataset the pipeline runs (absent: the papers' two)."""
+    value = params.get("datasets") if isinstance(params, Mapping) else None
+    return DATASETS if value is None else tuple(value)
+
+
+def continual_declared(params: Mapping[str, Any]) -> tuple[str, ...]:
+    """params.yaml ``continual_datasets``: those the continual methods run on (absent: the papers')."""
+    value = params.get("continual_datasets") if isinstance(params, Mapping) else None
+    return tuple(d for d in DATASETS if d in declared(params)) if value is None else tuple(value)
+
+
+def is_paper(dataset: str) -> bool:
+    return dataset in DATASETS
+
+
+def check_declared(params: Mapping[str, Any], dataset: str, option: str = "--dataset") -> str:
+    """``dataset`` if params.yaml declares it, else a one-line error listing the declared names."""
+    names = declared(params)
+    if dataset not in names:
+        raise ConfigError(f"{option}: {dataset!r} is not declared in params.yaml datasets "
+                          f"(declared: {', '.join(names)})")
+    return dataset

@@ -17,6 +17,7 @@ from esnfed_core.search import SEED, Dimension, parse_space
 from esnfed_core.trial import RETRAIN_LAMBDA, Method, Settings
 from esnfed_core.validation import COUNT, Bound, ParameterError
 from esnfed_core.vocabulary import BACKENDS, DATASETS, DEVICES, PCTS
+from esnfed_stages._datasets import check_declared, declared
 from esnfed_stages.heterogeneity_params import HeteroParams, hetero_params
 from esnfed_stages.sections import check_keys as _check_keys, bounded, section
 
@@ -162,7 +163,9 @@ def experiment_params(params: Mapping[str, Any]) -> ExperimentParams:
     b = _get(params, f"budgets.{budget}", ("trials", "retrains", "space"))
     trials = bounded(f"budgets.{budget}.trials", section(b, "trials"), COUNT)
     retrains = bounded(f"budgets.{budget}.retrains", section(b, "retrains"), COUNT)
-    space = _check_keys(f"budgets.{budget}.space", section(b, "space"), DATASETS + ("ip", "fedip", "deep"))
+    space = _check_keys(f"budgets.{budget}.space", section(b, "space"),
+                        tuple(dict.fromkeys(DATASETS + declared(params) + tuple(params.get("imports") or ())))
+                        + ("ip", "fedip", "deep"))  # a user dataset's space may stay while it is not in datasets
 
     ro = _get(params, "readout", ("lambdas", "batch_size", "solver"))
     lambdas = section(ro, "lambdas")
@@ -199,7 +202,10 @@ def parse_pcts(pct: str) -> list[str]:
     return [pct]
 
 
-def parse_dataset(dataset: str) -> str:
+def parse_dataset(dataset: str, params: Mapping[str, Any] | None = None) -> str:
+    """``--dataset``: one of the datasets params.yaml declares (issue 16; without params, the papers')."""
+    if params is not None:
+        return check_declared(params, dataset)
     if dataset not in DATASETS:
         raise ConfigError(f"--dataset: expected one of {', '.join(DATASETS)}, got {dataset!r}")
     return dataset

@@ -26,9 +26,10 @@ from esnfed_core.stats import ALPHA
 from esnfed_core.trial import RETRAIN_LAMBDA
 from esnfed_core.validation import Bound, ParameterError, check_param
 from esnfed_core.vocabulary import BACKENDS, DATASETS, DEVICES, PCTS, SOURCES, VARIANTS
-from esnfed_stages._datasets import bind_kwargs, dataset_function
+from esnfed_stages._datasets import NAME, RESERVED, bind_kwargs, dataset_function
 from esnfed_stages.experiment_params import RUNNER_BOUNDS
-from esnfed_stages.partition import check_spec
+from esnfed_stages.import_data import import_params
+from esnfed_stages.partition import check_partition
 
 
 class Invalid(ConfigError):
@@ -212,6 +213,46 @@ class Delegate(Node):
         return {f"{key}.{k}" for k in self.declared} or {key}
 
 
+@dataclass(frozen=True)
+class Named(Node):
+    """A mapping of fixed keys (``known``; those in ``required`` must be present) and of any other
+    key, a user dataset's name (issue 16), checked by ``other(name)``. ``examples``: the user
+    datasets of the repository's params.yaml (for the drift test of declared_keys)."""
+
+    known: Mapping[str, Node]
+    other: Callable[[str], Node]
+    required: tuple[str, ...] = ()
+    examples: tuple[str, ...] = ()
+
+    def check(self, key: str, value: Any) -> None:
+        if not isinstance(value, Mapping):
+            raise Invalid(f"{key}: expected a mapping, got {value!r}")
+        for k in self.required:
+            if k not in value:
+                raise Invalid(f"{_join(key, k)}: missing")
+        for k, v in value.items():
+            if str(k) in self.known:
+                self.known[str(k)].check(_join(key, k), v)
+            else:
+                _dataset_name(_join(key, k), str(k), what="key")
+                self.other(str(k)).check(_join(key, k), v)
+
+    def keys(self, key: str) -> set[str]:
+        out: set[str] = set()
+        for k, node in self.known.items():
+            out |= node.keys(_join(key, k))
+        for name in self.examples:
+            out |= self.other(name).keys(_join(key, name))
+        return out
+
+
+def _dataset_name(key: str, name: Any, what: str = "name") -> None:
+    """A user dataset's name: a folder, a dvc stage suffix and a params key (not ip / fedip)."""
+    if not isinstance(name, str) or not NAME.fullmatch(name) or name in RESERVED:
+        raise Invalid(f"{key}: {name!r} is not a dataset {what} (lowercase letters, digits and _, "
+                      f"starting with a letter; not {' or '.join(RESERVED)})")
+
+
 class _Any(Node):
     def check(self, key: str, value: Any) -> None:
         return None
@@ -265,11 +306,15 @@ def _synthetic(dataset: str, fields: Mapping[str, Node]) -> Callable[[str, Any],
 
 def _partition(dataset: str) -> Callable[[str, Any], None]:
     def check(key: str, value: Any) -> None:
-        spec = check_spec(dataset, value)  # nested subsets; no user in two splits
-        for pct in spec["train"]:
+        spec = check_partition(dataset, value).spec  # nested subsets; no user in two splits
+        for pct in (spec or {"train": {}})["train"]:
             if pct not in PCTS:
                 raise Invalid(f"{key}.train.{pct}: the shares must be among {', '.join(PCTS)}, got {pct}")
     return check
+
+
+def _import(key: str, value: Any) -> None:
+    import_params(value, key)  # the stage's own frozen params object holds the bounds
 
 
 def _activation_pct(key: str, value: Any) -> None:
@@ -308,6 +353,12 @@ SYNTHETIC = {
 }
 SYNTHETIC_KEYS = {"wesad": ("seed", "scale", "protocol"),
                   "hhar": ("seed", "seconds_per_activity", "gap_seconds", "watch_duty")}
+# issue 16: the embedded example of a user dataset (a plain CSV written by `esnfed synthesize`)
+SYNTHETIC["example"] = {"subjects": COUNT, "seconds_per_activity": POSITIVE, "rate": POSITIVE}
+SYNTHETIC_KEYS["example"] = ("seed", "subjects", "seconds_per_activity", "rate")
+EXAMPLES = ("example",)  # the user datasets of the repository's params.yaml
+IMPORT_KEYS = ("source", "user", "time", "time_unit", "label", "context", "features", "classes", "contexts",
+               "rate", "window")
 PREPROCESS_KEYS = {"wesad": ("modality", "window", "wrist_rate", "contexts", "subjects"),
                    "hhar": ("devices", "target_rate", "window", "join_tolerance_ms", "drop_null")}
 
@@ -320,18 +371,18 @@ SCHEMA = Fields(optional={
     "synthetic": Fields(optional={
         ds: Delegate(_synthetic(ds, f), SYNTHETIC_KEYS[ds]) for ds, f in SYNTHETIC.items()}),
     "preprocess": Fields(optional={ds: Delegate(_preprocess(ds), PREPROCESS_KEYS[ds]) for ds in DATASETS}),
-    "partition": Fields(optional={ds: Delegate(_partition(ds), ("train", "validation", "test"))
-                                  for ds in DATASETS}),
+    "partition": Named({ds: Delegate(_partition(ds), ("train", "validation", "test")) for ds in DATASETS},
+                       lambda ds: Delegate(_partition(ds), ("fractions.validation", "fractions.test", "seed")),
+                       examples=EXAMPLES),
     "budget": Text(),
     "budgets": Entries(Fields(required={
         "trials": COUNT, "retrains": COUNT,
-        "space": Fields(required={
+        "space": Named({
             "wesad": Space(RESERVOIR_SPACE), "hhar": Space(RESERVOIR_SPACE),
             "ip": Space({"sigma": IP["sigma"], "rounds": COUNT}),
             "fedip": Space({"sigma": IP["sigma"], "rounds": COUNT, "local_epochs": COUNT}),
-        }, optional={
             "deep": Space({"layers": COUNT}),  # deep reservoirs (issue 13): added for deep-* methods
-        }),
+        }, lambda ds: Space(RESERVOIR_SPACE), required=("wesad", "hhar", "ip", "fedip"), examples=EXAMPLES),
     })),
     "readout": Fields(required={"lambdas": ListOf(Num.of(LAMBDA)), "batch_size": Num.of(BATCH_SIZE),
                                 "solver": Choice(SOLVERS)}),
@@ -355,6 +406,10 @@ SCHEMA = Fields(optional={
     "privacy": Delegate(_privacy, ("epsilons", "delta", "relation", "clip", "ip_clip", "pct", "methods")),
     # issue 13: heterogeneous reservoirs (esnfed_stages/heterogeneity.py checks the section)
     "heterogeneity": Delegate(_heterogeneity, ("seed", "mode", "vary", "combine", "alphas", "pcts")),
+    # issue 16: declared datasets (esnfed_stages/_datasets.py) and the import options of user ones
+    "datasets": ListOf(Delegate(_dataset_name)),
+    "continual_datasets": ListOf(Delegate(_dataset_name), empty=True),
+    "imports": Named({}, lambda ds: Delegate(_import, IMPORT_KEYS), examples=EXAMPLES),
 })
 
 
@@ -389,11 +444,37 @@ def _combinations(params: Mapping[str, Any]) -> None:
                               "(data.source is synthetic)")
 
 
+def _declared_datasets(params: Mapping[str, Any]) -> None:
+    """Each user dataset in ``datasets`` has its import, partition and search space in every budget;
+    continual ones are declared and have contexts (issue 16)."""
+    names = params.get("datasets")
+    names = list(DATASETS) if names is None else names
+    imports, parts = params.get("imports") or {}, params.get("partition") or {}
+    for name in names:
+        if name in DATASETS:
+            continue
+        if name not in imports:
+            raise Invalid(f"imports.{name}: missing (datasets lists {name!r}: say where its files are "
+                          "and which columns to read)")
+        if "partition" in params and name not in parts:
+            raise Invalid(f"partition.{name}: missing (datasets lists {name!r}: give its user splits, "
+                          "fixed lists or {fractions: {validation, test}, seed})")
+        for budget, b in (params.get("budgets") or {}).items():
+            if name not in (b.get("space") or {}):
+                raise Invalid(f"budgets.{budget}.space.{name}: missing (datasets lists {name!r})")
+    for name in params.get("continual_datasets") or []:
+        if name not in names:
+            raise Invalid(f"continual_datasets: {name!r} is not in datasets ({', '.join(names)})")
+        if name not in DATASETS and not (imports.get(name) or {}).get("context"):
+            raise Invalid(f"continual_datasets: {name!r} has no contexts (imports.{name}.context is not set)")
+
+
 def validate(params: Any, source: str | Path = "params.yaml") -> None:
     """Raise ConfigError("<source>: <key>: <problem>") at the first problem of the whole file."""
     try:
         SCHEMA.check("", params)
         _combinations(params)
+        _declared_datasets(params)
     except Invalid as exc:
         raise ConfigError(f"{source}: {exc}") from None
 

@@ -1,27 +1,45 @@
-"""Stage `partition`: the fixed user splits of PROTOCOL §1 (nested training subsets, validation and
-test users, context order) checked against the processed manifest -> data/partitions/<dataset>.json."""
+"""Stage `partition`: the user splits of PROTOCOL §1 (nested training subsets, validation and test
+users, context order) checked against the processed manifest -> data/partitions/<dataset>.json.
+
+params.yaml ``partition.<dataset>`` gives fixed lists (the papers' splits) or, for a user's own
+dataset, ``{fractions: {validation: f, test: f}, seed: s}``: the manifest's users shuffled with the
+seed, the first share of them for test, the next for validation, the rest for training, whose first
+ceil(pct/100 · n) users form the nested training share pct."""
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
+
+import numpy as np
 
 from esnfed_core.data.processed import USER_NAME_HINT, is_user_name, load_manifest
 from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.quote import quote
-from esnfed_stages._datasets import check_dataset
+from esnfed_core.validation import Bound, ParameterError
+from esnfed_core.vocabulary import PCTS
+from esnfed_stages._datasets import is_paper
 from esnfed_stages._io import output_lock, write_json
 from esnfed_stages.sections import section
 from esnfed_stages.preprocess import DEFAULT_OUT as DEFAULT_PROCESSED
 
 DEFAULT_OUT = Path("data/partitions")
+_PLAIN = __import__("re").compile(r"[A-Za-z0-9_-]+")
+FRACTION = Bound(low=0.0, high=1.0, low_open=True, high_open=True)  # of the users, per split
+SEED = Bound(integer=True, low=0)
 
 
 def _names(value: Any, key: str, dataset: str) -> list[str]:
     if not isinstance(value, list) or not value or not all(isinstance(u, str) for u in value):
         raise ConfigError(f"params.yaml: {key} must be a non-empty list of user names, got {quote(value)}")
     for u in value:
-        if not is_user_name(dataset, u):
+        if not is_paper(dataset):
+            if not _PLAIN.fullmatch(u):
+                raise ConfigError(f"params.yaml: {key}: {quote(u)} is not a plain user name (letters, "
+                                  "digits, _ or -)")
+        elif not is_user_name(dataset, u):
             raise ConfigError(f"params.yaml: {key}: {quote(u)} is not a {dataset} user name "
                               f"({USER_NAME_HINT[dataset]})")
     if len(set(value)) != len(value):
@@ -60,16 +78,66 @@ def check_spec(dataset: str, spec: Any) -> dict[str, Any]:
     return {"train": subsets, "validation": validation, "test": test}
 
 
-def run(dataset: str, params: dict[str, Any], processed_root: str | Path | None = None,
+@dataclass(frozen=True)
+class PartitionParams:
+    """``partition.<dataset>``, checked: fixed splits (``spec``) or fractions with a seed."""
+
+    dataset: str
+    spec: Mapping[str, Any] | None = None  # {train: {pct: [...]}, validation, test}
+    validation: float | None = None
+    test: float | None = None
+    seed: int | None = None
+
+    def resolve(self, users: list[str]) -> dict[str, Any]:
+        """The splits of ``users`` (the manifest's, sorted): the fixed ones, or drawn by the seed."""
+        if self.spec is not None:
+            return dict(self.spec)
+        key = f"partition.{self.dataset}"
+        order = [users[i] for i in np.random.default_rng(self.seed).permutation(len(users))]
+        n_test, n_val = max(1, round(self.test * len(users))), max(1, round(self.validation * len(users)))
+        train = order[n_test + n_val:]
+        if not train:
+            raise ConfigError(f"params.yaml: {key}.fractions leave no training user of the {len(users)} users")
+        return {"train": {pct: train[:math.ceil(int(pct) * len(train) / 100)] for pct in PCTS},
+                "validation": order[n_test:n_test + n_val], "test": order[:n_test]}
+
+
+def partition_params(params: Mapping[str, Any], dataset: str) -> PartitionParams:
+    """``partition.<dataset>`` of the loaded params, checked (the schema checks it through here)."""
+    return check_partition(dataset, section(params, f"partition.{dataset}"))
+
+
+def check_partition(dataset: str, value: Any) -> PartitionParams:
+    key = f"partition.{dataset}"
+    if isinstance(value, Mapping) and "fractions" in value:
+        if set(value) != {"fractions", "seed"}:
+            raise ConfigError(f"params.yaml: {key} with fractions must have exactly the keys fractions, seed")
+        fr = value["fractions"]
+        if not isinstance(fr, Mapping) or set(fr) != {"validation", "test"}:
+            raise ConfigError(f"params.yaml: {key}.fractions must have exactly the keys validation, test")
+        try:
+            for k in ("validation", "test"):
+                FRACTION.check(f"{key}.fractions.{k}", fr[k])
+            SEED.check(f"{key}.seed", value["seed"])
+        except ParameterError as exc:
+            raise ConfigError(f"params.yaml: {exc}") from None
+        if fr["validation"] + fr["test"] >= 1:
+            raise ConfigError(f"params.yaml: {key}.fractions: validation + test must be below 1, got "
+                              f"{fr['validation'] + fr['test']:g}")
+        return PartitionParams(dataset, None, float(fr["validation"]), float(fr["test"]), int(value["seed"]))
+    return PartitionParams(dataset, check_spec(dataset, value))
+
+
+def run(options: PartitionParams, processed_root: str | Path | None = None,
         out_root: str | Path | None = None) -> dict[str, Any]:
     """Write and return ``<out_root>/<dataset>.json``."""
-    check_dataset(dataset)
-    spec = check_spec(dataset, section(params, f"partition.{dataset}"))
+    dataset = options.dataset
     folder = Path(processed_root if processed_root is not None else DEFAULT_PROCESSED) / dataset
     manifest = load_manifest(folder)
     if manifest.get("dataset") != dataset:
         raise DataError(f"{folder}/manifest.json: dataset is {manifest.get('dataset')!r}, expected {dataset!r}")
     known = manifest.get("users", {})
+    spec = options.resolve(list(known))
     listed = [u for users in spec["train"].values() for u in users] + spec["validation"] + spec["test"]
     for user in dict.fromkeys(listed):
         if user not in known:

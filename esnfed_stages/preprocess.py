@@ -1,12 +1,16 @@
 """Stage `preprocess`: raw files of one dataset -> data/processed/<dataset>/ (one .npz per user plus
-manifest.json with shapes, label map, contexts, source checksums and params), written atomically."""
+manifest.json with shapes, label map, contexts, source checksums and params), written atomically.
+run() takes a frozen, checked PreprocessParams (preprocess_params); write_processed is the
+contract's writer, shared with `import` (esnfed_stages/import_data.py)."""
 
 from __future__ import annotations
 
 import hashlib
 import re
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from types import MappingProxyType
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -96,26 +100,55 @@ def _check_user(user: Any, data: Any, info: Any, seen: dict, meta: dict, dataset
         raise DataError(f"{dataset}: user {user!r}: labels outside 0..{len(meta['classes']) - 1}")
 
 
-def run(dataset: str, params: dict[str, Any], source: str | None = None, raw_dir: str | Path | None = None,
-        out_root: str | Path | None = None, on_user: Callable[[str, UserData], None] | None = None) -> dict:
-    """Preprocess every user of ``dataset``; return the manifest written to ``<out_root>/<dataset>``.
+@dataclass(frozen=True)
+class PreprocessParams:
+    """``preprocess.<dataset>`` and the data source, checked by the dataset module's own
+    validation (its describe() resolves defaults, units and ranges): what `preprocess` runs."""
+
+    dataset: str
+    source: str  # synthetic | raw
+    raw_root: Path
+    settings: Mapping[str, Any]  # the preprocess.<dataset> section, read-only
+    described: Mapping[str, Any]  # feature_names, classes, context_names of the output
+
+
+def preprocess_params(params: dict[str, Any], dataset: str, source: str | None = None,
+                      raw_dir: str | Path | None = None) -> PreprocessParams:
+    """``--source`` / ``--raw-dir`` win over params ``data.*``."""
+    check_dataset(dataset)
+    source, raw_root = resolve_input(params, source, raw_dir)
+    settings = section(params, f"preprocess.{dataset}")
+    described = dataset_function(dataset, "describe")(settings)
+    return PreprocessParams(dataset, source, raw_root, MappingProxyType(settings), MappingProxyType(described))
+
+
+def run(options: PreprocessParams, out_root: str | Path | None = None,
+        on_user: Callable[[str, UserData], None] | None = None) -> dict:
+    """Preprocess every user of the dataset; return the manifest written to ``<out_root>/<dataset>``.
 
     Users are streamed one at a time into a temporary folder that replaces the output folder only
     when everything succeeded. ``on_user(user, data)`` is called after each user is written.
     """
-    check_dataset(dataset)
-    source, raw_root = resolve_input(params, source, raw_dir)
-    ds_params = section(params, f"preprocess.{dataset}")
+    dataset, settings = options.dataset, dict(options.settings)
     fn = dataset_function(dataset, "preprocess")
-    described = dataset_function(dataset, "describe")(ds_params)
-    meta = {k: list(described[k]) for k in _META_KEYS}
     out = Path(out_root if out_root is not None else DEFAULT_OUT) / dataset
+    return write_processed(dataset, out, dict(options.described), lambda: fn(options.raw_root, settings),
+                           options.raw_root, {"params": settings, "source": options.source}, on_user)
+
+
+def write_processed(dataset: str, out: Path, described: dict[str, Any], users_of: Callable[[], Any],
+                    raw_root: Path, extra: dict[str, Any],
+                    on_user: Callable[[str, UserData], None] | None = None) -> dict:
+    """Write the processed folder ``out`` (docs/data-contract.md) from the (user, UserData, info)
+    triples of ``users_of()``, checked one by one; ``extra`` ends the manifest (params, source, ...).
+    Shared by preprocess (the papers' readers) and import (your own tables)."""
+    meta = {k: list(described[k]) for k in _META_KEYS}
     users: dict[str, dict] = {}
     checksums: dict[str, str] = {}
     hashed: set[Path] = set()
     with output_lock(out), atomic_path(out) as tmp:
         tmp.mkdir()
-        for user, data, info in fn(raw_root, ds_params):
+        for user, data, info in users_of():
             _check_user(user, data, info, users, meta, dataset)
             save_user(user_path(tmp, user), data)
             for src in (f for s in info["sources"] for f in source_files(s)):
@@ -148,8 +181,7 @@ def run(dataset: str, params: dict[str, Any], source: str | None = None, raw_dir
             "context_names": meta["context_names"],
             "users": users,
             "sources": checksums,
-            "params": ds_params,
-            "source": source,
+            **extra,
         }
         write_json(tmp / MANIFEST, manifest)
     return manifest

@@ -22,12 +22,12 @@ from esnfed_core import __version__
 from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.tables import (
     COMMUNICATION_METHODS, TABLES, Cell, Communication, Published, TableSpec, build_cells,
-    communication_rows, hetero_cells, metrics, parse_published, required_inputs, split_rounds,
+    communication_rows, hetero_cells, metrics, parse_published, required_inputs, split_rounds, table_specs,
 )
 from esnfed_core.vocabulary import DATASETS, PCTS, VARIANTS
 from esnfed_stages import hetero_report, privacy_report
 from esnfed_stages.heterogeneity_params import hetero_params
-from esnfed_stages._datasets import n_classes
+from esnfed_stages._datasets import continual_declared, declared, n_classes
 from esnfed_stages._io import atomic_path, dumps_json, output_lock, read_json
 from esnfed_stages.sections import section
 from esnfed_stages.tables import (
@@ -105,14 +105,14 @@ def header_lines(spec: TableSpec | None, inputs: Inputs, ttest_doc: Mapping[str,
     variant = VARIANT_TEXT[ttest_doc["variant"]]
     pairs = spec.pairs_text() if spec is not None else "none"
     missing = [str(p) for p in inputs.missing if (p.parent.name, p.stem) in keys]
+    paper = spec is None or spec.has_published  # a user dataset's generic table has no paper
     return [
         f"Data source: {_summary([d.get('source') for d in docs])}; budget: "
         f"{_summary([d.get('budget') for d in docs])}; retrains per cell: {retrains} ({seed_text})",
-        "Cells: mean ± population std over the retrains, ×100, two decimals"
-        + ("; 'paper' = the published value with its marks" if spec is None or spec.paper else ""),
-        f"Significance: {variant}, two-sided, p <= {ttest_doc.get('alpha')}, on the pairs the "
-        f"{'paper compares' if spec is None or spec.paper else 'table compares'} (proposed vs "
-        f"baseline): {pairs}. **bold** = the best of the tested "
+        "Cells: mean ± population std over the retrains, ×100, two decimals" + (
+            "; 'paper' = the published value with its marks" if paper else ""),
+        f"Significance: {variant}, two-sided, p <= {ttest_doc.get('alpha')}, on the pairs "
+        f"{'the paper compares' if paper else 'tested'} (proposed vs baseline): {pairs}. **bold** = the best of the tested "
         f"methods, significantly different in every pair it is part of; *italic* = not "
         f"significantly different from the best (the best included); no mark = significantly "
         f"worse than the best, or not tested against it",
@@ -121,10 +121,12 @@ def header_lines(spec: TableSpec | None, inputs: Inputs, ttest_doc: Mapping[str,
     ]
 
 
-def communication_items(inputs: Inputs) -> list[Communication]:
-    """The measured messages of every federated method and share, with the sizes N and C."""
+def communication_items(inputs: Inputs, datasets: Sequence[str] = DATASETS,
+                        user_classes: Mapping[str, int] | None = None) -> list[Communication]:
+    """The measured messages of every federated method and share, with the sizes N and C (C of a
+    user dataset: ``user_classes``, from params imports.<name>.classes; unknown without it)."""
     items = []
-    for ds in DATASETS:
+    for ds in datasets:
         for method in COMMUNICATION_METHODS:
             doc = inputs.docs.get((ds, method))
             if doc is None:
@@ -145,7 +147,8 @@ def communication_items(inputs: Inputs) -> list[Communication]:
                         int(comm["up_bytes"]), int(comm["down_bytes"]), rounds,
                         int(comm["clients"]),
                         units=_opt_int(comm.get("units", cfg.get("units"))),
-                        classes=_opt_int(comm.get("classes", n_classes(ds))),
+                        classes=_opt_int(comm["classes"] if "classes" in comm else
+                                         n_classes(ds) if ds in DATASETS else (user_classes or {}).get(ds)),
                         ip_rounds=_opt_int(comm.get("ip_rounds", ip_rounds)),
                         readouts=_opt_int(comm.get("readouts", readouts)),
                     ))
@@ -173,9 +176,10 @@ class Report:
 
 def build(inputs: Inputs, ttest_doc: Mapping[str, Any], published: Published, date: str,
           activation_pct: str = "100", progress: Callable[[str], None] | None = None,
-          contexts_pct: str = "25", hetero: "HeteroReport | None" = None) -> Report:
+          contexts_pct: str = "25", hetero: "HeteroReport | None" = None, datasets: Sequence[str] = DATASETS,
+          continual: Sequence[str] = DATASETS, user_classes: Mapping[str, int] | None = None) -> Report:
     rep = Report(missing=list(inputs.missing))
-    for spec in TABLES:
+    for spec in table_specs(datasets, continual):
         cells = build_cells(spec, inputs.scores, ttest_doc["comparisons"], published)
         header = header_lines(spec, inputs, ttest_doc, date)
         rep.cells[spec.id] = cells
@@ -198,14 +202,15 @@ def build(inputs: Inputs, ttest_doc: Mapping[str, Any], published: Published, da
     ]
     rep.tables["communication.md"] = render_communication_markdown(comm, comm_header).encode()
     rep.tables["communication.csv"] = communication_csv(comm).encode()
-    for ds in DATASETS:
+    add_user_communication(rep, inputs, ttest_doc, date, datasets, continual, user_classes)
+    for ds in [d for d in continual if d in datasets]:
         for setting in SETTINGS:
             png, csv_text = stream_figure_and_plot(inputs, ds, setting)
             rep.figures[f"stream-{ds}-{setting}.png"] = png
             rep.plots[f"stream-{ds}-{setting}.csv"] = csv_text.encode()
             if progress:
                 progress(f"figure stream-{ds}-{setting}")
-    for setting in SETTINGS:
+    for setting in SETTINGS if ACTIVATION_DATASET in datasets else ():
         prefix, stationary = SETTINGS[setting]
         png, plots = activation_figure_and_plots(inputs, setting, activation_pct)
         rep.figures[f"activation-{ACTIVATION_DATASET}-{setting}.png"] = png
@@ -254,6 +259,23 @@ def add_heterogeneous(rep: Report, het: HeteroReport, inputs: Inputs, ttest_doc:
     png, plot = hetero_report.alpha_figure_and_plot(het.inputs, het.alphas, pcts)
     rep.figures["heterogeneous-alpha.png"] = png
     rep.plots["heterogeneous-alpha.csv"] = plot.encode()
+
+
+def add_user_communication(rep: Report, inputs: Inputs, ttest_doc: Mapping[str, Any], date: str,
+                           datasets: Sequence[str], continual: Sequence[str],
+                           user_classes: Mapping[str, int] | None = None) -> None:
+    """communication-<name>.md/.csv of each user dataset (issue 16): the papers' communication
+    table stays as it is whatever else is declared."""
+    for ds in datasets:
+        if ds in DATASETS:
+            continue
+        spec = table_specs((ds,), continual)[0]
+        rows = communication_rows(communication_items(inputs, (ds,), user_classes))
+        header = header_lines(spec, inputs, ttest_doc, date)[:1] + [
+            "Measured and analytic floats per message as in communication.md (N units, C classes)",
+            f"Date: {date}; versions: {versions()}"]
+        rep.tables[f"communication-{ds}.md"] = render_communication_markdown(rows, header).encode()
+        rep.tables[f"communication-{ds}.csv"] = communication_csv(rows).encode()
 
 
 def metric_files(means: Mapping[str, Mapping[str, Mapping[str, float]]]) -> dict[str, bytes]:
@@ -309,6 +331,9 @@ class ReportParams:
     hetero_methods: tuple[str, ...] = ()
     alphas: tuple[float, ...] = ()
     hetero_settings: str = ""
+    datasets: tuple[str, ...] = DATASETS  # params.yaml datasets / continual_datasets (issue 16)
+    continual: tuple[str, ...] = DATASETS
+    user_classes: Mapping[str, int] = field(default_factory=dict)  # imports.<name>.classes counts
 
 
 def report_params(params: Mapping[str, Any]) -> ReportParams:
@@ -322,7 +347,10 @@ def report_params(params: Mapping[str, Any]) -> ReportParams:
         settings = (f"Heterogeneity: mode {hp.mode}" + (f" (per client: {', '.join(hp.vary)})" if hp.vary else "")
                     + f", seed {hp.seed}, ensemble combination {hp.combine}, α {', '.join(f'{a:g}' for a in alphas)}")
     return ReportParams(_share(params, "report.activation_pct"),
-                        _share(params, "report.contexts_pct", default="25"), methods, alphas, settings)
+                        _share(params, "report.contexts_pct", default="25"), methods, alphas, settings,
+                        declared(params), continual_declared(params),
+                        {name: len(v["classes"]) for name, v in (params.get("imports") or {}).items()
+                         if isinstance(v, Mapping) and v.get("classes")})
 
 
 def run(options: ReportParams, *, assess_dir: str | Path = ASSESS_DIR,
@@ -331,14 +359,15 @@ def run(options: ReportParams, *, assess_dir: str | Path = ASSESS_DIR,
         privacy_dir: str | Path = privacy_report.PRIVACY_DIR) -> Report:
     """Build every report output in memory, then write them; returns what was written."""
     date = report_date()
-    inputs = load_inputs(assess_dir, required_inputs(TABLES), allow_missing)
+    inputs = load_inputs(assess_dir, required_inputs(table_specs(options.datasets, options.continual)),
+                         allow_missing)
     ttest_doc = load_ttest(ttest_path)
     hetero = None
     if options.hetero_methods:
         hetero = HeteroReport(options.hetero_methods, options.alphas, options.hetero_settings,
                               hetero_report.load(assess_dir, options.hetero_methods))
     rep = build(inputs, ttest_doc, load_published(), date, options.activation_pct, progress,
-                options.contexts_pct, hetero)
+                options.contexts_pct, hetero, options.datasets, options.continual, options.user_classes)
     add_privacy(rep, privacy_dir, date)
     write(rep, out_dir)
     return rep

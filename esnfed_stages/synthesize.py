@@ -1,5 +1,7 @@
-"""Stage `synthesize`: writes the embedded synthetic raw files of one dataset in its original layout;
-the dataset folder is replaced only once complete, so a failure leaves the earlier one untouched."""
+"""Stage `synthesize`: writes the embedded synthetic raw files of one dataset in its original layout
+(WESAD, HHAR, and the plain-CSV example of a user dataset); the dataset folder is replaced only
+once complete, so a failure leaves the earlier one untouched. run() takes a frozen, checked
+SynthesizeParams (synthesize_params)."""
 
 from __future__ import annotations
 
@@ -8,12 +10,17 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from types import MappingProxyType
+from typing import Any, Callable, Mapping
 
 from esnfed_core.errors import ConfigError, DataError
-from esnfed_stages._datasets import DIRNAMES, bind_kwargs, check_dataset, dataset_function
+from esnfed_core.validation import Bound, ParameterError
+from esnfed_stages._datasets import DIRNAMES, SYNTHESIZED, bind_kwargs, dataset_function
 from esnfed_stages._io import atomic_path, output_lock
 from esnfed_stages.sections import section
+
+
+SEED = Bound(integer=True, low=0)
 
 
 @dataclass(frozen=True)
@@ -23,30 +30,52 @@ class SynthesizeResult:
     steps: int | None  # progress steps the generator reported (None: unknown in advance)
 
 
-def plan(dataset: str, params: dict[str, Any], seed: int | None = None) -> tuple[Callable, int, dict, int | None]:
-    """The generator, seed, size arguments (params.yaml ``synthetic.<dataset>``) and expected
-    number of progress steps (one per subject for WESAD; unknown for HHAR)."""
-    check_dataset(dataset)
+@dataclass(frozen=True)
+class SynthesizeParams:
+    """``synthetic.<dataset>`` and ``data.synthetic_dir``, checked: what `synthesize` runs."""
+
+    dataset: str
+    seed: int
+    kwargs: Mapping[str, Any]  # the generator's size arguments (read-only)
+    out_root: Path
+    steps: int | None  # progress steps (one per subject for WESAD and the example; unknown for HHAR)
+
+    @property
+    def function(self) -> Callable:
+        return dataset_function(self.dataset, "synthesize")
+
+
+def synthesize_params(params: Mapping[str, Any], dataset: str, seed: int | None = None,
+                      out_root: str | Path | None = None) -> SynthesizeParams:
+    """The generator's arguments from params.yaml ``synthetic.<dataset>`` (names: its signature);
+    ``seed`` and ``out_root`` (command line) win over the params' seed and data.synthetic_dir."""
+    if dataset not in SYNTHESIZED:
+        raise ConfigError(f"--dataset: expected one of {', '.join(SYNTHESIZED)}, got {dataset!r}")
     key = f"synthetic.{dataset}"
     conf = section(params, key)
-    if not isinstance(conf, dict) or "seed" not in conf:
+    if not isinstance(conf, Mapping) or "seed" not in conf:
         raise ConfigError(f"params.yaml: {key} must be a mapping with a 'seed'")
     kwargs = {k: v for k, v in conf.items() if k != "seed"}
-    fn = dataset_function(dataset, "synthesize")
-    bind_kwargs(fn, kwargs, key)
+    bind_kwargs(dataset_function(dataset, "synthesize"), kwargs, key)
     seed = conf["seed"] if seed is None else seed
+    try:
+        SEED.check(f"{key}.seed", seed)
+    except ParameterError as exc:
+        raise ConfigError(f"params.yaml: {exc}") from None
     steps = None
     if dataset == "wesad":
         from esnfed_core.data.wesad import SUBJECTS
         steps = len(kwargs.get("subjects") or SUBJECTS)
-    return fn, seed, kwargs, steps
+    elif dataset == "example":
+        steps = int(kwargs.get("subjects", 10))
+    root = Path(out_root if out_root is not None else section(params, "data.synthetic_dir"))
+    return SynthesizeParams(dataset, int(seed), MappingProxyType(kwargs), root, steps)
 
 
-def run(dataset: str, params: dict[str, Any], out_root: str | Path | None = None,
-        seed: int | None = None, progress: Callable[..., None] | None = None) -> SynthesizeResult:
-    """Generate ``<out_root>/<WESAD|HHAR>`` (default root: params ``data.synthetic_dir``)."""
-    fn, seed, kwargs, steps = plan(dataset, params, seed)
-    out_root = Path(out_root if out_root is not None else section(params, "data.synthetic_dir"))
+def run(options: SynthesizeParams, progress: Callable[..., None] | None = None) -> SynthesizeResult:
+    """Generate ``<options.out_root>/<WESAD|HHAR|EXAMPLE>``."""
+    fn, dataset, out_root = options.function, options.dataset, options.out_root
+    kwargs = dict(options.kwargs)
     dirname = DIRNAMES[dataset]
     if progress is not None and "progress" in inspect.signature(fn).parameters:
         kwargs["progress"] = progress
@@ -58,10 +87,10 @@ def run(dataset: str, params: dict[str, Any], out_root: str | Path | None = None
     with output_lock(target), atomic_path(target) as tmp:
         # The generator writes <scratch>/<DIRNAME>/...; the finished folder is renamed into place.
         with tempfile.TemporaryDirectory(dir=out_root, prefix=f".{dirname}.synth.") as scratch:
-            written = fn(Path(scratch), seed, **kwargs)
+            written = fn(Path(scratch), options.seed, **kwargs)
             made = Path(scratch) / dirname
             if not made.is_dir():
                 raise DataError(f"{made}: the {dataset} generator wrote no {dirname} folder")
             os.replace(made, tmp)
             files = sorted(target / Path(p).relative_to(made) for p in written)
-    return SynthesizeResult(target, files, steps)
+    return SynthesizeResult(target, files, options.steps)

@@ -46,15 +46,15 @@ def render_markdown(spec: TableSpec, cells: Sequence[Cell], header: Sequence[str
     lines.append("")
     head = ["train users"]
     for ds, _, label, col in keys:
-        head += [_header_name(spec, ds, label, col)] + (["paper"] if spec.paper else [])
+        head += [_header_name(spec, ds, label, col)] + (["paper"] if spec.has_published else [])
     lines.append("| " + " | ".join(head) + " |")
     lines.append("|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|")
     for pct in PCTS:
         row = [f"{pct}%"]
         for ds, m, _, col in keys:
             c = lookup[(pct, ds, m, col)]
-            row.append(format_value(c.mean, c.std, c.mark))
-            if spec.paper:
+            row += [format_value(c.mean, c.std, c.mark)]
+            if spec.has_published:
                 row.append(format_value(c.published_mean, c.published_std, c.published_mark))
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines) + "\n"

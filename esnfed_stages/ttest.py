@@ -13,9 +13,10 @@ from typing import Any, Callable, Iterable, Mapping
 
 from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.stats import check_alpha, check_variant, compare_pairs
-from esnfed_core.tables import TABLES, Scores, TableSpec, comparison_groups, hetero_spec, required_inputs
+from esnfed_core.tables import Scores, TableSpec, comparison_groups, hetero_spec, required_inputs, table_specs
 from esnfed_core.validation import ParameterError
-from esnfed_core.vocabulary import PCTS
+from esnfed_core.vocabulary import DATASETS, PCTS
+from esnfed_stages._datasets import continual_declared, declared
 from esnfed_stages._io import output_lock, read_json, write_json
 from esnfed_stages.layout import assess_path
 from esnfed_stages.sections import section
@@ -164,6 +165,13 @@ class TTestParams:
     variant: str
     alpha: float
     hetero_methods: tuple[str, ...] = ()  # issue 13: the heterogeneous table's methods (if any)
+    datasets: tuple[str, ...] = DATASETS  # params.yaml datasets / continual_datasets (issue 16)
+    continual: tuple[str, ...] = DATASETS
+
+    @property
+    def tables(self) -> tuple[TableSpec, ...]:
+        """The papers' tables of the declared datasets, then the generic ones of the user's."""
+        return table_specs(self.datasets, self.continual)
 
 
 def ttest_params(params: Mapping[str, Any], variant: str | None = None,
@@ -176,18 +184,20 @@ def ttest_params(params: Mapping[str, Any], variant: str | None = None,
         check_alpha(alpha)
     except ParameterError as exc:
         raise ConfigError(f"ttest.{exc}") from None
-    return TTestParams(variant, float(alpha), hetero_table_methods(params))
+    return TTestParams(variant, float(alpha), hetero_table_methods(params), declared(params),
+                       continual_declared(params))
 
 
 def run(options: TTestParams, *, assess_dir: str | Path = ASSESS_DIR, out: str | Path = TTEST_PATH,
         allow_missing: bool = False, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Run every table's tests and write ``out``; returns the written document."""
     variant, alpha = options.variant, options.alpha
-    inputs = load_inputs(assess_dir, required_inputs(TABLES), allow_missing)
+    specs = options.tables
+    inputs = load_inputs(assess_dir, required_inputs(specs), allow_missing)
     if variant == "paired":
-        check_pairing(TABLES, inputs)
+        check_pairing(specs, inputs)
     comps = []
-    for spec in TABLES:
+    for spec in specs:
         comps += comparisons([spec], inputs.scores, variant, alpha)
         if progress:
             progress(spec.id)

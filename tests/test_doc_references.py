@@ -18,6 +18,8 @@ SUFFIXES = {".py", ".md", ".yaml", ".yml", ".toml"}
 # Markdown files the report stage writes (reports/tables/<id>.md): named in code, not documents.
 GENERATED_MD = {f"{spec.id}.md" for spec in TABLES} | {"communication.md", "privacy.md", "heterogeneous.md"}
 GENERATED_MD |= {"flower-table.md"}  # issue 14: `esnfed flower-table` writes runs/flower/flower-table.md
+# issue 16: the generic tables of a user's dataset <name> (esnfed_core.tables.generic_tables)
+GENERATED_USER_MD = re.compile(r"(communication-[a-z][a-z0-9_]*|[a-z][a-z0-9_]*-(stationary|continual))\.md")
 
 _PROTOCOL = re.compile(r"\bPROTOCOL\b((?:\s*(?:,|and|-|–)?\s*§\s*\d+(?:\s*[-–]\s*\d+)?)+)")
 _DATA_FACTS = re.compile(r"\bDATA-FACTS\s+([A-Z])\b")
@@ -57,7 +59,7 @@ def dangling(text: str, source: Path) -> list[str]:
     problems += [f"DATA-FACTS {x}" for x in _DATA_FACTS.findall(text) if x not in facts]
     for m in _MD_FILE.finditer(text):
         name, section = m.group(1), m.group(2)
-        if Path(name).name in GENERATED_MD:
+        if Path(name).name in GENERATED_MD or GENERATED_USER_MD.fullmatch(Path(name).name):
             continue
         doc = _resolve(name, source)
         if doc is None:

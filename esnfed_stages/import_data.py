@@ -1,0 +1,356 @@
+"""Stage `import`: your own per-user labelled time series -> the processed-data contract
+(data/processed/<dataset>/, docs/data-contract.md), like `preprocess` does for the papers' datasets.
+
+Inputs: one CSV or Parquet file, or a folder of them, or a NumPy .npz of 1-D arrays named like the
+columns, holding a row per sample with columns for the user, the time, the label, optionally the
+context, and the features. Files are read in chunks of ``chunk_rows`` rows; each chunk's rows are
+appended to a scratch file per user, so memory holds one chunk plus one user's rows, never the
+whole input. Then each user is resampled, windowed and z-scored (esnfed_core/data/tabular.py) and
+written through preprocess.write_processed (atomic: a failure leaves no partial output).
+Bad input is one line naming the file, the row (1 = first data row; CSV line = row + 1) and the column.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator, Mapping
+
+import numpy as np
+import pandas as pd
+
+from esnfed_core.data.processed import UserData
+from esnfed_core.data.tabular import Rows, user_windows
+from esnfed_core.errors import ConfigError, DataError
+from esnfed_core.quote import brief, quote
+from esnfed_core.validation import Bound, ParameterError
+from esnfed_stages.preprocess import DEFAULT_OUT, write_processed
+
+FORMATS = ("auto", "csv", "parquet", "npz")
+SUFFIXES = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet", ".npz": "npz"}
+TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
+# Bounds of the numeric import options, in one place (the schema checks params.yaml through
+# import_params, so params.yaml and the command line meet the same bounds).
+BOUNDS = {"window": Bound(integer=True, low=1), "rate": Bound(low=0.0, low_open=True),
+          "chunk_rows": Bound(integer=True, low=1)}
+_PLAIN = re.compile(r"[A-Za-z0-9_-]+")
+
+
+@dataclass(frozen=True)
+class ImportParams:
+    """``imports.<dataset>`` of params.yaml (or the command line), checked."""
+
+    source: str
+    features: tuple[str, ...]
+    window: int
+    rate: float | None = None
+    user: str = "user"
+    time: str = "time"
+    label: str = "label"
+    context: str | None = None
+    time_unit: str = "s"
+    classes: tuple[str, ...] | None = None
+    contexts: tuple[str, ...] | None = None
+    drop_labels: tuple[str, ...] = ()
+    format: str = "auto"
+    delimiter: str = ","
+    chunk_rows: int = 100_000
+    key: str = field(default="imports", compare=False)  # where the values came from, for messages
+
+    def __post_init__(self) -> None:
+        k = self.key
+        _text(f"{k}.source", self.source)
+        for name in ("user", "time", "label"):
+            _text(f"{k}.{name}", getattr(self, name))
+        if self.context is not None:
+            _text(f"{k}.context", self.context)
+        if not self.features or not all(isinstance(f, str) and f for f in self.features):
+            raise ConfigError(f"{k}.features: expected a non-empty list of column names, got {quote(self.features)}")
+        columns = [self.user, self.time, self.label, *([self.context] if self.context else []), *self.features]
+        if len(set(columns)) != len(columns):
+            raise ConfigError(f"{k}: a column is named twice among user, time, label, context and features: {columns}")
+        for name in ("window", "rate", "chunk_rows"):
+            value = getattr(self, name)
+            if value is not None:
+                try:
+                    BOUNDS[name].check(f"{k}.{name}", value)
+                except ParameterError as exc:
+                    raise ConfigError(str(exc)) from None
+        for name, allowed in (("time_unit", tuple(TIME_UNITS)), ("format", FORMATS)):
+            if getattr(self, name) not in allowed:
+                raise ConfigError(f"{k}.{name}: expected one of {', '.join(allowed)}, got {quote(getattr(self, name))}")
+        if not isinstance(self.delimiter, str) or len(self.delimiter) != 1:
+            raise ConfigError(f"{k}.delimiter: expected one character, got {quote(self.delimiter)}")
+        for name in ("classes", "contexts", "drop_labels"):
+            value = getattr(self, name)
+            if value is not None and (len(set(value)) != len(value) or not all(isinstance(v, str) for v in value)):
+                raise ConfigError(f"{k}.{name}: expected a list of distinct strings, got {quote(value)}")
+        if self.classes is not None and not self.classes:
+            raise ConfigError(f"{k}.classes: expected a non-empty list")
+        if self.contexts is not None and self.context is None:
+            raise ConfigError(f"{k}.contexts: lists context values but no context column is given")
+
+    @property
+    def columns(self) -> list[str]:
+        return [self.user, self.time, self.label, *([self.context] if self.context else []), *self.features]
+
+
+def _text(key: str, value: Any) -> None:
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{key}: expected a non-empty string, got {quote(value)}")
+
+
+_LISTS = ("features", "classes", "contexts", "drop_labels")
+
+
+def import_params(values: Mapping[str, Any], key: str = "imports", **overrides: Any) -> ImportParams:
+    """``values`` (a params section) with the non-None ``overrides`` (command line) on top, checked."""
+    if not isinstance(values, Mapping):
+        raise ConfigError(f"{key}: expected a mapping, got {quote(values)}")
+    allowed = set(ImportParams.__dataclass_fields__) - {"key"}
+    for k in values:
+        if k not in allowed:
+            raise ConfigError(f"{key}.{k}: unknown key (expected {', '.join(sorted(allowed))})")
+    merged = {**values, **{k: v for k, v in overrides.items() if v is not None}}
+    for k in ("source", "features", "window"):
+        if k not in merged:
+            raise ConfigError(f"{key}.{k}: missing")
+    for k in _LISTS:
+        v = merged.get(k)
+        if v is not None:
+            if not isinstance(v, (list, tuple)):
+                raise ConfigError(f"{key}.{k}: expected a list, got {quote(v)}")
+            merged[k] = tuple(str(i) if k != "features" and isinstance(i, (int, float)) and not isinstance(i, bool)
+                              else i for i in v)
+    return ImportParams(**merged, key=key)
+
+
+# ---------------------------------------------------------------- reading tables in chunks
+@dataclass(frozen=True)
+class Chunk:
+    """Rows ``first`` .. of one input file, every wanted column as text (None = missing cell)."""
+
+    file: Path
+    first: int  # 1-based row number of the chunk's first data row
+    frame: pd.DataFrame
+
+
+def input_files(p: ImportParams) -> list[tuple[Path, str]]:
+    """(file, format) of a file source, or of every supported file of a folder (sorted by name)."""
+    src = Path(p.source)
+    if src.is_dir():
+        files = sorted(f for f in src.iterdir() if f.is_file() and f.suffix.lower() in SUFFIXES
+                       and (p.format == "auto" or SUFFIXES[f.suffix.lower()] == p.format))
+        if not files:
+            raise DataError(f"{src}: no {' / '.join(SUFFIXES) if p.format == 'auto' else p.format} files in the folder")
+        return [(f, SUFFIXES[f.suffix.lower()]) for f in files]
+    if not src.is_file():
+        raise DataError(f"{src}: input file or folder not found ({p.key}.source)")
+    fmt = p.format if p.format != "auto" else SUFFIXES.get(src.suffix.lower())
+    if fmt is None:
+        raise DataError(f"{src}: unknown file type {quote(src.suffix)}; set {p.key}.format to csv, parquet or npz")
+    return [(src, fmt)]
+
+
+def _missing_columns(file: Path, have: list[str], want: list[str]) -> None:
+    missing = [c for c in want if c not in have]
+    if missing:
+        raise DataError(f"{file}: column {quote(missing[0])} not found (columns: {', '.join(map(str, have))[:300]})")
+
+
+def _csv_chunks(file: Path, p: ImportParams) -> Iterator[Chunk]:
+    try:
+        header = pd.read_csv(file, nrows=0, sep=p.delimiter, engine="c").columns.tolist()
+    except (ValueError, pd.errors.ParserError, UnicodeDecodeError) as exc:
+        raise DataError(f"{file}: cannot read the CSV header ({brief(exc)})") from None
+    _missing_columns(file, header, p.columns)
+    first = 1
+    try:
+        reader = pd.read_csv(file, sep=p.delimiter, usecols=p.columns, dtype=str, keep_default_na=False,
+                             chunksize=p.chunk_rows, engine="c", quoting=csv.QUOTE_MINIMAL)
+        for frame in reader:
+            yield Chunk(file, first, frame)
+            first += len(frame)
+    except (ValueError, pd.errors.ParserError, UnicodeDecodeError) as exc:
+        raise DataError(f"{file}: row {first} or after (line {first + 1}+): cannot parse ({brief(exc)})") from None
+
+
+def _parquet_chunks(file: Path, p: ImportParams) -> Iterator[Chunk]:
+    try:
+        import pyarrow.parquet as pq  # noqa: PLC0415 - only Parquet inputs need it
+    except ModuleNotFoundError:
+        raise ConfigError(f"{file}: reading Parquet needs pyarrow (pip install 'esnfed[parquet]')") from None
+    try:
+        pf = pq.ParquetFile(file)
+        _missing_columns(file, pf.schema_arrow.names, p.columns)
+        first = 1
+        for batch in pf.iter_batches(batch_size=p.chunk_rows, columns=p.columns):
+            frame = batch.to_pandas()
+            yield Chunk(file, first, frame.astype(object).where(frame.notna(), ""))
+            first += len(frame)
+    except (OSError, ValueError) as exc:  # pyarrow.ArrowInvalid is a ValueError
+        raise DataError(f"{file}: cannot read as Parquet ({brief(exc)})") from None
+
+
+def _npz_chunks(file: Path, p: ImportParams) -> Iterator[Chunk]:
+    """An .npz of equal-length 1-D arrays named like the columns (each array is read whole)."""
+    try:
+        with np.load(file, allow_pickle=False) as z:
+            _missing_columns(file, list(z.files), p.columns)
+            arrays = {c: z[c] for c in p.columns}
+    except DataError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - BadZipFile, ValueError (pickled arrays), OSError
+        raise DataError(f"{file}: cannot read as an .npz without pickles ({brief(exc)})") from None
+    n = None
+    for c, a in arrays.items():
+        if a.ndim != 1 or (n is not None and a.size != n):
+            raise DataError(f"{file}: array {quote(c)} must be 1-D with one value per row "
+                            f"(shape {a.shape}, expected ({n if n is not None else 'rows'},))")
+        n = a.size
+    for start in range(0, n or 0, p.chunk_rows):
+        frame = pd.DataFrame({c: a[start:start + p.chunk_rows] for c, a in arrays.items()})
+        yield Chunk(file, start + 1, frame)  # numbers stay numbers; _texts() reads the rest as text
+
+
+READERS: dict[str, Callable[[Path, ImportParams], Iterator[Chunk]]] = {
+    "csv": _csv_chunks, "parquet": _parquet_chunks, "npz": _npz_chunks}
+
+
+def _bad(chunk: Chunk, i: int, column: str, problem: str) -> DataError:
+    row = chunk.first + i
+    line = f" (line {row + 1})" if chunk.file.suffix.lower() == ".csv" else ""
+    return DataError(f"{chunk.file}: row {row}{line}, column {quote(column)}: {problem}")
+
+
+def _numbers(chunk: Chunk, column: str) -> np.ndarray:
+    raw = chunk.frame[column]
+    num = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=np.float64)
+    bad = ~np.isfinite(num)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise _bad(chunk, i, column, f"{quote(str(raw.iloc[i]))} is not a finite number")
+    return num
+
+
+def _texts(chunk: Chunk, column: str) -> np.ndarray:
+    raw = chunk.frame[column].astype(str).str.strip().to_numpy(dtype=object)
+    empty = raw == ""
+    if empty.any():
+        raise _bad(chunk, int(np.flatnonzero(empty)[0]), column, "empty cell")
+    return raw
+
+
+# ---------------------------------------------------------------- spilling rows per user
+class Spill:
+    """Rows of each user appended to a scratch file (float64: time, label code, context code,
+    features), and the label and context values coded in first-seen order."""
+
+    def __init__(self, folder: Path, p: ImportParams) -> None:
+        self.folder, self.p = folder, p
+        self.files: dict[str, Path] = {}
+        self.sources: dict[str, set[str]] = {}
+        self.labels: dict[str, int] = {l: i for i, l in enumerate(p.classes)} if p.classes else {}
+        self.contexts: dict[str, int] = {c: i for i, c in enumerate(p.contexts)} if p.contexts else {}
+
+    def _codes(self, chunk: Chunk, column: str, values: np.ndarray, rows: np.ndarray,
+               codes: dict[str, int], fixed: tuple[str, ...] | None, what: str) -> np.ndarray:
+        """Codes of ``values`` (the chunk's rows ``rows``); a value outside a fixed list is an error."""
+        uniq, inverse = np.unique(values, return_inverse=True)
+        mapped = np.empty(uniq.size, dtype=np.float64)
+        for j, u in enumerate(uniq):
+            if u not in codes:
+                if fixed is not None:
+                    i = int(rows[np.flatnonzero(inverse == j)[0]])
+                    raise _bad(chunk, i, column, f"{quote(u)} is not among {self.p.key}.{what} "
+                               f"({', '.join(fixed)})")
+                codes[u] = len(codes)
+            mapped[j] = codes[u]
+        return mapped[inverse]
+
+    def add(self, chunk: Chunk) -> None:
+        p = self.p
+        users = _texts(chunk, p.user)
+        bad = np.flatnonzero([not _PLAIN.fullmatch(u) for u in users])
+        if bad.size:
+            raise _bad(chunk, int(bad[0]), p.user, f"user {quote(users[bad[0]])} is not a plain name "
+                       "(letters, digits, _ or -): it becomes a file name")
+        labels = _texts(chunk, p.label)
+        time = _numbers(chunk, p.time) * TIME_UNITS[p.time_unit]
+        feats = np.stack([_numbers(chunk, f) for f in p.features], axis=1)
+        ctx_values = _texts(chunk, p.context) if p.context else None
+        rows = np.flatnonzero(~np.isin(labels, list(p.drop_labels))) if p.drop_labels else np.arange(labels.size)
+        if not rows.size:
+            return
+        label = self._codes(chunk, p.label, labels[rows], rows, self.labels, p.classes, "classes")
+        ctx = (self._codes(chunk, p.context, ctx_values[rows], rows, self.contexts, p.contexts, "contexts")
+               if p.context else np.zeros(rows.size))
+        table = np.column_stack([time[rows], label, ctx, feats[rows]])
+        users = users[rows]
+        for u in np.unique(users):
+            path = self.files.setdefault(u, self.folder / f"{len(self.files)}.bin")
+            with open(path, "ab") as f:
+                f.write(np.ascontiguousarray(table[users == u]).tobytes())
+            self.sources.setdefault(u, set()).add(str(chunk.file))
+
+    def rows(self, user: str, class_order: np.ndarray, context_order: np.ndarray) -> Rows:
+        """The user's rows, with label and context codes renumbered to the final order."""
+        table = np.fromfile(self.files[user], dtype=np.float64).reshape(-1, 3 + len(self.p.features))
+        return Rows(table[:, 0], class_order[table[:, 1].astype(np.int64)],
+                    context_order[table[:, 2].astype(np.int64)], table[:, 3:])
+
+
+def _order(codes: dict[str, int], fixed: tuple[str, ...] | None) -> tuple[list[str], np.ndarray]:
+    """Final names (the fixed list, else sorted values) and code -> final index."""
+    names = list(fixed) if fixed is not None else sorted(codes, key=_natural)
+    remap = np.empty(max(len(codes), 1), dtype=np.int64)
+    for value, code in codes.items():
+        remap[code] = names.index(value)
+    return names, remap
+
+
+def _natural(text: str) -> list:
+    """Sort key putting P2 before P10."""
+    return [(0, int(t), "") if t.isdigit() else (1, 0, t) for t in re.split(r"(\d+)", text) if t]
+
+
+def run(dataset: str, p: ImportParams, out_root: str | Path | None = None,
+        on_user: Callable[[str, UserData], None] | None = None) -> dict:
+    """Import ``p.source`` into ``<out_root>/<dataset>`` (default data/processed); returns the manifest."""
+    if not _PLAIN.fullmatch(dataset):
+        raise ConfigError(f"--dataset: {quote(dataset)} is not a plain name (letters, digits, _ or -): "
+                          "it becomes a folder name")
+    files = input_files(p)
+    out = Path(out_root if out_root is not None else DEFAULT_OUT) / dataset
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out.parent, prefix=f".{dataset}.import.") as scratch:
+        spill = Spill(Path(scratch), p)
+        for file, fmt in files:
+            for chunk in READERS[fmt](file, p):
+                spill.add(chunk)
+        if not spill.files:
+            raise DataError(f"{p.source}: no rows to import")
+        classes, class_order = _order(spill.labels, p.classes)
+        contexts, context_order = _order(spill.contexts, p.contexts) if p.context else (["all"], np.zeros(1, np.int64))
+        for what, names in (("classes", classes), ("contexts", contexts)):
+            if len(names) > 127:
+                raise DataError(f"{p.source}: {len(names)} {what}; the contract stores them as int8 (at most 127)")
+
+        def users():
+            for user in sorted(spill.files, key=_natural):
+                data = user_windows(spill.rows(user, class_order, context_order), p.window, p.rate)
+                if data is None:
+                    raise DataError(f"{p.source}: user {quote(user)} has no whole window of {p.window} steps"
+                                    + (f" at {p.rate:g} Hz" if p.rate else ""))
+                yield user, data, {"sources": sorted(spill.sources[user])}
+
+        described = {"feature_names": list(p.features), "classes": classes, "context_names": contexts}
+        root = Path(p.source) if Path(p.source).is_dir() else Path(p.source).parent
+        settings = {k: (list(v) if isinstance(v, tuple) else v) for k, v in vars(p).items() if k != "key"}
+        extra = {"params": settings, "source": "import",
+                 "label_map": {name: i for i, name in enumerate(classes)},
+                 "context_map": {name: i for i, name in enumerate(contexts)} if p.context else None}
+        return write_processed(dataset, out, described, users, root, extra, on_user)

@@ -1,0 +1,106 @@
+"""The data stages' params (issue 16 with issue 11 item 1): synthesize, preprocess, partition and
+import take frozen objects, checked once; the schema reports the same problems with the
+`params.yaml: <key>: ...` messages; declared datasets are cross-checked."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from pathlib import Path
+
+import pytest
+import yaml
+
+from esnfed_core.errors import ConfigError
+from esnfed_stages import partition, preprocess, synthesize
+from esnfed_stages.params_schema import validate
+
+REPO = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
+
+
+def _params(**changes):
+    p = copy.deepcopy(REPO)
+    for dotted, value in changes.items():
+        *path, last = dotted.split("__")
+        node = p
+        for k in path:
+            node = node[k]
+        if value is None:
+            node.pop(last)
+        else:
+            node[last] = value
+    return p
+
+
+def test_synthesize_params_are_frozen_and_the_command_line_wins():
+    o = synthesize.synthesize_params(REPO, "example", seed=7, out_root="elsewhere")
+    assert (o.seed, o.out_root, o.steps, dict(o.kwargs)["subjects"]) == (7, Path("elsewhere"), 10, 10)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        o.seed = 1
+    with pytest.raises(TypeError):
+        o.kwargs["subjects"] = 3
+    with pytest.raises(ConfigError, match=r"params.yaml: synthetic.example.seed: "):
+        synthesize.synthesize_params(_params(synthetic__example__seed=-1), "example")
+    with pytest.raises(ConfigError, match=r"synthetic.example.colour is not a parameter"):
+        synthesize.synthesize_params(_params(synthetic__example__colour=1), "example")
+    with pytest.raises(ConfigError, match=r"--dataset: expected one of wesad, hhar, example, got 'mine'"):
+        synthesize.synthesize_params(REPO, "mine")
+
+
+def test_preprocess_params_are_frozen_and_papers_only():
+    o = preprocess.preprocess_params(REPO, "hhar", source="raw", raw_dir="/x")
+    assert (o.source, o.raw_root, o.described["classes"][0]) == ("raw", Path("/x"), "stand")
+    with pytest.raises(TypeError):
+        o.settings["window"] = 3
+    with pytest.raises(ConfigError, match="import your own with `esnfed import`"):
+        preprocess.preprocess_params(REPO, "example")
+
+
+def test_partition_fractions_are_seeded_nested_and_bounded():
+    o = partition.partition_params(REPO, "example")
+    users = [f"P{i:02d}" for i in range(1, 11)]
+    a, b = o.resolve(users), o.resolve(users)
+    assert a == b
+    train = a["train"]
+    assert [len(train[p]) for p in ("25", "50", "75", "100")] == [2, 3, 5, 6]
+    assert all(set(train[p]) <= set(train["100"]) for p in train)
+    assert len(a["validation"]) == 2 and len(a["test"]) == 2
+    assert not (set(train["100"]) & set(a["validation"])) and not (set(a["validation"]) & set(a["test"]))
+    assert partition.check_partition("example", {"fractions": {"validation": 0.2, "test": 0.2}, "seed": 1}
+                                     ).resolve(users) != a
+    for value, message in [
+        ({"fractions": {"validation": 0.0, "test": 0.2}, "seed": 0}, "partition.example.fractions.validation: "),
+        ({"fractions": {"validation": 0.5, "test": 0.5}, "seed": 0}, "validation + test must be below 1"),
+        ({"fractions": {"validation": 0.2, "test": 0.2}, "seed": -1}, "partition.example.seed: "),
+        ({"fractions": {"validation": 0.2}, "seed": 0}, "fractions must have exactly the keys validation, test"),
+        ({"train": {"100": ["a b"]}, "validation": ["v"], "test": ["t"]}, "'a b' is not a plain user name"),
+    ]:
+        with pytest.raises(ConfigError, match=message.replace(".", r"\.").replace("+", r"\+")):
+            partition.check_partition("example", value)
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"imports__example__window": 0}, "params.yaml: imports.example.window: "),
+    ({"imports__example__time_unit": "h"}, "params.yaml: imports.example.time_unit: expected one of"),
+    ({"datasets": ["wesad", "Bad-Name"]}, "params.yaml: datasets: 'Bad-Name' is not a dataset name"),
+    ({"datasets": ["wesad", "ip"]}, "params.yaml: datasets: 'ip' is not a dataset name"),
+    ({"datasets": ["wesad", "hhar", "example", "other"]}, "params.yaml: imports.other: missing"),
+    ({"imports__example__context": None, "imports__example__contexts": None},
+     "params.yaml: continual_datasets: 'example' has no contexts"),
+    ({"continual_datasets": ["mine"]}, "params.yaml: continual_datasets: 'mine' is not in datasets"),
+    ({"partition__example": None}, "params.yaml: partition.example: missing"),
+    ({"budgets__paper__space__example": None}, "params.yaml: budgets.paper.space.example: missing"),
+    ({"partition__example__seed": 1.5}, "params.yaml: partition.example.seed: "),
+])
+def test_schema_names_the_key_of_a_declared_dataset_problem(changes, message):
+    with pytest.raises(ConfigError) as err:
+        validate(_params(**changes))
+    assert str(err.value).startswith(message), str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_papers_only_params_without_datasets_keys_still_validate():
+    p = _params(datasets=None, continual_datasets=None, imports=None)
+    validate(p)
+    from esnfed_stages._datasets import continual_declared, declared
+    assert declared(p) == ("wesad", "hhar") and continual_declared(p) == ("wesad", "hhar")

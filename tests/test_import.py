@@ -1,0 +1,184 @@
+"""esnfed import: CSV / Parquet / .npz tables -> the processed-data contract, checked against a
+hand computation of the windows; chunked reads equal whole reads; bad input is one line naming
+file, row and column; failures leave no output."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from esnfed_cli.main import app
+from esnfed_core.data.processed import load_manifest, load_user
+from esnfed_core.errors import ConfigError, DataError
+from esnfed_stages.check_data import check_folder
+from esnfed_stages.import_data import import_params, run
+
+# Two users (u10 after u2: natural order), 2 features, samples every 10 ms, 2 sessions.
+N = 14
+
+
+def _table(shuffle: bool = True) -> pd.DataFrame:
+    rows = []
+    for user, offset in (("u2", 0.0), ("u10", 100.0)):
+        for i in range(N):
+            session = "s1" if i < 8 else "s2"
+            rows.append({"who": user, "t": 1000 + 10 * i, "act": "walk" if i % 4 < 2 else "rest",
+                         "sess": session, "a": offset + i * i, "b": offset - 3.0 * i})
+    df = pd.DataFrame(rows)
+    return df.sample(frac=1.0, random_state=1) if shuffle else df
+
+
+def _params(src, **kw):
+    base = {"source": str(src), "user": "who", "time": "t", "time_unit": "ms", "label": "act",
+            "context": "sess", "features": ["a", "b"], "window": 2, "rate": 50.0}
+    base.update(kw)
+    return import_params(base, "imports.mine")
+
+
+def _hand(df: pd.DataFrame, user: str):
+    """The windows by hand: 50 Hz from 100 Hz samples = every other sample of each session
+    (grid times fall on samples), windows of 2 steps, tail dropped, z-score over the user's steps."""
+    u = df[df.who == user].sort_values("t")
+    xs, ys, cs = [], [], []
+    for ctx, sess in enumerate(("s1", "s2")):
+        s = u[u.sess == sess].iloc[::2]  # s1: 8 samples -> 4 steps; s2: 6 samples -> 3 steps
+        w = len(s) // 2
+        xs.append(s[["a", "b"]].to_numpy(float)[: 2 * w].reshape(w, 2, 2))
+        ys.append((s["act"] == "walk").to_numpy()[: 2 * w].reshape(w, 2).astype(int))  # rest=0, walk=1
+        cs += [ctx] * w
+    x = np.concatenate(xs)
+    x = (x - x.reshape(-1, 2).mean(0)) / x.reshape(-1, 2).std(0)
+    return x.astype(np.float32), np.concatenate(ys), np.array(cs)
+
+
+def test_csv_matches_hand_computation_and_contract(tmp_path):
+    df = _table()
+    df.to_csv(tmp_path / "rec.csv", index=False)
+    manifest = run("mine", _params(tmp_path / "rec.csv"), out_root=tmp_path / "out")
+    folder = tmp_path / "out" / "mine"
+    assert check_folder(folder) == []
+    assert list(manifest["users"]) == ["u2", "u10"]
+    assert manifest["label_map"] == {"rest": 0, "walk": 1}
+    assert manifest["context_map"] == {"s1": 0, "s2": 1}
+    assert manifest["window"] == 2 and manifest["feature_names"] == ["a", "b"]
+    for user in ("u2", "u10"):
+        x, y, ctx = _hand(df, user)
+        got = load_user(folder, user)
+        np.testing.assert_allclose(got.x, x, rtol=1e-6, atol=1e-6)
+        np.testing.assert_array_equal(got.y, y)
+        np.testing.assert_array_equal(got.context, ctx)
+
+
+def test_no_rate_keeps_rows_and_interpolates_between_samples(tmp_path):
+    df = pd.DataFrame({"user": ["a"] * 5, "time": [0.0, 1.0, 2.0, 3.0, 4.0], "label": ["x"] * 5,
+                       "f": [0.0, 2.0, 4.0, 6.0, 8.0]})
+    df.to_csv(tmp_path / "r.csv", index=False)
+    # rate 2 Hz on 1 Hz samples: grid 0, 0.5, ..., 4 -> 9 steps of f = 0, 1, ..., 8 (linear)
+    run("lin", import_params({"source": str(tmp_path / "r.csv"), "features": ["f"], "window": 9, "rate": 2.0}),
+        out_root=tmp_path / "o")
+    x = load_user(tmp_path / "o" / "lin", "a").x[0, :, 0]
+    np.testing.assert_allclose(x, (np.arange(9) - 4) / np.arange(9).std(), rtol=1e-6)
+    run("raw", import_params({"source": str(tmp_path / "r.csv"), "features": ["f"], "window": 2}),
+        out_root=tmp_path / "o")
+    m = load_manifest(tmp_path / "o" / "raw")
+    assert m["users"]["a"]["windows"] == 2 and m["context_names"] == ["all"]
+
+
+def test_chunked_reading_gives_the_same_bytes(tmp_path):
+    _table().to_csv(tmp_path / "rec.csv", index=False)
+    run("m", _params(tmp_path / "rec.csv", chunk_rows=3), out_root=tmp_path / "small")
+    run("m", _params(tmp_path / "rec.csv"), out_root=tmp_path / "big")
+    for user in ("u2", "u10"):
+        assert (tmp_path / "small/m" / f"{user}.npz").read_bytes() == (tmp_path / "big/m" / f"{user}.npz").read_bytes()
+
+
+def test_folder_parquet_and_npz_inputs_equal_the_csv(tmp_path):
+    df = _table()
+    df.to_csv(tmp_path / "rec.csv", index=False)
+    run("m", _params(tmp_path / "rec.csv"), out_root=tmp_path / "csv")
+    folder = tmp_path / "parts"
+    folder.mkdir()
+    df.iloc[:10].to_parquet(folder / "part1.parquet")
+    df.iloc[10:].to_csv(folder / "part2.csv", index=False)
+    run("m", _params(folder), out_root=tmp_path / "mixed")
+    np.savez(tmp_path / "rec.npz", **{c: (df[c].to_numpy().astype(str) if df[c].dtype == object or c in ("who", "act", "sess") else df[c].to_numpy()) for c in df.columns})
+    run("m", _params(tmp_path / "rec.npz"), out_root=tmp_path / "npz")
+    for other in ("mixed", "npz"):
+        for user in ("u2", "u10"):
+            a, b = load_user(tmp_path / "csv/m", user), load_user(tmp_path / other / "m", user)
+            np.testing.assert_array_equal(a.x, b.x)
+            np.testing.assert_array_equal(a.y, b.y)
+
+
+@pytest.mark.parametrize("column, value, expected", [
+    ("a", "abc", "row 5 (line 6), column 'a': 'abc' is not a finite number"),
+    ("t", "", "row 5 (line 6), column 't': '' is not a finite number"),
+    ("who", "x/y", "row 5 (line 6), column 'who': user 'x/y' is not a plain name (letters, digits, _ or -): it becomes a file name"),
+    ("act", "", "row 5 (line 6), column 'act': empty cell"),
+])
+def test_bad_cell_names_file_row_and_column(tmp_path, column, value, expected):
+    df = _table(shuffle=False).astype(object)
+    df.loc[4, column] = value
+    df.to_csv(tmp_path / "rec.csv", index=False)
+    with pytest.raises(DataError) as err:
+        run("m", _params(tmp_path / "rec.csv", chunk_rows=3), out_root=tmp_path / "out")
+    assert str(err.value) == f"{tmp_path / 'rec.csv'}: {expected}"
+    assert not (tmp_path / "out" / "m").exists()
+
+
+def test_unknown_class_and_missing_column(tmp_path):
+    _table(shuffle=False).to_csv(tmp_path / "rec.csv", index=False)
+    with pytest.raises(DataError, match=r"row 3 \(line 4\), column 'act': 'rest' is not among imports.mine.classes"):
+        run("m", _params(tmp_path / "rec.csv", classes=["walk"]), out_root=tmp_path / "o")
+    with pytest.raises(DataError, match=r"rec.csv: column 'zz' not found"):
+        run("m", _params(tmp_path / "rec.csv", features=["a", "zz"]), out_root=tmp_path / "o")
+
+
+def test_failure_keeps_the_previous_output(tmp_path):
+    df = _table(shuffle=False)
+    df.to_csv(tmp_path / "rec.csv", index=False)
+    run("m", _params(tmp_path / "rec.csv"), out_root=tmp_path / "o")
+    before = (tmp_path / "o/m/manifest.json").read_bytes()
+    df.astype(object).assign(b=["oops"] * len(df)).to_csv(tmp_path / "rec.csv", index=False)
+    with pytest.raises(DataError):
+        run("m", _params(tmp_path / "rec.csv"), out_root=tmp_path / "o")
+    assert (tmp_path / "o/m/manifest.json").read_bytes() == before
+    assert sorted(p.name for p in (tmp_path / "o").iterdir()) == ["m"]  # no scratch left behind
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"window": 0}, "imports.mine.window: "),
+    ({"rate": -1.0}, "imports.mine.rate: "),
+    ({"time_unit": "h"}, "imports.mine.time_unit: expected one of s, ms, us, ns"),
+    ({"features": []}, "imports.mine.features: expected a non-empty list"),
+    ({"colour": 1}, "imports.mine.colour: unknown key"),
+])
+def test_params_checked_once_with_the_key(tmp_path, change, message):
+    with pytest.raises(ConfigError, match=message.replace(".", r"\.")):
+        _params(tmp_path / "x.csv", **change)
+
+
+def test_cli_import_then_check(tmp_path):
+    _table().to_csv(tmp_path / "rec.csv", index=False)
+    runner = CliRunner()
+    args = ["import", str(tmp_path / "rec.csv"), "--dataset", "mine", "--user", "who", "--time", "t",
+            "--time-unit", "ms", "--label", "act", "--context", "sess", "--features", "a,b", "--rate", "50",
+            "--window", "2", "--out", str(tmp_path / "out"), "--params", str(tmp_path / "none.yaml")]
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0, res.output
+    assert "2 users" in res.output
+    assert runner.invoke(app, ["check-data", str(tmp_path / "out" / "mine")]).exit_code == 0
+    bad = runner.invoke(app, args[:-6] + ["--window", "0", "--out", str(tmp_path / "o2"), "--params", "x"])
+    assert bad.exit_code == 1 and "imports.mine.window" in bad.output
+    assert json.loads((tmp_path / "out/mine/manifest.json").read_text())["source"] == "import"
+
+
+def test_dataset_name_never_escapes_the_output_root(tmp_path):
+    _table().to_csv(tmp_path / "rec.csv", index=False)
+    with pytest.raises(ConfigError, match="is not a plain name"):
+        run("../escape", _params(tmp_path / "rec.csv"), out_root=tmp_path / "out")
+    assert not (tmp_path / "escape").exists()

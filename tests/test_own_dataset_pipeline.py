@@ -1,0 +1,152 @@
+"""A user's own dataset through the whole pipeline (issue 16): a plain CSV written by
+`esnfed synthesize --dataset example`, imported, split by fractions, selected, retrained, assessed,
+t-tested and reported in the generic tables; and the papers' outputs byte-identical whether or not
+a user dataset is declared."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from esnfed_cli.main import app
+from esnfed_stages.check_data import check_folder
+from experiment_data import make_dataset, small_params, write_params
+
+pytestmark = pytest.mark.pipeline
+runner = CliRunner()
+ALL = [("random", None), ("ridge", None), ("incfed", None), ("fedavg", None), ("ip", None), ("fedip", None),
+       ("clip", "naive"), ("clip", "replay"), ("clip", "joint"),
+       ("fedclip", "naive"), ("fedclip", "replay"), ("fedclip", "joint")]
+PAPER_SUBSET = [("incfed", None), ("fedavg", None), ("fedip", None), ("fedclip", "naive")]
+
+
+def _ok(*args: str) -> str:
+    result = runner.invoke(app, list(args))
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def _params(root: Path, declare_user: bool) -> Path:
+    p = small_params()
+    p["synthetic"]["example"] = {"seed": 0, "subjects": 6, "seconds_per_activity": 2.0, "rate": 20.0}
+    p["imports"]["example"].update(source=str(root / "raw" / "EXAMPLE" / "recordings.csv"), rate=10, window=10)
+    p["budgets"]["default"]["space"]["example"]["units"] = [8, 12]
+    p["continual"]["joint"]["max_rounds"] = 3
+    if not declare_user:
+        p["datasets"] = ["wesad", "hhar"]
+        p["continual_datasets"] = ["wesad", "hhar"]
+    return write_params(root, p)
+
+
+def _stages(root: Path, dataset: str, methods) -> None:
+    common = ["--dataset", dataset, "--params", str(root / "params.yaml"), "--data-dir", str(root / "data"),
+              "--runs-dir", str(root / "runs")]
+    for algo, strategy in methods:
+        extra = ["--strategy", strategy] if strategy else []
+        _ok("select", "--algo", algo, *extra, "--pct", "all", *common)
+        _ok("retrain", "--algo", algo, *extra, *common)
+        _ok("assess", "--algo", algo, *extra, *common)
+
+
+def _report(root: Path, mp: pytest.MonkeyPatch) -> None:
+    """ttest and report from inside ``root`` (relative paths: the tables list the missing inputs)."""
+    mp.chdir(root)
+    common = ["--params", "params.yaml", "--assess-dir", "runs/assess", "--allow-missing"]
+    _ok("ttest", *common, "--out", "reports/ttest.json")
+    _ok("report", *common, "--ttest", "reports/ttest.json", "--out-dir", "reports")
+
+
+@pytest.fixture(scope="module")
+def roots(tmp_path_factory, monkeypatch_module):
+    monkeypatch_module.setenv("SOURCE_DATE_EPOCH", "1700000000")
+    out = {}
+    for name, declare in (("without", False), ("with", True)):
+        root = tmp_path_factory.mktemp(name)
+        params = str(_params(root, declare))
+        make_dataset(root, "wesad")
+        _stages(root, "wesad", PAPER_SUBSET)
+        if declare:
+            _ok("synthesize", "--dataset", "example", "--out", str(root / "raw"), "--params", params)
+            _ok("import", "--dataset", "example", "--out", str(root / "data" / "processed"), "--params", params)
+            _ok("partition", "--dataset", "example", "--params", params,
+                "--processed-dir", str(root / "data" / "processed"), "--out", str(root / "data" / "partitions"))
+            _stages(root, "example", ALL)
+        _report(root, monkeypatch_module)
+        out[name] = root
+    return out
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    mp = pytest.MonkeyPatch()
+    yield mp
+    mp.undo()
+
+
+def test_declared_dataset_flows_from_import_to_the_generic_tables(roots):
+    root = roots["with"]
+    assert check_folder(root / "data" / "processed" / "example") == []
+    part = json.loads((root / "data" / "partitions" / "example.json").read_text())
+    assert [len(part["train"][p]) for p in ("25", "50", "75", "100")] == [1, 2, 3, 4]
+    tables = root / "reports" / "tables"
+    stationary = (tables / "example-stationary.md").read_text()
+    continual = (tables / "example-continual.md").read_text()
+    for label in ("random", "centralised", "fedavg", "incfed", "ip", "fedip"):
+        assert f"| {label} " in stationary or f" {label} |" in stationary
+    rows = [line for text in (stationary, continual) for line in text.splitlines() if line.startswith("| 25%")]
+    assert len(rows) == 2 and all("n/a" not in r for r in rows)  # every method assessed
+    assert "Missing inputs (n/a cells): none" in stationary and "| paper" not in stationary
+    assert "clip replay" in continual and "fedclip joint" in continual
+    comm = (tables / "communication-example.md").read_text()
+    assert "fedclip-joint" in comm and "incfed" in comm
+    comps = json.loads((root / "reports" / "ttest.json").read_text())["comparisons"]
+    assert {c["table"] for c in comps if c["dataset"] == "example"} == {"example-stationary", "example-continual"}
+    metrics = root / "reports" / "metrics"
+    assert json.loads((metrics / "example-fedip.json").read_text())["test"].keys() == {"25", "50", "75", "100"}
+    assert (root / "reports" / "figures" / "stream-example-federated.png").stat().st_size > 0
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def _timeless(data: bytes, name: str):
+    """A trial record without its wall-clock "seconds" (the only field that differs run to run)."""
+    if not name.endswith(".json"):
+        return data
+    doc = json.loads(data)
+    if isinstance(doc, dict):
+        doc.pop("seconds", None)
+    return doc
+
+
+def test_papers_outputs_are_byte_identical_with_and_without_a_user_dataset(roots):
+    a, b = roots["without"], roots["with"]
+    for sub in ("runs/select/wesad", "runs/models/wesad", "runs/assess/wesad"):
+        fa, fb = _files(a / sub), _files(b / sub)
+        assert fa and fa.keys() == fb.keys()
+        if sub == "runs/select/wesad":
+            assert [k for k in fa if _timeless(fa[k], k) != _timeless(fb[k], k)] == []
+        else:
+            assert [k for k in fa if fa[k] != fb[k]] == []
+    for sub in ("tables", "figures", "plots", "metrics"):
+        fa, fb = _files(a / "reports" / sub), _files(b / "reports" / sub)
+        assert fa
+        assert [k for k in fa if fa[k] != fb.get(k)] == []  # every paper file, same bytes
+        assert all(k.startswith(("example-", "communication-example", "stream-example")) for k in fb.keys() - fa.keys())
+    ta = json.loads((a / "reports" / "ttest.json").read_text())
+    tb = json.loads((b / "reports" / "ttest.json").read_text())
+    assert ta["comparisons"] == [c for c in tb["comparisons"] if c["dataset"] != "example"]
+    assert ta["comparisons"]
+
+
+def test_undeclared_dataset_is_a_usage_error_listing_the_declared(roots):
+    root = roots["without"]
+    result = runner.invoke(app, ["select", "--dataset", "example", "--algo", "ridge",
+                                 "--params", str(root / "params.yaml")])
+    assert result.exit_code == 2
+    text = " ".join(w for w in result.output.split() if w not in "│╭╮╰╯─")
+    assert "'example' is not declared in params.yaml datasets (declared: wesad, hhar)" in text
