@@ -34,7 +34,8 @@ from esnfed_core.accel import torch_plasticity as tp  # noqa: E402
 from esnfed_core.accel import torch_reservoir as tr  # noqa: E402
 from esnfed_core.accel.continual import fit_continual_batch  # noqa: E402
 from esnfed_core.data.processed import UserData  # noqa: E402
-from esnfed_core.trial import Settings, TrialData  # noqa: E402
+from esnfed_core.settings import Settings  # noqa: E402
+from esnfed_core.trial import TrialData  # noqa: E402
 
 PAPER = {"windows": 2990, "steps": 700, "inputs": 8, "classes": 4, "contexts": 5, "users": 3}
 SMOKE = {"windows": 10, "steps": 12, "inputs": 3, "classes": 3, "contexts": 2, "users": 2}

@@ -238,7 +238,9 @@ def ip_epoch(sc: Scale, algo: str, dev: torch.device) -> dict:
     from esnfed_core.accel.passes import DeviceWindows  # noqa: PLC0415
     from esnfed_core.accel.trials import _train_ip  # noqa: PLC0415
     from esnfed_core.messages import CommLedger  # noqa: PLC0415
-    from esnfed_core.trial import Method, Settings, sub_seeds  # noqa: PLC0415
+    from esnfed_core.method import Method  # noqa: PLC0415
+    from esnfed_core.settings import Settings  # noqa: PLC0415
+    from esnfed_core.trial import sub_seeds  # noqa: PLC0415
 
     k, c, w, t = sc.epoch_trials, sc.epoch_clients, sc.client_windows, sc.steps
     rng = np.random.default_rng(1)
@@ -323,7 +325,8 @@ def paper_slice(k: int, sc: Scale, dev: torch.device, out, costs: dict[int, dict
     from esnfed_core.accel.trials import fit_batch  # noqa: PLC0415
     from esnfed_core.data.processed import UserData  # noqa: PLC0415
     from esnfed_core.search import parse_space, sample_config  # noqa: PLC0415
-    from esnfed_core.trial import Settings, TrialData  # noqa: PLC0415
+    from esnfed_core.settings import Settings  # noqa: PLC0415
+    from esnfed_core.trial import TrialData  # noqa: PLC0415
 
     params = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
     space = params["budgets"]["paper"]["space"]

@@ -152,7 +152,8 @@ def check(cost: dict[int, dict[str, float]]) -> tuple[float, float]:
     """One full paper-size ridge selection trial (WESAD 25 %, N = 400) through the trial function,
     timed, against the projection's per-trial estimate."""
     from esnfed_core.data.processed import UserData
-    from esnfed_core.trial import Settings, TrialData, fit
+    from esnfed_core.settings import Settings
+    from esnfed_core.trial import TrialData, fit
 
     d = DATA["wesad"]
     rng = np.random.default_rng(2)

@@ -16,9 +16,10 @@ from pathlib import Path
 
 import numpy as np
 
+from esnfed_core.method import Method
 from esnfed_core.privacy import DPSpec
 from esnfed_core.private_trial import fit_private
-from esnfed_core.trial import Method, TrialData
+from esnfed_core.trial import TrialData
 from esnfed_stages.experiment_params import experiment_params
 from esnfed_stages.params import load_params
 from esnfed_stages.privacy import neighbouring_units, privacy_params

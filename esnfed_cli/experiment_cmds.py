@@ -13,7 +13,7 @@ from rich.table import Table
 from esnfed_cli._common import EXIT_FAILURE, console, declared_dataset, err_console, handle_errors, in_range
 from esnfed_cli.main import app
 from esnfed_core.errors import ConfigError
-from esnfed_core.trial import Method
+from esnfed_core.method import Method
 from esnfed_core.vocabulary import Algo, Backend, Device, ShareOrAll, Strategy
 from esnfed_stages import assess as assess_stage
 from esnfed_stages import retrain as retrain_stage

@@ -21,9 +21,10 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from esnfed_core.errors import ConfigError
+from esnfed_core.method import RESERVOIR_KEYS
 from esnfed_core.reservoir import Reservoir, spectral_radius
 from esnfed_core.search import Dimension
-from esnfed_core.trial import RESERVOIR_KEYS, make_reservoir
+from esnfed_core.trial import make_reservoir
 
 MODES = ("seed", "space")
 COMBINE = ("softmax", "vote")

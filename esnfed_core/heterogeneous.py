@@ -26,12 +26,14 @@ from esnfed_core.errors import ConfigError
 from esnfed_core.federated import incfed
 from esnfed_core.heterogeneity import ClientReservoir, aligned_reservoirs, draw_clients, heterogeneity_of
 from esnfed_core.messages import CommLedger, ModelMessage
+from esnfed_core.method import Method
 from esnfed_core.readout import Counts, solve
 from esnfed_core.reservoir import DTYPE, Reservoir, run_batch
 from esnfed_core.scoring import pooled_counts
+from esnfed_core.settings import Settings
 from esnfed_core.trial import (
-    FittedModel, Method, Settings, TrialData, check_config, clients_of, communication, make_reservoir,
-    select_lambda, stationary_model, sub_seeds,
+    FittedModel, TrialData, check_config, clients_of, communication, make_reservoir, select_lambda,
+    stationary_model, sub_seeds,
 )
 
 

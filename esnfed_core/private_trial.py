@@ -12,13 +12,14 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from esnfed_core.method import Method
 from esnfed_core.privacy import DPSpec, fedip_aggregate, private_stats
 from esnfed_core.readout import RidgeStats, solve
 from esnfed_core.reservoir import Reservoir, iter_states
 from esnfed_core.scoring import pooled_counts
+from esnfed_core.settings import Settings
 from esnfed_core.trial import (
-    FittedModel, Method, Settings, TrialData, _ip_config, check_config, make_reservoir,
-    stationary_model, sub_seeds,
+    FittedModel, TrialData, _ip_config, check_config, make_reservoir, stationary_model, sub_seeds,
 )
 
 PRIVATE_ALGOS = ("incfed", "fedip")

@@ -3,221 +3,31 @@ with the method (ridge, IncFed, FedAvg, IP, FedIP, CLIP, FedCLIP or the random b
 
 No I/O: inputs are arrays (:class:`TrialData`), outputs a :class:`FittedModel`. The same inputs
 give the same bits, so trials can run in any process, in any order, on any joblib backend.
-Method ids and what they train:
-
-  random          uniform random prediction per step (no model)
-  ridge           centralised ridge readout on the pooled training windows
-  incfed          IncFed: clients upload (A, B), the server sums and solves (== ridge)
-  fedavg          FedAvg of locally solved readouts, weighted by window counts
-  ip / fedip      centralised IP epochs / FedIP rounds on (g, b), then ridge / IncFed
-  clip-S / fedclip-S   continual IP (S = naive | replay | joint) over the contexts, λ fixed
-  deep-incfed / deep-fedip   IncFed / FedIP on a deep reservoir: ``layers`` stacked reservoirs
-                  sharing ``units`` (esnfed_core.deep, docs/deep.md)
-  local / ensemble / align-α   heterogeneous reservoirs, one per client (esnfed_core.heterogeneous)
+Method ids and what they train: :mod:`esnfed_core.method`; the fixed settings of every trial:
+:mod:`esnfed_core.settings`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from esnfed_core.continual_settings import ContinualSettings
 from esnfed_core.data.processed import UserData
 from esnfed_core.data.windows import concat
 from esnfed_core.errors import ConfigError
 from esnfed_core.federated import Client, fedavg, fedip, incfed
-from esnfed_core.ip_rule import IPConfig, IPSettings
+from esnfed_core.ip_rule import IPConfig
 from esnfed_core.messages import CommLedger, ReadoutMessage, StatsMessage
-from esnfed_core.readout import Counts, StatsAccumulator, check_solver, solve
+from esnfed_core.method import Method
+from esnfed_core.readout import Counts, StatsAccumulator, solve
 from esnfed_core.reservoir import Reservoir, ReservoirConfig, build_reservoir
 from esnfed_core.scoring import pooled_counts, random_accuracy
-from esnfed_core.vocabulary import ALGOS, STRATEGIES
+from esnfed_core.settings import Settings
 
-METHODS = ("random", "ridge", "incfed", "fedavg", "ip", "fedip") + tuple(
-    f"{a}-{s}" for a in ("clip", "fedclip") for s in STRATEGIES
-) + ("deep-incfed", "deep-fedip") + ("local", "ensemble", "align-0.5")
-# align-<α> for any α in [0, 1]: 0.5 stands for them.
-# Heterogeneous methods (issue 13): every client its own reservoir (esnfed_core.heterogeneous).
-HETERO_ALGOS = ("local", "ensemble", "align")
-RESERVOIR_KEYS = ("units", "spectral_radius", "leak", "input_scaling")
 # Named sub-seeds of a trial seed, in SeedSequence order (adding a name at the end keeps the others).
 SEED_NAMES = ("reservoir", "ip", "validation", "test", "train")
-RETRAIN_LAMBDA = ("select", "frozen")
-
-
-@dataclass(frozen=True)
-class Method:
-    """A method id split into its algorithm and (continual methods) strategy."""
-
-    algo: str
-    strategy: str | None = None
-    alpha: float | None = None  # align only: the alignment strength α in [0, 1]
-
-    def __post_init__(self) -> None:
-        if self.algo == "align":
-            if isinstance(self.alpha, bool) or not isinstance(self.alpha, (int, float)) \
-                    or not 0.0 <= self.alpha <= 1.0:
-                raise ConfigError(f"alpha: align needs an alignment strength in [0, 1], got {self.alpha!r}")
-        elif self.alpha is not None:
-            raise ConfigError(f"alpha: {self.algo} takes no alignment strength")
-        if self.algo not in ALGOS:
-            raise ConfigError(f"algo: unknown algorithm {self.algo!r} (expected one of {', '.join(ALGOS)})")
-        if self.continual and self.strategy not in STRATEGIES:
-            raise ConfigError(
-                f"strategy: {self.algo} needs --strategy {'|'.join(STRATEGIES)}, got {self.strategy!r}"
-            )
-        if not self.continual and self.strategy is not None:
-            raise ConfigError(f"strategy: {self.algo} is not a continual method and takes no strategy")
-
-    @classmethod
-    def parse(cls, method_id: str) -> "Method":
-        if method_id in ALGOS:  # an algorithm whose name has a hyphen (deep-incfed)
-            return cls(method_id)
-        algo, _, strategy = method_id.partition("-")
-        if algo == "align":  # align-<α>, e.g. align-0.25
-            try:
-                return cls(algo, alpha=float(strategy))
-            except ValueError:
-                raise ConfigError(f"method {method_id!r}: expected align-<alpha>, e.g. align-0.5") from None
-        return cls(algo, strategy or None)
-
-    @property
-    def id(self) -> str:
-        if self.algo == "align":
-            return f"align-{self.alpha:g}"
-        return f"{self.algo}-{self.strategy}" if self.strategy else self.algo
-
-    @property
-    def heterogeneous(self) -> bool:
-        """Every client its own reservoir (issue 13): local, ensemble, align-α."""
-        return self.algo in HETERO_ALGOS
-
-    @property
-    def continual(self) -> bool:
-        return self.algo in ("clip", "fedclip")
-
-    @property
-    def deep(self) -> bool:
-        """A deep-reservoir method: its config has ``layers`` (esnfed_core.deep)."""
-        return self.algo.startswith("deep-")
-
-    @property
-    def kernel(self) -> str:
-        """The algorithm that trains it: a deep method trains as its shallow counterpart."""
-        return self.algo.removeprefix("deep-")
-
-    @property
-    def federated(self) -> bool:
-        return self.kernel in ("incfed", "fedavg", "fedip", "fedclip") + HETERO_ALGOS
-
-    @property
-    def uses_ip(self) -> bool:
-        return self.kernel in ("ip", "fedip", "clip", "fedclip")
-
-    @property
-    def base(self) -> str | None:
-        """The stationary method whose best config a continual method reuses (PROTOCOL §6)."""
-        return {"clip": "ip", "fedclip": "fedip"}.get(self.algo)
-
-    @property
-    def config_keys(self) -> tuple[str, ...]:
-        """Hyperparameters a trial of this method needs (``lambda`` is chosen inside the trial)."""
-        if self.algo == "random":
-            return ()
-        keys = RESERVOIR_KEYS
-        if self.uses_ip:
-            keys += ("sigma",)
-            if not self.continual:
-                keys += ("rounds",)
-            elif self.strategy != "joint":  # joint trains each context until early stopping
-                keys += ("budget",)
-            if self.kernel in ("fedip", "fedclip"):
-                keys += ("local_epochs",)
-        if self.deep:
-            keys += ("layers",)
-        return keys
-
-
-@dataclass(frozen=True)
-class Settings:
-    """Fixed (not searched) parameters of every trial, from params.yaml."""
-
-    lambdas: tuple[float, ...] = (1e-5, 1e-4, 1e-3, 1e-2, 0.1, 0.5, 1.0)
-    batch_size: int = 256
-    ip: IPSettings = field(default_factory=IPSettings)  # params.yaml plasticity (a mapping of it is converted)
-    continual: ContinualSettings = field(default_factory=ContinualSettings)  # params.yaml continual
-    # cpu: the numpy path; torch-cpu / cuda: the batched torch kernels (esnfed_core.accel) for the
-    # ESN methods, stationary and continual (the random baseline, deep and heterogeneous reservoirs
-    # always run the numpy path).
-    device: str = "cpu"
-    tf32: bool = False  # cuda only: TF32 tensor-core products (10-bit mantissa inputs), opt-in
-    solver: str = "cholesky"  # readout.solve: cholesky (float64) | pinv32 (the authors' numerics)
-    retrain_lambda: str = "select"  # select: each retrain picks λ on validation | frozen: best.json's
-    # How the clients' reservoirs differ (heterogeneous methods): an
-    # esnfed_core.heterogeneity.Heterogeneity, None = its default (mode seed).
-    heterogeneity: Any = None
-
-    def __post_init__(self) -> None:
-        from esnfed_core.accel import check_device  # noqa: PLC0415 (no torch import)
-
-        for name, cls in (("ip", IPSettings), ("continual", ContinualSettings)):
-            value = getattr(self, name)
-            if isinstance(value, Mapping):  # the section as a mapping of the type's fields
-                try:
-                    object.__setattr__(self, name, cls(**value))
-                except TypeError as exc:
-                    raise ConfigError(f"{'plasticity' if name == 'ip' else name}: {exc}") from None
-
-        try:
-            check_device(self.device)
-        except ValueError as exc:
-            raise ConfigError(f"runner.{exc}") from None
-        check_solver(self.solver)
-        if self.retrain_lambda not in RETRAIN_LAMBDA:
-            raise ConfigError(f"retrain.lambda: expected one of {', '.join(RETRAIN_LAMBDA)}, "
-                              f"got {self.retrain_lambda!r}")
-
-    def accelerated(self, method: "Method") -> bool:
-        """Whether trials of ``method`` run on the torch kernels with these settings."""
-        # Deep reservoirs and heterogeneous methods run the numpy path on every device (the torch
-        # kernels take one shallow reservoir shared by all clients).
-        return self.device != "cpu" and method.algo != "random" and not method.deep \
-            and not method.heterogeneous
-
-    def retrain_scores(self, method: "Method") -> bool:
-        """Whether a retrain of ``method`` scores on the validation users: stationary ESN methods
-        choose λ again for each retrained reservoir when ``retrain_lambda`` is "select"."""
-        return self.retrain_lambda == "select" and not method.continual and method.algo != "random"
-
-    def used_by(self, method: "Method", score: bool) -> dict[str, Any]:
-        """The settings a trial of ``method`` reads (selection when ``score``, else retraining):
-        a result depends on these and nothing else, so they identify it."""
-        if method.algo == "random":
-            return {}
-        # run_continual batches on its own: batch_size only reaches the stationary methods.
-        out: dict[str, Any] = {} if method.continual else {"batch_size": self.batch_size}
-        if self.accelerated(method):  # float32 rounding differs from the numpy path's
-            out["device"] = self.device
-            if self.tf32 and self.device == "cuda":
-                out["tf32"] = True
-        out["solver"] = self.solver
-        if score and not method.continual:
-            out["lambdas"] = list(self.lambdas)
-        if method.uses_ip:
-            out["ip"] = self.ip.as_dict()
-        if method.continual:
-            c = self.continual
-            out["continual_lambda"] = c.lam
-            if method.strategy == "replay":
-                out.update(replay_fraction=c.replay_fraction, replay_batch=c.replay_batch,
-                           replay_shuffle=c.replay_shuffle)
-            elif method.strategy == "joint":
-                out.update(joint_patience=c.joint_patience, joint_max_rounds=c.joint_max_rounds)
-        if method.heterogeneous:  # None: the default spec (esnfed_core.heterogeneity.heterogeneity_of)
-            out["heterogeneity"] = None if self.heterogeneity is None else self.heterogeneity.as_dict()
-        return out
 
 
 @dataclass(frozen=True, eq=False)

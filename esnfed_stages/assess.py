@@ -29,8 +29,9 @@ from esnfed_core import metrics
 from esnfed_core.accel import check_supported, require_torch
 from esnfed_core.heterogeneity import heterogeneity_of
 from esnfed_core.heterogeneous import assess_scores
+from esnfed_core.method import Method
 from esnfed_core.scoring import accuracy, activation_densities, context_matrix, random_accuracy
-from esnfed_core.trial import FittedModel, Method
+from esnfed_core.trial import FittedModel
 from esnfed_stages._io import output_lock, write_json
 from esnfed_core.vocabulary import PCTS
 from esnfed_stages import heterogeneity

@@ -11,10 +11,11 @@ from esnfed_core.continual_settings import CONTINUAL_BOUNDS, ContinualSettings
 from esnfed_core.errors import ConfigError
 from esnfed_core.metrics import BINS
 from esnfed_core.ip_rule import IPSettings
+from esnfed_core.method import Method
 from esnfed_core.readout import LAMBDA, SOLVERS
 from esnfed_core.reservoir import BATCH_SIZE
 from esnfed_core.search import SEED, Dimension, parse_space
-from esnfed_core.trial import RETRAIN_LAMBDA, Method, Settings
+from esnfed_core.settings import RETRAIN_LAMBDA, Settings
 from esnfed_core.validation import COUNT, Bound, ParameterError
 from esnfed_core.vocabulary import BACKENDS, DATASETS, DEVICES, PCTS
 from esnfed_stages._datasets import check_declared, declared

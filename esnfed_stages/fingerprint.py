@@ -10,7 +10,8 @@ import importlib
 from pathlib import Path
 from typing import Any
 
-from esnfed_core.trial import Method, Settings
+from esnfed_core.method import Method
+from esnfed_core.settings import Settings
 from esnfed_stages._io import dumps_json
 
 # Core modules whose source decides a trial's numbers (tests/test_select.py checks the list is
@@ -24,6 +25,7 @@ TRIAL_MODULES = (
     "esnfed_core.search", "esnfed_core.trial", "esnfed_core.validation", "esnfed_core.vocabulary",
     "esnfed_core.deep",  # deep reservoirs (issue 13): deep methods only
     "esnfed_core.heterogeneity", "esnfed_core.heterogeneous",
+    "esnfed_core.method", "esnfed_core.settings",  # split out of esnfed_core.trial (issue 11)
 )
 # What an accelerated trial (runner.device torch-cpu | cuda) runs besides (they import torch).
 ACCEL_MODULES = (

@@ -25,9 +25,10 @@ import numpy as np
 import esnfed_core
 from esnfed_core import __version__
 from esnfed_core.errors import ConfigError, DataError
+from esnfed_core.method import Method
 from esnfed_core.scoring import pooled_counts
 from esnfed_core.vocabulary import PCTS
-from esnfed_core.trial import Method, TrialData, fit, make_reservoir, sub_seeds
+from esnfed_core.trial import TrialData, fit, make_reservoir, sub_seeds
 from esnfed_stages._io import output_lock, write_json
 from esnfed_stages.experiment_params import experiment_params
 from esnfed_stages.retrain import retrain_seed, selected_config

@@ -17,7 +17,7 @@ from esnfed_core.tables import (
     DATASET_LABELS, HETERO_MARKS, HETERO_REFERENCE, Cell, Communication, hetero_cells, hetero_spec,
     required_inputs,
 )
-from esnfed_core.trial import Method
+from esnfed_core.method import Method
 from esnfed_core.vocabulary import DATASETS, PCTS
 from esnfed_stages import figures
 from esnfed_stages._datasets import n_classes

@@ -8,8 +8,8 @@ from dataclasses import replace
 
 from esnfed_core.errors import ConfigError
 from esnfed_core.heterogeneity import Heterogeneity
+from esnfed_core.method import Method
 from esnfed_core.search import parse_space
-from esnfed_core.trial import Method
 from esnfed_stages.experiment_params import ExperimentParams
 from esnfed_stages.heterogeneity_params import HeteroParams
 

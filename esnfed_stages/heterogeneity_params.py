@@ -11,7 +11,7 @@ from typing import Any, Mapping
 
 from esnfed_core.errors import ConfigError
 from esnfed_core.heterogeneity import COMBINE, MODES, Heterogeneity
-from esnfed_core.trial import RESERVOIR_KEYS, Method
+from esnfed_core.method import Method, RESERVOIR_KEYS
 from esnfed_core.vocabulary import PCTS
 from esnfed_stages.sections import check_keys, section
 

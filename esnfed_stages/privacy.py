@@ -18,10 +18,11 @@ from typing import Any, Callable, Mapping
 
 from esnfed_core import __version__
 from esnfed_core.errors import ConfigError
+from esnfed_core.method import Method
 from esnfed_core.privacy import PRIVACY_BOUNDS, RELATIONS, DPSpec, noise_multiplier
 from esnfed_core.private_trial import PRIVATE_ALGOS, fit_private, releases
 from esnfed_core.scoring import pooled_counts
-from esnfed_core.trial import Method, TrialData
+from esnfed_core.trial import TrialData
 from esnfed_stages._io import output_lock, write_json
 from esnfed_core.vocabulary import PCTS
 from esnfed_stages.experiment_params import ExperimentParams

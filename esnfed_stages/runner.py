@@ -31,7 +31,9 @@ from threadpoolctl import threadpool_limits
 from esnfed_core.accel import check_supported, require_torch
 from esnfed_core.errors import ConfigError, EsnfedError
 from esnfed_core.heterogeneous import fit as fit_heterogeneous
-from esnfed_core.trial import FittedModel, Method, Settings, TrialData, fit
+from esnfed_core.method import Method
+from esnfed_core.settings import Settings
+from esnfed_core.trial import FittedModel, TrialData, fit
 from esnfed_stages.experiment_params import RunnerConfig
 from esnfed_stages.trial_data import DataRef, load_trial_data
 

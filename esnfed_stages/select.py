@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from esnfed_core.errors import ConfigError, DataError
+from esnfed_core.method import Method
 from esnfed_core.search import continual_budgets, derive_seed, sample_config
-from esnfed_core.trial import Method
 from esnfed_stages._io import clean_stale_tmp, output_locks, read_json, write_json
 from esnfed_stages import heterogeneity
 from esnfed_stages.experiment_params import ExperimentParams, RunnerConfig

@@ -24,10 +24,12 @@ from esnfed_core.accel import torch_plasticity as tp  # noqa: E402
 from esnfed_core.accel import torch_reservoir as tr  # noqa: E402
 from esnfed_core.accel.trials import fit_batch  # noqa: E402
 from esnfed_core.errors import ConfigError  # noqa: E402
+from esnfed_core.method import Method  # noqa: E402
 from esnfed_core.plasticity import IPConfig, ip_gradients, ip_step  # noqa: E402
 from esnfed_core.readout import ridge_stats, solve  # noqa: E402
 from esnfed_core.reservoir import ReservoirConfig, build_reservoir, run_batch  # noqa: E402
-from esnfed_core.trial import Method, Settings, fit  # noqa: E402
+from esnfed_core.settings import Settings  # noqa: E402
+from esnfed_core.trial import fit  # noqa: E402
 from esnfed_stages import select as select_stage  # noqa: E402
 from esnfed_stages.experiment_params import RunnerConfig, experiment_params  # noqa: E402
 from esnfed_stages.layout import best_path, select_dir  # noqa: E402

@@ -23,9 +23,11 @@ torch = pytest.importorskip("torch")  # in the [test] extra: CI runs these on to
 from esnfed_core.accel import continual as accel_continual  # noqa: E402
 from esnfed_core.accel.trials import fit_batch  # noqa: E402
 from esnfed_core.continual import NUMPY_ENGINE, ContinualConfig, make_strategy, run_continual  # noqa: E402
+from esnfed_core.method import Method  # noqa: E402
 from esnfed_core.plasticity import IPConfig  # noqa: E402
 from esnfed_core.readout import ridge_stats  # noqa: E402
-from esnfed_core.trial import Method, Settings, continual_contexts, fit  # noqa: E402
+from esnfed_core.settings import Settings  # noqa: E402
+from esnfed_core.trial import continual_contexts, fit  # noqa: E402
 from esnfed_stages.runner import TrialTask, batches, fit_trial  # noqa: E402
 from experiment_data import trial_data  # noqa: E402
 

@@ -16,11 +16,13 @@ from esnfed_cli.main import app
 from esnfed_core.deep import DeepConfig, DeepReservoir, build_deep_reservoir, split_units
 from esnfed_core.federated import Client, fedip, incfed
 from esnfed_core.messages import CommLedger
+from esnfed_core.method import Method
 from esnfed_core.metrics import activation_histogram
 from esnfed_core.plasticity import IPConfig, ip_gradients, ip_step, train_ip
 from esnfed_core.readout import ridge_stats, solve
 from esnfed_core.reservoir import Reservoir, ReservoirConfig, build_reservoir, iter_states, run_batch
-from esnfed_core.trial import Method, Settings, fit
+from esnfed_core.settings import Settings
+from esnfed_core.trial import fit
 from esnfed_core.validation import ParameterError
 from esnfed_stages.models import load_model, save_model
 from experiment_data import make_dataset, small_params, trial_data, write_params

@@ -129,7 +129,7 @@ def test_dvc_metrics_show_fits_a_120_column_terminal(project):
 
 
 def _methods() -> list[str]:
-    from esnfed_core.trial import METHODS
+    from esnfed_core.method import METHODS
 
     return list(METHODS)
 

@@ -9,12 +9,14 @@ import pytest
 from esnfed_core.errors import ConfigError
 from esnfed_core.heterogeneity import Heterogeneity, align, aligned_reservoirs, draw_clients
 from esnfed_core.heterogeneous import assess_scores, ensemble_counts
+from esnfed_core.method import Method
 from esnfed_core.readout import ridge_stats, solve
 from esnfed_core.reservoir import spectral_radius
 from esnfed_core.scoring import pooled_counts
 from esnfed_core.search import parse_space
+from esnfed_core.settings import Settings
 from esnfed_core.tables import Communication, analytic_floats, communication_rows
-from esnfed_core.trial import Method, Settings, make_reservoir, sub_seeds
+from esnfed_core.trial import make_reservoir, sub_seeds
 from esnfed_stages.models import load_model, save_model
 from esnfed_stages.runner import fit_trial as fit  # every family: local/ensemble/align and incfed
 from experiment_data import trial_data

@@ -18,7 +18,8 @@ from esnfed_core.privacy import (
 from esnfed_core.private_trial import fit_private, unit_stats
 from esnfed_core.readout import RidgeStats, ridge_stats
 from esnfed_core.reservoir import ReservoirConfig, build_reservoir
-from esnfed_core.trial import Settings, fit
+from esnfed_core.settings import Settings
+from esnfed_core.trial import fit
 from esnfed_core.validation import ParameterError
 from experiment_data import trial_data
 

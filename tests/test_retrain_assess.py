@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from esnfed_cli.main import app
 from esnfed_core.errors import DataError
-from esnfed_core.trial import Method
+from esnfed_core.method import Method
 from esnfed_stages import assess as assess_stage
 from esnfed_stages import retrain as retrain_stage
 from esnfed_core.vocabulary import PCTS

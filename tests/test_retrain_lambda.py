@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from esnfed_core.data.processed import load_user
+from esnfed_core.method import Method
 from esnfed_core.readout import ridge_stats, solve
 from esnfed_core.scoring import pooled_counts
-from esnfed_core.trial import Method
 from esnfed_stages import retrain as retrain_stage
 from esnfed_stages.experiment_params import experiment_params
 from esnfed_stages.layout import model_dir

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from esnfed_core.errors import ConfigError, DataError
-from esnfed_core.trial import Method
+from esnfed_core.method import Method
 from esnfed_stages import runner as runner_mod
 from esnfed_stages import select as select_stage
 from esnfed_stages.experiment_params import RunnerConfig, experiment_params
@@ -203,7 +203,8 @@ def test_trial_modules_cover_everything_a_trial_imports(method):
            "rounds": 1, "local_epochs": 1, "budget": 1}
     loaded = _loaded_after(
         "from experiment_data import trial_data\n"
-        "from esnfed_core.trial import Settings, fit\n"
+        "from esnfed_core.settings import Settings\n"
+        "from esnfed_core.trial import fit\n"
         f"fit({method!r}, {cfg!r}, 0, trial_data()[0], Settings(ip={{'batch_size': 4}}))")
     assert set(trial_modules(m)) <= set(TRIAL_MODULES)
     assert loaded <= set(trial_modules(m)), loaded - set(trial_modules(m))

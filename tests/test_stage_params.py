@@ -12,7 +12,8 @@ import pytest
 from esnfed_core.continual_settings import ContinualSettings
 from esnfed_core.errors import ConfigError
 from esnfed_core.ip_rule import IPConfig, IPSettings
-from esnfed_core.trial import Method, Settings
+from esnfed_core.method import Method
+from esnfed_core.settings import Settings
 from esnfed_core.validation import ParameterError
 from esnfed_stages.experiment_params import ExperimentParams, experiment_params
 from esnfed_stages.privacy import PrivacyParams, privacy_params

@@ -6,10 +6,12 @@ import numpy as np
 import pytest
 
 from esnfed_core.errors import ConfigError
+from esnfed_core.method import METHODS, Method
 from esnfed_core.readout import ridge_stats, solve
 from esnfed_core.scoring import accuracy, pooled_counts, random_accuracy
 from esnfed_core.reservoir import ReservoirConfig, build_reservoir
-from esnfed_core.trial import METHODS, Method, Settings, TrialData, fit, make_reservoir, sub_seeds
+from esnfed_core.settings import Settings
+from esnfed_core.trial import TrialData, fit, make_reservoir, sub_seeds
 from esnfed_stages.runner import fit_trial
 from experiment_data import trial_data
 from float32_bounds import readout_rtol

@@ -16,7 +16,8 @@ from esnfed_core.data.processed import UserData, load_user, save_user
 from esnfed_core.data.windows import Concatenation, NpyMember, Selection, concat, take
 from esnfed_core.errors import DataError
 from esnfed_core.scoring import accuracy, activation_density, context_matrix
-from esnfed_core.trial import Settings, TrialData, fit
+from esnfed_core.settings import Settings
+from esnfed_core.trial import TrialData, fit
 from experiment_data import TRAIN, VALIDATION, make_dataset
 
 W, T, F = 23, 5, 3

@@ -51,7 +51,7 @@ def require_torch(device: str) -> None:
 
 def check_supported(method: Any, config: Mapping[str, Any], device: str) -> None:
     """One-line ConfigError when the torch kernels cannot run a trial of ``method`` (a
-    trial.Method) with ``config`` on ``device``: an algorithm or config key they do not implement."""
+    method.Method) with ``config`` on ``device``: an algorithm or config key they do not implement."""
     from esnfed_core.errors import ConfigError  # noqa: PLC0415
 
     if method.algo not in ALGOS:

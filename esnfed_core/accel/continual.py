@@ -37,11 +37,14 @@ from esnfed_core.accel.torch_reservoir import DTYPE, Bank, set_tf32
 from esnfed_core.accel.passes import counts_of, stats_of
 from esnfed_core.continual import ContinualEngine
 from esnfed_core.data.windows import Concatenation
+from esnfed_core.method import Method
 from esnfed_core.plasticity import IPConfig
 from esnfed_core.readout import Counts, RidgeStats
 from esnfed_core.reservoir import Reservoir
-from esnfed_core.trial import FittedModel, Method, Settings, TrialData, check_config, continual_contexts, \
-    fit_continual, sub_seeds
+from esnfed_core.settings import Settings
+from esnfed_core.trial import (
+    FittedModel, TrialData, check_config, continual_contexts, fit_continual, sub_seeds,
+)
 
 # Bytes of windows and labels kept on the device between requests (least recently used first out).
 CACHE_BYTES = 8 << 30

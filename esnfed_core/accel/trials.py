@@ -26,11 +26,13 @@ from esnfed_core.accel.torch_reservoir import Bank, set_tf32
 from esnfed_core.data.processed import UserData
 from esnfed_core.federated import fedavg, incfed
 from esnfed_core.messages import CommLedger, StatsMessage
+from esnfed_core.method import Method
 from esnfed_core.readout import Counts, solve
 from esnfed_core.reservoir import Reservoir
+from esnfed_core.settings import Settings
 from esnfed_core.trial import (
-    FittedModel, Method, Settings, StatsOnceClient, TrialData, check_config, clients_of,
-    make_reservoir, stationary_model, sub_seeds,
+    FittedModel, StatsOnceClient, TrialData, check_config, clients_of, make_reservoir, stationary_model,
+    sub_seeds,
 )
 
 # Trials per batch the trial runner groups (FedIP: times the clients in the bank): 64 trials of
