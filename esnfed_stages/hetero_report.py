@@ -14,7 +14,7 @@ import numpy as np
 
 from esnfed_core.errors import DataError
 from esnfed_core.tables import (
-    DATASET_LABELS, HETERO_MARKS, HETERO_REFERENCE, Cell, Communication, hetero_cells, hetero_spec,
+    DATASET_LABELS, HETERO_MARKS, HETERO_REFERENCE, Cell, Communication, hetero_spec,
     required_inputs,
 )
 from esnfed_core.method import Method

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from esnfed_core.errors import ConfigError
-from esnfed_core.heterogeneity import COMBINE, MODES, Heterogeneity
+from esnfed_core.heterogeneity import COMBINE, MODES
 from esnfed_core.method import Method, RESERVOIR_KEYS
 from esnfed_core.vocabulary import PCTS
 from esnfed_stages.sections import check_keys, section

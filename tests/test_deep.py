@@ -6,7 +6,6 @@ select -> retrain -> assess -> ttest -> report with the deep methods on tiny dat
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
