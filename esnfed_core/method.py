@@ -101,7 +101,10 @@ class Method:
 
     @property
     def base(self) -> str | None:
-        """The stationary method whose best config a continual method reuses (PROTOCOL §6)."""
+        """The stationary method whose selected config this method builds on: a continual method
+        reuses its best config (PROTOCOL §6); a deep method its selected ``units`` (docs/deep.md)."""
+        if self.deep:
+            return self.kernel
         return {"clip": "ip", "fedclip": "fedip"}.get(self.algo)
 
     @property

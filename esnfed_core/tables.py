@@ -111,15 +111,16 @@ TABLES: tuple[TableSpec, ...] = tuple(
     ]
     # deep reservoirs (issue 13, docs/deep.md): not in the papers
     + [
-        TableSpec("deep", "Deep vs shallow reservoirs over the same space of total units: IncFed "
+        TableSpec("deep", "Deep vs shallow reservoirs at the same total units: IncFed "
                   "readout (= centralised ridge), without and with FedIP", DATASETS,
                   (("incfed", "shallow-incfed"), ("deep-incfed", "deep-incfed"),
                    ("fedip", "shallow-fedip"), ("deep-fedip", "deep-fedip")),
-                  note="Deep = the searched units split over `layers` stacked reservoirs sharing ρ, "
-                  "leak and input scaling (docs/deep.md); trial i of a deep and of a shallow method "
-                  "draws the same units, ρ, leak and scaling, and each method keeps its best trial on "
-                  "the validation users (the selected sizes may differ: runs/select/*/best.json); "
-                  "marks compare deep with shallow within IncFed and within FedIP, separately.",
+                  note="Same total units: each deep method has the units selected for its shallow "
+                  "counterpart in that share (runs/select/*/<incfed|fedip>/*/best.json), split over "
+                  "`layers` stacked reservoirs sharing ρ, leak and input scaling (docs/deep.md); trial i "
+                  "of a deep and of a shallow method draws the same ρ, leak and scaling, and each keeps "
+                  "its best trial on the validation users; marks compare deep with shallow within "
+                  "IncFed and within FedIP, separately.",
                   pairs=(("deep-incfed", "incfed"), ("deep-fedip", "fedip")), has_published=False,
                   separate_pairs=True),
     ]

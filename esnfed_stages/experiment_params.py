@@ -85,7 +85,8 @@ class ExperimentParams:
             raise ConfigError(f"{where}.{dataset}: missing or empty search space")
         # IP methods add space.ip / space.fedip; deep methods (issue 13) add space.deep (layers)
         # and their kernel's (deep-fedip: space.fedip). Shared names draw the same values at the
-        # same trial index (esnfed_core.search): deep and shallow trials share units, ρ, leak.
+        # same trial index (esnfed_core.search): deep and shallow trials share ρ, leak, scaling; select
+        # then fixes a deep method's units to its shallow counterpart's selected units (select.pin_units).
         extras = ([method.kernel] if method.kernel in ("ip", "fedip") else []) + (["deep"] if method.deep else [])
         for name in extras:
             extra = parse_space(self.space.get(name), f"{where}.{name}")

@@ -1,5 +1,6 @@
 """Stage `select`: model selection for one dataset and method, per training share: seeded random
-search (stationary methods) or the budget grid (continual methods, from the best IP/FedIP config).
+search (stationary methods; deep ones at the selected units of their shallow counterpart) or the
+budget grid (continual methods, from the best IP/FedIP config).
 
 Writes runs/select/<dataset>/<method>/<pct>/trial-XXXX.json as each trial finishes (atomically),
 and best.json once every trial of the share has succeeded. A rerun reuses each trial file whose
@@ -15,7 +16,7 @@ from typing import Any
 
 from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.method import Method
-from esnfed_core.search import continual_budgets, derive_seed, sample_config
+from esnfed_core.search import Dimension, continual_budgets, derive_seed, sample_config
 from esnfed_stages._io import clean_stale_tmp, output_locks, read_json, write_json
 from esnfed_stages import heterogeneity
 from esnfed_stages.experiment_params import ExperimentParams, RunnerConfig
@@ -81,6 +82,15 @@ def _base_config(runs: Path, dataset: str, method: Method, pct: str) -> dict[str
     return best
 
 
+def pin_units(dims: list[Dimension], shallow: dict[str, Any], where: Path) -> list[Dimension]:
+    """``dims`` with ``units`` fixed to the shallow selection's: a deep method is compared with its
+    shallow counterpart at the same total units (docs/deep.md); the other draws are unchanged."""
+    units = shallow.get("units")
+    if isinstance(units, bool) or not isinstance(units, int) or units < 1:
+        raise DataError(f"{where}: config.units: expected a positive integer, got {units!r}")
+    return [Dimension("units", values=(units,)) if d.name == "units" else d for d in dims]
+
+
 def plan_share(exp: ExperimentParams, data: Dataset, method: Method, pct: str,
                runs: Path) -> tuple[list[PlannedTrial], dict[str, Any] | None]:
     """The trials of one share (and, for continual methods, the best stationary trial reused)."""
@@ -100,6 +110,9 @@ def plan_share(exp: ExperimentParams, data: Dataset, method: Method, pct: str,
             configs = [stationary]
     else:
         dims = exp.method_space(data.name, method)
+        if method.deep:  # issue 13: deep at the shallow counterpart's selected total units
+            base = _base_config(runs, data.name, method, pct)
+            dims = pin_units(dims, base["config"], best_path(runs, data.name, method.base, pct))
         configs = [sample_config(dims, exp.seed, data.name, pct, i) for i in range(exp.n_trials(method))]
     ref = data.ref(data.train_users(pct), data.validation_users)
     out = []

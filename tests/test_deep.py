@@ -1,7 +1,8 @@
 """Deep reservoirs (issue 13, esnfed_core.deep): the stacked recurrence, one layer = the shallow
 reservoir byte for byte, IncFed exact, IP per layer, FedIP on one client = centralised IP, seeds,
-the saved-model format, the numpy fallback of accelerated devices, and the pipeline
-select -> retrain -> assess -> ttest -> report with the deep methods on tiny data."""
+the saved-model format, the numpy fallback of accelerated devices, the search at the shallow
+selection's units, and the pipeline select -> retrain -> assess -> ttest -> report with the deep
+methods on tiny data."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from esnfed_cli.main import app
+from esnfed_core.errors import DataError
 from esnfed_core.deep import DeepConfig, DeepReservoir, build_deep_reservoir, split_units
 from esnfed_core.federated import Client, fedip, incfed
 from esnfed_core.messages import CommLedger
@@ -23,7 +25,10 @@ from esnfed_core.reservoir import Reservoir, ReservoirConfig, build_reservoir, i
 from esnfed_core.settings import Settings
 from esnfed_core.trial import fit
 from esnfed_core.validation import ParameterError
+from esnfed_stages import select as select_stage
+from esnfed_stages.experiment_params import experiment_params
 from esnfed_stages.models import load_model, save_model
+from esnfed_stages.trial_data import open_dataset
 from experiment_data import make_dataset, small_params, trial_data, write_params
 
 U, T = 4, 40
@@ -262,6 +267,54 @@ def _invoke(*args: str) -> None:
     assert result.exit_code == 0, result.output
 
 
+def _shallow_best(root: Path, method: str, pct: str, units: int) -> None:
+    """A stand-in best.json of the shallow ``method`` that selected ``units``."""
+    path = root / "runs/select/wesad" / method / pct / "best.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    config = {"units": units, "spectral_radius": 0.5, "leak": 0.5, "input_scaling": 1.0, "lambda": 1e-3}
+    path.write_text(json.dumps({"trial": 1, "config": config}))
+
+
+def test_deep_search_uses_exactly_the_shallow_selections_units(tmp_path):
+    """Every trial of a deep method has the units its shallow counterpart selected in that share
+    (here 10, outside the space {8, 12}); ρ, leak and scaling are drawn as the shallow trials'."""
+    make_dataset(tmp_path)
+    params = small_params()
+    params["budgets"]["default"]["trials"] = 6
+    exp = experiment_params(params)
+    data = open_dataset(tmp_path / "data", "wesad")
+    runs = tmp_path / "runs"
+    _shallow_best(runs.parent, "incfed", "25", 10)
+    _shallow_best(runs.parent, "incfed", "50", 11)
+    for pct, units in (("25", 10), ("50", 11)):
+        trials, base = select_stage.plan_share(exp, data, Method("deep-incfed"), pct, runs)
+        shallow, _ = select_stage.plan_share(exp, data, Method("incfed"), pct, runs)
+        assert base["config"]["units"] == units and len(trials) == 6
+        assert {t.task.config["units"] for t in trials} == {units}
+        for d, s in zip(trials, shallow):
+            assert d.task.config == {**s.task.config, "units": units, "layers": 2}
+            assert d.task.seed == s.task.seed
+    with pytest.raises(DataError, match=r"fedip/25/best\.json: not found: run `esnfed select --dataset wesad "
+                       r"--algo fedip` before deep-fedip"):
+        select_stage.plan_share(exp, data, Method("deep-fedip"), "25", runs)
+    _shallow_best(runs.parent, "fedip", "25", 0)
+    with pytest.raises(DataError, match=r"fedip/25/best\.json: config\.units: expected a positive integer"):
+        select_stage.plan_share(exp, data, Method("deep-fedip"), "25", runs)
+
+
+def test_deep_select_without_the_shallow_selection_fails_in_one_line(tmp_path):
+    root = tmp_path
+    make_dataset(root)
+    write_params(root, small_params())
+    result = CliRunner().invoke(app, ["select", "--dataset", "wesad", "--algo", "deep-incfed", "--pct", "25",
+                                      "--params", str(root / "params.yaml"), "--data-dir", str(root / "data"),
+                                      "--runs-dir", str(root / "runs")])
+    assert result.exit_code != 0
+    lines = [ln for ln in result.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "run `esnfed select --dataset wesad --algo incfed` before deep-incfed" in lines[0]
+    assert not (root / "runs/select/wesad/deep-incfed/25/best.json").exists()
+
+
 def test_deep_methods_flow_select_retrain_assess_report(tmp_path):
     """Tiny data: the deep methods and their shallow counterparts through every stage; the
     report writes deep.md/.csv and the communication rows of the deep methods match."""
@@ -278,9 +331,14 @@ def test_deep_methods_flow_select_retrain_assess_report(tmp_path):
         _invoke("assess", "--dataset", "wesad", "--algo", algo, *common)
     best = json.loads((root / "runs/select/wesad/deep-fedip/25/best.json").read_text())
     assert best["config"]["layers"] == 2 and "local_epochs" in best["config"]
-    shallow = json.loads((root / "runs/select/wesad/incfed/25/trial-0000.json").read_text())["config"]
-    deep = json.loads((root / "runs/select/wesad/deep-incfed/25/trial-0000.json").read_text())["config"]
-    assert deep == {**shallow, "layers": 2}  # common random numbers: the same units, ρ, leak, scaling
+    shallow_best = json.loads((root / "runs/select/wesad/fedip/25/best.json").read_text())
+    assert best["config"]["units"] == shallow_best["config"]["units"]  # the same total units
+    assert best["base"]["method"] == "fedip" and best["base"]["config"] == shallow_best["config"]
+    units = json.loads((root / "runs/select/wesad/incfed/25/best.json").read_text())["config"]["units"]
+    for i in (0, 1):  # common random numbers: the same ρ, leak, scaling; the shallow selection's units
+        shallow = json.loads((root / f"runs/select/wesad/incfed/25/trial-000{i}.json").read_text())["config"]
+        deep = json.loads((root / f"runs/select/wesad/deep-incfed/25/trial-000{i}.json").read_text())["config"]
+        assert deep == {**shallow, "units": units, "layers": 2}
     doc = json.loads((root / "runs/assess/wesad/deep-fedip.json").read_text())
     assert doc["method"] == "deep-fedip" and doc["algo"] == "deep-fedip"
     assert all(len(doc["pcts"][p]["test_accuracy"]) == 2 for p in doc["pcts"])
