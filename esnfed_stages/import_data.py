@@ -17,10 +17,12 @@ import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:  # pandas is imported by the functions that read (every esnfed command imports
+    import pandas as pd  # this module through the params schema; pandas adds ~0.2 s to each)
 
 from esnfed_core.data.processed import UserData
 from esnfed_core.data.tabular import Rows, user_windows
@@ -162,6 +164,8 @@ def _missing_columns(file: Path, have: list[str], want: list[str]) -> None:
 
 
 def _csv_chunks(file: Path, p: ImportParams) -> Iterator[Chunk]:
+    import pandas as pd  # noqa: PLC0415 (see the module imports)
+
     try:
         header = pd.read_csv(file, nrows=0, sep=p.delimiter, engine="c").columns.tolist()
     except (ValueError, pd.errors.ParserError, UnicodeDecodeError) as exc:
@@ -197,6 +201,8 @@ def _parquet_chunks(file: Path, p: ImportParams) -> Iterator[Chunk]:
 
 def _npz_chunks(file: Path, p: ImportParams) -> Iterator[Chunk]:
     """An .npz of equal-length 1-D arrays named like the columns (each array is read whole)."""
+    import pandas as pd  # noqa: PLC0415 (see the module imports)
+
     try:
         with np.load(file, allow_pickle=False) as z:
             _missing_columns(file, list(z.files), p.columns)
@@ -227,6 +233,8 @@ def _bad(chunk: Chunk, i: int, column: str, problem: str) -> DataError:
 
 
 def _numbers(chunk: Chunk, column: str) -> np.ndarray:
+    import pandas as pd  # noqa: PLC0415 (see the module imports)
+
     raw = chunk.frame[column]
     num = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=np.float64)
     bad = ~np.isfinite(num)
