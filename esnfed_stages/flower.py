@@ -55,10 +55,9 @@ def run_config(cfg: Mapping[str, Any], seeds: Mapping[str, int], data: TrialData
                "num-clients": len(data.train), "lambda": float(lam), "solver": settings.solver,
                "max-weight": float(steps), "clipping-range": 1.0})
     if app == "fedip":
-        ip = dict(settings.ip)
-        rc.update({"sigma": float(cfg["sigma"]), "mu": float(ip.get("mu", 0.0)), "eta": float(ip.get("eta", 0.01)),
-                   "ip-batch-size": int(ip.get("batch_size", 100)),
-                   "ip-normalize-step": bool(ip.get("normalize_step", True)), "ip-seed": int(seeds["ip"]),
+        ip = settings.ip.config(sigma=float(cfg["sigma"]))  # params.yaml plasticity (IPSettings)
+        rc.update({"sigma": ip.sigma, "mu": float(ip.mu), "eta": float(ip.eta), "ip-batch-size": int(ip.batch_size),
+                   "ip-normalize-step": bool(ip.normalize_step), "ip-seed": int(seeds["ip"]),
                    "rounds": int(cfg["rounds"]), "local-epochs": int(cfg["local_epochs"])})
     return rc
 

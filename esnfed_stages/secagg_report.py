@@ -83,10 +83,12 @@ def markdown(table: Sequence[Mapping[str, Any]], flower_dir: str | Path = FLOWER
               "| SecAgg+ up B | SecAgg+ down B | ratio up | ratio down |",
               "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in table:
-        stage = "**total**" if r["stage"] == "total" else STAGE_NAMES.get(r["stage"], r["stage"])
+        total = r["stage"] == "total"
+        stage = "**total**" if total else STAGE_NAMES.get(r["stage"], r["stage"])
+        plain = (f"{_cell(r['plain_up_bytes'], '.0f')} | {_cell(r['plain_down_bytes'], '.0f')}" if total
+                 else " | ")  # the plain bytes: on the phase's total row
         lines.append(f"| {r['dataset']} | {r['method']} | {r['pct']}% | {r['clients']} | {r['phase']} "
-                     f"| {r['rounds']} | {stage} | {_cell(r['plain_up_bytes'], '.0f')} "
-                     f"| {_cell(r['plain_down_bytes'], '.0f')} | {r['secagg_up_bytes']:.0f} "
+                     f"| {r['rounds']} | {stage} | {plain} | {r['secagg_up_bytes']:.0f} "
                      f"| {r['secagg_down_bytes']:.0f} | {_cell(r['ratio_up'], '.2f')} "
                      f"| {_cell(r['ratio_down'], '.2f')} |")
     return "\n".join(lines) + "\n"

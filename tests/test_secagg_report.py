@@ -49,6 +49,7 @@ def test_rows_and_ratios_from_the_flower_documents(flower_dir):
     assert fedip_total["plain_up_bytes"] == "" and fedip_total["ratio_up"] == "" and fedip_total["rounds"] == "2"
     assert "| wesad | incfed | 100% | 3 | stats | 1 | **total** | 1000 | 200 | 1500 | 600 | 1.50 | 3.00 |" in md
     assert "| wesad | fedip | 100% | 3 | ip | 2 | **total** | n/a | n/a | 50 | 10 | n/a | n/a |" in md
+    assert "| wesad | incfed | 100% | 3 | stats | 1 | SecAgg+ setup (public keys) |  |  | 300 | 100 | 0.30 | 0.50 |" in md
 
 
 def test_not_run_without_flower_outputs(tmp_path):
