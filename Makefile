@@ -21,7 +21,8 @@ install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test
 
 # The stages call `esnfed`: put the venv's bin first on PATH so it works without activation.
-repro: install
+# The flower stage (issue 14 item 2) runs the Flower apps in .venv-flower.
+repro: install $(FLOWER_VENV)/.installed
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/dvc repro
 
 # The whole suite: the package's tests, then the Flower apps' tests in their own environment.

@@ -25,7 +25,7 @@ from esnfed_core.tables import (
     communication_rows, hetero_cells, metrics, parse_published, required_inputs, split_rounds, table_specs,
 )
 from esnfed_core.vocabulary import DATASETS, PCTS, VARIANTS
-from esnfed_stages import hetero_report, privacy_report
+from esnfed_stages import hetero_report, privacy_report, secagg_report
 from esnfed_stages.heterogeneity_params import hetero_params
 from esnfed_stages._datasets import continual_declared, declared, n_classes
 from esnfed_stages._io import atomic_path, dumps_json, output_lock, read_json
@@ -310,6 +310,14 @@ def add_privacy(rep: Report, privacy_dir: str | Path, date: str) -> None:
         rep.figures["privacy.png"] = png
 
 
+def add_secagg(rep: Report, flower_dir: str | Path) -> None:
+    """issue 14 item 2: the SecAgg+ overhead section of communication.md and secagg-overhead.csv
+    (esnfed_stages/secagg_report.py; "not run" without the flower stage's outputs)."""
+    md, csv_text = secagg_report.render(flower_dir)
+    rep.tables["communication.md"] += md.encode()
+    rep.tables[secagg_report.CSV_NAME] = csv_text.encode()
+
+
 def _share(params: Mapping[str, Any], key: str, default: str | None = None) -> str:
     report = params.get("report") if isinstance(params, Mapping) else None
     if default is not None and isinstance(report, Mapping) and key.split(".")[1] not in report:
@@ -356,7 +364,8 @@ def report_params(params: Mapping[str, Any]) -> ReportParams:
 def run(options: ReportParams, *, assess_dir: str | Path = ASSESS_DIR,
         ttest_path: str | Path = TTEST_PATH, out_dir: str | Path = REPORTS_DIR,
         allow_missing: bool = False, progress: Callable[[str], None] | None = None,
-        privacy_dir: str | Path = privacy_report.PRIVACY_DIR) -> Report:
+        privacy_dir: str | Path = privacy_report.PRIVACY_DIR,
+        flower_dir: str | Path = secagg_report.FLOWER_DIR) -> Report:
     """Build every report output in memory, then write them; returns what was written."""
     date = report_date()
     inputs = load_inputs(assess_dir, required_inputs(table_specs(options.datasets, options.continual)),
@@ -369,5 +378,6 @@ def run(options: ReportParams, *, assess_dir: str | Path = ASSESS_DIR,
     rep = build(inputs, ttest_doc, load_published(), date, options.activation_pct, progress,
                 options.contexts_pct, hetero, options.datasets, options.continual, options.user_classes)
     add_privacy(rep, privacy_dir, date)
+    add_secagg(rep, flower_dir)
     write(rep, out_dir)
     return rep

@@ -151,3 +151,17 @@ def test_every_plot_reads_its_own_data_file():
             assert spec["template"] == "linear" and len(columns) == 12
         else:
             assert spec["x"] == "value" and columns == [f"context{i}" for i in range(5)]
+
+
+def test_flower_stage_feeds_the_report(project):
+    """issue 14 item 2: the flower stage depends on the Flower apps' code, environment and the
+    selected IncFed/FedIP configs, and its outputs are the report's deps (SecAgg+ overhead). The
+    pipeline measures WESAD (HHAR on demand: docs/flower.md)."""
+    deps, outs = _stages(project), _stages(project, "outs")
+    assert [s for s in deps if s.startswith("flower@")] == ["flower@wesad"]
+    for ds in ("wesad",):
+        stage = f"flower@{ds}"
+        assert {"esnfed_flower", "requirements/flower.txt", f"runs/select/{ds}/incfed/100/best.json",
+                f"runs/select/{ds}/fedip/100/best.json"} <= set(deps[stage])
+        assert outs[stage] == [f"runs/flower/{ds}"]
+        assert f"runs/flower/{ds}" in deps["report"]

@@ -1,0 +1,100 @@
+"""The SecAgg+ overhead part of the communication table (issue 14, item 2): the `flower` stage's
+runs/flower/<dataset>/*.json (esnfed flower, plain and --secagg) -> a section appended to
+reports/tables/communication.md and reports/tables/secagg-overhead.csv.
+
+Bytes are what Flower delivered per client per round (esnfed_flower/run.py, measure_mod), by phase
+(FedIP's IP rounds, the readout's statistics round) and SecAgg+ stage; the plain reference is the
+plain app's run of the same dataset, method and share. Without the stage's outputs the section
+says "not run" and the CSV holds only its header.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from esnfed_stages.flower import FLOWER_DIR, STAGE_NAMES, load_docs
+from esnfed_stages.tables import to_csv
+
+CSV_NAME = "secagg-overhead.csv"
+COLUMNS = ("dataset", "method", "pct", "clients", "phase", "rounds", "stage", "plain_up_bytes",
+           "plain_down_bytes", "secagg_up_bytes", "secagg_down_bytes", "ratio_up", "ratio_down")
+
+
+def load(flower_dir: str | Path = FLOWER_DIR, datasets: Sequence[str] = ("wesad", "hhar")) -> list[dict[str, Any]]:
+    """The documents of runs/flower/<dataset>/ for each dataset whose folder exists."""
+    docs = []
+    for ds in datasets:
+        folder = Path(flower_dir) / ds
+        if folder.is_dir():
+            docs += load_docs(folder)
+    return docs
+
+
+def _ratio(num: float, den: float | None) -> float | None:
+    return num / den if den else None
+
+
+def rows(docs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Per SecAgg+ run and phase: each SecAgg+ stage's bytes per client per round, then their total,
+    beside the plain run's bytes of that phase (None without a plain run); ratio = SecAgg+ / plain."""
+    plain = {(d["dataset"], d["app"], d["pct"]): d for d in docs if not d["secagg"]}
+    out = []
+    for d in (d for d in docs if d["secagg"]):
+        ref = plain.get((d["dataset"], d["app"], d["pct"]))
+        phases = list(dict.fromkeys(r["phase"] for r in d["flower"]["bytes"]["rows"]))
+        for ph in phases:
+            mine = [r for r in d["flower"]["bytes"]["rows"] if r["phase"] == ph]
+            theirs = [r for r in ref["flower"]["bytes"]["rows"] if r["phase"] == ph] if ref else []
+            p_up = sum(r["up_per_client_round"] for r in theirs) if theirs else None
+            p_down = sum(r["down_per_client_round"] for r in theirs) if theirs else None
+            base = {"dataset": d["dataset"], "method": d["app"], "pct": d["pct"], "clients": d["n_clients"],
+                    "phase": ph, "rounds": max(r["rounds"] for r in mine)}
+            for r in mine:
+                out.append({**base, "stage": r["stage"], "plain_up_bytes": None, "plain_down_bytes": None,
+                            "secagg_up_bytes": r["up_per_client_round"],
+                            "secagg_down_bytes": r["down_per_client_round"],
+                            "ratio_up": _ratio(r["up_per_client_round"], p_up),
+                            "ratio_down": _ratio(r["down_per_client_round"], p_down)})
+            up = sum(r["up_per_client_round"] for r in mine)
+            down = sum(r["down_per_client_round"] for r in mine)
+            out.append({**base, "stage": "total", "plain_up_bytes": p_up, "plain_down_bytes": p_down,
+                        "secagg_up_bytes": up, "secagg_down_bytes": down,
+                        "ratio_up": _ratio(up, p_up), "ratio_down": _ratio(down, p_down)})
+    return out
+
+
+def _cell(v: Any, fmt: str) -> str:
+    return "n/a" if v is None else format(v, fmt)
+
+
+def markdown(table: Sequence[Mapping[str, Any]], flower_dir: str | Path = FLOWER_DIR) -> str:
+    """The section appended to communication.md ("not run" without SecAgg+ runs)."""
+    lines = ["", "## SecAgg+ overhead: bytes per client per round, plain against SecAgg+ (Flower)", ""]
+    if not table:
+        return "\n".join(lines + [f"Not run: no SecAgg+ results under {flower_dir}/<dataset>/ "
+                                  "(dvc stage `flower`, `esnfed flower --secagg`)."]) + "\n"
+    lines += ["- Measured by `esnfed flower` in Flower's simulation engine (docs/flower.md): each message's "
+              "bytes as Flower delivered them, per client per round, by phase (FedIP's IP rounds, the "
+              "statistics round) and SecAgg+ stage; plain = the plain app's run of the same config",
+              "- ratio = SecAgg+ bytes / plain bytes of the phase (a stage's row: its share of it); "
+              "n/a: no plain run", "",
+              "| dataset | method | train users | clients | phase | rounds | stage | plain up B | plain down B "
+              "| SecAgg+ up B | SecAgg+ down B | ratio up | ratio down |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in table:
+        total = r["stage"] == "total"
+        stage = "**total**" if total else STAGE_NAMES.get(r["stage"], r["stage"])
+        plain = (f"{_cell(r['plain_up_bytes'], '.0f')} | {_cell(r['plain_down_bytes'], '.0f')}" if total
+                 else " | ")  # the plain bytes: on the phase's total row
+        lines.append(f"| {r['dataset']} | {r['method']} | {r['pct']}% | {r['clients']} | {r['phase']} "
+                     f"| {r['rounds']} | {stage} | {plain} | {r['secagg_up_bytes']:.0f} "
+                     f"| {r['secagg_down_bytes']:.0f} | {_cell(r['ratio_up'], '.2f')} "
+                     f"| {_cell(r['ratio_down'], '.2f')} |")
+    return "\n".join(lines) + "\n"
+
+
+def render(flower_dir: str | Path = FLOWER_DIR, datasets: Sequence[str] = ("wesad", "hhar")) -> tuple[str, str]:
+    """(Markdown section, CSV) from the flower stage's outputs present."""
+    table = rows(load(flower_dir, datasets))
+    return markdown(table, flower_dir), to_csv(table, COLUMNS)

@@ -1,0 +1,73 @@
+"""The SecAgg+ overhead section of the communication table (issue 14 item 2): rows and ratios from
+small fake `esnfed flower` documents, and the "not run" section without them."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from esnfed_core.errors import DataError
+from esnfed_stages import report, secagg_report
+
+
+def _doc(app: str, secagg: bool, rows: list[tuple[str, str, int, float, float]]) -> dict:
+    return {"dataset": "wesad", "app": app, "secagg": secagg, "pct": "100", "n_clients": 3,
+            "config": {"units": 4}, "n_classes": 2,
+            "flower": {"bytes": {"rows": [{"phase": ph, "stage": st, "rounds": n, "up_per_client_round": up,
+                                           "down_per_client_round": down} for ph, st, n, up, down in rows]}}}
+
+
+@pytest.fixture
+def flower_dir(tmp_path: Path) -> Path:
+    folder = tmp_path / "flower" / "wesad"
+    folder.mkdir(parents=True)
+    docs = {"wesad-incfed-100.json": _doc("incfed", False, [("stats", "plain", 1, 1000.0, 200.0)]),
+            "wesad-incfed-secagg-100.json": _doc("incfed", True, [
+                ("stats", "setup", 1, 300.0, 100.0), ("stats", "collect_masked_vectors", 1, 1200.0, 500.0)]),
+            "wesad-fedip-secagg-100.json": _doc("fedip", True, [("ip", "setup", 2, 50.0, 10.0)])}
+    for name, doc in docs.items():
+        (folder / name).write_text(json.dumps(doc))
+    return tmp_path / "flower"
+
+
+def test_rows_and_ratios_from_the_flower_documents(flower_dir):
+    md, csv_text = secagg_report.render(flower_dir)
+    got = list(csv.DictReader(io.StringIO(csv_text)))
+    incfed = [r for r in got if r["method"] == "incfed"]
+    assert [r["stage"] for r in incfed] == ["setup", "collect_masked_vectors", "total"]
+    total = incfed[-1]
+    assert float(total["plain_up_bytes"]) == 1000 and float(total["plain_down_bytes"]) == 200
+    assert float(total["secagg_up_bytes"]) == 1500 and float(total["secagg_down_bytes"]) == 600
+    assert float(total["ratio_up"]) == pytest.approx(1.5) and float(total["ratio_down"]) == pytest.approx(3.0)
+    assert float(incfed[0]["ratio_up"]) == pytest.approx(0.3)  # a stage's share of the plain bytes
+    # FedIP has no plain run here: its plain bytes and ratios are empty / n/a, its SecAgg+ bytes shown
+    fedip_total = [r for r in got if r["method"] == "fedip" and r["stage"] == "total"][0]
+    assert fedip_total["plain_up_bytes"] == "" and fedip_total["ratio_up"] == "" and fedip_total["rounds"] == "2"
+    assert "| wesad | incfed | 100% | 3 | stats | 1 | **total** | 1000 | 200 | 1500 | 600 | 1.50 | 3.00 |" in md
+    assert "| wesad | fedip | 100% | 3 | ip | 2 | **total** | n/a | n/a | 50 | 10 | n/a | n/a |" in md
+    assert "| wesad | incfed | 100% | 3 | stats | 1 | SecAgg+ setup (public keys) |  |  | 300 | 100 | 0.30 | 0.50 |" in md
+
+
+def test_not_run_without_flower_outputs(tmp_path):
+    md, csv_text = secagg_report.render(tmp_path / "absent")
+    assert "Not run" in md
+    assert csv_text.splitlines() == [",".join(secagg_report.COLUMNS)]
+
+
+def test_add_secagg_appends_to_the_communication_table(flower_dir):
+    rep = report.Report()
+    rep.tables["communication.md"] = b"# communication\n"
+    report.add_secagg(rep, flower_dir)
+    md = rep.tables["communication.md"].decode()
+    assert md.startswith("# communication\n") and "## SecAgg+ overhead" in md and "| 1.50 | 3.00 |" in md
+    assert rep.tables[secagg_report.CSV_NAME].decode().count("\n") == 1 + 3 + 2
+
+
+def test_a_foreign_json_is_one_line_error(flower_dir):
+    (flower_dir / "wesad" / "other.json").write_text("{}")
+    with pytest.raises(DataError, match="other.json: not an esnfed flower result"):
+        secagg_report.render(flower_dir)
