@@ -44,8 +44,9 @@ def write_readout(rc: dict, results: list) -> None:
     Path(str(rc["out"]) + ".json").write_text(json.dumps({"clients": len(results), "sampled": int(rc["num-clients"])}))
 
 
-class StatsClient(NumPyClient):
-    """Uploads its per-step mean statistics with the step count as the weight."""
+class SecAggClient(NumPyClient):
+    """A SecAgg+ client of this package: holds its Flower context and its partition; the server
+    sends the parameters (nothing to get)."""
 
     def __init__(self, context):
         self.context = context
@@ -53,9 +54,17 @@ class StatsClient(NumPyClient):
     def get_parameters(self, config):
         return []
 
-    def fit(self, parameters, config):
-        rc = run_config(self.context)
+    def data(self) -> tuple[dict, np.ndarray, np.ndarray]:
+        """(run config, x, y) of this client's partition."""
         x, y = partition(self.context, int(self.context.node_config["partition-id"]))
+        return run_config(self.context), x, y
+
+
+class StatsClient(SecAggClient):
+    """Uploads its per-step mean statistics with the step count as the weight."""
+
+    def fit(self, parameters, config):
+        rc, x, y = self.data()
         vec, n = mean_stats(rc, x, y)
         return vec, n, {}
 

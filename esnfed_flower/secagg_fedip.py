@@ -14,29 +14,21 @@ K·2·clip/2^22 · max-weight/Σ n_c on the mean update per round (≈ 1e-6 for 
 from __future__ import annotations
 
 import numpy as np
-from flwr.client import NumPyClient
 from flwr.common import ndarrays_to_parameters, parameters_to_ndarrays
 from flwr.server import ServerApp
 from flwr.server.strategy import FedAvg
 
-from esnfed_flower.common import partition, reservoir, run_config
+from esnfed_flower.common import reservoir, run_config
 from esnfed_flower.fedip import local_ip
-from esnfed_flower.secagg import all_clients, client_apps, mean_stats, run_secagg, write_readout
+from esnfed_flower.secagg import SecAggClient, all_clients, client_apps, mean_stats, run_secagg, write_readout
 
 
-class FedIPClient(NumPyClient):
+class FedIPClient(SecAggClient):
     """IP phase: its local epochs from the broadcast (g, b), uploading (Δg, Δb); stats phase:
     its per-step mean statistics on the trained reservoir."""
 
-    def __init__(self, context):
-        self.context = context
-
-    def get_parameters(self, config):
-        return []
-
     def fit(self, parameters, config):
-        rc = run_config(self.context)
-        x, y = partition(self.context, int(self.context.node_config["partition-id"]))
+        rc, x, y = self.data()
         gain, bias = parameters
         if config["phase"] == "stats":
             vec, n = mean_stats(rc, x, y, {"gain": gain, "bias": bias})
