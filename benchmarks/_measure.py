@@ -4,9 +4,11 @@ and peak memory (that process alone, via os.wait4), plus the size of a folder.""
 from __future__ import annotations
 
 import os
+import statistics
 import subprocess
 import time
 from pathlib import Path
+from typing import Callable, Mapping
 
 
 def run(cmd: list[str]) -> tuple[float, float]:
@@ -60,3 +62,17 @@ def preprocess_result(manifest: dict, generated: tuple[float, float], walls: lis
         "cpus": os.cpu_count(),
         "machine": platform.machine(),
     }
+
+
+def cpu_medians(jobs: Mapping[str, Callable[[], object]], repeats: int) -> dict[str, float]:
+    """Median CPU seconds of each job: one warm-up call each, then ``repeats`` rounds that call
+    every job in turn (interleaved, so load drifts hit all of them alike)."""
+    for job in jobs.values():
+        job()
+    cpu: dict[str, list[float]] = {k: [] for k in jobs}
+    for _ in range(repeats):
+        for k, job in jobs.items():
+            c0 = time.process_time()
+            job()
+            cpu[k].append(time.process_time() - c0)
+    return {k: statistics.median(v) for k, v in cpu.items()}

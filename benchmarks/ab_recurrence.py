@@ -13,17 +13,16 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 from threadpoolctl import threadpool_limits
 
 import esnfed_core.reservoir as reservoir
+from _measure import cpu_medians  # benchmarks/ is the script's folder, first on sys.path
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = [(256, 200, 6, 100), (256, 700, 8, 400)]  # windows, steps, inputs, units
@@ -54,16 +53,10 @@ def case(before, windows: int, steps: int, inputs: int, units: int, repeats: int
         "bare GEMM": lambda: [np.matmul(prev, res._w_t, out=gemm_out) for _ in range(steps)],
         **{k: (lambda k=k: loops[k](res, xt, outs[k], None, None, 0, windows)) for k in loops},
     }
-    for job in jobs.values():  # warm-up
+    for job in jobs.values():  # warm-up (then cpu_medians warms up once more)
         job()
     same = outs["before"].tobytes() == outs["after"].tobytes()
-    cpu: dict[str, list[float]] = {k: [] for k in jobs}
-    for _ in range(repeats):
-        for k, job in jobs.items():
-            c0 = time.process_time()
-            job()
-            cpu[k].append(time.process_time() - c0)
-    med = {k: statistics.median(v) for k, v in cpu.items()}
+    med = cpu_medians(jobs, repeats)
     print(f"{windows} x {steps} x {inputs} x {units}: bare GEMM {med['bare GEMM'] * 1e3:.2f} ms CPU; "
           f"before {med['before'] * 1e3:.2f} ms ({med['before'] / med['bare GEMM']:.3f}x), "
           f"after {med['after'] * 1e3:.2f} ms ({med['after'] / med['bare GEMM']:.3f}x); "

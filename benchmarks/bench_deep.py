@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
-import time
 
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from _measure import cpu_medians  # benchmarks/ is the script's folder, first on sys.path
 from esnfed_core import reservoir
 from esnfed_core.deep import DeepConfig, build_deep_reservoir
 from esnfed_core.reservoir import ReservoirConfig, build_reservoir, run_batch
@@ -67,15 +66,7 @@ def case(windows: int, steps: int, inputs: int, units: int, layers: int, repeats
         "shallow GEMMs": lambda: [np.matmul(prev_s, shallow._w_t, out=out_s) for _ in range(steps)],
         "shallow run_batch": lambda: run_batch(shallow, x, out=out_shallow),
     }
-    for job in jobs.values():  # warm-up
-        job()
-    cpu: dict[str, list[float]] = {k: [] for k in jobs}
-    for _ in range(repeats):
-        for k, job in jobs.items():
-            c0 = time.process_time()
-            job()
-            cpu[k].append(time.process_time() - c0)
-    med = {k: statistics.median(v) for k, v in cpu.items()}
+    med = cpu_medians(jobs, repeats)
     return {"case": f"{windows} × {steps} × {inputs} × {units} (L={layers}: "
                     f"{'+'.join(str(r.units) for r in deep.layers)})", **med, "one_layer_same_bytes": same}
 
