@@ -43,9 +43,22 @@ def partition(context: Any, partition_id: int) -> tuple[np.ndarray, np.ndarray]:
     A SuperNode of a real deployment sets data-dir in its node config (--node-config) to the
     folder of its own user's file; the simulation takes it from the run config.
     """
-    data_dir = context.node_config.get("data-dir") or run_config(context)["data-dir"]
-    with np.load(Path(str(data_dir)) / f"client-{partition_id}.npz") as f:
+    with np.load(partition_file(context, partition_id)) as f:
         return f["x"], f["y"]
+
+
+def partition_file(context: Any, partition_id: int) -> Path:
+    """<data-dir>/client-<id>.npz, data-dir from the node config, else from the run config."""
+    data_dir = context.node_config.get("data-dir") or run_config(context)["data-dir"]
+    return Path(str(data_dir)) / f"client-{partition_id}.npz"
+
+
+def partition_contexts(context: Any, partition_id: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """A continual client's stream: the windows x-<t> (W_t, T, U) and labels y-<t> (W_t, T) of
+    each context t of <data-dir>/client-<id>.npz (W_t may be 0)."""
+    with np.load(partition_file(context, partition_id)) as f:
+        n = sum(1 for k in f.files if k.startswith("x-"))
+        return [(f[f"x-{t}"], f[f"y-{t}"]) for t in range(n)]
 
 
 def reservoir(config: Mapping[str, Any], n_inputs: int) -> Reservoir:
