@@ -20,7 +20,9 @@ from esnfed_stages.params import load_params
 @handle_errors
 def flower(
     dataset: DatasetOpt,
-    flower_app: Annotated[str, typer.Option("--app", help="incfed | fedip | fedavg")] = "incfed",
+    flower_app: Annotated[str, typer.Option("--app", help="incfed | fedip | fedavg | fedclip-naive | "
+                                            "fedclip-replay (FedCLIP: per-context models and stream "
+                                            "accuracy beside the continual trial's)")] = "incfed",
     secagg: Annotated[bool, typer.Option("--secagg", help="Through Flower's SecAgg+ (incfed, fedip).")] = False,
     pct: Annotated[str, typer.Option("--pct", help="The training share (25 | 50 | 75 | 100).")] = "100",
     params: Annotated[Path, typer.Option("--params", help="The params file (budgets.*, readout.*, "

@@ -53,12 +53,13 @@ def partition_file(context: Any, partition_id: int) -> Path:
     return Path(str(data_dir)) / f"client-{partition_id}.npz"
 
 
-def partition_contexts(context: Any, partition_id: int) -> list[tuple[np.ndarray, np.ndarray]]:
-    """A continual client's stream: the windows x-<t> (W_t, T, U) and labels y-<t> (W_t, T) of
-    each context t of <data-dir>/client-<id>.npz (W_t may be 0)."""
+def partition_contexts(context: Any, partition_id: int, n_contexts: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """A continual client's stream: per context t < ``n_contexts``, the windows and labels of
+    <data-dir>/client-<id>.npz whose ``context`` entry is t, in file order (a context may have
+    none), as esnfed_core.data.processed.UserData.of_context selects them."""
     with np.load(partition_file(context, partition_id)) as f:
-        n = sum(1 for k in f.files if k.startswith("x-"))
-        return [(f[f"x-{t}"], f[f"y-{t}"]) for t in range(n)]
+        x, y, c = f["x"], f["y"], f["context"]
+    return [(x[c == t], y[c == t]) for t in range(n_contexts)]
 
 
 def reservoir(config: Mapping[str, Any], n_inputs: int) -> Reservoir:

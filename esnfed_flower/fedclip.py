@@ -14,7 +14,7 @@ readout (T, C, N)).
 ClientApps are stateless (Flower's convention): each message rebuilds the client at (t, r) with
 esnfed_core.continual.LocalClient.at (its shuffle generator and replay buffer replayed from the
 seed through the earlier contexts and rounds); its data is its stream, <data-dir>/client-<id>.npz
-with x-<t>, y-<t> per context (esnfed_flower.common.partition_contexts).
+with x, y and each window's context (esnfed_flower.common.partition_contexts).
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def setup(cfg: dict[str, Any]) -> tuple[Any, ContinualConfig]:
 def train(msg: Message, context: Context) -> Message:
     cfg = dict(msg.content["config"])
     pid = int(context.node_config["partition-id"])
-    contexts = partition_contexts(context, pid)
+    contexts = partition_contexts(context, pid, int(cfg["n-contexts"]))
     t, phase = int(cfg["context"]), str(cfg["phase"])
     strategy, config = setup(cfg)
     # The readout round needs the buffer at t, not the shuffles: rebuilt at round 0.

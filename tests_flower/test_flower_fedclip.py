@@ -33,16 +33,10 @@ def setup(tmp_path_factory):
     data, _ = trial_data(pct="100", windows_per_context=6)
     train = []
     for i, u in enumerate(data.train.values()):
-        contexts = []
-        for t in range(data.n_contexts):
-            part = u.of_context(t)
-            x, y = np.asarray(part.x), np.asarray(part.y)
-            if (i, t) == SITS_OUT:
-                x, y = x[:0], y[:0]
-            contexts.append((x, y))
-        np.savez(root / f"client-{i}.npz", **{f"{k}-{t}": a for t, c in enumerate(contexts)
-                                               for k, a in zip("xy", c)})
-        train.append(contexts)
+        if i == SITS_OUT[0]:
+            u = u.select(u.context != SITS_OUT[1])
+        np.savez(root / f"client-{i}.npz", x=u.x, y=u.y, context=u.context)
+        train.append([(u.of_context(t).x, u.of_context(t).y) for t in range(data.n_contexts)])
     return root, data, train
 
 
