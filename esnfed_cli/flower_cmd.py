@@ -23,7 +23,8 @@ def flower(
     flower_app: Annotated[str, typer.Option("--app", help="incfed | fedip | fedavg | fedclip-naive | "
                                             "fedclip-replay (FedCLIP: per-context models and stream "
                                             "accuracy beside the continual trial's)")] = "incfed",
-    secagg: Annotated[bool, typer.Option("--secagg", help="Through Flower's SecAgg+ (incfed, fedip).")] = False,
+    secagg: Annotated[bool, typer.Option("--secagg", help="Through Flower's SecAgg+ (incfed, fedip, "
+                                                           "fedclip-naive, fedclip-replay).")] = False,
     pct: Annotated[str, typer.Option("--pct", help="The training share (25 | 50 | 75 | 100).")] = "100",
     params: Annotated[Path, typer.Option("--params", help="The params file (budgets.*, readout.*, "
                                          "plasticity.*, seed).")] = Path("params.yaml"),

@@ -61,20 +61,28 @@ def setup(cfg: dict[str, Any]) -> tuple[Any, ContinualConfig]:
     return strategy, config
 
 
+def client_at(cfg: dict[str, Any], context: Context, gain: np.ndarray, bias: np.ndarray
+              ) -> tuple[LocalClient, Reservoir]:
+    """This node's client rebuilt at the message's (context, round) from its stream, and the
+    broadcast reservoir (rebuilt from the config, with the sent (g, b))."""
+    contexts = partition_contexts(context, int(context.node_config["partition-id"]), int(cfg["n-contexts"]))
+    strategy, config = setup(cfg)
+    # The readout round needs the buffer at t, not the shuffles: rebuilt at round 0.
+    rnd = int(cfg["round"]) if cfg["phase"] == "ip" else 0
+    client = LocalClient.at(strategy, config, contexts, int(cfg["context"]), rnd)
+    return client, reservoir(cfg, contexts[0][0].shape[2]).with_ip(gain, bias)
+
+
 @client_app.train()
 def train(msg: Message, context: Context) -> Message:
     cfg = dict(msg.content["config"])
     pid = int(context.node_config["partition-id"])
-    contexts = partition_contexts(context, pid, int(cfg["n-contexts"]))
     t, phase = int(cfg["context"]), str(cfg["phase"])
-    strategy, config = setup(cfg)
-    # The readout round needs the buffer at t, not the shuffles: rebuilt at round 0.
-    client = LocalClient.at(strategy, config, contexts, t, int(cfg["round"]) if phase == "ip" else 0)
+    gb = from_record(msg.content["ip"])
+    client, res = client_at(cfg, context, gb["gain"], gb["bias"])
     if not client.takes_part(t):  # no windows to train on at t: sits the context out
         return Message(RecordDict({"metrics": MetricRecord({"num-examples": 0, "partition-id": pid})}),
                        reply_to=msg)
-    gb = from_record(msg.content["ip"])
-    res = reservoir(cfg, contexts[0][0].shape[2]).with_ip(gb["gain"], gb["bias"])
     if phase == "stats":
         return stats_reply(msg, client.stats(res, t), pid)
     fitted = client.fit(res, t)

@@ -23,7 +23,8 @@ from esnfed_flower.common import BYTES_KEY, CONFIG_ENV
 APPS = {("incfed", False): "incfed", ("fedip", False): "fedip", ("fedavg", False): "fedavg",
         ("incfed", True): "secagg", ("fedip", True): "secagg_fedip"}
 # FedCLIP (issue 14): one app for both strategies; ``rounds`` = the IP rounds per context (budget).
-APPS.update({("fedclip-naive", False): "fedclip", ("fedclip-replay", False): "fedclip"})
+APPS.update({(f"fedclip-{s}", secagg): "secagg_fedclip" if secagg else "fedclip"
+             for s in ("naive", "replay") for secagg in (False, True)})
 
 
 def phase(app: str, rnd: int, rounds: int) -> str:

@@ -34,12 +34,18 @@ class FedIPClient(SecAggClient):
             vec, n = mean_stats(rc, x, y, {"gain": gain, "bias": bias})
             return vec, n, {}
         res = local_ip(rc, x, gain, bias, int(config["round"]))
-        delta = [res.gain - gain, res.bias - bias]
-        clip = float(rc.get("clipping-range", 1.0))
-        worst = max(float(np.max(np.abs(d))) for d in delta)
-        if worst > clip:
-            raise ValueError(f"FedIP update entry {worst:.3g} exceeds the SecAgg+ clipping-range {clip}")
-        return delta, int(x.shape[0] * x.shape[1]), {}
+        return ip_update(rc, res, gain, bias), int(x.shape[0] * x.shape[1]), {}
+
+
+def ip_update(rc: dict, res, gain: np.ndarray, bias: np.ndarray) -> list[np.ndarray]:
+    """A client's SecAgg+ IP upload: (Δg, Δb) from the broadcast (g, b) to its fitted ``res``;
+    an entry beyond the clipping range fails loudly (SecAgg+ would clip it)."""
+    delta = [res.gain - gain, res.bias - bias]
+    clip = float(rc.get("clipping-range", 1.0))
+    worst = max(float(np.max(np.abs(d))) for d in delta)
+    if worst > clip:
+        raise ValueError(f"FedIP update entry {worst:.3g} exceeds the SecAgg+ clipping-range {clip}")
+    return delta
 
 
 class FedIPStrategy(FedAvg):

@@ -38,6 +38,7 @@ FLOWER_DIR = Path("runs/flower")
 FLOWER_APPS = ("incfed", "fedip", "fedavg")
 FEDCLIP_APPS = ("fedclip-naive", "fedclip-replay")  # issue 14: FedCLIP (esnfed_stages/flower_fedclip.py)
 SECAGG_APPS = ("incfed", "fedip")
+SECAGG_APPS += FEDCLIP_APPS  # issue 14: FedCLIP through SecAgg+ (esnfed_flower/secagg_fedclip.py)
 REPO = Path(esnfed_core.__file__).resolve().parents[1]
 FLOWER_PYTHON = REPO / ".venv-flower" / "bin" / "python"
 ENV_HINT = "run `make flower-env` (requirements/flower.txt) or pass --flower-python"
@@ -125,7 +126,7 @@ def run(dataset: str, app: str, secagg: bool, pct: str, params: Mapping[str, Any
     if app in FEDCLIP_APPS:
         from esnfed_stages import flower_fedclip  # noqa: PLC0415 (it builds on this module)
 
-        return flower_fedclip.run(dataset, app, pct, params, data_dir=data_dir, runs_dir=runs_dir,
+        return flower_fedclip.run(dataset, app, secagg, pct, params, data_dir=data_dir, runs_dir=runs_dir,
                                   out_dir=out_dir, python=python, timeout_s=timeout_s)
     exp, trial_data, test, cfg, seed = trial_inputs(dataset, app, pct, params, data_dir, runs_dir)
     seeds = sub_seeds(seed)

@@ -1,6 +1,6 @@
-"""`esnfed flower --app fedclip-naive | fedclip-replay`: the FedCLIP Flower app
-(esnfed_flower/fedclip.py) beside the pipeline's continual trial of the same config and seed ->
-runs/flower/<dataset>-fedclip-<strategy>-<pct>.json.
+"""`esnfed flower --app fedclip-naive | fedclip-replay [--secagg]`: the FedCLIP Flower app
+(esnfed_flower/fedclip.py, SecAgg+: secagg_fedclip.py) beside the pipeline's continual trial of
+the same config and seed -> runs/flower/<dataset>-fedclip-<strategy>[-secagg]-<pct>.json.
 
 The selected config of the share (runs/select/<dataset>/fedclip-<strategy>/<pct>/best.json) is
 trained from the retrain stage's first seed as the retrain stage trains it (esnfed_core.trial.fit,
@@ -28,13 +28,13 @@ from esnfed_stages import flower
 from esnfed_stages._io import output_lock, write_json
 
 
-def run_config(cfg: Mapping[str, Any], seeds: Mapping[str, int], data: Any, settings: Any, app: str
-               ) -> dict[str, Any]:
+def run_config(cfg: Mapping[str, Any], seeds: Mapping[str, int], data: Any, settings: Any, app: str,
+               secagg: bool = False) -> dict[str, Any]:
     """The FedCLIP app's run config for a trial of ``cfg``: the apps' shared keys, the IP keys,
     the strategy and its settings (params.yaml continual), λ = continual.lambda; ``rounds`` = the
     IP rounds per context (esnfed_flower.run.phase)."""
     cs = settings.continual
-    rc = flower.run_config(cfg, seeds, data, settings, cs.lam, app, False)
+    rc = flower.run_config(cfg, seeds, data, settings, cs.lam, app, secagg)
     rc.update(flower.ip_run_config(cfg, seeds, settings))
     rc.update({"n-contexts": data.n_contexts, "strategy": Method.parse(app).strategy,
                "budget": int(cfg["budget"]), "rounds": int(cfg["budget"]),
@@ -53,13 +53,14 @@ def _relative(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.linalg.norm(a - b) / np.linalg.norm(b))
 
 
-def run(dataset: str, app: str, pct: str, params: Mapping[str, Any], *, data_dir: Path, runs_dir: Path,
+def run(dataset: str, app: str, secagg: bool, pct: str, params: Mapping[str, Any], *, data_dir: Path, runs_dir: Path,
         out_dir: Path, python: Path, timeout_s: float) -> dict[str, Any]:
-    """Compute and write runs/flower/<dataset>-<app>-<pct>.json (checked by esnfed_stages.flower.run)."""
+    """Compute and write runs/flower/<dataset>-<app>[-secagg]-<pct>.json (arguments checked by
+    esnfed_stages.flower.run)."""
     exp, data, test, cfg, seed = flower.trial_inputs(dataset, app, pct, params, data_dir, runs_dir)
     seeds = sub_seeds(seed)
     model = fit(Method.parse(app), cfg, seed, data, exp.settings, score=False)  # as the retrain stage
-    rc = run_config(cfg, seeds, data, exp.settings, app)
+    rc = run_config(cfg, seeds, data, exp.settings, app, secagg)
     with tempfile.TemporaryDirectory(prefix="esnfed-flower-") as tmp:
         got = flower.simulate(Path(python), rc, data, Path(tmp), timeout_s)
         with np.load(Path(tmp) / "readout.npy.contexts.npz") as f:
@@ -70,15 +71,16 @@ def run(dataset: str, app: str, pct: str, params: Mapping[str, Any], *, data_dir
     pipeline_stream = _stream(model.context_reservoirs(), list(model.context_readout), test, bs)
     diffs = [_relative(w, want) for w, want in zip(readouts, model.context_readout)]
     ip_diff = float(max(np.max(np.abs(gains - model.context_gain)), np.max(np.abs(biases - model.context_bias))))
-    doc = {"dataset": dataset, "app": app, "secagg": False, "pct": pct, "seed": seed, "config": cfg,
+    doc = {"dataset": dataset, "app": app, "secagg": secagg, "pct": pct, "seed": seed, "config": cfg,
            "lambda": float(model.lam), "n_clients": len(data.train), "n_classes": data.n_classes,
            "n_contexts": data.n_contexts, "version": __version__,
            "flower": {"test_accuracy": flower_stream[-1], "stream_accuracy": flower_stream,
                       "readout_relative_difference": max(diffs), "context_readout_relative_difference": diffs,
-                      "ip_max_abs_difference": ip_diff, "bytes": got["bytes"]},
+                      "ip_max_abs_difference": ip_diff, "bytes": got["bytes"],
+                      **({"secagg": got["secagg"]} if "secagg" in got else {})},
            "pipeline": {"test_accuracy": pipeline_stream[-1], "stream_accuracy": pipeline_stream,
                         "ip_rounds": model.ip_rounds, "communication": model.communication}}
-    out = Path(out_dir) / flower.out_name(dataset, app, False, pct)
+    out = Path(out_dir) / flower.out_name(dataset, app, secagg, pct)
     with output_lock(out):
         write_json(out, doc)
     return doc
