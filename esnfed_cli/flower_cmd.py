@@ -1,5 +1,6 @@
-"""`esnfed flower`: an app (incfed | fedip | fedavg, --secagg) in Flower's simulation engine beside
-the in-process pipeline's trial: test accuracy and bytes -> runs/flower/<name>.json."""
+"""`esnfed flower`: an app (incfed | fedip | fedavg | fedclip-naive | fedclip-replay, --secagg) in
+Flower's simulation engine beside the in-process pipeline's trial: test accuracy and bytes ->
+runs/flower/<name>.json."""
 
 from __future__ import annotations
 

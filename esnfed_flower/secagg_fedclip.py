@@ -14,14 +14,13 @@ adds no rounding error). The result equals the plain app's to SecAgg+'s quantiza
 from __future__ import annotations
 
 import numpy as np
-from flwr.common import ndarrays_to_parameters, parameters_to_ndarrays
+from flwr.common import ndarrays_to_parameters
 from flwr.server import ServerApp
-from flwr.server.strategy import FedAvg
 
-from esnfed_flower.common import reservoir, run_config
+from esnfed_flower.common import run_config
 from esnfed_flower.fedclip import client_at, setup
-from esnfed_flower.secagg import SecAggClient, all_clients, client_apps, encode_stats, run_secagg, write_readout
-from esnfed_flower.secagg_fedip import ip_update
+from esnfed_flower.secagg import SecAggClient, client_apps, encode_stats, run_secagg, write_readout
+from esnfed_flower.secagg_fedip import FedIPStrategy, ip_update
 
 
 class FedCLIPClient(SecAggClient):
@@ -44,36 +43,30 @@ class FedCLIPClient(SecAggClient):
         return ip_update(rc, client.fit(res, t), gain, bias), client.weight(t) * steps, {}
 
 
-class FedCLIPStrategy(FedAvg):
-    """Legacy rounds in FedCLIP's order; after each context's readout round, the model after the
-    context is kept; after the last, ``out`` (last readout) and ``out``.contexts.npz."""
+class FedCLIPStrategy(FedIPStrategy):
+    """Legacy rounds in FedCLIP's order (IP rounds: SecAgg+ FedIP's update of (g, b)); after each
+    context's readout round, the model after the context is kept; after the last, ``out`` (last
+    readout) and ``out``.contexts.npz."""
 
     def __init__(self, rc: dict):
-        strategy, _ = setup(rc)
-        res = reservoir(rc, int(rc["n-inputs"]))
-        self.rc, self.gain, self.bias = rc, res.gain, res.bias
-        self.schedule = [(t, r, "ip" if r < strategy.budget else "stats")
-                         for t in range(int(rc["n-contexts"])) for r in range(strategy.budget + 1)]
+        super().__init__(rc)
+        budget = setup(rc)[0].budget
+        self.schedule = [(t, r, "ip" if r < budget else "stats")
+                         for t in range(int(rc["n-contexts"])) for r in range(budget + 1)]
         self.kept: dict[str, list] = {"gain": [], "bias": [], "readout": []}
-        super().__init__(**all_clients(rc), initial_parameters=ndarrays_to_parameters([res.gain, res.bias]),
-                         on_fit_config_fn=self.fit_config)
 
     def fit_config(self, server_round: int) -> dict:
         t, r, phase = self.schedule[server_round - 1]
         return {"context": t, "round": r, "phase": phase}
 
     def aggregate_fit(self, server_round, results, failures):
-        _, _, phase = self.schedule[server_round - 1]
-        if phase == "stats":
-            self.kept["readout"].append(write_readout(self.rc, results))
-            self.kept["gain"].append(self.gain)
-            self.kept["bias"].append(self.bias)
-            if server_round == len(self.schedule):
-                np.savez(str(self.rc["out"]) + ".contexts.npz", **{k: np.stack(v) for k, v in self.kept.items()})
-        else:
-            dg, db = parameters_to_ndarrays(results[0][1].parameters)
-            self.gain = (self.gain + dg).astype(self.gain.dtype)
-            self.bias = (self.bias + db).astype(self.bias.dtype)
+        if self.schedule[server_round - 1][2] == "ip":
+            return self.add_update(results), {}
+        self.kept["readout"].append(write_readout(self.rc, results))
+        self.kept["gain"].append(self.gain)
+        self.kept["bias"].append(self.bias)
+        if server_round == len(self.schedule):
+            np.savez(str(self.rc["out"]) + ".contexts.npz", **{k: np.stack(v) for k, v in self.kept.items()})
         return ndarrays_to_parameters([self.gain, self.bias]), {}
 
 

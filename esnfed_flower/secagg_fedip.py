@@ -67,10 +67,15 @@ class FedIPStrategy(FedAvg):
             write_readout(self.rc, results)
             np.savez(str(self.rc["out"]) + ".ip.npz", gain=self.gain, bias=self.bias)
             return None, {}
+        return self.add_update(results), {}
+
+    def add_update(self, results):
+        """(g, b) += SecAgg+'s weighted mean update (every result carries it); the new (g, b) as
+        the next round's parameters."""
         dg, db = parameters_to_ndarrays(results[0][1].parameters)
         self.gain = (self.gain + dg).astype(self.gain.dtype)
         self.bias = (self.bias + db).astype(self.bias.dtype)
-        return ndarrays_to_parameters([self.gain, self.bias]), {}
+        return ndarrays_to_parameters([self.gain, self.bias])
 
 
 client_app, dropout_client_app = client_apps(lambda context: FedIPClient(context).to_client())
