@@ -49,8 +49,8 @@ class FedCLIPStrategy(FedIPStrategy):
     readout) and ``out``.contexts.npz."""
 
     def __init__(self, rc: dict):
-        super().__init__(rc)
         budget = setup(rc)[0].budget
+        super().__init__({**rc, "rounds": budget})  # rounds: IP rounds per context (esnfed_flower.run)
         self.schedule = [(t, r, "ip" if r < budget else "stats")
                          for t in range(int(rc["n-contexts"])) for r in range(budget + 1)]
         self.kept: dict[str, list] = {"gain": [], "bias": [], "readout": []}
