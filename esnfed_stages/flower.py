@@ -110,10 +110,9 @@ def trial_inputs(dataset: str, method: str, pct: str, params: Mapping[str, Any],
     return exp, trial_data, test, cfg, retrain_seed(exp, dataset, pct, 0)
 
 
-def run(dataset: str, app: str, secagg: bool, pct: str, params: Mapping[str, Any], *,
-        data_dir: Path = Path("data"), runs_dir: Path = Path("runs"), out_dir: Path = FLOWER_DIR,
-        python: Path = FLOWER_PYTHON, timeout_s: float = 1800.0) -> dict[str, Any]:
-    """Compute and write runs/flower/<dataset>-<app>[-secagg]-<pct>.json; returns its document."""
+def check_args(app: str, secagg: bool, pct: str, python: Path) -> None:
+    """One line naming the option when the app, --secagg, the share or the Flower environment is
+    wrong (every app, FedCLIP's included)."""
     if app not in FLOWER_APPS + FEDCLIP_APPS:
         raise ConfigError(f"esnfed flower: --app must be one of {', '.join(FLOWER_APPS + FEDCLIP_APPS)}, "
                           f"got {app!r}")
@@ -123,11 +122,16 @@ def run(dataset: str, app: str, secagg: bool, pct: str, params: Mapping[str, Any
         raise ConfigError(f"esnfed flower: --pct must be one of {', '.join(PCTS)}, got {pct!r}")
     if not Path(python).is_file():
         raise ConfigError(f"{python}: the Flower environment is missing: {ENV_HINT}")
-    if app in FEDCLIP_APPS:
-        from esnfed_stages import flower_fedclip  # noqa: PLC0415 (it builds on this module)
 
-        return flower_fedclip.run(dataset, app, secagg, pct, params, data_dir=data_dir, runs_dir=runs_dir,
-                                  out_dir=out_dir, python=python, timeout_s=timeout_s)
+
+def run(dataset: str, app: str, secagg: bool, pct: str, params: Mapping[str, Any], *,
+        data_dir: Path = Path("data"), runs_dir: Path = Path("runs"), out_dir: Path = FLOWER_DIR,
+        python: Path = FLOWER_PYTHON, timeout_s: float = 1800.0) -> dict[str, Any]:
+    """Compute and write runs/flower/<dataset>-<app>[-secagg]-<pct>.json; returns its document
+    (FedCLIP apps: esnfed_stages.flower_fedclip.run)."""
+    check_args(app, secagg, pct, python)
+    if app in FEDCLIP_APPS:
+        raise ConfigError(f"esnfed flower: {app} runs through esnfed_stages.flower_fedclip.run")
     exp, trial_data, test, cfg, seed = trial_inputs(dataset, app, pct, params, data_dir, runs_dir)
     seeds = sub_seeds(seed)
     model = fit(Method.parse(app), cfg, seed, trial_data, exp.settings, score=True)

@@ -21,6 +21,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from esnfed_core import __version__, metrics
+from esnfed_core.errors import ConfigError
 from esnfed_core.method import Method
 from esnfed_core.scoring import context_matrix
 from esnfed_core.trial import fit, make_reservoir, sub_seeds
@@ -53,10 +54,13 @@ def _relative(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.linalg.norm(a - b) / np.linalg.norm(b))
 
 
-def run(dataset: str, app: str, secagg: bool, pct: str, params: Mapping[str, Any], *, data_dir: Path, runs_dir: Path,
-        out_dir: Path, python: Path, timeout_s: float) -> dict[str, Any]:
-    """Compute and write runs/flower/<dataset>-<app>[-secagg]-<pct>.json (arguments checked by
-    esnfed_stages.flower.run)."""
+def run(dataset: str, app: str, secagg: bool, pct: str, params: Mapping[str, Any], *,
+        data_dir: Path = Path("data"), runs_dir: Path = Path("runs"), out_dir: Path = flower.FLOWER_DIR,
+        python: Path = flower.FLOWER_PYTHON, timeout_s: float = 1800.0) -> dict[str, Any]:
+    """Compute and write runs/flower/<dataset>-<app>[-secagg]-<pct>.json; returns its document."""
+    flower.check_args(app, secagg, pct, python)
+    if app not in flower.FEDCLIP_APPS:
+        raise ConfigError(f"esnfed flower: {app} runs through esnfed_stages.flower.run")
     exp, data, test, cfg, seed = flower.trial_inputs(dataset, app, pct, params, data_dir, runs_dir)
     seeds = sub_seeds(seed)
     model = fit(Method.parse(app), cfg, seed, data, exp.settings, score=False)  # as the retrain stage
