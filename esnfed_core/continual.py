@@ -11,6 +11,9 @@ The heavy work (IP epochs and passes, ridge statistics, correct counts, joining 
 through a :class:`ContinualEngine`: the default runs the numpy core; the accelerated path
 (:mod:`esnfed_core.accel.continual`) gives each trial of a batch an engine that runs it on torch,
 batched over the trials.
+
+A client that keeps no state between messages (a Flower ClientApp) rebuilds itself at any round
+with :class:`LocalClient` (its generators and buffer replayed by a :class:`DryEngine`).
 """
 
 from __future__ import annotations

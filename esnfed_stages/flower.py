@@ -8,7 +8,8 @@ accuracy and its ledger's bytes; the Flower app then runs with that λ and the s
 training users (one SuperNode each, data written to a temporary folder) through the Flower
 environment's interpreter (.venv-flower: flwr's pins clash with this one's; README "Flower apps"),
 and its readout is scored on the test users here. Bytes: what measure_mod counted on the messages
-Flower sent (esnfed_flower/run.py).
+Flower sent (esnfed_flower/run.py). FedCLIP's apps: esnfed_stages/flower_fedclip.py, on this
+module's helpers.
 """
 
 from __future__ import annotations
