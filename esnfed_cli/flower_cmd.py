@@ -1,5 +1,6 @@
-"""`esnfed flower`: an app (incfed | fedip | fedavg, --secagg) in Flower's simulation engine beside
-the in-process pipeline's trial: test accuracy and bytes -> runs/flower/<name>.json."""
+"""`esnfed flower`: an app (incfed | fedip | fedavg | fedclip-naive | fedclip-replay, --secagg) in
+Flower's simulation engine beside the in-process pipeline's trial: test accuracy and bytes ->
+runs/flower/<name>.json."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from esnfed_cli._common import console, handle_errors
 from esnfed_cli.data_cmds import DatasetOpt
 from esnfed_cli.main import app
 from esnfed_stages import flower as flower_stage
+from esnfed_stages import flower_fedclip
 from esnfed_stages._io import write_text
 from esnfed_stages.params import load_params
 
@@ -20,8 +22,11 @@ from esnfed_stages.params import load_params
 @handle_errors
 def flower(
     dataset: DatasetOpt,
-    flower_app: Annotated[str, typer.Option("--app", help="incfed | fedip | fedavg")] = "incfed",
-    secagg: Annotated[bool, typer.Option("--secagg", help="Through Flower's SecAgg+ (incfed, fedip).")] = False,
+    flower_app: Annotated[str, typer.Option("--app", help="incfed | fedip | fedavg | fedclip-naive | "
+                                            "fedclip-replay (FedCLIP: per-context models and stream "
+                                            "accuracy beside the continual trial's)")] = "incfed",
+    secagg: Annotated[bool, typer.Option("--secagg", help="Through Flower's SecAgg+ (incfed, fedip, "
+                                                           "fedclip-naive, fedclip-replay).")] = False,
     pct: Annotated[str, typer.Option("--pct", help="The training share (25 | 50 | 75 | 100).")] = "100",
     params: Annotated[Path, typer.Option("--params", help="The params file (budgets.*, readout.*, "
                                          "plasticity.*, seed).")] = Path("params.yaml"),
@@ -35,8 +40,9 @@ def flower(
     """Run the selected config of an app as a Flower app in the simulation engine (one SuperNode
     per training user) and, beside it, the pipeline's trial with the same seeds: test accuracy,
     readout difference and the bytes Flower sent per client -> runs/flower/<name>.json."""
-    doc = flower_stage.run(dataset.value, flower_app, secagg, pct, load_params(params), data_dir=data_dir,
-                           runs_dir=runs_dir, out_dir=out_dir, python=flower_python)
+    stage = flower_fedclip if flower_app in flower_stage.FEDCLIP_APPS else flower_stage
+    doc = stage.run(dataset.value, flower_app, secagg, pct, load_params(params), data_dir=data_dir,
+                    runs_dir=runs_dir, out_dir=out_dir, python=flower_python)
     f, p = doc["flower"], doc["pipeline"]
     console.print(f"{doc['dataset']} {doc['app']}{' + SecAgg+' if secagg else ''} {doc['pct']} %: "
                   f"test accuracy {100 * f['test_accuracy']:.2f} (pipeline {100 * p['test_accuracy']:.2f}), "

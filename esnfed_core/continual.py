@@ -11,6 +11,9 @@ The heavy work (IP epochs and passes, ridge statistics, correct counts, joining 
 through a :class:`ContinualEngine`: the default runs the numpy core; the accelerated path
 (:mod:`esnfed_core.accel.continual`) gives each trial of a batch an engine that runs it on torch,
 batched over the trials.
+
+A client that keeps no state between messages (a Flower ClientApp) rebuilds itself at any round
+with :class:`LocalClient` (its generators and buffer replayed by a :class:`DryEngine`).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from esnfed_core.plasticity import (
     fedip_round,
     ip_epoch,
     ip_pass,
+    shuffled_batches,
 )
 from esnfed_core.messages import PlasticityMessage, StatsMessage
 from esnfed_core.readout import LAMBDA, Counts, RidgeStats, check_solver, ridge_stats
@@ -137,6 +141,9 @@ class ContinualStrategy:
                   split: Split) -> Callable[[Reservoir], Reservoir]:
         return fed.epochs_fit(split[0], client.rng)
 
+    def end_context(self, client: StreamClient, t: int) -> None:
+        """What a client keeps of context ``t`` once it is trained (nothing by default)."""
+
     def train_context(self, fed: "_Federation", res: Reservoir, cur: Reservoir, t: int,
                       validation: Sequence[Split] | None, result: ContinualResult
                       ) -> tuple[Reservoir, np.ndarray, int]:
@@ -198,11 +205,16 @@ class Replay(Naive):
             return start
         return fit
 
+    def end_context(self, client, t):
+        """Offer context ``t``'s windows to the client's buffer (every client, even one that sat
+        the context out: it offers none)."""
+        client.buffer.update(t, len(client.contexts[t][0]))
+
     def train_context(self, fed, res, cur, t, validation, result):
         result.buffer_sizes.append([len(c.buffer) for c in fed.clients])
         out = super().train_context(fed, res, cur, t, validation, result)
         for c in fed.clients:
-            c.buffer.update(t, len(c.contexts[t][0]))
+            self.end_context(c, t)
         return out
 
 
@@ -279,6 +291,14 @@ def _check_splits(res: Reservoir, name: str, splits: Sequence[Split], n_ctx: int
             steps.append(shape[1])
 
 
+def stream_client(strategy: ContinualStrategy, config: ContinualConfig, name: str, contexts: list[Split],
+                  concat: Callable[[Sequence[Split]], Split] = concat_splits) -> StreamClient:
+    """A client at the start of a run: its shuffle generator seeded with ``config.seed`` (the same
+    for every client) and the strategy's buffer over its ``contexts``."""
+    return StreamClient(name, contexts, np.random.default_rng(config.seed),
+                        strategy.buffer(sum(len(x) for x, _ in contexts), config.seed), concat)
+
+
 def run_continual(
     res: Reservoir,
     train: Sequence[Sequence[Split]],
@@ -328,8 +348,7 @@ def run_continual(
     else:  # CLIP: one client holding the pooled windows of each context
         streams = [[engine.concat([splits[t] for splits in train]) for t in range(n_ctx)]]
         names, ledger = ["central"], None
-    clients = [StreamClient(name, contexts, np.random.default_rng(config.seed),
-                            strategy.buffer(sum(len(x) for x, _ in contexts), config.seed), engine.concat)
+    clients = [stream_client(strategy, config, name, contexts, engine.concat)
                for name, contexts in zip(names, streams)]
     fed = _Federation(clients, config, ledger, engine)
     if config.federated:
@@ -352,6 +371,17 @@ def run_continual(
         if progress is not None:
             progress(t + 1, n_ctx)
     return result
+
+
+def takes_part(split: Split) -> bool:
+    """Whether a client trains at a context, given what it would train on (a client without
+    windows there sits the context out: no IP rounds, no statistics)."""
+    return len(split[0]) > 0
+
+
+def fedavg_weight(split: Split) -> int:
+    """A client's FedAvg weight n_c at a context: its windows there (replay: |D_t,c| + |M_t,c|)."""
+    return len(split[0])
 
 
 @dataclass
@@ -382,11 +412,11 @@ class _Federation:
         names, data, weights, fits = [], [], [], []
         for c in self.clients:
             split = strategy.data(c, t)
-            if len(split[0]) == 0:
+            if not takes_part(split):
                 continue
             names.append(c.name)
             data.append(split)
-            weights.append(len(split[0]))  # replay: |D_t,c| + |M_t,c|
+            weights.append(fedavg_weight(split))
             fits.append(strategy.local_fit(self, c, t, split))
         if not names:
             raise ParameterError(f"train: context {t} has no windows in any client")
@@ -431,3 +461,87 @@ class _EngineClient(Client):
 
     def fit_stats(self, res: Reservoir) -> StatsMessage:
         return StatsMessage(self.engine.stats(res, self._x, self._labels, self.n_classes))
+
+
+class DryEngine(ContinualEngine):
+    """An engine that computes nothing but draws what the real fits draw: an IP epoch draws its
+    shuffle (:func:`esnfed_core.plasticity.shuffled_batches`), an IP pass runs its batch iterator
+    to the end (replay batches draw their permutations and read the buffer) and the reservoir
+    comes back unchanged. It replays a client's history to rebuild its generators
+    (:meth:`LocalClient.at`)."""
+
+    def ip_epoch(self, res, x, cfg, rng):
+        shuffled_batches(x, cfg.batch_size, rng)  # draws the epoch's permutation, reads nothing
+        return res
+
+    def ip_pass(self, res, batches, cfg):
+        for _ in batches:
+            pass
+        return res
+
+
+DRY_ENGINE = DryEngine()
+
+
+class LocalClient:
+    """One FedCLIP client on its own, for a client that keeps no state between messages (a Flower
+    ClientApp, esnfed_flower/fedclip.py): built from its contexts, the run's strategy and config
+    as :func:`run_continual` builds it, then brought to a point of the run by :meth:`at`.
+
+    What it trains on at a context, whether it takes part, its FedAvg weight, its local fit and its
+    ridge statistics are the pipeline's own (strategy, :class:`_Federation`, engine); a run of
+    :func:`run_continual` and a server that averages these clients' fits in client order
+    (:func:`esnfed_core.aggregate.weighted_average`) and sums their statistics give the same bits.
+    Naive and replay only: joint's rounds per context depend on the server's validation users.
+    """
+
+    def __init__(self, strategy: ContinualStrategy, config: ContinualConfig, contexts: list[Split],
+                 name: str = "client", engine: ContinualEngine = NUMPY_ENGINE):
+        if not isinstance(strategy, Naive):
+            raise ParameterError(f"strategy: a stateless client runs naive or replay (a fixed budget "
+                                 f"per context), not {strategy.name!r}")
+        self.strategy = strategy
+        self.client = stream_client(strategy, config, name, contexts, engine.concat)
+        self._fed = _Federation([self.client], config, None, engine)
+        self._dry = _Federation([self.client], config, None, DRY_ENGINE)
+
+    @classmethod
+    def at(cls, strategy: ContinualStrategy, config: ContinualConfig, contexts: list[Split], t: int, r: int,
+           name: str = "client", engine: ContinualEngine = NUMPY_ENGINE) -> "LocalClient":
+        """The client as the pipeline's is before IP round ``r`` (0-based) of context ``t``: its
+        shuffle generator advanced past every earlier local fit (``budget`` rounds at each earlier
+        context it took part in, then ``r``), its buffer updated after each earlier context."""
+        check_param("context", t, integer=True, low=0, high=len(contexts) - 1)
+        check_param("round", r, integer=True, low=0, high=strategy.budget)
+        c = cls(strategy, config, contexts, name, engine)
+        for s in range(t):
+            c._dry_rounds(s, strategy.budget)
+            strategy.end_context(c.client, s)
+        c._dry_rounds(t, r)
+        return c
+
+    def _dry_rounds(self, t: int, rounds: int) -> None:
+        if rounds and self.takes_part(t):
+            fit = self.strategy.local_fit(self._dry, self.client, t, self.data(t))
+            for _ in range(rounds):
+                fit(None)  # the dry engine never looks at the reservoir
+
+    def data(self, t: int) -> Split:
+        """What the client trains on at context ``t`` (replay: D_t ∪ M_t)."""
+        return self.strategy.data(self.client, t)
+
+    def takes_part(self, t: int) -> bool:
+        return takes_part(self.data(t))
+
+    def weight(self, t: int) -> int:
+        """The client's FedAvg weight at context ``t``."""
+        return fedavg_weight(self.data(t))
+
+    def fit(self, start: Reservoir, t: int) -> Reservoir:
+        """The client's local fit of its next IP round at context ``t`` from the broadcast ``start``."""
+        return self.strategy.local_fit(self._fed, self.client, t, self.data(t))(start)
+
+    def stats(self, res: Reservoir, t: int) -> RidgeStats:
+        """The client's ridge statistics at context ``t`` on the trained ``res`` (its IncFed upload)."""
+        x, y = self.data(t)
+        return self._fed.engine.stats(res, x, y, self._fed.n_classes)

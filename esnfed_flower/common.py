@@ -43,9 +43,23 @@ def partition(context: Any, partition_id: int) -> tuple[np.ndarray, np.ndarray]:
     A SuperNode of a real deployment sets data-dir in its node config (--node-config) to the
     folder of its own user's file; the simulation takes it from the run config.
     """
-    data_dir = context.node_config.get("data-dir") or run_config(context)["data-dir"]
-    with np.load(Path(str(data_dir)) / f"client-{partition_id}.npz") as f:
+    with np.load(partition_file(context, partition_id)) as f:
         return f["x"], f["y"]
+
+
+def partition_file(context: Any, partition_id: int) -> Path:
+    """<data-dir>/client-<id>.npz, data-dir from the node config, else from the run config."""
+    data_dir = context.node_config.get("data-dir") or run_config(context)["data-dir"]
+    return Path(str(data_dir)) / f"client-{partition_id}.npz"
+
+
+def partition_contexts(context: Any, partition_id: int, n_contexts: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """A continual client's stream: per context t < ``n_contexts``, the windows and labels of
+    <data-dir>/client-<id>.npz whose ``context`` entry is t, in file order (a context may have
+    none), as esnfed_core.data.processed.UserData.of_context selects them."""
+    with np.load(partition_file(context, partition_id)) as f:
+        x, y, c = f["x"], f["y"], f["context"]
+    return [(x[c == t], y[c == t]) for t in range(n_contexts)]
 
 
 def reservoir(config: Mapping[str, Any], n_inputs: int) -> Reservoir:

@@ -31,14 +31,19 @@ server_app = ServerApp()
 IP_KEYS = ("sigma", "mu", "eta", "ip-batch-size", "ip-normalize-step")
 
 
+def ip_config(cfg: dict) -> IPConfig:
+    """The IP rule of the run config (params.yaml plasticity and the config's σ)."""
+    return IPConfig(sigma=float(cfg["sigma"]), mu=float(cfg["mu"]), eta=float(cfg["eta"]),
+                    batch_size=int(cfg["ip-batch-size"]),
+                    normalize_step=bool(cfg.get("ip-normalize-step", True)))
+
+
 def local_ip(cfg: dict, x: np.ndarray, gain: np.ndarray, bias: np.ndarray, rnd: int) -> Reservoir:
     """Round ``rnd`` (0-based) of a client's local IP epochs from the broadcast (g, b): the
     reservoir after ``local-epochs`` ip_epoch calls, the shuffling generator rebuilt from
     ``ip-seed`` and advanced past the permutations of the earlier rounds' epochs."""
     res = reservoir(cfg, x.shape[2]).with_ip(gain, bias)
-    ip = IPConfig(sigma=float(cfg["sigma"]), mu=float(cfg["mu"]), eta=float(cfg["eta"]),
-                  batch_size=int(cfg["ip-batch-size"]),
-                  normalize_step=bool(cfg.get("ip-normalize-step", True)))
+    ip = ip_config(cfg)
     rng = np.random.default_rng(int(cfg["ip-seed"]))
     epochs = int(cfg["local-epochs"])
     for _ in range(rnd * epochs):  # the permutations of the earlier rounds' epochs

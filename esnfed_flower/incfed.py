@@ -33,11 +33,29 @@ def train(msg: Message, context: Context) -> Message:
     pid = int(context.node_config["partition-id"])
     x, y = partition(context, pid)
     gb = from_record(msg.content["ip-final"]) if "ip-final" in msg.content else None
-    s = client_stats(cfg, x, y, gb)
+    return stats_reply(msg, client_stats(cfg, x, y, gb), pid)
+
+
+def stats_reply(msg: Message, s: RidgeStats, pid: int) -> Message:
+    """A client's reply to ``msg``: its statistics (A, B) and counts, and its partition id."""
     content = RecordDict({"stats": to_record({"a": s.a, "b": s.b}),
                           "metrics": MetricRecord({"num-examples": s.n_windows, "n-steps": s.n_steps,
                                                    "partition-id": pid})})
     return Message(content, reply_to=msg)
+
+
+def stats_sum(replies: list[Message]) -> RidgeStats | None:
+    """The sum of the replies' statistics in the given (partition) order, as the pipeline's
+    esnfed_core.federated.incfed sums its clients'; replies without statistics are skipped."""
+    total = None
+    for r in replies:
+        if "stats" not in r.content:
+            continue
+        arr = from_record(r.content["stats"])
+        m = r.content["metrics"]
+        s = RidgeStats(arr["a"], arr["b"], int(m["n-steps"]), int(m["num-examples"]))
+        total = s if total is None else total + s
+    return total
 
 
 def collect_stats(grid: Grid, config: dict, ip: dict | None = None, rnd: int = 1) -> RidgeStats:
@@ -50,13 +68,7 @@ def collect_stats(grid: Grid, config: dict, ip: dict | None = None, rnd: int = 1
         content["ip-final"] = to_record(ip)
     msgs = [Message(RecordDict(dict(content)), dst_node_id=n, message_type=MessageType.TRAIN,
                     group_id=str(rnd)) for n in nodes]
-    total = None
-    for r in replies_in_order(grid.send_and_receive(msgs)):
-        arr = from_record(r.content["stats"])
-        m = r.content["metrics"]
-        s = RidgeStats(arr["a"], arr["b"], int(m["n-steps"]), int(m["num-examples"]))
-        total = s if total is None else total + s
-    return total
+    return stats_sum(replies_in_order(grid.send_and_receive(msgs)))
 
 
 @server_app.main()

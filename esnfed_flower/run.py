@@ -22,11 +22,17 @@ from esnfed_flower.common import BYTES_KEY, CONFIG_ENV
 
 APPS = {("incfed", False): "incfed", ("fedip", False): "fedip", ("fedavg", False): "fedavg",
         ("incfed", True): "secagg", ("fedip", True): "secagg_fedip"}
+# FedCLIP (issue 14): one app for both strategies; ``rounds`` = the IP rounds per context (budget).
+APPS.update({(f"fedclip-{s}", secagg): "secagg_fedclip" if secagg else "fedclip"
+             for s in ("naive", "replay") for secagg in (False, True)})
 
 
 def phase(app: str, rnd: int, rounds: int) -> str:
     """What a round sends: FedIP's rounds 1..R update (g, b) ("ip"); the last round (every
-    round of IncFed/FedAvg) is the readout's ("stats" or "readout")."""
+    round of IncFed/FedAvg) is the readout's ("stats" or "readout"); FedCLIP's rounds run
+    context by context, ``rounds`` IP rounds then one statistics round each."""
+    if app.startswith("fedclip"):
+        return "ip" if (rnd - 1) % (rounds + 1) < rounds else "stats"
     if app == "fedip" and rnd <= rounds:
         return "ip"
     return "readout" if app == "fedavg" else "stats"

@@ -29,19 +29,26 @@ from esnfed_flower.incfed import client_stats
 
 def mean_stats(rc: dict, x: np.ndarray, y: np.ndarray, gb: dict | None = None) -> tuple[list, int]:
     """A client's SecAgg+ upload: its per-step means [Ā, B̄] and n_steps (the weight)."""
-    s = client_stats(rc, x, y, gb)
+    return encode_stats(client_stats(rc, x, y, gb))
+
+
+def encode_stats(s: RidgeStats) -> tuple[list, int]:
+    """Statistics as SecAgg+ carries them: the per-step means [Ā, B̄] and n_steps (the weight)."""
     return [s.a / s.n_steps, s.b / s.n_steps], s.n_steps
 
 
-def write_readout(rc: dict, results: list) -> None:
+def write_readout(rc: dict, results: list) -> np.ndarray:
     """From SecAgg+'s weighted mean of the statistics (every result carries it) to the readout:
-    rescale by Σ n_c, solve with λ, save to ``out``; ``out``.json: the clients whose vectors made
-    the sum, of the ``num-clients`` sampled (Flower's own failure list counts a dropout twice)."""
+    rescale by Σ n_c, solve with λ, save to ``out`` and return it; ``out``.json: the clients whose
+    vectors made the sum, of the ``num-clients`` sampled (Flower's own failure list counts a
+    dropout twice)."""
     a_mean, b_mean = parameters_to_ndarrays(results[0][1].parameters)
     n = sum(fit_res.num_examples for _, fit_res in results)
     stats = RidgeStats(a_mean * n, 0.5 * (b_mean + b_mean.T) * n, n, 0)
-    np.save(str(rc["out"]), solve(stats, [float(rc["lambda"])], rc.get("solver", "cholesky"))[0])
+    w = solve(stats, [float(rc["lambda"])], rc.get("solver", "cholesky"))[0]
+    np.save(str(rc["out"]), w)
     Path(str(rc["out"]) + ".json").write_text(json.dumps({"clients": len(results), "sampled": int(rc["num-clients"])}))
+    return w
 
 
 class SecAggClient(NumPyClient):

@@ -34,12 +34,18 @@ class FedIPClient(SecAggClient):
             vec, n = mean_stats(rc, x, y, {"gain": gain, "bias": bias})
             return vec, n, {}
         res = local_ip(rc, x, gain, bias, int(config["round"]))
-        delta = [res.gain - gain, res.bias - bias]
-        clip = float(rc.get("clipping-range", 1.0))
-        worst = max(float(np.max(np.abs(d))) for d in delta)
-        if worst > clip:
-            raise ValueError(f"FedIP update entry {worst:.3g} exceeds the SecAgg+ clipping-range {clip}")
-        return delta, int(x.shape[0] * x.shape[1]), {}
+        return ip_update(rc, res, gain, bias), int(x.shape[0] * x.shape[1]), {}
+
+
+def ip_update(rc: dict, res, gain: np.ndarray, bias: np.ndarray) -> list[np.ndarray]:
+    """A client's SecAgg+ IP upload: (Δg, Δb) from the broadcast (g, b) to its fitted ``res``;
+    an entry beyond the clipping range fails loudly (SecAgg+ would clip it)."""
+    delta = [res.gain - gain, res.bias - bias]
+    clip = float(rc.get("clipping-range", 1.0))
+    worst = max(float(np.max(np.abs(d))) for d in delta)
+    if worst > clip:
+        raise ValueError(f"FedIP update entry {worst:.3g} exceeds the SecAgg+ clipping-range {clip}")
+    return delta
 
 
 class FedIPStrategy(FedAvg):
@@ -61,10 +67,15 @@ class FedIPStrategy(FedAvg):
             write_readout(self.rc, results)
             np.savez(str(self.rc["out"]) + ".ip.npz", gain=self.gain, bias=self.bias)
             return None, {}
+        return self.add_update(results), {}
+
+    def add_update(self, results):
+        """(g, b) += SecAgg+'s weighted mean update (every result carries it); the new (g, b) as
+        the next round's parameters."""
         dg, db = parameters_to_ndarrays(results[0][1].parameters)
         self.gain = (self.gain + dg).astype(self.gain.dtype)
         self.bias = (self.bias + db).astype(self.bias.dtype)
-        return ndarrays_to_parameters([self.gain, self.bias]), {}
+        return ndarrays_to_parameters([self.gain, self.bias])
 
 
 client_app, dropout_client_app = client_apps(lambda context: FedIPClient(context).to_client())

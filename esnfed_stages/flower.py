@@ -8,7 +8,8 @@ accuracy and its ledger's bytes; the Flower app then runs with that λ and the s
 training users (one SuperNode each, data written to a temporary folder) through the Flower
 environment's interpreter (.venv-flower: flwr's pins clash with this one's; README "Flower apps"),
 and its readout is scored on the test users here. Bytes: what measure_mod counted on the messages
-Flower sent (esnfed_flower/run.py).
+Flower sent (esnfed_flower/run.py). FedCLIP's apps: esnfed_stages/flower_fedclip.py, on this
+module's helpers.
 """
 
 from __future__ import annotations
@@ -36,7 +37,9 @@ from esnfed_stages.trial_data import open_dataset
 
 FLOWER_DIR = Path("runs/flower")
 FLOWER_APPS = ("incfed", "fedip", "fedavg")
+FEDCLIP_APPS = ("fedclip-naive", "fedclip-replay")  # issue 14: FedCLIP (esnfed_stages/flower_fedclip.py)
 SECAGG_APPS = ("incfed", "fedip")
+SECAGG_APPS += FEDCLIP_APPS  # issue 14: FedCLIP through SecAgg+ (esnfed_flower/secagg_fedclip.py)
 REPO = Path(esnfed_core.__file__).resolve().parents[1]
 FLOWER_PYTHON = REPO / ".venv-flower" / "bin" / "python"
 ENV_HINT = "run `make flower-env` (requirements/flower.txt) or pass --flower-python"
@@ -56,18 +59,23 @@ def run_config(cfg: Mapping[str, Any], seeds: Mapping[str, int], data: TrialData
                "num-clients": len(data.train), "lambda": float(lam), "solver": settings.solver,
                "max-weight": float(steps), "clipping-range": 1.0})
     if app == "fedip":
-        ip = settings.ip  # params.yaml plasticity, typed (esnfed_core.ip_rule.IPSettings)
-        rc.update({"sigma": float(cfg["sigma"]), "mu": float(ip.mu), "eta": float(ip.eta),
-                   "ip-batch-size": int(ip.batch_size),
-                   "ip-normalize-step": bool(ip.normalize_step), "ip-seed": int(seeds["ip"]),
-                   "rounds": int(cfg["rounds"]), "local-epochs": int(cfg["local_epochs"])})
+        rc.update({**ip_run_config(cfg, seeds, settings), "rounds": int(cfg["rounds"])})
     return rc
+
+
+def ip_run_config(cfg: Mapping[str, Any], seeds: Mapping[str, int], settings: Any) -> dict[str, Any]:
+    """The IP keys of the apps' run config (FedIP, FedCLIP): params.yaml plasticity, the config's σ
+    and local epochs, the trial's IP seed."""
+    ip = settings.ip  # params.yaml plasticity, typed (esnfed_core.ip_rule.IPSettings)
+    return {"sigma": float(cfg["sigma"]), "mu": float(ip.mu), "eta": float(ip.eta),
+            "ip-batch-size": int(ip.batch_size), "ip-normalize-step": bool(ip.normalize_step),
+            "ip-seed": int(seeds["ip"]), "local-epochs": int(cfg["local_epochs"])}
 
 
 def simulate(python: Path, rc: dict[str, Any], data: TrialData, work: Path, timeout_s: float) -> dict[str, Any]:
     """Run the app through ``python -m esnfed_flower.run`` in ``work``: readout, (g, b), bytes."""
-    for i, u in enumerate(data.train.values()):
-        np.savez(work / f"client-{i}.npz", x=np.asarray(u.x), y=np.asarray(u.y))
+    for i, u in enumerate(data.train.values()):  # context: FedCLIP's stream (esnfed_flower.fedclip)
+        np.savez(work / f"client-{i}.npz", x=np.asarray(u.x), y=np.asarray(u.y), context=np.asarray(u.context))
     rc = {**rc, "data-dir": str(work), "out": str(work / "readout.npy"), "bytes-dir": str(work / "bytes")}
     (work / "run.json").write_text(json.dumps(rc))
     env = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -89,26 +97,43 @@ def simulate(python: Path, rc: dict[str, Any], data: TrialData, work: Path, time
     return out
 
 
-def run(dataset: str, app: str, secagg: bool, pct: str, params: Mapping[str, Any], *,
-        data_dir: Path = Path("data"), runs_dir: Path = Path("runs"), out_dir: Path = FLOWER_DIR,
-        python: Path = FLOWER_PYTHON, timeout_s: float = 1800.0) -> dict[str, Any]:
-    """Compute and write runs/flower/<dataset>-<app>[-secagg]-<pct>.json; returns its document."""
-    if app not in FLOWER_APPS:
-        raise ConfigError(f"esnfed flower: --app must be one of {', '.join(FLOWER_APPS)}, got {app!r}")
+def trial_inputs(dataset: str, method: str, pct: str, params: Mapping[str, Any], data_dir: Path,
+                 runs_dir: Path) -> tuple[Any, TrialData, list, dict[str, Any], int]:
+    """What the pipeline's trial and the app share: the experiment params, the share's training
+    and validation users, the test users, the selected config of ``method`` (λ left out) and the
+    retrain stage's first seed."""
+    exp = experiment_params(params)
+    data = open_dataset(data_dir, dataset)
+    trial_data = TrialData(data.load(data.train_users(pct)), data.load(data.validation_users), data.n_classes,
+                           data.n_contexts)
+    test = list(data.load(data.test_users).values())
+    cfg = {k: v for k, v in selected_config(runs_dir, dataset, method, pct).items() if k != "lambda"}
+    return exp, trial_data, test, cfg, retrain_seed(exp, dataset, pct, 0)
+
+
+def check_args(app: str, secagg: bool, pct: str, python: Path) -> None:
+    """One line naming the option when the app, --secagg, the share or the Flower environment is
+    wrong (every app, FedCLIP's included)."""
+    if app not in FLOWER_APPS + FEDCLIP_APPS:
+        raise ConfigError(f"esnfed flower: --app must be one of {', '.join(FLOWER_APPS + FEDCLIP_APPS)}, "
+                          f"got {app!r}")
     if secagg and app not in SECAGG_APPS:
         raise ConfigError(f"esnfed flower: --secagg is for {', '.join(SECAGG_APPS)}, not {app}")
     if pct not in PCTS:
         raise ConfigError(f"esnfed flower: --pct must be one of {', '.join(PCTS)}, got {pct!r}")
     if not Path(python).is_file():
         raise ConfigError(f"{python}: the Flower environment is missing: {ENV_HINT}")
-    exp = experiment_params(params)
-    data = open_dataset(data_dir, dataset)
-    train_users = data.train_users(pct)
-    trial_data = TrialData(data.load(train_users), data.load(data.validation_users), data.n_classes,
-                           data.n_contexts)
-    test = list(data.load(data.test_users).values())
-    cfg = {k: v for k, v in selected_config(runs_dir, dataset, app, pct).items() if k != "lambda"}
-    seed = retrain_seed(exp, dataset, pct, 0)
+
+
+def run(dataset: str, app: str, secagg: bool, pct: str, params: Mapping[str, Any], *,
+        data_dir: Path = Path("data"), runs_dir: Path = Path("runs"), out_dir: Path = FLOWER_DIR,
+        python: Path = FLOWER_PYTHON, timeout_s: float = 1800.0) -> dict[str, Any]:
+    """Compute and write runs/flower/<dataset>-<app>[-secagg]-<pct>.json; returns its document
+    (FedCLIP apps: esnfed_stages.flower_fedclip.run)."""
+    check_args(app, secagg, pct, python)
+    if app in FEDCLIP_APPS:
+        raise ConfigError(f"esnfed flower: {app} runs through esnfed_stages.flower_fedclip.run")
+    exp, trial_data, test, cfg, seed = trial_inputs(dataset, app, pct, params, data_dir, runs_dir)
     seeds = sub_seeds(seed)
     model = fit(Method.parse(app), cfg, seed, trial_data, exp.settings, score=True)
     bs = exp.settings.batch_size
@@ -123,7 +148,7 @@ def run(dataset: str, app: str, secagg: bool, pct: str, params: Mapping[str, Any
     flower_acc = float(pooled_counts(res, test, readout, bs).accuracy[0])
     diff = float(np.linalg.norm(readout - model.readout) / np.linalg.norm(model.readout))
     doc = {"dataset": dataset, "app": app, "secagg": secagg, "pct": pct, "seed": seed, "config": cfg,
-           "lambda": float(model.lam), "n_clients": len(train_users), "n_classes": trial_data.n_classes,
+           "lambda": float(model.lam), "n_clients": len(trial_data.train), "n_classes": trial_data.n_classes,
            "version": __version__,
            "flower": {"test_accuracy": flower_acc, "readout_relative_difference": diff,
                       "bytes": got["bytes"], **({"secagg": got["secagg"]} if "secagg" in got else {})},
@@ -185,4 +210,5 @@ def load_docs(out_dir: Path = FLOWER_DIR) -> list[dict[str, Any]]:
         if not isinstance(doc, dict) or "flower" not in doc:
             raise DataError(f"{path}: not an esnfed flower result")
         docs.append(doc)
-    return sorted(docs, key=lambda d: (d["dataset"], FLOWER_APPS.index(d["app"]), d["secagg"], d["pct"]))
+    apps = FLOWER_APPS + FEDCLIP_APPS
+    return sorted(docs, key=lambda d: (d["dataset"], apps.index(d["app"]), d["secagg"], d["pct"]))

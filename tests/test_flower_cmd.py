@@ -28,7 +28,8 @@ def test_missing_flower_environment_is_one_line_naming_the_target(tmp_path):
 
 def test_bad_app_secagg_and_pct_are_one_line(tmp_path):
     for extra, word in ((["--app", "clip"], "--app"), (["--app", "fedavg", "--secagg"], "--secagg"),
-                        (["--pct", "30"], "--pct")):
+                        (["--pct", "30"], "--pct"), (["--app", "fedclip-joint"], "--app"),
+                        (["--app", "fedclip-replay", "--pct", "30"], "--pct")):
         result = _invoke(tmp_path, *extra)
         assert result.exit_code == 1, extra
         assert len(result.output.strip().splitlines()) == 1 and word in result.output, result.output
@@ -56,3 +57,26 @@ def test_table_puts_the_masked_vector_beside_its_formula():
     assert "| SecAgg+ masked vector | 400 | 90 | 20 | 168 |" in md  # 8·(2N + 1)
     assert "| SecAgg+ masked vector | 900 | 95 | 130 | 1048 |" in md  # 8·(C·N + N² + 1)
     assert "| SecAgg+ setup (public keys) | 800 | 480 | 130 |  |" in md
+
+
+def test_table_lists_fedclip_after_the_stationary_apps(tmp_path):
+    import json
+
+    from esnfed_stages.flower import load_docs, render_table
+
+    rows = [{"phase": "ip", "stage": "plain", "rounds": 6, "messages": 24,
+             "up_per_client_round": 1500.0, "down_per_client_round": 1800.0},
+            {"phase": "stats", "stage": "plain", "rounds": 3, "messages": 12,
+             "up_per_client_round": 5000.0, "down_per_client_round": 1800.0}]
+    for app, acc in (("fedclip-replay", 0.625), ("incfed", 0.5)):
+        doc = {"dataset": "wesad", "app": app, "secagg": False, "pct": "100", "n_clients": 4, "n_classes": 3,
+               "config": {"units": 10}, "lambda": 1e-5,
+               "flower": {"test_accuracy": acc, "readout_relative_difference": 0.0,
+                          "bytes": {"rows": rows, "up_per_client": {"mean": 2e4}, "down_per_client": {"mean": 1e4}}},
+               "pipeline": {"test_accuracy": acc, "communication": {"up_bytes": 400, "down_bytes": 80}}}
+        (tmp_path / f"wesad-{app}-100.json").write_text(json.dumps(doc))
+    docs = load_docs(tmp_path)
+    assert [d["app"] for d in docs] == ["incfed", "fedclip-replay"]
+    md = render_table(docs)
+    assert "| wesad | fedclip-replay | no | 4 | 10 | 1e-05 | 62.50 | 62.50 | 0 | 100 / 20 | 20000 / 10000 |" in md
+    assert "| wesad | fedclip-replay | no | ip | 6 | plain | 1500 | 1800 | 20 |  |" in md

@@ -83,3 +83,21 @@ def test_secagg_fedip_is_the_pipeline_to_quantization_and_its_bytes_the_formula(
     assert abs(grow - 8 * (d_stats - d_ip)) <= 16  # 8 bytes per masked entry (ids, varints: a few)
     for stage in ("setup", "share_keys", "unmask"):  # key material: independent of the vector
         assert abs(rows[("ip", stage)]["up_per_client_round"] - rows[("stats", stage)]["up_per_client_round"]) <= 4
+
+
+def test_fedclip_replay_is_the_continual_pipeline_context_by_context(root):
+    _esnfed(root, "select", "--algo", "fedclip", "--strategy", "replay", "--pct", "100")
+    doc = _flower(root, "fedclip-replay")
+    f, p = doc["flower"], doc["pipeline"]
+    # Same seeds, order and core functions: every context's (g, b) and readout bit for bit.
+    assert f["ip_max_abs_difference"] == 0.0 and f["context_readout_relative_difference"] == [0.0] * 3
+    assert f["stream_accuracy"] == p["stream_accuracy"] and len(p["stream_accuracy"]) == doc["n_contexts"] == 3
+    budget, units = doc["config"]["budget"], doc["config"]["units"]
+    assert p["ip_rounds"] == [budget] * 3
+    rows = {r["phase"]: r for r in f["bytes"]["rows"]}
+    assert rows["stats"]["rounds"] == 3 and rows["stats"]["stage"] == "plain"
+    stats_payload = 8 * (doc["n_classes"] * units + units * units) + 16  # A, B (float64), 2 counts
+    assert 0 < rows["stats"]["up_per_client_round"] - stats_payload < 2000
+    if budget:
+        assert rows["ip"]["rounds"] == 3 * budget
+        assert 0 < rows["ip"]["up_per_client_round"] - 8 * 2 * units < 2000  # (g, b) float64 + overhead

@@ -1,0 +1,132 @@
+"""FedCLIP (naive and replay) as a Flower app: per context t, ``budget`` FedIP rounds and an IncFed
+readout round, as esnfed_core.continual.run_continual.
+
+IP round r of context t: the ServerApp broadcasts (g, b) with (t, r); every ClientApp that takes
+part at t (it has windows to train on: D_t, replay D_t ∪ M_t) runs its local fit and uploads
+(g_c, b_c) with its FedAvg weight (|D_t,c|, replay |D_t,c| + |M_t,c|); the others reply with no
+vector and sit the context out. The server averages with esnfed_core.aggregate.weighted_average in
+partition order, as the pipeline's fedip_round. Readout round of context t: the participants upload
+their ridge statistics on the trained reservoir; the server sums them in partition order and solves
+at λ (esnfed_core.readout.solve), as esnfed_core.federated.incfed. The server keeps the model after
+each context: ``out`` (the last readout, .npy) and ``out``.contexts.npz (gain, bias (T, N),
+readout (T, C, N)).
+
+ClientApps are stateless (Flower's convention): each message rebuilds the client at (t, r) with
+esnfed_core.continual.LocalClient.at (its shuffle generator and replay buffer replayed from the
+seed through the earlier contexts and rounds); its data is its stream, <data-dir>/client-<id>.npz
+with x, y and each window's context (esnfed_flower.common.partition_contexts).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from flwr.app import ConfigRecord, Context, Message, MessageType, MetricRecord, RecordDict
+from flwr.clientapp import ClientApp
+from flwr.serverapp import Grid, ServerApp
+
+from esnfed_core.aggregate import weighted_average
+from esnfed_core.continual import ContinualConfig, LocalClient, make_strategy
+from esnfed_core.readout import solve
+from esnfed_core.reservoir import Reservoir
+from esnfed_flower.common import (
+    RESERVOIR_KEYS, from_record, measure_mod, partition_contexts, replies_in_order, reservoir, run_config,
+    to_record, wait_for_nodes,
+)
+from esnfed_flower.fedip import IP_KEYS, ip_config
+from esnfed_flower.incfed import stats_reply, stats_sum
+
+client_app = ClientApp(mods=[measure_mod])
+server_app = ServerApp()
+STRATEGIES = ("naive", "replay")
+# What every message's config carries (the server's run config, without paths).
+CONFIG_KEYS = (*RESERVOIR_KEYS, "reservoir-seed", "n-classes", "n-contexts", "strategy", "budget",
+               "replay-fraction", "replay-batch", "replay-shuffle", "ip-seed", "local-epochs", "lambda",
+               "solver", *IP_KEYS)
+
+
+def setup(cfg: dict[str, Any]) -> tuple[Any, ContinualConfig]:
+    """The run's strategy and ContinualConfig from the message config (as esnfed_core.trial
+    builds them for a FedCLIP trial)."""
+    if cfg["strategy"] not in STRATEGIES:
+        raise ValueError(f"strategy: the FedCLIP app runs {' | '.join(STRATEGIES)}, got {cfg['strategy']!r}")
+    strategy = make_strategy(str(cfg["strategy"]), budget=int(cfg["budget"]),
+                             replay_fraction=float(cfg.get("replay-fraction", 0.05)),
+                             replay_batch=int(cfg.get("replay-batch", 32)),
+                             replay_shuffle=bool(cfg.get("replay-shuffle", False)))
+    config = ContinualConfig(True, ip_config(cfg), int(cfg["n-classes"]), local_epochs=int(cfg["local-epochs"]),
+                             lam=float(cfg["lambda"]), seed=int(cfg["ip-seed"]),
+                             solver=str(cfg.get("solver", "cholesky")))
+    return strategy, config
+
+
+def client_at(cfg: dict[str, Any], context: Context, gain: np.ndarray, bias: np.ndarray
+              ) -> tuple[LocalClient, Reservoir]:
+    """This node's client rebuilt at the message's (context, round) from its stream, and the
+    broadcast reservoir (rebuilt from the config, with the sent (g, b))."""
+    contexts = partition_contexts(context, int(context.node_config["partition-id"]), int(cfg["n-contexts"]))
+    strategy, config = setup(cfg)
+    # The readout round needs the buffer at t, not the shuffles: rebuilt at round 0.
+    rnd = int(cfg["round"]) if cfg["phase"] == "ip" else 0
+    client = LocalClient.at(strategy, config, contexts, int(cfg["context"]), rnd)
+    return client, reservoir(cfg, contexts[0][0].shape[2]).with_ip(gain, bias)
+
+
+@client_app.train()
+def train(msg: Message, context: Context) -> Message:
+    cfg = dict(msg.content["config"])
+    pid = int(context.node_config["partition-id"])
+    t, phase = int(cfg["context"]), str(cfg["phase"])
+    gb = from_record(msg.content["ip"])
+    client, res = client_at(cfg, context, gb["gain"], gb["bias"])
+    if not client.takes_part(t):  # no windows to train on at t: sits the context out
+        return Message(RecordDict({"metrics": MetricRecord({"num-examples": 0, "partition-id": pid})}),
+                       reply_to=msg)
+    if phase == "stats":
+        return stats_reply(msg, client.stats(res, t), pid)
+    fitted = client.fit(res, t)
+    content = RecordDict({"ip": to_record({"gain": fitted.gain, "bias": fitted.bias}),
+                          "metrics": MetricRecord({"num-examples": client.weight(t), "partition-id": pid})})
+    return Message(content, reply_to=msg)
+
+
+def _round(grid: Grid, nodes: list[int], config: dict, res: Reservoir, group: int, **where: Any) -> list[Message]:
+    """Send (g, b) and the config with ``where`` (context, round, phase) to every node; the replies
+    in partition order."""
+    down = to_record({"gain": res.gain, "bias": res.bias})
+    msgs = [Message(RecordDict({"config": ConfigRecord({**config, **where}), "ip": down}), dst_node_id=n,
+                    message_type=MessageType.TRAIN, group_id=str(group)) for n in nodes]
+    return replies_in_order(grid.send_and_receive(msgs))
+
+
+@server_app.main()
+def main(grid: Grid, context: Context) -> None:
+    rc = run_config(context)
+    config = {k: rc[k] for k in CONFIG_KEYS if k in rc}
+    strategy, cc = setup(config)
+    res = reservoir(config, int(rc["n-inputs"]))
+    nodes = wait_for_nodes(grid, int(rc["num-clients"]))
+    group = 0  # the messages' group id: rounds numbered 1, 2, ... over all contexts
+    gains, biases, readouts = [], [], []
+    for t in range(int(rc["n-contexts"])):
+        for r in range(strategy.budget):
+            group += 1
+            ups = [u for u in _round(grid, nodes, config, res, group, context=t, round=r, phase="ip")
+                   if "ip" in u.content]
+            if not ups:
+                raise RuntimeError(f"context {t}: no client has windows to train on")
+            vecs = [from_record(u.content["ip"]) for u in ups]
+            weights = [int(u.content["metrics"]["num-examples"]) for u in ups]
+            res = res.with_ip(weighted_average([v["gain"] for v in vecs], weights),
+                              weighted_average([v["bias"] for v in vecs], weights))
+        group += 1
+        total = stats_sum(_round(grid, nodes, config, res, group, context=t, round=strategy.budget, phase="stats"))
+        if total is None:
+            raise RuntimeError(f"context {t}: no client has windows to train on")
+        gains.append(res.gain)
+        biases.append(res.bias)
+        readouts.append(solve(total, [cc.lam], cc.solver)[0])
+    np.savez(str(rc["out"]) + ".contexts.npz", gain=np.stack(gains), bias=np.stack(biases),
+             readout=np.stack(readouts))
+    np.save(str(rc["out"]), readouts[-1])

@@ -1,0 +1,110 @@
+"""The FedCLIP Flower app (esnfed_flower.fedclip) in Flower's simulation engine gives the in-process
+pipeline's (esnfed_core.continual.run_continual) per-context (g, b) and readouts bit for bit, naive
+and replay: 3 contexts, 2 IP rounds each, 2 local epochs, clients with no windows at a context
+(they sit it out; under replay, one trains on its buffer there); SecAgg+ replay to quantization.
+Same seeds, partition order, core functions and array shapes on both sides (the stateless
+ClientApps rebuild their generators and buffers with esnfed_core.continual.LocalClient.at)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from esnfed_core.continual import ContinualConfig, make_strategy, run_continual  # noqa: E402
+from esnfed_core.plasticity import IPConfig  # noqa: E402
+from esnfed_core.trial import make_reservoir  # noqa: E402
+from experiment_data import trial_data  # noqa: E402
+
+CFG = {"units": 10, "spectral_radius": 0.9, "leak": 0.5, "input_scaling": 0.8}
+BUDGET, EPOCHS, LAM = 2, 2, 1e-3
+SITS_OUT = {1: 0, 2: 1}  # client: the context where it has no windows
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    """The training users' streams of three contexts (6 windows each; client 1 none at context 0,
+    client 2 none at context 1), written as the app reads them."""
+    root = tmp_path_factory.mktemp("fedclip")
+    data, _ = trial_data(pct="100", windows_per_context=6)
+    train = []
+    for i, u in enumerate(data.train.values()):
+        if i in SITS_OUT:
+            u = u.select(u.context != SITS_OUT[i])
+        np.savez(root / f"client-{i}.npz", x=u.x, y=u.y, context=u.context)
+        train.append([(u.of_context(t).x, u.of_context(t).y) for t in range(data.n_contexts)])
+    return root, data, train
+
+
+def _flower(root: Path, data, strategy: str, monkeypatch, secagg: bool = False) -> dict:
+    from flwr.simulation import run_simulation
+
+    from esnfed_flower import fedclip, secagg_fedclip
+
+    app = secagg_fedclip if secagg else fedclip
+    out = root / f"{strategy}{'-secagg' if secagg else ''}.npy"
+    steps = max(u.x.shape[0] * u.x.shape[1] for u in data.train.values())  # SecAgg+'s max-weight
+    run = {"max-weight": float(steps), **CFG, "reservoir-seed": 5, "n-classes": data.n_classes, "n-inputs": data.n_inputs,
+           "n-contexts": data.n_contexts, "num-clients": len(data.train), "strategy": strategy,
+           "budget": BUDGET, "replay-fraction": 0.2, "replay-batch": 2, "replay-shuffle": False,
+           "sigma": 0.3, "mu": 0.0, "eta": 0.01, "ip-batch-size": 4, "ip-normalize-step": True,
+           "ip-seed": 9, "local-epochs": EPOCHS, "lambda": LAM, "solver": "cholesky",
+           "data-dir": str(root), "out": str(out)}
+    cfg = root / f"{out.stem}.json"
+    cfg.write_text(json.dumps(run))
+    monkeypatch.setenv("ESNFED_FLOWER_RUN", str(cfg))
+    run_simulation(app.server_app, app.client_app, num_supernodes=len(data.train),
+                   backend_config={"client_resources": {"num_cpus": 1}, "init_args": {"num_cpus": 2}})
+    with np.load(str(out) + ".contexts.npz") as f:
+        got = {k: f[k] for k in f.files}
+    np.testing.assert_array_equal(np.load(out), got["readout"][-1])
+    return got
+
+
+def _pipeline(data, train, strategy: str):
+    res = make_reservoir(CFG, data.n_inputs, 5)
+    strat = make_strategy(strategy, budget=BUDGET, replay_fraction=0.2, replay_batch=2)
+    config = ContinualConfig(True, IPConfig(sigma=0.3, batch_size=4), data.n_classes, local_epochs=EPOCHS,
+                             lam=LAM, seed=9)
+    return run_continual(res, train, strat, config)
+
+
+@pytest.mark.parametrize("strategy", ["naive", "replay"])
+def test_fedclip_app_equals_the_pipeline(setup, strategy, monkeypatch):
+    root, data, train = setup
+    got = _flower(root, data, strategy, monkeypatch)
+    want = _pipeline(data, train, strategy)
+    assert got["gain"].shape == (data.n_contexts, CFG["units"])
+    for t in range(data.n_contexts):
+        np.testing.assert_array_equal(got["gain"][t], want.reservoirs[t].gain)
+        np.testing.assert_array_equal(got["bias"][t], want.reservoirs[t].bias)
+        np.testing.assert_array_equal(got["readout"][t], want.readouts[t])
+    # Not vacuous: (g, b) move from context to context.
+    assert not np.allclose(want.reservoirs[0].gain, want.reservoirs[1].gain)
+    if strategy == "replay":
+        assert want.buffer_sizes[1][2] > 0  # client 2 trains on its buffer at context 1
+
+
+def test_secaggplus_fedclip_replay_equals_the_pipeline_to_quantization(setup, monkeypatch):
+    root, data, train = setup
+    got = _flower(root, data, "replay", monkeypatch, secagg=True)
+    want = _pipeline(data, train, "replay")
+    steps = [u.x.shape[0] * u.x.shape[1] for u in data.train.values()]
+    # As SecAgg+ FedIP (test_flower_apps): one round's mean update is off by at most
+    # K·2/2^22·max n/Σ n; 10 bounds per IP round so far, the contexts' rounds chained.
+    bound = len(steps) * 2 / 2**22 * max(steps) / sum(steps)
+    for t in range(data.n_contexts):
+        tol = 10 * BUDGET * (t + 1) * bound
+        err = max(np.max(np.abs(got["gain"][t] - want.reservoirs[t].gain)),
+                  np.max(np.abs(got["bias"][t] - want.reservoirs[t].bias)))
+        rel = np.linalg.norm(got["readout"][t] - want.readouts[t]) / np.linalg.norm(want.readouts[t])
+        print(f"SecAgg+ FedCLIP context {t}: max |Δ(g, b)| {err:.3g} (tolerance {tol:.3g}), readout {rel:.3g}")
+        assert err < tol
+        assert 0 < rel < 1e-3  # the statistics' quantization through the solve (SecAgg+ IncFed: < 1e-3)
+    moved = np.max(np.abs(want.reservoirs[-1].gain - make_reservoir(CFG, data.n_inputs, 5).gain))
+    assert moved > 100 * 10 * BUDGET * data.n_contexts * bound  # IP moved (g, b) far beyond the tolerance
