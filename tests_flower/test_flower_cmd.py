@@ -3,7 +3,8 @@ app through this environment's interpreter on a tiny processed dataset. Plain In
 pipeline's readout and accuracy, and bytes = the ledger's payload + Flower's per-message overhead;
 SecAgg+ FedIP stays within quantization of the pipeline, and its bytes follow the formula: the
 masked vector costs 8 bytes per entry (int64 after the modulus), key sharing does not depend on
-the vector's size."""
+the vector's size. Several apps in one call (one Flower process and Ray session) give what the
+separate calls give."""
 
 from __future__ import annotations
 
@@ -46,13 +47,19 @@ def _flower(root: Path, app: str, *extra: str) -> dict:
     return json.loads((root / "out" / name).read_text())
 
 
+@pytest.fixture(scope="module")
+def separate(root) -> dict:
+    """The separate calls' documents: plain IncFed, SecAgg+ FedIP (one Flower process each)."""
+    return {("incfed", False): _flower(root, "incfed"), ("fedip", True): _flower(root, "fedip", "--secagg")}
+
+
 def _test_steps(root: Path) -> int:
     manifest = json.loads((root / "data" / "processed" / "wesad" / "manifest.json").read_text())
     return sum(manifest["users"][u]["windows"] for u in TEST) * manifest["window"]
 
 
-def test_plain_incfed_is_the_pipeline_and_its_bytes_the_ledger_plus_overhead(root):
-    doc = _flower(root, "incfed")
+def test_plain_incfed_is_the_pipeline_and_its_bytes_the_ledger_plus_overhead(separate):
+    doc = separate[("incfed", False)]
     f, p = doc["flower"], doc["pipeline"]
     assert f["readout_relative_difference"] == 0.0 and f["test_accuracy"] == p["test_accuracy"]
     [row] = f["bytes"]["rows"]
@@ -66,8 +73,8 @@ def test_plain_incfed_is_the_pipeline_and_its_bytes_the_ledger_plus_overhead(roo
     assert payload_down > 0
 
 
-def test_secagg_fedip_is_the_pipeline_to_quantization_and_its_bytes_the_formula(root):
-    doc = _flower(root, "fedip", "--secagg")
+def test_secagg_fedip_is_the_pipeline_to_quantization_and_its_bytes_the_formula(root, separate):
+    doc = separate[("fedip", True)]
     f, p = doc["flower"], doc["pipeline"]
     assert f["secagg"] == {"clients": 4, "sampled": 4}
     assert 0 < f["readout_relative_difference"] < 1e-3 and f["ip_max_abs_difference"] < 1e-5
@@ -83,3 +90,30 @@ def test_secagg_fedip_is_the_pipeline_to_quantization_and_its_bytes_the_formula(
     assert abs(grow - 8 * (d_stats - d_ip)) <= 16  # 8 bytes per masked entry (ids, varints: a few)
     for stage in ("setup", "share_keys", "unmask"):  # key material: independent of the vector
         assert abs(rows[("ip", stage)]["up_per_client_round"] - rows[("stats", stage)]["up_per_client_round"]) <= 4
+
+
+def test_several_apps_in_one_session_give_the_separate_runs(root, separate):
+    """The pipeline's call: IncFed and FedIP, plain and SecAgg+, in one Flower process and Ray
+    session (a stale run config would run the wrong app: other stages, other bytes)."""
+    out = root / "many"
+    _esnfed(root, "flower", "--app", "incfed", "--app", "fedip", "--plain-and-secagg", "--out-dir", str(out))
+    names = ("wesad-incfed-100.json", "wesad-incfed-secagg-100.json", "wesad-fedip-100.json",
+             "wesad-fedip-secagg-100.json")
+    docs = {(d["app"], d["secagg"]): d for d in (json.loads((out / n).read_text()) for n in names)}
+    assert sorted(docs) == [("fedip", False), ("fedip", True), ("incfed", False), ("incfed", True)]
+    for key in (("incfed", False), ("fedip", False)):  # plain: the pipeline's bits, as separately
+        f = docs[key]["flower"]
+        assert f["readout_relative_difference"] == 0.0 and f["test_accuracy"] == docs[key]["pipeline"]["test_accuracy"]
+    assert docs[("fedip", False)]["flower"]["ip_max_abs_difference"] == 0.0
+    for key in (("incfed", True), ("fedip", True)):  # SecAgg+: within quantization, its stages
+        f = docs[key]["flower"]
+        assert f["secagg"] == {"clients": 4, "sampled": 4} and 0 < f["readout_relative_difference"] < 1e-3
+        assert STAGES[0] in {r["stage"] for r in f["bytes"]["rows"]}
+    for key, ref in separate.items():  # the same pipeline trial and bytes as the separate call
+        assert docs[key]["pipeline"] == ref["pipeline"] and docs[key]["lambda"] == ref["lambda"]
+        mine, theirs = docs[key]["flower"]["bytes"]["rows"], ref["flower"]["bytes"]["rows"]
+        assert [(r["phase"], r["stage"], r["rounds"], r["messages"]) for r in mine] == \
+            [(r["phase"], r["stage"], r["rounds"], r["messages"]) for r in theirs]
+        for a, b in zip(mine, theirs):  # random run/node/message ids: a few bytes of varint length
+            assert abs(a["up_per_client_round"] - b["up_per_client_round"]) <= 16
+            assert abs(a["down_per_client_round"] - b["down_per_client_round"]) <= 16
