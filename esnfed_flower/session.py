@@ -7,8 +7,9 @@ every simulation with ``ray.shutdown()``: each simulation would pay Ray's start 
 cores) and stop (1.3 s). While ``shared_ray`` is open, the backend's terminate ends the
 simulation's actors only (what it does before ``ray.shutdown()``); on exit the method is restored
 and Ray shut down. flwr has no option for this (vce_api.start_vce builds a RayBackend, hard-wired),
-hence the patch of the pinned version's method; tests_flower/test_flower_session.py checks that
-several apps in one session give the separate runs' readouts and byte counts.
+hence the patch of the pinned version's method (tests_flower/test_flower_session.py checks that the
+session restores it; test_flower_cmd.py that several apps in one session give the separate runs'
+readouts and byte counts).
 
 The session is a local instance on the loopback (esnfed_stages.ray_loopback), started with what
 flwr's init_ray would pass (the driver's sys.path as the workers' PYTHONPATH, Flower's default
