@@ -49,8 +49,19 @@ def _flower(root: Path, app: str, *extra: str) -> dict:
 
 @pytest.fixture(scope="module")
 def separate(root) -> dict:
-    """The separate calls' documents: plain IncFed, SecAgg+ FedIP (one Flower process each)."""
-    return {("incfed", False): _flower(root, "incfed"), ("fedip", True): _flower(root, "fedip", "--secagg")}
+    """A separate call's document: SecAgg+ FedIP (its own Flower process)."""
+    return _flower(root, "fedip", "--secagg")
+
+
+@pytest.fixture(scope="module")
+def many(root) -> dict:
+    """The pipeline's call: IncFed and FedIP, plain and SecAgg+, in one Flower process and Ray
+    session -> {(app, secagg): document}."""
+    out = root / "many"
+    _esnfed(root, "flower", "--app", "incfed", "--app", "fedip", "--plain-and-secagg", "--out-dir", str(out))
+    names = {("incfed", False): "wesad-incfed-100.json", ("incfed", True): "wesad-incfed-secagg-100.json",
+             ("fedip", False): "wesad-fedip-100.json", ("fedip", True): "wesad-fedip-secagg-100.json"}
+    return {key: json.loads((out / name).read_text()) for key, name in names.items()}
 
 
 def _test_steps(root: Path) -> int:
@@ -58,8 +69,8 @@ def _test_steps(root: Path) -> int:
     return sum(manifest["users"][u]["windows"] for u in TEST) * manifest["window"]
 
 
-def test_plain_incfed_is_the_pipeline_and_its_bytes_the_ledger_plus_overhead(separate):
-    doc = separate[("incfed", False)]
+def test_plain_incfed_is_the_pipeline_and_its_bytes_the_ledger_plus_overhead(many):
+    doc = many[("incfed", False)]
     f, p = doc["flower"], doc["pipeline"]
     assert f["readout_relative_difference"] == 0.0 and f["test_accuracy"] == p["test_accuracy"]
     [row] = f["bytes"]["rows"]
@@ -74,7 +85,7 @@ def test_plain_incfed_is_the_pipeline_and_its_bytes_the_ledger_plus_overhead(sep
 
 
 def test_secagg_fedip_is_the_pipeline_to_quantization_and_its_bytes_the_formula(root, separate):
-    doc = separate[("fedip", True)]
+    doc = separate
     f, p = doc["flower"], doc["pipeline"]
     assert f["secagg"] == {"clients": 4, "sampled": 4}
     assert 0 < f["readout_relative_difference"] < 1e-3 and f["ip_max_abs_difference"] < 1e-5
@@ -92,28 +103,23 @@ def test_secagg_fedip_is_the_pipeline_to_quantization_and_its_bytes_the_formula(
         assert abs(rows[("ip", stage)]["up_per_client_round"] - rows[("stats", stage)]["up_per_client_round"]) <= 4
 
 
-def test_several_apps_in_one_session_give_the_separate_runs(root, separate):
-    """The pipeline's call: IncFed and FedIP, plain and SecAgg+, in one Flower process and Ray
-    session (a stale run config would run the wrong app: other stages, other bytes)."""
-    out = root / "many"
-    _esnfed(root, "flower", "--app", "incfed", "--app", "fedip", "--plain-and-secagg", "--out-dir", str(out))
-    names = ("wesad-incfed-100.json", "wesad-incfed-secagg-100.json", "wesad-fedip-100.json",
-             "wesad-fedip-secagg-100.json")
-    docs = {(d["app"], d["secagg"]): d for d in (json.loads((out / n).read_text()) for n in names)}
-    assert sorted(docs) == [("fedip", False), ("fedip", True), ("incfed", False), ("incfed", True)]
-    for key in (("incfed", False), ("fedip", False)):  # plain: the pipeline's bits, as separately
-        f = docs[key]["flower"]
-        assert f["readout_relative_difference"] == 0.0 and f["test_accuracy"] == docs[key]["pipeline"]["test_accuracy"]
-    assert docs[("fedip", False)]["flower"]["ip_max_abs_difference"] == 0.0
-    for key in (("incfed", True), ("fedip", True)):  # SecAgg+: within quantization, its stages
-        f = docs[key]["flower"]
+def test_several_apps_in_one_session_give_the_separate_runs(many, separate):
+    """Four apps in one session (a stale run config would run another app: other stages, other
+    bytes): plain ones the pipeline's bits, SecAgg+ ones within quantization, and the last one,
+    SecAgg+ FedIP, the separate call's trial, messages and bytes."""
+    for key in (("incfed", False), ("fedip", False)):
+        f = many[key]["flower"]
+        assert f["readout_relative_difference"] == 0.0 and f["test_accuracy"] == many[key]["pipeline"]["test_accuracy"]
+    assert many[("fedip", False)]["flower"]["ip_max_abs_difference"] == 0.0
+    for key in (("incfed", True), ("fedip", True)):
+        f = many[key]["flower"]
         assert f["secagg"] == {"clients": 4, "sampled": 4} and 0 < f["readout_relative_difference"] < 1e-3
-        assert STAGES[0] in {r["stage"] for r in f["bytes"]["rows"]}
-    for key, ref in separate.items():  # the same pipeline trial and bytes as the separate call
-        assert docs[key]["pipeline"] == ref["pipeline"] and docs[key]["lambda"] == ref["lambda"]
-        mine, theirs = docs[key]["flower"]["bytes"]["rows"], ref["flower"]["bytes"]["rows"]
-        assert [(r["phase"], r["stage"], r["rounds"], r["messages"]) for r in mine] == \
-            [(r["phase"], r["stage"], r["rounds"], r["messages"]) for r in theirs]
-        for a, b in zip(mine, theirs):  # random run/node/message ids: a few bytes of varint length
-            assert abs(a["up_per_client_round"] - b["up_per_client_round"]) <= 16
-            assert abs(a["down_per_client_round"] - b["down_per_client_round"]) <= 16
+        assert {r["stage"] for r in f["bytes"]["rows"]} >= set(STAGES)
+    mine = many[("fedip", True)]
+    assert mine["pipeline"] == separate["pipeline"] and mine["lambda"] == separate["lambda"]
+    rows, ref = mine["flower"]["bytes"]["rows"], separate["flower"]["bytes"]["rows"]
+    assert [(r["phase"], r["stage"], r["rounds"], r["messages"]) for r in rows] == \
+        [(r["phase"], r["stage"], r["rounds"], r["messages"]) for r in ref]
+    for a, b in zip(rows, ref):  # random run/node/message ids: a few bytes of varint length
+        assert abs(a["up_per_client_round"] - b["up_per_client_round"]) <= 16
+        assert abs(a["down_per_client_round"] - b["down_per_client_round"]) <= 16
