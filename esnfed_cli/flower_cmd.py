@@ -1,6 +1,7 @@
-"""`esnfed flower`: an app (incfed | fedip | fedavg | fedclip-naive | fedclip-replay, --secagg) in
+"""`esnfed flower`: apps (incfed | fedip | fedavg | fedclip-naive | fedclip-replay, --secagg) in
 Flower's simulation engine beside the in-process pipeline's trial: test accuracy and bytes ->
-runs/flower/<name>.json."""
+runs/flower/<name>.json (one per app; several stationary --app run in one Flower process and Ray
+session, each FedCLIP app in its own)."""
 
 from __future__ import annotations
 
@@ -22,11 +23,14 @@ from esnfed_stages.params import load_params
 @handle_errors
 def flower(
     dataset: DatasetOpt,
-    flower_app: Annotated[str, typer.Option("--app", help="incfed | fedip | fedavg | fedclip-naive | "
-                                            "fedclip-replay (FedCLIP: per-context models and stream "
-                                            "accuracy beside the continual trial's)")] = "incfed",
+    flower_apps: Annotated[list[str] | None, typer.Option("--app", help="incfed | fedip | fedavg | fedclip-naive "
+                                                          "| fedclip-replay (FedCLIP: per-context models and "
+                                                          "stream accuracy beside the continual trial's); "
+                                                          "repeat it for several (default incfed).")] = None,
     secagg: Annotated[bool, typer.Option("--secagg", help="Through Flower's SecAgg+ (incfed, fedip, "
                                                            "fedclip-naive, fedclip-replay).")] = False,
+    plain_and_secagg: Annotated[bool, typer.Option("--plain-and-secagg", help="Each app plain, then through "
+                                                   "SecAgg+ (the apps that have it).")] = False,
     pct: Annotated[str, typer.Option("--pct", help="The training share (25 | 50 | 75 | 100).")] = "100",
     params: Annotated[Path, typer.Option("--params", help="The params file (budgets.*, readout.*, "
                                          "plasticity.*, seed).")] = Path("params.yaml"),
@@ -37,18 +41,32 @@ def flower(
                                                 "interpreter (`make flower-env` builds it).")] =
     flower_stage.FLOWER_PYTHON,
 ) -> None:
-    """Run the selected config of an app as a Flower app in the simulation engine (one SuperNode
+    """Run the selected config of each app as a Flower app in the simulation engine (one SuperNode
     per training user) and, beside it, the pipeline's trial with the same seeds: test accuracy,
-    readout difference and the bytes Flower sent per client -> runs/flower/<name>.json."""
-    stage = flower_fedclip if flower_app in flower_stage.FEDCLIP_APPS else flower_stage
-    doc = stage.run(dataset.value, flower_app, secagg, pct, load_params(params), data_dir=data_dir,
-                    runs_dir=runs_dir, out_dir=out_dir, python=flower_python)
-    f, p = doc["flower"], doc["pipeline"]
-    console.print(f"{doc['dataset']} {doc['app']}{' + SecAgg+' if secagg else ''} {doc['pct']} %: "
-                  f"test accuracy {100 * f['test_accuracy']:.2f} (pipeline {100 * p['test_accuracy']:.2f}), "
-                  f"readout difference {f['readout_relative_difference']:.2g}, "
-                  f"{f['bytes']['up_per_client']['mean']:.0f} B up / "
-                  f"{f['bytes']['down_per_client']['mean']:.0f} B down per client", highlight=False)
+    readout difference and the bytes Flower sent per client -> runs/flower/<name>.json. Several
+    stationary apps share one Flower process and Ray session, and plain and SecAgg+ one trial fit;
+    each FedCLIP app runs on its own after them."""
+    if secagg and plain_and_secagg:
+        raise ValueError("--secagg and --plain-and-secagg: give one of them")
+    names = flower_apps or ["incfed"]
+    pairs = [(a, secagg) for a in names]
+    if plain_and_secagg:
+        pairs = [(a, s) for a in names for s in (False, True) if not s or a in flower_stage.SECAGG_APPS]
+    for a, s in pairs:  # every pair checked before anything runs
+        flower_stage.check_args(a, s, pct, flower_python)
+    loaded = load_params(params)
+    where = dict(data_dir=data_dir, runs_dir=runs_dir, out_dir=out_dir, python=flower_python)
+    stationary = [(a, s) for a, s in pairs if a not in flower_stage.FEDCLIP_APPS]
+    docs = flower_stage.run_many(dataset.value, stationary, pct, loaded, **where) if stationary else []
+    docs += [flower_fedclip.run(dataset.value, a, s, pct, loaded, **where)
+             for a, s in pairs if a in flower_stage.FEDCLIP_APPS]
+    for doc in docs:
+        f, p = doc["flower"], doc["pipeline"]
+        console.print(f"{doc['dataset']} {doc['app']}{' + SecAgg+' if doc['secagg'] else ''} {doc['pct']} %: "
+                      f"test accuracy {100 * f['test_accuracy']:.2f} (pipeline {100 * p['test_accuracy']:.2f}), "
+                      f"readout difference {f['readout_relative_difference']:.2g}, "
+                      f"{f['bytes']['up_per_client']['mean']:.0f} B up / "
+                      f"{f['bytes']['down_per_client']['mean']:.0f} B down per client", highlight=False)
 
 
 @app.command("flower-table")

@@ -1,24 +1,25 @@
-"""`python -m esnfed_flower.run RUN_JSON`: one app in Flower's simulation engine, called by
-`esnfed flower` (esnfed_stages/flower.py) with the Flower environment's interpreter.
+"""`python -m esnfed_flower.run RUN_JSON [RUN_JSON ...]`: apps in Flower's simulation engine, one
+after the other in one Ray session (esnfed_flower/session.py), called by `esnfed flower`
+(esnfed_stages/flower.py) with the Flower environment's interpreter.
 
-RUN_JSON is the apps' run config (esnfed_flower.common.run_config) plus ``app`` (incfed | fedip |
+Each RUN_JSON is the apps' run config (esnfed_flower.common.run_config) plus ``app`` (incfed | fedip |
 fedavg) and ``secagg`` (true: the SecAgg+ app). The app writes its readout to ``out`` (FedIP also
 ``out``.ip.npz); this module writes ``out``.bytes.json: what measure_mod counted per client, by
-phase (FedIP's IP rounds or the statistics round) and SecAgg+ stage. Exit 1 with one line when the
-app wrote no readout.
+phase (FedIP's IP rounds or the statistics round) and SecAgg+ stage. Exit 1 with one line when a
+RUN_JSON names no app (before any simulation) or an app wrote no readout (the later ones do not run).
 """
 
 from __future__ import annotations
 
 import importlib
 import json
-import os
 import sys
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from esnfed_flower.common import BYTES_KEY, CONFIG_ENV
+from esnfed_flower.common import BYTES_KEY
+from esnfed_flower.session import shared_ray, use_run
 
 APPS = {("incfed", False): "incfed", ("fedip", False): "fedip", ("fedavg", False): "fedavg",
         ("incfed", True): "secagg", ("fedip", True): "secagg_fedip"}
@@ -64,16 +65,18 @@ def summarise(records: list[dict[str, Any]], app: str, rounds: int, n_clients: i
             "down_per_client": {"mean": sum(downs) / n_clients, "max": max(downs, default=0)}}
 
 
-def main(path: str) -> int:
+def app_key(rc: dict[str, Any]) -> tuple[str, bool]:
+    """A run config's key in APPS: (app, SecAgg+)."""
+    return str(rc["app"]), bool(rc.get("secagg", False))
+
+
+def simulate(path: str, rc: dict[str, Any], session_config: Path) -> int:
+    """One app's simulation in the open session: its readout, then ``out``.bytes.json."""
     from flwr.simulation import run_simulation  # noqa: PLC0415
 
-    rc = json.loads(Path(path).read_text())
-    key = (str(rc["app"]), bool(rc.get("secagg", False)))
-    if key not in APPS:
-        print(f"{path}: no Flower app for app={key[0]!r} secagg={key[1]}", file=sys.stderr)
-        return 1
+    key = app_key(rc)
     module = importlib.import_module(f"esnfed_flower.{APPS[key]}")
-    os.environ[CONFIG_ENV] = str(Path(path).resolve())
+    use_run(session_config, rc)
     Path(str(rc[BYTES_KEY])).mkdir(parents=True, exist_ok=True)
     n = int(rc["num-clients"])
     run_simulation(module.server_app, module.client_app, num_supernodes=n,
@@ -81,7 +84,7 @@ def main(path: str) -> int:
                                    "init_args": {"num_cpus": int(rc.get("cpus", 2))}})
     out = Path(str(rc["out"]))
     if not out.is_file():
-        print(f"{out}: the Flower app wrote no readout (see the simulation's log above)", file=sys.stderr)
+        print(f"{out}: the Flower app of {path} wrote no readout (see the simulation's log above)", file=sys.stderr)
         return 1
     records = [json.loads(line) for f in sorted(Path(str(rc[BYTES_KEY])).glob("client-*.jsonl"))
                for line in f.read_text().splitlines() if line.strip()]
@@ -90,8 +93,22 @@ def main(path: str) -> int:
     return 0
 
 
+def main(paths: list[str]) -> int:
+    runs = [(path, json.loads(Path(path).read_text())) for path in paths]
+    for path, rc in runs:
+        key = app_key(rc)
+        if key not in APPS:
+            print(f"{path}: no Flower app for app={key[0]!r} secagg={key[1]}", file=sys.stderr)
+            return 1
+    with shared_ray(max(int(rc.get("cpus", 2)) for _, rc in runs)) as session_config:
+        for path, rc in runs:
+            if simulate(path, rc, session_config):
+                return 1
+    return 0
+
+
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        print("usage: python -m esnfed_flower.run RUN_JSON", file=sys.stderr)
+    if len(sys.argv) < 2:
+        print("usage: python -m esnfed_flower.run RUN_JSON [RUN_JSON ...]", file=sys.stderr)
         sys.exit(2)
-    sys.exit(main(sys.argv[1]))
+    sys.exit(main(sys.argv[1:]))

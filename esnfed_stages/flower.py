@@ -1,6 +1,8 @@
-"""`esnfed flower`: one Flower app (esnfed_flower: incfed | fedip | fedavg, plain or SecAgg+) in
+"""`esnfed flower`: Flower apps (esnfed_flower: incfed | fedip | fedavg, plain or SecAgg+) in
 Flower's simulation engine on the processed data, beside the in-process pipeline's trial of the
-same config and seed -> runs/flower/<dataset>-<app>[-secagg]-<pct>.json.
+same config and seed -> runs/flower/<dataset>-<app>[-secagg]-<pct>.json. Several apps of one
+dataset and share (`run_many`) share each app's trial fit, the clients' data files and one Flower
+process with one Ray session (esnfed_flower/session.py).
 
 The selected config of the share (runs/select/.../best.json) is trained from the retrain stage's
 first seed: the pipeline's trial (fit, λ chosen on the validation users) gives λ, its test
@@ -19,7 +21,7 @@ import os
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -72,43 +74,71 @@ def ip_run_config(cfg: Mapping[str, Any], seeds: Mapping[str, int], settings: An
             "ip-seed": int(seeds["ip"]), "local-epochs": int(cfg["local_epochs"])}
 
 
-def simulate(python: Path, rc: dict[str, Any], data: TrialData, work: Path, timeout_s: float) -> dict[str, Any]:
-    """Run the app through ``python -m esnfed_flower.run`` in ``work``: readout, (g, b), bytes."""
+def simulate(python: Path, rcs: Sequence[dict[str, Any]], data: TrialData, work: Path,
+             timeout_s: float) -> list[dict[str, Any]]:
+    """Run the apps of ``rcs`` through one ``python -m esnfed_flower.run`` (one Ray session) in
+    ``work``, on the clients' data written once: per app its readout, (g, b), bytes (FedCLIP: each
+    context's (g, b) and readout)."""
+    (work / "data").mkdir()
     for i, u in enumerate(data.train.values()):  # context: FedCLIP's stream (esnfed_flower.fedclip)
-        np.savez(work / f"client-{i}.npz", x=np.asarray(u.x), y=np.asarray(u.y), context=np.asarray(u.context))
-    rc = {**rc, "data-dir": str(work), "out": str(work / "readout.npy"), "bytes-dir": str(work / "bytes")}
-    (work / "run.json").write_text(json.dumps(rc))
+        np.savez(work / "data" / f"client-{i}.npz", x=np.asarray(u.x), y=np.asarray(u.y),
+                 context=np.asarray(u.context))
+    runs = []
+    for i, rc in enumerate(rcs):
+        run_dir = work / f"run-{i}"
+        run_dir.mkdir()
+        rc = {**rc, "data-dir": str(work / "data"), "out": str(run_dir / "readout.npy"),
+              "bytes-dir": str(run_dir / "bytes")}
+        (run_dir / "run.json").write_text(json.dumps(rc))
+        runs.append(run_dir)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     try:
-        proc = subprocess.run([str(python), "-m", "esnfed_flower.run", str(work / "run.json")], cwd=work,
-                              env=env, capture_output=True, text=True, timeout=timeout_s)
+        proc = subprocess.run([str(python), "-m", "esnfed_flower.run", *(str(r / "run.json") for r in runs)],
+                              cwd=work, env=env, capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired:
         raise DataError(f"esnfed flower: the Flower simulation ran past {timeout_s:.0f} s") from None
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
         raise DataError(f"esnfed flower: the Flower simulation failed (exit {proc.returncode}): {last}")
-    out = {"readout": np.load(work / "readout.npy"),
-           "bytes": json.loads((work / "readout.npy.bytes.json").read_text())}
-    if (work / "readout.npy.ip.npz").is_file():
-        with np.load(work / "readout.npy.ip.npz") as f:
+    return [_simulation_outputs(r) for r in runs]
+
+
+def _simulation_outputs(run_dir: Path) -> dict[str, Any]:
+    out = {"readout": np.load(run_dir / "readout.npy"),
+           "bytes": json.loads((run_dir / "readout.npy.bytes.json").read_text())}
+    if (run_dir / "readout.npy.ip.npz").is_file():
+        with np.load(run_dir / "readout.npy.ip.npz") as f:
             out["gain"], out["bias"] = f["gain"], f["bias"]
-    if (work / "readout.npy.json").is_file():
-        out["secagg"] = json.loads((work / "readout.npy.json").read_text())
+    if (run_dir / "readout.npy.contexts.npz").is_file():  # FedCLIP: the model after each context
+        with np.load(run_dir / "readout.npy.contexts.npz") as f:
+            out["contexts"] = {k: f[k] for k in ("gain", "bias", "readout")}
+    if (run_dir / "readout.npy.json").is_file():
+        out["secagg"] = json.loads((run_dir / "readout.npy.json").read_text())
     return out
 
 
-def trial_inputs(dataset: str, method: str, pct: str, params: Mapping[str, Any], data_dir: Path,
-                 runs_dir: Path) -> tuple[Any, TrialData, list, dict[str, Any], int]:
-    """What the pipeline's trial and the app share: the experiment params, the share's training
-    and validation users, the test users, the selected config of ``method`` (λ left out) and the
-    retrain stage's first seed."""
+def share_inputs(dataset: str, pct: str, params: Mapping[str, Any], data_dir: Path
+                 ) -> tuple[Any, TrialData, list, int]:
+    """What every app's pipeline trial of a share uses: the experiment params, the share's
+    training and validation users, the test users and the retrain stage's first seed."""
     exp = experiment_params(params)
     data = open_dataset(data_dir, dataset)
     trial_data = TrialData(data.load(data.train_users(pct)), data.load(data.validation_users), data.n_classes,
                            data.n_contexts)
     test = list(data.load(data.test_users).values())
-    cfg = {k: v for k, v in selected_config(runs_dir, dataset, method, pct).items() if k != "lambda"}
-    return exp, trial_data, test, cfg, retrain_seed(exp, dataset, pct, 0)
+    return exp, trial_data, test, retrain_seed(exp, dataset, pct, 0)
+
+
+def app_config(runs_dir: Path, dataset: str, method: str, pct: str) -> dict[str, Any]:
+    """The selected config of ``method`` at the share (runs/select/.../best.json), λ left out."""
+    return {k: v for k, v in selected_config(runs_dir, dataset, method, pct).items() if k != "lambda"}
+
+
+def trial_inputs(dataset: str, method: str, pct: str, params: Mapping[str, Any], data_dir: Path,
+                 runs_dir: Path) -> tuple[Any, TrialData, list, dict[str, Any], int]:
+    """:func:`share_inputs` with the selected config of ``method`` (one app's trial)."""
+    exp, trial_data, test, seed = share_inputs(dataset, pct, params, data_dir)
+    return exp, trial_data, test, app_config(runs_dir, dataset, method, pct), seed
 
 
 def check_args(app: str, secagg: bool, pct: str, python: Path) -> None:
@@ -128,38 +158,61 @@ def check_args(app: str, secagg: bool, pct: str, python: Path) -> None:
 def run(dataset: str, app: str, secagg: bool, pct: str, params: Mapping[str, Any], *,
         data_dir: Path = Path("data"), runs_dir: Path = Path("runs"), out_dir: Path = FLOWER_DIR,
         python: Path = FLOWER_PYTHON, timeout_s: float = 1800.0) -> dict[str, Any]:
-    """Compute and write runs/flower/<dataset>-<app>[-secagg]-<pct>.json; returns its document
-    (FedCLIP apps: esnfed_stages.flower_fedclip.run)."""
-    check_args(app, secagg, pct, python)
-    if app in FEDCLIP_APPS:
-        raise ConfigError(f"esnfed flower: {app} runs through esnfed_stages.flower_fedclip.run")
-    exp, trial_data, test, cfg, seed = trial_inputs(dataset, app, pct, params, data_dir, runs_dir)
+    """Compute and write runs/flower/<dataset>-<app>[-secagg]-<pct>.json; returns its document."""
+    return run_many(dataset, [(app, secagg)], pct, params, data_dir=data_dir, runs_dir=runs_dir,
+                    out_dir=out_dir, python=python, timeout_s=timeout_s)[0]
+
+
+def run_many(dataset: str, apps: Sequence[tuple[str, bool]], pct: str, params: Mapping[str, Any], *,
+             data_dir: Path = Path("data"), runs_dir: Path = Path("runs"), out_dir: Path = FLOWER_DIR,
+             python: Path = FLOWER_PYTHON, timeout_s: float = 1800.0) -> list[dict[str, Any]]:
+    """`run` for several (app, SecAgg+) pairs at once: each app's pipeline trial is fitted once
+    (plain and SecAgg+ share it), the clients' data written once, and every Flower app runs in one
+    Flower process and Ray session (``timeout_s`` per app). Writes one JSON per pair, in order;
+    nothing is written when a pair is invalid or a simulation fails."""
+    if not apps:
+        raise ConfigError("esnfed flower: no --app given")
+    for app, secagg in apps:
+        check_args(app, secagg, pct, python)
+        if app in FEDCLIP_APPS:
+            raise ConfigError(f"esnfed flower: {app} runs through esnfed_stages.flower_fedclip.run")
+    apps = list(dict.fromkeys(apps))
+    exp, trial_data, test, seed = share_inputs(dataset, pct, params, data_dir)
     seeds = sub_seeds(seed)
-    model = fit(Method.parse(app), cfg, seed, trial_data, exp.settings, score=True)
     bs = exp.settings.batch_size
-    pipeline_acc = float(pooled_counts(model.reservoir, test, model.readout, bs).accuracy[0])
-    rc = run_config(cfg, seeds, trial_data, exp.settings, float(model.lam), app, secagg)
+    trials = {}  # app -> (config, the pipeline's model, its test accuracy): one fit per app
+    for app in dict.fromkeys(a for a, _ in apps):
+        cfg = app_config(runs_dir, dataset, app, pct)
+        model = fit(Method.parse(app), cfg, seed, trial_data, exp.settings, score=True)
+        trials[app] = cfg, model, float(pooled_counts(model.reservoir, test, model.readout, bs).accuracy[0])
+    rcs = [run_config(trials[app][0], seeds, trial_data, exp.settings, float(trials[app][1].lam), app, secagg)
+           for app, secagg in apps]
     with tempfile.TemporaryDirectory(prefix="esnfed-flower-") as tmp:
-        got = simulate(Path(python), rc, trial_data, Path(tmp), timeout_s)
-    res = make_reservoir(cfg, trial_data.n_inputs, seeds["reservoir"])
-    if "gain" in got:
-        res = res.with_ip(got["gain"], got["bias"])
-    readout = got["readout"]
-    flower_acc = float(pooled_counts(res, test, readout, bs).accuracy[0])
-    diff = float(np.linalg.norm(readout - model.readout) / np.linalg.norm(model.readout))
-    doc = {"dataset": dataset, "app": app, "secagg": secagg, "pct": pct, "seed": seed, "config": cfg,
-           "lambda": float(model.lam), "n_clients": len(trial_data.train), "n_classes": trial_data.n_classes,
-           "version": __version__,
-           "flower": {"test_accuracy": flower_acc, "readout_relative_difference": diff,
-                      "bytes": got["bytes"], **({"secagg": got["secagg"]} if "secagg" in got else {})},
-           "pipeline": {"test_accuracy": pipeline_acc, "communication": model.communication}}
-    if "gain" in got:
-        doc["flower"]["ip_max_abs_difference"] = float(max(np.max(np.abs(got["gain"] - model.reservoir.gain)),
-                                                           np.max(np.abs(got["bias"] - model.reservoir.bias))))
-    out = Path(out_dir) / out_name(dataset, app, secagg, pct)
-    with output_lock(out):
-        write_json(out, doc)
-    return doc
+        gots = simulate(Path(python), rcs, trial_data, Path(tmp), timeout_s * len(apps))
+    docs = []
+    for (app, secagg), got in zip(apps, gots):
+        cfg, model, pipeline_acc = trials[app]
+        res = make_reservoir(cfg, trial_data.n_inputs, seeds["reservoir"])
+        if "gain" in got:
+            res = res.with_ip(got["gain"], got["bias"])
+        readout = got["readout"]
+        flower_acc = float(pooled_counts(res, test, readout, bs).accuracy[0])
+        diff = float(np.linalg.norm(readout - model.readout) / np.linalg.norm(model.readout))
+        doc = {"dataset": dataset, "app": app, "secagg": secagg, "pct": pct, "seed": seed, "config": cfg,
+               "lambda": float(model.lam), "n_clients": len(trial_data.train), "n_classes": trial_data.n_classes,
+               "version": __version__,
+               "flower": {"test_accuracy": flower_acc, "readout_relative_difference": diff,
+                          "bytes": got["bytes"], **({"secagg": got["secagg"]} if "secagg" in got else {})},
+               "pipeline": {"test_accuracy": pipeline_acc, "communication": model.communication}}
+        if "gain" in got:
+            doc["flower"]["ip_max_abs_difference"] = float(max(np.max(np.abs(got["gain"] - model.reservoir.gain)),
+                                                               np.max(np.abs(got["bias"] - model.reservoir.bias))))
+        docs.append(doc)
+    for doc in docs:
+        out = Path(out_dir) / out_name(dataset, doc["app"], doc["secagg"], pct)
+        with output_lock(out):
+            write_json(out, doc)
+    return docs
 
 
 STAGE_NAMES = {"plain": "plain", "setup": "SecAgg+ setup (public keys)",

@@ -66,9 +66,8 @@ def run(dataset: str, app: str, secagg: bool, pct: str, params: Mapping[str, Any
     model = fit(Method.parse(app), cfg, seed, data, exp.settings, score=False)  # as the retrain stage
     rc = run_config(cfg, seeds, data, exp.settings, app, secagg)
     with tempfile.TemporaryDirectory(prefix="esnfed-flower-") as tmp:
-        got = flower.simulate(Path(python), rc, data, Path(tmp), timeout_s)
-        with np.load(Path(tmp) / "readout.npy.contexts.npz") as f:
-            gains, biases, readouts = f["gain"], f["bias"], f["readout"]
+        got = flower.simulate(Path(python), [rc], data, Path(tmp), timeout_s)[0]
+    gains, biases, readouts = (got["contexts"][k] for k in ("gain", "bias", "readout"))
     base = make_reservoir(cfg, data.n_inputs, seeds["reservoir"])
     bs = exp.settings.batch_size
     flower_stream = _stream([base.with_ip(g, b) for g, b in zip(gains, biases)], list(readouts), test, bs)

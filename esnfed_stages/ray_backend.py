@@ -12,18 +12,16 @@ and read the processed data at the same path (a shared folder): workers load the
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
-from typing import Iterator
 
 import ray
-from ray._private import ray_constants
 from joblib import register_parallel_backend
 from ray.util.joblib.ray_backend import RayBackend
 
 from esnfed_core.errors import ConfigError
 from esnfed_stages.experiment_params import RunnerConfig
+from esnfed_stages.ray_loopback import start_local
 from esnfed_stages.runner import register_backend
 
 
@@ -40,46 +38,6 @@ class StreamingRayBackend(RayBackend):
     supports_return_generator = True
 
 
-LOOPBACK = "127.0.0.1"
-# Ray picks a local node's address by this switch, read when the node starts (0: the loopback).
-_CLUSTER_SWITCH = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
-
-
-@contextlib.contextmanager
-def _loopback_node() -> Iterator[None]:
-    """While a local instance starts, make Ray choose 127.0.0.1 as the node address.
-
-    ``ray.init(_node_ip_address="127.0.0.1")`` does not do it (Ray swaps a loopback address for
-    the machine's own on Linux); with the node address on the loopback, the GCS, raylet, object
-    manager, agents and workers all bind to it. Ray reads the address from its cluster switch,
-    as a module constant in this process and from the environment in the processes it spawns.
-    """
-    saved_const = getattr(ray_constants, "ENABLE_RAY_CLUSTER", None)
-    saved_env = os.environ.get(_CLUSTER_SWITCH)
-    ray_constants.ENABLE_RAY_CLUSTER = False
-    os.environ[_CLUSTER_SWITCH] = "0"
-    try:
-        yield
-    finally:
-        ray_constants.ENABLE_RAY_CLUSTER = saved_const
-        if saved_env is None:
-            os.environ.pop(_CLUSTER_SWITCH, None)
-        else:
-            os.environ[_CLUSTER_SWITCH] = saved_env
-
-
-def _start_local() -> None:
-    """Start a local Ray instance reachable from this machine only; refuse one that is not."""
-    with _loopback_node():
-        ray.init(include_dashboard=False, dashboard_host=LOOPBACK, logging_level=logging.WARNING)
-    addresses = {n.get("NodeManagerAddress") for n in ray.nodes()}
-    if addresses != {LOOPBACK}:
-        ray.shutdown()
-        raise ConfigError(f"runner.backend ray: the local Ray instance listens on {sorted(map(str, addresses))}, "
-                          f"not only {LOOPBACK} (this Ray version starts differently; set RAY_ADDRESS to a cluster "
-                          "on a trusted network, or use another backend)")
-
-
 def setup(config: RunnerConfig) -> None:
     """Register the joblib backend and attach to (or start) a Ray cluster, once per process."""
     register_parallel_backend("ray", StreamingRayBackend)
@@ -92,7 +50,8 @@ def setup(config: RunnerConfig) -> None:
             if address:
                 ray.init(address=address, logging_level=logging.WARNING)
             else:
-                _start_local()
+                start_local("runner.backend ray", "set RAY_ADDRESS to a cluster on a trusted network, or use "
+                            "another backend", logging_level=logging.WARNING)
         except ConfigError:
             raise
         except Exception as exc:  # noqa: BLE001 - Ray raises several types; all mean "no cluster"

@@ -22,9 +22,8 @@ COLUMNS = ("dataset", "method", "pct", "clients", "phase", "rounds", "stage", "p
 
 
 # The datasets dvc.yaml's `flower` stage runs (the report's deps): a folder the pipeline does not
-# track (e.g. `esnfed flower --dataset hhar --out-dir runs/flower/hhar`) is not read, so the
-# cached report never depends on an untracked file.
-PIPELINE_DATASETS = ("wesad",)
+# track is not read, so the cached report never depends on an untracked file.
+PIPELINE_DATASETS = ("wesad", "hhar")
 
 
 def load(flower_dir: str | Path = FLOWER_DIR, datasets: Sequence[str] = PIPELINE_DATASETS) -> list[dict[str, Any]]:

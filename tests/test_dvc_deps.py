@@ -156,10 +156,13 @@ def test_every_plot_reads_its_own_data_file():
 def test_flower_stage_feeds_the_report(project):
     """issue 14 item 2: the flower stage depends on the Flower apps' code, environment and the
     selected IncFed/FedIP configs, and its outputs are the report's deps (SecAgg+ overhead). The
-    pipeline measures WESAD (HHAR on demand: docs/flower.md)."""
+    pipeline measures both papers' datasets, those the report reads (secagg_report.PIPELINE_DATASETS)."""
+    from esnfed_stages.secagg_report import PIPELINE_DATASETS
+
     deps, outs = _stages(project), _stages(project, "outs")
-    assert [s for s in deps if s.startswith("flower@")] == ["flower@wesad"]
-    for ds in ("wesad",):
+    assert [s for s in deps if s.startswith("flower@")] == ["flower@wesad", "flower@hhar"]
+    assert PIPELINE_DATASETS == ("wesad", "hhar")
+    for ds in PIPELINE_DATASETS:
         stage = f"flower@{ds}"
         assert {"esnfed_flower", "requirements/flower.txt", f"runs/select/{ds}/incfed/100/best.json",
                 f"runs/select/{ds}/fedip/100/best.json"} <= set(deps[stage])

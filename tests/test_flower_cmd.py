@@ -1,5 +1,6 @@
 """`esnfed flower` in the main environment: without the Flower environment it fails with one line
-naming the make target and writes nothing; bad --app / --secagg / --pct fail with one line.
+naming the make target and writes nothing; bad --app / --secagg / --pct fail with one line;
+several --app and --plain-and-secagg make the (app, SecAgg+) list of one call.
 The command's run through the Flower environment is tested in tests_flower/test_flower_cmd.py."""
 
 from __future__ import annotations
@@ -30,6 +31,26 @@ def test_bad_app_secagg_and_pct_are_one_line(tmp_path):
     for extra, word in ((["--app", "clip"], "--app"), (["--app", "fedavg", "--secagg"], "--secagg"),
                         (["--pct", "30"], "--pct"), (["--app", "fedclip-joint"], "--app"),
                         (["--app", "fedclip-replay", "--pct", "30"], "--pct")):
+        result = _invoke(tmp_path, *extra)
+        assert result.exit_code == 1, extra
+        assert len(result.output.strip().splitlines()) == 1 and word in result.output, result.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_several_apps_and_plain_and_secagg_make_one_call(tmp_path, monkeypatch):
+    from esnfed_stages import flower as flower_stage
+
+    calls = []
+    monkeypatch.setattr(flower_stage, "run_many", lambda ds, pairs, *a, **k: calls.append((ds, pairs)) or [])
+    for extra in (["--app", "incfed", "--app", "fedavg", "--plain-and-secagg"], ["--app", "fedip", "--secagg"], []):
+        assert _invoke(tmp_path, *extra).exit_code == 0, extra
+    assert calls == [("wesad", [("incfed", False), ("incfed", True), ("fedavg", False)]),  # fedavg: no SecAgg+
+                     ("wesad", [("fedip", True)]), ("wesad", [("incfed", False)])]  # the default: plain IncFed
+
+
+def test_a_bad_app_among_several_or_both_secagg_flags_are_one_line(tmp_path):
+    for extra, word in ((["--app", "incfed", "--app", "clip"], "--app"),
+                        (["--app", "incfed", "--secagg", "--plain-and-secagg"], "--plain-and-secagg")):
         result = _invoke(tmp_path, *extra)
         assert result.exit_code == 1, extra
         assert len(result.output.strip().splitlines()) == 1 and word in result.output, result.output

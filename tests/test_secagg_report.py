@@ -14,8 +14,8 @@ from esnfed_core.errors import DataError
 from esnfed_stages import report, secagg_report
 
 
-def _doc(app: str, secagg: bool, rows: list[tuple[str, str, int, float, float]]) -> dict:
-    return {"dataset": "wesad", "app": app, "secagg": secagg, "pct": "100", "n_clients": 3,
+def _doc(app: str, secagg: bool, rows: list[tuple[str, str, int, float, float]], dataset: str = "wesad") -> dict:
+    return {"dataset": dataset, "app": app, "secagg": secagg, "pct": "100", "n_clients": 3,
             "config": {"units": 4}, "n_classes": 2,
             "flower": {"bytes": {"rows": [{"phase": ph, "stage": st, "rounds": n, "up_per_client_round": up,
                                            "down_per_client_round": down} for ph, st, n, up, down in rows]}}}
@@ -71,3 +71,19 @@ def test_a_foreign_json_is_one_line_error(flower_dir):
     (flower_dir / "wesad" / "other.json").write_text("{}")
     with pytest.raises(DataError, match="other.json: not an esnfed flower result"):
         secagg_report.render(flower_dir)
+
+
+def test_both_pipeline_datasets_render_and_an_untracked_folder_is_not_read(flower_dir):
+    """The flower stage runs WESAD and HHAR (dvc.yaml foreach = PIPELINE_DATASETS): the section has
+    both; a folder the pipeline does not track (e.g. an own dataset's) stays out of it."""
+    for ds in ("hhar", "mine"):
+        (flower_dir / ds).mkdir()
+        for name, doc in {f"{ds}-incfed-100.json": _doc("incfed", False, [("stats", "plain", 1, 800.0, 100.0)], ds),
+                          f"{ds}-incfed-secagg-100.json": _doc("incfed", True, [
+                              ("stats", "setup", 1, 400.0, 100.0)], ds)}.items():
+            (flower_dir / ds / name).write_text(json.dumps(doc))
+    md, csv_text = secagg_report.render(flower_dir)
+    totals = [(r["dataset"], r["method"]) for r in csv.DictReader(io.StringIO(csv_text)) if r["stage"] == "total"]
+    assert totals == [("wesad", "incfed"), ("wesad", "fedip"), ("hhar", "incfed")]
+    assert "| hhar | incfed | 100% | 3 | stats | 1 | **total** | 800 | 100 | 400 | 100 | 0.50 | 1.00 |" in md
+    assert "| mine |" not in md

@@ -3,7 +3,8 @@ app through this environment's interpreter on a tiny processed dataset. Plain In
 pipeline's readout and accuracy, and bytes = the ledger's payload + Flower's per-message overhead;
 SecAgg+ FedIP stays within quantization of the pipeline, and its bytes follow the formula: the
 masked vector costs 8 bytes per entry (int64 after the modulus), key sharing does not depend on
-the vector's size."""
+the vector's size. Several apps in one call (one Flower process and Ray session) give what the
+separate calls give."""
 
 from __future__ import annotations
 
@@ -46,13 +47,30 @@ def _flower(root: Path, app: str, *extra: str) -> dict:
     return json.loads((root / "out" / name).read_text())
 
 
+@pytest.fixture(scope="module")
+def separate(root) -> dict:
+    """A separate call's document: SecAgg+ FedIP (its own Flower process)."""
+    return _flower(root, "fedip", "--secagg")
+
+
+@pytest.fixture(scope="module")
+def many(root) -> dict:
+    """The pipeline's call: IncFed and FedIP, plain and SecAgg+, in one Flower process and Ray
+    session -> {(app, secagg): document}."""
+    out = root / "many"
+    _esnfed(root, "flower", "--app", "incfed", "--app", "fedip", "--plain-and-secagg", "--out-dir", str(out))
+    names = {("incfed", False): "wesad-incfed-100.json", ("incfed", True): "wesad-incfed-secagg-100.json",
+             ("fedip", False): "wesad-fedip-100.json", ("fedip", True): "wesad-fedip-secagg-100.json"}
+    return {key: json.loads((out / name).read_text()) for key, name in names.items()}
+
+
 def _test_steps(root: Path) -> int:
     manifest = json.loads((root / "data" / "processed" / "wesad" / "manifest.json").read_text())
     return sum(manifest["users"][u]["windows"] for u in TEST) * manifest["window"]
 
 
-def test_plain_incfed_is_the_pipeline_and_its_bytes_the_ledger_plus_overhead(root):
-    doc = _flower(root, "incfed")
+def test_plain_incfed_is_the_pipeline_and_its_bytes_the_ledger_plus_overhead(many):
+    doc = many[("incfed", False)]
     f, p = doc["flower"], doc["pipeline"]
     assert f["readout_relative_difference"] == 0.0 and f["test_accuracy"] == p["test_accuracy"]
     [row] = f["bytes"]["rows"]
@@ -66,8 +84,8 @@ def test_plain_incfed_is_the_pipeline_and_its_bytes_the_ledger_plus_overhead(roo
     assert payload_down > 0
 
 
-def test_secagg_fedip_is_the_pipeline_to_quantization_and_its_bytes_the_formula(root):
-    doc = _flower(root, "fedip", "--secagg")
+def test_secagg_fedip_is_the_pipeline_to_quantization_and_its_bytes_the_formula(root, separate):
+    doc = separate
     f, p = doc["flower"], doc["pipeline"]
     assert f["secagg"] == {"clients": 4, "sampled": 4}
     assert 0 < f["readout_relative_difference"] < 1e-3 and f["ip_max_abs_difference"] < 1e-5
@@ -101,3 +119,25 @@ def test_fedclip_replay_is_the_continual_pipeline_context_by_context(root):
     if budget:
         assert rows["ip"]["rounds"] == 3 * budget
         assert 0 < rows["ip"]["up_per_client_round"] - 8 * 2 * units < 2000  # (g, b) float64 + overhead
+
+
+def test_several_apps_in_one_session_give_the_separate_runs(many, separate):
+    """Four apps in one session (a stale run config would run another app: other stages, other
+    bytes): plain ones the pipeline's bits, SecAgg+ ones within quantization, and the last one,
+    SecAgg+ FedIP, the separate call's trial, messages and bytes."""
+    for key in (("incfed", False), ("fedip", False)):
+        f = many[key]["flower"]
+        assert f["readout_relative_difference"] == 0.0 and f["test_accuracy"] == many[key]["pipeline"]["test_accuracy"]
+    assert many[("fedip", False)]["flower"]["ip_max_abs_difference"] == 0.0
+    for key in (("incfed", True), ("fedip", True)):
+        f = many[key]["flower"]
+        assert f["secagg"] == {"clients": 4, "sampled": 4} and 0 < f["readout_relative_difference"] < 1e-3
+        assert {r["stage"] for r in f["bytes"]["rows"]} >= set(STAGES)
+    mine = many[("fedip", True)]
+    assert mine["pipeline"] == separate["pipeline"] and mine["lambda"] == separate["lambda"]
+    rows, ref = mine["flower"]["bytes"]["rows"], separate["flower"]["bytes"]["rows"]
+    assert [(r["phase"], r["stage"], r["rounds"], r["messages"]) for r in rows] == \
+        [(r["phase"], r["stage"], r["rounds"], r["messages"]) for r in ref]
+    for a, b in zip(rows, ref):  # random run/node/message ids: a few bytes of varint length
+        assert abs(a["up_per_client_round"] - b["up_per_client_round"]) <= 16
+        assert abs(a["down_per_client_round"] - b["down_per_client_round"]) <= 16
