@@ -41,24 +41,25 @@ def setup(tmp_path_factory):
     return root, data, train
 
 
-def _flower(root: Path, data, strategy: str, monkeypatch, secagg: bool = False) -> dict:
+def _flower(root: Path, data, strategy: str, monkeypatch, secagg: bool = False, drop: int | None = None) -> dict:
     from flwr.simulation import run_simulation
 
     from esnfed_flower import fedclip, secagg_fedclip
 
     app = secagg_fedclip if secagg else fedclip
-    out = root / f"{strategy}{'-secagg' if secagg else ''}.npy"
+    out = root / f"{strategy}{'-secagg' if secagg else ''}{'' if drop is None else f'-drop{drop}'}.npy"
     steps = max(u.x.shape[0] * u.x.shape[1] for u in data.train.values())  # SecAgg+'s max-weight
     run = {"max-weight": float(steps), **CFG, "reservoir-seed": 5, "n-classes": data.n_classes, "n-inputs": data.n_inputs,
            "n-contexts": data.n_contexts, "num-clients": len(data.train), "strategy": strategy,
            "budget": BUDGET, "replay-fraction": 0.2, "replay-batch": 2, "replay-shuffle": False,
            "sigma": 0.3, "mu": 0.0, "eta": 0.01, "ip-batch-size": 4, "ip-normalize-step": True,
            "ip-seed": 9, "local-epochs": EPOCHS, "lambda": LAM, "solver": "cholesky",
-           "data-dir": str(root), "out": str(out)}
+           "data-dir": str(root), "out": str(out), **({} if drop is None else {"drop-partition": drop})}
     cfg = root / f"{out.stem}.json"
     cfg.write_text(json.dumps(run))
     monkeypatch.setenv("ESNFED_FLOWER_RUN", str(cfg))
-    run_simulation(app.server_app, app.client_app, num_supernodes=len(data.train),
+    client_app = app.client_app if drop is None else app.dropout_client_app
+    run_simulation(app.server_app, client_app, num_supernodes=len(data.train),
                    backend_config={"client_resources": {"num_cpus": 1}, "init_args": {"num_cpus": 2}})
     with np.load(str(out) + ".contexts.npz") as f:
         got = {k: f[k] for k in f.files}
@@ -90,14 +91,18 @@ def test_fedclip_app_equals_the_pipeline(setup, strategy, monkeypatch):
         assert want.buffer_sizes[1][2] > 0  # client 2 trains on its buffer at context 1
 
 
+def _quantization_bound(steps: list[int]) -> float:
+    """As SecAgg+ FedIP (test_flower_apps): one round's mean update is off by at most
+    K·2/2^22·max n/Σ n (K clients' stochastic rounding of n_c/max-weight · Δ_c)."""
+    return len(steps) * 2 / 2**22 * max(steps) / sum(steps)
+
+
 def test_secaggplus_fedclip_replay_equals_the_pipeline_to_quantization(setup, monkeypatch):
     root, data, train = setup
     got = _flower(root, data, "replay", monkeypatch, secagg=True)
     want = _pipeline(data, train, "replay")
     steps = [u.x.shape[0] * u.x.shape[1] for u in data.train.values()]
-    # As SecAgg+ FedIP (test_flower_apps): one round's mean update is off by at most
-    # K·2/2^22·max n/Σ n; 10 bounds per IP round so far, the contexts' rounds chained.
-    bound = len(steps) * 2 / 2**22 * max(steps) / sum(steps)
+    bound = _quantization_bound(steps)  # 10 bounds per IP round so far, the contexts' rounds chained
     for t in range(data.n_contexts):
         tol = 10 * BUDGET * (t + 1) * bound
         err = max(np.max(np.abs(got["gain"][t] - want.reservoirs[t].gain)),
@@ -108,3 +113,25 @@ def test_secaggplus_fedclip_replay_equals_the_pipeline_to_quantization(setup, mo
         assert 0 < rel < 1e-3  # the statistics' quantization through the solve (SecAgg+ IncFed: < 1e-3)
     moved = np.max(np.abs(want.reservoirs[-1].gain - make_reservoir(CFG, data.n_inputs, 5).gain))
     assert moved > 100 * 10 * BUDGET * data.n_contexts * bound  # IP moved (g, b) far beyond the tolerance
+
+
+def test_secaggplus_fedclip_survives_a_dropout_in_every_round(setup, monkeypatch):
+    """Client 0 shares its keys and then drops at the masked-vector stage of every round (IP and
+    readout rounds of every context): each round completes with the survivors' sum, so the run is
+    the pipeline's FedCLIP over the other clients (to quantization), not over everyone."""
+    root, data, train = setup
+    got = _flower(root, data, "replay", monkeypatch, secagg=True, drop=0)
+    survivors = _pipeline(data, train[1:], "replay")
+    everyone = _pipeline(data, train, "replay")
+    users = list(data.train.values())
+    bound = _quantization_bound([u.x.shape[0] * u.x.shape[1] for u in users[1:]])
+    for t in range(data.n_contexts):
+        tol = 10 * BUDGET * (t + 1) * bound
+        err = max(np.max(np.abs(got["gain"][t] - survivors.reservoirs[t].gain)),
+                  np.max(np.abs(got["bias"][t] - survivors.reservoirs[t].bias)))
+        assert err < tol
+        rel = np.linalg.norm(got["readout"][t] - survivors.readouts[t]) / np.linalg.norm(survivors.readouts[t])
+        assert rel < 1e-3
+    # The survivors' run, not everyone's: client 0's windows move (g, b) well beyond the tolerance
+    # (as SecAgg+ FedIP's dropout test: > 10 tolerances; measured ~70).
+    assert np.max(np.abs(got["gain"][-1] - everyone.reservoirs[-1].gain)) > 10 * tol
