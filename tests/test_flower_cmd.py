@@ -42,8 +42,10 @@ def test_several_apps_and_plain_and_secagg_make_one_call(tmp_path, monkeypatch):
 
     calls = []
     monkeypatch.setattr(flower_stage, "run_many", lambda ds, pairs, *a, **k: calls.append((ds, pairs)) or [])
+    python = tmp_path / "python"  # the pairs are checked first, the Flower interpreter's path too
+    python.touch()
     for extra in (["--app", "incfed", "--app", "fedavg", "--plain-and-secagg"], ["--app", "fedip", "--secagg"], []):
-        assert _invoke(tmp_path, *extra).exit_code == 0, extra
+        assert _invoke(tmp_path, *extra, "--flower-python", str(python)).exit_code == 0, extra
     assert calls == [("wesad", [("incfed", False), ("incfed", True), ("fedavg", False)]),  # fedavg: no SecAgg+
                      ("wesad", [("fedip", True)]), ("wesad", [("incfed", False)])]  # the default: plain IncFed
 
@@ -101,3 +103,35 @@ def test_table_lists_fedclip_after_the_stationary_apps(tmp_path):
     md = render_table(docs)
     assert "| wesad | fedclip-replay | no | 4 | 10 | 1e-05 | 62.50 | 62.50 | 0 | 100 / 20 | 20000 / 10000 |" in md
     assert "| wesad | fedclip-replay | no | ip | 6 | plain | 1500 | 1800 | 20 |  |" in md
+
+
+def test_fedclip_apps_run_after_the_stationary_ones_in_their_own_calls(tmp_path, monkeypatch):
+    """Mixed --app: the stationary apps go to one run_many call (one Flower session), each FedCLIP
+    pair to flower_fedclip.run, after it; a bad pair anywhere stops everything before any run."""
+    from esnfed_stages import flower as flower_stage
+    from esnfed_stages import flower_fedclip
+
+    calls = []
+    monkeypatch.setattr(flower_stage, "run_many", lambda ds, pairs, *a, **k: calls.append(("many", pairs)) or [])
+    monkeypatch.setattr(flower_fedclip, "run", lambda ds, app, secagg, *a, **k: calls.append(("fedclip", app, secagg))
+                        or _doc(app, secagg))
+    python = tmp_path / "python"
+    python.touch()
+    result = _invoke(tmp_path, "--app", "fedclip-replay", "--app", "incfed", "--app", "fedclip-naive",
+                     "--plain-and-secagg", "--flower-python", str(python))
+    assert result.exit_code == 0, result.output
+    assert calls == [("many", [("incfed", False), ("incfed", True)]),
+                     ("fedclip", "fedclip-replay", False), ("fedclip", "fedclip-replay", True),
+                     ("fedclip", "fedclip-naive", False), ("fedclip", "fedclip-naive", True)]
+    assert result.output.count("fedclip-replay") == 2  # one summary line per document
+    calls.clear()
+    bad = _invoke(tmp_path, "--app", "fedclip-naive", "--app", "fedavg", "--secagg", "--flower-python", str(python))
+    assert bad.exit_code == 1 and "--secagg" in bad.output and calls == []
+
+
+def _doc(app: str, secagg: bool) -> dict:
+    per_client = {"mean": 1.0, "max": 1.0}
+    return {"dataset": "wesad", "app": app, "secagg": secagg, "pct": "100",
+            "flower": {"test_accuracy": 0.5, "readout_relative_difference": 0.0,
+                       "bytes": {"up_per_client": per_client, "down_per_client": per_client}},
+            "pipeline": {"test_accuracy": 0.5}}
