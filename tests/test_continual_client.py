@@ -131,5 +131,48 @@ def test_bad_arguments_name_the_key():
         LocalClient.at(strat, config, TRAIN[0], 3, 0)
     with pytest.raises(ParameterError, match="round"):
         LocalClient.at(strat, config, TRAIN[0], 0, BUDGET + 1)
-    with pytest.raises(ParameterError, match="strategy: .*joint"):
-        LocalClient(make_strategy("joint"), config, TRAIN[0], engine=NUMPY_ENGINE)
+    with pytest.raises(ParameterError, match="strategy: .*stateless"):
+        LocalClient(object(), config, TRAIN[0], engine=NUMPY_ENGINE)
+    with pytest.raises(ParameterError, match="history: .*joint"):
+        LocalClient.at(make_strategy("joint"), config, TRAIN[0], 1, 0)
+    with pytest.raises(ParameterError, match="history: 1 contexts"):
+        LocalClient.at(make_strategy("joint"), config, TRAIN[0], 2, 0, history=[3])
+
+
+def test_rebuilt_joint_client_holds_the_live_clients_state_at_every_round(monkeypatch):
+    """Joint: the rounds per context vary (early stopping on the validation users); rebuilt with
+    the rounds the run took at each earlier context (all of them, not only up to the best), the
+    client holds the live one's shuffle generator before every IP round."""
+    _, config = _setup("naive")
+    strat = make_strategy("joint", patience=1, max_joint_rounds=4)
+    live: list = []
+    made = continual.stream_client
+
+    def record(*args, **kw):
+        live.append(made(*args, **kw))
+        return live[-1]
+
+    monkeypatch.setattr(continual, "stream_client", record)
+    snapshots: list[list[tuple]] = []
+
+    class Recording(continual.ContinualEngine):
+        def fit_clients(self, start, fits):
+            snapshots.append([_state(c) for c in live])
+            return super().fit_clients(start, fits)
+
+    rng = np.random.default_rng(3)
+    validation = [(rng.standard_normal((8, 10, 3)).astype(np.float32), rng.integers(0, 3, (8, 10)))
+                  for _ in range(3)]
+    result = run_continual(RES, TRAIN, strat, config, validation=validation, engine=Recording())
+    ran = [len(trace) for trace in result.joint_trace]  # rounds run per context
+    assert len(snapshots) == sum(ran)
+    assert any(n < strat.max_rounds for n in ran)  # early stopping stopped some context
+    k = 0
+    for t, n in enumerate(ran):
+        for r in range(n):
+            for c, contexts in enumerate(TRAIN):
+                rebuilt = LocalClient.at(strat, config, contexts, t, r, f"client{c}", history=ran[:t])
+                assert _state(rebuilt.client) == snapshots[k][c], (t, r, c)
+            k += 1
+    assert not LocalClient.at(strat, config, TRAIN[2], 0, 0, history=[]).takes_part(0)
+    assert LocalClient.at(strat, config, TRAIN[2], 1, 0, history=ran[:1]).weight(1) == 12  # D_0 ∪ D_1
