@@ -45,7 +45,7 @@ def phase(app: str, rnd: int, rounds: int) -> str:
 
 def summarise(records: list[dict[str, Any]], app: str, rounds: int, n_clients: int) -> dict[str, Any]:
     """Bytes per client per round by (phase, stage), averaged over clients (joint: the nodes the
-    phase reaches) and rounds, and each client's totals (mean and max over clients)."""
+    phase reaches) and rounds, and each training client's totals (mean and max over clients)."""
     cells: dict[tuple[str, str], dict[str, Any]] = defaultdict(lambda: {"up": 0, "down": 0, "msgs": 0,
                                                                          "rounds": set(), "nodes": set()})
     totals: dict[int, dict[str, int]] = defaultdict(lambda: {"up": 0, "down": 0})
@@ -56,8 +56,9 @@ def summarise(records: list[dict[str, Any]], app: str, rounds: int, n_clients: i
         c["msgs"] += 1
         c["rounds"].add(int(r["round"]))
         c["nodes"].add(r["partition"])
-        totals[r["partition"]]["up"] += r["up"]
-        totals[r["partition"]]["down"] += r["down"]
+        if r["partition"] < n_clients:  # joint's evaluation nodes (the ids after) only in their rows
+            totals[r["partition"]]["up"] += r["up"]
+            totals[r["partition"]]["down"] += r["down"]
     rows = []
     for (ph, stage), c in sorted(cells.items()):
         # FedCLIP joint: a phase reaches either the training or the evaluation nodes, not both.
@@ -84,8 +85,9 @@ def simulate(path: str, rc: dict[str, Any], session_config: Path) -> int:
     module = importlib.import_module(f"esnfed_flower.{APPS[key]}")
     use_run(session_config, rc)
     Path(str(rc[BYTES_KEY])).mkdir(parents=True, exist_ok=True)
-    n = int(rc["num-clients"]) + int(rc.get("num-eval-clients", 0))  # joint: the validation users too
-    run_simulation(module.server_app, module.client_app, num_supernodes=n,
+    n = int(rc["num-clients"])
+    nodes = n + int(rc.get("num-eval-clients", 0))  # joint: the validation users' nodes too
+    run_simulation(module.server_app, module.client_app, num_supernodes=nodes,
                    backend_config={"client_resources": {"num_cpus": 1},
                                    "init_args": {"num_cpus": int(rc.get("cpus", 2))}})
     out = Path(str(rc["out"]))

@@ -226,9 +226,10 @@ STAGE_NAMES = {"plain": "plain", "setup": "SecAgg+ setup (public keys)",
 
 
 def vector_entries(doc: Mapping[str, Any], phase: str) -> int:
-    """Floats a client's vector holds in a phase: (g, b) = 2N, statistics C·N + N², readout C·N."""
+    """Floats a client's vector holds in a phase: (g, b) = 2N, statistics C·N + N², readout C·N;
+    FedCLIP joint's evaluation (down: (g, b) and the readout) 2N + C·N, its role query none."""
     n, c = int(doc["config"]["units"]), int(doc["n_classes"])
-    return {"ip": 2 * n, "stats": c * n + n * n, "readout": c * n}[phase]
+    return {"ip": 2 * n, "stats": c * n + n * n, "readout": c * n, "eval": 2 * n + c * n, "role": 0}[phase]
 
 
 def render_table(docs: list[Mapping[str, Any]]) -> str:
