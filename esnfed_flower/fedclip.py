@@ -113,6 +113,18 @@ def _round(grid: Grid, nodes: list[int], config: dict, res: Reservoir, group: in
     return replies_in_order(grid.send_and_receive(msgs))
 
 
+def ip_round(grid: Grid, nodes: list[int], config: dict, res: Reservoir, group: int, **where: Any) -> Reservoir:
+    """One FedIP round of context ``where["context"]``: the participants' fits from ``res``
+    averaged in partition order with their FedAvg weights (the pipeline's fedip_round)."""
+    ups = [u for u in _round(grid, nodes, config, res, group, phase="ip", **where) if "ip" in u.content]
+    if not ups:
+        raise RuntimeError(f"context {where['context']}: no client has windows to train on")
+    vecs = [from_record(u.content["ip"]) for u in ups]
+    weights = [int(u.content["metrics"]["num-examples"]) for u in ups]
+    return res.with_ip(weighted_average([v["gain"] for v in vecs], weights),
+                       weighted_average([v["bias"] for v in vecs], weights))
+
+
 @server_app.main()
 def main(grid: Grid, context: Context) -> None:
     rc = run_config(context)
@@ -125,14 +137,7 @@ def main(grid: Grid, context: Context) -> None:
     for t in range(int(rc["n-contexts"])):
         for r in range(strategy.budget):
             group += 1
-            ups = [u for u in _round(grid, nodes, config, res, group, context=t, round=r, phase="ip")
-                   if "ip" in u.content]
-            if not ups:
-                raise RuntimeError(f"context {t}: no client has windows to train on")
-            vecs = [from_record(u.content["ip"]) for u in ups]
-            weights = [int(u.content["metrics"]["num-examples"]) for u in ups]
-            res = res.with_ip(weighted_average([v["gain"] for v in vecs], weights),
-                              weighted_average([v["bias"] for v in vecs], weights))
+            res = ip_round(grid, nodes, config, res, group, context=t, round=r)
         group += 1
         total = stats_sum(_round(grid, nodes, config, res, group, context=t, round=strategy.budget, phase="stats"))
         if total is None:

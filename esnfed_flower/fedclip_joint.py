@@ -27,13 +27,12 @@ from flwr.app import Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 
-from esnfed_core.aggregate import weighted_average
 from esnfed_core.continual import NUMPY_ENGINE, JointStopping, pooled_accuracy
 from esnfed_core.readout import solve
 from esnfed_flower.common import (
     from_record, measure_mod, partition_contexts, reservoir, run_config, to_record, wait_for_nodes,
 )
-from esnfed_flower.fedclip import CONFIG_KEYS, _round, reply, setup
+from esnfed_flower.fedclip import CONFIG_KEYS, _round, ip_round, reply, setup
 from esnfed_flower.incfed import stats_sum
 
 client_app = ClientApp(mods=[measure_mod])
@@ -93,14 +92,7 @@ def main(grid: Grid, context: Context) -> None:
         stop, best = JointStopping(patience), None
         where = {"context": t, "history": ",".join(str(h) for h in history)}
         for r in range(strategy.max_rounds):
-            ups = [u for u in _round(grid, train_nodes, config, cand, group + 1, round=r, phase="ip", **where)
-                   if "ip" in u.content]
-            if not ups:
-                raise RuntimeError(f"context {t}: no client has windows to train on")
-            vecs = [from_record(u.content["ip"]) for u in ups]
-            weights = [int(u.content["metrics"]["num-examples"]) for u in ups]
-            cand = cand.with_ip(weighted_average([v["gain"] for v in vecs], weights),
-                                weighted_average([v["bias"] for v in vecs], weights))
+            cand = ip_round(grid, train_nodes, config, cand, group + 1, round=r, **where)
             total = stats_sum(_round(grid, train_nodes, config, cand, group + 2, round=r, phase="stats", **where))
             w = solve(total, [cc.lam], cc.solver)[0]
             evals = _round(grid, eval_nodes, config, cand, group + 3, extra={"readout": to_record({"readout": w})},
