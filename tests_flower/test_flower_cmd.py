@@ -145,9 +145,10 @@ def test_fedclip_joint_is_the_continual_pipeline_with_its_early_stopping(root):
     assert 0 < extra - 8 * doc["n_classes"] * units < 1000
     assert rows["eval"]["up_per_client_round"] < rows["ip"]["up_per_client_round"]
     assert f["bytes"]["clients_measured"] == doc["n_clients"]  # the per-client totals: training users
-    table = [str(ESNFED), "flower-table", "--runs-dir", str(root / "out"), "--out", str(root / "table.md")]
+    md = root / "flower-table.md"
+    table = [str(ESNFED), "flower-table", "--runs-dir", str(root / "out"), "--out", str(md)]
     assert subprocess.run(table, capture_output=True, timeout=120).returncode == 0
-    assert "| wesad | fedclip-joint | no | eval |" in (root / "table.md").read_text()
+    assert "| wesad | fedclip-joint | no | eval |" in md.read_text()
 
 
 def test_several_apps_in_one_session_give_the_separate_runs(many, separate):
