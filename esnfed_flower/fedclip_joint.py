@@ -38,7 +38,6 @@ from esnfed_flower.incfed import stats_sum
 client_app = ClientApp(mods=[measure_mod])
 server_app = ServerApp()
 STRATEGIES = ("joint",)
-PHASES = ("ip", "stats", "eval")  # the three groups of a round (run.py: bytes by phase)
 
 
 def _metrics(msg: Message, **values: int) -> Message:
