@@ -145,7 +145,7 @@ class ContinualStrategy:
         """What a client keeps of context ``t`` once it is trained (nothing by default)."""
 
     def train_context(self, fed: "_Federation", res: Reservoir, cur: Reservoir, t: int,
-                      validation: Sequence[Split] | None, result: ContinualResult
+                      validation: Sequence[Sequence[Split]] | None, result: ContinualResult
                       ) -> tuple[Reservoir, np.ndarray, int]:
         """Train on context ``t`` from ``cur`` (``res`` = the reservoir given to the run); return
         the model after it: reservoir, readout and the IP rounds it took."""
@@ -251,7 +251,9 @@ class Joint(ContinualStrategy):
         for r in range(self.max_rounds):
             cand = fed.ip_round(cand, part)
             w = fed.readout(cand, part)
-            counts = [fed.engine.counts(cand, x, y, w) for x, y in validation[: t + 1]]
+            # Each validation user's contexts 0..t on their own (a federated server's evaluation
+            # nodes count so too); the integer counts are then pooled.
+            counts = [fed.engine.counts(cand, x, y, w) for user in validation for x, y in user[: t + 1] if len(y)]
             if stop.update(pooled_accuracy(sum(int(c.correct[0]) for c in counts), sum(c.total for c in counts))):
                 best = (cand, w, r + 1)
             if stop.done:
@@ -334,7 +336,7 @@ def run_continual(
     strategy: ContinualStrategy,
     config: ContinualConfig,
     *,
-    validation: Sequence[Split] | None = None,
+    validation: Sequence[Sequence[Split]] | None = None,
     evaluate: dict[str, Sequence[Split]] | None = None,
     ledger: CommLedger | None = None,
     client_names: Sequence[str] | None = None,
@@ -342,7 +344,8 @@ def run_continual(
     engine: ContinualEngine = NUMPY_ENGINE,
 ) -> ContinualResult:
     """Train over the contexts of ``train`` ([client][context] splits) with ``strategy`` and
-    evaluate the model after each context on each set of ``evaluate``.
+    evaluate the model after each context on each set of ``evaluate``. ``validation``
+    ([validation user][context] splits) is what joint's early stopping scores, user by user.
 
     Centralised (``config.federated`` false) pools the clients' windows per context and records
     no messages. Federated runs record the reservoir broadcast and 2N floats each way per client
@@ -364,7 +367,10 @@ def run_continual(
     if strategy.needs_validation:
         if validation is None:
             raise ParameterError(f"validation: required by strategy {strategy.name!r} (early stopping)")
-        _check_splits(res, "validation", validation, n_ctx, steps)
+        if not validation:
+            raise ParameterError("validation: no validation users")
+        for i, splits in enumerate(validation):
+            _check_splits(res, f"validation[{i}]", splits, n_ctx, steps)
     evaluate = dict(evaluate or {})
     for set_name, splits in evaluate.items():
         _check_splits(res, f"evaluate[{set_name}]", splits, n_ctx, steps)

@@ -156,7 +156,7 @@ def test_rebuilt_joint_client_holds_the_live_clients_state_at_every_round(monkey
     rng = np.random.default_rng(3)
     validation = [(rng.standard_normal((8, 10, 3)).astype(np.float32), rng.integers(0, 3, (8, 10)))
                   for _ in range(3)]
-    result = run_continual(RES, TRAIN, strat, config, validation=validation, engine=engine)
+    result = run_continual(RES, TRAIN, strat, config, validation=[validation], engine=engine)
     ran = [len(trace) for trace in result.joint_trace]  # rounds run per context
     assert len(snapshots) == sum(ran)
     assert any(n < strat.max_rounds for n in ran)  # early stopping stopped some context

@@ -79,7 +79,7 @@ def _pipeline(data, train, strategy: str):
                           max_joint_rounds=MAX_ROUNDS)
     config = ContinualConfig(True, IPConfig(sigma=0.3, batch_size=4), data.n_classes, local_epochs=EPOCHS,
                              lam=LAM, seed=9)
-    validation = continual_contexts(Method.parse("fedclip-joint"), data)[1]  # as a trial pools them
+    validation = continual_contexts(Method.parse("fedclip-joint"), data)[1]  # user by user, as a trial
     return run_continual(res, train, strat, config, validation=validation if strategy == "joint" else None)
 
 
