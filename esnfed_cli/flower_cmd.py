@@ -1,4 +1,4 @@
-"""`esnfed flower`: apps (incfed | fedip | fedavg | fedclip-naive | fedclip-replay, --secagg) in
+"""`esnfed flower`: apps (incfed | fedip | fedavg | fedclip-naive | fedclip-replay | fedclip-joint, --secagg) in
 Flower's simulation engine beside the in-process pipeline's trial: test accuracy and bytes ->
 runs/flower/<name>.json (one per app; several stationary --app run in one Flower process and Ray
 session, each FedCLIP app in its own)."""
@@ -24,11 +24,13 @@ from esnfed_stages.params import load_params
 def flower(
     dataset: DatasetOpt,
     flower_apps: Annotated[list[str] | None, typer.Option("--app", help="incfed | fedip | fedavg | fedclip-naive "
-                                                          "| fedclip-replay (FedCLIP: per-context models and "
-                                                          "stream accuracy beside the continual trial's); "
+                                                          "| fedclip-replay | fedclip-joint (FedCLIP: per-context "
+                                                          "models and stream accuracy beside the continual "
+                                                          "trial's; joint: the validation users are evaluation "
+                                                          "nodes); "
                                                           "repeat it for several (default incfed).")] = None,
     secagg: Annotated[bool, typer.Option("--secagg", help="Through Flower's SecAgg+ (incfed, fedip, "
-                                                           "fedclip-naive, fedclip-replay).")] = False,
+                                                           "fedclip-naive, fedclip-replay; not fedclip-joint).")] = False,
     plain_and_secagg: Annotated[bool, typer.Option("--plain-and-secagg", help="Each app plain, then through "
                                                    "SecAgg+ (the apps that have it).")] = False,
     pct: Annotated[str, typer.Option("--pct", help="The training share (25 | 50 | 75 | 100).")] = "100",

@@ -145,7 +145,7 @@ class ContinualStrategy:
         """What a client keeps of context ``t`` once it is trained (nothing by default)."""
 
     def train_context(self, fed: "_Federation", res: Reservoir, cur: Reservoir, t: int,
-                      validation: Sequence[Split] | None, result: ContinualResult
+                      validation: Sequence[Sequence[Split]] | None, result: ContinualResult
                       ) -> tuple[Reservoir, np.ndarray, int]:
         """Train on context ``t`` from ``cur`` (``res`` = the reservoir given to the run); return
         the model after it: reservoir, readout and the IP rounds it took."""
@@ -238,29 +238,60 @@ class Joint(ContinualStrategy):
     def data(self, client, t):
         return client.concat(client.contexts[: t + 1])
 
+    def patience_for(self, federated: bool) -> int:
+        """The rounds without a strict improvement that stop a context (None: 3 federated, 5
+        centralised)."""
+        return (3 if federated else 5) if self.patience is None else self.patience
+
     def train_context(self, fed, res, cur, t, validation, result):
-        patience = (3 if fed.federated else 5) if self.patience is None else self.patience
         part = fed.participants(t, self)
         cand = res.with_ip(np.ones(res.units), np.zeros(res.units))
-        best: tuple[float, Reservoir, np.ndarray, int] | None = None
-        trace: list[float] = []
-        since = 0
+        best: tuple[Reservoir, np.ndarray, int] | None = None
+        stop = JointStopping(self.patience_for(fed.federated))
         for r in range(self.max_rounds):
             cand = fed.ip_round(cand, part)
             w = fed.readout(cand, part)
-            counts = [fed.engine.counts(cand, x, y, w) for x, y in validation[: t + 1]]
-            total = sum(c.total for c in counts)
-            acc = sum(int(c.correct[0]) for c in counts) / total if total else float("nan")
-            trace.append(acc)
-            if best is None or acc > best[0]:
-                best, since = (acc, cand, w, r + 1), 0
-            else:
-                since += 1
-                if since >= patience:
-                    break
-        result.joint_trace.append(trace)
-        _, cand, w, used = best
-        return cand, w, used
+            # Each validation user's contexts 0..t on their own (a federated server's evaluation
+            # nodes count so too); the integer counts are then pooled.
+            counts = [fed.engine.counts(cand, x, y, w) for user in validation for x, y in user[: t + 1] if len(y)]
+            if stop.update(pooled_accuracy(sum(int(c.correct[0]) for c in counts), sum(c.total for c in counts))):
+                best = (cand, w, r + 1)
+            if stop.done:
+                break
+        result.joint_trace.append(stop.trace)
+        return best
+
+
+def pooled_accuracy(correct: int, total: int) -> float:
+    """Joint's validation stream accuracy at a round: correct steps over all steps of the
+    validation contexts so far, pooled (NaN without steps)."""
+    return correct / total if total else float("nan")
+
+
+@dataclass
+class JointStopping:
+    """Joint's early stopping over one context's rounds (:meth:`Joint.train_context`, and a server
+    that gathers the validation counts itself, esnfed_flower/fedclip_joint.py): the first round is
+    the best so far, a later one when its accuracy is strictly higher; :attr:`done` after
+    ``patience`` rounds in a row without one (the caller stops at its max rounds too)."""
+
+    patience: int
+    trace: list[float] = field(default_factory=list)  # the accuracy of every round so far
+    best: int = 0  # rounds up to the best one (1-based; 0 before the first)
+    since: int = 0  # rounds since the best
+
+    def update(self, acc: float) -> bool:
+        """Record the next round's accuracy; True when it is the new best."""
+        self.trace.append(acc)
+        if self.best == 0 or acc > self.trace[self.best - 1]:
+            self.best, self.since = len(self.trace), 0
+            return True
+        self.since += 1
+        return False
+
+    @property
+    def done(self) -> bool:
+        return self.since >= self.patience
 
 
 def make_strategy(name: str, *, budget: int = 0, replay_fraction: float = 0.05, replay_batch: int = 32,
@@ -305,7 +336,7 @@ def run_continual(
     strategy: ContinualStrategy,
     config: ContinualConfig,
     *,
-    validation: Sequence[Split] | None = None,
+    validation: Sequence[Sequence[Split]] | None = None,
     evaluate: dict[str, Sequence[Split]] | None = None,
     ledger: CommLedger | None = None,
     client_names: Sequence[str] | None = None,
@@ -313,7 +344,8 @@ def run_continual(
     engine: ContinualEngine = NUMPY_ENGINE,
 ) -> ContinualResult:
     """Train over the contexts of ``train`` ([client][context] splits) with ``strategy`` and
-    evaluate the model after each context on each set of ``evaluate``.
+    evaluate the model after each context on each set of ``evaluate``. ``validation``
+    ([validation user][context] splits) is what joint's early stopping scores, user by user.
 
     Centralised (``config.federated`` false) pools the clients' windows per context and records
     no messages. Federated runs record the reservoir broadcast and 2N floats each way per client
@@ -335,7 +367,10 @@ def run_continual(
     if strategy.needs_validation:
         if validation is None:
             raise ParameterError(f"validation: required by strategy {strategy.name!r} (early stopping)")
-        _check_splits(res, "validation", validation, n_ctx, steps)
+        if not validation:
+            raise ParameterError("validation: no validation users")
+        for i, splits in enumerate(validation):
+            _check_splits(res, f"validation[{i}]", splits, n_ctx, steps)
     evaluate = dict(evaluate or {})
     for set_name, splits in evaluate.items():
         _check_splits(res, f"evaluate[{set_name}]", splits, n_ctx, steps)
@@ -492,14 +527,14 @@ class LocalClient:
     ridge statistics are the pipeline's own (strategy, :class:`_Federation`, engine); a run of
     :func:`run_continual` and a server that averages these clients' fits in client order
     (:func:`esnfed_core.aggregate.weighted_average`) and sums their statistics give the same bits.
-    Naive and replay only: joint's rounds per context depend on the server's validation users.
+    Naive and replay run a fixed budget per context; joint's rounds per context depend on the
+    validation users, so its server sends the rounds run at each earlier context (``history``).
     """
 
     def __init__(self, strategy: ContinualStrategy, config: ContinualConfig, contexts: list[Split],
                  name: str = "client", engine: ContinualEngine = NUMPY_ENGINE):
-        if not isinstance(strategy, Naive):
-            raise ParameterError(f"strategy: a stateless client runs naive or replay (a fixed budget "
-                                 f"per context), not {strategy.name!r}")
+        if not isinstance(strategy, (Naive, Joint)):
+            raise ParameterError(f"strategy: a stateless client runs naive, replay or joint, not {strategy!r}")
         self.strategy = strategy
         self.client = stream_client(strategy, config, name, contexts, engine.concat)
         self._fed = _Federation([self.client], config, None, engine)
@@ -507,15 +542,27 @@ class LocalClient:
 
     @classmethod
     def at(cls, strategy: ContinualStrategy, config: ContinualConfig, contexts: list[Split], t: int, r: int,
-           name: str = "client", engine: ContinualEngine = NUMPY_ENGINE) -> "LocalClient":
+           name: str = "client", engine: ContinualEngine = NUMPY_ENGINE,
+           history: Sequence[int] | None = None) -> "LocalClient":
         """The client as the pipeline's is before IP round ``r`` (0-based) of context ``t``: its
-        shuffle generator advanced past every earlier local fit (``budget`` rounds at each earlier
-        context it took part in, then ``r``), its buffer updated after each earlier context."""
+        shuffle generator advanced past every earlier local fit (at each earlier context s it took
+        part in, ``history[s]`` rounds, the rounds the server ran there; without ``history``, the
+        strategy's ``budget``; then ``r``), its buffer updated after each earlier context."""
         check_param("context", t, integer=True, low=0, high=len(contexts) - 1)
-        check_param("round", r, integer=True, low=0, high=strategy.budget)
+        budget = getattr(strategy, "budget", None)
+        if history is None:
+            if budget is None:
+                raise ParameterError(f"history: strategy {strategy.name!r} needs the rounds run at each "
+                                     f"earlier context")
+            history = [budget] * t
+        if len(history) < t:
+            raise ParameterError(f"history: {len(history)} contexts, expected at least {t}")
+        for s, rounds in enumerate(history[:t]):
+            check_param(f"history[{s}]", rounds, integer=True, low=0)
+        check_param("round", r, integer=True, low=0, high=budget)
         c = cls(strategy, config, contexts, name, engine)
         for s in range(t):
-            c._dry_rounds(s, strategy.budget)
+            c._dry_rounds(s, int(history[s]))
             strategy.end_context(c.client, s)
         c._dry_rounds(t, r)
         return c

@@ -280,13 +280,19 @@ def _contexts(users: Sequence[UserData], n_contexts: int) -> list[tuple[np.ndarr
     return out
 
 
-def continual_contexts(m: Method, data: TrialData) -> tuple[list, list]:
-    """(train [client][context] splits, validation [context] splits) of a continual trial: FedCLIP
-    has one client per training user, CLIP one client holding the pooled windows."""
+def continual_contexts(m: Method, data: TrialData) -> tuple[list, list, list]:
+    """(train [client][context] splits, validation [user][context] splits, validation [context]
+    splits pooled over the users) of a continual trial: FedCLIP has one client per training user,
+    CLIP one client holding the pooled windows. Joint's early stopping counts the validation users
+    one by one and sums the counts (as a federated server sums its evaluation nodes' counts,
+    esnfed_flower/fedclip_joint.py, so both compute the same products); the trial's score
+    (the validation stream accuracy) is taken on the pooled contexts."""
     users = list(data.train.values())
     federated = m.algo == "fedclip"
     train = [_contexts([u], data.n_contexts) for u in users] if federated else [_contexts(users, data.n_contexts)]
-    return train, _contexts(list(data.validation.values()), data.n_contexts)
+    validation = list(data.validation.values())
+    return (train, [_contexts([u], data.n_contexts) for u in validation],
+            _contexts(validation, data.n_contexts))
 
 
 def fit_continual(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialData, settings: Settings,
@@ -298,7 +304,7 @@ def fit_continual(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialData,
     cs = settings.continual
     res = make_reservoir(cfg, data.n_inputs, seeds["reservoir"])
     federated = m.algo == "fedclip"
-    train, validation = contexts if contexts is not None else continual_contexts(m, data)
+    train, validation, pooled = contexts if contexts is not None else continual_contexts(m, data)
     ledger = CommLedger() if federated else None
     strategy = make_strategy(
         m.strategy, budget=int(cfg.get("budget", 0)), replay_fraction=cs.replay_fraction,
@@ -309,7 +315,7 @@ def fit_continual(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialData,
                              local_epochs=int(cfg.get("local_epochs", 1)), lam=cs.lam,
                              seed=seeds["ip"], solver=settings.solver)
     result = run_continual(res, train, strategy, config, validation=validation,
-                           evaluate={"validation": validation} if score else None, ledger=ledger,
+                           evaluate={"validation": pooled} if score else None, ledger=ledger,
                            client_names=list(data.train) if federated else None,
                            engine=NUMPY_ENGINE if engine is None else engine)
     val = None

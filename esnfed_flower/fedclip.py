@@ -27,7 +27,7 @@ from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 
 from esnfed_core.aggregate import weighted_average
-from esnfed_core.continual import ContinualConfig, LocalClient, make_strategy
+from esnfed_core.continual import JOINT_MAX_ROUNDS, ContinualConfig, LocalClient, make_strategy
 from esnfed_core.readout import solve
 from esnfed_core.reservoir import Reservoir
 from esnfed_flower.common import (
@@ -44,42 +44,53 @@ STRATEGIES = ("naive", "replay")
 CONFIG_KEYS = (*RESERVOIR_KEYS, "reservoir-seed", "n-classes", "n-contexts", "strategy", "budget",
                "replay-fraction", "replay-batch", "replay-shuffle", "ip-seed", "local-epochs", "lambda",
                "solver", *IP_KEYS)
+CONFIG_KEYS += ("patience", "max-joint-rounds")  # joint (esnfed_flower/fedclip_joint.py)
 
 
-def setup(cfg: dict[str, Any]) -> tuple[Any, ContinualConfig]:
+def setup(cfg: dict[str, Any], strategies: tuple[str, ...] = STRATEGIES) -> tuple[Any, ContinualConfig]:
     """The run's strategy and ContinualConfig from the message config (as esnfed_core.trial
-    builds them for a FedCLIP trial)."""
-    if cfg["strategy"] not in STRATEGIES:
-        raise ValueError(f"strategy: the FedCLIP app runs {' | '.join(STRATEGIES)}, got {cfg['strategy']!r}")
-    strategy = make_strategy(str(cfg["strategy"]), budget=int(cfg["budget"]),
+    builds them for a FedCLIP trial); joint: esnfed_flower/fedclip_joint.py."""
+    if cfg["strategy"] not in strategies:
+        raise ValueError(f"strategy: the app runs {' | '.join(strategies)}, got {cfg['strategy']!r}")
+    patience = cfg.get("patience")
+    strategy = make_strategy(str(cfg["strategy"]), budget=int(cfg.get("budget", 0)),
                              replay_fraction=float(cfg.get("replay-fraction", 0.05)),
                              replay_batch=int(cfg.get("replay-batch", 32)),
-                             replay_shuffle=bool(cfg.get("replay-shuffle", False)))
+                             replay_shuffle=bool(cfg.get("replay-shuffle", False)),
+                             patience=None if patience is None else int(patience),
+                             max_joint_rounds=int(cfg.get("max-joint-rounds", JOINT_MAX_ROUNDS)))
     config = ContinualConfig(True, ip_config(cfg), int(cfg["n-classes"]), local_epochs=int(cfg["local-epochs"]),
                              lam=float(cfg["lambda"]), seed=int(cfg["ip-seed"]),
                              solver=str(cfg.get("solver", "cholesky")))
     return strategy, config
 
 
-def client_at(cfg: dict[str, Any], context: Context, gain: np.ndarray, bias: np.ndarray
-              ) -> tuple[LocalClient, Reservoir]:
-    """This node's client rebuilt at the message's (context, round) from its stream, and the
-    broadcast reservoir (rebuilt from the config, with the sent (g, b))."""
+def client_at(cfg: dict[str, Any], context: Context, gain: np.ndarray, bias: np.ndarray,
+              strategies: tuple[str, ...] = STRATEGIES) -> tuple[LocalClient, Reservoir]:
+    """This node's client rebuilt at the message's (context, round) from its stream (joint: with
+    the rounds run at each earlier context, the config's ``history``), and the broadcast reservoir
+    (rebuilt from the config, with the sent (g, b))."""
     contexts = partition_contexts(context, int(context.node_config["partition-id"]), int(cfg["n-contexts"]))
-    strategy, config = setup(cfg)
+    strategy, config = setup(cfg, strategies)
     # The readout round needs the buffer at t, not the shuffles: rebuilt at round 0.
     rnd = int(cfg["round"]) if cfg["phase"] == "ip" else 0
-    client = LocalClient.at(strategy, config, contexts, int(cfg["context"]), rnd)
+    history = [int(h) for h in str(cfg["history"]).split(",") if h] if "history" in cfg else None
+    client = LocalClient.at(strategy, config, contexts, int(cfg["context"]), rnd, history=history)
     return client, reservoir(cfg, contexts[0][0].shape[2]).with_ip(gain, bias)
 
 
 @client_app.train()
 def train(msg: Message, context: Context) -> Message:
+    return reply(msg, context)
+
+
+def reply(msg: Message, context: Context, strategies: tuple[str, ...] = STRATEGIES) -> Message:
+    """A training node's reply to an IP ("ip") or statistics ("stats") message."""
     cfg = dict(msg.content["config"])
     pid = int(context.node_config["partition-id"])
     t, phase = int(cfg["context"]), str(cfg["phase"])
     gb = from_record(msg.content["ip"])
-    client, res = client_at(cfg, context, gb["gain"], gb["bias"])
+    client, res = client_at(cfg, context, gb["gain"], gb["bias"], strategies)
     if not client.takes_part(t):  # no windows to train on at t: sits the context out
         return Message(RecordDict({"metrics": MetricRecord({"num-examples": 0, "partition-id": pid})}),
                        reply_to=msg)
@@ -91,13 +102,27 @@ def train(msg: Message, context: Context) -> Message:
     return Message(content, reply_to=msg)
 
 
-def _round(grid: Grid, nodes: list[int], config: dict, res: Reservoir, group: int, **where: Any) -> list[Message]:
-    """Send (g, b) and the config with ``where`` (context, round, phase) to every node; the replies
-    in partition order."""
+def _round(grid: Grid, nodes: list[int], config: dict, res: Reservoir, group: int, extra: dict | None = None,
+           **where: Any) -> list[Message]:
+    """Send (g, b), the ``extra`` records and the config with ``where`` (context, round, phase) to
+    every node of ``nodes``; the replies in partition order."""
     down = to_record({"gain": res.gain, "bias": res.bias})
-    msgs = [Message(RecordDict({"config": ConfigRecord({**config, **where}), "ip": down}), dst_node_id=n,
+    msgs = [Message(RecordDict({"config": ConfigRecord({**config, **where}), "ip": down, **(extra or {})}),
+                    dst_node_id=n,
                     message_type=MessageType.TRAIN, group_id=str(group)) for n in nodes]
     return replies_in_order(grid.send_and_receive(msgs))
+
+
+def ip_round(grid: Grid, nodes: list[int], config: dict, res: Reservoir, group: int, **where: Any) -> Reservoir:
+    """One FedIP round of context ``where["context"]``: the participants' fits from ``res``
+    averaged in partition order with their FedAvg weights (the pipeline's fedip_round)."""
+    ups = [u for u in _round(grid, nodes, config, res, group, phase="ip", **where) if "ip" in u.content]
+    if not ups:
+        raise RuntimeError(f"context {where['context']}: no client has windows to train on")
+    vecs = [from_record(u.content["ip"]) for u in ups]
+    weights = [int(u.content["metrics"]["num-examples"]) for u in ups]
+    return res.with_ip(weighted_average([v["gain"] for v in vecs], weights),
+                       weighted_average([v["bias"] for v in vecs], weights))
 
 
 @server_app.main()
@@ -112,14 +137,7 @@ def main(grid: Grid, context: Context) -> None:
     for t in range(int(rc["n-contexts"])):
         for r in range(strategy.budget):
             group += 1
-            ups = [u for u in _round(grid, nodes, config, res, group, context=t, round=r, phase="ip")
-                   if "ip" in u.content]
-            if not ups:
-                raise RuntimeError(f"context {t}: no client has windows to train on")
-            vecs = [from_record(u.content["ip"]) for u in ups]
-            weights = [int(u.content["metrics"]["num-examples"]) for u in ups]
-            res = res.with_ip(weighted_average([v["gain"] for v in vecs], weights),
-                              weighted_average([v["bias"] for v in vecs], weights))
+            res = ip_round(grid, nodes, config, res, group, context=t, round=r)
         group += 1
         total = stats_sum(_round(grid, nodes, config, res, group, context=t, round=strategy.budget, phase="stats"))
         if total is None:

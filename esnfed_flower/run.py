@@ -26,12 +26,16 @@ APPS = {("incfed", False): "incfed", ("fedip", False): "fedip", ("fedavg", False
 # FedCLIP (issue 14): one app for both strategies; ``rounds`` = the IP rounds per context (budget).
 APPS.update({(f"fedclip-{s}", secagg): "secagg_fedclip" if secagg else "fedclip"
              for s in ("naive", "replay") for secagg in (False, True)})
+APPS[("fedclip-joint", False)] = "fedclip_joint"  # joint: evaluation nodes, plain only
 
 
 def phase(app: str, rnd: int, rounds: int) -> str:
     """What a round sends: FedIP's rounds 1..R update (g, b) ("ip"); the last round (every
     round of IncFed/FedAvg) is the readout's ("stats" or "readout"); FedCLIP's rounds run
-    context by context, ``rounds`` IP rounds then one statistics round each."""
+    context by context, ``rounds`` IP rounds then one statistics round each; FedCLIP joint's
+    group 0 asks the nodes' roles, then each round is an IP, a statistics and an evaluation group."""
+    if app == "fedclip-joint":
+        return "role" if rnd == 0 else ("ip", "stats", "eval")[(rnd - 1) % 3]
     if app.startswith("fedclip"):
         return "ip" if (rnd - 1) % (rounds + 1) < rounds else "stats"
     if app == "fedip" and rnd <= rounds:
@@ -40,10 +44,10 @@ def phase(app: str, rnd: int, rounds: int) -> str:
 
 
 def summarise(records: list[dict[str, Any]], app: str, rounds: int, n_clients: int) -> dict[str, Any]:
-    """Bytes per client per round by (phase, stage), averaged over clients and rounds, and each
-    client's totals (mean and max over clients)."""
+    """Bytes per client per round by (phase, stage), averaged over clients (joint: the nodes the
+    phase reaches) and rounds, and each training client's totals (mean and max over clients)."""
     cells: dict[tuple[str, str], dict[str, Any]] = defaultdict(lambda: {"up": 0, "down": 0, "msgs": 0,
-                                                                         "rounds": set()})
+                                                                         "rounds": set(), "nodes": set()})
     totals: dict[int, dict[str, int]] = defaultdict(lambda: {"up": 0, "down": 0})
     for r in records:
         c = cells[(phase(app, int(r["round"]), rounds), r["stage"])]
@@ -51,11 +55,14 @@ def summarise(records: list[dict[str, Any]], app: str, rounds: int, n_clients: i
         c["down"] += r["down"]
         c["msgs"] += 1
         c["rounds"].add(int(r["round"]))
-        totals[r["partition"]]["up"] += r["up"]
-        totals[r["partition"]]["down"] += r["down"]
+        c["nodes"].add(r["partition"])
+        if r["partition"] < n_clients:  # joint's evaluation nodes (the ids after) only in their rows
+            totals[r["partition"]]["up"] += r["up"]
+            totals[r["partition"]]["down"] += r["down"]
     rows = []
     for (ph, stage), c in sorted(cells.items()):
-        per = n_clients * len(c["rounds"])
+        # FedCLIP joint: a phase reaches either the training or the evaluation nodes, not both.
+        per = (len(c["nodes"]) if app == "fedclip-joint" else n_clients) * len(c["rounds"])
         rows.append({"phase": ph, "stage": stage, "rounds": len(c["rounds"]), "messages": c["msgs"],
                      "up_per_client_round": c["up"] / per, "down_per_client_round": c["down"] / per})
     ups = [t["up"] for t in totals.values()]
@@ -79,7 +86,8 @@ def simulate(path: str, rc: dict[str, Any], session_config: Path) -> int:
     use_run(session_config, rc)
     Path(str(rc[BYTES_KEY])).mkdir(parents=True, exist_ok=True)
     n = int(rc["num-clients"])
-    run_simulation(module.server_app, module.client_app, num_supernodes=n,
+    nodes = n + int(rc.get("num-eval-clients", 0))  # joint: the validation users' nodes too
+    run_simulation(module.server_app, module.client_app, num_supernodes=nodes,
                    backend_config={"client_resources": {"num_cpus": 1},
                                    "init_args": {"num_cpus": int(rc.get("cpus", 2))}})
     out = Path(str(rc["out"]))

@@ -42,6 +42,7 @@ FLOWER_APPS = ("incfed", "fedip", "fedavg")
 FEDCLIP_APPS = ("fedclip-naive", "fedclip-replay")  # issue 14: FedCLIP (esnfed_stages/flower_fedclip.py)
 SECAGG_APPS = ("incfed", "fedip")
 SECAGG_APPS += FEDCLIP_APPS  # issue 14: FedCLIP through SecAgg+ (esnfed_flower/secagg_fedclip.py)
+FEDCLIP_APPS += ("fedclip-joint",)  # FedCLIP joint (esnfed_flower/fedclip_joint.py): plain only
 REPO = Path(esnfed_core.__file__).resolve().parents[1]
 FLOWER_PYTHON = REPO / ".venv-flower" / "bin" / "python"
 ENV_HINT = "run `make flower-env` (requirements/flower.txt) or pass --flower-python"
@@ -83,6 +84,10 @@ def simulate(python: Path, rcs: Sequence[dict[str, Any]], data: TrialData, work:
     for i, u in enumerate(data.train.values()):  # context: FedCLIP's stream (esnfed_flower.fedclip)
         np.savez(work / "data" / f"client-{i}.npz", x=np.asarray(u.x), y=np.asarray(u.y),
                  context=np.asarray(u.context))
+    if any(rc.get("num-eval-clients") for rc in rcs):  # FedCLIP joint: the validation users' nodes next
+        for j, u in enumerate(data.validation.values()):
+            np.savez(work / "data" / f"client-{len(data.train) + j}.npz", x=np.asarray(u.x), y=np.asarray(u.y),
+                     context=np.asarray(u.context))
     runs = []
     for i, rc in enumerate(rcs):
         run_dir = work / f"run-{i}"
@@ -111,7 +116,7 @@ def _simulation_outputs(run_dir: Path) -> dict[str, Any]:
             out["gain"], out["bias"] = f["gain"], f["bias"]
     if (run_dir / "readout.npy.contexts.npz").is_file():  # FedCLIP: the model after each context
         with np.load(run_dir / "readout.npy.contexts.npz") as f:
-            out["contexts"] = {k: f[k] for k in ("gain", "bias", "readout")}
+            out["contexts"] = {k: f[k] for k in f.files}  # joint also ip_rounds, rounds, trace
     if (run_dir / "readout.npy.json").is_file():
         out["secagg"] = json.loads((run_dir / "readout.npy.json").read_text())
     return out
@@ -221,9 +226,10 @@ STAGE_NAMES = {"plain": "plain", "setup": "SecAgg+ setup (public keys)",
 
 
 def vector_entries(doc: Mapping[str, Any], phase: str) -> int:
-    """Floats a client's vector holds in a phase: (g, b) = 2N, statistics C·N + N², readout C·N."""
+    """Floats a client's vector holds in a phase: (g, b) = 2N, statistics C·N + N², readout C·N;
+    FedCLIP joint's evaluation (down: (g, b) and the readout) 2N + C·N, its role query none."""
     n, c = int(doc["config"]["units"]), int(doc["n_classes"])
-    return {"ip": 2 * n, "stats": c * n + n * n, "readout": c * n}[phase]
+    return {"ip": 2 * n, "stats": c * n + n * n, "readout": c * n, "eval": 2 * n + c * n, "role": 0}[phase]
 
 
 def render_table(docs: list[Mapping[str, Any]]) -> str:

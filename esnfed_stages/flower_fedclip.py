@@ -1,6 +1,7 @@
-"""`esnfed flower --app fedclip-naive | fedclip-replay [--secagg]`: the FedCLIP Flower app
-(esnfed_flower/fedclip.py, SecAgg+: secagg_fedclip.py) beside the pipeline's continual trial of
-the same config and seed -> runs/flower/<dataset>-fedclip-<strategy>[-secagg]-<pct>.json.
+"""`esnfed flower --app fedclip-naive | fedclip-replay [--secagg] | fedclip-joint`: the FedCLIP Flower
+app (esnfed_flower/fedclip.py, SecAgg+: secagg_fedclip.py, joint: fedclip_joint.py) beside the
+pipeline's continual trial of the same config and seed ->
+runs/flower/<dataset>-fedclip-<strategy>[-secagg]-<pct>.json.
 
 The selected config of the share (runs/select/<dataset>/fedclip-<strategy>/<pct>/best.json) is
 trained from the retrain stage's first seed as the retrain stage trains it (esnfed_core.trial.fit,
@@ -9,7 +10,13 @@ training users (one SuperNode each, their windows with each window's context), a
 scored as the assess stage scores continual models: after each context, on the test users' contexts
 so far (stream accuracy). The document compares the per-context (g, b) and readouts and the stream
 accuracy; bytes are what measure_mod counted (phases: each context's IP rounds and its statistics
-round).
+round; joint: each round's IP, statistics and evaluation groups).
+
+Joint: the validation users are evaluation nodes too (their files after the training users', run
+config num-eval-clients), early stopping with params.yaml continual.joint (patience, max rounds);
+the document adds the IP rounds kept per context on both sides (``ip_rounds``), the rounds the
+Flower run ran per context and its per-round validation accuracy (``rounds``, ``joint_trace``).
+SecAgg+ is not offered for joint (esnfed_stages.flower.SECAGG_APPS).
 """
 
 from __future__ import annotations
@@ -38,9 +45,12 @@ def run_config(cfg: Mapping[str, Any], seeds: Mapping[str, int], data: Any, sett
     rc = flower.run_config(cfg, seeds, data, settings, cs.lam, app, secagg)
     rc.update(flower.ip_run_config(cfg, seeds, settings))
     rc.update({"n-contexts": data.n_contexts, "strategy": Method.parse(app).strategy,
-               "budget": int(cfg["budget"]), "rounds": int(cfg["budget"]),
+               "budget": int(cfg.get("budget", 0)), "rounds": int(cfg.get("budget", 0)),  # joint: none
                "replay-fraction": float(cs.replay_fraction), "replay-batch": int(cs.replay_batch),
                "replay-shuffle": bool(cs.replay_shuffle)})
+    if rc["strategy"] == "joint":  # the validation users' nodes and the early stopping
+        rc.update({"num-eval-clients": len(data.validation), "patience": cs.joint_patience,
+                   "max-joint-rounds": int(cs.joint_max_rounds)})
     return rc
 
 
@@ -48,6 +58,17 @@ def _stream(reservoirs: list, readouts: list, test: list, batch_size: int) -> li
     """Stream accuracy on the test users after each context (as esnfed_stages.assess)."""
     correct, total = context_matrix(reservoirs, readouts, test, batch_size)
     return [float(a) for a in metrics.stream_accuracy(correct, total)]
+
+
+def _joint(contexts: Mapping[str, np.ndarray]) -> dict[str, Any]:
+    """Joint's rounds: kept per context (ip_rounds), run per context, and every round's validation
+    accuracy split by context (joint_trace); nothing for naive and replay."""
+    if "rounds" not in contexts:
+        return {}
+    run = [int(r) for r in contexts["rounds"]]
+    ends = np.cumsum(run)[:-1]
+    return {"ip_rounds": [int(r) for r in contexts["ip_rounds"]], "rounds": run,
+            "joint_trace": [[float(a) for a in tr] for tr in np.split(contexts["trace"], ends)]}
 
 
 def _relative(a: np.ndarray, b: np.ndarray) -> float:
@@ -79,7 +100,7 @@ def run(dataset: str, app: str, secagg: bool, pct: str, params: Mapping[str, Any
            "n_contexts": data.n_contexts, "version": __version__,
            "flower": {"test_accuracy": flower_stream[-1], "stream_accuracy": flower_stream,
                       "readout_relative_difference": max(diffs), "context_readout_relative_difference": diffs,
-                      "ip_max_abs_difference": ip_diff, "bytes": got["bytes"],
+                      "ip_max_abs_difference": ip_diff, "bytes": got["bytes"], **_joint(got["contexts"]),
                       **({"secagg": got["secagg"]} if "secagg" in got else {})},
            "pipeline": {"test_accuracy": pipeline_stream[-1], "stream_accuracy": pipeline_stream,
                         "ip_rounds": model.ip_rounds, "communication": model.communication}}

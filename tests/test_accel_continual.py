@@ -127,7 +127,7 @@ def test_a_failing_trial_fails_the_batch_with_its_own_error(data):
 def test_the_torch_engine_joins_contexts_lazily_from_the_shared_arrays(data):
     """Joint's D_0..D_t and replay's D_t ∪ M_t are Concatenations of the contexts' own arrays
     (so the device holds each context once per batch), equal to numpy's concatenation."""
-    train, _ = continual_contexts(Method.parse("clip-joint"), data)
+    train, _, _ = continual_contexts(Method.parse("clip-joint"), data)
     engine = accel_continual.TorchEngine(accel_continual._Lockstep(1), 0)
     x, y = engine.concat(train[0])
     assert [id(p) for p in x.parts] == [id(s[0]) for s in train[0]]
@@ -137,7 +137,7 @@ def test_the_torch_engine_joins_contexts_lazily_from_the_shared_arrays(data):
 
 def test_run_continual_takes_the_engine_and_numpy_is_the_default(data):
     """run_continual with the numpy engine given explicitly is bit-identical to the default."""
-    train, val = continual_contexts(Method.parse("clip-replay"), data)
+    train, _, val = continual_contexts(Method.parse("clip-replay"), data)
     res = fit("ridge", {k: v for k, v in BASE[0].items() if k != "sigma"}, 3, data, SETTINGS).reservoir
     cfg = ContinualConfig(False, IPConfig(sigma=0.5, batch_size=4), data.n_classes)
     strat = make_strategy("replay", budget=2, replay_fraction=0.3, replay_batch=2)

@@ -44,7 +44,7 @@ IP = IPConfig(sigma=0.3)
 def _run(strategy, federated, train=TRAIN, **kw):
     kw.setdefault("budget", 2)
     kw.setdefault("local_epochs", 2)
-    return run_named(RES, train, strategy, federated, IP, n_classes=4, validation=VAL,
+    return run_named(RES, train, strategy, federated, IP, n_classes=4, validation=[VAL],
                          evaluate={"test": TEST}, **kw)
 
 
@@ -294,3 +294,32 @@ def test_run_continual_takes_a_strategy_object_and_a_config():
     named = run_named(RES, TRAIN, "naive", False, IP, 2, n_classes=4, seed=3, evaluate={"test": TEST})
     assert np.array_equal(direct.readouts[-1], named.readouts[-1])
     assert direct.ip_rounds == [2, 2] and direct.buffer_sizes == [] and direct.joint_trace == []
+
+
+def test_joint_scores_validation_user_by_user_and_pools_the_counts():
+    """Joint's validation accuracy of a round: every validation user's contexts 0..t counted on
+    their own (the products a federated server's evaluation nodes compute), the integer counts
+    pooled; a user without windows at a context adds nothing."""
+    from esnfed_core.continual import ContinualConfig, ContinualEngine, make_strategy, run_continual
+
+    calls = []
+
+    class Recording(ContinualEngine):
+        def counts(self, res, x, y, w):
+            c = super().counts(res, x, y, w)
+            calls.append((len(x), int(c.correct[0]), int(c.total)))
+            return c
+
+    empty = (VAL[0][0][:0], VAL[0][1][:0])
+    users = [_stream(5, 20), [empty, _stream(6, 30)[1]]]  # the second user has no context-0 windows
+    strat = make_strategy("joint", patience=1, max_joint_rounds=3)
+    r = run_continual(RES, TRAIN, strat, ContinualConfig(True, IP, 4), validation=users, engine=Recording())
+    k = 0
+    for t, trace in enumerate(r.joint_trace):
+        for acc in trace:
+            n = 1 if t == 0 else 2 * (t + 1) - 1  # user 2 sits context 0 out
+            got = calls[k : k + n]
+            k += n
+            assert [w for w, _, _ in got] == [20] * (t + 1) + ([30] if t else [])
+            assert acc == sum(c for _, c, _ in got) / sum(n for _, _, n in got)
+    assert k == len(calls) > 0  # every counts call was a validation one, in rounds

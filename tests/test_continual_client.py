@@ -49,9 +49,9 @@ def _state(client) -> tuple:
     return out
 
 
-@pytest.mark.parametrize("strategy,shuffle", [("naive", False), ("replay", False), ("replay", True)])
-def test_rebuilt_client_holds_the_live_clients_state_at_every_round(strategy, shuffle, monkeypatch):
-    strat, config = _setup(strategy, shuffle)
+def _recording(monkeypatch) -> tuple[list[list[tuple]], continual.ContinualEngine]:
+    """(snapshots, engine): run with the engine, snapshots holds every live client's state before
+    each IP round."""
     live: list = []
     made = continual.stream_client
 
@@ -60,14 +60,21 @@ def test_rebuilt_client_holds_the_live_clients_state_at_every_round(strategy, sh
         return live[-1]
 
     monkeypatch.setattr(continual, "stream_client", record)
-    snapshots: list[list[tuple]] = []  # before each IP round: every client's state
+    snapshots: list[list[tuple]] = []
 
     class Recording(continual.ContinualEngine):
         def fit_clients(self, start, fits):
             snapshots.append([_state(c) for c in live])
             return super().fit_clients(start, fits)
 
-    run_continual(RES, TRAIN, strat, config, engine=Recording())
+    return snapshots, Recording()
+
+
+@pytest.mark.parametrize("strategy,shuffle", [("naive", False), ("replay", False), ("replay", True)])
+def test_rebuilt_client_holds_the_live_clients_state_at_every_round(strategy, shuffle, monkeypatch):
+    strat, config = _setup(strategy, shuffle)
+    snapshots, engine = _recording(monkeypatch)
+    run_continual(RES, TRAIN, strat, config, engine=engine)
     assert len(snapshots) == len(TRAIN[0]) * BUDGET
     for k, states in enumerate(snapshots):
         t, r = divmod(k, BUDGET)
@@ -131,5 +138,34 @@ def test_bad_arguments_name_the_key():
         LocalClient.at(strat, config, TRAIN[0], 3, 0)
     with pytest.raises(ParameterError, match="round"):
         LocalClient.at(strat, config, TRAIN[0], 0, BUDGET + 1)
-    with pytest.raises(ParameterError, match="strategy: .*joint"):
-        LocalClient(make_strategy("joint"), config, TRAIN[0], engine=NUMPY_ENGINE)
+    with pytest.raises(ParameterError, match="strategy: .*stateless"):
+        LocalClient(object(), config, TRAIN[0], engine=NUMPY_ENGINE)
+    with pytest.raises(ParameterError, match="history: .*joint"):
+        LocalClient.at(make_strategy("joint"), config, TRAIN[0], 1, 0)
+    with pytest.raises(ParameterError, match="history: 1 contexts"):
+        LocalClient.at(make_strategy("joint"), config, TRAIN[0], 2, 0, history=[3])
+
+
+def test_rebuilt_joint_client_holds_the_live_clients_state_at_every_round(monkeypatch):
+    """Joint: the rounds per context vary (early stopping on the validation users); rebuilt with
+    the rounds the run took at each earlier context (all of them, not only up to the best), the
+    client holds the live one's shuffle generator before every IP round."""
+    _, config = _setup("naive")
+    strat = make_strategy("joint", patience=1, max_joint_rounds=4)
+    snapshots, engine = _recording(monkeypatch)
+    rng = np.random.default_rng(3)
+    validation = [(rng.standard_normal((8, 10, 3)).astype(np.float32), rng.integers(0, 3, (8, 10)))
+                  for _ in range(3)]
+    result = run_continual(RES, TRAIN, strat, config, validation=[validation], engine=engine)
+    ran = [len(trace) for trace in result.joint_trace]  # rounds run per context
+    assert len(snapshots) == sum(ran)
+    assert any(n < strat.max_rounds for n in ran)  # early stopping stopped some context
+    k = 0
+    for t, n in enumerate(ran):
+        for r in range(n):
+            for c, contexts in enumerate(TRAIN):
+                rebuilt = LocalClient.at(strat, config, contexts, t, r, f"client{c}", history=ran[:t])
+                assert _state(rebuilt.client) == snapshots[k][c], (t, r, c)
+            k += 1
+    assert not LocalClient.at(strat, config, TRAIN[2], 0, 0, history=[]).takes_part(0)
+    assert LocalClient.at(strat, config, TRAIN[2], 1, 0, history=ran[:1]).weight(1) == 12  # D_0 ∪ D_1

@@ -29,7 +29,8 @@ def test_missing_flower_environment_is_one_line_naming_the_target(tmp_path):
 
 def test_bad_app_secagg_and_pct_are_one_line(tmp_path):
     for extra, word in ((["--app", "clip"], "--app"), (["--app", "fedavg", "--secagg"], "--secagg"),
-                        (["--pct", "30"], "--pct"), (["--app", "fedclip-joint"], "--app"),
+                        (["--pct", "30"], "--pct"), (["--app", "fedclip-jointt"], "--app"),
+                        (["--app", "fedclip-joint", "--secagg"], "--secagg"),
                         (["--app", "fedclip-replay", "--pct", "30"], "--pct")):
         result = _invoke(tmp_path, *extra)
         assert result.exit_code == 1, extra

@@ -35,7 +35,9 @@ def _esnfed(root: Path, *args: str) -> None:
 def root(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("flower-cmd")
     make_dataset(root)
-    write_params(root, small_params())
+    params = small_params()
+    params["continual"]["joint"]["patience"] = 1  # joint (the only test that runs it): fewer rounds
+    write_params(root, params)
     for algo in ("incfed", "fedip"):
         _esnfed(root, "select", "--algo", algo, "--pct", "100")
     return root
@@ -119,6 +121,34 @@ def test_fedclip_replay_is_the_continual_pipeline_context_by_context(root):
     if budget:
         assert rows["ip"]["rounds"] == 3 * budget
         assert 0 < rows["ip"]["up_per_client_round"] - 8 * 2 * units < 2000  # (g, b) float64 + overhead
+
+
+def test_fedclip_joint_is_the_continual_pipeline_with_its_early_stopping(root):
+    """Joint end to end: the validation users run as evaluation nodes; the kept models, their
+    rounds and the stream accuracy are the pipeline's; the bytes split into the training nodes'
+    IP and statistics groups and the evaluation nodes' groups."""
+    _esnfed(root, "select", "--algo", "fedclip", "--strategy", "joint", "--pct", "100")
+    doc = _flower(root, "fedclip-joint")
+    f, p = doc["flower"], doc["pipeline"]
+    assert f["ip_max_abs_difference"] == 0.0 and f["context_readout_relative_difference"] == [0.0] * 3
+    assert f["stream_accuracy"] == p["stream_accuracy"] and f["ip_rounds"] == p["ip_rounds"]
+    assert [len(tr) for tr in f["joint_trace"]] == f["rounds"] and len(f["rounds"]) == 3
+    print("joint rounds run per context:", f["rounds"], "kept:", p["ip_rounds"])
+    assert all(u <= n for u, n in zip(p["ip_rounds"], f["rounds"]))
+    rows = {r["phase"]: r for r in f["bytes"]["rows"]}
+    assert set(rows) == {"role", "ip", "stats", "eval"}
+    assert rows["ip"]["rounds"] == rows["stats"]["rounds"] == rows["eval"]["rounds"] == sum(f["rounds"])
+    units = doc["config"]["units"]
+    # An evaluation node receives what a training node does ((g, b) and the config) plus the
+    # readout (C·N float64 in a record of its own, < 1 KB of headers) and sends back two counts.
+    extra = rows["eval"]["down_per_client_round"] - rows["ip"]["down_per_client_round"]
+    assert 0 < extra - 8 * doc["n_classes"] * units < 1000
+    assert rows["eval"]["up_per_client_round"] < rows["ip"]["up_per_client_round"]
+    assert f["bytes"]["clients_measured"] == doc["n_clients"]  # the per-client totals: training users
+    md = root / "flower-table.md"
+    table = [str(ESNFED), "flower-table", "--runs-dir", str(root / "out"), "--out", str(md)]
+    assert subprocess.run(table, capture_output=True, timeout=120).returncode == 0
+    assert "| wesad | fedclip-joint | no | eval |" in md.read_text()
 
 
 def test_several_apps_in_one_session_give_the_separate_runs(many, separate):

@@ -18,12 +18,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from esnfed_core.continual import ContinualConfig, make_strategy, run_continual  # noqa: E402
 from esnfed_core.plasticity import IPConfig  # noqa: E402
-from esnfed_core.trial import make_reservoir  # noqa: E402
+from esnfed_core.method import Method  # noqa: E402
+from esnfed_core.trial import continual_contexts, make_reservoir  # noqa: E402
 from experiment_data import trial_data  # noqa: E402
 
 CFG = {"units": 10, "spectral_radius": 0.9, "leak": 0.5, "input_scaling": 0.8}
 BUDGET, EPOCHS, LAM = 2, 2, 1e-3
 SITS_OUT = {1: 0, 2: 1}  # client: the context where it has no windows
+PATIENCE, MAX_ROUNDS = 2, 4  # joint: stops early at some context, keeps a later round at another (asserted)
 
 
 @pytest.fixture(scope="module")
@@ -38,15 +40,18 @@ def setup(tmp_path_factory):
             u = u.select(u.context != SITS_OUT[i])
         np.savez(root / f"client-{i}.npz", x=u.x, y=u.y, context=u.context)
         train.append([(u.of_context(t).x, u.of_context(t).y) for t in range(data.n_contexts)])
+    for j, u in enumerate(data.validation.values()):  # joint's evaluation nodes, after the training ones
+        np.savez(root / f"client-{len(train) + j}.npz", x=u.x, y=u.y, context=u.context)
     return root, data, train
 
 
 def _flower(root: Path, data, strategy: str, monkeypatch, secagg: bool = False, drop: int | None = None) -> dict:
     from flwr.simulation import run_simulation
 
-    from esnfed_flower import fedclip, secagg_fedclip
+    from esnfed_flower import fedclip, fedclip_joint, secagg_fedclip
 
-    app = secagg_fedclip if secagg else fedclip
+    app = secagg_fedclip if secagg else fedclip_joint if strategy == "joint" else fedclip
+    n_eval = len(data.validation) if strategy == "joint" else 0
     out = root / f"{strategy}{'-secagg' if secagg else ''}{'' if drop is None else f'-drop{drop}'}.npy"
     steps = max(u.x.shape[0] * u.x.shape[1] for u in data.train.values())  # SecAgg+'s max-weight
     run = {"max-weight": float(steps), **CFG, "reservoir-seed": 5, "n-classes": data.n_classes, "n-inputs": data.n_inputs,
@@ -54,12 +59,13 @@ def _flower(root: Path, data, strategy: str, monkeypatch, secagg: bool = False, 
            "budget": BUDGET, "replay-fraction": 0.2, "replay-batch": 2, "replay-shuffle": False,
            "sigma": 0.3, "mu": 0.0, "eta": 0.01, "ip-batch-size": 4, "ip-normalize-step": True,
            "ip-seed": 9, "local-epochs": EPOCHS, "lambda": LAM, "solver": "cholesky",
+           "patience": PATIENCE, "max-joint-rounds": MAX_ROUNDS, "num-eval-clients": n_eval,
            "data-dir": str(root), "out": str(out), **({} if drop is None else {"drop-partition": drop})}
     cfg = root / f"{out.stem}.json"
     cfg.write_text(json.dumps(run))
     monkeypatch.setenv("ESNFED_FLOWER_RUN", str(cfg))
     client_app = app.client_app if drop is None else app.dropout_client_app
-    run_simulation(app.server_app, client_app, num_supernodes=len(data.train),
+    run_simulation(app.server_app, client_app, num_supernodes=len(data.train) + n_eval,
                    backend_config={"client_resources": {"num_cpus": 1}, "init_args": {"num_cpus": 2}})
     with np.load(str(out) + ".contexts.npz") as f:
         got = {k: f[k] for k in f.files}
@@ -69,10 +75,12 @@ def _flower(root: Path, data, strategy: str, monkeypatch, secagg: bool = False, 
 
 def _pipeline(data, train, strategy: str):
     res = make_reservoir(CFG, data.n_inputs, 5)
-    strat = make_strategy(strategy, budget=BUDGET, replay_fraction=0.2, replay_batch=2)
+    strat = make_strategy(strategy, budget=BUDGET, replay_fraction=0.2, replay_batch=2, patience=PATIENCE,
+                          max_joint_rounds=MAX_ROUNDS)
     config = ContinualConfig(True, IPConfig(sigma=0.3, batch_size=4), data.n_classes, local_epochs=EPOCHS,
                              lam=LAM, seed=9)
-    return run_continual(res, train, strat, config)
+    validation = continual_contexts(Method.parse("fedclip-joint"), data)[1]  # user by user, as a trial
+    return run_continual(res, train, strat, config, validation=validation if strategy == "joint" else None)
 
 
 @pytest.mark.parametrize("strategy", ["naive", "replay"])
@@ -89,6 +97,29 @@ def test_fedclip_app_equals_the_pipeline(setup, strategy, monkeypatch):
     assert not np.allclose(want.reservoirs[0].gain, want.reservoirs[1].gain)
     if strategy == "replay":
         assert want.buffer_sizes[1][2] > 0  # client 2 trains on its buffer at context 1
+
+
+def test_fedclip_joint_app_equals_the_pipeline(setup, monkeypatch):
+    """Joint: the validation users are evaluation nodes; the per-context (g, b) and readouts, the
+    rounds kept (ip_rounds) and run, and every round's validation accuracy are the pipeline's.
+    Client 1 has no windows at context 0 and sits it out."""
+    root, data, train = setup
+    got = _flower(root, data, "joint", monkeypatch)
+    want = _pipeline(data, train, "joint")
+    for t in range(data.n_contexts):
+        np.testing.assert_array_equal(got["gain"][t], want.reservoirs[t].gain)
+        np.testing.assert_array_equal(got["bias"][t], want.reservoirs[t].bias)
+        np.testing.assert_array_equal(got["readout"][t], want.readouts[t])
+    assert got["ip_rounds"].tolist() == want.ip_rounds
+    assert got["rounds"].tolist() == [len(tr) for tr in want.joint_trace]
+    np.testing.assert_array_equal(got["trace"], np.concatenate(want.joint_trace))
+    # Not vacuous: early stopping stopped some context before the max rounds, the kept round is
+    # not always the last one run nor always the first, and the rounds run differ between contexts
+    # (the training clients' history).
+    assert min(got["rounds"]) < MAX_ROUNDS
+    assert any(u < len(tr) for u, tr in zip(want.ip_rounds, want.joint_trace))
+    assert max(want.ip_rounds) > 1 and len(set(got["rounds"].tolist())) > 1
+    assert len(set(np.concatenate(want.joint_trace).tolist())) > 1
 
 
 def _quantization_bound(steps: list[int]) -> float:
