@@ -41,7 +41,7 @@ def _continual(**kw: Any) -> None:
     """A two-window, two-step continual run: the bounds are checked before any work."""
     strategy = "replay" if any(k.startswith("replay") for k in kw) else "joint"  # the one the key concerns
     run_named(RES, [[(X[:2], Y[:2])]], strategy, False, IPConfig(sigma=0.3, batch_size=2), 1, 1, 2,
-              validation=[(X[2:], Y[2:])], **kw)
+              validation=[[(X[2:], Y[2:])]], **kw)  # one validation user, one context
 
 
 # params.yaml key -> (the core bound, how the core consumes a value, whether the key holds a list)
