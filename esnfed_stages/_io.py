@@ -17,6 +17,7 @@ import contextlib
 import ctypes
 import errno
 import fcntl
+import hashlib
 import json
 import os
 import re
@@ -281,3 +282,12 @@ def read_npz(path: str | os.PathLike) -> dict[str, np.ndarray]:
             return {k: z[k] for k in z.files}
     except Exception as exc:  # zipfile/ValueError/OSError: all mean a corrupt file
         raise DataError(f"{path}: cannot read npz ({exc})") from None
+
+
+def file_sha256(path: str | Path, chunk: int = 1 << 20) -> str:
+    """The SHA-256 of a file's bytes, read in chunks (memory bounded by ``chunk``)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()

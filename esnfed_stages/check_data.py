@@ -7,7 +7,6 @@ with their own tools sees everything to fix at once. Nothing is written.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from pathlib import Path
@@ -17,6 +16,7 @@ import numpy as np
 
 from esnfed_core.data.processed import MANIFEST
 from esnfed_core.quote import brief, quote
+from esnfed_stages._io import file_sha256
 
 # Keys of manifest.json: (name, expected type) for the required ones.
 REQUIRED_KEYS = {"dataset": str, "window": int, "n_features": int, "feature_names": list,
@@ -68,14 +68,6 @@ def check_manifest(path: Path, manifest: Any) -> list[str]:
     return out
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def _entry(path: Path, user: str, entry: Any, k: int | None, c: int | None) -> list[str]:
     where = f"{path}: users.{user}"
     if not isinstance(entry, dict):
@@ -117,7 +109,7 @@ def check_user(folder: Path, user: str, entry: Mapping[str, Any], manifest: Mapp
     if not file.is_file():
         return [f"{file}: file not found (listed in manifest.json users)"]
     out = []
-    if isinstance(entry.get("sha256"), str) and _SHA.fullmatch(entry["sha256"]) and _sha256(file) != entry["sha256"]:
+    if isinstance(entry.get("sha256"), str) and _SHA.fullmatch(entry["sha256"]) and file_sha256(file) != entry["sha256"]:
         out.append(f"{file}: sha256 differs from manifest.json users.{user}.sha256")
     arrays, problems = _arrays(file)
     out += problems

@@ -5,7 +5,6 @@ contract's writer, shared with `import` (esnfed_stages/import_data.py)."""
 
 from __future__ import annotations
 
-import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,20 +17,12 @@ from esnfed_core.data.processed import MANIFEST, UserData, save_user, user_path
 from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.vocabulary import SOURCES
 from esnfed_stages._datasets import check_dataset, dataset_function
-from esnfed_stages._io import atomic_path, output_lock, write_json
+from esnfed_stages._io import atomic_path, file_sha256, output_lock, write_json
 from esnfed_stages.sections import section
 
 DEFAULT_OUT = Path("data/processed")
 _USER_NAME = re.compile(r"^[A-Za-z0-9_-]+$")  # becomes a file name
 _META_KEYS = ("feature_names", "classes", "context_names")
-
-
-def sha256(path: str | Path, chunk: int = 1 << 20) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
 
 
 def resolve_input(params: dict[str, Any], source: str | None, raw_dir: str | Path | None) -> tuple[str, Path]:
@@ -154,11 +145,11 @@ def write_processed(dataset: str, out: Path, described: dict[str, Any], users_of
             for src in (f for s in info["sources"] for f in source_files(s)):
                 if src.resolve() not in hashed:  # shared files (HHAR's CSVs) are hashed once
                     hashed.add(src.resolve())
-                    checksums[_source_key(src, raw_root)] = sha256(src)
+                    checksums[_source_key(src, raw_root)] = file_sha256(src)
             n_ctx, n_cls = len(meta["context_names"]), len(meta["classes"])
             entry = {
                 "file": user_path(tmp, user).name,
-                "sha256": sha256(user_path(tmp, user)),  # trials check it: lazy reads skip zip CRCs
+                "sha256": file_sha256(user_path(tmp, user)),  # trials check it: lazy reads skip zip CRCs
                 "windows": data.windows,
                 "windows_per_context": np.bincount(data.context.astype(np.int64), minlength=n_ctx).tolist(),
                 "class_counts": np.bincount(data.y.astype(np.int64).ravel(), minlength=n_cls).tolist(),

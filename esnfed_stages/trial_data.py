@@ -13,7 +13,7 @@ from esnfed_core.data.processed import UserData, load_manifest, load_user, user_
 from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.trial import TrialData
 from esnfed_core.vocabulary import PCTS
-from esnfed_stages._io import read_json
+from esnfed_stages._io import file_sha256, read_json
 
 
 @dataclass(frozen=True, eq=False)
@@ -56,7 +56,7 @@ class Dataset:
             path = user_path(self.directory, user)
             if not path.is_file():
                 raise DataError(f"{path}: processed file for user '{user}' not found")
-            digest = _file_sha256(path)
+            digest = file_sha256(path)
             expected = self.manifest["users"][user].get("sha256")
             if expected is not None and digest != expected:
                 raise DataError(f"{path}: contents differ from the sha256 in manifest.json (corrupt or "
@@ -85,12 +85,6 @@ class Dataset:
         return {u: load_user(self.directory, u, lazy=True) for u in users}
 
 
-def _file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def open_dataset(data_dir: Path, dataset: str) -> Dataset:
