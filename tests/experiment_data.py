@@ -101,3 +101,26 @@ def write_params(root: Path, params: dict) -> Path:
     path = root / "params.yaml"
     path.write_text(yaml.safe_dump(params, sort_keys=False))
     return path
+
+
+def cli_ok(*args: str) -> str:
+    """``esnfed ARGS`` through Typer's runner; asserts exit 0 and returns the output."""
+    from typer.testing import CliRunner  # noqa: PLC0415 - the Flower tests import this module too
+
+    from esnfed_cli.main import app  # noqa: PLC0415
+
+    result = CliRunner().invoke(app, list(args))
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def run_method_stages(root: Path, dataset: str, methods) -> None:
+    """select (every share), retrain and assess of each (algo, strategy or None) of ``methods`` on
+    ``root``'s params, data and runs."""
+    common = ["--dataset", dataset, "--params", str(root / "params.yaml"), "--data-dir", str(root / "data"),
+              "--runs-dir", str(root / "runs")]
+    for algo, strategy in methods:
+        extra = ["--strategy", strategy] if strategy else []
+        cli_ok("select", "--algo", algo, *extra, "--pct", "all", *common)
+        cli_ok("retrain", "--algo", algo, *extra, *common)
+        cli_ok("assess", "--algo", algo, *extra, *common)

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from esnfed_cli.main import app
 from esnfed_stages.check_data import check_folder
-from experiment_data import make_dataset, small_params, write_params
+from experiment_data import cli_ok, make_dataset, run_method_stages, small_params, write_params
 
 pytestmark = pytest.mark.pipeline
 runner = CliRunner()
@@ -23,10 +23,7 @@ ALL = [("random", None), ("ridge", None), ("incfed", None), ("fedavg", None), ("
 PAPER_SUBSET = [("incfed", None), ("fedavg", None), ("fedip", None), ("fedclip", "naive")]
 
 
-def _ok(*args: str) -> str:
-    result = runner.invoke(app, list(args))
-    assert result.exit_code == 0, result.output
-    return result.output
+_ok = cli_ok
 
 
 def _params(root: Path, declare_user: bool) -> Path:
@@ -42,13 +39,7 @@ def _params(root: Path, declare_user: bool) -> Path:
 
 
 def _stages(root: Path, dataset: str, methods) -> None:
-    common = ["--dataset", dataset, "--params", str(root / "params.yaml"), "--data-dir", str(root / "data"),
-              "--runs-dir", str(root / "runs")]
-    for algo, strategy in methods:
-        extra = ["--strategy", strategy] if strategy else []
-        _ok("select", "--algo", algo, *extra, "--pct", "all", *common)
-        _ok("retrain", "--algo", algo, *extra, *common)
-        _ok("assess", "--algo", algo, *extra, *common)
+    run_method_stages(root, dataset, methods)
 
 
 def _report(root: Path, mp: pytest.MonkeyPatch) -> None:

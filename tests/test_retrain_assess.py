@@ -18,7 +18,7 @@ from esnfed_stages import retrain as retrain_stage
 from esnfed_core.vocabulary import PCTS
 from esnfed_stages.experiment_params import experiment_params
 from esnfed_stages.models import load_model
-from experiment_data import TEST, TRAIN, make_dataset, small_params, write_params
+from experiment_data import TEST, TRAIN, cli_ok, make_dataset, run_method_stages, small_params, write_params
 
 # (algo, strategy): stationary and continual, centralised and federated, in dependency order.
 METHODS = [("random", None), ("ridge", None), ("incfed", None), ("fedavg", None), ("ip", None),
@@ -27,9 +27,7 @@ RETRAINS = 2
 runner = CliRunner()
 
 
-def _invoke(*args: str) -> None:
-    result = runner.invoke(app, list(args))
-    assert result.exit_code == 0, result.output
+_invoke = cli_ok
 
 
 def _pipeline(root: Path) -> None:
@@ -37,13 +35,7 @@ def _pipeline(root: Path) -> None:
     params = small_params()
     params["budgets"]["default"]["retrains"] = RETRAINS
     write_params(root, params)
-    common = ["--dataset", "wesad", "--params", str(root / "params.yaml"), "--data-dir", str(root / "data"),
-              "--runs-dir", str(root / "runs")]
-    for algo, strategy in METHODS:
-        extra = ["--strategy", strategy] if strategy else []
-        _invoke("select", "--algo", algo, *extra, "--pct", "all", *common)
-        _invoke("retrain", "--algo", algo, *extra, *common)
-        _invoke("assess", "--algo", algo, *extra, *common)
+    run_method_stages(root, "wesad", METHODS)
 
 
 def _method_id(algo: str, strategy: str | None) -> str:
