@@ -109,3 +109,20 @@ def test_cycle_finder_finds_a_hidden_cycle(tmp_path):
     graph = {m: imports_of(m, p, set(mods)) for m, p in mods.items()}
     assert graph["pkg.a"] == {"pkg.b"} and graph["pkg.b"] == {"pkg.a"}
     assert find_cycle(graph) in (["pkg.a", "pkg.b", "pkg.a"], ["pkg.b", "pkg.a", "pkg.b"])
+
+
+def test_start_up_leaves_slow_libraries_to_the_commands_that_use_them():
+    """Every `esnfed` command imports the CLI and validates params.yaml (which imports the dataset
+    modules for their signatures) before it does anything: pandas, scipy.signal, matplotlib and
+    torch, ~0.2-1 s each, must not load there, or each of the ~130 pipeline stages pays for them."""
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    code = ("import sys, esnfed_cli.main\n"
+            "from esnfed_stages.params import load_params\n"
+            "load_params('params.yaml')\n"
+            "print(' '.join(m for m in ('pandas', 'scipy.signal', 'scipy.stats', 'matplotlib', 'torch')"
+            " if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out == []

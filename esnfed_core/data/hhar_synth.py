@@ -16,6 +16,10 @@ the axes move together, how the pouch and the strap sit) are shared by everyone,
 varies them a little (amplitude ×0.8–1.2, cadence 1.7–2.0 Hz, postures and axis phases).
 Every random draw comes from a numpy Generator seeded by (seed, user, device, sensor): the same
 seed gives the same bytes, whatever the order of generation.
+
+scipy.signal is imported where it is used: it takes ~0.4 s, and every stage's params check imports
+this module for its signature (esnfed_stages.params_schema), so a top-level import would slow every
+`esnfed` command down.
 """
 
 from __future__ import annotations
@@ -29,7 +33,6 @@ from pathlib import Path
 from typing import IO, Callable
 
 import numpy as np
-from scipy.signal import lfilter
 
 from esnfed_core.quote import quote
 from esnfed_core.validation import check_param
@@ -276,6 +279,8 @@ def _mount(seed: int, u: int, mi: int, copy: int, kind: str) -> np.ndarray:
 # ----------------------------------------------------------------------------------------------
 def _recording(seed: int, s: _Session, u: int, model: str, copy: int, sensor: str,
                watch_duty: float) -> dict[str, np.ndarray]:
+    from scipy.signal import lfilter  # noqa: PLC0415 (a slow import: see the module docstring)
+
     spec = MODELS[model]
     mi = list(MODELS).index(model)
     si = 0 if sensor == "accelerometer" else 1

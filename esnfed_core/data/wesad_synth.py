@@ -4,7 +4,11 @@ readme files): plausible chest and wrist physiology per condition, deterministic
 Each subject has their own baselines and condition responses (DATA-FACTS D: between-subject
 spread larger than the effects); what the cohort shares (sensor placement, the way posture
 changes between conditions) is one draw per seed, so that a model trained on more subjects
-generalises better to new ones, as in the published tables."""
+generalises better to new ones, as in the published tables.
+
+scipy.signal is imported where it is used: it takes ~0.4 s, and every stage's params check imports
+this module for its signature (esnfed_stages.params_schema), so a top-level import would slow every
+`esnfed` command down."""
 
 from __future__ import annotations
 
@@ -13,7 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from scipy.signal import lfilter
 
 from esnfed_core.data import py2pickle
 from esnfed_core.data.wesad import DIRNAME, LABEL_RATE, SUBJECTS, WRIST_RATES
@@ -222,6 +225,7 @@ def physiology(subject: str, rng: np.random.Generator, pop: Population) -> Physi
 
 def _smooth(x: np.ndarray, tau_s: float, rate: float) -> np.ndarray:
     """First-order lag (time constant ``tau_s``) along axis 0, started at the first value."""
+    from scipy.signal import lfilter  # noqa: PLC0415 (a slow import: see the module docstring)
     a = math.exp(-1.0 / (tau_s * rate))
     x = np.asarray(x, dtype=np.float64)
     zi = (a * x[:1])[None] if x.ndim > 1 else np.array([a * x[0]])
