@@ -6,7 +6,7 @@ Clones this repository (committed state) into a temporary folder, puts a shim na
 on PATH that records the wall/user/system seconds of every command DVC runs, runs `dvc repro`
 with this venv's packages importing the clone's code, then `dvc repro` again (must do nothing),
 and prints the per-stage table and the totals (Markdown, for BENCHMARKS.md). Installation is
-excluded: the clone uses this venv.
+excluded: the clone uses this venv (and this checkout's .venv-flower, linked).
 """
 
 from __future__ import annotations
@@ -46,6 +46,8 @@ def main() -> None:
     work = args.keep or Path(tempfile.mkdtemp(prefix="esnfed-pipeline-"))
     clone = work / "repo"
     subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
+    if (ROOT / ".venv-flower").exists():  # the flower stage's environment (README "Flower apps")
+        (clone / ".venv-flower").symlink_to((ROOT / ".venv-flower").resolve())
     shim_dir = work / "shim"
     shim_dir.mkdir()
     shim = shim_dir / "esnfed"
