@@ -14,7 +14,8 @@ from typing import Any, Iterator, Mapping
 
 import numpy as np
 
-from esnfed_core.data.processed import MANIFEST
+from esnfed_core.data.processed import MANIFEST, load_manifest
+from esnfed_core.errors import DataError
 from esnfed_core.quote import brief, quote
 from esnfed_stages._io import file_sha256
 
@@ -66,6 +67,16 @@ def check_manifest(path: Path, manifest: Any) -> list[str]:
     if isinstance(manifest.get("users"), dict) and not manifest["users"]:
         out.append(f"{path}: users is empty")
     return out
+
+
+def checked_manifest(folder: str | Path) -> dict[str, Any]:
+    """manifest.json of a processed folder for a stage to use: DataError naming the file and the
+    first violation of its own fields (``check_manifest``), so a malformed one never gets further."""
+    manifest = load_manifest(folder)
+    problems = check_manifest(Path(folder) / MANIFEST, manifest)
+    if problems:
+        raise DataError(problems[0])
+    return manifest
 
 
 def _entry(path: Path, user: str, entry: Any, k: int | None, c: int | None) -> list[str]:

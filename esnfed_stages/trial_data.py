@@ -9,11 +9,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from esnfed_core.data.processed import UserData, load_manifest, load_user, user_path
+from esnfed_core.data.processed import UserData, load_user, user_path
 from esnfed_core.errors import ConfigError, DataError
+from esnfed_core.quote import quote
 from esnfed_core.trial import TrialData
 from esnfed_core.vocabulary import PCTS
 from esnfed_stages._io import file_sha256, read_json
+from esnfed_stages.check_data import checked_manifest
 
 
 @dataclass(frozen=True, eq=False)
@@ -90,7 +92,7 @@ class Dataset:
 def open_dataset(data_dir: Path, dataset: str) -> Dataset:
     """Read data/processed/<dataset>/manifest.json and data/partitions/<dataset>.json."""
     directory = Path(data_dir) / "processed" / dataset
-    manifest = load_manifest(directory)
+    manifest = checked_manifest(directory)  # n_classes, n_contexts, users, ... of the right types
     ppath = Path(data_dir) / "partitions" / f"{dataset}.json"
     part = read_json(ppath)
     if not isinstance(part, dict):
@@ -100,20 +102,19 @@ def open_dataset(data_dir: Path, dataset: str) -> Dataset:
             raise DataError(f"{ppath}: missing '{key}'")
     if not isinstance(part["train"], dict) or set(part["train"]) != set(PCTS):
         raise DataError(f"{ppath}: 'train' must map each of {', '.join(PCTS)} to a list of users")
-    for key in ("n_classes", "n_contexts", "users"):
-        if key not in manifest:
-            raise DataError(f"{directory / 'manifest.json'}: missing '{key}'")
-    users = set(manifest["users"])
-    listed = [u for p in PCTS for u in part["train"][p]] + list(part["validation"]) + list(part["test"])
-    for u in listed:
-        if u not in users:
-            raise ConfigError(f"{ppath}: user '{u}' is not in {directory / 'manifest.json'}")
-    for p in PCTS:
-        if not part["train"][p]:
-            raise DataError(f"{ppath}: no training users for {p}%")
-    for key in ("validation", "test"):
-        if not part[key]:
-            raise DataError(f"{ppath}: no {key} users")
+    splits = {f"train.{p}": part["train"][p] for p in PCTS} | {k: part[k] for k in ("validation", "test")}
+    for key, users in splits.items():
+        if not isinstance(users, list) or not all(isinstance(u, str) for u in users):
+            raise DataError(f"{ppath}: {key} must be a list of user names, got {quote(users)}")
+        if not users:
+            raise DataError(f"{ppath}: no {'training' if key.startswith('train') else key} users"
+                            + (f" for {key[6:]}%" if key.startswith("train") else ""))
+    mpath = directory / "manifest.json"
+    for u in [u for users in splits.values() for u in users]:
+        if u not in manifest["users"]:
+            raise ConfigError(f"{ppath}: user '{u}' is not in {mpath}")
+        if not isinstance(manifest["users"][u], dict):
+            raise DataError(f"{mpath}: users.{u} must be an object, got {quote(manifest['users'][u])}")
     return Dataset(dataset, directory, manifest, part)
 
 

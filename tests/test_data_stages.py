@@ -308,6 +308,21 @@ def test_partition_before_preprocess(project):
     assert "manifest not found" in err
 
 
+@pytest.mark.parametrize("manifest, expected", [
+    ([], "manifest.json: expected a JSON object, got list"),
+    ("users-null", "manifest.json: users must be a dict, got None"),
+])
+def test_partition_of_a_malformed_manifest_is_one_line(project, manifest, expected):
+    """A manifest.json that is valid JSON of the wrong shape: one line naming it, no traceback."""
+    ok(invoke("preprocess", "--dataset", "wesad"))
+    path = project / "data" / "processed" / "wesad" / "manifest.json"
+    if manifest == "users-null":
+        manifest = {**json.loads(path.read_text()), "users": None}
+    path.write_text(json.dumps(manifest))
+    assert expected in one_line_error(invoke("partition", "--dataset", "wesad"))
+    assert not (project / "data" / "partitions" / "wesad.json").exists()
+
+
 def test_hhar_goes_through_the_same_stages(tmp_path, monkeypatch):
     """The dataset-agnostic stages dispatch to the HHAR modules: devices become the contexts."""
     monkeypatch.chdir(tmp_path)
