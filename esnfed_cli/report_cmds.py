@@ -80,11 +80,11 @@ def report(
     ttest_file: Annotated[Path, typer.Option(
         "--ttest", help="The t-tests written by `esnfed ttest`.")] = ttest_stage.TTEST_PATH,
     out_dir: Annotated[Path, typer.Option(
-        "--out-dir", help="Reports directory: tables/, figures/, plots/ and metrics.json are "
-        "replaced atomically inside it.")] = report_stage.REPORTS_DIR,
+        "--out-dir", help="Reports directory: tables/, figures/, plots/ and metrics/ "
+        "(<dataset>-<method>.json) are replaced atomically inside it.")] = report_stage.REPORTS_DIR,
     allow_missing: AllowMissingOpt = False,
 ) -> None:
-    """The papers' tables (Markdown + CSV), communication table, figures and metrics.json.
+    """The papers' tables (Markdown + CSV), communication table, figures and metrics/.
 
     Set SOURCE_DATE_EPOCH to fix the date printed in the table headers (reproducible builds).
     """
@@ -110,7 +110,7 @@ def report(
             summary.add_row(ds, f"{pct}%", *values)
     console.print(summary, highlight=False)
     console.print(f"wrote {len(rep.tables)} table files, {len(rep.figures)} figures, "
-                  f"{len(rep.plots)} plot data files and metrics.json under {out_dir}/",
+                  f"{len(rep.plots)} plot data files and {len(rep.metrics)} metrics files under {out_dir}/",
                   highlight=False)
     if rep.missing:
         console.print(f"[yellow]missing inputs ({len(rep.missing)}), shown as n/a:[/] "
