@@ -263,6 +263,7 @@ class Spill:
         self.sources: dict[str, set[str]] = {}
         self.labels: dict[str, int] = {l: i for i, l in enumerate(p.classes)} if p.classes else {}
         self.contexts: dict[str, int] = {c: i for i, c in enumerate(p.contexts)} if p.contexts else {}
+        self.seen_labels: set[int] = set()  # label codes of the rows kept (``classes`` may list more)
 
     def _codes(self, chunk: Chunk, column: str, values: np.ndarray, rows: np.ndarray,
                codes: dict[str, int], fixed: tuple[str, ...] | None, what: str) -> np.ndarray:
@@ -294,6 +295,7 @@ class Spill:
         if not rows.size:
             return
         label = self._codes(chunk, p.label, labels[rows], rows, self.labels, p.classes, "classes")
+        self.seen_labels.update(np.unique(label).astype(np.int64).tolist())
         ctx = (self._codes(chunk, p.context, ctx_values[rows], rows, self.contexts, p.contexts, "contexts")
                if p.context else np.zeros(rows.size))
         table = np.column_stack([time[rows], label, ctx, feats[rows]])
@@ -341,6 +343,11 @@ def run(dataset: str, p: ImportParams, out_root: str | Path | None = None,
                 spill.add(chunk)
         if not spill.files:
             raise DataError(f"{p.source}: no rows to import")
+        if len(spill.seen_labels) < 2:  # every step the same class: any classifier scores 100 %
+            only = [name for name, code in spill.labels.items() if code in spill.seen_labels]
+            raise DataError(f"{p.source}: column {quote(p.label)} holds one class only ({', '.join(only)})"
+                            + (" once drop_labels are dropped" if p.drop_labels else "")
+                            + "; classification needs at least 2")
         classes, class_order = _order(spill.labels, p.classes)
         contexts, context_order = _order(spill.contexts, p.contexts) if p.context else (["all"], np.zeros(1, np.int64))
         for what, names in (("classes", classes), ("contexts", contexts)):
