@@ -157,6 +157,22 @@ def read_meta(directory: Path, k: int) -> dict[str, Any] | None:
     return meta
 
 
+def _why_unreadable(npz: Path, js: Path) -> str:
+    """One line naming the file of a model ``read_meta`` refused, and why."""
+    rerun = "(run `esnfed retrain`)"
+    for path in (js, npz):
+        if not path.is_file():
+            return f"{path}: not found: model missing or incomplete {rerun}"
+    try:
+        meta = read_json(js)
+    except DataError as exc:
+        return f"{exc} {rerun}"
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        return f"{js}: not an esnfed model description (format {FORMAT!r} expected) {rerun}"
+    return (f"{npz}: contents differ from the npz_sha256 in {js.name} (corrupt or changed after "
+            f"retraining) {rerun}")
+
+
 def _deep_reservoir(npz: Path, arrays: dict[str, np.ndarray]) -> DeepReservoir:
     """The deep reservoir of a saved model (format above); DataError naming what is inconsistent."""
     sizes = [int(n) for n in np.atleast_1d(arrays["layer_units"])]
@@ -180,7 +196,7 @@ def load_model(directory: Path, k: int) -> tuple[FittedModel, dict[str, Any]]:
     npz, js = model_paths(directory, k)
     meta = read_meta(directory, k)
     if meta is None:
-        raise DataError(f"{js}: model missing or incomplete (run `esnfed retrain`)")
+        raise DataError(_why_unreadable(npz, js))
     if meta.get("format_version") != FORMAT_VERSION:
         raise DataError(f"{js}: format_version {meta.get('format_version')!r}, expected {FORMAT_VERSION}")
     arrays = read_npz(npz)

@@ -185,8 +185,16 @@ def test_retrain_resumes_and_recomputes_a_corrupt_model(run_a, tmp_path):
     directory = root / "runs" / "models" / "wesad" / "incfed" / "50"
     good = (directory / "seed-1.npz").read_bytes()
     (directory / "seed-1.npz").write_bytes(good[:100])  # truncated: hash no longer matches
-    with pytest.raises(DataError, match="seed-1.json"):
+    # the message names the file at fault: here the .npz, whose bytes no longer match its .json
+    with pytest.raises(DataError, match=r"50/seed-1\.npz: contents differ from the npz_sha256 in seed-1\.json"):
         assess_stage.run("wesad", Method("incfed"), experiment_params(params), **kw)
+    for name, fragment in (("seed-1.json", r"50/seed-1\.json: not found"),
+                           ("seed-0.npz", r"50/seed-0\.npz: not found")):
+        keep = (directory / name).read_bytes()
+        (directory / name).unlink()
+        with pytest.raises(DataError, match=fragment):
+            load_model(directory, int(name[5]))
+        (directory / name).write_bytes(keep)
     result = retrain_stage.run("wesad", Method("incfed"), list(PCTS), experiment_params(params), **kw)
     assert [(s.resumed, s.ran) for s in result.shares] == [(2, 0), (1, 1), (2, 0), (2, 0)]
     assert (directory / "seed-1.npz").read_bytes() == good
