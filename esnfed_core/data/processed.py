@@ -81,9 +81,7 @@ def user_path(directory: str | Path, user: str) -> Path:
 def load_manifest(directory: str | Path) -> dict:
     path = Path(directory) / MANIFEST
     if not path.is_file():
-        name = Path(directory).name  # the papers' datasets are preprocessed, your own imported
-        stage = "preprocess" if name in USER_NAMES else "import"
-        raise DataError(f"{path}: manifest not found (run `esnfed {stage} --dataset {name}` first)")
+        raise DataError(f"{path}: manifest not found (run `esnfed preprocess` first)")
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
