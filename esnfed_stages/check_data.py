@@ -17,6 +17,7 @@ import numpy as np
 from esnfed_core.data.processed import MANIFEST, load_manifest
 from esnfed_core.errors import DataError
 from esnfed_core.quote import brief, quote
+from esnfed_core.vocabulary import DATASETS
 from esnfed_stages._io import file_sha256
 
 # Keys of manifest.json: (name, expected type) for the required ones.
@@ -72,8 +73,13 @@ def check_manifest(path: Path, manifest: Any) -> list[str]:
 def checked_manifest(folder: str | Path) -> dict[str, Any]:
     """manifest.json of a processed folder for a stage to use: DataError naming the file and the
     first violation of its own fields (``check_manifest``), so a malformed one never gets further."""
+    path = Path(folder) / MANIFEST
+    if not path.is_file():  # the papers' datasets are preprocessed, your own imported
+        name = Path(folder).name
+        stage = "preprocess" if name in DATASETS else "import"
+        raise DataError(f"{path}: manifest not found (run `esnfed {stage} --dataset {name}` first)")
     manifest = load_manifest(folder)
-    problems = check_manifest(Path(folder) / MANIFEST, manifest)
+    problems = check_manifest(path, manifest)
     if problems:
         raise DataError(problems[0])
     return manifest

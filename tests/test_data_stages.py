@@ -17,7 +17,9 @@ from typer.testing import CliRunner
 from esnfed_cli.main import app
 from esnfed_core.data import py2pickle, safe_pickle, wesad_synth
 from esnfed_core.data.processed import load_manifest, load_user
+from esnfed_core.errors import DataError
 from esnfed_stages import _datasets
+from esnfed_stages.check_data import checked_manifest
 from pickle_asm import ndarray_call, zeroed_flags_object_array
 
 runner = CliRunner()
@@ -305,7 +307,14 @@ def test_bad_partition_specs(project, spec, expected):
 
 def test_partition_before_preprocess(project):
     err = one_line_error(invoke("partition", "--dataset", "wesad"))
-    assert "manifest not found" in err
+    assert "manifest not found (run `esnfed preprocess --dataset wesad` first)" in err
+
+
+def test_a_missing_manifest_of_your_own_dataset_points_to_import(tmp_path):
+    """`esnfed preprocess` refuses a dataset of your own: the hint names the command that writes it."""
+    with pytest.raises(DataError, match=r"mystudy/manifest.json: manifest not found \(run `esnfed import "
+                                        r"--dataset mystudy` first\)"):
+        checked_manifest(tmp_path / "processed" / "mystudy")
 
 
 @pytest.mark.parametrize("manifest, expected", [
