@@ -4,6 +4,7 @@ invariants, determinism, resumed retraining, and the saved-model format read by 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +16,7 @@ from esnfed_core.errors import DataError
 from esnfed_core.method import Method
 from esnfed_stages import assess as assess_stage
 from esnfed_stages import retrain as retrain_stage
+from esnfed_stages import select as select_stage
 from esnfed_core.vocabulary import PCTS
 from esnfed_stages.experiment_params import experiment_params
 from esnfed_stages.models import load_model
@@ -200,6 +202,39 @@ def test_retrain_resumes_and_recomputes_a_corrupt_model(run_a, tmp_path):
     assert (directory / "seed-1.npz").read_bytes() == good
     model, meta = load_model(directory, 1)
     assert model.readout.shape == (3, meta["units"]) and meta["pct"] == "50"
+
+
+@pytest.mark.parametrize("edit, fragment", [
+    (lambda c: c.update(units="big"), "config.units: expected a finite number, got 'big'"),
+    (lambda c: c.update(leak=float("nan")), "config.leak: expected a finite number, got nan"),
+    (lambda c: c.pop("leak"), "config of incfed: missing hyperparameter(s) leak"),
+])
+def test_a_malformed_best_config_is_one_error_naming_best_json(run_a, tmp_path, edit, fragment):
+    """A hand-edited best.json stops retrain (and the continual/deep select reading it) with one
+    DataError naming the file and key, before any retrain runs: no failure records, models kept."""
+    import shutil
+
+    shutil.copytree(run_a, tmp_path / "r")
+    root = tmp_path / "r"
+    params = small_params()
+    params["budgets"]["default"]["retrains"] = RETRAINS
+    best = root / "runs" / "select" / "wesad" / "incfed" / "50" / "best.json"
+    doc = json.loads(best.read_text())
+    edit(doc["config"])
+    best.write_text(json.dumps(doc))
+    models = root / "runs" / "models" / "wesad" / "incfed"
+    before = {p: p.read_bytes() for p in sorted(models.rglob("*")) if p.is_file()}
+    with pytest.raises(DataError, match=re.escape(f"{best}: {fragment}")):
+        retrain_stage.run("wesad", Method("incfed"), list(PCTS), experiment_params(params),
+                          data_dir=root / "data", runs_dir=root / "runs")
+    assert {p: p.read_bytes() for p in sorted(models.rglob("*")) if p.is_file()} == before
+    ip_best = root / "runs" / "select" / "wesad" / "ip" / "50" / "best.json"
+    doc = json.loads(ip_best.read_text())
+    edit(doc["config"])
+    ip_best.write_text(json.dumps(doc))
+    with pytest.raises(DataError, match=re.escape(f"{ip_best}: {fragment.replace('incfed', 'ip')}")):
+        select_stage.run("wesad", Method("clip", "replay"), ["50"], experiment_params(params),
+                         data_dir=root / "data", runs_dir=root / "runs")
 
 
 def test_cli_usage_and_input_errors(run_a):
