@@ -173,10 +173,12 @@ def _csv_chunks(file: Path, p: ImportParams) -> Iterator[Chunk]:
     _missing_columns(file, header, p.columns)
     first = 1
     try:
-        reader = pd.read_csv(file, sep=p.delimiter, usecols=p.columns, dtype=str, keep_default_na=False,
+        # No usecols: with it pandas silently drops the fields of a row longer than the header, so a
+        # decimal comma ("0,6") would shift that row's values; without it such a row is an error.
+        reader = pd.read_csv(file, sep=p.delimiter, dtype=str, keep_default_na=False,
                              chunksize=p.chunk_rows, engine="c", quoting=csv.QUOTE_MINIMAL)
         for frame in reader:
-            yield Chunk(file, first, frame)
+            yield Chunk(file, first, frame[p.columns])
             first += len(frame)
     except (ValueError, pd.errors.ParserError, UnicodeDecodeError) as exc:
         raise DataError(f"{file}: row {first} or after (line {first + 1}+): cannot parse ({brief(exc)})") from None

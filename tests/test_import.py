@@ -155,6 +155,18 @@ def test_a_label_column_with_one_class_is_refused(tmp_path, kw, tail):
     assert not (tmp_path / "o" / "m").exists()
 
 
+@pytest.mark.parametrize("chunk_rows", [100_000, 2])
+def test_a_row_longer_than_the_header_is_refused(tmp_path, chunk_rows):
+    """A decimal comma ("4,5") gives a row one field more than the header: pandas with usecols
+    dropped the extra field silently, shifting that row's values; now one line naming the line."""
+    lines = _table(shuffle=False).to_csv(index=False).splitlines()
+    lines[5] = lines[5].rsplit(",", 1)[0] + ",4,5"  # row 5 (line 6): b = "4,5"
+    (tmp_path / "rec.csv").write_text("\n".join(lines) + "\n")
+    with pytest.raises(DataError, match=r"rec.csv: row \d+ or after .*Expected 6 fields in line 6, saw 7"):
+        run("m", _params(tmp_path / "rec.csv", chunk_rows=chunk_rows), out_root=tmp_path / "o")
+    assert not (tmp_path / "o" / "m").exists()
+
+
 def test_failure_keeps_the_previous_output(tmp_path):
     df = _table(shuffle=False)
     df.to_csv(tmp_path / "rec.csv", index=False)
