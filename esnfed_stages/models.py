@@ -60,6 +60,7 @@ from typing import Any
 import numpy as np
 
 from esnfed_core.errors import DataError
+from esnfed_core.quote import quote
 from esnfed_core.deep import DeepReservoir
 from esnfed_core.reservoir import Reservoir
 from esnfed_core.validation import ParameterError
@@ -157,6 +158,10 @@ def read_meta(directory: Path, k: int) -> dict[str, Any] | None:
     return meta
 
 
+# Fields of a model's .json that load_model reads back, and their JSON types.
+_META_TYPES = {"method": str, "seed": int, "config": dict, "n_classes": int, "seeds": dict}
+
+
 def _why_unreadable(npz: Path, js: Path) -> str:
     """One line naming the file of a model ``read_meta`` refused, and why."""
     rerun = "(run `esnfed retrain`)"
@@ -199,6 +204,11 @@ def load_model(directory: Path, k: int) -> tuple[FittedModel, dict[str, Any]]:
         raise DataError(_why_unreadable(npz, js))
     if meta.get("format_version") != FORMAT_VERSION:
         raise DataError(f"{js}: format_version {meta.get('format_version')!r}, expected {FORMAT_VERSION}")
+    for key, kind in _META_TYPES.items():  # what is read back below (an edited .json keeps the npz's hash)
+        problem = (f"missing key {key!r}" if key not in meta else None if isinstance(meta[key], kind)
+                   and not isinstance(meta[key], bool) else f"{key}: expected {kind.__name__}, got {quote(meta[key])}")
+        if problem:  # retrain resumes a model whose key still matches: the files must go first
+            raise DataError(f"{js}: {problem} (delete {js.name} and run `esnfed retrain`)")
     arrays = read_npz(npz)
     n_clients = meta.get("n_clients")
     shared = meta["method"] not in ("random", "local", "ensemble")

@@ -237,6 +237,27 @@ def test_a_malformed_best_config_is_one_error_naming_best_json(run_a, tmp_path, 
                          data_dir=root / "data", runs_dir=root / "runs")
 
 
+@pytest.mark.parametrize("edit, fragment", [
+    (lambda d: d.pop("seeds"), "missing key 'seeds'"),
+    (lambda d: d.update(seed="7"), "seed: expected int, got '7'"),
+])
+def test_an_edited_model_json_is_one_error_naming_it(run_a, tmp_path, edit, fragment):
+    """The .json's fields are read back by assess; the npz hash does not cover them."""
+    import shutil
+
+    shutil.copytree(run_a, tmp_path / "r")
+    root = tmp_path / "r"
+    js = root / "runs" / "models" / "wesad" / "incfed" / "50" / "seed-0.json"
+    doc = json.loads(js.read_text())
+    edit(doc)
+    js.write_text(json.dumps(doc))
+    params = small_params()
+    params["budgets"]["default"]["retrains"] = RETRAINS
+    with pytest.raises(DataError, match=re.escape(f"{js}: {fragment} (delete seed-0.json and run `esnfed retrain`)")):
+        assess_stage.run("wesad", Method("incfed"), experiment_params(params), data_dir=root / "data",
+                         runs_dir=root / "runs")
+
+
 def test_cli_usage_and_input_errors(run_a):
     res = runner.invoke(app, ["select", "--dataset", "wesad", "--algo", "clip", "--runs-dir", str(run_a / "runs")])
     assert res.exit_code == 2 and "--strategy" in res.output  # usage errors (Typer's exit 2)
