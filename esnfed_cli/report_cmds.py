@@ -51,8 +51,10 @@ def ttest(
 ) -> None:
     """Two-sided t-tests between the methods each paper table compares -> reports/ttest.json.
 
-    Per table, dataset, share and column, the best mean is tested against every other method.
-    The report marks bold (best, significant against all) and italic (not significantly different).
+    Per table, dataset, share and column, each pair the table's paper compares is tested (the
+    proposed method against each baseline). The report marks bold (the best, significant in every
+    test it is part of) and italic (otherwise the best and every method not significantly
+    different from it).
     """
     options = ttest_stage.ttest_params(load_params(params), variant.value if variant else None, alpha)
     with _progress() as bar:

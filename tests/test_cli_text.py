@@ -36,6 +36,19 @@ def test_report_help_names_its_metrics_folder():
     assert "metrics/" in out and "<dataset>-<method>.json" in out
 
 
+def test_ttest_help_says_which_pairs_are_tested():
+    out = " ".join(_help("ttest").split())
+    assert "each pair the table's paper compares is tested" in out
+    assert "tested against every other method" not in out  # not what esnfed_stages.ttest does (RULE)
+
+
+def test_import_help_says_which_options_are_required():
+    out = _help("import")
+    for option in ("--features", "--window"):
+        line = next(l for l in out.splitlines() if l.lstrip("│ ").startswith(option))
+        assert "required unless imports.<dataset>" in line, line
+
+
 @pytest.mark.parametrize("drop, command", [
     ("ttest", ["ttest", "--allow-missing"]),
     ("heterogeneity", ["select", "--dataset", "wesad", "--algo", "local"]),
