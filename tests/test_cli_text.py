@@ -36,6 +36,14 @@ def test_report_help_names_its_metrics_folder():
     assert "metrics/" in out and "<dataset>-<method>.json" in out
 
 
+def test_synthesize_help_names_every_folder_it_writes():
+    from esnfed_stages._datasets import DIRNAMES, SYNTHESIZED  # noqa: PLC0415
+
+    out = _help("synthesize")
+    for name in SYNTHESIZED:
+        assert f"<out>/{DIRNAMES[name]}" in out, name
+
+
 def test_ttest_help_says_which_pairs_are_tested():
     out = " ".join(_help("ttest").split())
     assert "each pair the table's paper compares is tested" in out
