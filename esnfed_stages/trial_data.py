@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+import numpy as np
+
 from esnfed_core.data.processed import UserData, load_user, user_path
 from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.quote import quote
@@ -63,6 +65,7 @@ class Dataset:
             if expected is not None and digest != expected:
                 raise DataError(f"{path}: contents differ from the sha256 in manifest.json (corrupt or "
                                 f"changed after preprocessing): rerun `esnfed preprocess`")
+            _check_finite(path, load_user(self.directory, user, lazy=True).x)
             self._file_hashes[user] = digest
         return self._file_hashes[user]
 
@@ -87,6 +90,20 @@ class Dataset:
         return {u: load_user(self.directory, u, lazy=True) for u in users}
 
 
+
+
+_FINITE_BATCH = 256  # windows read at a time by _check_finite (memory: one batch)
+
+
+def _check_finite(path: Path, x) -> None:
+    """DataError naming the file and window if ``x`` (read batch by batch) holds NaN or infinity:
+    a folder written by hand (docs/data-contract.md) would otherwise fail every trial with the
+    core's message, which names neither file nor user. preprocess and import never write one."""
+    for start in range(0, len(x), _FINITE_BATCH):
+        bad = ~np.isfinite(x[start:start + _FINITE_BATCH])
+        if bad.any():
+            raise DataError(f"{path}: x holds NaN or infinity (first in window "
+                            f"{start + int(np.argwhere(bad)[0][0])}; `esnfed check-data` lists every problem)")
 
 
 def open_dataset(data_dir: Path, dataset: str) -> Dataset:

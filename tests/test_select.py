@@ -206,6 +206,29 @@ def test_a_malformed_manifest_or_partition_is_a_data_error_naming_it(root, name,
     assert not list(root.rglob("trial-*.json"))
 
 
+def test_a_processed_file_holding_nan_is_refused_naming_it(root):
+    """A folder written by hand whose manifest hashes match but whose x holds a NaN: one DataError
+    naming the file and window before any trial (each trial used to fail naming neither)."""
+    import hashlib
+
+    import numpy as np
+
+    from esnfed_core.data.processed import UserData, load_user, save_user
+
+    folder = root / "data" / "processed" / "wesad"
+    user = VALIDATION[1]
+    data = load_user(folder, user)
+    x = data.x.copy()
+    x[2, 3, 0] = np.inf
+    save_user(folder / f"{user}.npz", UserData(x, data.y, data.context))
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest["users"][user]["sha256"] = hashlib.sha256((folder / f"{user}.npz").read_bytes()).hexdigest()
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(DataError, match=re.escape(f"{folder / user}.npz: x holds NaN or infinity (first in window 2")):
+        _select(root, small_params())
+    assert not list(root.rglob("trial-*.json"))
+
+
 def test_continual_select_needs_the_stationary_best(root):
     with pytest.raises(Exception, match="esnfed select --dataset wesad --algo ip"):
         _select(root, small_params(), Method("clip", "naive"))
