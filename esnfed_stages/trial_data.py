@@ -65,7 +65,7 @@ class Dataset:
             if expected is not None and digest != expected:
                 raise DataError(f"{path}: contents differ from the sha256 in manifest.json (corrupt or "
                                 f"changed after preprocessing): rerun `esnfed preprocess`")
-            _check_finite(path, load_user(self.directory, user, lazy=True).x)
+            _check_values(path, load_user(self.directory, user, lazy=True), self.n_classes, self.n_contexts)
             self._file_hashes[user] = digest
         return self._file_hashes[user]
 
@@ -92,13 +92,19 @@ class Dataset:
 
 
 
-_FINITE_BATCH = 256  # windows read at a time by _check_finite (memory: one batch)
+_FINITE_BATCH = 256  # windows read at a time by _check_values (memory: one batch)
 
 
-def _check_finite(path: Path, x) -> None:
-    """DataError naming the file and window if ``x`` (read batch by batch) holds NaN or infinity:
-    a folder written by hand (docs/data-contract.md) would otherwise fail every trial with the
-    core's message, which names neither file nor user. preprocess and import never write one."""
+def _check_values(path: Path, data: UserData, n_classes: int, n_contexts: int) -> None:
+    """DataError naming the file if its labels or contexts lie outside the manifest's classes and
+    contexts, or ``x`` (read batch by batch) holds NaN or infinity: a folder written by hand
+    (docs/data-contract.md) would otherwise fail every trial with the core's message, naming
+    neither file nor user, or go through unseen. preprocess and import never write one."""
+    for name, values, n in (("y", data.y, n_classes), ("context", data.context, n_contexts)):
+        if values.size and (values.min() < 0 or values.max() >= n):
+            raise DataError(f"{path}: {name} holds values outside 0..{n - 1} of manifest.json (min "
+                            f"{values.min()}, max {values.max()}; `esnfed check-data` lists every problem)")
+    x = data.x
     for start in range(0, len(x), _FINITE_BATCH):
         bad = ~np.isfinite(x[start:start + _FINITE_BATCH])
         if bad.any():

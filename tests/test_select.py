@@ -206,26 +206,42 @@ def test_a_malformed_manifest_or_partition_is_a_data_error_naming_it(root, name,
     assert not list(root.rglob("trial-*.json"))
 
 
-def test_a_processed_file_holding_nan_is_refused_naming_it(root):
-    """A folder written by hand whose manifest hashes match but whose x holds a NaN: one DataError
-    naming the file and window before any trial (each trial used to fail naming neither)."""
-    import hashlib
+def _inf_at(u):
+    u.x[2, 3, 0] = float("inf")
 
-    import numpy as np
+
+def _label(u):
+    u.y[1, 0] = 3  # the fixture has classes 0..2
+
+
+def _context(u):
+    u.context[-1] = 3  # and contexts 0..2
+
+
+@pytest.mark.parametrize("edit, fragment", [
+    (_inf_at, "x holds NaN or infinity (first in window 2"),
+    (_label, "y holds values outside 0..2 of manifest.json (min 0, max 3"),
+    (_context, "context holds values outside 0..2 of manifest.json (min 0, max 3"),
+])
+def test_a_processed_file_with_bad_values_is_refused_naming_it(root, edit, fragment):
+    """A folder written by hand whose manifest hashes match but whose x holds an infinity, or whose
+    labels or contexts exceed the manifest's: one DataError naming the file before any trial (each
+    trial failed naming neither, or the values went through)."""
+    import hashlib
 
     from esnfed_core.data.processed import UserData, load_user, save_user
 
     folder = root / "data" / "processed" / "wesad"
     user = VALIDATION[1]
     data = load_user(folder, user)
-    x = data.x.copy()
-    x[2, 3, 0] = np.inf
-    save_user(folder / f"{user}.npz", UserData(x, data.y, data.context))
+    data = UserData(data.x.copy(), data.y.copy(), data.context.copy())
+    edit(data)
+    save_user(folder / f"{user}.npz", data)
     manifest = json.loads((folder / "manifest.json").read_text())
     manifest["users"][user]["sha256"] = hashlib.sha256((folder / f"{user}.npz").read_bytes()).hexdigest()
     (folder / "manifest.json").write_text(json.dumps(manifest))
-    with pytest.raises(DataError, match=re.escape(f"{folder / user}.npz: x holds NaN or infinity (first in window 2")):
-        _select(root, small_params())
+    with pytest.raises(DataError, match=re.escape(f"{folder / user}.npz: {fragment}")):
+        _select(root, small_params(), Method("random"))
     assert not list(root.rglob("trial-*.json"))
 
 
