@@ -205,10 +205,14 @@ def load_model(directory: Path, k: int) -> tuple[FittedModel, dict[str, Any]]:
     if meta.get("format_version") != FORMAT_VERSION:
         raise DataError(f"{js}: format_version {meta.get('format_version')!r}, expected {FORMAT_VERSION}")
     for key, kind in _META_TYPES.items():  # what is read back below (an edited .json keeps the npz's hash)
-        problem = (f"missing key {key!r}" if key not in meta else None if isinstance(meta[key], kind)
-                   and not isinstance(meta[key], bool) else f"{key}: expected {kind.__name__}, got {quote(meta[key])}")
-        if problem:  # retrain resumes a model whose key still matches: the files must go first
-            raise DataError(f"{js}: {problem} (delete {js.name} and run `esnfed retrain`)")
+        if key not in meta:
+            problem = f"missing key {key!r}"
+        elif isinstance(meta[key], bool) or not isinstance(meta[key], kind):
+            problem = f"{key}: expected {kind.__name__}, got {quote(meta[key])}"
+        else:
+            continue
+        # retrain resumes a model whose result key still matches: the file must go first
+        raise DataError(f"{js}: {problem} (delete {js.name} and run `esnfed retrain`)")
     arrays = read_npz(npz)
     n_clients = meta.get("n_clients")
     shared = meta["method"] not in ("random", "local", "ensemble")
