@@ -3,6 +3,9 @@
 Reads a processed folder (manifest.json + one .npz per user) and lists every violation it finds,
 one line each ("<file>: <problem>"), instead of stopping at the first: a user who wrote the files
 with their own tools sees everything to fix at once. Nothing is written.
+
+``checked_manifest`` is the same manifest check for the stages that read a processed folder
+(partition, select, retrain, assess, privacy, flower): the first violation stops them.
 """
 
 from __future__ import annotations
