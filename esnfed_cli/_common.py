@@ -7,6 +7,7 @@ import errno
 import functools
 import os
 import traceback
+from pathlib import Path
 from typing import Callable, TypeVar
 
 import typer
@@ -55,6 +56,15 @@ def os_error_line(exc: OSError) -> str:
     return f"{' -> '.join(where)}: {cause}" if where else cause
 
 
+def params_file_named(message: str, params: object) -> str:
+    """The stages name their params file "params.yaml: <key>: ..."; under ``--params FILE`` the
+    line names FILE, the file actually read."""
+    prefix = "params.yaml: "
+    if isinstance(params, Path) and params != Path("params.yaml") and message.startswith(prefix):
+        return f"{params}: {message.removeprefix(prefix)}"
+    return message
+
+
 def handle_errors(fn: F) -> F:
     """Turn failures into one line and exit code 1: bad files and params, OS errors (full disk,
     permissions), running out of memory. Other exceptions are bugs and keep their traceback."""
@@ -71,7 +81,7 @@ def handle_errors(fn: F) -> F:
                 fail(os_error_line(exc))
             elif isinstance(exc, MemoryError):
                 fail(f"out of memory in `esnfed {fn.__name__}`" + (f" ({exc})" if str(exc) else ""))
-            fail(str(exc))
+            fail(params_file_named(str(exc), kwargs.get("params")))
 
     return wrapper  # type: ignore[return-value]
 

@@ -55,7 +55,7 @@ def _natural(text: str) -> list:
 def synthesize(
     dataset: SynthOpt,
     out: Annotated[Optional[Path], typer.Option(
-        "--out", help="Root folder for the raw files (<out>/WESAD or <out>/HHAR). "
+        "--out", help="Root folder for the raw files (<out>/WESAD, <out>/HHAR or <out>/EXAMPLE). "
         "Default: params.yaml data.synthetic_dir.")] = None,
     seed: Annotated[Optional[int], typer.Option(
         "--seed", min=0, help="Seed of the generator (same seed, same bytes). "

@@ -29,7 +29,8 @@ DatasetOpt = Annotated[str, typer.Option(
 AlgoOpt = Annotated[list[Algo], typer.Option(
     "--algo", help="The method: random (baseline), ridge (centralised ESN), incfed, fedavg, ip "
     "(centralised IP + ridge), fedip (FedIP + IncFed), clip / fedclip (continual; need --strategy); "
-    "heterogeneous reservoirs: local, ensemble, align (every α of heterogeneity.alphas, or --alpha). "
+    "deep-incfed / deep-fedip (IncFed / FedIP on stacked reservoirs at the shallow selection's units; "
+    "select needs incfed / fedip selected first); heterogeneous reservoirs: local, ensemble, align (every α of heterogeneity.alphas, or --alpha). "
     "Repeat --algo to run several methods in one command (one process and worker pool).",
     case_sensitive=False)]
 StrategyOpt = Annotated[Optional[Strategy], typer.Option(

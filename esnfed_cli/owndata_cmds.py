@@ -47,7 +47,8 @@ def import_(
         help="CSV / Parquet file, folder of them, or .npz of 1-D arrays. Default: params.yaml "
         "imports.<dataset>.source.")] = None,
     dataset: Annotated[str, typer.Option("--dataset", help="Name of the dataset: writes <out>/<name>/.")] = ...,
-    features: Annotated[Optional[str], typer.Option("--features", help="Feature columns, comma-separated.")] = None,
+    features: Annotated[Optional[str], typer.Option(
+        "--features", help="Feature columns, comma-separated (required unless imports.<dataset> gives them).")] = None,
     user: Annotated[Optional[str], typer.Option("--user", help="User column (default: user).")] = None,
     time: Annotated[Optional[str], typer.Option("--time", help="Time column, a number (default: time).")] = None,
     label: Annotated[Optional[str], typer.Option("--label", help="Label column (default: label).")] = None,
@@ -56,7 +57,8 @@ def import_(
     time_unit: Annotated[Optional[str], typer.Option("--time-unit", help="s, ms, us or ns (default: s).")] = None,
     rate: Annotated[Optional[float], typer.Option(
         "--rate", help="Resample to this rate (Hz); default: the rows as they are.")] = None,
-    window: Annotated[Optional[int], typer.Option("--window", help="Steps per window.")] = None,
+    window: Annotated[Optional[int], typer.Option(
+        "--window", help="Steps per window (required unless imports.<dataset> gives it).")] = None,
     classes: Annotated[Optional[str], typer.Option(
         "--classes", help="Label values in class order, comma-separated (default: sorted).")] = None,
     drop_labels: Annotated[Optional[str], typer.Option(

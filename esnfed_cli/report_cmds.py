@@ -51,8 +51,10 @@ def ttest(
 ) -> None:
     """Two-sided t-tests between the methods each paper table compares -> reports/ttest.json.
 
-    Per table, dataset, share and column, the best mean is tested against every other method.
-    The report marks bold (best, significant against all) and italic (not significantly different).
+    Per table, dataset, share and column, each pair the table's paper compares is tested (the
+    proposed method against each baseline). The report marks bold (the best, significant in every
+    test it is part of) and italic (otherwise the best and every method not significantly
+    different from it).
     """
     options = ttest_stage.ttest_params(load_params(params), variant.value if variant else None, alpha)
     with _progress() as bar:
@@ -80,11 +82,11 @@ def report(
     ttest_file: Annotated[Path, typer.Option(
         "--ttest", help="The t-tests written by `esnfed ttest`.")] = ttest_stage.TTEST_PATH,
     out_dir: Annotated[Path, typer.Option(
-        "--out-dir", help="Reports directory: tables/, figures/, plots/ and metrics.json are "
-        "replaced atomically inside it.")] = report_stage.REPORTS_DIR,
+        "--out-dir", help="Reports directory: tables/, figures/, plots/ and metrics/ "
+        "(<dataset>-<method>.json) are replaced atomically inside it.")] = report_stage.REPORTS_DIR,
     allow_missing: AllowMissingOpt = False,
 ) -> None:
-    """The papers' tables (Markdown + CSV), communication table, figures and metrics.json.
+    """The papers' tables (Markdown + CSV), communication table, figures and metrics/.
 
     Set SOURCE_DATE_EPOCH to fix the date printed in the table headers (reproducible builds).
     """
@@ -110,7 +112,7 @@ def report(
             summary.add_row(ds, f"{pct}%", *values)
     console.print(summary, highlight=False)
     console.print(f"wrote {len(rep.tables)} table files, {len(rep.figures)} figures, "
-                  f"{len(rep.plots)} plot data files and metrics.json under {out_dir}/",
+                  f"{len(rep.plots)} plot data files and {len(rep.metrics)} metrics files under {out_dir}/",
                   highlight=False)
     if rep.missing:
         console.print(f"[yellow]missing inputs ({len(rep.missing)}), shown as n/a:[/] "

@@ -3,6 +3,9 @@
 Reads a processed folder (manifest.json + one .npz per user) and lists every violation it finds,
 one line each ("<file>: <problem>"), instead of stopping at the first: a user who wrote the files
 with their own tools sees everything to fix at once. Nothing is written.
+
+``checked_manifest`` is the same manifest check for the stages that read a processed folder
+(partition, select, retrain, assess, privacy, flower): the first violation stops them.
 """
 
 from __future__ import annotations
@@ -14,8 +17,10 @@ from typing import Any, Iterator, Mapping
 
 import numpy as np
 
-from esnfed_core.data.processed import MANIFEST
+from esnfed_core.data.processed import MANIFEST, load_manifest
+from esnfed_core.errors import DataError
 from esnfed_core.quote import brief, quote
+from esnfed_core.vocabulary import DATASETS
 from esnfed_stages._io import file_sha256
 
 # Keys of manifest.json: (name, expected type) for the required ones.
@@ -66,6 +71,21 @@ def check_manifest(path: Path, manifest: Any) -> list[str]:
     if isinstance(manifest.get("users"), dict) and not manifest["users"]:
         out.append(f"{path}: users is empty")
     return out
+
+
+def checked_manifest(folder: str | Path) -> dict[str, Any]:
+    """manifest.json of a processed folder for a stage to use: DataError naming the file and the
+    first violation of its own fields (``check_manifest``), so a malformed one never gets further."""
+    path = Path(folder) / MANIFEST
+    if not path.is_file():  # the papers' datasets are preprocessed, your own imported
+        name = Path(folder).name
+        stage = "preprocess" if name in DATASETS else "import"
+        raise DataError(f"{path}: manifest not found (run `esnfed {stage} --dataset {name}` first)")
+    manifest = load_manifest(folder)
+    problems = check_manifest(path, manifest)
+    if problems:
+        raise DataError(problems[0])
+    return manifest
 
 
 def _entry(path: Path, user: str, entry: Any, k: int | None, c: int | None) -> list[str]:

@@ -32,7 +32,7 @@ from esnfed_core.method import Method
 from esnfed_core.scoring import pooled_counts
 from esnfed_core.vocabulary import PCTS
 from esnfed_core.trial import TrialData, fit, make_reservoir, sub_seeds
-from esnfed_stages._io import output_lock, write_json
+from esnfed_stages._io import output_lock, read_json, write_json
 from esnfed_stages.experiment_params import experiment_params
 from esnfed_stages.retrain import retrain_seed, selected_config
 from esnfed_stages.trial_data import open_dataset
@@ -265,7 +265,7 @@ def load_docs(out_dir: Path = FLOWER_DIR) -> list[dict[str, Any]]:
     """Every runs/flower/*.json, sorted by dataset, app, SecAgg+."""
     docs = []
     for path in sorted(Path(out_dir).glob("*.json")):
-        doc = json.loads(path.read_text())
+        doc = read_json(path)  # DataError naming the file when it is not JSON
         if not isinstance(doc, dict) or "flower" not in doc:
             raise DataError(f"{path}: not an esnfed flower result")
         docs.append(doc)

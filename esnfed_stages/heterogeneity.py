@@ -31,11 +31,16 @@ def for_dataset(exp: ExperimentParams, hp: HeteroParams, dataset: str) -> Experi
 
 def shares(exp: ExperimentParams, method: Method, pcts: list[str]) -> list[str]:
     """The shares of ``pcts`` a method runs: a heterogeneous one only those of heterogeneity.pcts
-    for the params' budget (every share for a budget not listed there)."""
+    for the params' budget (every share for a budget not listed there). Shares asked for that leave
+    none (``--pct 50`` where the budget runs 25 and 100) are a ConfigError, not a silent no-op."""
     if not method.heterogeneous:
         return pcts
     allowed = _hetero(exp).shares(exp.budget)
-    return [p for p in pcts if p in allowed]
+    out = [p for p in pcts if p in allowed]
+    if pcts and not out:
+        raise ConfigError(f"--pct {', '.join(pcts)}: {method.id} runs only the shares of "
+                          f"heterogeneity.pcts.{exp.budget} ({', '.join(allowed)}) in params.yaml")
+    return out
 
 
 def settings_for(exp: ExperimentParams, method: Method, dataset: str) -> ExperimentParams:

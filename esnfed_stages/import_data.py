@@ -173,10 +173,12 @@ def _csv_chunks(file: Path, p: ImportParams) -> Iterator[Chunk]:
     _missing_columns(file, header, p.columns)
     first = 1
     try:
-        reader = pd.read_csv(file, sep=p.delimiter, usecols=p.columns, dtype=str, keep_default_na=False,
+        # No usecols: with it pandas silently drops the fields of a row longer than the header, so a
+        # decimal comma ("0,6") would shift that row's values; without it such a row is an error.
+        reader = pd.read_csv(file, sep=p.delimiter, dtype=str, keep_default_na=False,
                              chunksize=p.chunk_rows, engine="c", quoting=csv.QUOTE_MINIMAL)
         for frame in reader:
-            yield Chunk(file, first, frame)
+            yield Chunk(file, first, frame[p.columns])
             first += len(frame)
     except (ValueError, pd.errors.ParserError, UnicodeDecodeError) as exc:
         raise DataError(f"{file}: row {first} or after (line {first + 1}+): cannot parse ({brief(exc)})") from None
@@ -263,6 +265,7 @@ class Spill:
         self.sources: dict[str, set[str]] = {}
         self.labels: dict[str, int] = {l: i for i, l in enumerate(p.classes)} if p.classes else {}
         self.contexts: dict[str, int] = {c: i for i, c in enumerate(p.contexts)} if p.contexts else {}
+        self.seen_labels: set[int] = set()  # label codes of the rows kept (``classes`` may list more)
 
     def _codes(self, chunk: Chunk, column: str, values: np.ndarray, rows: np.ndarray,
                codes: dict[str, int], fixed: tuple[str, ...] | None, what: str) -> np.ndarray:
@@ -294,6 +297,7 @@ class Spill:
         if not rows.size:
             return
         label = self._codes(chunk, p.label, labels[rows], rows, self.labels, p.classes, "classes")
+        self.seen_labels.update(np.unique(label).astype(np.int64).tolist())
         ctx = (self._codes(chunk, p.context, ctx_values[rows], rows, self.contexts, p.contexts, "contexts")
                if p.context else np.zeros(rows.size))
         table = np.column_stack([time[rows], label, ctx, feats[rows]])
@@ -341,6 +345,11 @@ def run(dataset: str, p: ImportParams, out_root: str | Path | None = None,
                 spill.add(chunk)
         if not spill.files:
             raise DataError(f"{p.source}: no rows to import")
+        if len(spill.seen_labels) < 2:  # every step the same class: any classifier scores 100 %
+            only = [name for name, code in spill.labels.items() if code in spill.seen_labels]
+            raise DataError(f"{p.source}: column {quote(p.label)} holds one class only ({', '.join(only)})"
+                            + (" once drop_labels are dropped" if p.drop_labels else "")
+                            + "; classification needs at least 2")
         classes, class_order = _order(spill.labels, p.classes)
         contexts, context_order = _order(spill.contexts, p.contexts) if p.context else (["all"], np.zeros(1, np.int64))
         for what, names in (("classes", classes), ("contexts", contexts)):

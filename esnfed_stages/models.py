@@ -60,6 +60,7 @@ from typing import Any
 import numpy as np
 
 from esnfed_core.errors import DataError
+from esnfed_core.quote import quote
 from esnfed_core.deep import DeepReservoir
 from esnfed_core.reservoir import Reservoir
 from esnfed_core.validation import ParameterError
@@ -157,6 +158,26 @@ def read_meta(directory: Path, k: int) -> dict[str, Any] | None:
     return meta
 
 
+# Fields of a model's .json that load_model reads back, and their JSON types.
+_META_TYPES = {"method": str, "seed": int, "config": dict, "n_classes": int, "seeds": dict}
+
+
+def _why_unreadable(npz: Path, js: Path) -> str:
+    """One line naming the file of a model ``read_meta`` refused, and why."""
+    rerun = "(run `esnfed retrain`)"
+    for path in (js, npz):
+        if not path.is_file():
+            return f"{path}: not found: model missing or incomplete {rerun}"
+    try:
+        meta = read_json(js)
+    except DataError as exc:
+        return f"{exc} {rerun}"
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        return f"{js}: not an esnfed model description (format {FORMAT!r} expected) {rerun}"
+    return (f"{npz}: contents differ from the npz_sha256 in {js.name} (corrupt or changed after "
+            f"retraining) {rerun}")
+
+
 def _deep_reservoir(npz: Path, arrays: dict[str, np.ndarray]) -> DeepReservoir:
     """The deep reservoir of a saved model (format above); DataError naming what is inconsistent."""
     sizes = [int(n) for n in np.atleast_1d(arrays["layer_units"])]
@@ -180,9 +201,18 @@ def load_model(directory: Path, k: int) -> tuple[FittedModel, dict[str, Any]]:
     npz, js = model_paths(directory, k)
     meta = read_meta(directory, k)
     if meta is None:
-        raise DataError(f"{js}: model missing or incomplete (run `esnfed retrain`)")
+        raise DataError(_why_unreadable(npz, js))
     if meta.get("format_version") != FORMAT_VERSION:
         raise DataError(f"{js}: format_version {meta.get('format_version')!r}, expected {FORMAT_VERSION}")
+    for key, kind in _META_TYPES.items():  # what is read back below (an edited .json keeps the npz's hash)
+        if key not in meta:
+            problem = f"missing key {key!r}"
+        elif isinstance(meta[key], bool) or not isinstance(meta[key], kind):
+            problem = f"{key}: expected {kind.__name__}, got {quote(meta[key])}"
+        else:
+            continue
+        # retrain resumes a model whose result key still matches: the file must go first
+        raise DataError(f"{js}: {problem} (delete {js.name} and run `esnfed retrain`)")
     arrays = read_npz(npz)
     n_clients = meta.get("n_clients")
     shared = meta["method"] not in ("random", "local", "ensemble")

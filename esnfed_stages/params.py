@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections.abc
 from pathlib import Path
 from typing import Any
 
@@ -13,15 +14,36 @@ from esnfed_stages.params_schema import validate
 DEFAULT_PARAMS = Path("params.yaml")
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """yaml.SafeLoader that refuses a key given twice in one mapping (PyYAML keeps the last one
+    silently: a second `budget:` further down would win unseen; DVC's parser refuses it too)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: set = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # `<<: *anchor` merges; a key written after it may override a merged one
+            key = self.construct_object(key_node, deep=deep)
+            if not isinstance(key, collections.abc.Hashable):
+                continue  # SafeLoader's own error names it
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} appears twice in one mapping", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep)
+
+
 def load_params(path: str | Path = DEFAULT_PARAMS) -> dict[str, Any]:
     """The parsed file, validated as a whole against params_schema (every stage reads it here)."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{path}: params file not found")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML ({exc})".replace("\n", " ")) from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: top level must be a mapping")
     validate(data, path)

@@ -15,13 +15,14 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from esnfed_core.data.processed import USER_NAME_HINT, is_user_name, load_manifest
+from esnfed_core.data.processed import USER_NAME_HINT, is_user_name
 from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.quote import quote
 from esnfed_core.validation import Bound, ParameterError
 from esnfed_core.vocabulary import PCTS
 from esnfed_stages._datasets import is_paper
 from esnfed_stages._io import output_lock, write_json
+from esnfed_stages.check_data import checked_manifest
 from esnfed_stages.sections import section
 from esnfed_stages.preprocess import DEFAULT_OUT as DEFAULT_PROCESSED
 
@@ -133,10 +134,10 @@ def run(options: PartitionParams, processed_root: str | Path | None = None,
     """Write and return ``<out_root>/<dataset>.json``."""
     dataset = options.dataset
     folder = Path(processed_root if processed_root is not None else DEFAULT_PROCESSED) / dataset
-    manifest = load_manifest(folder)
+    manifest = checked_manifest(folder)
     if manifest.get("dataset") != dataset:
         raise DataError(f"{folder}/manifest.json: dataset is {manifest.get('dataset')!r}, expected {dataset!r}")
-    known = manifest.get("users", {})
+    known = manifest["users"]
     spec = options.resolve(list(known))
     listed = [u for users in spec["train"].values() for u in users] + spec["validation"] + spec["test"]
     for user in dict.fromkeys(listed):

@@ -12,14 +12,17 @@ grid and its validation accuracies (``lambda_selection``). ``frozen`` reuses bes
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from esnfed_core.errors import DataError
+from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.method import Method
+from esnfed_core.quote import quote
 from esnfed_core.search import derive_seed
+from esnfed_core.trial import check_config
 from esnfed_stages._io import clean_stale_tmp, output_locks, read_json, write_json
 from esnfed_stages import heterogeneity
 from esnfed_stages.experiment_params import ExperimentParams, RunnerConfig
@@ -88,7 +91,20 @@ def selected_config(runs: Path, dataset: str, method: str, pct: str) -> dict[str
     best = read_json(path)
     if not isinstance(best, dict) or not isinstance(best.get("config"), dict):
         raise DataError(f"{path}: no 'config' object")
+    check_best_config(path, Method.parse(method), best["config"])
     return best["config"]
+
+
+def check_best_config(path: Path, method: Method, config: dict[str, Any]) -> None:
+    """A best.json's config has the method's hyperparameters, each a finite number: else one
+    DataError naming the file and key (not one failed retrain per seed naming neither)."""
+    try:
+        check_config(method, config)
+    except ConfigError as exc:
+        raise DataError(f"{path}: {exc}") from None
+    for key, value in config.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise DataError(f"{path}: config.{key}: expected a finite number, got {quote(value)}")
 
 
 def _clean(directory: Path, n: int) -> None:

@@ -23,6 +23,7 @@ from esnfed_stages.experiment_params import ExperimentParams, RunnerConfig
 from esnfed_stages.fingerprint import code_fingerprint, result_key
 from esnfed_stages.jobs import Progress, run_pending
 from esnfed_stages.layout import best_path, select_dir
+from esnfed_stages.retrain import check_best_config
 from esnfed_stages.runner import Outcome, TrialTask, for_method
 from esnfed_stages.trial_data import Dataset, open_dataset
 
@@ -79,6 +80,8 @@ def _base_config(runs: Path, dataset: str, method: Method, pct: str) -> dict[str
     best = read_json(path)
     if not isinstance(best, dict) or not isinstance(best.get("config"), dict):
         raise DataError(f"{path}: no 'config' object")
+    if method.continual:  # every key is reused (a deep method takes only units: pin_units checks it)
+        check_best_config(path, Method.parse(method.base), best["config"])
     return best
 
 

@@ -9,11 +9,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from esnfed_core.data.processed import UserData, load_manifest, load_user, user_path
+import numpy as np
+
+from esnfed_core.data.processed import UserData, load_user, user_path
 from esnfed_core.errors import ConfigError, DataError
+from esnfed_core.quote import quote
 from esnfed_core.trial import TrialData
 from esnfed_core.vocabulary import PCTS
 from esnfed_stages._io import file_sha256, read_json
+from esnfed_stages.check_data import checked_manifest
 
 
 @dataclass(frozen=True, eq=False)
@@ -61,6 +65,7 @@ class Dataset:
             if expected is not None and digest != expected:
                 raise DataError(f"{path}: contents differ from the sha256 in manifest.json (corrupt or "
                                 f"changed after preprocessing): rerun `esnfed preprocess`")
+            _check_values(path, load_user(self.directory, user, lazy=True), self.n_classes, self.n_contexts)
             self._file_hashes[user] = digest
         return self._file_hashes[user]
 
@@ -87,10 +92,30 @@ class Dataset:
 
 
 
+_FINITE_BATCH = 256  # windows read at a time by _check_values (memory: one batch)
+
+
+def _check_values(path: Path, data: UserData, n_classes: int, n_contexts: int) -> None:
+    """DataError naming the file if its labels or contexts lie outside the manifest's classes and
+    contexts, or ``x`` (read batch by batch) holds NaN or infinity: a folder written by hand
+    (docs/data-contract.md) would otherwise fail every trial with the core's message, naming
+    neither file nor user, or go through unseen. preprocess and import never write one."""
+    for name, values, n in (("y", data.y, n_classes), ("context", data.context, n_contexts)):
+        if values.size and (values.min() < 0 or values.max() >= n):
+            raise DataError(f"{path}: {name} holds values outside 0..{n - 1} of manifest.json (min "
+                            f"{values.min()}, max {values.max()}; `esnfed check-data` lists every problem)")
+    x = data.x
+    for start in range(0, len(x), _FINITE_BATCH):
+        bad = ~np.isfinite(x[start:start + _FINITE_BATCH])
+        if bad.any():
+            raise DataError(f"{path}: x holds NaN or infinity (first in window "
+                            f"{start + int(np.argwhere(bad)[0][0])}; `esnfed check-data` lists every problem)")
+
+
 def open_dataset(data_dir: Path, dataset: str) -> Dataset:
     """Read data/processed/<dataset>/manifest.json and data/partitions/<dataset>.json."""
     directory = Path(data_dir) / "processed" / dataset
-    manifest = load_manifest(directory)
+    manifest = checked_manifest(directory)  # n_classes, n_contexts, users, ... of the right types
     ppath = Path(data_dir) / "partitions" / f"{dataset}.json"
     part = read_json(ppath)
     if not isinstance(part, dict):
@@ -100,20 +125,19 @@ def open_dataset(data_dir: Path, dataset: str) -> Dataset:
             raise DataError(f"{ppath}: missing '{key}'")
     if not isinstance(part["train"], dict) or set(part["train"]) != set(PCTS):
         raise DataError(f"{ppath}: 'train' must map each of {', '.join(PCTS)} to a list of users")
-    for key in ("n_classes", "n_contexts", "users"):
-        if key not in manifest:
-            raise DataError(f"{directory / 'manifest.json'}: missing '{key}'")
-    users = set(manifest["users"])
-    listed = [u for p in PCTS for u in part["train"][p]] + list(part["validation"]) + list(part["test"])
-    for u in listed:
-        if u not in users:
-            raise ConfigError(f"{ppath}: user '{u}' is not in {directory / 'manifest.json'}")
-    for p in PCTS:
-        if not part["train"][p]:
-            raise DataError(f"{ppath}: no training users for {p}%")
-    for key in ("validation", "test"):
-        if not part[key]:
-            raise DataError(f"{ppath}: no {key} users")
+    splits = {f"train.{p}": part["train"][p] for p in PCTS} | {k: part[k] for k in ("validation", "test")}
+    for key, users in splits.items():
+        if not isinstance(users, list) or not all(isinstance(u, str) for u in users):
+            raise DataError(f"{ppath}: {key} must be a list of user names, got {quote(users)}")
+        if not users:
+            raise DataError(f"{ppath}: no {'training' if key.startswith('train') else key} users"
+                            + (f" for {key[6:]}%" if key.startswith("train") else ""))
+    mpath = directory / "manifest.json"
+    for u in [u for users in splits.values() for u in users]:
+        if u not in manifest["users"]:
+            raise ConfigError(f"{ppath}: user '{u}' is not in {mpath}")
+        if not isinstance(manifest["users"][u], dict):
+            raise DataError(f"{mpath}: users.{u} must be an object, got {quote(manifest['users'][u])}")
     return Dataset(dataset, directory, manifest, part)
 
 

@@ -17,7 +17,9 @@ from typer.testing import CliRunner
 from esnfed_cli.main import app
 from esnfed_core.data import py2pickle, safe_pickle, wesad_synth
 from esnfed_core.data.processed import load_manifest, load_user
+from esnfed_core.errors import DataError
 from esnfed_stages import _datasets
+from esnfed_stages.check_data import checked_manifest
 from pickle_asm import ndarray_call, zeroed_flags_object_array
 
 runner = CliRunner()
@@ -305,7 +307,29 @@ def test_bad_partition_specs(project, spec, expected):
 
 def test_partition_before_preprocess(project):
     err = one_line_error(invoke("partition", "--dataset", "wesad"))
-    assert "manifest not found" in err
+    assert "manifest not found (run `esnfed preprocess --dataset wesad` first)" in err
+
+
+def test_a_missing_manifest_of_your_own_dataset_points_to_import(tmp_path):
+    """`esnfed preprocess` refuses a dataset of your own: the hint names the command that writes it."""
+    with pytest.raises(DataError, match=r"mystudy/manifest.json: manifest not found \(run `esnfed import "
+                                        r"--dataset mystudy` first\)"):
+        checked_manifest(tmp_path / "processed" / "mystudy")
+
+
+@pytest.mark.parametrize("manifest, expected", [
+    ([], "manifest.json: expected a JSON object, got list"),
+    ("users-null", "manifest.json: users must be a dict, got None"),
+])
+def test_partition_of_a_malformed_manifest_is_one_line(project, manifest, expected):
+    """A manifest.json that is valid JSON of the wrong shape: one line naming it, no traceback."""
+    ok(invoke("preprocess", "--dataset", "wesad"))
+    path = project / "data" / "processed" / "wesad" / "manifest.json"
+    if manifest == "users-null":
+        manifest = {**json.loads(path.read_text()), "users": None}
+    path.write_text(json.dumps(manifest))
+    assert expected in one_line_error(invoke("partition", "--dataset", "wesad"))
+    assert not (project / "data" / "partitions" / "wesad.json").exists()
 
 
 def test_hhar_goes_through_the_same_stages(tmp_path, monkeypatch):

@@ -128,3 +128,20 @@ def test_alpha_is_for_align_only(tmp_path):
     result = runner.invoke(app, ["select", "--dataset", "wesad", "--algo", "incfed", "--alpha", "0.5",
                                  "--params", str(ROOT / "params.yaml"), "--data-dir", str(tmp_path)])
     assert result.exit_code != 0 and "--alpha" in result.output
+
+
+@pytest.mark.parametrize("command", ["select", "retrain"])
+def test_a_share_outside_the_budgets_heterogeneity_pcts_is_an_error(tmp_path, command):
+    """--pct 50 where heterogeneity.pcts.default is [25, 100]: one line naming the key, exit 1,
+    nothing written (it used to exit 0 after running nothing)."""
+    make_dataset(tmp_path)
+    params = small_params()
+    params["heterogeneity"]["pcts"] = {"default": SHARES}
+    write_params(tmp_path, params)
+    result = runner.invoke(app, [command, "--dataset", "wesad", "--algo", "local", "--pct", "50",
+                                 "--params", str(tmp_path / "params.yaml"), "--data-dir", str(tmp_path / "data"),
+                                 "--runs-dir", str(tmp_path / "runs")])
+    assert result.exit_code == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "heterogeneity.pcts.default (25, 100)" in lines[0] and "--pct 50" in lines[0]
+    assert not list(tmp_path.joinpath("runs").rglob("*.json"))

@@ -74,7 +74,7 @@ def test_csv_matches_hand_computation_and_contract(tmp_path):
 
 
 def test_no_rate_keeps_rows_and_interpolates_between_samples(tmp_path):
-    df = pd.DataFrame({"user": ["a"] * 5, "time": [0.0, 1.0, 2.0, 3.0, 4.0], "label": ["x"] * 5,
+    df = pd.DataFrame({"user": ["a"] * 5, "time": [0.0, 1.0, 2.0, 3.0, 4.0], "label": ["x"] * 3 + ["y"] * 2,
                        "f": [0.0, 2.0, 4.0, 6.0, 8.0]})
     df.to_csv(tmp_path / "r.csv", index=False)
     # rate 2 Hz on 1 Hz samples: grid 0, 0.5, ..., 4 -> 9 steps of f = 0, 1, ..., 8 (linear)
@@ -136,6 +136,35 @@ def test_unknown_class_and_missing_column(tmp_path):
         run("m", _params(tmp_path / "rec.csv", classes=["walk"]), out_root=tmp_path / "o")
     with pytest.raises(DataError, match=r"rec.csv: column 'zz' not found"):
         run("m", _params(tmp_path / "rec.csv", features=["a", "zz"]), out_root=tmp_path / "o")
+
+
+@pytest.mark.parametrize("kw, tail", [
+    ({}, ""),
+    ({"classes": ["walk", "rest"]}, ""),  # a class listed but absent from the rows is no second class
+    ({"drop_labels": ["rest"], "table": "both"}, " once drop_labels are dropped"),
+])
+def test_a_label_column_with_one_class_is_refused(tmp_path, kw, tail):
+    """Every step the same class: any classifier would score 100 %; one line, no output."""
+    df = _table(shuffle=False)
+    if kw.pop("table", None) is None:
+        df = df.assign(act="walk")
+    df.to_csv(tmp_path / "rec.csv", index=False)
+    with pytest.raises(DataError, match=rf"rec.csv: column 'act' holds one class only \(walk\){tail}; "
+                                        "classification needs at least 2"):
+        run("m", _params(tmp_path / "rec.csv", **kw), out_root=tmp_path / "o")
+    assert not (tmp_path / "o" / "m").exists()
+
+
+@pytest.mark.parametrize("chunk_rows", [100_000, 2])
+def test_a_row_longer_than_the_header_is_refused(tmp_path, chunk_rows):
+    """A decimal comma ("4,5") gives a row one field more than the header: pandas with usecols
+    dropped the extra field silently, shifting that row's values; now one line naming the line."""
+    lines = _table(shuffle=False).to_csv(index=False).splitlines()
+    lines[5] = lines[5].rsplit(",", 1)[0] + ",4,5"  # row 5 (line 6): b = "4,5"
+    (tmp_path / "rec.csv").write_text("\n".join(lines) + "\n")
+    with pytest.raises(DataError, match=r"rec.csv: row \d+ or after .*Expected 6 fields in line 6, saw 7"):
+        run("m", _params(tmp_path / "rec.csv", chunk_rows=chunk_rows), out_root=tmp_path / "o")
+    assert not (tmp_path / "o" / "m").exists()
 
 
 def test_failure_keeps_the_previous_output(tmp_path):

@@ -139,6 +139,27 @@ def test_error_names_the_file_given(tmp_path):
         f"error: {path}: runner.blas_threads: must be >= 1, got 0")
 
 
+@pytest.mark.parametrize("tail, message", [
+    ("\nbudget: paper\n", "not valid YAML (key 'budget' appears twice in one mapping"),  # PyYAML kept the last
+    ("\n# caf\xe9\n", "not UTF-8 text (invalid continuation byte"),
+])
+def test_a_duplicate_key_or_non_utf8_file_is_one_line_naming_it(workdir, tail, message):
+    _write(workdir, lambda p: None)
+    path = workdir / "params.yaml"
+    path.write_bytes(path.read_bytes() + tail.encode("latin-1"))
+    line = _error_line(SELECT)
+    assert line.startswith(f"error: params.yaml: {message}"), line
+    assert list(workdir.iterdir()) == [path]
+
+
+def test_a_merged_key_may_be_overridden():
+    """`<<: *anchor` then the same key: YAML's override, not a duplicate."""
+    from esnfed_stages.params import _UniqueKeyLoader
+
+    doc = yaml.load("a: &x {b: 1, c: 2}\nd:\n  <<: *x\n  b: 3\n", Loader=_UniqueKeyLoader)  # noqa: S506
+    assert doc["d"] == {"b": 3, "c": 2}
+
+
 def test_repository_params_are_valid_and_match_the_schema():
     validate(REPO_PARAMS)
 

@@ -4,6 +4,7 @@ invariants, determinism, resumed retraining, and the saved-model format read by 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +16,7 @@ from esnfed_core.errors import DataError
 from esnfed_core.method import Method
 from esnfed_stages import assess as assess_stage
 from esnfed_stages import retrain as retrain_stage
+from esnfed_stages import select as select_stage
 from esnfed_core.vocabulary import PCTS
 from esnfed_stages.experiment_params import experiment_params
 from esnfed_stages.models import load_model
@@ -185,13 +187,75 @@ def test_retrain_resumes_and_recomputes_a_corrupt_model(run_a, tmp_path):
     directory = root / "runs" / "models" / "wesad" / "incfed" / "50"
     good = (directory / "seed-1.npz").read_bytes()
     (directory / "seed-1.npz").write_bytes(good[:100])  # truncated: hash no longer matches
-    with pytest.raises(DataError, match="seed-1.json"):
+    # the message names the file at fault: here the .npz, whose bytes no longer match its .json
+    with pytest.raises(DataError, match=r"50/seed-1\.npz: contents differ from the npz_sha256 in seed-1\.json"):
         assess_stage.run("wesad", Method("incfed"), experiment_params(params), **kw)
+    for name, fragment in (("seed-1.json", r"50/seed-1\.json: not found"),
+                           ("seed-0.npz", r"50/seed-0\.npz: not found")):
+        keep = (directory / name).read_bytes()
+        (directory / name).unlink()
+        with pytest.raises(DataError, match=fragment):
+            load_model(directory, int(name[5]))
+        (directory / name).write_bytes(keep)
     result = retrain_stage.run("wesad", Method("incfed"), list(PCTS), experiment_params(params), **kw)
     assert [(s.resumed, s.ran) for s in result.shares] == [(2, 0), (1, 1), (2, 0), (2, 0)]
     assert (directory / "seed-1.npz").read_bytes() == good
     model, meta = load_model(directory, 1)
     assert model.readout.shape == (3, meta["units"]) and meta["pct"] == "50"
+
+
+@pytest.mark.parametrize("edit, fragment", [
+    (lambda c: c.update(units="big"), "config.units: expected a finite number, got 'big'"),
+    (lambda c: c.update(leak=float("nan")), "config.leak: expected a finite number, got nan"),
+    (lambda c: c.pop("leak"), "config of incfed: missing hyperparameter(s) leak"),
+])
+def test_a_malformed_best_config_is_one_error_naming_best_json(run_a, tmp_path, edit, fragment):
+    """A hand-edited best.json stops retrain (and the continual/deep select reading it) with one
+    DataError naming the file and key, before any retrain runs: no failure records, models kept."""
+    import shutil
+
+    shutil.copytree(run_a, tmp_path / "r")
+    root = tmp_path / "r"
+    params = small_params()
+    params["budgets"]["default"]["retrains"] = RETRAINS
+    best = root / "runs" / "select" / "wesad" / "incfed" / "50" / "best.json"
+    doc = json.loads(best.read_text())
+    edit(doc["config"])
+    best.write_text(json.dumps(doc))
+    models = root / "runs" / "models" / "wesad" / "incfed"
+    before = {p: p.read_bytes() for p in sorted(models.rglob("*")) if p.is_file()}
+    with pytest.raises(DataError, match=re.escape(f"{best}: {fragment}")):
+        retrain_stage.run("wesad", Method("incfed"), list(PCTS), experiment_params(params),
+                          data_dir=root / "data", runs_dir=root / "runs")
+    assert {p: p.read_bytes() for p in sorted(models.rglob("*")) if p.is_file()} == before
+    ip_best = root / "runs" / "select" / "wesad" / "ip" / "50" / "best.json"
+    doc = json.loads(ip_best.read_text())
+    edit(doc["config"])
+    ip_best.write_text(json.dumps(doc))
+    with pytest.raises(DataError, match=re.escape(f"{ip_best}: {fragment.replace('incfed', 'ip')}")):
+        select_stage.run("wesad", Method("clip", "replay"), ["50"], experiment_params(params),
+                         data_dir=root / "data", runs_dir=root / "runs")
+
+
+@pytest.mark.parametrize("edit, fragment", [
+    (lambda d: d.pop("seeds"), "missing key 'seeds'"),
+    (lambda d: d.update(seed="7"), "seed: expected int, got '7'"),
+])
+def test_an_edited_model_json_is_one_error_naming_it(run_a, tmp_path, edit, fragment):
+    """The .json's fields are read back by assess; the npz hash does not cover them."""
+    import shutil
+
+    shutil.copytree(run_a, tmp_path / "r")
+    root = tmp_path / "r"
+    js = root / "runs" / "models" / "wesad" / "incfed" / "50" / "seed-0.json"
+    doc = json.loads(js.read_text())
+    edit(doc)
+    js.write_text(json.dumps(doc))
+    params = small_params()
+    params["budgets"]["default"]["retrains"] = RETRAINS
+    with pytest.raises(DataError, match=re.escape(f"{js}: {fragment} (delete seed-0.json and run `esnfed retrain`)")):
+        assess_stage.run("wesad", Method("incfed"), experiment_params(params), data_dir=root / "data",
+                         runs_dir=root / "runs")
 
 
 def test_cli_usage_and_input_errors(run_a):

@@ -73,6 +73,12 @@ def test_a_foreign_json_is_one_line_error(flower_dir):
         secagg_report.render(flower_dir)
 
 
+def test_a_truncated_json_is_one_line_error_naming_it(flower_dir):
+    (flower_dir / "wesad" / "cut.json").write_text('{"flower": ')
+    with pytest.raises(DataError, match=r"wesad/cut.json: not valid JSON"):
+        secagg_report.render(flower_dir)
+
+
 def test_both_pipeline_datasets_render_and_an_untracked_folder_is_not_read(flower_dir):
     """The flower stage runs WESAD and HHAR (dvc.yaml foreach = PIPELINE_DATASETS): the section has
     both; a folder the pipeline does not track (e.g. an own dataset's) stays out of it."""

@@ -4,6 +4,7 @@ params validation, backend independence."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -180,6 +181,67 @@ def test_a_processed_file_changed_after_preprocessing_is_refused_before_any_tria
     victim.write_bytes(bytes(raw))
     with pytest.raises(DataError, match=f"{victim}: contents differ from the sha256 in manifest.json"):
         _select(root, small_params())
+    assert not list(root.rglob("trial-*.json"))
+
+
+@pytest.mark.parametrize("name, edit, fragment", [
+    ("partition", lambda d: d.update(validation="v0v1"), "validation must be a list of user names, got 'v0v1'"),
+    ("partition", lambda d: d["train"].update({"25": None}), "train.25 must be a list of user names"),
+    ("partition", lambda d: d.update(test=[["t0"]]), "test must be a list of user names"),
+    ("manifest", lambda d: d.update(users=None), "manifest.json: users must be a dict"),
+    ("manifest", lambda d: d.update(n_classes="three"), "manifest.json: n_classes must be an integer"),
+    ("manifest", lambda d: d["users"].update(u0=5), "manifest.json: users.u0 must be an object"),
+])
+def test_a_malformed_manifest_or_partition_is_a_data_error_naming_it(root, name, edit, fragment):
+    """Valid JSON of the wrong shape stops the stage with one DataError naming the file and the key
+    (not a TypeError deep inside, nor a string read as a list of one-letter users)."""
+    path = (root / "data" / "partitions" / "wesad.json" if name == "partition"
+            else root / "data" / "processed" / "wesad" / "manifest.json")
+    doc = json.loads(path.read_text())
+    edit(doc)
+    path.write_text(json.dumps(doc))
+    with pytest.raises(DataError, match=re.escape(fragment)) as info:
+        _select(root, small_params())
+    assert str(path) in str(info.value)
+    assert not list(root.rglob("trial-*.json"))
+
+
+def _inf_at(u):
+    u.x[2, 3, 0] = float("inf")
+
+
+def _label(u):
+    u.y[1, 0] = 3  # the fixture has classes 0..2
+
+
+def _context(u):
+    u.context[-1] = 3  # and contexts 0..2
+
+
+@pytest.mark.parametrize("edit, fragment", [
+    (_inf_at, "x holds NaN or infinity (first in window 2"),
+    (_label, "y holds values outside 0..2 of manifest.json (min 0, max 3"),
+    (_context, "context holds values outside 0..2 of manifest.json (min 0, max 3"),
+])
+def test_a_processed_file_with_bad_values_is_refused_naming_it(root, edit, fragment):
+    """A folder written by hand whose manifest hashes match but whose x holds an infinity, or whose
+    labels or contexts exceed the manifest's: one DataError naming the file before any trial (each
+    trial failed naming neither, or the values went through)."""
+    import hashlib
+
+    from esnfed_core.data.processed import UserData, load_user, save_user
+
+    folder = root / "data" / "processed" / "wesad"
+    user = VALIDATION[1]
+    data = load_user(folder, user)
+    data = UserData(data.x.copy(), data.y.copy(), data.context.copy())
+    edit(data)
+    save_user(folder / f"{user}.npz", data)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest["users"][user]["sha256"] = hashlib.sha256((folder / f"{user}.npz").read_bytes()).hexdigest()
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(DataError, match=re.escape(f"{folder / user}.npz: {fragment}")):
+        _select(root, small_params(), Method("random"))
     assert not list(root.rglob("trial-*.json"))
 
 

@@ -1,0 +1,75 @@
+"""What the CLI says: `esnfed <command> --help` explains what the code accepts (every --algo choice
+in the option's text, not only listed as a choice; the report's outputs as written), and an error
+about a params file names the file that was read (--params)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from esnfed_cli.main import app
+from esnfed_core.vocabulary import Algo
+
+runner = CliRunner()
+
+
+def _help(*command: str) -> str:
+    result = runner.invoke(app, [*command, "--help"], env={"COLUMNS": "2000"})
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+@pytest.mark.parametrize("command", ["select", "retrain", "assess"])
+def test_every_algo_is_explained(command):
+    line = next(l for l in _help(command).splitlines() if "--algo" in l)
+    text = line.split("The method:", 1)[1]  # the explanation, after the list of choices
+    missing = [a.value for a in Algo if a.value not in text]
+    assert not missing, f"--algo help of {command} does not explain {missing}"
+
+
+def test_report_help_names_its_metrics_folder():
+    out = _help("report")
+    assert "metrics.json" not in out  # report writes reports/metrics/<dataset>-<method>.json
+    assert "metrics/" in out and "<dataset>-<method>.json" in out
+
+
+def test_synthesize_help_names_every_folder_it_writes():
+    from esnfed_stages._datasets import DIRNAMES, SYNTHESIZED  # noqa: PLC0415
+
+    out = _help("synthesize")
+    for name in SYNTHESIZED:
+        assert f"<out>/{DIRNAMES[name]}" in out, name
+
+
+def test_ttest_help_says_which_pairs_are_tested():
+    out = " ".join(_help("ttest").split())
+    assert "each pair the table's paper compares is tested" in out
+    assert "tested against every other method" not in out  # not what esnfed_stages.ttest does (RULE)
+
+
+def test_import_help_says_which_options_are_required():
+    out = _help("import")
+    for option in ("--features", "--window"):
+        line = next(l for l in out.splitlines() if l.lstrip("│ ").startswith(option))
+        assert "required unless imports.<dataset>" in line, line
+
+
+@pytest.mark.parametrize("drop, command", [
+    ("ttest", ["ttest", "--allow-missing"]),
+    ("heterogeneity", ["select", "--dataset", "wesad", "--algo", "local"]),
+])
+def test_a_params_error_names_the_file_given_with_params(tmp_path, drop, command):
+    """Errors raised after the schema check say "params.yaml: ..."; under --params they name the
+    file given, not a params.yaml that may not even exist."""
+    doc = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
+    doc.pop(drop)
+    mine = tmp_path / "mine.yaml"
+    mine.write_text(yaml.safe_dump(doc))
+    result = runner.invoke(app, [*command, "--params", str(mine), "--out" if drop == "ttest" else "--runs-dir",
+                                 str(tmp_path / "out")])
+    assert result.exit_code == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {mine}: missing key '{drop}"), lines
