@@ -381,6 +381,27 @@ def test_non_numeric_signal(tmp_path, value, column):
                                 f"'{value}' is not a number")
 
 
+@pytest.mark.parametrize("column, edit, model", [
+    ("x", lambda v: v.replace(".", ",", 1), "a"),  # a decimal comma: one field too many
+    ("Index", lambda v: v + ",5", "a"),
+    ("User", lambda v: v + ",z", "z"),
+])
+def test_row_with_a_field_too_many_is_refused(tmp_path, column, edit, model):
+    """The reader takes its columns by position, so an extra field before Model shifts the row and
+    its user letter lands in Model: one line naming the row, not a row dropped unseen."""
+    folder = tmp_path / "HHAR" / FOLDER
+    _valid(folder)
+    rows = (folder / "Phones_accelerometer.csv").read_text().splitlines()
+    parts = rows[7].split(",")
+    i = HEADER.split(",").index(column)
+    parts[i] = edit(parts[i])
+    rows[7] = ",".join(parts)
+    (folder / "Phones_accelerometer.csv").write_text("\n".join(rows) + "\n")
+    assert _error(tmp_path) == (f"{folder / 'Phones_accelerometer.csv'}: line 8, column Model: unknown device "
+                                f"model '{model}' (expected one of nexus4, s3, s3mini, samsungold, gear, "
+                                "lgwatch; a field too many in that row?)")
+
+
 def test_non_numeric_time_is_located_across_chunks(tmp_path):
     folder = tmp_path / "HHAR" / FOLDER
     _valid(folder)

@@ -348,6 +348,19 @@ class FileStreams:
     rows_kept: int = 0
 
 
+def _check_models(chunk, disp: str) -> None:
+    """DataError naming the line of the first row whose Model is none of HHAR's six: the reader
+    takes the columns it needs by position (``usecols``), so a row with a field too many before
+    Model (a decimal comma, a stray delimiter) is shifted, and its user letter lands in Model;
+    without this check the row would be dropped unseen with the other models' rows."""
+    unknown = chunk["Model"].cat.categories.difference(PHONE_MODELS + WATCH_MODELS)
+    if len(unknown):
+        r = int(np.flatnonzero(chunk["Model"].isin(unknown).to_numpy())[0])
+        raise DataError(f"{disp}: line {chunk.index[r] + 2}, column Model: unknown device model "
+                        f"{quote(chunk['Model'].iloc[r])} (expected one of "
+                        f"{', '.join(PHONE_MODELS + WATCH_MODELS)}; a field too many in that row?)")
+
+
 def read_streams(source: HharSource, name: str, models, *, chunk_rows: int = 500_000,
                  drop_null: bool = False, progress: Callable[[str, int], None] | None = None) -> FileStreams:
     """Read one CSV in chunks, keeping only rows of ``models``, grouped per (user, model, device)."""
@@ -359,6 +372,7 @@ def read_streams(source: HharSource, name: str, models, *, chunk_rows: int = 500
         out.rows_read += len(chunk)
         if progress is not None:
             progress(name, len(chunk))
+        _check_models(chunk, disp)
         keep = chunk["Model"].isin(models).to_numpy()
         if not keep.any():
             continue
