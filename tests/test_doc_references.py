@@ -1,6 +1,8 @@
 """Every document the code and docs cite is in the repository: "PROTOCOL §n" names a section of
-docs/protocol.md, "DATA-FACTS X" one of docs/data-facts.md, "<file>.md §n" one of that file, and
-every Markdown file named exists (the report's generated tables excepted)."""
+docs/protocol.md, "DATA-FACTS X" one of docs/data-facts.md, "<file>.md §n" one of that file,
+'README, "Section"' / 'BENCHMARKS.md, "Section"' / '<file>.md "Section"' a heading of that file
+(its title, or the start of it up to a non-word character, after any "n. " number), and every
+Markdown file named exists (the report's generated tables excepted)."""
 
 from __future__ import annotations
 
@@ -25,10 +27,29 @@ _PROTOCOL = re.compile(r"\bPROTOCOL\b((?:\s*(?:,|and|-|–)?\s*§\s*\d+(?:\s*[-�
 _DATA_FACTS = re.compile(r"\bDATA-FACTS\s+([A-Z])\b")
 _MD_FILE = re.compile(r"(?<![\w/.-])((?:\.\./|[\w-]+/)*[\w.-]+\.md)\b(?:\s+§\s*(\d+))?")
 _HEADING = re.compile(r"^#+\s+(\d+|[A-Z])\.\s", re.MULTILINE)
+# 'README, "Flower apps"', 'BENCHMARKS.md ("Reduced budget")', 'docs/flower.md "FedCLIP"': a file,
+# optional comma, optional parenthesis, then a quoted title starting with a capital and without
+# "§" (so code such as `"fedclip.md", "figures/x.png"` and the citation form `docs/protocol.md
+# ("PROTOCOL §n" ...)` are not read as references); the quote may open a new line.
+_NAMED = re.compile(r"(?<![\w/.\"-])((?:[\w-]+/)*(?:README|BENCHMARKS|[\w-]+)\.md|README|BENCHMARKS)"
+                    r",?\s*(?:#\s*)?\(?\"([A-Z][^\"\n§]{0,80})\"")
+_FENCE = re.compile(r"^```.*?^```", re.MULTILINE | re.DOTALL)
 
 
 def _sections(doc: Path) -> set[str]:
     return set(_HEADING.findall(doc.read_text(encoding="utf-8")))
+
+
+def _titles(doc: Path) -> list[str]:
+    """The headings of a Markdown file outside code blocks, without '#' and any 'n. ' number."""
+    text = _FENCE.sub("", doc.read_text(encoding="utf-8"))
+    return [re.sub(r"^(\d+|[A-Z])\.\s+", "", t.strip()) for t in re.findall(r"^#+\s+(.+)$", text, re.MULTILINE)]
+
+
+def _names_heading(title: str, doc: Path) -> bool:
+    """Whether ``title`` is a heading of ``doc`` or the start of one up to a non-word character
+    ("Paper scale" names "Paper scale: memory and time")."""
+    return any(t == title or (t.startswith(title) and not t[len(title)].isalnum()) for t in _titles(doc))
 
 
 def _numbers(chunk: str) -> list[str]:
@@ -66,6 +87,13 @@ def dangling(text: str, source: Path) -> list[str]:
             problems.append(name)
         elif section is not None and section not in _sections(doc):
             problems.append(f"{name} §{section}")
+    for m in _NAMED.finditer(text):
+        name, title = m.group(1), m.group(2)
+        if Path(name).name in GENERATED_MD or GENERATED_USER_MD.fullmatch(Path(name).name):
+            continue
+        doc = _resolve(name if name.endswith(".md") else f"{name}.md", source)
+        if doc is not None and not _names_heading(title, doc):
+            problems.append(f'{name} "{title}"')
     return problems
 
 
@@ -100,6 +128,18 @@ def test_no_reference_in_the_repository_dangles():
     ("see docs/assess-contract.md and docs/protocol.md §7", []),
     ("see docs/protocol.md §12", ["docs/protocol.md §12"]),
     ("writes reports/tables/fedclip.md", []),
+    ('(README, "Flower apps")', []),  # the start of "Flower apps (esnfed_flower/)"
+    ('(README, "Privacy")', ['README "Privacy"']),  # the heading is "Differential privacy ..."
+    ('cost in BENCHMARKS.md\n  ("Reduced budget")', []),  # "Reduced budget, projected"
+    ('BENCHMARKS.md, "Reduced"', []),  # up to a non-word character: "Reduced budget" starts so
+    ('BENCHMARKS.md, "Reduce"', ['BENCHMARKS.md "Reduce"']),  # not a word prefix
+    ('docs/data-contract.md, "Importing your own data"', []),  # after "5. "
+    ('docs/flower.md "FedCLIP"', []),
+    ('docs/flower.md "SecAgg+ everywhere"', ['docs/flower.md "SecAgg+ everywhere"']),
+    ('README "Quick start", "Layout"', []),
+    ('(BENCHMARKS.md, "Accelerator paths")', ['BENCHMARKS.md "Accelerator paths"']),
+    ('{"fedclip.md", "Table"}; privacy.md", "Privacy"', []),  # code: generated names, strings
+    ('docs/protocol.md ("PROTOCOL §n" in comments)', []),  # a citation form, not a title
 ])
 def test_the_scanner_flags_missing_sections_and_files(text, expected):
     assert dangling(text, ROOT / "esnfed_core" / "x.py") == expected

@@ -51,6 +51,13 @@ def run_a(tmp_path_factory) -> Path:
     return root
 
 
+def _contract_keys(section: str) -> set[str]:
+    """The keys docs/assess-contract.md lists in the table of ``section`` ("1" or "2")."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "assess-contract.md").read_text(encoding="utf-8")
+    body = re.split(r"^## \d+\. .*$", text, flags=re.MULTILINE)[int(section)]
+    return {k for row in re.findall(r"^\| (`[^|]+)\|", body, re.MULTILINE) for k in re.findall(r"`([^`]+)`", row)}
+
+
 def _assess(root: Path, method: str) -> dict:
     return json.loads((root / "runs" / "assess" / "wesad" / f"{method}.json").read_text())
 
@@ -60,6 +67,8 @@ def test_assess_json_follows_the_contract(run_a, algo, strategy):
     m = Method(algo, strategy)
     doc = _assess(run_a, m.id)
     assert set(doc) == {"dataset", "method", "algo", "strategy", "budget", "source", "pcts"}
+    assert _contract_keys("1") == set(doc) | {"alpha"}  # the contract documents what assess writes
+    assert _contract_keys("2") == set(doc["pcts"]["100"]) | {"client_test_accuracy"}  # (align / heterogeneous)
     assert (doc["dataset"], doc["method"], doc["algo"], doc["strategy"]) == ("wesad", m.id, algo, strategy)
     assert (doc["budget"], doc["source"]) == ("default", "synthetic")
     assert set(doc["pcts"]) == set(PCTS)
