@@ -54,8 +54,7 @@ def flower(
     pairs = [(a, secagg) for a in names]
     if plain_and_secagg:
         pairs = [(a, s) for a in names for s in (False, True) if not s or a in flower_stage.SECAGG_APPS]
-    for a, s in pairs:  # every pair checked before anything runs
-        flower_stage.check_args(a, s, pct, flower_python)
+    flower_stage.check_args(pairs, pct, flower_python)  # every pair, before anything runs
     loaded = load_params(params)
     where = dict(data_dir=data_dir, runs_dir=runs_dir, out_dir=out_dir, python=flower_python)
     stationary = [(a, s) for a, s in pairs if a not in flower_stage.FEDCLIP_APPS]

@@ -146,14 +146,16 @@ def trial_inputs(dataset: str, method: str, pct: str, params: Mapping[str, Any],
     return exp, trial_data, test, app_config(runs_dir, dataset, method, pct), seed
 
 
-def check_args(app: str, secagg: bool, pct: str, python: Path) -> None:
-    """One line naming the option when the app, --secagg, the share or the Flower environment is
-    wrong (every app, FedCLIP's included)."""
-    if app not in FLOWER_APPS + FEDCLIP_APPS:
-        raise ConfigError(f"esnfed flower: --app must be one of {', '.join(FLOWER_APPS + FEDCLIP_APPS)}, "
-                          f"got {app!r}")
-    if secagg and app not in SECAGG_APPS:
-        raise ConfigError(f"esnfed flower: --secagg is for {', '.join(SECAGG_APPS)}, not {app}")
+def check_args(pairs: Sequence[tuple[str, bool]], pct: str, python: Path) -> None:
+    """One line naming the option when an (app, --secagg) pair, the share or the Flower environment
+    is wrong (every app, FedCLIP's included); every pair is checked before the environment, so a
+    bad --app is named as such wherever the environment is missing."""
+    for app, secagg in pairs:
+        if app not in FLOWER_APPS + FEDCLIP_APPS:
+            raise ConfigError(f"esnfed flower: --app must be one of {', '.join(FLOWER_APPS + FEDCLIP_APPS)}, "
+                              f"got {app!r}")
+        if secagg and app not in SECAGG_APPS:
+            raise ConfigError(f"esnfed flower: --secagg is for {', '.join(SECAGG_APPS)}, not {app}")
     if pct not in PCTS:
         raise ConfigError(f"esnfed flower: --pct must be one of {', '.join(PCTS)}, got {pct!r}")
     if not Path(python).is_file():
@@ -177,8 +179,8 @@ def run_many(dataset: str, apps: Sequence[tuple[str, bool]], pct: str, params: M
     nothing is written when a pair is invalid or a simulation fails."""
     if not apps:
         raise ConfigError("esnfed flower: no --app given")
-    for app, secagg in apps:
-        check_args(app, secagg, pct, python)
+    check_args(apps, pct, python)
+    for app, _ in apps:
         if app in FEDCLIP_APPS:
             raise ConfigError(f"esnfed flower: {app} runs through esnfed_stages.flower_fedclip.run")
     apps = list(dict.fromkeys(apps))

@@ -79,7 +79,7 @@ def run(dataset: str, app: str, secagg: bool, pct: str, params: Mapping[str, Any
         data_dir: Path = Path("data"), runs_dir: Path = Path("runs"), out_dir: Path = flower.FLOWER_DIR,
         python: Path = flower.FLOWER_PYTHON, timeout_s: float = 1800.0) -> dict[str, Any]:
     """Compute and write runs/flower/<dataset>-<app>[-secagg]-<pct>.json; returns its document."""
-    flower.check_args(app, secagg, pct, python)
+    flower.check_args([(app, secagg)], pct, python)
     if app not in flower.FEDCLIP_APPS:
         raise ConfigError(f"esnfed flower: {app} runs through esnfed_stages.flower.run")
     exp, data, test, cfg, seed = flower.trial_inputs(dataset, app, pct, params, data_dir, runs_dir)
