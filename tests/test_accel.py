@@ -17,7 +17,7 @@ import json
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")  # in the [test] extra: CI runs these on torch's CPU build
+import torch  # noqa: E402  (in the [test] extra: a missing torch is an error, not a skip)
 
 from esnfed_core.accel import torch_device  # noqa: E402
 from esnfed_core.accel import torch_plasticity as tp  # noqa: E402
