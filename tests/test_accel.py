@@ -217,11 +217,21 @@ def test_fit_batch_equals_fit_on_every_trial(data, algo):
     same λ, validation accuracies, communication; IP gains and readouts within rounding."""
     cfgs = _configs(algo)
     got = fit_batch(algo, cfgs, [3, 4], data, TORCH)
+    lambdas = list(SETTINGS.lambdas)
     for cfg, seed, g in zip(cfgs, [3, 4], got):
         want = fit(algo, cfg, seed, data, SETTINGS)
-        assert g.lam == want.lam and g.config == want.config and g.communication == want.communication
         steps = sum(u.y.size for u in data.validation.values())
-        np.testing.assert_allclose(g.validation["per_lambda"], want.validation["per_lambda"], atol=2 / steps)
+        acc = want.validation["per_lambda"]
+        np.testing.assert_allclose(g.validation["per_lambda"], acc, atol=2 / steps)
+        # λ is the first best of the trial's own accuracies; it is numpy's λ unless numpy's best
+        # accuracies are within that tolerance of each other (accuracies tie often: counts are
+        # integers), a near-tie that rounding on another CPU may break either way.
+        assert g.lam == lambdas[int(np.argmax(g.validation["per_lambda"]))]
+        near = [lam for lam, a in zip(lambdas, acc) if a >= max(acc) - 2 / steps]
+        assert g.lam in near and (len(near) > 1 or g.lam == want.lam)
+        if g.lam != want.lam:  # the numpy trial at the accelerated trial's λ
+            want = fit(algo, {**cfg, "lambda": g.lam}, seed, data, SETTINGS, score=False)
+        assert g.config == want.config and g.communication == want.communication
         np.testing.assert_allclose(g.reservoir.gain, want.reservoir.gain, rtol=0, atol=1e-5)
         np.testing.assert_allclose(g.reservoir.bias, want.reservoir.bias, rtol=0, atol=1e-5)
         assert _rel(g.readout, want.readout) < 1e-3
@@ -279,8 +289,22 @@ def test_select_on_torch_cpu_picks_the_numpy_paths_best_config(tmp_path, algo):
     assert not cpu.failed and not acc.failed and acc.shares[0].ran == 4
     a = json.loads(best_path(tmp_path / "cpu", "wesad", algo, "50").read_text())
     b = json.loads(best_path(tmp_path / "acc", "wesad", algo, "50").read_text())
-    assert a["trial"] == b["trial"] and a["config"] == b["config"]
-    assert b["score"] == pytest.approx(a["score"], abs=1e-3)
+    # Each (trial, λ) accuracy within 2 steps of the numpy path's (test_fit_batch_equals_fit_on_
+    # every_trial), so the accelerated best is within 2 steps of numpy's best, and is numpy's
+    # best (trial, λ) unless another one scored within 4 steps of it on the numpy path (a near-tie
+    # that rounding on another CPU may break either way; accuracies tie often, counts are integers).
+    from esnfed_stages.trial_data import open_dataset
+
+    ds = open_dataset(tmp_path / "data", "wesad")
+    steps = sum(u.y.size for u in ds.load(ds.validation_users).values())
+    assert abs(b["score"] - a["score"]) <= 2 / steps
+    lambdas = list(experiment_params(params).settings.lambdas)
+    records = [json.loads(p.read_text()) for p in select_dir(tmp_path / "cpu", "wesad", algo, "50").glob("trial-*.json")]
+    near = {(r["index"], json.dumps({**r["config"], "lambda": lam}, sort_keys=True))
+            for r in records for lam, acc in zip(lambdas, r["scores"]["per_lambda"]) if acc >= a["score"] - 4 / steps}
+    assert (b["trial"], json.dumps(b["config"], sort_keys=True)) in near
+    if len(near) == 1:
+        assert (b["trial"], b["config"]) == (a["trial"], a["config"])
     again = select_stage.run("wesad", Method(algo), ["50"], experiment_params(params), runs_dir=tmp_path / "acc",
                              runner=RunnerConfig("sequential", 1, 1, "torch-cpu"), **kw)
     assert again.shares[0].resumed == 4 and again.shares[0].ran == 0  # resume by trial key
