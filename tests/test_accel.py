@@ -211,25 +211,31 @@ def _configs(algo):
     return [{**b, **e} for b, e in zip(BASE, EXTRA.get(algo, [{}, {}]))]
 
 
+def _same_lambda_up_to_near_ties(got, want, data) -> bool:
+    """Check ``got``'s validation accuracies per λ against ``want``'s (within 2 steps: an argmax
+    flips where two class scores tie within rounding) and its λ: the first best of its own
+    accuracies, and ``want``'s λ unless ``want``'s best accuracies lie within those 2 steps of
+    each other (they tie often: counts are integers), a near-tie that rounding on another CPU may
+    break either way; then one of those. True when the two λ are the same."""
+    lambdas = list(SETTINGS.lambdas)
+    steps = sum(u.y.size for u in data.validation.values())
+    acc = want.validation["per_lambda"]
+    np.testing.assert_allclose(got.validation["per_lambda"], acc, atol=2 / steps)
+    assert got.lam == lambdas[int(np.argmax(got.validation["per_lambda"]))]
+    near = [lam for lam, a in zip(lambdas, acc) if a >= max(acc) - 2 / steps]
+    assert got.lam in near and (len(near) > 1 or got.lam == want.lam)
+    return got.lam == want.lam
+
+
 @pytest.mark.parametrize("algo", ["ridge", "incfed", "fedavg", "ip", "fedip"])
 def test_fit_batch_equals_fit_on_every_trial(data, algo):
     """Two trials batched (different σ, rounds, local epochs) against fit on the numpy path:
     same λ, validation accuracies, communication; IP gains and readouts within rounding."""
     cfgs = _configs(algo)
     got = fit_batch(algo, cfgs, [3, 4], data, TORCH)
-    lambdas = list(SETTINGS.lambdas)
     for cfg, seed, g in zip(cfgs, [3, 4], got):
         want = fit(algo, cfg, seed, data, SETTINGS)
-        steps = sum(u.y.size for u in data.validation.values())
-        acc = want.validation["per_lambda"]
-        np.testing.assert_allclose(g.validation["per_lambda"], acc, atol=2 / steps)
-        # λ is the first best of the trial's own accuracies; it is numpy's λ unless numpy's best
-        # accuracies are within that tolerance of each other (accuracies tie often: counts are
-        # integers), a near-tie that rounding on another CPU may break either way.
-        assert g.lam == lambdas[int(np.argmax(g.validation["per_lambda"]))]
-        near = [lam for lam, a in zip(lambdas, acc) if a >= max(acc) - 2 / steps]
-        assert g.lam in near and (len(near) > 1 or g.lam == want.lam)
-        if g.lam != want.lam:  # the numpy trial at the accelerated trial's λ
+        if not _same_lambda_up_to_near_ties(g, want, data):  # the numpy trial at the accelerated λ
             want = fit(algo, {**cfg, "lambda": g.lam}, seed, data, SETTINGS, score=False)
         assert g.config == want.config and g.communication == want.communication
         np.testing.assert_allclose(g.reservoir.gain, want.reservoir.gain, rtol=0, atol=1e-5)
@@ -244,7 +250,9 @@ def test_a_batch_of_trials_equals_each_trial_alone(data, algo):
     for cfg, seed, b in zip(cfgs, [3, 4], both):
         alone = fit_batch(algo, [cfg], [seed], data, TORCH)[0]
         np.testing.assert_allclose(b.reservoir.gain, alone.reservoir.gain, rtol=0, atol=1e-6)
-        assert b.lam == alone.lam and b.communication == alone.communication
+        if not _same_lambda_up_to_near_ties(b, alone, data):  # other bmm shapes, other roundings
+            alone = fit_batch(algo, [{**cfg, "lambda": b.lam}], [seed], data, TORCH)[0]
+        assert b.communication == alone.communication
         assert _rel(b.readout, alone.readout) < 1e-4
 
 
