@@ -17,7 +17,7 @@ import json
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")  # in the [test] extra: CI runs these on torch's CPU build
+import torch  # noqa: E402  (in the [test] extra: a missing torch is an error, not a skip)
 
 from esnfed_core.accel import torch_device  # noqa: E402
 from esnfed_core.accel import torch_plasticity as tp  # noqa: E402
@@ -211,6 +211,22 @@ def _configs(algo):
     return [{**b, **e} for b, e in zip(BASE, EXTRA.get(algo, [{}, {}]))]
 
 
+def _same_lambda_up_to_near_ties(got, want, data) -> bool:
+    """Check ``got``'s validation accuracies per λ against ``want``'s (within 2 steps: an argmax
+    flips where two class scores tie within rounding) and its λ: the first best of its own
+    accuracies, and ``want``'s λ unless ``want``'s best accuracies lie within those 2 steps of
+    each other (they tie often: counts are integers), a near-tie that rounding on another CPU may
+    break either way; then one of those. True when the two λ are the same."""
+    lambdas = list(SETTINGS.lambdas)
+    steps = sum(u.y.size for u in data.validation.values())
+    acc = want.validation["per_lambda"]
+    np.testing.assert_allclose(got.validation["per_lambda"], acc, atol=2 / steps)
+    assert got.lam == lambdas[int(np.argmax(got.validation["per_lambda"]))]
+    near = [lam for lam, a in zip(lambdas, acc) if a >= max(acc) - 2 / steps]
+    assert got.lam in near and (len(near) > 1 or got.lam == want.lam)
+    return got.lam == want.lam
+
+
 @pytest.mark.parametrize("algo", ["ridge", "incfed", "fedavg", "ip", "fedip"])
 def test_fit_batch_equals_fit_on_every_trial(data, algo):
     """Two trials batched (different σ, rounds, local epochs) against fit on the numpy path:
@@ -219,9 +235,9 @@ def test_fit_batch_equals_fit_on_every_trial(data, algo):
     got = fit_batch(algo, cfgs, [3, 4], data, TORCH)
     for cfg, seed, g in zip(cfgs, [3, 4], got):
         want = fit(algo, cfg, seed, data, SETTINGS)
-        assert g.lam == want.lam and g.config == want.config and g.communication == want.communication
-        steps = sum(u.y.size for u in data.validation.values())
-        np.testing.assert_allclose(g.validation["per_lambda"], want.validation["per_lambda"], atol=2 / steps)
+        if not _same_lambda_up_to_near_ties(g, want, data):  # the numpy trial at the accelerated λ
+            want = fit(algo, {**cfg, "lambda": g.lam}, seed, data, SETTINGS, score=False)
+        assert g.config == want.config and g.communication == want.communication
         np.testing.assert_allclose(g.reservoir.gain, want.reservoir.gain, rtol=0, atol=1e-5)
         np.testing.assert_allclose(g.reservoir.bias, want.reservoir.bias, rtol=0, atol=1e-5)
         assert _rel(g.readout, want.readout) < 1e-3
@@ -234,7 +250,9 @@ def test_a_batch_of_trials_equals_each_trial_alone(data, algo):
     for cfg, seed, b in zip(cfgs, [3, 4], both):
         alone = fit_batch(algo, [cfg], [seed], data, TORCH)[0]
         np.testing.assert_allclose(b.reservoir.gain, alone.reservoir.gain, rtol=0, atol=1e-6)
-        assert b.lam == alone.lam and b.communication == alone.communication
+        if not _same_lambda_up_to_near_ties(b, alone, data):  # other bmm shapes, other roundings
+            alone = fit_batch(algo, [{**cfg, "lambda": b.lam}], [seed], data, TORCH)[0]
+        assert b.communication == alone.communication
         assert _rel(b.readout, alone.readout) < 1e-4
 
 
@@ -279,8 +297,22 @@ def test_select_on_torch_cpu_picks_the_numpy_paths_best_config(tmp_path, algo):
     assert not cpu.failed and not acc.failed and acc.shares[0].ran == 4
     a = json.loads(best_path(tmp_path / "cpu", "wesad", algo, "50").read_text())
     b = json.loads(best_path(tmp_path / "acc", "wesad", algo, "50").read_text())
-    assert a["trial"] == b["trial"] and a["config"] == b["config"]
-    assert b["score"] == pytest.approx(a["score"], abs=1e-3)
+    # Each (trial, λ) accuracy within 2 steps of the numpy path's (test_fit_batch_equals_fit_on_
+    # every_trial), so the accelerated best is within 2 steps of numpy's best, and is numpy's
+    # best (trial, λ) unless another one scored within 4 steps of it on the numpy path (a near-tie
+    # that rounding on another CPU may break either way; accuracies tie often, counts are integers).
+    from esnfed_stages.trial_data import open_dataset
+
+    ds = open_dataset(tmp_path / "data", "wesad")
+    steps = sum(u.y.size for u in ds.load(ds.validation_users).values())
+    assert abs(b["score"] - a["score"]) <= 2 / steps
+    lambdas = list(experiment_params(params).settings.lambdas)
+    records = [json.loads(p.read_text()) for p in select_dir(tmp_path / "cpu", "wesad", algo, "50").glob("trial-*.json")]
+    near = {(r["index"], json.dumps({**r["config"], "lambda": lam}, sort_keys=True))
+            for r in records for lam, acc in zip(lambdas, r["scores"]["per_lambda"]) if acc >= a["score"] - 4 / steps}
+    assert (b["trial"], json.dumps(b["config"], sort_keys=True)) in near
+    if len(near) == 1:
+        assert (b["trial"], b["config"]) == (a["trial"], a["config"])
     again = select_stage.run("wesad", Method(algo), ["50"], experiment_params(params), runs_dir=tmp_path / "acc",
                              runner=RunnerConfig("sequential", 1, 1, "torch-cpu"), **kw)
     assert again.shares[0].resumed == 4 and again.shares[0].ran == 0  # resume by trial key

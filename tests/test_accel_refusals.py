@@ -8,7 +8,7 @@ import dataclasses
 
 import pytest
 
-pytest.importorskip("torch")  # in the [test] extra
+import torch  # noqa: E402, F401  (in the [test] extra: a missing torch is an error, not a skip)
 
 from esnfed_core.accel import ALGOS, CONFIG_KEYS, check_supported  # noqa: E402
 from esnfed_core.accel.trials import fit_batch  # noqa: E402

@@ -37,7 +37,7 @@ def test_synthesize_params_are_frozen_and_the_command_line_wins():
     assert (o.seed, o.out_root, o.steps, dict(o.kwargs)["subjects"]) == (7, Path("elsewhere"), 10, 10)
     with pytest.raises(dataclasses.FrozenInstanceError):
         o.seed = 1
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="does not support item assignment"):
         o.kwargs["subjects"] = 3
     with pytest.raises(ConfigError, match=r"params.yaml: synthetic.example.seed: "):
         synthesize.synthesize_params(_params(synthetic__example__seed=-1), "example")
@@ -50,7 +50,7 @@ def test_synthesize_params_are_frozen_and_the_command_line_wins():
 def test_preprocess_params_are_frozen_and_papers_only():
     o = preprocess.preprocess_params(REPO, "hhar", source="raw", raw_dir="/x")
     assert (o.source, o.raw_root, o.described["classes"][0]) == ("raw", Path("/x"), "stand")
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="does not support item assignment"):
         o.settings["window"] = 3
     with pytest.raises(ConfigError, match="import your own with `esnfed import`"):
         preprocess.preprocess_params(REPO, "example")

@@ -230,9 +230,7 @@ def test_accelerated_devices_run_deep_methods_on_numpy():
     cpu = fit("deep-incfed", cfg, 4, data, Settings())
     dev = fit("deep-incfed", cfg, 4, data, Settings(device="torch-cpu"))
     assert cpu.readout.tobytes() == dev.readout.tobytes()
-    torch = pytest.importorskip("torch")  # the [test] extra has torch's CPU build
-    assert torch is not None
-    from esnfed_core.accel.torch_reservoir import Bank
+    from esnfed_core.accel.torch_reservoir import Bank  # torch: in the [test] extra
 
     with pytest.raises(ValueError, match=r"deep reservoir \(2 layers\) runs on the numpy path only"):
         Bank.from_reservoirs([cpu.reservoir], "cpu")

@@ -12,7 +12,7 @@ from esnfed_core.messages import CommLedger
 from esnfed_core.readout import predict, ridge_stats, solve
 from esnfed_core.reservoir import ReservoirConfig, build_reservoir, run_batch
 from esnfed_core.validation import ParameterError
-from float32_bounds import readout_rtol
+from float32_bounds import gamma, readout_rtol
 
 LAMBDAS = [1e-5, 1e-3, 0.1, 1.0]
 C, N = 4, 30
@@ -46,11 +46,21 @@ def test_incfed_equals_centralised_ridge(res, make_windows, sizes):
     assert result.readouts.shape == central.shape == (len(LAMBDAS), C, N)
     assert (result.stats.n_windows, result.stats.n_steps) == (23, 23 * 30)
     states = run_batch(res, x)
+    s = states.reshape(-1, N).astype(np.float64)
     for lam, w, wc in zip(LAMBDAS, result.readouts, central):
         # Other batch splits: other float32 states (1e-6, as before) and other float32 rounding
         # of the statistics' chunk products on both sides (tests/float32_bounds.py).
         assert rel(w, wc) <= 1e-6 + readout_rtol(result.stats.b, lam, sides=2)
-        assert np.array_equal(predict(states, w), predict(states, wc))
+        # The same predictions, except at near-ties: steps whose top-two margin is within what
+        # the readout difference and predict()'s float32 scoring (W cast, N products: within
+        # γ_{N+1}·|s|·|w|) can move a score. Rounding, which differs by BLAS kernel, may flip
+        # those (measured here: the smallest margin is only ~3x the score difference).
+        top2 = np.sort(s @ wc.T, axis=1)[:, -2:]
+        moved = np.abs(s @ (w - wc).T).max(axis=1) + 2 * gamma(N + 1) * (np.abs(s) @ np.abs(wc).T).max(axis=1)
+        can_flip = (top2[:, 1] - top2[:, 0] <= 2 * moved).reshape(states.shape[:2]).T  # (B, T) as predict
+        differ = predict(states, w) != predict(states, wc)
+        assert not np.any(differ & ~can_flip)
+        assert can_flip.mean() <= 0.01  # not vacuous: nearly every step must agree
     k = len(sizes)
     totals = ledger.totals("incfed")
     assert totals["up_floats"] == k * (N * N + N * C)

@@ -3,6 +3,8 @@ local training, their messages and their saved models."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -42,9 +44,11 @@ def test_method_ids_round_trip_and_alpha_rules():
     assert [Method("align", alpha=a).id for a in (0, 0.25, 0.9, 1)] == ["align-0", "align-0.25", "align-0.9",
                                                                        "align-1"]
     assert Method("ensemble").heterogeneous and Method("local").federated and not Method("incfed").heterogeneous
-    for bad in (lambda: Method("align"), lambda: Method("align", alpha=1.5), lambda: Method("incfed", alpha=0.5),
-                lambda: Method.parse("align-x")):
-        with pytest.raises(ConfigError):
+    for bad, message in ((lambda: Method("align"), "alpha: align needs an alignment strength in [0, 1], got None"),
+                         (lambda: Method("align", alpha=1.5), "alpha: align needs an alignment strength in [0, 1], got 1.5"),
+                         (lambda: Method("incfed", alpha=0.5), "alpha: incfed takes no alignment strength"),
+                         (lambda: Method.parse("align-x"), "method 'align-x': expected align-<alpha>, e.g. align-0.5")):
+        with pytest.raises(ConfigError, match=f"^{re.escape(message)}$"):
             bad()
 
 
@@ -86,7 +90,7 @@ def test_alignment_interpolates_and_rescales():
     wider = draw_clients(Heterogeneity("seed", 1), {**CFG, "units": 12}, 3, 1, 5)
     with pytest.raises(ConfigError, match="equal units"):
         aligned_reservoirs(wider, target, 0.5)
-    with pytest.raises(ConfigError):
+    with pytest.raises(ConfigError, match=r"^heterogeneity\.vary: mode seed varies no hyperparameter"):
         Heterogeneity("seed", 0, tuple(SPACE))
 
 

@@ -173,7 +173,7 @@ def test_failure_keeps_the_previous_output(tmp_path):
     run("m", _params(tmp_path / "rec.csv"), out_root=tmp_path / "o")
     before = (tmp_path / "o/m/manifest.json").read_bytes()
     df.astype(object).assign(b=["oops"] * len(df)).to_csv(tmp_path / "rec.csv", index=False)
-    with pytest.raises(DataError):
+    with pytest.raises(DataError, match=r"rec\.csv: row 1 \(line 2\), column 'b': 'oops' is not a finite number$"):
         run("m", _params(tmp_path / "rec.csv"), out_root=tmp_path / "o")
     assert (tmp_path / "o/m/manifest.json").read_bytes() == before
     assert sorted(p.name for p in (tmp_path / "o").iterdir()) == ["m"]  # no scratch left behind

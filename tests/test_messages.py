@@ -86,7 +86,7 @@ def test_messages_are_frozen_and_keep_what_was_sent():
     msg = ReadoutMessage(w, num_examples=3)
     with pytest.raises(dataclasses.FrozenInstanceError):
         msg.w = np.zeros((C, N))
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="read-only"):
         msg.w[0, 0] = 1.0  # read-only payload
     w[:] = 0.0  # the sender changing its array later does not change the message
     assert np.abs(msg.w).max() > 0
@@ -105,7 +105,7 @@ def test_message_fields_are_fixed_and_typed():
         assert dataclasses.is_dataclass(cls)
         for f in dataclasses.fields(cls):
             assert f.type in allowed, (cls.__name__, f.name, f.type)
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="unexpected keyword argument 'windows'"):
         ReadoutMessage(np.zeros((C, N)), windows=np.zeros((2, 10, U)))
 
 

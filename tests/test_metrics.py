@@ -72,7 +72,7 @@ def test_histogram_matches_numpy_per_unit_and_clips_into_the_edge_bins():
     np.testing.assert_allclose((h.unit_density() * 0.25).sum(axis=1), 1.0)
     both = h + h
     np.testing.assert_array_equal(both.counts, 2 * h.counts)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="cannot add histograms with different bins"):
         h + histogram_values(vals, bins=4)
 
 

@@ -5,6 +5,7 @@ unit moves the clipped sum by at most the clipping norm (the stated L2 sensitivi
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -79,10 +80,12 @@ def test_composition_of_k_gaussians_is_one_with_sqrt_k_sensitivity():
 
 
 def test_spec_rejects_bad_values():
-    for kw in ({"epsilon": 0.0, "delta": 1e-3}, {"epsilon": 1.0, "delta": 1.0},
-               {"epsilon": 1.0, "delta": 1e-3, "relation": "group"},
-               {"epsilon": 1.0, "delta": 1e-3, "clip": 1.5}):
-        with pytest.raises(ParameterError):
+    for kw, message in (({"epsilon": 0.0, "delta": 1e-3}, "epsilon: must be > 0.0, got 0.0"),
+                        ({"epsilon": 1.0, "delta": 1.0}, "delta: must be < 1.0, got 1.0"),
+                        ({"epsilon": 1.0, "delta": 1e-3, "relation": "group"},
+                         "relation: expected one of user, window, got 'group'"),
+                        ({"epsilon": 1.0, "delta": 1e-3, "clip": 1.5}, "clip: must be <= 1.0, got 1.5")):
+        with pytest.raises(ParameterError, match=f"^{re.escape(message)}$"):
             DPSpec(**kw)
 
 

@@ -239,7 +239,7 @@ def test_reservoir_is_immutable_and_with_ip_shares_weights():
     with pytest.raises(dataclasses.FrozenInstanceError):
         res.leak = 0.5
     for arr in (res.w_in, res.w, res.gain, res.bias):
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match="read-only"):
             arr[0] = 1.0
     ip = res.with_ip(np.full(res.units, 2.0), np.zeros(res.units))
     assert ip.w is res.w and ip.w_in is res.w_in

@@ -95,5 +95,5 @@ def test_every_mutation_gives_a_result_or_a_one_line_data_error(data):
 def test_every_truncation_is_a_data_error(protocol):
     data = BASES[protocol]
     for n in range(len(data) - 1):
-        with pytest.raises(DataError):
-            safe_pickle.loads(data[:n])
+        with pytest.raises(DataError, match=r"^S2\.pkl: [^\n]+$"):  # one line naming the file
+            safe_pickle.loads(data[:n], name="S2.pkl")

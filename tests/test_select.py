@@ -246,7 +246,7 @@ def test_a_processed_file_with_bad_values_is_refused_naming_it(root, edit, fragm
 
 
 def test_continual_select_needs_the_stationary_best(root):
-    with pytest.raises(Exception, match="esnfed select --dataset wesad --algo ip"):
+    with pytest.raises(DataError, match=r"best\.json: not found: run `esnfed select --dataset wesad --algo ip`"):
         _select(root, small_params(), Method("clip", "naive"))
 
 

@@ -75,10 +75,22 @@ def test_invalid_input_raises_parameter_error_naming_it(name):
 
 
 def test_boundary_values_are_accepted():
-    ReservoirConfig(**{**GOOD, "leak": 1.0, "units": 1})
-    solve(RidgeStats(np.zeros((2, 4)), np.eye(4), 1, 1), 0.0)
-    _states_with_labels(np.full((2, 5), 3.0))()  # integral floats are class indices
-    check_param("x", 0, low=0)
+    cfg = ReservoirConfig(**{**GOOD, "leak": 1.0, "units": 1})
+    assert (cfg.leak, cfg.units) == (1.0, 1)
+    assert build_reservoir(cfg, 0).w.shape == (1, 1)
+    # λ = 0 is allowed: with B = I the readout is A itself.
+    a = np.arange(8.0).reshape(2, 4)
+    np.testing.assert_array_equal(solve(RidgeStats(a, np.eye(4), 1, 1), 0.0), a)
+    # Integral floats are class indices: label 3.0 puts every step's state into class 3's row.
+    acc = StatsAccumulator(RES.units, 4)
+    states = np.random.default_rng(0).standard_normal((5, 2, RES.units)).astype(np.float32)
+    acc.add(states, np.full((2, 5), 3.0))
+    got = acc.result()
+    assert (got.n_steps, got.n_windows) == (10, 2)
+    # A float32 sum of 10 rows of |s| < 5 is off by at most 10·5·2⁻²⁴ < 1e-5.
+    np.testing.assert_allclose(got.a[3], states.astype(np.float64).sum(axis=(0, 1)), rtol=0, atol=1e-5)
+    assert not got.a[:3].any()
+    check_param("x", 0, low=0)  # closed bounds include the bound itself: no ParameterError
     check_param("x", 1, high=1)
 
 
