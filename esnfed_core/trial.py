@@ -325,6 +325,8 @@ def fit_continual(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialData,
         sel = float(stream[-1]) if federated else float(stream.mean())
         val = {"score": sel, "accuracy": float(stream[-1]), "stream_accuracy": [float(s) for s in stream],
                "ip_rounds": [int(r) for r in result.ip_rounds]}
+        if result.joint_trace:  # joint: the validation stream accuracy of every round, per context
+            val["joint_trace"] = [[float(a) for a in tr] for tr in result.joint_trace]
     last = result.reservoirs[-1]
     return FittedModel(
         m.id, seed, {**cfg, "lambda": cs.lam}, data.n_classes, seeds,

@@ -9,6 +9,12 @@ as the stationary IP tests). Readouts at the continual λ = 1e-5 amplify the sta
 error by cond(B + λI): the test bounds it by that condition number times 1e-5 (the statistics'
 tolerance). An accuracy may move by one step where two class scores tie within rounding: the
 stream accuracies are compared within 2 steps of the smallest context.
+
+Joint's early stopping compares those accuracies round by round, and an accuracy that equals the
+best so far is no improvement: a one-step flip there can stop a context at another round on
+another CPU kernel. Where the IP rounds of a context differ, the two paths' per-round validation
+accuracies (``joint_trace``) must still agree within the same 2 steps, which is what a tie broken
+by rounding looks like; the later contexts then start from other models and are not compared.
 """
 
 from __future__ import annotations
@@ -65,6 +71,36 @@ def _readout_bound(model, data) -> float:
     return float(np.linalg.cond(b + model.lam * np.eye(len(b)))) * 1e-5
 
 
+def _first_divergence(got, want) -> int:
+    """The first context whose IP rounds differ between two runs of a trial (the number of
+    contexts when none does)."""
+    return next((t for t, (a, b) in enumerate(zip(got.ip_rounds, want.ip_rounds)) if a != b),
+                len(want.ip_rounds))
+
+
+def _same_rounds_or_a_tie(got, want, steps: int) -> int:
+    """Assert that two runs of a continual trial ran the same IP rounds at every context, or that
+    where they first differ a tie explains it: joint's per-round validation accuracies agree
+    within 2 steps up to there. Return the number of contexts trained alike."""
+    t = _first_divergence(got, want)
+    assert len(got.ip_rounds) == len(want.ip_rounds)
+    if t == len(want.ip_rounds):
+        assert got.communication == want.communication
+    else:
+        assert "joint_trace" in want.validation, (got.ip_rounds, want.ip_rounds)  # only joint stops early
+    if "joint_trace" in want.validation:
+        for a, b in zip(got.validation["joint_trace"][: t + 1], want.validation["joint_trace"][: t + 1]):
+            n = min(len(a), len(b))
+            assert n >= 1
+            np.testing.assert_allclose(a[:n], b[:n], rtol=0, atol=2 / steps)
+    return t
+
+
+def _validation_steps(data) -> int:
+    """Steps of the smallest validation context (the unit of the accuracy tolerances)."""
+    return min(int(u.y[: len(u.y) // data.n_contexts].size) for u in data.validation.values())
+
+
 @pytest.fixture(scope="module")
 def batched(data):
     return {m: fit_batch(m, _configs(m), SEEDS, data, TORCH) for m in METHODS}
@@ -72,17 +108,18 @@ def batched(data):
 
 @pytest.mark.parametrize("method", METHODS)
 def test_batched_continual_trials_equal_the_numpy_path(data, batched, method):
-    steps = min(int(u.y[: len(u.y) // data.n_contexts].size) for u in data.validation.values())
+    steps = _validation_steps(data)
     for cfg, seed, got in zip(_configs(method), SEEDS, batched[method]):
         want = fit(method, cfg, seed, data, SETTINGS)
-        assert got.ip_rounds == want.ip_rounds and got.communication == want.communication
         assert got.config == want.config and got.seed == want.seed
-        np.testing.assert_allclose(got.context_gain, want.context_gain, rtol=0, atol=1e-5)
-        np.testing.assert_allclose(got.context_bias, want.context_bias, rtol=0, atol=1e-5)
-        np.testing.assert_allclose(got.validation["stream_accuracy"], want.validation["stream_accuracy"],
+        t = _same_rounds_or_a_tie(got, want, steps)
+        np.testing.assert_allclose(got.context_gain[:t], want.context_gain[:t], rtol=0, atol=1e-5)
+        np.testing.assert_allclose(got.context_bias[:t], want.context_bias[:t], rtol=0, atol=1e-5)
+        np.testing.assert_allclose(got.validation["stream_accuracy"][:t], want.validation["stream_accuracy"][:t],
                                    rtol=0, atol=2 / steps)
-        rel = np.abs(got.context_readout - want.context_readout).max() / np.abs(want.context_readout).max()
-        assert rel <= _readout_bound(want, data), (rel, _readout_bound(want, data))
+        if t == len(want.ip_rounds):
+            rel = np.abs(got.context_readout - want.context_readout).max() / np.abs(want.context_readout).max()
+            assert rel <= _readout_bound(want, data), (rel, _readout_bound(want, data))
 
 
 @pytest.mark.parametrize("method", ["clip-joint", "fedclip-replay"])
@@ -94,8 +131,8 @@ def test_a_batch_repeats_bit_for_bit_and_equals_each_trial_alone(data, batched, 
         assert a.validation == b.validation
     for cfg, seed, b in zip(_configs(method), SEEDS, batched[method]):
         alone = fit_batch(method, [cfg], [seed], data, TORCH)[0]  # other bmm shapes: rounding only
-        assert alone.ip_rounds == b.ip_rounds and alone.communication == b.communication
-        np.testing.assert_allclose(alone.context_gain, b.context_gain, rtol=0, atol=1e-5)
+        t = _same_rounds_or_a_tie(alone, b, _validation_steps(data))
+        np.testing.assert_allclose(alone.context_gain[:t], b.context_gain[:t], rtol=0, atol=1e-5)
 
 
 def test_fit_trial_on_torch_cpu_runs_continual_trials_batched(data, monkeypatch):
@@ -153,8 +190,8 @@ def test_cuda_continual_batch_equals_the_numpy_path(data, method):
     got = fit_batch(method, _configs(method), SEEDS, data, dataclasses.replace(SETTINGS, device="cuda"))
     for cfg, seed, g in zip(_configs(method), SEEDS, got):
         want = fit(method, cfg, seed, data, SETTINGS)
-        assert g.ip_rounds == want.ip_rounds and g.communication == want.communication
-        np.testing.assert_allclose(g.context_gain, want.context_gain, rtol=0, atol=1e-5)
+        t = _same_rounds_or_a_tie(g, want, _validation_steps(data))
+        np.testing.assert_allclose(g.context_gain[:t], want.context_gain[:t], rtol=0, atol=1e-5)
 
 
 def test_continual_benchmark_smoke_mode_reports_every_method_and_its_projection(tmp_path):

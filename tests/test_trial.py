@@ -180,6 +180,15 @@ def test_continual_models_rescore_to_their_training_time_scores(data, method):
     assert model.score == pytest.approx(expected, abs=1e-12)
     assert model.lam == SETTINGS.continual.lam
     assert (model.communication is not None) == method.startswith("fed")
+    if method.endswith("joint"):  # each context's early stopping, round by round
+        trace = model.validation["joint_trace"]
+        assert len(trace) == t
+        # the model kept is the first best round of its context, and its accuracy is the pooled
+        # validation stream accuracy of that context
+        assert model.ip_rounds == [int(np.argmax(tr)) + 1 for tr in trace]
+        assert trace[-1][model.ip_rounds[-1] - 1] == pytest.approx(stream[-1], abs=1e-12)
+    else:
+        assert "joint_trace" not in model.validation
 
 
 def test_joint_takes_no_budget():
