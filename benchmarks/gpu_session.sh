@@ -6,7 +6,9 @@
 #   3. bench_gpu.py's cases and cost table (the IP epoch of 32 trials against the 40 M goal; the
 #      GPU-hour projection on the new costs),
 #   4. CLIP/FedCLIP batched on cuda, end to end against the projection (bench_continual.py),
-#   5. the 300-unit batch of the 32-trial paper slice (the 200- and 400-unit batches were
+#   5. JAX (one jitted lax.scan per case) on the shapes of step 3's cases: the numbers behind
+#      the torch-or-JAX choice (bench_jax_anchor.py; the image has JAX),
+#   6. the 300-unit batch of the 32-trial paper slice (the 200- and 400-unit batches were
 #      measured in an earlier session: BENCHMARKS.md), with whatever time is left.
 # Run from the repository root on the GPU machine:  bash benchmarks/gpu_session.sh
 # Each step has its own timeout, so one slow step cannot eat the others' time; the total stays
@@ -44,6 +46,7 @@ step ip_step 45 python3 benchmarks/bench_ip_epoch.py --device cuda --reservoirs 
     --units 400 100 --mu 0 0.1 --repeats 3 --out "$OUT/ip_step.jsonl"
 step gpu 100 python3 benchmarks/bench_gpu.py --no-tf32 --out "$OUT/gpu.jsonl"
 step continual 120 python3 benchmarks/bench_continual.py --out "$OUT/continual.jsonl"
+step jax 60 python3 benchmarks/bench_jax_anchor.py --out "$OUT/jax.jsonl"
 step slice300 "$(left)" python3 benchmarks/bench_gpu.py --slice 32 --slice-units 300 --out "$OUT/slice300.jsonl"
 echo "total $(( $(date +%s) - START ))s" >> "$OUT/summary.txt"
 cat "$OUT/summary.txt"
