@@ -185,9 +185,13 @@ def output_lock(path: str | os.PathLike) -> Iterator[Path]:
     """
     path = Path(path)
     lock = lock_path(path)
-    lock.parent.mkdir(parents=True, exist_ok=True)
+    created = _make_folder(lock.parent)
     while True:
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        except FileNotFoundError:  # a run that failed removed the folder it had made: make it again
+            created += _make_folder(lock.parent)
+            continue
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | (0 if _wait_for_locks else fcntl.LOCK_NB))
         except BlockingIOError:
@@ -213,6 +217,22 @@ def output_lock(path: str | os.PathLike) -> Iterator[Path]:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(lock)
         os.close(fd)
+        for folder in created:  # deepest first; a failed run leaves no empty folders behind
+            try:
+                folder.rmdir()
+            except OSError:  # holds outputs or another run's lock (or is gone): keep it and those above
+                break
+
+
+def _make_folder(folder: Path) -> list[Path]:
+    """``mkdir -p folder``; return the folders this call created, deepest first."""
+    missing = []
+    p = folder
+    while not p.exists() and p != p.parent:
+        missing.append(p)
+        p = p.parent
+    folder.mkdir(parents=True, exist_ok=True)
+    return missing
 
 
 @contextlib.contextmanager

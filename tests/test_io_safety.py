@@ -60,7 +60,7 @@ def test_permission_error_is_one_line(project, monkeypatch):
     monkeypatch.setattr(os, "replace", replace)
     line = one_line_error(invoke("partition", "--dataset", "wesad"))
     assert "data/partitions/wesad.json: permission denied" in line
-    assert not Path("data/partitions/wesad.json").exists() and not _tmp_leftovers(Path("data/partitions"))
+    assert not Path("data/partitions").exists()  # no output, no temporary, not even the folder it made
 
 
 def test_output_folder_that_cannot_be_made_is_one_line(project):
@@ -201,6 +201,38 @@ def test_lock_is_exclusive_within_and_across_processes(tmp_path):
     assert not lock.exists()
     with _io.output_lock(out):  # reusable after release
         pass
+
+
+def test_a_failed_run_leaves_no_empty_folders_and_keeps_what_others_hold(tmp_path):
+    runs = tmp_path / "runs"
+    with pytest.raises(RuntimeError, match="the stage failed"):
+        with _io.output_lock(runs / "select" / "wesad" / "fedip" / "25"):
+            raise RuntimeError("the stage failed")
+    assert not runs.exists()  # every folder the lock made went with it
+    (runs / "select").mkdir(parents=True)
+    with _io.output_lock(runs / "select" / "wesad" / "ip" / "25"):
+        with _io.output_lock(runs / "select" / "wesad" / "fedip" / "25"):
+            pass
+        assert (runs / "select" / "wesad").is_dir()  # still holds the other share's lock
+    assert sorted(p.relative_to(runs).as_posix() for p in runs.rglob("*")) == ["select"]  # not made by us
+    with _io.output_lock(out := runs / "select" / "wesad" / "ip" / "50"):
+        _io.write_json(out / "best.json", {})
+    assert (out / "best.json").is_file()  # a run's outputs keep their folders
+
+
+def test_a_lock_folder_removed_by_a_failing_run_is_made_again(tmp_path, monkeypatch):
+    folder = tmp_path / "runs" / "select"
+    real_open, calls = os.open, []
+
+    def racing_open(path, *args, **kwargs):
+        calls.append(path)
+        if len(calls) == 1:  # another run that failed removed the folder after our mkdir
+            folder.rmdir()
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(_io.os, "open", racing_open)
+    with _io.output_lock(folder / "ridge") as lock:
+        assert lock.is_file() and len(calls) == 2
 
 
 def test_temporaries_carry_pid_and_token_and_only_stale_ones_of_ours_go(tmp_path):
