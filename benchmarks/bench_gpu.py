@@ -38,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import bench_paper_budget as budget  # noqa: E402
+from gpu_scale import SMOKE, Scale  # noqa: E402
 from esnfed_core.accel import torch_plasticity as tp  # noqa: E402
 from esnfed_core.accel import torch_reservoir as tr  # noqa: E402
 from esnfed_core.reservoir import ReservoirConfig, build_reservoir  # noqa: E402
@@ -45,30 +46,6 @@ from esnfed_core.reservoir import ReservoirConfig, build_reservoir  # noqa: E402
 LEAK = 0.3
 
 
-@dataclasses.dataclass(frozen=True)
-class Scale:
-    """Sizes of every case (the full scale follows issue 15; --smoke shrinks everything)."""
-
-    steps: int = 700
-    units: int = 400
-    small_units: int = 100
-    inputs: int = 8
-    state_windows: int = 36000
-    ip_windows: int = 100
-    trials: int = 64
-    trial_windows: int = 1024
-    epoch_trials: int = 32
-    epoch_clients: int = 3
-    client_windows: int = 2990  # WESAD: ~2,990 one-second windows per subject (bench_paper_budget)
-    cpu_windows: int = 2048
-    cost_trials: int = 32
-    cost_windows: int = 256
-    reps: int = 2
-
-
-SMOKE = Scale(steps=12, units=16, small_units=8, state_windows=64, ip_windows=5, trials=3, trial_windows=8,
-              epoch_trials=2, epoch_clients=2, client_windows=12, cpu_windows=8, cost_trials=2,
-              cost_windows=3, reps=1)
 
 
 def sync(dev: torch.device) -> None:

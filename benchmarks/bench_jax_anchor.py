@@ -19,7 +19,6 @@ Prints one JSON line per case: window-steps/s of the best of ``reps`` runs after
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import time
 from pathlib import Path
@@ -27,27 +26,10 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 
+from gpu_scale import SMOKE, Scale  # benchmarks/ (the script's folder): bench_gpu.py's sizes
+
 LEAK = 0.3  # as bench_gpu.py
 HIGHEST = jax.lax.Precision.HIGHEST
-
-
-@dataclasses.dataclass(frozen=True)
-class Scale:
-    """bench_gpu.py's Scale (the cases of issue 15); --smoke shrinks everything."""
-
-    steps: int = 700
-    units: int = 400
-    small_units: int = 100
-    inputs: int = 8
-    state_windows: int = 36000
-    ip_windows: int = 100
-    trials: int = 64
-    trial_windows: int = 1024
-    reps: int = 3
-
-
-SMOKE = Scale(steps=20, units=16, small_units=8, inputs=3, state_windows=50, ip_windows=10, trials=3,
-              trial_windows=12, reps=1)
 
 
 def recurrence(stats: bool):
