@@ -82,11 +82,12 @@ def report(
     ttest_file: Annotated[Path, typer.Option(
         "--ttest", help="The t-tests written by `esnfed ttest`.")] = ttest_stage.TTEST_PATH,
     out_dir: Annotated[Path, typer.Option(
-        "--out-dir", help="Reports directory: tables/, figures/, plots/ and metrics/ "
-        "(<dataset>-<method>.json) are replaced atomically inside it.")] = report_stage.REPORTS_DIR,
+        "--out-dir", help="Reports directory: tables/, figures/, plots/, metrics/ "
+        "(<dataset>-<method>.json) and the index README.md are replaced atomically inside it.")] = report_stage.REPORTS_DIR,
     allow_missing: AllowMissingOpt = False,
 ) -> None:
-    """The papers' tables (Markdown + CSV), communication table, figures and metrics/.
+    """The papers' tables (Markdown + CSV), communication table, figures and metrics/, and
+    README.md, the index of them all (each table's and figure's title).
 
     Set SOURCE_DATE_EPOCH to fix the date printed in the table headers (reproducible builds).
     """
@@ -112,7 +113,8 @@ def report(
             summary.add_row(ds, f"{pct}%", *values)
     console.print(summary, highlight=False)
     console.print(f"wrote {len(rep.tables)} table files, {len(rep.figures)} figures, "
-                  f"{len(rep.plots)} plot data files and {len(rep.metrics)} metrics files under {out_dir}/",
+                  f"{len(rep.plots)} plot data files and {len(rep.metrics)} metrics files under {out_dir}/ "
+                  f"(index: {out_dir / report_stage.report_index.INDEX_NAME})",
                   highlight=False)
     if rep.missing:
         console.print(f"[yellow]missing inputs ({len(rep.missing)}), shown as n/a:[/] "

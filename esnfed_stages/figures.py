@@ -31,9 +31,31 @@ def _png(fig: Figure) -> bytes:
 
     FigureCanvasAgg(fig)
     buf = io.BytesIO()
-    # No software/date metadata: the same data give the same bytes.
-    fig.savefig(buf, format="png", dpi=110, metadata={"Software": None})
+    # No software/date metadata: the same data give the same bytes. The title (the figure's
+    # suptitle) goes into the PNG too: viewers show it, and the report's index reads it back.
+    meta = {"Software": None}
+    if fig.get_suptitle():
+        meta["Title"] = fig.get_suptitle()
+    fig.savefig(buf, format="png", dpi=110, metadata=meta)
     return buf.getvalue()
+
+
+def png_title(png: bytes) -> str | None:
+    """The ``Title`` text chunk of a PNG written by :func:`_png` (tEXt, or iTXt for non-Latin-1
+    text, uncompressed), None without one."""
+    pos = 8  # after the signature
+    while pos + 8 <= len(png):
+        length = int.from_bytes(png[pos:pos + 4], "big")
+        kind, data = png[pos + 4:pos + 8], png[pos + 8:pos + 8 + length]
+        pos += 12 + length
+        key, _, rest = data.partition(b"\0")
+        if key != b"Title":
+            continue
+        if kind == b"tEXt":
+            return rest.decode("latin-1")
+        if kind == b"iTXt" and rest[:1] == b"\0":  # compression flag 0, method, language, translated key
+            return rest[2:].split(b"\0", 2)[2].decode("utf-8")
+    return None
 
 
 def _legend(fig: Figure, axes) -> None:

@@ -25,7 +25,7 @@ from esnfed_core.tables import (
     communication_rows, hetero_cells, metrics, parse_published, required_inputs, split_rounds, table_specs,
 )
 from esnfed_core.vocabulary import DATASETS, PCTS, VARIANTS
-from esnfed_stages import hetero_report, privacy_report, secagg_report
+from esnfed_stages import hetero_report, privacy_report, report_index, secagg_report
 from esnfed_stages.heterogeneity_params import hetero_params
 from esnfed_stages._datasets import continual_declared, declared, n_classes
 from esnfed_stages._io import atomic_path, dumps_json, output_lock, read_json
@@ -170,6 +170,7 @@ class Report:
     figures: dict[str, bytes] = field(default_factory=dict)
     plots: dict[str, bytes] = field(default_factory=dict)
     metrics: dict[str, bytes] = field(default_factory=dict)
+    index: bytes = b""  # reports/README.md (report_index.py), made once every other output is
     cells: dict[str, list[Cell]] = field(default_factory=dict)
     missing: list[Path] = field(default_factory=list)
 
@@ -299,6 +300,9 @@ def write(rep: Report, out_dir: str | Path = REPORTS_DIR) -> None:
         _write_dir(out_dir / "figures", rep.figures)
         _write_dir(out_dir / "plots", rep.plots)
         _write_dir(out_dir / "metrics", rep.metrics)
+        if rep.index:
+            with atomic_path(out_dir / report_index.INDEX_NAME) as tmp:
+                tmp.write_bytes(rep.index)
 
 
 def add_privacy(rep: Report, privacy_dir: str | Path, date: str) -> None:
@@ -379,5 +383,6 @@ def run(options: ReportParams, *, assess_dir: str | Path = ASSESS_DIR,
                 options.contexts_pct, hetero, options.datasets, options.continual, options.user_classes)
     add_privacy(rep, privacy_dir, date)
     add_secagg(rep, flower_dir)
+    rep.index = report_index.render(rep.tables, rep.figures, rep.plots, rep.metrics, date, versions()).encode()
     write(rep, out_dir)
     return rep

@@ -22,6 +22,12 @@ GENERATED_MD = {f"{spec.id}.md" for spec in TABLES} | {"communication.md", "priv
 GENERATED_MD |= {"flower-table.md"}  # issue 14: `esnfed flower-table` writes runs/flower/flower-table.md
 # issue 16: the generic tables of a user's dataset <name> (esnfed_core.tables.generic_tables)
 GENERATED_USER_MD = re.compile(r"(communication-[a-z][a-z0-9_]*|[a-z][a-z0-9_]*-(stationary|continual))\.md")
+GENERATED_PATHS = {"reports/README.md"}  # the report's index (esnfed_stages/report_index.py)
+
+
+def _generated(name: str) -> bool:
+    base = Path(name).name
+    return base in GENERATED_MD or name in GENERATED_PATHS or bool(GENERATED_USER_MD.fullmatch(base))
 
 _PROTOCOL = re.compile(r"\bPROTOCOL\b((?:\s*(?:,|and|-|–)?\s*§\s*\d+(?:\s*[-–]\s*\d+)?)+)")
 _DATA_FACTS = re.compile(r"\bDATA-FACTS\s+([A-Z])\b")
@@ -80,7 +86,7 @@ def dangling(text: str, source: Path) -> list[str]:
     problems += [f"DATA-FACTS {x}" for x in _DATA_FACTS.findall(text) if x not in facts]
     for m in _MD_FILE.finditer(text):
         name, section = m.group(1), m.group(2)
-        if Path(name).name in GENERATED_MD or GENERATED_USER_MD.fullmatch(Path(name).name):
+        if _generated(name):
             continue
         doc = _resolve(name, source)
         if doc is None:
@@ -89,7 +95,7 @@ def dangling(text: str, source: Path) -> list[str]:
             problems.append(f"{name} §{section}")
     for m in _NAMED.finditer(text):
         name, title = m.group(1), m.group(2)
-        if Path(name).name in GENERATED_MD or GENERATED_USER_MD.fullmatch(Path(name).name):
+        if _generated(name):
             continue
         doc = _resolve(name if name.endswith(".md") else f"{name}.md", source)
         if doc is not None and not _names_heading(title, doc):

@@ -310,6 +310,34 @@ def test_figures_and_plots(built):
     assert len(act) == 8 and float(act[0]["context4"]) == pytest.approx(0.9)  # mean over retrains
 
 
+def test_the_index_names_every_table_and_figure_with_its_title(built):
+    from esnfed_stages.figures import png_title
+
+    reports = built[0] / "reports"
+    index = (reports / "README.md").read_text("utf-8")
+    rows = {line.split("](", 1)[0][3:]: line for line in index.splitlines() if line.startswith("| [")}
+    tables = sorted(p.name for p in (reports / "tables").iterdir())
+    figures = sorted(p.name for p in (reports / "figures").iterdir())
+    md = [t for t in tables if t.endswith(".md")]
+    alone = [t for t in tables if t.endswith(".csv") and t[:-4] + ".md" not in tables]
+    assert alone == ["secagg-overhead.csv"]
+    assert sorted(rows) == sorted(md + alone + figures)
+    columns = (reports / "tables" / alone[0]).read_text("utf-8").split("\n", 1)[0].replace(",", ", ")
+    assert f"| CSV only; columns: {columns} |" in rows[alone[0]]
+    for name in md:
+        heading = (reports / "tables" / name).read_text("utf-8").split("\n", 1)[0]
+        title = heading.split(": ", 1)[1]
+        assert f"| [{name}](tables/{name}) | {title} | [{name[:-3]}.csv](tables/{name[:-3]}.csv) |" in rows[name]
+    for name in figures:
+        title = png_title((reports / "figures" / name).read_bytes())
+        assert title and f"| [{name}](figures/{name}) | {title} |" == rows[name]
+    assert png_title((reports / "figures" / "stream-wesad-federated.png").read_bytes()) == \
+        "WESAD federated: stream accuracy after each context (FedCLIP)"
+    n_metrics, n_plots = (len(list((reports / d).iterdir())) for d in ("metrics", "plots"))
+    assert n_metrics > 0 and n_plots > 0
+    assert f"`metrics/`: {n_metrics} JSON files" in index and f"`plots/`: {n_plots} CSV files" in index
+
+
 def test_metrics_deterministic_and_dated_headers_reproducible(workdir, monkeypatch):
     write_assess(workdir)
     _ok(["ttest"])
