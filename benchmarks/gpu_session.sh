@@ -4,7 +4,8 @@
 #   1. the accel tests on the GPU (the CUDA-only ones included),
 #   2. the IP mini-batch step against the bare GEMM of the same shapes (after the kernel changes),
 #   3. bench_gpu.py's cases and cost table (the IP epoch of 32 trials against the 40 M goal; the
-#      GPU-hour projection on the new costs),
+#      GPU-hour projection on the new costs; the TF32 accuracy line: states and readouts with TF32
+#      products against float32),
 #   4. CLIP/FedCLIP batched on cuda, end to end against the projection (bench_continual.py),
 #   5. JAX (one jitted lax.scan per case) on the shapes of step 3's cases: the numbers behind
 #      the torch-or-JAX choice (bench_jax_anchor.py; the image has JAX),
