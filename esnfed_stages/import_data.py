@@ -24,6 +24,7 @@ import numpy as np
 if TYPE_CHECKING:  # pandas is imported by the functions that read (every esnfed command imports
     import pandas as pd  # this module through the params schema; pandas adds ~0.2 s to each)
 
+from esnfed_core.data.npz import npz_names, read_npz
 from esnfed_core.data.processed import UserData
 from esnfed_core.data.tabular import Rows, user_windows
 from esnfed_core.errors import ConfigError, DataError
@@ -205,14 +206,8 @@ def _npz_chunks(file: Path, p: ImportParams) -> Iterator[Chunk]:
     """An .npz of equal-length 1-D arrays named like the columns (each array is read whole)."""
     import pandas as pd  # noqa: PLC0415 (see the module imports)
 
-    try:
-        with np.load(file, allow_pickle=False) as z:
-            _missing_columns(file, list(z.files), p.columns)
-            arrays = {c: z[c] for c in p.columns}
-    except DataError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - BadZipFile, ValueError (pickled arrays), OSError
-        raise DataError(f"{file}: cannot read as an .npz without pickles ({brief(exc)})") from None
+    _missing_columns(file, npz_names(file), p.columns)
+    arrays = read_npz(file, p.columns)  # never unpickled; memory bounded by the file's size
     n = None
     for c, a in arrays.items():
         if a.ndim != 1 or (n is not None and a.size != n):

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from esnfed_core.data.npz import npz_names, read_npz
 from esnfed_core.data.windows import NpyMember, concat, take
 from esnfed_core.errors import DataError
 from esnfed_core.quote import brief, quote
@@ -97,17 +98,13 @@ def load_user(directory: str | Path, user: str, *, lazy: bool = False) -> UserDa
     path = user_path(directory, user)
     if not path.is_file():
         raise DataError(f"{path}: processed file for user '{user}' not found")
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            missing = {"x", "y", "context"} - set(z.files)
-            if missing:
-                raise DataError(f"{path}: missing arrays {sorted(missing)}")
-            y, ctx = z["y"], z["context"]
-            x = NpyMember(path, "x", np.float32) if lazy else z["x"]
-    except DataError:
-        raise
-    except Exception as exc:  # zipfile.BadZipFile, ValueError, OSError: a corrupt file
-        raise DataError(f"{path}: cannot read ({brief(exc)})") from None
+    names = {"y", "context"} if lazy else {"x", "y", "context"}
+    arrays = read_npz(path, names)
+    missing = {"x", "y", "context"} - set(npz_names(path) if lazy else arrays)
+    if missing:
+        raise DataError(f"{path}: missing arrays {sorted(missing)}")
+    y, ctx = arrays["y"], arrays["context"]
+    x = NpyMember(path, "x", np.float32) if lazy else arrays["x"]
     if x.dtype != np.float32:
         raise DataError(f"{path}: x has dtype {x.dtype}, expected float32")
     try:
