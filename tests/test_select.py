@@ -291,3 +291,30 @@ def test_reduced_budget_has_the_paper_spaces():
     assert budgets["reduced"]["space"] == budgets["paper"]["space"]
     assert budgets["reduced"]["trials"] < budgets["paper"]["trials"]
     assert budgets["reduced"]["retrains"] < budgets["paper"]["retrains"]
+
+
+@pytest.mark.parametrize("edit", [
+    lambda r: r["scores"].update(score="x"),
+    lambda r: r["scores"].update(score=float("nan")),
+    lambda r: r.update(scores="x"),
+    lambda r: r.update(index="x"),
+    lambda r: r.update(selected_config="x"),
+    lambda r: r["selected_config"].update(leak=float("nan")),
+])
+def test_a_damaged_record_with_its_key_is_recomputed_not_ranked(root, edit):
+    """A finished record is reused by its key; before, a non-number score or index or a config
+    string was a traceback (TypeError in best_of) and a NaN score or config went into best.json."""
+    params = small_params()
+    params["budgets"]["default"]["trials"] = 2
+    _select(root, params)
+    d = select_dir(root / "runs", "wesad", "ridge", "25")
+    before = _trials(root)
+    best = best_path(root / "runs", "wesad", "ridge", "25").read_bytes()
+    record = json.loads(before["trial-0000.json"])
+    edit(record)
+    (d / "trial-0000.json").write_text(json.dumps(record))
+    result = _select(root, params)
+    assert (result.shares[0].resumed, result.shares[0].ran) == (1, 1) and not result.failed
+    redo, orig = json.loads(_trials(root)["trial-0000.json"]), json.loads(before["trial-0000.json"])
+    redo.pop("seconds"), orig.pop("seconds")
+    assert redo == orig and best_path(root / "runs", "wesad", "ridge", "25").read_bytes() == best
