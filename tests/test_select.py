@@ -188,6 +188,11 @@ def test_a_processed_file_changed_after_preprocessing_is_refused_before_any_tria
     ("partition", lambda d: d.update(validation="v0v1"), "validation must be a list of user names, got 'v0v1'"),
     ("partition", lambda d: d["train"].update({"25": None}), "train.25 must be a list of user names"),
     ("partition", lambda d: d.update(test=[["t0"]]), "test must be a list of user names"),
+    # input audit: before, a test or validation user also trained on (or listed twice) went through
+    ("partition", lambda d: d.update(test=d["test"] + d["train"]["25"][:1]),
+     "is in both train.25 and test (the splits must be disjoint; rerun `esnfed partition`)"),
+    ("partition", lambda d: d.update(validation=d["validation"] + d["test"][:1]), "is in both test and validation"),
+    ("partition", lambda d: d.update(test=d["test"] + d["test"][:1]), "test lists user 't0' twice"),
     ("manifest", lambda d: d.update(users=None), "manifest.json: users must be a dict"),
     ("manifest", lambda d: d.update(n_classes="three"), "manifest.json: n_classes must be an integer"),
     ("manifest", lambda d: d["users"].update(u0=5), "manifest.json: users.u0 must be an object"),
