@@ -159,16 +159,23 @@ def input_files(p: ImportParams) -> list[tuple[Path, str]]:
 
 
 def _missing_columns(file: Path, have: list[str], want: list[str]) -> None:
+    """A wanted column absent, or named twice in the header (which one would be read?): DataError."""
     missing = [c for c in want if c not in have]
     if missing:
         raise DataError(f"{file}: column {quote(missing[0])} not found (columns: {', '.join(map(str, have))[:300]})")
+    twice = [c for c in want if have.count(c) > 1]
+    if twice:
+        raise DataError(f"{file}: column {quote(twice[0])} appears {have.count(twice[0])} times in the header")
 
 
 def _csv_chunks(file: Path, p: ImportParams) -> Iterator[Chunk]:
     import pandas as pd  # noqa: PLC0415 (see the module imports)
 
     try:
-        header = pd.read_csv(file, nrows=0, sep=p.delimiter, engine="c").columns.tolist()
+        # The header row as data: pandas would rename a repeated name (a, a.1), hiding the repeat.
+        head = pd.read_csv(file, nrows=1, header=None, sep=p.delimiter, dtype=str, keep_default_na=False,
+                           engine="c")
+        header = head.iloc[0].tolist() if len(head) else []
     except (ValueError, pd.errors.ParserError, UnicodeDecodeError) as exc:
         raise DataError(f"{file}: cannot read the CSV header ({brief(exc)})") from None
     _missing_columns(file, header, p.columns)
@@ -353,7 +360,10 @@ def run(dataset: str, p: ImportParams, out_root: str | Path | None = None,
 
         def users():
             for user in sorted(spill.files, key=_natural):
-                data = user_windows(spill.rows(user, class_order, context_order), p.window, p.rate)
+                try:
+                    data = user_windows(spill.rows(user, class_order, context_order), p.window, p.rate)
+                except DataError as exc:
+                    raise DataError(f"{p.source}: user {quote(user)}: {exc}") from None
                 if data is None:
                     raise DataError(f"{p.source}: user {quote(user)} has no whole window of {p.window} steps"
                                     + (f" at {p.rate:g} Hz" if p.rate else ""))

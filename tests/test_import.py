@@ -211,3 +211,49 @@ def test_dataset_name_never_escapes_the_output_root(tmp_path):
     with pytest.raises(ConfigError, match="is not a plain name"):
         run("../escape", _params(tmp_path / "rec.csv"), out_root=tmp_path / "out")
     assert not (tmp_path / "escape").exists()
+
+
+# ------------------------------------------------------------------ input audit
+def test_a_time_far_off_within_a_context_is_refused_not_interpolated(tmp_path):
+    """Before: one row 20 s before its session (a typo, a wrong unit) was resampled into about a
+    thousand interpolated steps for 8 rows, without bound (a -1e9 ms time in the example CSV: 514,000
+    windows and 3.6 GB from a 1 MB file), exit 0."""
+    df = _table(shuffle=False)
+    df.loc[0, "t"] = 1000 - 20_000  # u2, session s1 (8 rows)
+    df.to_csv(tmp_path / "rec.csv", index=False)
+    with pytest.raises(DataError) as err:
+        run("m", _params(tmp_path / "rec.csv"), out_root=tmp_path / "out")
+    assert str(err.value) == (f"{tmp_path / 'rec.csv'}: user 'u2': the 8 rows from time -19 s to 1.07 s (one context) "
+                              "span 1004 steps at 50 Hz, over 100 per row: a time far off? (check the time column "
+                              "and time_unit)")
+    assert not (tmp_path / "out" / "m").exists()
+
+
+def test_a_column_named_twice_in_the_header_is_refused(tmp_path):
+    """Before: pandas renamed the second 'a' to 'a.1' and the first was imported silently."""
+    df = _table(shuffle=False)
+    df["a2"] = df["a"] * 2
+    df.rename(columns={"a2": "a"}).to_csv(tmp_path / "rec.csv", index=False)
+    with pytest.raises(DataError) as err:
+        run("m", _params(tmp_path / "rec.csv"), out_root=tmp_path / "out")
+    assert str(err.value) == f"{tmp_path / 'rec.csv'}: column 'a' appears 2 times in the header"
+
+
+def test_an_npz_source_that_inflates_beyond_its_size_is_refused(tmp_path):
+    """An .npz input is read through esnfed_core.data.npz (before: np.load inflated every column)."""
+    import tracemalloc
+
+    from test_npz_bounds import _bomb
+
+    df = _table(shuffle=False)
+    cols = {c: df[c].to_numpy() for c in ("who", "t", "act", "sess", "b")}
+    _bomb(tmp_path / "rec.npz", "a", 256 << 20, **cols)
+    tracemalloc.start()
+    try:
+        with pytest.raises(DataError) as err:
+            run("m", _params(tmp_path / "rec.npz"), out_root=tmp_path / "out")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert str(err.value).startswith(f"{tmp_path / 'rec.npz'}: array 'a' inflates to 268435584 bytes")
+    assert peak < 16 << 20, peak
