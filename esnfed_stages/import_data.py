@@ -240,6 +240,10 @@ def _numbers(chunk: Chunk, column: str) -> np.ndarray:
     import pandas as pd  # noqa: PLC0415 (see the module imports)
 
     raw = chunk.frame[column]
+    kind = getattr(raw.dtype, "kind", "O")
+    if kind in "cmM":  # complex: the imaginary part would be dropped; dates: in which unit?
+        what = "complex numbers" if kind == "c" else "dates or durations (store times as numbers in time_unit)"
+        raise _bad(chunk, 0, column, f"the column holds {what}, dtype {raw.dtype}; expected real numbers")
     num = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=np.float64)
     bad = ~np.isfinite(num)
     if bad.any():
@@ -249,7 +253,9 @@ def _numbers(chunk: Chunk, column: str) -> np.ndarray:
 
 
 def _texts(chunk: Chunk, column: str) -> np.ndarray:
-    raw = chunk.frame[column].astype(str).str.strip().to_numpy(dtype=object)
+    col = chunk.frame[column]
+    # a missing value (NaN of a float or text column from .npz or Parquet) is an empty cell, not "nan"
+    raw = col.astype(str).where(col.notna(), "").str.strip().to_numpy(dtype=object)
     empty = raw == ""
     if empty.any():
         raise _bad(chunk, int(np.flatnonzero(empty)[0]), column, "empty cell")

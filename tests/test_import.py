@@ -257,3 +257,25 @@ def test_an_npz_source_that_inflates_beyond_its_size_is_refused(tmp_path):
         tracemalloc.stop()
     assert str(err.value).startswith(f"{tmp_path / 'rec.npz'}: array 'a' inflates to 268435584 bytes")
     assert peak < 16 << 20, peak
+
+
+@pytest.mark.parametrize("column, array, expected", [
+    ("a", lambda df: df["a"].to_numpy() + 1j, "row 1, column 'a': the column holds complex numbers, dtype complex128; "
+                                             "expected real numbers"),
+    ("t", lambda df: df["t"].to_numpy().astype("datetime64[ms]"),
+     "row 1, column 't': the column holds dates or durations (store times as numbers in time_unit), dtype "
+     "datetime64[ms]; expected real numbers"),
+    ("act", lambda df: np.where(np.arange(len(df)) == 4, np.nan, 1.0), "row 5, column 'act': empty cell"),
+])
+def test_npz_columns_of_another_kind_name_the_row_and_column(tmp_path, column, array, expected):
+    """Before: complex values lost their imaginary part with a ComplexWarning (exit 0), a date column
+    was read as numbers of an unknown unit, and a NaN label was a TypeError traceback (pandas 3
+    keeps NaN through astype(str))."""
+    df = _table(shuffle=False)
+    cols = {c: np.asarray(df[c].tolist()) for c in df.columns}  # text columns as numpy strings
+    cols[column] = array(df)
+    np.savez(tmp_path / "rec.npz", **cols)
+    with pytest.raises(DataError) as err:
+        run("m", _params(tmp_path / "rec.npz", classes=["1.0"] if column == "act" else None),
+            out_root=tmp_path / "out")
+    assert str(err.value) == f"{tmp_path / 'rec.npz'}: {expected}"
