@@ -24,7 +24,7 @@ import numpy as np
 if TYPE_CHECKING:  # pandas is imported by the functions that read (every esnfed command imports
     import pandas as pd  # this module through the params schema; pandas adds ~0.2 s to each)
 
-from esnfed_core.data.npz import npz_names, read_npz
+from esnfed_core.data.npz import MAX_EXPANSION, SLACK_BYTES, npz_names, read_npz
 from esnfed_core.data.processed import UserData
 from esnfed_core.data.tabular import Rows, user_windows
 from esnfed_core.errors import ConfigError, DataError
@@ -200,6 +200,7 @@ def _parquet_chunks(file: Path, p: ImportParams) -> Iterator[Chunk]:
     try:
         pf = pq.ParquetFile(file)
         _missing_columns(file, pf.schema_arrow.names, p.columns)
+        _parquet_bounds(file, pf, p.columns)
         first = 1
         for batch in pf.iter_batches(batch_size=p.chunk_rows, columns=p.columns):
             frame = batch.to_pandas()
@@ -207,6 +208,23 @@ def _parquet_chunks(file: Path, p: ImportParams) -> Iterator[Chunk]:
             first += len(frame)
     except (OSError, ValueError) as exc:  # pyarrow.ArrowInvalid is a ValueError
         raise DataError(f"{file}: cannot read as Parquet ({brief(exc)})") from None
+
+
+def _parquet_bounds(file: Path, pf: Any, columns: list[str]) -> None:
+    """Refuse a Parquet file whose declared rows or inflated pages exceed MAX_EXPANSION times its
+    size (plus SLACK_BYTES): run-length and dictionary encodings hold millions of equal values in a
+    few bytes, and every row read costs 8 bytes per column in memory and in the spill."""
+    size = file.stat().st_size
+    budget = MAX_EXPANSION * size + SLACK_BYTES
+    meta = pf.metadata
+    wanted = {pf.schema_arrow.get_field_index(c) for c in columns}
+    inflated = sum(meta.row_group(g).column(j).total_uncompressed_size
+                   for g in range(meta.num_row_groups) for j in wanted)
+    rows_bytes = meta.num_rows * len(columns) * 8
+    if max(inflated, rows_bytes) > budget:
+        raise DataError(f"{file}: declares {meta.num_rows} rows ({rows_bytes} bytes as numbers, {inflated} bytes "
+                        f"of pages) in a file of {size} bytes, beyond {MAX_EXPANSION} times its size (a "
+                        "decompression bomb?)")
 
 
 def _npz_chunks(file: Path, p: ImportParams) -> Iterator[Chunk]:

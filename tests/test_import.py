@@ -279,3 +279,24 @@ def test_npz_columns_of_another_kind_name_the_row_and_column(tmp_path, column, a
         run("m", _params(tmp_path / "rec.npz", classes=["1.0"] if column == "act" else None),
             out_root=tmp_path / "out")
     assert str(err.value) == f"{tmp_path / 'rec.npz'}: {expected}"
+
+
+def test_a_parquet_declaring_far_more_rows_than_its_bytes_is_refused(tmp_path):
+    """Run-length/dictionary encoding stores 4 million equal rows in a few KB; before, import read
+    them all (8 bytes per value in memory and in the spill: memory unbounded by the file's size)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    n = 4_000_000
+    zeros = pa.array(np.zeros(n))
+    table = pa.table({"who": pa.array(np.full(n, "u2")).dictionary_encode(), "t": zeros,
+                      "act": pa.array(np.full(n, "walk")).dictionary_encode(),
+                      "sess": pa.array(np.full(n, "s1")).dictionary_encode(), "a": zeros, "b": zeros})
+    pq.write_table(table, tmp_path / "rec.parquet", compression="zstd")
+    size = (tmp_path / "rec.parquet").stat().st_size
+    assert size < 1 << 20
+    with pytest.raises(DataError) as err:
+        run("m", _params(tmp_path / "rec.parquet"), out_root=tmp_path / "out")
+    assert str(err.value).startswith(f"{tmp_path / 'rec.parquet'}: declares {n} rows ({n * 6 * 8} bytes as numbers")
+    assert str(err.value).endswith(f"in a file of {size} bytes, beyond 64 times its size (a decompression bomb?)")
+    assert not (tmp_path / "out" / "m").exists()
