@@ -308,7 +308,8 @@ def load_model(directory: Path, k: int) -> tuple[FittedModel, dict[str, Any]]:
                    "context_bias": _array(npz, arrays, "context_bias", (t, res.units)),
                    "context_readout": _array(npz, arrays, "context_readout", (t, c, res.units))}
     model = FittedModel(
-        meta["method"], int(meta["seed"]), dict(meta["config"]), int(meta["n_classes"]), dict(meta["seeds"]), reservoir=res, readout=readout, lam=lam,
+        meta["method"], int(meta["seed"]), dict(meta["config"]), int(meta["n_classes"]),
+        dict(meta["seeds"]), reservoir=res, readout=readout, lam=lam,
         context_gain=ctx.get("context_gain"), context_bias=ctx.get("context_bias"),
         context_readout=ctx.get("context_readout"), communication=meta.get("communication"),
         ip_rounds=meta.get("ip_rounds"), clients=clients, client_readouts=client_readouts,

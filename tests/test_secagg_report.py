@@ -102,7 +102,8 @@ def test_both_pipeline_datasets_render_and_an_untracked_folder_is_not_read(flowe
     (lambda d: d["flower"].pop("bytes"), "flower.bytes.rows missing"),
     (lambda d: d["flower"]["bytes"]["rows"][0].update(up_per_client_round="x"),
      "flower.bytes.rows[0].up_per_client_round: expected a finite number, got 'x'"),
-    (lambda d: d["flower"]["bytes"]["rows"][0].update(rounds=-1), "flower.bytes.rows[0].rounds: expected an integer >= 0"),
+    (lambda d: d["flower"]["bytes"]["rows"][0].update(rounds=-1),
+     "flower.bytes.rows[0].rounds: expected an integer >= 0"),
     (lambda d: d["flower"]["bytes"]["rows"].append(3), "flower.bytes.rows[1]: expected an object, got 3"),
 ])
 def test_a_flower_result_of_the_wrong_shape_is_one_line_naming_file_and_key(flower_dir, edit, problem):

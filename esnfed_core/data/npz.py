@@ -23,7 +23,7 @@ from esnfed_core.quote import brief, quote
 
 MAX_EXPANSION = 64  # deflated entries read may inflate to this many times the file's size...
 SLACK_BYTES = 64 << 20  # ...plus this (small files of well-compressed labels stay readable)
-_CHUNK = 1 << 20
+_CHUNK = 1 << 16  # read size: larger blocks cost an mmap and page faults each (1 MiB: 3x slower than np.load)
 _ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, OSError, EOFError, struct.error,
            NotImplementedError, RuntimeError)  # RuntimeError: an encrypted entry
 
