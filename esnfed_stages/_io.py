@@ -28,7 +28,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from esnfed_core.data import npz
+from esnfed_core.data import jsonfile, npz
 from esnfed_core.errors import DataError
 
 # ``.<name>.<pid>.<16 hex>.tmp``: the only temporaries this package writes and may delete.
@@ -257,13 +257,8 @@ def write_json(path: str | os.PathLike, obj: Any) -> None:
 
 
 def read_json(path: str | os.PathLike) -> Any:
-    path = Path(path)
-    if not path.is_file():
-        raise DataError(f"{path}: file not found")
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise DataError(f"{path}: not valid JSON ({exc})") from None
+    """A JSON file as untrusted text (esnfed_core.data.jsonfile): DataError naming it otherwise."""
+    return jsonfile.read_json(path)
 
 
 def write_npz(path: str | os.PathLike, **arrays: np.ndarray) -> None:

@@ -10,17 +10,17 @@ with their own tools sees everything to fix at once. Nothing is written.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 import numpy as np
 
+from esnfed_core.data.jsonfile import read_json
 from esnfed_core.data.npz import npz_names, read_npz
 from esnfed_core.data.processed import MANIFEST, load_manifest
 from esnfed_core.errors import DataError
-from esnfed_core.quote import brief, quote
+from esnfed_core.quote import quote
 from esnfed_core.vocabulary import DATASETS
 from esnfed_stages._io import file_sha256
 
@@ -183,9 +183,9 @@ def check_folder(folder: str | Path) -> list[str]:
     if not path.is_file():
         return [f"{path}: not found"]
     try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        return [f"{path}: not valid JSON ({brief(exc)})"]
+        manifest = read_json(path)
+    except DataError as exc:
+        return [str(exc)]
     out = check_manifest(path, manifest)
     if not isinstance(manifest, dict):
         return out

@@ -6,13 +6,13 @@ read batch by batch); labels and contexts, 1/(4F) of its size, are always loaded
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from esnfed_core.data.jsonfile import read_json
 from esnfed_core.data.npz import npz_names, read_npz
 from esnfed_core.data.windows import NpyMember, concat, take
 from esnfed_core.errors import DataError
@@ -80,13 +80,7 @@ def user_path(directory: str | Path, user: str) -> Path:
 
 
 def load_manifest(directory: str | Path) -> dict:
-    path = Path(directory) / MANIFEST
-    if not path.is_file():
-        raise DataError(f"{path}: manifest not found (run `esnfed preprocess` first)")
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise DataError(f"{path}: not valid JSON ({brief(exc)})") from None
+    return read_json(Path(directory) / MANIFEST, missing="manifest not found (run `esnfed preprocess` first)")
 
 
 def load_user(directory: str | Path, user: str, *, lazy: bool = False) -> UserData:
