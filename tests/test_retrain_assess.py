@@ -217,6 +217,8 @@ def test_retrain_resumes_and_recomputes_a_corrupt_model(run_a, tmp_path):
     (lambda c: c.update(units="big"), "config.units: expected a finite number, got 'big'"),
     (lambda c: c.update(leak=float("nan")), "config.leak: expected a finite number, got nan"),
     (lambda c: c.pop("leak"), "config of incfed: missing hyperparameter(s) leak"),
+    # input audit: before, an unknown key was carried into the models and assess JSON (exit 0)
+    (lambda c: c.update(leka=0.5), "config.leka: not a hyperparameter of incfed (expected units, "),
 ])
 def test_a_malformed_best_config_is_one_error_naming_best_json(run_a, tmp_path, edit, fragment):
     """A hand-edited best.json stops retrain (and the continual/deep select reading it) with one
