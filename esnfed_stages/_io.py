@@ -28,6 +28,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from esnfed_core.data import jsonfile, npz
 from esnfed_core.errors import DataError
 
 # ``.<name>.<pid>.<16 hex>.tmp``: the only temporaries this package writes and may delete.
@@ -276,13 +277,8 @@ def write_json(path: str | os.PathLike, obj: Any) -> None:
 
 
 def read_json(path: str | os.PathLike) -> Any:
-    path = Path(path)
-    if not path.is_file():
-        raise DataError(f"{path}: file not found")
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise DataError(f"{path}: not valid JSON ({exc})") from None
+    """A JSON file as untrusted text (esnfed_core.data.jsonfile): DataError naming it otherwise."""
+    return jsonfile.read_json(path)
 
 
 def write_npz(path: str | os.PathLike, **arrays: np.ndarray) -> None:
@@ -293,15 +289,9 @@ def write_npz(path: str | os.PathLike, **arrays: np.ndarray) -> None:
 
 
 def read_npz(path: str | os.PathLike) -> dict[str, np.ndarray]:
-    """Load every array of an .npz without ever unpickling (allow_pickle=False)."""
-    path = Path(path)
-    if not path.is_file():
-        raise DataError(f"{path}: file not found")
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            return {k: z[k] for k in z.files}
-    except Exception as exc:  # zipfile/ValueError/OSError: all mean a corrupt file
-        raise DataError(f"{path}: cannot read npz ({exc})") from None
+    """Load every array of an .npz without ever unpickling, memory bounded by the file's size
+    (esnfed_core.data.npz: headers checked against their entries, inflation capped)."""
+    return npz.read_npz(path)
 
 
 def file_sha256(path: str | Path, chunk: int = 1 << 20) -> str:

@@ -17,6 +17,7 @@ module's helpers.
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import tempfile
@@ -27,8 +28,10 @@ import numpy as np
 
 import esnfed_core
 from esnfed_core import __version__
+from esnfed_core.data.npz import read_npy, read_npz
 from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.method import Method
+from esnfed_core.quote import quote
 from esnfed_core.scoring import pooled_counts
 from esnfed_core.vocabulary import PCTS
 from esnfed_core.trial import TrialData, fit, make_reservoir, sub_seeds
@@ -109,16 +112,17 @@ def simulate(python: Path, rcs: Sequence[dict[str, Any]], data: TrialData, work:
 
 
 def _simulation_outputs(run_dir: Path) -> dict[str, Any]:
-    out = {"readout": np.load(run_dir / "readout.npy"),
-           "bytes": json.loads((run_dir / "readout.npy.bytes.json").read_text())}
+    """What the Flower process wrote, read back as any input (esnfed_core.data.npz, read_json)."""
+    out = {"readout": read_npy(run_dir / "readout.npy"), "bytes": read_json(run_dir / "readout.npy.bytes.json")}
     if (run_dir / "readout.npy.ip.npz").is_file():
-        with np.load(run_dir / "readout.npy.ip.npz") as f:
-            out["gain"], out["bias"] = f["gain"], f["bias"]
+        ip = read_npz(run_dir / "readout.npy.ip.npz", ("gain", "bias"))
+        if set(ip) != {"gain", "bias"}:
+            raise DataError(f"{run_dir / 'readout.npy.ip.npz'}: missing gain or bias")
+        out["gain"], out["bias"] = ip["gain"], ip["bias"]
     if (run_dir / "readout.npy.contexts.npz").is_file():  # FedCLIP: the model after each context
-        with np.load(run_dir / "readout.npy.contexts.npz") as f:
-            out["contexts"] = {k: f[k] for k in f.files}  # joint also ip_rounds, rounds, trace
+        out["contexts"] = read_npz(run_dir / "readout.npy.contexts.npz")  # joint also ip_rounds, rounds, trace
     if (run_dir / "readout.npy.json").is_file():
-        out["secagg"] = json.loads((run_dir / "readout.npy.json").read_text())
+        out["secagg"] = read_json(run_dir / "readout.npy.json")
     return out
 
 
@@ -263,13 +267,54 @@ def render_table(docs: list[Mapping[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def load_docs(out_dir: Path = FLOWER_DIR) -> list[dict[str, Any]]:
-    """Every runs/flower/*.json, sorted by dataset, app, SecAgg+."""
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _count(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+_STR = (lambda v: isinstance(v, str), "a string")
+_NUM = (_number, "a finite number")
+_COUNT = (_count, "an integer >= 0")
+# What the report's SecAgg+ section reads of a result, then what `esnfed flower-table` adds.
+_DOC_FIELDS = {"dataset": _STR, "app": (lambda v: v in FLOWER_APPS + FEDCLIP_APPS, "an esnfed flower app"),
+               "secagg": (lambda v: isinstance(v, bool), "true or false"), "pct": _STR, "n_clients": _COUNT,
+               "flower.bytes.rows": (lambda v: isinstance(v, list), "a list")}
+_ROW_FIELDS = {"phase": _STR, "stage": _STR, "rounds": _COUNT, "up_per_client_round": _NUM,
+               "down_per_client_round": _NUM}
+_TABLE_FIELDS = {"n_classes": _COUNT, "config.units": _COUNT, "lambda": _NUM, "flower.test_accuracy": _NUM,
+                 "flower.readout_relative_difference": _NUM, "flower.bytes.up_per_client.mean": _NUM,
+                 "flower.bytes.down_per_client.mean": _NUM, "pipeline.test_accuracy": _NUM,
+                 "pipeline.communication.up_bytes": _NUM, "pipeline.communication.down_bytes": _NUM}
+
+
+def _check_fields(path: Path, doc: Any, fields: Mapping[str, tuple[Any, str]], where: str = "") -> None:
+    """DataError naming ``path`` and the dotted key of the first field missing or of the wrong type."""
+    for key, (ok, expected) in fields.items():
+        value = doc
+        for part in key.split("."):
+            if not isinstance(value, dict) or part not in value:
+                raise DataError(f"{path}: {where}{key} missing (not an esnfed flower result? rerun `esnfed flower`)")
+            value = value[part]
+        if not ok(value):
+            raise DataError(f"{path}: {where}{key}: expected {expected}, got {quote(value)}")
+
+
+def load_docs(out_dir: Path = FLOWER_DIR, *, table: bool = True) -> list[dict[str, Any]]:
+    """Every runs/flower/*.json, sorted by dataset, app, SecAgg+; each checked for the fields the
+    report reads (and, with ``table``, those of `esnfed flower-table`): DataError naming the file and key."""
     docs = []
     for path in sorted(Path(out_dir).glob("*.json")):
         doc = read_json(path)  # DataError naming the file when it is not JSON
         if not isinstance(doc, dict) or "flower" not in doc:
             raise DataError(f"{path}: not an esnfed flower result")
+        _check_fields(path, doc, _DOC_FIELDS | (_TABLE_FIELDS if table else {}))
+        for i, row in enumerate(doc["flower"]["bytes"]["rows"]):
+            if not isinstance(row, dict):
+                raise DataError(f"{path}: flower.bytes.rows[{i}]: expected an object, got {quote(row)}")
+            _check_fields(path, row, _ROW_FIELDS, f"flower.bytes.rows[{i}].")
         docs.append(doc)
     apps = FLOWER_APPS + FEDCLIP_APPS
     return sorted(docs, key=lambda d: (d["dataset"], apps.index(d["app"]), d["secagg"], d["pct"]))

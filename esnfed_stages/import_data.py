@@ -24,6 +24,7 @@ import numpy as np
 if TYPE_CHECKING:  # pandas is imported by the functions that read (every esnfed command imports
     import pandas as pd  # this module through the params schema; pandas adds ~0.2 s to each)
 
+from esnfed_core.data.npz import MAX_EXPANSION, SLACK_BYTES, npz_names, read_npz
 from esnfed_core.data.processed import UserData
 from esnfed_core.data.tabular import Rows, user_windows
 from esnfed_core.errors import ConfigError, DataError
@@ -158,16 +159,23 @@ def input_files(p: ImportParams) -> list[tuple[Path, str]]:
 
 
 def _missing_columns(file: Path, have: list[str], want: list[str]) -> None:
+    """A wanted column absent, or named twice in the header (which one would be read?): DataError."""
     missing = [c for c in want if c not in have]
     if missing:
         raise DataError(f"{file}: column {quote(missing[0])} not found (columns: {', '.join(map(str, have))[:300]})")
+    twice = [c for c in want if have.count(c) > 1]
+    if twice:
+        raise DataError(f"{file}: column {quote(twice[0])} appears {have.count(twice[0])} times in the header")
 
 
 def _csv_chunks(file: Path, p: ImportParams) -> Iterator[Chunk]:
     import pandas as pd  # noqa: PLC0415 (see the module imports)
 
     try:
-        header = pd.read_csv(file, nrows=0, sep=p.delimiter, engine="c").columns.tolist()
+        # The header row as data: pandas would rename a repeated name (a, a.1), hiding the repeat.
+        head = pd.read_csv(file, nrows=1, header=None, sep=p.delimiter, dtype=str, keep_default_na=False,
+                           engine="c")
+        header = head.iloc[0].tolist() if len(head) else []
     except (ValueError, pd.errors.ParserError, UnicodeDecodeError) as exc:
         raise DataError(f"{file}: cannot read the CSV header ({brief(exc)})") from None
     _missing_columns(file, header, p.columns)
@@ -192,6 +200,7 @@ def _parquet_chunks(file: Path, p: ImportParams) -> Iterator[Chunk]:
     try:
         pf = pq.ParquetFile(file)
         _missing_columns(file, pf.schema_arrow.names, p.columns)
+        _parquet_bounds(file, pf, p.columns)
         first = 1
         for batch in pf.iter_batches(batch_size=p.chunk_rows, columns=p.columns):
             frame = batch.to_pandas()
@@ -201,18 +210,29 @@ def _parquet_chunks(file: Path, p: ImportParams) -> Iterator[Chunk]:
         raise DataError(f"{file}: cannot read as Parquet ({brief(exc)})") from None
 
 
+def _parquet_bounds(file: Path, pf: Any, columns: list[str]) -> None:
+    """Refuse a Parquet file whose declared rows or inflated pages exceed MAX_EXPANSION times its
+    size (plus SLACK_BYTES): run-length and dictionary encodings hold millions of equal values in a
+    few bytes, and every row read costs 8 bytes per column in memory and in the spill."""
+    size = file.stat().st_size
+    budget = MAX_EXPANSION * size + SLACK_BYTES
+    meta = pf.metadata
+    wanted = {pf.schema_arrow.get_field_index(c) for c in columns}
+    inflated = sum(meta.row_group(g).column(j).total_uncompressed_size
+                   for g in range(meta.num_row_groups) for j in wanted)
+    rows_bytes = meta.num_rows * len(columns) * 8
+    if max(inflated, rows_bytes) > budget:
+        raise DataError(f"{file}: declares {meta.num_rows} rows ({rows_bytes} bytes as numbers, {inflated} bytes "
+                        f"of pages) in a file of {size} bytes, beyond {MAX_EXPANSION} times its size (a "
+                        "decompression bomb?)")
+
+
 def _npz_chunks(file: Path, p: ImportParams) -> Iterator[Chunk]:
     """An .npz of equal-length 1-D arrays named like the columns (each array is read whole)."""
     import pandas as pd  # noqa: PLC0415 (see the module imports)
 
-    try:
-        with np.load(file, allow_pickle=False) as z:
-            _missing_columns(file, list(z.files), p.columns)
-            arrays = {c: z[c] for c in p.columns}
-    except DataError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - BadZipFile, ValueError (pickled arrays), OSError
-        raise DataError(f"{file}: cannot read as an .npz without pickles ({brief(exc)})") from None
+    _missing_columns(file, npz_names(file), p.columns)
+    arrays = read_npz(file, p.columns)  # never unpickled; memory bounded by the file's size
     n = None
     for c, a in arrays.items():
         if a.ndim != 1 or (n is not None and a.size != n):
@@ -238,6 +258,10 @@ def _numbers(chunk: Chunk, column: str) -> np.ndarray:
     import pandas as pd  # noqa: PLC0415 (see the module imports)
 
     raw = chunk.frame[column]
+    kind = getattr(raw.dtype, "kind", "O")
+    if kind in "cmM":  # complex: the imaginary part would be dropped; dates: in which unit?
+        what = "complex numbers" if kind == "c" else "dates or durations (store times as numbers in time_unit)"
+        raise _bad(chunk, 0, column, f"the column holds {what}, dtype {raw.dtype}; expected real numbers")
     num = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=np.float64)
     bad = ~np.isfinite(num)
     if bad.any():
@@ -247,7 +271,9 @@ def _numbers(chunk: Chunk, column: str) -> np.ndarray:
 
 
 def _texts(chunk: Chunk, column: str) -> np.ndarray:
-    raw = chunk.frame[column].astype(str).str.strip().to_numpy(dtype=object)
+    col = chunk.frame[column]
+    # a missing value (NaN of a float or text column from .npz or Parquet) is an empty cell, not "nan"
+    raw = col.astype(str).where(col.notna(), "").str.strip().to_numpy(dtype=object)
     empty = raw == ""
     if empty.any():
         raise _bad(chunk, int(np.flatnonzero(empty)[0]), column, "empty cell")
@@ -358,7 +384,10 @@ def run(dataset: str, p: ImportParams, out_root: str | Path | None = None,
 
         def users():
             for user in sorted(spill.files, key=_natural):
-                data = user_windows(spill.rows(user, class_order, context_order), p.window, p.rate)
+                try:
+                    data = user_windows(spill.rows(user, class_order, context_order), p.window, p.rate)
+                except DataError as exc:
+                    raise DataError(f"{p.source}: user {quote(user)}: {exc}") from None
                 if data is None:
                     raise DataError(f"{p.source}: user {quote(user)} has no whole window of {p.window} steps"
                                     + (f" at {p.rate:g} Hz" if p.rate else ""))

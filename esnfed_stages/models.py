@@ -54,20 +54,23 @@ bytes) and key (the identity that lets a rerun skip a model already trained with
 from __future__ import annotations
 
 import hashlib
+import math
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from esnfed_core.errors import DataError
+from esnfed_core.errors import ConfigError, DataError
+from esnfed_core.method import Method
 from esnfed_core.quote import quote
 from esnfed_core.deep import DeepReservoir
 from esnfed_core.reservoir import Reservoir
 from esnfed_core.validation import ParameterError
-from esnfed_core.trial import FittedModel
+from esnfed_core.trial import FittedModel, check_config
 from esnfed_stages._io import read_json, read_npz, write_json, write_npz
 
 FORMAT = "esnfed-model"
+MAX_CLASSES = 128  # labels are int8 (0..127)
 FORMAT_VERSION = 1
 _STATIONARY = ("w_in", "w", "leak", "gain", "bias", "readout", "lambda", "seed")
 _CONTINUAL = ("context_gain", "context_bias", "context_readout")
@@ -158,6 +161,53 @@ def read_meta(directory: Path, k: int) -> dict[str, Any] | None:
     return meta
 
 
+def check_best_config(path: Path, method: Method, config: dict[str, Any]) -> None:
+    """A saved config (best.json's, a model's) has the method's hyperparameters, each a finite
+    number: else one DataError naming the file and key (not one failed retrain per seed naming neither)."""
+    try:
+        check_config(method, config)
+    except ConfigError as exc:
+        raise DataError(f"{path}: {exc}") from None
+    for key, value in config.items():
+        if key not in method.config_keys and key != "lambda":
+            raise DataError(f"{path}: config.{key}: not a hyperparameter of {method.id} (expected "
+                            f"{', '.join(method.config_keys + ('lambda',))})")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise DataError(f"{path}: config.{key}: expected a finite number, got {quote(value)}")
+
+
+def _array(npz: Path, arrays: dict[str, np.ndarray], name: str, shape: tuple[int, ...] | None = None,
+           kind: str = "f") -> np.ndarray:
+    """``arrays[name]`` checked: dtype kind (``f`` float, finite; ``iu`` integer) and ``shape``."""
+    a = arrays[name]
+    if a.dtype.kind not in kind:
+        raise DataError(f"{npz}: {name} has dtype {a.dtype}, expected {'a float' if kind == 'f' else 'an integer'} "
+                        "array")
+    if shape is not None and a.shape != shape:
+        raise DataError(f"{npz}: {name} has shape {a.shape}, expected {shape}")
+    if kind == "f" and not np.isfinite(a).all():
+        raise DataError(f"{npz}: {name} holds NaN or infinity")
+    return a
+
+
+def _scalar(npz: Path, arrays: dict[str, np.ndarray], name: str, kind: str = "f") -> Any:
+    """The single number ``arrays[name]`` (0-d or one element), checked as by :func:`_array`."""
+    a = _array(npz, arrays, name, kind=kind)
+    if a.size != 1 or a.ndim > 1:
+        raise DataError(f"{npz}: {name} must hold one number, got shape {a.shape}")
+    return a.reshape(()).item()
+
+
+def _reservoir(npz: Path, arrays: dict[str, np.ndarray], prefix: str = "") -> Reservoir:
+    """The shallow reservoir stored as ``<prefix>w_in`` ... (shapes checked by Reservoir)."""
+    try:
+        return Reservoir(w_in=_array(npz, arrays, f"{prefix}w_in"), w=_array(npz, arrays, f"{prefix}w"),
+                         leak=float(_scalar(npz, arrays, f"{prefix}leak")), gain=_array(npz, arrays, f"{prefix}gain"),
+                         bias=_array(npz, arrays, f"{prefix}bias"))
+    except ParameterError as exc:
+        raise DataError(f"{npz}: {prefix}{exc}") from None
+
+
 # Fields of a model's .json that load_model reads back, and their JSON types.
 _META_TYPES = {"method": str, "seed": int, "config": dict, "n_classes": int, "seeds": dict}
 
@@ -180,8 +230,8 @@ def _why_unreadable(npz: Path, js: Path) -> str:
 
 def _deep_reservoir(npz: Path, arrays: dict[str, np.ndarray]) -> DeepReservoir:
     """The deep reservoir of a saved model (format above); DataError naming what is inconsistent."""
-    sizes = [int(n) for n in np.atleast_1d(arrays["layer_units"])]
-    leaks = np.atleast_1d(arrays["leak"])
+    sizes = [int(n) for n in np.atleast_1d(_array(npz, arrays, "layer_units", kind="iu"))]
+    leaks = np.atleast_1d(_array(npz, arrays, "leak"))
     missing = [k for i in range(len(sizes)) for k in (f"w_in_{i}", f"w_{i}") if k not in arrays]
     if missing or len(leaks) != len(sizes) or arrays["gain"].shape != (sum(sizes),):
         raise DataError(f"{npz}: deep reservoir arrays inconsistent with layer_units {sizes} "
@@ -189,8 +239,8 @@ def _deep_reservoir(npz: Path, arrays: dict[str, np.ndarray]) -> DeepReservoir:
     bounds = np.cumsum([0] + sizes)
     try:
         return DeepReservoir(tuple(
-            Reservoir(w_in=arrays[f"w_in_{i}"], w=arrays[f"w_{i}"], leak=float(leaks[i]),
-                      gain=arrays["gain"][a:b], bias=arrays["bias"][a:b])
+            Reservoir(w_in=_array(npz, arrays, f"w_in_{i}"), w=_array(npz, arrays, f"w_{i}"), leak=float(leaks[i]),
+                      gain=_array(npz, arrays, "gain")[a:b], bias=_array(npz, arrays, "bias")[a:b])
             for i, (a, b) in enumerate(zip(bounds[:-1], bounds[1:]))))
     except ParameterError as exc:
         raise DataError(f"{npz}: {exc}") from None
@@ -213,6 +263,16 @@ def load_model(directory: Path, k: int) -> tuple[FittedModel, dict[str, Any]]:
             continue
         # retrain resumes a model whose result key still matches: the file must go first
         raise DataError(f"{js}: {problem} (delete {js.name} and run `esnfed retrain`)")
+    if not 2 <= meta["n_classes"] <= MAX_CLASSES:
+        raise DataError(f"{js}: n_classes: expected 2..{MAX_CLASSES}, got {meta['n_classes']}")
+    bad = [k for k, v in meta["seeds"].items() if isinstance(v, bool) or not isinstance(v, int) or v < 0]
+    if bad:
+        raise DataError(f"{js}: seeds.{bad[0]}: expected an integer >= 0, got {quote(meta['seeds'][bad[0]])}")
+    try:
+        method = Method.parse(meta["method"])
+    except ConfigError as exc:
+        raise DataError(f"{js}: method: {exc}") from None
+    check_best_config(js, method, meta["config"])
     arrays = read_npz(npz)
     n_clients = meta.get("n_clients")
     shared = meta["method"] not in ("random", "local", "ensemble")
@@ -231,23 +291,28 @@ def load_model(directory: Path, k: int) -> tuple[FittedModel, dict[str, Any]]:
     ctx = {}
     readout = lam = None
     clients = client_readouts = None
+    c = meta["n_classes"]
+    t = meta.get("n_contexts")
     if n_clients is not None:
-        clients = tuple(Reservoir(w_in=arrays[f"client{c}_w_in"], w=arrays[f"client{c}_w"],
-                                  leak=float(arrays[f"client{c}_leak"]), gain=arrays[f"client{c}_gain"],
-                                  bias=arrays[f"client{c}_bias"]) for c in range(n_clients))
+        if isinstance(n_clients, bool) or not isinstance(n_clients, int) or n_clients < 1:
+            raise DataError(f"{js}: n_clients: expected an integer >= 1, got {quote(n_clients)}")
+        clients = tuple(_reservoir(npz, arrays, f"client{i}_") for i in range(n_clients))
         if not shared:
-            client_readouts = tuple(arrays[f"client{c}_readout"] for c in range(n_clients))
-            lam = float(arrays["lambda"])
+            client_readouts = tuple(_array(npz, arrays, f"client{i}_readout", (c, clients[i].units))
+                                    for i in range(n_clients))
+            lam = float(_scalar(npz, arrays, "lambda"))
     if shared:
-        res = _deep_reservoir(npz, arrays) if deep else \
-            Reservoir(w_in=arrays["w_in"], w=arrays["w"], leak=float(arrays["leak"]),
-                      gain=arrays["gain"], bias=arrays["bias"])
-        readout, lam = arrays["readout"], float(arrays["lambda"])
-        if meta.get("n_contexts") is not None:
-            ctx = {k2: arrays[k2] for k2 in _CONTINUAL}
+        res = _deep_reservoir(npz, arrays) if deep else _reservoir(npz, arrays)
+        readout, lam = _array(npz, arrays, "readout", (c, res.units)), float(_scalar(npz, arrays, "lambda"))
+        if t is not None:
+            if isinstance(t, bool) or not isinstance(t, int) or t < 1:
+                raise DataError(f"{js}: n_contexts: expected an integer >= 1, got {quote(t)}")
+            ctx = {"context_gain": _array(npz, arrays, "context_gain", (t, res.units)),
+                   "context_bias": _array(npz, arrays, "context_bias", (t, res.units)),
+                   "context_readout": _array(npz, arrays, "context_readout", (t, c, res.units))}
     model = FittedModel(
         meta["method"], int(meta["seed"]), dict(meta["config"]), int(meta["n_classes"]),
-        {k2: int(v) for k2, v in meta["seeds"].items()}, reservoir=res, readout=readout, lam=lam,
+        dict(meta["seeds"]), reservoir=res, readout=readout, lam=lam,
         context_gain=ctx.get("context_gain"), context_bias=ctx.get("context_bias"),
         context_readout=ctx.get("context_readout"), communication=meta.get("communication"),
         ip_rounds=meta.get("ip_rounds"), clients=clients, client_readouts=client_readouts,

@@ -9,6 +9,7 @@ from typing import Any
 import yaml
 
 from esnfed_core.errors import ConfigError
+from esnfed_core.quote import brief
 from esnfed_stages.params_schema import validate
 
 DEFAULT_PARAMS = Path("params.yaml")
@@ -44,6 +45,10 @@ def load_params(path: str | Path = DEFAULT_PARAMS) -> dict[str, Any]:
         raise ConfigError(f"{path}: not valid YAML ({exc})".replace("\n", " ")) from None
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: not valid YAML (nested too deeply)") from None
+    except ValueError as exc:  # an integer of over 4300 digits (int() refuses to convert it)
+        raise ConfigError(f"{path}: not valid YAML ({brief(exc)})") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: top level must be a mapping")
     validate(data, path)

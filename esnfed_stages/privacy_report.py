@@ -12,9 +12,11 @@ from typing import Any, Mapping
 import numpy as np
 
 from esnfed_core.errors import DataError
+from esnfed_core.quote import quote
 from esnfed_stages import figures
 from esnfed_stages._io import read_json
 from esnfed_stages.privacy import PRIVACY_DIR
+from esnfed_stages.ttest import _fractions
 
 DATASET_ORDER = ("wesad", "hhar")
 COLUMNS = ("dataset", "method", "epsilon", "delta", "relation", "noise_multiplier", "mean", "std",
@@ -30,8 +32,45 @@ def load(privacy_dir: str | Path = PRIVACY_DIR) -> dict[str, dict[str, Any]]:
             doc = read_json(path)
             if not isinstance(doc, dict) or not isinstance(doc.get("methods"), dict):
                 raise DataError(f"{path}: not a privacy stage output (no 'methods' object)")
+            _check(path, doc)
             out[ds] = doc
     return out
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _check(path: Path, doc: Mapping[str, Any]) -> None:
+    """The fields the table and figure read, each of its type: else a DataError naming the key."""
+    def bad(key: str, expected: str, value: Any) -> DataError:
+        return DataError(f"{path}: {key}: expected {expected}, got {quote(value)} (rerun `esnfed privacy`)")
+
+    for key in ("mechanism", "accountant"):
+        if not isinstance(doc.get(key), str):
+            raise bad(key, "a string", doc.get(key))
+    if doc.get("relation") not in ("user", "window"):
+        raise bad("relation", "'user' or 'window'", doc.get("relation"))
+    for key in ("delta", "clip", "ip_clip"):
+        if not _number(doc.get(key)) or doc[key] <= 0:
+            raise bad(key, "a finite number > 0", doc.get(key))
+    n = doc.get("n_units", doc.get("n_users"))
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise bad("n_units" if "n_units" in doc else "n_users", "an integer >= 1", n)
+    if not doc["methods"]:
+        raise bad("methods", "at least one method", doc["methods"])
+    for m, res in doc["methods"].items():
+        eps = res.get("epsilons") if isinstance(res, dict) else None
+        if not isinstance(eps, dict) or not eps:
+            raise bad(f"methods.{m}.epsilons", "an object of ε -> results", eps)
+        for e, cell in eps.items():
+            where = f"methods.{m}.epsilons.{e}"
+            if not isinstance(cell, dict):
+                raise bad(where, "an object", cell)
+            _fractions(path, f"{where}.test_accuracy", cell.get("test_accuracy"))
+            z = cell.get("noise_multiplier")
+            if z is not None and not (_number(z) and z >= 0):
+                raise bad(f"{where}.noise_multiplier", "a finite number >= 0 or null", z)
 
 
 def _rows(docs: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:

@@ -9,6 +9,7 @@ Everything is built in memory first and then written atomically, so a failure le
 from __future__ import annotations
 
 import datetime as _dt
+import math
 import os
 import platform
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ import yaml
 
 from esnfed_core import __version__
 from esnfed_core.errors import ConfigError, DataError
+from esnfed_core.quote import quote
 from esnfed_core.tables import (
     COMMUNICATION_METHODS, TABLES, Cell, Communication, Published, TableSpec, build_cells,
     communication_rows, hetero_cells, metrics, parse_published, required_inputs, split_rounds, table_specs,
@@ -64,7 +66,37 @@ def load_ttest(path: str | Path) -> dict[str, Any]:
                                "significant") if not isinstance(comp, dict) or k not in comp]
         if missing:
             raise DataError(f"{path}: comparisons[{i}] lacks {', '.join(missing)}")
+        problem = _comparison_problem(comp)
+        if problem:
+            raise DataError(f"{path}: comparisons[{i}].{problem} (rerun `esnfed ttest`)")
+    alpha = doc.get("alpha")
+    if alpha is not None and not (_number(alpha) and 0 < alpha < 1):
+        raise DataError(f"{path}: alpha: expected a number in (0, 1), got {quote(alpha)} (rerun `esnfed ttest`)")
     return doc
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _comparison_problem(comp: Mapping[str, Any]) -> str | None:
+    """What is wrong with one comparison of ttest.json (its key and value), or None."""
+    for key in ("table", "dataset", "pct", "a", "b"):
+        if not isinstance(comp[key], str):
+            return f"{key}: expected a string, got {quote(comp[key])}"
+    for key in ("mean_a", "mean_b", "p", "t"):
+        v = comp.get(key)
+        if v is not None and not _number(v):
+            return f"{key}: expected a finite number or null, got {quote(v)}"
+    if comp["p"] is not None and not 0 <= comp["p"] <= 1:
+        return f"p: expected a probability in [0, 1], got {quote(comp['p'])}"
+    for key in ("n_a", "n_b"):
+        v = comp.get(key, 0)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            return f"{key}: expected a count >= 0, got {quote(v)}"
+    if not isinstance(comp["significant"], bool):
+        return f"significant: expected true or false, got {quote(comp['significant'])}"
+    return None
 
 
 def report_date() -> str:

@@ -12,24 +12,21 @@ grid and its validation accuracies (``lambda_selection``). ``frozen`` reuses bes
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from esnfed_core.errors import ConfigError, DataError
+from esnfed_core.errors import DataError
 from esnfed_core.method import Method
-from esnfed_core.quote import quote
 from esnfed_core.search import derive_seed
-from esnfed_core.trial import check_config
 from esnfed_stages._io import clean_stale_tmp, output_locks, read_json, write_json
 from esnfed_stages import heterogeneity
 from esnfed_stages.experiment_params import ExperimentParams, RunnerConfig
 from esnfed_stages.fingerprint import code_fingerprint, result_key
 from esnfed_stages.jobs import Progress, run_pending
 from esnfed_stages.layout import best_path, model_dir
-from esnfed_stages.models import read_meta, save_model
+from esnfed_stages.models import check_best_config, read_meta, save_model
 from esnfed_stages.runner import Outcome, TrialTask, for_method
 from esnfed_stages.trial_data import open_dataset
 
@@ -93,18 +90,6 @@ def selected_config(runs: Path, dataset: str, method: str, pct: str) -> dict[str
         raise DataError(f"{path}: no 'config' object")
     check_best_config(path, Method.parse(method), best["config"])
     return best["config"]
-
-
-def check_best_config(path: Path, method: Method, config: dict[str, Any]) -> None:
-    """A best.json's config has the method's hyperparameters, each a finite number: else one
-    DataError naming the file and key (not one failed retrain per seed naming neither)."""
-    try:
-        check_config(method, config)
-    except ConfigError as exc:
-        raise DataError(f"{path}: {exc}") from None
-    for key, value in config.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise DataError(f"{path}: config.{key}: expected a finite number, got {quote(value)}")
 
 
 def _clean(directory: Path, n: int) -> None:

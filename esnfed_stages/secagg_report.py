@@ -32,7 +32,7 @@ def load(flower_dir: str | Path = FLOWER_DIR, datasets: Sequence[str] = PIPELINE
     for ds in datasets:
         folder = Path(flower_dir) / ds
         if folder.is_dir():
-            docs += load_docs(folder)
+            docs += load_docs(folder, table=False)  # the fields rows() reads, checked
     return docs
 
 

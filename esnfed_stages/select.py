@@ -9,6 +9,7 @@ key still matches (same config, seed, settings, data and code) and recomputes th
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +24,7 @@ from esnfed_stages.experiment_params import ExperimentParams, RunnerConfig
 from esnfed_stages.fingerprint import code_fingerprint, result_key
 from esnfed_stages.jobs import Progress, run_pending
 from esnfed_stages.layout import best_path, select_dir
-from esnfed_stages.retrain import check_best_config
+from esnfed_stages.models import check_best_config
 from esnfed_stages.runner import Outcome, TrialTask, for_method
 from esnfed_stages.trial_data import Dataset, open_dataset
 
@@ -138,9 +139,26 @@ def _finished(trial: PlannedTrial) -> dict[str, Any] | None:
         record = read_json(trial.path)
     except DataError:
         return None  # unreadable: recompute (never happens with atomic writes, but be safe)
-    if isinstance(record, dict) and record.get("key") == trial.key and record.get("status") == "ok":
+    if isinstance(record, dict) and record.get("key") == trial.key and record.get("status") == "ok" \
+            and _usable(trial, record):
         return record
     return None
+
+
+def _usable(trial: PlannedTrial, record: dict[str, Any]) -> bool:
+    """Whether a finished record holds what best.json is built from (its index, a finite score,
+    a config of finite numbers): an edited or damaged one is recomputed, never crashes the ranking."""
+    scores = record.get("scores")
+    score = scores.get("score") if isinstance(scores, dict) else None
+    index = record.get("index")
+    if isinstance(index, bool) or index != trial.index or not isinstance(record.get("selected_config"), dict) \
+            or isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score):
+        return False
+    try:
+        check_best_config(trial.path, Method.parse(trial.task.method), record["selected_config"])
+    except (DataError, ConfigError):
+        return False
+    return True
 
 
 def _clean(directory: Path, n_trials: int) -> None:

@@ -132,6 +132,14 @@ def open_dataset(data_dir: Path, dataset: str) -> Dataset:
         if not users:
             raise DataError(f"{ppath}: no {'training' if key.startswith('train') else key} users"
                             + (f" for {key[6:]}%" if key.startswith("train") else ""))
+        if len(set(users)) != len(users):
+            raise DataError(f"{ppath}: {key} lists user {quote(next(u for u in users if users.count(u) > 1))} twice")
+    for key in ("validation", "test"):  # the protocol's splits are disjoint: no user is scored on its own data
+        for other in [k for k in splits if k != key and not (key == "test" and k == "validation")]:
+            both = sorted(set(splits[key]) & set(splits[other]))
+            if both:
+                raise DataError(f"{ppath}: user {quote(both[0])} is in both {other} and {key} (the splits "
+                                "must be disjoint; rerun `esnfed partition`)")
     mpath = directory / "manifest.json"
     for u in [u for users in splits.values() for u in users]:
         if u not in manifest["users"]:

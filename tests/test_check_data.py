@@ -168,7 +168,7 @@ CATALOGUE = [
     ("window", _window_shape, "x has windows of shape (4, 2), manifest.json says (5, 2)"),
     ("class counts", _counts, "u2.npz: the steps per class differ"),
     ("per context", _per_context, "u2.npz: the windows per context differ"),
-    ("pickled", _pickled, "u1.npz: cannot read as an .npz without pickles"),
+    ("pickled", _pickled, "u1.npz: array 'x' holds Python objects"),
     ("user name", _bad_user_name, "user '../evil' is not a plain name"),
     ("json", _not_json, "manifest.json: not valid JSON"),
 ]

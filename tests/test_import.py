@@ -211,3 +211,92 @@ def test_dataset_name_never_escapes_the_output_root(tmp_path):
     with pytest.raises(ConfigError, match="is not a plain name"):
         run("../escape", _params(tmp_path / "rec.csv"), out_root=tmp_path / "out")
     assert not (tmp_path / "escape").exists()
+
+
+# ------------------------------------------------------------------ input audit
+def test_a_time_far_off_within_a_context_is_refused_not_interpolated(tmp_path):
+    """Before: one row 20 s before its session (a typo, a wrong unit) was resampled into about a
+    thousand interpolated steps for 8 rows, without bound (a -1e9 ms time in the example CSV: 514,000
+    windows and 3.6 GB from a 1 MB file), exit 0."""
+    df = _table(shuffle=False)
+    df.loc[0, "t"] = 1000 - 20_000  # u2, session s1 (8 rows)
+    df.to_csv(tmp_path / "rec.csv", index=False)
+    with pytest.raises(DataError) as err:
+        run("m", _params(tmp_path / "rec.csv"), out_root=tmp_path / "out")
+    assert str(err.value) == (f"{tmp_path / 'rec.csv'}: user 'u2': the 8 rows from time -19 s to 1.07 s (one context) "
+                              "span 1004 steps at 50 Hz, over 100 per row: a time far off? (check the time column "
+                              "and time_unit)")
+    assert not (tmp_path / "out" / "m").exists()
+
+
+def test_a_column_named_twice_in_the_header_is_refused(tmp_path):
+    """Before: pandas renamed the second 'a' to 'a.1' and the first was imported silently."""
+    df = _table(shuffle=False)
+    df["a2"] = df["a"] * 2
+    df.rename(columns={"a2": "a"}).to_csv(tmp_path / "rec.csv", index=False)
+    with pytest.raises(DataError) as err:
+        run("m", _params(tmp_path / "rec.csv"), out_root=tmp_path / "out")
+    assert str(err.value) == f"{tmp_path / 'rec.csv'}: column 'a' appears 2 times in the header"
+
+
+def test_an_npz_source_that_inflates_beyond_its_size_is_refused(tmp_path):
+    """An .npz input is read through esnfed_core.data.npz (before: np.load inflated every column)."""
+    import tracemalloc
+
+    from test_npz_bounds import _bomb
+
+    df = _table(shuffle=False)
+    cols = {c: df[c].to_numpy() for c in ("who", "t", "act", "sess", "b")}
+    _bomb(tmp_path / "rec.npz", "a", 256 << 20, **cols)
+    tracemalloc.start()
+    try:
+        with pytest.raises(DataError) as err:
+            run("m", _params(tmp_path / "rec.npz"), out_root=tmp_path / "out")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert str(err.value).startswith(f"{tmp_path / 'rec.npz'}: array 'a' inflates to 268435584 bytes")
+    assert peak < 16 << 20, peak
+
+
+@pytest.mark.parametrize("column, array, expected", [
+    ("a", lambda df: df["a"].to_numpy() + 1j, "row 1, column 'a': the column holds complex numbers, dtype complex128; "
+                                             "expected real numbers"),
+    ("t", lambda df: df["t"].to_numpy().astype("datetime64[ms]"),
+     "row 1, column 't': the column holds dates or durations (store times as numbers in time_unit), dtype "
+     "datetime64[ms]; expected real numbers"),
+    ("act", lambda df: np.where(np.arange(len(df)) == 4, np.nan, 1.0), "row 5, column 'act': empty cell"),
+])
+def test_npz_columns_of_another_kind_name_the_row_and_column(tmp_path, column, array, expected):
+    """Before: complex values lost their imaginary part with a ComplexWarning (exit 0), a date column
+    was read as numbers of an unknown unit, and a NaN label was a TypeError traceback (pandas 3
+    keeps NaN through astype(str))."""
+    df = _table(shuffle=False)
+    cols = {c: np.asarray(df[c].tolist()) for c in df.columns}  # text columns as numpy strings
+    cols[column] = array(df)
+    np.savez(tmp_path / "rec.npz", **cols)
+    with pytest.raises(DataError) as err:
+        run("m", _params(tmp_path / "rec.npz", classes=["1.0"] if column == "act" else None),
+            out_root=tmp_path / "out")
+    assert str(err.value) == f"{tmp_path / 'rec.npz'}: {expected}"
+
+
+def test_a_parquet_declaring_far_more_rows_than_its_bytes_is_refused(tmp_path):
+    """Run-length/dictionary encoding stores 4 million equal rows in a few KB; before, import read
+    them all (8 bytes per value in memory and in the spill: memory unbounded by the file's size)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    n = 4_000_000
+    zeros = pa.array(np.zeros(n))
+    table = pa.table({"who": pa.array(np.full(n, "u2")).dictionary_encode(), "t": zeros,
+                      "act": pa.array(np.full(n, "walk")).dictionary_encode(),
+                      "sess": pa.array(np.full(n, "s1")).dictionary_encode(), "a": zeros, "b": zeros})
+    pq.write_table(table, tmp_path / "rec.parquet", compression="zstd")
+    size = (tmp_path / "rec.parquet").stat().st_size
+    assert size < 1 << 20
+    with pytest.raises(DataError) as err:
+        run("m", _params(tmp_path / "rec.parquet"), out_root=tmp_path / "out")
+    assert str(err.value).startswith(f"{tmp_path / 'rec.parquet'}: declares {n} rows ({n * 6 * 8} bytes as numbers")
+    assert str(err.value).endswith(f"in a file of {size} bytes, beyond 64 times its size (a decompression bomb?)")
+    assert not (tmp_path / "out" / "m").exists()

@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from esnfed_cli.main import app
 from esnfed_core.privacy import noise_multiplier
+from esnfed_core.errors import DataError
 from esnfed_stages import privacy_report
 from experiment_data import make_dataset, small_params, write_params
 
@@ -99,3 +100,25 @@ def test_bad_privacy_param_fails_naming_the_key(root, tmp_path):
     assert result.exit_code != 0
     assert "privacy.relation" in result.output
     assert not out.exists()
+
+
+@pytest.mark.parametrize("edit, problem", [
+    (lambda d: d.update(delta="1/16"), "delta: expected a finite number > 0, got '1/16'"),
+    (lambda d: d.update(relation=None), "relation: expected 'user' or 'window', got None"),
+    (lambda d: d["methods"]["incfed"].update(epsilons=[]), "methods.incfed.epsilons: expected an object"),
+    (lambda d: d["methods"]["incfed"]["epsilons"]["1"].update(test_accuracy=[float("nan")]),
+     "methods.incfed.epsilons.1.test_accuracy holds nan, expected a fraction in [0, 1]"),
+    (lambda d: d["methods"]["incfed"]["epsilons"]["1"].update(test_accuracy="0.5"),
+     "methods.incfed.epsilons.1.test_accuracy must be a non-empty list of accuracies"),
+    (lambda d: d["methods"]["incfed"]["epsilons"]["1"].update(noise_multiplier=-1),
+     "methods.incfed.epsilons.1.noise_multiplier: expected a finite number >= 0 or null, got -1"),
+])
+def test_a_privacy_output_of_the_wrong_shape_is_one_line_naming_the_key(root, tmp_path, edit, problem):
+    """Input audit: before, report got a TypeError/KeyError traceback (a string δ, a list of ε) or
+    rendered NaN accuracies (exit 0)."""
+    doc = _doc(root)
+    edit(doc)
+    (tmp_path / "wesad.json").write_text(json.dumps(doc))
+    with pytest.raises(DataError) as info:
+        privacy_report.load(tmp_path)
+    assert str(info.value).startswith(f"{tmp_path / 'wesad.json'}: {problem}"), str(info.value)

@@ -457,3 +457,27 @@ def test_paired_ttest_refuses_unpaired_retrains(workdir):
     assert result.exit_code != 0
     assert "fedip.json" in result.output and "seeds" in result.output
     assert not (workdir / "reports" / "ttest.json").exists()
+
+
+@pytest.mark.parametrize("key, value, problem", [
+    ("p", float("nan"), "p: expected a finite number or null, got nan"),
+    ("p", 1.5, "p: expected a probability in [0, 1], got 1.5"),
+    ("mean_a", "0.9", "mean_a: expected a finite number or null, got '0.9'"),
+    ("significant", "no", "significant: expected true or false, got 'no'"),
+    ("pct", 50, "pct: expected a string, got 50"),
+    ("n_b", -1, "n_b: expected a count >= 0, got -1"),
+])
+def test_a_ttest_comparison_of_the_wrong_type_is_one_line_naming_it(workdir, key, value, problem):
+    """Input audit: before, a NaN or out-of-range p or a string mean went into the tables (exit 0)."""
+    write_assess(workdir)
+    assert runner.invoke(app, ["ttest"]).exit_code == 0
+    path = workdir / "reports" / "ttest.json"
+    doc = json.loads(path.read_text())
+    doc["comparisons"][0][key] = value
+    path.write_text(json.dumps(doc))
+    tables = {p.name: p.read_bytes() for p in (workdir / "reports").rglob("*") if p.is_file()}
+    result = runner.invoke(app, ["report"])
+    assert result.exit_code == 1, result.output
+    assert result.stderr.strip().splitlines() == [
+        f"error: reports/ttest.json: comparisons[0].{problem} (rerun `esnfed ttest`)"]
+    assert {p.name: p.read_bytes() for p in (workdir / "reports").rglob("*") if p.is_file()} == tables

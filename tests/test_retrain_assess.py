@@ -217,6 +217,8 @@ def test_retrain_resumes_and_recomputes_a_corrupt_model(run_a, tmp_path):
     (lambda c: c.update(units="big"), "config.units: expected a finite number, got 'big'"),
     (lambda c: c.update(leak=float("nan")), "config.leak: expected a finite number, got nan"),
     (lambda c: c.pop("leak"), "config of incfed: missing hyperparameter(s) leak"),
+    # input audit: before, an unknown key was carried into the models and assess JSON (exit 0)
+    (lambda c: c.update(leka=0.5), "config.leka: not a hyperparameter of incfed (expected units, "),
 ])
 def test_a_malformed_best_config_is_one_error_naming_best_json(run_a, tmp_path, edit, fragment):
     """A hand-edited best.json stops retrain (and the continual/deep select reading it) with one
@@ -277,3 +279,72 @@ def test_cli_usage_and_input_errors(run_a):
     res = runner.invoke(app, ["assess", "--dataset", "wesad", "--algo", "ridge", "--params",
                               str(run_a / "params.yaml"), "--data-dir", str(run_a / "nowhere")])
     assert res.exit_code == 1 and "manifest" in res.output
+
+
+# ------------------------------------------- issue: input audit (a consistent but hostile model pair)
+def _rehash(js: Path, npz: Path) -> None:
+    """Rewrite the .json's npz_sha256 for an edited .npz: the pair is consistent, the values are not."""
+    import hashlib
+
+    doc = json.loads(js.read_text())
+    doc["npz_sha256"] = hashlib.sha256(npz.read_bytes()).hexdigest()
+    js.write_text(json.dumps(doc))
+
+
+def _edit_npz(npz: Path, edit) -> None:
+    with np.load(npz) as z:
+        arrays = {k: z[k] for k in z.files}
+    edit(arrays)
+    with open(npz, "wb") as f:
+        np.savez(f, **arrays)
+
+
+@pytest.mark.parametrize("edit, fragment", [
+    (lambda a: a["readout"].__setitem__((0, 0), np.nan), "readout holds NaN or infinity"),
+    (lambda a: a.update(readout=a["readout"][:1]), "readout has shape (1, "),
+    (lambda a: a.update(w=a["w"].astype(np.int64)), "w has dtype int64, expected a float array"),
+    (lambda a: a.update(leak=np.ones((2, 2))), "leak must hold one number, got shape (2, 2)"),
+    (lambda a: a.update(**{"lambda": np.array("x")}), "lambda has dtype <U1, expected a float array"),
+    (lambda a: a.update(gain=a["gain"][:3]), "gain: shape (3,), expected ("),
+    (lambda a: a.update(context_readout=a["context_readout"][:, :, :2]), "context_readout has shape"),
+])
+def test_a_rehashed_model_npz_with_bad_arrays_is_one_error_naming_it(run_a, tmp_path, edit, fragment):
+    """Before: NaN readouts and int matrices were assessed (exit 0), a 2-D leak was a traceback,
+    a short readout or gain an error naming neither the file nor the array."""
+    import shutil
+
+    shutil.copytree(run_a, tmp_path / "r")
+    root = tmp_path / "r"
+    method = Method("fedclip", "naive") if "context" in fragment else Method("incfed")
+    folder = root / "runs" / "models" / "wesad" / method.id / "50"
+    npz, js = folder / "seed-0.npz", folder / "seed-0.json"
+    _edit_npz(npz, edit)
+    _rehash(js, npz)
+    params = small_params()
+    params["budgets"]["default"]["retrains"] = RETRAINS
+    with pytest.raises(DataError, match=re.escape(f"{npz}: {fragment}")):
+        assess_stage.run("wesad", method, experiment_params(params), data_dir=root / "data", runs_dir=root / "runs")
+
+
+@pytest.mark.parametrize("edit, fragment", [
+    (lambda d: d.update(n_classes=0), "n_classes: expected 2..128, got 0"),
+    (lambda d: d["seeds"].update(train="x"), "seeds.train: expected an integer >= 0, got 'x'"),
+    (lambda d: d.update(config={"units": "x"}), "config of incfed: missing hyperparameter(s)"),
+    (lambda d: d["config"].update(leak=float("nan")), "config.leak: expected a finite number, got nan"),
+])
+def test_a_model_json_with_bad_values_is_one_error_naming_it(run_a, tmp_path, edit, fragment):
+    """Before: n_classes 0 and a config of strings were assessed (exit 0, the config copied into
+    the assess JSON); a seed string was "invalid literal for int()" naming no file."""
+    import shutil
+
+    shutil.copytree(run_a, tmp_path / "r")
+    root = tmp_path / "r"
+    js = root / "runs" / "models" / "wesad" / "incfed" / "50" / "seed-0.json"
+    doc = json.loads(js.read_text())
+    edit(doc)
+    js.write_text(json.dumps(doc))
+    params = small_params()
+    params["budgets"]["default"]["retrains"] = RETRAINS
+    with pytest.raises(DataError, match=re.escape(f"{js}: {fragment}")):
+        assess_stage.run("wesad", Method("incfed"), experiment_params(params), data_dir=root / "data",
+                         runs_dir=root / "runs")

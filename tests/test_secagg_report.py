@@ -93,3 +93,35 @@ def test_both_pipeline_datasets_render_and_an_untracked_folder_is_not_read(flowe
     assert totals == [("wesad", "incfed"), ("wesad", "fedip"), ("hhar", "incfed")]
     assert "| hhar | incfed | 100% | 3 | stats | 1 | **total** | 800 | 100 | 400 | 100 | 0.50 | 1.00 |" in md
     assert "| mine |" not in md
+
+
+@pytest.mark.parametrize("edit, problem", [
+    (lambda d: d.pop("dataset"), "dataset missing (not an esnfed flower result? rerun `esnfed flower`)"),
+    (lambda d: d.update(app="zzz"), "app: expected an esnfed flower app, got 'zzz'"),
+    (lambda d: d.update(secagg="yes"), "secagg: expected true or false, got 'yes'"),
+    (lambda d: d["flower"].pop("bytes"), "flower.bytes.rows missing"),
+    (lambda d: d["flower"]["bytes"]["rows"][0].update(up_per_client_round="x"),
+     "flower.bytes.rows[0].up_per_client_round: expected a finite number, got 'x'"),
+    (lambda d: d["flower"]["bytes"]["rows"][0].update(rounds=-1),
+     "flower.bytes.rows[0].rounds: expected an integer >= 0"),
+    (lambda d: d["flower"]["bytes"]["rows"].append(3), "flower.bytes.rows[1]: expected an object, got 3"),
+])
+def test_a_flower_result_of_the_wrong_shape_is_one_line_naming_file_and_key(flower_dir, edit, problem):
+    """Input audit: before, a missing key was a KeyError traceback, an unknown app
+    "tuple.index(x): x not in tuple" naming no file, a string byte count a TypeError."""
+    path = flower_dir / "wesad" / "wesad-incfed-100.json"
+    doc = json.loads(path.read_text())
+    edit(doc)
+    path.write_text(json.dumps(doc))
+    with pytest.raises(DataError) as info:
+        secagg_report.render(flower_dir)
+    assert str(info.value).startswith(f"{path}: {problem}"), str(info.value)
+
+
+def test_flower_table_checks_the_fields_it_prints(flower_dir):
+    """`esnfed flower-table` reads more of each result (accuracy, λ, the ledger's bytes)."""
+    from esnfed_stages.flower import load_docs
+
+    with pytest.raises(DataError, match=r"wesad-fedip-secagg-100\.json: lambda missing"):
+        load_docs(flower_dir / "wesad")
+    assert len(load_docs(flower_dir / "wesad", table=False)) == 3

@@ -188,6 +188,11 @@ def test_a_processed_file_changed_after_preprocessing_is_refused_before_any_tria
     ("partition", lambda d: d.update(validation="v0v1"), "validation must be a list of user names, got 'v0v1'"),
     ("partition", lambda d: d["train"].update({"25": None}), "train.25 must be a list of user names"),
     ("partition", lambda d: d.update(test=[["t0"]]), "test must be a list of user names"),
+    # input audit: before, a test or validation user also trained on (or listed twice) went through
+    ("partition", lambda d: d.update(test=d["test"] + d["train"]["25"][:1]),
+     "is in both train.25 and test (the splits must be disjoint; rerun `esnfed partition`)"),
+    ("partition", lambda d: d.update(validation=d["validation"] + d["test"][:1]), "is in both test and validation"),
+    ("partition", lambda d: d.update(test=d["test"] + d["test"][:1]), "test lists user 't0' twice"),
     ("manifest", lambda d: d.update(users=None), "manifest.json: users must be a dict"),
     ("manifest", lambda d: d.update(n_classes="three"), "manifest.json: n_classes must be an integer"),
     ("manifest", lambda d: d["users"].update(u0=5), "manifest.json: users.u0 must be an object"),
@@ -291,3 +296,30 @@ def test_reduced_budget_has_the_paper_spaces():
     assert budgets["reduced"]["space"] == budgets["paper"]["space"]
     assert budgets["reduced"]["trials"] < budgets["paper"]["trials"]
     assert budgets["reduced"]["retrains"] < budgets["paper"]["retrains"]
+
+
+@pytest.mark.parametrize("edit", [
+    lambda r: r["scores"].update(score="x"),
+    lambda r: r["scores"].update(score=float("nan")),
+    lambda r: r.update(scores="x"),
+    lambda r: r.update(index="x"),
+    lambda r: r.update(selected_config="x"),
+    lambda r: r["selected_config"].update(leak=float("nan")),
+])
+def test_a_damaged_record_with_its_key_is_recomputed_not_ranked(root, edit):
+    """A finished record is reused by its key; before, a non-number score or index or a config
+    string was a traceback (TypeError in best_of) and a NaN score or config went into best.json."""
+    params = small_params()
+    params["budgets"]["default"]["trials"] = 2
+    _select(root, params)
+    d = select_dir(root / "runs", "wesad", "ridge", "25")
+    before = _trials(root)
+    best = best_path(root / "runs", "wesad", "ridge", "25").read_bytes()
+    record = json.loads(before["trial-0000.json"])
+    edit(record)
+    (d / "trial-0000.json").write_text(json.dumps(record))
+    result = _select(root, params)
+    assert (result.shares[0].resumed, result.shares[0].ran) == (1, 1) and not result.failed
+    redo, orig = json.loads(_trials(root)["trial-0000.json"]), json.loads(before["trial-0000.json"])
+    redo.pop("seconds"), orig.pop("seconds")
+    assert redo == orig and best_path(root / "runs", "wesad", "ridge", "25").read_bytes() == best

@@ -6,13 +6,14 @@ read batch by batch); labels and contexts, 1/(4F) of its size, are always loaded
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from esnfed_core.data.jsonfile import read_json
+from esnfed_core.data.npz import npz_names, read_npz
 from esnfed_core.data.windows import NpyMember, concat, take
 from esnfed_core.errors import DataError
 from esnfed_core.quote import brief, quote
@@ -79,13 +80,7 @@ def user_path(directory: str | Path, user: str) -> Path:
 
 
 def load_manifest(directory: str | Path) -> dict:
-    path = Path(directory) / MANIFEST
-    if not path.is_file():
-        raise DataError(f"{path}: manifest not found (run `esnfed preprocess` first)")
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise DataError(f"{path}: not valid JSON ({brief(exc)})") from None
+    return read_json(Path(directory) / MANIFEST, missing="manifest not found (run `esnfed preprocess` first)")
 
 
 def load_user(directory: str | Path, user: str, *, lazy: bool = False) -> UserData:
@@ -97,17 +92,13 @@ def load_user(directory: str | Path, user: str, *, lazy: bool = False) -> UserDa
     path = user_path(directory, user)
     if not path.is_file():
         raise DataError(f"{path}: processed file for user '{user}' not found")
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            missing = {"x", "y", "context"} - set(z.files)
-            if missing:
-                raise DataError(f"{path}: missing arrays {sorted(missing)}")
-            y, ctx = z["y"], z["context"]
-            x = NpyMember(path, "x", np.float32) if lazy else z["x"]
-    except DataError:
-        raise
-    except Exception as exc:  # zipfile.BadZipFile, ValueError, OSError: a corrupt file
-        raise DataError(f"{path}: cannot read ({brief(exc)})") from None
+    names = {"y", "context"} if lazy else {"x", "y", "context"}
+    arrays = read_npz(path, names)
+    missing = {"x", "y", "context"} - set(npz_names(path) if lazy else arrays)
+    if missing:
+        raise DataError(f"{path}: missing arrays {sorted(missing)}")
+    y, ctx = arrays["y"], arrays["context"]
+    x = NpyMember(path, "x", np.float32) if lazy else arrays["x"]
     if x.dtype != np.float32:
         raise DataError(f"{path}: x has dtype {x.dtype}, expected float32")
     try:

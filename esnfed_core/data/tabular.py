@@ -8,7 +8,8 @@ Semantics (docs/data-contract.md, "Importing your own data"):
 * rows are cut into segments of one context (consecutive rows with the same context in time);
 * with a ``rate``, each segment is resampled on the grid t0 + k/rate (t0 = its first time, up to its
   last time): features linearly interpolated, label and context held from the last row at or
-  before each grid time; without a rate the rows are taken as they are;
+  before each grid time; without a rate the rows are taken as they are; a segment whose grid
+  would exceed :data:`MAX_UPSAMPLE` steps per row is an error (a time far off);
 * each segment is cut into consecutive, non-overlapping windows of ``window`` steps (a shorter
   tail is dropped), so no window spans two contexts;
 * windows are ordered by context index (stable: within a context, by time);
@@ -23,9 +24,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from esnfed_core.data.processed import UserData
+from esnfed_core.errors import DataError
 
 # Relative slack on the last grid point: t0 + k/rate may exceed the last time by float rounding.
 _GRID_EPS = 1e-9
+# Grid steps a segment may be resampled to per row it holds: a time far off (a typo, the wrong
+# time_unit) would otherwise fill memory with interpolated steps, unbounded by the file's size.
+MAX_UPSAMPLE = 100
 
 
 @dataclass(frozen=True)
@@ -45,11 +50,14 @@ def _segments(context: np.ndarray) -> list[tuple[int, int]]:
     return [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
 
 
+def _grid_size(time: np.ndarray, rate: float) -> int:
+    return int(np.floor(float(time[-1] - time[0]) * rate * (1 + _GRID_EPS))) + 1
+
+
 def resample(time: np.ndarray, features: np.ndarray, label: np.ndarray, rate: float
              ) -> tuple[np.ndarray, np.ndarray]:
     """(features, labels) on the grid t0 + k/rate over [t0, t_last] of one segment."""
-    span = float(time[-1] - time[0])
-    n = int(np.floor(span * rate * (1 + _GRID_EPS))) + 1
+    n = _grid_size(time, rate)
     grid = time[0] + np.arange(n, dtype=np.float64) / rate
     out = np.empty((n, features.shape[1]), dtype=np.float64)
     for j in range(features.shape[1]):
@@ -67,6 +75,10 @@ def user_windows(rows: Rows, window: int, rate: float | None) -> UserData | None
     time, label, context, feats = time[keep], label[keep], context[keep], feats[keep]
     xs, ys, cs = [], [], []
     for a, b in _segments(context):
+        if rate is not None and _grid_size(time[a:b], rate) > MAX_UPSAMPLE * (b - a):
+            raise DataError(f"the {b - a} rows from time {time[a]:g} s to {time[b - 1]:g} s (one context) span "
+                            f"{_grid_size(time[a:b], rate)} steps at {rate:g} Hz, over {MAX_UPSAMPLE} per row: "
+                            "a time far off? (check the time column and time_unit)")
         f, y = (feats[a:b], label[a:b]) if rate is None else resample(time[a:b], feats[a:b], label[a:b], rate)
         w = f.shape[0] // window
         if w == 0:

@@ -16,8 +16,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from esnfed_core.data.npz import read_npy_header
 from esnfed_core.errors import DataError
-from esnfed_core.quote import brief, quote
+from esnfed_core.quote import brief
 
 _LOCAL_HEADER = struct.Struct("<4sHHHHHIIIHH")  # a ZIP local file header (30 bytes)
 _LOCAL_MAGIC = b"PK\x03\x04"
@@ -168,27 +169,18 @@ def _locate(path: Path, name: str, dtype: np.dtype) -> tuple[tuple[int, ...], np
             fields = _LOCAL_HEADER.unpack(head)
             start = info.header_offset + _LOCAL_HEADER.size + fields[9] + fields[10]
             f.seek(start)
-            version = np.lib.format.read_magic(f)
-            if version == (1, 0):
-                shape, fortran, found = np.lib.format.read_array_header_1_0(f)
-            elif version == (2, 0):
-                shape, fortran, found = np.lib.format.read_array_header_2_0(f)
-            else:
-                raise DataError(f"{path}: array '{name}' has .npy format {version}, expected 1.0 or 2.0")
+            shape, found, fortran = read_npy_header(f, path, name)
             offset = f.tell()
     except DataError:
         raise
     except (zipfile.BadZipFile, ValueError, OSError, EOFError, struct.error) as exc:
         raise DataError(f"{path}: cannot read ({brief(exc)})") from None
-    if found != dtype or found.hasobject:
+    if found != dtype:
         raise DataError(f"{path}: {name} has dtype {found}, expected {dtype}")
     if fortran and len(shape) > 1:
         raise DataError(f"{path}: {name} is stored in Fortran order, expected C order")
     if len(shape) < 1:
         raise DataError(f"{path}: {name} is a scalar, expected an array of windows")
-    if any(type(d) is not int or d < 0 for d in shape):
-        raise DataError(f"{path}: {name} has shape {quote(shape)} in its .npy header (dimensions must be "
-                        "integers >= 0)")
     nbytes = math.prod(shape) * found.itemsize  # Python ints: exact, no int64 wrap
     if offset - start + nbytes != info.file_size:
         raise DataError(f"{path}: {name}: the .npy header says {nbytes} bytes of data, the zip entry "
