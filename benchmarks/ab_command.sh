@@ -6,7 +6,9 @@
 # Needs this checkout's .venv and its data/ (e.g. `dvc repro partition` first). OLD_REV is checked
 # out into a temporary worktree; each run starts in its tree's folder, so Python imports that
 # tree's packages (the current folder comes first on sys.path), and reads this checkout's
-# params.yaml and data/; outputs go to a temporary --runs-dir, removed before each run.
+# params.yaml and data/; outputs go to a temporary --runs-dir, removed before each run (or, with
+# AB_RUNS_FROM=DIR, replaced by a copy of DIR before each run, untimed: the inputs of retrain or
+# assess, e.g. a finished runs/ less the outputs the command writes).
 # Prints every time and the median of each side.
 set -euo pipefail
 old=$1; shift
@@ -22,6 +24,7 @@ for _ in $(seq "$runs"); do
   for side in old new; do
     tree=$here; [ "$side" = old ] && tree=$tmp/old
     rm -rf "$tmp/runs"
+    if [ -n "${AB_RUNS_FROM:-}" ]; then cp -r "$AB_RUNS_FROM" "$tmp/runs"; fi
     start=$(date +%s.%N)
     (cd "$tree" && "$py" -c 'import sys; from esnfed_cli.main import app; sys.argv = ["esnfed"] + sys.argv[1:]; app()' \
         "$@" --runs-dir "$tmp/runs" --data-dir "$here/data" --params "$here/params.yaml" >/dev/null)
