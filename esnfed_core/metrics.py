@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
-import scipy.special
 
 from esnfed_core.readout import predict
 from esnfed_core.reservoir import DTYPE, Reservoir, iter_states
@@ -127,6 +126,8 @@ class ActivationHistogram:
 
 def _log_gaussian_mass(edges: np.ndarray, mu: float, sigma: float) -> np.ndarray:
     """log P(lo ≤ Z < hi) for Z ~ N(μ, σ²) per bin, accurate far in the tails."""
+    import scipy.special  # noqa: PLC0415 (lazy: every stage imports this module, few bin activations)
+
     z = (np.asarray(edges, np.float64) - mu) / sigma
     lo, hi = z[:-1], z[1:]
     out = np.empty(len(lo))

@@ -25,7 +25,6 @@ import traceback
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping, Sequence
 
-from joblib import Parallel, delayed, parallel_config
 from threadpoolctl import threadpool_limits
 
 from esnfed_core.accel import check_supported, require_torch
@@ -212,6 +211,8 @@ def run_tasks(
             on_done(task, execute(task, config.blas_threads))
         return
     _setup(config)
+    from joblib import Parallel, delayed, parallel_config  # noqa: PLC0415 (only a pool pays for joblib)
+
     try:
         with parallel_config(backend=config.backend, n_jobs=config.n_jobs):
             results = Parallel(return_as="generator_unordered")(

@@ -114,14 +114,17 @@ def test_cycle_finder_finds_a_hidden_cycle(tmp_path):
 def test_start_up_leaves_slow_libraries_to_the_commands_that_use_them():
     """Every `esnfed` command imports the CLI and validates params.yaml (which imports the dataset
     modules for their signatures) before it does anything: pandas, scipy.signal, matplotlib and
-    torch, ~0.2-1 s each, must not load there, or each of the ~130 pipeline stages pays for them."""
+    torch, ~0.2-1 s each, must not load there, or each of the ~130 pipeline stages pays for them;
+    nor joblib and scipy.special (~30 ms each), which only a worker pool and the activation
+    histograms need."""
     import subprocess  # noqa: PLC0415
     import sys  # noqa: PLC0415
 
     code = ("import sys, esnfed_cli.main\n"
             "from esnfed_stages.params import load_params\n"
             "load_params('params.yaml')\n"
-            "print(' '.join(m for m in ('pandas', 'scipy.signal', 'scipy.stats', 'matplotlib', 'torch')"
+            "print(' '.join(m for m in ('pandas', 'scipy.signal', 'scipy.stats', 'matplotlib', 'torch',\n"
+            "                           'joblib', 'scipy.special')"
             " if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                          check=True).stdout.split()
