@@ -254,6 +254,13 @@ def test_a_malformed_best_config_is_one_error_naming_best_json(run_a, tmp_path, 
 ])
 def test_an_edited_model_json_is_one_error_naming_it(run_a, tmp_path, edit, fragment):
     """The .json's fields are read back by assess; the npz hash does not cover them."""
+    _assess_with_an_edited_model_json(run_a, tmp_path, edit,
+                                      lambda js: f"{js}: {fragment} (delete seed-0.json and run `esnfed retrain`)")
+
+
+def _assess_with_an_edited_model_json(run_a, tmp_path, edit, message) -> None:
+    """Copy run A, apply ``edit`` to one model's .json, and assert that assess refuses it with
+    ``message(path of the .json)``."""
     import shutil
 
     shutil.copytree(run_a, tmp_path / "r")
@@ -264,7 +271,7 @@ def test_an_edited_model_json_is_one_error_naming_it(run_a, tmp_path, edit, frag
     js.write_text(json.dumps(doc))
     params = small_params()
     params["budgets"]["default"]["retrains"] = RETRAINS
-    with pytest.raises(DataError, match=re.escape(f"{js}: {fragment} (delete seed-0.json and run `esnfed retrain`)")):
+    with pytest.raises(DataError, match=re.escape(message(js))):
         assess_stage.run("wesad", Method("incfed"), experiment_params(params), data_dir=root / "data",
                          runs_dir=root / "runs")
 
@@ -335,16 +342,4 @@ def test_a_rehashed_model_npz_with_bad_arrays_is_one_error_naming_it(run_a, tmp_
 def test_a_model_json_with_bad_values_is_one_error_naming_it(run_a, tmp_path, edit, fragment):
     """Before: n_classes 0 and a config of strings were assessed (exit 0, the config copied into
     the assess JSON); a seed string was "invalid literal for int()" naming no file."""
-    import shutil
-
-    shutil.copytree(run_a, tmp_path / "r")
-    root = tmp_path / "r"
-    js = root / "runs" / "models" / "wesad" / "incfed" / "50" / "seed-0.json"
-    doc = json.loads(js.read_text())
-    edit(doc)
-    js.write_text(json.dumps(doc))
-    params = small_params()
-    params["budgets"]["default"]["retrains"] = RETRAINS
-    with pytest.raises(DataError, match=re.escape(f"{js}: {fragment}")):
-        assess_stage.run("wesad", Method("incfed"), experiment_params(params), data_dir=root / "data",
-                         runs_dir=root / "runs")
+    _assess_with_an_edited_model_json(run_a, tmp_path, edit, lambda js: f"{js}: {fragment}")
