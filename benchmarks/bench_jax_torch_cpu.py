@@ -49,8 +49,12 @@ import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Callable  # noqa: E402
 
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
+try:
+    import jax
+    import jax.numpy as jnp
+except ModuleNotFoundError:
+    raise SystemExit("bench_jax_torch_cpu.py: needs jax, which is not a project dependency "
+                     "(install it in a venv of its own: see this script's docstring)") from None
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
