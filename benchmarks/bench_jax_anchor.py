@@ -12,6 +12,9 @@ script), with the project's case names and sizes and a CPU smoke mode.
     python3 benchmarks/bench_jax_anchor.py --out jax.jsonl        # on the GPU (< 1 min)
     python benchmarks/bench_jax_anchor.py --smoke                 # tiny, on JAX's CPU build
 
+On the CPU, benchmarks/bench_jax_torch_cpu.py times this recurrence interleaved with the torch
+kernels (BENCHMARKS.md, "JAX against torch on the CPU build").
+
 Prints one JSON line per case: window-steps/s of the best of ``reps`` runs after one compiling run
 (whose seconds are reported too: XLA compiles once per shape). Needs only jax (and numpy).
 """
