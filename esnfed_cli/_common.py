@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import functools
+import inspect
 import os
 import traceback
 from pathlib import Path
@@ -116,3 +117,11 @@ def declared_dataset(params, name: str) -> str:
         return check_declared(params, name)
     except EsnfedError as exc:
         raise typer.BadParameter(str(exc).removeprefix("--dataset: "), param_hint="--dataset") from None
+
+
+def flowed(doc: str) -> str:
+    """A docstring as help text: paragraphs (blank-line separated) kept, the line breaks inside a
+    paragraph made spaces. Typer's rich mode keeps single newlines, so a docstring wrapped at the
+    source's width would otherwise break mid-sentence in `esnfed --help` and `esnfed CMD --help`."""
+    paragraphs = inspect.cleandoc(doc).split("\n\n")
+    return "\n\n".join(" ".join(p.split()) for p in paragraphs if p.strip())

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import inspect
 from typing import Annotated, Optional
 
 import typer
 
-from esnfed_cli._common import DEBUG_ENV, set_debug
+from esnfed_cli._common import DEBUG_ENV, flowed, set_debug
 from esnfed_stages._io import set_lock_wait
 from esnfed_core import __version__
 
@@ -44,3 +45,7 @@ def main(
 
 # Stage commands register themselves on `app` when their module is imported.
 from esnfed_cli import commands  # noqa: E402,F401
+
+# Docstrings are wrapped for the source, help text for the terminal (esnfed_cli._common.flowed).
+for _info in app.registered_commands:
+    _info.help = flowed(_info.help or inspect.getdoc(_info.callback) or "")

@@ -70,15 +70,21 @@ def import_(
 ) -> None:
     """Import your own per-user labelled time series into the processed-data contract.
 
-    One row per sample with columns for user, time, label, optional context, and features. Files are read in chunks; per user the rows are resampled, windowed and z-scored; labels map to classes (the mapping is recorded in manifest.json). Options override params.yaml imports.<dataset> (docs/data-contract.md §5).
+    One row per sample with columns for user, time, label, optional context, and features. Files
+    are read in chunks; per user the rows are resampled, windowed and z-scored; labels map to
+    classes (the mapping is recorded in manifest.json). Options override params.yaml
+    imports.<dataset> (docs/data-contract.md §5).
 
     Example, a CSV recordings.csv with the columns subject,t_ms,activity,session,ax,ay,az:
 
-    esnfed import recordings.csv --dataset mystudy --user subject --time t_ms --time-unit ms --label activity --context session --features ax,ay,az --rate 50 --window 100
+    esnfed import recordings.csv --dataset mystudy --user subject --time t_ms --time-unit ms
+    --label activity --context session --features ax,ay,az --rate 50 --window 100
 
-    writes data/processed/mystudy/<subject>.npz and manifest.json; check them with: esnfed check-data data/processed/mystudy
+    writes data/processed/mystudy/<subject>.npz and manifest.json; check them with:
+    esnfed check-data data/processed/mystudy
 
-    To run it through the pipeline, declare it in params.yaml (datasets, imports.mystudy, partition.mystudy, budgets.*.space.mystudy; see the `example` dataset there) and run dvc repro.
+    To run it through the pipeline, declare it in params.yaml (datasets, imports.mystudy,
+    partition.mystudy, budgets.*.space.mystudy; see the `example` dataset there) and run dvc repro.
     """
     p = load_params(params) if params.is_file() else {}
     declared = (p.get("imports") or {}).get(dataset, {})

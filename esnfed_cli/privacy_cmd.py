@@ -27,9 +27,10 @@ def privacy(
     out_dir: Annotated[Path, typer.Option("--out-dir", help="Where <dataset>.json goes.")] =
     privacy_stage.PRIVACY_DIR,
 ) -> None:
-    """Differential privacy: the selected IncFed and FedIP configs retrained under the Gaussian
-    mechanism for each ε of privacy.epsilons -> runs/privacy/<dataset>.json (`esnfed report`
-    renders reports/tables/privacy.md/.csv and reports/figures/privacy.png)."""
+    """Differential privacy: IncFed and FedIP retrained under the Gaussian mechanism -> runs/privacy/<dataset>.json.
+
+    The selected configs are retrained once per ε of privacy.epsilons; `esnfed report` renders
+    reports/tables/privacy.md/.csv and reports/figures/privacy.png."""
     ds = dataset.value
     p = load_params(params)  # read once; each stage gets its sections as frozen objects
     doc = privacy_stage.run(ds, privacy_stage.privacy_params(p), experiment_params(p), data_dir=data_dir,

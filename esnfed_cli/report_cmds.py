@@ -86,8 +86,9 @@ def report(
         "(<dataset>-<method>.json) and the index README.md are replaced atomically inside it.")] = report_stage.REPORTS_DIR,
     allow_missing: AllowMissingOpt = False,
 ) -> None:
-    """The papers' tables (Markdown + CSV), communication table, figures and metrics/, and
-    README.md, the index of them all (each table's and figure's title).
+    """The papers' tables (Markdown + CSV), communication table, figures and metrics/ -> reports/.
+
+    README.md inside it is the index of them all (each table's and figure's title).
 
     Set SOURCE_DATE_EPOCH to fix the date printed in the table headers (reproducible builds).
     """

@@ -73,3 +73,41 @@ def test_a_params_error_names_the_file_given_with_params(tmp_path, drop, command
     assert result.exit_code == 1
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"error: {mine}: missing key '{drop}"), lines
+
+
+def _click_commands():
+    import typer.main  # noqa: PLC0415
+
+    group = typer.main.get_command(app)
+    return group, group.commands
+
+
+def test_every_command_and_option_has_help():
+    group, commands = _click_commands()
+    missing = [f"esnfed {p.opts[0] if p.opts else p.name}" for p in group.params if not (p.help or "").strip()]
+    for name, command in commands.items():
+        if not (command.help or "").strip():
+            missing.append(f"esnfed {name}")
+        missing += [f"esnfed {name} {p.opts[0] if getattr(p, 'opts', None) else p.name}"
+                    for p in command.params if not (getattr(p, "help", None) or "").strip()]
+    assert not missing, f"no help text: {missing}"
+
+
+def test_command_help_has_no_line_break_inside_a_paragraph():
+    """Docstrings are wrapped at the source's width; Typer's rich mode keeps those breaks, so the
+    help must be flowed (esnfed_cli._common.flowed) or it breaks mid-sentence on the terminal."""
+    _, commands = _click_commands()
+    broken = {name: p for name, c in commands.items() for p in c.help.split("\n\n") if "\n" in p}
+    assert not broken, broken
+
+
+def test_top_level_listing_gives_each_command_one_line():
+    """`esnfed --help` on a wide terminal: each command's short help is one row, no continuation
+    rows from hard line breaks."""
+    _, commands = _click_commands()
+    out = _help()
+    panel = out.split("Commands")[1].splitlines()[1:]
+    rows = [line.strip("│ ").split(None, 1) for line in panel if line.startswith("│")]
+    assert [r[0] for r in rows] == list(commands), rows
+    assert all(len(r) == 2 and r[1].strip() for r in rows), rows
+
