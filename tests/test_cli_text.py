@@ -111,3 +111,13 @@ def test_top_level_listing_gives_each_command_one_line():
     assert [r[0] for r in rows] == list(commands), rows
     assert all(len(r) == 2 and r[1].strip() for r in rows), rows
 
+
+def test_python_m_esnfed_cli_is_the_esnfed_command():
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    from esnfed_core import __version__  # noqa: PLC0415
+
+    result = subprocess.run([sys.executable, "-m", "esnfed_cli", "--version"], capture_output=True, text=True,
+                            cwd=Path(__file__).resolve().parents[1])
+    assert result.returncode == 0 and result.stdout.strip() == f"esnfed {__version__}", result
