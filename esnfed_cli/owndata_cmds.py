@@ -4,15 +4,15 @@ processed-data contract (docs/data-contract.md) and check a processed folder aga
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Literal, Optional
 
 import typer
 
-from esnfed_cli._common import EXIT_FAILURE, console, err_console, handle_errors
+from esnfed_cli._common import EXIT_FAILURE, console, err_console, handle_errors, in_range
 from esnfed_cli.main import app
 from esnfed_stages import check_data as check_stage
 from esnfed_stages import import_data as import_stage
-from esnfed_stages.params import load_params
+from esnfed_stages.params import DEFAULT_PARAMS, load_params
 
 
 @app.command("check-data")
@@ -54,18 +54,21 @@ def import_(
     label: Annotated[Optional[str], typer.Option("--label", help="Label column (default: label).")] = None,
     context: Annotated[Optional[str], typer.Option(
         "--context", help="Context column (continual experiences); none by default.")] = None,
-    time_unit: Annotated[Optional[str], typer.Option("--time-unit", help="s, ms, us or ns (default: s).")] = None,
+    time_unit: Annotated[Optional[Literal[tuple(import_stage.TIME_UNITS)]], typer.Option(  # type: ignore[misc]
+        "--time-unit", help="Unit of the time column: s, ms, us or ns (default: s).")] = None,
     rate: Annotated[Optional[float], typer.Option(
-        "--rate", help="Resample to this rate (Hz); default: the rows as they are.")] = None,
+        "--rate", callback=in_range(0.0, low_open=True),
+        help="Resample to this rate (Hz, > 0); default: the rows as they are.")] = None,
     window: Annotated[Optional[int], typer.Option(
-        "--window", help="Steps per window (required unless imports.<dataset> gives it).")] = None,
+        "--window", min=1, help="Steps per window (required unless imports.<dataset> gives it).")] = None,
     classes: Annotated[Optional[str], typer.Option(
         "--classes", help="Label values in class order, comma-separated (default: sorted).")] = None,
     drop_labels: Annotated[Optional[str], typer.Option(
         "--drop-labels", help="Label values whose rows are dropped, comma-separated.")] = None,
     out: Annotated[Path, typer.Option("--out", help="Root of the processed data.")] = Path("data/processed"),
     params: Annotated[Path, typer.Option(
-        "--params", help="Params file whose imports.<dataset> gives the defaults (used if it exists).")]
+        "--params", help="Params file whose imports.<dataset> gives the defaults (the default params.yaml is "
+        "used if it exists; a file named here must exist).")]
     = Path("params.yaml"),
 ) -> None:
     """Import your own per-user labelled time series into the processed-data contract.
@@ -86,8 +89,13 @@ def import_(
     To run it through the pipeline, declare it in params.yaml (datasets, imports.mystudy,
     partition.mystudy, budgets.*.space.mystudy; see the `example` dataset there) and run dvc repro.
     """
-    p = load_params(params) if params.is_file() else {}
+    p = load_params(params) if params.is_file() or params != DEFAULT_PARAMS else {}
     declared = (p.get("imports") or {}).get(dataset, {})
+    for name, value in (("source", source), ("--features", features), ("--window", window)):
+        key = name.lower().lstrip("-")
+        if value is None and not (isinstance(declared, dict) and key in declared):
+            raise typer.BadParameter(f"required: give it, or set imports.{dataset}.{key} in {params}",
+                                     param_hint=name)
     options = import_stage.import_params(
         declared, f"imports.{dataset}", source=None if source is None else str(source),
         features=_split(features), user=user, time=time, label=label, context=context,

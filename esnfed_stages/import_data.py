@@ -158,14 +158,35 @@ def input_files(p: ImportParams) -> list[tuple[Path, str]]:
     return [(src, fmt)]
 
 
-def _missing_columns(file: Path, have: list[str], want: list[str]) -> None:
+def _missing_columns(file: Path, have: list[str], want: list[str], hint: str = "") -> None:
     """A wanted column absent, or named twice in the header (which one would be read?): DataError."""
     missing = [c for c in want if c not in have]
     if missing:
-        raise DataError(f"{file}: column {quote(missing[0])} not found (columns: {', '.join(map(str, have))[:300]})")
+        raise DataError(f"{file}: column {quote(missing[0])} not found (columns: {', '.join(map(str, have))[:300]})"
+                        + hint)
     twice = [c for c in want if have.count(c) > 1]
     if twice:
         raise DataError(f"{file}: column {quote(twice[0])} appears {have.count(twice[0])} times in the header")
+
+
+def _not_utf8(file: Path) -> DataError:
+    """The first line of ``file`` that is not UTF-8, as one line (pandas names only a position
+    inside its read buffer)."""
+    with open(file, "rb") as f:
+        for n, raw in enumerate(f, 1):
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                return DataError(f"{file}: line {n}: not UTF-8 text (byte 0x{raw[exc.start]:02x}); "
+                                 "save the file as UTF-8")
+    return DataError(f"{file}: not UTF-8 text; save the file as UTF-8")
+
+
+def _delimiter_hint(header: list[str], p: ImportParams) -> str:
+    """A header read as one column that holds another common delimiter: name it."""
+    found = [d for d in (";", "\t", ",", "|") if d != p.delimiter and len(header) == 1 and d in str(header[0])]
+    return (f"; the header is one column: is the delimiter {quote(found[0])}? set {p.key}.delimiter"
+            if found else "")
 
 
 def _csv_chunks(file: Path, p: ImportParams) -> Iterator[Chunk]:
@@ -176,9 +197,13 @@ def _csv_chunks(file: Path, p: ImportParams) -> Iterator[Chunk]:
         head = pd.read_csv(file, nrows=1, header=None, sep=p.delimiter, dtype=str, keep_default_na=False,
                            engine="c")
         header = head.iloc[0].tolist() if len(head) else []
-    except (ValueError, pd.errors.ParserError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError:
+        raise _not_utf8(file) from None
+    except pd.errors.EmptyDataError:
+        raise DataError(f"{file}: the file is empty (expected a header row, then one row per sample)") from None
+    except (ValueError, pd.errors.ParserError) as exc:
         raise DataError(f"{file}: cannot read the CSV header ({brief(exc)})") from None
-    _missing_columns(file, header, p.columns)
+    _missing_columns(file, header, p.columns, _delimiter_hint(header, p))
     first = 1
     try:
         # No usecols: with it pandas silently drops the fields of a row longer than the header, so a
@@ -188,7 +213,9 @@ def _csv_chunks(file: Path, p: ImportParams) -> Iterator[Chunk]:
         for frame in reader:
             yield Chunk(file, first, frame[p.columns])
             first += len(frame)
-    except (ValueError, pd.errors.ParserError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError:
+        raise _not_utf8(file) from None
+    except (ValueError, pd.errors.ParserError) as exc:
         raise DataError(f"{file}: row {first} or after (line {first + 1}+): cannot parse ({brief(exc)})") from None
 
 

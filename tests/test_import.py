@@ -191,19 +191,44 @@ def test_params_checked_once_with_the_key(tmp_path, change, message):
         _params(tmp_path / "x.csv", **change)
 
 
-def test_cli_import_then_check(tmp_path):
+def _cli_args(tmp_path):
+    return ["import", str(tmp_path / "rec.csv"), "--dataset", "mine", "--user", "who", "--time", "t",
+            "--time-unit", "ms", "--label", "act", "--context", "sess", "--features", "a,b", "--rate", "50",
+            "--window", "2", "--out", str(tmp_path / "out")]
+
+
+def test_cli_import_then_check(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no params.yaml here: the command line gives everything
     _table().to_csv(tmp_path / "rec.csv", index=False)
     runner = CliRunner()
-    args = ["import", str(tmp_path / "rec.csv"), "--dataset", "mine", "--user", "who", "--time", "t",
-            "--time-unit", "ms", "--label", "act", "--context", "sess", "--features", "a,b", "--rate", "50",
-            "--window", "2", "--out", str(tmp_path / "out"), "--params", str(tmp_path / "none.yaml")]
+    args = _cli_args(tmp_path)
     res = runner.invoke(app, args)
     assert res.exit_code == 0, res.output
     assert "2 users" in res.output
     assert runner.invoke(app, ["check-data", str(tmp_path / "out" / "mine")]).exit_code == 0
-    bad = runner.invoke(app, args[:-6] + ["--window", "0", "--out", str(tmp_path / "o2"), "--params", "x"])
-    assert bad.exit_code == 1 and "imports.mine.window" in bad.output
     assert json.loads((tmp_path / "out/mine/manifest.json").read_text())["source"] == "import"
+
+
+@pytest.mark.parametrize("option, value, code, needle", [
+    ("--window", "0", 2, "'--window'"),
+    ("--rate", "-1", 2, "'--rate': must be in (0, inf)"),
+    ("--time-unit", "h", 2, "'--time-unit'"),
+    ("--features", None, 2, "--features: required: give it, or set imports.mine.features in params.yaml"),
+    ("--params", "typo.yaml", 1, "error: typo.yaml: params file not found"),
+])
+def test_cli_import_option_mistakes_name_the_option(tmp_path, monkeypatch, option, value, code, needle):
+    """Before: --window 0 was reported as imports.mine.window, --time-unit h likewise, a --params
+    file that does not exist was ignored silently, and a missing --features named imports.mine."""
+    monkeypatch.chdir(tmp_path)
+    _table().to_csv(tmp_path / "rec.csv", index=False)
+    args = _cli_args(tmp_path)
+    if option in args:
+        i = args.index(option)
+        del args[i:i + 2]
+    res = CliRunner().invoke(app, args + ([option, value] if value is not None else []), env={"COLUMNS": "300"})
+    assert res.exit_code == code, res.output
+    assert needle in " ".join(res.output.split()), res.output
+    assert not (tmp_path / "out").exists()
 
 
 def test_dataset_name_never_escapes_the_output_root(tmp_path):
@@ -300,3 +325,31 @@ def test_a_parquet_declaring_far_more_rows_than_its_bytes_is_refused(tmp_path):
     assert str(err.value).startswith(f"{tmp_path / 'rec.parquet'}: declares {n} rows ({n * 6 * 8} bytes as numbers")
     assert str(err.value).endswith(f"in a file of {size} bytes, beyond 64 times its size (a decompression bomb?)")
     assert not (tmp_path / "out" / "m").exists()
+
+
+@pytest.mark.parametrize("chunk_rows", [100_000, 2])
+def test_a_file_not_in_utf8_names_the_line(tmp_path, chunk_rows):
+    """Before: pandas' message named a byte position inside its read buffer, not the line."""
+    text = _table(shuffle=False).to_csv(index=False).replace("walk", "w\u00e9lk", 6)
+    (tmp_path / "rec.csv").write_bytes(text.encode("latin-1"))
+    first = next(i for i, line in enumerate(text.splitlines(), 1) if "\u00e9" in line)
+    with pytest.raises(DataError) as err:
+        run("m", _params(tmp_path / "rec.csv", chunk_rows=chunk_rows), out_root=tmp_path / "o")
+    assert str(err.value) == f"{tmp_path / 'rec.csv'}: line {first}: not UTF-8 text (byte 0xe9); save the file as UTF-8"
+    assert not (tmp_path / "o" / "m").exists()
+
+
+@pytest.mark.parametrize("text", ["", "\n\n"])
+def test_an_empty_file_says_so(tmp_path, text):
+    (tmp_path / "rec.csv").write_text(text)
+    with pytest.raises(DataError, match=r"rec\.csv: the file is empty \(expected a header row"):
+        run("m", _params(tmp_path / "rec.csv"), out_root=tmp_path / "o")
+
+
+def test_another_delimiter_is_named(tmp_path):
+    _table(shuffle=False).to_csv(tmp_path / "rec.csv", index=False, sep=";")
+    with pytest.raises(DataError, match=r"column 'who' not found .*; the header is one column: is the delimiter "
+                                        r"';'\? set imports\.mine\.delimiter$"):
+        run("m", _params(tmp_path / "rec.csv"), out_root=tmp_path / "o")
+    run("m", _params(tmp_path / "rec.csv", delimiter=";"), out_root=tmp_path / "o")  # the hint works
+    assert (tmp_path / "o" / "m" / "manifest.json").is_file()
