@@ -8,7 +8,7 @@ from typing import Annotated, Literal, Optional
 
 import typer
 
-from esnfed_cli._common import EXIT_FAILURE, console, err_console, handle_errors, in_range
+from esnfed_cli._common import EXIT_FAILURE, console, err_console, fail, handle_errors, in_range
 from esnfed_cli.main import app
 from esnfed_stages import check_data as check_stage
 from esnfed_stages import import_data as import_stage
@@ -27,6 +27,8 @@ def check_data(
     Example: esnfed check-data data/processed/example
     """
     problems = check_stage.check_folder(folder)
+    if len(problems) == 1:
+        fail(problems[0])
     for line in problems:
         err_console.print(line, highlight=False, markup=False, soft_wrap=True)
     if problems:
