@@ -13,12 +13,19 @@ from typing import Callable, TypeVar
 
 import typer
 from rich.console import Console
+from rich.progress import Progress, ProgressColumn
 from rich.markup import escape
 
 from esnfed_core.errors import EsnfedError
 
 console = Console()
 err_console = Console(stderr=True)
+
+
+def progress_bar(*columns: str | ProgressColumn) -> Progress:
+    """A progress display on stdout, cleared when done; off where stdout is no terminal (a pipe,
+    a log, `dvc repro`), where a cleared display would leave only a stray blank line."""
+    return Progress(*columns, console=console, transient=True, disable=not console.is_terminal)
 
 F = TypeVar("F", bound=Callable)
 

@@ -11,7 +11,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from esnfed_cli._common import console, declared_dataset, handle_errors
+from esnfed_cli._common import console, declared_dataset, handle_errors, progress_bar
 from esnfed_cli.main import app
 from esnfed_core.vocabulary import Dataset, Source
 from esnfed_stages import partition as partition_stage
@@ -31,9 +31,8 @@ SynthOpt = Annotated[str, typer.Option(
 
 
 def _progress() -> Progress:
-    return Progress(SpinnerColumn(), TextColumn("[bold]{task.description}"), BarColumn(),
-                    MofNCompleteColumn(), TextColumn("{task.fields[item]}"), TimeElapsedColumn(),
-                    console=console, transient=True)
+    return progress_bar(SpinnerColumn(), TextColumn("[bold]{task.description}"), BarColumn(),
+                        MofNCompleteColumn(), TextColumn("{task.fields[item]}"), TimeElapsedColumn())
 
 
 def _size(n: float) -> str:

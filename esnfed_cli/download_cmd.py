@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.progress import (BarColumn, DownloadColumn, Progress, SpinnerColumn, TextColumn,
+from rich.progress import (BarColumn, DownloadColumn, SpinnerColumn, TextColumn,
                            TimeRemainingColumn, TransferSpeedColumn)
 from rich.table import Table
 
-from esnfed_cli._common import console, handle_errors
+from esnfed_cli._common import console, handle_errors, progress_bar
 from esnfed_cli.main import app
 from esnfed_core.errors import ConfigError
 from esnfed_core.vocabulary import Dataset
@@ -75,7 +75,7 @@ def download(
     console.print(f"{spec.note}\nfrom {spec.url}", highlight=False)
     columns = (SpinnerColumn(), TextColumn("[bold]{task.description}"), BarColumn(), DownloadColumn(),
                TransferSpeedColumn(), TimeRemainingColumn())
-    with Progress(*columns, console=console, transient=True) as bar:
+    with progress_bar(*columns) as bar:
         tasks: dict[str, int] = {}
 
         def progress(phase: str, done: int, total: int | None) -> None:

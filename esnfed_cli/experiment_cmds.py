@@ -10,7 +10,8 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from esnfed_cli._common import EXIT_FAILURE, console, declared_dataset, err_console, handle_errors, in_range
+from esnfed_cli._common import (EXIT_FAILURE, console, declared_dataset, err_console, handle_errors, in_range,
+                                progress_bar)
 from esnfed_cli.main import app
 from esnfed_core.errors import ConfigError
 from esnfed_core.method import Method
@@ -58,8 +59,8 @@ JobsOpt = Annotated[Optional[int], typer.Option(
 
 
 def _progress() -> Progress:
-    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TimeElapsedColumn(), console=console, transient=True)
+    return progress_bar(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                        TimeElapsedColumn())
 
 
 def _method(algo: Algo, strategy: Optional[Strategy]) -> Method:

@@ -10,7 +10,7 @@ import typer
 from rich.progress import BarColumn, Progress, TextColumn
 from rich.table import Table
 
-from esnfed_cli._common import console, handle_errors, in_range
+from esnfed_cli._common import console, handle_errors, in_range, progress_bar
 from esnfed_cli.main import app
 from esnfed_core.tables import table_specs
 from esnfed_core.vocabulary import DATASETS, PCTS, Variant
@@ -30,8 +30,8 @@ AllowMissingOpt = Annotated[bool, typer.Option(
 
 
 def _progress() -> Progress:
-    return Progress(TextColumn("[bold]{task.description}"), BarColumn(),
-                    TextColumn("{task.completed}/{task.total}"), console=console, transient=True)
+    return progress_bar(TextColumn("[bold]{task.description}"), BarColumn(),
+                        TextColumn("{task.completed}/{task.total}"))
 
 
 @app.command()

@@ -121,3 +121,12 @@ def test_python_m_esnfed_cli_is_the_esnfed_command():
     result = subprocess.run([sys.executable, "-m", "esnfed_cli", "--version"], capture_output=True, text=True,
                             cwd=Path(__file__).resolve().parents[1])
     assert result.returncode == 0 and result.stdout.strip() == f"esnfed {__version__}", result
+
+
+def test_no_stray_output_where_stdout_is_no_terminal(tmp_path):
+    """A cleared progress display left a blank line on stdout in pipes and logs (before every
+    error line, and in `dvc repro`'s output): off where stdout is no terminal."""
+    result = runner.invoke(app, ["ttest", "--assess-dir", str(tmp_path / "none"), "--out", str(tmp_path / "t.json")])
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    assert len(result.stderr.strip().splitlines()) == 1 and result.stderr.startswith("error: "), result.stderr
