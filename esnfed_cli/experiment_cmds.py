@@ -107,7 +107,11 @@ def _prepare(dataset: str, algo: list[Algo], strategy: Optional[Strategy], pct: 
 
 
 def _where(runner) -> str:
-    jobs = f"{runner.backend}, {runner.n_jobs} jobs"
+    n = runner.n_jobs
+    if runner.backend == "sequential" or n == 1:  # esnfed_stages.runner: then the trials run in this process
+        jobs = "in this process"
+    else:
+        jobs = f"{runner.backend}, " + (f"{n} jobs" if n > 0 else "all cores" if n == -1 else f"all cores but {-n - 1}")
     return jobs if runner.device == "cpu" else f"{jobs}, stationary trials batched on {runner.device}"
 
 
@@ -127,14 +131,26 @@ def _fail_listing(what: str, failed: list[tuple[str, int, str]]) -> None:
     raise typer.Exit(EXIT_FAILURE)
 
 
-# Short names so a config fits one table cell.
-_SHORT = {"units": "N", "spectral_radius": "ρ", "leak": "a", "input_scaling": "s", "sigma": "σ",
-          "rounds": "R", "local_epochs": "E", "lambda": "λ", "budget": "B"}
+# Short names so a config fits one table cell, in the order shown, with the legend's words.
+_SHORT = {"units": ("N", "units"), "spectral_radius": ("ρ", "spectral radius"), "leak": ("a", "leak"),
+          "input_scaling": ("s", "input scaling"), "sigma": ("σ", "IP target std"),
+          "rounds": ("R", "rounds/epochs"), "local_epochs": ("E", "local epochs"), "lambda": ("λ", "ridge"),
+          "budget": ("B", "budget per context")}
+
+
+def _order(key: str) -> tuple[int, str]:
+    return (list(_SHORT).index(key) if key in _SHORT else len(_SHORT), key)
 
 
 def _config(cfg: dict) -> str:
-    return " ".join(f"{_SHORT.get(k, k)}={v:.3g}" if isinstance(v, float) else f"{_SHORT.get(k, k)}={v}"
-                    for k, v in sorted(cfg.items()))
+    return " ".join(f"{_SHORT.get(k, (k,))[0]}={v:.3g}" if isinstance(v, float) else f"{_SHORT.get(k, (k,))[0]}={v}"
+                    for k, v in sorted(cfg.items(), key=lambda kv: _order(kv[0])))
+
+
+def _legend(configs: list[dict]) -> str:
+    """The short names the table's configs use, explained (others are shown by their own name)."""
+    used = {k for cfg in configs for k in cfg if k in _SHORT}
+    return ", ".join(" ".join(_SHORT[k]) for k in sorted(used, key=_order))
 
 
 def _fmt(x: float | None) -> str:
@@ -188,8 +204,7 @@ def _each(stage_run, verb: str, table, what: str, ds: str, methods: list[Method]
 
 def _select_table(ds: str, method: Method, runner, result) -> None:
     table = Table(title=f"select {ds}/{method.id} ({_where(runner)})",
-                  caption="N units, ρ spectral radius, a leak, s input scaling, σ IP target std, "
-                  "R rounds/epochs, E local epochs, λ ridge, B budget per context")
+                  caption=_legend([(s.best or {}).get("config", {}) for s in result.shares]))
     for col in ("train users", "trials", "resumed", "ran", "failed", "best trial", "val acc %", "config"):
         table.add_column(col, justify="left" if col == "config" else "right")
     for s in result.shares:
@@ -227,7 +242,7 @@ def retrain(
 
 
 def _retrain_table(ds: str, method: Method, runner, result) -> None:
-    table = Table(title=f"retrain {ds}/{method.id} ({_where(runner)})")
+    table = Table(title=f"retrain {ds}/{method.id} ({_where(runner)})", caption=_legend([s.config for s in result.shares]))
     for col in ("train users", "models", "resumed", "ran", "failed", "config"):
         table.add_column(col, justify="left" if col == "config" else "right")
     for s in result.shares:

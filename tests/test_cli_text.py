@@ -130,3 +130,16 @@ def test_no_stray_output_where_stdout_is_no_terminal(tmp_path):
     assert result.exit_code == 1
     assert result.stdout == ""
     assert len(result.stderr.strip().splitlines()) == 1 and result.stderr.startswith("error: "), result.stderr
+
+
+def test_select_and_retrain_tables_show_configs_in_a_fixed_order_and_explain_only_their_names():
+    from types import SimpleNamespace  # noqa: PLC0415
+
+    from esnfed_cli.experiment_cmds import _config, _legend, _where  # noqa: PLC0415
+
+    cfg = {"units": 40, "lambda": 0.5, "leak": 0.1, "spectral_radius": 0.7, "extra": 3}
+    assert _config(cfg) == "N=40 ρ=0.7 a=0.1 λ=0.5 extra=3"  # was sorted by key: λ a ρ N
+    assert _legend([cfg]) == "N units, ρ spectral radius, a leak, λ ridge"  # no σ, R, E, B: not in the table
+    assert [_where(SimpleNamespace(backend=b, n_jobs=n, device="cpu"))
+            for b, n in [("loky", 1), ("sequential", 4), ("loky", 4), ("loky", -1), ("loky", -3)]] == [
+        "in this process", "in this process", "loky, 4 jobs", "loky, all cores", "loky, all cores but 2"]
