@@ -30,7 +30,8 @@ SynthOpt = Annotated[str, typer.Option(
     "--dataset", help="Which embedded dataset: wesad, hhar, or example (a plain CSV for `esnfed import`).")]
 
 
-def _progress() -> Progress:
+def data_progress() -> Progress:
+    """Steps done of synthesize, preprocess or import, the current item in the last column (``item``)."""
     return progress_bar(SpinnerColumn(), TextColumn("[bold]{task.description}"), BarColumn(),
                         MofNCompleteColumn(), TextColumn("{task.fields[item]}"), TimeElapsedColumn())
 
@@ -66,7 +67,7 @@ def synthesize(
     Size and seed come from params.yaml synthetic.<dataset>; the folder is replaced only once complete.
     """
     options = synthesize_stage.synthesize_params(load_params(params), dataset, seed, out)
-    with _progress() as bar:
+    with data_progress() as bar:
         task = bar.add_task(f"synthesize {dataset}", total=options.steps, item="")
         result = synthesize_stage.run(
             options, progress=lambda *what: bar.update(task, advance=1, item=str(what[0]) if what else ""))
@@ -103,14 +104,19 @@ def preprocess(
     """
     p = load_params(params)
     total = preprocess_stage.expected_users(p.get("preprocess", {}).get(dataset.value))
-    with _progress() as bar:
+    with data_progress() as bar:
         task = bar.add_task(f"preprocess {dataset.value}", total=total, item="")
         options = preprocess_stage.preprocess_params(p, dataset.value, source.value if source else None, raw_dir)
         manifest = preprocess_stage.run(options, out_root=out,
                                         on_user=lambda user, data: bar.update(task, advance=1, item=user))
+    console.print(manifest_table(manifest, out / dataset.value))
+
+
+def manifest_table(manifest: dict, folder: Path) -> Table:
+    """The summary of a processed folder (preprocess, import): windows per user and context, class shares."""
     classes = manifest["classes"]
-    table = Table(title=f"{dataset.value} ({manifest['source']}): {len(manifest['users'])} users, "
-                        f"windows of {manifest['window']} x {manifest['n_features']} -> {out / dataset.value}")
+    table = Table(title=f"{manifest['dataset']} ({manifest['source']}): {len(manifest['users'])} users, "
+                        f"windows of {manifest['window']} steps x {manifest['n_features']} features -> {folder}")
     table.add_column("user")
     table.add_column("windows", justify="right")
     table.add_column("per context (" + ", ".join(manifest["context_names"]) + ")", justify="right")
@@ -124,7 +130,7 @@ def preprocess(
     all_windows = sum(e["windows"] for e in manifest["users"].values())
     table.add_row("[bold]all", f"[bold]{all_windows}", "",
                   " ".join(f"{c / max(sum(totals), 1):.0%}" for c in totals))
-    console.print(table)
+    return table
 
 
 @app.command()

@@ -9,6 +9,7 @@ from typing import Annotated, Literal, Optional
 import typer
 
 from esnfed_cli._common import EXIT_FAILURE, console, err_console, fail, handle_errors, in_range
+from esnfed_cli.data_cmds import data_progress, manifest_table
 from esnfed_cli.main import app
 from esnfed_stages import check_data as check_stage
 from esnfed_stages import import_data as import_stage
@@ -103,8 +104,10 @@ def import_(
         features=_split(features), user=user, time=time, label=label, context=context,
         time_unit=time_unit, rate=rate, window=window, classes=_split(classes),
         drop_labels=_split(drop_labels))
-    manifest = import_stage.run(dataset, options, out_root=out)
-    n = sum(e["windows"] for e in manifest["users"].values())
-    console.print(f"{dataset}: {len(manifest['users'])} users, {n} windows of {manifest['window']} x "
-                  f"{manifest['n_features']}; classes {manifest['label_map']}; contexts "
-                  f"{', '.join(manifest['context_names'])} -> {out / dataset}", highlight=False)
+    with data_progress() as bar:
+        task = bar.add_task(f"import {dataset}", total=None, item="")
+        manifest = import_stage.run(
+            dataset, options, out_root=out,
+            on_read=lambda file, rows: bar.update(task, item=f"{file.name}: {rows:,} rows read"),
+            on_user=lambda user, data: bar.update(task, advance=1, item=f"user {user} written"))
+    console.print(manifest_table(manifest, out / dataset))

@@ -383,8 +383,11 @@ def _natural(text: str) -> list:
 
 
 def run(dataset: str, p: ImportParams, out_root: str | Path | None = None,
-        on_user: Callable[[str, UserData], None] | None = None) -> dict:
-    """Import ``p.source`` into ``<out_root>/<dataset>`` (default data/processed); returns the manifest."""
+        on_user: Callable[[str, UserData], None] | None = None,
+        on_read: Callable[[Path, int], None] | None = None) -> dict:
+    """Import ``p.source`` into ``<out_root>/<dataset>`` (default data/processed); returns the manifest.
+    ``on_read(file, rows)`` is called after each chunk read (rows read of that file so far),
+    ``on_user(user, data)`` after each user is written."""
     if not _PLAIN.fullmatch(dataset):
         raise ConfigError(f"--dataset: {quote(dataset)} is not a plain name (letters, digits, _ or -): "
                           "it becomes a folder name")
@@ -396,6 +399,8 @@ def run(dataset: str, p: ImportParams, out_root: str | Path | None = None,
         for file, fmt in files:
             for chunk in READERS[fmt](file, p):
                 spill.add(chunk)
+                if on_read is not None:
+                    on_read(file, chunk.first - 1 + len(chunk.frame))
         if not spill.files:
             raise DataError(f"{p.source}: no rows to import")
         if len(spill.seen_labels) < 2:  # every step the same class: any classifier scores 100 %

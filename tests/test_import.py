@@ -204,7 +204,8 @@ def test_cli_import_then_check(tmp_path, monkeypatch):
     args = _cli_args(tmp_path)
     res = runner.invoke(app, args)
     assert res.exit_code == 0, res.output
-    assert "2 users" in res.output
+    assert "mine (import): 2 users, windows of 2 steps x 2 features" in res.output
+    assert "class shares (rest, walk)" in res.output and "{'" not in res.output  # was the label map's dict repr
     assert runner.invoke(app, ["check-data", str(tmp_path / "out" / "mine")]).exit_code == 0
     assert json.loads((tmp_path / "out/mine/manifest.json").read_text())["source"] == "import"
 
@@ -353,3 +354,12 @@ def test_another_delimiter_is_named(tmp_path):
         run("m", _params(tmp_path / "rec.csv"), out_root=tmp_path / "o")
     run("m", _params(tmp_path / "rec.csv", delimiter=";"), out_root=tmp_path / "o")  # the hint works
     assert (tmp_path / "o" / "m" / "manifest.json").is_file()
+
+
+def test_progress_callbacks_see_every_chunk_and_user(tmp_path):
+    _table(shuffle=False).to_csv(tmp_path / "rec.csv", index=False)
+    read, users = [], []
+    run("m", _params(tmp_path / "rec.csv", chunk_rows=10), out_root=tmp_path / "o",
+        on_read=lambda file, rows: read.append((file.name, rows)), on_user=lambda user, data: users.append(user))
+    assert read == [("rec.csv", 10), ("rec.csv", 20), ("rec.csv", 2 * N)]
+    assert users == ["u2", "u10"]
