@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated, Literal, Optional
 
 import typer
+from rich.markup import escape
 
 from esnfed_cli._common import EXIT_FAILURE, console, err_console, fail, handle_errors, in_range
 from esnfed_cli.data_cmds import data_progress, manifest_table
@@ -104,10 +105,14 @@ def import_(
         features=_split(features), user=user, time=time, label=label, context=context,
         time_unit=time_unit, rate=rate, window=window, classes=_split(classes),
         drop_labels=_split(drop_labels))
+    warnings: list[str] = []
     with data_progress() as bar:
         task = bar.add_task(f"import {dataset}", total=None, item="")
         manifest = import_stage.run(
             dataset, options, out_root=out,
             on_read=lambda file, rows: bar.update(task, item=f"{file.name}: {rows:,} rows read"),
-            on_user=lambda user, data: bar.update(task, advance=1, item=f"user {user} written"))
+            on_user=lambda user, data: bar.update(task, advance=1, item=f"user {user} written"),
+            warn=warnings.append)
     console.print(manifest_table(manifest, out / dataset))
+    for line in warnings:
+        err_console.print(f"[bold yellow]warning:[/] {escape(line)}", highlight=False, soft_wrap=True)

@@ -363,3 +363,49 @@ def test_progress_callbacks_see_every_chunk_and_user(tmp_path):
         on_read=lambda file, rows: read.append((file.name, rows)), on_user=lambda user, data: users.append(user))
     assert read == [("rec.csv", 10), ("rec.csv", 20), ("rec.csv", 2 * N)]
     assert users == ["u2", "u10"]
+
+
+def _warnings(tmp_path, **kw):
+    lines = []
+    run("m", _params(tmp_path / "in", **kw), out_root=tmp_path / "o", warn=lines.append)
+    return lines
+
+
+def test_regular_input_imports_without_warnings(tmp_path):
+    (tmp_path / "in").mkdir()
+    _table().to_csv(tmp_path / "in" / "rec.csv", index=False)
+    assert _warnings(tmp_path) == [] and _warnings(tmp_path, rate=None) == []
+
+
+def test_a_user_in_two_files_is_warned_of_its_dropped_rows(tmp_path):
+    """Data-contract §5 keeps the first row of equal times: silently, before, so a user's
+    recording split over two files (or the wrong user column) lost rows unseen."""
+    (tmp_path / "in").mkdir()
+    df = _table(shuffle=False)
+    df.to_csv(tmp_path / "in" / "a.csv", index=False)
+    df[df.who == "u2"].head(5).to_csv(tmp_path / "in" / "b.csv", index=False)
+    [line] = _warnings(tmp_path)
+    assert line == (f"{tmp_path / 'in'}: rows at a time the user already has were dropped, the first kept "
+                    "(u2: 5 rows); is a user in two files, or imports.mine.user the wrong column?")
+    assert (tmp_path / "o" / "m" / "manifest.json").is_file()  # a warning, not a failure
+
+
+def test_mixed_sampling_intervals_without_rate_are_warned_of(tmp_path):
+    (tmp_path / "in").mkdir()
+    df = _table(shuffle=False)
+    df.loc[df.who == "u10", "t"] = 1000 + 40 * np.arange(N)  # u10 at 25 Hz, u2 at 100 Hz
+    df.to_csv(tmp_path / "in" / "rec.csv", index=False)
+    [line] = _warnings(tmp_path, rate=None)
+    assert line.endswith("sampling intervals vary from 0.01 s to 0.04 s (10th to 90th percentile per user) and no "
+                         "rate is set, so windows of 2 rows span different durations; set imports.mine.rate "
+                         "(--rate) to resample"), line
+    assert _warnings(tmp_path) == []  # rate 50 Hz: resampled
+
+
+def test_cli_prints_warnings_on_stderr_and_succeeds(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    df = _table()
+    pd.concat([df, df[df.who == "u2"]]).to_csv(tmp_path / "rec.csv", index=False)
+    res = CliRunner().invoke(app, _cli_args(tmp_path), env={"COLUMNS": "300"})
+    assert res.exit_code == 0, res.output
+    assert res.stderr.startswith("warning: ") and "(u2: 14 rows)" in res.stderr, res.stderr
