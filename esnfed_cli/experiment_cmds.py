@@ -35,7 +35,8 @@ AlgoOpt = Annotated[list[Algo], typer.Option(
     "Repeat --algo to run several methods in one command (one process and worker pool).",
     case_sensitive=False)]
 StrategyOpt = Annotated[Optional[Strategy], typer.Option(
-    "--strategy", help="Continual strategy of clip/fedclip: naive, replay or joint.", case_sensitive=False)]
+    "--strategy", help="Continual strategy of clip/fedclip: naive, replay or joint (required for them; "
+    "the other methods take none).", case_sensitive=False)]
 AlphaOpt = Annotated[Optional[float], typer.Option(
     "--alpha", min=0.0, max=1.0,
     help="align only: one alignment strength α in [0, 1] (default: every α of heterogeneity.alphas).")]

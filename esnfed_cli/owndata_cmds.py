@@ -68,7 +68,7 @@ def import_(
     classes: Annotated[Optional[str], typer.Option(
         "--classes", help="Label values in class order, comma-separated (default: sorted).")] = None,
     drop_labels: Annotated[Optional[str], typer.Option(
-        "--drop-labels", help="Label values whose rows are dropped, comma-separated.")] = None,
+        "--drop-labels", help="Label values whose rows are dropped, comma-separated (default: none).")] = None,
     out: Annotated[Path, typer.Option("--out", help="Root of the processed data.")] = Path("data/processed"),
     params: Annotated[Path, typer.Option(
         "--params", help="Params file whose imports.<dataset> gives the defaults (the default params.yaml is "

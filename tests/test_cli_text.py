@@ -143,3 +143,14 @@ def test_select_and_retrain_tables_show_configs_in_a_fixed_order_and_explain_onl
     assert [_where(SimpleNamespace(backend=b, n_jobs=n, device="cpu"))
             for b, n in [("loky", 1), ("sequential", 4), ("loky", 4), ("loky", -1), ("loky", -3)]] == [
         "in this process", "in this process", "loky, 4 jobs", "loky, all cores", "loky, all cores but 2"]
+
+
+def test_an_option_without_a_shown_default_says_what_happens_without_it():
+    """Typer shows [default: ...] only for a value; an option defaulting to None must say in its
+    help what it defaults to (params.yaml, none, ...) or when it is required."""
+    _, commands = _click_commands()
+    says = ("default", "required", "without it", "instead of")
+    silent = [f"{name} {p.opts[0]}" for name, c in commands.items() for p in c.params
+              if not getattr(p, "is_flag", False) and not p.required and p.default is None
+              and not any(w in (p.help or "").lower() for w in says)]
+    assert not silent, silent
