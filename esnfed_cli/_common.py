@@ -13,8 +13,8 @@ from typing import Callable, TypeVar
 
 import typer
 from rich.console import Console
-from rich.progress import Progress, ProgressColumn
 from rich.markup import escape
+from rich.progress import Progress, ProgressColumn
 
 from esnfed_core.errors import EsnfedError
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -71,7 +72,7 @@ def synthesize(
         task = bar.add_task(f"synthesize {dataset}", total=options.steps, item="")
         result = synthesize_stage.run(
             options, progress=lambda *what: bar.update(task, advance=1, item=str(what[0]) if what else ""))
-    table = Table(title=f"synthetic {dataset} -> {result.folder}")
+    table = Table(title=f"synthetic {dataset} -> {escape(str(result.folder))}")
     table.add_column("folder")
     table.add_column("files", justify="right")
     table.add_column("size", justify="right")
@@ -116,7 +117,7 @@ def manifest_table(manifest: dict, folder: Path) -> Table:
     """The summary of a processed folder (preprocess, import): windows per user and context, class shares."""
     classes = manifest["classes"]
     table = Table(title=f"{manifest['dataset']} ({manifest['source']}): {len(manifest['users'])} users, "
-                        f"windows of {manifest['window']} steps x {manifest['n_features']} features -> {folder}")
+                        f"windows of {manifest['window']} steps x {manifest['n_features']} features -> {escape(str(folder))}")
     table.add_column("user")
     table.add_column("windows", justify="right")
     table.add_column("per context (" + ", ".join(manifest["context_names"]) + ")", justify="right")
@@ -152,7 +153,7 @@ def partition(
     p = load_params(params)
     options = partition_stage.partition_params(p, declared_dataset(p, dataset))
     doc = partition_stage.run(options, processed_root=processed_dir, out_root=out)
-    table = Table(title=f"{dataset} partition -> {out / (dataset + '.json')}")
+    table = Table(title=f"{dataset} partition -> {escape(str(out / (dataset + '.json')))}")
     table.add_column("split")
     table.add_column("users", justify="right")
     table.add_column("names")
@@ -161,4 +162,4 @@ def partition(
     table.add_row("validation", str(len(doc["validation"])), " ".join(doc["validation"]))
     table.add_row("test", str(len(doc["test"])), " ".join(doc["test"]))
     console.print(table)
-    console.print(f"contexts: {', '.join(doc['context_names'])}", highlight=False)
+    console.print(f"contexts: {', '.join(doc['context_names'])}", highlight=False, markup=False)

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich.markup import escape
 from rich.progress import (BarColumn, DownloadColumn, SpinnerColumn, TextColumn,
                            TimeRemainingColumn, TransferSpeedColumn)
 from rich.table import Table
@@ -72,7 +73,7 @@ def download(
     """
     out_root = out if out is not None else _default_out(params)
     spec = download_stage.spec_for(dataset.value, url, sha256, size)
-    console.print(f"{spec.note}\nfrom {spec.url}", highlight=False)
+    console.print(f"{spec.note}\nfrom {spec.url}", highlight=False, markup=False)
     columns = (SpinnerColumn(), TextColumn("[bold]{task.description}"), BarColumn(), DownloadColumn(),
                TransferSpeedColumn(), TimeRemainingColumn())
     with progress_bar(*columns) as bar:
@@ -87,7 +88,7 @@ def download(
             dataset.value, out_root, url=url, sha256=sha256, size=size, cache_dir=cache, unpack=unpack,
             keep_archive=keep_archive, force=force, retries=retries, timeout=timeout, deadline=deadline,
             progress=progress)
-    table = Table(title=f"{dataset.value} downloaded -> {result.folder}")
+    table = Table(title=f"{dataset.value} downloaded -> {escape(str(result.folder))}")
     table.add_column("item")
     table.add_column("value", overflow="fold")
     table.add_row("archive", f"{spec.filename} ({result.size:,} bytes)")

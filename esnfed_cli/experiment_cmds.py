@@ -128,7 +128,7 @@ def _bar(bar: Progress, description: str):
 def _fail_listing(what: str, failed: list[tuple[str, int, str]]) -> None:
     err_console.print(f"[bold red]error:[/] {len(failed)} {what} failed:", highlight=False)
     for pct, i, error in failed:
-        err_console.print(f"  {pct}% #{i}: {error}", highlight=False, soft_wrap=True)
+        err_console.print(f"  {pct}% #{i}: {error}", highlight=False, soft_wrap=True, markup=False)
     raise typer.Exit(EXIT_FAILURE)
 
 
@@ -292,7 +292,7 @@ def _assess_table(ds: str, method: Method, runs_dir: Path, doc: dict) -> None:
                       _mean_std(row["train_accuracy"]),
                       "-" if comm is None else f"{comm['up_floats']:,} / {comm['down_floats']:,}")
     console.print(table, highlight=False)
-    console.print(f"wrote {assess_path(assess_dir(runs_dir), ds, method.id)}", highlight=False)
+    console.print(f"wrote {assess_path(assess_dir(runs_dir), ds, method.id)}", highlight=False, markup=False)
 
 
 def _mean_std(values: list[float] | None) -> str:

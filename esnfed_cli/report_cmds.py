@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn
 from rich.table import Table
 
@@ -61,7 +62,7 @@ def ttest(
         task = bar.add_task("t-tests", total=len(options.tables))
         doc = ttest_stage.run(options, assess_dir=assess_dir, out=out, allow_missing=allow_missing,
                               progress=lambda _: bar.advance(task))
-    summary = Table(title=f"t-tests ({doc['variant']}, alpha={doc['alpha']}) -> {out}")
+    summary = Table(title=f"t-tests ({doc['variant']}, alpha={doc['alpha']}) -> {escape(str(out))}")
     for col in ("table", "comparisons", "significant", "untestable"):
         summary.add_column(col, justify="left" if col == "table" else "right")
     for spec in options.tables:
@@ -71,7 +72,7 @@ def ttest(
     console.print(summary)
     if doc["missing"]:
         console.print(f"[yellow]missing inputs ({len(doc['missing'])}):[/] "
-                      + ", ".join(doc["missing"]), highlight=False)
+                      + escape(", ".join(doc["missing"])), highlight=False)
 
 
 @app.command()
@@ -116,7 +117,7 @@ def report(
     console.print(f"wrote {len(rep.tables)} table files, {len(rep.figures)} figures, "
                   f"{len(rep.plots)} plot data files and {len(rep.metrics)} metrics files under {out_dir}/ "
                   f"(index: {out_dir / report_stage.report_index.INDEX_NAME})",
-                  highlight=False)
+                  highlight=False, markup=False)
     if rep.missing:
         console.print(f"[yellow]missing inputs ({len(rep.missing)}), shown as n/a:[/] "
-                      + ", ".join(map(str, rep.missing)), highlight=False)
+                      + escape(", ".join(map(str, rep.missing))), highlight=False)

@@ -226,3 +226,17 @@ def test_cli_one_problem_is_one_error_line(tmp_path, arg, expected):
     assert res.exit_code == 1
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: " + expected.format(tmp=tmp_path)), lines
+
+
+def test_cli_prints_a_folder_name_with_brackets_as_it_is(tmp_path):
+    """Rich read "[/x]" in a path as markup: a traceback (closing tag), or "[b]" vanished."""
+    for name in ("d[/x]", "[b]d"):
+        folder = tmp_path / name
+        write_valid(folder)
+        ok = CliRunner().invoke(app, ["check-data", str(folder)], env={"COLUMNS": "2000"})
+        assert ok.exit_code == 0 and ok.stdout == f"{folder}: conforms to the processed-data contract\n", ok.output
+        (folder / "u1.npz").unlink()
+        (folder / "u2.npz").unlink()
+        bad = CliRunner().invoke(app, ["check-data", str(folder)], env={"COLUMNS": "2000"})
+        assert bad.exit_code == 1 and bad.stderr.splitlines()[-1] == (
+            f"error: 2 violation(s) of the data contract in {folder}"), bad.output

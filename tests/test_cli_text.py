@@ -154,3 +154,14 @@ def test_an_option_without_a_shown_default_says_what_happens_without_it():
               if not getattr(p, "is_flag", False) and not p.required and p.default is None
               and not any(w in (p.help or "").lower() for w in says)]
     assert not silent, silent
+
+
+def test_a_failed_trial_listing_keeps_brackets(capsys):
+    """An error naming an extra ("needs the [gpu] extra") lost "[gpu]": Rich read it as markup."""
+    import typer  # noqa: PLC0415
+
+    from esnfed_cli.experiment_cmds import _fail_listing  # noqa: PLC0415
+
+    with pytest.raises(typer.Exit):
+        _fail_listing("trial(s)", [("25", 3, "runner.device: cuda needs torch (install the [gpu] extra)")])
+    assert "  25% #3: runner.device: cuda needs torch (install the [gpu] extra)" in capsys.readouterr().err
