@@ -116,12 +116,13 @@ def preprocess(
 def manifest_table(manifest: dict, folder: Path) -> Table:
     """The summary of a processed folder (preprocess, import): windows per user and context, class shares."""
     classes = manifest["classes"]
-    table = Table(title=f"{manifest['dataset']} ({manifest['source']}): {len(manifest['users'])} users, "
-                        f"windows of {manifest['window']} steps x {manifest['n_features']} features -> {escape(str(folder))}")
+    table = Table(title=escape(f"{manifest['dataset']} ({manifest['source']}): {len(manifest['users'])} users, "
+                               f"windows of {manifest['window']} steps x {manifest['n_features']} features -> {folder}"))
     table.add_column("user")
     table.add_column("windows", justify="right")
-    table.add_column("per context (" + ", ".join(manifest["context_names"]) + ")", justify="right")
-    table.add_column("class shares (" + ", ".join(classes) + ")", justify="right")
+    # class and context names are the user's own labels (import): never markup
+    table.add_column(escape("per context (" + ", ".join(manifest["context_names"]) + ")"), justify="right")
+    table.add_column(escape("class shares (" + ", ".join(classes) + ")"), justify="right")
     totals = [0] * len(classes)
     for user, entry in manifest["users"].items():
         counts = entry["class_counts"]

@@ -409,3 +409,11 @@ def test_cli_prints_warnings_on_stderr_and_succeeds(tmp_path, monkeypatch):
     res = CliRunner().invoke(app, _cli_args(tmp_path), env={"COLUMNS": "300"})
     assert res.exit_code == 0, res.output
     assert res.stderr.startswith("warning: ") and "(u2: 14 rows)" in res.stderr, res.stderr
+
+
+def test_cli_summary_shows_labels_with_brackets_as_they_are(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _table().replace({"act": {"walk": "[walk]", "rest": "rest[/x]"}}).to_csv(tmp_path / "rec.csv", index=False)
+    res = CliRunner().invoke(app, _cli_args(tmp_path), env={"COLUMNS": "300"})
+    assert res.exit_code == 0, res.output
+    assert "class shares ([walk], rest[/x])" in res.output  # sorted: "[" before "r"
