@@ -165,3 +165,14 @@ def test_a_failed_trial_listing_keeps_brackets(capsys):
     with pytest.raises(typer.Exit):
         _fail_listing("trial(s)", [("25", 3, "runner.device: cuda needs torch (install the [gpu] extra)")])
     assert "  25% #3: runner.device: cuda needs torch (install the [gpu] extra)" in capsys.readouterr().err
+
+
+def test_top_level_help_names_the_commands_outside_the_pipeline():
+    """The help said every command is a DVC stage; these are not (dvc.yaml runs none of them)."""
+    stages = (Path(__file__).resolve().parents[1] / "dvc.yaml").read_text()
+    _, commands = _click_commands()
+    by_hand = [name for name in commands if f"cmd: esnfed {name} " not in stages and f"cmd: esnfed {name}\n" not in stages]
+    description = " ".join(_help().split("Options")[0].split())  # before the option and command panels
+    assert "except" in description, description
+    named = description.split("except", 1)[1]
+    assert by_hand and all(name in named for name in by_hand), (by_hand, description)
