@@ -176,3 +176,11 @@ def test_top_level_help_names_the_commands_outside_the_pipeline():
     assert "except" in description, description
     named = description.split("except", 1)[1]
     assert by_hand and all(name in named for name in by_hand), (by_hand, description)
+
+
+def test_a_flag_shows_no_value_type():
+    """Typer's "<bool>" beside --force, --help ... reads as if a value were expected."""
+    _, commands = _click_commands()
+    shown = {name: _help(*([name] if name else [])) for name in ["", *commands]}
+    assert not [name for name, out in shown.items() if "<bool>" in out]
+    assert "<path>" in shown["report"]  # the type column itself is still there for options taking a value
