@@ -116,8 +116,8 @@ def preprocess(
 def manifest_table(manifest: dict, folder: Path) -> Table:
     """The summary of a processed folder (preprocess, import): windows per user and context, class shares."""
     classes = manifest["classes"]
-    table = Table(title=escape(f"{manifest['dataset']} ({manifest['source']}): {len(manifest['users'])} users, "
-                               f"windows of {manifest['window']} steps x {manifest['n_features']} features -> {folder}"))
+    table = Table(title=escape(f"{manifest['dataset']} ({manifest['source']}): {len(manifest['users'])} users, windows "
+                               f"of {manifest['window']} steps x {manifest['n_features']} features -> {folder}"))
     table.add_column("user")
     table.add_column("windows", justify="right")
     # class and context names are the user's own labels (import): never markup
@@ -163,4 +163,4 @@ def partition(
     table.add_row("validation", str(len(doc["validation"])), " ".join(doc["validation"]))
     table.add_row("test", str(len(doc["test"])), " ".join(doc["test"]))
     console.print(table)
-    console.print(f"contexts: {', '.join(doc['context_names'])}", highlight=False, markup=False)
+    console.print(f"contexts: {', '.join(doc['context_names'])}", highlight=False, markup=False, soft_wrap=True)

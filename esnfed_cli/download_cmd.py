@@ -73,7 +73,7 @@ def download(
     """
     out_root = out if out is not None else _default_out(params)
     spec = download_stage.spec_for(dataset.value, url, sha256, size)
-    console.print(f"{spec.note}\nfrom {spec.url}", highlight=False, markup=False)
+    console.print(f"{spec.note}\nfrom {spec.url}", highlight=False, markup=False, soft_wrap=True)
     columns = (SpinnerColumn(), TextColumn("[bold]{task.description}"), BarColumn(), DownloadColumn(),
                TransferSpeedColumn(), TimeRemainingColumn())
     with progress_bar(*columns) as bar:

@@ -59,7 +59,8 @@ JobsOpt = Annotated[Optional[int], typer.Option(
     "Default: params.yaml runner.n_jobs.")]
 
 
-def _progress() -> Progress:
+def trial_progress() -> Progress:
+    """Trials or models done of select, retrain, assess and privacy."""
     return progress_bar(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                         TimeElapsedColumn())
 
@@ -116,7 +117,8 @@ def _where(runner) -> str:
     return jobs if runner.device == "cpu" else f"{jobs}, stationary trials batched on {runner.device}"
 
 
-def _bar(bar: Progress, description: str):
+def bar_task(bar: Progress, description: str):
+    """A task on ``bar`` and the (done, total) callback the stages report progress to."""
     task = bar.add_task(description, total=None)
 
     def update(done: int, total: int) -> None:
@@ -193,9 +195,9 @@ def _each(stage_run, verb: str, table, what: str, ds: str, methods: list[Method]
     list every failure (with its method when there are several) and exit 1 if any."""
     failed = []
     for method in methods:
-        with _progress() as bar:
+        with trial_progress() as bar:
             result = stage_run(ds, method, pcts, exp, data_dir=data_dir, runs_dir=runs_dir, runner=runner,
-                               progress=_bar(bar, f"{verb} {ds}/{method.id}"))
+                               progress=bar_task(bar, f"{verb} {ds}/{method.id}"))
         table(ds, method, runner, result)
         label = f"{method.id} " if len(methods) > 1 else ""
         failed += [(f"{label}{pct}", i, e) for pct, i, e in result.failed]
@@ -243,7 +245,8 @@ def retrain(
 
 
 def _retrain_table(ds: str, method: Method, runner, result) -> None:
-    table = Table(title=f"retrain {ds}/{method.id} ({_where(runner)})", caption=_legend([s.config for s in result.shares]))
+    table = Table(title=f"retrain {ds}/{method.id} ({_where(runner)})",
+                  caption=_legend([s.config for s in result.shares]))
     for col in ("train users", "models", "resumed", "ran", "failed", "config"):
         table.add_column(col, justify="left" if col == "config" else "right")
     for s in result.shares:
@@ -275,9 +278,9 @@ def assess(
     ds = declared_dataset(p, dataset)
     exp = experiment_params(p)
     for method in _methods(algo, strategy, alpha, p):
-        with _progress() as bar:
+        with trial_progress() as bar:
             doc = assess_stage.run(ds, method, exp, data_dir=data_dir, runs_dir=runs_dir,
-                                   progress=_bar(bar, f"assess {ds}/{method.id}"),
+                                   progress=bar_task(bar, f"assess {ds}/{method.id}"),
                                    device=device.value if device else None)
         _assess_table(ds, method, runs_dir, doc)
 
@@ -292,7 +295,8 @@ def _assess_table(ds: str, method: Method, runs_dir: Path, doc: dict) -> None:
                       _mean_std(row["train_accuracy"]),
                       "-" if comm is None else f"{comm['up_floats']:,} / {comm['down_floats']:,}")
     console.print(table, highlight=False)
-    console.print(f"wrote {assess_path(assess_dir(runs_dir), ds, method.id)}", highlight=False, markup=False)
+    console.print(f"wrote {assess_path(assess_dir(runs_dir), ds, method.id)}", highlight=False, markup=False,
+                  soft_wrap=True)
 
 
 def _mean_std(values: list[float] | None) -> str:

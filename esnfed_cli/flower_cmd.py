@@ -68,7 +68,8 @@ def flower(
                       f"test accuracy {100 * f['test_accuracy']:.2f} (pipeline {100 * p['test_accuracy']:.2f}), "
                       f"readout difference {f['readout_relative_difference']:.2g}, "
                       f"{f['bytes']['up_per_client']['mean']:.0f} B up / "
-                      f"{f['bytes']['down_per_client']['mean']:.0f} B down per client", highlight=False, markup=False)
+                      f"{f['bytes']['down_per_client']['mean']:.0f} B down per client",
+                      highlight=False, markup=False, soft_wrap=True)
 
 
 @app.command("flower-table")
@@ -86,4 +87,4 @@ def flower_table(
     if not docs:
         raise ValueError(f"{runs_dir}: no esnfed flower results (run `esnfed flower` first)")
     write_text(out, flower_stage.render_table(docs))
-    console.print(f"{out}: {len(docs)} runs", highlight=False, markup=False)
+    console.print(f"{out}: {len(docs)} runs", highlight=False, markup=False, soft_wrap=True)

@@ -34,10 +34,11 @@ def check_data(
     for line in problems:
         err_console.print(line, highlight=False, markup=False, soft_wrap=True)
     if problems:
-        err_console.print(f"[bold red]error:[/] {len(problems)} violation(s) of the data contract in {escape(str(folder))}",
+        err_console.print(f"[bold red]error:[/] {len(problems)} violation(s) of the data contract in "
+                          f"{escape(str(folder))}",
                           highlight=False)
         raise typer.Exit(EXIT_FAILURE)
-    console.print(f"{folder}: conforms to the processed-data contract", highlight=False, markup=False)
+    console.print(f"{folder}: conforms to the processed-data contract", highlight=False, markup=False, soft_wrap=True)
 
 
 def _split(value: Optional[str]) -> Optional[list[str]]:

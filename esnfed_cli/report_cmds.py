@@ -117,7 +117,7 @@ def report(
     console.print(f"wrote {len(rep.tables)} table files, {len(rep.figures)} figures, "
                   f"{len(rep.plots)} plot data files and {len(rep.metrics)} metrics files under {out_dir}/ "
                   f"(index: {out_dir / report_stage.report_index.INDEX_NAME})",
-                  highlight=False, markup=False)
+                  highlight=False, markup=False, soft_wrap=True)
     if rep.missing:
         console.print(f"[yellow]missing inputs ({len(rep.missing)}), shown as n/a:[/] "
                       + escape(", ".join(map(str, rep.missing))), highlight=False)
