@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import functools
+import inspect
 import os
 import traceback
 from pathlib import Path
@@ -13,11 +14,18 @@ from typing import Callable, TypeVar
 import typer
 from rich.console import Console
 from rich.markup import escape
+from rich.progress import Progress, ProgressColumn
 
 from esnfed_core.errors import EsnfedError
 
 console = Console()
 err_console = Console(stderr=True)
+
+
+def progress_bar(*columns: str | ProgressColumn) -> Progress:
+    """A progress display on stdout, cleared when done; off where stdout is no terminal (a pipe,
+    a log, `dvc repro`), where a cleared display would leave only a stray blank line."""
+    return Progress(*columns, console=console, transient=True, disable=not console.is_terminal)
 
 F = TypeVar("F", bound=Callable)
 
@@ -116,3 +124,11 @@ def declared_dataset(params, name: str) -> str:
         return check_declared(params, name)
     except EsnfedError as exc:
         raise typer.BadParameter(str(exc).removeprefix("--dataset: "), param_hint="--dataset") from None
+
+
+def flowed(doc: str) -> str:
+    """A docstring as help text: paragraphs (blank-line separated) kept, the line breaks inside a
+    paragraph made spaces. Typer's rich mode keeps single newlines, so a docstring wrapped at the
+    source's width would otherwise break mid-sentence in `esnfed --help` and `esnfed CMD --help`."""
+    paragraphs = inspect.cleandoc(doc).split("\n\n")
+    return "\n\n".join(" ".join(p.split()) for p in paragraphs if p.strip())

@@ -8,10 +8,11 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from esnfed_cli._common import console, declared_dataset, handle_errors
+from esnfed_cli._common import console, declared_dataset, handle_errors, progress_bar
 from esnfed_cli.main import app
 from esnfed_core.vocabulary import Dataset, Source
 from esnfed_stages import partition as partition_stage
@@ -30,10 +31,10 @@ SynthOpt = Annotated[str, typer.Option(
     "--dataset", help="Which embedded dataset: wesad, hhar, or example (a plain CSV for `esnfed import`).")]
 
 
-def _progress() -> Progress:
-    return Progress(SpinnerColumn(), TextColumn("[bold]{task.description}"), BarColumn(),
-                    MofNCompleteColumn(), TextColumn("{task.fields[item]}"), TimeElapsedColumn(),
-                    console=console, transient=True)
+def data_progress() -> Progress:
+    """Steps done of synthesize, preprocess or import, the current item in the last column (``item``)."""
+    return progress_bar(SpinnerColumn(), TextColumn("[bold]{task.description}"), BarColumn(),
+                        MofNCompleteColumn(), TextColumn("{task.fields[item]}"), TimeElapsedColumn())
 
 
 def _size(n: float) -> str:
@@ -67,11 +68,11 @@ def synthesize(
     Size and seed come from params.yaml synthetic.<dataset>; the folder is replaced only once complete.
     """
     options = synthesize_stage.synthesize_params(load_params(params), dataset, seed, out)
-    with _progress() as bar:
+    with data_progress() as bar:
         task = bar.add_task(f"synthesize {dataset}", total=options.steps, item="")
         result = synthesize_stage.run(
             options, progress=lambda *what: bar.update(task, advance=1, item=str(what[0]) if what else ""))
-    table = Table(title=f"synthetic {dataset} -> {result.folder}")
+    table = Table(title=f"synthetic {dataset} -> {escape(str(result.folder))}")
     table.add_column("folder")
     table.add_column("files", justify="right")
     table.add_column("size", justify="right")
@@ -104,18 +105,24 @@ def preprocess(
     """
     p = load_params(params)
     total = preprocess_stage.expected_users(p.get("preprocess", {}).get(dataset.value))
-    with _progress() as bar:
+    with data_progress() as bar:
         task = bar.add_task(f"preprocess {dataset.value}", total=total, item="")
         options = preprocess_stage.preprocess_params(p, dataset.value, source.value if source else None, raw_dir)
         manifest = preprocess_stage.run(options, out_root=out,
                                         on_user=lambda user, data: bar.update(task, advance=1, item=user))
+    console.print(manifest_table(manifest, out / dataset.value))
+
+
+def manifest_table(manifest: dict, folder: Path) -> Table:
+    """The summary of a processed folder (preprocess, import): windows per user and context, class shares."""
     classes = manifest["classes"]
-    table = Table(title=f"{dataset.value} ({manifest['source']}): {len(manifest['users'])} users, "
-                        f"windows of {manifest['window']} x {manifest['n_features']} -> {out / dataset.value}")
+    table = Table(title=escape(f"{manifest['dataset']} ({manifest['source']}): {len(manifest['users'])} users, windows "
+                               f"of {manifest['window']} steps x {manifest['n_features']} features -> {folder}"))
     table.add_column("user")
     table.add_column("windows", justify="right")
-    table.add_column("per context (" + ", ".join(manifest["context_names"]) + ")", justify="right")
-    table.add_column("class shares (" + ", ".join(classes) + ")", justify="right")
+    # class and context names are the user's own labels (import): never markup
+    table.add_column(escape("per context (" + ", ".join(manifest["context_names"]) + ")"), justify="right")
+    table.add_column(escape("class shares (" + ", ".join(classes) + ")"), justify="right")
     totals = [0] * len(classes)
     for user, entry in manifest["users"].items():
         counts = entry["class_counts"]
@@ -125,7 +132,7 @@ def preprocess(
     all_windows = sum(e["windows"] for e in manifest["users"].values())
     table.add_row("[bold]all", f"[bold]{all_windows}", "",
                   " ".join(f"{c / max(sum(totals), 1):.0%}" for c in totals))
-    console.print(table)
+    return table
 
 
 @app.command()
@@ -147,7 +154,7 @@ def partition(
     p = load_params(params)
     options = partition_stage.partition_params(p, declared_dataset(p, dataset))
     doc = partition_stage.run(options, processed_root=processed_dir, out_root=out)
-    table = Table(title=f"{dataset} partition -> {out / (dataset + '.json')}")
+    table = Table(title=f"{dataset} partition -> {escape(str(out / (dataset + '.json')))}")
     table.add_column("split")
     table.add_column("users", justify="right")
     table.add_column("names")
@@ -156,4 +163,4 @@ def partition(
     table.add_row("validation", str(len(doc["validation"])), " ".join(doc["validation"]))
     table.add_row("test", str(len(doc["test"])), " ".join(doc["test"]))
     console.print(table)
-    console.print(f"contexts: {', '.join(doc['context_names'])}", highlight=False)
+    console.print(f"contexts: {', '.join(doc['context_names'])}", highlight=False, markup=False, soft_wrap=True)

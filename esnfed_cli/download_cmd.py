@@ -7,11 +7,12 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.progress import (BarColumn, DownloadColumn, Progress, SpinnerColumn, TextColumn,
+from rich.markup import escape
+from rich.progress import (BarColumn, DownloadColumn, SpinnerColumn, TextColumn,
                            TimeRemainingColumn, TransferSpeedColumn)
 from rich.table import Table
 
-from esnfed_cli._common import console, handle_errors
+from esnfed_cli._common import console, handle_errors, progress_bar
 from esnfed_cli.main import app
 from esnfed_core.errors import ConfigError
 from esnfed_core.vocabulary import Dataset
@@ -72,10 +73,10 @@ def download(
     """
     out_root = out if out is not None else _default_out(params)
     spec = download_stage.spec_for(dataset.value, url, sha256, size)
-    console.print(f"{spec.note}\nfrom {spec.url}", highlight=False)
+    console.print(f"{spec.note}\nfrom {spec.url}", highlight=False, markup=False, soft_wrap=True)
     columns = (SpinnerColumn(), TextColumn("[bold]{task.description}"), BarColumn(), DownloadColumn(),
                TransferSpeedColumn(), TimeRemainingColumn())
-    with Progress(*columns, console=console, transient=True) as bar:
+    with progress_bar(*columns) as bar:
         tasks: dict[str, int] = {}
 
         def progress(phase: str, done: int, total: int | None) -> None:
@@ -87,7 +88,7 @@ def download(
             dataset.value, out_root, url=url, sha256=sha256, size=size, cache_dir=cache, unpack=unpack,
             keep_archive=keep_archive, force=force, retries=retries, timeout=timeout, deadline=deadline,
             progress=progress)
-    table = Table(title=f"{dataset.value} downloaded -> {result.folder}")
+    table = Table(title=f"{dataset.value} downloaded -> {escape(str(result.folder))}")
     table.add_column("item")
     table.add_column("value", overflow="fold")
     table.add_row("archive", f"{spec.filename} ({result.size:,} bytes)")

@@ -10,7 +10,8 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from esnfed_cli._common import EXIT_FAILURE, console, declared_dataset, err_console, handle_errors, in_range
+from esnfed_cli._common import (EXIT_FAILURE, console, declared_dataset, err_console, handle_errors, in_range,
+                                progress_bar)
 from esnfed_cli.main import app
 from esnfed_core.errors import ConfigError
 from esnfed_core.method import Method
@@ -34,7 +35,8 @@ AlgoOpt = Annotated[list[Algo], typer.Option(
     "Repeat --algo to run several methods in one command (one process and worker pool).",
     case_sensitive=False)]
 StrategyOpt = Annotated[Optional[Strategy], typer.Option(
-    "--strategy", help="Continual strategy of clip/fedclip: naive, replay or joint.", case_sensitive=False)]
+    "--strategy", help="Continual strategy of clip/fedclip: naive, replay or joint (required for them; "
+    "the other methods take none).", case_sensitive=False)]
 AlphaOpt = Annotated[Optional[float], typer.Option(
     "--alpha", min=0.0, max=1.0,
     help="align only: one alignment strength α in [0, 1] (default: every α of heterogeneity.alphas).")]
@@ -57,9 +59,10 @@ JobsOpt = Annotated[Optional[int], typer.Option(
     "Default: params.yaml runner.n_jobs.")]
 
 
-def _progress() -> Progress:
-    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TimeElapsedColumn(), console=console, transient=True)
+def trial_progress() -> Progress:
+    """Trials or models done of select, retrain, assess and privacy."""
+    return progress_bar(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                        TimeElapsedColumn())
 
 
 def _method(algo: Algo, strategy: Optional[Strategy]) -> Method:
@@ -106,11 +109,16 @@ def _prepare(dataset: str, algo: list[Algo], strategy: Optional[Strategy], pct: 
 
 
 def _where(runner) -> str:
-    jobs = f"{runner.backend}, {runner.n_jobs} jobs"
+    n = runner.n_jobs
+    if runner.backend == "sequential" or n == 1:  # esnfed_stages.runner: then the trials run in this process
+        jobs = "in this process"
+    else:
+        jobs = f"{runner.backend}, " + (f"{n} jobs" if n > 0 else "all cores" if n == -1 else f"all cores but {-n - 1}")
     return jobs if runner.device == "cpu" else f"{jobs}, stationary trials batched on {runner.device}"
 
 
-def _bar(bar: Progress, description: str):
+def bar_task(bar: Progress, description: str):
+    """A task on ``bar`` and the (done, total) callback the stages report progress to."""
     task = bar.add_task(description, total=None)
 
     def update(done: int, total: int) -> None:
@@ -122,18 +130,30 @@ def _bar(bar: Progress, description: str):
 def _fail_listing(what: str, failed: list[tuple[str, int, str]]) -> None:
     err_console.print(f"[bold red]error:[/] {len(failed)} {what} failed:", highlight=False)
     for pct, i, error in failed:
-        err_console.print(f"  {pct}% #{i}: {error}", highlight=False, soft_wrap=True)
+        err_console.print(f"  {pct}% #{i}: {error}", highlight=False, soft_wrap=True, markup=False)
     raise typer.Exit(EXIT_FAILURE)
 
 
-# Short names so a config fits one table cell.
-_SHORT = {"units": "N", "spectral_radius": "ρ", "leak": "a", "input_scaling": "s", "sigma": "σ",
-          "rounds": "R", "local_epochs": "E", "lambda": "λ", "budget": "B"}
+# Short names so a config fits one table cell, in the order shown, with the legend's words.
+_SHORT = {"units": ("N", "units"), "spectral_radius": ("ρ", "spectral radius"), "leak": ("a", "leak"),
+          "input_scaling": ("s", "input scaling"), "sigma": ("σ", "IP target std"),
+          "rounds": ("R", "rounds/epochs"), "local_epochs": ("E", "local epochs"), "lambda": ("λ", "ridge"),
+          "budget": ("B", "budget per context")}
+
+
+def _order(key: str) -> tuple[int, str]:
+    return (list(_SHORT).index(key) if key in _SHORT else len(_SHORT), key)
 
 
 def _config(cfg: dict) -> str:
-    return " ".join(f"{_SHORT.get(k, k)}={v:.3g}" if isinstance(v, float) else f"{_SHORT.get(k, k)}={v}"
-                    for k, v in sorted(cfg.items()))
+    return " ".join(f"{_SHORT.get(k, (k,))[0]}={v:.3g}" if isinstance(v, float) else f"{_SHORT.get(k, (k,))[0]}={v}"
+                    for k, v in sorted(cfg.items(), key=lambda kv: _order(kv[0])))
+
+
+def _legend(configs: list[dict]) -> str:
+    """The short names the table's configs use, explained (others are shown by their own name)."""
+    used = {k for cfg in configs for k in cfg if k in _SHORT}
+    return ", ".join(" ".join(_SHORT[k]) for k in sorted(used, key=_order))
 
 
 def _fmt(x: float | None) -> str:
@@ -175,9 +195,9 @@ def _each(stage_run, verb: str, table, what: str, ds: str, methods: list[Method]
     list every failure (with its method when there are several) and exit 1 if any."""
     failed = []
     for method in methods:
-        with _progress() as bar:
+        with trial_progress() as bar:
             result = stage_run(ds, method, pcts, exp, data_dir=data_dir, runs_dir=runs_dir, runner=runner,
-                               progress=_bar(bar, f"{verb} {ds}/{method.id}"))
+                               progress=bar_task(bar, f"{verb} {ds}/{method.id}"))
         table(ds, method, runner, result)
         label = f"{method.id} " if len(methods) > 1 else ""
         failed += [(f"{label}{pct}", i, e) for pct, i, e in result.failed]
@@ -187,8 +207,7 @@ def _each(stage_run, verb: str, table, what: str, ds: str, methods: list[Method]
 
 def _select_table(ds: str, method: Method, runner, result) -> None:
     table = Table(title=f"select {ds}/{method.id} ({_where(runner)})",
-                  caption="N units, ρ spectral radius, a leak, s input scaling, σ IP target std, "
-                  "R rounds/epochs, E local epochs, λ ridge, B budget per context")
+                  caption=_legend([(s.best or {}).get("config", {}) for s in result.shares]))
     for col in ("train users", "trials", "resumed", "ran", "failed", "best trial", "val acc %", "config"):
         table.add_column(col, justify="left" if col == "config" else "right")
     for s in result.shares:
@@ -226,7 +245,8 @@ def retrain(
 
 
 def _retrain_table(ds: str, method: Method, runner, result) -> None:
-    table = Table(title=f"retrain {ds}/{method.id} ({_where(runner)})")
+    table = Table(title=f"retrain {ds}/{method.id} ({_where(runner)})",
+                  caption=_legend([s.config for s in result.shares]))
     for col in ("train users", "models", "resumed", "ran", "failed", "config"):
         table.add_column(col, justify="left" if col == "config" else "right")
     for s in result.shares:
@@ -258,9 +278,9 @@ def assess(
     ds = declared_dataset(p, dataset)
     exp = experiment_params(p)
     for method in _methods(algo, strategy, alpha, p):
-        with _progress() as bar:
+        with trial_progress() as bar:
             doc = assess_stage.run(ds, method, exp, data_dir=data_dir, runs_dir=runs_dir,
-                                   progress=_bar(bar, f"assess {ds}/{method.id}"),
+                                   progress=bar_task(bar, f"assess {ds}/{method.id}"),
                                    device=device.value if device else None)
         _assess_table(ds, method, runs_dir, doc)
 
@@ -275,7 +295,8 @@ def _assess_table(ds: str, method: Method, runs_dir: Path, doc: dict) -> None:
                       _mean_std(row["train_accuracy"]),
                       "-" if comm is None else f"{comm['up_floats']:,} / {comm['down_floats']:,}")
     console.print(table, highlight=False)
-    console.print(f"wrote {assess_path(assess_dir(runs_dir), ds, method.id)}", highlight=False)
+    console.print(f"wrote {assess_path(assess_dir(runs_dir), ds, method.id)}", highlight=False, markup=False,
+                  soft_wrap=True)
 
 
 def _mean_std(values: list[float] | None) -> str:

@@ -43,8 +43,9 @@ def flower(
                                                 "interpreter (`make flower-env` builds it).")] =
     flower_stage.FLOWER_PYTHON,
 ) -> None:
-    """Run the selected config of each app as a Flower app in the simulation engine (one SuperNode
-    per training user) and, beside it, the pipeline's trial with the same seeds: test accuracy,
+    """Run the selected config of each app in Flower's simulation engine beside the pipeline's trial.
+
+    One SuperNode per training user; the pipeline's trial uses the same seeds. Test accuracy,
     readout difference and the bytes Flower sent per client -> runs/flower/<name>.json. Several
     stationary apps share one Flower process and Ray session, and plain and SecAgg+ one trial fit;
     each FedCLIP app runs on its own after them."""
@@ -67,7 +68,8 @@ def flower(
                       f"test accuracy {100 * f['test_accuracy']:.2f} (pipeline {100 * p['test_accuracy']:.2f}), "
                       f"readout difference {f['readout_relative_difference']:.2g}, "
                       f"{f['bytes']['up_per_client']['mean']:.0f} B up / "
-                      f"{f['bytes']['down_per_client']['mean']:.0f} B down per client", highlight=False)
+                      f"{f['bytes']['down_per_client']['mean']:.0f} B down per client",
+                      highlight=False, markup=False, soft_wrap=True)
 
 
 @app.command("flower-table")
@@ -77,10 +79,12 @@ def flower_table(
     flower_stage.FLOWER_DIR,
     out: Annotated[Path, typer.Option("--out", help="The Markdown table.")] = flower_stage.FLOWER_DIR / "flower-table.md",
 ) -> None:
-    """The `esnfed flower` results as one Markdown table (accuracy beside the pipeline's, bytes
-    per client beside the ledger's, SecAgg+ bytes by stage with the masked vector's formula)."""
+    """The `esnfed flower` results as one Markdown table -> runs/flower/flower-table.md.
+
+    Accuracy beside the pipeline's, bytes per client beside the ledger's, SecAgg+ bytes by stage
+    with the masked vector's formula."""
     docs = flower_stage.load_docs(runs_dir)
     if not docs:
         raise ValueError(f"{runs_dir}: no esnfed flower results (run `esnfed flower` first)")
     write_text(out, flower_stage.render_table(docs))
-    console.print(f"{out}: {len(docs)} runs", highlight=False)
+    console.print(f"{out}: {len(docs)} runs", highlight=False, markup=False, soft_wrap=True)

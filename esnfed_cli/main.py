@@ -2,18 +2,40 @@
 
 from __future__ import annotations
 
+import inspect
 from typing import Annotated, Optional
 
 import typer
+from typer.core import TyperCommand, TyperGroup
 
-from esnfed_cli._common import DEBUG_ENV, set_debug
+from esnfed_cli._common import DEBUG_ENV, flowed, set_debug
 from esnfed_stages._io import set_lock_wait
 from esnfed_core import __version__
 
+def _flags_without_type(params: list) -> list:
+    """A flag takes no value: no type column (Typer shows "<bool>", as if `--force true` were meant)."""
+    for param in params:
+        if getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = ""
+    return params
+
+
+class _Group(TyperGroup):
+    def get_params(self, ctx):
+        return _flags_without_type(super().get_params(ctx))
+
+
+class _Command(TyperCommand):
+    def get_params(self, ctx):
+        return _flags_without_type(super().get_params(ctx))
+
+
 app = typer.Typer(
+    cls=_Group,
     name="esnfed",
-    help="Federated and continual Echo State Networks (IncFed, FedIP, FedCLIP) on WESAD and HHAR: "
-    "each command is one stage of the DVC pipeline (`dvc repro` runs them all).",
+    help="Federated and continual Echo State Networks (IncFed, FedIP, FedCLIP) on WESAD, HHAR or your own "
+    "data. Each command is one stage of the DVC pipeline (`dvc repro` runs them all), except download, "
+    "check-data and flower-table, which you run by hand.",
     no_args_is_help=True,
     add_completion=False,
     rich_markup_mode="rich",
@@ -44,3 +66,8 @@ def main(
 
 # Stage commands register themselves on `app` when their module is imported.
 from esnfed_cli import commands  # noqa: E402,F401
+
+# Docstrings are wrapped for the source, help text for the terminal (esnfed_cli._common.flowed).
+for _info in app.registered_commands:
+    _info.help = flowed(_info.help or inspect.getdoc(_info.callback) or "")
+    _info.cls = _Command if _info.cls in (None, TyperCommand) else _info.cls

@@ -4,15 +4,17 @@ processed-data contract (docs/data-contract.md) and check a processed folder aga
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Literal, Optional
 
 import typer
+from rich.markup import escape
 
-from esnfed_cli._common import EXIT_FAILURE, console, err_console, handle_errors
+from esnfed_cli._common import EXIT_FAILURE, console, err_console, fail, handle_errors, in_range
+from esnfed_cli.data_cmds import data_progress, manifest_table
 from esnfed_cli.main import app
 from esnfed_stages import check_data as check_stage
 from esnfed_stages import import_data as import_stage
-from esnfed_stages.params import load_params
+from esnfed_stages.params import DEFAULT_PARAMS, load_params
 
 
 @app.command("check-data")
@@ -27,13 +29,16 @@ def check_data(
     Example: esnfed check-data data/processed/example
     """
     problems = check_stage.check_folder(folder)
+    if len(problems) == 1:
+        fail(problems[0])
     for line in problems:
         err_console.print(line, highlight=False, markup=False, soft_wrap=True)
     if problems:
-        err_console.print(f"[bold red]error:[/] {len(problems)} violation(s) of the data contract in {folder}",
+        err_console.print(f"[bold red]error:[/] {len(problems)} violation(s) of the data contract in "
+                          f"{escape(str(folder))}",
                           highlight=False)
         raise typer.Exit(EXIT_FAILURE)
-    console.print(f"{folder}: conforms to the processed-data contract", highlight=False)
+    console.print(f"{folder}: conforms to the processed-data contract", highlight=False, markup=False, soft_wrap=True)
 
 
 def _split(value: Optional[str]) -> Optional[list[str]]:
@@ -54,41 +59,61 @@ def import_(
     label: Annotated[Optional[str], typer.Option("--label", help="Label column (default: label).")] = None,
     context: Annotated[Optional[str], typer.Option(
         "--context", help="Context column (continual experiences); none by default.")] = None,
-    time_unit: Annotated[Optional[str], typer.Option("--time-unit", help="s, ms, us or ns (default: s).")] = None,
+    time_unit: Annotated[Optional[Literal[tuple(import_stage.TIME_UNITS)]], typer.Option(  # type: ignore[misc]
+        "--time-unit", help="Unit of the time column: s, ms, us or ns (default: s).")] = None,
     rate: Annotated[Optional[float], typer.Option(
-        "--rate", help="Resample to this rate (Hz); default: the rows as they are.")] = None,
+        "--rate", callback=in_range(0.0, low_open=True),
+        help="Resample to this rate (Hz, > 0); default: the rows as they are.")] = None,
     window: Annotated[Optional[int], typer.Option(
-        "--window", help="Steps per window (required unless imports.<dataset> gives it).")] = None,
+        "--window", min=1, help="Steps per window (required unless imports.<dataset> gives it).")] = None,
     classes: Annotated[Optional[str], typer.Option(
         "--classes", help="Label values in class order, comma-separated (default: sorted).")] = None,
     drop_labels: Annotated[Optional[str], typer.Option(
-        "--drop-labels", help="Label values whose rows are dropped, comma-separated.")] = None,
+        "--drop-labels", help="Label values whose rows are dropped, comma-separated (default: none).")] = None,
     out: Annotated[Path, typer.Option("--out", help="Root of the processed data.")] = Path("data/processed"),
     params: Annotated[Path, typer.Option(
-        "--params", help="Params file whose imports.<dataset> gives the defaults (used if it exists).")]
+        "--params", help="Params file whose imports.<dataset> gives the defaults (the default params.yaml is "
+        "used if it exists; a file named here must exist).")]
     = Path("params.yaml"),
 ) -> None:
     """Import your own per-user labelled time series into the processed-data contract.
 
-    One row per sample with columns for user, time, label, optional context, and features. Files are read in chunks; per user the rows are resampled, windowed and z-scored; labels map to classes (the mapping is recorded in manifest.json). Options override params.yaml imports.<dataset> (docs/data-contract.md §5).
+    One row per sample with columns for user, time, label, optional context, and features. Files
+    are read in chunks; per user the rows are resampled, windowed and z-scored; labels map to
+    classes (the mapping is recorded in manifest.json). Options override params.yaml
+    imports.<dataset> (docs/data-contract.md §5).
 
     Example, a CSV recordings.csv with the columns subject,t_ms,activity,session,ax,ay,az:
 
-    esnfed import recordings.csv --dataset mystudy --user subject --time t_ms --time-unit ms --label activity --context session --features ax,ay,az --rate 50 --window 100
+    esnfed import recordings.csv --dataset mystudy --user subject --time t_ms --time-unit ms
+    --label activity --context session --features ax,ay,az --rate 50 --window 100
 
-    writes data/processed/mystudy/<subject>.npz and manifest.json; check them with: esnfed check-data data/processed/mystudy
+    writes data/processed/mystudy/<subject>.npz and manifest.json; check them with:
+    esnfed check-data data/processed/mystudy
 
-    To run it through the pipeline, declare it in params.yaml (datasets, imports.mystudy, partition.mystudy, budgets.*.space.mystudy; see the `example` dataset there) and run dvc repro.
+    To run it through the pipeline, declare it in params.yaml (datasets, imports.mystudy,
+    partition.mystudy, budgets.*.space.mystudy; see the `example` dataset there) and run dvc repro.
     """
-    p = load_params(params) if params.is_file() else {}
+    p = load_params(params) if params.is_file() or params != DEFAULT_PARAMS else {}
     declared = (p.get("imports") or {}).get(dataset, {})
+    for name, value in (("source", source), ("--features", features), ("--window", window)):
+        key = name.lower().lstrip("-")
+        if value is None and not (isinstance(declared, dict) and key in declared):
+            raise typer.BadParameter(f"required: give it, or set imports.{dataset}.{key} in {params}",
+                                     param_hint=name)
     options = import_stage.import_params(
         declared, f"imports.{dataset}", source=None if source is None else str(source),
         features=_split(features), user=user, time=time, label=label, context=context,
         time_unit=time_unit, rate=rate, window=window, classes=_split(classes),
         drop_labels=_split(drop_labels))
-    manifest = import_stage.run(dataset, options, out_root=out)
-    n = sum(e["windows"] for e in manifest["users"].values())
-    console.print(f"{dataset}: {len(manifest['users'])} users, {n} windows of {manifest['window']} x "
-                  f"{manifest['n_features']}; classes {manifest['label_map']}; contexts "
-                  f"{', '.join(manifest['context_names'])} -> {out / dataset}", highlight=False)
+    warnings: list[str] = []
+    with data_progress() as bar:
+        task = bar.add_task(f"import {dataset}", total=None, item="")
+        manifest = import_stage.run(
+            dataset, options, out_root=out,
+            on_read=lambda file, rows: bar.update(task, item=f"{file.name}: {rows:,} rows read"),
+            on_user=lambda user, data: bar.update(task, advance=1, item=f"user {user} written"),
+            warn=warnings.append)
+    console.print(manifest_table(manifest, out / dataset))
+    for line in warnings:
+        err_console.print(f"[bold yellow]warning:[/] {escape(line)}", highlight=False, soft_wrap=True)

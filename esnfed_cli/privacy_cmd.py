@@ -10,6 +10,7 @@ from rich.table import Table
 
 from esnfed_cli._common import console, handle_errors
 from esnfed_cli.data_cmds import DatasetOpt
+from esnfed_cli.experiment_cmds import bar_task, trial_progress
 from esnfed_cli.main import app
 from esnfed_stages import privacy as privacy_stage
 from esnfed_stages.experiment_params import experiment_params
@@ -27,13 +28,15 @@ def privacy(
     out_dir: Annotated[Path, typer.Option("--out-dir", help="Where <dataset>.json goes.")] =
     privacy_stage.PRIVACY_DIR,
 ) -> None:
-    """Differential privacy: the selected IncFed and FedIP configs retrained under the Gaussian
-    mechanism for each ε of privacy.epsilons -> runs/privacy/<dataset>.json (`esnfed report`
-    renders reports/tables/privacy.md/.csv and reports/figures/privacy.png)."""
+    """Differential privacy: IncFed and FedIP retrained under the Gaussian mechanism -> runs/privacy/<dataset>.json.
+
+    The selected configs are retrained once per ε of privacy.epsilons; `esnfed report` renders
+    reports/tables/privacy.md/.csv and reports/figures/privacy.png."""
     ds = dataset.value
     p = load_params(params)  # read once; each stage gets its sections as frozen objects
-    doc = privacy_stage.run(ds, privacy_stage.privacy_params(p), experiment_params(p), data_dir=data_dir,
-                            runs_dir=runs_dir, out_dir=out_dir)
+    with trial_progress() as bar:
+        doc = privacy_stage.run(ds, privacy_stage.privacy_params(p), experiment_params(p), data_dir=data_dir,
+                                runs_dir=runs_dir, out_dir=out_dir, progress=bar_task(bar, f"privacy {ds}"))
     table = Table(title=f"privacy {ds} ({doc['relation']}-level, δ = {doc['delta']:.3g}, "
                   f"{doc['n_users']} users)")
     table.add_column("method")
@@ -47,3 +50,4 @@ def privacy(
             cells.append(f"{100 * sum(acc) / len(acc):.2f}")
         table.add_row(m, *cells)
     console.print(table, highlight=False)
+    console.print(f"wrote {privacy_stage.privacy_path(out_dir, ds)}", highlight=False, markup=False, soft_wrap=True)

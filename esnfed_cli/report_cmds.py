@@ -7,10 +7,11 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn
 from rich.table import Table
 
-from esnfed_cli._common import console, handle_errors, in_range
+from esnfed_cli._common import console, handle_errors, in_range, progress_bar
 from esnfed_cli.main import app
 from esnfed_core.tables import table_specs
 from esnfed_core.vocabulary import DATASETS, PCTS, Variant
@@ -30,8 +31,8 @@ AllowMissingOpt = Annotated[bool, typer.Option(
 
 
 def _progress() -> Progress:
-    return Progress(TextColumn("[bold]{task.description}"), BarColumn(),
-                    TextColumn("{task.completed}/{task.total}"), console=console, transient=True)
+    return progress_bar(TextColumn("[bold]{task.description}"), BarColumn(),
+                        TextColumn("{task.completed}/{task.total}"))
 
 
 @app.command()
@@ -61,7 +62,7 @@ def ttest(
         task = bar.add_task("t-tests", total=len(options.tables))
         doc = ttest_stage.run(options, assess_dir=assess_dir, out=out, allow_missing=allow_missing,
                               progress=lambda _: bar.advance(task))
-    summary = Table(title=f"t-tests ({doc['variant']}, alpha={doc['alpha']}) -> {out}")
+    summary = Table(title=f"t-tests ({doc['variant']}, alpha={doc['alpha']}) -> {escape(str(out))}")
     for col in ("table", "comparisons", "significant", "untestable"):
         summary.add_column(col, justify="left" if col == "table" else "right")
     for spec in options.tables:
@@ -71,7 +72,7 @@ def ttest(
     console.print(summary)
     if doc["missing"]:
         console.print(f"[yellow]missing inputs ({len(doc['missing'])}):[/] "
-                      + ", ".join(doc["missing"]), highlight=False)
+                      + escape(", ".join(doc["missing"])), highlight=False)
 
 
 @app.command()
@@ -86,8 +87,9 @@ def report(
         "(<dataset>-<method>.json) and the index README.md are replaced atomically inside it.")] = report_stage.REPORTS_DIR,
     allow_missing: AllowMissingOpt = False,
 ) -> None:
-    """The papers' tables (Markdown + CSV), communication table, figures and metrics/, and
-    README.md, the index of them all (each table's and figure's title).
+    """The papers' tables (Markdown + CSV), communication table, figures and metrics/ -> reports/.
+
+    README.md inside it is the index of them all (each table's and figure's title).
 
     Set SOURCE_DATE_EPOCH to fix the date printed in the table headers (reproducible builds).
     """
@@ -115,7 +117,7 @@ def report(
     console.print(f"wrote {len(rep.tables)} table files, {len(rep.figures)} figures, "
                   f"{len(rep.plots)} plot data files and {len(rep.metrics)} metrics files under {out_dir}/ "
                   f"(index: {out_dir / report_stage.report_index.INDEX_NAME})",
-                  highlight=False)
+                  highlight=False, markup=False, soft_wrap=True)
     if rep.missing:
         console.print(f"[yellow]missing inputs ({len(rep.missing)}), shown as n/a:[/] "
-                      + ", ".join(map(str, rep.missing)), highlight=False)
+                      + escape(", ".join(map(str, rep.missing))), highlight=False)

@@ -177,11 +177,15 @@ def check_user(folder: Path, user: str, entry: Mapping[str, Any], manifest: Mapp
 def check_folder(folder: str | Path) -> list[str]:
     """Every violation of the contract in ``folder``, one line each; empty when it conforms."""
     folder = Path(folder)
+    if not folder.exists():
+        return [f"{folder}: no such folder"]
     if not folder.is_dir():
-        return [f"{folder}: not a folder"]
+        return [f"{folder}: not a folder (give the processed folder holding {MANIFEST} and the <user>.npz files)"]
     path = folder / MANIFEST
     if not path.is_file():
-        return [f"{path}: not found"]
+        inside = sorted(d.name for d in folder.iterdir() if (d / MANIFEST).is_file())
+        return [f"{path}: not found" + (f" (the processed folders are one level down: {', '.join(inside)})"
+                                        if inside else "")]
     try:
         manifest = read_json(path)
     except DataError as exc:

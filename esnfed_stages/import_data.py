@@ -158,14 +158,35 @@ def input_files(p: ImportParams) -> list[tuple[Path, str]]:
     return [(src, fmt)]
 
 
-def _missing_columns(file: Path, have: list[str], want: list[str]) -> None:
+def _missing_columns(file: Path, have: list[str], want: list[str], hint: str = "") -> None:
     """A wanted column absent, or named twice in the header (which one would be read?): DataError."""
     missing = [c for c in want if c not in have]
     if missing:
-        raise DataError(f"{file}: column {quote(missing[0])} not found (columns: {', '.join(map(str, have))[:300]})")
+        raise DataError(f"{file}: column {quote(missing[0])} not found (columns: {', '.join(map(str, have))[:300]})"
+                        + hint)
     twice = [c for c in want if have.count(c) > 1]
     if twice:
         raise DataError(f"{file}: column {quote(twice[0])} appears {have.count(twice[0])} times in the header")
+
+
+def _not_utf8(file: Path) -> DataError:
+    """The first line of ``file`` that is not UTF-8, as one line (pandas names only a position
+    inside its read buffer)."""
+    with open(file, "rb") as f:
+        for n, raw in enumerate(f, 1):
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                return DataError(f"{file}: line {n}: not UTF-8 text (byte 0x{raw[exc.start]:02x}); "
+                                 "save the file as UTF-8")
+    return DataError(f"{file}: not UTF-8 text; save the file as UTF-8")
+
+
+def _delimiter_hint(header: list[str], p: ImportParams) -> str:
+    """A header read as one column that holds another common delimiter: name it."""
+    found = [d for d in (";", "\t", ",", "|") if d != p.delimiter and len(header) == 1 and d in str(header[0])]
+    return (f"; the header is one column: is the delimiter {quote(found[0])}? set {p.key}.delimiter"
+            if found else "")
 
 
 def _csv_chunks(file: Path, p: ImportParams) -> Iterator[Chunk]:
@@ -176,9 +197,13 @@ def _csv_chunks(file: Path, p: ImportParams) -> Iterator[Chunk]:
         head = pd.read_csv(file, nrows=1, header=None, sep=p.delimiter, dtype=str, keep_default_na=False,
                            engine="c")
         header = head.iloc[0].tolist() if len(head) else []
-    except (ValueError, pd.errors.ParserError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError:
+        raise _not_utf8(file) from None
+    except pd.errors.EmptyDataError:
+        raise DataError(f"{file}: the file is empty (expected a header row, then one row per sample)") from None
+    except (ValueError, pd.errors.ParserError) as exc:
         raise DataError(f"{file}: cannot read the CSV header ({brief(exc)})") from None
-    _missing_columns(file, header, p.columns)
+    _missing_columns(file, header, p.columns, _delimiter_hint(header, p))
     first = 1
     try:
         # No usecols: with it pandas silently drops the fields of a row longer than the header, so a
@@ -188,7 +213,9 @@ def _csv_chunks(file: Path, p: ImportParams) -> Iterator[Chunk]:
         for frame in reader:
             yield Chunk(file, first, frame[p.columns])
             first += len(frame)
-    except (ValueError, pd.errors.ParserError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError:
+        raise _not_utf8(file) from None
+    except (ValueError, pd.errors.ParserError) as exc:
         raise DataError(f"{file}: row {first} or after (line {first + 1}+): cannot parse ({brief(exc)})") from None
 
 
@@ -356,8 +383,12 @@ def _natural(text: str) -> list:
 
 
 def run(dataset: str, p: ImportParams, out_root: str | Path | None = None,
-        on_user: Callable[[str, UserData], None] | None = None) -> dict:
-    """Import ``p.source`` into ``<out_root>/<dataset>`` (default data/processed); returns the manifest."""
+        on_user: Callable[[str, UserData], None] | None = None,
+        on_read: Callable[[Path, int], None] | None = None, warn: Callable[[str], None] | None = None) -> dict:
+    """Import ``p.source`` into ``<out_root>/<dataset>`` (default data/processed); returns the manifest.
+    ``on_read(file, rows)`` is called after each chunk read (rows read of that file so far),
+    ``on_user(user, data)`` after each user is written, ``warn(line)`` for what the import did
+    but the user may not expect (sampling_warnings)."""
     if not _PLAIN.fullmatch(dataset):
         raise ConfigError(f"--dataset: {quote(dataset)} is not a plain name (letters, digits, _ or -): "
                           "it becomes a folder name")
@@ -369,6 +400,8 @@ def run(dataset: str, p: ImportParams, out_root: str | Path | None = None,
         for file, fmt in files:
             for chunk in READERS[fmt](file, p):
                 spill.add(chunk)
+                if on_read is not None:
+                    on_read(file, chunk.first - 1 + len(chunk.frame))
         if not spill.files:
             raise DataError(f"{p.source}: no rows to import")
         if len(spill.seen_labels) < 2:  # every step the same class: any classifier scores 100 %
@@ -382,10 +415,14 @@ def run(dataset: str, p: ImportParams, out_root: str | Path | None = None,
             if len(names) > 127:
                 raise DataError(f"{p.source}: {len(names)} {what}; the contract stores them as int8 (at most 127)")
 
+        sampling: dict[str, tuple[int, float, float]] = {}  # per user; memory: one user's rows (module doc)
+
         def users():
             for user in sorted(spill.files, key=_natural):
+                rows = spill.rows(user, class_order, context_order)
+                sampling[user] = user_sampling(rows.time)
                 try:
-                    data = user_windows(spill.rows(user, class_order, context_order), p.window, p.rate)
+                    data = user_windows(rows, p.window, p.rate)
                 except DataError as exc:
                     raise DataError(f"{p.source}: user {quote(user)}: {exc}") from None
                 if data is None:
@@ -399,4 +436,41 @@ def run(dataset: str, p: ImportParams, out_root: str | Path | None = None,
         extra = {"params": settings, "source": "import",
                  "label_map": {name: i for i, name in enumerate(classes)},
                  "context_map": {name: i for i, name in enumerate(contexts)} if p.context else None}
-        return write_processed(dataset, out, described, users, root, extra, on_user)
+        manifest = write_processed(dataset, out, described, users, root, extra, on_user)
+    for line in sampling_warnings(sampling, p):
+        if warn is not None:
+            warn(line)
+    return manifest
+
+
+# Sampling intervals further apart than this ratio (10th to 90th percentile over the users) are
+# "mixed": without ``rate``, a window of ``window`` rows then spans different durations.
+MIXED_RATIO = 1.5
+
+
+def user_sampling(time: np.ndarray) -> tuple[int, float, float]:
+    """One user's rows at a time already seen, and the 10th and 90th percentile of its sampling
+    intervals (nan for fewer than two distinct times)."""
+    distinct = np.unique(time)
+    steps = np.diff(distinct)
+    lo, hi = np.percentile(steps, [10, 90]) if steps.size else (np.nan, np.nan)
+    return time.size - distinct.size, float(lo), float(hi)
+
+
+def sampling_warnings(sampling: Mapping[str, tuple[int, float, float]], p: ImportParams) -> list[str]:
+    """Lines on what data-contract §5 does silently: rows at a time the user already has are
+    dropped (the first is kept: e.g. a user's rows in two files), and without ``rate`` mixed
+    sampling intervals (within or across users, user_sampling) are windowed as they are."""
+    out = []
+    repeated = {u: n for u, (n, _, _) in sampling.items() if n}
+    if repeated:
+        listed = ", ".join(f"{u}: {n} row{'s' if n > 1 else ''}" for u, n in list(repeated.items())[:5])
+        out.append(f"{p.source}: rows at a time the user already has were dropped, the first kept ({listed}"
+                   f"{', ...' if len(repeated) > 5 else ''}); is a user in two files, or {p.key}.user the wrong column?")
+    lows = [lo for _, lo, _ in sampling.values() if lo == lo]
+    highs = [hi for _, _, hi in sampling.values() if hi == hi]
+    if p.rate is None and lows and min(lows) > 0 and max(highs) / min(lows) > MIXED_RATIO:
+        out.append(f"{p.source}: sampling intervals vary from {min(lows):.3g} s to {max(highs):.3g} s (10th to 90th "
+                   f"percentile per user) and no rate is set, so windows of {p.window} rows span different "
+                   f"durations; set {p.key}.rate (--rate) to resample")
+    return out

@@ -36,6 +36,16 @@ class _UniqueKeyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
         return super().construct_mapping(node, deep)
 
 
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """The parser's problem and where in the file (its own text spans lines and names "<unicode
+    string>" as the file)."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None)
+    if not problem:
+        return " ".join(str(exc).split())
+    return f"{problem}" + (f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else "")
+
+
 def load_params(path: str | Path = DEFAULT_PARAMS) -> dict[str, Any]:
     """The parsed file, validated as a whole against params_schema (every stage reads it here)."""
     path = Path(path)
@@ -44,7 +54,7 @@ def load_params(path: str | Path = DEFAULT_PARAMS) -> dict[str, Any]:
     try:
         data = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML ({exc})".replace("\n", " ")) from None
+        raise ConfigError(f"{path}: not valid YAML ({_yaml_problem(exc)})") from None
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except RecursionError:

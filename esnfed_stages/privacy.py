@@ -31,6 +31,11 @@ from esnfed_stages.trial_data import open_dataset
 from esnfed_stages.retrain import retrain_seed, selected_config
 
 PRIVACY_DIR = Path("runs/privacy")
+
+
+def privacy_path(out_dir: str | Path, dataset: str) -> Path:
+    """Where ``run`` writes a dataset's document."""
+    return Path(out_dir) / f"{dataset}.json"
 MECHANISM = "Gaussian mechanism (esnfed_core/privacy.py)"
 ACCOUNTANT = "dp-accounting PLD (calibrate_dp_mechanism), composition over FedIP rounds + IncFed release"
 KEYS = ("epsilons", "delta", "relation", "clip", "ip_clip", "pct", "methods")
@@ -147,7 +152,7 @@ def run(dataset: str, privacy: PrivacyParams, exp: ExperimentParams, *, data_dir
            "relation": pp.relation, "clip": pp.clip, "ip_clip": pp.ip_clip,
            "mechanism": MECHANISM, "accountant": ACCOUNTANT, "seeds": seeds, "version": __version__,
            "methods": results}
-    out = Path(out_dir) / f"{dataset}.json"
+    out = privacy_path(out_dir, dataset)
     with output_lock(out):
         write_json(out, doc)
     return doc

@@ -206,3 +206,37 @@ def test_cli_exit_codes(tmp_path):
     bad = runner.invoke(app, ["check-data", str(folder)])
     assert bad.exit_code == 1
     assert "n_contexts is 7 but context_names has 2 names" in bad.output
+
+
+@pytest.mark.parametrize("arg, expected", [
+    ("missing", "{tmp}/missing: no such folder"),
+    ("d/u1.npz", "{tmp}/d/u1.npz: not a folder (give the processed folder holding manifest.json"),
+    ("", "{tmp}/manifest.json: not found (the processed folders are one level down: d)"),
+    ("d", "{tmp}/d/manifest.json: n_contexts is 7 but context_names has 2 names"),
+])
+def test_cli_one_problem_is_one_error_line(tmp_path, arg, expected):
+    """A path that is no processed folder (or one violation) is one line, not the line plus "1
+    violation(s) of the data contract" (before: "missing: not a folder" for a path that does not exist)."""
+    folder = tmp_path / "d"
+    m = write_valid(folder)
+    m["n_contexts"] = 7
+    _rewrite(folder, m)
+    res = CliRunner().invoke(app, ["check-data", str(tmp_path / arg) if arg else str(tmp_path)],
+                             env={"COLUMNS": "2000"})
+    assert res.exit_code == 1
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: " + expected.format(tmp=tmp_path)), lines
+
+
+def test_cli_prints_a_folder_name_with_brackets_as_it_is(tmp_path):
+    """Rich read "[/x]" in a path as markup: a traceback (closing tag), or "[b]" vanished."""
+    for name in ("d[/x]", "[b]d"):
+        folder = tmp_path / name
+        write_valid(folder)
+        ok = CliRunner().invoke(app, ["check-data", str(folder)], env={"COLUMNS": "2000"})
+        assert ok.exit_code == 0 and ok.stdout == f"{folder}: conforms to the processed-data contract\n", ok.output
+        (folder / "u1.npz").unlink()
+        (folder / "u2.npz").unlink()
+        bad = CliRunner().invoke(app, ["check-data", str(folder)], env={"COLUMNS": "2000"})
+        assert bad.exit_code == 1 and bad.stderr.splitlines()[-1] == (
+            f"error: 2 violation(s) of the data contract in {folder}"), bad.output

@@ -73,3 +73,114 @@ def test_a_params_error_names_the_file_given_with_params(tmp_path, drop, command
     assert result.exit_code == 1
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"error: {mine}: missing key '{drop}"), lines
+
+
+def _click_commands():
+    import typer.main  # noqa: PLC0415
+
+    group = typer.main.get_command(app)
+    return group, group.commands
+
+
+def test_every_command_and_option_has_help():
+    group, commands = _click_commands()
+    missing = [f"esnfed {p.opts[0] if p.opts else p.name}" for p in group.params if not (p.help or "").strip()]
+    for name, command in commands.items():
+        if not (command.help or "").strip():
+            missing.append(f"esnfed {name}")
+        missing += [f"esnfed {name} {p.opts[0] if getattr(p, 'opts', None) else p.name}"
+                    for p in command.params if not (getattr(p, "help", None) or "").strip()]
+    assert not missing, f"no help text: {missing}"
+
+
+def test_command_help_has_no_line_break_inside_a_paragraph():
+    """Docstrings are wrapped at the source's width; Typer's rich mode keeps those breaks, so the
+    help must be flowed (esnfed_cli._common.flowed) or it breaks mid-sentence on the terminal."""
+    _, commands = _click_commands()
+    broken = {name: p for name, c in commands.items() for p in c.help.split("\n\n") if "\n" in p}
+    assert not broken, broken
+
+
+def test_top_level_listing_gives_each_command_one_line():
+    """`esnfed --help` on a wide terminal: each command's short help is one row, no continuation
+    rows from hard line breaks."""
+    _, commands = _click_commands()
+    out = _help()
+    panel = out.split("Commands")[1].splitlines()[1:]
+    rows = [line.strip("│ ").split(None, 1) for line in panel if line.startswith("│")]
+    assert [r[0] for r in rows] == list(commands), rows
+    assert all(len(r) == 2 and r[1].strip() for r in rows), rows
+
+
+def test_python_m_esnfed_cli_is_the_esnfed_command():
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    from esnfed_core import __version__  # noqa: PLC0415
+
+    result = subprocess.run([sys.executable, "-m", "esnfed_cli", "--version"], capture_output=True, text=True,
+                            cwd=Path(__file__).resolve().parents[1])
+    assert result.returncode == 0 and result.stdout.strip() == f"esnfed {__version__}", result
+
+
+def test_no_stray_output_where_stdout_is_no_terminal(tmp_path):
+    """A cleared progress display left a blank line on stdout in pipes and logs (before every
+    error line, and in `dvc repro`'s output): off where stdout is no terminal."""
+    result = runner.invoke(app, ["ttest", "--assess-dir", str(tmp_path / "none"), "--out", str(tmp_path / "t.json")])
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    assert len(result.stderr.strip().splitlines()) == 1 and result.stderr.startswith("error: "), result.stderr
+
+
+def test_select_and_retrain_tables_show_configs_in_a_fixed_order_and_explain_only_their_names():
+    from types import SimpleNamespace  # noqa: PLC0415
+
+    from esnfed_cli.experiment_cmds import _config, _legend, _where  # noqa: PLC0415
+
+    cfg = {"units": 40, "lambda": 0.5, "leak": 0.1, "spectral_radius": 0.7, "extra": 3}
+    assert _config(cfg) == "N=40 ρ=0.7 a=0.1 λ=0.5 extra=3"  # was sorted by key: λ a ρ N
+    assert _legend([cfg]) == "N units, ρ spectral radius, a leak, λ ridge"  # no σ, R, E, B: not in the table
+    assert [_where(SimpleNamespace(backend=b, n_jobs=n, device="cpu"))
+            for b, n in [("loky", 1), ("sequential", 4), ("loky", 4), ("loky", -1), ("loky", -3)]] == [
+        "in this process", "in this process", "loky, 4 jobs", "loky, all cores", "loky, all cores but 2"]
+
+
+def test_an_option_without_a_shown_default_says_what_happens_without_it():
+    """Typer shows [default: ...] only for a value; an option defaulting to None must say in its
+    help what it defaults to (params.yaml, none, ...) or when it is required."""
+    _, commands = _click_commands()
+    says = ("default", "required", "without it", "instead of")
+    silent = [f"{name} {p.opts[0]}" for name, c in commands.items() for p in c.params
+              if not getattr(p, "is_flag", False) and not p.required and p.default is None
+              and not any(w in (p.help or "").lower() for w in says)]
+    assert not silent, silent
+
+
+def test_a_failed_trial_listing_keeps_brackets(capsys):
+    """An error naming an extra ("needs the [gpu] extra") lost "[gpu]": Rich read it as markup."""
+    import typer  # noqa: PLC0415
+
+    from esnfed_cli.experiment_cmds import _fail_listing  # noqa: PLC0415
+
+    with pytest.raises(typer.Exit):
+        _fail_listing("trial(s)", [("25", 3, "runner.device: cuda needs torch (install the [gpu] extra)")])
+    assert "  25% #3: runner.device: cuda needs torch (install the [gpu] extra)" in capsys.readouterr().err
+
+
+def test_top_level_help_names_the_commands_outside_the_pipeline():
+    """The help said every command is a DVC stage; these are not (dvc.yaml runs none of them)."""
+    stages = (Path(__file__).resolve().parents[1] / "dvc.yaml").read_text()
+    _, commands = _click_commands()
+    by_hand = [name for name in commands if f"cmd: esnfed {name} " not in stages and f"cmd: esnfed {name}\n" not in stages]
+    description = " ".join(_help().split("Options")[0].split())  # before the option and command panels
+    assert "except" in description, description
+    named = description.split("except", 1)[1]
+    assert by_hand and all(name in named for name in by_hand), (by_hand, description)
+
+
+def test_a_flag_shows_no_value_type():
+    """Typer's "<bool>" beside --force, --help ... reads as if a value were expected."""
+    _, commands = _click_commands()
+    shown = {name: _help(*([name] if name else [])) for name in ["", *commands]}
+    assert not [name for name, out in shown.items() if "<bool>" in out]
+    assert "<path>" in shown["report"]  # the type column itself is still there for options taking a value

@@ -191,19 +191,45 @@ def test_params_checked_once_with_the_key(tmp_path, change, message):
         _params(tmp_path / "x.csv", **change)
 
 
-def test_cli_import_then_check(tmp_path):
+def _cli_args(tmp_path):
+    return ["import", str(tmp_path / "rec.csv"), "--dataset", "mine", "--user", "who", "--time", "t",
+            "--time-unit", "ms", "--label", "act", "--context", "sess", "--features", "a,b", "--rate", "50",
+            "--window", "2", "--out", str(tmp_path / "out")]
+
+
+def test_cli_import_then_check(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no params.yaml here: the command line gives everything
     _table().to_csv(tmp_path / "rec.csv", index=False)
     runner = CliRunner()
-    args = ["import", str(tmp_path / "rec.csv"), "--dataset", "mine", "--user", "who", "--time", "t",
-            "--time-unit", "ms", "--label", "act", "--context", "sess", "--features", "a,b", "--rate", "50",
-            "--window", "2", "--out", str(tmp_path / "out"), "--params", str(tmp_path / "none.yaml")]
+    args = _cli_args(tmp_path)
     res = runner.invoke(app, args)
     assert res.exit_code == 0, res.output
-    assert "2 users" in res.output
+    assert "mine (import): 2 users, windows of 2 steps x 2 features" in res.output
+    assert "class shares (rest, walk)" in res.output and "{'" not in res.output  # was the label map's dict repr
     assert runner.invoke(app, ["check-data", str(tmp_path / "out" / "mine")]).exit_code == 0
-    bad = runner.invoke(app, args[:-6] + ["--window", "0", "--out", str(tmp_path / "o2"), "--params", "x"])
-    assert bad.exit_code == 1 and "imports.mine.window" in bad.output
     assert json.loads((tmp_path / "out/mine/manifest.json").read_text())["source"] == "import"
+
+
+@pytest.mark.parametrize("option, value, code, needle", [
+    ("--window", "0", 2, "'--window'"),
+    ("--rate", "-1", 2, "'--rate': must be in (0, inf)"),
+    ("--time-unit", "h", 2, "'--time-unit'"),
+    ("--features", None, 2, "--features: required: give it, or set imports.mine.features in params.yaml"),
+    ("--params", "typo.yaml", 1, "error: typo.yaml: params file not found"),
+])
+def test_cli_import_option_mistakes_name_the_option(tmp_path, monkeypatch, option, value, code, needle):
+    """Before: --window 0 was reported as imports.mine.window, --time-unit h likewise, a --params
+    file that does not exist was ignored silently, and a missing --features named imports.mine."""
+    monkeypatch.chdir(tmp_path)
+    _table().to_csv(tmp_path / "rec.csv", index=False)
+    args = _cli_args(tmp_path)
+    if option in args:
+        i = args.index(option)
+        del args[i:i + 2]
+    res = CliRunner().invoke(app, args + ([option, value] if value is not None else []), env={"COLUMNS": "300"})
+    assert res.exit_code == code, res.output
+    assert needle in " ".join(res.output.split()), res.output
+    assert not (tmp_path / "out").exists()
 
 
 def test_dataset_name_never_escapes_the_output_root(tmp_path):
@@ -300,3 +326,94 @@ def test_a_parquet_declaring_far_more_rows_than_its_bytes_is_refused(tmp_path):
     assert str(err.value).startswith(f"{tmp_path / 'rec.parquet'}: declares {n} rows ({n * 6 * 8} bytes as numbers")
     assert str(err.value).endswith(f"in a file of {size} bytes, beyond 64 times its size (a decompression bomb?)")
     assert not (tmp_path / "out" / "m").exists()
+
+
+@pytest.mark.parametrize("chunk_rows", [100_000, 2])
+def test_a_file_not_in_utf8_names_the_line(tmp_path, chunk_rows):
+    """Before: pandas' message named a byte position inside its read buffer, not the line."""
+    text = _table(shuffle=False).to_csv(index=False).replace("walk", "w\u00e9lk", 6)
+    (tmp_path / "rec.csv").write_bytes(text.encode("latin-1"))
+    first = next(i for i, line in enumerate(text.splitlines(), 1) if "\u00e9" in line)
+    with pytest.raises(DataError) as err:
+        run("m", _params(tmp_path / "rec.csv", chunk_rows=chunk_rows), out_root=tmp_path / "o")
+    assert str(err.value) == f"{tmp_path / 'rec.csv'}: line {first}: not UTF-8 text (byte 0xe9); save the file as UTF-8"
+    assert not (tmp_path / "o" / "m").exists()
+
+
+@pytest.mark.parametrize("text", ["", "\n\n"])
+def test_an_empty_file_says_so(tmp_path, text):
+    (tmp_path / "rec.csv").write_text(text)
+    with pytest.raises(DataError, match=r"rec\.csv: the file is empty \(expected a header row"):
+        run("m", _params(tmp_path / "rec.csv"), out_root=tmp_path / "o")
+
+
+def test_another_delimiter_is_named(tmp_path):
+    _table(shuffle=False).to_csv(tmp_path / "rec.csv", index=False, sep=";")
+    with pytest.raises(DataError, match=r"column 'who' not found .*; the header is one column: is the delimiter "
+                                        r"';'\? set imports\.mine\.delimiter$"):
+        run("m", _params(tmp_path / "rec.csv"), out_root=tmp_path / "o")
+    run("m", _params(tmp_path / "rec.csv", delimiter=";"), out_root=tmp_path / "o")  # the hint works
+    assert (tmp_path / "o" / "m" / "manifest.json").is_file()
+
+
+def test_progress_callbacks_see_every_chunk_and_user(tmp_path):
+    _table(shuffle=False).to_csv(tmp_path / "rec.csv", index=False)
+    read, users = [], []
+    run("m", _params(tmp_path / "rec.csv", chunk_rows=10), out_root=tmp_path / "o",
+        on_read=lambda file, rows: read.append((file.name, rows)), on_user=lambda user, data: users.append(user))
+    assert read == [("rec.csv", 10), ("rec.csv", 20), ("rec.csv", 2 * N)]
+    assert users == ["u2", "u10"]
+
+
+def _warnings(tmp_path, **kw):
+    lines = []
+    run("m", _params(tmp_path / "in", **kw), out_root=tmp_path / "o", warn=lines.append)
+    return lines
+
+
+def test_regular_input_imports_without_warnings(tmp_path):
+    (tmp_path / "in").mkdir()
+    _table().to_csv(tmp_path / "in" / "rec.csv", index=False)
+    assert _warnings(tmp_path) == [] and _warnings(tmp_path, rate=None) == []
+
+
+def test_a_user_in_two_files_is_warned_of_its_dropped_rows(tmp_path):
+    """Data-contract §5 keeps the first row of equal times: silently, before, so a user's
+    recording split over two files (or the wrong user column) lost rows unseen."""
+    (tmp_path / "in").mkdir()
+    df = _table(shuffle=False)
+    df.to_csv(tmp_path / "in" / "a.csv", index=False)
+    df[df.who == "u2"].head(5).to_csv(tmp_path / "in" / "b.csv", index=False)
+    [line] = _warnings(tmp_path)
+    assert line == (f"{tmp_path / 'in'}: rows at a time the user already has were dropped, the first kept "
+                    "(u2: 5 rows); is a user in two files, or imports.mine.user the wrong column?")
+    assert (tmp_path / "o" / "m" / "manifest.json").is_file()  # a warning, not a failure
+
+
+def test_mixed_sampling_intervals_without_rate_are_warned_of(tmp_path):
+    (tmp_path / "in").mkdir()
+    df = _table(shuffle=False)
+    df.loc[df.who == "u10", "t"] = 1000 + 40 * np.arange(N)  # u10 at 25 Hz, u2 at 100 Hz
+    df.to_csv(tmp_path / "in" / "rec.csv", index=False)
+    [line] = _warnings(tmp_path, rate=None)
+    assert line.endswith("sampling intervals vary from 0.01 s to 0.04 s (10th to 90th percentile per user) and no "
+                         "rate is set, so windows of 2 rows span different durations; set imports.mine.rate "
+                         "(--rate) to resample"), line
+    assert _warnings(tmp_path) == []  # rate 50 Hz: resampled
+
+
+def test_cli_prints_warnings_on_stderr_and_succeeds(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    df = _table()
+    pd.concat([df, df[df.who == "u2"]]).to_csv(tmp_path / "rec.csv", index=False)
+    res = CliRunner().invoke(app, _cli_args(tmp_path), env={"COLUMNS": "300"})
+    assert res.exit_code == 0, res.output
+    assert res.stderr.startswith("warning: ") and "(u2: 14 rows)" in res.stderr, res.stderr
+
+
+def test_cli_summary_shows_labels_with_brackets_as_they_are(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _table().replace({"act": {"walk": "[walk]", "rest": "rest[/x]"}}).to_csv(tmp_path / "rec.csv", index=False)
+    res = CliRunner().invoke(app, _cli_args(tmp_path), env={"COLUMNS": "300"})
+    assert res.exit_code == 0, res.output
+    assert "class shares ([walk], rest[/x])" in res.output  # sorted: "[" before "r"

@@ -143,7 +143,7 @@ def test_error_names_the_file_given(tmp_path):
     ("\nbudget: paper\n", "not valid YAML (key 'budget' appears twice in one mapping"),  # PyYAML kept the last
     ("\n# caf\xe9\n", "not UTF-8 text (invalid continuation byte"),
     # input audit: before, a RecursionError traceback and a ValueError naming no file
-    ("\nzz: " + "[" * 100_000 + "\n", "not valid YAML (" + ("while increasing flow level exceeded maximum nesting "
+    ("\nzz: " + "[" * 100_000 + "\n", "not valid YAML (" + ("exceeded maximum nesting "
                                                              "depth" if hasattr(yaml, "CSafeLoader")
                                                              else "nested too deeply")),  # libyaml, or ours
     ("\nzz: " + "9" * 5000 + "\n", "not valid YAML (Exceeds the limit (4300 digits) for integer string conversion"),
@@ -155,6 +155,17 @@ def test_a_duplicate_key_or_non_utf8_file_is_one_line_naming_it(workdir, tail, m
     line = _error_line(SELECT)
     assert line.startswith(f"error: params.yaml: {message}"), line
     assert list(workdir.iterdir()) == [path]
+
+
+def test_a_yaml_syntax_error_names_line_and_column(tmp_path):
+    """Before: PyYAML's own text, spanning lines, naming "<unicode string>" instead of the file."""
+    from esnfed_stages.params import load_params
+
+    bad = tmp_path / "mine.yaml"
+    bad.write_text("seed: 1\nbudget: [a, b\n")
+    with pytest.raises(ConfigError) as err:
+        load_params(bad)
+    assert str(err.value) == f"{bad}: not valid YAML (did not find expected ',' or ']' at line 3, column 1)"
 
 
 def test_a_merged_key_may_be_overridden():

@@ -22,9 +22,13 @@ runner = CliRunner()
 EPSILONS = [1.0, 4.0, float("inf")]
 
 
-def _invoke(*args: str) -> None:
+OUTPUT: dict[str, str] = {}  # what `esnfed privacy` printed in the fixture
+
+
+def _invoke(*args: str) -> str:
     result = runner.invoke(app, list(args))
     assert result.exit_code == 0, result.output
+    return result.output
 
 
 @pytest.fixture(scope="module")
@@ -40,8 +44,13 @@ def root(tmp_path_factory) -> Path:
     for algo in ("incfed", "fedip"):
         _invoke("select", "--algo", algo, "--pct", "100", *common)
         _invoke("retrain", "--algo", algo, "--pct", "100", *common)
-    _invoke("privacy", *common, "--out-dir", str(root / "runs" / "privacy"))
+    OUTPUT["privacy"] = _invoke("privacy", *common, "--out-dir", str(root / "runs" / "privacy"))
     return root
+
+
+def test_the_command_ends_saying_where_it_wrote(root):
+    """The summary table did not say where the document went; the line is whole in an 80-column log."""
+    assert OUTPUT["privacy"].splitlines()[-1] == f"wrote {root / 'runs' / 'privacy' / 'wesad.json'}"
 
 
 def _doc(root: Path) -> dict:
