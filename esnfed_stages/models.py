@@ -61,6 +61,7 @@ from typing import Any
 import numpy as np
 
 from esnfed_core.errors import ConfigError, DataError
+from esnfed_core.hyperparameters import check_values
 from esnfed_core.method import Method
 from esnfed_core.quote import quote
 from esnfed_core.deep import DeepReservoir
@@ -163,7 +164,9 @@ def read_meta(directory: Path, k: int) -> dict[str, Any] | None:
 
 def check_best_config(path: Path, method: Method, config: dict[str, Any]) -> None:
     """A saved config (best.json's, a model's) has the method's hyperparameters, each a finite
-    number: else one DataError naming the file and key (not one failed retrain per seed naming neither)."""
+    number in the range params.yaml's search space is checked against (esnfed_core.hyperparameters):
+    else one DataError naming the file and key (not one failed retrain per seed naming neither, or
+    a MemoryError for a reservoir of 10^9 units)."""
     try:
         check_config(method, config)
     except ConfigError as exc:
@@ -174,6 +177,10 @@ def check_best_config(path: Path, method: Method, config: dict[str, Any]) -> Non
                             f"{', '.join(method.config_keys + ('lambda',))})")
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             raise DataError(f"{path}: config.{key}: expected a finite number, got {quote(value)}")
+    try:
+        check_values(config)
+    except ParameterError as exc:
+        raise DataError(f"{path}: {exc}") from None
 
 
 def _array(npz: Path, arrays: dict[str, np.ndarray], name: str, shape: tuple[int, ...] | None = None,
