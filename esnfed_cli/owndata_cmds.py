@@ -3,6 +3,7 @@ processed-data contract (docs/data-contract.md) and check a processed folder aga
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -80,7 +81,7 @@ def import_(
 
     To run it through the pipeline, declare it in params.yaml (datasets, imports.mystudy, partition.mystudy, budgets.*.space.mystudy; see the `example` dataset there) and run dvc repro.
     """
-    p = load_params(params) if params.is_file() else {}
+    p = load_params(params) if os.path.lexists(params) else {}  # a folder or a FIFO there: load_params names it
     declared = (p.get("imports") or {}).get(dataset, {})
     options = import_stage.import_params(
         declared, f"imports.{dataset}", source=None if source is None else str(source),

@@ -60,6 +60,7 @@ from typing import Any
 
 import numpy as np
 
+from esnfed_core.data.paths import path_problem
 from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.hyperparameters import check_values
 from esnfed_core.method import Method
@@ -223,8 +224,8 @@ def _why_unreadable(npz: Path, js: Path) -> str:
     """One line naming the file of a model ``read_meta`` refused, and why."""
     rerun = "(run `esnfed retrain`)"
     for path in (js, npz):
-        if not path.is_file():
-            return f"{path}: not found: model missing or incomplete {rerun}"
+        if (problem := path_problem(path, "not found: model missing or incomplete")) is not None:
+            return f"{path}: {problem} {rerun}"
     try:
         meta = read_json(js)
     except DataError as exc:

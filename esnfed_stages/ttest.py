@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
+from esnfed_core.data.paths import path_problem
 from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.stats import check_alpha, check_variant, compare_pairs
 from esnfed_core.tables import Scores, TableSpec, comparison_groups, hetero_spec, required_inputs, table_specs
@@ -101,12 +102,13 @@ def load_inputs(assess_dir: str | Path, needed: Iterable[tuple[str, str]],
     inputs = Inputs()
     for ds, method in needed:
         path = assess_path(assess_dir, ds, method)
-        if not path.is_file():
-            if not allow_missing:
-                raise DataError(f"{path}: file not found (run `esnfed assess` for {ds}/{method}, "
-                                "or pass --allow-missing)")
+        missing = f"file not found (run `esnfed assess` for {ds}/{method}, or pass --allow-missing)"
+        problem = path_problem(path, missing)
+        if problem == missing and allow_missing:
             inputs.missing.append(path)
             continue
+        if problem is not None:  # a folder or a FIFO there is not a missing input
+            raise DataError(f"{path}: {problem}")
         doc = load_assess(path, ds, method, partial)
         inputs.docs[(ds, method)] = doc
         inputs.paths[(ds, method)] = path

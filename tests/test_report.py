@@ -397,6 +397,22 @@ def test_bad_assess_file_is_one_line_error(workdir, mutate, needle):
     assert "\n" not in line and "runs/assess/wesad/fedip.json" in line and needle in line
 
 
+@pytest.mark.parametrize("kind", ["dir", "fifo"])
+def test_an_assess_path_that_is_a_folder_or_a_fifo_is_not_a_missing_input(workdir, kind):
+    """--allow-missing turns a missing file into n/a cells; a folder or FIFO there is an error
+    naming what it is (before: listed as missing)."""
+    import os
+
+    write_assess(workdir)
+    path = workdir / "runs" / "assess" / "hhar" / "fedclip-replay.json"
+    path.unlink()
+    path.mkdir() if kind == "dir" else os.mkfifo(path)
+    result = runner.invoke(app, ["ttest", "--allow-missing"])
+    assert result.exit_code == 1
+    problem = "is a directory, expected a file" if kind == "dir" else "is not a regular file: a named pipe (FIFO)"
+    assert result.stderr.strip() == f"error: runs/assess/hhar/fedclip-replay.json: {problem}"
+
+
 def test_bad_params_and_ttest_file(workdir):
     write_assess(workdir)
     result = runner.invoke(app, ["ttest", "--alpha", "2"])  # CLI misuse: a usage error

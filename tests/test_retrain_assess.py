@@ -304,6 +304,27 @@ def test_a_deep_config_out_of_range_is_one_error(tmp_path, config, fragment):
         check_best_config(tmp_path / "best.json", Method.parse("deep-incfed"), {**good, **config})
 
 
+@pytest.mark.parametrize("kind, problem", [("dir", "is a directory, expected a file"),
+                                           ("fifo", "is not a regular file: a named pipe (FIFO)")])
+def test_a_best_json_or_model_file_that_is_a_folder_or_a_fifo_is_named_as_such(run_a, tmp_path, kind, problem):
+    """Before: "<path>: not found" for a path that exists (a FIFO is never opened: it would block)."""
+    import os
+    import shutil
+
+    shutil.copytree(run_a, tmp_path / "r")
+    root = tmp_path / "r"
+    common = ["--dataset", "wesad", "--algo", "ridge", "--params", str(root / "params.yaml"),
+              "--data-dir", str(root / "data"), "--runs-dir", str(root / "runs")]
+    paths = [root / "runs" / "select" / "wesad" / "ridge" / "50" / "best.json",
+             root / "runs" / "models" / "wesad" / "ridge" / "50" / "seed-0.npz"]
+    for path, command in zip(paths, ("retrain", "assess")):
+        path.unlink()
+        path.mkdir() if kind == "dir" else os.mkfifo(path)
+        res = runner.invoke(app, [command, *common])
+        assert res.exit_code == 1, res.output
+        assert res.stderr.strip().startswith(f"error: {path}: {problem}"), res.stderr
+
+
 def _assess_with_an_edited_model_json(run_a, tmp_path, edit, message) -> None:
     """Copy run A, apply ``edit`` to one model's .json, and assert that assess refuses it with
     ``message(path of the .json)``."""
