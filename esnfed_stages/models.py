@@ -67,6 +67,7 @@ from esnfed_core.method import Method
 from esnfed_core.quote import quote
 from esnfed_core.deep import DeepReservoir
 from esnfed_core.reservoir import Reservoir
+from esnfed_core.tables import check_communication
 from esnfed_core.validation import ParameterError
 from esnfed_core.trial import FittedModel, check_config
 from esnfed_stages._io import read_json, read_npz, write_json, write_npz
@@ -281,6 +282,10 @@ def load_model(directory: Path, k: int) -> tuple[FittedModel, dict[str, Any]]:
     except ConfigError as exc:
         raise DataError(f"{js}: method: {exc}") from None
     check_best_config(js, method, meta["config"])
+    try:  # assess copies it into the assess file, whose communication table reads it
+        check_communication("communication", meta.get("communication"), method.federated)
+    except ParameterError as exc:
+        raise DataError(f"{js}: {exc} (delete {js.name} and run `esnfed retrain`)") from None
     arrays = read_npz(npz)
     n_clients = meta.get("n_clients")
     shared = meta["method"] not in ("random", "local", "ensemble")

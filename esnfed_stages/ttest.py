@@ -13,8 +13,11 @@ from typing import Any, Callable, Iterable, Mapping
 
 from esnfed_core.data.paths import path_problem
 from esnfed_core.errors import ConfigError, DataError
+from esnfed_core.method import Method
 from esnfed_core.stats import check_alpha, check_variant, compare_pairs
-from esnfed_core.tables import Scores, TableSpec, comparison_groups, hetero_spec, required_inputs, table_specs
+from esnfed_core.tables import (
+    Scores, TableSpec, check_communication, comparison_groups, hetero_spec, required_inputs, table_specs,
+)
 from esnfed_core.validation import ParameterError
 from esnfed_core.vocabulary import DATASETS, PCTS
 from esnfed_stages._datasets import continual_declared, declared
@@ -71,6 +74,7 @@ def load_assess(path: str | Path, dataset: str, method: str, partial: bool = Fal
         if doc.get(key, want) != want:
             raise DataError(f"{path}: {key} is {doc.get(key)!r}, expected {want!r}")
     shares = [p for p in PCTS if p in doc["pcts"]] if partial else PCTS
+    federated = Method.parse(method).federated
     if not shares:
         raise DataError(f"{path}: pcts lists none of {', '.join(PCTS)}")
     for pct in shares:
@@ -82,6 +86,10 @@ def load_assess(path: str | Path, dataset: str, method: str, partial: bool = Fal
         seeds = entry.get("seeds")
         if seeds is not None and (not isinstance(seeds, list) or len(seeds) != len(test)):
             raise DataError(f"{path}: pcts.{pct}.seeds must list one seed per test score")
+        try:
+            check_communication(f"pcts.{pct}.communication", entry.get("communication"), federated)
+        except ParameterError as exc:
+            raise DataError(f"{path}: {exc}") from None
     return doc
 
 

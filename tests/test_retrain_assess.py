@@ -265,6 +265,19 @@ def test_an_edited_model_json_is_one_error_naming_it(run_a, tmp_path, edit, frag
                                       lambda js: f"{js}: {fragment} (delete seed-0.json and run `esnfed retrain`)")
 
 
+@pytest.mark.parametrize("edit, fragment", [
+    (lambda d: d.update(communication="lots"), "communication: expected an object of message counts or null, "
+                                               "got 'lots'"),
+    (lambda d: d.update(communication=None), "communication: missing (a federated method records its messages)"),
+    (lambda d: d["communication"].update(up_bytes=-1), "communication.up_bytes: expected an integer >= 0, got -1"),
+])
+def test_a_malformed_model_communication_is_one_error_naming_it(run_a, tmp_path, edit, fragment):
+    """Leftovers of the input audit: assess copied any `communication` of a model's .json into the
+    assess file, whose communication table then skipped it."""
+    _assess_with_an_edited_model_json(run_a, tmp_path, edit,
+                                      lambda js: f"{js}: {fragment} (delete seed-0.json and run `esnfed retrain`)")
+
+
 def test_an_out_of_range_model_config_is_one_error_naming_it(run_a, tmp_path):
     """A model's .json config is checked against the search space's ranges, as best.json's is."""
     _assess_with_an_edited_model_json(run_a, tmp_path, lambda d: d["config"].update(units=10**9),
