@@ -3,6 +3,7 @@ processed-data contract (docs/data-contract.md) and check a processed folder aga
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated, Literal, Optional
 
@@ -94,7 +95,9 @@ def import_(
     To run it through the pipeline, declare it in params.yaml (datasets, imports.mystudy,
     partition.mystudy, budgets.*.space.mystudy; see the `example` dataset there) and run dvc repro.
     """
-    p = load_params(params) if params.is_file() or params != DEFAULT_PARAMS else {}
+    # the default params.yaml may be absent; a file given by --params, or anything at the path (a
+    # folder, a FIFO: load_params names it), is read
+    p = load_params(params) if os.path.lexists(params) or params != DEFAULT_PARAMS else {}
     declared = (p.get("imports") or {}).get(dataset, {})
     for name, value in (("source", source), ("--features", features), ("--window", window)):
         key = name.lower().lstrip("-")

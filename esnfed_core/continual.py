@@ -24,7 +24,7 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 
 from esnfed_core import metrics
-from esnfed_core.continual_settings import CONTINUAL_BOUNDS, JOINT_MAX_ROUNDS  # noqa: F401 (re-exported)
+from esnfed_core.continual_settings import BUDGET, CONTINUAL_BOUNDS, JOINT_MAX_ROUNDS  # noqa: F401 (re-exported)
 from esnfed_core.data.windows import Windows
 from esnfed_core.federated import Client, incfed
 from esnfed_core.messages import CommLedger
@@ -160,7 +160,7 @@ class Naive(ContinualStrategy):
     name = "naive"
 
     def __post_init__(self) -> None:
-        check_param("budget", self.budget, integer=True, low=0)
+        BUDGET.check("budget", self.budget)
 
     def train_context(self, fed, res, cur, t, validation, result):
         part = fed.participants(t, self)

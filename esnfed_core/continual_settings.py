@@ -14,6 +14,9 @@ from esnfed_core.validation import COUNT, Bound, ParameterError
 # The continual ranges (params.yaml continual.* is checked against them).
 CONTINUAL_BOUNDS = {"lambda": LAMBDA, "replay_fraction": Bound(low=0.0, high=1.0, low_open=True),
                     "replay_batch": Bound(integer=True, low=0), "patience": COUNT, "max_joint_rounds": COUNT}
+# A naive/replay strategy's IP rounds per context (a continual config's ``budget``: the select
+# grid of esnfed_core.search.continual_budgets; 0 = the readout alone).
+BUDGET = Bound(integer=True, low=0)
 # Joint's safety cap on IP rounds (or epochs) per context when early stopping has not fired:
 # patience (3 or 5) normally stops it long before.
 JOINT_MAX_ROUNDS = 50

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 import numpy as np
 
-from esnfed_core.reservoir import Reservoir, ReservoirConfig, build_reservoir
+from esnfed_core.reservoir import UNITS, Reservoir, ReservoirConfig, build_reservoir
 from esnfed_core.validation import COUNT, ParameterError
 
 LAYERS = COUNT  # the searched ``layers`` hyperparameter (params.yaml budgets.*.space.deep)
@@ -27,7 +27,7 @@ LAYERS = COUNT  # the searched ``layers`` hyperparameter (params.yaml budgets.*.
 def split_units(units: int, layers: int) -> tuple[int, ...]:
     """``units`` split over ``layers`` as evenly as possible, the first layers one larger when it
     does not divide: the total (the readout's size) is the shallow reservoir's."""
-    COUNT.check("units", units)
+    UNITS.check("units", units)
     LAYERS.check("layers", layers)
     if layers > units:
         raise ParameterError(f"layers: {layers} layers cannot share {units} units (at least one each)")

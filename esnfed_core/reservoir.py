@@ -18,8 +18,13 @@ DTYPE = np.float32
 
 
 LEAK = Bound(low=0.0, high=1.0, low_open=True)
+# The largest reservoir: Ŵ is N×N float32 (4·N² bytes, 1 GiB at 16384) and the ridge statistics
+# SᵀS N×N float64 (2 GiB), each held per trial in every worker, so a units typo (10^9) fails here,
+# naming the key, instead of as a MemoryError in every trial. The protocol's spaces stop at 500.
+MAX_UNITS = 16384
+UNITS = Bound(integer=True, low=1, high=MAX_UNITS)
 # The searched hyperparameters' ranges (params.yaml budgets.*.space.<dataset> is checked against them).
-RESERVOIR_BOUNDS = {"units": COUNT, "spectral_radius": POSITIVE, "leak": LEAK, "input_scaling": POSITIVE}
+RESERVOIR_BOUNDS = {"units": UNITS, "spectral_radius": POSITIVE, "leak": LEAK, "input_scaling": POSITIVE}
 BATCH_SIZE = COUNT  # windows per reservoir batch (params.yaml readout.batch_size)
 
 

@@ -14,7 +14,9 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 import numpy as np
 
 from esnfed_core.errors import DataError
+from esnfed_core.quote import quote
 from esnfed_core.stats import Mark, TestResult, pair_marks
+from esnfed_core.validation import ParameterError
 from esnfed_core.vocabulary import DATASETS, PCTS
 
 DATASET_LABELS = {"wesad": "WESAD", "hhar": "HHAR"}  # as the papers name them (titles, headers)
@@ -353,6 +355,33 @@ class Communication:
     ip_rounds: int | None = None  # FedIP rounds (FedCLIP: summed over contexts)
     readouts: int | None = None   # IncFed readouts solved (FedIP: 1; FedCLIP: see split_rounds)
     inputs: int | None = None     # U, input features (the ensemble uploads each client's W_in)
+
+
+# A ``communication`` entry (a saved model's .json, an assess file's share: docs/assess-contract.md):
+# a federated method's message counts (esnfed_core.trial.communication), with the sizes some methods
+# add (the heterogeneous ones: inputs, classes; absent or null when not recorded); null for the
+# other methods. The communication table reads every federated entry's counts.
+COMMUNICATION_COUNTS = ("up_floats", "down_floats", "up_bytes", "down_bytes", "rounds", "clients")
+COMMUNICATION_SIZES = ("units", "classes", "ip_rounds", "readouts", "inputs")
+
+
+def check_communication(key: str, value: Any, federated: bool) -> None:
+    """ParameterError("<key>...: <problem>") unless ``value`` is null (only where the method is not
+    federated) or an object of integer counts >= 0."""
+    if value is None:
+        if federated:
+            raise ParameterError(f"{key}: missing (a federated method records its messages)")
+        return
+    if not isinstance(value, dict):
+        raise ParameterError(f"{key}: expected an object of message counts or null, got {quote(value)}")
+    for name in COMMUNICATION_COUNTS + COMMUNICATION_SIZES:
+        v = value.get(name)
+        if v is None and name in COMMUNICATION_SIZES:
+            continue
+        if name not in value:
+            raise ParameterError(f"{key}.{name}: missing")
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise ParameterError(f"{key}.{name}: expected an integer >= 0, got {quote(v)}")
 
 
 def split_rounds(method: str, rounds: int, contexts: int | None) -> tuple[int | None, int | None]:

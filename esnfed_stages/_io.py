@@ -276,9 +276,10 @@ def write_json(path: str | os.PathLike, obj: Any) -> None:
     write_text(path, dumps_json(obj))
 
 
-def read_json(path: str | os.PathLike) -> Any:
-    """A JSON file as untrusted text (esnfed_core.data.jsonfile): DataError naming it otherwise."""
-    return jsonfile.read_json(path)
+def read_json(path: str | os.PathLike, missing: str = "file not found") -> Any:
+    """A JSON file as untrusted text (esnfed_core.data.jsonfile): DataError naming it otherwise
+    (``missing``: the problem when nothing is at ``path``)."""
+    return jsonfile.read_json(path, missing)
 
 
 def write_npz(path: str | os.PathLike, **arrays: np.ndarray) -> None:

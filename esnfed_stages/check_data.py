@@ -18,6 +18,7 @@ import numpy as np
 
 from esnfed_core.data.jsonfile import read_json
 from esnfed_core.data.npz import npz_names, read_npz
+from esnfed_core.data.paths import check_input, path_problem
 from esnfed_core.data.processed import MANIFEST, load_manifest
 from esnfed_core.errors import DataError
 from esnfed_core.quote import quote
@@ -78,10 +79,9 @@ def checked_manifest(folder: str | Path) -> dict[str, Any]:
     """manifest.json of a processed folder for a stage to use: DataError naming the file and the
     first violation of its own fields (``check_manifest``), so a malformed one never gets further."""
     path = Path(folder) / MANIFEST
-    if not path.is_file():  # the papers' datasets are preprocessed, your own imported
-        name = Path(folder).name
-        stage = "preprocess" if name in DATASETS else "import"
-        raise DataError(f"{path}: manifest not found (run `esnfed {stage} --dataset {name}` first)")
+    name = Path(folder).name
+    stage = "preprocess" if name in DATASETS else "import"  # the papers' datasets are preprocessed, yours imported
+    check_input(path, f"manifest not found (run `esnfed {stage} --dataset {name}` first)")
     manifest = load_manifest(folder)
     problems = check_manifest(path, manifest)
     if problems:
@@ -126,8 +126,8 @@ def _arrays(file: Path) -> tuple[dict[str, np.ndarray], list[str]]:
 def check_user(folder: Path, user: str, entry: Mapping[str, Any], manifest: Mapping[str, Any]) -> list[str]:
     """Violations of one user's file against the contract and its manifest entry."""
     file = folder / f"{user}.npz"
-    if not file.is_file():
-        return [f"{file}: file not found (listed in manifest.json users)"]
+    if (problem := path_problem(file, "file not found (listed in manifest.json users)")) is not None:
+        return [f"{file}: {problem}"]
     out = []
     if isinstance(entry.get("sha256"), str) and _SHA.fullmatch(entry["sha256"]) and file_sha256(file) != entry["sha256"]:
         out.append(f"{file}: sha256 differs from manifest.json users.{user}.sha256")
@@ -177,14 +177,13 @@ def check_user(folder: Path, user: str, entry: Mapping[str, Any], manifest: Mapp
 def check_folder(folder: str | Path) -> list[str]:
     """Every violation of the contract in ``folder``, one line each; empty when it conforms."""
     folder = Path(folder)
-    if not folder.exists():
-        return [f"{folder}: no such folder"]
-    if not folder.is_dir():
-        return [f"{folder}: not a folder (give the processed folder holding {MANIFEST} and the <user>.npz files)"]
+    if (problem := path_problem(folder, "no such folder", folder=True)) is not None:
+        hint = "" if not folder.exists() else f" (give the processed folder holding {MANIFEST} and the <user>.npz files)"
+        return [f"{folder}: {problem}{hint}"]
     path = folder / MANIFEST
-    if not path.is_file():
-        inside = sorted(d.name for d in folder.iterdir() if (d / MANIFEST).is_file())
-        return [f"{path}: not found" + (f" (the processed folders are one level down: {', '.join(inside)})"
+    if (problem := path_problem(path, "not found")) is not None:
+        inside = sorted(d.name for d in folder.iterdir() if (d / MANIFEST).is_file()) if problem == "not found" else []
+        return [f"{path}: {problem}" + (f" (the processed folders are one level down: {', '.join(inside)})"
                                         if inside else "")]
     try:
         manifest = read_json(path)

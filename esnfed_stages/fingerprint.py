@@ -20,6 +20,7 @@ TRIAL_MODULES = (
     "esnfed_core", "esnfed_core.accel", "esnfed_core.aggregate", "esnfed_core.continual",
     "esnfed_core.continual_settings", "esnfed_core.data", "esnfed_core.data.processed",
     "esnfed_core.data.jsonfile", "esnfed_core.data.npz",  # readers of processed data (input audit)
+    "esnfed_core.data.paths",  # what an input path is (their check before reading)
     "esnfed_core.data.windows", "esnfed_core.errors", "esnfed_core.federated", "esnfed_core.ip_rule",
     "esnfed_core.messages", "esnfed_core.metrics", "esnfed_core.plasticity", "esnfed_core.quote",
     "esnfed_core.readout", "esnfed_core.replay", "esnfed_core.reservoir", "esnfed_core.scoring",

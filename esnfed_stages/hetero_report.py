@@ -112,10 +112,9 @@ def communication_items(inputs: Inputs, methods: Sequence[str]) -> list[Communic
             doc = inputs.docs.get((ds, method))
             if doc is None or method == "incfed":
                 continue
-            for pct, entry in doc["pcts"].items():
-                comm = entry.get("communication")
-                if not isinstance(comm, dict):
-                    continue
+            for pct in (p for p in PCTS if p in doc["pcts"]):  # the shares ttest.load_assess checked
+                entry = doc["pcts"][pct]
+                comm = entry["communication"]  # a federated method's counts
                 try:
                     items.append(Communication(
                         ds, pct, method, int(comm["up_floats"]), int(comm["down_floats"]),

@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # pandas is imported by the functions that read (every esnfed
     import pandas as pd  # this module through the params schema; pandas adds ~0.2 s to each)
 
 from esnfed_core.data.npz import MAX_EXPANSION, SLACK_BYTES, npz_names, read_npz
+from esnfed_core.data.paths import check_input
 from esnfed_core.data.processed import UserData
 from esnfed_core.data.tabular import Rows, user_windows
 from esnfed_core.errors import ConfigError, DataError
@@ -150,8 +151,7 @@ def input_files(p: ImportParams) -> list[tuple[Path, str]]:
         if not files:
             raise DataError(f"{src}: no {' / '.join(SUFFIXES) if p.format == 'auto' else p.format} files in the folder")
         return [(f, SUFFIXES[f.suffix.lower()]) for f in files]
-    if not src.is_file():
-        raise DataError(f"{src}: input file or folder not found ({p.key}.source)")
+    check_input(src, f"input file or folder not found ({p.key}.source)")
     fmt = p.format if p.format != "auto" else SUFFIXES.get(src.suffix.lower())
     if fmt is None:
         raise DataError(f"{src}: unknown file type {quote(src.suffix)}; set {p.key}.format to csv, parquet or npz")

@@ -60,11 +60,14 @@ from typing import Any
 
 import numpy as np
 
+from esnfed_core.data.paths import path_problem
 from esnfed_core.errors import ConfigError, DataError
+from esnfed_core.hyperparameters import check_values
 from esnfed_core.method import Method
 from esnfed_core.quote import quote
 from esnfed_core.deep import DeepReservoir
 from esnfed_core.reservoir import Reservoir
+from esnfed_core.tables import check_communication
 from esnfed_core.validation import ParameterError
 from esnfed_core.trial import FittedModel, check_config
 from esnfed_stages._io import read_json, read_npz, write_json, write_npz
@@ -163,7 +166,9 @@ def read_meta(directory: Path, k: int) -> dict[str, Any] | None:
 
 def check_best_config(path: Path, method: Method, config: dict[str, Any]) -> None:
     """A saved config (best.json's, a model's) has the method's hyperparameters, each a finite
-    number: else one DataError naming the file and key (not one failed retrain per seed naming neither)."""
+    number in the range params.yaml's search space is checked against (esnfed_core.hyperparameters):
+    else one DataError naming the file and key (not one failed retrain per seed naming neither, or
+    a MemoryError for a reservoir of 10^9 units)."""
     try:
         check_config(method, config)
     except ConfigError as exc:
@@ -174,6 +179,10 @@ def check_best_config(path: Path, method: Method, config: dict[str, Any]) -> Non
                             f"{', '.join(method.config_keys + ('lambda',))})")
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             raise DataError(f"{path}: config.{key}: expected a finite number, got {quote(value)}")
+    try:
+        check_values(config)
+    except ParameterError as exc:
+        raise DataError(f"{path}: {exc}") from None
 
 
 def _array(npz: Path, arrays: dict[str, np.ndarray], name: str, shape: tuple[int, ...] | None = None,
@@ -216,8 +225,8 @@ def _why_unreadable(npz: Path, js: Path) -> str:
     """One line naming the file of a model ``read_meta`` refused, and why."""
     rerun = "(run `esnfed retrain`)"
     for path in (js, npz):
-        if not path.is_file():
-            return f"{path}: not found: model missing or incomplete {rerun}"
+        if (problem := path_problem(path, "not found: model missing or incomplete")) is not None:
+            return f"{path}: {problem} {rerun}"
     try:
         meta = read_json(js)
     except DataError as exc:
@@ -273,6 +282,10 @@ def load_model(directory: Path, k: int) -> tuple[FittedModel, dict[str, Any]]:
     except ConfigError as exc:
         raise DataError(f"{js}: method: {exc}") from None
     check_best_config(js, method, meta["config"])
+    try:  # assess copies it into the assess file, whose communication table reads it
+        check_communication("communication", meta.get("communication"), method.federated)
+    except ParameterError as exc:
+        raise DataError(f"{js}: {exc} (delete {js.name} and run `esnfed retrain`)") from None
     arrays = read_npz(npz)
     n_clients = meta.get("n_clients")
     shared = meta["method"] not in ("random", "local", "ensemble")

@@ -8,6 +8,7 @@ from typing import Any
 
 import yaml
 
+from esnfed_core.data.paths import path_problem
 from esnfed_core.errors import ConfigError
 from esnfed_core.quote import brief
 from esnfed_stages.params_schema import validate
@@ -49,8 +50,8 @@ def _yaml_problem(exc: yaml.YAMLError) -> str:
 def load_params(path: str | Path = DEFAULT_PARAMS) -> dict[str, Any]:
     """The parsed file, validated as a whole against params_schema (every stage reads it here)."""
     path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"{path}: params file not found")
+    if (problem := path_problem(path, "params file not found")) is not None:
+        raise ConfigError(f"{path}: {problem}")
     try:
         data = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader
     except yaml.YAMLError as exc:

@@ -17,6 +17,7 @@ from typing import Any, Callable, Mapping
 from esnfed_core import search, validation
 from esnfed_core.continual_settings import CONTINUAL_BOUNDS
 from esnfed_core.errors import ConfigError
+from esnfed_core.hyperparameters import HYPERPARAMETER_BOUNDS
 from esnfed_core.ip_rule import IP_BOUNDS
 from esnfed_core.metrics import BINS
 from esnfed_core.readout import LAMBDA, SOLVERS
@@ -103,8 +104,10 @@ POSITIVE = Num.of(validation.POSITIVE)
 COUNT = Num.of(validation.COUNT)
 SEED = Num.of(search.SEED)
 # Bounds of values the core consumes come from the core's value types (Num.of), so a value the
-# schema passes is one the core accepts (tests/test_param_bounds.py walks each bound).
-RESERVOIR_SPACE = {name: Num.of(bound) for name, bound in RESERVOIR_BOUNDS.items()}
+# schema passes is one the core accepts (tests/test_param_bounds.py walks each bound). The search
+# spaces' hyperparameters: the ranges a saved config is checked against too (esnfed_core.hyperparameters).
+HYPER = {name: Num.of(bound) for name, bound in HYPERPARAMETER_BOUNDS.items()}
+RESERVOIR_SPACE = {name: HYPER[name] for name in RESERVOIR_BOUNDS}
 IP = {name: Num.of(bound) for name, bound in IP_BOUNDS.items()}
 CONTINUAL = {name: Num.of(bound) for name, bound in CONTINUAL_BOUNDS.items()}
 # synthetic.<dataset>: the generator's keyword arguments (all optional: it has defaults) besides
@@ -143,9 +146,9 @@ SCHEMA = Fields(optional={
         "trials": COUNT, "retrains": COUNT,
         "space": Named({
             "wesad": Space(RESERVOIR_SPACE), "hhar": Space(RESERVOIR_SPACE),
-            "ip": Space({"sigma": IP["sigma"], "rounds": COUNT}),
-            "fedip": Space({"sigma": IP["sigma"], "rounds": COUNT, "local_epochs": COUNT}),
-            "deep": Space({"layers": COUNT}),  # deep reservoirs (issue 13): added for deep-* methods
+            "ip": Space({n: HYPER[n] for n in ("sigma", "rounds")}),
+            "fedip": Space({n: HYPER[n] for n in ("sigma", "rounds", "local_epochs")}),
+            "deep": Space({"layers": HYPER["layers"]}),  # deep reservoirs (issue 13): added for deep-* methods
         }, lambda ds: Space(RESERVOIR_SPACE), required=("wesad", "hhar", "ip", "fedip"), examples=EXAMPLES),
     })),
     "readout": Fields(required={"lambdas": ListOf(Num.of(LAMBDA)), "batch_size": Num.of(BATCH_SIZE),

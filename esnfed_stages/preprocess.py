@@ -13,6 +13,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from esnfed_core.data.paths import path_problem
 from esnfed_core.data.processed import MANIFEST, UserData, save_user, user_path
 from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.vocabulary import SOURCES
@@ -51,9 +52,10 @@ def source_files(source: Any) -> list[Path]:
     parts = text.split(":")
     for i in range(len(parts), 0, -1):
         candidate = Path(":".join(parts[:i]))
-        if candidate.is_file():
+        if path_problem(candidate) is None:
             return [candidate]
-    raise DataError(f"{text}: source file not found")
+    # the whole text was the first candidate: a folder or a FIFO there is named as such
+    raise DataError(f"{text}: {path_problem(text, 'source file not found')}")
 
 
 def _source_key(path: Path, raw_root: Path) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import os
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -28,7 +29,7 @@ def load(privacy_dir: str | Path = PRIVACY_DIR) -> dict[str, dict[str, Any]]:
     out = {}
     for ds in DATASET_ORDER:
         path = Path(privacy_dir) / f"{ds}.json"
-        if path.is_file():
+        if os.path.lexists(path):  # a folder or a FIFO there is named by read_json, not skipped
             doc = read_json(path)
             if not isinstance(doc, dict) or not isinstance(doc.get("methods"), dict):
                 raise DataError(f"{path}: not a privacy stage output (no 'methods' object)")

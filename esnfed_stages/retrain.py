@@ -83,9 +83,7 @@ def lambda_selection(model: Any, exp: ExperimentParams) -> dict[str, Any] | None
 
 def selected_config(runs: Path, dataset: str, method: str, pct: str) -> dict[str, Any]:
     path = best_path(runs, dataset, method, pct)
-    if not path.is_file():
-        raise DataError(f"{path}: not found: run `esnfed select` for {dataset}/{method} first")
-    best = read_json(path)
+    best = read_json(path, f"not found: run `esnfed select` for {dataset}/{method} first")
     if not isinstance(best, dict) or not isinstance(best.get("config"), dict):
         raise DataError(f"{path}: no 'config' object")
     check_best_config(path, Method.parse(method), best["config"])

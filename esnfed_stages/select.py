@@ -75,10 +75,8 @@ def trial_seed(exp: ExperimentParams, dataset: str, pct: str, index: int) -> int
 
 def _base_config(runs: Path, dataset: str, method: Method, pct: str) -> dict[str, Any]:
     path = best_path(runs, dataset, method.base, pct)
-    if not path.is_file():
-        raise DataError(f"{path}: not found: run `esnfed select --dataset {dataset} --algo {method.base}` "
-                        f"before {method.id}")
-    best = read_json(path)
+    best = read_json(path, f"not found: run `esnfed select --dataset {dataset} --algo {method.base}` "
+                           f"before {method.id}")
     if not isinstance(best, dict) or not isinstance(best.get("config"), dict):
         raise DataError(f"{path}: no 'config' object")
     if method.continual:  # every key is reused (a deep method takes only units: pin_units checks it)

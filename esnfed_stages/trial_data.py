@@ -11,6 +11,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from esnfed_core.data.paths import check_input
 from esnfed_core.data.processed import UserData, load_user, user_path
 from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.quote import quote
@@ -57,9 +58,7 @@ class Dataset:
         corrupt or replaced file is caught, once per user and stage, before any trial runs.
         """
         if user not in self._file_hashes:
-            path = user_path(self.directory, user)
-            if not path.is_file():
-                raise DataError(f"{path}: processed file for user '{user}' not found")
+            path = check_input(user_path(self.directory, user), f"processed file for user '{user}' not found")
             digest = file_sha256(path)
             expected = self.manifest["users"][user].get("sha256")
             if expected is not None and digest != expected:

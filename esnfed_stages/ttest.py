@@ -11,9 +11,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
+from esnfed_core.data.paths import path_problem
 from esnfed_core.errors import ConfigError, DataError
+from esnfed_core.method import Method
 from esnfed_core.stats import check_alpha, check_variant, compare_pairs
-from esnfed_core.tables import Scores, TableSpec, comparison_groups, hetero_spec, required_inputs, table_specs
+from esnfed_core.tables import (
+    Scores, TableSpec, check_communication, comparison_groups, hetero_spec, required_inputs, table_specs,
+)
 from esnfed_core.validation import ParameterError
 from esnfed_core.vocabulary import DATASETS, PCTS
 from esnfed_stages._datasets import continual_declared, declared
@@ -70,6 +74,7 @@ def load_assess(path: str | Path, dataset: str, method: str, partial: bool = Fal
         if doc.get(key, want) != want:
             raise DataError(f"{path}: {key} is {doc.get(key)!r}, expected {want!r}")
     shares = [p for p in PCTS if p in doc["pcts"]] if partial else PCTS
+    federated = Method.parse(method).federated
     if not shares:
         raise DataError(f"{path}: pcts lists none of {', '.join(PCTS)}")
     for pct in shares:
@@ -81,6 +86,10 @@ def load_assess(path: str | Path, dataset: str, method: str, partial: bool = Fal
         seeds = entry.get("seeds")
         if seeds is not None and (not isinstance(seeds, list) or len(seeds) != len(test)):
             raise DataError(f"{path}: pcts.{pct}.seeds must list one seed per test score")
+        try:
+            check_communication(f"pcts.{pct}.communication", entry.get("communication"), federated)
+        except ParameterError as exc:
+            raise DataError(f"{path}: {exc}") from None
     return doc
 
 
@@ -101,12 +110,13 @@ def load_inputs(assess_dir: str | Path, needed: Iterable[tuple[str, str]],
     inputs = Inputs()
     for ds, method in needed:
         path = assess_path(assess_dir, ds, method)
-        if not path.is_file():
-            if not allow_missing:
-                raise DataError(f"{path}: file not found (run `esnfed assess` for {ds}/{method}, "
-                                "or pass --allow-missing)")
+        missing = f"file not found (run `esnfed assess` for {ds}/{method}, or pass --allow-missing)"
+        problem = path_problem(path, missing)
+        if problem == missing and allow_missing:
             inputs.missing.append(path)
             continue
+        if problem is not None:  # a folder or a FIFO there is not a missing input
+            raise DataError(f"{path}: {problem}")
         doc = load_assess(path, ds, method, partial)
         inputs.docs[(ds, method)] = doc
         inputs.paths[(ds, method)] = path

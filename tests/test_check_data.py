@@ -210,7 +210,7 @@ def test_cli_exit_codes(tmp_path):
 
 @pytest.mark.parametrize("arg, expected", [
     ("missing", "{tmp}/missing: no such folder"),
-    ("d/u1.npz", "{tmp}/d/u1.npz: not a folder (give the processed folder holding manifest.json"),
+    ("d/u1.npz", "{tmp}/d/u1.npz: is a file, expected a folder (give the processed folder holding manifest.json"),
     ("", "{tmp}/manifest.json: not found (the processed folders are one level down: d)"),
     ("d", "{tmp}/d/manifest.json: n_contexts is 7 but context_names has 2 names"),
 ])

@@ -5,9 +5,11 @@ own temporaries are removed; atomic replaces fsync and never leave a folder miss
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import re
+import signal
 import subprocess
 import sys
 import textwrap
@@ -17,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from esnfed_core.data.paths import path_problem
 from esnfed_stages import _io, preprocess as preprocess_stage
 from test_data_stages import invoke, ok, one_line_error, project, snapshot, synthetic_root  # noqa: F401
 
@@ -309,3 +312,88 @@ def test_folder_replace_without_an_atomic_swap_still_replaces(tmp_path, monkeypa
     _replace_many(tmp_path / "out", 3)
     assert (tmp_path / "out" / "v.txt").read_text() == "2"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+# ----------------------------------------------- leftovers of the input audit: what an input path is
+@contextlib.contextmanager
+def _no_blocking(seconds: int = 60):
+    """Fail, instead of hanging the suite, if the code under test opens a FIFO for reading."""
+    def alarm(signum, frame):
+        raise AssertionError(f"blocked for {seconds} s: a FIFO was opened for reading")
+
+    old = signal.signal(signal.SIGALRM, alarm)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def _replace_with(path: Path, kind: str) -> None:
+    path.unlink()
+    if kind == "dir":
+        path.mkdir()
+    else:
+        os.mkfifo(path)
+
+
+KIND_PROBLEM = {"dir": "is a directory, expected a file", "fifo": "is not a regular file: a named pipe (FIFO)"}
+
+
+def test_path_problem_says_what_is_there(tmp_path):
+    (tmp_path / "f").write_text("x")
+    (tmp_path / "d").mkdir()
+    os.mkfifo(tmp_path / "p")
+    (tmp_path / "link").symlink_to(tmp_path / "gone")
+    assert [path_problem(tmp_path / n) for n in ("f", "d", "p", "link", "none", "f/x")] == [
+        None, KIND_PROBLEM["dir"], KIND_PROBLEM["fifo"], "file not found", "file not found", "file not found"]
+    assert [path_problem(tmp_path / n, "no folder", folder=True) for n in ("d", "f", "p", "none")] == [
+        None, "is a file, expected a folder", "is not a folder: a named pipe (FIFO)", "no folder"]
+
+
+@pytest.mark.parametrize("kind", ["dir", "fifo"])
+def test_a_raw_file_that_is_a_folder_or_a_fifo_is_named_as_such(project, kind):
+    """Before: "<path>: file not found" for a path that exists."""
+    pkl = Path("data/synthetic/WESAD/S3/S3.pkl")
+    _replace_with(pkl, kind)
+    with _no_blocking():
+        line = one_line_error(invoke("preprocess", "--dataset", "wesad"))
+    assert line == f"error: {pkl}: {KIND_PROBLEM[kind]}"
+    assert not Path("data/processed").exists()
+
+
+@pytest.mark.parametrize("kind", ["dir", "fifo"])
+def test_a_processed_file_or_manifest_that_is_a_folder_or_a_fifo_is_named_as_such(project, kind):
+    ok(invoke("preprocess", "--dataset", "wesad"))
+    user = PROCESSED / "S3.npz"
+    _replace_with(user, kind)
+    with _no_blocking():
+        result = invoke("check-data", str(PROCESSED))
+    assert result.exit_code == 1 and f"{user}: {KIND_PROBLEM[kind]}" in result.output + result.stderr
+    manifest = PROCESSED / "manifest.json"
+    _replace_with(manifest, kind)
+    with _no_blocking():
+        line = one_line_error(invoke("partition", "--dataset", "wesad"))
+    assert line == f"error: {manifest}: {KIND_PROBLEM[kind]}"
+
+
+@pytest.mark.parametrize("kind", ["dir", "fifo"])
+def test_a_params_file_or_import_source_that_is_a_folder_or_a_fifo_is_named_as_such(tmp_path, monkeypatch, kind):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "params.yaml").write_text("x: 1\n")
+    _replace_with(tmp_path / "params.yaml", kind)
+    with _no_blocking():
+        line = one_line_error(invoke("select", "--dataset", "wesad", "--algo", "ridge"))
+    assert line == f"error: params.yaml: {KIND_PROBLEM[kind]}"
+    if kind == "dir":  # no params.yaml now: the import reads none (a missing default is no error)
+        (tmp_path / "params.yaml").rmdir()
+    else:
+        (tmp_path / "params.yaml").unlink()
+    (tmp_path / "rec.csv").write_text("")
+    _replace_with(tmp_path / "rec.csv", "fifo")
+    with _no_blocking():
+        line = one_line_error(invoke("import", "rec.csv", "--dataset", "mystudy",
+                                     "--user", "u", "--time", "t", "--label", "y", "--features", "a",
+                                     "--rate", "50", "--window", "10"))
+    assert line == f"error: rec.csv: {KIND_PROBLEM['fifo']}"

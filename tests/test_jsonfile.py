@@ -4,6 +4,8 @@ naming the file, like malformed JSON (before: a RecursionError traceback; a Valu
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from typer.testing import CliRunner
 
@@ -37,9 +39,15 @@ def test_every_reader_names_the_file_and_the_problem(tmp_path, text, problem):
 def test_a_missing_file_keeps_each_readers_hint(tmp_path):
     with pytest.raises(DataError, match=r"x\.json: file not found$"):
         _io.read_json(tmp_path / "x.json")
-    (tmp_path / "manifest.json").mkdir()  # a folder where the file is expected
     with pytest.raises(DataError, match=r"manifest\.json: manifest not found \(run `esnfed preprocess` first\)$"):
         load_manifest(tmp_path)
+    # leftovers of the input audit: a folder or a FIFO there is named as what it is, not "not found"
+    (tmp_path / "manifest.json").mkdir()  # a folder where the file is expected
+    with pytest.raises(DataError, match=r"manifest\.json: is a directory, expected a file$"):
+        load_manifest(tmp_path)
+    os.mkfifo(tmp_path / "x.json")  # never opened: reading a FIFO would block until a writer comes
+    with pytest.raises(DataError, match=r"x\.json: is not a regular file: a named pipe \(FIFO\)$"):
+        _io.read_json(tmp_path / "x.json")
 
 
 def test_the_cli_prints_one_line(tmp_path, monkeypatch):

@@ -6,6 +6,7 @@ file's size (tracemalloc counts numpy's buffers), through every reader that take
 from __future__ import annotations
 
 import io
+import os
 import tracemalloc
 import zipfile
 from pathlib import Path
@@ -177,8 +178,11 @@ def test_bad_entries_are_one_line_naming_the_file_and_array(tmp_path, case, frag
 
 def test_a_folder_or_a_missing_file_is_named(tmp_path):
     (tmp_path / "d.npz").mkdir()
-    with pytest.raises(DataError, match=r"d\.npz: not a regular file$"):
+    with pytest.raises(DataError, match=r"d\.npz: is a directory, expected a file$"):
         npz.read_npz(tmp_path / "d.npz")
+    os.mkfifo(tmp_path / "p.npz")  # stat'ed, never opened (that would block)
+    with pytest.raises(DataError, match=r"p\.npz: is not a regular file: a named pipe \(FIFO\)$"):
+        npz.read_npz(tmp_path / "p.npz")
     with pytest.raises(DataError, match=r"n\.npy: file not found$"):
         npz.read_npy(tmp_path / "n.npy")
 

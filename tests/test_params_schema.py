@@ -72,6 +72,11 @@ CASES = {
                               "of integers, got a continuous range {'low': 10, 'high': 50}"),
     "rounds < 1": (lambda p: p["budgets"]["default"]["space"]["fedip"].update(rounds=[0, 2]),
                    "budgets.default.space.fedip.rounds: must be >= 1, got 0"),
+    # leftovers of the input audit: no upper bound, so 10^9 units failed late, in every trial
+    "units past MAX_UNITS": (lambda p: _space(p, "hhar").update(units=[200, 10**9]),
+                             "budgets.default.space.hhar.units: must be <= 16384, got 1000000000"),
+    "deep layers < 1": (lambda p: p["budgets"]["default"]["space"]["deep"].update(layers=[0]),
+                        "budgets.default.space.deep.layers: must be >= 1, got 0"),
     "alpha outside (0, 1)": (lambda p: p["ttest"].update(alpha=1.5), "ttest.alpha: must be < 1.0, got 1.5"),
     "n_jobs 0": (lambda p: p["runner"].update(n_jobs=0), "runner.n_jobs: must not be 0, got 0"),
     "unknown budget": (lambda p: p.update(budget="huge"),

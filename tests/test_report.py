@@ -397,6 +397,62 @@ def test_bad_assess_file_is_one_line_error(workdir, mutate, needle):
     assert "\n" not in line and "runs/assess/wesad/fedip.json" in line and needle in line
 
 
+@pytest.mark.parametrize("value, problem", [
+    ("12", "pcts.50.communication: expected an object of message counts or null, got '12'"),
+    ([1, 2], "pcts.50.communication: expected an object of message counts or null, got [1, 2]"),
+    (None, "pcts.50.communication: missing (a federated method records its messages)"),
+    ({"up_floats": 1}, "pcts.50.communication.down_floats: missing"),
+    ("up_bytes=-8", "pcts.50.communication.up_bytes: expected an integer >= 0, got -8"),
+    ("rounds=7.5", "pcts.50.communication.rounds: expected an integer >= 0, got 7.5"),
+    ("clients=true", "pcts.50.communication.clients: expected an integer >= 0, got True"),
+    ("up_floats='9'", "pcts.50.communication.up_floats: expected an integer >= 0, got '9'"),
+])
+def test_a_malformed_communication_entry_is_one_line_naming_file_and_key(workdir, value, problem):
+    """Leftovers of the input audit: report skipped a non-object communication entry of a
+    federated method (its row silently missing from communication.md) and int()-converted
+    strings, floats and booleans."""
+    write_assess(workdir)
+    path = workdir / "runs" / "assess" / "wesad" / "incfed.json"
+    doc = json.loads(path.read_text())
+    entry = doc["pcts"]["50"]
+    if isinstance(value, str) and "=" in value:
+        key, raw = value.split("=")
+        entry["communication"][key] = json.loads(raw.replace("'", '"'))
+    else:
+        entry["communication"] = value
+    path.write_text(json.dumps(doc))
+    for cmd in (["report"], ["ttest"]):
+        result = runner.invoke(app, cmd)
+        assert result.exit_code == 1, result.output
+        assert result.stderr.strip() == f"error: runs/assess/wesad/incfed.json: {problem}"
+    assert not (workdir / "reports" / "tables").exists()
+
+
+def test_a_non_federated_method_may_have_no_communication(workdir):
+    """null is the contract's value for the other methods (docs/assess-contract.md)."""
+    write_assess(workdir)
+    _ok(["ttest"])
+    _ok(["report"])
+    assert json.loads((workdir / "runs" / "assess" / "wesad" / "ridge.json").read_text())[
+        "pcts"]["50"]["communication"] is None
+
+
+@pytest.mark.parametrize("kind", ["dir", "fifo"])
+def test_an_assess_path_that_is_a_folder_or_a_fifo_is_not_a_missing_input(workdir, kind):
+    """--allow-missing turns a missing file into n/a cells; a folder or FIFO there is an error
+    naming what it is (before: listed as missing)."""
+    import os
+
+    write_assess(workdir)
+    path = workdir / "runs" / "assess" / "hhar" / "fedclip-replay.json"
+    path.unlink()
+    path.mkdir() if kind == "dir" else os.mkfifo(path)
+    result = runner.invoke(app, ["ttest", "--allow-missing"])
+    assert result.exit_code == 1
+    problem = "is a directory, expected a file" if kind == "dir" else "is not a regular file: a named pipe (FIFO)"
+    assert result.stderr.strip() == f"error: runs/assess/hhar/fedclip-replay.json: {problem}"
+
+
 def test_bad_params_and_ttest_file(workdir):
     write_assess(workdir)
     result = runner.invoke(app, ["ttest", "--alpha", "2"])  # CLI misuse: a usage error

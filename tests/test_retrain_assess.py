@@ -14,12 +14,13 @@ from typer.testing import CliRunner
 from esnfed_cli.main import app
 from esnfed_core.errors import DataError
 from esnfed_core.method import Method
+from esnfed_core.reservoir import MAX_UNITS
 from esnfed_stages import assess as assess_stage
 from esnfed_stages import retrain as retrain_stage
 from esnfed_stages import select as select_stage
 from esnfed_core.vocabulary import PCTS
 from esnfed_stages.experiment_params import experiment_params
-from esnfed_stages.models import load_model
+from esnfed_stages.models import check_best_config, load_model
 from experiment_data import TEST, TRAIN, cli_ok, make_dataset, run_method_stages, small_params, write_params
 
 # (algo, strategy): stationary and continual, centralised and federated, in dependency order.
@@ -219,6 +220,12 @@ def test_retrain_resumes_and_recomputes_a_corrupt_model(run_a, tmp_path):
     (lambda c: c.pop("leak"), "config of incfed: missing hyperparameter(s) leak"),
     # input audit: before, an unknown key was carried into the models and assess JSON (exit 0)
     (lambda c: c.update(leka=0.5), "config.leka: not a hyperparameter of incfed (expected units, "),
+    # leftovers of the input audit: a value out of the search space's range was one MemoryError
+    # (10^9 units) or ParameterError per retrain seed
+    (lambda c: c.update(units=10**9), f"config.units: must be <= {MAX_UNITS}, got 1000000000"),
+    (lambda c: c.update(units=40.5), "config.units: expected an integer, got 40.5"),
+    (lambda c: c.update(leak=5), "config.leak: must be <= 1.0, got 5"),
+    (lambda c: c.update(spectral_radius=-0.9), "config.spectral_radius: must be > 0.0, got -0.9"),
 ])
 def test_a_malformed_best_config_is_one_error_naming_best_json(run_a, tmp_path, edit, fragment):
     """A hand-edited best.json stops retrain (and the continual/deep select reading it) with one
@@ -256,6 +263,79 @@ def test_an_edited_model_json_is_one_error_naming_it(run_a, tmp_path, edit, frag
     """The .json's fields are read back by assess; the npz hash does not cover them."""
     _assess_with_an_edited_model_json(run_a, tmp_path, edit,
                                       lambda js: f"{js}: {fragment} (delete seed-0.json and run `esnfed retrain`)")
+
+
+@pytest.mark.parametrize("edit, fragment", [
+    (lambda d: d.update(communication="lots"), "communication: expected an object of message counts or null, "
+                                               "got 'lots'"),
+    (lambda d: d.update(communication=None), "communication: missing (a federated method records its messages)"),
+    (lambda d: d["communication"].update(up_bytes=-1), "communication.up_bytes: expected an integer >= 0, got -1"),
+])
+def test_a_malformed_model_communication_is_one_error_naming_it(run_a, tmp_path, edit, fragment):
+    """Leftovers of the input audit: assess copied any `communication` of a model's .json into the
+    assess file, whose communication table then skipped it."""
+    _assess_with_an_edited_model_json(run_a, tmp_path, edit,
+                                      lambda js: f"{js}: {fragment} (delete seed-0.json and run `esnfed retrain`)")
+
+
+def test_an_out_of_range_model_config_is_one_error_naming_it(run_a, tmp_path):
+    """A model's .json config is checked against the search space's ranges, as best.json's is."""
+    _assess_with_an_edited_model_json(run_a, tmp_path, lambda d: d["config"].update(units=10**9),
+                                      lambda js: f"{js}: config.units: must be <= {MAX_UNITS}, got 1000000000")
+
+
+def test_the_cli_refuses_an_absurd_best_config_in_one_line_writing_nothing(run_a, tmp_path):
+    """`esnfed retrain` on a best.json of 10^9 units: exit 1, one line naming the file and key,
+    and no model or failure record written (before: one MemoryError per retrain seed)."""
+    import shutil
+
+    shutil.copytree(run_a, tmp_path / "r")
+    root = tmp_path / "r"
+    best = root / "runs" / "select" / "wesad" / "ridge" / "50" / "best.json"
+    doc = json.loads(best.read_text())
+    doc["config"]["units"] = 10**9
+    best.write_text(json.dumps(doc))
+    models = root / "runs" / "models" / "wesad" / "ridge"
+    shutil.rmtree(models)
+    res = runner.invoke(app, ["retrain", "--dataset", "wesad", "--algo", "ridge", "--params",
+                              str(root / "params.yaml"), "--data-dir", str(root / "data"),
+                              "--runs-dir", str(root / "runs")])
+    assert res.exit_code == 1
+    assert res.stderr.strip() == f"error: {best}: config.units: must be <= {MAX_UNITS}, got 1000000000"
+    assert not [p for p in models.rglob("*") if p.is_file() and not p.name.startswith(".")]
+
+
+@pytest.mark.parametrize("config, fragment", [
+    ({"layers": 0}, "config.layers: must be >= 1, got 0"),
+    ({"layers": 2.0}, "config.layers: expected an integer, got 2.0"),
+    ({"units": 3, "layers": 4}, "config.layers: 4 layers cannot share 3 units (at least one each)"),
+])
+def test_a_deep_config_out_of_range_is_one_error(tmp_path, config, fragment):
+    good = {"units": 40, "spectral_radius": 0.9, "leak": 0.5, "input_scaling": 1.0, "layers": 2}
+    check_best_config(tmp_path / "best.json", Method.parse("deep-incfed"), good)  # in range: accepted
+    with pytest.raises(DataError, match=re.escape(f"{tmp_path / 'best.json'}: {fragment}")):
+        check_best_config(tmp_path / "best.json", Method.parse("deep-incfed"), {**good, **config})
+
+
+@pytest.mark.parametrize("kind, problem", [("dir", "is a directory, expected a file"),
+                                           ("fifo", "is not a regular file: a named pipe (FIFO)")])
+def test_a_best_json_or_model_file_that_is_a_folder_or_a_fifo_is_named_as_such(run_a, tmp_path, kind, problem):
+    """Before: "<path>: not found" for a path that exists (a FIFO is never opened: it would block)."""
+    import os
+    import shutil
+
+    shutil.copytree(run_a, tmp_path / "r")
+    root = tmp_path / "r"
+    common = ["--dataset", "wesad", "--algo", "ridge", "--params", str(root / "params.yaml"),
+              "--data-dir", str(root / "data"), "--runs-dir", str(root / "runs")]
+    paths = [root / "runs" / "select" / "wesad" / "ridge" / "50" / "best.json",
+             root / "runs" / "models" / "wesad" / "ridge" / "50" / "seed-0.npz"]
+    for path, command in zip(paths, ("retrain", "assess")):
+        path.unlink()
+        path.mkdir() if kind == "dir" else os.mkfifo(path)
+        res = runner.invoke(app, [command, *common])
+        assert res.exit_code == 1, res.output
+        assert res.stderr.strip().startswith(f"error: {path}: {problem}"), res.stderr
 
 
 def _assess_with_an_edited_model_json(run_a, tmp_path, edit, message) -> None:

@@ -47,6 +47,7 @@ if TYPE_CHECKING:  # pandas is imported by the functions that read (every esnfed
     import pandas as pd  # this module through the params schema; pandas adds ~0.2 s to each)
 
 from esnfed_core.data import archive
+from esnfed_core.data.paths import check_input
 from esnfed_core.data.processed import UserData
 from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.quote import brief, quote
@@ -142,10 +143,7 @@ class HharSource:
     @contextlib.contextmanager
     def open(self, name: str) -> Iterator[IO[bytes]]:
         if self.folder is not None:
-            path = self.folder / f"{name}.csv"
-            if not path.is_file():
-                raise DataError(f"{path}: file not found")
-            with open(path, "rb") as f:
+            with open(check_input(self.folder / f"{name}.csv"), "rb") as f:
                 yield f
             return
         with self.opened():
@@ -163,9 +161,7 @@ def locate_source(raw_root: str | Path) -> HharSource:
     """Find HHAR under ``raw_root``: ``HHAR/Activity recognition exp/*.csv``, else the UCI zip
     (``heterogeneity+activity+recognition.zip``, or the inner ``Activity recognition exp.zip``)
     in ``raw_root/HHAR`` or ``raw_root``."""
-    raw_root = Path(raw_root)
-    if not raw_root.is_dir():
-        raise DataError(f"{raw_root}: raw data folder not found")
+    raw_root = check_input(raw_root, "raw data folder not found", folder=True)
     for base in (raw_root / "HHAR", raw_root):
         if (base / FOLDER).is_dir():
             return HharSource(folder=base / FOLDER)

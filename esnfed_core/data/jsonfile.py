@@ -6,18 +6,17 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 from typing import Any
 
+from esnfed_core.data.paths import check_input
 from esnfed_core.errors import DataError
 from esnfed_core.quote import brief
 
 
 def read_json(path: str | os.PathLike, missing: str = "file not found") -> Any:
-    """The document in ``path``; ``missing`` is the message when it is not a regular file."""
-    path = Path(path)
-    if not path.is_file():
-        raise DataError(f"{path}: {missing}")
+    """The document in ``path``; ``missing`` is the message when nothing is there (a folder or a
+    FIFO there is named as such: esnfed_core.data.paths)."""
+    path = check_input(path, missing)
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except RecursionError:

@@ -18,6 +18,7 @@ from typing import IO, Iterable
 
 import numpy as np
 
+from esnfed_core.data.paths import check_input
 from esnfed_core.errors import DataError
 from esnfed_core.quote import brief, quote
 
@@ -78,7 +79,7 @@ def _entries(z: zipfile.ZipFile) -> dict[str, zipfile.ZipInfo]:
 def npz_names(path: str | os.PathLike) -> list[str]:
     """The names of the arrays of an .npz, in file order (nothing is inflated)."""
     path = Path(path)
-    _check_file(path)
+    check_input(path)
     try:
         with zipfile.ZipFile(path) as z:
             return list(_entries(z))
@@ -91,7 +92,7 @@ def read_npz(path: str | os.PathLike, names: Iterable[str] | None = None) -> dic
     for missing ones. Corrupt, truncated, pickled or over-inflating entries are a DataError
     naming the file (and array) and the problem."""
     path = Path(path)
-    _check_file(path)
+    check_input(path)
     try:
         size = path.stat().st_size
         with zipfile.ZipFile(path) as z:
@@ -128,7 +129,7 @@ def read_npz(path: str | os.PathLike, names: Iterable[str] | None = None) -> dic
 def read_npy(path: str | os.PathLike) -> np.ndarray:
     """The array of a .npy file (never unpickled; its header must match the file's size)."""
     path = Path(path)
-    _check_file(path)
+    check_input(path)
     try:
         with open(path, "rb") as f:
             return _read_array(f, os.fstat(f.fileno()).st_size, path, path.stem)
@@ -136,10 +137,3 @@ def read_npy(path: str | os.PathLike) -> np.ndarray:
         raise
     except _ERRORS as exc:
         raise DataError(f"{path}: cannot read as .npy ({brief(exc)})") from None
-
-
-def _check_file(path: Path) -> None:
-    if not path.exists():
-        raise DataError(f"{path}: file not found")
-    if not path.is_file():
-        raise DataError(f"{path}: not a regular file")

@@ -14,6 +14,7 @@ import numpy as np
 
 from esnfed_core.data.jsonfile import read_json
 from esnfed_core.data.npz import npz_names, read_npz
+from esnfed_core.data.paths import check_input
 from esnfed_core.data.windows import NpyMember, concat, take
 from esnfed_core.errors import DataError
 from esnfed_core.quote import brief, quote
@@ -89,9 +90,7 @@ def load_user(directory: str | Path, user: str, *, lazy: bool = False) -> UserDa
     With ``lazy`` ``x`` stays on disk and is read window by window when indexed (the trials' way:
     a user then costs memory for its labels only); by default it is loaded into memory.
     """
-    path = user_path(directory, user)
-    if not path.is_file():
-        raise DataError(f"{path}: processed file for user '{user}' not found")
+    path = check_input(user_path(directory, user), f"processed file for user '{user}' not found")
     names = {"y", "context"} if lazy else {"x", "y", "context"}
     arrays = read_npz(path, names)
     missing = {"x", "y", "context"} - set(npz_names(path) if lazy else arrays)

@@ -28,6 +28,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from esnfed_core.data import pickled_numpy as pn
+from esnfed_core.data.paths import check_input
 from esnfed_core.errors import DataError
 from esnfed_core.quote import brief, quote
 
@@ -226,9 +227,7 @@ def load(file: BinaryIO, *, name: str | Path = "<pickle>", encoding: str = "lati
 
 def load_path(path: str | Path) -> Any:
     """Open ``path`` and :func:`load` it; a missing or unreadable file is a DataError."""
-    path = Path(path)
-    if not path.is_file():
-        raise DataError(f"{path}: file not found")
+    path = check_input(path)
     try:
         # A large buffer: real WESAD pickles are ~0.9 GB of mostly long byte strings.
         f = open(path, "rb", buffering=1 << 20)

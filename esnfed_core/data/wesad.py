@@ -10,6 +10,7 @@ from typing import Any, Iterator, Mapping
 import numpy as np
 
 from esnfed_core.data import safe_pickle
+from esnfed_core.data.paths import check_input
 from esnfed_core.data.processed import USER_NAME_HINT, UserData, is_user_name
 from esnfed_core.errors import DataError
 from esnfed_core.quote import quote
@@ -91,13 +92,8 @@ def subject_path(raw_root: str | Path, subject: str) -> Path:
     must be a subject name (``S<digits>``): no path outside the WESAD folder is built."""
     if not is_user_name("wesad", subject):
         raise DataError(f"{raw_root}: {quote(subject)} is not a WESAD subject name ({USER_NAME_HINT['wesad']})")
-    folder = dataset_dir(raw_root) / subject
-    if not folder.is_dir():
-        raise DataError(f"{folder}: subject folder not found")
-    path = folder / f"{subject}.pkl"
-    if not path.is_file():
-        raise DataError(f"{path}: file not found")
-    return path
+    folder = check_input(dataset_dir(raw_root) / subject, "subject folder not found", folder=True)
+    return check_input(folder / f"{subject}.pkl")
 
 
 # ---------------------------------------------------------------- reading and validation
