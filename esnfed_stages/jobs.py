@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Callable, Protocol, Sequence, TypeVar
+from dataclasses import dataclass
+from typing import Callable, Generic, Protocol, Sequence, TypeVar
 
 from esnfed_core.method import Method
 from esnfed_stages import heterogeneity
@@ -30,6 +31,21 @@ class Job(Protocol):
 
 J = TypeVar("J", bound=Job)
 R = TypeVar("R")
+S = TypeVar("S")  # a stage's summary of one share: its ``pct`` and its ``failed`` (index, error)
+
+
+@dataclass
+class StageResult(Generic[S]):
+    """What select or retrain did for one dataset and method: a summary per share."""
+
+    dataset: str
+    method: str
+    shares: list[S]
+
+    @property
+    def failed(self) -> list[tuple[str, int, str]]:
+        """(share, index, error) of every failed job."""
+        return [(s.pct, i, e) for s in self.shares for i, e in s.failed]
 
 
 def run_shares(share_dir: Callable[[Path, str, str, str], Path], dataset: str, method: Method, pcts: list[str],

@@ -23,7 +23,7 @@ from esnfed_core.search import derive_seed
 from esnfed_stages._io import read_json, write_json
 from esnfed_stages.experiment_params import ExperimentParams, RunnerConfig
 from esnfed_stages.fingerprint import code_fingerprint, result_key
-from esnfed_stages.jobs import Progress, clean_share, run_pending, run_shares
+from esnfed_stages.jobs import Progress, StageResult, clean_share, run_pending, run_shares
 from esnfed_stages.layout import best_path, model_dir
 from esnfed_stages.models import check_best_config, read_meta, save_model
 from esnfed_stages.runner import Outcome, TrialTask
@@ -53,15 +53,8 @@ class RetrainSummary:
     failed: list[tuple[int, str]] = field(default_factory=list)
 
 
-@dataclass
-class RetrainResult:
-    dataset: str
-    method: str
-    shares: list[RetrainSummary]
-
-    @property
-    def failed(self) -> list[tuple[str, int, str]]:
-        return [(s.pct, k, e) for s in self.shares for k, e in s.failed]
+class RetrainResult(StageResult[RetrainSummary]):
+    """What retrain did for one dataset and method."""
 
 
 def retrain_seed(exp: ExperimentParams, dataset: str, pct: str, k: int) -> int:

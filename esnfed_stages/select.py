@@ -21,7 +21,7 @@ from esnfed_core.search import Dimension, continual_budgets, derive_seed, sample
 from esnfed_stages._io import read_json, write_json
 from esnfed_stages.experiment_params import ExperimentParams, RunnerConfig
 from esnfed_stages.fingerprint import code_fingerprint, result_key
-from esnfed_stages.jobs import Progress, clean_share, run_pending, run_shares
+from esnfed_stages.jobs import Progress, StageResult, clean_share, run_pending, run_shares
 from esnfed_stages.layout import best_path, select_dir
 from esnfed_stages.models import check_best_config
 from esnfed_stages.runner import Outcome, TrialTask
@@ -53,15 +53,8 @@ class ShareSummary:
     best: dict[str, Any] | None = None
 
 
-@dataclass
-class SelectResult:
-    dataset: str
-    method: str
-    shares: list[ShareSummary]
-
-    @property
-    def failed(self) -> list[tuple[str, int, str]]:
-        return [(s.pct, i, e) for s in self.shares for i, e in s.failed]
+class SelectResult(StageResult[ShareSummary]):
+    """What select did for one dataset and method."""
 
 
 def trial_path(directory: Path, index: int) -> Path:
