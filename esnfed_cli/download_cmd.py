@@ -13,9 +13,9 @@ from rich.progress import (BarColumn, DownloadColumn, SpinnerColumn, TextColumn,
 from rich.table import Table
 
 from esnfed_cli._common import console, handle_errors, progress_bar
+from esnfed_cli.data_cmds import DatasetOpt
 from esnfed_cli.main import app
 from esnfed_core.errors import ConfigError
-from esnfed_core.vocabulary import Dataset
 from esnfed_stages import download as download_stage
 from esnfed_stages.params import load_params
 from esnfed_stages.sections import section
@@ -34,8 +34,7 @@ def _default_out(params: Path) -> Path:
 @app.command()
 @handle_errors
 def download(
-    dataset: Annotated[Dataset, typer.Option("--dataset", help="Which dataset: wesad or hhar.",
-                                             case_sensitive=False)],
+    dataset: DatasetOpt,
     out: Annotated[Optional[Path], typer.Option(
         "--out", help="Raw data root; writes <out>/WESAD or <out>/HHAR. "
         "Default: params.yaml data.raw_dir (data/raw).")] = None,

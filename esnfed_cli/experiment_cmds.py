@@ -160,51 +160,6 @@ def _fmt(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.2f}"
 
 
-@app.command()
-@handle_errors
-def select(
-    dataset: DatasetOpt,
-    algo: AlgoOpt,
-    strategy: StrategyOpt = None,
-    pct: PctOpt = ShareOrAll.all,
-    backend: BackendOpt = None,
-    n_jobs: JobsOpt = None,
-    device: DeviceOpt = None,
-    params: ParamsOpt = Path("params.yaml"),
-    data_dir: DataDirOpt = Path("data"),
-    runs_dir: RunsDirOpt = Path("runs"),
-    alpha: AlphaOpt = None,
-) -> None:
-    """Model selection: seeded random search scored on the validation users.
-
-    Continual methods search the budget grid built from the best IP/FedIP config.
-
-    Each finished trial is written at once to runs/select/<dataset>/<method>/<pct>/trial-XXXX.json;
-    a rerun skips the trials already done. best.json is written per share when all its trials
-    succeeded; failed trials are recorded and listed, and the command then exits with code 1.
-    """
-    ds, methods, pcts, exp, runner = _prepare(dataset, algo, strategy, pct, params, backend, n_jobs, device,
-                                            alpha)
-    _each(select_stage.run, "select", _select_table, "trial(s)", ds, methods, pcts, exp, runner, data_dir,
-          runs_dir)
-
-
-def _each(stage_run, verb: str, table, what: str, ds: str, methods: list[Method], pcts: list[str], exp,
-          runner, data_dir: Path, runs_dir: Path) -> None:
-    """Run select or retrain for each method (align: one per α), print each summary table, then
-    list every failure (with its method when there are several) and exit 1 if any."""
-    failed = []
-    for method in methods:
-        with trial_progress() as bar:
-            result = stage_run(ds, method, pcts, exp, data_dir=data_dir, runs_dir=runs_dir, runner=runner,
-                               progress=bar_task(bar, f"{verb} {ds}/{method.id}"))
-        table(ds, method, runner, result)
-        label = f"{method.id} " if len(methods) > 1 else ""
-        failed += [(f"{label}{pct}", i, e) for pct, i, e in result.failed]
-    if failed:
-        _fail_listing(what, failed)
-
-
 def _select_table(ds: str, method: Method, runner, result) -> None:
     table = Table(title=f"select {ds}/{method.id} ({_where(runner)})",
                   caption=_legend([(s.best or {}).get("config", {}) for s in result.shares]))
@@ -218,32 +173,6 @@ def _select_table(ds: str, method: Method, runner, result) -> None:
     console.print(table, highlight=False)
 
 
-@app.command()
-@handle_errors
-def retrain(
-    dataset: DatasetOpt,
-    algo: AlgoOpt,
-    strategy: StrategyOpt = None,
-    pct: PctOpt = ShareOrAll.all,
-    backend: BackendOpt = None,
-    n_jobs: JobsOpt = None,
-    device: DeviceOpt = None,
-    params: ParamsOpt = Path("params.yaml"),
-    data_dir: DataDirOpt = Path("data"),
-    runs_dir: RunsDirOpt = Path("runs"),
-    alpha: AlphaOpt = None,
-) -> None:
-    """Retrain the selected config with budgets.<budget>.retrains new seeds per share.
-
-    Models go to runs/models/<dataset>/<method>/<pct>/seed-<k>.npz + .json (an open format: see
-    the README, "Saved models"); a rerun skips models already trained with the same inputs.
-    """
-    ds, methods, pcts, exp, runner = _prepare(dataset, algo, strategy, pct, params, backend, n_jobs, device,
-                                            alpha)
-    _each(retrain_stage.run, "retrain", _retrain_table, "retrain(s)", ds, methods, pcts, exp, runner, data_dir,
-          runs_dir)
-
-
 def _retrain_table(ds: str, method: Method, runner, result) -> None:
     table = Table(title=f"retrain {ds}/{method.id} ({_where(runner)})",
                   caption=_legend([s.config for s in result.shares]))
@@ -253,6 +182,59 @@ def _retrain_table(ds: str, method: Method, runner, result) -> None:
         cfg = _config(s.config)
         table.add_row(f"{s.pct}%", str(len(s.seeds)), str(s.resumed), str(s.ran), str(len(s.failed)), cfg)
     console.print(table, highlight=False)
+
+
+def _stage_command(verb: str, stage, table, what: str, doc: str) -> None:
+    """Register `esnfed <verb>`: select and retrain take the same options. Each method (align: one
+    per α) runs ``stage.run`` under a progress bar and ``table`` prints its summary; then every
+    failed ``what`` is listed (with its method when there are several) and the exit code is 1."""
+
+    def command(
+        dataset: DatasetOpt,
+        algo: AlgoOpt,
+        strategy: StrategyOpt = None,
+        pct: PctOpt = ShareOrAll.all,
+        backend: BackendOpt = None,
+        n_jobs: JobsOpt = None,
+        device: DeviceOpt = None,
+        params: ParamsOpt = Path("params.yaml"),
+        data_dir: DataDirOpt = Path("data"),
+        runs_dir: RunsDirOpt = Path("runs"),
+        alpha: AlphaOpt = None,
+    ) -> None:
+        ds, methods, pcts, exp, runner = _prepare(dataset, algo, strategy, pct, params, backend, n_jobs, device,
+                                                alpha)
+        failed = []
+        for method in methods:
+            with trial_progress() as bar:
+                result = stage.run(ds, method, pcts, exp, data_dir=data_dir, runs_dir=runs_dir, runner=runner,
+                                   progress=bar_task(bar, f"{verb} {ds}/{method.id}"))
+            table(ds, method, runner, result)
+            label = f"{method.id} " if len(methods) > 1 else ""
+            failed += [(f"{label}{share}", i, e) for share, i, e in result.failed]
+        if failed:
+            _fail_listing(what, failed)
+
+    command.__name__ = command.__qualname__ = verb
+    command.__doc__ = doc
+    app.command(verb)(handle_errors(command))
+
+
+_stage_command("select", select_stage, _select_table, "trial(s)", """
+    Model selection: seeded random search scored on the validation users.
+
+    Continual methods search the budget grid built from the best IP/FedIP config.
+
+    Each finished trial is written at once to runs/select/<dataset>/<method>/<pct>/trial-XXXX.json;
+    a rerun skips the trials already done. best.json is written per share when all its trials
+    succeeded; failed trials are recorded and listed, and the command then exits with code 1.
+    """)
+_stage_command("retrain", retrain_stage, _retrain_table, "retrain(s)", """
+    Retrain the selected config with budgets.<budget>.retrains new seeds per share.
+
+    Models go to runs/models/<dataset>/<method>/<pct>/seed-<k>.npz + .json (an open format: see
+    the README, "Saved models"); a rerun skips models already trained with the same inputs.
+    """)
 
 
 @app.command()

@@ -1,4 +1,4 @@
-"""What both apps share: the run config, a client's data partition, and numpy <-> ArrayRecord."""
+"""What the apps share: the run config, a client's data partition and reply, and numpy <-> ArrayRecord."""
 
 from __future__ import annotations
 
@@ -8,12 +8,14 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
-from flwr.app import Array, ArrayRecord
+from flwr.app import Array, ArrayRecord, Message, MetricRecord, RecordDict
 
 from esnfed_core.reservoir import Reservoir
 from esnfed_core.trial import make_reservoir
 
 RESERVOIR_KEYS = ("units", "spectral_radius", "leak", "input_scaling")
+# What a client's config needs to rebuild the broadcast reservoir and compute its ridge statistics.
+CLIENT_KEYS = (*RESERVOIR_KEYS, "reservoir-seed", "n-classes", "batch-size")
 
 
 def to_record(arrays: Mapping[str, np.ndarray]) -> ArrayRecord:
@@ -80,6 +82,15 @@ def wait_for_nodes(grid: Any, n: int, timeout_s: float = 120.0) -> list[int]:
         if time.monotonic() > deadline:
             raise TimeoutError(f"only {len(ids)} of {n} SuperNodes connected in {timeout_s:.0f} s")
         time.sleep(0.2)
+
+
+def client_reply(msg: Message, pid: int, metrics: Mapping[str, int],
+                 **arrays: Mapping[str, np.ndarray]) -> Message:
+    """A client's reply to ``msg``: each of ``arrays`` as a record of that name, then ``metrics``
+    (``num-examples``: the server's weight) with the partition id (the server's order)."""
+    content = {name: to_record(a) for name, a in arrays.items()}
+    content["metrics"] = MetricRecord({**metrics, "partition-id": pid})
+    return Message(RecordDict(content), reply_to=msg)
 
 
 def replies_in_order(replies: Any) -> list[Any]:

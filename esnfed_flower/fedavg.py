@@ -6,14 +6,14 @@ order, as esnfed_core.federated.fedavg does."""
 from __future__ import annotations
 
 import numpy as np
-from flwr.app import ConfigRecord, Context, Message, MessageType, MetricRecord, RecordDict
+from flwr.app import ConfigRecord, Context, Message, MessageType, RecordDict
 from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 
 from esnfed_core.aggregate import weighted_average
 from esnfed_core.readout import solve
 from esnfed_flower.common import (
-    from_record, measure_mod, partition, replies_in_order, run_config, to_record, wait_for_nodes,
+    CLIENT_KEYS, client_reply, from_record, measure_mod, partition, replies_in_order, run_config, wait_for_nodes,
 )
 from esnfed_flower.incfed import client_stats
 
@@ -27,16 +27,13 @@ def train(msg: Message, context: Context) -> Message:
     pid = int(context.node_config["partition-id"])
     x, y = partition(context, pid)
     w = solve(client_stats(cfg, x, y), float(cfg["lambda"]), str(cfg.get("solver", "cholesky")))
-    content = RecordDict({"readout": to_record({"w": w}),
-                          "metrics": MetricRecord({"num-examples": len(x), "partition-id": pid})})
-    return Message(content, reply_to=msg)
+    return client_reply(msg, pid, {"num-examples": len(x)}, readout={"w": w})
 
 
 @server_app.main()
 def main(grid: Grid, context: Context) -> None:
     rc = run_config(context)
-    config = {k: rc[k] for k in ("units", "spectral_radius", "leak", "input_scaling", "reservoir-seed",
-                                 "n-classes", "batch-size", "lambda", "solver") if k in rc}
+    config = {k: rc[k] for k in (*CLIENT_KEYS, "lambda", "solver") if k in rc}
     nodes = wait_for_nodes(grid, int(rc["num-clients"]))
     msgs = [Message(RecordDict({"config": ConfigRecord(config)}), dst_node_id=n,
                     message_type=MessageType.TRAIN, group_id="1") for n in nodes]

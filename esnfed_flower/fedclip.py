@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from flwr.app import ConfigRecord, Context, Message, MessageType, MetricRecord, RecordDict
+from flwr.app import ConfigRecord, Context, Message, MessageType, RecordDict
 from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 
@@ -31,7 +31,7 @@ from esnfed_core.continual import JOINT_MAX_ROUNDS, ContinualConfig, LocalClient
 from esnfed_core.readout import solve
 from esnfed_core.reservoir import Reservoir
 from esnfed_flower.common import (
-    RESERVOIR_KEYS, from_record, measure_mod, partition_contexts, replies_in_order, reservoir, run_config,
+    RESERVOIR_KEYS, client_reply, from_record, measure_mod, partition_contexts, replies_in_order, reservoir, run_config,
     to_record, wait_for_nodes,
 )
 from esnfed_flower.fedip import IP_KEYS, ip_config
@@ -92,14 +92,11 @@ def reply(msg: Message, context: Context, strategies: tuple[str, ...] = STRATEGI
     gb = from_record(msg.content["ip"])
     client, res = client_at(cfg, context, gb["gain"], gb["bias"], strategies)
     if not client.takes_part(t):  # no windows to train on at t: sits the context out
-        return Message(RecordDict({"metrics": MetricRecord({"num-examples": 0, "partition-id": pid})}),
-                       reply_to=msg)
+        return client_reply(msg, pid, {"num-examples": 0})
     if phase == "stats":
         return stats_reply(msg, client.stats(res, t), pid)
     fitted = client.fit(res, t)
-    content = RecordDict({"ip": to_record({"gain": fitted.gain, "bias": fitted.bias}),
-                          "metrics": MetricRecord({"num-examples": client.weight(t), "partition-id": pid})})
-    return Message(content, reply_to=msg)
+    return client_reply(msg, pid, {"num-examples": client.weight(t)}, ip={"gain": fitted.gain, "bias": fitted.bias})
 
 
 def _round(grid: Grid, nodes: list[int], config: dict, res: Reservoir, group: int, extra: dict | None = None,

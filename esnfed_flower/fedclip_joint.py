@@ -23,14 +23,14 @@ run) and trace (Σ rounds,): every round's validation accuracy, context after co
 from __future__ import annotations
 
 import numpy as np
-from flwr.app import Context, Message, MetricRecord, RecordDict
+from flwr.app import Context, Message
 from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 
 from esnfed_core.continual import NUMPY_ENGINE, JointStopping, pooled_accuracy
 from esnfed_core.readout import solve
 from esnfed_flower.common import (
-    from_record, measure_mod, partition_contexts, reservoir, run_config, to_record, wait_for_nodes,
+    client_reply, from_record, measure_mod, partition_contexts, reservoir, run_config, to_record, wait_for_nodes,
 )
 from esnfed_flower.fedclip import CONFIG_KEYS, _round, ip_round, reply, setup
 from esnfed_flower.incfed import stats_sum
@@ -40,16 +40,12 @@ server_app = ServerApp()
 STRATEGIES = ("joint",)
 
 
-def _metrics(msg: Message, **values: int) -> Message:
-    return Message(RecordDict({"metrics": MetricRecord(values)}), reply_to=msg)
-
-
 @client_app.train()
 def train(msg: Message, context: Context) -> Message:
     cfg = dict(msg.content["config"])
     pid = int(context.node_config["partition-id"])
     if cfg["phase"] == "role":
-        return _metrics(msg, **{"partition-id": pid})
+        return client_reply(msg, pid, {})
     if cfg["phase"] != "eval":
         return reply(msg, context, STRATEGIES)
     # An evaluation node: correct and total steps of the candidate on its contexts 0..t.
@@ -62,7 +58,7 @@ def train(msg: Message, context: Context) -> Message:
         if len(x):
             c = NUMPY_ENGINE.counts(res, x, y, w)
             correct, total = correct + int(c.correct[0]), total + int(c.total)
-    return _metrics(msg, correct=correct, total=total, **{"partition-id": pid})
+    return client_reply(msg, pid, {"correct": correct, "total": total})
 
 
 def _roles(grid: Grid, nodes: list[int], config: dict, res, n_train: int) -> tuple[list[int], list[int]]:

@@ -11,7 +11,7 @@ pipeline's long-lived generator draws (esnfed_core.federated.fedip).
 from __future__ import annotations
 
 import numpy as np
-from flwr.app import ConfigRecord, Context, Message, MessageType, MetricRecord, RecordDict
+from flwr.app import ConfigRecord, Context, Message, MessageType, RecordDict
 from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 
@@ -20,8 +20,8 @@ from esnfed_core.plasticity import IPConfig, ip_epoch
 from esnfed_core.readout import solve
 from esnfed_core.reservoir import Reservoir
 from esnfed_flower.common import (
-    from_record, measure_mod, partition, replies_in_order, reservoir, run_config, to_record,
-    wait_for_nodes,
+    CLIENT_KEYS, client_reply, from_record, measure_mod, partition, replies_in_order, reservoir, run_config,
+    to_record, wait_for_nodes,
 )
 from esnfed_flower.incfed import collect_stats
 from esnfed_flower.incfed import train as incfed_train
@@ -62,17 +62,13 @@ def train(msg: Message, context: Context) -> Message:
     x, _ = partition(context, pid)
     gb = from_record(msg.content["ip"])
     res = local_ip(cfg, x, gb["gain"], gb["bias"], int(cfg["round"]))
-    content = RecordDict({"ip": to_record({"gain": res.gain, "bias": res.bias}),
-                          "metrics": MetricRecord({"num-examples": len(x), "partition-id": pid})})
-    return Message(content, reply_to=msg)
+    return client_reply(msg, pid, {"num-examples": len(x)}, ip={"gain": res.gain, "bias": res.bias})
 
 
 @server_app.main()
 def main(grid: Grid, context: Context) -> None:
     rc = run_config(context)
-    config = {k: rc[k] for k in ("units", "spectral_radius", "leak", "input_scaling", "reservoir-seed",
-                                 "n-classes", "batch-size", "num-clients", "ip-seed", "local-epochs", *IP_KEYS)
-              if k in rc}
+    config = {k: rc[k] for k in (*CLIENT_KEYS, "num-clients", "ip-seed", "local-epochs", *IP_KEYS) if k in rc}
     res = reservoir(config, int(rc["n-inputs"]))
     nodes = wait_for_nodes(grid, int(rc["num-clients"]))
     for rnd in range(int(rc["rounds"])):

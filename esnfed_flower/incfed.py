@@ -5,13 +5,14 @@ esnfed_core.readout.solve, as esnfed_core.federated.incfed does."""
 from __future__ import annotations
 
 import numpy as np
-from flwr.app import ConfigRecord, Context, Message, MessageType, MetricRecord, RecordDict
+from flwr.app import ConfigRecord, Context, Message, MessageType, RecordDict
 from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 
 from esnfed_core.readout import RidgeStats, ridge_stats, solve
 from esnfed_flower.common import (
-    from_record, measure_mod, partition, replies_in_order, reservoir, run_config, to_record, wait_for_nodes,
+    CLIENT_KEYS, client_reply, from_record, measure_mod, partition, replies_in_order, reservoir, run_config,
+    to_record, wait_for_nodes,
 )
 
 client_app = ClientApp(mods=[measure_mod])
@@ -38,10 +39,7 @@ def train(msg: Message, context: Context) -> Message:
 
 def stats_reply(msg: Message, s: RidgeStats, pid: int) -> Message:
     """A client's reply to ``msg``: its statistics (A, B) and counts, and its partition id."""
-    content = RecordDict({"stats": to_record({"a": s.a, "b": s.b}),
-                          "metrics": MetricRecord({"num-examples": s.n_windows, "n-steps": s.n_steps,
-                                                   "partition-id": pid})})
-    return Message(content, reply_to=msg)
+    return client_reply(msg, pid, {"num-examples": s.n_windows, "n-steps": s.n_steps}, stats={"a": s.a, "b": s.b})
 
 
 def stats_sum(replies: list[Message]) -> RidgeStats | None:
@@ -74,8 +72,7 @@ def collect_stats(grid: Grid, config: dict, ip: dict | None = None, rnd: int = 1
 @server_app.main()
 def main(grid: Grid, context: Context) -> None:
     rc = run_config(context)
-    config = {k: rc[k] for k in ("units", "spectral_radius", "leak", "input_scaling", "reservoir-seed",
-                                 "n-classes", "batch-size", "num-clients")}
+    config = {k: rc[k] for k in (*CLIENT_KEYS, "num-clients")}
     total = collect_stats(grid, config)
     readouts = solve(total, [float(rc["lambda"])], rc.get("solver", "cholesky"))
     np.save(str(rc["out"]), readouts[0])

@@ -20,15 +20,14 @@ from typing import Any
 from esnfed_core.errors import DataError
 from esnfed_core.method import Method
 from esnfed_core.search import derive_seed
-from esnfed_stages._io import clean_stale_tmp, output_locks, read_json, write_json
-from esnfed_stages import heterogeneity
+from esnfed_stages._io import read_json, write_json
 from esnfed_stages.experiment_params import ExperimentParams, RunnerConfig
 from esnfed_stages.fingerprint import code_fingerprint, result_key
-from esnfed_stages.jobs import Progress, run_pending
+from esnfed_stages.jobs import Progress, StageResult, clean_share, run_pending, run_shares
 from esnfed_stages.layout import best_path, model_dir
 from esnfed_stages.models import check_best_config, read_meta, save_model
-from esnfed_stages.runner import Outcome, TrialTask, for_method
-from esnfed_stages.trial_data import open_dataset
+from esnfed_stages.runner import Outcome, TrialTask
+from esnfed_stages.trial_data import Dataset
 
 _MODEL_FILE = re.compile(r"^seed-(\d+)\.(npz|json)$")
 _FAILED_FILE = re.compile(r"^seed-(\d+)\.failed\.json$")
@@ -54,15 +53,8 @@ class RetrainSummary:
     failed: list[tuple[int, str]] = field(default_factory=list)
 
 
-@dataclass
-class RetrainResult:
-    dataset: str
-    method: str
-    shares: list[RetrainSummary]
-
-    @property
-    def failed(self) -> list[tuple[str, int, str]]:
-        return [(s.pct, k, e) for s in self.shares for k, e in s.failed]
+class RetrainResult(StageResult[RetrainSummary]):
+    """What retrain did for one dataset and method."""
 
 
 def retrain_seed(exp: ExperimentParams, dataset: str, pct: str, k: int) -> int:
@@ -90,17 +82,6 @@ def selected_config(runs: Path, dataset: str, method: str, pct: str) -> dict[str
     return best["config"]
 
 
-def _clean(directory: Path, n: int) -> None:
-    """Remove models past the count, failure records, and temporaries of a killed run (ours only)."""
-    if not directory.is_dir():
-        return
-    clean_stale_tmp(directory)
-    for p in directory.iterdir():
-        m = _MODEL_FILE.match(p.name)
-        if (m and int(m.group(1)) >= n) or _FAILED_FILE.match(p.name):
-            p.unlink()
-
-
 def run(
     dataset: str,
     method: Method,
@@ -118,16 +99,12 @@ def run(
     ``runner`` (default ``exp.runner``) carries the command-line overrides.
     Each share's folder is locked for the run: a second run on the same share stops at once.
     """
-    pcts = heterogeneity.shares(exp, method, pcts)  # issue 13: the budget's shares
-    with output_locks([model_dir(runs_dir, dataset, method.id, p) for p in pcts]):
-        return _run(dataset, method, pcts, exp, data_dir, runs_dir, runner, progress)
+    return run_shares(model_dir, dataset, method, pcts, exp, data_dir, runs_dir, runner,
+                      lambda pcts, exp, data, runner: _run(dataset, method, pcts, exp, data, runs_dir, runner, progress))
 
 
-def _run(dataset: str, method: Method, pcts: list[str], exp: ExperimentParams, data_dir: Path,
-         runs_dir: Path, runner: RunnerConfig | None, progress: Progress | None) -> RetrainResult:
-    runner = for_method(runner or exp.runner, method)
-    exp = heterogeneity.settings_for(exp.on_device(runner.device), method, dataset)
-    data = open_dataset(data_dir, dataset)
+def _run(dataset: str, method: Method, pcts: list[str], exp: ExperimentParams, data: Dataset, runs_dir: Path,
+         runner: RunnerConfig, progress: Progress | None) -> RetrainResult:
     summaries: dict[str, RetrainSummary] = {}
     pending: list[PlannedRetrain] = []
     score = exp.settings.retrain_scores(method)
@@ -136,7 +113,7 @@ def _run(dataset: str, method: Method, pcts: list[str], exp: ExperimentParams, d
         if score:  # λ is chosen again for each retrained reservoir
             config = {k: v for k, v in config.items() if k != "lambda"}
         directory = model_dir(runs_dir, dataset, method.id, pct)
-        _clean(directory, exp.retrains)
+        clean_share(directory, _MODEL_FILE, exp.retrains, _FAILED_FILE)  # and a previous run's failure records
         # Joint continual training stops early on validation users, and λ selection scores on
         # them: they are part of the data then.
         validation = data.validation_users if method.continual or score else []

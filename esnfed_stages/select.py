@@ -18,17 +18,17 @@ from typing import Any
 from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.method import Method
 from esnfed_core.search import Dimension, continual_budgets, derive_seed, sample_config
-from esnfed_stages._io import clean_stale_tmp, output_locks, read_json, write_json
-from esnfed_stages import heterogeneity
+from esnfed_stages._io import read_json, write_json
 from esnfed_stages.experiment_params import ExperimentParams, RunnerConfig
 from esnfed_stages.fingerprint import code_fingerprint, result_key
-from esnfed_stages.jobs import Progress, run_pending
+from esnfed_stages.jobs import Progress, StageResult, clean_share, run_pending, run_shares
 from esnfed_stages.layout import best_path, select_dir
 from esnfed_stages.models import check_best_config
-from esnfed_stages.runner import Outcome, TrialTask, for_method
-from esnfed_stages.trial_data import Dataset, open_dataset
+from esnfed_stages.runner import Outcome, TrialTask
+from esnfed_stages.trial_data import Dataset
 
 _TRIAL_FILE = re.compile(r"^trial-(\d+)\.json$")
+_BEST_FILE = re.compile(r"^best\.json$")  # rewritten once every trial of the share has succeeded
 
 
 @dataclass(frozen=True)
@@ -53,15 +53,8 @@ class ShareSummary:
     best: dict[str, Any] | None = None
 
 
-@dataclass
-class SelectResult:
-    dataset: str
-    method: str
-    shares: list[ShareSummary]
-
-    @property
-    def failed(self) -> list[tuple[str, int, str]]:
-        return [(s.pct, i, e) for s in self.shares for i, e in s.failed]
+class SelectResult(StageResult[ShareSummary]):
+    """What select did for one dataset and method."""
 
 
 def trial_path(directory: Path, index: int) -> Path:
@@ -159,18 +152,6 @@ def _usable(trial: PlannedTrial, record: dict[str, Any]) -> bool:
     return True
 
 
-def _clean(directory: Path, n_trials: int) -> None:
-    """Remove what no longer belongs to this plan: trials past the count, a previous best.json
-    (rewritten at the end), and temporaries of a killed run (only ours: see ``clean_stale_tmp``)."""
-    if not directory.is_dir():
-        return
-    clean_stale_tmp(directory)
-    for p in directory.iterdir():
-        m = _TRIAL_FILE.match(p.name)
-        if (m and int(m.group(1)) >= n_trials) or p.name == "best.json":
-            p.unlink()
-
-
 def _record(trial: PlannedTrial, outcome: Outcome) -> dict[str, Any]:
     t = trial.task
     rec = {
@@ -209,16 +190,12 @@ def run(
     ``runner`` (default ``exp.runner``) carries the command-line overrides.
     Each share's folder is locked for the run: a second run on the same share stops at once.
     """
-    pcts = heterogeneity.shares(exp, method, pcts)  # issue 13: the budget's shares
-    with output_locks([select_dir(runs_dir, dataset, method.id, p) for p in pcts]):
-        return _run(dataset, method, pcts, exp, data_dir, runs_dir, runner, progress)
+    return run_shares(select_dir, dataset, method, pcts, exp, data_dir, runs_dir, runner,
+                      lambda pcts, exp, data, runner: _run(dataset, method, pcts, exp, data, runs_dir, runner, progress))
 
 
-def _run(dataset: str, method: Method, pcts: list[str], exp: ExperimentParams, data_dir: Path,
-         runs_dir: Path, runner: RunnerConfig | None, progress: Progress | None) -> SelectResult:
-    runner = for_method(runner or exp.runner, method)
-    exp = heterogeneity.settings_for(exp.on_device(runner.device), method, dataset)
-    data = open_dataset(data_dir, dataset)
+def _run(dataset: str, method: Method, pcts: list[str], exp: ExperimentParams, data: Dataset, runs_dir: Path,
+         runner: RunnerConfig, progress: Progress | None) -> SelectResult:
     if method.continual and data.n_contexts < 1:
         raise ConfigError(f"{dataset}: no contexts for {method.id}")
     plans: dict[str, list[PlannedTrial]] = {}
@@ -226,7 +203,7 @@ def _run(dataset: str, method: Method, pcts: list[str], exp: ExperimentParams, d
     done: dict[str, dict[int, dict]] = {}
     for pct in pcts:
         plans[pct], bases[pct] = plan_share(exp, data, method, pct, runs_dir)
-        _clean(select_dir(runs_dir, dataset, method.id, pct), len(plans[pct]))
+        clean_share(select_dir(runs_dir, dataset, method.id, pct), _TRIAL_FILE, len(plans[pct]), _BEST_FILE)
         done[pct] = {t.index: r for t in plans[pct] if (r := _finished(t)) is not None}
     summaries = {p: ShareSummary(p, len(plans[p]), resumed=len(done[p])) for p in pcts}
     pending = [t for p in pcts for t in plans[p] if t.index not in done[p]]

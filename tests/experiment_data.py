@@ -114,11 +114,17 @@ def cli_ok(*args: str) -> str:
     return result.output
 
 
+def stage_options(root: Path, dataset: str = "wesad") -> list[str]:
+    """The options of an experiment command (select, retrain, assess, privacy) for ``dataset`` on
+    ``root``'s params, data and runs."""
+    return ["--dataset", dataset, "--params", str(root / "params.yaml"), "--data-dir", str(root / "data"),
+            "--runs-dir", str(root / "runs")]
+
+
 def run_method_stages(root: Path, dataset: str, methods) -> None:
     """select (every share), retrain and assess of each (algo, strategy or None) of ``methods`` on
     ``root``'s params, data and runs."""
-    common = ["--dataset", dataset, "--params", str(root / "params.yaml"), "--data-dir", str(root / "data"),
-              "--runs-dir", str(root / "runs")]
+    common = stage_options(root, dataset)
     for algo, strategy in methods:
         extra = ["--strategy", strategy] if strategy else []
         cli_ok("select", "--algo", algo, *extra, "--pct", "all", *common)

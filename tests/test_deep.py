@@ -29,7 +29,7 @@ from esnfed_stages import select as select_stage
 from esnfed_stages.experiment_params import experiment_params
 from esnfed_stages.models import load_model, save_model
 from esnfed_stages.trial_data import open_dataset
-from experiment_data import make_dataset, small_params, trial_data, write_params
+from experiment_data import cli_ok, make_dataset, run_method_stages, small_params, trial_data, write_params
 
 U, T = 4, 40
 
@@ -257,14 +257,6 @@ def test_saved_deep_model_round_trips(tmp_path):
 
 # ----------------------------------------------------------------- the pipeline
 
-runner = CliRunner()
-
-
-def _invoke(*args: str) -> None:
-    result = runner.invoke(app, list(args))
-    assert result.exit_code == 0, result.output
-
-
 def _shallow_best(root: Path, method: str, pct: str, units: int) -> None:
     """A stand-in best.json of the shallow ``method`` that selected ``units``."""
     path = root / "runs/select/wesad" / method / pct / "best.json"
@@ -321,12 +313,7 @@ def test_deep_methods_flow_select_retrain_assess_report(tmp_path):
     params = small_params()
     params["budgets"]["default"]["retrains"] = 2
     write_params(root, params)
-    common = ["--params", str(root / "params.yaml"), "--data-dir", str(root / "data"),
-              "--runs-dir", str(root / "runs")]
-    for algo in ("incfed", "deep-incfed", "fedip", "deep-fedip"):
-        _invoke("select", "--dataset", "wesad", "--algo", algo, "--pct", "all", *common)
-        _invoke("retrain", "--dataset", "wesad", "--algo", algo, "--pct", "all", *common)
-        _invoke("assess", "--dataset", "wesad", "--algo", algo, *common)
+    run_method_stages(root, "wesad", [(algo, None) for algo in ("incfed", "deep-incfed", "fedip", "deep-fedip")])
     best = json.loads((root / "runs/select/wesad/deep-fedip/25/best.json").read_text())
     assert best["config"]["layers"] == 2 and "local_epochs" in best["config"]
     shallow_best = json.loads((root / "runs/select/wesad/fedip/25/best.json").read_text())
@@ -341,10 +328,10 @@ def test_deep_methods_flow_select_retrain_assess_report(tmp_path):
     assert doc["method"] == "deep-fedip" and doc["algo"] == "deep-fedip"
     assert all(len(doc["pcts"][p]["test_accuracy"]) == 2 for p in doc["pcts"])
     assert doc["pcts"]["100"]["communication"]["clients"] == 4
-    _invoke("ttest", "--assess-dir", str(root / "runs/assess"), "--out", str(root / "reports/ttest.json"),
-            "--allow-missing", "--params", str(root / "params.yaml"))
-    _invoke("report", "--assess-dir", str(root / "runs/assess"), "--ttest", str(root / "reports/ttest.json"),
-            "--out-dir", str(root / "reports"), "--allow-missing", "--params", str(root / "params.yaml"))
+    cli_ok("ttest", "--assess-dir", str(root / "runs/assess"), "--out", str(root / "reports/ttest.json"),
+           "--allow-missing", "--params", str(root / "params.yaml"))
+    cli_ok("report", "--assess-dir", str(root / "runs/assess"), "--ttest", str(root / "reports/ttest.json"),
+           "--out-dir", str(root / "reports"), "--allow-missing", "--params", str(root / "params.yaml"))
     md = (root / "reports/tables/deep.md").read_text()
     assert "WESAD deep-fedip" in md and "n/a" in md  # HHAR cells not run here
     import csv

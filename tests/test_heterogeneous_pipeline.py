@@ -16,17 +16,11 @@ from typer.testing import CliRunner
 from esnfed_cli.main import app
 from esnfed_core.errors import ConfigError
 from esnfed_stages.heterogeneity_params import hetero_params
-from experiment_data import make_dataset, small_params, write_params
+from experiment_data import cli_ok, make_dataset, small_params, stage_options, write_params
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARES = ["25", "100"]
 runner = CliRunner()
-
-
-def _invoke(*args: str) -> str:
-    result = runner.invoke(app, list(args))
-    assert result.exit_code == 0, result.output
-    return result.output
 
 
 @pytest.fixture(scope="module")
@@ -36,17 +30,16 @@ def built(tmp_path_factory) -> Path:
     params = small_params()
     params["heterogeneity"]["pcts"] = {"default": SHARES}
     write_params(root, params)
-    common = ["--dataset", "wesad", "--params", str(root / "params.yaml"), "--data-dir", str(root / "data"),
-              "--runs-dir", str(root / "runs")]
+    common = stage_options(root)
     algos = ["--algo", "incfed", "--algo", "local", "--algo", "ensemble", "--algo", "align"]
-    _invoke("select", *algos, "--pct", "all", *common)  # several methods in one command, as dvc.yaml
-    _invoke("retrain", *algos, *common)
-    _invoke("assess", *algos, *common)
+    cli_ok("select", *algos, "--pct", "all", *common)  # several methods in one command, as dvc.yaml
+    cli_ok("retrain", *algos, *common)
+    cli_ok("assess", *algos, *common)
     assess = str(root / "runs" / "assess")
     p = str(root / "params.yaml")
-    _invoke("ttest", "--params", p, "--assess-dir", assess, "--out", str(root / "ttest.json"), "--allow-missing")
-    _invoke("report", "--params", p, "--assess-dir", assess, "--ttest", str(root / "ttest.json"),
-            "--out-dir", str(root / "reports"), "--allow-missing")
+    cli_ok("ttest", "--params", p, "--assess-dir", assess, "--out", str(root / "ttest.json"), "--allow-missing")
+    cli_ok("report", "--params", p, "--assess-dir", assess, "--ttest", str(root / "ttest.json"),
+           "--out-dir", str(root / "reports"), "--allow-missing")
     return root
 
 

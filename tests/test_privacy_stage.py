@@ -15,7 +15,7 @@ from esnfed_cli.main import app
 from esnfed_core.privacy import noise_multiplier
 from esnfed_core.errors import DataError
 from esnfed_stages import privacy_report
-from experiment_data import make_dataset, small_params, write_params
+from experiment_data import cli_ok, make_dataset, small_params, stage_options, write_params
 
 pytestmark = pytest.mark.pipeline
 runner = CliRunner()
@@ -23,12 +23,6 @@ EPSILONS = [1.0, 4.0, float("inf")]
 
 
 OUTPUT: dict[str, str] = {}  # what `esnfed privacy` printed in the fixture
-
-
-def _invoke(*args: str) -> str:
-    result = runner.invoke(app, list(args))
-    assert result.exit_code == 0, result.output
-    return result.output
 
 
 @pytest.fixture(scope="module")
@@ -39,12 +33,11 @@ def root(tmp_path_factory) -> Path:
     params["privacy"] = {"epsilons": EPSILONS, "delta": "auto", "relation": "user", "clip": 0.05,
                          "ip_clip": 0.1, "pct": "100", "methods": ["incfed", "fedip"]}
     write_params(root, params)
-    common = ["--dataset", "wesad", "--params", str(root / "params.yaml"), "--data-dir", str(root / "data"),
-              "--runs-dir", str(root / "runs")]
+    common = stage_options(root)
     for algo in ("incfed", "fedip"):
-        _invoke("select", "--algo", algo, "--pct", "100", *common)
-        _invoke("retrain", "--algo", algo, "--pct", "100", *common)
-    OUTPUT["privacy"] = _invoke("privacy", *common, "--out-dir", str(root / "runs" / "privacy"))
+        cli_ok("select", "--algo", algo, "--pct", "100", *common)
+        cli_ok("retrain", "--algo", algo, "--pct", "100", *common)
+    OUTPUT["privacy"] = cli_ok("privacy", *common, "--out-dir", str(root / "runs" / "privacy"))
     return root
 
 

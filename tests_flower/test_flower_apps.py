@@ -21,7 +21,9 @@ from esnfed_core.trial import make_reservoir  # noqa: E402
 from experiment_data import trial_data  # noqa: E402
 
 CFG = {"units": 10, "spectral_radius": 0.9, "leak": 0.5, "input_scaling": 0.8}
+SEED = 5  # the reservoir's
 LAM = 1e-3
+IP = {"sigma": 0.3, "mu": 0.0, "eta": 0.01, "ip-batch-size": 4, "ip-seed": 9, "local-epochs": 2, "rounds": 3}
 
 
 @pytest.fixture(scope="module")
@@ -34,25 +36,42 @@ def setup(tmp_path_factory):
     return root, data, users
 
 
-def _simulate(app_module, root: Path, run: dict, n: int, monkeypatch) -> None:
+def _simulate(app_module, root: Path, run: dict, n: int, monkeypatch, *, dropout: bool = False,
+              config: str = "run.json") -> None:
+    """``app_module``'s ServerApp and ClientApp (its dropout_client_app with ``dropout``) on ``n``
+    nodes, with ``run`` as the run config (written to ``root / config``)."""
     from flwr.simulation import run_simulation
 
-    cfg = root / "run.json"
+    cfg = root / config
     cfg.write_text(json.dumps(run))
     monkeypatch.setenv("ESNFED_FLOWER_RUN", str(cfg))
-    run_simulation(app_module.server_app, app_module.client_app, num_supernodes=n,
+    client = app_module.dropout_client_app if dropout else app_module.client_app
+    run_simulation(app_module.server_app, client, num_supernodes=n,
                    backend_config={"client_resources": {"num_cpus": 1}, "init_args": {"num_cpus": 2}})
 
 
 def _run_config(root, data, out, **extra):
-    return {**CFG, "reservoir-seed": 5, "n-classes": data.n_classes, "batch-size": 5, "lambda": LAM,
+    return {**CFG, "reservoir-seed": SEED, "n-classes": data.n_classes, "batch-size": 5, "lambda": LAM,
             "data-dir": str(root), "out": str(out), "n-inputs": data.n_inputs, "num-clients": len(data.train),
             **extra}
+
+
+def _max_weight(users) -> dict:
+    """SecAgg+'s max-weight: the largest client's steps, a public bound of n_steps."""
+    return {"max-weight": float(max(u.x.shape[0] * u.x.shape[1] for u in users))}
 
 
 def _clients(data, users):
     """The pipeline's IncFed clients over the same users as the apps' ClientApps."""
     return [Client(f"c{i}", u.x, u.y, data.n_classes, batch_size=5) for i, u in enumerate(users)]
+
+
+def _plain_fedip(data, users):
+    """The pipeline's FedIP (``IP``'s settings) and IncFed on its reservoir: (initial reservoir,
+    trained reservoir, readout)."""
+    res = make_reservoir(CFG, data.n_inputs, SEED)
+    trained = fedip(res, [u.x for u in users], IPConfig(sigma=0.3, batch_size=4), rounds=3, local_epochs=2, seed=9)
+    return res, trained, incfed(trained, _clients(data, users), [LAM]).readouts[0]
 
 
 def test_incfed_app_equals_the_pipeline(setup, monkeypatch):
@@ -61,9 +80,7 @@ def test_incfed_app_equals_the_pipeline(setup, monkeypatch):
     root, data, users = setup
     out = root / "incfed.npy"
     _simulate(app, root, _run_config(root, data, out), len(users), monkeypatch)
-    res = make_reservoir(CFG, data.n_inputs, 5)
-    clients = _clients(data, users)
-    expected = incfed(res, clients, [LAM]).readouts[0]
+    expected = incfed(make_reservoir(CFG, data.n_inputs, SEED), _clients(data, users), [LAM]).readouts[0]
     # Same sums in the same order from the same float32 products of the same shapes: equal bits
     # (the Ray workers use the same BLAS with one thread, as the pipeline's trials).
     np.testing.assert_array_equal(np.load(out), expected)
@@ -74,17 +91,12 @@ def test_fedip_app_equals_the_pipeline(setup, monkeypatch):
 
     root, data, users = setup
     out = root / "fedip.npy"
-    ip = {"sigma": 0.3, "mu": 0.0, "eta": 0.01, "ip-batch-size": 4}
-    _simulate(app, root, _run_config(root, data, out, **ip, **{"ip-seed": 9, "local-epochs": 2, "rounds": 3}),
-              len(users), monkeypatch)
-    res = make_reservoir(CFG, data.n_inputs, 5)
-    trained = fedip(res, [u.x for u in users], IPConfig(sigma=0.3, batch_size=4), rounds=3, local_epochs=2, seed=9)
+    _simulate(app, root, _run_config(root, data, out, **IP), len(users), monkeypatch)
+    res, trained, expected = _plain_fedip(data, users)
     got = np.load(str(out) + ".ip.npz")
     np.testing.assert_array_equal(got["gain"], trained.gain)
     np.testing.assert_array_equal(got["bias"], trained.bias)
     assert not np.allclose(trained.gain, res.gain)  # IP moved (g, b): the comparison is not vacuous
-    clients = _clients(data, users)
-    expected = incfed(trained, clients, [LAM]).readouts[0]
     np.testing.assert_array_equal(np.load(out), expected)
 
 
@@ -93,11 +105,9 @@ def test_secaggplus_incfed_equals_the_pipeline_to_quantization(setup, monkeypatc
 
     root, data, users = setup
     out = root / "secagg.npy"
-    steps = max(u.x.shape[0] * u.x.shape[1] for u in users)  # max-weight: a public bound of n_steps
-    _simulate(app, root, _run_config(root, data, out, **{"max-weight": float(steps)}), len(users), monkeypatch)
-    res = make_reservoir(CFG, data.n_inputs, 5)
-    clients = _clients(data, users)
-    plain = incfed(res, clients, [LAM])
+    _simulate(app, root, _run_config(root, data, out, **_max_weight(users)), len(users), monkeypatch)
+    res = make_reservoir(CFG, data.n_inputs, SEED)
+    plain = incfed(res, _clients(data, users), [LAM])
     got = np.load(out)
     err = np.linalg.norm(got - plain.readouts[0]) / np.linalg.norm(plain.readouts[0])
     print(f"SecAgg+ relative readout error: {err:.3g}")
@@ -115,21 +125,15 @@ def test_secaggplus_incfed_equals_the_pipeline_to_quantization(setup, monkeypatc
 
 
 def test_secaggplus_survives_a_dropout_after_key_sharing(setup, monkeypatch):
-    from flwr.simulation import run_simulation
-
     from esnfed_flower import secagg as app
 
     root, data, users = setup
     out = root / "secagg-drop.npy"
-    steps = max(u.x.shape[0] * u.x.shape[1] for u in users)
-    cfg = root / "run-drop.json"
-    cfg.write_text(json.dumps(_run_config(root, data, out, **{"max-weight": float(steps), "drop-partition": 1})))
-    monkeypatch.setenv("ESNFED_FLOWER_RUN", str(cfg))
-    run_simulation(app.server_app, app.dropout_client_app, num_supernodes=len(users),
-                   backend_config={"client_resources": {"num_cpus": 1}, "init_args": {"num_cpus": 2}})
-    res = make_reservoir(CFG, data.n_inputs, 5)
-    survivors = [Client(f"c{i}", u.x, u.y, data.n_classes, batch_size=5) for i, u in enumerate(users) if i != 1]
-    everyone = [Client(f"c{i}", u.x, u.y, data.n_classes, batch_size=5) for i, u in enumerate(users)]
+    _simulate(app, root, _run_config(root, data, out, **_max_weight(users), **{"drop-partition": 1}), len(users),
+              monkeypatch, dropout=True, config="run-drop.json")
+    res = make_reservoir(CFG, data.n_inputs, SEED)
+    everyone = _clients(data, users)
+    survivors = [c for i, c in enumerate(everyone) if i != 1]
     got = np.load(out)  # the round completed: the server solved from the unmasked sum
     want = incfed(res, survivors, [LAM]).readouts[0]
     assert np.linalg.norm(got - want) / np.linalg.norm(want) < 1e-3
@@ -137,31 +141,15 @@ def test_secaggplus_survives_a_dropout_after_key_sharing(setup, monkeypatch):
     assert np.linalg.norm(got - full) / np.linalg.norm(full) > 1e-2  # it is the survivors' sum, not all
 
 
-IP = {"sigma": 0.3, "mu": 0.0, "eta": 0.01, "ip-batch-size": 4, "ip-seed": 9, "local-epochs": 2, "rounds": 3}
-
-
 def _secagg_fedip(root, data, users, monkeypatch, name, **extra):
     """SecAgg+ FedIP in the simulation: (readout, trained gain, bias, out.json)."""
-    from flwr.simulation import run_simulation
-
     from esnfed_flower import secagg_fedip as app
 
     out = root / f"{name}.npy"
-    steps = max(u.x.shape[0] * u.x.shape[1] for u in users)
-    cfg = root / f"{name}.json"
-    cfg.write_text(json.dumps(_run_config(root, data, out, **IP, **{"max-weight": float(steps)}, **extra)))
-    monkeypatch.setenv("ESNFED_FLOWER_RUN", str(cfg))
-    client = app.dropout_client_app if "drop-partition" in extra else app.client_app
-    run_simulation(app.server_app, client, num_supernodes=len(users),
-                   backend_config={"client_resources": {"num_cpus": 1}, "init_args": {"num_cpus": 2}})
+    _simulate(app, root, _run_config(root, data, out, **IP, **_max_weight(users), **extra), len(users), monkeypatch,
+              dropout="drop-partition" in extra, config=f"{name}.json")
     gb = np.load(str(out) + ".ip.npz")
     return np.load(out), gb["gain"], gb["bias"], json.loads((root / f"{name}.npy.json").read_text())
-
-
-def _plain_fedip(data, users):
-    res = make_reservoir(CFG, data.n_inputs, 5)
-    trained = fedip(res, [u.x for u in users], IPConfig(sigma=0.3, batch_size=4), rounds=3, local_epochs=2, seed=9)
-    return res, trained, incfed(trained, _clients(data, users), [LAM]).readouts[0]
 
 
 def _quantization_bound(users) -> float:
@@ -210,7 +198,7 @@ def test_fedavg_app_equals_the_pipeline(setup, monkeypatch):
     root, data, users = setup
     out = root / "fedavg.npy"
     _simulate(app, root, _run_config(root, data, out), len(users), monkeypatch)
-    res = make_reservoir(CFG, data.n_inputs, 5)
+    res = make_reservoir(CFG, data.n_inputs, SEED)
     expected = fedavg(res, _clients(data, users), LAM)
     # Same local solves of the same statistics, averaged in the same order: equal bits.
     np.testing.assert_array_equal(np.load(out), expected)
