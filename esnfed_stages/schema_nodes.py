@@ -156,11 +156,11 @@ class Space(Node):
     def check(self, key: str, value: Any) -> None:
         Fields(required={n: _ANY for n in self.domains}).check(key, value)
         for name, domain in self.domains.items():
+            where = f"{key}.{name}"
             try:
-                dim = parse_dimension(name, value[name], key)
+                dim = parse_dimension(name, value[name], key, lambda v: domain.check(where, v))
             except ConfigError as exc:
                 raise Invalid(str(exc)) from None
-            where = f"{key}.{name}"
             if dim.values is not None:
                 for v in dim.values:
                     domain.check(where, v)

@@ -75,6 +75,18 @@ CASES = {
     # leftovers of the input audit: no upper bound, so 10^9 units failed late, in every trial
     "units past MAX_UNITS": (lambda p: _space(p, "hhar").update(units=[200, 10**9]),
                              "budgets.default.space.hhar.units: must be <= 16384, got 1000000000"),
+    # grids counted before any point is built (esnfed_core.search.MAX_GRID_POINTS): out of range
+    # is said as such, an in-range grid too fine is refused at once
+    "units grid past MAX_UNITS": (lambda p: _space(p, "hhar").update(units={"low": 1, "high": 10**9, "step": 1}),
+                                  "budgets.default.space.hhar.units: must be <= 16384, got 1000000000"),
+    "rounds grid too fine": (lambda p: p["budgets"]["default"]["space"]["ip"].update(
+                                 rounds={"low": 1, "high": 10**9, "step": 1}),
+                             "budgets.default.space.ip.rounds: the grid has 1000000000 points, more than 100000 "
+                             "(use a coarser step, or {low, high} without step for a uniform range)"),
+    "leak grid step 1e-12": (lambda p: _space(p).update(leak={"low": 0.1, "high": 0.8, "step": 1e-12}),
+                             "budgets.default.space.wesad.leak: the grid has 700000000001 points, more than 100000"),
+    "units past float range": (lambda p: _space(p).update(units=[20, 10**400]),
+                               "budgets.default.space.wesad.units: must be <= 16384, got <int of 1329 bits>"),
     "deep layers < 1": (lambda p: p["budgets"]["default"]["space"]["deep"].update(layers=[0]),
                         "budgets.default.space.deep.layers: must be >= 1, got 0"),
     "alpha outside (0, 1)": (lambda p: p["ttest"].update(alpha=1.5), "ttest.alpha: must be < 1.0, got 1.5"),
