@@ -93,7 +93,7 @@ def _native(value: Any) -> Any:
         return int(value)
     if isinstance(value, numbers.Real):
         return float(value)
-    raise ConfigError(f"search value {value!r}: expected a number, string or boolean")
+    raise ConfigError(f"search value {quote(value)}: expected a number, string or boolean")
 
 
 def parse_dimension(name: str, spec: Any, where: str = "space",
@@ -112,14 +112,14 @@ def parse_dimension(name: str, spec: Any, where: str = "space",
     if isinstance(spec, Mapping):
         unknown = set(spec) - {"low", "high", "step"}
         if unknown:
-            raise ConfigError(f"{key}: unknown field(s) {sorted(unknown)} (expected low, high, step)")
+            raise ConfigError(f"{key}: unknown field(s) {quote(sorted(unknown, key=str))} (expected low, high, step)")
         if "low" not in spec or "high" not in spec:
             raise ConfigError(f"{key}: a range needs both 'low' and 'high'")
         low, high = _number(f"{key}.low", spec["low"]), _number(f"{key}.high", spec["high"])
         if "step" in spec:
             step = _number(f"{key}.step", spec["step"])
             if step <= 0:
-                raise ConfigError(f"{key}.step: must be > 0, got {step!r}")
+                raise ConfigError(f"{key}.step: must be > 0, got {quote(step)}")
             if high < low:
                 raise ConfigError(f"{key}: high ({high}) is below low ({low})")
             integral = all(isinstance(v, numbers.Integral) for v in (spec["low"], spec["step"]))
@@ -139,7 +139,7 @@ def parse_dimension(name: str, spec: Any, where: str = "space",
         if not high > low:
             raise ConfigError(f"{key}: high ({high}) must exceed low ({low})")
         return Dimension(name, low=float(low), high=float(high))
-    raise ConfigError(f"{key}: expected a list of values or a mapping with low/high[/step], got {spec!r}")
+    raise ConfigError(f"{key}: expected a list of values or a mapping with low/high[/step], got {quote(spec)}")
 
 
 def _count(span: float) -> str:
@@ -152,7 +152,7 @@ def parse_space(space: Any, where: str = "space") -> list[Dimension]:
     if space is None:
         return []
     if not isinstance(space, Mapping):
-        raise ConfigError(f"{where}: expected a mapping of hyperparameter -> values, got {space!r}")
+        raise ConfigError(f"{where}: expected a mapping of hyperparameter -> values, got {quote(space)}")
     return [parse_dimension(str(k), space[k], where) for k in sorted(space)]
 
 
@@ -180,7 +180,7 @@ def fedclip_budgets(rounds: int, n_contexts: int) -> list[int]:
     """
     _check_rounds(rounds)
     if isinstance(n_contexts, bool) or not isinstance(n_contexts, numbers.Integral) or n_contexts < 1:
-        raise ConfigError(f"n_contexts: expected a positive integer, got {n_contexts!r}")
+        raise ConfigError(f"n_contexts: expected a positive integer, got {quote(n_contexts)}")
     per = rounds // n_contexts
     grid = [r for r in range(per, per * (n_contexts - 1)) if r >= 1]
     return grid or [max(1, per)]
@@ -193,4 +193,4 @@ def continual_budgets(rounds: int, n_contexts: int, federated: bool) -> list[int
 
 def _check_rounds(rounds: Any) -> None:
     if isinstance(rounds, bool) or not isinstance(rounds, numbers.Integral) or rounds < 1:
-        raise ConfigError(f"rounds: expected a positive integer in the stationary config, got {rounds!r}")
+        raise ConfigError(f"rounds: expected a positive integer in the stationary config, got {quote(rounds)}")

@@ -157,11 +157,11 @@ def check_args(pairs: Sequence[tuple[str, bool]], pct: str, python: Path) -> Non
     for app, secagg in pairs:
         if app not in FLOWER_APPS + FEDCLIP_APPS:
             raise ConfigError(f"esnfed flower: --app must be one of {', '.join(FLOWER_APPS + FEDCLIP_APPS)}, "
-                              f"got {app!r}")
+                              f"got {quote(app)}")
         if secagg and app not in SECAGG_APPS:
             raise ConfigError(f"esnfed flower: --secagg is for {', '.join(SECAGG_APPS)}, not {app}")
     if pct not in PCTS:
-        raise ConfigError(f"esnfed flower: --pct must be one of {', '.join(PCTS)}, got {pct!r}")
+        raise ConfigError(f"esnfed flower: --pct must be one of {', '.join(PCTS)}, got {quote(pct)}")
     if not Path(python).is_file():
         raise ConfigError(f"{python}: the Flower environment is missing: {ENV_HINT}")
 

@@ -107,7 +107,7 @@ def report_date() -> str:
     try:
         return _dt.datetime.fromtimestamp(int(epoch), _dt.timezone.utc).date().isoformat()
     except (ValueError, OverflowError, OSError):
-        raise ConfigError(f"SOURCE_DATE_EPOCH: expected seconds since 1970, got {epoch!r}") from None
+        raise ConfigError(f"SOURCE_DATE_EPOCH: expected seconds since 1970, got {quote(epoch)}") from None
 
 
 def versions() -> str:
@@ -358,7 +358,7 @@ def _share(params: Mapping[str, Any], key: str, default: str | None = None) -> s
         return default
     value = str(section(params, key))
     if value not in PCTS:
-        raise ConfigError(f"params.yaml: {key} must be one of {', '.join(PCTS)}, got {value!r}")
+        raise ConfigError(f"params.yaml: {key} must be one of {', '.join(PCTS)}, got {quote(value)}")
     return value
 
 

@@ -69,7 +69,7 @@ CASES = {
                            "budgets.default.space.wesad.leak.high: must be <= 1.0, got 1.5"),
     "units drawn as floats": (lambda p: _space(p).update(units={"low": 10, "high": 50}),
                               "budgets.default.space.wesad.units: must be a list or a {low, high, step} grid "
-                              "of integers, got a continuous range {'low': 10, 'high': 50}"),
+                              "of integers, got a continuous range {low: 10, high: 50}"),
     "rounds < 1": (lambda p: p["budgets"]["default"]["space"]["fedip"].update(rounds=[0, 2]),
                    "budgets.default.space.fedip.rounds: must be >= 1, got 0"),
     # leftovers of the input audit: no upper bound, so 10^9 units failed late, in every trial
@@ -102,9 +102,9 @@ CASES = {
     "unknown source": (lambda p: p["data"].update(source="cloud"),
                        "data.source: expected one of synthetic, raw, got 'cloud'"),
     "user in train and validation": (lambda p: p["partition"]["wesad"]["validation"].__setitem__(0, "S2"),
-                                     "partition.wesad: train and validation share users ['S2']"),
+                                     "partition.wesad: train and validation share users 'S2'"),
     "validation overlaps test": (lambda p: p["partition"]["hhar"].update(test=["d", "f"]),
-                                 "partition.hhar: validation and test share users ['f']"),
+                                 "partition.hhar: validation and test share users 'f'"),
     "user not preprocessed": (lambda p: p["partition"]["wesad"].update(test=["S4", "S6", "S99"]),
                               "partition.wesad.test: user 'S99' is not in preprocess.wesad.subjects"),
     "raw files overwritten": (lambda p: p["data"].update(raw_dir="data/synthetic"),

@@ -161,7 +161,7 @@ BAD = {
                        "no rows with labels [1, 2, 3, 4]"),
     "wrong subject": (lambda o: o.update(subject="S9"), "subject is 'S9', expected 'S2'"),
     "four runs": (lambda o: o.update(label=np.where(np.arange(N) > 40, 0, o["label"]).astype(np.int32)),
-                  "runs of labels [1, 2, 3, 4] after filtering, expected 5 contexts"),
+                  "runs of labels 1, 2, 3, 4 after filtering, expected 5 contexts"),
     # Clearing labels from index 36 on leaves an amusement run of 3 samples (< window 4).
     "run shorter than a window": (lambda o: o.update(label=np.where(np.arange(N) >= 36, 0, o["label"]).astype(
         np.int32)), "run 3 (amusement) has 3 samples, fewer than one window of 4"),
