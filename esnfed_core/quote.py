@@ -77,6 +77,14 @@ def quote(value: Any, limit: int = LIMIT) -> str:
     return _cut(_short(value), limit)
 
 
+def quote_shape(shape: Any, limit: int = LIMIT) -> str:
+    """An array shape as numpy writes it, ``(3, 4)`` / ``(5,)``, cut like :func:`quote`; a value
+    that is not a tuple (a broken header) as :func:`quote` writes it."""
+    if not isinstance(shape, tuple):
+        return quote(shape, limit)
+    return f"({quote(shape, limit) if shape else ''}{',' if len(shape) == 1 else ''})"
+
+
 def brief(exc_or_text: Any, limit: int = LIMIT) -> str:
     """The first line of an exception's message (or of a text), cut to about ``limit`` characters;
     the exception's type name when it has no message."""

@@ -158,7 +158,7 @@ BAD = {
             "signal/chest/EDA holds 1 NaN or infinite value(s)"),
     "inf": (lambda o: o["signal"]["chest"]["ACC"].__setitem__((0, 1), np.inf), "signal/chest/ACC holds 1 NaN"),
     "no usable rows": (lambda o: o.update(label=np.where(o["label"] > 4, o["label"], 0).astype(np.int32)),
-                       "no rows with labels [1, 2, 3, 4]"),
+                       "no rows with labels 1, 2, 3, 4"),
     "wrong subject": (lambda o: o.update(subject="S9"), "subject is 'S9', expected 'S2'"),
     "four runs": (lambda o: o.update(label=np.where(np.arange(N) > 40, 0, o["label"]).astype(np.int32)),
                   "runs of labels 1, 2, 3, 4 after filtering, expected 5 contexts"),
