@@ -98,3 +98,11 @@ def brief(exc_or_text: Any, limit: int = LIMIT) -> str:
         text = str(exc_or_text)
     end = text.find("\n")
     return _cut(text if end < 0 else text[:end], limit)
+
+
+def failure(exc: BaseException, limit: int = LIMIT) -> str:
+    """What went wrong reading a document, for "(...)" after a message: a KeyError as
+    "missing key 'users'", anything else as :func:`brief` (not ``KeyError('users')``)."""
+    if isinstance(exc, KeyError) and exc.args:
+        return f"missing key {quote(exc.args[0], limit)}"
+    return brief(exc, limit)

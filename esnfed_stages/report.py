@@ -21,7 +21,7 @@ import yaml
 
 from esnfed_core import __version__
 from esnfed_core.errors import ConfigError, DataError
-from esnfed_core.quote import quote
+from esnfed_core.quote import failure, quote
 from esnfed_core.tables import (
     COMMUNICATION_METHODS, TABLES, Cell, Communication, Published, TableSpec, build_cells,
     communication_rows, hetero_cells, metrics, parse_published, required_inputs, split_rounds, table_specs,
@@ -184,7 +184,7 @@ def communication_items(inputs: Inputs, datasets: Sequence[str] = DATASETS,
                     ))
                 except (KeyError, TypeError, ValueError) as exc:
                     raise DataError(f"{inputs.paths[(ds, method)]}: pcts.{pct}.communication "
-                                    f"is malformed ({exc!r})") from None
+                                    f"is malformed ({failure(exc)})") from None
     return items
 
 

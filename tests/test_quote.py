@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from esnfed_core.quote import LIMIT, brief, quote, quote_shape
+from esnfed_core.quote import LIMIT, brief, failure, quote, quote_shape
 
 
 def test_short_values_are_plain_reprs():
     assert quote("S2") == "'S2'" and quote(b"\x00a") == "b'\\x00a'" and quote(-2.5) == "-2.5"
     assert brief(ValueError("bad value")) == "bad value" and brief(KeyError()) == "KeyError"
+    assert failure(KeyError("users")) == "missing key 'users'" and failure(TypeError("no len")) == "no len"
 
 
 def test_containers_read_as_plain_text_not_python_reprs():
