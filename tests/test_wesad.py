@@ -203,7 +203,7 @@ def test_missing_folder_subject_and_file(tmp_path):
     ({"modality": "ankle"}, "preprocess.wesad.modality"),
     ({"contexts": 200}, "preprocess.wesad.contexts"),
     ({"subjects": []}, "preprocess.wesad.subjects"),
-    ({"subjects": ["S2", "S2"]}, "preprocess.wesad.subjects"),
+    ({"subjects": ["S2", "S3", "S2"]}, "preprocess.wesad.subjects: lists 'S2' twice$"),  # not ['S2', ...]
     ({"windw": 700}, "preprocess.wesad.windw"),
 ])
 def test_bad_params_name_the_key(params, key):

@@ -60,7 +60,8 @@ def check_params(params: Mapping[str, Any]) -> dict[str, Any]:
             raise ParameterError(f"preprocess.wesad.subjects: {quote(s)} is not a subject name "
                                  f"({USER_NAME_HINT['wesad']})")
     if len(set(subjects)) != len(subjects):
-        raise ParameterError(f"preprocess.wesad.subjects: duplicate names in {subjects}")
+        twice = next(s for s in subjects if subjects.count(s) > 1)
+        raise ParameterError(f"preprocess.wesad.subjects: lists {quote(twice)} twice")
     return p
 
 
