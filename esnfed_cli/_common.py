@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import Progress, ProgressColumn
 
+from esnfed_core.data.paths import output_folder_problem
 from esnfed_core.errors import EsnfedError
 
 console = Console()
@@ -55,6 +56,10 @@ def debug_enabled() -> bool:
 
 def os_error_line(exc: OSError) -> str:
     """One line naming the file(s) and the cause of an OSError (full disk, permissions, ...)."""
+    if exc.errno in (errno.EEXIST, errno.ENOTDIR) and exc.filename is not None:
+        # a folder to create where a file is (an output option naming a file): say so
+        if (problem := output_folder_problem(exc.filename)) is not None:
+            return problem
     cause = exc.strerror or str(exc) or type(exc).__name__
     if exc.errno == errno.ENOSPC:
         cause = "no space left on device (free some space and run again)"

@@ -12,6 +12,7 @@ import typer
 
 from esnfed_cli._common import console, handle_errors
 from esnfed_cli.data_cmds import DatasetOpt
+from esnfed_cli.experiment_cmds import bar_task, trial_progress
 from esnfed_cli.main import app
 from esnfed_stages import flower as flower_stage
 from esnfed_stages import flower_fedclip
@@ -59,9 +60,20 @@ def flower(
     loaded = load_params(params)
     where = dict(data_dir=data_dir, runs_dir=runs_dir, out_dir=out_dir, python=flower_python)
     stationary = [(a, s) for a, s in pairs if a not in flower_stage.FEDCLIP_APPS]
-    docs = flower_stage.run_many(dataset.value, stationary, pct, loaded, **where) if stationary else []
-    docs += [flower_fedclip.run(dataset.value, a, s, pct, loaded, **where)
-             for a, s in pairs if a in flower_stage.FEDCLIP_APPS]
+    with trial_progress() as bar:  # the steps: each pipeline fit, each Flower simulation
+        update, before = bar_task(bar, f"flower {dataset.value}"), 0
+        total = flower_stage.progress_steps(pairs)
+
+        def steps(done: int, _of: int) -> None:
+            update(before + done, total)
+
+        docs = (flower_stage.run_many(dataset.value, stationary, pct, loaded, **where, progress=steps)
+                if stationary else [])
+        before = flower_stage.progress_steps(stationary)
+        for a, s in pairs:
+            if a in flower_stage.FEDCLIP_APPS:
+                docs.append(flower_fedclip.run(dataset.value, a, s, pct, loaded, **where, progress=steps))
+                before += flower_stage.progress_steps([(a, s)])
     for doc in docs:
         f, p = doc["flower"], doc["pipeline"]
         console.print(f"{doc['dataset']} {doc['app']}{' + SecAgg+' if doc['secagg'] else ''} {doc['pct']} %: "

@@ -25,9 +25,23 @@ class _Group(TyperGroup):
         return _flags_without_type(super().get_params(ctx))
 
 
+def _usage_name(param) -> str:
+    """An argument in the usage line as click writes it: FOLDER (required), [SOURCE] (optional);
+    Typer writes {folder}, which reads as a placeholder syntax rather than a value to give."""
+    name = param.metavar or (param.name or "").upper()
+    name = name if param.required else f"[{name}]"
+    return name if param.nargs == 1 else f"{name}..."
+
+
 class _Command(TyperCommand):
     def get_params(self, ctx):
         return _flags_without_type(super().get_params(ctx))
+
+    def collect_usage_pieces(self, ctx):
+        pieces = [self.options_metavar] if self.options_metavar else []
+        for param in self.get_params(ctx):
+            pieces += [_usage_name(param)] if param.param_type_name == "argument" else param.get_usage_pieces(ctx)
+        return pieces
 
 
 app = typer.Typer(

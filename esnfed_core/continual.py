@@ -38,6 +38,7 @@ from esnfed_core.plasticity import (
     shuffled_batches,
 )
 from esnfed_core.messages import PlasticityMessage, StatsMessage
+from esnfed_core.quote import quote
 from esnfed_core.readout import LAMBDA, Counts, RidgeStats, check_solver, ridge_stats
 from esnfed_core.readout import evaluate as evaluate_counts
 from esnfed_core.replay import ReplayBuffer, Split, StreamClient, concat_splits, replay_batches
@@ -187,7 +188,7 @@ class Replay(Naive):
         CONTINUAL_BOUNDS["replay_fraction"].check("replay_fraction", self.fraction)
         CONTINUAL_BOUNDS["replay_batch"].check("replay_batch", self.batch)
         if not isinstance(self.shuffle, bool):
-            raise ParameterError(f"replay_shuffle: expected true or false, got {self.shuffle!r}")
+            raise ParameterError(f"replay_shuffle: expected true or false, got {quote(self.shuffle)}")
 
     def buffer(self, n_windows, seed):
         return ReplayBuffer(max(1, int(self.fraction * n_windows)), np.random.default_rng([seed, 1]))
@@ -304,7 +305,7 @@ def make_strategy(name: str, *, budget: int = 0, replay_fraction: float = 0.05, 
         return Replay(budget, replay_fraction, replay_batch, replay_shuffle)
     if name == "joint":
         return Joint(patience, max_joint_rounds)
-    raise ParameterError(f"strategy: expected one of {list(STRATEGIES)}, got {name!r}")
+    raise ParameterError(f"strategy: expected one of {', '.join(STRATEGIES)}, got {quote(name)}")
 
 
 def _check_splits(res: Reservoir, name: str, splits: Sequence[Split], n_ctx: int,
@@ -356,7 +357,7 @@ def run_continual(
     work (the numpy core by default).
     """
     if not isinstance(strategy, ContinualStrategy):
-        raise ParameterError(f"strategy: expected a ContinualStrategy (make_strategy), got {strategy!r}")
+        raise ParameterError(f"strategy: expected a ContinualStrategy (make_strategy), got {quote(strategy)}")
     if not train or not train[0]:
         raise ParameterError("train: no clients or no contexts")
     n_ctx = len(train[0])
@@ -366,7 +367,7 @@ def run_continual(
         _check_splits(res, f"train[{name}]", splits, n_ctx, steps)
     if strategy.needs_validation:
         if validation is None:
-            raise ParameterError(f"validation: required by strategy {strategy.name!r} (early stopping)")
+            raise ParameterError(f"validation: required by strategy {quote(strategy.name)} (early stopping)")
         if not validation:
             raise ParameterError("validation: no validation users")
         for i, splits in enumerate(validation):
@@ -375,7 +376,7 @@ def run_continual(
     for set_name, splits in evaluate.items():
         _check_splits(res, f"evaluate[{set_name}]", splits, n_ctx, steps)
     if len(set(steps)) > 1:
-        raise ParameterError(f"windows: all contexts must have the same length, got {sorted(set(steps))}")
+        raise ParameterError(f"windows: all contexts must have the same length, got {', '.join(map(str, sorted(set(steps))))}")
 
     if config.federated:
         streams = [[(x if isinstance(x, Windows) else np.asarray(x), np.asarray(y)) for x, y in splits]
@@ -534,7 +535,7 @@ class LocalClient:
     def __init__(self, strategy: ContinualStrategy, config: ContinualConfig, contexts: list[Split],
                  name: str = "client", engine: ContinualEngine = NUMPY_ENGINE):
         if not isinstance(strategy, (Naive, Joint)):
-            raise ParameterError(f"strategy: a stateless client runs naive, replay or joint, not {strategy!r}")
+            raise ParameterError(f"strategy: a stateless client runs naive, replay or joint, not {quote(strategy)}")
         self.strategy = strategy
         self.client = stream_client(strategy, config, name, contexts, engine.concat)
         self._fed = _Federation([self.client], config, None, engine)
@@ -552,7 +553,7 @@ class LocalClient:
         budget = getattr(strategy, "budget", None)
         if history is None:
             if budget is None:
-                raise ParameterError(f"history: strategy {strategy.name!r} needs the rounds run at each "
+                raise ParameterError(f"history: strategy {quote(strategy.name)} needs the rounds run at each "
                                      f"earlier context")
             history = [budget] * t
         if len(history) < t:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from esnfed_core.quote import quote
 from esnfed_core.readout import LAMBDA
 from esnfed_core.validation import COUNT, Bound, ParameterError
 
@@ -40,7 +41,7 @@ class ContinualSettings:
         b["replay_fraction"].check("replay_fraction", self.replay_fraction)
         b["replay_batch"].check("replay_batch", self.replay_batch)
         if not isinstance(self.replay_shuffle, bool):
-            raise ParameterError(f"replay_shuffle: expected true or false, got {self.replay_shuffle!r}")
+            raise ParameterError(f"replay_shuffle: expected true or false, got {quote(self.replay_shuffle)}")
         if self.joint_patience is not None:
             b["patience"].check("patience", self.joint_patience)
         b["max_joint_rounds"].check("max_joint_rounds", self.joint_max_rounds)

@@ -22,6 +22,7 @@ import numpy as np
 
 from esnfed_core.errors import ConfigError
 from esnfed_core.method import RESERVOIR_KEYS
+from esnfed_core.quote import quote
 from esnfed_core.reservoir import Reservoir, spectral_radius
 from esnfed_core.search import Dimension
 from esnfed_core.trial import make_reservoir
@@ -42,16 +43,16 @@ class Heterogeneity:
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
-            raise ConfigError(f"heterogeneity.mode: expected one of {', '.join(MODES)}, got {self.mode!r}")
+            raise ConfigError(f"heterogeneity.mode: expected one of {', '.join(MODES)}, got {quote(self.mode)}")
         if self.combine not in COMBINE:
-            raise ConfigError(f"heterogeneity.combine: expected one of {', '.join(COMBINE)}, got {self.combine!r}")
+            raise ConfigError(f"heterogeneity.combine: expected one of {', '.join(COMBINE)}, got {quote(self.combine)}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
-            raise ConfigError(f"heterogeneity.seed: expected a non-negative integer, got {self.seed!r}")
+            raise ConfigError(f"heterogeneity.seed: expected a non-negative integer, got {quote(self.seed)}")
         if self.mode == "seed" and self.space:
             raise ConfigError("heterogeneity.vary: mode seed varies no hyperparameter (use mode space)")
         for d in self.space:
             if d.name not in RESERVOIR_KEYS:
-                raise ConfigError(f"heterogeneity.vary: {d.name!r} is not one of {', '.join(RESERVOIR_KEYS)}")
+                raise ConfigError(f"heterogeneity.vary: {quote(d.name)} is not one of {', '.join(RESERVOIR_KEYS)}")
 
     @property
     def varies_units(self) -> bool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from esnfed_core.quote import quote
 from esnfed_core.validation import COUNT, POSITIVE, Bound, ParameterError
 
 
@@ -31,7 +32,7 @@ class IPConfig:
         for name, bound in IP_BOUNDS.items():
             bound.check(name, getattr(self, name))
         if not isinstance(self.normalize_step, bool):
-            raise ParameterError(f"normalize_step: expected true or false, got {self.normalize_step!r}")
+            raise ParameterError(f"normalize_step: expected true or false, got {quote(self.normalize_step)}")
 
 
 @dataclass(frozen=True)

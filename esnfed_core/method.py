@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from esnfed_core.errors import ConfigError
+from esnfed_core.quote import quote
 from esnfed_core.vocabulary import ALGOS, STRATEGIES
 
 METHODS = ("random", "ridge", "incfed", "fedavg", "ip", "fedip") + tuple(
@@ -42,14 +43,14 @@ class Method:
         if self.algo == "align":
             if isinstance(self.alpha, bool) or not isinstance(self.alpha, (int, float)) \
                     or not 0.0 <= self.alpha <= 1.0:
-                raise ConfigError(f"alpha: align needs an alignment strength in [0, 1], got {self.alpha!r}")
+                raise ConfigError(f"alpha: align needs an alignment strength in [0, 1], got {quote(self.alpha)}")
         elif self.alpha is not None:
             raise ConfigError(f"alpha: {self.algo} takes no alignment strength")
         if self.algo not in ALGOS:
-            raise ConfigError(f"algo: unknown algorithm {self.algo!r} (expected one of {', '.join(ALGOS)})")
+            raise ConfigError(f"algo: unknown algorithm {quote(self.algo)} (expected one of {', '.join(ALGOS)})")
         if self.continual and self.strategy not in STRATEGIES:
             raise ConfigError(
-                f"strategy: {self.algo} needs --strategy {'|'.join(STRATEGIES)}, got {self.strategy!r}"
+                f"strategy: {self.algo} needs --strategy {'|'.join(STRATEGIES)}, got {quote(self.strategy)}"
             )
         if not self.continual and self.strategy is not None:
             raise ConfigError(f"strategy: {self.algo} is not a continual method and takes no strategy")
@@ -63,7 +64,7 @@ class Method:
             try:
                 return cls(algo, alpha=float(strategy))
             except ValueError:
-                raise ConfigError(f"method {method_id!r}: expected align-<alpha>, e.g. align-0.5") from None
+                raise ConfigError(f"method {quote(method_id)}: expected align-<alpha>, e.g. align-0.5") from None
         return cls(algo, strategy or None)
 
     @property

@@ -12,6 +12,7 @@ from typing import Sequence
 
 import numpy as np
 
+from esnfed_core.quote import quote
 from esnfed_core.readout import predict
 from esnfed_core.reservoir import DTYPE, Reservoir, iter_states
 from esnfed_core.validation import COUNT, ParameterError, check_param
@@ -197,7 +198,7 @@ def activation_histogram(
     Both lie in (−1, 1), the histogram's range.
     """
     if kind not in _KINDS:
-        raise ParameterError(f"kind: expected one of {list(_KINDS)}, got {kind!r}")
+        raise ParameterError(f"kind: expected one of {', '.join(_KINDS)}, got {quote(kind)}")
     hist: ActivationHistogram | None = None
     for sb in iter_states(res, x, batch_size, with_xnet=kind == "activation"):
         vals = sb.states

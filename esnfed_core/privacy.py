@@ -34,6 +34,7 @@ from typing import Sequence
 
 import numpy as np
 
+from esnfed_core.quote import quote
 from esnfed_core.readout import RidgeStats
 from esnfed_core.validation import POSITIVE, Bound, ParameterError
 
@@ -60,7 +61,7 @@ class DPSpec:
             if not (name == "epsilon" and value == math.inf):
                 bound.check(name, value)
         if self.relation not in RELATIONS:
-            raise ParameterError(f"relation: expected one of {', '.join(RELATIONS)}, got {self.relation!r}")
+            raise ParameterError(f"relation: expected one of {', '.join(RELATIONS)}, got {quote(self.relation)}")
 
     @property
     def private(self) -> bool:

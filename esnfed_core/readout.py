@@ -13,6 +13,7 @@ from typing import Sequence
 import numpy as np
 import scipy.linalg
 
+from esnfed_core.quote import quote
 from esnfed_core.reservoir import DTYPE, Reservoir, iter_states
 from esnfed_core.validation import Bound, ParameterError, check_param
 
@@ -168,7 +169,7 @@ SOLVERS = ("cholesky", "pinv32")
 
 def check_solver(solver: str) -> None:
     if solver not in SOLVERS:
-        raise ParameterError(f"solver: expected one of {', '.join(SOLVERS)}, got {solver!r}")
+        raise ParameterError(f"solver: expected one of {', '.join(SOLVERS)}, got {quote(solver)}")
 
 
 def solve(stats: RidgeStats, lambdas: Sequence[float] | float, solver: str = "cholesky") -> np.ndarray:

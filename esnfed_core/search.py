@@ -3,7 +3,8 @@ continual budget grids derived from the best stationary config, and deterministi
 
 A search space is a mapping ``name -> spec`` where a spec is one of
   - a list of values: a uniform choice among them;
-  - ``{low, high, step}``: the inclusive grid low, low+step, ..., high (uniform choice);
+  - ``{low, high, step}``: the inclusive grid low, low+step, ..., high (uniform choice; at most
+    MAX_GRID_POINTS points);
   - ``{low, high}``: a uniform float in [low, high).
 Every hyperparameter of trial ``i`` is drawn from its own generator keyed by (dataset, share, i,
 name), so two methods whose spaces share a name draw the same value for it at the same trial index
@@ -17,15 +18,23 @@ import hashlib
 import math
 import numbers
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from esnfed_core.errors import ConfigError
+from esnfed_core.quote import quote
 from esnfed_core.validation import Bound, ParameterError
 
 # Grid points are rounded to this many decimals so 0.3 + 13*0.05 prints as 0.95, not 0.9500000000000001.
 _GRID_DECIMALS = 10
+# The most points a {low, high, step} grid may have; counted before any is built, so a typo such as
+# step 1e-12 is one error at once instead of exhausting memory. The finest in-range grid of the
+# widest-ranged hyperparameter (units 1..MAX_UNITS step 1: 16384 points) fits ten times over, and it
+# is 1000 times the trials of the largest budget (params.yaml paper: 100): a finer grid only
+# approximates a uniform range, which {low, high} (no step) draws from directly. The grid's values
+# are also written to the heterogeneity report (esnfed_core/heterogeneity.py).
+MAX_GRID_POINTS = 100_000
 
 
 SEED = Bound(integer=True, low=0)  # the root seed (params.yaml seed)
@@ -67,8 +76,12 @@ class Dimension:
 
 
 def _number(where: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
-        raise ConfigError(f"{where}: expected a finite number, got {value!r}")
+    try:
+        finite = not isinstance(value, bool) and isinstance(value, numbers.Real) and math.isfinite(value)
+    except OverflowError:  # an int past float's range
+        finite = False
+    if not finite:
+        raise ConfigError(f"{where}: expected a finite number, got {quote(value)}")
     return value
 
 
@@ -80,11 +93,17 @@ def _native(value: Any) -> Any:
         return int(value)
     if isinstance(value, numbers.Real):
         return float(value)
-    raise ConfigError(f"search value {value!r}: expected a number, string or boolean")
+    raise ConfigError(f"search value {quote(value)}: expected a number, string or boolean")
 
 
-def parse_dimension(name: str, spec: Any, where: str = "space") -> Dimension:
-    """Parse one spec (list, grid or range); errors name ``where.name``."""
+def parse_dimension(name: str, spec: Any, where: str = "space",
+                    domain: Callable[[Any], None] | None = None) -> Dimension:
+    """Parse one spec (list, grid or range); errors name ``where.name``.
+
+    A grid of more than MAX_GRID_POINTS points is refused before any point is built; ``domain``
+    (which raises on a value out of the hyperparameter's range) is first called on its first and
+    last points, so a grid out of range is reported as such rather than as too fine.
+    """
     key = f"{where}.{name}"
     if isinstance(spec, (list, tuple)):
         if not spec:
@@ -93,25 +112,39 @@ def parse_dimension(name: str, spec: Any, where: str = "space") -> Dimension:
     if isinstance(spec, Mapping):
         unknown = set(spec) - {"low", "high", "step"}
         if unknown:
-            raise ConfigError(f"{key}: unknown field(s) {sorted(unknown)} (expected low, high, step)")
+            raise ConfigError(f"{key}: unknown field(s) {quote(sorted(unknown, key=str))} (expected low, high, step)")
         if "low" not in spec or "high" not in spec:
             raise ConfigError(f"{key}: a range needs both 'low' and 'high'")
         low, high = _number(f"{key}.low", spec["low"]), _number(f"{key}.high", spec["high"])
         if "step" in spec:
             step = _number(f"{key}.step", spec["step"])
             if step <= 0:
-                raise ConfigError(f"{key}.step: must be > 0, got {step!r}")
+                raise ConfigError(f"{key}.step: must be > 0, got {quote(step)}")
             if high < low:
                 raise ConfigError(f"{key}: high ({high}) is below low ({low})")
-            count = int(math.floor((high - low) / step + 1e-9)) + 1
-            values = tuple(round(low + k * step, _GRID_DECIMALS) for k in range(count))
-            if all(isinstance(v, numbers.Integral) for v in (spec["low"], spec["step"])):
-                values = tuple(int(v) for v in values)
-            return Dimension(name, values=values)
+            integral = all(isinstance(v, numbers.Integral) for v in (spec["low"], spec["step"]))
+
+            def point(k: int) -> Any:
+                value = round(low + k * step, _GRID_DECIMALS)
+                return int(value) if integral else value
+
+            span = (high - low) / step + 1e-9  # inf when high - low overflows or step is tiny
+            if span >= MAX_GRID_POINTS:
+                if domain is not None:
+                    domain(point(0))
+                    domain(point(int(span)) if math.isfinite(span) else high)
+                raise ConfigError(f"{key}: the grid has {_count(span)} points, more than {MAX_GRID_POINTS} "
+                                  "(use a coarser step, or {low, high} without step for a uniform range)")
+            return Dimension(name, values=tuple(point(k) for k in range(int(span) + 1)))
         if not high > low:
             raise ConfigError(f"{key}: high ({high}) must exceed low ({low})")
         return Dimension(name, low=float(low), high=float(high))
-    raise ConfigError(f"{key}: expected a list of values or a mapping with low/high[/step], got {spec!r}")
+    raise ConfigError(f"{key}: expected a list of values or a mapping with low/high[/step], got {quote(spec)}")
+
+
+def _count(span: float) -> str:
+    """The number of points of a grid spanning ``span`` steps, for a message (about, when huge)."""
+    return f"{int(span) + 1}" if span < 1e15 else (f"about {span:.0e}" if math.isfinite(span) else "too many")
 
 
 def parse_space(space: Any, where: str = "space") -> list[Dimension]:
@@ -119,7 +152,7 @@ def parse_space(space: Any, where: str = "space") -> list[Dimension]:
     if space is None:
         return []
     if not isinstance(space, Mapping):
-        raise ConfigError(f"{where}: expected a mapping of hyperparameter -> values, got {space!r}")
+        raise ConfigError(f"{where}: expected a mapping of hyperparameter -> values, got {quote(space)}")
     return [parse_dimension(str(k), space[k], where) for k in sorted(space)]
 
 
@@ -147,7 +180,7 @@ def fedclip_budgets(rounds: int, n_contexts: int) -> list[int]:
     """
     _check_rounds(rounds)
     if isinstance(n_contexts, bool) or not isinstance(n_contexts, numbers.Integral) or n_contexts < 1:
-        raise ConfigError(f"n_contexts: expected a positive integer, got {n_contexts!r}")
+        raise ConfigError(f"n_contexts: expected a positive integer, got {quote(n_contexts)}")
     per = rounds // n_contexts
     grid = [r for r in range(per, per * (n_contexts - 1)) if r >= 1]
     return grid or [max(1, per)]
@@ -160,4 +193,4 @@ def continual_budgets(rounds: int, n_contexts: int, federated: bool) -> list[int
 
 def _check_rounds(rounds: Any) -> None:
     if isinstance(rounds, bool) or not isinstance(rounds, numbers.Integral) or rounds < 1:
-        raise ConfigError(f"rounds: expected a positive integer in the stationary config, got {rounds!r}")
+        raise ConfigError(f"rounds: expected a positive integer in the stationary config, got {quote(rounds)}")

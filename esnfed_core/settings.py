@@ -10,6 +10,7 @@ from esnfed_core.continual_settings import ContinualSettings
 from esnfed_core.errors import ConfigError
 from esnfed_core.ip_rule import IPSettings
 from esnfed_core.method import Method
+from esnfed_core.quote import quote
 from esnfed_core.readout import check_solver
 
 RETRAIN_LAMBDA = ("select", "frozen")
@@ -52,7 +53,7 @@ class Settings:
         check_solver(self.solver)
         if self.retrain_lambda not in RETRAIN_LAMBDA:
             raise ConfigError(f"retrain.lambda: expected one of {', '.join(RETRAIN_LAMBDA)}, "
-                              f"got {self.retrain_lambda!r}")
+                              f"got {quote(self.retrain_lambda)}")
 
     def accelerated(self, method: "Method") -> bool:
         """Whether trials of ``method`` run on the torch kernels with these settings."""

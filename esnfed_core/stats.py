@@ -31,6 +31,7 @@ from typing import Literal, Mapping, Sequence
 
 import numpy as np
 
+from esnfed_core.quote import quote
 from esnfed_core.validation import Bound, ParameterError, check_finite
 from esnfed_core.vocabulary import VARIANTS
 
@@ -55,7 +56,7 @@ class TestResult:
 
 def check_variant(variant: str) -> None:
     if variant not in VARIANTS:
-        raise ParameterError(f"variant: expected one of {', '.join(VARIANTS)}, got {variant!r}")
+        raise ParameterError(f"variant: expected one of {', '.join(VARIANTS)}, got {quote(variant)}")
 
 
 ALPHA = Bound(low=0.0, high=1.0, low_open=True, high_open=True)  # significance level (ttest.alpha)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from esnfed_core.errors import EsnfedError
+from esnfed_core.quote import quote
 
 
 class ParameterError(EsnfedError, ValueError):
@@ -27,17 +28,21 @@ def check_param(
 ) -> None:
     """Raise ParameterError unless ``value`` is a finite number in the given range."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ParameterError(f"{name}: expected a number, got {value!r}")
+        raise ParameterError(f"{name}: expected a number, got {quote(value)}")
     if integer and not isinstance(value, numbers.Integral):
-        raise ParameterError(f"{name}: expected an integer, got {value!r}")
-    if not math.isfinite(float(value)):
-        raise ParameterError(f"{name}: must be finite, got {value!r}")
+        raise ParameterError(f"{name}: expected an integer, got {quote(value)}")
+    try:
+        finite = math.isfinite(value)
+    except OverflowError:  # an int past float's range: finite, compared exactly below
+        finite = True
+    if not finite:
+        raise ParameterError(f"{name}: must be finite, got {quote(value)}")
     if low is not None and (value <= low if low_open else value < low):
         op = ">" if low_open else ">="
-        raise ParameterError(f"{name}: must be {op} {low}, got {value!r}")
+        raise ParameterError(f"{name}: must be {op} {low}, got {quote(value)}")
     if high is not None and (value >= high if high_open else value > high):
         op = "<" if high_open else "<="
-        raise ParameterError(f"{name}: must be {op} {high}, got {value!r}")
+        raise ParameterError(f"{name}: must be {op} {high}, got {quote(value)}")
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ import re
 from typing import Any, Callable, Mapping
 
 from esnfed_core.errors import ConfigError
+from esnfed_core.quote import quote
 from esnfed_core.vocabulary import DATASETS
 
 DIRNAMES = {"wesad": "WESAD", "hhar": "HHAR", "example": "EXAMPLE"}  # folder under the raw root
@@ -45,7 +46,7 @@ def n_classes(dataset: str) -> int:
 
 def check_dataset(dataset: str) -> str:
     if dataset not in DATASETS:
-        raise ConfigError(f"--dataset: expected one of {list(DATASETS)}, got {dataset!r} (the papers' "
+        raise ConfigError(f"--dataset: expected one of {', '.join(DATASETS)}, got {quote(dataset)} (the papers' "
                           "datasets; import your own with `esnfed import`)")
     return dataset
 
@@ -103,6 +104,6 @@ def check_declared(params: Mapping[str, Any], dataset: str, option: str = "--dat
     """``dataset`` if params.yaml declares it, else a one-line error listing the declared names."""
     names = declared(params)
     if dataset not in names:
-        raise ConfigError(f"{option}: {dataset!r} is not declared in params.yaml datasets "
+        raise ConfigError(f"{option}: {quote(dataset)} is not declared in params.yaml datasets "
                           f"(declared: {', '.join(names)})")
     return dataset

@@ -28,6 +28,7 @@ from typing import Callable
 
 from esnfed_core.data import archive
 from esnfed_core.errors import ConfigError, DataError
+from esnfed_core.quote import quote
 from esnfed_stages._datasets import DIRNAMES, check_dataset
 from esnfed_stages._io import atomic_path, dumps_json, fsync_dir, output_lock
 
@@ -91,12 +92,12 @@ def spec_for(dataset: str, url: str | None = None, sha256: str | None = None, si
     spec = KNOWN[check_dataset(dataset)]
     if url is not None:
         if not url.startswith(("http://", "https://")):
-            raise ConfigError(f"--url: expected an http(s) address, got {url!r}")
+            raise ConfigError(f"--url: expected an http(s) address, got {quote(url)}")
         spec = replace(spec, url=url)
     if sha256 is not None:
         digest = sha256.strip().lower()
         if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
-            raise ConfigError(f"--sha256: expected 64 hex digits, got {sha256!r}")
+            raise ConfigError(f"--sha256: expected 64 hex digits, got {quote(sha256)}")
         spec = replace(spec, sha256=digest)
     if size is not None:
         if size < 0:
@@ -134,7 +135,7 @@ def _check_range(url: str, resp, offset: int, part: Path) -> None:
     m = _RANGE.match(rng)
     if m is None or int(m.group(1)) != offset:
         raise DataError(f"{url}: asked for the bytes from {offset} on, the server answered the range "
-                        f"{rng[:80]!r} (refused; delete {part} to download from the start)")
+                        f"{quote(rng[:80])} (refused; delete {part} to download from the start)")
 
 def _total_from(resp, offset: int) -> int | None:
     """The full archive size from a 206 Content-Range or a 200 Content-Length."""

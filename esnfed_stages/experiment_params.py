@@ -12,6 +12,7 @@ from esnfed_core.errors import ConfigError
 from esnfed_core.metrics import BINS
 from esnfed_core.ip_rule import IPSettings
 from esnfed_core.method import Method
+from esnfed_core.quote import quote
 from esnfed_core.readout import LAMBDA, SOLVERS
 from esnfed_core.reservoir import BATCH_SIZE
 from esnfed_core.search import SEED, Dimension, parse_space
@@ -40,15 +41,15 @@ class RunnerConfig:
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
-            raise ConfigError(f"runner.backend: unknown backend {self.backend!r} (expected {', '.join(BACKENDS)})")
+            raise ConfigError(f"runner.backend: unknown backend {quote(self.backend)} (expected {', '.join(BACKENDS)})")
         bounded("runner.n_jobs", self.n_jobs, RUNNER_BOUNDS["n_jobs"])
         if self.n_jobs == 0:
             raise ConfigError("runner.n_jobs: must not be 0 (use a positive count, or -1 for all cores)")
         bounded("runner.blas_threads", self.blas_threads, RUNNER_BOUNDS["blas_threads"])
         if self.device not in DEVICES:
-            raise ConfigError(f"runner.device: unknown device {self.device!r} (expected {', '.join(DEVICES)})")
+            raise ConfigError(f"runner.device: unknown device {quote(self.device)} (expected {', '.join(DEVICES)})")
         if not isinstance(self.tf32, bool):
-            raise ConfigError(f"params.yaml: 'runner.tf32' must be true or false, got {self.tf32!r}")
+            raise ConfigError(f"params.yaml: 'runner.tf32' must be true or false, got {quote(self.tf32)}")
 
     def with_overrides(self, backend: str | None = None, n_jobs: int | None = None,
                        device: str | None = None) -> "RunnerConfig":
@@ -92,11 +93,11 @@ class ExperimentParams:
             extra = parse_space(self.space.get(name), f"{where}.{name}")
             clash = {d.name for d in dims} & {d.name for d in extra}
             if clash:
-                raise ConfigError(f"{where}.{name}: redefines {sorted(clash)} of {where}.{dataset}")
+                raise ConfigError(f"{where}.{name}: redefines {', '.join(sorted(clash))} of {where}.{dataset}")
             dims = sorted(dims + extra, key=lambda d: d.name)
         missing = set(method.config_keys) - {d.name for d in dims}
         if missing:
-            raise ConfigError(f"{where}: {method.id} needs {sorted(missing)} in its search space")
+            raise ConfigError(f"{where}: {method.id} needs {', '.join(sorted(missing))} in its search space")
         return dims
 
     def on_device(self, device: str) -> "ExperimentParams":
@@ -111,7 +112,7 @@ class ExperimentParams:
 
 def _choice(key: str, value: Any, allowed: Sequence[str]) -> str:
     if not isinstance(value, str) or value not in allowed:
-        raise ConfigError(f"params.yaml: '{key}' must be one of {', '.join(allowed)}, got {value!r}")
+        raise ConfigError(f"params.yaml: '{key}' must be one of {', '.join(allowed)}, got {quote(value)}")
     return value
 
 
@@ -145,7 +146,7 @@ def _continual(params: Mapping[str, Any]) -> ContinualSettings:
 
     shuffle = section(params, "continual.replay.shuffle")
     if not isinstance(shuffle, bool):
-        raise ConfigError(f"params.yaml: continual.replay.shuffle: expected true or false, got {shuffle!r}")
+        raise ConfigError(f"params.yaml: continual.replay.shuffle: expected true or false, got {quote(shuffle)}")
     return ContinualSettings(
         lam=value("lambda", "lambda", float), replay_fraction=value("replay.fraction", "replay_fraction", float),
         replay_batch=value("replay.batch", "replay_batch", int), replay_shuffle=shuffle,
@@ -161,7 +162,7 @@ def experiment_params(params: Mapping[str, Any]) -> ExperimentParams:
     if not isinstance(budgets, Mapping) or not budgets:
         raise ConfigError("params.yaml: 'budgets' must be a non-empty mapping of budget name -> settings")
     if not isinstance(budget, str) or budget not in budgets:
-        raise ConfigError(f"params.yaml: 'budget' is {budget!r}, expected one of {', '.join(map(str, budgets))}")
+        raise ConfigError(f"params.yaml: 'budget' is {quote(budget)}, expected one of {', '.join(map(str, budgets))}")
     b = _get(params, f"budgets.{budget}", ("trials", "retrains", "space"))
     trials = bounded(f"budgets.{budget}.trials", section(b, "trials"), COUNT)
     retrains = bounded(f"budgets.{budget}.retrains", section(b, "retrains"), COUNT)
@@ -200,7 +201,7 @@ def parse_pcts(pct: str) -> list[str]:
     if pct == "all":
         return list(PCTS)
     if pct not in PCTS:
-        raise ConfigError(f"--pct: expected one of {', '.join(PCTS)} or all, got {pct!r}")
+        raise ConfigError(f"--pct: expected one of {', '.join(PCTS)} or all, got {quote(pct)}")
     return [pct]
 
 
@@ -209,5 +210,5 @@ def parse_dataset(dataset: str, params: Mapping[str, Any] | None = None) -> str:
     if params is not None:
         return check_declared(params, dataset)
     if dataset not in DATASETS:
-        raise ConfigError(f"--dataset: expected one of {', '.join(DATASETS)}, got {dataset!r}")
+        raise ConfigError(f"--dataset: expected one of {', '.join(DATASETS)}, got {quote(dataset)}")
     return dataset

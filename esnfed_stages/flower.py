@@ -22,7 +22,7 @@ import os
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -157,13 +157,24 @@ def check_args(pairs: Sequence[tuple[str, bool]], pct: str, python: Path) -> Non
     for app, secagg in pairs:
         if app not in FLOWER_APPS + FEDCLIP_APPS:
             raise ConfigError(f"esnfed flower: --app must be one of {', '.join(FLOWER_APPS + FEDCLIP_APPS)}, "
-                              f"got {app!r}")
+                              f"got {quote(app)}")
         if secagg and app not in SECAGG_APPS:
             raise ConfigError(f"esnfed flower: --secagg is for {', '.join(SECAGG_APPS)}, not {app}")
     if pct not in PCTS:
-        raise ConfigError(f"esnfed flower: --pct must be one of {', '.join(PCTS)}, got {pct!r}")
+        raise ConfigError(f"esnfed flower: --pct must be one of {', '.join(PCTS)}, got {quote(pct)}")
     if not Path(python).is_file():
         raise ConfigError(f"{python}: the Flower environment is missing: {ENV_HINT}")
+
+
+Progress = Callable[[int, int], None]  # (steps done, steps in all) of run_many / flower_fedclip.run
+
+
+def progress_steps(pairs: Sequence[tuple[str, bool]]) -> int:
+    """The steps `esnfed flower` reports for ``pairs``: run_many fits each stationary app's
+    pipeline trial once, then runs one Flower simulation; flower_fedclip.run, per FedCLIP pair,
+    one fit and one simulation."""
+    stationary = {a for a, _ in pairs if a not in FEDCLIP_APPS}
+    return (len(stationary) + 1 if stationary else 0) + 2 * sum(a in FEDCLIP_APPS for a, _ in pairs)
 
 
 def run(dataset: str, app: str, secagg: bool, pct: str, params: Mapping[str, Any], *,
@@ -176,11 +187,13 @@ def run(dataset: str, app: str, secagg: bool, pct: str, params: Mapping[str, Any
 
 def run_many(dataset: str, apps: Sequence[tuple[str, bool]], pct: str, params: Mapping[str, Any], *,
              data_dir: Path = Path("data"), runs_dir: Path = Path("runs"), out_dir: Path = FLOWER_DIR,
-             python: Path = FLOWER_PYTHON, timeout_s: float = 1800.0) -> list[dict[str, Any]]:
+             python: Path = FLOWER_PYTHON, timeout_s: float = 1800.0,
+             progress: Progress | None = None) -> list[dict[str, Any]]:
     """`run` for several (app, SecAgg+) pairs at once: each app's pipeline trial is fitted once
     (plain and SecAgg+ share it), the clients' data written once, and every Flower app runs in one
     Flower process and Ray session (``timeout_s`` per app). Writes one JSON per pair, in order;
-    nothing is written when a pair is invalid or a simulation fails."""
+    nothing is written when a pair is invalid or a simulation fails. ``progress(done, total)``:
+    after each fit and after the simulation (:func:`progress_steps`)."""
     if not apps:
         raise ConfigError("esnfed flower: no --app given")
     check_args(apps, pct, python)
@@ -192,14 +205,21 @@ def run_many(dataset: str, apps: Sequence[tuple[str, bool]], pct: str, params: M
     seeds = sub_seeds(seed)
     bs = exp.settings.batch_size
     trials = {}  # app -> (config, the pipeline's model, its test accuracy): one fit per app
+    total = progress_steps(apps)
     for app in dict.fromkeys(a for a, _ in apps):
+        if progress:
+            progress(len(trials), total)
         cfg = app_config(runs_dir, dataset, app, pct)
         model = fit(Method.parse(app), cfg, seed, trial_data, exp.settings, score=True)
         trials[app] = cfg, model, float(pooled_counts(model.reservoir, test, model.readout, bs).accuracy[0])
+    if progress:
+        progress(len(trials), total)
     rcs = [run_config(trials[app][0], seeds, trial_data, exp.settings, float(trials[app][1].lam), app, secagg)
            for app, secagg in apps]
     with tempfile.TemporaryDirectory(prefix="esnfed-flower-") as tmp:
         gots = simulate(Path(python), rcs, trial_data, Path(tmp), timeout_s * len(apps))
+    if progress:
+        progress(total, total)
     docs = []
     for (app, secagg), got in zip(apps, gots):
         cfg, model, pipeline_acc = trials[app]

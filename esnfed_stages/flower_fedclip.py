@@ -77,17 +77,26 @@ def _relative(a: np.ndarray, b: np.ndarray) -> float:
 
 def run(dataset: str, app: str, secagg: bool, pct: str, params: Mapping[str, Any], *,
         data_dir: Path = Path("data"), runs_dir: Path = Path("runs"), out_dir: Path = flower.FLOWER_DIR,
-        python: Path = flower.FLOWER_PYTHON, timeout_s: float = 1800.0) -> dict[str, Any]:
-    """Compute and write runs/flower/<dataset>-<app>[-secagg]-<pct>.json; returns its document."""
+        python: Path = flower.FLOWER_PYTHON, timeout_s: float = 1800.0,
+        progress: flower.Progress | None = None) -> dict[str, Any]:
+    """Compute and write runs/flower/<dataset>-<app>[-secagg]-<pct>.json; returns its document.
+    ``progress(done, 2)``: after the pipeline's fit and after the simulation."""
     flower.check_args([(app, secagg)], pct, python)
     if app not in flower.FEDCLIP_APPS:
         raise ConfigError(f"esnfed flower: {app} runs through esnfed_stages.flower.run")
     exp, data, test, cfg, seed = flower.trial_inputs(dataset, app, pct, params, data_dir, runs_dir)
     seeds = sub_seeds(seed)
+    total = flower.progress_steps([(app, secagg)])
+    if progress:
+        progress(0, total)
     model = fit(Method.parse(app), cfg, seed, data, exp.settings, score=False)  # as the retrain stage
+    if progress:
+        progress(1, total)
     rc = run_config(cfg, seeds, data, exp.settings, app, secagg)
     with tempfile.TemporaryDirectory(prefix="esnfed-flower-") as tmp:
         got = flower.simulate(Path(python), [rc], data, Path(tmp), timeout_s)[0]
+    if progress:
+        progress(total, total)
     gains, biases, readouts = (got["contexts"][k] for k in ("gain", "bias", "readout"))
     base = make_reservoir(cfg, data.n_inputs, seeds["reservoir"])
     bs = exp.settings.batch_size

@@ -18,6 +18,7 @@ from esnfed_core.tables import (
     required_inputs,
 )
 from esnfed_core.method import Method
+from esnfed_core.quote import failure
 from esnfed_core.vocabulary import DATASETS, PCTS
 from esnfed_stages import figures
 from esnfed_stages._datasets import n_classes
@@ -124,7 +125,7 @@ def communication_items(inputs: Inputs, methods: Sequence[str]) -> list[Communic
                         inputs=None if comm.get("inputs") is None else int(comm["inputs"])))
                 except (KeyError, TypeError, ValueError) as exc:
                     raise DataError(f"{inputs.paths[(ds, method)]}: pcts.{pct}.communication is "
-                                    f"malformed ({exc!r})") from None
+                                    f"malformed ({failure(exc)})") from None
     return items
 
 

@@ -12,6 +12,7 @@ from typing import Any, Mapping
 from esnfed_core.errors import ConfigError
 from esnfed_core.heterogeneity import COMBINE, MODES
 from esnfed_core.method import Method, RESERVOIR_KEYS
+from esnfed_core.quote import quote
 from esnfed_core.vocabulary import PCTS
 from esnfed_stages.sections import check_keys, section
 
@@ -43,22 +44,22 @@ def hetero_params(params: Mapping[str, Any]) -> HeteroParams:
         raise ConfigError(f"params.yaml: heterogeneity.{missing[0]}: missing")
     seed = p["seed"]
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
-        raise ConfigError(f"params.yaml: heterogeneity.seed must be a non-negative integer, got {seed!r}")
+        raise ConfigError(f"params.yaml: heterogeneity.seed must be a non-negative integer, got {quote(seed)}")
     if p["mode"] not in MODES:
-        raise ConfigError(f"params.yaml: heterogeneity.mode must be one of {', '.join(MODES)}, got {p['mode']!r}")
+        raise ConfigError(f"params.yaml: heterogeneity.mode must be one of {', '.join(MODES)}, got {quote(p['mode'])}")
     if p["combine"] not in COMBINE:
         raise ConfigError(f"params.yaml: heterogeneity.combine must be one of {', '.join(COMBINE)}, "
-                          f"got {p['combine']!r}")
+                          f"got {quote(p['combine'])}")
     vary = p["vary"]
     if not isinstance(vary, list) or any(v not in RESERVOIR_KEYS for v in vary) or len(set(vary)) != len(vary):
         raise ConfigError(f"params.yaml: heterogeneity.vary must list distinct names among "
-                          f"{', '.join(RESERVOIR_KEYS)}, got {vary!r}")
+                          f"{', '.join(RESERVOIR_KEYS)}, got {quote(vary)}")
     alphas = p["alphas"]
     if not isinstance(alphas, list) or not alphas or any(
             isinstance(a, bool) or not isinstance(a, (int, float)) or not 0 <= a <= 1 for a in alphas) \
             or len({f"{a:g}" for a in alphas}) != len(alphas):
         raise ConfigError(f"params.yaml: heterogeneity.alphas must be a non-empty list of distinct numbers "
-                          f"in [0, 1], got {alphas!r}")
+                          f"in [0, 1], got {quote(alphas)}")
     if "units" in vary and p["mode"] == "space":
         raise ConfigError("params.yaml: heterogeneity.vary: units cannot vary: alignment interpolates "
                           "matrices of equal units (docs/heterogeneous.md)")
@@ -66,7 +67,7 @@ def hetero_params(params: Mapping[str, Any]) -> HeteroParams:
     if not isinstance(pcts, Mapping) or any(
             not isinstance(v, list) or not v or any(str(s) not in PCTS for s in v) for v in pcts.values()):
         raise ConfigError(f"params.yaml: heterogeneity.pcts must map budget names to non-empty lists of "
-                          f"shares among {', '.join(PCTS)}, got {pcts!r}")
+                          f"shares among {', '.join(PCTS)}, got {quote(pcts)}")
     return HeteroParams(int(seed), p["mode"], tuple(vary) if p["mode"] == "space" else (), p["combine"],
                         tuple(float(a) for a in alphas),
                         {str(b): tuple(s for s in PCTS if s in {str(x) for x in v}) for b, v in pcts.items()})

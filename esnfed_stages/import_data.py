@@ -75,7 +75,7 @@ class ImportParams:
             raise ConfigError(f"{k}.features: expected a non-empty list of column names, got {quote(self.features)}")
         columns = [self.user, self.time, self.label, *([self.context] if self.context else []), *self.features]
         if len(set(columns)) != len(columns):
-            raise ConfigError(f"{k}: a column is named twice among user, time, label, context and features: {columns}")
+            raise ConfigError(f"{k}: a column is named twice among user, time, label, context and features: {quote(columns)}")
         for name in ("window", "rate", "chunk_rows"):
             value = getattr(self, name)
             if value is not None:

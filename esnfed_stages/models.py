@@ -232,7 +232,7 @@ def _why_unreadable(npz: Path, js: Path) -> str:
     except DataError as exc:
         return f"{exc} {rerun}"
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-        return f"{js}: not an esnfed model description (format {FORMAT!r} expected) {rerun}"
+        return f"{js}: not an esnfed model description (format {quote(FORMAT)} expected) {rerun}"
     return (f"{npz}: contents differ from the npz_sha256 in {js.name} (corrupt or changed after "
             f"retraining) {rerun}")
 
@@ -243,8 +243,8 @@ def _deep_reservoir(npz: Path, arrays: dict[str, np.ndarray]) -> DeepReservoir:
     leaks = np.atleast_1d(_array(npz, arrays, "leak"))
     missing = [k for i in range(len(sizes)) for k in (f"w_in_{i}", f"w_{i}") if k not in arrays]
     if missing or len(leaks) != len(sizes) or arrays["gain"].shape != (sum(sizes),):
-        raise DataError(f"{npz}: deep reservoir arrays inconsistent with layer_units {sizes} "
-                        f"(missing {missing}, leak {leaks.shape}, gain {arrays['gain'].shape})")
+        raise DataError(f"{npz}: deep reservoir arrays inconsistent with layer_units {quote(sizes)} "
+                        f"(missing {', '.join(missing) or 'none'}, leak {leaks.shape}, gain {arrays['gain'].shape})")
     bounds = np.cumsum([0] + sizes)
     try:
         return DeepReservoir(tuple(
@@ -262,10 +262,10 @@ def load_model(directory: Path, k: int) -> tuple[FittedModel, dict[str, Any]]:
     if meta is None:
         raise DataError(_why_unreadable(npz, js))
     if meta.get("format_version") != FORMAT_VERSION:
-        raise DataError(f"{js}: format_version {meta.get('format_version')!r}, expected {FORMAT_VERSION}")
+        raise DataError(f"{js}: format_version {quote(meta.get('format_version'))}, expected {FORMAT_VERSION}")
     for key, kind in _META_TYPES.items():  # what is read back below (an edited .json keeps the npz's hash)
         if key not in meta:
-            problem = f"missing key {key!r}"
+            problem = f"missing key {quote(key)}"
         elif isinstance(meta[key], bool) or not isinstance(meta[key], kind):
             problem = f"{key}: expected {kind.__name__}, got {quote(meta[key])}"
         else:
@@ -299,7 +299,7 @@ def load_model(directory: Path, k: int) -> tuple[FittedModel, dict[str, Any]]:
             expected += ("lambda",) + tuple(f"client{c}_readout" for c in range(n_clients))
     missing = [a for a in expected if a not in arrays]
     if missing:
-        raise DataError(f"{npz}: missing arrays {missing}")
+        raise DataError(f"{npz}: missing arrays {', '.join(missing)}")
     res = None
     ctx = {}
     readout = lam = None

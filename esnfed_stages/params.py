@@ -10,7 +10,7 @@ import yaml
 
 from esnfed_core.data.paths import path_problem
 from esnfed_core.errors import ConfigError
-from esnfed_core.quote import brief
+from esnfed_core.quote import brief, quote
 from esnfed_stages.params_schema import validate
 
 DEFAULT_PARAMS = Path("params.yaml")
@@ -32,7 +32,7 @@ class _UniqueKeyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
                 continue  # SafeLoader's own error names it
             if key in seen:
                 raise yaml.constructor.ConstructorError(
-                    None, None, f"key {key!r} appears twice in one mapping", key_node.start_mark)
+                    None, None, f"key {quote(key)} appears twice in one mapping", key_node.start_mark)
             seen.add(key)
         return super().construct_mapping(node, deep)
 

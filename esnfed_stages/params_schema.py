@@ -20,6 +20,7 @@ from esnfed_core.errors import ConfigError
 from esnfed_core.hyperparameters import HYPERPARAMETER_BOUNDS
 from esnfed_core.ip_rule import IP_BOUNDS
 from esnfed_core.metrics import BINS
+from esnfed_core.quote import quote
 from esnfed_core.readout import LAMBDA, SOLVERS
 from esnfed_core.reservoir import BATCH_SIZE, RESERVOIR_BOUNDS
 from esnfed_core.settings import RETRAIN_LAMBDA
@@ -48,7 +49,7 @@ def _module_function(dataset: str, stage: str) -> Callable | None:
 def _preprocess(dataset: str) -> Callable[[str, Any], None]:
     def check(key: str, value: Any) -> None:
         if not isinstance(value, Mapping):
-            raise Invalid(f"{key}: expected a mapping, got {value!r}")
+            raise Invalid(f"{key}: expected a mapping, got {quote(value)}")
         if _module_function(dataset, "preprocess") and (describe := _module_function(dataset, "describe")):
             describe(value)  # the reader's own validation (defaults, units, ranges)
     return check
@@ -57,7 +58,7 @@ def _preprocess(dataset: str) -> Callable[[str, Any], None]:
 def _synthetic(dataset: str, fields: Mapping[str, Node]) -> Callable[[str, Any], None]:
     def check(key: str, value: Any) -> None:
         if not isinstance(value, Mapping):
-            raise Invalid(f"{key}: expected a mapping, got {value!r}")
+            raise Invalid(f"{key}: expected a mapping, got {quote(value)}")
         if "seed" not in value:
             raise Invalid(f"{key}.seed: missing")
         if (fn := _module_function(dataset, "synthesize")) is not None:
@@ -84,7 +85,7 @@ def _import(key: str, value: Any) -> None:
 
 def _activation_pct(key: str, value: Any) -> None:
     if isinstance(value, bool) or str(value) not in PCTS:
-        raise Invalid(f"{key}: expected one of {', '.join(PCTS)}, got {value!r}")
+        raise Invalid(f"{key}: expected one of {', '.join(PCTS)}, got {quote(value)}")
 
 
 def _privacy(key: str, value: Any) -> None:
@@ -191,10 +192,10 @@ def _combinations(params: Mapping[str, Any]) -> None:
     """Values valid one by one that cannot work together."""
     if "budget" in params and "budgets" in params and params["budget"] not in params["budgets"]:
         raise Invalid(f"budget: expected one of {', '.join(map(str, params['budgets']))} "
-                      f"(the entries of budgets), got {params['budget']!r}")
+                      f"(the entries of budgets), got {quote(params['budget'])}")
     data = params.get("data") or {}
     if "synthetic_dir" in data and Path(data["synthetic_dir"]) == Path(data.get("raw_dir", "")):
-        raise Invalid(f"data.raw_dir: must differ from data.synthetic_dir ({data['raw_dir']!r}): "
+        raise Invalid(f"data.raw_dir: must differ from data.synthetic_dir ({quote(data['raw_dir'])}): "
                       "`esnfed synthesize` would overwrite the real files")
     wesad_pre = (params.get("preprocess") or {}).get("wesad") or {}
     subjects = wesad_pre.get("subjects")
@@ -202,12 +203,12 @@ def _combinations(params: Mapping[str, Any]) -> None:
     if subjects is not None and spec is not None:
         for where, user in _users(spec):
             if user not in subjects:
-                raise Invalid(f"partition.wesad.{where}: user {user!r} is not in preprocess.wesad.subjects")
+                raise Invalid(f"partition.wesad.{where}: user {quote(user)} is not in preprocess.wesad.subjects")
     generated = ((params.get("synthetic") or {}).get("wesad") or {}).get("subjects")
     if data.get("source") == "synthetic" and generated is not None and subjects is not None:
         for s in subjects:
             if s not in generated:
-                raise Invalid(f"preprocess.wesad.subjects: {s!r} is not in synthetic.wesad.subjects "
+                raise Invalid(f"preprocess.wesad.subjects: {quote(s)} is not in synthetic.wesad.subjects "
                               "(data.source is synthetic)")
 
 
@@ -221,19 +222,19 @@ def _declared_datasets(params: Mapping[str, Any]) -> None:
         if name in DATASETS:
             continue
         if name not in imports:
-            raise Invalid(f"imports.{name}: missing (datasets lists {name!r}: say where its files are "
+            raise Invalid(f"imports.{name}: missing (datasets lists {quote(name)}: say where its files are "
                           "and which columns to read)")
         if "partition" in params and name not in parts:
-            raise Invalid(f"partition.{name}: missing (datasets lists {name!r}: give its user splits, "
+            raise Invalid(f"partition.{name}: missing (datasets lists {quote(name)}: give its user splits, "
                           "fixed lists or {fractions: {validation, test}, seed})")
         for budget, b in (params.get("budgets") or {}).items():
             if name not in (b.get("space") or {}):
-                raise Invalid(f"budgets.{budget}.space.{name}: missing (datasets lists {name!r})")
+                raise Invalid(f"budgets.{budget}.space.{name}: missing (datasets lists {quote(name)})")
     for name in params.get("continual_datasets") or []:
         if name not in names:
-            raise Invalid(f"continual_datasets: {name!r} is not in datasets ({', '.join(names)})")
+            raise Invalid(f"continual_datasets: {quote(name)} is not in datasets ({', '.join(names)})")
         if name not in DATASETS and not (imports.get(name) or {}).get("context"):
-            raise Invalid(f"continual_datasets: {name!r} has no contexts (imports.{name}.context is not set)")
+            raise Invalid(f"continual_datasets: {quote(name)} has no contexts (imports.{name}.context is not set)")
 
 
 def validate(params: Any, source: str | Path = "params.yaml") -> None:

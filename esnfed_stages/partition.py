@@ -66,7 +66,7 @@ def check_spec(dataset: str, spec: Any) -> dict[str, Any]:
         users = _names(train[pct], f"{key}.train.{pct}", dataset)
         if not set(previous) <= set(users):
             raise ConfigError(f"params.yaml: {key}.train.{pct} must contain the smaller subsets "
-                              f"(missing {sorted(set(previous) - set(users))})")
+                              f"(missing {quote(sorted(set(previous) - set(users)))})")
         subsets[str(int(pct))] = users
         previous = users
     validation = _names(spec["validation"], f"{key}.validation", dataset)
@@ -75,7 +75,7 @@ def check_spec(dataset: str, spec: Any) -> dict[str, Any]:
                        (validation, test, "validation and test")):
         both = sorted(set(a) & set(b))
         if both:
-            raise ConfigError(f"params.yaml: {key}: {name} share users {both}")
+            raise ConfigError(f"params.yaml: {key}: {name} share users {quote(both)}")
     return {"train": subsets, "validation": validation, "test": test}
 
 
@@ -136,14 +136,14 @@ def run(options: PartitionParams, processed_root: str | Path | None = None,
     folder = Path(processed_root if processed_root is not None else DEFAULT_PROCESSED) / dataset
     manifest = checked_manifest(folder)
     if manifest.get("dataset") != dataset:
-        raise DataError(f"{folder}/manifest.json: dataset is {manifest.get('dataset')!r}, expected {dataset!r}")
+        raise DataError(f"{folder}/manifest.json: dataset is {quote(manifest.get('dataset'))}, expected {quote(dataset)}")
     known = manifest["users"]
     spec = options.resolve(list(known))
     listed = [u for users in spec["train"].values() for u in users] + spec["validation"] + spec["test"]
     for user in dict.fromkeys(listed):
         if user not in known:
-            raise ConfigError(f"partition.{dataset}: user {user!r} is not in {folder}/manifest.json "
-                              f"(users there: {sorted(known)})")
+            raise ConfigError(f"partition.{dataset}: user {quote(user)} is not in {folder}/manifest.json "
+                              f"(users there: {quote(sorted(known))})")
     out = {"dataset": dataset, **spec, "n_contexts": manifest["n_contexts"],
            "context_names": manifest["context_names"]}
     path = Path(out_root if out_root is not None else DEFAULT_OUT) / f"{dataset}.json"

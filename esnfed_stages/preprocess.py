@@ -16,6 +16,7 @@ import numpy as np
 from esnfed_core.data.paths import path_problem
 from esnfed_core.data.processed import MANIFEST, UserData, save_user, user_path
 from esnfed_core.errors import ConfigError, DataError
+from esnfed_core.quote import quote
 from esnfed_core.vocabulary import SOURCES
 from esnfed_stages._datasets import check_dataset, dataset_function
 from esnfed_stages._io import atomic_path, file_sha256, output_lock, write_json
@@ -30,7 +31,7 @@ def resolve_input(params: dict[str, Any], source: str | None, raw_dir: str | Pat
     """(source, raw root): ``--raw-dir`` wins, else params ``data.synthetic_dir`` or ``data.raw_dir``."""
     source = source if source is not None else section(params, "data.source")
     if source not in SOURCES:
-        raise ConfigError(f"data.source: expected one of {list(SOURCES)}, got {source!r}")
+        raise ConfigError(f"data.source: expected one of {', '.join(SOURCES)}, got {quote(source)}")
     if raw_dir is None:
         raw_dir = section(params, "data.synthetic_dir" if source == "synthetic" else "data.raw_dir")
     return source, Path(raw_dir)
@@ -68,29 +69,29 @@ def _source_key(path: Path, raw_root: Path) -> str:
 def _check_user(user: Any, data: Any, info: Any, seen: dict, meta: dict, dataset: str) -> None:
     """Contract checks on what a reader yields (the dataset-agnostic half of the data contract)."""
     if not isinstance(user, str) or not _USER_NAME.match(user):
-        raise DataError(f"{dataset}: invalid user name {user!r}")
+        raise DataError(f"{dataset}: invalid user name {quote(user)}")
     if user in seen:
-        raise DataError(f"{dataset}: user {user!r} produced twice")
+        raise DataError(f"{dataset}: user {quote(user)} produced twice")
     if not isinstance(data, UserData):
-        raise DataError(f"{dataset}: user {user!r}: reader returned {type(data).__name__}, expected UserData")
+        raise DataError(f"{dataset}: user {quote(user)}: reader returned {type(data).__name__}, expected UserData")
     if not isinstance(info, dict) or not isinstance(info.get("sources"), (list, tuple)):
-        raise DataError(f"{dataset}: user {user!r}: reader info lacks the list of 'sources'")
+        raise DataError(f"{dataset}: user {quote(user)}: reader info lacks the list of 'sources'")
     if data.windows == 0:
-        raise DataError(f"{dataset}: user {user!r} has no windows")
+        raise DataError(f"{dataset}: user {quote(user)} has no windows")
     if data.x.shape[2] != len(meta["feature_names"]):
-        raise DataError(f"{dataset}: user {user!r} has {data.x.shape[2]} features, expected "
+        raise DataError(f"{dataset}: user {quote(user)} has {data.x.shape[2]} features, expected "
                         f"{len(meta['feature_names'])} ({', '.join(meta['feature_names'])})")
     if meta.setdefault("window", int(data.x.shape[1])) != data.x.shape[1]:
-        raise DataError(f"{dataset}: user {user!r} has windows of {data.x.shape[1]} steps, "
+        raise DataError(f"{dataset}: user {quote(user)} has windows of {data.x.shape[1]} steps, "
                         f"other users {meta['window']}")
     if data.x.dtype != np.float32 or not np.isfinite(data.x).all():
-        raise DataError(f"{dataset}: user {user!r}: x must be finite float32")
+        raise DataError(f"{dataset}: user {quote(user)}: x must be finite float32")
     ctx, y = data.context.astype(np.int64), data.y.astype(np.int64)
     if ctx.min() < 0 or ctx.max() >= len(meta["context_names"]) or np.any(np.diff(ctx) < 0):
-        raise DataError(f"{dataset}: user {user!r}: contexts must be ordered indices in "
+        raise DataError(f"{dataset}: user {quote(user)}: contexts must be ordered indices in "
                         f"0..{len(meta['context_names']) - 1}")
     if y.min() < 0 or y.max() >= len(meta["classes"]):
-        raise DataError(f"{dataset}: user {user!r}: labels outside 0..{len(meta['classes']) - 1}")
+        raise DataError(f"{dataset}: user {quote(user)}: labels outside 0..{len(meta['classes']) - 1}")
 
 
 @dataclass(frozen=True)

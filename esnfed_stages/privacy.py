@@ -21,6 +21,7 @@ from esnfed_core.errors import ConfigError
 from esnfed_core.method import Method
 from esnfed_core.privacy import PRIVACY_BOUNDS, RELATIONS, DPSpec, noise_multiplier
 from esnfed_core.private_trial import PRIVATE_ALGOS, fit_private, releases
+from esnfed_core.quote import quote
 from esnfed_core.scoring import pooled_counts
 from esnfed_core.trial import TrialData
 from esnfed_stages._io import output_lock, write_json
@@ -80,20 +81,20 @@ def privacy_params(params: Mapping[str, Any]) -> PrivacyParams:
     eps = p.get("epsilons")
     if not isinstance(eps, list) or not eps:
         raise ConfigError(f"params.yaml: privacy.epsilons: must be a non-empty list of numbers > 0 "
-                          f"(.inf: no mechanism), got {eps!r}")
+                          f"(.inf: no mechanism), got {quote(eps)}")
     delta = p.get("delta", "auto")
     if delta != "auto":
         bounded("privacy.delta", delta, PRIVACY_BOUNDS["delta"])
     if p.get("relation") not in RELATIONS:
         raise ConfigError(f"params.yaml: privacy.relation: must be one of {', '.join(RELATIONS)}, "
-                          f"got {p.get('relation')!r}")
+                          f"got {quote(p.get('relation'))}")
     pct = str(p.get("pct", "100"))
     if pct not in PCTS:
-        raise ConfigError(f"params.yaml: privacy.pct: must be one of {', '.join(PCTS)}, got {pct!r}")
+        raise ConfigError(f"params.yaml: privacy.pct: must be one of {', '.join(PCTS)}, got {quote(pct)}")
     methods = p.get("methods", list(PRIVATE_ALGOS))
     if not isinstance(methods, list) or not methods or any(m not in PRIVATE_ALGOS for m in methods):
         raise ConfigError(f"params.yaml: privacy.methods: must list some of {', '.join(PRIVATE_ALGOS)}, "
-                          f"got {methods!r}")
+                          f"got {quote(methods)}")
     clip, ip_clip = p.get("clip", 1.0), p.get("ip_clip", 0.1)
     bounded("privacy.clip", clip, PRIVACY_BOUNDS["clip"])
     bounded("privacy.ip_clip", ip_clip, PRIVACY_BOUNDS["ip_clip"])

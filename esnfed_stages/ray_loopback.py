@@ -52,5 +52,5 @@ def start_local(what: str, hint: str, **init_args: Any) -> None:
     addresses = {n.get("NodeManagerAddress") for n in ray.nodes()}
     if addresses != {LOOPBACK}:
         ray.shutdown()
-        raise ConfigError(f"{what}: the local Ray instance listens on {sorted(map(str, addresses))}, "
+        raise ConfigError(f"{what}: the local Ray instance listens on {', '.join(sorted(map(str, addresses)))}, "
                           f"not only {LOOPBACK} (this Ray version starts differently; {hint})")

@@ -21,7 +21,7 @@ import yaml
 
 from esnfed_core import __version__
 from esnfed_core.errors import ConfigError, DataError
-from esnfed_core.quote import quote
+from esnfed_core.quote import failure, quote
 from esnfed_core.tables import (
     COMMUNICATION_METHODS, TABLES, Cell, Communication, Published, TableSpec, build_cells,
     communication_rows, hetero_cells, metrics, parse_published, required_inputs, split_rounds, table_specs,
@@ -107,7 +107,7 @@ def report_date() -> str:
     try:
         return _dt.datetime.fromtimestamp(int(epoch), _dt.timezone.utc).date().isoformat()
     except (ValueError, OverflowError, OSError):
-        raise ConfigError(f"SOURCE_DATE_EPOCH: expected seconds since 1970, got {epoch!r}") from None
+        raise ConfigError(f"SOURCE_DATE_EPOCH: expected seconds since 1970, got {quote(epoch)}") from None
 
 
 def versions() -> str:
@@ -184,7 +184,7 @@ def communication_items(inputs: Inputs, datasets: Sequence[str] = DATASETS,
                     ))
                 except (KeyError, TypeError, ValueError) as exc:
                     raise DataError(f"{inputs.paths[(ds, method)]}: pcts.{pct}.communication "
-                                    f"is malformed ({exc!r})") from None
+                                    f"is malformed ({failure(exc)})") from None
     return items
 
 
@@ -358,7 +358,7 @@ def _share(params: Mapping[str, Any], key: str, default: str | None = None) -> s
         return default
     value = str(section(params, key))
     if value not in PCTS:
-        raise ConfigError(f"params.yaml: {key} must be one of {', '.join(PCTS)}, got {value!r}")
+        raise ConfigError(f"params.yaml: {key} must be one of {', '.join(PCTS)}, got {quote(value)}")
     return value
 
 

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from esnfed_core.errors import DataError
+from esnfed_core.quote import failure
 from esnfed_core.vocabulary import PCTS, STRATEGIES
 from esnfed_stages import figures
 from esnfed_stages.tables import to_csv
@@ -77,7 +78,7 @@ def _activation(inputs: Inputs, method: str, pct: str) -> _Activation | None:
         users = [str(u) for u in act["users"]]
     except (KeyError, TypeError, ValueError) as exc:
         raise DataError(f"{where}: expected edges, users, density [retrain][model][context][bin] "
-                        f"and user_density [retrain][model][user][context][bin] ({exc!r}); rerun "
+                        f"and user_density [retrain][model][user][context][bin] ({failure(exc)}); rerun "
                         "`esnfed assess`") from None
     bins = edges.size - 1
     if pooled.ndim != 4 or pooled.shape[-1] != bins or per_user.ndim != 5 \

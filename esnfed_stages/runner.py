@@ -31,6 +31,7 @@ from esnfed_core.accel import check_supported, require_torch
 from esnfed_core.errors import ConfigError, EsnfedError
 from esnfed_core.heterogeneous import fit as fit_heterogeneous
 from esnfed_core.method import Method
+from esnfed_core.quote import quote
 from esnfed_core.settings import Settings
 from esnfed_core.trial import FittedModel, TrialData, fit
 from esnfed_stages.experiment_params import RunnerConfig
@@ -173,11 +174,11 @@ def _setup(config: RunnerConfig) -> None:
             importlib.import_module(f"esnfed_stages.{config.backend}_backend")
         except ImportError as exc:
             raise ConfigError(
-                f"runner.backend: {config.backend!r} is not available ({exc}); "
+                f"runner.backend: {quote(config.backend)} is not available ({exc}); "
                 "install the optional extra or choose loky/sequential"
             ) from None
     if config.backend not in _BACKENDS:
-        raise ConfigError(f"runner.backend: {config.backend!r} did not register itself")
+        raise ConfigError(f"runner.backend: {quote(config.backend)} did not register itself")
     _BACKENDS[config.backend](config)
 
 

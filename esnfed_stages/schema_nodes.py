@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 from esnfed_core.errors import ConfigError
+from esnfed_core.quote import quote
 from esnfed_core.search import parse_dimension
 from esnfed_core.validation import Bound, ParameterError, check_param
 from esnfed_stages._datasets import NAME, RESERVED
@@ -59,19 +60,19 @@ class Choice(Node):
     def check(self, key: str, value: Any) -> None:
         # bool is an int in Python: true must not pass for 1
         if isinstance(value, bool) or value not in self.values:
-            raise Invalid(f"{key}: expected one of {', '.join(map(str, self.values))}, got {value!r}")
+            raise Invalid(f"{key}: expected one of {', '.join(map(str, self.values))}, got {quote(value)}")
 
 
 class Bool(Node):
     def check(self, key: str, value: Any) -> None:
         if not isinstance(value, bool):
-            raise Invalid(f"{key}: expected true or false, got {value!r}")
+            raise Invalid(f"{key}: expected true or false, got {quote(value)}")
 
 
 class Text(Node):
     def check(self, key: str, value: Any) -> None:
         if not isinstance(value, str) or not value:
-            raise Invalid(f"{key}: expected a non-empty string, got {value!r}")
+            raise Invalid(f"{key}: expected a non-empty string, got {quote(value)}")
 
 
 @dataclass(frozen=True)
@@ -83,12 +84,12 @@ class ListOf(Node):
 
     def check(self, key: str, value: Any) -> None:
         if not isinstance(value, list) or (not value and not self.empty):
-            raise Invalid(f"{key}: expected a {'' if self.empty else 'non-empty '}list, got {value!r}")
+            raise Invalid(f"{key}: expected a {'' if self.empty else 'non-empty '}list, got {quote(value)}")
         for v in value:
             self.item.check(key, v)
         hashable = [v for v in value if not isinstance(v, (list, dict))]
         if len(set(hashable)) != len(hashable):
-            raise Invalid(f"{key}: lists a value twice: {value!r}")
+            raise Invalid(f"{key}: lists a value twice: {quote(value)}")
 
 
 @dataclass(frozen=True)
@@ -110,7 +111,7 @@ class Fields(Node):
     def check(self, key: str, value: Any) -> None:
         where = f"{key}: " if key else ""
         if not isinstance(value, Mapping):
-            raise Invalid(f"{where}expected a mapping, got {value!r}")
+            raise Invalid(f"{where}expected a mapping, got {quote(value)}")
         allowed = {**self.required, **self.optional}
         for k in value:
             if str(k) not in allowed:
@@ -138,7 +139,7 @@ class Entries(Node):
 
     def check(self, key: str, value: Any) -> None:
         if not isinstance(value, Mapping) or not value:
-            raise Invalid(f"{key}: expected a non-empty mapping of name -> settings, got {value!r}")
+            raise Invalid(f"{key}: expected a non-empty mapping of name -> settings, got {quote(value)}")
         for name, v in value.items():
             self.value.check(f"{key}.{name}", v)
 
@@ -156,17 +157,17 @@ class Space(Node):
     def check(self, key: str, value: Any) -> None:
         Fields(required={n: _ANY for n in self.domains}).check(key, value)
         for name, domain in self.domains.items():
+            where = f"{key}.{name}"
             try:
-                dim = parse_dimension(name, value[name], key)
+                dim = parse_dimension(name, value[name], key, lambda v: domain.check(where, v))
             except ConfigError as exc:
                 raise Invalid(str(exc)) from None
-            where = f"{key}.{name}"
             if dim.values is not None:
                 for v in dim.values:
                     domain.check(where, v)
             elif domain.integer:
                 raise Invalid(f"{where}: must be a list or a {{low, high, step}} grid of integers, "
-                              f"got a continuous range {value[name]!r}")
+                              f"got a continuous range {quote(value[name])}")
             else:  # uniform on [low, high): high may equal an inclusive upper bound
                 domain.check(f"{where}.low", dim.low)
                 Num(high=domain.high).check(f"{where}.high", dim.high)
@@ -206,7 +207,7 @@ class Named(Node):
 
     def check(self, key: str, value: Any) -> None:
         if not isinstance(value, Mapping):
-            raise Invalid(f"{key}: expected a mapping, got {value!r}")
+            raise Invalid(f"{key}: expected a mapping, got {quote(value)}")
         for k in self.required:
             if k not in value:
                 raise Invalid(f"{_join(key, k)}: missing")
@@ -229,7 +230,7 @@ class Named(Node):
 def check_dataset_name(key: str, name: Any, what: str = "name") -> None:
     """A user dataset's name: a folder, a dvc stage suffix and a params key (not ip / fedip)."""
     if not isinstance(name, str) or not NAME.fullmatch(name) or name in RESERVED:
-        raise Invalid(f"{key}: {name!r} is not a dataset {what} (lowercase letters, digits and _, "
+        raise Invalid(f"{key}: {quote(name)} is not a dataset {what} (lowercase letters, digits and _, "
                       f"starting with a letter; not {' or '.join(RESERVED)})")
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.method import Method
+from esnfed_core.quote import quote
 from esnfed_core.search import Dimension, continual_budgets, derive_seed, sample_config
 from esnfed_stages._io import read_json, write_json
 from esnfed_stages.experiment_params import ExperimentParams, RunnerConfig
@@ -82,7 +83,7 @@ def pin_units(dims: list[Dimension], shallow: dict[str, Any], where: Path) -> li
     shallow counterpart at the same total units (docs/deep.md); the other draws are unchanged."""
     units = shallow.get("units")
     if isinstance(units, bool) or not isinstance(units, int) or units < 1:
-        raise DataError(f"{where}: config.units: expected a positive integer, got {units!r}")
+        raise DataError(f"{where}: config.units: expected a positive integer, got {quote(units)}")
     return [Dimension("units", values=(units,)) if d.name == "units" else d for d in dims]
 
 
@@ -97,7 +98,7 @@ def plan_share(exp: ExperimentParams, data: Dataset, method: Method, pct: str,
         stationary = {k: base["config"][k] for k in method.config_keys if k != "budget" and k in base["config"]}
         missing = set(method.config_keys) - set(stationary) - {"budget"}
         if missing:
-            raise DataError(f"{best_path(runs, data.name, method.base, pct)}: config lacks {sorted(missing)}")
+            raise DataError(f"{best_path(runs, data.name, method.base, pct)}: config lacks {', '.join(sorted(missing))}")
         if "budget" in method.config_keys:
             configs = [{**stationary, "budget": b}
                        for b in continual_budgets(rounds, data.n_contexts, method.algo == "fedclip")]

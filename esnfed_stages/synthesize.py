@@ -13,7 +13,9 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
+from esnfed_core.data.paths import output_folder_problem
 from esnfed_core.errors import ConfigError, DataError
+from esnfed_core.quote import quote
 from esnfed_core.validation import Bound, ParameterError
 from esnfed_stages._datasets import DIRNAMES, SYNTHESIZED, bind_kwargs, dataset_function
 from esnfed_stages._io import atomic_path, output_lock
@@ -50,7 +52,7 @@ def synthesize_params(params: Mapping[str, Any], dataset: str, seed: int | None 
     """The generator's arguments from params.yaml ``synthetic.<dataset>`` (names: its signature);
     ``seed`` and ``out_root`` (command line) win over the params' seed and data.synthetic_dir."""
     if dataset not in SYNTHESIZED:
-        raise ConfigError(f"--dataset: expected one of {', '.join(SYNTHESIZED)}, got {dataset!r}")
+        raise ConfigError(f"--dataset: expected one of {', '.join(SYNTHESIZED)}, got {quote(dataset)}")
     key = f"synthetic.{dataset}"
     conf = section(params, key)
     if not isinstance(conf, Mapping) or "seed" not in conf:
@@ -82,7 +84,8 @@ def run(options: SynthesizeParams, progress: Callable[..., None] | None = None) 
     try:
         out_root.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise DataError(f"{out_root}: cannot create output folder ({exc.strerror})") from None
+        raise DataError(output_folder_problem(out_root) or f"{out_root}: cannot create output folder "
+                        f"({exc.strerror})") from None
     target = out_root / dirname
     with output_lock(target), atomic_path(target) as tmp:
         # The generator writes <scratch>/<DIRNAME>/...; the finished folder is renamed into place.

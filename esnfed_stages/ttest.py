@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterable, Mapping
 from esnfed_core.data.paths import path_problem
 from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.method import Method
+from esnfed_core.quote import quote
 from esnfed_core.stats import check_alpha, check_variant, compare_pairs
 from esnfed_core.tables import (
     Scores, TableSpec, check_communication, comparison_groups, hetero_spec, required_inputs, table_specs,
@@ -58,7 +59,7 @@ def _fractions(path: Path, key: str, value: Any, allow_none: bool = False) -> li
     for v in value:
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
                 or not 0.0 <= v <= 1.0:
-            raise DataError(f"{path}: {key} holds {v!r}, expected a fraction in [0, 1]")
+            raise DataError(f"{path}: {key} holds {quote(v)}, expected a fraction in [0, 1]")
         out.append(float(v))
     return out
 
@@ -72,7 +73,7 @@ def load_assess(path: str | Path, dataset: str, method: str, partial: bool = Fal
         raise DataError(f"{path}: expected an object with a 'pcts' mapping")
     for key, want in (("dataset", dataset), ("method", method)):
         if doc.get(key, want) != want:
-            raise DataError(f"{path}: {key} is {doc.get(key)!r}, expected {want!r}")
+            raise DataError(f"{path}: {key} is {quote(doc.get(key))}, expected {quote(want)}")
     shares = [p for p in PCTS if p in doc["pcts"]] if partial else PCTS
     federated = Method.parse(method).federated
     if not shares:

@@ -184,3 +184,14 @@ def test_a_flag_shows_no_value_type():
     shown = {name: _help(*([name] if name else [])) for name in ["", *commands]}
     assert not [name for name, out in shown.items() if "<bool>" in out]
     assert "<path>" in shown["report"]  # the type column itself is still there for options taking a value
+
+
+def test_usage_lines_name_arguments_in_capitals():
+    """Typer wrote `esnfed check-data [OPTIONS] {folder}`: braces read as a placeholder syntax."""
+    _, commands = _click_commands()
+    usage = {name: next(line for line in _help(name).splitlines() if "Usage:" in line) for name in commands}
+    assert " ".join(usage["check-data"].split()) == "Usage: esnfed check-data [OPTIONS] FOLDER"
+    assert " ".join(usage["import"].split()) == "Usage: esnfed import [OPTIONS] [SOURCE]"
+    assert not [name for name, line in usage.items() if "{" in line]
+    missing = runner.invoke(app, ["check-data"])
+    assert missing.exit_code == 2 and "check-data [OPTIONS] FOLDER" in missing.output + (missing.stderr or "")

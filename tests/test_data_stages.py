@@ -211,7 +211,7 @@ BAD_RAW = {
     "NaN": (lambda p: _rewrite(p, _chest("EDA", lambda a: _set(a, (10, 0), np.nan))), "signal/chest/EDA holds 1 NaN"),
     "inf": (lambda p: _rewrite(p, _chest("Temp", lambda a: _set(a, (3, 0), np.inf))), "signal/chest/Temp holds 1 NaN"),
     "no usable rows": (lambda p: _rewrite(p, lambda o: o.update(label=np.zeros_like(o["label"]))),
-                       "no rows with labels [1, 2, 3, 4]"),
+                       "no rows with labels 1, 2, 3, 4"),
 }
 
 

@@ -136,3 +136,39 @@ def _doc(app: str, secagg: bool) -> dict:
             "flower": {"test_accuracy": 0.5, "readout_relative_difference": 0.0,
                        "bytes": {"up_per_client": per_client, "down_per_client": per_client}},
             "pipeline": {"test_accuracy": 0.5}}
+
+
+def test_progress_counts_every_fit_and_simulation_then_the_summary(tmp_path, monkeypatch):
+    """The command showed nothing while its simulations ran (a minute or more): each stage reports
+    (done, total) of its own steps, the bar shows them as one count over the whole call."""
+    from esnfed_cli import flower_cmd
+    from esnfed_stages import flower as flower_stage
+    from esnfed_stages import flower_fedclip
+
+    def many(ds, pairs, *a, progress, **k):  # run_many's steps: a fit per app, then the simulation
+        total = flower_stage.progress_steps(pairs)
+        for done in range(total + 1):
+            progress(done, total)
+        return [_doc(app, secagg) for app, secagg in pairs]
+
+    def fedclip(ds, app, secagg, *a, progress, **k):
+        for done in range(3):
+            progress(done, 2)
+        return _doc(app, secagg)
+
+    shown = []
+    monkeypatch.setattr(flower_stage, "run_many", many)
+    monkeypatch.setattr(flower_fedclip, "run", fedclip)
+    monkeypatch.setattr(flower_cmd, "bar_task", lambda bar, what: lambda done, total: shown.append((what, done, total)))
+    python = tmp_path / "python"
+    python.touch()
+    result = _invoke(tmp_path, "--app", "incfed", "--app", "fedip", "--app", "fedclip-naive", "--plain-and-secagg",
+                     "--flower-python", str(python))
+    assert result.exit_code == 0, result.output
+    # incfed, fedip: 2 fits + 1 simulation (plain and SecAgg+ share both); fedclip-naive plain, SecAgg+: 2 each
+    assert flower_stage.progress_steps([("incfed", False), ("incfed", True), ("fedip", False), ("fedip", True),
+                                        ("fedclip-naive", False), ("fedclip-naive", True)]) == 7
+    assert {what for what, _, _ in shown} == {"flower wesad"} and {t for _, _, t in shown} == {7}
+    done = [d for _, d, _ in shown]
+    assert done == sorted(done) and done[0] == 0 and done[-1] == 7
+    assert len(result.output.strip().splitlines()) == 6  # then one summary line per document

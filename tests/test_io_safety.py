@@ -66,12 +66,22 @@ def test_permission_error_is_one_line(project, monkeypatch):
     assert not Path("data/partitions").exists()  # no output, no temporary, not even the folder it made
 
 
-def test_output_folder_that_cannot_be_made_is_one_line(project):
+@pytest.mark.parametrize("args", [
+    ("partition", "--dataset", "wesad", "--out", "blocker/sub"),  # a file above the folder (ENOTDIR)
+    ("partition", "--dataset", "wesad", "--out", "blocker"),      # the folder itself is a file (EEXIST)
+    ("preprocess", "--dataset", "wesad", "--out", "blocker"),
+    ("synthesize", "--dataset", "wesad", "--out", "blocker"),
+    ("synthesize", "--dataset", "wesad", "--out", "blocker/sub"),
+])
+def test_an_output_folder_that_is_a_file_is_named_as_such(project, args):
+    # not the system's bare "File exists" / "Not a directory": which path, and what is wrong with it
     ok(invoke("preprocess", "--dataset", "wesad"))
     Path("blocker").write_text("a file, not a folder")
-    line = one_line_error(invoke("partition", "--dataset", "wesad", "--out", "blocker/sub"))
-    assert "blocker" in line and ("exists" in line.lower() or "not a directory" in line.lower())
+    before = sorted(p for p in project.rglob("*"))
+    line = one_line_error(invoke(*args))
+    assert line == "error: blocker: is a file, expected a folder"
     assert Path("blocker").read_text() == "a file, not a folder"
+    assert sorted(p for p in project.rglob("*")) == before  # nothing written
 
 
 def test_memory_error_is_one_line_and_leaves_nothing(project, monkeypatch):

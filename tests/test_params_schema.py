@@ -69,12 +69,24 @@ CASES = {
                            "budgets.default.space.wesad.leak.high: must be <= 1.0, got 1.5"),
     "units drawn as floats": (lambda p: _space(p).update(units={"low": 10, "high": 50}),
                               "budgets.default.space.wesad.units: must be a list or a {low, high, step} grid "
-                              "of integers, got a continuous range {'low': 10, 'high': 50}"),
+                              "of integers, got a continuous range {low: 10, high: 50}"),
     "rounds < 1": (lambda p: p["budgets"]["default"]["space"]["fedip"].update(rounds=[0, 2]),
                    "budgets.default.space.fedip.rounds: must be >= 1, got 0"),
     # leftovers of the input audit: no upper bound, so 10^9 units failed late, in every trial
     "units past MAX_UNITS": (lambda p: _space(p, "hhar").update(units=[200, 10**9]),
                              "budgets.default.space.hhar.units: must be <= 16384, got 1000000000"),
+    # grids counted before any point is built (esnfed_core.search.MAX_GRID_POINTS): out of range
+    # is said as such, an in-range grid too fine is refused at once
+    "units grid past MAX_UNITS": (lambda p: _space(p, "hhar").update(units={"low": 1, "high": 10**9, "step": 1}),
+                                  "budgets.default.space.hhar.units: must be <= 16384, got 1000000000"),
+    "rounds grid too fine": (lambda p: p["budgets"]["default"]["space"]["ip"].update(
+                                 rounds={"low": 1, "high": 10**9, "step": 1}),
+                             "budgets.default.space.ip.rounds: the grid has 1000000000 points, more than 100000 "
+                             "(use a coarser step, or {low, high} without step for a uniform range)"),
+    "leak grid step 1e-12": (lambda p: _space(p).update(leak={"low": 0.1, "high": 0.8, "step": 1e-12}),
+                             "budgets.default.space.wesad.leak: the grid has 700000000001 points, more than 100000"),
+    "units past float range": (lambda p: _space(p).update(units=[20, 10**400]),
+                               "budgets.default.space.wesad.units: must be <= 16384, got <int of 1329 bits>"),
     "deep layers < 1": (lambda p: p["budgets"]["default"]["space"]["deep"].update(layers=[0]),
                         "budgets.default.space.deep.layers: must be >= 1, got 0"),
     "alpha outside (0, 1)": (lambda p: p["ttest"].update(alpha=1.5), "ttest.alpha: must be < 1.0, got 1.5"),
@@ -90,9 +102,9 @@ CASES = {
     "unknown source": (lambda p: p["data"].update(source="cloud"),
                        "data.source: expected one of synthetic, raw, got 'cloud'"),
     "user in train and validation": (lambda p: p["partition"]["wesad"]["validation"].__setitem__(0, "S2"),
-                                     "partition.wesad: train and validation share users ['S2']"),
+                                     "partition.wesad: train and validation share users 'S2'"),
     "validation overlaps test": (lambda p: p["partition"]["hhar"].update(test=["d", "f"]),
-                                 "partition.hhar: validation and test share users ['f']"),
+                                 "partition.hhar: validation and test share users 'f'"),
     "user not preprocessed": (lambda p: p["partition"]["wesad"].update(test=["S4", "S6", "S99"]),
                               "partition.wesad.test: user 'S99' is not in preprocess.wesad.subjects"),
     "raw files overwritten": (lambda p: p["data"].update(raw_dir="data/synthetic"),

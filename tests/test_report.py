@@ -397,9 +397,23 @@ def test_bad_assess_file_is_one_line_error(workdir, mutate, needle):
     assert "\n" not in line and "runs/assess/wesad/fedip.json" in line and needle in line
 
 
+def test_a_malformed_activation_entry_names_the_missing_key_not_a_python_repr(workdir):
+    write_assess(workdir)
+    _ok(["ttest"])
+    path = workdir / "runs" / "assess" / "wesad" / "fedip.json"
+    doc = json.loads(path.read_text())
+    del doc["pcts"]["100"]["activation"]["users"]
+    path.write_text(json.dumps(doc))
+    result = runner.invoke(app, ["report"])
+    assert result.exit_code == 1
+    line = result.stderr.strip()
+    assert "\n" not in line and "runs/assess/wesad/fedip.json: pcts.100.activation: expected edges" in line
+    assert "(missing key 'users'); rerun `esnfed assess`" in line and "KeyError" not in line
+
+
 @pytest.mark.parametrize("value, problem", [
     ("12", "pcts.50.communication: expected an object of message counts or null, got '12'"),
-    ([1, 2], "pcts.50.communication: expected an object of message counts or null, got [1, 2]"),
+    ([1, 2], "pcts.50.communication: expected an object of message counts or null, got 1, 2"),
     (None, "pcts.50.communication: missing (a federated method records its messages)"),
     ({"up_floats": 1}, "pcts.50.communication.down_floats: missing"),
     ("up_bytes=-8", "pcts.50.communication.up_bytes: expected an integer >= 0, got -8"),

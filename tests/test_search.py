@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -10,6 +11,7 @@ import yaml
 
 from esnfed_core.errors import ConfigError
 from esnfed_core.search import (
+    MAX_GRID_POINTS,
     clip_budgets,
     continual_budgets,
     derive_seed,
@@ -72,6 +74,40 @@ def test_bad_specs_name_the_key(spec, fragment):
     with pytest.raises(ConfigError) as exc:
         parse_dimension("leak", spec, "budgets.default.space.wesad")
     assert "budgets.default.space.wesad.leak" in str(exc.value) and fragment in str(exc.value)
+
+
+@pytest.mark.parametrize("spec, count", [
+    ({"low": 1, "high": 10**9, "step": 1}, "1000000000"),
+    ({"low": 0.0, "high": 1.0, "step": 1e-12}, "1000000000001"),
+    ({"low": -1e308, "high": 1e308, "step": 1.0}, "too many"),  # high - low overflows
+    ({"low": 0, "high": 10**300, "step": 1}, "about 1e+300"),
+])
+def test_a_grid_too_fine_is_refused_before_it_is_built(spec, count):
+    # tracemalloc: refused without building the points (1e9 of them would take tens of GB)
+    tracemalloc.start()
+    try:
+        with pytest.raises(ConfigError) as exc:
+            parse_dimension("leak", spec, "budgets.default.space.wesad")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert str(exc.value).startswith(f"budgets.default.space.wesad.leak: the grid has {count} points, "
+                                     f"more than {MAX_GRID_POINTS} ")
+    assert peak < 1_000_000
+
+
+def test_grid_at_the_cap_is_built_and_domain_sees_its_ends_only_when_over_it():
+    seen = []
+    d = parse_dimension("units", {"low": 1, "high": MAX_GRID_POINTS, "step": 1}, domain=seen.append)
+    assert len(d.values) == MAX_GRID_POINTS and d.values[-1] == MAX_GRID_POINTS and seen == []
+    with pytest.raises(ConfigError, match=f"{MAX_GRID_POINTS + 1} points"):
+        parse_dimension("units", {"low": 1, "high": MAX_GRID_POINTS + 1, "step": 1}, domain=seen.append)
+    assert seen == [1, MAX_GRID_POINTS + 1]
+
+
+def test_a_huge_integer_is_named_not_converted():
+    with pytest.raises(ConfigError, match=r"space\.leak\.high: expected a finite number, got <int of \d+ bits>"):
+        parse_dimension("leak", {"low": 0, "high": 10**400, "step": 1})
 
 
 def test_sample_config_is_deterministic_and_in_space():

@@ -158,7 +158,7 @@ def test_ridge_incfed_fedavg_search_the_same_configs_and_seeds(root):
     (lambda p: p["readout"].update(lambdas=[-1.0]), "readout.lambdas"),
     (lambda p: p["plasticity"].update(normalize_step="yes"), "plasticity.normalize_step"),
     (lambda p: p["runner"].update(backend="dask"), "runner.backend"),
-    (lambda p: p["budgets"]["default"]["space"]["wesad"].pop("leak"), "needs ['leak']"),
+    (lambda p: p["budgets"]["default"]["space"]["wesad"].pop("leak"), "needs leak in its search space"),
     (lambda p: p["budgets"]["default"]["space"]["ip"].update(units=[4]), "redefines"),
     (lambda p: p["continual"]["replay"].update(fraction=0.0), "continual.replay.fraction"),
     (lambda p: p["continual"]["joint"].update(patience=0), "continual.joint.patience"),

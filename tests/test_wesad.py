@@ -158,10 +158,10 @@ BAD = {
             "signal/chest/EDA holds 1 NaN or infinite value(s)"),
     "inf": (lambda o: o["signal"]["chest"]["ACC"].__setitem__((0, 1), np.inf), "signal/chest/ACC holds 1 NaN"),
     "no usable rows": (lambda o: o.update(label=np.where(o["label"] > 4, o["label"], 0).astype(np.int32)),
-                       "no rows with labels [1, 2, 3, 4]"),
+                       "no rows with labels 1, 2, 3, 4"),
     "wrong subject": (lambda o: o.update(subject="S9"), "subject is 'S9', expected 'S2'"),
     "four runs": (lambda o: o.update(label=np.where(np.arange(N) > 40, 0, o["label"]).astype(np.int32)),
-                  "runs of labels [1, 2, 3, 4] after filtering, expected 5 contexts"),
+                  "runs of labels 1, 2, 3, 4 after filtering, expected 5 contexts"),
     # Clearing labels from index 36 on leaves an amusement run of 3 samples (< window 4).
     "run shorter than a window": (lambda o: o.update(label=np.where(np.arange(N) >= 36, 0, o["label"]).astype(
         np.int32)), "run 3 (amusement) has 3 samples, fewer than one window of 4"),
@@ -203,7 +203,7 @@ def test_missing_folder_subject_and_file(tmp_path):
     ({"modality": "ankle"}, "preprocess.wesad.modality"),
     ({"contexts": 200}, "preprocess.wesad.contexts"),
     ({"subjects": []}, "preprocess.wesad.subjects"),
-    ({"subjects": ["S2", "S2"]}, "preprocess.wesad.subjects"),
+    ({"subjects": ["S2", "S3", "S2"]}, "preprocess.wesad.subjects: lists 'S2' twice$"),  # not ['S2', ...]
     ({"windw": 700}, "preprocess.wesad.windw"),
 ])
 def test_bad_params_name_the_key(params, key):

@@ -107,7 +107,7 @@ def _rewrite(path: Path, **arrays) -> None:
     ("compressed", "compressed"),
     ("float64", "x has dtype float64, expected float32"),
     ("fortran", "Fortran order"),
-    ("missing", "missing arrays ['x']"),
+    ("missing", "missing arrays x"),
     ("bad header", "cannot read"),
 ])
 def test_bad_files_are_one_line_data_errors_naming_the_file(tmp_path, stored, case, fragment):

@@ -9,6 +9,8 @@ separate calls give."""
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -24,11 +26,12 @@ ESNFED = REPO / ".venv" / "bin" / "esnfed"
 STAGES = ("setup", "share_keys", "collect_masked_vectors", "unmask")
 
 
-def _esnfed(root: Path, *args: str) -> None:
+def _esnfed(root: Path, *args: str, env: dict | None = None) -> str:
     proc = subprocess.run([str(ESNFED), *args, "--dataset", "wesad", "--params", str(root / "params.yaml"),
                            "--data-dir", str(root / "data"), "--runs-dir", str(root / "runs")],
-                          cwd=root, capture_output=True, text=True, timeout=600)
+                          cwd=root, capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout
 
 
 @pytest.fixture(scope="module")
@@ -60,10 +63,20 @@ def many(root) -> dict:
     """The pipeline's call: IncFed and FedIP, plain and SecAgg+, in one Flower process and Ray
     session -> {(app, secagg): document}."""
     out = root / "many"
-    _esnfed(root, "flower", "--app", "incfed", "--app", "fedip", "--plain-and-secagg", "--out-dir", str(out))
+    # FORCE_COLOR: rich draws the progress display as on a terminal (it is off in a pipe)
+    shown = _esnfed(root, "flower", "--app", "incfed", "--app", "fedip", "--plain-and-secagg", "--out-dir", str(out),
+                    env={**os.environ, "FORCE_COLOR": "1"})
     names = {("incfed", False): "wesad-incfed-100.json", ("incfed", True): "wesad-incfed-secagg-100.json",
              ("fedip", False): "wesad-fedip-100.json", ("fedip", True): "wesad-fedip-secagg-100.json"}
-    return {key: json.loads((out / name).read_text()) for key, name in names.items()}
+    return {**{key: json.loads((out / name).read_text()) for key, name in names.items()}, "shown": shown}
+
+
+def test_progress_shows_the_fits_and_the_simulation_then_the_summary(many):
+    """Two fits (plain and SecAgg+ share each app's) and one simulation: 3 steps; the summary after.
+    (The display redraws 10 times a second: the fits may pass unseen, the simulation, seconds, not.)"""
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", many["shown"])
+    assert "flower wesad" in text and "2/3" in text and "3/3" in text and "/4" not in text
+    assert text.rstrip().splitlines()[-1].startswith("wesad fedip + SecAgg+ 100 %: test accuracy")
 
 
 def _test_steps(root: Path) -> int:

@@ -478,7 +478,7 @@ def synthesize_hhar(
     """
     _check_size(seconds_per_activity, gap_seconds, watch_duty, users, models)
     if layout not in ("csv", "zip", "both"):
-        raise ValueError(f"layout: expected 'csv', 'zip' or 'both', got {layout!r}")
+        raise ValueError(f"layout: expected 'csv', 'zip' or 'both', got {quote(layout)}")
     out_root = Path(out_root)
     folder = out_root / "HHAR" / FOLDER
     size = dict(seconds_per_activity=seconds_per_activity, gap_seconds=gap_seconds,

@@ -20,7 +20,7 @@ import numpy as np
 
 from esnfed_core.data.paths import check_input
 from esnfed_core.errors import DataError
-from esnfed_core.quote import brief, quote
+from esnfed_core.quote import brief, quote, quote_shape
 
 MAX_EXPANSION = 64  # deflated entries read may inflate to this many times the file's size...
 SLACK_BYTES = 64 << 20  # ...plus this (small files of well-compressed labels stay readable)
@@ -45,7 +45,7 @@ def read_npy_header(f: IO[bytes], path: Path, name: str) -> tuple[tuple[int, ...
         raise DataError(f"{path}: array {quote(name)} holds Python objects (dtype {dtype}); "
                         "pickled arrays are never loaded")
     if not isinstance(shape, tuple) or any(type(d) is not int or d < 0 for d in shape):
-        raise DataError(f"{path}: array {quote(name)} has shape {quote(shape)} in its .npy header "
+        raise DataError(f"{path}: array {quote(name)} has shape {quote_shape(shape)} in its .npy header "
                         "(dimensions must be integers >= 0)")
     return shape, dtype, bool(fortran)
 

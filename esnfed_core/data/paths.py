@@ -46,3 +46,15 @@ def check_input(path: str | os.PathLike, missing: str = "file not found", *, fol
     if problem is not None:
         raise DataError(f"{path}: {problem}")
     return Path(path)
+
+
+def output_folder_problem(path: str | os.PathLike) -> str | None:
+    """Why folder ``path`` cannot be created or written into, "<where>: <problem>", when ``path``
+    or a folder above it exists as something other than a folder (e.g. ``--out`` naming a file);
+    None otherwise. Called on a failed mkdir, whose own "File exists" / "Not a directory" names
+    neither the culprit nor the cure."""
+    path = Path(path)
+    for where in reversed((path, *path.parents)):
+        if os.path.lexists(where) and (problem := path_problem(where, folder=True)) is not None:
+            return f"{where}: {problem}"
+    return None

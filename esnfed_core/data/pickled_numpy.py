@@ -28,7 +28,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from esnfed_core.quote import quote
+from esnfed_core.quote import quote, quote_shape
 
 MAX_DIMS = 32
 _DTYPE = re.compile(r"([biuf])([1248])")  # numpy's pickled name of a plain numeric dtype: 'f8', 'u1', ...
@@ -178,16 +178,16 @@ def build_array(shape: Any, dtype: Any, order: str, raw: Any) -> np.ndarray:
     dt = dtype.built("array")
     if not isinstance(shape, tuple) or len(shape) > MAX_DIMS or \
             any(type(d) is not int or not 0 <= d <= sys.maxsize for d in shape):
-        raise Refused(f"array shape {quote(shape)} (expected up to {MAX_DIMS} dimensions, each an int >= 0)")
+        raise Refused(f"array shape {quote_shape(shape)} (expected up to {MAX_DIMS} dimensions, each an int >= 0)")
     if type(order) is not str or order not in ("C", "F"):
         raise Refused(f"array order {quote(order)} (expected 'C' or 'F')")
     if math.prod(d for d in shape if d) * dt.itemsize > sys.maxsize // 2:
-        raise Refused(f"array shape {quote(shape)} of {dt}: too large")
+        raise Refused(f"array shape {quote_shape(shape)} of {dt}: too large")
     data = _raw_bytes(raw, "array")
     need = math.prod(shape) * dt.itemsize
     if need != len(data):
-        raise Refused(f"array shape {quote(shape)} of {dt} needs {need} bytes, the data holds {len(data)}")
-    charge(need, f"array {quote(shape)} of {dt}")
+        raise Refused(f"array shape {quote_shape(shape)} of {dt} needs {need} bytes, the data holds {len(data)}")
+    charge(need, f"array {quote_shape(shape)} of {dt}")
     return np.frombuffer(bytearray(data), dtype=dt).reshape(shape, order=order)
 
 

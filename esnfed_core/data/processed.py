@@ -95,7 +95,7 @@ def load_user(directory: str | Path, user: str, *, lazy: bool = False) -> UserDa
     arrays = read_npz(path, names)
     missing = {"x", "y", "context"} - set(npz_names(path) if lazy else arrays)
     if missing:
-        raise DataError(f"{path}: missing arrays {sorted(missing)}")
+        raise DataError(f"{path}: missing arrays {', '.join(sorted(missing))}")
     y, ctx = arrays["y"], arrays["context"]
     x = NpyMember(path, "x", np.float32) if lazy else arrays["x"]
     if x.dtype != np.float32:

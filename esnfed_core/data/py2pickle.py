@@ -8,6 +8,8 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
+from esnfed_core.quote import quote
+
 PROTOCOLS = (0, 2)
 # Opcodes (pickletools names). Protocol 0 is text: arguments end with a newline.
 PROTO, STOP, MARK = b"\x80", b".", b"("
@@ -67,7 +69,7 @@ class Py2Pickler:
 
     def __init__(self, file: BinaryIO, protocol: int = 2) -> None:
         if protocol not in PROTOCOLS:
-            raise ValueError(f"protocol: expected one of {PROTOCOLS}, got {protocol!r}")
+            raise ValueError(f"protocol: expected one of {', '.join(map(str, PROTOCOLS))}, got {quote(protocol)}")
         self.file = file
         self.protocol = protocol
         self._memo: dict[bytes, int] = {}

@@ -44,10 +44,10 @@ def check_params(params: Mapping[str, Any]) -> dict[str, Any]:
     unknown = set(params) - set(DEFAULT_PARAMS)
     if unknown:
         raise ParameterError(f"preprocess.wesad.{sorted(unknown)[0]}: unknown key "
-                             f"(expected one of {sorted(DEFAULT_PARAMS)})")
+                             f"(expected one of {', '.join(sorted(DEFAULT_PARAMS))})")
     p = {**DEFAULT_PARAMS, **params}
     if p["modality"] not in MODALITIES:
-        raise ParameterError(f"preprocess.wesad.modality: expected one of {list(MODALITIES)}, "
+        raise ParameterError(f"preprocess.wesad.modality: expected one of {', '.join(MODALITIES)}, "
                              f"got {quote(p['modality'])}")
     check_param("preprocess.wesad.window", p["window"], integer=True, low=1)
     check_param("preprocess.wesad.wrist_rate", p["wrist_rate"], low=0, low_open=True, high=LABEL_RATE)
@@ -60,7 +60,8 @@ def check_params(params: Mapping[str, Any]) -> dict[str, Any]:
             raise ParameterError(f"preprocess.wesad.subjects: {quote(s)} is not a subject name "
                                  f"({USER_NAME_HINT['wesad']})")
     if len(set(subjects)) != len(subjects):
-        raise ParameterError(f"preprocess.wesad.subjects: duplicate names in {subjects}")
+        twice = next(s for s in subjects if subjects.count(s) > 1)
+        raise ParameterError(f"preprocess.wesad.subjects: lists {quote(twice)} twice")
     return p
 
 
@@ -243,10 +244,10 @@ def preprocess_subject(path: str | Path, params: Mapping[str, Any], subject: str
     x, classes = kept_rows(rec, p["modality"], p["wrist_rate"])
     del rec  # real recordings are large: keep only the kept rows
     if classes.size == 0:
-        raise DataError(f"{path}: no rows with labels {list(KEPT_LABELS)} (nothing usable)")
+        raise DataError(f"{path}: no rows with labels {', '.join(map(str, KEPT_LABELS))} (nothing usable)")
     data, runs = make_windows(x, classes, p["window"])
     if len(runs) != p["contexts"]:
-        raise DataError(f"{path}: {len(runs)} runs of labels {list(KEPT_LABELS)} after filtering, "
+        raise DataError(f"{path}: {len(runs)} runs of labels {', '.join(map(str, KEPT_LABELS))} after filtering, "
                         f"expected {p['contexts']} contexts (preprocess.wesad.contexts)")
     for i, (a, b, c) in enumerate(runs):
         if b - a < p["window"]:

@@ -478,7 +478,7 @@ def synthesize_wesad(out_root: str | Path, seed: int, scale: float = 0.02,
     check_param("synthetic.wesad.seed", seed, integer=True, low=0)
     check_param("synthetic.wesad.scale", scale, low=0, low_open=True, high=1)
     if protocol not in py2pickle.PROTOCOLS:
-        raise ValueError(f"synthetic.wesad.protocol: expected one of {list(py2pickle.PROTOCOLS)}, got {protocol!r}")
+        raise ValueError(f"synthetic.wesad.protocol: expected one of {', '.join(map(str, py2pickle.PROTOCOLS))}, got {quote(protocol)}")
     subjects = list(SUBJECTS) if subjects is None else subjects
     root = Path(out_root) / DIRNAME
     written = []

@@ -18,7 +18,7 @@ import numpy as np
 
 from esnfed_core.data.npz import read_npy_header
 from esnfed_core.errors import DataError
-from esnfed_core.quote import brief
+from esnfed_core.quote import brief, quote
 
 _LOCAL_HEADER = struct.Struct("<4sHHHHHIIIHH")  # a ZIP local file header (30 bytes)
 _LOCAL_MAGIC = b"PK\x03\x04"
@@ -89,7 +89,7 @@ def _positions(key: Any, n: int) -> np.ndarray:
     if arr.size == 0:
         return np.zeros(arr.shape, np.intp)
     if arr.dtype.kind not in "iu":
-        raise IndexError(f"windows can be indexed by an int, a slice, a boolean mask or integers, not {key!r}")
+        raise IndexError(f"windows can be indexed by an int, a slice, a boolean mask or integers, not {quote(key)}")
     if arr.min() < -n or arr.max() >= n:
         raise IndexError(f"index {int(arr.min() if arr.min() < -n else arr.max())} is out of bounds for {n} windows")
     return np.where(arr < 0, arr + n, arr).astype(np.intp, copy=False)
