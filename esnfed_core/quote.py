@@ -1,7 +1,8 @@
 """Quoting input in error messages: a value or an exception text read from a file is shown cut to
 about :data:`LIMIT` characters, on one line, so a hostile or broken file cannot make a message huge.
-A list, tuple or set reads as plain text (``'walk', 'walk'``) and a mapping as YAML writes it
-(``{low: 10, high: 50}``), not as a Python repr."""
+A list, tuple or set reads as YAML's flow list (``['walk', 'walk']``, the brackets kept so a
+list is not mistaken for one value) and a mapping as YAML writes it (``{low: 10, high: 50}``),
+not as a Python repr (``('walk', 'walk')``, ``{'low': 10}``)."""
 
 from __future__ import annotations
 
@@ -61,7 +62,7 @@ def _items(parts: Iterable[str], n: int, limit: int) -> str:
 
 def quote(value: Any, limit: int = LIMIT) -> str:
     """``repr(value)``, on one line and at most about ``limit`` characters; a list, tuple or set
-    as its items' reprs joined by ", " and a mapping as ``{key: value, ...}`` (``an empty list`` /
+    as ``[...]`` of its items' reprs joined by ", " and a mapping as ``{key: value, ...}`` (``an empty list`` /
     ``an empty mapping`` when empty)."""
     if isinstance(value, Mapping):
         pairs = (f"{_key(k)}: {_short(v)}" for k, v in islice(value.items(), limit))
@@ -69,7 +70,7 @@ def quote(value: Any, limit: int = LIMIT) -> str:
     if isinstance(value, (list, tuple, set, frozenset)):
         items = sorted(value, key=_short) if isinstance(value, (set, frozenset)) and len(value) <= limit else value
         parts = (_short(v) for v in islice(items, limit))
-        return _items(parts, len(value), limit) if value else "an empty list"
+        return "[" + _items(parts, len(value), limit) + "]" if value else "an empty list"
     if isinstance(value, (str, bytes, bytearray)):
         text = repr(value[: limit + 1])
         text = text if len(value) <= limit else text[:limit] + f"...({len(value)} in all)"
@@ -82,7 +83,8 @@ def quote_shape(shape: Any, limit: int = LIMIT) -> str:
     that is not a tuple (a broken header) as :func:`quote` writes it."""
     if not isinstance(shape, tuple):
         return quote(shape, limit)
-    return f"({quote(shape, limit) if shape else ''}{',' if len(shape) == 1 else ''})"
+    inner = _items((_short(v) for v in islice(shape, limit)), len(shape), limit) if shape else ""
+    return f"({inner}{',' if len(shape) == 1 else ''})"
 
 
 def brief(exc_or_text: Any, limit: int = LIMIT) -> str:

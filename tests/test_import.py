@@ -192,12 +192,12 @@ def test_params_checked_once_with_the_key(tmp_path, change, message):
 
 
 @pytest.mark.parametrize("change, message", [
-    ({"classes": ["walk", "walk"]}, "imports.mine.classes: expected a list of distinct strings, got 'walk', 'walk'"),
+    ({"classes": ["walk", "walk"]}, "imports.mine.classes: expected a list of distinct strings, got ['walk', 'walk']"),
     ({"features": ["who"]}, "imports.mine: a column is named twice among user, time, label, context and features: "
-                            "'who', 't', 'act', 'sess', 'who'"),
+                            "['who', 't', 'act', 'sess', 'who']"),
 ])
 def test_lists_in_messages_read_as_plain_text(tmp_path, change, message):
-    # not a Python repr such as ('walk', 'walk') or ['who', ...]
+    # a YAML flow list, not a Python tuple repr such as ('walk', 'walk')
     with pytest.raises(ConfigError) as exc:
         _params(tmp_path / "x.csv", **change)
     assert str(exc.value) == message

@@ -12,12 +12,12 @@ def test_short_values_are_plain_reprs():
 
 
 def test_containers_read_as_plain_text_not_python_reprs():
-    assert quote(("walk", "walk")) == "'walk', 'walk'" and quote([1, -2]) == "1, -2"
-    assert quote({"b", "a"}) == "'a', 'b'" and quote({"a": 1, "b": [2], 3: "x"}) == "{a: 1, b: [2], 3: 'x'}"
+    assert quote(("walk", "walk")) == "['walk', 'walk']" and quote([1, -2]) == "[1, -2]"
+    assert quote({"b", "a"}) == "['a', 'b']" and quote({"a": 1, "b": [2], 3: "x"}) == "{a: 1, b: [2], 3: 'x'}"
     assert quote([]) == "an empty list" and quote(()) == "an empty list" and quote({}) == "an empty mapping"
-    assert quote(list(range(1000))).endswith(", ...(1000 items)")
+    assert quote(list(range(1000))).endswith(", ...(1000 items)]")
     assert quote_shape((3, 4)) == "(3, 4)" and quote_shape((5,)) == "(5,)" and quote_shape(()) == "()"
-    assert quote_shape([3]) == "3"  # not a tuple: a broken header's value, said as it is
+    assert quote_shape([3]) == "[3]"  # not a tuple: a broken header's value, said as it is
 
 
 def test_long_values_are_cut_and_say_how_long_they_were():

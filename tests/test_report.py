@@ -413,7 +413,7 @@ def test_a_malformed_activation_entry_names_the_missing_key_not_a_python_repr(wo
 
 @pytest.mark.parametrize("value, problem", [
     ("12", "pcts.50.communication: expected an object of message counts or null, got '12'"),
-    ([1, 2], "pcts.50.communication: expected an object of message counts or null, got 1, 2"),
+    ([1, 2], "pcts.50.communication: expected an object of message counts or null, got [1, 2]"),
     (None, "pcts.50.communication: missing (a federated method records its messages)"),
     ({"up_floats": 1}, "pcts.50.communication.down_floats: missing"),
     ("up_bytes=-8", "pcts.50.communication.up_bytes: expected an integer >= 0, got -8"),
