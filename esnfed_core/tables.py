@@ -22,6 +22,12 @@ from esnfed_core.vocabulary import DATASETS, PCTS
 DATASET_LABELS = {"wesad": "WESAD", "hhar": "HHAR"}  # as the papers name them (titles, headers)
 
 
+def dataset_label(ds: str) -> str:
+    """A dataset's name in titles and headers: WESAD and HHAR as the papers write them, a user's own
+    dataset as declared in params.yaml (``example``, not ``EXAMPLE``)."""
+    return DATASET_LABELS.get(ds, ds)
+
+
 # (dataset, method, pct, column) -> retrain scores; a missing key is a method not (yet) assessed.
 ScoreKey = tuple[str, str, str, str]
 Scores = Mapping[ScoreKey, Sequence[float]]

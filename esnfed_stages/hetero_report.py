@@ -14,7 +14,7 @@ import numpy as np
 
 from esnfed_core.errors import DataError
 from esnfed_core.tables import (
-    DATASET_LABELS, HETERO_MARKS, HETERO_REFERENCE, Cell, Communication, hetero_spec,
+    HETERO_MARKS, HETERO_REFERENCE, Cell, Communication, dataset_label, hetero_spec,
     required_inputs,
 )
 from esnfed_core.method import Method
@@ -77,7 +77,7 @@ def render(cells: Sequence[Cell], inputs: Inputs, methods: Sequence[str], pcts: 
                 sp = client_spread(inputs, ds, m, pct)
                 spread_md.append(NA if sp is None else f"{sp:.2f}")
                 rows.append({**c.__dict__, "client_std": sp})
-            label = DATASET_LABELS.get(ds, ds)
+            label = dataset_label(ds)
             lines.append(f"| {label} | {pct}% | " + " | ".join(cells_md) + " |")
             spread.append(f"| {label} | {pct}% | " + " | ".join(spread_md) + " |")
     csv_text = to_csv(rows, CSV_COLUMNS + CSV_EXTRA)
@@ -96,7 +96,7 @@ def alpha_figure_and_plot(inputs: Inputs, alphas: Sequence[float], pcts: Sequenc
 
             line = [(a, scores(Method("align", alpha=a).id)) for a in alphas]
             bands = {m: scores(m) for m in (HETERO_REFERENCE, "local", "incfed")}
-            panels.append((f"{DATASET_LABELS.get(ds, ds)} {pct}%", line, bands))
+            panels.append((f"{dataset_label(ds)} {pct}%", line, bands))
             for a, v in line:
                 if v is not None:
                     rows[a][f"{ds}_{pct}"] = round(float(v.mean()), 6)

@@ -14,6 +14,7 @@ import numpy as np
 
 from esnfed_core.errors import DataError
 from esnfed_core.quote import quote
+from esnfed_core.tables import dataset_label
 from esnfed_stages import figures
 from esnfed_stages._io import read_json
 from esnfed_stages.privacy import PRIVACY_DIR
@@ -103,7 +104,7 @@ def render(docs: Mapping[str, Mapping[str, Any]], date: str) -> dict[str, bytes]
         f"triangle; FedIP (Δg, Δb) per client and round clipped to {first['ip_clip']} (L2), noised sum / K",
         f"- Neighbouring relation: {first['relation']}-level (add/remove one "
         f"{'user = one client' if first['relation'] == 'user' else 'window'}); L2 sensitivity = the clipping norm",
-        "- δ = " + ", ".join(f"{ds.upper()} {d['delta']:.4g} (1/n², n = {d.get('n_units', d['n_users'])} "
+        "- δ = " + ", ".join(f"{dataset_label(ds)} {d['delta']:.4g} (1/n², n = {d.get('n_units', d['n_users'])} "
                              f"{'windows' if d['relation'] == 'window' else 'users'})"
                              for ds, d in docs.items()),
         f"- Accountant: {first['accountant']}; z = noise multiplier (σ / sensitivity)",
@@ -117,7 +118,7 @@ def render(docs: Mapping[str, Mapping[str, Any]], date: str) -> dict[str, bytes]
         for m in doc["methods"]:
             cells = {r["epsilon"]: r for r in rows if r["dataset"] == ds and r["method"] == m}
             plain = next(iter(cells.values()))["non_private_mean"]
-            lines.append(f"| {ds.upper()} | {m} | " + " | ".join(
+            lines.append(f"| {dataset_label(ds)} | {m} | " + " | ".join(
                 f"{cells[e]['mean']:.2f} ± {cells[e]['std']:.2f} (z={cells[e]['noise_multiplier']:.2f})"
                 if e in cells else "n/a" for e in _eps_order(rows))
                 + f" | {'n/a' if plain is None else f'{plain:.2f}'} |")
@@ -155,7 +156,7 @@ def figure(docs: Mapping[str, Mapping[str, Any]]) -> bytes | None:
                 ax.axhline(plain, color=colour, linestyle="--", label=f"{m} (ε = ∞)")
         ax.set_xlabel("ε")
         ax.set_ylabel("test accuracy (%)")
-        ax.set_title(f"{ds.upper()} ({doc['relation']}-level, δ = {doc['delta']:.3g})")
+        ax.set_title(f"{dataset_label(ds)} ({doc['relation']}-level, δ = {doc['delta']:.3g})")
         ax.legend(fontsize=7)
     fig.suptitle("Differential privacy: test accuracy against ε (mean ± std over retrains; dashed: without DP)")
     return figures._png(fig)

@@ -11,6 +11,7 @@ import numpy as np
 
 from esnfed_core.errors import DataError
 from esnfed_core.quote import failure
+from esnfed_core.tables import dataset_label
 from esnfed_core.vocabulary import PCTS, STRATEGIES
 from esnfed_stages import figures
 from esnfed_stages.tables import to_csv
@@ -42,7 +43,7 @@ def stream_figure_and_plot(inputs: Inputs, ds: str, setting: str) -> tuple[bytes
     n_ctx = max((a.shape[1] for _, lines in panels for a in lines.values() if a is not None),
                 default=0)
     png = figures.stream_accuracy(
-        f"{ds.upper()} {setting}: stream accuracy after each context ({_PRETTY[prefix]})", panels)
+        f"{dataset_label(ds)} {setting}: stream accuracy after each context ({_PRETTY[prefix]})", panels)
     columns = ["context"] + [f"{s}_{pct}" for pct in PCTS for s in STRATEGIES]
     rows = []
     for t in range(n_ctx):
@@ -121,7 +122,7 @@ def activation_figure_and_plots(inputs: Inputs, setting: str, pct: str
                 for i, c in enumerate(centres)]
         plots[f"activation-{ACTIVATION_DATASET}-{m}.csv"] = to_csv(rows, columns)
     png = figures.density_grid(
-        f"{ACTIVATION_DATASET.upper()} {setting}: activation density per context of the trained "
+        f"{dataset_label(ACTIVATION_DATASET)} {setting}: activation density per context of the trained "
         f"reservoir (test users pooled, {pct}% training users; mean ± std over retrains)",
         edges, [""], methods, [cells])
     return png, plots
@@ -140,7 +141,7 @@ def activation_users_figure(inputs: Inputs, setting: str) -> bytes:
         cells.append([None if a is None or u not in a.users else
                       _context_lines(a.per_user[:, -1, a.users.index(u)]) for u in users] or [None])
     return figures.density_grid(
-        f"{ACTIVATION_DATASET.upper()} {setting}: activation density on each test user "
+        f"{dataset_label(ACTIVATION_DATASET)} {setting}: activation density on each test user "
         f"({stationary}; rows: training users; mean ± std over retrains)", edges,
         [f"{pct}%" for pct in PCTS], [f"test user {u}" for u in users] or ["test users"], cells)
 
@@ -161,7 +162,7 @@ def activation_contexts_figure(inputs: Inputs, setting: str, pct: str) -> bytes:
         cells.append([[(f"after context {i}", *_spread(a.pooled[:, i, j]))
                        for i in range(a.pooled.shape[1])] for j in range(a.pooled.shape[2])])
     return figures.density_grid(
-        f"{ACTIVATION_DATASET.upper()} {setting}: activation density after each context "
+        f"{dataset_label(ACTIVATION_DATASET)} {setting}: activation density after each context "
         f"({_PRETTY[prefix]}, {pct}% training users; columns: test data of each context)", edges,
         list(STRATEGIES), [f"data of context {j}" for j in range(n_ctx)], cells)
 
@@ -180,6 +181,6 @@ def activation_shares_figure(inputs: Inputs, setting: str) -> bytes:
                 lines.append((f"{pct}% training users", *_spread(a.pooled[:, -1, -1])))
         cells.append(lines or None)
     return figures.density_grid(
-        f"{ACTIVATION_DATASET.upper()} {setting}: activation density on the last context "
+        f"{dataset_label(ACTIVATION_DATASET)} {setting}: activation density on the last context "
         f"({_PRETTY[prefix]}, final reservoir; mean ± std over retrains)", edges, [""],
         list(STRATEGIES), [cells])

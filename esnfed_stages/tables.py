@@ -9,7 +9,7 @@ import math
 from dataclasses import asdict
 from typing import Any, Iterable, Mapping, Sequence
 
-from esnfed_core.tables import DATASET_LABELS, Cell, TableSpec
+from esnfed_core.tables import Cell, TableSpec, dataset_label
 from esnfed_core.vocabulary import PCTS
 
 NA = "n/a"
@@ -27,7 +27,7 @@ def format_value(mean: float | None, std: float | None, mark: str = "") -> str:
 
 
 def _header_name(spec: TableSpec, ds: str, label: str, col: str) -> str:
-    parts = [DATASET_LABELS.get(ds, ds)] if len(spec.datasets) > 1 else []
+    parts = [dataset_label(ds)] if len(spec.datasets) > 1 else []
     parts.append(label)
     if len(spec.columns) > 1:
         parts.append(col)

@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from esnfed_cli.main import app
 from esnfed_stages.check_data import check_folder
+from esnfed_stages.figures import png_title
 from experiment_data import cli_ok, make_dataset, run_method_stages, small_params, write_params
 
 pytestmark = pytest.mark.pipeline
@@ -97,7 +98,9 @@ def test_declared_dataset_flows_from_import_to_the_generic_tables(roots):
     assert {c["table"] for c in comps if c["dataset"] == "example"} == {"example-stationary", "example-continual"}
     metrics = root / "reports" / "metrics"
     assert json.loads((metrics / "example-fedip.json").read_text())["test"].keys() == {"25", "50", "75", "100"}
-    assert (root / "reports" / "figures" / "stream-example-federated.png").stat().st_size > 0
+    figure = (root / "reports" / "figures" / "stream-example-federated.png").read_bytes()
+    # a user's dataset is named as declared, not upper-cased like WESAD and HHAR
+    assert png_title(figure) == "example federated: stream accuracy after each context (FedCLIP)"
 
 
 def _files(folder: Path) -> dict[str, bytes]:
