@@ -38,6 +38,12 @@ MAX_GRID_POINTS = 100_000
 
 
 SEED = Bound(integer=True, low=0)  # the root seed (params.yaml seed)
+# A budget's trials per share and retrains per selected config (params.yaml budgets.*). The caps
+# only catch typos: select plans every trial's config before the first runs, so `trials: 1e9`
+# would exhaust memory instead of stopping with one line. The paper budget draws 100 trials and 5
+# retrains; a million trials at the cheapest trial (~0.1 s) is over a CPU-day per share.
+TRIALS = Bound(integer=True, low=1, high=1_000_000)
+RETRAINS = Bound(integer=True, low=1, high=10_000)
 
 
 def derive_seed(seed: int, *parts: str | int) -> int:

@@ -15,7 +15,7 @@ from esnfed_core.method import Method
 from esnfed_core.quote import quote
 from esnfed_core.readout import LAMBDA, SOLVERS
 from esnfed_core.reservoir import BATCH_SIZE
-from esnfed_core.search import SEED, Dimension, parse_space
+from esnfed_core.search import RETRAINS, SEED, TRIALS, Dimension, parse_space
 from esnfed_core.settings import RETRAIN_LAMBDA, Settings
 from esnfed_core.validation import COUNT, Bound, ParameterError
 from esnfed_core.vocabulary import BACKENDS, DATASETS, DEVICES, PCTS
@@ -164,8 +164,8 @@ def experiment_params(params: Mapping[str, Any]) -> ExperimentParams:
     if not isinstance(budget, str) or budget not in budgets:
         raise ConfigError(f"params.yaml: 'budget' is {quote(budget)}, expected one of {', '.join(map(str, budgets))}")
     b = _get(params, f"budgets.{budget}", ("trials", "retrains", "space"))
-    trials = bounded(f"budgets.{budget}.trials", section(b, "trials"), COUNT)
-    retrains = bounded(f"budgets.{budget}.retrains", section(b, "retrains"), COUNT)
+    trials = bounded(f"budgets.{budget}.trials", section(b, "trials"), TRIALS)
+    retrains = bounded(f"budgets.{budget}.retrains", section(b, "retrains"), RETRAINS)
     space = _check_keys(f"budgets.{budget}.space", section(b, "space"),
                         tuple(dict.fromkeys(DATASETS + declared(params) + tuple(params.get("imports") or ())))
                         + ("ip", "fedip", "deep"))  # a user dataset's space may stay while it is not in datasets

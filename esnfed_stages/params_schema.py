@@ -144,7 +144,7 @@ SCHEMA = Fields(optional={
                        examples=EXAMPLES),
     "budget": Text(),
     "budgets": Entries(Fields(required={
-        "trials": COUNT, "retrains": COUNT,
+        "trials": Num.of(search.TRIALS), "retrains": Num.of(search.RETRAINS),
         "space": Named({
             "wesad": Space(RESERVOIR_SPACE), "hhar": Space(RESERVOIR_SPACE),
             "ip": Space({n: HYPER[n] for n in ("sigma", "rounds")}),
