@@ -255,6 +255,13 @@ def test_continual_select_needs_the_stationary_best(root):
         _select(root, small_params(), Method("clip", "naive"))
 
 
+def test_select_before_partition_names_the_command_to_run_first(root):
+    (root / "data" / "partitions" / "wesad.json").unlink()
+    with pytest.raises(DataError, match=r"wesad\.json: not found: run `esnfed partition --dataset wesad` first"):
+        _select(root, small_params())
+    assert not (root / "runs").exists()
+
+
 def _loaded_after(code: str) -> set[str]:
     script = code + "\nimport sys\nprint('\\n'.join(m for m in sys.modules if m.startswith('esnfed_core')))"
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
