@@ -3,7 +3,8 @@ search (stationary methods; deep ones at the selected units of their shallow cou
 budget grid (continual methods, from the best IP/FedIP config).
 
 Writes runs/select/<dataset>/<method>/<pct>/trial-XXXX.json as each trial finishes (atomically),
-and best.json once every trial of the share has succeeded. A rerun reuses each trial file whose
+and best.json once every trial of the share has succeeded (``params_budget``: params.yaml's budget
+it was selected under; retrain and the methods built on it refuse it under another). A rerun reuses each trial file whose
 key still matches (same config, seed, settings, data and code) and recomputes the rest.
 """
 
@@ -94,8 +95,8 @@ def _why_no_best(directory: Path, command: str, before: str | None) -> str:
 
 def read_best(runs: Path, dataset: str, method: Method, pct: str, budget: str,
               before: str | None = None) -> dict[str, Any]:
-    """best.json of one share; otherwise one DataError naming it, why it is missing, and the select
-    command to run (``before``: the method
+    """best.json of one share, selected under params.yaml's ``budget``; otherwise one DataError
+    naming it, why it is missing or stale, and the select command to run (``before``: the method
     that needs it)."""
     path = best_path(runs, dataset, method.id, pct)
     command = f"`esnfed select --dataset {dataset} {method.cli_options} --pct {pct}`"
@@ -104,6 +105,10 @@ def read_best(runs: Path, dataset: str, method: Method, pct: str, budget: str,
     best = read_json(path, missing)
     if not isinstance(best, dict) or not isinstance(best.get("config"), dict):
         raise DataError(f"{path}: no 'config' object")
+    selected = best.get("params_budget", budget)  # written before it was recorded: trusted
+    if selected != budget:
+        raise DataError(f"{path}: selected under budget {quote(selected)} but params.yaml's budget is "
+                        f"{quote(budget)}: rerun {command}")
     if before is None or Method.parse(before).continual:
         check_best_config(path, method, best["config"])  # every key is reused (deep: pin_units checks units)
     return best
@@ -263,7 +268,7 @@ def _run(dataset: str, method: Method, pcts: list[str], exp: ExperimentParams, d
         s.best = {
             "dataset": dataset, "method": method.id, "pct": pct, "trial": best["index"], "seed": best["seed"],
             "score": best["scores"]["score"], "scores": best["scores"], "config": best["selected_config"],
-            "n_trials": len(plans[pct]),
+            "n_trials": len(plans[pct]), "params_budget": exp.budget,
             "base": None if base is None else {"method": method.base, "trial": base["trial"],
                                                "config": base["config"]},
         }

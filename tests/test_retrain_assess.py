@@ -470,3 +470,24 @@ def test_retrain_after_a_failed_select_trial_says_the_trial_failed(run_a, tmp_pa
     assert res.output.strip().splitlines() == [
         f"error: {share / 'best.json'}: not found: select failed for 1 trial(s) (trial-0001.json: the error "
         "is in the file); rerun `esnfed select --dataset wesad --algo clip --strategy replay --pct 50`"]
+
+
+def test_a_best_json_selected_under_another_budget_is_refused_not_reused(run_a, tmp_path):
+    """select under `default`, then params.yaml's budget switched: retrain, the methods built on a
+    selection (continual, deep) refuse the stale best.json and name the select to rerun."""
+    root = _copy(run_a, tmp_path)
+    params = small_params()
+    params["budgets"]["default"]["retrains"] = RETRAINS
+    params["budgets"]["small"] = params["budgets"]["default"]
+    params["budget"] = "small"
+    write_params(root, params)
+    runs = _files(root / "runs")
+    best = root / "runs" / "select" / "wesad" / "fedip" / "25" / "best.json"
+    assert json.loads(best.read_text())["params_budget"] == "default"
+    stale = (f"error: {best}: selected under budget 'default' but params.yaml's budget is 'small': "
+             "rerun `esnfed select --dataset wesad --algo fedip --pct 25`")
+    for args in (["retrain", "--algo", "fedip"], ["select", "--algo", "fedclip", "--strategy", "naive"],
+                 ["select", "--algo", "deep-fedip"]):
+        res = _cli(root, *args, "--pct", "25")
+        assert res.exit_code == 1 and res.output.strip().splitlines() == [stale], res.output
+    assert _files(root / "runs") == runs
