@@ -491,3 +491,26 @@ def test_a_best_json_selected_under_another_budget_is_refused_not_reused(run_a, 
         res = _cli(root, *args, "--pct", "25")
         assert res.exit_code == 1 and res.output.strip().splitlines() == [stale], res.output
     assert _files(root / "runs") == runs
+
+
+def test_assess_with_some_models_missing_names_them_and_the_retrain_to_run(run_a, tmp_path):
+    """Checked before any share is scored; the previous assess file is kept."""
+    root = _copy(run_a, tmp_path)
+    share = root / "runs" / "models" / "wesad" / "fedclip-naive" / "50"
+    (share / "seed-1.npz").unlink()
+    assessed = _files(root / "runs" / "assess")
+    res = _cli(root, "assess", "--algo", "fedclip", "--strategy", "naive")
+    assert res.exit_code == 1
+    assert res.output.strip().splitlines() == [
+        f"error: {share}: 1 of {RETRAINS} models not found (seed-1): "
+        "run `esnfed retrain --dataset wesad --algo fedclip --strategy naive --pct 50` first"]
+    (share / "seed-1.failed.json").write_text("{}")
+    for p in (root / "runs" / "models" / "wesad" / "fedclip-naive" / "100").iterdir():
+        p.unlink()
+    res = _cli(root, "assess", "--algo", "fedclip", "--strategy", "naive")
+    assert res.exit_code == 1
+    assert res.output.strip().splitlines() == [
+        f"error: {share}: 1 of {RETRAINS} models not found (seed-1) (also shares 100): retrain failed "
+        "(seed-1.failed.json: the error is in the file); rerun `esnfed retrain --dataset wesad --algo fedclip "
+        "--strategy naive`"]
+    assert _files(root / "runs" / "assess") == assessed
