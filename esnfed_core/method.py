@@ -74,6 +74,13 @@ class Method:
         return f"{self.algo}-{self.strategy}" if self.strategy else self.algo
 
     @property
+    def cli_options(self) -> str:
+        """The options of an experiment command (``esnfed select ...``) that name this method."""
+        if self.algo == "align":
+            return f"--algo align --alpha {self.alpha:g}"
+        return f"--algo {self.algo}" + (f" --strategy {self.strategy}" if self.strategy else "")
+
+    @property
     def heterogeneous(self) -> bool:
         """Every client its own reservoir (issue 13): local, ensemble, align-α."""
         return self.algo in HETERO_ALGOS

@@ -27,6 +27,7 @@ import numpy as np
 
 from esnfed_core import metrics
 from esnfed_core.accel import check_supported, require_torch
+from esnfed_core.errors import DataError
 from esnfed_core.heterogeneity import heterogeneity_of
 from esnfed_core.heterogeneous import assess_scores
 from esnfed_core.method import Method
@@ -37,7 +38,7 @@ from esnfed_core.vocabulary import PCTS
 from esnfed_stages import heterogeneity
 from esnfed_stages.experiment_params import ExperimentParams
 from esnfed_stages.layout import assess_dir, assess_path, model_dir
-from esnfed_stages.models import load_model
+from esnfed_stages.models import load_model, model_paths
 from esnfed_stages.trial_data import Dataset, open_dataset
 
 # Methods whose training-user accuracy the IncFed tables (ijcnn-*) print.
@@ -141,6 +142,28 @@ def _share(method: Method, exp: ExperimentParams, data: Dataset, test: dict, dir
     return entry
 
 
+def check_retrained(runs_dir: Path, dataset: str, method: Method, pcts: list[str], retrains: int) -> None:
+    """Before anything is scored: every share has its ``retrains`` models, else one DataError
+    naming the first incomplete share's folder, its seeds missing (failed or never retrained) and
+    the retrain command to run (for that share, or every share when several are incomplete)."""
+    missing = {pct: [k for k in range(retrains)
+                     if not all(p.exists() for p in model_paths(model_dir(runs_dir, dataset, method.id, pct), k))]
+               for pct in pcts}
+    incomplete = [pct for pct in pcts if missing[pct]]
+    if not incomplete:
+        return
+    pct, seeds = incomplete[0], missing[incomplete[0]]
+    directory = model_dir(runs_dir, dataset, method.id, pct)
+    share = f" --pct {pct}" if len(incomplete) == 1 else ""
+    command = f"`esnfed retrain --dataset {dataset} {method.cli_options}{share}`"
+    others = f" (also shares {', '.join(incomplete[1:])})" if len(incomplete) > 1 else ""
+    failed = [f"seed-{k}.failed.json" for k in seeds if (directory / f"seed-{k}.failed.json").exists()]
+    names = ", ".join(f"seed-{k}" for k in seeds[:3]) + (", ..." if len(seeds) > 3 else "")
+    why = f"retrain failed ({', '.join(failed[:3])}{', ...' if len(failed) > 3 else ''}: the error is in " \
+          f"the file); rerun {command}" if failed else f"run {command} first"
+    raise DataError(f"{directory}: {len(seeds)} of {retrains} models not found ({names}){others}: {why}")
+
+
 def run(
     dataset: str,
     method: Method,
@@ -163,6 +186,7 @@ def run(
     test = data.load(data.test_users)
     pcts = heterogeneity.shares(exp, method, list(PCTS))  # issue 13: the budget's shares
     exp = heterogeneity.settings_for(exp, method, dataset)
+    check_retrained(runs_dir, dataset, method, pcts, exp.retrains)
     total = len(pcts) * exp.retrains
     done = [0]
     if progress:

@@ -138,16 +138,17 @@ def share_inputs(dataset: str, pct: str, params: Mapping[str, Any], data_dir: Pa
     return exp, trial_data, test, retrain_seed(exp, dataset, pct, 0)
 
 
-def app_config(runs_dir: Path, dataset: str, method: str, pct: str) -> dict[str, Any]:
-    """The selected config of ``method`` at the share (runs/select/.../best.json), λ left out."""
-    return {k: v for k, v in selected_config(runs_dir, dataset, method, pct).items() if k != "lambda"}
+def app_config(runs_dir: Path, dataset: str, method: str, pct: str, budget: str) -> dict[str, Any]:
+    """The selected config of ``method`` at the share (runs/select/.../best.json, selected under
+    params.yaml's ``budget``), λ left out."""
+    return {k: v for k, v in selected_config(runs_dir, dataset, method, pct, budget).items() if k != "lambda"}
 
 
 def trial_inputs(dataset: str, method: str, pct: str, params: Mapping[str, Any], data_dir: Path,
                  runs_dir: Path) -> tuple[Any, TrialData, list, dict[str, Any], int]:
     """:func:`share_inputs` with the selected config of ``method`` (one app's trial)."""
     exp, trial_data, test, seed = share_inputs(dataset, pct, params, data_dir)
-    return exp, trial_data, test, app_config(runs_dir, dataset, method, pct), seed
+    return exp, trial_data, test, app_config(runs_dir, dataset, method, pct, exp.budget), seed
 
 
 def check_args(pairs: Sequence[tuple[str, bool]], pct: str, python: Path) -> None:
@@ -209,7 +210,7 @@ def run_many(dataset: str, apps: Sequence[tuple[str, bool]], pct: str, params: M
     for app in dict.fromkeys(a for a, _ in apps):
         if progress:
             progress(len(trials), total)
-        cfg = app_config(runs_dir, dataset, app, pct)
+        cfg = app_config(runs_dir, dataset, app, pct, exp.budget)
         model = fit(Method.parse(app), cfg, seed, trial_data, exp.settings, score=True)
         trials[app] = cfg, model, float(pooled_counts(model.reservoir, test, model.readout, bs).accuracy[0])
     if progress:

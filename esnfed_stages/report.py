@@ -56,7 +56,7 @@ def load_published() -> Published:
 
 def load_ttest(path: str | Path) -> dict[str, Any]:
     path = Path(path)
-    doc = read_json(path)
+    doc = read_json(path, "not found: run `esnfed ttest` first")
     if not isinstance(doc, dict) or doc.get("variant") not in VARIANTS \
             or not isinstance(doc.get("comparisons"), list):
         raise DataError(f"{path}: expected {{variant: welch|student, alpha, comparisons: [...]}}"

@@ -17,16 +17,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from esnfed_core.errors import DataError
 from esnfed_core.method import Method
 from esnfed_core.search import derive_seed
 from esnfed_stages._io import read_json, write_json
 from esnfed_stages.experiment_params import ExperimentParams, RunnerConfig
 from esnfed_stages.fingerprint import code_fingerprint, result_key
 from esnfed_stages.jobs import Progress, StageResult, clean_share, run_pending, run_shares
-from esnfed_stages.layout import best_path, model_dir
-from esnfed_stages.models import check_best_config, read_meta, save_model
+from esnfed_stages.layout import model_dir
+from esnfed_stages.models import read_meta, save_model
 from esnfed_stages.runner import Outcome, TrialTask
+from esnfed_stages.select import read_best
 from esnfed_stages.trial_data import Dataset
 
 _MODEL_FILE = re.compile(r"^seed-(\d+)\.(npz|json)$")
@@ -73,13 +73,10 @@ def lambda_selection(model: Any, exp: ExperimentParams) -> dict[str, Any] | None
     return {"mode": "frozen", "lambdas": [model.lam], "lambda": model.lam, "validation_accuracy": None}
 
 
-def selected_config(runs: Path, dataset: str, method: str, pct: str) -> dict[str, Any]:
-    path = best_path(runs, dataset, method, pct)
-    best = read_json(path, f"not found: run `esnfed select` for {dataset}/{method} first")
-    if not isinstance(best, dict) or not isinstance(best.get("config"), dict):
-        raise DataError(f"{path}: no 'config' object")
-    check_best_config(path, Method.parse(method), best["config"])
-    return best["config"]
+def selected_config(runs: Path, dataset: str, method: str, pct: str, budget: str) -> dict[str, Any]:
+    """best.json's config of one share, selected under params.yaml's ``budget`` (select.read_best:
+    missing or stale -> one line naming the select command to run)."""
+    return read_best(runs, dataset, Method.parse(method), pct, budget)["config"]
 
 
 def run(
@@ -108,8 +105,10 @@ def _run(dataset: str, method: Method, pcts: list[str], exp: ExperimentParams, d
     summaries: dict[str, RetrainSummary] = {}
     pending: list[PlannedRetrain] = []
     score = exp.settings.retrain_scores(method)
+    # Every share's selection is read before any folder is touched: a missing one changes nothing.
+    configs = {pct: selected_config(runs_dir, dataset, method.id, pct, exp.budget) for pct in pcts}
     for pct in pcts:
-        config = selected_config(runs_dir, dataset, method.id, pct)
+        config = configs[pct]
         if score:  # λ is chosen again for each retrained reservoir
             config = {k: v for k, v in config.items() if k != "lambda"}
         directory = model_dir(runs_dir, dataset, method.id, pct)

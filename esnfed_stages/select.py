@@ -3,7 +3,8 @@ search (stationary methods; deep ones at the selected units of their shallow cou
 budget grid (continual methods, from the best IP/FedIP config).
 
 Writes runs/select/<dataset>/<method>/<pct>/trial-XXXX.json as each trial finishes (atomically),
-and best.json once every trial of the share has succeeded. A rerun reuses each trial file whose
+and best.json once every trial of the share has succeeded (``params_budget``: params.yaml's budget
+it was selected under; retrain and the methods built on it refuse it under another). A rerun reuses each trial file whose
 key still matches (same config, seed, settings, data and code) and recomputes the rest.
 """
 
@@ -67,14 +68,49 @@ def trial_seed(exp: ExperimentParams, dataset: str, pct: str, index: int) -> int
     return derive_seed(exp.seed, "trial", dataset, pct, index)
 
 
-def _base_config(runs: Path, dataset: str, method: Method, pct: str) -> dict[str, Any]:
-    path = best_path(runs, dataset, method.base, pct)
-    best = read_json(path, f"not found: run `esnfed select --dataset {dataset} --algo {method.base}` "
-                           f"before {method.id}")
+def _base_config(runs: Path, dataset: str, method: Method, pct: str, budget: str) -> dict[str, Any]:
+    return read_best(runs, dataset, Method.parse(method.base), pct, budget, before=method.id)
+
+
+def _trial_status(path: Path) -> Any:
+    try:
+        record = read_json(path)
+    except DataError:
+        return None
+    return record.get("status") if isinstance(record, dict) else None
+
+
+def _why_no_best(directory: Path, command: str, before: str | None) -> str:
+    """Why a share has no best.json, and the select command that writes it: never run, stopped
+    before every trial finished, or a trial failed (best.json is written only when none did)."""
+    trials = sorted(p for p in directory.glob("trial-*.json") if _TRIAL_FILE.match(p.name))
+    failed = [p.name for p in trials if _trial_status(p) == "failed"]
+    if failed:
+        return (f"not found: select failed for {len(failed)} trial(s) ({', '.join(failed[:3])}"
+                f"{', ...' if len(failed) > 3 else ''}: the error is in the file); rerun {command}")
+    if trials:
+        return f"not found: select did not finish ({len(trials)} trial file(s) written); rerun {command}"
+    return f"not found: run {command}" + (f" before {before}" if before else " first")
+
+
+def read_best(runs: Path, dataset: str, method: Method, pct: str, budget: str,
+              before: str | None = None) -> dict[str, Any]:
+    """best.json of one share, selected under params.yaml's ``budget``; otherwise one DataError
+    naming it, why it is missing or stale, and the select command to run (``before``: the method
+    that needs it)."""
+    path = best_path(runs, dataset, method.id, pct)
+    command = f"`esnfed select --dataset {dataset} {method.cli_options} --pct {pct}`"
+    missing = "file not found" if path.exists() or path.is_symlink() \
+        else _why_no_best(path.parent, command, before)
+    best = read_json(path, missing)
     if not isinstance(best, dict) or not isinstance(best.get("config"), dict):
         raise DataError(f"{path}: no 'config' object")
-    if method.continual:  # every key is reused (a deep method takes only units: pin_units checks it)
-        check_best_config(path, Method.parse(method.base), best["config"])
+    selected = best.get("params_budget", budget)  # written before it was recorded: trusted
+    if selected != budget:
+        raise DataError(f"{path}: selected under budget {quote(selected)} but params.yaml's budget is "
+                        f"{quote(budget)}: rerun {command}")
+    if before is None or Method.parse(before).continual:
+        check_best_config(path, method, best["config"])  # every key is reused (deep: pin_units checks units)
     return best
 
 
@@ -93,7 +129,7 @@ def plan_share(exp: ExperimentParams, data: Dataset, method: Method, pct: str,
     directory = select_dir(runs, data.name, method.id, pct)
     base = None
     if method.continual:
-        base = _base_config(runs, data.name, method, pct)
+        base = _base_config(runs, data.name, method, pct, exp.budget)
         rounds = base["config"].get("rounds")
         stationary = {k: base["config"][k] for k in method.config_keys if k != "budget" and k in base["config"]}
         missing = set(method.config_keys) - set(stationary) - {"budget"}
@@ -107,7 +143,7 @@ def plan_share(exp: ExperimentParams, data: Dataset, method: Method, pct: str,
     else:
         dims = exp.method_space(data.name, method)
         if method.deep:  # issue 13: deep at the shallow counterpart's selected total units
-            base = _base_config(runs, data.name, method, pct)
+            base = _base_config(runs, data.name, method, pct, exp.budget)
             dims = pin_units(dims, base["config"], best_path(runs, data.name, method.base, pct))
         configs = [sample_config(dims, exp.seed, data.name, pct, i) for i in range(exp.n_trials(method))]
     ref = data.ref(data.train_users(pct), data.validation_users)
@@ -202,8 +238,9 @@ def _run(dataset: str, method: Method, pcts: list[str], exp: ExperimentParams, d
     plans: dict[str, list[PlannedTrial]] = {}
     bases: dict[str, Any] = {}
     done: dict[str, dict[int, dict]] = {}
-    for pct in pcts:
+    for pct in pcts:  # every share planned before any folder is cleaned: a missing base changes nothing
         plans[pct], bases[pct] = plan_share(exp, data, method, pct, runs_dir)
+    for pct in pcts:
         clean_share(select_dir(runs_dir, dataset, method.id, pct), _TRIAL_FILE, len(plans[pct]), _BEST_FILE)
         done[pct] = {t.index: r for t in plans[pct] if (r := _finished(t)) is not None}
     summaries = {p: ShareSummary(p, len(plans[p]), resumed=len(done[p])) for p in pcts}
@@ -231,7 +268,7 @@ def _run(dataset: str, method: Method, pcts: list[str], exp: ExperimentParams, d
         s.best = {
             "dataset": dataset, "method": method.id, "pct": pct, "trial": best["index"], "seed": best["seed"],
             "score": best["scores"]["score"], "scores": best["scores"], "config": best["selected_config"],
-            "n_trials": len(plans[pct]),
+            "n_trials": len(plans[pct]), "params_budget": exp.budget,
             "base": None if base is None else {"method": method.base, "trial": base["trial"],
                                                "config": base["config"]},
         }

@@ -116,7 +116,7 @@ def open_dataset(data_dir: Path, dataset: str) -> Dataset:
     directory = Path(data_dir) / "processed" / dataset
     manifest = checked_manifest(directory)  # n_classes, n_contexts, users, ... of the right types
     ppath = Path(data_dir) / "partitions" / f"{dataset}.json"
-    part = read_json(ppath)
+    part = read_json(ppath, f"not found: run `esnfed partition --dataset {dataset}` first")
     if not isinstance(part, dict):
         raise DataError(f"{ppath}: expected a JSON object")
     for key in ("train", "validation", "test"):

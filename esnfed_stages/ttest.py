@@ -109,13 +109,19 @@ def load_inputs(assess_dir: str | Path, needed: Iterable[tuple[str, str]],
     """Read every needed (dataset, method); a missing file is an error unless ``allow_missing``
     (``partial``: files may list a subset of the shares, see :func:`load_assess`)."""
     inputs = Inputs()
-    for ds, method in needed:
+    needed = list(needed)
+    for i, (ds, method) in enumerate(needed):
         path = assess_path(assess_dir, ds, method)
-        missing = f"file not found (run `esnfed assess` for {ds}/{method}, or pass --allow-missing)"
+        missing = "file not found"
         problem = path_problem(path, missing)
         if problem == missing and allow_missing:
             inputs.missing.append(path)
             continue
+        if problem == missing:
+            others = sum(not assess_path(assess_dir, d, m).exists() for d, m in needed[i + 1:])
+            raise DataError(f"{path}: not found: run `esnfed assess --dataset {ds} "
+                            f"{Method.parse(method).cli_options}` first, or pass --allow-missing"
+                            + (f" ({others} more assess file(s) missing)" if others else ""))
         if problem is not None:  # a folder or a FIFO there is not a missing input
             raise DataError(f"{path}: {problem}")
         doc = load_assess(path, ds, method, partial)

@@ -285,7 +285,7 @@ def test_deep_search_uses_exactly_the_shallow_selections_units(tmp_path):
             assert d.task.config == {**s.task.config, "units": units, "layers": 2}
             assert d.task.seed == s.task.seed
     with pytest.raises(DataError, match=r"fedip/25/best\.json: not found: run `esnfed select --dataset wesad "
-                       r"--algo fedip` before deep-fedip"):
+                       r"--algo fedip --pct 25` before deep-fedip"):
         select_stage.plan_share(exp, data, Method("deep-fedip"), "25", runs)
     _shallow_best(runs.parent, "fedip", "25", 0)
     with pytest.raises(DataError, match=r"fedip/25/best\.json: config\.units: expected a positive integer"):
@@ -301,7 +301,7 @@ def test_deep_select_without_the_shallow_selection_fails_in_one_line(tmp_path):
                                       "--runs-dir", str(root / "runs")])
     assert result.exit_code != 0
     lines = [ln for ln in result.output.splitlines() if ln.strip()]
-    assert len(lines) == 1 and "run `esnfed select --dataset wesad --algo incfed` before deep-incfed" in lines[0]
+    assert len(lines) == 1 and "run `esnfed select --dataset wesad --algo incfed --pct 25` before deep-incfed" in lines[0]
     assert not (root / "runs/select/wesad/deep-incfed/25/best.json").exists()
 
 

@@ -364,9 +364,23 @@ def test_missing_input_fails_naming_the_file(workdir):
     for cmd in (["ttest"], ["report"]):
         result = runner.invoke(app, cmd)
         assert result.exit_code == 1
-        lines = result.stderr.strip().splitlines()
-        assert len(lines) == 1 and "runs/assess/hhar/fedclip-replay.json" in lines[0]
+        assert result.stderr.strip().splitlines() == [
+            "error: runs/assess/hhar/fedclip-replay.json: not found: run `esnfed assess --dataset hhar "
+            "--algo fedclip --strategy replay` first, or pass --allow-missing"]
     assert not (workdir / "reports" / "tables").exists()
+    (workdir / "runs" / "assess" / "wesad" / "ridge.json").unlink()  # the first read; one more after it
+    result = runner.invoke(app, ["ttest"])
+    assert result.exit_code == 1 and result.stderr.strip() == (
+        "error: runs/assess/wesad/ridge.json: not found: run `esnfed assess --dataset wesad --algo ridge` first, "
+        "or pass --allow-missing (1 more assess file(s) missing)")
+
+
+def test_report_before_ttest_names_the_command_and_writes_nothing(workdir):
+    write_assess(workdir)
+    result = runner.invoke(app, ["report", "--allow-missing"])
+    assert result.exit_code == 1
+    assert result.stderr.strip() == "error: reports/ttest.json: not found: run `esnfed ttest` first"
+    assert not (workdir / "reports").exists()
 
 
 def test_allow_missing_writes_na_and_lists_the_file(workdir):

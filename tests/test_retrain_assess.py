@@ -423,3 +423,94 @@ def test_a_model_json_with_bad_values_is_one_error_naming_it(run_a, tmp_path, ed
     """Before: n_classes 0 and a config of strings were assessed (exit 0, the config copied into
     the assess JSON); a seed string was "invalid literal for int()" naming no file."""
     _assess_with_an_edited_model_json(run_a, tmp_path, edit, lambda js: f"{js}: {fragment}")
+
+
+# ------------------------------------------- stages run out of order: one line, the command to run first
+def _copy(run_a: Path, tmp_path: Path) -> Path:
+    import shutil
+
+    shutil.copytree(run_a, tmp_path / "r")
+    return tmp_path / "r"
+
+
+def _files(folder: Path) -> dict[Path, bytes]:
+    return {p: p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def _cli(root: Path, *args: str):
+    return runner.invoke(app, [*args, "--dataset", "wesad", "--params", str(root / "params.yaml"),
+                               "--data-dir", str(root / "data"), "--runs-dir", str(root / "runs")])
+
+
+def test_retrain_before_select_names_the_select_command_and_touches_no_share(run_a, tmp_path):
+    """A share without best.json stops retrain before any share's folder is cleaned: a later share
+    missing its selection keeps the earlier shares' models (even a seed past the count)."""
+    root = _copy(run_a, tmp_path)
+    best = root / "runs" / "select" / "wesad" / "ridge" / "75" / "best.json"
+    for p in best.parent.iterdir():
+        p.unlink()
+    extra = root / "runs" / "models" / "wesad" / "ridge" / "25" / f"seed-{RETRAINS}.json"
+    extra.write_text("{}")  # past the count: cleaned by a retrain that runs, kept by one that stops
+    models = _files(root / "runs" / "models")
+    res = _cli(root, "retrain", "--algo", "ridge")
+    assert res.exit_code == 1
+    assert res.output.strip().splitlines() == [
+        f"error: {best}: not found: run `esnfed select --dataset wesad --algo ridge --pct 75` first"]
+    assert _files(root / "runs" / "models") == models
+
+
+def test_retrain_after_a_failed_select_trial_says_the_trial_failed(run_a, tmp_path):
+    root = _copy(run_a, tmp_path)
+    share = root / "runs" / "select" / "wesad" / "clip-replay" / "50"
+    (share / "best.json").unlink()
+    trial = share / "trial-0001.json"
+    trial.write_text(json.dumps({**json.loads(trial.read_text()), "status": "failed", "error": "boom"}))
+    res = _cli(root, "retrain", "--algo", "clip", "--strategy", "replay", "--pct", "50")
+    assert res.exit_code == 1
+    assert res.output.strip().splitlines() == [
+        f"error: {share / 'best.json'}: not found: select failed for 1 trial(s) (trial-0001.json: the error "
+        "is in the file); rerun `esnfed select --dataset wesad --algo clip --strategy replay --pct 50`"]
+
+
+def test_a_best_json_selected_under_another_budget_is_refused_not_reused(run_a, tmp_path):
+    """select under `default`, then params.yaml's budget switched: retrain, the methods built on a
+    selection (continual, deep) refuse the stale best.json and name the select to rerun."""
+    root = _copy(run_a, tmp_path)
+    params = small_params()
+    params["budgets"]["default"]["retrains"] = RETRAINS
+    params["budgets"]["small"] = params["budgets"]["default"]
+    params["budget"] = "small"
+    write_params(root, params)
+    runs = _files(root / "runs")
+    best = root / "runs" / "select" / "wesad" / "fedip" / "25" / "best.json"
+    assert json.loads(best.read_text())["params_budget"] == "default"
+    stale = (f"error: {best}: selected under budget 'default' but params.yaml's budget is 'small': "
+             "rerun `esnfed select --dataset wesad --algo fedip --pct 25`")
+    for args in (["retrain", "--algo", "fedip"], ["select", "--algo", "fedclip", "--strategy", "naive"],
+                 ["select", "--algo", "deep-fedip"]):
+        res = _cli(root, *args, "--pct", "25")
+        assert res.exit_code == 1 and res.output.strip().splitlines() == [stale], res.output
+    assert _files(root / "runs") == runs
+
+
+def test_assess_with_some_models_missing_names_them_and_the_retrain_to_run(run_a, tmp_path):
+    """Checked before any share is scored; the previous assess file is kept."""
+    root = _copy(run_a, tmp_path)
+    share = root / "runs" / "models" / "wesad" / "fedclip-naive" / "50"
+    (share / "seed-1.npz").unlink()
+    assessed = _files(root / "runs" / "assess")
+    res = _cli(root, "assess", "--algo", "fedclip", "--strategy", "naive")
+    assert res.exit_code == 1
+    assert res.output.strip().splitlines() == [
+        f"error: {share}: 1 of {RETRAINS} models not found (seed-1): "
+        "run `esnfed retrain --dataset wesad --algo fedclip --strategy naive --pct 50` first"]
+    (share / "seed-1.failed.json").write_text("{}")
+    for p in (root / "runs" / "models" / "wesad" / "fedclip-naive" / "100").iterdir():
+        p.unlink()
+    res = _cli(root, "assess", "--algo", "fedclip", "--strategy", "naive")
+    assert res.exit_code == 1
+    assert res.output.strip().splitlines() == [
+        f"error: {share}: 1 of {RETRAINS} models not found (seed-1) (also shares 100): retrain failed "
+        "(seed-1.failed.json: the error is in the file); rerun `esnfed retrain --dataset wesad --algo fedclip "
+        "--strategy naive`"]
+    assert _files(root / "runs" / "assess") == assessed

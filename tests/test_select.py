@@ -17,6 +17,7 @@ from esnfed_stages import runner as runner_mod
 from esnfed_stages import select as select_stage
 from esnfed_stages.experiment_params import RunnerConfig, experiment_params
 from esnfed_stages.fingerprint import TRIAL_MODULES, trial_modules
+from esnfed_core.vocabulary import PCTS
 from esnfed_stages.layout import best_path, select_dir
 from experiment_data import VALIDATION, make_dataset, small_params
 
@@ -251,8 +252,34 @@ def test_a_processed_file_with_bad_values_is_refused_naming_it(root, edit, fragm
 
 
 def test_continual_select_needs_the_stationary_best(root):
-    with pytest.raises(DataError, match=r"best\.json: not found: run `esnfed select --dataset wesad --algo ip`"):
+    with pytest.raises(DataError, match=r"best\.json: not found: run `esnfed select --dataset wesad --algo ip "
+                                        r"--pct 25` before clip-naive"):
         _select(root, small_params(), Method("clip", "naive"))
+
+
+def test_select_before_partition_names_the_command_to_run_first(root):
+    (root / "data" / "partitions" / "wesad.json").unlink()
+    with pytest.raises(DataError, match=r"wesad\.json: not found: run `esnfed partition --dataset wesad` first"):
+        _select(root, small_params())
+    assert not (root / "runs").exists()
+
+
+def test_a_share_missing_its_base_stops_select_before_any_share_is_cleaned(root):
+    """fedclip over every share with fedip's selection missing for 75%: one error naming the fedip
+    select to run, and the shares already selected keep their best.json."""
+    params = small_params()
+    _select(root, params, Method("fedip"), pcts=PCTS)
+    _select(root, params, Method("fedclip", "naive"), pcts=PCTS)
+    runs = {p: p.read_bytes() for p in sorted((root / "runs").rglob("*")) if p.is_file()}
+    assert best_path(root / "runs", "wesad", "fedclip-naive", "25") in runs
+    base = best_path(root / "runs", "wesad", "fedip", "75")
+    base.unlink()
+    del runs[base]
+    with pytest.raises(DataError, match=re.escape(f"{base}: not found: select did not finish (2 trial file(s) "
+                                                  "written); rerun `esnfed select --dataset wesad --algo fedip "
+                                                  "--pct 75`")):
+        _select(root, params, Method("fedclip", "naive"), pcts=PCTS)
+    assert {p: p.read_bytes() for p in sorted((root / "runs").rglob("*")) if p.is_file()} == runs
 
 
 def _loaded_after(code: str) -> set[str]:
