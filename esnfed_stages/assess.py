@@ -33,7 +33,8 @@ from esnfed_core.heterogeneous import assess_scores
 from esnfed_core.method import Method
 from esnfed_core.scoring import accuracy, activation_densities, context_matrix, random_accuracy
 from esnfed_core.trial import FittedModel
-from esnfed_stages._io import output_lock, write_json
+from esnfed_core.quote import quote
+from esnfed_stages._io import output_lock, read_json, write_json
 from esnfed_core.vocabulary import PCTS
 from esnfed_stages import heterogeneity
 from esnfed_stages.experiment_params import ExperimentParams
@@ -142,26 +143,62 @@ def _share(method: Method, exp: ExperimentParams, data: Dataset, test: dict, dir
     return entry
 
 
-def check_retrained(runs_dir: Path, dataset: str, method: Method, pcts: list[str], retrains: int) -> None:
+def check_retrained(runs_dir: Path, data: Dataset, method: Method, pcts: list[str], exp: ExperimentParams) -> None:
     """Before anything is scored: every share has its ``retrains`` models, else one DataError
     naming the first incomplete share's folder, its seeds missing (failed or never retrained) and
-    the retrain command to run (for that share, or every share when several are incomplete)."""
+    the retrain command to run (for that share, or every share when several are incomplete). Then
+    every model was retrained for what is scored now (``check_trained_for``)."""
+    dataset, retrains = data.name, exp.retrains
     missing = {pct: [k for k in range(retrains)
                      if not all(p.exists() for p in model_paths(model_dir(runs_dir, dataset, method.id, pct), k))]
                for pct in pcts}
     incomplete = [pct for pct in pcts if missing[pct]]
     if not incomplete:
+        check_trained_for(runs_dir, data, method, pcts, exp)
         return
     pct, seeds = incomplete[0], missing[incomplete[0]]
     directory = model_dir(runs_dir, dataset, method.id, pct)
     share = f" --pct {pct}" if len(incomplete) == 1 else ""
-    command = f"`esnfed retrain --dataset {dataset} {method.cli_options}{share}`"
+    command = _retrain_command(dataset, method, share)
     others = f" (also shares {', '.join(incomplete[1:])})" if len(incomplete) > 1 else ""
     failed = [f"seed-{k}.failed.json" for k in seeds if (directory / f"seed-{k}.failed.json").exists()]
     names = ", ".join(f"seed-{k}" for k in seeds[:3]) + (", ..." if len(seeds) > 3 else "")
     why = f"retrain failed ({', '.join(failed[:3])}{', ...' if len(failed) > 3 else ''}: the error is in " \
           f"the file); rerun {command}" if failed else f"run {command} first"
     raise DataError(f"{directory}: {len(seeds)} of {retrains} models not found ({names}){others}: {why}")
+
+
+def _retrain_command(dataset: str, method: Method, share: str) -> str:
+    return f"`esnfed retrain --dataset {dataset} {method.cli_options}{share}`"
+
+
+def check_trained_for(runs_dir: Path, data: Dataset, method: Method, pcts: list[str],
+                      exp: ExperimentParams) -> None:
+    """Every model's .json says it was retrained for what assess scores now: the same dataset and
+    method, under params.yaml's budget (``params_budget``; a model written before it was recorded
+    is trusted) and on the share's training users as the partition lists them now; else one
+    DataError naming the .json, what differs and the retrain command to run. The assess file
+    records params.yaml's budget, so a model of another budget would be scored under a wrong label."""
+    for pct in pcts:
+        directory = model_dir(runs_dir, data.name, method.id, pct)
+        command = _retrain_command(data.name, method, f" --pct {pct}")
+        users = data.train_users(pct)
+        for k in range(exp.retrains):
+            js = model_paths(directory, k)[1]
+            meta = read_json(js)
+            if not isinstance(meta, dict):
+                raise DataError(f"{js}: expected a JSON object, got {type(meta).__name__}")
+            for key, expected in (("dataset", data.name), ("method", method.id), ("pct", pct)):
+                if key in meta and meta[key] != expected:
+                    raise DataError(f"{js}: {key} is {quote(meta[key])}, expected {quote(expected)}: "
+                                    f"a file of another run: rerun {command}")
+            budget = meta.get("params_budget", exp.budget)
+            if budget != exp.budget:
+                raise DataError(f"{js}: retrained under budget {quote(budget)} but params.yaml's budget "
+                                f"is {quote(exp.budget)}: rerun {command}")
+            if "train_users" in meta and meta["train_users"] != users:
+                raise DataError(f"{js}: trained on users {quote(meta['train_users'])} but share {pct} of "
+                                f"the partition now has {quote(users)}: rerun {command}")
 
 
 def run(
@@ -186,7 +223,7 @@ def run(
     test = data.load(data.test_users)
     pcts = heterogeneity.shares(exp, method, list(PCTS))  # issue 13: the budget's shares
     exp = heterogeneity.settings_for(exp, method, dataset)
-    check_retrained(runs_dir, dataset, method, pcts, exp.retrains)
+    check_retrained(runs_dir, data, method, pcts, exp)
     total = len(pcts) * exp.retrains
     done = [0]
     if progress:

@@ -24,7 +24,7 @@ from esnfed_stages.experiment_params import ExperimentParams, RunnerConfig
 from esnfed_stages.fingerprint import code_fingerprint, result_key
 from esnfed_stages.jobs import Progress, StageResult, clean_share, run_pending, run_shares
 from esnfed_stages.layout import model_dir
-from esnfed_stages.models import read_meta, save_model
+from esnfed_stages.models import model_paths, read_meta, save_model
 from esnfed_stages.runner import Outcome, TrialTask
 from esnfed_stages.select import read_best
 from esnfed_stages.trial_data import Dataset
@@ -127,6 +127,8 @@ def _run(dataset: str, method: Method, pcts: list[str], exp: ExperimentParams, d
             meta = read_meta(directory, k)
             if meta is not None and meta.get("key") == key:
                 s.resumed += 1
+                if meta.get("params_budget", exp.budget) != exp.budget:  # the same model, now this budget's
+                    write_json(model_paths(directory, k)[1], {**meta, "params_budget": exp.budget})
                 continue
             task = TrialTask(f"{dataset}/{method.id}/{pct}/seed-{k}", ref, method.id, config, seed,
                              exp.settings, score=score)
@@ -138,6 +140,7 @@ def _run(dataset: str, method: Method, pcts: list[str], exp: ExperimentParams, d
         s.ran += 1
         if outcome.ok:
             meta = {"dataset": dataset, "pct": pct, "train_users": data.train_users(pct), "key": key,
+                    "params_budget": exp.budget,
                     "lambda_selection": lambda_selection(outcome.model, exp)}
             save_model(model_dir(runs_dir, dataset, method.id, pct), k, outcome.model, meta)
         else:

@@ -514,3 +514,47 @@ def test_assess_with_some_models_missing_names_them_and_the_retrain_to_run(run_a
         "(seed-1.failed.json: the error is in the file); rerun `esnfed retrain --dataset wesad --algo fedclip "
         "--strategy naive`"]
     assert _files(root / "runs" / "assess") == assessed
+
+
+@pytest.mark.parametrize("key, value, fragment", [
+    ("params_budget", "paper", "retrained under budget 'paper' but params.yaml's budget is 'default'"),
+    ("train_users", ["S99"], "trained on users ['S99'] but share 50 of the partition now has "),
+    ("dataset", "hhar", "dataset is 'hhar', expected 'wesad': a file of another run"),
+    ("pct", "100", "pct is '100', expected '50': a file of another run"),
+])
+def test_assess_refuses_a_model_retrained_for_something_else(run_a, tmp_path, key, value, fragment):
+    """A model of another budget, partition, dataset or share would be scored under a wrong label:
+    one line naming its .json and the retrain to rerun, checked before any share is scored."""
+    root = _copy(run_a, tmp_path)
+    js = root / "runs" / "models" / "wesad" / "ridge" / "50" / "seed-1.json"
+    meta = json.loads(js.read_text())
+    assert key in meta and meta[key] != value
+    js.write_text(json.dumps({**meta, key: value}))
+    assessed = _files(root / "runs" / "assess")
+    res = _cli(root, "assess", "--algo", "ridge")
+    assert res.exit_code == 1
+    lines = res.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {js}: {fragment}"), res.output
+    assert lines[0].endswith(": rerun `esnfed retrain --dataset wesad --algo ridge --pct 50`")
+    assert _files(root / "runs" / "assess") == assessed
+
+
+def test_a_budget_switch_relabels_the_models_a_retrain_resumes(run_a, tmp_path):
+    """A budget with the same settings selects the same configs, so retrain resumes every model
+    (bytes unchanged) and records the new budget in its .json; assess then scores them."""
+    root = _copy(run_a, tmp_path)
+    params = small_params()
+    params["budgets"]["default"]["retrains"] = RETRAINS
+    params["budgets"]["small"] = params["budgets"]["default"]
+    params["budget"] = "small"
+    write_params(root, params)
+    share = root / "runs" / "models" / "wesad" / "ridge"
+    npz = {p: p.read_bytes() for p in sorted(share.rglob("*.npz"))}
+    assert _cli(root, "assess", "--algo", "ridge").exit_code == 1  # models of budget 'default'
+    for command in ("select", "retrain", "assess"):
+        res = _cli(root, command, "--algo", "ridge")
+        assert res.exit_code == 0, res.output
+    assert {p: p.read_bytes() for p in sorted(share.rglob("*.npz"))} == npz
+    metas = [json.loads(p.read_text()) for p in sorted(share.rglob("seed-*.json"))]
+    assert len(metas) == len(PCTS) * RETRAINS and {m["params_budget"] for m in metas} == {"small"}
+    assert _assess(root, "ridge")["budget"] == "small"
