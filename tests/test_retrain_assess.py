@@ -472,15 +472,21 @@ def test_retrain_after_a_failed_select_trial_says_the_trial_failed(run_a, tmp_pa
         "is in the file); rerun `esnfed select --dataset wesad --algo clip --strategy replay --pct 50`"]
 
 
-def test_a_best_json_selected_under_another_budget_is_refused_not_reused(run_a, tmp_path):
-    """select under `default`, then params.yaml's budget switched: retrain, the methods built on a
-    selection (continual, deep) refuse the stale best.json and name the select to rerun."""
+def _copy_under_budget_small(run_a: Path, tmp_path: Path) -> Path:
+    """A copy of run A whose params.yaml switches to budget `small`, the same settings as `default`."""
     root = _copy(run_a, tmp_path)
     params = small_params()
     params["budgets"]["default"]["retrains"] = RETRAINS
     params["budgets"]["small"] = params["budgets"]["default"]
     params["budget"] = "small"
     write_params(root, params)
+    return root
+
+
+def test_a_best_json_selected_under_another_budget_is_refused_not_reused(run_a, tmp_path):
+    """select under `default`, then params.yaml's budget switched: retrain, the methods built on a
+    selection (continual, deep) refuse the stale best.json and name the select to rerun."""
+    root = _copy_under_budget_small(run_a, tmp_path)
     runs = _files(root / "runs")
     best = root / "runs" / "select" / "wesad" / "fedip" / "25" / "best.json"
     assert json.loads(best.read_text())["params_budget"] == "default"
@@ -542,12 +548,7 @@ def test_assess_refuses_a_model_retrained_for_something_else(run_a, tmp_path, ke
 def test_a_budget_switch_relabels_the_models_a_retrain_resumes(run_a, tmp_path):
     """A budget with the same settings selects the same configs, so retrain resumes every model
     (bytes unchanged) and records the new budget in its .json; assess then scores them."""
-    root = _copy(run_a, tmp_path)
-    params = small_params()
-    params["budgets"]["default"]["retrains"] = RETRAINS
-    params["budgets"]["small"] = params["budgets"]["default"]
-    params["budget"] = "small"
-    write_params(root, params)
+    root = _copy_under_budget_small(run_a, tmp_path)
     share = root / "runs" / "models" / "wesad" / "ridge"
     npz = {p: p.read_bytes() for p in sorted(share.rglob("*.npz"))}
     assert _cli(root, "assess", "--algo", "ridge").exit_code == 1  # models of budget 'default'
