@@ -305,7 +305,7 @@ def add_user_communication(rep: Report, inputs: Inputs, ttest_doc: Mapping[str, 
         header = header_lines(spec, inputs, ttest_doc, date)[:1] + [
             "Measured and analytic floats per message as in communication.md (N units, C classes)",
             f"Date: {date}; versions: {versions()}"]
-        rep.tables[f"communication-{ds}.md"] = render_communication_markdown(rows, header).encode()
+        rep.tables[f"communication-{ds}.md"] = render_communication_markdown(rows, header, ds).encode()
         rep.tables[f"communication-{ds}.csv"] = communication_csv(rows).encode()
 
 

@@ -18,7 +18,9 @@ from esnfed_stages.tables import to_csv
 from esnfed_stages.ttest import Inputs
 
 # Continual method prefix and the stationary IP method of each setting (figures).
+# The keys name the files (the papers' spelling); titles say the setting in the docs' prose.
 SETTINGS = {"federated": ("fedclip", "fedip"), "centralized": ("clip", "ip")}
+_SETTING_TITLE = {"federated": "federated", "centralized": "centralised"}
 _PRETTY = {"fedclip": "FedCLIP", "clip": "CLIP"}
 ACTIVATION_DATASET = "wesad"
 ACTIVATION_CONTEXTS = 5  # WESAD contexts (PROTOCOL §5): fixed columns for the DVC plots
@@ -43,7 +45,8 @@ def stream_figure_and_plot(inputs: Inputs, ds: str, setting: str) -> tuple[bytes
     n_ctx = max((a.shape[1] for _, lines in panels for a in lines.values() if a is not None),
                 default=0)
     png = figures.stream_accuracy(
-        f"{dataset_label(ds)} {setting}: stream accuracy after each context ({_PRETTY[prefix]})", panels)
+        f"{dataset_label(ds)} {_SETTING_TITLE[setting]}: stream accuracy after each context "
+        f"({_PRETTY[prefix]})", panels)
     columns = ["context"] + [f"{s}_{pct}" for pct in PCTS for s in STRATEGIES]
     rows = []
     for t in range(n_ctx):
@@ -122,7 +125,7 @@ def activation_figure_and_plots(inputs: Inputs, setting: str, pct: str
                 for i, c in enumerate(centres)]
         plots[f"activation-{ACTIVATION_DATASET}-{m}.csv"] = to_csv(rows, columns)
     png = figures.density_grid(
-        f"{dataset_label(ACTIVATION_DATASET)} {setting}: activation density per context of the trained "
+        f"{dataset_label(ACTIVATION_DATASET)} {_SETTING_TITLE[setting]}: activation density per context of the trained "
         f"reservoir (test users pooled, {pct}% training users; mean ± std over retrains)",
         edges, [""], methods, [cells])
     return png, plots
@@ -141,7 +144,7 @@ def activation_users_figure(inputs: Inputs, setting: str) -> bytes:
         cells.append([None if a is None or u not in a.users else
                       _context_lines(a.per_user[:, -1, a.users.index(u)]) for u in users] or [None])
     return figures.density_grid(
-        f"{dataset_label(ACTIVATION_DATASET)} {setting}: activation density on each test user "
+        f"{dataset_label(ACTIVATION_DATASET)} {_SETTING_TITLE[setting]}: activation density on each test user "
         f"({stationary}; rows: training users; mean ± std over retrains)", edges,
         [f"{pct}%" for pct in PCTS], [f"test user {u}" for u in users] or ["test users"], cells)
 
@@ -162,7 +165,7 @@ def activation_contexts_figure(inputs: Inputs, setting: str, pct: str) -> bytes:
         cells.append([[(f"after context {i}", *_spread(a.pooled[:, i, j]))
                        for i in range(a.pooled.shape[1])] for j in range(a.pooled.shape[2])])
     return figures.density_grid(
-        f"{dataset_label(ACTIVATION_DATASET)} {setting}: activation density after each context "
+        f"{dataset_label(ACTIVATION_DATASET)} {_SETTING_TITLE[setting]}: activation density after each context "
         f"({_PRETTY[prefix]}, {pct}% training users; columns: test data of each context)", edges,
         list(STRATEGIES), [f"data of context {j}" for j in range(n_ctx)], cells)
 
@@ -181,6 +184,6 @@ def activation_shares_figure(inputs: Inputs, setting: str) -> bytes:
                 lines.append((f"{pct}% training users", *_spread(a.pooled[:, -1, -1])))
         cells.append(lines or None)
     return figures.density_grid(
-        f"{dataset_label(ACTIVATION_DATASET)} {setting}: activation density on the last context "
+        f"{dataset_label(ACTIVATION_DATASET)} {_SETTING_TITLE[setting]}: activation density on the last context "
         f"({_PRETTY[prefix]}, final reservoir; mean ± std over retrains)", edges, [""],
         list(STRATEGIES), [cells])

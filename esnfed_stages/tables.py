@@ -110,8 +110,10 @@ def _num(v: Any) -> str:
     return str(v)
 
 
-def render_communication_markdown(rows: Sequence[Mapping[str, Any]], header: Sequence[str]) -> str:
-    """Measured floats/bytes per client per round and in total beside the analytic formulas."""
+def render_communication_markdown(rows: Sequence[Mapping[str, Any]], header: Sequence[str],
+                                  dataset: str | None = None) -> str:
+    """Measured floats/bytes per client per round and in total beside the analytic formulas:
+    communication.md, or communication-<dataset>.md for a user's dataset (``dataset``)."""
     cols = [("dataset", "dataset"), ("pct", "train users"), ("method", "method"), ("units", "N"),
             ("classes", "C"), ("clients", "clients"), ("rounds", "rounds"),
             ("ip_rounds", "IP rounds"), ("readouts", "readouts"),
@@ -124,7 +126,9 @@ def render_communication_markdown(rows: Sequence[Mapping[str, Any]], header: Seq
             ("formula_up", "formula up (per client)"), ("formula_down", "formula down"),
             ("analytic_up_floats", "analytic up total"),
             ("analytic_down_floats", "analytic down total"), ("match", "match")]
-    lines = ["# communication: floats and bytes sent per client per round and in total", ""]
+    name, label = ("communication", "") if dataset is None else \
+        (f"communication-{dataset}", f"{dataset_label(dataset)}: ")
+    lines = [f"# {name}: {label}floats and bytes sent per client per round and in total", ""]
     lines += [f"- {h}" for h in header]
     lines.append("")
     lines.append("| " + " | ".join(h for _, h in cols) + " |")

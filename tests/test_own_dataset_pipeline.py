@@ -93,6 +93,9 @@ def test_declared_dataset_flows_from_import_to_the_generic_tables(roots):
     assert "Missing inputs (n/a cells): none" in stationary and "| paper" not in stationary
     assert "clip replay" in continual and "fedclip joint" in continual
     comm = (tables / "communication-example.md").read_text()
+    assert comm.startswith("# communication-example: example: floats and bytes sent per client per round")
+    index = (root / "reports" / "README.md").read_text()
+    assert "| example: floats and bytes sent per client per round and in total |" in index
     assert "fedclip-joint" in comm and "incfed" in comm
     comps = json.loads((root / "reports" / "ttest.json").read_text())["comparisons"]
     assert {c["table"] for c in comps if c["dataset"] == "example"} == {"example-stationary", "example-continual"}
@@ -101,6 +104,8 @@ def test_declared_dataset_flows_from_import_to_the_generic_tables(roots):
     figure = (root / "reports" / "figures" / "stream-example-federated.png").read_bytes()
     # a user's dataset is named as declared, not upper-cased like WESAD and HHAR
     assert png_title(figure) == "example federated: stream accuracy after each context (FedCLIP)"
+    centralised = (root / "reports" / "figures" / "stream-example-centralized.png").read_bytes()
+    assert png_title(centralised) == "example centralised: stream accuracy after each context (CLIP)"
 
 
 def _files(folder: Path) -> dict[str, bytes]:
