@@ -1,5 +1,5 @@
 """`esnfed select`, `esnfed retrain` and `esnfed assess`: model selection, retraining with new
-seeds and test-user assessment of one method on one dataset, with progress bars and summaries."""
+seeds and test-user assessment of methods on datasets, with progress bars and summaries."""
 
 from __future__ import annotations
 
@@ -20,13 +20,17 @@ from esnfed_stages import assess as assess_stage
 from esnfed_stages import retrain as retrain_stage
 from esnfed_stages import select as select_stage
 from esnfed_stages.experiment_params import experiment_params, parse_pcts
+from esnfed_stages._datasets import method_datasets
 from esnfed_stages.heterogeneity_params import hetero_params
 from esnfed_stages.layout import assess_dir, assess_path
 from esnfed_stages.params import load_params
 
 
-DatasetOpt = Annotated[str, typer.Option(
-    "--dataset", help="A dataset declared in params.yaml datasets (wesad, hhar, or your own).")]
+DatasetOpt = Annotated[Optional[list[str]], typer.Option(
+    "--dataset", help="A dataset declared in params.yaml datasets (wesad, hhar, or your own); repeat "
+    "--dataset for several. Default: every dataset the pipeline runs the method on (continual methods: "
+    "continual_datasets; deep and heterogeneous reservoirs: wesad and hhar; the others: datasets).",
+    show_default=False)]
 AlgoOpt = Annotated[list[Algo], typer.Option(
     "--algo", help="The method: random (baseline), ridge (centralised ESN), incfed, fedavg, ip "
     "(centralised IP + ridge), fedip (FedIP + IncFed), clip / fedclip (continual; need --strategy); "
@@ -95,17 +99,26 @@ def _methods_of(algo: Algo, strategy: Optional[Strategy], alpha: Optional[float]
     return [Method("align", alpha=float(a)) for a in alphas]
 
 
-def _prepare(dataset: str, algo: list[Algo], strategy: Optional[Strategy], pct: ShareOrAll,
+def _runs(params: dict, datasets: Optional[list[str]], algos: list[Algo], strategy: Optional[Strategy],
+          alpha: Optional[float]) -> list[tuple[str, Method]]:
+    """The (dataset, method) pairs one command runs, method by method in the order of ``--algo``
+    (align: one method per α): on each ``--dataset`` given (checked first), or else on every
+    dataset the pipeline runs that method on (esnfed_stages._datasets.method_datasets)."""
+    given = [declared_dataset(params, d) for d in dict.fromkeys(datasets or [])]
+    return [(ds, method) for method in _methods(algos, strategy, alpha, params)
+            for ds in (given or method_datasets(params, method))]
+
+
+def _prepare(datasets: Optional[list[str]], algo: list[Algo], strategy: Optional[Strategy], pct: ShareOrAll,
              params: Path, backend: Optional[Backend], n_jobs: Optional[int],
              device: Optional[Device] = None, alpha: Optional[float] = None):
-    """What select and retrain start from: dataset, methods (one, or align's per α), shares,
-    the experiment params (the file read once), and the runner with the command-line overrides."""
+    """What select and retrain start from: the (dataset, method) pairs, shares, the experiment
+    params (the file read once), and the runner with the command-line overrides."""
     p = load_params(params)
     exp = experiment_params(p)
     runner = exp.runner.with_overrides(backend.value if backend else None, n_jobs,
                                        device.value if device else None)
-    return (declared_dataset(p, dataset), _methods(algo, strategy, alpha, p), parse_pcts(pct.value), exp,
-            runner)
+    return _runs(p, datasets, algo, strategy, alpha), parse_pcts(pct.value), exp, runner
 
 
 def _where(runner) -> str:
@@ -184,14 +197,22 @@ def _retrain_table(ds: str, method: Method, runner, result) -> None:
     console.print(table, highlight=False)
 
 
+def _run_label(runs: list[tuple[str, Method]], ds: str, method: Method) -> str:
+    """What a failure listing puts before a share: ``hhar/fedip `` when the command ran several
+    datasets, ``fedip `` when several methods on one, nothing when it ran one method on one dataset."""
+    if len({d for d, _ in runs}) > 1:
+        return f"{ds}/{method.id} "
+    return f"{method.id} " if len(runs) > 1 else ""
+
+
 def _stage_command(verb: str, stage, table, what: str, doc: str) -> None:
     """Register `esnfed <verb>`: select and retrain take the same options. Each method (align: one
     per α) runs ``stage.run`` under a progress bar and ``table`` prints its summary; then every
     failed ``what`` is listed (with its method when there are several) and the exit code is 1."""
 
     def command(
-        dataset: DatasetOpt,
         algo: AlgoOpt,
+        dataset: DatasetOpt = None,
         strategy: StrategyOpt = None,
         pct: PctOpt = ShareOrAll.all,
         backend: BackendOpt = None,
@@ -202,15 +223,14 @@ def _stage_command(verb: str, stage, table, what: str, doc: str) -> None:
         runs_dir: RunsDirOpt = Path("runs"),
         alpha: AlphaOpt = None,
     ) -> None:
-        ds, methods, pcts, exp, runner = _prepare(dataset, algo, strategy, pct, params, backend, n_jobs, device,
-                                                alpha)
+        runs, pcts, exp, runner = _prepare(dataset, algo, strategy, pct, params, backend, n_jobs, device, alpha)
         failed = []
-        for method in methods:
+        for ds, method in runs:
             with trial_progress() as bar:
                 result = stage.run(ds, method, pcts, exp, data_dir=data_dir, runs_dir=runs_dir, runner=runner,
                                    progress=bar_task(bar, f"{verb} {ds}/{method.id}"))
             table(ds, method, runner, result)
-            label = f"{method.id} " if len(methods) > 1 else ""
+            label = _run_label(runs, ds, method)
             failed += [(f"{label}{share}", i, e) for share, i, e in result.failed]
         if failed:
             _fail_listing(what, failed)
@@ -240,8 +260,8 @@ _stage_command("retrain", retrain_stage, _retrain_table, "retrain(s)", """
 @app.command()
 @handle_errors
 def assess(
-    dataset: DatasetOpt,
     algo: AlgoOpt,
+    dataset: DatasetOpt = None,
     strategy: StrategyOpt = None,
     device: DeviceOpt = None,
     params: ParamsOpt = Path("params.yaml"),
@@ -257,9 +277,8 @@ def assess(
     on the datasets in assess.activation_datasets get activation densities per context.
     """
     p = load_params(params)
-    ds = declared_dataset(p, dataset)
     exp = experiment_params(p)
-    for method in _methods(algo, strategy, alpha, p):
+    for ds, method in _runs(p, dataset, algo, strategy, alpha):
         with trial_progress() as bar:
             doc = assess_stage.run(ds, method, exp, data_dir=data_dir, runs_dir=runs_dir,
                                    progress=bar_task(bar, f"assess {ds}/{method.id}"),

@@ -96,6 +96,18 @@ def continual_declared(params: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(d for d in DATASETS if d in declared(params)) if value is None else tuple(value)
 
 
+def method_datasets(params: Mapping[str, Any], method: Any) -> tuple[str, ...]:
+    """The declared datasets dvc.yaml runs ``method`` (an esnfed_core.method.Method) on, the
+    default of select, retrain and assess without --dataset: continual methods continual_datasets;
+    the papers'-datasets-only studies (deep and heterogeneous reservoirs) wesad and hhar; the others
+    every declared dataset (tests/test_dvc_datasets.py checks it against dvc.yaml's stages)."""
+    if method.continual:
+        return continual_declared(params)
+    if method.deep or method.heterogeneous:
+        return tuple(d for d in DATASETS if d in declared(params))
+    return declared(params)
+
+
 def is_paper(dataset: str) -> bool:
     return dataset in DATASETS
 

@@ -60,3 +60,46 @@ def test_declaring_and_removing_datasets_changes_the_stages(tmp_path):
                   "flower")  # issue 14 item 2: SecAgg+ overhead on the papers' datasets
     assert not [s for s in stages if "@hhar" in s and not s.startswith(paper_only)]
     assert "partition@example" not in stages and "import@example" in stages  # imported, not run
+
+
+def _select_datasets(stages: dict[str, str]) -> dict[str, set[str]]:
+    """Method id -> the datasets dvc.yaml's select stages run it on (from their commands)."""
+    from esnfed_core.method import Method
+
+    out: dict[str, set[str]] = {}
+    for name, cmd in stages.items():
+        if not name.startswith("select"):
+            continue
+        args = cmd.split()
+        opts = list(zip(args[2::2], args[3::2]))
+        dataset = dict(opts)["--dataset"]
+        strategy = dict(opts).get("--strategy")
+        for algo in (v for k, v in opts if k == "--algo"):
+            method = Method(algo, strategy, alpha=0.5 if algo == "align" else None)
+            out.setdefault(method.id, set()).add(dataset)
+    return out
+
+
+@pytest.mark.parametrize("edit", ["repository", "declared"])
+def test_the_cli_default_datasets_are_those_dvc_runs_each_method_on(tmp_path, edit):
+    """select, retrain and assess without --dataset run a method on method_datasets(params):
+    the datasets of its dvc.yaml stages (the papers'-datasets-only studies keep [wesad, hhar] in
+    dvc.yaml, so with hhar undeclared only the others are compared)."""
+    from esnfed_core.method import Method
+    from esnfed_stages._datasets import method_datasets
+
+    def change(p):
+        if edit == "declared":
+            p["imports"]["mine"] = dict(p["imports"]["example"], source="mine.csv")
+            p["datasets"] = ["wesad", "mine"]
+            p["continual_datasets"] = ["wesad"]
+    root = _project(tmp_path, change)
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    runs = _select_datasets(_stages(root))
+    assert len(runs) >= 15 and {"ridge", "fedclip-joint", "deep-fedip", "align-0.5"} <= set(runs)
+    for method_id, datasets in runs.items():
+        method = Method.parse(method_id)
+        if edit == "declared" and (method.deep or method.heterogeneous):
+            assert set(method_datasets(params, method)) == {"wesad"}
+            continue
+        assert set(method_datasets(params, method)) == datasets, method_id

@@ -559,3 +559,43 @@ def test_a_budget_switch_relabels_the_models_a_retrain_resumes(run_a, tmp_path):
     metas = [json.loads(p.read_text()) for p in sorted(share.rglob("seed-*.json"))]
     assert len(metas) == len(PCTS) * RETRAINS and {m["params_budget"] for m in metas} == {"small"}
     assert _assess(root, "ridge")["budget"] == "small"
+
+
+def test_assess_without_dataset_runs_every_dataset_the_pipeline_runs_the_method_on(run_a, tmp_path):
+    """`esnfed assess --algo ridge` (no --dataset): every declared dataset in turn; the same bytes
+    as with --dataset; a dataset not declared is a usage error naming the declared ones."""
+    root = _copy(run_a, tmp_path)
+    path = root / "runs" / "assess" / "wesad" / "ridge.json"
+    before = path.read_bytes()
+    path.unlink()
+    params = small_params()
+    params["budgets"]["default"]["retrains"] = RETRAINS
+    params["datasets"], params["continual_datasets"] = ["wesad"], ["wesad"]
+    write_params(root, params)
+    common = ["--params", str(root / "params.yaml"), "--data-dir", str(root / "data"),
+              "--runs-dir", str(root / "runs")]
+    res = runner.invoke(app, ["assess", "--algo", "ridge", *common])
+    assert res.exit_code == 0, res.output
+    assert "assess wesad/ridge" in res.output and path.read_bytes() == before
+    res = runner.invoke(app, ["retrain", "--algo", "ridge", "--algo", "fedip", *common])
+    assert res.exit_code == 0 and "retrain wesad/ridge" in res.output and "retrain wesad/fedip" in res.output
+    res = runner.invoke(app, ["assess", "--algo", "ridge", "--dataset", "wesad", "--dataset", "hhar", *common])
+    text = " ".join(w for w in res.output.split() if w not in "│╭╮╰╯─")
+    assert res.exit_code == 2 and "'hhar' is not declared in params.yaml datasets (declared: wesad)" in text
+    assert not (root / "runs" / "assess" / "hhar").exists()
+    # Declared but never preprocessed: wesad's file is written, then hhar's missing data is the error.
+    params["datasets"] = ["wesad", "hhar"]
+    write_params(root, params)
+    res = runner.invoke(app, ["assess", "--algo", "ridge", *common])
+    assert res.exit_code == 1 and path.read_bytes() == before
+    assert res.output.strip().splitlines()[-1].startswith(f"error: {root / 'data' / 'processed' / 'hhar'}"), \
+        res.output
+
+
+def test_a_failure_listing_names_the_dataset_and_method_only_when_a_command_ran_several():
+    from esnfed_cli.experiment_cmds import _run_label
+
+    ridge, fedip = Method("ridge"), Method("fedip")
+    assert _run_label([("wesad", ridge)], "wesad", ridge) == ""
+    assert _run_label([("wesad", ridge), ("wesad", fedip)], "wesad", fedip) == "fedip "
+    assert _run_label([("wesad", ridge), ("hhar", ridge)], "hhar", ridge) == "hhar/ridge "
