@@ -261,7 +261,7 @@ def test_validate_accepts_partial_files_and_checks_what_is_present():
 
 
 @pytest.mark.parametrize("args", [
-    ["select", "--algo", "ridge"],                                     # required option missing
+    ["select", "--dataset", "wesad"],                                  # required option (--algo) missing
     ["select", "--dataset", "wesad", "--algo", "lasso"],               # unknown choice
     ["select", "--dataset", "mnist", "--algo", "ridge"],
     ["select", "--dataset", "wesad", "--algo", "ridge", "--pct", "30"],
