@@ -220,10 +220,10 @@ def run(
     if batched:
         require_torch(exp.settings.device)
     data = open_dataset(data_dir, dataset)
-    test = data.load(data.test_users)
     pcts = heterogeneity.shares(exp, method, list(PCTS))  # issue 13: the budget's shares
     exp = heterogeneity.settings_for(exp, method, dataset)
     check_retrained(runs_dir, data, method, pcts, exp)
+    test = data.load(data.test_users)
     total = len(pcts) * exp.retrains
     done = [0]
     if progress:
