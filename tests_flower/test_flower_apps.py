@@ -82,7 +82,7 @@ def test_incfed_app_equals_the_pipeline(setup, monkeypatch):
     _simulate(app, root, _run_config(root, data, out), len(users), monkeypatch)
     expected = incfed(make_reservoir(CFG, data.n_inputs, SEED), _clients(data, users), [LAM]).readouts[0]
     # Same sums in the same order from the same float32 products of the same shapes: equal bits
-    # (the Ray workers use the same BLAS with one thread, as the pipeline's trials).
+    # (one BLAS thread here, conftest.py, as in the Ray workers and the pipeline's trials).
     np.testing.assert_array_equal(np.load(out), expected)
 
 
