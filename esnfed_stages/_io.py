@@ -218,11 +218,28 @@ def output_lock(path: str | os.PathLike) -> Iterator[Path]:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(lock)
         os.close(fd)
-        for folder in created:  # deepest first; a failed run leaves no empty folders behind
-            try:
-                folder.rmdir()
-            except OSError:  # holds outputs or another run's lock (or is gone): keep it and those above
-                break
+        _remove_empty(created)  # a failed run leaves no empty folders behind
+
+
+def _remove_empty(created: list[Path]) -> None:
+    """Remove the folders a run made (deepest first) while they are empty."""
+    for folder in created:
+        try:
+            folder.rmdir()
+        except OSError:  # holds outputs or another run's lock (or is gone): keep it and those above
+            break
+
+
+@contextlib.contextmanager
+def made_folder(folder: str | os.PathLike) -> Iterator[Path]:
+    """``mkdir -p folder`` for the block; when the block fails, the folders it made are removed
+    again while empty, so a failed run leaves no empty output root behind."""
+    created = _make_folder(Path(folder))
+    try:
+        yield Path(folder)
+    except BaseException:
+        _remove_empty(created)
+        raise
 
 
 def _make_folder(folder: Path) -> list[Path]:

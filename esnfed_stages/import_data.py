@@ -32,6 +32,7 @@ from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.quote import brief, quote
 from esnfed_core.validation import Bound, ParameterError
 from esnfed_stages.preprocess import DEFAULT_OUT, write_processed
+from esnfed_stages._io import made_folder
 
 FORMATS = ("auto", "csv", "parquet", "npz")
 SUFFIXES = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet", ".npz": "npz"}
@@ -281,7 +282,14 @@ def _bad(chunk: Chunk, i: int, column: str, problem: str) -> DataError:
     return DataError(f"{chunk.file}: row {row}{line}, column {quote(column)}: {problem}")
 
 
-def _numbers(chunk: Chunk, column: str) -> np.ndarray:
+# A feature is stored as float32 (docs/data-contract.md): a larger magnitude cannot be represented,
+# and squaring it in the float64 z-score would overflow.
+FEATURE_LIMIT = float(np.finfo(np.float32).max)
+
+
+def _numbers(chunk: Chunk, column: str, limit: float | None = None) -> np.ndarray:
+    """The column as float64; one DataError naming the first row that is not a finite number, or
+    (``limit``) whose magnitude exceeds it."""
     import pandas as pd  # noqa: PLC0415 (see the module imports)
 
     raw = chunk.frame[column]
@@ -294,6 +302,10 @@ def _numbers(chunk: Chunk, column: str) -> np.ndarray:
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         raise _bad(chunk, i, column, f"{quote(str(raw.iloc[i]))} is not a finite number")
+    if limit is not None and (big := np.abs(num) > limit).any():
+        i = int(np.flatnonzero(big)[0])
+        raise _bad(chunk, i, column, f"{quote(str(raw.iloc[i]))} is beyond float32's range "
+                   f"(magnitude at most {limit:.4g}): features are stored as float32")
     return num
 
 
@@ -344,7 +356,7 @@ class Spill:
                        "(letters, digits, _ or -): it becomes a file name")
         labels = _texts(chunk, p.label)
         time = _numbers(chunk, p.time) * TIME_UNITS[p.time_unit]
-        feats = np.stack([_numbers(chunk, f) for f in p.features], axis=1)
+        feats = np.stack([_numbers(chunk, f, FEATURE_LIMIT) for f in p.features], axis=1)
         ctx_values = _texts(chunk, p.context) if p.context else None
         rows = np.flatnonzero(~np.isin(labels, list(p.drop_labels))) if p.drop_labels else np.arange(labels.size)
         if not rows.size:
@@ -394,8 +406,8 @@ def run(dataset: str, p: ImportParams, out_root: str | Path | None = None,
                           "it becomes a folder name")
     files = input_files(p)
     out = Path(out_root if out_root is not None else DEFAULT_OUT) / dataset
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=out.parent, prefix=f".{dataset}.import.") as scratch:
+    with made_folder(out.parent), \
+            tempfile.TemporaryDirectory(dir=out.parent, prefix=f".{dataset}.import.") as scratch:
         spill = Spill(Path(scratch), p)
         for file, fmt in files:
             for chunk in READERS[fmt](file, p):

@@ -119,6 +119,10 @@ def test_folder_parquet_and_npz_inputs_equal_the_csv(tmp_path):
     ("t", "", "row 5 (line 6), column 't': '' is not a finite number"),
     ("who", "x/y", "row 5 (line 6), column 'who': user 'x/y' is not a plain name (letters, digits, _ or -): it becomes a file name"),
     ("act", "", "row 5 (line 6), column 'act': empty cell"),
+    ("a", "1e308", "row 5 (line 6), column 'a': '1e308' is beyond float32's range (magnitude at most "
+                   "3.403e+38): features are stored as float32"),
+    ("b", "-1e40", "row 5 (line 6), column 'b': '-1e40' is beyond float32's range (magnitude at most "
+                   "3.403e+38): features are stored as float32"),
 ])
 def test_bad_cell_names_file_row_and_column(tmp_path, column, value, expected):
     df = _table(shuffle=False).astype(object)
@@ -127,7 +131,7 @@ def test_bad_cell_names_file_row_and_column(tmp_path, column, value, expected):
     with pytest.raises(DataError) as err:
         run("m", _params(tmp_path / "rec.csv", chunk_rows=3), out_root=tmp_path / "out")
     assert str(err.value) == f"{tmp_path / 'rec.csv'}: {expected}"
-    assert not (tmp_path / "out" / "m").exists()
+    assert not (tmp_path / "out").exists()  # not even the output root
 
 
 def test_unknown_class_and_missing_column(tmp_path):
