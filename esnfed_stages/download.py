@@ -87,6 +87,11 @@ class DownloadResult:
     verified: tuple[str, ...]  # what was checked: "size", "sha256", "zip-crc", "layout"
 
 
+def _again(part: Path, have: int) -> str:
+    """What to do after a failed download: resume from the partial file when it holds bytes."""
+    return f"run the same command again to resume from {part}" if have else \
+        "nothing was received: check the connection (or the URL) and run the same command again"
+
 def spec_for(dataset: str, url: str | None = None, sha256: str | None = None, size: int | None = None) -> ArchiveSpec:
     """The known archive of ``dataset`` with command-line overrides (size 0 = do not check)."""
     spec = KNOWN[check_dataset(dataset)]
@@ -174,8 +179,7 @@ def fetch(url: str, part: Path, *, timeout: float = 60.0, retries: int = 3, expe
         remaining = end - time.monotonic()
         if remaining <= 0:
             have = part.stat().st_size if part.exists() else 0
-            raise DataError(f"{url}: deadline of {deadline:g} s passed after {have} bytes; run the same "
-                            f"command again to resume from {part}")
+            raise DataError(f"{url}: deadline of {deadline:g} s passed after {have} bytes; {_again(part, have)}")
         return remaining
 
     while True:
@@ -236,8 +240,8 @@ def fetch(url: str, part: Path, *, timeout: float = 60.0, retries: int = 3, expe
             have = part.stat().st_size if part.exists() else 0
             if attempt > retries:
                 reason = getattr(exc, "reason", None) or type(exc).__name__
-                raise DataError(f"{url}: download interrupted after {have} bytes ({reason}); run the "
-                                f"same command again to resume from {part}") from None
+                raise DataError(f"{url}: download interrupted after {have} bytes ({reason}); "
+                                f"{_again(part, have)}") from None
             time.sleep(min(2.0 ** attempt * 0.1, 30.0, left()))
 
 

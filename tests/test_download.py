@@ -478,3 +478,18 @@ def test_conflicting_archive_is_one_line_and_leaves_nothing(tmp_path):
     assert "S2_E4_Data.zip" in line and "which the archive already holds" in line
     assert not (tmp_path / "raw" / "WESAD").exists()
     assert not [p for p in (tmp_path / "raw").iterdir() if p.name.startswith(".WESAD")]
+
+
+def test_nothing_received_names_no_partial_file_to_resume_from(tmp_path):
+    """A refused connection: the error says nothing was received, not 'resume from <a .part file
+    that does not exist>'; nothing is left under the raw root."""
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(DataError) as err:
+        download.run("hhar", tmp_path / "raw", url=f"http://127.0.0.1:{port}/hhar.zip", retries=0)
+    assert "interrupted after 0 bytes" in str(err.value) and "nothing was received" in str(err.value)
+    assert "resume from" not in str(err.value)
+    assert not (tmp_path / "raw").exists() or not any((tmp_path / "raw").rglob("*.part"))
