@@ -28,9 +28,11 @@ from esnfed_stages.ttest import Inputs, load_inputs
 CSV_EXTRA = ("client_std",)
 
 
-def load(assess_dir: str | Path, methods: Sequence[str]) -> Inputs:
-    """The assess files of the table's methods (absent ones listed as missing, never an error)."""
-    return load_inputs(assess_dir, required_inputs([hetero_spec(methods)]), allow_missing=True, partial=True)
+def load(assess_dir: str | Path, methods: Sequence[str], budget: str | None = None) -> Inputs:
+    """The assess files of the table's methods (absent ones listed as missing, never an error),
+    each assessed under params.yaml's ``budget`` when given."""
+    return load_inputs(assess_dir, required_inputs([hetero_spec(methods)]), allow_missing=True, partial=True,
+                       budget=budget)
 
 
 def shares(inputs: Inputs, methods: Sequence[str]) -> list[str]:

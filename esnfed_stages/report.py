@@ -376,6 +376,7 @@ class ReportParams:
     datasets: tuple[str, ...] = DATASETS  # params.yaml datasets / continual_datasets (issue 16)
     continual: tuple[str, ...] = DATASETS
     user_classes: Mapping[str, int] = field(default_factory=dict)  # imports.<name>.classes counts
+    budget: str | None = None  # params.yaml budget: every assess file read must be of it
 
 
 def report_params(params: Mapping[str, Any]) -> ReportParams:
@@ -392,7 +393,7 @@ def report_params(params: Mapping[str, Any]) -> ReportParams:
                         _share(params, "report.contexts_pct", default="25"), methods, alphas, settings,
                         declared(params), continual_declared(params),
                         {name: len(v["classes"]) for name, v in (params.get("imports") or {}).items()
-                         if isinstance(v, Mapping) and v.get("classes")})
+                         if isinstance(v, Mapping) and v.get("classes")}, params.get("budget"))
 
 
 def run(options: ReportParams, *, assess_dir: str | Path = ASSESS_DIR,
@@ -403,12 +404,12 @@ def run(options: ReportParams, *, assess_dir: str | Path = ASSESS_DIR,
     """Build every report output in memory, then write them; returns what was written."""
     date = report_date()
     inputs = load_inputs(assess_dir, required_inputs(table_specs(options.datasets, options.continual)),
-                         allow_missing)
+                         allow_missing, budget=options.budget)
     ttest_doc = load_ttest(ttest_path)
     hetero = None
     if options.hetero_methods:
         hetero = HeteroReport(options.hetero_methods, options.alphas, options.hetero_settings,
-                              hetero_report.load(assess_dir, options.hetero_methods))
+                              hetero_report.load(assess_dir, options.hetero_methods, options.budget))
     rep = build(inputs, ttest_doc, load_published(), date, options.activation_pct, progress,
                 options.contexts_pct, hetero, options.datasets, options.continual, options.user_classes)
     add_privacy(rep, privacy_dir, date)

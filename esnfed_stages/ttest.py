@@ -64,9 +64,11 @@ def _fractions(path: Path, key: str, value: Any, allow_none: bool = False) -> li
     return out
 
 
-def load_assess(path: str | Path, dataset: str, method: str, partial: bool = False) -> dict[str, Any]:
+def load_assess(path: str | Path, dataset: str, method: str, partial: bool = False,
+                budget: str | None = None) -> dict[str, Any]:
     """An assess file checked against the contract: every share with its test scores (``partial``:
-    the shares it lists, at least one: the heterogeneous methods run the budget's shares)."""
+    the shares it lists, at least one: the heterogeneous methods run the budget's shares) and,
+    given params.yaml's ``budget``, assessed under it (a table would mix budgets otherwise)."""
     path = Path(path)
     doc = read_json(path)
     if not isinstance(doc, dict) or not isinstance(doc.get("pcts"), dict):
@@ -74,6 +76,10 @@ def load_assess(path: str | Path, dataset: str, method: str, partial: bool = Fal
     for key, want in (("dataset", dataset), ("method", method)):
         if doc.get(key, want) != want:
             raise DataError(f"{path}: {key} is {quote(doc.get(key))}, expected {quote(want)}")
+    if budget is not None and doc.get("budget", budget) != budget:
+        raise DataError(f"{path}: assessed under budget {quote(doc.get('budget'))} but params.yaml's budget is "
+                        f"{quote(budget)}: rerun select, retrain and `esnfed assess --dataset {dataset} "
+                        f"{Method.parse(method).cli_options}` under it (dvc repro does)")
     shares = [p for p in PCTS if p in doc["pcts"]] if partial else PCTS
     federated = Method.parse(method).federated
     if not shares:
@@ -105,9 +111,10 @@ class Inputs:
 
 
 def load_inputs(assess_dir: str | Path, needed: Iterable[tuple[str, str]],
-                allow_missing: bool = False, partial: bool = False) -> Inputs:
+                allow_missing: bool = False, partial: bool = False, budget: str | None = None) -> Inputs:
     """Read every needed (dataset, method); a missing file is an error unless ``allow_missing``
-    (``partial``: files may list a subset of the shares, see :func:`load_assess`)."""
+    (``partial``: files may list a subset of the shares; ``budget``: params.yaml's, which every
+    file must have been assessed under; see :func:`load_assess`)."""
     inputs = Inputs()
     needed = list(needed)
     for i, (ds, method) in enumerate(needed):
@@ -124,7 +131,7 @@ def load_inputs(assess_dir: str | Path, needed: Iterable[tuple[str, str]],
                             + (f" ({others} more assess file(s) missing)" if others else ""))
         if problem is not None:  # a folder or a FIFO there is not a missing input
             raise DataError(f"{path}: {problem}")
-        doc = load_assess(path, ds, method, partial)
+        doc = load_assess(path, ds, method, partial, budget)
         inputs.docs[(ds, method)] = doc
         inputs.paths[(ds, method)] = path
         for pct in PCTS:
@@ -184,6 +191,7 @@ class TTestParams:
     hetero_methods: tuple[str, ...] = ()  # issue 13: the heterogeneous table's methods (if any)
     datasets: tuple[str, ...] = DATASETS  # params.yaml datasets / continual_datasets (issue 16)
     continual: tuple[str, ...] = DATASETS
+    budget: str | None = None  # params.yaml budget: every assess file read must be of it
 
     @property
     def tables(self) -> tuple[TableSpec, ...]:
@@ -202,7 +210,7 @@ def ttest_params(params: Mapping[str, Any], variant: str | None = None,
     except ParameterError as exc:
         raise ConfigError(f"ttest.{exc}") from None
     return TTestParams(variant, float(alpha), hetero_table_methods(params), declared(params),
-                       continual_declared(params))
+                       continual_declared(params), params.get("budget"))
 
 
 def run(options: TTestParams, *, assess_dir: str | Path = ASSESS_DIR, out: str | Path = TTEST_PATH,
@@ -210,7 +218,7 @@ def run(options: TTestParams, *, assess_dir: str | Path = ASSESS_DIR, out: str |
     """Run every table's tests and write ``out``; returns the written document."""
     variant, alpha = options.variant, options.alpha
     specs = options.tables
-    inputs = load_inputs(assess_dir, required_inputs(specs), allow_missing)
+    inputs = load_inputs(assess_dir, required_inputs(specs), allow_missing, budget=options.budget)
     if variant == "paired":
         check_pairing(specs, inputs)
     comps = []
@@ -221,7 +229,8 @@ def run(options: TTestParams, *, assess_dir: str | Path = ASSESS_DIR, out: str |
     missing = [str(p) for p in inputs.missing]
     if options.hetero_methods:  # issue 13: every method against the ensemble; absent files allowed
         spec = hetero_spec(options.hetero_methods)
-        het = load_inputs(assess_dir, required_inputs([spec]), allow_missing=True, partial=True)
+        het = load_inputs(assess_dir, required_inputs([spec]), allow_missing=True, partial=True,
+                          budget=options.budget)
         if variant == "paired":
             check_pairing([spec], het)
         comps += comparisons([spec], het.scores, variant, alpha)

@@ -565,3 +565,23 @@ def test_a_ttest_comparison_of_the_wrong_type_is_one_line_naming_it(workdir, key
     assert result.stderr.strip().splitlines() == [
         f"error: reports/ttest.json: comparisons[0].{problem} (rerun `esnfed ttest`)"]
     assert {p.name: p.read_bytes() for p in (workdir / "reports").rglob("*") if p.is_file()} == tables
+
+
+def test_ttest_and_report_refuse_assess_files_of_another_budget(workdir):
+    """A table mixing budgets would print cells a reader cannot trust: ttest and report name the
+    first assess file assessed under another budget than params.yaml's and write nothing."""
+    write_assess(workdir)  # assessed under "default"
+    (workdir / "params.yaml").write_text("budget: default\n" + PARAMS)
+    _ok(["ttest"])
+    ttest = (workdir / "reports" / "ttest.json").read_bytes()
+    (workdir / "params.yaml").write_text("budget: paper\n" + PARAMS)
+    first = workdir / "runs" / "assess" / required_inputs()[0][0] / f"{required_inputs()[0][1]}.json"
+    for command in ("ttest", "report"):
+        result = runner.invoke(app, [command])
+        assert result.exit_code == 1
+        line = result.stderr.strip()
+        assert line.startswith(f"error: {first.relative_to(workdir)}: assessed under budget 'default' but "
+                               "params.yaml's budget is 'paper': rerun select, retrain and `esnfed assess "
+                               f"--dataset {required_inputs()[0][0]} "), line
+    assert (workdir / "reports" / "ttest.json").read_bytes() == ttest
+    assert sorted(p.name for p in (workdir / "reports").iterdir()) == ["ttest.json"]
