@@ -132,8 +132,8 @@ class BudgetSpec:
     edited by hand is told from one made under the entry as it is now, outside ``dvc repro`` too.
 
     Artefacts record the name and :meth:`digest` (:meth:`labels`); :meth:`check` refuses another
-    name, or the same name with another digest. ``space`` None: the entry is unknown, the name
-    alone is compared.
+    name, or the same name with another digest. ``space`` None: the entry is unknown (ttest and
+    report read params.yaml unvalidated, :func:`budget_spec`), the name alone is compared.
     """
 
     name: Any
@@ -193,6 +193,19 @@ class BudgetSpec:
             what = "search space, trials, retrains or seed" if assessed else "search space, trials or seed"
             raise DataError(f"{path}: {verb} under budget {quote(name)} with another {what} than "
                             f"params.yaml's now: rerun {rerun}")
+
+
+def budget_spec(params: Mapping[str, Any]) -> BudgetSpec | None:
+    """params.yaml's budget as ttest and report compare it, unvalidated (they run no search): None
+    without a ``budget``; the name alone when ``budgets.<name>`` is not a mapping with a space."""
+    name = params.get("budget")
+    if name is None:
+        return None
+    budgets = params.get("budgets")
+    entry = budgets.get(name) if isinstance(budgets, Mapping) and isinstance(name, str) else None
+    if not isinstance(entry, Mapping) or not isinstance(entry.get("space"), Mapping):
+        return BudgetSpec(name)
+    return BudgetSpec(name, params.get("seed"), entry.get("trials"), entry.get("retrains"), entry["space"])
 
 
 def _choice(key: str, value: Any, allowed: Sequence[str]) -> str:
