@@ -22,13 +22,14 @@ from esnfed_core.quote import failure
 from esnfed_core.vocabulary import DATASETS, PCTS
 from esnfed_stages import figures
 from esnfed_stages._datasets import n_classes
+from esnfed_stages.experiment_params import BudgetSpec
 from esnfed_stages.tables import CSV_COLUMNS, NA, format_value, to_csv
 from esnfed_stages.ttest import Inputs, load_inputs
 
 CSV_EXTRA = ("client_std",)
 
 
-def load(assess_dir: str | Path, methods: Sequence[str], budget: str | None = None) -> Inputs:
+def load(assess_dir: str | Path, methods: Sequence[str], budget: BudgetSpec | None = None) -> Inputs:
     """The assess files of the table's methods (absent ones listed as missing, never an error),
     each assessed under params.yaml's ``budget`` when given."""
     return load_inputs(assess_dir, required_inputs([hetero_spec(methods)]), allow_missing=True, partial=True,

@@ -31,6 +31,7 @@ from esnfed_stages import hetero_report, privacy_report, report_index, secagg_re
 from esnfed_stages.heterogeneity_params import hetero_params
 from esnfed_stages._datasets import continual_declared, declared, n_classes
 from esnfed_stages._io import atomic_path, dumps_json, output_lock, read_json
+from esnfed_stages.experiment_params import BudgetSpec, budget_spec
 from esnfed_stages.sections import section
 from esnfed_stages.tables import (
     cells_csv, communication_csv, render_communication_markdown, render_markdown,
@@ -376,7 +377,7 @@ class ReportParams:
     datasets: tuple[str, ...] = DATASETS  # params.yaml datasets / continual_datasets (issue 16)
     continual: tuple[str, ...] = DATASETS
     user_classes: Mapping[str, int] = field(default_factory=dict)  # imports.<name>.classes counts
-    budget: str | None = None  # params.yaml budget: every assess file read must be of it
+    budget: BudgetSpec | None = None  # params.yaml budget: every assess file read must be of it
 
 
 def report_params(params: Mapping[str, Any]) -> ReportParams:
@@ -393,7 +394,7 @@ def report_params(params: Mapping[str, Any]) -> ReportParams:
                         _share(params, "report.contexts_pct", default="25"), methods, alphas, settings,
                         declared(params), continual_declared(params),
                         {name: len(v["classes"]) for name, v in (params.get("imports") or {}).items()
-                         if isinstance(v, Mapping) and v.get("classes")}, params.get("budget"))
+                         if isinstance(v, Mapping) and v.get("classes")}, budget_spec(params))
 
 
 def run(options: ReportParams, *, assess_dir: str | Path = ASSESS_DIR,

@@ -23,6 +23,7 @@ from esnfed_core.validation import ParameterError
 from esnfed_core.vocabulary import DATASETS, PCTS
 from esnfed_stages._datasets import continual_declared, declared
 from esnfed_stages._io import output_lock, read_json, write_json
+from esnfed_stages.experiment_params import BudgetSpec, budget_spec
 from esnfed_stages.layout import assess_path
 from esnfed_stages.sections import section
 
@@ -65,10 +66,11 @@ def _fractions(path: Path, key: str, value: Any, allow_none: bool = False) -> li
 
 
 def load_assess(path: str | Path, dataset: str, method: str, partial: bool = False,
-                budget: str | None = None) -> dict[str, Any]:
+                budget: BudgetSpec | None = None) -> dict[str, Any]:
     """An assess file checked against the contract: every share with its test scores (``partial``:
     the shares it lists, at least one: the heterogeneous methods run the budget's shares) and,
-    given params.yaml's ``budget``, assessed under it (a table would mix budgets otherwise)."""
+    given params.yaml's ``budget``, assessed under it as it is now (its name and, when params.yaml
+    has its entry, digest; a table would mix budgets, or an edited budget's, otherwise)."""
     path = Path(path)
     doc = read_json(path)
     if not isinstance(doc, dict) or not isinstance(doc.get("pcts"), dict):
@@ -76,12 +78,12 @@ def load_assess(path: str | Path, dataset: str, method: str, partial: bool = Fal
     for key, want in (("dataset", dataset), ("method", method)):
         if doc.get(key, want) != want:
             raise DataError(f"{path}: {key} is {quote(doc.get(key))}, expected {quote(want)}")
-    if budget is not None and doc.get("budget", budget) != budget:
-        raise DataError(f"{path}: assessed under budget {quote(doc.get('budget'))} but params.yaml's budget is "
-                        f"{quote(budget)}: rerun select, retrain and `esnfed assess --dataset {dataset} "
-                        f"{Method.parse(method).cli_options}` under it (dvc repro does)")
+    m = Method.parse(method)
+    if budget is not None:
+        budget.check(path, doc, "budget", "assessed", dataset, m, "select, retrain and `esnfed assess "
+                     f"--dataset {dataset} {m.cli_options}` under it (dvc repro does)", assessed=True)
     shares = [p for p in PCTS if p in doc["pcts"]] if partial else PCTS
-    federated = Method.parse(method).federated
+    federated = m.federated
     if not shares:
         raise DataError(f"{path}: pcts lists none of {', '.join(PCTS)}")
     for pct in shares:
@@ -111,7 +113,7 @@ class Inputs:
 
 
 def load_inputs(assess_dir: str | Path, needed: Iterable[tuple[str, str]],
-                allow_missing: bool = False, partial: bool = False, budget: str | None = None) -> Inputs:
+                allow_missing: bool = False, partial: bool = False, budget: BudgetSpec | None = None) -> Inputs:
     """Read every needed (dataset, method); a missing file is an error unless ``allow_missing``
     (``partial``: files may list a subset of the shares; ``budget``: params.yaml's, which every
     file must have been assessed under; see :func:`load_assess`)."""
@@ -191,7 +193,7 @@ class TTestParams:
     hetero_methods: tuple[str, ...] = ()  # issue 13: the heterogeneous table's methods (if any)
     datasets: tuple[str, ...] = DATASETS  # params.yaml datasets / continual_datasets (issue 16)
     continual: tuple[str, ...] = DATASETS
-    budget: str | None = None  # params.yaml budget: every assess file read must be of it
+    budget: BudgetSpec | None = None  # params.yaml budget: every assess file read must be of it
 
     @property
     def tables(self) -> tuple[TableSpec, ...]:
@@ -210,7 +212,7 @@ def ttest_params(params: Mapping[str, Any], variant: str | None = None,
     except ParameterError as exc:
         raise ConfigError(f"ttest.{exc}") from None
     return TTestParams(variant, float(alpha), hetero_table_methods(params), declared(params),
-                       continual_declared(params), params.get("budget"))
+                       continual_declared(params), budget_spec(params))
 
 
 def run(options: TTestParams, *, assess_dir: str | Path = ASSESS_DIR, out: str | Path = TTEST_PATH,

@@ -585,3 +585,70 @@ def test_ttest_and_report_refuse_assess_files_of_another_budget(workdir):
                                f"--dataset {required_inputs()[0][0]} "), line
     assert (workdir / "reports" / "ttest.json").read_bytes() == ttest
     assert sorted(p.name for p in (workdir / "reports").iterdir()) == ["ttest.json"]
+
+
+# params.yaml's seed and budgets, as the schema checks them
+BUDGETS = {k: v for k, v in yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text()).items()
+           if k in ("seed", "budget", "budgets")}
+
+
+def _write_budget(workdir: Path, params: dict) -> None:
+    (workdir / "params.yaml").write_text(yaml.safe_dump(params) + PARAMS)
+
+
+def _stamp_digests(workdir: Path, params: dict) -> None:
+    """The assess files as assess writes them under ``params``: with the budget's digest."""
+    from esnfed_core.method import Method
+    from esnfed_stages.experiment_params import budget_spec
+
+    for ds, method in required_inputs():
+        path = workdir / "runs" / "assess" / ds / f"{method}.json"
+        doc = json.loads(path.read_text())
+        doc["budget_digest"] = budget_spec(params).digest(ds, Method.parse(method), assessed=True)
+        path.write_text(json.dumps(doc))
+
+
+def _edited(edit) -> dict:
+    import copy
+
+    params = copy.deepcopy(BUDGETS)
+    edit(params["budgets"]["default"], params)
+    return params
+
+
+@pytest.mark.parametrize("edit, first", [
+    (lambda b, p: b["space"]["hhar"].update(units=[40]), ("hhar", "ridge")),  # random draws no space
+    (lambda b, p: b.update(retrains=5), ("wesad", "random")),  # every file holds `retrains` scores
+    (lambda b, p: p.update(seed=p["seed"] + 1), ("wesad", "random")),
+], ids=["space.hhar", "retrains", "seed"])
+def test_ttest_and_report_refuse_assess_files_of_an_edited_budget(workdir, edit, first):
+    """budgets.default edited by hand after assess, the name unchanged: ttest and report name the
+    first assess file whose budget digest differs from params.yaml's and write nothing."""
+    write_assess(workdir)
+    _stamp_digests(workdir, BUDGETS)
+    _write_budget(workdir, BUDGETS)
+    _ok(["ttest"])
+    ttest = (workdir / "reports" / "ttest.json").read_bytes()
+    _write_budget(workdir, _edited(edit))
+    path = Path("runs") / "assess" / first[0] / f"{first[1]}.json"
+    for command in ("ttest", "report"):
+        result = runner.invoke(app, [command])
+        assert result.exit_code == 1
+        assert result.stderr.strip().splitlines() == [
+            f"error: {path}: assessed under budget 'default' with another search space, trials, retrains or "
+            f"seed than params.yaml's now: rerun select, retrain and `esnfed assess --dataset {first[0]} "
+            f"--algo {first[1]}` under it (dvc repro does)"]
+    assert (workdir / "reports" / "ttest.json").read_bytes() == ttest
+    assert sorted(p.name for p in (workdir / "reports").iterdir()) == ["ttest.json"]
+
+
+def test_ttest_accepts_another_budgets_edit_and_assess_files_without_the_digest(workdir):
+    """An edit of another budget's entry changes no assess file's digest; files written before the
+    digest was recorded are trusted (the name is still compared)."""
+    write_assess(workdir)
+    _stamp_digests(workdir, BUDGETS)
+    _write_budget(workdir, _edited(lambda b, p: p["budgets"]["paper"]["space"]["wesad"].update(units=[100])))
+    _ok(["ttest"])
+    write_assess(workdir)  # no budget_digest
+    _write_budget(workdir, _edited(lambda b, p: b["space"]["wesad"].update(units=[40])))
+    _ok(["ttest"])
