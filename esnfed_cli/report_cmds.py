@@ -12,7 +12,7 @@ from rich.progress import BarColumn, Progress, TextColumn
 from rich.table import Table
 
 from esnfed_cli._common import console, handle_errors, in_range, progress_bar
-from esnfed_cli.main import app
+from esnfed_cli.app import app
 from esnfed_core.tables import table_specs
 from esnfed_core.vocabulary import DATASETS, PCTS, Variant
 from esnfed_stages import report as report_stage
