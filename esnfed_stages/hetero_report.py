@@ -43,7 +43,11 @@ def shares(inputs: Inputs, methods: Sequence[str]) -> list[str]:
 
 
 def client_spread(inputs: Inputs, ds: str, method: str, pct: str) -> float | None:
-    """Mean over retrains of the std over clients of the clients' test accuracy (percent)."""
+    """Mean over retrains of the std over clients of the clients' test accuracy (percent); None
+    for the ensemble (one model serves every client: its file's client accuracies are its members'
+    own, each alone, not the ensemble's) and for methods without them (incfed)."""
+    if method == HETERO_REFERENCE:
+        return None
     doc = inputs.docs.get((ds, method))
     rows = (doc or {}).get("pcts", {}).get(pct, {}).get("client_test_accuracy")
     if not rows:
@@ -64,7 +68,8 @@ def render(cells: Sequence[Cell], inputs: Inputs, methods: Sequence[str], pcts: 
     lines += ["", "| dataset | train users | " + " | ".join(methods) + " |",
               "|---|---|" + "|".join("---:" for _ in methods) + "|"]
     spread = ["", "Spread over clients (std of the clients' test accuracies, mean over retrains; "
-              "local and align-α score each client through its own reservoir):", "",
+              "local and align-α score each client through its own reservoir; ensemble and incfed: "
+              "one model serves every client, no spread over clients, n/a):", "",
               "| dataset | train users | " + " | ".join(methods) + " |",
               "|---|---|" + "|".join("---:" for _ in methods) + "|"]
     rows = []
@@ -145,7 +150,8 @@ def header(base: Sequence[str], ttest_doc: Mapping[str, Any], hp_text: str) -> l
         hp_text,
         "Cells: mean ± population std over the retrains of the test accuracy, ×100; ensemble = "
         "the ensemble's accuracy; local and align-α = the mean over clients, each client through "
-        "its own reservoir; incfed = homogeneous IncFed (one broadcast reservoir, the upper bound)",
+        "its own reservoir; incfed = homogeneous IncFed, the reference where every client shares one "
+        "broadcast reservoir",
         f"Significance: every method against the ensemble, {ttest_doc['variant']} t-test, two-sided, "
         f"p <= {ttest_doc.get('alpha')}: ▲ significantly better, ▼ significantly worse, no mark: "
         "not significantly different (or not tested)",

@@ -37,12 +37,13 @@ from esnfed_stages.tables import (
     cells_csv, communication_csv, render_communication_markdown, render_markdown,
 )
 from esnfed_stages.report_figures import (
-    ACTIVATION_DATASET, SETTINGS, activation_contexts_figure, activation_figure_and_plots,
-    activation_shares_figure, activation_users_figure, stream_figure_and_plot,
+    ACTIVATION_DATASET, SETTINGS, ContextNames, activation_contexts_figure, activation_figure_and_plots,
+    activation_shares_figure, activation_users_figure, context_names, stream_figure_and_plot,
 )
 from esnfed_stages.ttest import ASSESS_DIR, TTEST_PATH, Inputs, hetero_table_methods, load_inputs
 
 REPORTS_DIR = Path("reports")
+DATA_DIR = Path("data")  # processed/ and partitions/: the report reads each partition's context names
 VARIANT_TEXT = {"welch": "Welch t-test (scipy.stats.ttest_ind, equal_var=False)",
                 "student": "Student t-test (scipy.stats.ttest_ind, pooled variance)",
                 "paired": "paired t-test (scipy.stats.ttest_rel; retrain k of both methods shares "
@@ -209,8 +210,11 @@ class Report:
 def build(inputs: Inputs, ttest_doc: Mapping[str, Any], published: Published, date: str,
           activation_pct: str = "100", progress: Callable[[str], None] | None = None,
           contexts_pct: str = "25", hetero: "HeteroReport | None" = None, datasets: Sequence[str] = DATASETS,
-          continual: Sequence[str] = DATASETS, user_classes: Mapping[str, int] | None = None) -> Report:
+          continual: Sequence[str] = DATASETS, user_classes: Mapping[str, int] | None = None,
+          contexts: Mapping[str, ContextNames] | None = None) -> Report:
+    """Every output in memory; ``contexts``: each dataset's context names (figures and plots)."""
     rep = Report(missing=list(inputs.missing))
+    contexts = contexts or {}
     for spec in table_specs(datasets, continual):
         cells = build_cells(spec, inputs.scores, ttest_doc["comparisons"], published)
         header = header_lines(spec, inputs, ttest_doc, date)
@@ -237,20 +241,21 @@ def build(inputs: Inputs, ttest_doc: Mapping[str, Any], published: Published, da
     add_user_communication(rep, inputs, ttest_doc, date, datasets, continual, user_classes)
     for ds in [d for d in continual if d in datasets]:
         for setting in SETTINGS:
-            png, csv_text = stream_figure_and_plot(inputs, ds, setting)
+            png, csv_text = stream_figure_and_plot(inputs, ds, setting, contexts.get(ds))
             rep.figures[f"stream-{ds}-{setting}.png"] = png
             rep.plots[f"stream-{ds}-{setting}.csv"] = csv_text.encode()
             if progress:
                 progress(f"figure stream-{ds}-{setting}")
     for setting in SETTINGS if ACTIVATION_DATASET in datasets else ():
         prefix, stationary = SETTINGS[setting]
-        png, plots = activation_figure_and_plots(inputs, setting, activation_pct)
+        names = contexts.get(ACTIVATION_DATASET)
+        png, plots = activation_figure_and_plots(inputs, setting, activation_pct, names)
         rep.figures[f"activation-{ACTIVATION_DATASET}-{setting}.png"] = png
         rep.plots.update({k: v.encode() for k, v in plots.items()})
         rep.figures[f"activation-{ACTIVATION_DATASET}-{stationary}-users.png"] = \
-            activation_users_figure(inputs, setting)
+            activation_users_figure(inputs, setting, names)
         rep.figures[f"activation-{ACTIVATION_DATASET}-{prefix}-contexts.png"] = \
-            activation_contexts_figure(inputs, setting, contexts_pct)
+            activation_contexts_figure(inputs, setting, contexts_pct, names)
         rep.figures[f"activation-{ACTIVATION_DATASET}-{prefix}-shares.png"] = \
             activation_shares_figure(inputs, setting)
         if progress:
@@ -400,6 +405,7 @@ def report_params(params: Mapping[str, Any]) -> ReportParams:
 def run(options: ReportParams, *, assess_dir: str | Path = ASSESS_DIR,
         ttest_path: str | Path = TTEST_PATH, out_dir: str | Path = REPORTS_DIR,
         allow_missing: bool = False, progress: Callable[[str], None] | None = None,
+        data_dir: str | Path = DATA_DIR,
         privacy_dir: str | Path = privacy_report.PRIVACY_DIR,
         flower_dir: str | Path = secagg_report.FLOWER_DIR) -> Report:
     """Build every report output in memory, then write them; returns what was written."""
@@ -412,7 +418,8 @@ def run(options: ReportParams, *, assess_dir: str | Path = ASSESS_DIR,
         hetero = HeteroReport(options.hetero_methods, options.alphas, options.hetero_settings,
                               hetero_report.load(assess_dir, options.hetero_methods, options.budget))
     rep = build(inputs, ttest_doc, load_published(), date, options.activation_pct, progress,
-                options.contexts_pct, hetero, options.datasets, options.continual, options.user_classes)
+                options.contexts_pct, hetero, options.datasets, options.continual, options.user_classes,
+                {ds: context_names(data_dir, ds) for ds in options.datasets})
     add_privacy(rep, privacy_dir, date)
     add_secagg(rep, flower_dir)
     rep.index = report_index.render(rep.tables, rep.figures, rep.plots, rep.metrics, date, versions()).encode()

@@ -32,7 +32,7 @@ ASSESS_DIR = Path("runs/assess")
 
 def hetero_table_methods(params: Mapping[str, Any]) -> tuple[str, ...]:
     """The heterogeneous table's methods when params.yaml has a ``heterogeneity`` section: local,
-    ensemble, align at each α, and homogeneous IncFed (the upper bound); () without it."""
+    ensemble, align at each α, and homogeneous IncFed (the reference: one shared reservoir); () without it."""
     if not isinstance(params, Mapping) or "heterogeneity" not in params:
         return ()
     from esnfed_stages.heterogeneity_params import hetero_params  # noqa: PLC0415

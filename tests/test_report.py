@@ -32,6 +32,7 @@ SCORES = {"random": [0.25, 0.26, 0.24], "ridge": LOW, "incfed": LOW, "fedavg": [
           "deep-incfed": HIGH, "deep-fedip": HIGH}  # deep (issue 13): better than incfed, equal to fedip
 N_UNITS, N_CLASSES = {"wesad": 20, "hhar": 30}, {"wesad": 4, "hhar": 6}
 CONTEXTS = {"wesad": 5, "hhar": 4}
+HHAR_CONTEXTS = ["nexus4", "s3", "s3mini", "lgwatch"]
 IP_ROUNDS = 6
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -131,6 +132,9 @@ def built(tmp_path_factory):
     root = tmp_path_factory.mktemp("report")
     (root / "params.yaml").write_text(PARAMS)
     write_assess(root)
+    # HHAR's partition names its contexts (the figures and plots show them); WESAD has none here
+    (root / "data" / "partitions").mkdir(parents=True)
+    (root / "data" / "partitions" / "hhar.json").write_text(json.dumps({"context_names": HHAR_CONTEXTS}))
     with pytest.MonkeyPatch.context() as mp:
         mp.chdir(root)
         mp.setenv("SOURCE_DATE_EPOCH", "1700000000")
@@ -305,6 +309,11 @@ def test_figures_and_plots(built):
         assert data[:8] == PNG_MAGIC and len(data) > 5000
     stream = _rows(workdir / "reports" / "plots" / "stream-wesad-federated.csv")
     assert len(stream) == CONTEXTS["wesad"]
+    # contexts numbered from 0 as PROTOCOL §6 and the activation plots (context0..), named where
+    # the partition file names them (HHAR's devices: its drop at context 3 is the smartwatch)
+    assert [(r["context"], r["context_name"]) for r in stream] == [(str(t), "") for t in range(5)]
+    hhar = _rows(workdir / "reports" / "plots" / "stream-hhar-centralized.csv")
+    assert [(r["context"], r["context_name"]) for r in hhar] == [(str(t), n) for t, n in enumerate(HHAR_CONTEXTS)]
     assert float(stream[-1]["joint_25"]) == pytest.approx(statistics.fmean(HIGH) * 100)
     act = _rows(workdir / "reports" / "plots" / "activation-wesad-fedip.csv")
     assert len(act) == 8 and float(act[0]["context4"]) == pytest.approx(0.9)  # mean over retrains
@@ -499,7 +508,7 @@ def test_bad_params_and_ttest_file(workdir):
 
 def test_help_explains_every_option():
     for cmd, options in (("ttest", ["--variant", "--alpha", "--allow-missing", "--assess-dir"]),
-                         ("report", ["--allow-missing", "--out-dir", "--ttest"])):
+                         ("report", ["--allow-missing", "--out-dir", "--ttest", "--data-dir"])):
         out = runner.invoke(app, [cmd, "--help"], env={"COLUMNS": "200"}).output
         for opt in options:
             assert opt in out
