@@ -26,12 +26,14 @@ def _cell(text: str) -> str:
 
 
 def render(tables: Mapping[str, bytes], figures: Mapping[str, bytes], plots: Mapping[str, bytes],
-           metrics: Mapping[str, bytes], date: str, versions: str) -> str:
-    """The index's Markdown: a row per table (Markdown and CSV together), per figure, and where
-    the plot data and metrics are."""
+           metrics: Mapping[str, bytes], date: str, versions: str, *, notice: str = "") -> str:
+    """The index's Markdown: what the run was against the papers' protocol (``notice``,
+    comparability.py), a row per table (Markdown and CSV together), per figure, and where the plot
+    data and metrics are."""
     lines = ["# Report", "",
              f"Written by `esnfed report` on {date} ({versions}). Each table's header says its data "
              "source, budget, seeds, significance test and missing inputs.", "",
+             *([notice, ""] if notice else []),
              "## Tables", "", "| table | what it shows | CSV |", "|---|---|---|"]
     for name, text in tables.items():
         if not name.endswith(".md"):

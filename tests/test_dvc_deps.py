@@ -153,6 +153,13 @@ def test_every_plot_reads_its_own_data_file():
             assert spec["x"] == "value" and columns == [f"context{i}" for i in range(5)]
 
 
+def test_the_report_stage_tracks_the_budget_scale_its_headers_print():
+    """The paper tables' headers print budgets.<budget>'s trials, retrains and units
+    (esnfed_stages/comparability.py): the report stage declares them (the whole entry)."""
+    stage = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["report"]
+    assert {"budget", "budgets.${budget}"} <= set(stage["params"])
+
+
 def test_flower_stage_feeds_the_report(project):
     """issue 14 item 2: the flower stage depends on the Flower apps' code, environment and the
     selected IncFed/FedIP configs, and its outputs are the report's deps (SecAgg+ overhead). The
