@@ -340,9 +340,18 @@ def test_the_index_names_every_table_and_figure_with_its_title(built):
     md = [t for t in tables if t.endswith(".md")]
     alone = [t for t in tables if t.endswith(".csv") and t[:-4] + ".md" not in tables]
     assert alone == ["secagg-overhead.csv"]
-    assert sorted(rows) == sorted(md + alone + figures)
+    # reader audit: the SecAgg+ CSV sits beside its Markdown, the section of communication.md
+    section = 'communication.md, section "SecAgg+ overhead"'
+    assert sorted(rows) == sorted(md + [section] + figures)
     columns = (reports / "tables" / alone[0]).read_text("utf-8").split("\n", 1)[0].replace(",", ", ")
-    assert f"| CSV only; columns: {columns} |" in rows[alone[0]]
+    assert rows[section] == (
+        f"| [{section}](tables/communication.md#secagg-overhead-bytes-per-client-per-round-plain-against-"
+        "secagg-flower) | SecAgg+ overhead: bytes per client per round, plain against SecAgg+ (Flower) "
+        f"| [secagg-overhead.csv](tables/secagg-overhead.csv): the section's rows; columns: {columns} |")
+    assert "\n## SecAgg+ overhead: bytes per client per round, plain against SecAgg+ (Flower)\n" in \
+        (reports / "tables" / "communication.md").read_text("utf-8")
+    assert "CSV only" not in index
+    assert index.split("\n\n")[2].startswith("**Not comparable with the published values:**")
     for name in md:
         heading = (reports / "tables" / name).read_text("utf-8").split("\n", 1)[0]
         title = heading.split(": ", 1)[1]
