@@ -444,6 +444,7 @@ def run(options: ReportParams, *, assess_dir: str | Path = ASSESS_DIR,
     add_privacy(rep, privacy_dir, date)
     add_secagg(rep, flower_dir)
     rep.index = report_index.render(rep.tables, rep.figures, rep.plots, rep.metrics, date, versions(),
-                                    notice=index_notice(inputs, options)).encode()
+                                    notice=index_notice(inputs, options),
+                                    activation_pct=options.activation_pct).encode()
     write(rep, out_dir)
     return rep

@@ -15,6 +15,30 @@ INDEX_NAME = "README.md"
 # A CSV whose Markdown is a section of another table: the section's file and heading.
 SECTIONS = {SECAGG_CSV: ("communication.md", SECAGG_TITLE)}
 
+# The plot CSVs dvc.yaml's top-level `plots` declares (tests/test_dvc_deps.py checks that they
+# agree): `dvc plots show` draws these. DVC cannot expand a plot per params.yaml `datasets`, so the
+# stream plots are declared for the papers' datasets and the shipped `example`; the stream CSVs of
+# a dataset of your own are written all the same, and the index names them as not declared.
+PLOTTED_STREAM_DATASETS = ("wesad", "hhar", "example")
+DVC_PLOTS = frozenset(
+    [f"stream-{ds}-{s}.csv" for ds in PLOTTED_STREAM_DATASETS for s in ("federated", "centralized")]
+    + [f"activation-wesad-{m}.csv" for m in ("ip", "clip-naive", "clip-replay", "clip-joint", "fedip",
+                                              "fedclip-naive", "fedclip-replay", "fedclip-joint")]
+    + ["heterogeneous-alpha.csv"])
+
+# What each kind of plot CSV holds, by name prefix ({pct}: report.activation_pct).
+PLOT_KINDS = (
+    ("stream-", "`stream-<dataset>-<federated|centralized>.csv`: stream accuracy (%) after each context "
+                "(a row per context: `context` from 0, `context_name`), a column per strategy and "
+                "training-user share (`naive_25` … `joint_100`)"),
+    ("activation-", "`activation-wesad-<method>.csv`: activation density of the reservoir trained on "
+                    "{pct} % of the training users only (params.yaml `report.activation_pct`; the other "
+                    "shares are in the figures), pooled over the WESAD test users and averaged over the "
+                    "retrains: a row per bin centre (`value`), a column per context (`context0` …)"),
+    ("heterogeneous-alpha", "`heterogeneous-alpha.csv`: align's mean test accuracy (%) against α (a row "
+                            "per α), a column per dataset and training-user share"),
+)
+
 
 def _table_title(markdown: bytes, name: str) -> str:
     """The heading ``# <id>: <title>`` of a table (the file name when it has none)."""
@@ -37,10 +61,11 @@ def anchor(heading: str) -> str:
 
 
 def render(tables: Mapping[str, bytes], figures: Mapping[str, bytes], plots: Mapping[str, bytes],
-           metrics: Mapping[str, bytes], date: str, versions: str, *, notice: str = "") -> str:
+           metrics: Mapping[str, bytes], date: str, versions: str, *, notice: str = "",
+           activation_pct: str = "100") -> str:
     """The index's Markdown: what the run was against the papers' protocol (``notice``,
     comparability.py), a row per table (Markdown and CSV together; a CSV of a section, with the
-    section), per figure, and where the plot data and metrics are."""
+    section), per figure, and what the plot data and metrics hold."""
     lines = ["# Report", "",
              f"Written by `esnfed report` on {date} ({versions}). Each table's header says its data "
              "source, budget, seeds, significance test and missing inputs.", "",
@@ -65,9 +90,21 @@ def render(tables: Mapping[str, bytes], figures: Mapping[str, bytes], plots: Map
     lines += ["", "## Figures", "", "| figure | what it shows |", "|---|---|"]
     for name, png in figures.items():
         lines.append(f"| [{name}](figures/{name}) | {_cell(png_title(png) or name)} |")
-    lines += ["", "## Data behind the figures and metrics", "",
-              f"- `plots/`: {len(plots)} CSV files, the data of the stream-accuracy, activation and "
-              "alignment figures (`dvc plots show` draws them).",
-              f"- `metrics/`: {len(metrics)} JSON files, the mean test accuracy per share of each "
+    lines += ["", "## Data behind the figures and metrics", "", _plots_line(plots)]
+    lines += [f"  - {text.format(pct=activation_pct)}" for prefix, text in PLOT_KINDS
+              if any(n.startswith(prefix) for n in plots)]
+    lines += [f"- `metrics/`: {len(metrics)} JSON files, the mean test accuracy per share of each "
               "dataset and method (`dvc metrics show`; `dvc metrics diff` against another commit).", ""]
     return "\n".join(lines)
+
+
+def _plots_line(plots: Mapping[str, bytes]) -> str:
+    """What `dvc plots show` draws of plots/: the CSVs dvc.yaml declares, and those it does not."""
+    declared = [n for n in plots if n in DVC_PLOTS]
+    rest = [n for n in plots if n not in DVC_PLOTS]
+    line = (f"- `plots/`: {len(plots)} CSV files, the data of the stream-accuracy, activation and "
+            f"alignment figures; `dvc plots show` draws the {len(declared)} declared in dvc.yaml's `plots`")
+    if rest:
+        line += ("; not declared there (a dataset of your own: add its entries to dvc.yaml, or "
+                 f"`dvc plots show reports/plots/<file> -x context`): {', '.join(rest)}")
+    return line + ":"
