@@ -94,7 +94,8 @@ def render(tables: Mapping[str, bytes], figures: Mapping[str, bytes], plots: Map
     lines += [f"  - {text.format(pct=activation_pct)}" for prefix, text in PLOT_KINDS
               if any(n.startswith(prefix) for n in plots)]
     lines += [f"- `metrics/`: {len(metrics)} JSON files, the mean test accuracy per share of each "
-              "dataset and method (`dvc metrics show`; `dvc metrics diff` against another commit).", ""]
+              "dataset and method as a fraction (0–1), where the tables show percent (×100) "
+              "(`dvc metrics show`; `dvc metrics diff` against another commit).", ""]
     return "\n".join(lines)
 
 
