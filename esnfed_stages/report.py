@@ -27,7 +27,7 @@ from esnfed_core.tables import (
     communication_rows, hetero_cells, metrics, parse_published, required_inputs, split_rounds, table_specs,
 )
 from esnfed_core.vocabulary import DATASETS, PCTS, VARIANTS
-from esnfed_stages import hetero_report, privacy_report, report_index, secagg_report
+from esnfed_stages import comparability, hetero_report, privacy_report, report_index, secagg_report
 from esnfed_stages.heterogeneity_params import hetero_params
 from esnfed_stages._datasets import continual_declared, declared, n_classes
 from esnfed_stages._io import atomic_path, dumps_json, output_lock, read_json
@@ -124,8 +124,9 @@ def _summary(values: Sequence[Any]) -> str:
 
 
 def header_lines(spec: TableSpec | None, inputs: Inputs, ttest_doc: Mapping[str, Any],
-                 date: str) -> list[str]:
-    """Data source, budget, seeds, test variant, date and versions (and missing inputs)."""
+                 date: str, scale: comparability.BudgetScale | None = None) -> list[str]:
+    """Data source, budget, seeds, test variant, date and versions (and missing inputs); a table
+    with a paper column adds, second, whether the run is the papers' protocol (comparability.py)."""
     keys = [(ds, m) for ds, m in required_inputs([spec] if spec else TABLES)]
     docs = [inputs.docs[k] for k in keys if k in inputs.docs]
     seeds = [tuple(d["pcts"][p].get("seeds") or ()) for d in docs for p in PCTS]
@@ -140,9 +141,12 @@ def header_lines(spec: TableSpec | None, inputs: Inputs, ttest_doc: Mapping[str,
     pairs = spec.pairs_text() if spec is not None else "none"
     missing = [str(p) for p in inputs.missing if (p.parent.name, p.stem) in keys]
     paper = spec is None or spec.has_published  # a user dataset's generic table has no paper
+    comparable = [comparability.notice([d.get("source") for d in docs], [d.get("budget") for d in docs],
+                                       scale, spec.datasets)] if spec is not None and spec.has_published else []
     return [
         f"Data source: {_summary([d.get('source') for d in docs])}; budget: "
         f"{_summary([d.get('budget') for d in docs])}; retrains per cell: {retrains} ({seed_text})",
+        *comparable,
         "Cells: mean ± population std over the retrains, ×100, two decimals" + (
             "; 'paper' = the published value with its marks" if paper else ""),
         f"Significance: {variant}, two-sided, p <= {ttest_doc.get('alpha')}, on the pairs "
@@ -211,13 +215,15 @@ def build(inputs: Inputs, ttest_doc: Mapping[str, Any], published: Published, da
           activation_pct: str = "100", progress: Callable[[str], None] | None = None,
           contexts_pct: str = "25", hetero: "HeteroReport | None" = None, datasets: Sequence[str] = DATASETS,
           continual: Sequence[str] = DATASETS, user_classes: Mapping[str, int] | None = None,
-          contexts: Mapping[str, ContextNames] | None = None) -> Report:
-    """Every output in memory; ``contexts``: each dataset's context names (figures and plots)."""
+          contexts: Mapping[str, ContextNames] | None = None,
+          scale: comparability.BudgetScale | None = None) -> Report:
+    """Every output in memory; ``contexts``: each dataset's context names (figures and plots);
+    ``scale``: the budget's, for the paper tables' headers (comparability.py)."""
     rep = Report(missing=list(inputs.missing))
     contexts = contexts or {}
     for spec in table_specs(datasets, continual):
         cells = build_cells(spec, inputs.scores, ttest_doc["comparisons"], published)
-        header = header_lines(spec, inputs, ttest_doc, date)
+        header = header_lines(spec, inputs, ttest_doc, date, scale)
         rep.cells[spec.id] = cells
         rep.tables[f"{spec.id}.md"] = render_markdown(spec, cells, header).encode()
         rep.tables[f"{spec.id}.csv"] = cells_csv(cells).encode()
@@ -402,6 +408,20 @@ def report_params(params: Mapping[str, Any]) -> ReportParams:
                          if isinstance(v, Mapping) and v.get("classes")}, budget_spec(params))
 
 
+def index_notice(inputs: Inputs, options: ReportParams) -> str:
+    """The index's line on comparability (comparability.notice) over the assess files of the paper
+    tables; empty when no table has a paper column."""
+    specs = [s for s in table_specs(options.datasets, options.continual) if s.has_published]
+    if not specs:
+        return ""
+    keys = set(required_inputs(specs))
+    docs = [d for k, d in inputs.docs.items() if k in keys]
+    shown = [ds for ds in DATASETS if any(ds in s.datasets for s in specs)]
+    return comparability.notice([d.get("source") for d in docs], [d.get("budget") for d in docs],
+                                comparability.budget_scale(options.budget), shown,
+                                columns="The tables' 'paper' columns")
+
+
 def run(options: ReportParams, *, assess_dir: str | Path = ASSESS_DIR,
         ttest_path: str | Path = TTEST_PATH, out_dir: str | Path = REPORTS_DIR,
         allow_missing: bool = False, progress: Callable[[str], None] | None = None,
@@ -419,9 +439,12 @@ def run(options: ReportParams, *, assess_dir: str | Path = ASSESS_DIR,
                               hetero_report.load(assess_dir, options.hetero_methods, options.budget))
     rep = build(inputs, ttest_doc, load_published(), date, options.activation_pct, progress,
                 options.contexts_pct, hetero, options.datasets, options.continual, options.user_classes,
-                {ds: context_names(data_dir, ds) for ds in options.datasets})
+                {ds: context_names(data_dir, ds) for ds in options.datasets},
+                comparability.budget_scale(options.budget))
     add_privacy(rep, privacy_dir, date)
     add_secagg(rep, flower_dir)
-    rep.index = report_index.render(rep.tables, rep.figures, rep.plots, rep.metrics, date, versions()).encode()
+    rep.index = report_index.render(rep.tables, rep.figures, rep.plots, rep.metrics, date, versions(),
+                                    notice=index_notice(inputs, options),
+                                    activation_pct=options.activation_pct).encode()
     write(rep, out_dir)
     return rep

@@ -4,11 +4,40 @@ figure's the title stored in its PNG (figures.png_title), in the order the repor
 
 from __future__ import annotations
 
+import re
 from typing import Mapping
 
 from esnfed_stages.figures import png_title
+from esnfed_stages.secagg_report import CSV_NAME as SECAGG_CSV, SECTION_TITLE as SECAGG_TITLE
 
 INDEX_NAME = "README.md"
+
+# A CSV whose Markdown is a section of another table: the section's file and heading.
+SECTIONS = {SECAGG_CSV: ("communication.md", SECAGG_TITLE)}
+
+# The plot CSVs dvc.yaml's top-level `plots` declares (tests/test_dvc_deps.py checks that they
+# agree): `dvc plots show` draws these. DVC cannot expand a plot per params.yaml `datasets`, so the
+# stream plots are declared for the papers' datasets and the shipped `example`; the stream CSVs of
+# a dataset of your own are written all the same, and the index names them as not declared.
+PLOTTED_STREAM_DATASETS = ("wesad", "hhar", "example")
+DVC_PLOTS = frozenset(
+    [f"stream-{ds}-{s}.csv" for ds in PLOTTED_STREAM_DATASETS for s in ("federated", "centralized")]
+    + [f"activation-wesad-{m}.csv" for m in ("ip", "clip-naive", "clip-replay", "clip-joint", "fedip",
+                                              "fedclip-naive", "fedclip-replay", "fedclip-joint")]
+    + ["heterogeneous-alpha.csv"])
+
+# What each kind of plot CSV holds, by name prefix ({pct}: report.activation_pct).
+PLOT_KINDS = (
+    ("stream-", "`stream-<dataset>-<federated|centralized>.csv`: stream accuracy (%) after each context "
+                "(a row per context: `context` from 0, `context_name`), a column per strategy and "
+                "training-user share (`naive_25` … `joint_100`)"),
+    ("activation-", "`activation-wesad-<method>.csv`: activation density of the reservoir trained on "
+                    "{pct} % of the training users only (params.yaml `report.activation_pct`; the other "
+                    "shares are in the figures), pooled over the WESAD test users and averaged over the "
+                    "retrains: a row per bin centre (`value`), a column per context (`context0` …)"),
+    ("heterogeneous-alpha", "`heterogeneous-alpha.csv`: align's mean test accuracy (%) against α (a row "
+                            "per α), a column per dataset and training-user share"),
+)
 
 
 def _table_title(markdown: bytes, name: str) -> str:
@@ -25,13 +54,22 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
+def anchor(heading: str) -> str:
+    """The link fragment GitHub-style renderers give a Markdown heading: lower case, punctuation
+    other than '-' and '_' dropped, spaces as '-'."""
+    return re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+
+
 def render(tables: Mapping[str, bytes], figures: Mapping[str, bytes], plots: Mapping[str, bytes],
-           metrics: Mapping[str, bytes], date: str, versions: str) -> str:
-    """The index's Markdown: a row per table (Markdown and CSV together), per figure, and where
-    the plot data and metrics are."""
+           metrics: Mapping[str, bytes], date: str, versions: str, *, notice: str = "",
+           activation_pct: str = "100") -> str:
+    """The index's Markdown: what the run was against the papers' protocol (``notice``,
+    comparability.py), a row per table (Markdown and CSV together; a CSV of a section, with the
+    section), per figure, and what the plot data and metrics hold."""
     lines = ["# Report", "",
              f"Written by `esnfed report` on {date} ({versions}). Each table's header says its data "
              "source, budget, seeds, significance test and missing inputs.", "",
+             *([notice, ""] if notice else []),
              "## Tables", "", "| table | what it shows | CSV |", "|---|---|---|"]
     for name, text in tables.items():
         if not name.endswith(".md"):
@@ -42,13 +80,32 @@ def render(tables: Mapping[str, bytes], figures: Mapping[str, bytes], plots: Map
     others = [n for n in tables if not n.endswith(".md") and n[:-4] + ".md" not in tables]
     for name in others:  # a CSV without a Markdown table of its own (the SecAgg+ overhead rows)
         columns = tables[name].decode("utf-8").split("\n", 1)[0].replace(",", ", ")
-        lines.append(f"| [{name}](tables/{name}) | CSV only; columns: {_cell(columns)} | |")
+        md, heading = SECTIONS.get(name, (None, None))
+        if md in tables:
+            short = heading.split(":", 1)[0]
+            lines.append(f"| [{md}, section \"{short}\"](tables/{md}#{anchor(heading)}) | {_cell(heading)} "
+                         f"| [{name}](tables/{name}): the section's rows; columns: {_cell(columns)} |")
+        else:
+            lines.append(f"| [{name}](tables/{name}) | CSV only; columns: {_cell(columns)} | |")
     lines += ["", "## Figures", "", "| figure | what it shows |", "|---|---|"]
     for name, png in figures.items():
         lines.append(f"| [{name}](figures/{name}) | {_cell(png_title(png) or name)} |")
-    lines += ["", "## Data behind the figures and metrics", "",
-              f"- `plots/`: {len(plots)} CSV files, the data of the stream-accuracy, activation and "
-              "alignment figures (`dvc plots show` draws them).",
-              f"- `metrics/`: {len(metrics)} JSON files, the mean test accuracy per share of each "
-              "dataset and method (`dvc metrics show`; `dvc metrics diff` against another commit).", ""]
+    lines += ["", "## Data behind the figures and metrics", "", _plots_line(plots)]
+    lines += [f"  - {text.format(pct=activation_pct)}" for prefix, text in PLOT_KINDS
+              if any(n.startswith(prefix) for n in plots)]
+    lines += [f"- `metrics/`: {len(metrics)} JSON files, the mean test accuracy per share of each "
+              "dataset and method as a fraction (0–1), where the tables show percent (×100) "
+              "(`dvc metrics show`; `dvc metrics diff` against another commit).", ""]
     return "\n".join(lines)
+
+
+def _plots_line(plots: Mapping[str, bytes]) -> str:
+    """What `dvc plots show` draws of plots/: the CSVs dvc.yaml declares, and those it does not."""
+    declared = [n for n in plots if n in DVC_PLOTS]
+    rest = [n for n in plots if n not in DVC_PLOTS]
+    line = (f"- `plots/`: {len(plots)} CSV files, the data of the stream-accuracy, activation and "
+            f"alignment figures; `dvc plots show` draws the {len(declared)} declared in dvc.yaml's `plots`")
+    if rest:
+        line += ("; not declared there (a dataset of your own: add its entries to dvc.yaml, or "
+                 f"`dvc plots show reports/plots/<file> -x context`): {', '.join(rest)}")
+    return line + ":"

@@ -17,8 +17,11 @@ from esnfed_stages.flower import FLOWER_DIR, STAGE_NAMES, load_docs
 from esnfed_stages.tables import to_csv
 
 CSV_NAME = "secagg-overhead.csv"
-COLUMNS = ("dataset", "method", "pct", "clients", "phase", "rounds", "stage", "plain_up_bytes",
+# stage: Flower's SecAgg+ stage id (esnfed_flower.common.secagg_stage) or "total"; stage_label: the
+# name the Markdown section gives it (esnfed_stages.flower.STAGE_NAMES)
+COLUMNS = ("dataset", "method", "pct", "clients", "phase", "rounds", "stage", "stage_label", "plain_up_bytes",
            "plain_down_bytes", "secagg_up_bytes", "secagg_down_bytes", "ratio_up", "ratio_down")
+SECTION_TITLE = "SecAgg+ overhead: bytes per client per round, plain against SecAgg+ (Flower)"
 
 
 # The datasets dvc.yaml's `flower` stage runs (the report's deps): a folder the pipeline does not
@@ -56,14 +59,16 @@ def rows(docs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
             base = {"dataset": d["dataset"], "method": d["app"], "pct": d["pct"], "clients": d["n_clients"],
                     "phase": ph, "rounds": max(r["rounds"] for r in mine)}
             for r in mine:
-                out.append({**base, "stage": r["stage"], "plain_up_bytes": None, "plain_down_bytes": None,
+                out.append({**base, "stage": r["stage"], "stage_label": STAGE_NAMES.get(r["stage"], r["stage"]),
+                            "plain_up_bytes": None, "plain_down_bytes": None,
                             "secagg_up_bytes": r["up_per_client_round"],
                             "secagg_down_bytes": r["down_per_client_round"],
                             "ratio_up": _ratio(r["up_per_client_round"], p_up),
                             "ratio_down": _ratio(r["down_per_client_round"], p_down)})
             up = sum(r["up_per_client_round"] for r in mine)
             down = sum(r["down_per_client_round"] for r in mine)
-            out.append({**base, "stage": "total", "plain_up_bytes": p_up, "plain_down_bytes": p_down,
+            out.append({**base, "stage": "total", "stage_label": "total", "plain_up_bytes": p_up,
+                        "plain_down_bytes": p_down,
                         "secagg_up_bytes": up, "secagg_down_bytes": down,
                         "ratio_up": _ratio(up, p_up), "ratio_down": _ratio(down, p_down)})
     return out
@@ -75,7 +80,7 @@ def _cell(v: Any, fmt: str) -> str:
 
 def markdown(table: Sequence[Mapping[str, Any]], flower_dir: str | Path = FLOWER_DIR) -> str:
     """The section appended to communication.md ("not run" without SecAgg+ runs)."""
-    lines = ["", "## SecAgg+ overhead: bytes per client per round, plain against SecAgg+ (Flower)", ""]
+    lines = ["", f"## {SECTION_TITLE}", ""]
     if not table:
         return "\n".join(lines + [f"Not run: no SecAgg+ results under {flower_dir}/<dataset>/ "
                                   "(dvc stage `flower`, `esnfed flower --secagg`)."]) + "\n"
@@ -83,13 +88,23 @@ def markdown(table: Sequence[Mapping[str, Any]], flower_dir: str | Path = FLOWER
               "bytes as Flower delivered them, per client per round, by phase (FedIP's IP rounds, the "
               "statistics round) and SecAgg+ stage; plain = the plain app's run of the same config",
               "- ratio = SecAgg+ bytes / plain bytes of the phase (a stage's row: its share of it); "
-              "n/a: no plain run", "",
+              "n/a: no plain run",
+              "- By design not the table above's bytes for the same config: that table counts the pipeline's "
+              "payload (array bytes + 8 per count, esnfed_core.messages), and its download is the solved "
+              "readout (N·C floats) each client receives. The Flower apps, plain and SecAgg+, never send the "
+              "readout back (the server solves it and keeps it): plain down here is the request alone (its "
+              "config; FedIP: also (g, b)), so a ratio down compares with a download without the readout. "
+              "Every message also carries Flower's framing on top of the payload: an upload of statistics "
+              "is about 1.4 KB more than the table above's (a 128-byte .npy header per array, object "
+              "headers and ids; docs/flower.md)",
+              f"- {CSV_NAME}: these rows; its `stage` is Flower's stage id (`collect_masked_vectors`, `setup`, "
+              "`share_keys`, `unmask`, ...) and `stage_label` the name used here", "",
               "| dataset | method | train users | clients | phase | rounds | stage | plain up B | plain down B "
               "| SecAgg+ up B | SecAgg+ down B | ratio up | ratio down |",
               "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in table:
         total = r["stage"] == "total"
-        stage = "**total**" if total else STAGE_NAMES.get(r["stage"], r["stage"])
+        stage = "**total**" if total else r["stage_label"]
         plain = (f"{_cell(r['plain_up_bytes'], '.0f')} | {_cell(r['plain_down_bytes'], '.0f')}" if total
                  else " | ")  # the plain bytes: on the phase's total row
         lines.append(f"| {r['dataset']} | {r['method']} | {r['pct']}% | {r['clients']} | {r['phase']} "

@@ -139,7 +139,7 @@ def test_every_plot_reads_its_own_data_file():
     plots = yaml.safe_load((ROOT / "dvc.yaml").read_text())["plots"]
     assert plots[-1] == "reports/figures"
     ids = [next(iter(p)) for p in plots[:-1]]
-    assert len(ids) == 13
+    assert len(ids) == 15
     for p, plot_id in zip(plots[:-1], ids):
         spec = p[plot_id]
         assert list(spec["y"]) == [f"reports/plots/{plot_id}.csv"], plot_id
@@ -151,6 +151,35 @@ def test_every_plot_reads_its_own_data_file():
             assert spec["template"] == "linear" and len(columns) == 12
         else:
             assert spec["x"] == "value" and columns == [f"context{i}" for i in range(5)]
+            # reader audit: the activation CSVs hold one share; the plot's title names it
+            assert "${report.activation_pct} % training users" in spec["title"]
+
+
+def test_the_index_knows_which_plot_csvs_dvc_declares():
+    """Reader audit: the index said `dvc plots show` draws every plots/ CSV, but the example's
+    stream CSVs were not declared. dvc.yaml now declares them (DVC cannot expand a plot per
+    params.yaml `datasets`); report_index.DVC_PLOTS is that list, and the index names any CSV
+    outside it (a dataset of your own's)."""
+    from esnfed_stages import report_index
+
+    plots = yaml.safe_load((ROOT / "dvc.yaml").read_text())["plots"]
+    assert {f"{next(iter(p))}.csv" for p in plots[:-1]} == report_index.DVC_PLOTS
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    assert set(report_index.PLOTTED_STREAM_DATASETS) == set(params["continual_datasets"])
+    names = sorted(report_index.DVC_PLOTS) + ["stream-mine-federated.csv", "stream-mine-centralized.csv"]
+    index = report_index.render({}, {}, dict.fromkeys(names, b""), {}, "d", "v", activation_pct="50")
+    assert (f"- `plots/`: {len(names)} CSV files, the data of the stream-accuracy, activation and alignment "
+            f"figures; `dvc plots show` draws the {len(names) - 2} declared in dvc.yaml's `plots`; not declared "
+            "there (a dataset of your own: add its entries to dvc.yaml, or `dvc plots show reports/plots/<file> "
+            "-x context`): stream-mine-federated.csv, stream-mine-centralized.csv:") in index
+    assert "trained on 50 % of the training users only" in index
+
+
+def test_the_report_stage_tracks_the_budget_scale_its_headers_print():
+    """The paper tables' headers print budgets.<budget>'s trials, retrains and units
+    (esnfed_stages/comparability.py): the report stage declares them (the whole entry)."""
+    stage = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["report"]
+    assert {"budget", "budgets.${budget}"} <= set(stage["params"])
 
 
 def test_flower_stage_feeds_the_report(project):

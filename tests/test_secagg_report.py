@@ -52,6 +52,27 @@ def test_rows_and_ratios_from_the_flower_documents(flower_dir):
     assert "| wesad | incfed | 100% | 3 | stats | 1 | SecAgg+ setup (public keys) |  |  | 300 | 100 | 0.30 | 0.50 |" in md
 
 
+def test_the_csv_names_each_stage_as_the_markdown_does(flower_dir):
+    """Reader audit: the CSV's stage ids (collect_masked_vectors, setup, ...) matched none of the
+    Markdown's labels ("SecAgg+ masked vector", ...); stage_label carries the Markdown's name."""
+    md, csv_text = secagg_report.render(flower_dir)
+    got = [(r["stage"], r["stage_label"]) for r in csv.DictReader(io.StringIO(csv_text)) if r["method"] == "incfed"]
+    assert got == [("setup", "SecAgg+ setup (public keys)"), ("collect_masked_vectors", "SecAgg+ masked vector"),
+                   ("total", "total")]
+    assert all(f"| {label} |" in md for _, label in got[:-1]) and "| **total** |" in md
+    assert "`stage` is Flower's stage id" in md and "`stage_label` the name used here" in md
+
+
+def test_the_section_says_why_plain_is_not_the_table_above(flower_dir):
+    """Reader audit: WESAD IncFed 100 % read 3,856 B up / 648 B down in the table above and 5,288 /
+    477 as "plain" here, unexplained: the Flower apps never send the readout back (incfed.py saves
+    it on the server) and Flower frames each message (docs/flower.md)."""
+    md, _ = secagg_report.render(flower_dir)
+    assert "never send the readout back (the server solves it and keeps it)" in md
+    assert "a ratio down compares with a download without the readout" in md
+    assert "an upload of statistics is about 1.4 KB more than the table above's" in md
+
+
 def test_not_run_without_flower_outputs(tmp_path):
     md, csv_text = secagg_report.render(tmp_path / "absent")
     assert "Not run" in md
