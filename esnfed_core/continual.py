@@ -18,6 +18,7 @@ with :class:`LocalClient` (its generators and buffer replayed by a :class:`DryEn
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
@@ -57,6 +58,7 @@ class ContinualResult:
     total: dict[str, np.ndarray]  # eval set name -> (T_ctx,) int: steps of context j
     ip_rounds: list[int] = field(default_factory=list)  # IP rounds/epochs behind each model
     joint_trace: list[list[float]] = field(default_factory=list)  # joint: validation stream acc per round
+    joint_capped: list[bool] = field(default_factory=list)  # joint: max_rounds, not early stopping, ended context t
     buffer_sizes: list[list[int]] = field(default_factory=list)  # replay: |M_t,c| used at context t
 
     def stream_accuracy(self, name: str) -> np.ndarray:
@@ -223,18 +225,19 @@ class Replay(Naive):
 class Joint(ContinualStrategy):
     """Per context, reset (g, b) = (1, 0), then loop {one IP round/epoch on D_0..D_t, ridge on
     D_0..D_t, stream accuracy on the validation contexts 0..t}; keep the best; stop after
-    ``patience`` rounds without a strict improvement (None: 3 federated, 5 centralised) or
-    ``max_rounds``."""
+    ``patience`` rounds without a strict improvement (None: 3 federated, 5 centralised), or at
+    ``max_rounds`` when one is set (None, the default: no cap, as PROTOCOL §5)."""
 
     patience: int | None = None
-    max_rounds: int = JOINT_MAX_ROUNDS
+    max_rounds: int | None = JOINT_MAX_ROUNDS
     name = "joint"
     needs_validation = True
 
     def __post_init__(self) -> None:
         if self.patience is not None:
             CONTINUAL_BOUNDS["patience"].check("patience", self.patience)
-        CONTINUAL_BOUNDS["max_joint_rounds"].check("max_joint_rounds", self.max_rounds)
+        if self.max_rounds is not None:
+            CONTINUAL_BOUNDS["max_joint_rounds"].check("max_joint_rounds", self.max_rounds)
 
     def data(self, client, t):
         return client.concat(client.contexts[: t + 1])
@@ -244,12 +247,17 @@ class Joint(ContinualStrategy):
         centralised)."""
         return (3 if federated else 5) if self.patience is None else self.patience
 
+    def rounds(self) -> Iterable[int]:
+        """A context's round indices: 0, 1, ... up to ``max_rounds`` (None: without end, early
+        stopping ends them)."""
+        return itertools.count() if self.max_rounds is None else range(self.max_rounds)
+
     def train_context(self, fed, res, cur, t, validation, result):
         part = fed.participants(t, self)
         cand = res.with_ip(np.ones(res.units), np.zeros(res.units))
         best: tuple[Reservoir, np.ndarray, int] | None = None
         stop = JointStopping(self.patience_for(fed.federated))
-        for r in range(self.max_rounds):
+        for r in self.rounds():
             cand = fed.ip_round(cand, part)
             w = fed.readout(cand, part)
             # Each validation user's contexts 0..t on their own (a federated server's evaluation
@@ -260,6 +268,7 @@ class Joint(ContinualStrategy):
             if stop.done:
                 break
         result.joint_trace.append(stop.trace)
+        result.joint_capped.append(not stop.done)
         return best
 
 
@@ -274,7 +283,7 @@ class JointStopping:
     """Joint's early stopping over one context's rounds (:meth:`Joint.train_context`, and a server
     that gathers the validation counts itself, esnfed_flower/fedclip_joint.py): the first round is
     the best so far, a later one when its accuracy is strictly higher; :attr:`done` after
-    ``patience`` rounds in a row without one (the caller stops at its max rounds too)."""
+    ``patience`` rounds in a row without one (the caller stops at its max rounds too, if set)."""
 
     patience: int
     trace: list[float] = field(default_factory=list)  # the accuracy of every round so far
@@ -297,7 +306,7 @@ class JointStopping:
 
 def make_strategy(name: str, *, budget: int = 0, replay_fraction: float = 0.05, replay_batch: int = 32,
                   replay_shuffle: bool = False, patience: int | None = None,
-                  max_joint_rounds: int = JOINT_MAX_ROUNDS) -> ContinualStrategy:
+                  max_joint_rounds: int | None = JOINT_MAX_ROUNDS) -> ContinualStrategy:
     """The strategy called ``name`` (a method id's suffix) with the settings that concern it."""
     if name == "naive":
         return Naive(budget)

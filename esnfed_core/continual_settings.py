@@ -18,22 +18,24 @@ CONTINUAL_BOUNDS = {"lambda": LAMBDA, "replay_fraction": Bound(low=0.0, high=1.0
 # A naive/replay strategy's IP rounds per context (a continual config's ``budget``: the select
 # grid of esnfed_core.search.continual_budgets; 0 = the readout alone).
 BUDGET = Bound(integer=True, low=0)
-# Joint's safety cap on IP rounds (or epochs) per context when early stopping has not fired:
-# patience (3 or 5) normally stops it long before.
-JOINT_MAX_ROUNDS = 50
+# Joint's default cap on IP rounds (or epochs) per context: None, no cap, as PROTOCOL §5 and the
+# authors' loop (`while patience < 5`): only early stopping ends a context. A positive integer is
+# an optional safety cap (a run it stops records so: ContinualResult.joint_capped).
+JOINT_MAX_ROUNDS: int | None = None
 
 
 @dataclass(frozen=True)
 class ContinualSettings:
     """The fixed settings of every continual trial: the readout's λ, replay's memory fraction,
-    batch and order, joint's patience (None: the protocol's 3 federated / 5 centralised) and cap."""
+    batch and order, joint's patience (None: the protocol's 3 federated / 5 centralised) and cap
+    (None: none)."""
 
     lam: float = 1e-5
     replay_fraction: float = 0.05
     replay_batch: int = 32
     replay_shuffle: bool = False  # replay at t > 0: False = the authors' in-order batches
     joint_patience: int | None = None
-    joint_max_rounds: int = JOINT_MAX_ROUNDS
+    joint_max_rounds: int | None = JOINT_MAX_ROUNDS
 
     def __post_init__(self) -> None:
         b = CONTINUAL_BOUNDS
@@ -44,4 +46,5 @@ class ContinualSettings:
             raise ParameterError(f"replay_shuffle: expected true or false, got {quote(self.replay_shuffle)}")
         if self.joint_patience is not None:
             b["patience"].check("patience", self.joint_patience)
-        b["max_joint_rounds"].check("max_joint_rounds", self.joint_max_rounds)
+        if self.joint_max_rounds is not None:
+            b["max_joint_rounds"].check("max_joint_rounds", self.joint_max_rounds)

@@ -68,6 +68,7 @@ class FittedModel:
     communication: dict[str, int] | None = None
     validation: dict[str, Any] | None = None
     ip_rounds: list[int] | None = None  # continual: IP rounds (epochs) behind each context's model
+    joint_capped: list[bool] | None = None  # joint: per context, whether continual.joint.max_rounds ended it
     # Heterogeneous methods: each client's reservoir (align: aligned to ``reservoir``, the target,
     # with the shared ``readout``), local/ensemble: each client's readout (C, N_c), and each
     # client's drawn hyperparameters.
@@ -327,6 +328,7 @@ def fit_continual(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialData,
                "ip_rounds": [int(r) for r in result.ip_rounds]}
         if result.joint_trace:  # joint: the validation stream accuracy of every round, per context
             val["joint_trace"] = [[float(a) for a in tr] for tr in result.joint_trace]
+            val["joint_capped"] = [bool(c) for c in result.joint_capped]
     last = result.reservoirs[-1]
     return FittedModel(
         m.id, seed, {**cfg, "lambda": cs.lam}, data.n_classes, seeds,
@@ -336,4 +338,5 @@ def fit_continual(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialData,
         context_readout=np.stack([np.asarray(w, np.float64) for w in result.readouts]),
         communication=communication(ledger, len(data.train)) if ledger is not None else None,
         validation=val, ip_rounds=[int(r) for r in result.ip_rounds],
+        joint_capped=[bool(c) for c in result.joint_capped] if m.strategy == "joint" else None,
     )

@@ -52,13 +52,13 @@ def setup(cfg: dict[str, Any], strategies: tuple[str, ...] = STRATEGIES) -> tupl
     builds them for a FedCLIP trial); joint: esnfed_flower/fedclip_joint.py."""
     if cfg["strategy"] not in strategies:
         raise ValueError(f"strategy: the app runs {' | '.join(strategies)}, got {cfg['strategy']!r}")
-    patience = cfg.get("patience")
+    patience, cap = cfg.get("patience"), cfg.get("max-joint-rounds")  # absent (None): the default, no cap
     strategy = make_strategy(str(cfg["strategy"]), budget=int(cfg.get("budget", 0)),
                              replay_fraction=float(cfg.get("replay-fraction", 0.05)),
                              replay_batch=int(cfg.get("replay-batch", 32)),
                              replay_shuffle=bool(cfg.get("replay-shuffle", False)),
                              patience=None if patience is None else int(patience),
-                             max_joint_rounds=int(cfg.get("max-joint-rounds", JOINT_MAX_ROUNDS)))
+                             max_joint_rounds=JOINT_MAX_ROUNDS if cap is None else int(cap))
     config = ContinualConfig(True, ip_config(cfg), int(cfg["n-classes"]), local_epochs=int(cfg["local-epochs"]),
                              lam=float(cfg["lambda"]), seed=int(cfg["ip-seed"]),
                              solver=str(cfg.get("solver", "cholesky")))

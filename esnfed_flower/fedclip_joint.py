@@ -17,7 +17,8 @@ esnfed_core.continual.LocalClient.at replay their shuffle generators.
 
 Outputs: ``out`` (the last readout, .npy) and ``out``.contexts.npz: gain, bias (T, N) and readout
 (T, C, N) of the kept model per context, ip_rounds (T,) (rounds up to the best), rounds (T,) (rounds
-run) and trace (Σ rounds,): every round's validation accuracy, context after context.
+run), trace (Σ rounds,): every round's validation accuracy, context after context, and capped (T,):
+whether max-joint-rounds (absent: no cap, PROTOCOL §5), not early stopping, ended the context.
 """
 
 from __future__ import annotations
@@ -81,12 +82,12 @@ def main(grid: Grid, context: Context) -> None:
     if len(train_nodes) != n_train or len(eval_nodes) != n_eval:
         raise RuntimeError(f"expected {n_train} training and {n_eval} evaluation nodes, "
                            f"got {len(train_nodes)} and {len(eval_nodes)}")
-    group, history, kept, traces = 0, [], [], []
+    group, history, kept, traces, capped = 0, [], [], [], []
     for t in range(int(rc["n-contexts"])):
         cand = res.with_ip(np.ones(res.units), np.zeros(res.units))
         stop, best = JointStopping(patience), None
         where = {"context": t, "history": ",".join(str(h) for h in history)}
-        for r in range(strategy.max_rounds):
+        for r in strategy.rounds():  # as Joint.train_context: without end unless max-joint-rounds is set
             cand = ip_round(grid, train_nodes, config, cand, group + 1, round=r, **where)
             total = stats_sum(_round(grid, train_nodes, config, cand, group + 2, round=r, phase="stats", **where))
             w = solve(total, [cc.lam], cc.solver)[0]
@@ -101,8 +102,10 @@ def main(grid: Grid, context: Context) -> None:
                 break
         history.append(len(stop.trace))  # every round run, not only up to the best
         traces.extend(stop.trace)
+        capped.append(not stop.done)  # max-joint-rounds, not early stopping, ended the context
         kept.append(best)
     np.savez(str(rc["out"]) + ".contexts.npz", gain=np.stack([b[0].gain for b in kept]),
              bias=np.stack([b[0].bias for b in kept]), readout=np.stack([b[1] for b in kept]),
-             ip_rounds=np.array([b[2] for b in kept]), rounds=np.array(history), trace=np.array(traces))
+             ip_rounds=np.array([b[2] for b in kept]), rounds=np.array(history), trace=np.array(traces),
+             capped=np.array(capped))
     np.save(str(rc["out"]), kept[-1][1])

@@ -238,7 +238,7 @@ def _continual(params: Mapping[str, Any]) -> ContinualSettings:
 
     def value(key: str, bound: str, kind: type) -> Any:
         v = section(params, f"continual.{key}")
-        if v is None and key == "joint.patience":  # None: the protocol's default patience
+        if v is None and key in ("joint.patience", "joint.max_rounds"):  # None: the protocol's patience, no cap
             return None
         return kind(bounded(f"continual.{key}", v, cb[bound]))
 

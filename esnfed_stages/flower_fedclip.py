@@ -14,8 +14,9 @@ round; joint: each round's IP, statistics and evaluation groups).
 
 Joint: the validation users are evaluation nodes too (their files after the training users', run
 config num-eval-clients), early stopping with params.yaml continual.joint (patience, max rounds);
-the document adds the IP rounds kept per context on both sides (``ip_rounds``), the rounds the
-Flower run ran per context and its per-round validation accuracy (``rounds``, ``joint_trace``).
+the document adds the IP rounds kept per context on both sides (``ip_rounds``) and whether the
+optional max rounds ended a context (``joint_capped``), the rounds the Flower run ran per context and
+its per-round validation accuracy (``rounds``, ``joint_trace``).
 SecAgg+ is not offered for joint (esnfed_stages.flower.SECAGG_APPS).
 """
 
@@ -50,7 +51,7 @@ def run_config(cfg: Mapping[str, Any], seeds: Mapping[str, int], data: Any, sett
                "replay-shuffle": bool(cs.replay_shuffle)})
     if rc["strategy"] == "joint":  # the validation users' nodes and the early stopping
         rc.update({"num-eval-clients": len(data.validation), "patience": cs.joint_patience,
-                   "max-joint-rounds": int(cs.joint_max_rounds)})
+                   "max-joint-rounds": cs.joint_max_rounds})  # None: no cap (the app's default)
     return rc
 
 
@@ -61,14 +62,16 @@ def _stream(reservoirs: list, readouts: list, test: list, batch_size: int) -> li
 
 
 def _joint(contexts: Mapping[str, np.ndarray]) -> dict[str, Any]:
-    """Joint's rounds: kept per context (ip_rounds), run per context, and every round's validation
-    accuracy split by context (joint_trace); nothing for naive and replay."""
+    """Joint's rounds: kept per context (ip_rounds), run per context, every round's validation
+    accuracy split by context (joint_trace) and whether continual.joint.max_rounds ended each
+    context (joint_capped); nothing for naive and replay."""
     if "rounds" not in contexts:
         return {}
     run = [int(r) for r in contexts["rounds"]]
     ends = np.cumsum(run)[:-1]
     return {"ip_rounds": [int(r) for r in contexts["ip_rounds"]], "rounds": run,
-            "joint_trace": [[float(a) for a in tr] for tr in np.split(contexts["trace"], ends)]}
+            "joint_trace": [[float(a) for a in tr] for tr in np.split(contexts["trace"], ends)],
+            "joint_capped": [bool(c) for c in contexts["capped"]]}
 
 
 def _relative(a: np.ndarray, b: np.ndarray) -> float:
@@ -112,7 +115,8 @@ def run(dataset: str, app: str, secagg: bool, pct: str, params: Mapping[str, Any
                       "ip_max_abs_difference": ip_diff, "bytes": got["bytes"], **_joint(got["contexts"]),
                       **({"secagg": got["secagg"]} if "secagg" in got else {})},
            "pipeline": {"test_accuracy": pipeline_stream[-1], "stream_accuracy": pipeline_stream,
-                        "ip_rounds": model.ip_rounds, "communication": model.communication}}
+                        "ip_rounds": model.ip_rounds, "communication": model.communication,
+                        **({} if model.joint_capped is None else {"joint_capped": model.joint_capped})}}
     out = Path(out_dir) / flower.out_name(dataset, app, secagg, pct)
     with output_lock(out):
         write_json(out, doc)

@@ -48,6 +48,8 @@ retrained from drew on, esnfed_stages.experiment_params.BudgetSpec.digest; asses
 name or digest, and trusts a model without them), (heterogeneous methods only) n_clients and client_configs (each client's drawn
 hyperparameters), communication (federated methods: floats and bytes up/down, rounds, clients) or
 null, ip_rounds (continual: the IP rounds or epochs behind each context's model) or null,
+(joint only) joint_capped (per context, true where continual.joint.max_rounds, not early stopping,
+ended its rounds: the kept model may still have been improving; always false without a cap),
 lambda_selection (stationary ESN methods: {"mode": "select" | "frozen", "lambdas": the grid tried,
 "lambda": the one kept, "validation_accuracy": per λ of the grid on the validation users, or null
 when frozen}; null otherwise), arrays ({name: {"shape", "dtype"}}), npz_sha256 (of the .npz
@@ -145,6 +147,7 @@ def save_model(directory: Path, k: int, model: FittedModel, meta: dict[str, Any]
             "client_configs": None if model.client_configs is None else list(model.client_configs)}),
         "n_contexts": None if model.context_gain is None else int(len(model.context_gain)),
         "communication": model.communication, "ip_rounds": model.ip_rounds,
+        **({} if model.joint_capped is None else {"joint_capped": model.joint_capped}),  # joint only
         "arrays": {name: {"shape": list(a.shape), "dtype": str(a.dtype)} for name, a in arrays.items()},
         "npz_sha256": hashlib.sha256(npz.read_bytes()).hexdigest(),
     }
@@ -331,7 +334,8 @@ def load_model(directory: Path, k: int) -> tuple[FittedModel, dict[str, Any]]:
         dict(meta["seeds"]), reservoir=res, readout=readout, lam=lam,
         context_gain=ctx.get("context_gain"), context_bias=ctx.get("context_bias"),
         context_readout=ctx.get("context_readout"), communication=meta.get("communication"),
-        ip_rounds=meta.get("ip_rounds"), clients=clients, client_readouts=client_readouts,
+        ip_rounds=meta.get("ip_rounds"), joint_capped=meta.get("joint_capped"), clients=clients,
+        client_readouts=client_readouts,
         client_configs=None if meta.get("client_configs") is None else tuple(meta["client_configs"]),
     )
     return model, meta

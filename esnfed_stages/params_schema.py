@@ -163,7 +163,7 @@ SCHEMA = Fields(optional={
         "replay": Fields(required={"fraction": CONTINUAL["replay_fraction"], "batch": CONTINUAL["replay_batch"],
                                    "shuffle": Bool()}),
         "joint": Fields(required={"patience": Nullable(CONTINUAL["patience"]),
-                                  "max_rounds": CONTINUAL["max_joint_rounds"]}),
+                                  "max_rounds": Nullable(CONTINUAL["max_joint_rounds"])}),
     }),
     "runner": Fields(required={"backend": Choice(BACKENDS),
                                "n_jobs": replace(Num.of(RUNNER_BOUNDS["n_jobs"]), nonzero=True),

@@ -1,6 +1,6 @@
 """Stage `select`: model selection for one dataset and method, per training share: seeded random
 search (stationary methods; deep ones at the selected units of their shallow counterpart) or the
-budget grid (continual methods, from the best IP/FedIP config).
+budget grid (continual methods, from the best IP/FedIP config and on its trial's seed).
 
 Writes runs/select/<dataset>/<method>/<pct>/trial-XXXX.json as each trial finishes (atomically),
 and best.json once every trial of the share has succeeded (``params_budget`` and
@@ -74,6 +74,18 @@ def _base_config(runs: Path, dataset: str, method: Method, pct: str, budget: Bud
     return read_best(runs, dataset, Method.parse(method.base), pct, budget, before=method.id)
 
 
+def base_seed(runs: Path, dataset: str, method: Method, pct: str, base: dict[str, Any]) -> int:
+    """The seed the selected stationary trial (IP for CLIP, FedIP for FedCLIP) ran with, from its
+    best.json: every budget candidate of ``method`` runs with it (docs/protocol.md §6), so the
+    candidates share that trial's reservoir and differ in the budget alone."""
+    seed = base.get("seed")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise DataError(f"{best_path(runs, dataset, method.base, pct)}: seed: expected the selected trial's "
+                        f"seed (an integer >= 0), got {quote(seed)}: rerun `esnfed select --dataset {dataset} "
+                        f"--algo {method.base} --pct {pct}`")
+    return seed
+
+
 def _trial_status(path: Path) -> Any:
     try:
         record = read_json(path)
@@ -139,16 +151,17 @@ def plan_share(exp: ExperimentParams, data: Dataset, method: Method, pct: str,
                        for b in continual_budgets(rounds, data.n_contexts, method.algo == "fedclip")]
         else:  # joint: no budget to search (it stops early on validation), one trial
             configs = [stationary]
+        seeds = [base_seed(runs, data.name, method, pct, base)] * len(configs)  # only the budget varies
     else:
         dims = exp.method_space(data.name, method)
         if method.deep:  # issue 13: deep at the shallow counterpart's selected total units
             base = _base_config(runs, data.name, method, pct, exp.budget_spec)
             dims = pin_units(dims, base["config"], best_path(runs, data.name, method.base, pct))
         configs = [sample_config(dims, exp.seed, data.name, pct, i) for i in range(exp.n_trials(method))]
+        seeds = [trial_seed(exp, data.name, pct, i) for i in range(len(configs))]
     ref = data.ref(data.train_users(pct), data.validation_users)
     out = []
-    for i, config in enumerate(configs):
-        seed = trial_seed(exp, data.name, pct, i)
+    for i, (config, seed) in enumerate(zip(configs, seeds)):
         key = result_key(kind="select", dataset=data.name, method=method.id, pct=pct, index=i, seed=seed,
                          config=config, settings=exp.settings.used_by(method, True), data=ref.fingerprint,
                          code=code_fingerprint(method, exp.settings.device),

@@ -8,10 +8,12 @@ import pytest
 import scipy.stats
 
 from continual_call import run_named
-from esnfed_core.continual import ContinualConfig, Naive, run_continual
+from esnfed_core.continual import ContinualConfig, ContinualEngine, Joint, Naive, make_strategy, run_continual
+from esnfed_core.continual_settings import ContinualSettings
 from esnfed_core.replay import ReplayBuffer, StreamClient, replay_batches
 from esnfed_core.messages import CommLedger
 from esnfed_core.plasticity import IPConfig, ip_epoch
+from esnfed_core.readout import Counts
 from esnfed_core.reservoir import ReservoirConfig, build_reservoir
 from esnfed_core.validation import ParameterError
 
@@ -188,6 +190,39 @@ def test_joint_stops_after_patience_rounds_without_improvement(federated, patien
         assert len(trace) == min(12, best + 1 + wait)
     capped = _run("joint", federated, patience=patience, max_joint_rounds=2)
     assert all(len(t) <= 2 for t in capped.joint_trace)
+
+
+class _Rising(ContinualEngine):
+    """An engine whose IP rounds change nothing and whose validation count rises by one step per
+    call up to ``top``, then stays: joint's accuracy improves for ``top`` rounds of context 0."""
+
+    def __init__(self, top: int):
+        self.calls, self.top = 0, top
+
+    def ip_epoch(self, res, x, cfg, rng):
+        return res
+
+    def counts(self, res, x, y, w):
+        self.calls += 1
+        return Counts(np.array([min(self.calls, self.top)]), 1000)
+
+
+def test_joint_has_no_round_cap_by_default_and_records_a_set_cap_that_fires():
+    """PROTOCOL §5: only patience ends a context (the authors' `while patience < 5`): accuracy
+    rising for 60 rounds keeps round 60 and stops 5 rounds later (the old default cap, 50, cut it
+    while improving). An optional cap that ends a context first is recorded per context."""
+    assert Joint().max_rounds is None and ContinualSettings().joint_max_rounds is None
+    config = ContinualConfig(False, IP, 4)
+    r = run_continual(RES, TRAIN, make_strategy("joint"), config, validation=[VAL], engine=_Rising(60))
+    # context 1: two validation contexts per round, 60 + 60 correct of 2000 every round: no improvement
+    assert r.ip_rounds == [60, 1] and [len(t) for t in r.joint_trace] == [65, 6]
+    assert r.joint_capped == [False, False]
+    capped = run_continual(RES, TRAIN, make_strategy("joint", max_joint_rounds=20), config, validation=[VAL],
+                           engine=_Rising(20))  # round 20 still improves: the cap, not patience, ends it
+    assert capped.ip_rounds == [20, 1] and [len(t) for t in capped.joint_trace] == [20, 6]
+    assert capped.joint_capped == [True, False]
+    with pytest.raises(ParameterError, match="^max_joint_rounds: must be >= 1"):
+        make_strategy("joint", max_joint_rounds=0)
 
 
 def test_joint_resets_plasticity_at_each_context():

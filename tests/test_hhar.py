@@ -236,13 +236,27 @@ def test_asof_nearest_by_hand_and_against_pandas():
 
 
 def test_decimation_indices_by_hand():
-    # 200 Hz -> 100 Hz: every other row, never the last one
+    """PROTOCOL §1 as the authors' np.around(np.arange(0, len - 1, f / 100)): the positions k·f/100
+    are kept while below len − 1, then rounded half to even."""
+    # 200 Hz -> 100 Hz: positions 0, 2, 4, 6 (8 is not < 8): every other row, never the last one
     assert hhar.decimation_indices(9, 200, 100).tolist() == [0, 2, 4, 6]
     assert hhar.decimation_indices(10, 200, 100).tolist() == [0, 2, 4, 6, 8]
-    # 150 Hz: k * 1.5 = 0, 1.5, 3, 4.5, 6, 7.5, 9 -> half to even: 0, 2, 3, 4, 6, 8 (9 is not < 9)
+    # 150 Hz: positions 0, 1.5, 3, 4.5, 6, 7.5 (9 is not < 9) -> half to even: 0, 2, 3, 4, 6, 8
     assert hhar.decimation_indices(10, 150, 100).tolist() == [0, 2, 3, 4, 6, 8]
+    # Where bounding the rounded row instead would differ: len 9, positions 0 ... 7.5 (< 8); 7.5
+    # rounds to 8 = len − 1, a row the authors keep (the old rule, row < len − 1, dropped it).
+    assert hhar.decimation_indices(9, 150, 100).tolist() == [0, 2, 3, 4, 6, 8]
+    assert hhar.decimation_indices(9, 150, 100).tolist() == np.around(np.arange(0, 8, 1.5)).astype(int).tolist()
+    # len 4: positions 0, 1.5 (3 is not < 3) -> 0, 2 (1.5 to even)
+    assert hhar.decimation_indices(4, 150, 100).tolist() == [0, 2]
     assert hhar.decimation_indices(5, 100, 100).tolist() == [0, 1, 2, 3]
+    assert hhar.decimation_indices(2, 150, 100).tolist() == [0]
     assert hhar.decimation_indices(1, 200, 100).size == 0
+    assert hhar.decimation_indices(0, 200, 100).size == 0
+    for n in range(2, 400):  # the authors' expression, every length and device rate
+        for rate in (100, 150, 200):
+            want = np.around(np.arange(0, n - 1, rate / 100)).astype(int)
+            np.testing.assert_array_equal(hhar.decimation_indices(n, rate, 100), want)
 
 
 def test_join_choose_decimate_normalise_window_by_hand(tmp_path):

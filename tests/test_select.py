@@ -257,6 +257,35 @@ def test_continual_select_needs_the_stationary_best(root):
         _select(root, small_params(), Method("clip", "naive"))
 
 
+def test_continual_candidates_run_on_the_selected_stationary_trials_seed(root):
+    """PROTOCOL §6 reuses the best IP config and searches the budget alone: every budget candidate
+    (and joint's one trial) runs on the seed of the IP trial best.json selected, hence on its
+    reservoir. A best.json with another seed is a new selection: no candidate is resumed."""
+    params = small_params()
+    _select(root, params, Method("ip"))
+    ip_best = best_path(root / "runs", "wesad", "ip", "25")
+    seed = json.loads(ip_best.read_text())["seed"]
+    for strategy in ("naive", "joint"):
+        _select(root, params, Method("clip", strategy))
+        records = [json.loads(b) for b in _trials(root, f"clip-{strategy}").values()]
+        assert {r["seed"] for r in records} == {seed}
+        if strategy == "joint":
+            assert len(records) == 1
+        else:  # several budgets, one reservoir
+            assert len({r["config"]["budget"] for r in records}) == len(records) >= 2
+        assert json.loads(best_path(root / "runs", "wesad", f"clip-{strategy}", "25").read_text())["seed"] == seed
+    edited = {**json.loads(ip_best.read_text()), "seed": seed + 1}
+    ip_best.write_text(json.dumps(edited))
+    result = _select(root, params, Method("clip", "naive"))
+    n = result.shares[0].n_trials
+    assert (result.shares[0].resumed, result.shares[0].ran) == (0, n)
+    assert {json.loads(b)["seed"] for b in _trials(root, "clip-naive").values()} == {seed + 1}
+    for bad in (None, "7", -1, True):
+        ip_best.write_text(json.dumps({**edited, "seed": bad}))
+        with pytest.raises(DataError, match=re.escape(f"{ip_best}: seed: expected the selected trial's seed")):
+            _select(root, params, Method("clip", "naive"))
+
+
 def test_select_before_partition_names_the_command_to_run_first(root):
     (root / "data" / "partitions" / "wesad.json").unlink()
     with pytest.raises(DataError, match=r"wesad\.json: not found: run `esnfed partition --dataset wesad` first"):

@@ -16,6 +16,7 @@ from esnfed_core.method import Method
 from esnfed_core.settings import Settings
 from esnfed_core.validation import ParameterError
 from esnfed_stages.experiment_params import ExperimentParams, experiment_params
+from esnfed_stages.params_schema import validate
 from esnfed_stages.privacy import PrivacyParams, privacy_params
 from esnfed_stages.report import ReportParams, report_params
 from esnfed_stages.ttest import TTestParams, ttest_params
@@ -77,6 +78,11 @@ def test_continual_section_is_typed_and_checked_by_the_core_bounds():
     assert {k: used[k] for k in ("continual_lambda", "replay_fraction", "replay_batch", "replay_shuffle")} == {
         "continual_lambda": c.lam, "replay_fraction": c.replay_fraction, "replay_batch": c.replay_batch,
         "replay_shuffle": c.replay_shuffle}
+    assert c.joint_max_rounds is None  # params.yaml's default: no cap (PROTOCOL §5), null accepted
+    capped = _params()
+    capped["continual"]["joint"]["max_rounds"] = 7  # an optional safety cap
+    validate(capped)
+    assert experiment_params(capped).settings.continual.joint_max_rounds == 7
     bad = _params()
     bad["continual"]["joint"]["max_rounds"] = 0
     with pytest.raises(ConfigError, match=r"^params.yaml: continual.joint.max_rounds: must be >= 1, got 0$"):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -189,6 +191,27 @@ def test_continual_models_rescore_to_their_training_time_scores(data, method):
         assert trace[-1][model.ip_rounds[-1] - 1] == pytest.approx(stream[-1], abs=1e-12)
     else:
         assert "joint_trace" not in model.validation
+
+
+def test_a_joint_model_records_whether_a_cap_ended_its_contexts(data, tmp_path):
+    """continual.joint.max_rounds (optional; PROTOCOL §5 has no cap): where it, not early stopping,
+    ends a context, the model says so (trial scores and the saved .json); without a cap it never does."""
+    from esnfed_stages.models import load_model, save_model
+
+    joint_cfg = {k: v for k, v in CONT_CFG.items() if k in Method.parse("clip-joint").config_keys}
+    capped = fit("clip-joint", joint_cfg, 17, data, Settings(ip=SETTINGS.ip, continual={"joint_max_rounds": 1}))
+    t = data.n_contexts
+    assert capped.ip_rounds == [1] * t and capped.joint_capped == [True] * t  # 1 round: patience cannot fire
+    assert capped.validation["joint_capped"] == [True] * t
+    save_model(tmp_path, 0, capped, {"dataset": "wesad", "pct": "75"})
+    assert json.loads((tmp_path / "seed-0.json").read_text())["joint_capped"] == [True] * t
+    assert load_model(tmp_path, 0)[0].joint_capped == [True] * t
+    free = fit("clip-joint", joint_cfg, 17, data, SETTINGS)
+    assert SETTINGS.continual.joint_max_rounds is None and free.joint_capped == [False] * t
+    naive = fit("clip-naive", CONT_CFG, 17, data, SETTINGS)
+    assert naive.joint_capped is None and "joint_capped" not in naive.validation
+    save_model(tmp_path, 1, naive, {"dataset": "wesad", "pct": "75"})
+    assert "joint_capped" not in json.loads((tmp_path / "seed-1.json").read_text())
 
 
 def test_joint_takes_no_budget():

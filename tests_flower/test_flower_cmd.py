@@ -148,6 +148,7 @@ def test_fedclip_joint_is_the_continual_pipeline_with_its_early_stopping(root):
     assert [len(tr) for tr in f["joint_trace"]] == f["rounds"] and len(f["rounds"]) == 3
     print("joint rounds run per context:", f["rounds"], "kept:", p["ip_rounds"])
     assert all(u <= n for u, n in zip(p["ip_rounds"], f["rounds"]))
+    assert f["joint_capped"] == p["joint_capped"] == [False] * 3  # params.yaml's default: no cap
     rows = {r["phase"]: r for r in f["bytes"]["rows"]}
     assert set(rows) == {"role", "ip", "stats", "eval"}
     assert rows["ip"]["rounds"] == rows["stats"]["rounds"] == rows["eval"]["rounds"] == sum(f["rounds"])

@@ -113,6 +113,7 @@ def test_fedclip_joint_app_equals_the_pipeline(setup, monkeypatch):
     assert got["ip_rounds"].tolist() == want.ip_rounds
     assert got["rounds"].tolist() == [len(tr) for tr in want.joint_trace]
     np.testing.assert_array_equal(got["trace"], np.concatenate(want.joint_trace))
+    assert got["capped"].tolist() == want.joint_capped and True in want.joint_capped  # the set cap fired
     # Not vacuous: early stopping stopped some context before the max rounds, the kept round is
     # not always the last one run nor always the first, and the rounds run differ between contexts
     # (the training clients' history).
@@ -120,6 +121,17 @@ def test_fedclip_joint_app_equals_the_pipeline(setup, monkeypatch):
     assert any(u < len(tr) for u, tr in zip(want.ip_rounds, want.joint_trace))
     assert max(want.ip_rounds) > 1 and len(set(got["rounds"].tolist())) > 1
     assert len(set(np.concatenate(want.joint_trace).tolist())) > 1
+
+
+def test_fedclip_joint_app_has_no_cap_unless_the_run_config_sets_one():
+    """PROTOCOL §5: a run config without max-joint-rounds (params.yaml's null) stops on patience
+    alone, as the pipeline's default Joint; a set one caps it."""
+    from esnfed_flower.fedclip import setup as app_setup
+
+    cfg = {"strategy": "joint", "n-classes": 3, "local-epochs": 1, "lambda": LAM, "ip-seed": 9, "sigma": 0.3,
+           "mu": 0.0, "eta": 0.01, "ip-batch-size": 4, "ip-normalize-step": True}
+    assert app_setup(cfg, ("joint",))[0].max_rounds is None
+    assert app_setup({**cfg, "max-joint-rounds": MAX_ROUNDS}, ("joint",))[0].max_rounds == MAX_ROUNDS
 
 
 def _quantization_bound(steps: list[int]) -> float:

@@ -479,12 +479,12 @@ def choose_copy(copies: dict[str, Joined]) -> tuple[str, dict[str, float]]:
 
 
 def decimation_indices(n: int, rate: float, target: float) -> np.ndarray:
-    """Rows round(k·rate/target), k = 0, 1, … while below n − 1 (numpy half-to-even)."""
+    """Rows round(k·rate/target) for the k with k·rate/target below n − 1, as the authors'
+    ``np.around(np.arange(0, len - 1, rate / target))``: the bound applies before rounding (numpy
+    half-to-even), so a last position just below n − 1 that rounds up keeps row n − 1."""
     if n <= 1:
         return np.zeros(0, dtype=np.int64)
-    k = np.arange(int(np.ceil((n - 1) * target / rate)) + 1)
-    idx = np.round(k * rate / target).astype(np.int64)
-    return idx[idx < n - 1]
+    return np.around(np.arange(0, n - 1, rate / target)).astype(np.int64)
 
 
 def zscore(values: np.ndarray, ddof: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
