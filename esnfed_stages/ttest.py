@@ -21,8 +21,10 @@ from esnfed_core.tables import (
 )
 from esnfed_core.validation import ParameterError
 from esnfed_core.vocabulary import DATASETS, PCTS
+from esnfed_stages import provenance
 from esnfed_stages._datasets import continual_declared, declared
 from esnfed_stages._io import output_lock, read_json, write_json
+from esnfed_stages.heterogeneity_params import hetero_params
 from esnfed_stages.layout import assess_path
 from esnfed_stages.sections import section
 
@@ -34,8 +36,6 @@ def hetero_table_methods(params: Mapping[str, Any]) -> tuple[str, ...]:
     ensemble, align at each α, and homogeneous IncFed (the upper bound); () without it."""
     if not isinstance(params, Mapping) or "heterogeneity" not in params:
         return ()
-    from esnfed_stages.heterogeneity_params import hetero_params  # noqa: PLC0415
-
     return tuple(m.id for m in hetero_params(params).methods()) + ("incfed",)
 TTEST_PATH = Path("reports/ttest.json")
 
@@ -64,11 +64,18 @@ def _fractions(path: Path, key: str, value: Any, allow_none: bool = False) -> li
     return out
 
 
+def assess_rerun(dataset: str, method: str) -> str:
+    """What to run again for an assess file computed under other params than params.yaml's."""
+    return (f"select, retrain and `esnfed assess --dataset {dataset} {Method.parse(method).cli_options}` "
+            "under it (dvc repro does)")
+
+
 def load_assess(path: str | Path, dataset: str, method: str, partial: bool = False,
-                budget: str | None = None) -> dict[str, Any]:
+                expected: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """An assess file checked against the contract: every share with its test scores (``partial``:
-    the shares it lists, at least one: the heterogeneous methods run the budget's shares) and,
-    given params.yaml's ``budget``, assessed under it (a table would mix budgets otherwise)."""
+    the shares it lists, at least one: the heterogeneous methods run the budget's shares) and
+    computed with ``expected``, params.yaml's values ({key: value}: ``budget``, a heterogeneous
+    method's ``heterogeneity.*``) that the file records (a table would mix budgets otherwise)."""
     path = Path(path)
     doc = read_json(path)
     if not isinstance(doc, dict) or not isinstance(doc.get("pcts"), dict):
@@ -76,10 +83,7 @@ def load_assess(path: str | Path, dataset: str, method: str, partial: bool = Fal
     for key, want in (("dataset", dataset), ("method", method)):
         if doc.get(key, want) != want:
             raise DataError(f"{path}: {key} is {quote(doc.get(key))}, expected {quote(want)}")
-    if budget is not None and doc.get("budget", budget) != budget:
-        raise DataError(f"{path}: assessed under budget {quote(doc.get('budget'))} but params.yaml's budget is "
-                        f"{quote(budget)}: rerun select, retrain and `esnfed assess --dataset {dataset} "
-                        f"{Method.parse(method).cli_options}` under it (dvc repro does)")
+    provenance.check(path, doc, expected or {}, assess_rerun(dataset, method), top_level={"budget": "budget"})
     shares = [p for p in PCTS if p in doc["pcts"]] if partial else PCTS
     federated = Method.parse(method).federated
     if not shares:
@@ -111,10 +115,11 @@ class Inputs:
 
 
 def load_inputs(assess_dir: str | Path, needed: Iterable[tuple[str, str]],
-                allow_missing: bool = False, partial: bool = False, budget: str | None = None) -> Inputs:
+                allow_missing: bool = False, partial: bool = False,
+                expected: Mapping[str, Any] | None = None) -> Inputs:
     """Read every needed (dataset, method); a missing file is an error unless ``allow_missing``
-    (``partial``: files may list a subset of the shares; ``budget``: params.yaml's, which every
-    file must have been assessed under; see :func:`load_assess`)."""
+    (``partial``: files may list a subset of the shares; ``expected``: params.yaml's values every
+    file must have been computed with, e.g. {"budget": ...}; see :func:`load_assess`)."""
     inputs = Inputs()
     needed = list(needed)
     for i, (ds, method) in enumerate(needed):
@@ -131,7 +136,7 @@ def load_inputs(assess_dir: str | Path, needed: Iterable[tuple[str, str]],
                             + (f" ({others} more assess file(s) missing)" if others else ""))
         if problem is not None:  # a folder or a FIFO there is not a missing input
             raise DataError(f"{path}: {problem}")
-        doc = load_assess(path, ds, method, partial, budget)
+        doc = load_assess(path, ds, method, partial, expected)
         inputs.docs[(ds, method)] = doc
         inputs.paths[(ds, method)] = path
         for pct in PCTS:
@@ -192,11 +197,20 @@ class TTestParams:
     datasets: tuple[str, ...] = DATASETS  # params.yaml datasets / continual_datasets (issue 16)
     continual: tuple[str, ...] = DATASETS
     budget: str | None = None  # params.yaml budget: every assess file read must be of it
+    alphas: tuple[float, ...] = ()  # heterogeneity.alphas (the align methods of hetero_methods)
 
     @property
     def tables(self) -> tuple[TableSpec, ...]:
         """The papers' tables of the declared datasets, then the generic ones of the user's."""
         return table_specs(self.datasets, self.continual)
+
+    @property
+    def record(self) -> dict[str, Any]:
+        """What reports/ttest.json is computed with, by params.yaml key (its ``params``; the report
+        refuses a file whose values differ from params.yaml's)."""
+        return provenance.record({"ttest.variant": self.variant, "ttest.alpha": self.alpha, "budget": self.budget,
+                                  "datasets": self.datasets, "continual_datasets": self.continual,
+                                  "heterogeneity.alphas": self.alphas or None})
 
 
 def ttest_params(params: Mapping[str, Any], variant: str | None = None,
@@ -209,8 +223,10 @@ def ttest_params(params: Mapping[str, Any], variant: str | None = None,
         check_alpha(alpha)
     except ParameterError as exc:
         raise ConfigError(f"ttest.{exc}") from None
-    return TTestParams(variant, float(alpha), hetero_table_methods(params), declared(params),
-                       continual_declared(params), params.get("budget"))
+    methods = hetero_table_methods(params)
+    alphas = hetero_params(params).alphas if methods else ()
+    return TTestParams(variant, float(alpha), methods, declared(params), continual_declared(params),
+                       params.get("budget"), alphas)
 
 
 def run(options: TTestParams, *, assess_dir: str | Path = ASSESS_DIR, out: str | Path = TTEST_PATH,
@@ -218,7 +234,8 @@ def run(options: TTestParams, *, assess_dir: str | Path = ASSESS_DIR, out: str |
     """Run every table's tests and write ``out``; returns the written document."""
     variant, alpha = options.variant, options.alpha
     specs = options.tables
-    inputs = load_inputs(assess_dir, required_inputs(specs), allow_missing, budget=options.budget)
+    expected = {"budget": options.budget}
+    inputs = load_inputs(assess_dir, required_inputs(specs), allow_missing, expected=expected)
     if variant == "paired":
         check_pairing(specs, inputs)
     comps = []
@@ -230,12 +247,13 @@ def run(options: TTestParams, *, assess_dir: str | Path = ASSESS_DIR, out: str |
     if options.hetero_methods:  # issue 13: every method against the ensemble; absent files allowed
         spec = hetero_spec(options.hetero_methods)
         het = load_inputs(assess_dir, required_inputs([spec]), allow_missing=True, partial=True,
-                          budget=options.budget)
+                          expected=expected)
         if variant == "paired":
             check_pairing([spec], het)
         comps += comparisons([spec], het.scores, variant, alpha)
         missing += [str(p) for p in het.missing if str(p) not in missing]
-    doc = {"variant": variant, "alpha": alpha, "rule": RULE, "comparisons": comps, "missing": missing}
+    doc = {"variant": variant, "alpha": alpha, provenance.KEY: options.record, "rule": RULE,
+           "comparisons": comps, "missing": missing}
     with output_lock(out):
         write_json(out, doc)
     return doc
