@@ -45,7 +45,7 @@ def main() -> None:
         users = data.train_users(pp.pct)
         td = TrialData(data.load(users), data.load(data.validation_users), data.n_classes, data.n_contexts)
         delta = pp.delta_for(neighbouring_units(pp.relation, td))
-        cfg = selected_config(Path("runs"), ds, "incfed", pp.pct)
+        cfg = selected_config(Path("runs"), ds, "incfed", pp.pct, exp.budget_spec)
         seeds = [retrain_seed(exp, ds, pp.pct, k) for k in range(exp.retrains)]
         for eps in epss:
             cells = []

@@ -14,7 +14,8 @@ from typing import Callable, TypeVar
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import Progress, ProgressColumn
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn,
+                           TimeElapsedColumn)
 
 from esnfed_core.data.paths import output_folder_problem
 from esnfed_core.errors import EsnfedError
@@ -27,6 +28,23 @@ def progress_bar(*columns: str | ProgressColumn) -> Progress:
     """A progress display on stdout, cleared when done; off where stdout is no terminal (a pipe,
     a log, `dvc repro`), where a cleared display would leave only a stray blank line."""
     return Progress(*columns, console=console, transient=True, disable=not console.is_terminal)
+
+
+def trial_progress() -> Progress:
+    """Trials or models done of select, retrain, assess and privacy."""
+    return progress_bar(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                        TimeElapsedColumn())
+
+
+def bar_task(bar: Progress, description: str):
+    """A task on ``bar`` and the (done, total) callback the stages report progress to."""
+    task = bar.add_task(description, total=None)
+
+    def update(done: int, total: int) -> None:
+        bar.update(task, completed=done, total=total)
+
+    return update
+
 
 F = TypeVar("F", bound=Callable)
 

@@ -1,19 +1,11 @@
-"""Imports every command module so that each registers its command(s) on the app."""
+"""Imports every command module so that each registers its command(s) on the app
+(esnfed_cli.app), in the order `esnfed --help` lists them. Plain imports, not importlib by name:
+tests/test_import_graph.py then sees these edges and would find an import cycle through them."""
 
-import importlib
-
-_MODULES = [
-    # one entry per command module in esnfed_cli/; each does `@app.command()` on import
-    "data_cmds",
-    "download_cmd",
-    "experiment_cmds",
-    "report_cmds",
-    "privacy_cmd",
-    # issue 14 (Flower apps): `esnfed flower`
-    "flower_cmd",
-    # issue 16 (your own data): check-data, import
-    "owndata_cmds",
-]
-
-for _name in _MODULES:
-    importlib.import_module(f"esnfed_cli.{_name}")
+from esnfed_cli import data_cmds  # noqa: F401  each command module does `@app.command()` on import
+from esnfed_cli import download_cmd  # noqa: F401
+from esnfed_cli import experiment_cmds  # noqa: F401
+from esnfed_cli import report_cmds  # noqa: F401
+from esnfed_cli import privacy_cmd  # noqa: F401
+from esnfed_cli import flower_cmd  # noqa: F401  issue 14 (Flower apps): `esnfed flower`
+from esnfed_cli import owndata_cmds  # noqa: F401  issue 16 (your own data): check-data, import

@@ -13,7 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 from rich.table import Table
 
 from esnfed_cli._common import console, declared_dataset, handle_errors, progress_bar
-from esnfed_cli.main import app
+from esnfed_cli.app import app
 from esnfed_core.vocabulary import Dataset, Source
 from esnfed_stages import partition as partition_stage
 from esnfed_stages import preprocess as preprocess_stage

@@ -14,7 +14,7 @@ from rich.table import Table
 
 from esnfed_cli._common import console, handle_errors, progress_bar
 from esnfed_cli.data_cmds import DatasetOpt
-from esnfed_cli.main import app
+from esnfed_cli.app import app
 from esnfed_core.errors import ConfigError
 from esnfed_stages import download as download_stage
 from esnfed_stages.params import load_params

@@ -7,12 +7,11 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from esnfed_cli._common import (EXIT_FAILURE, console, declared_dataset, err_console, handle_errors, in_range,
-                                progress_bar)
-from esnfed_cli.main import app
+from esnfed_cli._common import (EXIT_FAILURE, bar_task, console, declared_dataset, err_console, handle_errors,
+                                in_range, trial_progress)
+from esnfed_cli.app import app
 from esnfed_core.errors import ConfigError
 from esnfed_core.method import Method
 from esnfed_core.vocabulary import Algo, Backend, Device, ShareOrAll, Strategy
@@ -61,12 +60,6 @@ JobsOpt = Annotated[Optional[int], typer.Option(
     "--n-jobs", callback=in_range(not_zero=True),
     help="Parallel workers (-1 = all cores, -2 = all but one, as in joblib). "
     "Default: params.yaml runner.n_jobs.")]
-
-
-def trial_progress() -> Progress:
-    """Trials or models done of select, retrain, assess and privacy."""
-    return progress_bar(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                        TimeElapsedColumn())
 
 
 def _method(algo: Algo, strategy: Optional[Strategy]) -> Method:
@@ -128,16 +121,6 @@ def _where(runner) -> str:
     else:
         jobs = f"{runner.backend}, " + (f"{n} jobs" if n > 0 else "all cores" if n == -1 else f"all cores but {-n - 1}")
     return jobs if runner.device == "cpu" else f"{jobs}, stationary trials batched on {runner.device}"
-
-
-def bar_task(bar: Progress, description: str):
-    """A task on ``bar`` and the (done, total) callback the stages report progress to."""
-    task = bar.add_task(description, total=None)
-
-    def update(done: int, total: int) -> None:
-        bar.update(task, completed=done, total=total)
-
-    return update
 
 
 def _fail_listing(what: str, failed: list[tuple[str, int, str]]) -> None:

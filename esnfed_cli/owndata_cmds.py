@@ -12,7 +12,7 @@ from rich.markup import escape
 
 from esnfed_cli._common import EXIT_FAILURE, console, err_console, fail, handle_errors, in_range
 from esnfed_cli.data_cmds import data_progress, manifest_table
-from esnfed_cli.main import app
+from esnfed_cli.app import app
 from esnfed_stages import check_data as check_stage
 from esnfed_stages import import_data as import_stage
 from esnfed_stages.params import DEFAULT_PARAMS, load_params

@@ -8,10 +8,9 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from esnfed_cli._common import console, handle_errors
+from esnfed_cli._common import bar_task, console, handle_errors, trial_progress
 from esnfed_cli.data_cmds import DatasetOpt
-from esnfed_cli.experiment_cmds import bar_task, trial_progress
-from esnfed_cli.main import app
+from esnfed_cli.app import app
 from esnfed_stages import privacy as privacy_stage
 from esnfed_stages.experiment_params import experiment_params
 from esnfed_stages.params import load_params

@@ -12,7 +12,7 @@ from rich.progress import BarColumn, Progress, TextColumn
 from rich.table import Table
 
 from esnfed_cli._common import console, handle_errors, in_range, progress_bar
-from esnfed_cli.main import app
+from esnfed_cli.app import app
 from esnfed_core.tables import table_specs
 from esnfed_core.vocabulary import DATASETS, PCTS, Variant
 from esnfed_stages import report as report_stage
@@ -87,6 +87,9 @@ def report(
         "--out-dir", help="Reports directory: tables/, figures/, plots/, metrics/ "
         "(<dataset>-<method>.json) and the index README.md are replaced atomically inside it.")] = report_stage.REPORTS_DIR,
     allow_missing: AllowMissingOpt = False,
+    data_dir: Annotated[Path, typer.Option(
+        "--data-dir", help="Data root holding partitions/<dataset>.json: the figures name each context "
+        "after its context_names (without the file, by number only).")] = report_stage.DATA_DIR,
 ) -> None:
     """The papers' tables (Markdown + CSV), communication table, figures and metrics/ -> reports/.
 
@@ -100,7 +103,7 @@ def report(
         task = bar.add_task("report", total=steps)
         rep = report_stage.run(options, assess_dir=assess_dir,
                                ttest_path=ttest_file, out_dir=out_dir, allow_missing=allow_missing,
-                               progress=lambda _: bar.advance(task))
+                               progress=lambda _: bar.advance(task), data_dir=data_dir)
     summary = Table(title="fedip: test accuracy (%) without vs with FedIP (IncFed readout)")
     for col in ("dataset", "train users", "without", "paper", "with FedIP", "paper "):
         summary.add_column(col, justify="left" if col == "dataset" else "right")

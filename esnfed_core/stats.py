@@ -15,11 +15,14 @@ Degenerate cases (scipy returns NaN for them; we decide instead):
 A group with zero variance against one with positive variance is a regular case for Welch/Student.
 
 Marking rule, per group of compared cells (a table's dataset, share and column):
-- the best method is the one with the highest mean (ties: the first in table order);
+- the best method is the one with the highest mean;
 - **bold**: the best, when it is significantly better (p <= alpha) than every other method;
 - *italic*: otherwise, the best and every method not significantly different from it;
 - no mark: a method significantly worse than the best (or the others when the best is bold).
-With two methods this is the papers' convention: bold winner, or both italic.
+With two methods this is the papers' convention: bold winner, or both italic. Equal means get
+equal marks: when several methods share the highest mean, each of them is a best, none is bold
+(none is better than the others), all are italic, and so is every method not significantly
+different from one of them.
 """
 
 from __future__ import annotations
@@ -143,9 +146,10 @@ def pair_marks(methods: Sequence[str], tests: Sequence[tuple[str, str, TestResul
                ) -> dict[str, Mark]:
     """Marks of a group where only ``tests`` (pairs) were run; ``methods`` in table order.
 
-    The best is the highest mean among the tested methods (ties: the first in ``methods``); the
-    module rule applies to the tests that involve the best. A method never tested against the
-    best gets no mark (the table makes no claim about it).
+    The best is the highest mean among the tested methods; the module rule applies to the tests
+    that involve the best. A method never tested against the best gets no mark (the table makes
+    no claim about it). Methods tied for the highest mean are all bests, marked alike (module
+    rule), whatever their order in ``methods``.
     """
     means: dict[str, float] = {}
     for a, b, r in tests:
@@ -154,12 +158,21 @@ def pair_marks(methods: Sequence[str], tests: Sequence[tuple[str, str, TestResul
     if not means:
         return {}
     order = [m for m in methods if m in means] + [m for m in means if m not in methods]
-    best = max(order, key=lambda m: (means[m], -order.index(m)))
+    top = max(means.values())
+    bests = [m for m in order if means[m] == top]
+    out: dict[str, Mark] = {m: "" for m in order}
+    if len(bests) > 1:  # a tie at the top: each is a best, none better than the others
+        for a, b, r in tests:
+            for best, other in ((a, b), (b, a)):
+                if best in bests and not r.significant:
+                    out[other] = "italic"
+        out.update({m: "italic" for m in bests})
+        return out
+    best = bests[0]
     with_best = {}
     for a, b, r in tests:
         if best in (a, b):
             with_best[b if a == best else a] = r
-    out: dict[str, Mark] = {m: "" for m in order}
     out.update(marks(best, with_best))
     return out
 

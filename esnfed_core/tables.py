@@ -46,6 +46,9 @@ class TableSpec:
     ``published`` formats the column name of a cell in paper_results.yaml; ``tested`` lists the
     columns that carry t-test marks (the IncFed tables mark the test column only). ``pairs`` are
     the (proposed, baseline) method pairs the paper compares, the only ones tested (PROTOCOL §6).
+    A family is one proposed method and its baselines (a paper table has one; deep and a user's
+    continual table have two); each family is marked on its own (``families``), and no method is
+    in two families, so a cell's one mark compares it within its family only.
     """
 
     id: str
@@ -60,12 +63,29 @@ class TableSpec:
     # False: a table with no published values and no paper column (this project's own, e.g. deep,
     # or a user dataset's generic table)
     has_published: bool = True
-    separate_pairs: bool = False  # True: each pair is marked on its own (deep vs shallow per method)
 
     def __post_init__(self) -> None:
         for a, b in self.pairs:
             if a not in self.method_ids or b not in self.method_ids or a == b:
                 raise ValueError(f"table {self.id}: pair ({a}, {b}) is not two of its methods")
+
+    @property
+    def families(self) -> tuple[tuple[tuple[str, str], ...], ...]:
+        """The pairs grouped by proposed method (a family: it and its baselines), in pair order.
+
+        ValueError when a method is in two families: a cell holds one bold/italic mark (the
+        heterogeneous table, which marks each pair with ▲/▼ instead, does not ask for them)."""
+        by_proposed: dict[str, list[tuple[str, str]]] = {}
+        for a, b in self.pairs:
+            by_proposed.setdefault(a, []).append((a, b))
+        seen: set[str] = set()
+        for family in by_proposed.values():
+            members = {m for pair in family for m in pair}
+            if members & seen:
+                raise ValueError(f"table {self.id}: {', '.join(sorted(members & seen))} is in the pairs "
+                                 "of two proposed methods; mark them in separate tables")
+            seen |= members
+        return tuple(tuple(family) for family in by_proposed.values())
 
     def pairs_text(self) -> str:
         labels = dict(self.methods)
@@ -129,8 +149,7 @@ TABLES: tuple[TableSpec, ...] = tuple(
                   "of a deep and of a shallow method draws the same ρ, leak and scaling, and each keeps "
                   "its best trial on the validation users; marks compare deep with shallow within "
                   "IncFed and within FedIP, separately.",
-                  pairs=(("deep-incfed", "incfed"), ("deep-fedip", "fedip")), has_published=False,
-                  separate_pairs=True),
+                  pairs=(("deep-incfed", "incfed"), ("deep-fedip", "fedip")), has_published=False),
     ]
 )
 TABLE_IDS: tuple[str, ...] = tuple(t.id for t in TABLES)
@@ -139,24 +158,40 @@ TABLE_IDS: tuple[str, ...] = tuple(t.id for t in TABLES)
 # ---------------------------------------------------------------------------------------------
 # Generic tables of a user's own dataset (issue 16)
 
-STATIONARY_METHODS = (("random", "random"), ("ridge", "centralised"), ("fedavg", "fedavg"),
-                      ("incfed", "incfed"), ("ip", "ip"), ("fedip", "fedip"))
 CONTINUAL_METHODS = tuple((f"{a}-{s}", f"{a} {s}") for a in ("clip", "fedclip")
                           for s in ("naive", "replay", "joint"))
 
 
 def generic_tables(dataset: str, continual: bool) -> tuple[TableSpec, ...]:
-    """A user dataset's tables: the stationary methods' test accuracy (IncFed vs FedAvg, FedIP vs
-    IncFed, IP vs ridge tested) and, with contexts, the continual methods' stream accuracy after
-    the last context (replay vs naive and joint, per setting)."""
-    specs = [TableSpec(f"{dataset}-stationary", f"{dataset}: stationary methods, test accuracy",
-                       (dataset,), STATIONARY_METHODS, has_published=False,
-                       pairs=(("incfed", "fedavg"), ("fedip", "incfed"), ("ip", "ridge")))]
+    """A user dataset's tables, each marked as the papers' tables are (their comparisons, no
+    other): IncFed vs FedAvg (as IncFed, IJCNN 2021, with random for reference), FedIP vs IncFed
+    (as Decentralized Plasticity, Table 1) and IP vs ridge (its Table 4), the stationary methods'
+    test accuracy; with contexts, CLIP and FedCLIP side by side (replay vs naive and joint, as
+    its Tables 5 and 2), stream accuracy after the last context, each setting marked on its own.
+    Three stationary tables, not one: IncFed is in two of their comparisons, and one cell holds
+    one mark."""
+    def stationary(name: str, what: str, methods: tuple[tuple[str, str], ...], pair: tuple[str, str],
+                   note: str = "") -> TableSpec:
+        return TableSpec(f"{dataset}-stationary-{name}", f"{dataset}: {what}, test accuracy", (dataset,),
+                         methods, has_published=False, pairs=(pair,), note=note)
+
+    specs = [
+        stationary("incfed", "federated readouts, IncFed vs FedAvg",
+                   (("random", "random"), ("fedavg", "fedavg"), ("incfed", "incfed")), ("incfed", "fedavg"),
+                   note=f"random (chance level) is shown for reference and not tested; centralised ridge "
+                   f"is in {dataset}-stationary-ip."),
+        stationary("fedip", "federated, without vs with FedIP (IncFed readout)",
+                   (("incfed", "incfed"), ("fedip", "fedip")), ("fedip", "incfed")),
+        stationary("ip", "centralised, without vs with IP (ridge readout)",
+                   (("ridge", "centralised"), ("ip", "ip")), ("ip", "ridge")),
+    ]
     if continual:
         specs.append(TableSpec(
             f"{dataset}-continual", f"{dataset}: continual methods (CLIP centralised, FedCLIP federated), "
             "stream accuracy after the last context", (dataset,), CONTINUAL_METHODS, has_published=False,
-            pairs=tuple((f"{a}-replay", f"{a}-{b}") for a in ("clip", "fedclip") for b in ("naive", "joint"))))
+            pairs=tuple((f"{a}-replay", f"{a}-{b}") for a in ("clip", "fedclip") for b in ("naive", "joint")),
+            note="Marks compare CLIP methods among themselves and FedCLIP methods among themselves, "
+            "separately (as the papers' Tables 5 and 2)."))
     return tuple(specs)
 
 
@@ -295,14 +330,12 @@ def build_cells(spec: TableSpec, scores: Scores, comparisons: Iterable[Mapping[s
                 published: Published) -> list[Cell]:
     """Every cell of ``spec`` in layout order (dataset, method, column; then share)."""
     mine = [c for c in comparisons if c["table"] == spec.id]
-    if spec.separate_pairs:  # one marked group per pair, merged (the pairs share no method)
-        marked: dict = {}
-        for pair in spec.pairs:
-            for key, (mk, ps) in group_marks((c for c in mine if (c["a"], c["b"]) == pair), pair).items():
-                old_mk, old_ps = marked.get(key, ({}, {}))
-                marked[key] = ({**old_mk, **mk}, {**old_ps, **ps})
-    else:
-        marked = group_marks(mine, spec.method_ids)
+    marked: dict = {}
+    for family in spec.families:  # each family marked on its own, merged (they share no method)
+        order = [m for m in spec.method_ids if any(m in pair for pair in family)]
+        for key, (mk, ps) in group_marks((c for c in mine if (c["a"], c["b"]) in family), order).items():
+            old_mk, old_ps = marked.get(key, ({}, {}))
+            marked[key] = ({**old_mk, **mk}, {**old_ps, **ps})
     pub = published.get(spec.id, {})
     cells = []
     for pct in PCTS:

@@ -176,10 +176,12 @@ def _retrain_command(dataset: str, method: Method, share: str) -> str:
 def check_trained_for(runs_dir: Path, data: Dataset, method: Method, pcts: list[str],
                       exp: ExperimentParams) -> None:
     """Every model's .json says it was retrained for what assess scores now: the same dataset and
-    method, under params.yaml's budget (``params_budget``; a model written before it was recorded
-    is trusted) and on the share's training users as the partition lists them now; else one
-    DataError naming the .json, what differs and the retrain command to run. The assess file
-    records params.yaml's budget, so a model of another budget would be scored under a wrong label."""
+    method, under params.yaml's budget as it is now (``params_budget`` and ``params_budget_digest``,
+    experiment_params.BudgetSpec.check; a model written before they were recorded is trusted) and
+    on the share's training users as the partition lists them now; else one DataError naming the
+    .json, what differs and the retrain command to run. The assess file records params.yaml's
+    budget, so a model of another budget, or of the same one edited since, would be scored under a
+    wrong label."""
     for pct in pcts:
         directory = model_dir(runs_dir, data.name, method.id, pct)
         command = _retrain_command(data.name, method, f" --pct {pct}")
@@ -193,10 +195,7 @@ def check_trained_for(runs_dir: Path, data: Dataset, method: Method, pcts: list[
                 if key in meta and meta[key] != expected:
                     raise DataError(f"{js}: {key} is {quote(meta[key])}, expected {quote(expected)}: "
                                     f"a file of another run: rerun {command}")
-            budget = meta.get("params_budget", exp.budget)
-            if budget != exp.budget:
-                raise DataError(f"{js}: retrained under budget {quote(budget)} but params.yaml's budget "
-                                f"is {quote(exp.budget)}: rerun {command}")
+            exp.budget_spec.check(js, meta, "params_budget", "retrained", data.name, method, command)
             if "train_users" in meta and meta["train_users"] != users:
                 raise DataError(f"{js}: trained on users {quote(meta['train_users'])} but share {pct} of "
                                 f"the partition now has {quote(users)}: rerun {command}")
@@ -240,7 +239,8 @@ def run(
     doc = {
         "dataset": dataset, "method": method.id, "algo": method.algo, "strategy": method.strategy,
         **({"alpha": method.alpha} if method.algo == "align" else {}),
-        "budget": exp.budget, "source": data.manifest.get("source"), "pcts": shares,
+        **exp.budget_spec.labels("budget", dataset, method, assessed=True),
+        "source": data.manifest.get("source"), "pcts": shares,
         **({provenance.KEY: exp.heterogeneity.record} if method.heterogeneous else {}),
     }
     path = assess_path(assess_dir(runs_dir), dataset, method.id)

@@ -1,14 +1,18 @@
 """The params of the select, retrain and assess stages, validated once into frozen objects:
 the search budget and space, the fixed trial settings, the runner (backend, workers, BLAS threads,
-device) and the command-line choices of dataset and shares."""
+device) and the command-line choices of dataset and shares; and the budget's name and digest that
+best.json, the models and the assess files record and are checked against (BudgetSpec)."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from esnfed_core.continual_settings import CONTINUAL_BOUNDS, ContinualSettings
-from esnfed_core.errors import ConfigError
+from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.metrics import BINS
 from esnfed_core.ip_rule import IPSettings
 from esnfed_core.method import Method
@@ -84,12 +88,10 @@ class ExperimentParams:
         dims = parse_space(self.space.get(dataset), f"{where}.{dataset}")
         if not dims:
             raise ConfigError(f"{where}.{dataset}: missing or empty search space")
-        # IP methods add space.ip / space.fedip; deep methods (issue 13) add space.deep (layers)
-        # and their kernel's (deep-fedip: space.fedip). Shared names draw the same values at the
-        # same trial index (esnfed_core.search): deep and shallow trials share ρ, leak, scaling; select
-        # then fixes a deep method's units to its shallow counterpart's selected units (select.pin_units).
-        extras = ([method.kernel] if method.kernel in ("ip", "fedip") else []) + (["deep"] if method.deep else [])
-        for name in extras:
+        # Shared names draw the same values at the same trial index (esnfed_core.search): deep and
+        # shallow trials share ρ, leak, scaling; select then fixes a deep method's units to its
+        # shallow counterpart's selected units (select.pin_units).
+        for name in space_names(dataset, method)[1:]:
             extra = parse_space(self.space.get(name), f"{where}.{name}")
             clash = {d.name for d in dims} & {d.name for d in extra}
             if clash:
@@ -108,6 +110,102 @@ class ExperimentParams:
     def n_trials(self, method: Method) -> int:
         # The random baseline has nothing to search: one trial records its validation score.
         return 1 if method.algo == "random" else self.trials
+
+    @property
+    def budget_spec(self) -> "BudgetSpec":
+        """params.yaml's budget with what its artefacts' digest covers (:class:`BudgetSpec`)."""
+        return BudgetSpec(self.budget, self.seed, self.trials, self.retrains, self.space)
+
+
+def space_names(dataset: str, method: Method) -> list[str]:
+    """The entries of ``budgets.<budget>.space`` a stationary ``method`` searches on ``dataset``:
+    the dataset's reservoir space, then space.ip / space.fedip for IP methods, and space.deep
+    (layers) for deep ones (issue 13; deep-fedip adds space.fedip too)."""
+    return [dataset] + ([method.kernel] if method.kernel in ("ip", "fedip") else []) \
+        + (["deep"] if method.deep else [])
+
+
+@dataclass(frozen=True)
+class BudgetSpec:
+    """params.yaml's ``budget``: its name and what of ``budgets.<name>`` (and ``seed``) an artefact
+    made under it depends on, so that a best.json, model or assess file made before the entry was
+    edited by hand is told from one made under the entry as it is now, outside ``dvc repro`` too.
+
+    Artefacts record the name and :meth:`digest` (:meth:`labels`); :meth:`check` refuses another
+    name, or the same name with another digest. ``space`` None: the entry is unknown (ttest and
+    report read params.yaml unvalidated, :func:`budget_spec`), the name alone is compared.
+    """
+
+    name: Any
+    seed: Any = None
+    trials: Any = None
+    retrains: Any = None
+    space: Mapping[str, Any] | None = None
+
+    def digest(self, dataset: str, method: Method, *, assessed: bool = False) -> str | None:
+        """16 hex digits of the sha256 of the canonical JSON of what selecting ``method`` on
+        ``dataset`` drew from; None when the entry is unknown.
+
+        That is ``seed`` (every trial's config and seed are drawn from it), ``trials`` and the
+        space entries the method searches (:func:`space_names`): a change to any of them may
+        select another config. A continual method draws from none of them (its trials are its
+        base's best config over the budget grid, seeded by ``seed``): its digest is its base's.
+        ``random`` has one trial and no space: its seed alone. The rest of the entry is left out,
+        so an edit that cannot change this selection does not invalidate it: another dataset's
+        space, another method's (space.fedip for ridge), and ``retrains`` (retrain k is the same
+        model whatever the count, so a model keeps the digest of its selection). ``assessed``: an
+        assess file holds ``retrains`` scores per share, so its digest adds ``retrains``. Values
+        are hashed as written: ``1`` and ``1.0`` differ (a needless rerun, never a missed one).
+        """
+        if self.space is None:
+            return None
+        content: dict[str, Any] = self._selection(dataset, method)
+        if assessed:
+            content["retrains"] = self.retrains
+        text = json.dumps(content, sort_keys=True, separators=(",", ":"), default=str)
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+    def _selection(self, dataset: str, method: Method) -> dict[str, Any]:
+        if method.continual:
+            return self._selection(dataset, Method.parse(str(method.base)))
+        if method.algo == "random":
+            return {"seed": self.seed}
+        space = self.space or {}
+        return {"seed": self.seed, "trials": self.trials,
+                "space": {name: space.get(name) for name in space_names(dataset, method)}}
+
+    def labels(self, key: str, dataset: str, method: Method, *, assessed: bool = False) -> dict[str, Any]:
+        """What an artefact records: ``key`` (the name) and ``<key>_digest``."""
+        return {key: self.name, f"{key}_digest": self.digest(dataset, method, assessed=assessed)}
+
+    def check(self, path: Path, record: Mapping[str, Any], key: str, verb: str, dataset: str, method: Method,
+              rerun: str, *, assessed: bool = False) -> None:
+        """One DataError naming ``path`` when ``record`` was ``verb`` (selected, retrained,
+        assessed) under another budget than this one: another ``key`` (name), or the same name
+        with another ``<key>_digest``; then what differs and ``rerun``, the command(s) to rerun.
+        A record without them (written before they were recorded) is trusted."""
+        name = record.get(key, self.name)
+        if name != self.name:
+            raise DataError(f"{path}: {verb} under budget {quote(name)} but params.yaml's budget is "
+                            f"{quote(self.name)}: rerun {rerun}")
+        mine = self.digest(dataset, method, assessed=assessed)
+        if mine is not None and record.get(f"{key}_digest", mine) != mine:
+            what = "search space, trials, retrains or seed" if assessed else "search space, trials or seed"
+            raise DataError(f"{path}: {verb} under budget {quote(name)} with another {what} than "
+                            f"params.yaml's now: rerun {rerun}")
+
+
+def budget_spec(params: Mapping[str, Any]) -> BudgetSpec | None:
+    """params.yaml's budget as ttest and report compare it, unvalidated (they run no search): None
+    without a ``budget``; the name alone when ``budgets.<name>`` is not a mapping with a space."""
+    name = params.get("budget")
+    if name is None:
+        return None
+    budgets = params.get("budgets")
+    entry = budgets.get(name) if isinstance(budgets, Mapping) and isinstance(name, str) else None
+    if not isinstance(entry, Mapping) or not isinstance(entry.get("space"), Mapping):
+        return BudgetSpec(name)
+    return BudgetSpec(name, params.get("seed"), entry.get("trials"), entry.get("retrains"), entry["space"])
 
 
 def _choice(key: str, value: Any, allowed: Sequence[str]) -> str:

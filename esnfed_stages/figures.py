@@ -66,10 +66,12 @@ def _legend(fig: Figure, axes) -> None:
 
 
 def stream_accuracy(title: str, panels: Sequence[tuple[str, Mapping[str, np.ndarray | None]]],
-                    context_names: Sequence[str] | None = None) -> bytes:
+                    context_labels: Sequence[str] | None = None) -> bytes:
     """One panel per share; a line per strategy: mean ± population std over retrains (percent).
 
-    ``panels``: [(share, {strategy: array (retrains, contexts) of fractions, or None})].
+    ``panels``: [(share, {strategy: array (retrains, contexts) of fractions, or None})]; context
+    t is at x = t (0-based, as PROTOCOL §6 numbers them), its tick ``context_labels[t]`` when
+    given (else t).
     """
     fig = _figure(figsize=(3.2 * len(panels) + 0.6, 3.4), layout="constrained")
     axes = fig.subplots(1, len(panels), sharey=True, squeeze=False)[0]
@@ -81,7 +83,7 @@ def stream_accuracy(title: str, panels: Sequence[tuple[str, Mapping[str, np.ndar
                 ax.plot([], [], color=colour, marker=marker, label=f"{strategy} (n/a)")
                 continue
             acc = np.asarray(acc, dtype=np.float64) * 100.0
-            x = np.arange(1, acc.shape[1] + 1)
+            x = np.arange(acc.shape[1])
             n_ctx = max(n_ctx, acc.shape[1])
             mean, std = acc.mean(axis=0), acc.std(axis=0)
             ax.plot(x, mean, color=colour, marker=marker, label=strategy)
@@ -89,9 +91,9 @@ def stream_accuracy(title: str, panels: Sequence[tuple[str, Mapping[str, np.ndar
         ax.set_title(f"{pct}% training users")
         ax.set_xlabel("after context")
         if n_ctx:
-            ax.set_xticks(np.arange(1, n_ctx + 1))
-            if context_names is not None and len(context_names) >= n_ctx:
-                ax.set_xticklabels(list(context_names)[:n_ctx], rotation=30, ha="right")
+            ax.set_xticks(np.arange(n_ctx))
+            if context_labels is not None and len(context_labels) >= n_ctx:
+                ax.set_xticklabels(list(context_labels)[:n_ctx], rotation=30, ha="right")
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("stream accuracy (%)")
     _legend(fig, axes)

@@ -38,7 +38,7 @@ from esnfed_core.vocabulary import PCTS
 from esnfed_core.trial import TrialData, fit, make_reservoir, sub_seeds
 from esnfed_stages import provenance
 from esnfed_stages._io import output_lock, read_json, write_json
-from esnfed_stages.experiment_params import experiment_params
+from esnfed_stages.experiment_params import BudgetSpec, experiment_params
 from esnfed_stages.retrain import retrain_seed, selected_config
 from esnfed_stages.trial_data import open_dataset
 
@@ -140,9 +140,9 @@ def share_inputs(dataset: str, pct: str, params: Mapping[str, Any], data_dir: Pa
     return exp, trial_data, test, retrain_seed(exp, dataset, pct, 0)
 
 
-def app_config(runs_dir: Path, dataset: str, method: str, pct: str, budget: str) -> dict[str, Any]:
+def app_config(runs_dir: Path, dataset: str, method: str, pct: str, budget: BudgetSpec) -> dict[str, Any]:
     """The selected config of ``method`` at the share (runs/select/.../best.json, selected under
-    params.yaml's ``budget``), λ left out."""
+    params.yaml's ``budget`` as it is now), λ left out."""
     return {k: v for k, v in selected_config(runs_dir, dataset, method, pct, budget).items() if k != "lambda"}
 
 
@@ -150,7 +150,7 @@ def trial_inputs(dataset: str, method: str, pct: str, params: Mapping[str, Any],
                  runs_dir: Path) -> tuple[Any, TrialData, list, dict[str, Any], int]:
     """:func:`share_inputs` with the selected config of ``method`` (one app's trial)."""
     exp, trial_data, test, seed = share_inputs(dataset, pct, params, data_dir)
-    return exp, trial_data, test, app_config(runs_dir, dataset, method, pct, exp.budget), seed
+    return exp, trial_data, test, app_config(runs_dir, dataset, method, pct, exp.budget_spec), seed
 
 
 def check_args(pairs: Sequence[tuple[str, bool]], pct: str, python: Path) -> None:
@@ -212,7 +212,7 @@ def run_many(dataset: str, apps: Sequence[tuple[str, bool]], pct: str, params: M
     for app in dict.fromkeys(a for a, _ in apps):
         if progress:
             progress(len(trials), total)
-        cfg = app_config(runs_dir, dataset, app, pct, exp.budget)
+        cfg = app_config(runs_dir, dataset, app, pct, exp.budget_spec)
         model = fit(Method.parse(app), cfg, seed, trial_data, exp.settings, score=True)
         trials[app] = cfg, model, float(pooled_counts(model.reservoir, test, model.readout, bs).accuracy[0])
     if progress:

@@ -22,19 +22,20 @@ from esnfed_core.quote import failure
 from esnfed_core.vocabulary import DATASETS, PCTS
 from esnfed_stages import figures
 from esnfed_stages._datasets import n_classes
+from esnfed_stages.experiment_params import BudgetSpec
 from esnfed_stages.tables import CSV_COLUMNS, NA, format_value, to_csv
 from esnfed_stages.ttest import Inputs, load_inputs
 
 CSV_EXTRA = ("client_std",)
 
 
-def load(assess_dir: str | Path, methods: Sequence[str], budget: str | None = None,
+def load(assess_dir: str | Path, methods: Sequence[str], budget: BudgetSpec | None = None,
          settings: Mapping[str, Any] | None = None) -> Inputs:
     """The assess files of the table's methods (absent ones listed as missing, never an error),
     each assessed under params.yaml's ``budget`` when given and, where a file records them, with
     its heterogeneity ``settings`` (``HeteroParams.record``: those the table's header prints)."""
     return load_inputs(assess_dir, required_inputs([hetero_spec(methods)]), allow_missing=True, partial=True,
-                       expected={"budget": budget, **(settings or {})})
+                       budget=budget, expected=settings)
 
 
 def shares(inputs: Inputs, methods: Sequence[str]) -> list[str]:
@@ -44,7 +45,11 @@ def shares(inputs: Inputs, methods: Sequence[str]) -> list[str]:
 
 
 def client_spread(inputs: Inputs, ds: str, method: str, pct: str) -> float | None:
-    """Mean over retrains of the std over clients of the clients' test accuracy (percent)."""
+    """Mean over retrains of the std over clients of the clients' test accuracy (percent); None
+    for the ensemble (one model serves every client: its file's client accuracies are its members'
+    own, each alone, not the ensemble's) and for methods without them (incfed)."""
+    if method == HETERO_REFERENCE:
+        return None
     doc = inputs.docs.get((ds, method))
     rows = (doc or {}).get("pcts", {}).get(pct, {}).get("client_test_accuracy")
     if not rows:
@@ -65,7 +70,8 @@ def render(cells: Sequence[Cell], inputs: Inputs, methods: Sequence[str], pcts: 
     lines += ["", "| dataset | train users | " + " | ".join(methods) + " |",
               "|---|---|" + "|".join("---:" for _ in methods) + "|"]
     spread = ["", "Spread over clients (std of the clients' test accuracies, mean over retrains; "
-              "local and align-α score each client through its own reservoir):", "",
+              "local and align-α score each client through its own reservoir; ensemble and incfed: "
+              "one model serves every client, no spread over clients, n/a):", "",
               "| dataset | train users | " + " | ".join(methods) + " |",
               "|---|---|" + "|".join("---:" for _ in methods) + "|"]
     rows = []
@@ -146,7 +152,8 @@ def header(base: Sequence[str], ttest_doc: Mapping[str, Any], hp_text: str) -> l
         hp_text,
         "Cells: mean ± population std over the retrains of the test accuracy, ×100; ensemble = "
         "the ensemble's accuracy; local and align-α = the mean over clients, each client through "
-        "its own reservoir; incfed = homogeneous IncFed (one broadcast reservoir, the upper bound)",
+        "its own reservoir; incfed = homogeneous IncFed, the reference where every client shares one "
+        "broadcast reservoir",
         f"Significance: every method against the ensemble, {ttest_doc['variant']} t-test, two-sided, "
         f"p <= {ttest_doc.get('alpha')}: ▲ significantly better, ▼ significantly worse, no mark: "
         "not significantly different (or not tested)",

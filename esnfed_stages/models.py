@@ -42,8 +42,10 @@ that role (``test``, ``train`` or ``validation``) concatenated in partition orde
 The .json holds: format ("esnfed-model"), format_version (1), dataset, method, pct, retrain (k),
 seed, seeds (the named sub-seeds of the seed: reservoir, ip, validation, test, train), config (the
 selected hyperparameters), lambda, n_classes, n_inputs, units, n_contexts (continual) or null,
-train_users, params_budget (params.yaml's budget the model was retrained under; assess refuses
-another), (heterogeneous methods only) n_clients and client_configs (each client's drawn
+train_users, params_budget (params.yaml's budget the model was retrained under) and
+params_budget_digest (16 hex digits: the digest of what of that budget the selection it was
+retrained from drew on, esnfed_stages.experiment_params.BudgetSpec.digest; assess refuses another
+name or digest, and trusts a model without them), (heterogeneous methods only) n_clients and client_configs (each client's drawn
 hyperparameters), communication (federated methods: floats and bytes up/down, rounds, clients) or
 null, ip_rounds (continual: the IP rounds or epochs behind each context's model) or null,
 lambda_selection (stationary ESN methods: {"mode": "select" | "frozen", "lambdas": the grid tried,

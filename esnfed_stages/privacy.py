@@ -140,7 +140,7 @@ def run(dataset: str, privacy: PrivacyParams, exp: ExperimentParams, *, data_dir
     delta = pp.delta_for(n_units)
     test = list(data.load(data.test_users).values())
     seeds = [retrain_seed(exp, dataset, pct, k) for k in range(exp.retrains)]
-    configs = {m: selected_config(runs_dir, dataset, m, pct, exp.budget) for m in pp.methods}
+    configs = {m: selected_config(runs_dir, dataset, m, pct, exp.budget_spec) for m in pp.methods}
     total, done = len(configs) * len(pp.epsilons) * len(seeds), 0
     results: dict[str, Any] = {}
     for m, cfg in configs.items():

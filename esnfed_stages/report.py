@@ -31,18 +31,20 @@ from esnfed_stages import hetero_report, privacy_report, provenance, report_inde
 from esnfed_stages.heterogeneity_params import hetero_params
 from esnfed_stages._datasets import continual_declared, declared, n_classes
 from esnfed_stages._io import atomic_path, dumps_json, output_lock, read_json
+from esnfed_stages.experiment_params import BudgetSpec, budget_spec
 from esnfed_stages.sections import section
 from esnfed_stages.tables import (
     cells_csv, communication_csv, render_communication_markdown, render_markdown,
 )
 from esnfed_stages.report_figures import (
-    ACTIVATION_DATASET, SETTINGS, activation_contexts_figure, activation_figure_and_plots,
-    activation_shares_figure, activation_users_figure, stream_figure_and_plot,
+    ACTIVATION_DATASET, SETTINGS, ContextNames, activation_contexts_figure, activation_figure_and_plots,
+    activation_shares_figure, activation_users_figure, context_names, stream_figure_and_plot,
 )
 from esnfed_stages.privacy import privacy_params
 from esnfed_stages.ttest import ASSESS_DIR, TTEST_PATH, Inputs, hetero_table_methods, load_inputs, ttest_params
 
 REPORTS_DIR = Path("reports")
+DATA_DIR = Path("data")  # processed/ and partitions/: the report reads each partition's context names
 VARIANT_TEXT = {"welch": "Welch t-test (scipy.stats.ttest_ind, equal_var=False)",
                 "student": "Student t-test (scipy.stats.ttest_ind, pooled variance)",
                 "paired": "paired t-test (scipy.stats.ttest_rel; retrain k of both methods shares "
@@ -214,8 +216,11 @@ class Report:
 def build(inputs: Inputs, ttest_doc: Mapping[str, Any], published: Published, date: str,
           activation_pct: str = "100", progress: Callable[[str], None] | None = None,
           contexts_pct: str = "25", hetero: "HeteroReport | None" = None, datasets: Sequence[str] = DATASETS,
-          continual: Sequence[str] = DATASETS, user_classes: Mapping[str, int] | None = None) -> Report:
+          continual: Sequence[str] = DATASETS, user_classes: Mapping[str, int] | None = None,
+          contexts: Mapping[str, ContextNames] | None = None) -> Report:
+    """Every output in memory; ``contexts``: each dataset's context names (figures and plots)."""
     rep = Report(missing=list(inputs.missing))
+    contexts = contexts or {}
     for spec in table_specs(datasets, continual):
         cells = build_cells(spec, inputs.scores, ttest_doc["comparisons"], published)
         header = header_lines(spec, inputs, ttest_doc, date)
@@ -242,20 +247,21 @@ def build(inputs: Inputs, ttest_doc: Mapping[str, Any], published: Published, da
     add_user_communication(rep, inputs, ttest_doc, date, datasets, continual, user_classes)
     for ds in [d for d in continual if d in datasets]:
         for setting in SETTINGS:
-            png, csv_text = stream_figure_and_plot(inputs, ds, setting)
+            png, csv_text = stream_figure_and_plot(inputs, ds, setting, contexts.get(ds))
             rep.figures[f"stream-{ds}-{setting}.png"] = png
             rep.plots[f"stream-{ds}-{setting}.csv"] = csv_text.encode()
             if progress:
                 progress(f"figure stream-{ds}-{setting}")
     for setting in SETTINGS if ACTIVATION_DATASET in datasets else ():
         prefix, stationary = SETTINGS[setting]
-        png, plots = activation_figure_and_plots(inputs, setting, activation_pct)
+        names = contexts.get(ACTIVATION_DATASET)
+        png, plots = activation_figure_and_plots(inputs, setting, activation_pct, names)
         rep.figures[f"activation-{ACTIVATION_DATASET}-{setting}.png"] = png
         rep.plots.update({k: v.encode() for k, v in plots.items()})
         rep.figures[f"activation-{ACTIVATION_DATASET}-{stationary}-users.png"] = \
-            activation_users_figure(inputs, setting)
+            activation_users_figure(inputs, setting, names)
         rep.figures[f"activation-{ACTIVATION_DATASET}-{prefix}-contexts.png"] = \
-            activation_contexts_figure(inputs, setting, contexts_pct)
+            activation_contexts_figure(inputs, setting, contexts_pct, names)
         rep.figures[f"activation-{ACTIVATION_DATASET}-{prefix}-shares.png"] = \
             activation_shares_figure(inputs, setting)
         if progress:
@@ -384,7 +390,7 @@ class ReportParams:
     datasets: tuple[str, ...] = DATASETS  # params.yaml datasets / continual_datasets (issue 16)
     continual: tuple[str, ...] = DATASETS
     user_classes: Mapping[str, int] = field(default_factory=dict)  # imports.<name>.classes counts
-    budget: str | None = None  # params.yaml budget: every assess file read must be of it
+    budget: BudgetSpec | None = None  # params.yaml budget: every assess file read must be of it
     # What each input must have been computed with, by params.yaml key (esnfed_stages/provenance.py;
     # empty without the section): reports/ttest.json, a heterogeneous method's assess file and
     # runs/privacy/<dataset>.json (the flower results: ``budget``).
@@ -408,7 +414,7 @@ def report_params(params: Mapping[str, Any]) -> ReportParams:
                         _share(params, "report.contexts_pct", default="25"), methods, alphas, settings,
                         declared(params), continual_declared(params),
                         {name: len(v["classes"]) for name, v in (params.get("imports") or {}).items()
-                         if isinstance(v, Mapping) and v.get("classes")}, params.get("budget"),
+                         if isinstance(v, Mapping) and v.get("classes")}, budget_spec(params),
                         ttest_params(params).record if "ttest" in params else {}, hetero,
                         privacy_params(params).record(params.get("budget")) if "privacy" in params else {})
 
@@ -416,12 +422,13 @@ def report_params(params: Mapping[str, Any]) -> ReportParams:
 def run(options: ReportParams, *, assess_dir: str | Path = ASSESS_DIR,
         ttest_path: str | Path = TTEST_PATH, out_dir: str | Path = REPORTS_DIR,
         allow_missing: bool = False, progress: Callable[[str], None] | None = None,
+        data_dir: str | Path = DATA_DIR,
         privacy_dir: str | Path = privacy_report.PRIVACY_DIR,
         flower_dir: str | Path = secagg_report.FLOWER_DIR) -> Report:
     """Build every report output in memory, then write them; returns what was written."""
     date = report_date()
     inputs = load_inputs(assess_dir, required_inputs(table_specs(options.datasets, options.continual)),
-                         allow_missing, expected={"budget": options.budget})
+                         allow_missing, budget=options.budget)
     ttest_doc = load_ttest(ttest_path, options.ttest_record)
     hetero = None
     if options.hetero_methods:
@@ -429,9 +436,10 @@ def run(options: ReportParams, *, assess_dir: str | Path = ASSESS_DIR,
                               hetero_report.load(assess_dir, options.hetero_methods, options.budget,
                                                  options.hetero_record))
     rep = build(inputs, ttest_doc, load_published(), date, options.activation_pct, progress,
-                options.contexts_pct, hetero, options.datasets, options.continual, options.user_classes)
+                options.contexts_pct, hetero, options.datasets, options.continual, options.user_classes,
+                {ds: context_names(data_dir, ds) for ds in options.datasets})
     add_privacy(rep, privacy_dir, date, options.privacy_record)
-    add_secagg(rep, flower_dir, options.budget)
+    add_secagg(rep, flower_dir, None if options.budget is None else options.budget.name)
     rep.index = report_index.render(rep.tables, rep.figures, rep.plots, rep.metrics, date, versions()).encode()
     write(rep, out_dir)
     return rep

@@ -1,19 +1,25 @@
 """The report's figures and their DVC plots data, read from the assess documents (the drawing is
 esnfed_stages/figures.py): stream accuracy per dataset and setting, and the activation densities
-of the papers' Fig. 3 and 5 (pooled, per test user, after each context, per training share)."""
+of the papers' Fig. 3 and 5 (pooled, per test user, after each context, per training share).
+
+Contexts are numbered from 0 everywhere (figures and plots data), as PROTOCOL §6 numbers them
+("stream accuracy after context i ... contexts 0..i") and as the data stores them, with the
+dataset's name of each where the partition file lists them (``context_label``: "3: lgwatch")."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, Sequence
 
 import numpy as np
 
 from esnfed_core.errors import DataError
-from esnfed_core.quote import failure
+from esnfed_core.quote import failure, quote
 from esnfed_core.tables import dataset_label
 from esnfed_core.vocabulary import PCTS, STRATEGIES
 from esnfed_stages import figures
+from esnfed_stages._io import read_json
 from esnfed_stages.tables import to_csv
 from esnfed_stages.ttest import Inputs
 
@@ -24,6 +30,29 @@ _SETTING_TITLE = {"federated": "federated", "centralized": "centralised"}
 _PRETTY = {"fedclip": "FedCLIP", "clip": "CLIP"}
 ACTIVATION_DATASET = "wesad"
 ACTIVATION_CONTEXTS = 5  # WESAD contexts (PROTOCOL §5): fixed columns for the DVC plots
+
+
+ContextNames = Sequence[str] | None  # a dataset's context names in context order, None: unknown
+
+
+def context_names(data_dir: str | Path, dataset: str) -> list[str] | None:
+    """The names of ``dataset``'s contexts, in context order (``context_names`` of
+    data/partitions/<dataset>.json, copied from the processed manifest: HHAR's devices, WESAD's
+    runs, a user dataset's context values); None without a partition file (numbers only)."""
+    path = Path(data_dir) / "partitions" / f"{dataset}.json"
+    if not path.is_file():
+        return None
+    doc = read_json(path)
+    names = doc.get("context_names") if isinstance(doc, dict) else None
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise DataError(f"{path}: context_names must be a list of names, got {quote(names)}; rerun "
+                        f"`esnfed partition --dataset {dataset}`")
+    return names
+
+
+def context_label(t: int, names: ContextNames) -> str:
+    """Context ``t`` as every figure names it: its 0-based number, and its name when known."""
+    return f"{t}: {names[t]}" if names is not None and t < len(names) else str(t)
 
 
 def _stream(inputs: Inputs, ds: str, method: str, pct: str) -> np.ndarray | None:
@@ -37,8 +66,9 @@ def _stream(inputs: Inputs, ds: str, method: str, pct: str) -> np.ndarray | None
                         "retrains × contexts") from None
 
 
-def stream_figure_and_plot(inputs: Inputs, ds: str, setting: str) -> tuple[bytes, str]:
-    """PNG of stream accuracy for one dataset × setting, and its DVC plots CSV (means, percent)."""
+def stream_figure_and_plot(inputs: Inputs, ds: str, setting: str, names: ContextNames = None) -> tuple[bytes, str]:
+    """PNG of stream accuracy for one dataset × setting, and its DVC plots CSV (means, percent):
+    a row per context, ``context`` its 0-based number and ``context_name`` its name (``names``)."""
     prefix = SETTINGS[setting][0]
     panels = [(pct, {s: _stream(inputs, ds, f"{prefix}-{s}", pct) for s in STRATEGIES})
               for pct in PCTS]
@@ -46,11 +76,11 @@ def stream_figure_and_plot(inputs: Inputs, ds: str, setting: str) -> tuple[bytes
                 default=0)
     png = figures.stream_accuracy(
         f"{dataset_label(ds)} {_SETTING_TITLE[setting]}: stream accuracy after each context "
-        f"({_PRETTY[prefix]})", panels)
-    columns = ["context"] + [f"{s}_{pct}" for pct in PCTS for s in STRATEGIES]
+        f"({_PRETTY[prefix]})", panels, [context_label(t, names) for t in range(n_ctx)])
+    columns = ["context", "context_name"] + [f"{s}_{pct}" for pct in PCTS for s in STRATEGIES]
     rows = []
     for t in range(n_ctx):
-        row: dict[str, Any] = {"context": t + 1}
+        row: dict[str, Any] = {"context": t, "context_name": names[t] if names is not None and t < len(names) else None}
         for pct, lines in panels:
             for s, acc in lines.items():
                 if acc is not None and t < acc.shape[1]:
@@ -98,15 +128,16 @@ def _spread(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return values.mean(axis=0), values.std(axis=0)
 
 
-def _context_lines(dens: np.ndarray) -> list[tuple[str, np.ndarray, np.ndarray]]:
+def _context_lines(dens: np.ndarray, names: ContextNames) -> list[tuple[str, np.ndarray, np.ndarray]]:
     """A line per context from (retrains, contexts, bins)."""
-    return [(f"context {t}", *_spread(dens[:, t])) for t in range(dens.shape[1])]
+    return [(f"context {context_label(t, names)}", *_spread(dens[:, t])) for t in range(dens.shape[1])]
 
 
-def activation_figure_and_plots(inputs: Inputs, setting: str, pct: str
+def activation_figure_and_plots(inputs: Inputs, setting: str, pct: str, names: ContextNames = None
                                 ) -> tuple[bytes, dict[str, str]]:
     """The pooled figure: one panel per method, the final reservoir's density per context on the
-    test users together (mean ± std over retrains), and one DVC plots CSV of the means per method."""
+    test users together (mean ± std over retrains), and one DVC plots CSV of the means per method
+    (column context<t>: context t, numbered from 0 as in every figure)."""
     prefix, stationary = SETTINGS[setting]
     methods = [stationary] + [f"{prefix}-{s}" for s in STRATEGIES]
     cells, plots, edges = [], {}, None
@@ -117,7 +148,7 @@ def activation_figure_and_plots(inputs: Inputs, setting: str, pct: str
             cells.append(None)
             continue
         edges = act.edges
-        lines = _context_lines(act.pooled[:, -1])
+        lines = _context_lines(act.pooled[:, -1], names)
         cells.append(lines)
         centres = (edges[:-1] + edges[1:]) / 2
         rows = [{"value": round(float(c), 6),
@@ -131,7 +162,7 @@ def activation_figure_and_plots(inputs: Inputs, setting: str, pct: str
     return png, plots
 
 
-def activation_users_figure(inputs: Inputs, setting: str) -> bytes:
+def activation_users_figure(inputs: Inputs, setting: str, names: ContextNames = None) -> bytes:
     """The papers' Fig. 3: one panel per test user (columns) and training share (rows), the
     trained stationary IP reservoir's density per context, mean ± std over retrains."""
     stationary = SETTINGS[setting][1]
@@ -142,14 +173,14 @@ def activation_users_figure(inputs: Inputs, setting: str) -> bytes:
     for pct in PCTS:
         a = acts[pct]
         cells.append([None if a is None or u not in a.users else
-                      _context_lines(a.per_user[:, -1, a.users.index(u)]) for u in users] or [None])
+                      _context_lines(a.per_user[:, -1, a.users.index(u)], names) for u in users] or [None])
     return figures.density_grid(
         f"{dataset_label(ACTIVATION_DATASET)} {_SETTING_TITLE[setting]}: activation density on each test user "
         f"({stationary}; rows: training users; mean ± std over retrains)", edges,
         [f"{pct}%" for pct in PCTS], [f"test user {u}" for u in users] or ["test users"], cells)
 
 
-def activation_contexts_figure(inputs: Inputs, setting: str, pct: str) -> bytes:
+def activation_contexts_figure(inputs: Inputs, setting: str, pct: str, names: ContextNames = None) -> bytes:
     """The papers' Fig. 5 (right): the continual reservoir after each context (lines), on the test
     data of each context (columns), one row per strategy; test users pooled, mean ± std."""
     prefix = SETTINGS[setting][0]
@@ -162,12 +193,12 @@ def activation_contexts_figure(inputs: Inputs, setting: str, pct: str) -> bytes:
         if a is None:
             cells.append([None] * n_ctx)
             continue
-        cells.append([[(f"after context {i}", *_spread(a.pooled[:, i, j]))
+        cells.append([[(f"after context {context_label(i, names)}", *_spread(a.pooled[:, i, j]))
                        for i in range(a.pooled.shape[1])] for j in range(a.pooled.shape[2])])
     return figures.density_grid(
         f"{dataset_label(ACTIVATION_DATASET)} {_SETTING_TITLE[setting]}: activation density after each context "
         f"({_PRETTY[prefix]}, {pct}% training users; columns: test data of each context)", edges,
-        list(STRATEGIES), [f"data of context {j}" for j in range(n_ctx)], cells)
+        list(STRATEGIES), [f"data of context {context_label(j, names)}" for j in range(n_ctx)], cells)
 
 
 def activation_shares_figure(inputs: Inputs, setting: str) -> bytes:

@@ -20,7 +20,7 @@ from typing import Any
 from esnfed_core.method import Method
 from esnfed_core.search import derive_seed
 from esnfed_stages._io import read_json, write_json
-from esnfed_stages.experiment_params import ExperimentParams, RunnerConfig
+from esnfed_stages.experiment_params import BudgetSpec, ExperimentParams, RunnerConfig
 from esnfed_stages.fingerprint import code_fingerprint, result_key
 from esnfed_stages.jobs import Progress, StageResult, clean_share, run_pending, run_shares
 from esnfed_stages.layout import model_dir
@@ -73,9 +73,9 @@ def lambda_selection(model: Any, exp: ExperimentParams) -> dict[str, Any] | None
     return {"mode": "frozen", "lambdas": [model.lam], "lambda": model.lam, "validation_accuracy": None}
 
 
-def selected_config(runs: Path, dataset: str, method: str, pct: str, budget: str) -> dict[str, Any]:
-    """best.json's config of one share, selected under params.yaml's ``budget`` (select.read_best:
-    missing or stale -> one line naming the select command to run)."""
+def selected_config(runs: Path, dataset: str, method: str, pct: str, budget: BudgetSpec) -> dict[str, Any]:
+    """best.json's config of one share, selected under params.yaml's ``budget`` as it is now
+    (select.read_best: missing or stale -> one line naming the select command to run)."""
     return read_best(runs, dataset, Method.parse(method), pct, budget)["config"]
 
 
@@ -106,7 +106,9 @@ def _run(dataset: str, method: Method, pcts: list[str], exp: ExperimentParams, d
     pending: list[PlannedRetrain] = []
     score = exp.settings.retrain_scores(method)
     # Every share's selection is read before any folder is touched: a missing one changes nothing.
-    configs = {pct: selected_config(runs_dir, dataset, method.id, pct, exp.budget) for pct in pcts}
+    configs = {pct: selected_config(runs_dir, dataset, method.id, pct, exp.budget_spec) for pct in pcts}
+    # What each model records of the budget: that of the selection it was retrained from.
+    labels = exp.budget_spec.labels("params_budget", dataset, method)
     for pct in pcts:
         config = configs[pct]
         if score:  # λ is chosen again for each retrained reservoir
@@ -127,8 +129,9 @@ def _run(dataset: str, method: Method, pcts: list[str], exp: ExperimentParams, d
             meta = read_meta(directory, k)
             if meta is not None and meta.get("key") == key:
                 s.resumed += 1
-                if meta.get("params_budget", exp.budget) != exp.budget:  # the same model, now this budget's
-                    write_json(model_paths(directory, k)[1], {**meta, "params_budget": exp.budget})
+                # The same model (same config, seed, data, code): now this budget's, as it is now.
+                if any(meta.get(name) != value for name, value in labels.items()):
+                    write_json(model_paths(directory, k)[1], {**meta, **labels})
                 continue
             task = TrialTask(f"{dataset}/{method.id}/{pct}/seed-{k}", ref, method.id, config, seed,
                              exp.settings, score=score)
@@ -140,8 +143,7 @@ def _run(dataset: str, method: Method, pcts: list[str], exp: ExperimentParams, d
         s.ran += 1
         if outcome.ok:
             meta = {"dataset": dataset, "pct": pct, "train_users": data.train_users(pct), "key": key,
-                    "params_budget": exp.budget,
-                    "lambda_selection": lambda_selection(outcome.model, exp)}
+                    **labels, "lambda_selection": lambda_selection(outcome.model, exp)}
             save_model(model_dir(runs_dir, dataset, method.id, pct), k, outcome.model, meta)
         else:
             s.failed.append((k, outcome.error))

@@ -3,8 +3,10 @@ search (stationary methods; deep ones at the selected units of their shallow cou
 budget grid (continual methods, from the best IP/FedIP config).
 
 Writes runs/select/<dataset>/<method>/<pct>/trial-XXXX.json as each trial finishes (atomically),
-and best.json once every trial of the share has succeeded (``params_budget``: params.yaml's budget
-it was selected under; retrain and the methods built on it refuse it under another). A rerun reuses each trial file whose
+and best.json once every trial of the share has succeeded (``params_budget`` and
+``params_budget_digest``: params.yaml's budget it was selected under and the digest of what of it
+the selection drew from; retrain and the methods built on it refuse it under another, or under
+the same name edited since: experiment_params.BudgetSpec). A rerun reuses each trial file whose
 key still matches (same config, seed, settings, data and code) and recomputes the rest.
 """
 
@@ -21,7 +23,7 @@ from esnfed_core.method import Method
 from esnfed_core.quote import quote
 from esnfed_core.search import Dimension, continual_budgets, derive_seed, sample_config
 from esnfed_stages._io import read_json, write_json
-from esnfed_stages.experiment_params import ExperimentParams, RunnerConfig
+from esnfed_stages.experiment_params import BudgetSpec, ExperimentParams, RunnerConfig
 from esnfed_stages.fingerprint import code_fingerprint, result_key
 from esnfed_stages.jobs import Progress, StageResult, clean_share, run_pending, run_shares
 from esnfed_stages.layout import best_path, select_dir
@@ -68,7 +70,7 @@ def trial_seed(exp: ExperimentParams, dataset: str, pct: str, index: int) -> int
     return derive_seed(exp.seed, "trial", dataset, pct, index)
 
 
-def _base_config(runs: Path, dataset: str, method: Method, pct: str, budget: str) -> dict[str, Any]:
+def _base_config(runs: Path, dataset: str, method: Method, pct: str, budget: BudgetSpec) -> dict[str, Any]:
     return read_best(runs, dataset, Method.parse(method.base), pct, budget, before=method.id)
 
 
@@ -93,11 +95,11 @@ def _why_no_best(directory: Path, command: str, before: str | None) -> str:
     return f"not found: run {command}" + (f" before {before}" if before else " first")
 
 
-def read_best(runs: Path, dataset: str, method: Method, pct: str, budget: str,
+def read_best(runs: Path, dataset: str, method: Method, pct: str, budget: BudgetSpec,
               before: str | None = None) -> dict[str, Any]:
-    """best.json of one share, selected under params.yaml's ``budget``; otherwise one DataError
-    naming it, why it is missing or stale, and the select command to run (``before``: the method
-    that needs it)."""
+    """best.json of one share, selected under params.yaml's ``budget`` as it is now (its name and
+    digest, :meth:`BudgetSpec.check`); otherwise one DataError naming it, why it is missing or
+    stale, and the select command to run (``before``: the method that needs it)."""
     path = best_path(runs, dataset, method.id, pct)
     command = f"`esnfed select --dataset {dataset} {method.cli_options} --pct {pct}`"
     missing = "file not found" if path.exists() or path.is_symlink() \
@@ -105,10 +107,7 @@ def read_best(runs: Path, dataset: str, method: Method, pct: str, budget: str,
     best = read_json(path, missing)
     if not isinstance(best, dict) or not isinstance(best.get("config"), dict):
         raise DataError(f"{path}: no 'config' object")
-    selected = best.get("params_budget", budget)  # written before it was recorded: trusted
-    if selected != budget:
-        raise DataError(f"{path}: selected under budget {quote(selected)} but params.yaml's budget is "
-                        f"{quote(budget)}: rerun {command}")
+    budget.check(path, best, "params_budget", "selected", dataset, method, command)
     if before is None or Method.parse(before).continual:
         check_best_config(path, method, best["config"])  # every key is reused (deep: pin_units checks units)
     return best
@@ -129,7 +128,7 @@ def plan_share(exp: ExperimentParams, data: Dataset, method: Method, pct: str,
     directory = select_dir(runs, data.name, method.id, pct)
     base = None
     if method.continual:
-        base = _base_config(runs, data.name, method, pct, exp.budget)
+        base = _base_config(runs, data.name, method, pct, exp.budget_spec)
         rounds = base["config"].get("rounds")
         stationary = {k: base["config"][k] for k in method.config_keys if k != "budget" and k in base["config"]}
         missing = set(method.config_keys) - set(stationary) - {"budget"}
@@ -143,7 +142,7 @@ def plan_share(exp: ExperimentParams, data: Dataset, method: Method, pct: str,
     else:
         dims = exp.method_space(data.name, method)
         if method.deep:  # issue 13: deep at the shallow counterpart's selected total units
-            base = _base_config(runs, data.name, method, pct, exp.budget)
+            base = _base_config(runs, data.name, method, pct, exp.budget_spec)
             dims = pin_units(dims, base["config"], best_path(runs, data.name, method.base, pct))
         configs = [sample_config(dims, exp.seed, data.name, pct, i) for i in range(exp.n_trials(method))]
     ref = data.ref(data.train_users(pct), data.validation_users)
@@ -268,7 +267,7 @@ def _run(dataset: str, method: Method, pcts: list[str], exp: ExperimentParams, d
         s.best = {
             "dataset": dataset, "method": method.id, "pct": pct, "trial": best["index"], "seed": best["seed"],
             "score": best["scores"]["score"], "scores": best["scores"], "config": best["selected_config"],
-            "n_trials": len(plans[pct]), "params_budget": exp.budget,
+            "n_trials": len(plans[pct]), **exp.budget_spec.labels("params_budget", dataset, method),
             "base": None if base is None else {"method": method.base, "trial": base["trial"],
                                                "config": base["config"]},
         }

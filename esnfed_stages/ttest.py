@@ -24,6 +24,7 @@ from esnfed_core.vocabulary import DATASETS, PCTS
 from esnfed_stages import provenance
 from esnfed_stages._datasets import continual_declared, declared
 from esnfed_stages._io import output_lock, read_json, write_json
+from esnfed_stages.experiment_params import BudgetSpec, budget_spec
 from esnfed_stages.heterogeneity_params import hetero_params
 from esnfed_stages.layout import assess_path
 from esnfed_stages.sections import section
@@ -33,7 +34,7 @@ ASSESS_DIR = Path("runs/assess")
 
 def hetero_table_methods(params: Mapping[str, Any]) -> tuple[str, ...]:
     """The heterogeneous table's methods when params.yaml has a ``heterogeneity`` section: local,
-    ensemble, align at each α, and homogeneous IncFed (the upper bound); () without it."""
+    ensemble, align at each α, and homogeneous IncFed (the reference: one shared reservoir); () without it."""
     if not isinstance(params, Mapping) or "heterogeneity" not in params:
         return ()
     return tuple(m.id for m in hetero_params(params).methods()) + ("incfed",)
@@ -64,18 +65,14 @@ def _fractions(path: Path, key: str, value: Any, allow_none: bool = False) -> li
     return out
 
 
-def assess_rerun(dataset: str, method: str) -> str:
-    """What to run again for an assess file computed under other params than params.yaml's."""
-    return (f"select, retrain and `esnfed assess --dataset {dataset} {Method.parse(method).cli_options}` "
-            "under it (dvc repro does)")
-
-
 def load_assess(path: str | Path, dataset: str, method: str, partial: bool = False,
-                expected: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                budget: BudgetSpec | None = None, expected: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """An assess file checked against the contract: every share with its test scores (``partial``:
-    the shares it lists, at least one: the heterogeneous methods run the budget's shares) and
-    computed with ``expected``, params.yaml's values ({key: value}: ``budget``, a heterogeneous
-    method's ``heterogeneity.*``) that the file records (a table would mix budgets otherwise)."""
+    the shares it lists, at least one: the heterogeneous methods run the budget's shares) and,
+    given params.yaml's ``budget``, assessed under it as it is now (its name and, when params.yaml
+    has its entry, digest; a table would mix budgets, or an edited budget's, otherwise); and
+    computed with ``expected``, params.yaml's values by key (a heterogeneous method's
+    ``heterogeneity.*``), where the file records them (esnfed_stages/provenance.py)."""
     path = Path(path)
     doc = read_json(path)
     if not isinstance(doc, dict) or not isinstance(doc.get("pcts"), dict):
@@ -83,9 +80,13 @@ def load_assess(path: str | Path, dataset: str, method: str, partial: bool = Fal
     for key, want in (("dataset", dataset), ("method", method)):
         if doc.get(key, want) != want:
             raise DataError(f"{path}: {key} is {quote(doc.get(key))}, expected {quote(want)}")
-    provenance.check(path, doc, expected or {}, assess_rerun(dataset, method), top_level={"budget": "budget"})
+    m = Method.parse(method)
+    rerun = f"select, retrain and `esnfed assess --dataset {dataset} {m.cli_options}` under it (dvc repro does)"
+    if budget is not None:
+        budget.check(path, doc, "budget", "assessed", dataset, m, rerun, assessed=True)
+    provenance.check(path, doc, expected or {}, rerun)
     shares = [p for p in PCTS if p in doc["pcts"]] if partial else PCTS
-    federated = Method.parse(method).federated
+    federated = m.federated
     if not shares:
         raise DataError(f"{path}: pcts lists none of {', '.join(PCTS)}")
     for pct in shares:
@@ -115,11 +116,12 @@ class Inputs:
 
 
 def load_inputs(assess_dir: str | Path, needed: Iterable[tuple[str, str]],
-                allow_missing: bool = False, partial: bool = False,
+                allow_missing: bool = False, partial: bool = False, budget: BudgetSpec | None = None,
                 expected: Mapping[str, Any] | None = None) -> Inputs:
     """Read every needed (dataset, method); a missing file is an error unless ``allow_missing``
-    (``partial``: files may list a subset of the shares; ``expected``: params.yaml's values every
-    file must have been computed with, e.g. {"budget": ...}; see :func:`load_assess`)."""
+    (``partial``: files may list a subset of the shares; ``budget``: params.yaml's, which every
+    file must have been assessed under; ``expected``: other values of params.yaml a file must have
+    been computed with where it records them; see :func:`load_assess`)."""
     inputs = Inputs()
     needed = list(needed)
     for i, (ds, method) in enumerate(needed):
@@ -136,7 +138,7 @@ def load_inputs(assess_dir: str | Path, needed: Iterable[tuple[str, str]],
                             + (f" ({others} more assess file(s) missing)" if others else ""))
         if problem is not None:  # a folder or a FIFO there is not a missing input
             raise DataError(f"{path}: {problem}")
-        doc = load_assess(path, ds, method, partial, expected)
+        doc = load_assess(path, ds, method, partial, budget, expected)
         inputs.docs[(ds, method)] = doc
         inputs.paths[(ds, method)] = path
         for pct in PCTS:
@@ -196,7 +198,7 @@ class TTestParams:
     hetero_methods: tuple[str, ...] = ()  # issue 13: the heterogeneous table's methods (if any)
     datasets: tuple[str, ...] = DATASETS  # params.yaml datasets / continual_datasets (issue 16)
     continual: tuple[str, ...] = DATASETS
-    budget: str | None = None  # params.yaml budget: every assess file read must be of it
+    budget: BudgetSpec | None = None  # params.yaml budget: every assess file read must be of it
     alphas: tuple[float, ...] = ()  # heterogeneity.alphas (the align methods of hetero_methods)
 
     @property
@@ -207,8 +209,9 @@ class TTestParams:
     @property
     def record(self) -> dict[str, Any]:
         """What reports/ttest.json is computed with, by params.yaml key (its ``params``; the report
-        refuses a file whose values differ from params.yaml's)."""
-        return provenance.record({"ttest.variant": self.variant, "ttest.alpha": self.alpha, "budget": self.budget,
+        refuses a file whose values differ from params.yaml's). The budget by name."""
+        return provenance.record({"ttest.variant": self.variant, "ttest.alpha": self.alpha,
+                                  "budget": None if self.budget is None else self.budget.name,
                                   "datasets": self.datasets, "continual_datasets": self.continual,
                                   "heterogeneity.alphas": self.alphas or None})
 
@@ -226,7 +229,7 @@ def ttest_params(params: Mapping[str, Any], variant: str | None = None,
     methods = hetero_table_methods(params)
     alphas = hetero_params(params).alphas if methods else ()
     return TTestParams(variant, float(alpha), methods, declared(params), continual_declared(params),
-                       params.get("budget"), alphas)
+                       budget_spec(params), alphas)
 
 
 def run(options: TTestParams, *, assess_dir: str | Path = ASSESS_DIR, out: str | Path = TTEST_PATH,
@@ -234,8 +237,7 @@ def run(options: TTestParams, *, assess_dir: str | Path = ASSESS_DIR, out: str |
     """Run every table's tests and write ``out``; returns the written document."""
     variant, alpha = options.variant, options.alpha
     specs = options.tables
-    expected = {"budget": options.budget}
-    inputs = load_inputs(assess_dir, required_inputs(specs), allow_missing, expected=expected)
+    inputs = load_inputs(assess_dir, required_inputs(specs), allow_missing, budget=options.budget)
     if variant == "paired":
         check_pairing(specs, inputs)
     comps = []
@@ -247,7 +249,7 @@ def run(options: TTestParams, *, assess_dir: str | Path = ASSESS_DIR, out: str |
     if options.hetero_methods:  # issue 13: every method against the ensemble; absent files allowed
         spec = hetero_spec(options.hetero_methods)
         het = load_inputs(assess_dir, required_inputs([spec]), allow_missing=True, partial=True,
-                          expected=expected)
+                          budget=options.budget)
         if variant == "paired":
             check_pairing([spec], het)
         comps += comparisons([spec], het.scores, variant, alpha)

@@ -129,3 +129,20 @@ def test_start_up_leaves_slow_libraries_to_the_commands_that_use_them():
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                          check=True).stdout.split()
     assert out == []
+
+
+def test_every_cli_module_imports_first_in_a_fresh_interpreter():
+    """Each esnfed_cli module can be the first one imported (a test or a tool importing one
+    command module): an import cycle through the app's command registration shows here even
+    where the graph above cannot see it."""
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    names = [n for n in sorted(_modules("esnfed_cli")) if not n.endswith("__main__")]
+    assert "esnfed_cli.privacy_cmd" in names and "esnfed_cli.experiment_cmds" in names
+    failed = []
+    for name in names:
+        run = subprocess.run([sys.executable, "-c", f"import {name}"], capture_output=True, text=True, cwd=ROOT)
+        if run.returncode:
+            failed.append(f"{name}: {run.stderr.strip().splitlines()[-1]}")
+    assert not failed, "\n".join(failed)

@@ -84,13 +84,14 @@ def test_declared_dataset_flows_from_import_to_the_generic_tables(roots):
     part = json.loads((root / "data" / "partitions" / "example.json").read_text())
     assert [len(part["train"][p]) for p in ("25", "50", "75", "100")] == [1, 2, 3, 4]
     tables = root / "reports" / "tables"
-    stationary = (tables / "example-stationary.md").read_text()
+    # one table per stationary comparison (IncFed vs FedAvg, FedIP vs IncFed, IP vs ridge), as the papers'
+    stationary = "".join((tables / f"example-stationary-{name}.md").read_text() for name in ("incfed", "fedip", "ip"))
     continual = (tables / "example-continual.md").read_text()
     for label in ("random", "centralised", "fedavg", "incfed", "ip", "fedip"):
         assert f"| {label} " in stationary or f" {label} |" in stationary
     rows = [line for text in (stationary, continual) for line in text.splitlines() if line.startswith("| 25%")]
-    assert len(rows) == 2 and all("n/a" not in r for r in rows)  # every method assessed
-    assert "Missing inputs (n/a cells): none" in stationary and "| paper" not in stationary
+    assert len(rows) == 4 and all("n/a" not in r for r in rows)  # every method assessed
+    assert stationary.count("Missing inputs (n/a cells): none") == 3 and "| paper" not in stationary
     assert "clip replay" in continual and "fedclip joint" in continual
     comm = (tables / "communication-example.md").read_text()
     assert comm.startswith("# communication-example: example: floats and bytes sent per client per round")
@@ -98,7 +99,8 @@ def test_declared_dataset_flows_from_import_to_the_generic_tables(roots):
     assert "| example: floats and bytes sent per client per round and in total |" in index
     assert "fedclip-joint" in comm and "incfed" in comm
     comps = json.loads((root / "reports" / "ttest.json").read_text())["comparisons"]
-    assert {c["table"] for c in comps if c["dataset"] == "example"} == {"example-stationary", "example-continual"}
+    assert {c["table"] for c in comps if c["dataset"] == "example"} == {
+        "example-stationary-incfed", "example-stationary-fedip", "example-stationary-ip", "example-continual"}
     metrics = root / "reports" / "metrics"
     assert json.loads((metrics / "example-fedip.json").read_text())["test"].keys() == {"25", "50", "75", "100"}
     figure = (root / "reports" / "figures" / "stream-example-federated.png").read_bytes()

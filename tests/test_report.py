@@ -32,6 +32,7 @@ SCORES = {"random": [0.25, 0.26, 0.24], "ridge": LOW, "incfed": LOW, "fedavg": [
           "deep-incfed": HIGH, "deep-fedip": HIGH}  # deep (issue 13): better than incfed, equal to fedip
 N_UNITS, N_CLASSES = {"wesad": 20, "hhar": 30}, {"wesad": 4, "hhar": 6}
 CONTEXTS = {"wesad": 5, "hhar": 4}
+HHAR_CONTEXTS = ["nexus4", "s3", "s3mini", "lgwatch"]
 IP_ROUNDS = 6
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -131,6 +132,9 @@ def built(tmp_path_factory):
     root = tmp_path_factory.mktemp("report")
     (root / "params.yaml").write_text(PARAMS)
     write_assess(root)
+    # HHAR's partition names its contexts (the figures and plots show them); WESAD has none here
+    (root / "data" / "partitions").mkdir(parents=True)
+    (root / "data" / "partitions" / "hhar.json").write_text(json.dumps({"context_names": HHAR_CONTEXTS}))
     with pytest.MonkeyPatch.context() as mp:
         mp.chdir(root)
         mp.setenv("SOURCE_DATE_EPOCH", "1700000000")
@@ -308,6 +312,11 @@ def test_figures_and_plots(built):
         assert data[:8] == PNG_MAGIC and len(data) > 5000
     stream = _rows(workdir / "reports" / "plots" / "stream-wesad-federated.csv")
     assert len(stream) == CONTEXTS["wesad"]
+    # contexts numbered from 0 as PROTOCOL §6 and the activation plots (context0..), named where
+    # the partition file names them (HHAR's devices: its drop at context 3 is the smartwatch)
+    assert [(r["context"], r["context_name"]) for r in stream] == [(str(t), "") for t in range(5)]
+    hhar = _rows(workdir / "reports" / "plots" / "stream-hhar-centralized.csv")
+    assert [(r["context"], r["context_name"]) for r in hhar] == [(str(t), n) for t, n in enumerate(HHAR_CONTEXTS)]
     assert float(stream[-1]["joint_25"]) == pytest.approx(statistics.fmean(HIGH) * 100)
     act = _rows(workdir / "reports" / "plots" / "activation-wesad-fedip.csv")
     assert len(act) == 8 and float(act[0]["context4"]) == pytest.approx(0.9)  # mean over retrains
@@ -502,7 +511,7 @@ def test_bad_params_and_ttest_file(workdir):
 
 def test_help_explains_every_option():
     for cmd, options in (("ttest", ["--variant", "--alpha", "--allow-missing", "--assess-dir"]),
-                         ("report", ["--allow-missing", "--out-dir", "--ttest"])):
+                         ("report", ["--allow-missing", "--out-dir", "--ttest", "--data-dir"])):
         out = runner.invoke(app, [cmd, "--help"], env={"COLUMNS": "200"}).output
         for opt in options:
             assert opt in out
@@ -584,7 +593,7 @@ def test_ttest_and_report_refuse_assess_files_of_another_budget(workdir):
         result = runner.invoke(app, [command])
         assert result.exit_code == 1
         line = result.stderr.strip()
-        assert line.startswith(f"error: {first.relative_to(workdir)}: computed with budget 'default' but "
+        assert line.startswith(f"error: {first.relative_to(workdir)}: assessed under budget 'default' but "
                                "params.yaml's budget is 'paper': rerun select, retrain and `esnfed assess "
                                f"--dataset {required_inputs()[0][0]} "), line
     assert (workdir / "reports" / "ttest.json").read_bytes() == ttest
@@ -792,19 +801,21 @@ def test_heterogeneous_inputs_of_other_heterogeneity_settings_are_refused(tmp_pa
     printed them over assess files computed under others (exit 0)."""
     from esnfed_core.errors import DataError
     from esnfed_stages import hetero_report
+    from esnfed_stages.experiment_params import BudgetSpec
     from esnfed_stages.heterogeneity_params import hetero_params
 
     methods = _hetero_outputs(tmp_path)
-    same = hetero_report.load(tmp_path, methods, "default", hetero_params({"heterogeneity": HETERO}).record)
+    default = BudgetSpec("default")
+    same = hetero_report.load(tmp_path, methods, default, hetero_params({"heterogeneity": HETERO}).record)
     assert sorted(m for _, m in same.docs) == sorted(methods)
     settings = hetero_params({"heterogeneity": {**HETERO, **change}}).record
     with pytest.raises(DataError) as info:
-        hetero_report.load(tmp_path, methods, "default", settings)
+        hetero_report.load(tmp_path, methods, default, settings)
     assert str(info.value) == (f"{tmp_path / 'wesad' / 'local.json'}: computed with {computed} but params.yaml's "
                                f"{now}: rerun select, retrain and `esnfed assess --dataset wesad --algo local` "
                                "under it (dvc repro does)")
     _hetero_outputs(tmp_path, record=False)  # assessed before the files recorded the settings: trusted
-    assert len(hetero_report.load(tmp_path, methods, "default", settings).docs) == len(methods)
+    assert len(hetero_report.load(tmp_path, methods, default, settings).docs) == len(methods)
 
 
 def test_a_params_record_that_is_not_an_object_is_one_line_naming_it(tmp_path):
@@ -815,3 +826,70 @@ def test_a_params_record_that_is_not_an_object_is_one_line_naming_it(tmp_path):
         provenance.check("x.json", {"params": [1]}, {"budget": "default"}, "`esnfed ttest`")
     # params.yaml without the key (None): nothing to compare
     provenance.check("x.json", {"params": {"budget": "paper"}}, {"budget": None}, "`esnfed ttest`")
+
+
+# params.yaml's seed and budgets, as the schema checks them
+BUDGETS = {k: v for k, v in yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text()).items()
+           if k in ("seed", "budget", "budgets")}
+
+
+def _write_budget(workdir: Path, params: dict) -> None:
+    (workdir / "params.yaml").write_text(yaml.safe_dump(params) + PARAMS)
+
+
+def _stamp_digests(workdir: Path, params: dict) -> None:
+    """The assess files as assess writes them under ``params``: with the budget's digest."""
+    from esnfed_core.method import Method
+    from esnfed_stages.experiment_params import budget_spec
+
+    for ds, method in required_inputs():
+        path = workdir / "runs" / "assess" / ds / f"{method}.json"
+        doc = json.loads(path.read_text())
+        doc["budget_digest"] = budget_spec(params).digest(ds, Method.parse(method), assessed=True)
+        path.write_text(json.dumps(doc))
+
+
+def _edited(edit) -> dict:
+    import copy
+
+    params = copy.deepcopy(BUDGETS)
+    edit(params["budgets"]["default"], params)
+    return params
+
+
+@pytest.mark.parametrize("edit, first", [
+    (lambda b, p: b["space"]["hhar"].update(units=[40]), ("hhar", "ridge")),  # random draws no space
+    (lambda b, p: b.update(retrains=5), ("wesad", "random")),  # every file holds `retrains` scores
+    (lambda b, p: p.update(seed=p["seed"] + 1), ("wesad", "random")),
+], ids=["space.hhar", "retrains", "seed"])
+def test_ttest_and_report_refuse_assess_files_of_an_edited_budget(workdir, edit, first):
+    """budgets.default edited by hand after assess, the name unchanged: ttest and report name the
+    first assess file whose budget digest differs from params.yaml's and write nothing."""
+    write_assess(workdir)
+    _stamp_digests(workdir, BUDGETS)
+    _write_budget(workdir, BUDGETS)
+    _ok(["ttest"])
+    ttest = (workdir / "reports" / "ttest.json").read_bytes()
+    _write_budget(workdir, _edited(edit))
+    path = Path("runs") / "assess" / first[0] / f"{first[1]}.json"
+    for command in ("ttest", "report"):
+        result = runner.invoke(app, [command])
+        assert result.exit_code == 1
+        assert result.stderr.strip().splitlines() == [
+            f"error: {path}: assessed under budget 'default' with another search space, trials, retrains or "
+            f"seed than params.yaml's now: rerun select, retrain and `esnfed assess --dataset {first[0]} "
+            f"--algo {first[1]}` under it (dvc repro does)"]
+    assert (workdir / "reports" / "ttest.json").read_bytes() == ttest
+    assert sorted(p.name for p in (workdir / "reports").iterdir()) == ["ttest.json"]
+
+
+def test_ttest_accepts_another_budgets_edit_and_assess_files_without_the_digest(workdir):
+    """An edit of another budget's entry changes no assess file's digest; files written before the
+    digest was recorded are trusted (the name is still compared)."""
+    write_assess(workdir)
+    _stamp_digests(workdir, BUDGETS)
+    _write_budget(workdir, _edited(lambda b, p: p["budgets"]["paper"]["space"]["wesad"].update(units=[100])))
+    _ok(["ttest"])
+    write_assess(workdir)  # no budget_digest
+    _write_budget(workdir, _edited(lambda b, p: b["space"]["wesad"].update(units=[40])))
+    _ok(["ttest"])

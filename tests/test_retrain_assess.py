@@ -67,7 +67,7 @@ def _assess(root: Path, method: str) -> dict:
 def test_assess_json_follows_the_contract(run_a, algo, strategy):
     m = Method(algo, strategy)
     doc = _assess(run_a, m.id)
-    assert set(doc) == {"dataset", "method", "algo", "strategy", "budget", "source", "pcts"}
+    assert set(doc) == {"dataset", "method", "algo", "strategy", "budget", "budget_digest", "source", "pcts"}
     assert _contract_keys("1") == set(doc) | {"alpha"}  # the contract documents what assess writes
     assert _contract_keys("2") == set(doc["pcts"]["100"]) | {"client_test_accuracy"}  # (align / heterogeneous)
     assert (doc["dataset"], doc["method"], doc["algo"], doc["strategy"]) == ("wesad", m.id, algo, strategy)
@@ -483,14 +483,45 @@ def _copy_under_budget_small(run_a: Path, tmp_path: Path) -> Path:
     return root
 
 
-def test_a_best_json_selected_under_another_budget_is_refused_not_reused(run_a, tmp_path):
-    """select under `default`, then params.yaml's budget switched: retrain, the methods built on a
-    selection (continual, deep) refuse the stale best.json and name the select to rerun."""
-    root = _copy_under_budget_small(run_a, tmp_path)
+# Hand edits of budgets.default (b) or params.yaml (p) that keep the budget's name.
+_EDITS = {"space.fedip": lambda b, p: b["space"]["fedip"].update(rounds=[1, 3]),
+          "space.wesad": lambda b, p: b["space"]["wesad"].update(units=[8, 16]),
+          "space.hhar": lambda b, p: b["space"]["hhar"].update(units=[4]),
+          "trials": lambda b, p: b.update(trials=3),
+          "seed": lambda b, p: p.update(seed=p["seed"] + 1)}
+
+
+def _edit_budget(root: Path, *edits: str) -> None:
+    """Write ``root``'s params.yaml: run A's with ``edits`` (names of _EDITS) made by hand."""
+    params = small_params()
+    params["budgets"]["default"]["retrains"] = RETRAINS
+    for edit in edits:
+        _EDITS[edit](params["budgets"]["default"], params)
+    write_params(root, params)
+
+
+def _budget(root: Path):
+    import yaml
+
+    return experiment_params(yaml.safe_load((root / "params.yaml").read_text())).budget_spec
+
+
+@pytest.mark.parametrize("edit", ["budget", "space.fedip", "space.wesad", "trials", "seed"])
+def test_a_best_json_of_another_or_an_edited_budget_is_refused_not_reused(run_a, tmp_path, edit):
+    """select under `default`, then params.yaml's budget switched, or budgets.default edited by
+    hand (the name unchanged): retrain, the methods built on a selection (continual, deep) refuse
+    the stale best.json and name the select to rerun; nothing is written."""
+    if edit == "budget":
+        root = _copy_under_budget_small(run_a, tmp_path)
+        why = "but params.yaml's budget is 'small'"
+    else:
+        root = _copy(run_a, tmp_path)
+        _edit_budget(root, edit)
+        why = "with another search space, trials or seed than params.yaml's now"
     runs = _files(root / "runs")
     best = root / "runs" / "select" / "wesad" / "fedip" / "25" / "best.json"
     assert json.loads(best.read_text())["params_budget"] == "default"
-    stale = (f"error: {best}: selected under budget 'default' but params.yaml's budget is 'small': "
+    stale = (f"error: {best}: selected under budget 'default' {why}: "
              "rerun `esnfed select --dataset wesad --algo fedip --pct 25`")
     for args in (["retrain", "--algo", "fedip"], ["select", "--algo", "fedclip", "--strategy", "naive"],
                  ["select", "--algo", "deep-fedip"]):
@@ -524,6 +555,8 @@ def test_assess_with_some_models_missing_names_them_and_the_retrain_to_run(run_a
 
 @pytest.mark.parametrize("key, value, fragment", [
     ("params_budget", "paper", "retrained under budget 'paper' but params.yaml's budget is 'default'"),
+    ("params_budget_digest", "0" * 16, "retrained under budget 'default' with another search space, trials or "
+                                       "seed than params.yaml's now"),
     ("train_users", ["S99"], "trained on users ['S99'] but share 50 of the partition now has "),
     ("dataset", "hhar", "dataset is 'hhar', expected 'wesad': a file of another run"),
     ("pct", "100", "pct is '100', expected '50': a file of another run"),
@@ -558,7 +591,63 @@ def test_a_budget_switch_relabels_the_models_a_retrain_resumes(run_a, tmp_path):
     assert {p: p.read_bytes() for p in sorted(share.rglob("*.npz"))} == npz
     metas = [json.loads(p.read_text()) for p in sorted(share.rglob("seed-*.json"))]
     assert len(metas) == len(PCTS) * RETRAINS and {m["params_budget"] for m in metas} == {"small"}
+    digest = _budget(root).digest("wesad", Method("ridge"))
+    assert {m["params_budget_digest"] for m in metas} == {digest}  # the same settings: the same digest
     assert _assess(root, "ridge")["budget"] == "small"
+
+
+def test_assess_refuses_models_of_an_edited_budget(run_a, tmp_path):
+    """Models retrained before budgets.default.space.wesad was edited (select and retrain not
+    rerun): assess names the first model's .json and the retrain to rerun, before any scoring."""
+    root = _copy(run_a, tmp_path)
+    _edit_budget(root, "space.wesad")
+    assessed = _files(root / "runs" / "assess")
+    res = _cli(root, "assess", "--algo", "ridge")
+    js = root / "runs" / "models" / "wesad" / "ridge" / "25" / "seed-0.json"
+    assert res.exit_code == 1 and res.output.strip().splitlines() == [
+        f"error: {js}: retrained under budget 'default' with another search space, trials or seed than "
+        "params.yaml's now: rerun `esnfed retrain --dataset wesad --algo ridge --pct 25`"], res.output
+    assert _files(root / "runs" / "assess") == assessed
+
+
+def test_a_budget_edit_the_selection_does_not_draw_from_is_accepted(run_a, tmp_path):
+    """Another dataset's or method's space leaves ridge's selection and models valid: retrain
+    resumes every model untouched and assess records the new assess digest. The trial count
+    leaves random's (one trial) valid, not ridge's."""
+    root = _copy(run_a, tmp_path)
+    _edit_budget(root, "space.hhar", "space.fedip")
+    models = _files(root / "runs" / "models" / "wesad" / "ridge")
+    for command in ("retrain", "assess"):
+        res = _cli(root, command, "--algo", "ridge")
+        assert res.exit_code == 0, res.output
+    assert _files(root / "runs" / "models" / "wesad" / "ridge") == models
+    assert _assess(root, "ridge")["budget_digest"] == _budget(root).digest("wesad", Method("ridge"), assessed=True)
+    _edit_budget(root, "space.hhar", "space.fedip", "trials")
+    for command in ("retrain", "assess"):
+        res = _cli(root, command, "--algo", "random")
+        assert res.exit_code == 0, res.output
+    assert _cli(root, "assess", "--algo", "ridge").exit_code == 1
+
+
+def test_artefacts_without_the_budget_digest_are_trusted_and_a_resumed_model_records_it(run_a, tmp_path):
+    """best.json and models written before the digest was recorded stay trusted, as those without
+    the name are; a retrain that resumes such a model (the same key: the same model) records
+    params.yaml's digest in its .json, the .npz untouched."""
+    root = _copy(run_a, tmp_path)
+    for js in [*(root / "runs" / "select" / "wesad" / "ridge").rglob("best.json"),
+               *(root / "runs" / "models" / "wesad" / "ridge").rglob("seed-*.json")]:
+        meta = json.loads(js.read_text())
+        js.write_text(json.dumps({k: v for k, v in meta.items() if k != "params_budget_digest"}))
+    _edit_budget(root, "space.wesad")
+    res = _cli(root, "assess", "--algo", "ridge")
+    assert res.exit_code == 0, res.output
+    share = root / "runs" / "models" / "wesad" / "ridge"
+    npz = {p: p.read_bytes() for p in sorted(share.rglob("*.npz"))}
+    res = _cli(root, "retrain", "--algo", "ridge")
+    assert res.exit_code == 0, res.output
+    assert {p: p.read_bytes() for p in sorted(share.rglob("*.npz"))} == npz
+    metas = [json.loads(p.read_text()) for p in sorted(share.rglob("seed-*.json"))]
+    assert {m["params_budget_digest"] for m in metas} == {_budget(root).digest("wesad", Method("ridge"))}
 
 
 def test_assess_without_dataset_runs_every_dataset_the_pipeline_runs_the_method_on(run_a, tmp_path):

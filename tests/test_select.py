@@ -350,3 +350,82 @@ def test_a_damaged_record_with_its_key_is_recomputed_not_ranked(root, edit):
     redo, orig = json.loads(_trials(root)["trial-0000.json"]), json.loads(before["trial-0000.json"])
     redo.pop("seconds"), orig.pop("seconds")
     assert redo == orig and best_path(root / "runs", "wesad", "ridge", "25").read_bytes() == best
+
+
+# ------------------------------------------------- the budget checked by content, not only by name
+def _digest(params: dict, method: str, **kw) -> str | None:
+    return experiment_params(params).budget_spec.digest("wesad", Method.parse(method), **kw)
+
+
+@pytest.mark.parametrize("method, changed, kept", [
+    ("ridge", ["space.wesad", "trials", "seed"],
+     ["space.hhar", "space.ip", "space.fedip", "space.deep", "retrains"]),
+    ("fedip", ["space.wesad", "space.fedip", "trials", "seed"], ["space.hhar", "space.ip", "space.deep", "retrains"]),
+    ("clip-naive", ["space.wesad", "space.ip", "trials", "seed"], ["space.fedip", "retrains"]),  # its base ip's
+    ("deep-fedip", ["space.wesad", "space.fedip", "space.deep", "trials", "seed"],
+     ["space.ip", "space.hhar", "retrains"]),
+    ("random", ["seed"], ["space.wesad", "trials", "retrains"]),  # one trial, no space
+])
+def test_the_budget_digest_covers_what_the_selection_draws_from(method, changed, kept):
+    """A selection's digest changes with the entries its trials are drawn from and with nothing
+    else: another dataset's or method's space, or the retrain count, leave it (and its models)
+    valid; an assess file's digest adds the retrains."""
+    base = small_params()
+    before = _digest(base, method)
+    assert len(before) == 16 and before == _digest(small_params(), method)
+
+    def edited(what: str) -> dict:
+        params = small_params()
+        entry = params["budgets"]["default"]
+        if what == "seed":
+            params["seed"] += 1
+        elif what in ("trials", "retrains"):
+            entry[what] += 1
+        else:
+            entry["space"][what.split(".")[1]]["changed"] = [1]  # digests hash the entry as written
+        return params
+
+    for what in changed:
+        assert _digest(edited(what), method) != before, what
+    for what in kept:
+        assert _digest(edited(what), method) == before, what
+    assert _digest(edited("retrains"), method, assessed=True) != _digest(base, method, assessed=True)
+    other = small_params()
+    other["budgets"]["small"] = other["budgets"]["default"]
+    other["budget"] = "small"
+    assert _digest(other, method) == before  # the name is compared on its own
+
+
+def test_best_json_records_the_budget_digest_and_a_stale_base_is_refused(root):
+    """clip builds on ip's best.json: after budgets.default.space.ip is edited by hand (same name),
+    the stale selection is refused naming it and the select to rerun; nothing is written."""
+    params = small_params()
+    _select(root, params, Method("ip"))
+    ip_best = best_path(root / "runs", "wesad", "ip", "25")
+    best = json.loads(ip_best.read_text())
+    assert (best["params_budget"], best["params_budget_digest"]) == ("default", _digest(params, "ip"))
+    params["budgets"]["default"]["space"]["ip"]["rounds"] = [1, 3]
+    runs = {p: p.read_bytes() for p in sorted((root / "runs").rglob("*")) if p.is_file()}
+    with pytest.raises(DataError) as err:
+        _select(root, params, Method("clip", "naive"))
+    assert str(err.value) == (f"{ip_best}: selected under budget 'default' with another search space, trials or "
+                              "seed than params.yaml's now: rerun `esnfed select --dataset wesad --algo ip --pct 25`")
+    assert {p: p.read_bytes() for p in sorted((root / "runs").rglob("*")) if p.is_file()} == runs
+
+
+def test_an_unrelated_budget_edit_or_a_best_json_without_the_digest_is_accepted(root):
+    """Another method's space leaves ip's selection valid; a best.json written before the digest was
+    recorded is trusted, as one without the budget's name is."""
+    params = small_params()
+    _select(root, params, Method("ip"))
+    params["budgets"]["default"]["space"]["fedip"]["rounds"] = [1, 3]
+    params["budgets"]["default"]["space"]["hhar"]["units"] = [4]
+    params["budgets"]["default"]["retrains"] = 5
+    _select(root, params, Method("clip", "naive"))
+    clip_best = json.loads(best_path(root / "runs", "wesad", "clip-naive", "25").read_text())
+    assert clip_best["params_budget_digest"] == _digest(params, "ip")  # a continual method's is its base's
+    ip_best = best_path(root / "runs", "wesad", "ip", "25")
+    ip_best.write_text(json.dumps({k: v for k, v in json.loads(ip_best.read_text()).items()
+                                   if k != "params_budget_digest"}))
+    params["budgets"]["default"]["space"]["ip"]["rounds"] = [1, 3]
+    assert _select(root, params, Method("clip", "naive")).shares[0].best is not None

@@ -7,7 +7,7 @@ import pytest
 import scipy.stats
 
 from esnfed_core.stats import (
-    ParameterError, best_method, compare_pairs, compare_to_best, marks, pair_marks, ttest,
+    ParameterError, TestResult, best_method, compare_pairs, compare_to_best, marks, pair_marks, ttest,
 )
 
 A = [0.70, 0.72, 0.71]
@@ -146,3 +146,22 @@ def test_pairs_test_only_the_given_pairs_and_mark_from_the_best():
     tests = compare_pairs(scores, [("replay", "naive"), ("replay", "joint")])
     assert pair_marks(["naive", "replay", "joint"], tests) == {"joint": "italic", "replay": "italic",
                                                               "naive": ""}
+
+
+def _result(mean_a, mean_b, significant):
+    return TestResult(mean_a, mean_b, 3, 3, 1.0, 0.01 if significant else 0.5, significant)
+
+
+def test_methods_tied_for_the_best_get_the_same_mark_whatever_the_table_order():
+    # Two baselines tied at the top, each tested against the proposed method only (never against
+    # each other): both are a best, so both are italic in either order; none is bold.
+    tests = [("replay", "naive", _result(0.70, 0.80, True)), ("replay", "joint", _result(0.70, 0.80, True))]
+    for order in (["naive", "replay", "joint"], ["joint", "replay", "naive"]):
+        assert pair_marks(order, tests) == {"naive": "italic", "joint": "italic", "replay": ""}
+    # Not significantly worse than one of the tied bests: italic as well.
+    tests[1] = ("replay", "joint", _result(0.70, 0.80, False))
+    assert pair_marks(["naive", "replay", "joint"], tests) == {"naive": "italic", "joint": "italic",
+                                                              "replay": "italic"}
+    # Tied and tested against each other: equal means are never significant, both italic.
+    tied = [("a", "b", ttest([0.8, 0.81, 0.79], [0.8, 0.81, 0.79]))]
+    assert pair_marks(["a", "b"], tied) == pair_marks(["b", "a"], tied) == {"a": "italic", "b": "italic"}

@@ -11,8 +11,8 @@ import pytest
 from esnfed_core.errors import DataError
 from esnfed_core.stats import compare_to_best
 from esnfed_core.tables import (
-    TABLE_IDS, Communication, build_cells, communication_rows, mean_std_percent, metrics,
-    parse_published, required_inputs, split_rounds, table_spec,
+    TABLE_IDS, TABLES, Communication, TableSpec, build_cells, communication_rows, generic_tables,
+    mean_std_percent, metrics, parse_published, required_inputs, split_rounds, table_spec,
 )
 from esnfed_core.vocabulary import PCTS
 from esnfed_stages.tables import CSV_COLUMNS, cells_csv, communication_csv, format_value, render_markdown
@@ -193,3 +193,57 @@ def test_metrics_are_test_means_and_stable():
                  "hhar": {"ip": {"100": round(statistics.fmean(HIGH), 6)}}}
     reordered = dict(reversed(list(scores.items())))
     assert json.dumps(metrics(reordered)) == json.dumps(m)
+
+
+# ---------------------------------------------------------------------------------------------
+# A user dataset's generic tables: each family (a proposed method and its baselines) marked on
+# its own, as the papers' tables are
+
+def _generic_cells(spec, scores):
+    from esnfed_stages.ttest import comparisons
+
+    comps = comparisons([spec], scores, "welch", 0.05)
+    return {(c.pct, c.method): c for c in build_cells(spec, scores, comps, {})}
+
+
+def test_user_continual_table_marks_clip_and_fedclip_each_within_itself():
+    spec = next(s for s in generic_tables("example", True) if s.id == "example-continual")
+    # /tmp/ci's 25 % row in kind: a CLIP method is the row's best; FedCLIP joint and replay are not
+    # significantly different (two retrains), naive significantly below replay.
+    scores = {("example", m, pct, "test"): v for pct in PCTS for m, v in {
+        "clip-naive": [0.731, 0.732], "clip-replay": [0.60, 0.601], "clip-joint": [0.855, 0.856],
+        "fedclip-naive": [0.70, 0.701], "fedclip-replay": [0.737, 0.738], "fedclip-joint": [0.84, 0.86]}.items()}
+    cells = _generic_cells(spec, scores)
+    marks = {m: cells[("25", m)].mark for m in spec.method_ids}
+    assert marks == {"clip-naive": "", "clip-replay": "", "clip-joint": "bold",
+                     "fedclip-naive": "", "fedclip-replay": "italic", "fedclip-joint": "italic"}
+    assert [sorted({m for p in f for m in p}) for f in spec.families] == [
+        ["clip-joint", "clip-naive", "clip-replay"], ["fedclip-joint", "fedclip-naive", "fedclip-replay"]]
+    assert "separately" in spec.note
+
+
+def test_user_stationary_tables_mark_each_paper_comparison_and_equal_scores_alike():
+    specs = {s.id: s for s in generic_tables("example", False)}
+    assert list(specs) == ["example-stationary-incfed", "example-stationary-fedip", "example-stationary-ip"]
+    assert [s.pairs for s in specs.values()] == [(("incfed", "fedavg"),), (("fedip", "incfed"),), (("ip", "ridge"),)]
+    # ridge and incfed have the same scores (IncFed's readout is ridge's), so do ip and fedip
+    # (/tmp/ci's 50 % row): the same comparisons, the same marks, whatever the table order.
+    same = [0.80396, 0.80395]
+    scores = {("example", m, pct, "test"): v for pct in PCTS for m, v in {
+        "random": [0.33, 0.34], "ridge": [0.7879, 0.7983], "incfed": [0.7879, 0.7983], "fedavg": [0.70, 0.701],
+        "ip": same, "fedip": same}.items()}
+    marks = {sid: {m: c.mark for (pct, m), c in _generic_cells(spec, scores).items() if pct == "50"}
+             for sid, spec in specs.items()}
+    assert marks["example-stationary-incfed"] == {"random": "", "fedavg": "", "incfed": "bold"}
+    assert marks["example-stationary-fedip"] == {"incfed": "italic", "fedip": "italic"}
+    assert marks["example-stationary-ip"] == {"ridge": "italic", "ip": "italic"}
+
+
+def test_a_method_in_two_families_is_refused():
+    methods = (("fedavg", "fedavg"), ("incfed", "incfed"), ("fedip", "fedip"))
+    spec = TableSpec("x", "x", ("example",), methods, pairs=(("incfed", "fedavg"), ("fedip", "incfed")))
+    with pytest.raises(ValueError, match="incfed is in the pairs of two proposed methods"):
+        build_cells(spec, {}, [], {})
+    for spec in TABLES + generic_tables("example", True):  # every bold/italic table
+        assert spec.families and {m for f in spec.families for p in f for m in p} == \
+            {m for p in spec.pairs for m in p}

@@ -1,0 +1,93 @@
+"""The report's figures name contexts one way (esnfed_stages.report_figures): numbered from 0 as
+PROTOCOL §6 ("stream accuracy after context i ... contexts 0..i") in the stream and activation
+figures alike, with the dataset's name of each context where its partition file lists them."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from esnfed_core.errors import DataError
+from esnfed_stages import figures, report_figures
+from esnfed_stages.report_figures import context_label, context_names
+from esnfed_stages.ttest import Inputs
+
+HHAR = ["nexus4", "s3", "s3mini", "lgwatch"]
+
+
+def test_context_names_come_from_the_partition_file(tmp_path):
+    assert context_names(tmp_path, "hhar") is None  # no partition: numbers only
+    (tmp_path / "partitions").mkdir()
+    (tmp_path / "partitions" / "hhar.json").write_text(json.dumps({"context_names": HHAR}))
+    assert context_names(tmp_path, "hhar") == HHAR
+    (tmp_path / "partitions" / "hhar.json").write_text(json.dumps({"context_names": "nexus4"}))
+    with pytest.raises(DataError, match="hhar.json: context_names must be a list"):
+        context_names(tmp_path, "hhar")
+    assert [context_label(t, HHAR) for t in range(4)] == ["0: nexus4", "1: s3", "2: s3mini", "3: lgwatch"]
+    assert [context_label(t, None) for t in range(2)] == ["0", "1"]
+
+
+def _stream_inputs(contexts: int) -> Inputs:
+    inputs = Inputs()
+    for s in ("naive", "replay", "joint"):
+        for pct in ("25", "50", "75", "100"):
+            entry = {"stream_accuracy": [[0.9 - 0.1 * t for t in range(contexts)]] * 2}
+            inputs.docs.setdefault(("hhar", f"fedclip-{s}"), {"pcts": {}})["pcts"][pct] = entry
+    return inputs
+
+
+def test_stream_figure_and_plot_number_contexts_from_0_and_name_them(monkeypatch):
+    seen = {}
+
+    def fake(title, panels, context_labels=None):
+        seen["labels"] = context_labels
+        seen["x"] = [a.shape[1] for _, lines in panels for a in lines.values()]
+        return b"png"
+
+    monkeypatch.setattr(figures, "stream_accuracy", fake)
+    _, csv_text = report_figures.stream_figure_and_plot(_stream_inputs(4), "hhar", "federated", HHAR)
+    assert seen["labels"] == ["0: nexus4", "1: s3", "2: s3mini", "3: lgwatch"]
+    rows = [line.split(",")[:2] for line in csv_text.splitlines()[1:]]
+    assert rows == [["0", "nexus4"], ["1", "s3"], ["2", "s3mini"], ["3", "lgwatch"]]
+
+
+def test_stream_accuracy_draws_context_t_at_x_t(monkeypatch):
+    drawn = []
+    monkeypatch.setattr(figures, "_png", lambda fig: drawn.append(fig) or b"png")
+    figures.stream_accuracy("t", [("25", {"naive": np.full((2, 4), 0.5)})], ["a", "b", "c", "d"])
+    ax = drawn[0].axes[0]
+    assert list(ax.lines[-1].get_xdata()) == [0, 1, 2, 3]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["a", "b", "c", "d"]
+
+
+def _activation_inputs(contexts: int) -> Inputs:
+    edges = list(np.linspace(-1, 1, 5))
+    dens = [[[[0.5] * 4 for _ in range(contexts)] for _ in range(contexts)] for _ in range(2)]
+    users = [[[[[0.5] * 4 for _ in range(contexts)] for _ in range(2)] for _ in range(contexts)] for _ in range(2)]
+    act = {"edges": edges, "users": ["S4", "S6"], "density": dens, "user_density": users}
+    inputs = Inputs()
+    for s in ("naive", "replay", "joint"):
+        inputs.docs[("wesad", f"fedclip-{s}")] = {"pcts": {p: {"activation": act} for p in ("25", "50", "75", "100")}}
+        inputs.paths[("wesad", f"fedclip-{s}")] = f"fedclip-{s}.json"
+    return inputs
+
+
+def test_activation_figures_use_the_same_numbering_and_names(monkeypatch):
+    seen = {}
+
+    def fake(title, edges, row_labels, col_labels, cells):
+        seen["cols"] = list(col_labels)
+        first = next(cell for row in cells for cell in row if cell is not None)
+        seen["lines"] = [line[0] for line in first]
+        return b"png"
+
+    monkeypatch.setattr(figures, "density_grid", fake)
+    names = ["run0", "run1", "run2"]
+    report_figures.activation_contexts_figure(_activation_inputs(3), "federated", "25", names)
+    assert seen["cols"] == ["data of context 0: run0", "data of context 1: run1", "data of context 2: run2"]
+    assert seen["lines"] == ["after context 0: run0", "after context 1: run1", "after context 2: run2"]
+    _, plots = report_figures.activation_figure_and_plots(_activation_inputs(3), "federated", "25", names)
+    assert seen["lines"] == ["context 0: run0", "context 1: run1", "context 2: run2"]
+    assert plots["activation-wesad-fedclip-naive.csv"].splitlines()[0].startswith("value,context0,context1,context2")
