@@ -40,10 +40,11 @@ def _progress() -> Progress:
 def ttest(
     variant: Annotated[Optional[Variant], typer.Option(
         "--variant", help="t-test variant: welch (unequal variances), student (pooled "
-        "variance) or paired (retrain k against retrain k). Default: params.yaml ttest.variant.", case_sensitive=False)] = None,
+        "variance) or paired (retrain k against retrain k). Default: params.yaml ttest.variant (the "
+        "report refuses a ttest.json of another).", case_sensitive=False)] = None,
     alpha: Annotated[Optional[float], typer.Option(
         "--alpha", callback=in_range(0.0, 1.0, low_open=True, high_open=True), help="Significance level in (0, 1): p <= alpha is significant. "
-        "Default: params.yaml ttest.alpha.")] = None,
+        "Default: params.yaml ttest.alpha (the report refuses a ttest.json of another).")] = None,
     params: ParamsOpt = Path("params.yaml"),
     assess_dir: AssessDirOpt = ttest_stage.ASSESS_DIR,
     out: Annotated[Path, typer.Option("--out", help="Where to write the tests (JSON).")] =

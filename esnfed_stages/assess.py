@@ -14,7 +14,8 @@ Stationary ESN methods also list each retrain's ridge λ (``lambda``: chosen on 
 for each retrain by default, see retrain.py). Heterogeneous methods (local, ensemble, align-α;
 docs/heterogeneous.md) list only the shares of heterogeneity.pcts for the budget; their
 ``test_accuracy`` is the ensemble's accuracy (ensemble) or the mean over clients (local, align: each
-client through its own reservoir), and ``client_test_accuracy`` [retrain][client] each client's own.
+client through its own reservoir), and ``client_test_accuracy`` [retrain][client] each client's own;
+their document records the heterogeneity settings used (``params``; the report refuses other ones).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from esnfed_core.trial import FittedModel
 from esnfed_core.quote import quote
 from esnfed_stages._io import output_lock, read_json, write_json
 from esnfed_core.vocabulary import PCTS
-from esnfed_stages import heterogeneity
+from esnfed_stages import heterogeneity, provenance
 from esnfed_stages.experiment_params import ExperimentParams
 from esnfed_stages.layout import assess_dir, assess_path, model_dir
 from esnfed_stages.models import load_model, model_paths
@@ -240,6 +241,7 @@ def run(
         **({"alpha": method.alpha} if method.algo == "align" else {}),
         **exp.budget_spec.labels("budget", dataset, method, assessed=True),
         "source": data.manifest.get("source"), "pcts": shares,
+        **({provenance.KEY: exp.heterogeneity.record} if method.heterogeneous else {}),
     }
     path = assess_path(assess_dir(runs_dir), dataset, method.id)
     with output_lock(path):

@@ -11,7 +11,8 @@ training users (one SuperNode each, data written to a temporary folder) through 
 environment's interpreter (.venv-flower: flwr's pins clash with this one's; README "Flower apps"),
 and its readout is scored on the test users here. Bytes: what measure_mod counted on the messages
 Flower sent (esnfed_flower/run.py). FedCLIP's apps: esnfed_stages/flower_fedclip.py, on this
-module's helpers.
+module's helpers. Each result records the budget its config was selected under (``params``,
+esnfed_stages/provenance.py); the report refuses a result of another budget than params.yaml's.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from esnfed_core.quote import quote
 from esnfed_core.scoring import pooled_counts
 from esnfed_core.vocabulary import PCTS
 from esnfed_core.trial import TrialData, fit, make_reservoir, sub_seeds
+from esnfed_stages import provenance
 from esnfed_stages._io import output_lock, read_json, write_json
 from esnfed_stages.experiment_params import BudgetSpec, experiment_params
 from esnfed_stages.retrain import retrain_seed, selected_config
@@ -232,7 +234,7 @@ def run_many(dataset: str, apps: Sequence[tuple[str, bool]], pct: str, params: M
         diff = float(np.linalg.norm(readout - model.readout) / np.linalg.norm(model.readout))
         doc = {"dataset": dataset, "app": app, "secagg": secagg, "pct": pct, "seed": seed, "config": cfg,
                "lambda": float(model.lam), "n_clients": len(trial_data.train), "n_classes": trial_data.n_classes,
-               "version": __version__,
+               "version": __version__, provenance.KEY: provenance.record({"budget": exp.budget}),
                "flower": {"test_accuracy": flower_acc, "readout_relative_difference": diff,
                           "bytes": got["bytes"], **({"secagg": got["secagg"]} if "secagg" in got else {})},
                "pipeline": {"test_accuracy": pipeline_acc, "communication": model.communication}}
@@ -323,9 +325,17 @@ def _check_fields(path: Path, doc: Any, fields: Mapping[str, tuple[Any, str]], w
             raise DataError(f"{path}: {where}{key}: expected {expected}, got {quote(value)}")
 
 
-def load_docs(out_dir: Path = FLOWER_DIR, *, table: bool = True) -> list[dict[str, Any]]:
+def rerun_command(doc: Mapping[str, Any], out_dir: Path) -> str:
+    """The `esnfed flower` command that writes ``doc`` again into ``out_dir``."""
+    return (f"`esnfed flower --dataset {doc['dataset']} --app {doc['app']}{' --secagg' if doc['secagg'] else ''}"
+            f"{'' if doc['pct'] == '100' else ' --pct ' + doc['pct']} --out-dir {out_dir}`")
+
+
+def load_docs(out_dir: Path = FLOWER_DIR, *, table: bool = True,
+              expected: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
     """Every runs/flower/*.json, sorted by dataset, app, SecAgg+; each checked for the fields the
-    report reads (and, with ``table``, those of `esnfed flower-table`): DataError naming the file and key."""
+    report reads (and, with ``table``, those of `esnfed flower-table`): DataError naming the file and key;
+    and computed with ``expected`` (params.yaml's values, e.g. {"budget": ...}) where it records them."""
     docs = []
     for path in sorted(Path(out_dir).glob("*.json")):
         doc = read_json(path)  # DataError naming the file when it is not JSON
@@ -336,6 +346,7 @@ def load_docs(out_dir: Path = FLOWER_DIR, *, table: bool = True) -> list[dict[st
             if not isinstance(row, dict):
                 raise DataError(f"{path}: flower.bytes.rows[{i}]: expected an object, got {quote(row)}")
             _check_fields(path, row, _ROW_FIELDS, f"flower.bytes.rows[{i}].")
+        provenance.check(path, doc, expected or {}, rerun_command(doc, Path(out_dir)))
         docs.append(doc)
     apps = FLOWER_APPS + FEDCLIP_APPS
     return sorted(docs, key=lambda d: (d["dataset"], apps.index(d["app"]), d["secagg"], d["pct"]))

@@ -33,7 +33,7 @@ from esnfed_core.errors import ConfigError
 from esnfed_core.method import Method
 from esnfed_core.scoring import context_matrix
 from esnfed_core.trial import fit, make_reservoir, sub_seeds
-from esnfed_stages import flower
+from esnfed_stages import flower, provenance
 from esnfed_stages._io import output_lock, write_json
 
 
@@ -110,6 +110,7 @@ def run(dataset: str, app: str, secagg: bool, pct: str, params: Mapping[str, Any
     doc = {"dataset": dataset, "app": app, "secagg": secagg, "pct": pct, "seed": seed, "config": cfg,
            "lambda": float(model.lam), "n_clients": len(data.train), "n_classes": data.n_classes,
            "n_contexts": data.n_contexts, "version": __version__,
+           provenance.KEY: provenance.record({"budget": exp.budget}),
            "flower": {"test_accuracy": flower_stream[-1], "stream_accuracy": flower_stream,
                       "readout_relative_difference": max(diffs), "context_readout_relative_difference": diffs,
                       "ip_max_abs_difference": ip_diff, "bytes": got["bytes"], **_joint(got["contexts"]),

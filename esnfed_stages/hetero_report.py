@@ -29,11 +29,13 @@ from esnfed_stages.ttest import Inputs, load_inputs
 CSV_EXTRA = ("client_std",)
 
 
-def load(assess_dir: str | Path, methods: Sequence[str], budget: BudgetSpec | None = None) -> Inputs:
+def load(assess_dir: str | Path, methods: Sequence[str], budget: BudgetSpec | None = None,
+         settings: Mapping[str, Any] | None = None) -> Inputs:
     """The assess files of the table's methods (absent ones listed as missing, never an error),
-    each assessed under params.yaml's ``budget`` when given."""
+    each assessed under params.yaml's ``budget`` when given and, where a file records them, with
+    its heterogeneity ``settings`` (``HeteroParams.record``: those the table's header prints)."""
     return load_inputs(assess_dir, required_inputs([hetero_spec(methods)]), allow_missing=True, partial=True,
-                       budget=budget)
+                       budget=budget, expected=settings)
 
 
 def shares(inputs: Inputs, methods: Sequence[str]) -> list[str]:

@@ -14,6 +14,7 @@ from esnfed_core.heterogeneity import COMBINE, MODES
 from esnfed_core.method import Method, RESERVOIR_KEYS
 from esnfed_core.quote import quote
 from esnfed_core.vocabulary import PCTS
+from esnfed_stages import provenance
 from esnfed_stages.sections import check_keys, section
 
 KEYS = ("seed", "mode", "vary", "combine", "alphas", "pcts")
@@ -34,6 +35,14 @@ class HeteroParams:
 
     def shares(self, budget: str) -> list[str]:
         return list(self.pcts.get(budget, PCTS))
+
+    @property
+    def record(self) -> dict[str, Any]:
+        """What a heterogeneous method's assess file is computed with, by params.yaml key (its
+        ``params``; the report refuses a file whose values differ from params.yaml's): how the
+        clients' reservoirs differ and the ensemble's combination."""
+        return provenance.record({"heterogeneity.seed": self.seed, "heterogeneity.mode": self.mode,
+                                  "heterogeneity.vary": self.vary, "heterogeneity.combine": self.combine})
 
 
 def hetero_params(params: Mapping[str, Any]) -> HeteroParams:

@@ -6,7 +6,8 @@ The selected config of the share ``privacy.pct`` (runs/select/.../best.json) is 
 retrain stage's seeds (budgets.<budget>.retrains of them), once per ε, with the noise of
 :mod:`esnfed_core.privacy`; λ is chosen on the validation users. ε = .inf is the non-private
 trial, bit for bit. δ: ``auto`` = 1 / n², n the training users of the share (relation ``user``)
-or their windows (``window``).
+or their windows (``window``). The document records what it was computed with (``params``: this
+section and the budget, esnfed_stages/provenance.py); the report refuses it under other values.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from esnfed_core.private_trial import PRIVATE_ALGOS, fit_private, releases
 from esnfed_core.quote import quote
 from esnfed_core.scoring import pooled_counts
 from esnfed_core.trial import TrialData
+from esnfed_stages import provenance
 from esnfed_stages._io import output_lock, write_json
 from esnfed_core.vocabulary import PCTS
 from esnfed_stages.experiment_params import ExperimentParams
@@ -62,6 +64,15 @@ class PrivacyParams:
 
     def spec(self, eps: float, delta: float) -> DPSpec:
         return DPSpec(eps, delta, self.relation, self.clip, self.ip_clip)
+
+    def record(self, budget: str | None) -> dict[str, Any]:
+        """What runs/privacy/<dataset>.json is computed with, by params.yaml key (its ``params``;
+        the report refuses a file whose values differ from params.yaml's): this section as
+        params.yaml has it (ε as the document's keys, δ ``auto`` or a number) and the budget."""
+        return provenance.record({"privacy.epsilons": [eps_key(e) for e in self.epsilons],
+                                  "privacy.delta": self.delta, "privacy.relation": self.relation, "privacy.clip": self.clip,
+                                  "privacy.ip_clip": self.ip_clip, "privacy.pct": self.pct,
+                                  "privacy.methods": self.methods, "budget": budget})
 
 
 def _epsilon(value: Any) -> float:
@@ -152,7 +163,7 @@ def run(dataset: str, privacy: PrivacyParams, exp: ExperimentParams, *, data_dir
     doc = {"dataset": dataset, "pct": pct, "n_users": len(train_users), "n_units": n_units, "delta": delta,
            "relation": pp.relation, "clip": pp.clip, "ip_clip": pp.ip_clip,
            "mechanism": MECHANISM, "accountant": ACCOUNTANT, "seeds": seeds, "version": __version__,
-           "methods": results}
+           provenance.KEY: pp.record(exp.budget), "methods": results}
     out = privacy_path(out_dir, dataset)
     with output_lock(out):
         write_json(out, doc)

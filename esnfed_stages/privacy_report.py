@@ -15,7 +15,7 @@ import numpy as np
 from esnfed_core.errors import DataError
 from esnfed_core.quote import quote
 from esnfed_core.tables import dataset_label
-from esnfed_stages import figures
+from esnfed_stages import figures, provenance
 from esnfed_stages._io import read_json
 from esnfed_stages.privacy import PRIVACY_DIR
 from esnfed_stages.ttest import _fractions
@@ -25,8 +25,15 @@ COLUMNS = ("dataset", "method", "epsilon", "delta", "relation", "noise_multiplie
            "n", "non_private_mean")
 
 
-def load(privacy_dir: str | Path = PRIVACY_DIR) -> dict[str, dict[str, Any]]:
-    """{dataset: document} of the privacy stage's outputs present (none: {})."""
+# What a privacy output held at its top level before it recorded ``params`` ({params.yaml key: field}).
+TOP_LEVEL = {"privacy.relation": "relation", "privacy.clip": "clip", "privacy.ip_clip": "ip_clip",
+             "privacy.pct": "pct"}
+
+
+def load(privacy_dir: str | Path = PRIVACY_DIR,
+         expected: Mapping[str, Any] | None = None) -> dict[str, dict[str, Any]]:
+    """{dataset: document} of the privacy stage's outputs present (none: {}), each computed with
+    ``expected`` (params.yaml's values, ``PrivacyParams.record``) where it records them."""
     out = {}
     for ds in DATASET_ORDER:
         path = Path(privacy_dir) / f"{ds}.json"
@@ -35,6 +42,7 @@ def load(privacy_dir: str | Path = PRIVACY_DIR) -> dict[str, dict[str, Any]]:
             if not isinstance(doc, dict) or not isinstance(doc.get("methods"), dict):
                 raise DataError(f"{path}: not a privacy stage output (no 'methods' object)")
             _check(path, doc)
+            provenance.check(path, doc, expected or {}, f"`esnfed privacy --dataset {ds}`", TOP_LEVEL)
             out[ds] = doc
     return out
 

@@ -27,7 +27,7 @@ from esnfed_core.tables import (
     communication_rows, hetero_cells, metrics, parse_published, required_inputs, split_rounds, table_specs,
 )
 from esnfed_core.vocabulary import DATASETS, PCTS, VARIANTS
-from esnfed_stages import comparability, hetero_report, privacy_report, report_index, secagg_report
+from esnfed_stages import comparability, hetero_report, privacy_report, provenance, report_index, secagg_report
 from esnfed_stages.heterogeneity_params import hetero_params
 from esnfed_stages._datasets import continual_declared, declared, n_classes
 from esnfed_stages._io import atomic_path, dumps_json, output_lock, read_json
@@ -40,7 +40,8 @@ from esnfed_stages.report_figures import (
     ACTIVATION_DATASET, SETTINGS, ContextNames, activation_contexts_figure, activation_figure_and_plots,
     activation_shares_figure, activation_users_figure, context_names, stream_figure_and_plot,
 )
-from esnfed_stages.ttest import ASSESS_DIR, TTEST_PATH, Inputs, hetero_table_methods, load_inputs
+from esnfed_stages.privacy import privacy_params
+from esnfed_stages.ttest import ASSESS_DIR, TTEST_PATH, Inputs, hetero_table_methods, load_inputs, ttest_params
 
 REPORTS_DIR = Path("reports")
 DATA_DIR = Path("data")  # processed/ and partitions/: the report reads each partition's context names
@@ -56,7 +57,10 @@ def load_published() -> Published:
     return parse_published(yaml.safe_load(text), "esnfed_stages/paper_results.yaml")
 
 
-def load_ttest(path: str | Path) -> dict[str, Any]:
+def load_ttest(path: str | Path, expected: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """reports/ttest.json checked: its comparisons, and computed with ``expected`` (params.yaml's
+    values, ``TTestParams.record``) where it records them (a file without ``params``: its top-level
+    variant and alpha)."""
     path = Path(path)
     doc = read_json(path, "not found: run `esnfed ttest` first")
     if not isinstance(doc, dict) or doc.get("variant") not in VARIANTS \
@@ -74,6 +78,8 @@ def load_ttest(path: str | Path) -> dict[str, Any]:
     alpha = doc.get("alpha")
     if alpha is not None and not (_number(alpha) and 0 < alpha < 1):
         raise DataError(f"{path}: alpha: expected a number in (0, 1), got {quote(alpha)} (rerun `esnfed ttest`)")
+    provenance.check(path, doc, expected or {}, "`esnfed ttest`",
+                     top_level={"ttest.variant": "variant", "ttest.alpha": "alpha"})
     return doc
 
 
@@ -347,19 +353,21 @@ def write(rep: Report, out_dir: str | Path = REPORTS_DIR) -> None:
                 tmp.write_bytes(rep.index)
 
 
-def add_privacy(rep: Report, privacy_dir: str | Path, date: str) -> None:
-    """The privacy table and figure (esnfed_stages/privacy_report.py), when the stage ran."""
-    docs = privacy_report.load(privacy_dir)
+def add_privacy(rep: Report, privacy_dir: str | Path, date: str, expected: Mapping[str, Any] | None = None) -> None:
+    """The privacy table and figure (esnfed_stages/privacy_report.py), when the stage ran (its
+    outputs computed with ``expected``: see privacy_report.load)."""
+    docs = privacy_report.load(privacy_dir, expected)
     rep.tables.update(privacy_report.render(docs, date))
     png = privacy_report.figure(docs)
     if png is not None:
         rep.figures["privacy.png"] = png
 
 
-def add_secagg(rep: Report, flower_dir: str | Path) -> None:
+def add_secagg(rep: Report, flower_dir: str | Path, budget: str | None = None) -> None:
     """issue 14 item 2: the SecAgg+ overhead section of communication.md and secagg-overhead.csv
-    (esnfed_stages/secagg_report.py; "not run" without the flower stage's outputs)."""
-    md, csv_text = secagg_report.render(flower_dir)
+    (esnfed_stages/secagg_report.py; "not run" without the flower stage's outputs; results of
+    another ``budget`` refused)."""
+    md, csv_text = secagg_report.render(flower_dir, budget=budget)
     rep.tables["communication.md"] += md.encode()
     rep.tables[secagg_report.CSV_NAME] = csv_text.encode()
 
@@ -389,23 +397,32 @@ class ReportParams:
     continual: tuple[str, ...] = DATASETS
     user_classes: Mapping[str, int] = field(default_factory=dict)  # imports.<name>.classes counts
     budget: BudgetSpec | None = None  # params.yaml budget: every assess file read must be of it
+    # What each input must have been computed with, by params.yaml key (esnfed_stages/provenance.py;
+    # empty without the section): reports/ttest.json, a heterogeneous method's assess file and
+    # runs/privacy/<dataset>.json (the flower results: ``budget``).
+    ttest_record: Mapping[str, Any] = field(default_factory=dict)
+    hetero_record: Mapping[str, Any] = field(default_factory=dict)
+    privacy_record: Mapping[str, Any] = field(default_factory=dict)
 
 
 def report_params(params: Mapping[str, Any]) -> ReportParams:
     """The ``report`` section of the loaded params (and the heterogeneous table's from
-    ``heterogeneity``)."""
+    ``heterogeneity``), with what its inputs must have been computed with (``ttest``,
+    ``heterogeneity``, ``privacy``, ``budget``)."""
     methods = hetero_table_methods(params)
-    alphas, settings = (), ""
+    alphas, settings, hetero = (), "", {}
     if methods:
         hp = hetero_params(params)
-        alphas = hp.alphas
+        alphas, hetero = hp.alphas, hp.record
         settings = (f"Heterogeneity: mode {hp.mode}" + (f" (per client: {', '.join(hp.vary)})" if hp.vary else "")
                     + f", seed {hp.seed}, ensemble combination {hp.combine}, α {', '.join(f'{a:g}' for a in alphas)}")
     return ReportParams(_share(params, "report.activation_pct"),
                         _share(params, "report.contexts_pct", default="25"), methods, alphas, settings,
                         declared(params), continual_declared(params),
                         {name: len(v["classes"]) for name, v in (params.get("imports") or {}).items()
-                         if isinstance(v, Mapping) and v.get("classes")}, budget_spec(params))
+                         if isinstance(v, Mapping) and v.get("classes")}, budget_spec(params),
+                        ttest_params(params).record if "ttest" in params else {}, hetero,
+                        privacy_params(params).record(params.get("budget")) if "privacy" in params else {})
 
 
 def index_notice(inputs: Inputs, options: ReportParams) -> str:
@@ -432,17 +449,18 @@ def run(options: ReportParams, *, assess_dir: str | Path = ASSESS_DIR,
     date = report_date()
     inputs = load_inputs(assess_dir, required_inputs(table_specs(options.datasets, options.continual)),
                          allow_missing, budget=options.budget)
-    ttest_doc = load_ttest(ttest_path)
+    ttest_doc = load_ttest(ttest_path, options.ttest_record)
     hetero = None
     if options.hetero_methods:
         hetero = HeteroReport(options.hetero_methods, options.alphas, options.hetero_settings,
-                              hetero_report.load(assess_dir, options.hetero_methods, options.budget))
+                              hetero_report.load(assess_dir, options.hetero_methods, options.budget,
+                                                 options.hetero_record))
     rep = build(inputs, ttest_doc, load_published(), date, options.activation_pct, progress,
                 options.contexts_pct, hetero, options.datasets, options.continual, options.user_classes,
                 {ds: context_names(data_dir, ds) for ds in options.datasets},
                 comparability.budget_scale(options.budget))
-    add_privacy(rep, privacy_dir, date)
-    add_secagg(rep, flower_dir)
+    add_privacy(rep, privacy_dir, date, options.privacy_record)
+    add_secagg(rep, flower_dir, None if options.budget is None else options.budget.name)
     rep.index = report_index.render(rep.tables, rep.figures, rep.plots, rep.metrics, date, versions(),
                                     notice=index_notice(inputs, options),
                                     activation_pct=options.activation_pct).encode()

@@ -29,13 +29,15 @@ SECTION_TITLE = "SecAgg+ overhead: bytes per client per round, plain against Sec
 PIPELINE_DATASETS = ("wesad", "hhar")
 
 
-def load(flower_dir: str | Path = FLOWER_DIR, datasets: Sequence[str] = PIPELINE_DATASETS) -> list[dict[str, Any]]:
-    """The documents of runs/flower/<dataset>/ for each dataset whose folder exists."""
+def load(flower_dir: str | Path = FLOWER_DIR, datasets: Sequence[str] = PIPELINE_DATASETS,
+         budget: str | None = None) -> list[dict[str, Any]]:
+    """The documents of runs/flower/<dataset>/ for each dataset whose folder exists, each of
+    params.yaml's ``budget`` where it records one."""
     docs = []
     for ds in datasets:
         folder = Path(flower_dir) / ds
-        if folder.is_dir():
-            docs += load_docs(folder, table=False)  # the fields rows() reads, checked
+        if folder.is_dir():  # the fields rows() reads, checked
+            docs += load_docs(folder, table=False, expected={"budget": budget})
     return docs
 
 
@@ -114,7 +116,8 @@ def markdown(table: Sequence[Mapping[str, Any]], flower_dir: str | Path = FLOWER
     return "\n".join(lines) + "\n"
 
 
-def render(flower_dir: str | Path = FLOWER_DIR, datasets: Sequence[str] = PIPELINE_DATASETS) -> tuple[str, str]:
-    """(Markdown section, CSV) from the flower stage's outputs present."""
-    table = rows(load(flower_dir, datasets))
+def render(flower_dir: str | Path = FLOWER_DIR, datasets: Sequence[str] = PIPELINE_DATASETS,
+           budget: str | None = None) -> tuple[str, str]:
+    """(Markdown section, CSV) from the flower stage's outputs present (of ``budget``: see :func:`load`)."""
+    table = rows(load(flower_dir, datasets, budget))
     return markdown(table, flower_dir), to_csv(table, COLUMNS)

@@ -21,9 +21,11 @@ from esnfed_core.tables import (
 )
 from esnfed_core.validation import ParameterError
 from esnfed_core.vocabulary import DATASETS, PCTS
+from esnfed_stages import provenance
 from esnfed_stages._datasets import continual_declared, declared
 from esnfed_stages._io import output_lock, read_json, write_json
 from esnfed_stages.experiment_params import BudgetSpec, budget_spec
+from esnfed_stages.heterogeneity_params import hetero_params
 from esnfed_stages.layout import assess_path
 from esnfed_stages.sections import section
 
@@ -35,8 +37,6 @@ def hetero_table_methods(params: Mapping[str, Any]) -> tuple[str, ...]:
     ensemble, align at each α, and homogeneous IncFed (the reference: one shared reservoir); () without it."""
     if not isinstance(params, Mapping) or "heterogeneity" not in params:
         return ()
-    from esnfed_stages.heterogeneity_params import hetero_params  # noqa: PLC0415
-
     return tuple(m.id for m in hetero_params(params).methods()) + ("incfed",)
 TTEST_PATH = Path("reports/ttest.json")
 
@@ -66,11 +66,13 @@ def _fractions(path: Path, key: str, value: Any, allow_none: bool = False) -> li
 
 
 def load_assess(path: str | Path, dataset: str, method: str, partial: bool = False,
-                budget: BudgetSpec | None = None) -> dict[str, Any]:
+                budget: BudgetSpec | None = None, expected: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """An assess file checked against the contract: every share with its test scores (``partial``:
     the shares it lists, at least one: the heterogeneous methods run the budget's shares) and,
     given params.yaml's ``budget``, assessed under it as it is now (its name and, when params.yaml
-    has its entry, digest; a table would mix budgets, or an edited budget's, otherwise)."""
+    has its entry, digest; a table would mix budgets, or an edited budget's, otherwise); and
+    computed with ``expected``, params.yaml's values by key (a heterogeneous method's
+    ``heterogeneity.*``), where the file records them (esnfed_stages/provenance.py)."""
     path = Path(path)
     doc = read_json(path)
     if not isinstance(doc, dict) or not isinstance(doc.get("pcts"), dict):
@@ -79,9 +81,10 @@ def load_assess(path: str | Path, dataset: str, method: str, partial: bool = Fal
         if doc.get(key, want) != want:
             raise DataError(f"{path}: {key} is {quote(doc.get(key))}, expected {quote(want)}")
     m = Method.parse(method)
+    rerun = f"select, retrain and `esnfed assess --dataset {dataset} {m.cli_options}` under it (dvc repro does)"
     if budget is not None:
-        budget.check(path, doc, "budget", "assessed", dataset, m, "select, retrain and `esnfed assess "
-                     f"--dataset {dataset} {m.cli_options}` under it (dvc repro does)", assessed=True)
+        budget.check(path, doc, "budget", "assessed", dataset, m, rerun, assessed=True)
+    provenance.check(path, doc, expected or {}, rerun)
     shares = [p for p in PCTS if p in doc["pcts"]] if partial else PCTS
     federated = m.federated
     if not shares:
@@ -113,10 +116,12 @@ class Inputs:
 
 
 def load_inputs(assess_dir: str | Path, needed: Iterable[tuple[str, str]],
-                allow_missing: bool = False, partial: bool = False, budget: BudgetSpec | None = None) -> Inputs:
+                allow_missing: bool = False, partial: bool = False, budget: BudgetSpec | None = None,
+                expected: Mapping[str, Any] | None = None) -> Inputs:
     """Read every needed (dataset, method); a missing file is an error unless ``allow_missing``
     (``partial``: files may list a subset of the shares; ``budget``: params.yaml's, which every
-    file must have been assessed under; see :func:`load_assess`)."""
+    file must have been assessed under; ``expected``: other values of params.yaml a file must have
+    been computed with where it records them; see :func:`load_assess`)."""
     inputs = Inputs()
     needed = list(needed)
     for i, (ds, method) in enumerate(needed):
@@ -133,7 +138,7 @@ def load_inputs(assess_dir: str | Path, needed: Iterable[tuple[str, str]],
                             + (f" ({others} more assess file(s) missing)" if others else ""))
         if problem is not None:  # a folder or a FIFO there is not a missing input
             raise DataError(f"{path}: {problem}")
-        doc = load_assess(path, ds, method, partial, budget)
+        doc = load_assess(path, ds, method, partial, budget, expected)
         inputs.docs[(ds, method)] = doc
         inputs.paths[(ds, method)] = path
         for pct in PCTS:
@@ -194,11 +199,21 @@ class TTestParams:
     datasets: tuple[str, ...] = DATASETS  # params.yaml datasets / continual_datasets (issue 16)
     continual: tuple[str, ...] = DATASETS
     budget: BudgetSpec | None = None  # params.yaml budget: every assess file read must be of it
+    alphas: tuple[float, ...] = ()  # heterogeneity.alphas (the align methods of hetero_methods)
 
     @property
     def tables(self) -> tuple[TableSpec, ...]:
         """The papers' tables of the declared datasets, then the generic ones of the user's."""
         return table_specs(self.datasets, self.continual)
+
+    @property
+    def record(self) -> dict[str, Any]:
+        """What reports/ttest.json is computed with, by params.yaml key (its ``params``; the report
+        refuses a file whose values differ from params.yaml's). The budget by name."""
+        return provenance.record({"ttest.variant": self.variant, "ttest.alpha": self.alpha,
+                                  "budget": None if self.budget is None else self.budget.name,
+                                  "datasets": self.datasets, "continual_datasets": self.continual,
+                                  "heterogeneity.alphas": self.alphas or None})
 
 
 def ttest_params(params: Mapping[str, Any], variant: str | None = None,
@@ -211,8 +226,10 @@ def ttest_params(params: Mapping[str, Any], variant: str | None = None,
         check_alpha(alpha)
     except ParameterError as exc:
         raise ConfigError(f"ttest.{exc}") from None
-    return TTestParams(variant, float(alpha), hetero_table_methods(params), declared(params),
-                       continual_declared(params), budget_spec(params))
+    methods = hetero_table_methods(params)
+    alphas = hetero_params(params).alphas if methods else ()
+    return TTestParams(variant, float(alpha), methods, declared(params), continual_declared(params),
+                       budget_spec(params), alphas)
 
 
 def run(options: TTestParams, *, assess_dir: str | Path = ASSESS_DIR, out: str | Path = TTEST_PATH,
@@ -237,7 +254,8 @@ def run(options: TTestParams, *, assess_dir: str | Path = ASSESS_DIR, out: str |
             check_pairing([spec], het)
         comps += comparisons([spec], het.scores, variant, alpha)
         missing += [str(p) for p in het.missing if str(p) not in missing]
-    doc = {"variant": variant, "alpha": alpha, "rule": RULE, "comparisons": comps, "missing": missing}
+    doc = {"variant": variant, "alpha": alpha, provenance.KEY: options.record, "rule": RULE,
+           "comparisons": comps, "missing": missing}
     with output_lock(out):
         write_json(out, doc)
     return doc

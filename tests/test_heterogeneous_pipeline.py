@@ -93,6 +93,27 @@ def test_report_table_figure_and_communication(built):
     assert len(new) == 8 * 2 and all(r["match"] == "yes" for r in new)
 
 
+def test_assess_records_the_settings_and_the_report_refuses_other_ones(built, tmp_path):
+    """The table's header prints params.yaml's heterogeneity settings: an assess file computed under
+    other ones is refused (one line naming it and what to rerun), nothing written."""
+    params = yaml.safe_load((built / "params.yaml").read_text())
+    assert _assess(built, "ensemble")["params"] == hetero_params(params).record == {
+        "heterogeneity.seed": 0, "heterogeneity.mode": "space", "heterogeneity.combine": "softmax",
+        "heterogeneity.vary": ["spectral_radius", "leak", "input_scaling"]}
+    assert "params" not in _assess(built, "incfed")  # a stationary method: no heterogeneity
+    params["heterogeneity"]["combine"] = "vote"
+    write_params(tmp_path, params)
+    result = runner.invoke(app, ["report", "--params", str(tmp_path / "params.yaml"), "--assess-dir",
+                                 str(built / "runs" / "assess"), "--ttest", str(built / "ttest.json"),
+                                 "--out-dir", str(tmp_path / "reports"), "--allow-missing"])
+    assert result.exit_code == 1
+    assert result.stderr.strip().splitlines() == [
+        f"error: {built / 'runs' / 'assess' / 'wesad' / 'local.json'}: computed with combine 'softmax' but "
+        "params.yaml's heterogeneity.combine is 'vote': rerun select, retrain and `esnfed assess --dataset wesad "
+        "--algo local` under it (dvc repro does)"]
+    assert not (tmp_path / "reports").exists()
+
+
 def test_dvc_stages_list_params_alphas():
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     ids = [m.id for m in hetero_params(params).methods()]

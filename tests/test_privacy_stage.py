@@ -66,6 +66,20 @@ def test_infinite_epsilon_is_the_retrained_model(root):
         np.testing.assert_array_equal(inf, retrained)
 
 
+def test_the_output_records_the_privacy_section_and_budget_it_was_computed_with(root):
+    """What the report compares with params.yaml's (tests/test_report.py: it refuses other values)."""
+    import yaml
+
+    from esnfed_stages.privacy import privacy_params
+
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    assert _doc(root)["params"] == privacy_params(params).record("default") == {
+        "privacy.epsilons": ["1", "4", "inf"], "privacy.delta": "auto", "privacy.relation": "user",
+        "privacy.clip": 0.05, "privacy.ip_clip": 0.1, "privacy.pct": "100", "privacy.methods": ["incfed", "fedip"],
+        "budget": "default"}
+    assert list(privacy_report.load(root / "runs" / "privacy", _doc(root)["params"])) == ["wesad"]
+
+
 def test_noise_multipliers_are_the_accountants(root):
     doc = _doc(root)
     assert doc["n_users"] == 4 and doc["delta"] == 1 / 16

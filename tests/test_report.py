@@ -159,6 +159,9 @@ def test_ttest_records_variant_and_scipy_p(workdir):
     _ok(["ttest"])
     doc = json.loads((workdir / "reports" / "ttest.json").read_text())
     assert doc["variant"] == "welch" and doc["alpha"] == 0.05
+    # what it was computed with, by params.yaml key: the report compares them with params.yaml's
+    assert doc["params"] == {"ttest.variant": "welch", "ttest.alpha": 0.05, "datasets": ["wesad", "hhar"],
+                             "continual_datasets": ["wesad", "hhar"]}
     comp = next(c for c in doc["comparisons"] if c["table"] == "ip-centralized"
                 and c["dataset"] == "wesad" and c["pct"] == "25")
     assert (comp["a"], comp["b"]) == ("ip", "ridge")
@@ -167,7 +170,7 @@ def test_ttest_records_variant_and_scipy_p(workdir):
 
     _ok(["ttest", "--variant", "student"])
     doc = json.loads((workdir / "reports" / "ttest.json").read_text())
-    assert doc["variant"] == "student"
+    assert doc["variant"] == "student" and doc["params"]["ttest.variant"] == "student"  # the command line's
     comp = next(c for c in doc["comparisons"] if c["table"] == "ip-centralized"
                 and c["dataset"] == "wesad" and c["pct"] == "25")
     student = scipy.stats.ttest_ind(WIDE, LOW, equal_var=True).pvalue
@@ -553,7 +556,8 @@ def _equal_length_assess(root: Path, seeds_of: dict[str, list[int]] | None = Non
 
 def test_paired_ttest_stage_uses_ttest_rel_and_says_so(workdir):
     _equal_length_assess(workdir)
-    _ok(["ttest", "--variant", "paired"])
+    (workdir / "params.yaml").write_text(PARAMS.replace("variant: welch", "variant: paired"))
+    _ok(["ttest"])
     doc = json.loads((workdir / "reports" / "ttest.json").read_text())
     assert doc["variant"] == "paired"
     comp = next(c for c in doc["comparisons"] if c["table"] == "ip-centralized"
@@ -617,6 +621,234 @@ def test_ttest_and_report_refuse_assess_files_of_another_budget(workdir):
                                f"--dataset {required_inputs()[0][0]} "), line
     assert (workdir / "reports" / "ttest.json").read_bytes() == ttest
     assert sorted(p.name for p in (workdir / "reports").iterdir()) == ["ttest.json"]
+
+
+# ---------------------------------------------------------------- inputs of other params than params.yaml's
+def _reports(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in (root / "reports").rglob("*") if p.is_file()}
+
+
+def _write_params(root: Path, edit=None, extra: dict | None = None) -> None:
+    params = {**yaml.safe_load(PARAMS), **(extra or {})}
+    if edit is not None:
+        edit(params)
+    (root / "params.yaml").write_text(yaml.safe_dump(params))
+
+
+def _refused(root: Path, line: str) -> None:
+    """`esnfed report` exits 1 with ``line`` alone and leaves the earlier report as it was."""
+    before = _reports(root)
+    result = runner.invoke(app, ["report"])
+    assert result.exit_code == 1, result.output
+    assert result.stderr.strip().splitlines() == [f"error: {line}"]
+    assert _reports(root) == before
+
+
+@pytest.mark.parametrize("edit, computed, now", [
+    (lambda p: p["ttest"].update(alpha=0.01), "alpha 0.05", "ttest.alpha is 0.01"),
+    (lambda p: p["ttest"].update(variant="student"), "variant 'welch'", "ttest.variant is 'student'"),
+    (lambda p: p.update(datasets=["wesad"]), "datasets ['wesad', 'hhar']", "datasets is ['wesad']"),
+    (lambda p: p.update(continual_datasets=["hhar"]), "continual_datasets ['wesad', 'hhar']",
+     "continual_datasets is ['hhar']"),
+])
+def test_report_refuses_a_ttest_file_of_other_settings_than_params_yaml(workdir, edit, computed, now):
+    """Before, a user who edited ttest.alpha (or the datasets) and ran `esnfed report` got the old
+    tests' marks under the new settings (exit 0)."""
+    write_assess(workdir)
+    _ok(["ttest"])
+    _ok(["report"])
+    _write_params(workdir, edit)
+    _refused(workdir, f"reports/ttest.json: computed with {computed} but params.yaml's {now}: rerun `esnfed ttest`")
+    _ok(["ttest"])  # as the message says: the report renders again
+    _ok(["report"])
+
+
+def test_report_refuses_a_ttest_file_of_another_budget_or_a_command_line_alpha(workdir):
+    write_assess(workdir)  # assessed under "default"
+    _write_params(workdir, extra={"budget": "default"})
+    _ok(["ttest", "--alpha", "0.1"])  # the command line's alpha is recorded: not params.yaml's
+    _refused(workdir, "reports/ttest.json: computed with alpha 0.1 but params.yaml's ttest.alpha is 0.05: "
+                      "rerun `esnfed ttest`")
+    _ok(["ttest"])
+    for path in (workdir / "runs" / "assess").rglob("*.json"):  # assessed anew under another budget
+        path.write_text(path.read_text().replace('"budget": "default"', '"budget": "paper"'))
+    _write_params(workdir, extra={"budget": "paper"})
+    _refused(workdir, "reports/ttest.json: computed with budget 'default' but params.yaml's budget is 'paper': "
+                      "rerun `esnfed ttest`")
+
+
+def test_a_ttest_file_without_params_is_checked_by_its_variant_and_alpha_and_trusted_otherwise(workdir):
+    """A ttest.json written before it recorded ``params`` still has its variant and alpha; what it
+    does not record (the datasets) is trusted, as an assess file without a budget."""
+    write_assess(workdir)
+    _ok(["ttest"])
+    path = workdir / "reports" / "ttest.json"
+    doc = json.loads(path.read_text())
+    del doc["params"]
+    path.write_text(json.dumps(doc))
+    _ok(["report"])
+    _write_params(workdir, lambda p: p.update(datasets=["wesad"]))
+    _ok(["report"])
+    _write_params(workdir, lambda p: p["ttest"].update(alpha=0.01))
+    _refused(workdir, "reports/ttest.json: computed with alpha 0.05 but params.yaml's ttest.alpha is 0.01: "
+                      "rerun `esnfed ttest`")
+
+
+PRIVACY = {"epsilons": [1, float("inf")], "delta": "auto", "relation": "user", "clip": 0.003, "ip_clip": 0.1,
+           "pct": "100", "methods": ["incfed", "fedip"]}
+
+
+def _privacy_output(root: Path, params: dict, record: bool = True) -> None:
+    """runs/privacy/wesad.json as `esnfed privacy` writes it under ``params`` (made-up accuracies)."""
+    from esnfed_stages.privacy import eps_key, privacy_params
+
+    pp = privacy_params(params)
+    eps = {eps_key(e): {"noise_multiplier": 0.0 if e == float("inf") else 2.5, "test_accuracy": [0.6, 0.62]}
+           for e in pp.epsilons}
+    doc = {"dataset": "wesad", "pct": pp.pct, "n_users": 9, "n_units": 9, "delta": pp.delta_for(9),
+           "relation": pp.relation, "clip": pp.clip, "ip_clip": pp.ip_clip, "mechanism": "Gaussian mechanism",
+           "accountant": "dp-accounting PLD", "seeds": [0, 1],
+           "methods": {m: {"config": {}, "releases": 1, "epsilons": eps} for m in pp.methods}}
+    if record:
+        doc["params"] = pp.record(params.get("budget"))
+    path = root / "runs" / "privacy" / "wesad.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc))
+
+
+@pytest.mark.parametrize("edit, computed, now", [
+    (lambda p: p.update(clip=0.01), "clip 0.003", "privacy.clip is 0.01"),
+    (lambda p: p.update(epsilons=[1, 2, float("inf")]), "epsilons ['1', 'inf']",
+     "privacy.epsilons is ['1', '2', 'inf']"),
+    (lambda p: p.update(delta=1e-5), "delta 'auto'", "privacy.delta is 1e-05"),
+    (lambda p: p.update(relation="window"), "relation 'user'", "privacy.relation is 'window'"),
+    (lambda p: p.update(pct="50"), "pct '100'", "privacy.pct is '50'"),
+    (lambda p: p.update(methods=["incfed"]), "methods ['incfed', 'fedip']", "privacy.methods is ['incfed']"),
+])
+def test_report_refuses_a_privacy_output_of_other_privacy_settings(workdir, edit, computed, now):
+    """Before, the privacy table rendered rows computed under the old privacy section (exit 0)."""
+    write_assess(workdir)
+    _write_params(workdir, extra={"privacy": PRIVACY})
+    _privacy_output(workdir, {"privacy": PRIVACY})
+    _ok(["ttest"])
+    _ok(["report"])
+    assert "| WESAD | incfed |" in (workdir / "reports" / "tables" / "privacy.md").read_text()
+    _write_params(workdir, lambda p: edit(p["privacy"]), extra={"privacy": dict(PRIVACY)})
+    _refused(workdir, f"runs/privacy/wesad.json: computed with {computed} but params.yaml's {now}: "
+                      "rerun `esnfed privacy --dataset wesad`")
+
+
+def test_a_privacy_output_of_another_budget_is_refused_and_one_without_params_trusted_but_its_clip(tmp_path):
+    from esnfed_core.errors import DataError
+    from esnfed_stages import privacy_report
+    from esnfed_stages.privacy import privacy_params
+
+    params = {"privacy": PRIVACY, "budget": "default"}
+    _privacy_output(tmp_path, params)
+    folder = tmp_path / "runs" / "privacy"
+    assert list(privacy_report.load(folder, privacy_params(params).record("default"))) == ["wesad"]
+    with pytest.raises(DataError, match=r"wesad.json: computed with budget 'default' but params.yaml's budget "
+                                        r"is 'paper': rerun `esnfed privacy --dataset wesad`$"):
+        privacy_report.load(folder, privacy_params(params).record("paper"))
+    _privacy_output(tmp_path, params, record=False)  # written before the document recorded ``params``
+    other = {"privacy": {**PRIVACY, "epsilons": [8]}}
+    assert list(privacy_report.load(folder, privacy_params(other).record("paper"))) == ["wesad"]
+    other["privacy"]["clip"] = 0.5  # its top-level clip is still what it was computed with
+    with pytest.raises(DataError, match=r"computed with clip 0.003 but params.yaml's privacy.clip is 0.5"):
+        privacy_report.load(folder, privacy_params(other).record("paper"))
+
+
+def _flower_output(root: Path, budget: str | None) -> None:
+    """A plain and a SecAgg+ IncFed result of `esnfed flower` under ``budget`` (None: written before
+    results recorded it)."""
+    folder = root / "runs" / "flower" / "wesad"
+    folder.mkdir(parents=True, exist_ok=True)
+    for secagg in (False, True):
+        doc = {"dataset": "wesad", "app": "incfed", "secagg": secagg, "pct": "100", "n_clients": 3,
+               "flower": {"bytes": {"rows": [{"phase": "stats", "stage": "plain", "rounds": 1,
+                                              "up_per_client_round": 100.0 * (1 + secagg),
+                                              "down_per_client_round": 10.0}]}}}
+        if budget is not None:
+            doc["params"] = {"budget": budget}
+        (folder / f"wesad-incfed{'-secagg' if secagg else ''}-100.json").write_text(json.dumps(doc))
+
+
+def test_report_refuses_flower_results_of_another_budget(workdir):
+    """The SecAgg+ section of communication.md next to the assess files' measured rows: both of
+    params.yaml's budget, else one line naming the result and the `esnfed flower` to rerun."""
+    write_assess(workdir)
+    _write_params(workdir, extra={"budget": "default"})
+    _flower_output(workdir, "default")
+    _ok(["ttest"])
+    _ok(["report"])
+    assert "| wesad | incfed | 100% | 3 | stats | 1 | **total** | 100 | 10 | 200 | 10 | 2.00 | 1.00 |" in \
+        (workdir / "reports" / "tables" / "communication.md").read_text()
+    _flower_output(workdir, "paper")
+    _refused(workdir, "runs/flower/wesad/wesad-incfed-100.json: computed with budget 'paper' but params.yaml's "
+                      "budget is 'default': rerun `esnfed flower --dataset wesad --app incfed --out-dir "
+                      "runs/flower/wesad`")
+    _flower_output(workdir, None)  # results written before they recorded the budget: trusted
+    _ok(["report"])
+
+
+HETERO = {"seed": 0, "mode": "space", "vary": ["spectral_radius", "leak"], "combine": "softmax", "alphas": [0.5],
+          "pcts": {"default": ["25", "100"]}}
+
+
+def _hetero_outputs(root: Path, record: bool = True) -> list[str]:
+    """The heterogeneous table's assess files (local, ensemble, align-0.5 as `esnfed assess` writes
+    them under HETERO; incfed, a stationary method, records no heterogeneity) -> their methods."""
+    from esnfed_stages.heterogeneity_params import hetero_params
+
+    hp = hetero_params({"heterogeneity": HETERO})
+    methods = [m.id for m in hp.methods()] + ["incfed"]
+    for method in methods:
+        entry = {**_entry("wesad", "incfed", "25"), "client_test_accuracy": [[0.7, 0.8]] * 3}
+        doc = {"dataset": "wesad", "method": method, "budget": "default", "pcts": {p: entry for p in ("25", "100")}}
+        if record and method != "incfed":
+            doc["params"] = hp.record
+        path = root / "wesad" / f"{method}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(doc))
+    return methods
+
+
+@pytest.mark.parametrize("change, computed, now", [
+    ({"combine": "vote"}, "combine 'softmax'", "heterogeneity.combine is 'vote'"),
+    ({"mode": "seed"}, "mode 'space'", "heterogeneity.mode is 'seed'"),
+    ({"vary": ["leak"]}, "vary ['spectral_radius', 'leak']", "heterogeneity.vary is ['leak']"),
+    ({"seed": 3}, "seed 0", "heterogeneity.seed is 3"),
+])
+def test_heterogeneous_inputs_of_other_heterogeneity_settings_are_refused(tmp_path, change, computed, now):
+    """The heterogeneous table's header prints params.yaml's heterogeneity settings: before, it
+    printed them over assess files computed under others (exit 0)."""
+    from esnfed_core.errors import DataError
+    from esnfed_stages import hetero_report
+    from esnfed_stages.experiment_params import BudgetSpec
+    from esnfed_stages.heterogeneity_params import hetero_params
+
+    methods = _hetero_outputs(tmp_path)
+    default = BudgetSpec("default")
+    same = hetero_report.load(tmp_path, methods, default, hetero_params({"heterogeneity": HETERO}).record)
+    assert sorted(m for _, m in same.docs) == sorted(methods)
+    settings = hetero_params({"heterogeneity": {**HETERO, **change}}).record
+    with pytest.raises(DataError) as info:
+        hetero_report.load(tmp_path, methods, default, settings)
+    assert str(info.value) == (f"{tmp_path / 'wesad' / 'local.json'}: computed with {computed} but params.yaml's "
+                               f"{now}: rerun select, retrain and `esnfed assess --dataset wesad --algo local` "
+                               "under it (dvc repro does)")
+    _hetero_outputs(tmp_path, record=False)  # assessed before the files recorded the settings: trusted
+    assert len(hetero_report.load(tmp_path, methods, default, settings).docs) == len(methods)
+
+
+def test_a_params_record_that_is_not_an_object_is_one_line_naming_it(tmp_path):
+    from esnfed_core.errors import DataError
+    from esnfed_stages import provenance
+
+    with pytest.raises(DataError, match=r"^x.json: params: expected an object of params.yaml keys, got \[1\]$"):
+        provenance.check("x.json", {"params": [1]}, {"budget": "default"}, "`esnfed ttest`")
+    # params.yaml without the key (None): nothing to compare
+    provenance.check("x.json", {"params": {"budget": "paper"}}, {"budget": None}, "`esnfed ttest`")
 
 
 # params.yaml's seed and budgets, as the schema checks them

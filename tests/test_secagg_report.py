@@ -146,3 +146,18 @@ def test_flower_table_checks_the_fields_it_prints(flower_dir):
     with pytest.raises(DataError, match=r"wesad-fedip-secagg-100\.json: lambda missing"):
         load_docs(flower_dir / "wesad")
     assert len(load_docs(flower_dir / "wesad", table=False)) == 3
+
+
+def test_a_result_of_another_budget_is_one_line_naming_the_flower_command(flower_dir):
+    """Each result records the budget its config was selected under; the report passes params.yaml's
+    (tests/test_report.py: the command exits 1 and writes nothing). A result without it is trusted."""
+    path = flower_dir / "wesad" / "wesad-incfed-secagg-100.json"
+    doc = json.loads(path.read_text())
+    doc["params"] = {"budget": "paper"}
+    path.write_text(json.dumps(doc))
+    assert "**total**" in secagg_report.render(flower_dir, budget="paper")[0]
+    with pytest.raises(DataError) as info:
+        secagg_report.render(flower_dir, budget="default")
+    assert str(info.value) == (f"{path}: computed with budget 'paper' but params.yaml's budget is 'default': rerun "
+                               f"`esnfed flower --dataset wesad --app incfed --secagg "
+                               f"--out-dir {flower_dir / 'wesad'}`")
