@@ -174,19 +174,35 @@ def _splits(spec: Mapping[str, Any]) -> list[tuple[str, str, list[str]]]:
                      ("test", "the test users", spec["test"])]
 
 
+def uncovered(spec: Mapping[str, Any], counts: Mapping[str, list[int]], names: list[str]
+              ) -> tuple[str, str, list[str], list[str]] | None:
+    """The first split of ``spec`` whose users hold no window of some context: (key, what, users,
+    the contexts' names), or None when each split covers every context (``counts``: windows per
+    context of each user, the manifest's)."""
+    for split, what, users in _splits(spec):
+        missing = [names[t] for t in range(len(names)) if not any(counts[u][t] for u in users)]
+        if missing:
+            return split, what, list(users), missing
+    return None
+
+
+def coverage_problem(split: str, what: str, users: list[str], missing: list[str]) -> str:
+    """``<split>: <what> (<users>) have no windows in context(s) <names>``."""
+    return (f"{split}: {what} ({', '.join(users)}) have no windows in context{'s' if len(missing) > 1 else ''} "
+            f"{', '.join(map(quote, missing))}")
+
+
 def check_contexts(options: PartitionParams, spec: Mapping[str, Any], counts: Mapping[str, list[int]],
                    names: list[str], manifest_path: Path) -> None:
     """ConfigError naming the share or split, and the contexts by name, where the users of a split
     hold no window of a context (``counts``: windows per context of each user, the manifest's)."""
-    key = f"partition.{options.dataset}"
-    for split, what, users in _splits(spec):
-        missing = [names[t] for t in range(len(names)) if not any(counts[u][t] for u in users)]
-        if not missing:
-            continue
-        fix = ("list a user who has windows there" if options.spec is not None else
-               f"draw another split (partition.{options.dataset}.seed or fractions) or list the users")
-        raise ConfigError(
-            f"params.yaml: {key}: {split}: {what} ({', '.join(users)}) have no windows in context"
-            f"{'s' if len(missing) > 1 else ''} {', '.join(map(quote, missing))} ({manifest_path}); "
-            f"{options.dataset} is in continual_datasets, whose methods train, validate and test on every "
-            f"context: {fix}, or take {options.dataset} out of continual_datasets")
+    found = uncovered(spec, counts, names)
+    if found is None:
+        return
+    dataset = options.dataset
+    fix = ("list a user who has windows there" if options.spec is not None else
+           f"draw another split (partition.{dataset}.seed or fractions) or list the users")
+    raise ConfigError(
+        f"params.yaml: partition.{dataset}: {coverage_problem(*found)} ({manifest_path}); {dataset} is in "
+        f"continual_datasets, whose methods train, validate and test on every context: {fix}, or take "
+        f"{dataset} out of continual_datasets")

@@ -26,7 +26,7 @@ FIXED = {"train": {25: ["P03"], 50: ["P03", "P07"], 75: ["P03", "P07", "P04"], 1
          "validation": ["P02", "P05"], "test": ["P06", "P01"]}
 
 
-def write_folder(folder: Path, held: dict[str, list[int]], names: list[str] = CONTEXTS) -> dict:
+def write_folder(folder: Path, held: dict[str, list[int]], names: list[str] = CONTEXTS, dataset: str = "mystudy") -> dict:
     """A processed folder per the contract: two windows per context a user holds."""
     folder.mkdir(parents=True)
     rng = np.random.default_rng(0)
@@ -39,7 +39,7 @@ def write_folder(folder: Path, held: dict[str, list[int]], names: list[str] = CO
         users[user] = {"file": f"{user}.npz", "sha256": hashlib.sha256((folder / f"{user}.npz").read_bytes()).hexdigest(),
                        "windows": len(ctx), "windows_per_context": np.bincount(ctx, minlength=len(names)).tolist(),
                        "class_counts": np.bincount(y.ravel(), minlength=2).tolist()}
-    manifest = {"dataset": "mystudy", "window": 4, "n_features": 2, "feature_names": ["a", "b"],
+    manifest = {"dataset": dataset, "window": 4, "n_features": 2, "feature_names": ["a", "b"],
                 "classes": ["sit", "walk"], "n_classes": 2, "context_names": names, "n_contexts": len(names),
                 "users": users, "sources": {}, "params": {}, "source": "import"}
     (folder / "manifest.json").write_text(json.dumps(manifest))
@@ -151,3 +151,27 @@ def test_a_malformed_count_of_windows_per_context_is_one_line(project):
     write_params(project, FIXED)
     err = one_line_error(partition())
     assert "manifest.json: users.P03.windows_per_context must list 3 counts >= 0, got [2, 2]" in err
+
+
+def test_select_of_a_continual_method_refuses_a_partition_that_misses_a_context(tmp_path):
+    """A partition written before `esnfed partition` checked the contexts (or by hand): select of a
+    continual method stops at once, naming the file, the split and the contexts, and writes nothing;
+    a stationary method runs on it."""
+    from experiment_data import TEST, TRAIN, VALIDATION, small_params, stage_options
+    from experiment_data import write_params as write_experiment_params
+
+    held = {u: [0, 1, 2] for u in TRAIN["100"] + VALIDATION + TEST} | {"u0": [0]}
+    write_folder(tmp_path / "data" / "processed" / "wesad", held, dataset="wesad")
+    (tmp_path / "data" / "partitions").mkdir()
+    (tmp_path / "data" / "partitions" / "wesad.json").write_text(json.dumps(
+        {"dataset": "wesad", "train": TRAIN, "validation": VALIDATION, "test": TEST, "n_contexts": 3,
+         "context_names": CONTEXTS}))
+    write_experiment_params(tmp_path, small_params())
+    err = one_line_error(runner.invoke(app, ["select", "--algo", "clip", "--strategy", "naive", "--pct", "25",
+                                             *stage_options(tmp_path)]))
+    assert err == (f"error: {tmp_path}/data/partitions/wesad.json: train.25: the training users of share 25 (u0) "
+                   "have no windows in contexts 'home', 'outdoor'; clip-naive trains, validates and tests on every "
+                   "context: change partition.wesad in params.yaml and rerun `esnfed partition --dataset wesad`")
+    assert not (tmp_path / "runs").exists()
+    ok = runner.invoke(app, ["select", "--algo", "ip", "--pct", "25", *stage_options(tmp_path)])
+    assert ok.exit_code == 0, ok.output + (ok.stderr or "")
