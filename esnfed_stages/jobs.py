@@ -61,7 +61,7 @@ def run_shares(share_dir: Callable[[Path, str, str, str], Path], dataset: str, m
     with output_locks([share_dir(runs_dir, dataset, method.id, p) for p in pcts]):
         runner = for_method(runner or exp.runner, method)
         exp = heterogeneity.settings_for(exp.on_device(runner.device), method, dataset)
-        data = open_dataset(data_dir, dataset)
+        data = open_dataset(data_dir, dataset, exp.processed.get(dataset))
         if method.continual:  # a partition written before `esnfed partition` checked the contexts
             data.check_contexts(method.id, pcts)
         return body(pcts, exp, data, runner)

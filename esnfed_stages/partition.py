@@ -30,6 +30,7 @@ from esnfed_core.vocabulary import PCTS
 from esnfed_stages._datasets import continual_declared, is_paper
 from esnfed_stages._io import output_lock, write_json
 from esnfed_stages.check_data import checked_manifest, context_windows
+from esnfed_stages.processed_params import DataParams, check_processed, data_params
 from esnfed_stages.sections import section
 from esnfed_stages.preprocess import DEFAULT_OUT as DEFAULT_PROCESSED
 
@@ -89,7 +90,8 @@ def check_spec(dataset: str, spec: Any) -> dict[str, Any]:
 @dataclass(frozen=True)
 class PartitionParams:
     """``partition.<dataset>``, checked: fixed splits (``spec``) or fractions with a seed.
-    ``continual``: the dataset is in ``continual_datasets`` (every split must cover every context)."""
+    ``continual``: the dataset is in ``continual_datasets`` (every split must cover every context);
+    ``data``: the settings the processed folder must have been written with (processed_params)."""
 
     dataset: str
     spec: Mapping[str, Any] | None = None  # {train: {pct: [...]}, validation, test}
@@ -97,6 +99,7 @@ class PartitionParams:
     test: float | None = None
     seed: int | None = None
     continual: bool = False
+    data: DataParams | None = None  # what the manifest must record (params.yaml's imports/preprocess now)
 
     def resolve(self, users: list[str]) -> dict[str, Any]:
         """The splits of ``users`` (the manifest's, sorted): the fixed ones, or drawn by the seed."""
@@ -114,9 +117,10 @@ class PartitionParams:
 
 def partition_params(params: Mapping[str, Any], dataset: str) -> PartitionParams:
     """``partition.<dataset>`` of the loaded params, checked (the schema checks the section through
-    check_partition), and whether the continual methods run on the dataset."""
+    check_partition), whether the continual methods run on the dataset, and the import or preprocess
+    settings its processed folder must record."""
     options = check_partition(dataset, section(params, f"partition.{dataset}"))
-    return replace(options, continual=dataset in continual_declared(params))
+    return replace(options, continual=dataset in continual_declared(params), data=data_params(params, dataset))
 
 
 def check_partition(dataset: str, value: Any) -> PartitionParams:
@@ -148,6 +152,7 @@ def run(options: PartitionParams, processed_root: str | Path | None = None,
     manifest = checked_manifest(folder)
     if manifest.get("dataset") != dataset:
         raise DataError(f"{folder}/manifest.json: dataset is {quote(manifest.get('dataset'))}, expected {quote(dataset)}")
+    check_processed(folder, manifest, options.data)  # imported or preprocessed under params.yaml's settings now
     known = manifest["users"]
     spec = options.resolve(list(known))
     listed = [u for users in spec["train"].values() for u in users] + spec["validation"] + spec["test"]

@@ -20,6 +20,7 @@ from esnfed_core.vocabulary import PCTS
 from esnfed_stages._io import file_sha256, read_json
 from esnfed_stages.check_data import checked_manifest, context_windows
 from esnfed_stages.partition import coverage_problem, uncovered
+from esnfed_stages.processed_params import DataParams, check_processed
 
 
 @dataclass(frozen=True, eq=False)
@@ -128,10 +129,13 @@ def _check_values(path: Path, data: UserData, n_classes: int, n_contexts: int) -
                             f"{start + int(np.argwhere(bad)[0][0])}; `esnfed check-data` lists every problem)")
 
 
-def open_dataset(data_dir: Path, dataset: str) -> Dataset:
-    """Read data/processed/<dataset>/manifest.json and data/partitions/<dataset>.json."""
+def open_dataset(data_dir: Path, dataset: str, expected: DataParams | None = None) -> Dataset:
+    """Read data/processed/<dataset>/manifest.json and data/partitions/<dataset>.json; ``expected``:
+    the import or preprocess settings the manifest must record (params.yaml's now, a stale folder
+    is refused: esnfed_stages/processed_params.py)."""
     directory = Path(data_dir) / "processed" / dataset
     manifest = checked_manifest(directory)  # n_classes, n_contexts, users, ... of the right types
+    check_processed(directory, manifest, expected)
     ppath = Path(data_dir) / "partitions" / f"{dataset}.json"
     part = read_json(ppath, f"not found: run `esnfed partition --dataset {dataset}` first")
     if not isinstance(part, dict):
