@@ -15,6 +15,7 @@ from esnfed_cli.data_cmds import data_progress, manifest_table
 from esnfed_cli.app import app
 from esnfed_stages import check_data as check_stage
 from esnfed_stages import import_data as import_stage
+from esnfed_stages._datasets import check_own_name
 from esnfed_stages.params import DEFAULT_PARAMS, load_params
 
 
@@ -97,6 +98,7 @@ def import_(
     """
     # the default params.yaml may be absent; a file given by --params, or anything at the path (a
     # folder, a FIFO: load_params names it), is read
+    check_own_name("--dataset", dataset)  # before imports.<dataset> is looked up (run checks it too)
     p = load_params(params) if os.path.lexists(params) or params != DEFAULT_PARAMS else {}
     declared = (p.get("imports") or {}).get(dataset, {})
     for name, value in (("source", source), ("--features", features), ("--window", window)):

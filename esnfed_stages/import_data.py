@@ -31,6 +31,7 @@ from esnfed_core.data.tabular import Rows, user_windows
 from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.quote import brief, quote
 from esnfed_core.validation import Bound, ParameterError
+from esnfed_stages._datasets import check_own_name
 from esnfed_stages.preprocess import DEFAULT_OUT, write_processed
 from esnfed_stages._io import made_folder
 
@@ -41,7 +42,7 @@ TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
 # import_params, so params.yaml and the command line meet the same bounds).
 BOUNDS = {"window": Bound(integer=True, low=1), "rate": Bound(low=0.0, low_open=True),
           "chunk_rows": Bound(integer=True, low=1)}
-_PLAIN = re.compile(r"[A-Za-z0-9_-]+")
+_PLAIN = re.compile(r"[A-Za-z0-9_-]+")  # a user name: it becomes a file name
 
 
 @dataclass(frozen=True)
@@ -401,9 +402,7 @@ def run(dataset: str, p: ImportParams, out_root: str | Path | None = None,
     ``on_read(file, rows)`` is called after each chunk read (rows read of that file so far),
     ``on_user(user, data)`` after each user is written, ``warn(line)`` for what the import did
     but the user may not expect (sampling_warnings)."""
-    if not _PLAIN.fullmatch(dataset):
-        raise ConfigError(f"--dataset: {quote(dataset)} is not a plain name (letters, digits, _ or -): "
-                          "it becomes a folder name")
+    check_own_name("--dataset", dataset)  # the rule of params.yaml imports.<name> (and never a path)
     files = input_files(p)
     out = Path(out_root if out_root is not None else DEFAULT_OUT) / dataset
     with made_folder(out.parent), \

@@ -250,7 +250,7 @@ def test_cli_import_option_mistakes_name_the_option(tmp_path, monkeypatch, optio
 
 def test_dataset_name_never_escapes_the_output_root(tmp_path):
     _table().to_csv(tmp_path / "rec.csv", index=False)
-    with pytest.raises(ConfigError, match="is not a plain name"):
+    with pytest.raises(ConfigError, match="is not a dataset name"):
         run("../escape", _params(tmp_path / "rec.csv"), out_root=tmp_path / "out")
     assert not (tmp_path / "escape").exists()
 
@@ -433,3 +433,44 @@ def test_cli_summary_shows_labels_with_brackets_as_they_are(tmp_path, monkeypatc
     res = CliRunner().invoke(app, _cli_args(tmp_path), env={"COLUMNS": "300"})
     assert res.exit_code == 0, res.output
     assert "class shares ([walk], rest[/x])" in res.output  # sorted: "[" before "r"
+
+
+# ------------------------------------------------------------------ user-walkthrough audit
+@pytest.mark.parametrize("name, problem", [
+    ("wesad", "'wesad' is one of the papers' datasets (data/processed/wesad is written by `esnfed preprocess` and "
+              "read by the paper tables); name your own dataset otherwise"),
+    ("hhar", "'hhar' is one of the papers' datasets"),
+    ("ip", "'ip' is not a dataset name (ip, fedip, deep are keys of budgets.*.space beside the datasets')"),
+    ("my-study", "'my-study' is not a dataset name (lowercase letters, digits and _, starting with a letter: it "
+                 "names a folder, dvc stages and params.yaml keys)"),
+    ("MyStudy", "'MyStudy' is not a dataset name"),
+])
+def test_import_and_params_yaml_share_one_dataset_name_rule(tmp_path, monkeypatch, name, problem):
+    """Before: --dataset wesad replaced data/processed/wesad (the paper tables' input), imports.wesad
+    passed the schema (dvc then failed on duplicate outputs), and my-study / MyStudy imported but
+    could not be declared in datasets."""
+    from esnfed_stages.params_schema import validate
+
+    monkeypatch.chdir(tmp_path)
+    _table().to_csv(tmp_path / "rec.csv", index=False)
+    with pytest.raises(ConfigError) as err:
+        run(name, _params(tmp_path / "rec.csv"), out_root=tmp_path / "out")
+    assert str(err.value).startswith(f"--dataset: {problem}"), str(err.value)
+    args = _cli_args(tmp_path)
+    args[args.index("mine")] = name
+    res = CliRunner().invoke(app, args, env={"COLUMNS": "300"})
+    assert res.exit_code == 1 and f"error: --dataset: {problem}" in " ".join(res.output.split()), res.output
+    assert not (tmp_path / "out").exists()
+    entry = {"source": "rec.csv", "features": ["a"], "window": 2}
+    with pytest.raises(ConfigError) as err:
+        validate({"imports": {name: entry}})
+    assert str(err.value).startswith(f"params.yaml: imports.{name}: {problem}"), str(err.value)
+    if name not in ("wesad", "hhar"):  # the papers' names are declared datasets, not imports
+        with pytest.raises(ConfigError, match=f"params.yaml: datasets: '{name}'"):
+            validate({"datasets": [name]})
+
+
+def test_the_example_dataset_is_an_import(tmp_path):
+    """`example` is not reserved: dvc.yaml's import@example imports the synthesized CSV."""
+    _table().to_csv(tmp_path / "rec.csv", index=False)
+    assert run("example", _params(tmp_path / "rec.csv"), out_root=tmp_path / "out")["dataset"] == "example"
