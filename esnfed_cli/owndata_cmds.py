@@ -70,6 +70,9 @@ def import_(
         "--window", min=1, help="Steps per window (required unless imports.<dataset> gives it).")] = None,
     classes: Annotated[Optional[str], typer.Option(
         "--classes", help="Label values in class order, comma-separated (default: sorted).")] = None,
+    contexts: Annotated[Optional[str], typer.Option(
+        "--contexts", help="Context values in the order the continual methods meet them, comma-separated, "
+        "e.g. the recording order (default: sorted).")] = None,
     drop_labels: Annotated[Optional[str], typer.Option(
         "--drop-labels", help="Label values whose rows are dropped, comma-separated (default: none).")] = None,
     out: Annotated[Path, typer.Option("--out", help="Root of the processed data.")] = Path("data/processed"),
@@ -110,7 +113,7 @@ def import_(
         declared, f"imports.{dataset}", source=None if source is None else str(source),
         features=_split(features), user=user, time=time, label=label, context=context,
         time_unit=time_unit, rate=rate, window=window, classes=_split(classes),
-        drop_labels=_split(drop_labels))
+        contexts=_split(contexts), drop_labels=_split(drop_labels))
     warnings: list[str] = []
     with data_progress() as bar:
         task = bar.add_task(f"import {dataset}", total=None, item="")
@@ -120,5 +123,9 @@ def import_(
             on_user=lambda user, data: bar.update(task, advance=1, item=f"user {user} written"),
             warn=warnings.append)
     console.print(manifest_table(manifest, out / dataset))
+    if options.context is not None and options.contexts is None:
+        console.print(f"contexts in sorted order ({', '.join(manifest['context_names'])}): the continual methods "
+                      f"meet them in this order; to give another (the recording order), set --contexts or "
+                      f"imports.{dataset}.contexts", highlight=False, markup=False, soft_wrap=True)
     for line in warnings:
         err_console.print(f"[bold yellow]warning:[/] {escape(line)}", highlight=False, soft_wrap=True)

@@ -474,3 +474,19 @@ def test_the_example_dataset_is_an_import(tmp_path):
     """`example` is not reserved: dvc.yaml's import@example imports the synthesized CSV."""
     _table().to_csv(tmp_path / "rec.csv", index=False)
     assert run("example", _params(tmp_path / "rec.csv"), out_root=tmp_path / "out")["dataset"] == "example"
+
+
+def test_cli_contexts_give_the_order_else_the_summary_names_the_sorted_one(tmp_path, monkeypatch):
+    """Before: no --contexts; sessions came out sorted, which silently changed the continual sequence."""
+    monkeypatch.chdir(tmp_path)
+    _table().to_csv(tmp_path / "rec.csv", index=False)
+    res = CliRunner().invoke(app, _cli_args(tmp_path) + ["--contexts", "s2,s1"], env={"COLUMNS": "300"})
+    assert res.exit_code == 0, res.output
+    assert json.loads((tmp_path / "out/mine/manifest.json").read_text())["context_map"] == {"s2": 0, "s1": 1}
+    assert "sorted order" not in res.output
+    res = CliRunner().invoke(app, _cli_args(tmp_path), env={"COLUMNS": "300"})
+    assert res.exit_code == 0, res.output
+    assert ("contexts in sorted order (s1, s2): the continual methods meet them in this order; to give another (the "
+            "recording order), set --contexts or imports.mine.contexts") in res.stdout
+    res = CliRunner().invoke(app, _cli_args(tmp_path) + ["--contexts", "s2"], env={"COLUMNS": "300"})
+    assert res.exit_code == 1 and "'s1' is not among imports.mine.contexts (s2)" in res.output, res.output
