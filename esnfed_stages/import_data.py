@@ -401,7 +401,7 @@ def run(dataset: str, p: ImportParams, out_root: str | Path | None = None,
     """Import ``p.source`` into ``<out_root>/<dataset>`` (default data/processed); returns the manifest.
     ``on_read(file, rows)`` is called after each chunk read (rows read of that file so far),
     ``on_user(user, data)`` after each user is written, ``warn(line)`` for what the import did
-    but the user may not expect (sampling_warnings)."""
+    but the user may not expect (sampling_warnings, empty_class_warnings)."""
     check_own_name("--dataset", dataset)  # the rule of params.yaml imports.<name> (and never a path)
     files = input_files(p)
     out = Path(out_root if out_root is not None else DEFAULT_OUT) / dataset
@@ -418,8 +418,8 @@ def run(dataset: str, p: ImportParams, out_root: str | Path | None = None,
         if len(spill.seen_labels) < 2:  # every step the same class: any classifier scores 100 %
             only = [name for name, code in spill.labels.items() if code in spill.seen_labels]
             raise DataError(f"{p.source}: column {quote(p.label)} holds one class only ({', '.join(only)})"
-                            + (" once drop_labels are dropped" if p.drop_labels else "")
-                            + "; classification needs at least 2")
+                            + _dropped(p) + "; classification needs at least 2")
+        _check_classes(spill, p)
         classes, class_order = _order(spill.labels, p.classes)
         contexts, context_order = _order(spill.contexts, p.contexts) if p.context else (["all"], np.zeros(1, np.int64))
         for what, names in (("classes", classes), ("contexts", contexts)):
@@ -448,10 +448,37 @@ def run(dataset: str, p: ImportParams, out_root: str | Path | None = None,
                  "label_map": {name: i for i, name in enumerate(classes)},
                  "context_map": {name: i for i, name in enumerate(contexts)} if p.context else None}
         manifest = write_processed(dataset, out, described, users, root, extra, on_user)
-    for line in sampling_warnings(sampling, p):
+    for line in [*sampling_warnings(sampling, p), *empty_class_warnings(manifest, p)]:
         if warn is not None:
             warn(line)
     return manifest
+
+
+def _dropped(p: ImportParams) -> str:
+    return " once drop_labels are dropped" if p.drop_labels else ""
+
+
+def _check_classes(spill: Spill, p: ImportParams) -> None:
+    """A value of ``classes`` without a row is a typo far more often than a wish for an empty class
+    (which would add a class no user can learn or be scored on): one error naming them."""
+    if p.classes is None:
+        return
+    absent = [c for c in p.classes if spill.labels[c] not in spill.seen_labels]
+    if absent:
+        found = [c for c in p.classes if c not in absent]
+        raise DataError(f"{p.key}.classes: {', '.join(map(quote, absent))} {'has' if len(absent) == 1 else 'have'} "
+                        f"no rows in {p.source}{_dropped(p)} (typo? the labels found: {', '.join(found)})")
+
+
+def empty_class_warnings(manifest: Mapping[str, Any], p: ImportParams) -> list[str]:
+    """A class with rows but no step in any window (its rows all fell in the dropped tails of runs)."""
+    counts = np.sum([u["class_counts"] for u in manifest["users"].values()], axis=0)
+    empty = [c for c, n in zip(manifest["classes"], counts) if n == 0]
+    if not empty:
+        return []
+    return [f"{p.source}: class{'es' if len(empty) > 1 else ''} {', '.join(map(quote, empty))} of {p.key}.label "
+            f"{'have' if len(empty) > 1 else 'has'} rows but no step in any window (they all fell in the dropped "
+            "tails of runs): no user can learn or be scored on it"]
 
 
 # Sampling intervals further apart than this ratio (10th to 90th percentile over the users) are

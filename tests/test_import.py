@@ -436,6 +436,28 @@ def test_cli_summary_shows_labels_with_brackets_as_they_are(tmp_path, monkeypatc
 
 
 # ------------------------------------------------------------------ user-walkthrough audit
+def test_a_class_without_rows_is_refused_naming_the_key_and_the_class(tmp_path):
+    """Before: classes [rest, walk, run] without a 'run' row gave 3 classes, one never seen (a 0 %
+    column), silently: a typo far more often than a wish for a class nobody can learn."""
+    _table().to_csv(tmp_path / "rec.csv", index=False)
+    with pytest.raises(DataError) as err:
+        run("m", _params(tmp_path / "rec.csv", classes=["rest", "walk", "run"]), out_root=tmp_path / "o")
+    assert str(err.value) == (f"imports.mine.classes: 'run' has no rows in {tmp_path / 'rec.csv'} (typo? the labels "
+                              "found: rest, walk)")
+    assert not (tmp_path / "o" / "m").exists()
+
+
+def test_a_class_whose_rows_fill_no_window_is_warned_of(tmp_path):
+    df = _table(shuffle=False)
+    df.loc[(df.who == "u2") & (df.t == 1130), "act"] = "jump"  # one row: the dropped tail of a run
+    df.to_csv(tmp_path / "rec.csv", index=False)
+    lines = []
+    manifest = run("m", _params(tmp_path / "rec.csv"), out_root=tmp_path / "o", warn=lines.append)
+    assert manifest["classes"] == ["jump", "rest", "walk"]
+    assert lines == [f"{tmp_path / 'rec.csv'}: class 'jump' of imports.mine.label has rows but no step in any window "
+                     "(they all fell in the dropped tails of runs): no user can learn or be scored on it"]
+
+
 @pytest.mark.parametrize("name, problem", [
     ("wesad", "'wesad' is one of the papers' datasets (data/processed/wesad is written by `esnfed preprocess` and "
               "read by the paper tables); name your own dataset otherwise"),
