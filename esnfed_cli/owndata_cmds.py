@@ -68,6 +68,10 @@ def import_(
         help="Resample to this rate (Hz, > 0); default: the rows as they are.")] = None,
     window: Annotated[Optional[int], typer.Option(
         "--window", min=1, help="Steps per window (required unless imports.<dataset> gives it).")] = None,
+    max_gap: Annotated[Optional[float], typer.Option(
+        "--max-gap", callback=in_range(0.0, low_open=True),
+        help="Seconds between two rows of one context beyond which the recording is cut there, not filled "
+        "in (default: 5 sampling intervals, at least 1 s).")] = None,
     classes: Annotated[Optional[str], typer.Option(
         "--classes", help="Label values in class order, comma-separated (default: sorted).")] = None,
     contexts: Annotated[Optional[str], typer.Option(
@@ -112,7 +116,7 @@ def import_(
     options = import_stage.import_params(
         declared, f"imports.{dataset}", source=None if source is None else str(source),
         features=_split(features), user=user, time=time, label=label, context=context,
-        time_unit=time_unit, rate=rate, window=window, classes=_split(classes),
+        time_unit=time_unit, rate=rate, window=window, max_gap=max_gap, classes=_split(classes),
         contexts=_split(contexts), drop_labels=_split(drop_labels))
     warnings: list[str] = []
     with data_progress() as bar:

@@ -124,6 +124,8 @@ SYNTHETIC_KEYS = {"wesad": ("seed", "scale", "protocol"),
 SYNTHETIC["example"] = {"subjects": COUNT, "seconds_per_activity": POSITIVE, "rate": POSITIVE}
 SYNTHETIC_KEYS["example"] = ("seed", "subjects", "seconds_per_activity", "rate")
 EXAMPLES = ("example",)  # the user datasets of the repository's params.yaml
+# imports.<name>: the keys the repository's params.yaml sets; every key of import_data.ImportParams
+# (max_gap, drop_labels, format, delimiter, chunk_rows too) is checked by import_params, with BOUNDS.
 IMPORT_KEYS = ("source", "user", "time", "time_unit", "label", "context", "features", "classes", "contexts",
                "rate", "window")
 PREPROCESS_KEYS = {"wesad": ("modality", "window", "wrist_rate", "contexts", "subjects"),
