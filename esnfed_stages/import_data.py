@@ -402,7 +402,8 @@ def run(dataset: str, p: ImportParams, out_root: str | Path | None = None,
     """Import ``p.source`` into ``<out_root>/<dataset>`` (default data/processed); returns the manifest.
     ``on_read(file, rows)`` is called after each chunk read (rows read of that file so far),
     ``on_user(user, data)`` after each user is written, ``warn(line)`` for what the import did
-    but the user may not expect (sampling_warnings, gap_warnings, empty_class_warnings)."""
+    but the user may not expect (sampling_warnings, gap_warnings, short_warnings,
+    empty_class_warnings)."""
     check_own_name("--dataset", dataset)  # the rule of params.yaml imports.<name> (and never a path)
     files = input_files(p)
     out = Path(out_root if out_root is not None else DEFAULT_OUT) / dataset
@@ -429,6 +430,7 @@ def run(dataset: str, p: ImportParams, out_root: str | Path | None = None,
 
         sampling: dict[str, tuple[int, float, float]] = {}  # per user; memory: one user's rows (module doc)
         cuts: dict[str, Cuts] = {}
+        short: list[str] = []  # users without a whole window, skipped
 
         def users():
             for user in sorted(spill.files, key=_natural):
@@ -439,9 +441,11 @@ def run(dataset: str, p: ImportParams, out_root: str | Path | None = None,
                 except DataError as exc:
                     raise DataError(f"{p.source}: user {quote(user)}: {exc}") from None
                 if data is None:
-                    raise DataError(f"{p.source}: user {quote(user)} has no whole window of {p.window} steps"
-                                    + (f" at {p.rate:g} Hz" if p.rate else ""))
+                    short.append(user)
+                    continue
                 yield user, data, {"sources": sorted(spill.sources[user])}
+            if len(short) == len(spill.files):
+                raise DataError(no_user_left(cuts, p))
 
         described = {"feature_names": list(p.features), "classes": classes, "context_names": contexts}
         root = Path(p.source) if Path(p.source).is_dir() else Path(p.source).parent
@@ -450,7 +454,8 @@ def run(dataset: str, p: ImportParams, out_root: str | Path | None = None,
                  "label_map": {name: i for i, name in enumerate(classes)},
                  "context_map": {name: i for i, name in enumerate(contexts)} if p.context else None}
         manifest = write_processed(dataset, out, described, users, root, extra, on_user)
-    lines = [*sampling_warnings(sampling, p), *gap_warnings(cuts, p), *empty_class_warnings(manifest, p)]
+    lines = [*sampling_warnings(sampling, p), *gap_warnings(cuts, p), *short_warnings(short, cuts, p),
+             *empty_class_warnings(manifest, p)]
     for line in lines:
         if warn is not None:
             warn(line)
@@ -473,8 +478,32 @@ def _check_classes(spill: Spill, p: ImportParams) -> None:
                         f"no rows in {p.source}{_dropped(p)} (typo? the labels found: {', '.join(found)})")
 
 
+def _seconds(window: int, rate: float | None) -> str:
+    return f"{window} steps at {rate:g} Hz ({window / rate:g} s)" if rate else f"{window} rows"
+
+
+def no_user_left(cuts: Mapping[str, Cuts], p: ImportParams) -> str:
+    """The error when no user has a whole window; a wrong time unit is the usual cause (seconds
+    read as ms or us squeeze a recording into a blink; the reverse meets MAX_UPSAMPLE with a rate)."""
+    user, longest = max(((u, c.longest) for u, c in cuts.items()), key=lambda t: t[1])
+    unit = {"s": "seconds", "ms": "milliseconds", "us": "microseconds", "ns": "nanoseconds"}[p.time_unit]
+    return (f"{p.source}: no user has a whole window of {_seconds(p.window, p.rate)} in a run of one context "
+            f"without a gap (the longest: {longest:g} s, user {quote(user)}); is {p.key}.time_unit right (the "
+            f"time column is read in {unit}: --time-unit)? else shorten {p.key}.window"
+            + (f" or raise {p.key}.max_gap (gaps split the runs)" if any(c.gaps for c in cuts.values()) else ""))
+
+
 def _listed(items: list[str], most: int = 5, sep: str = ", ") -> str:
     return sep.join(items[:most]) + (f"{sep}..." if len(items) > most else "")
+
+
+def short_warnings(short: list[str], cuts: Mapping[str, Cuts], p: ImportParams) -> list[str]:
+    """The users skipped for want of a whole window (the import goes on with the others)."""
+    if not short:
+        return []
+    listed = [f"{u}: {cuts[u].span:.4g} s recorded, the longest run {cuts[u].longest:.4g} s" for u in short]
+    return [f"{p.source}: {len(short)} user{'s' if len(short) > 1 else ''} skipped, without a whole window of "
+            f"{_seconds(p.window, p.rate)} in a run of one context without a gap ({_listed(listed, sep='; ')})"]
 
 
 def gap_warnings(cuts: Mapping[str, Cuts], p: ImportParams) -> list[str]:
@@ -496,14 +525,14 @@ def gap_warnings(cuts: Mapping[str, Cuts], p: ImportParams) -> list[str]:
 
 
 def empty_class_warnings(manifest: Mapping[str, Any], p: ImportParams) -> list[str]:
-    """A class with rows but no step in any window (its rows all fell in the dropped tails of segments)."""
+    """A class with rows but no step in any window (its rows all fell in skipped users or the dropped tails of segments)."""
     counts = np.sum([u["class_counts"] for u in manifest["users"].values()], axis=0)
     empty = [c for c, n in zip(manifest["classes"], counts) if n == 0]
     if not empty:
         return []
     return [f"{p.source}: class{'es' if len(empty) > 1 else ''} {', '.join(map(quote, empty))} of {p.key}.label "
-            f"{'have' if len(empty) > 1 else 'has'} rows but no step in any window (they all fell in the dropped "
-            "tails of segments): no user can learn or be scored on it"]
+            f"{'have' if len(empty) > 1 else 'has'} rows but no step in any window (they all fell in skipped "
+            "users or the dropped tails of segments): no user can learn or be scored on it"]
 
 
 # Sampling intervals further apart than this ratio (10th to 90th percentile over the users) are

@@ -542,7 +542,7 @@ def test_a_class_whose_rows_fill_no_window_is_warned_of(tmp_path):
     manifest = run("m", _params(tmp_path / "rec.csv"), out_root=tmp_path / "o", warn=lines.append)
     assert manifest["classes"] == ["jump", "rest", "walk"]
     assert lines == [f"{tmp_path / 'rec.csv'}: class 'jump' of imports.mine.label has rows but no step in any window "
-                     "(they all fell in the dropped tails of segments): no user can learn or be scored on it"]
+                     "(they all fell in skipped users or the dropped tails of segments): no user can learn or be scored on it"]
 
 
 @pytest.mark.parametrize("name, problem", [
@@ -583,6 +583,30 @@ def test_the_example_dataset_is_an_import(tmp_path):
     """`example` is not reserved: dvc.yaml's import@example imports the synthesized CSV."""
     _table().to_csv(tmp_path / "rec.csv", index=False)
     assert run("example", _params(tmp_path / "rec.csv"), out_root=tmp_path / "out")["dataset"] == "example"
+
+
+def test_a_user_without_a_whole_window_is_skipped_with_a_warning(tmp_path):
+    """Before: one short user aborted the whole import."""
+    df = _table(shuffle=False)
+    short = pd.DataFrame({"who": "p9", "t": [1000, 1010], "act": "walk", "sess": "s1", "a": [1.0, 2.0], "b": 0.0})
+    pd.concat([df, short]).to_csv(tmp_path / "rec.csv", index=False)
+    lines = []
+    manifest = run("m", _params(tmp_path / "rec.csv"), out_root=tmp_path / "o", warn=lines.append)
+    assert list(manifest["users"]) == ["u2", "u10"] and check_folder(tmp_path / "o" / "m") == []
+    assert lines == [f"{tmp_path / 'rec.csv'}: 1 user skipped, without a whole window of 2 steps at 50 Hz (0.04 s) in "
+                     "a run of one context without a gap (p9: 0.01 s recorded, the longest run 0.01 s)"]
+
+
+def test_no_user_with_a_whole_window_hints_at_the_time_unit(tmp_path):
+    """The usual cause: times in ms read as us squeeze each recording into 0.13 ms."""
+    _table().to_csv(tmp_path / "rec.csv", index=False)
+    with pytest.raises(DataError) as err:
+        run("m", _params(tmp_path / "rec.csv", time_unit="us"), out_root=tmp_path / "o")
+    assert str(err.value) == (f"{tmp_path / 'rec.csv'}: no user has a whole window of 2 steps at 50 Hz (0.04 s) in a "
+                              "run of one context without a gap (the longest: 7e-05 s, user 'u2'); is "
+                              "imports.mine.time_unit right (the time column is read in microseconds: --time-unit)? "
+                              "else shorten imports.mine.window")
+    assert not (tmp_path / "o" / "m").exists()
 
 
 def test_cli_contexts_give_the_order_else_the_summary_names_the_sorted_one(tmp_path, monkeypatch):
