@@ -88,8 +88,9 @@ def import_(
     """Import your own per-user labelled time series into the processed-data contract.
 
     One row per sample with columns for user, time, label, optional context, and features. Files
-    are read in chunks; per user the rows are resampled, windowed and z-scored; labels map to
-    classes (the mapping is recorded in manifest.json). Options override params.yaml
+    are read in chunks; per user the rows are cut at context changes and at gaps in time
+    (--max-gap: nothing is filled in across a gap), resampled, windowed and z-scored; labels map
+    to classes (the mapping is recorded in manifest.json). Options override params.yaml
     imports.<dataset> (docs/data-contract.md §5).
 
     Example, a CSV recordings.csv with the columns subject,t_ms,activity,session,ax,ay,az:
