@@ -488,7 +488,7 @@ def no_user_left(cuts: Mapping[str, Cuts], p: ImportParams) -> str:
     user, longest = max(((u, c.longest) for u, c in cuts.items()), key=lambda t: t[1])
     unit = {"s": "seconds", "ms": "milliseconds", "us": "microseconds", "ns": "nanoseconds"}[p.time_unit]
     return (f"{p.source}: no user has a whole window of {_seconds(p.window, p.rate)} in a run of one context "
-            f"without a gap (the longest: {longest:g} s, user {quote(user)}); is {p.key}.time_unit right (the "
+            f"without a gap (the longest: {longest:.3g} s, user {quote(user)}); is {p.key}.time_unit right (the "
             f"time column is read in {unit}: --time-unit)? else shorten {p.key}.window"
             + (f" or raise {p.key}.max_gap (gaps split the runs)" if any(c.gaps for c in cuts.values()) else ""))
 
