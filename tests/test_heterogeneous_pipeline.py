@@ -39,8 +39,13 @@ def built(tmp_path_factory) -> Path:
     p = str(root / "params.yaml")
     cli_ok("ttest", "--params", p, "--assess-dir", assess, "--out", str(root / "ttest.json"), "--allow-missing")
     cli_ok("report", "--params", p, "--assess-dir", assess, "--ttest", str(root / "ttest.json"),
-           "--out-dir", str(root / "reports"), "--allow-missing")
+           "--out-dir", str(root / "reports"), "--allow-missing", *_elsewhere(root))
     return root
+
+
+def _elsewhere(root: Path) -> list[str]:
+    """The report's other inputs under ``root`` (none there), never the current folder's runs/."""
+    return ["--privacy-dir", str(root / "runs" / "privacy"), "--flower-dir", str(root / "runs" / "flower")]
 
 
 def _assess(root: Path, method: str) -> dict:
@@ -105,7 +110,7 @@ def test_assess_records_the_settings_and_the_report_refuses_other_ones(built, tm
     write_params(tmp_path, params)
     result = runner.invoke(app, ["report", "--params", str(tmp_path / "params.yaml"), "--assess-dir",
                                  str(built / "runs" / "assess"), "--ttest", str(built / "ttest.json"),
-                                 "--out-dir", str(tmp_path / "reports"), "--allow-missing"])
+                                 "--out-dir", str(tmp_path / "reports"), "--allow-missing", *_elsewhere(built)])
     assert result.exit_code == 1
     assert result.stderr.strip().splitlines() == [
         f"error: {built / 'runs' / 'assess' / 'wesad' / 'local.json'}: computed with combine 'softmax' but "

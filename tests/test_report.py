@@ -534,7 +534,8 @@ def test_bad_params_and_ttest_file(workdir):
 
 def test_help_explains_every_option():
     for cmd, options in (("ttest", ["--variant", "--alpha", "--allow-missing", "--assess-dir"]),
-                         ("report", ["--allow-missing", "--out-dir", "--ttest", "--data-dir"])):
+                         ("report", ["--allow-missing", "--out-dir", "--ttest", "--data-dir", "--privacy-dir",
+                                     "--flower-dir"])):
         out = runner.invoke(app, [cmd, "--help"], env={"COLUMNS": "200"}).output
         for opt in options:
             assert opt in out
@@ -789,6 +790,29 @@ def test_report_refuses_flower_results_of_another_budget(workdir):
                       "runs/flower/wesad`")
     _flower_output(workdir, None)  # results written before they recorded the budget: trusted
     _ok(["report"])
+
+
+def test_report_reads_privacy_and_flower_outputs_from_the_folders_it_is_given(workdir):
+    """--privacy-dir and --flower-dir: a report of other folders' assess files never picks up the
+    current folder's runs/privacy and runs/flower (a developer's own outputs)."""
+    write_assess(workdir)
+    _write_params(workdir, extra={"budget": "default"})
+    _ok(["ttest"])
+    _flower_output(workdir, "paper")  # the current folder's: of another budget, refused when read
+    (workdir / "runs" / "privacy").mkdir(parents=True)
+    (workdir / "runs" / "privacy" / "wesad.json").write_text("{}")  # not a privacy output
+    result = runner.invoke(app, ["report"])
+    assert result.exit_code == 1 and "runs/privacy/wesad.json" in result.stderr
+    elsewhere = workdir / "elsewhere"
+    _ok(["report", "--privacy-dir", str(elsewhere / "privacy"), "--flower-dir", str(elsewhere / "flower")])
+    tables = workdir / "reports" / "tables"
+    assert not (tables / "privacy.md").exists()
+    assert (tables / "secagg-overhead.csv").read_text().count("\n") == 1  # the header alone: not run
+    _flower_output(elsewhere, "default")
+    (elsewhere / "runs" / "flower").rename(elsewhere / "flower")
+    _ok(["report", "--privacy-dir", str(elsewhere / "privacy"), "--flower-dir", str(elsewhere / "flower")])
+    assert "| wesad | incfed | 100% | 3 | stats | 1 | **total** | 100 | 10 | 200 | 10 | 2.00 | 1.00 |" in \
+        (tables / "communication.md").read_text()
 
 
 HETERO = {"seed": 0, "mode": "space", "vary": ["spectral_radius", "leak"], "combine": "softmax", "alphas": [0.5],
