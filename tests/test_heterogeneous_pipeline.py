@@ -90,6 +90,9 @@ def test_report_table_figure_and_communication(built):
     tests = json.loads((built / "ttest.json").read_text())["comparisons"]
     het = [c for c in tests if c["table"] == "heterogeneous" and c["dataset"] == "wesad"]
     assert {c["b"] for c in het} == {"ensemble"} and len(het) == 2 * 8  # 2 shares × 8 methods against it
+    # what the tests were computed from, the heterogeneous files included (the report compares them)
+    assert {"wesad/local", "wesad/ensemble", "wesad/align-0.5", "wesad/incfed"} <= \
+        set(json.loads((built / "ttest.json").read_text())["assess_digests"])
     assert (built / "reports" / "figures" / "heterogeneous-alpha.png").read_bytes()[:4] == b"\x89PNG"
     plot = list(csv.DictReader(io.StringIO((built / "reports" / "plots" / "heterogeneous-alpha.csv").read_text())))
     assert [float(r["alpha"]) for r in plot] == [0, 0.25, 0.5, 0.75, 0.9, 1]
