@@ -678,15 +678,21 @@ def test_report_refuses_a_ttest_file_of_another_budget_or_a_command_line_alpha(w
                       "rerun `esnfed ttest`")
 
 
-def test_a_ttest_file_without_params_is_checked_by_its_variant_and_alpha_and_trusted_otherwise(workdir):
-    """A ttest.json written before it recorded ``params`` still has its variant and alpha; what it
-    does not record (the datasets) is trusted, as an assess file without a budget."""
+def _ttest_without(workdir: Path, key: str) -> tuple[Path, dict]:
+    """reports/ttest.json of write_assess's files as written before it recorded ``key``."""
     write_assess(workdir)
     _ok(["ttest"])
     path = workdir / "reports" / "ttest.json"
     doc = json.loads(path.read_text())
-    del doc["params"]
+    del doc[key]
     path.write_text(json.dumps(doc))
+    return path, doc
+
+
+def test_a_ttest_file_without_params_is_checked_by_its_variant_and_alpha_and_trusted_otherwise(workdir):
+    """A ttest.json written before it recorded ``params`` still has its variant and alpha; what it
+    does not record (the datasets) is trusted, as an assess file without a budget."""
+    _ttest_without(workdir, "params")
     _ok(["report"])
     _write_params(workdir, lambda p: p.update(datasets=["wesad"]))
     _ok(["report"])
@@ -983,12 +989,7 @@ def test_report_refuses_a_ttest_file_computed_without_a_file_found_now_or_with_o
 
 
 def test_a_ttest_file_without_assess_digests_is_trusted(workdir):
-    write_assess(workdir)
-    _ok(["ttest"])
-    path = workdir / "reports" / "ttest.json"
-    doc = json.loads(path.read_text())
-    del doc["assess_digests"]
-    path.write_text(json.dumps(doc))
+    path, doc = _ttest_without(workdir, "assess_digests")
     f = workdir / "runs" / "assess" / "hhar" / "ridge.json"  # a score changed since: not known
     assess = json.loads(f.read_text())
     assess["pcts"]["25"]["test_accuracy"][0] /= 2
