@@ -15,6 +15,7 @@ from esnfed_cli.data_cmds import data_progress, manifest_table
 from esnfed_cli.app import app
 from esnfed_stages import check_data as check_stage
 from esnfed_stages import import_data as import_stage
+from esnfed_stages._datasets import check_own_name
 from esnfed_stages.params import DEFAULT_PARAMS, load_params
 
 
@@ -67,8 +68,15 @@ def import_(
         help="Resample to this rate (Hz, > 0); default: the rows as they are.")] = None,
     window: Annotated[Optional[int], typer.Option(
         "--window", min=1, help="Steps per window (required unless imports.<dataset> gives it).")] = None,
+    max_gap: Annotated[Optional[float], typer.Option(
+        "--max-gap", callback=in_range(0.0, low_open=True),
+        help="Seconds between two rows of one context beyond which the recording is cut there, not filled "
+        "in (default: 5 sampling intervals, at least 1 s).")] = None,
     classes: Annotated[Optional[str], typer.Option(
         "--classes", help="Label values in class order, comma-separated (default: sorted).")] = None,
+    contexts: Annotated[Optional[str], typer.Option(
+        "--contexts", help="Context values in the order the continual methods meet them, comma-separated, "
+        "e.g. the recording order (default: sorted).")] = None,
     drop_labels: Annotated[Optional[str], typer.Option(
         "--drop-labels", help="Label values whose rows are dropped, comma-separated (default: none).")] = None,
     out: Annotated[Path, typer.Option("--out", help="Root of the processed data.")] = Path("data/processed"),
@@ -80,8 +88,9 @@ def import_(
     """Import your own per-user labelled time series into the processed-data contract.
 
     One row per sample with columns for user, time, label, optional context, and features. Files
-    are read in chunks; per user the rows are resampled, windowed and z-scored; labels map to
-    classes (the mapping is recorded in manifest.json). Options override params.yaml
+    are read in chunks; per user the rows are cut at context changes and at gaps in time
+    (--max-gap: nothing is filled in across a gap), resampled, windowed and z-scored; labels map
+    to classes (the mapping is recorded in manifest.json). Options override params.yaml
     imports.<dataset> (docs/data-contract.md §5).
 
     Example, a CSV recordings.csv with the columns subject,t_ms,activity,session,ax,ay,az:
@@ -97,6 +106,7 @@ def import_(
     """
     # the default params.yaml may be absent; a file given by --params, or anything at the path (a
     # folder, a FIFO: load_params names it), is read
+    check_own_name("--dataset", dataset)  # before imports.<dataset> is looked up (run checks it too)
     p = load_params(params) if os.path.lexists(params) or params != DEFAULT_PARAMS else {}
     declared = (p.get("imports") or {}).get(dataset, {})
     for name, value in (("source", source), ("--features", features), ("--window", window)):
@@ -107,8 +117,8 @@ def import_(
     options = import_stage.import_params(
         declared, f"imports.{dataset}", source=None if source is None else str(source),
         features=_split(features), user=user, time=time, label=label, context=context,
-        time_unit=time_unit, rate=rate, window=window, classes=_split(classes),
-        drop_labels=_split(drop_labels))
+        time_unit=time_unit, rate=rate, window=window, max_gap=max_gap, classes=_split(classes),
+        contexts=_split(contexts), drop_labels=_split(drop_labels))
     warnings: list[str] = []
     with data_progress() as bar:
         task = bar.add_task(f"import {dataset}", total=None, item="")
@@ -118,5 +128,9 @@ def import_(
             on_user=lambda user, data: bar.update(task, advance=1, item=f"user {user} written"),
             warn=warnings.append)
     console.print(manifest_table(manifest, out / dataset))
+    if options.context is not None and options.contexts is None:
+        console.print(f"contexts in sorted order ({', '.join(manifest['context_names'])}): the continual methods "
+                      f"meet them in this order; to give another (the recording order), set --contexts or "
+                      f"imports.{dataset}.contexts", highlight=False, markup=False, soft_wrap=True)
     for line in warnings:
         err_console.print(f"[bold yellow]warning:[/] {escape(line)}", highlight=False, soft_wrap=True)

@@ -17,6 +17,8 @@ from esnfed_core.tables import table_specs
 from esnfed_core.vocabulary import DATASETS, PCTS, Variant
 from esnfed_stages import report as report_stage
 from esnfed_stages import ttest as ttest_stage
+from esnfed_stages.flower import FLOWER_DIR
+from esnfed_stages.privacy import PRIVACY_DIR
 from esnfed_stages.params import load_params
 from esnfed_stages.tables import format_value
 
@@ -90,6 +92,12 @@ def report(
     data_dir: Annotated[Path, typer.Option(
         "--data-dir", help="Data root holding partitions/<dataset>.json: the figures name each context "
         "after its context_names (without the file, by number only).")] = report_stage.DATA_DIR,
+    privacy_dir: Annotated[Path, typer.Option(
+        "--privacy-dir", help="The privacy stage's outputs, <dir>/<dataset>.json (the privacy table and "
+        "figure; none there: not rendered).")] = PRIVACY_DIR,
+    flower_dir: Annotated[Path, typer.Option(
+        "--flower-dir", help="The flower stage's outputs, <dir>/<dataset>/*.json (the SecAgg+ overhead "
+        "section of communication.md; none there: \"not run\").")] = FLOWER_DIR,
 ) -> None:
     """The papers' tables (Markdown + CSV), communication table, figures and metrics/ -> reports/.
 
@@ -103,7 +111,8 @@ def report(
         task = bar.add_task("report", total=steps)
         rep = report_stage.run(options, assess_dir=assess_dir,
                                ttest_path=ttest_file, out_dir=out_dir, allow_missing=allow_missing,
-                               progress=lambda _: bar.advance(task), data_dir=data_dir)
+                               progress=lambda _: bar.advance(task), data_dir=data_dir,
+                               privacy_dir=privacy_dir, flower_dir=flower_dir)
     summary = Table(title="fedip: test accuracy (%) without vs with FedIP (IncFed readout)")
     for col in ("dataset", "train users", "without", "paper", "with FedIP", "paper "):
         summary.add_column(col, justify="left" if col == "dataset" else "right")

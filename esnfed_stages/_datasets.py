@@ -84,6 +84,28 @@ NAME = re.compile(r"[a-z][a-z0-9_]*")  # a user dataset's name: a folder, a dvc 
 RESERVED = ("ip", "fedip", "deep")  # keys of budgets.*.space beside the datasets'
 
 
+def check_own_name(key: str, name: Any) -> str:
+    """``name`` if it can name a dataset of your own (`esnfed import --dataset`, params.yaml
+    ``imports.<name>``, ``datasets``): NAME, not RESERVED, not one of the papers' DATASETS (their
+    data/processed/<name> is written by `preprocess` and read by the paper tables; `example` is
+    an import of your kind). One rule for the command line and params.yaml; else ConfigError."""
+    if not isinstance(name, str) or not NAME.fullmatch(name):
+        raise ConfigError(f"{key}: {quote(name)} is not a dataset name (lowercase letters, digits and _, starting "
+                          "with a letter: it names a folder, dvc stages and params.yaml keys)")
+    if name in RESERVED:
+        raise ConfigError(f"{key}: {quote(name)} is not a dataset name ({', '.join(RESERVED)} are keys of "
+                          "budgets.*.space beside the datasets')")
+    if name in DATASETS:
+        raise ConfigError(f"{key}: {quote(name)} is one of the papers' datasets (data/processed/{name} is written by "
+                          "`esnfed preprocess` and read by the paper tables); name your own dataset otherwise")
+    return name
+
+
+def check_dataset_name(key: str, name: Any) -> str:
+    """``name`` if it names a dataset of params.yaml ``datasets``: the papers' or one of your own."""
+    return name if isinstance(name, str) and name in DATASETS else check_own_name(key, name)
+
+
 def declared(params: Mapping[str, Any]) -> tuple[str, ...]:
     """params.yaml ``datasets``: every dataset the pipeline runs (absent: the papers' two)."""
     value = params.get("datasets") if isinstance(params, Mapping) else None

@@ -177,11 +177,12 @@ def check_trained_for(runs_dir: Path, data: Dataset, method: Method, pcts: list[
                       exp: ExperimentParams) -> None:
     """Every model's .json says it was retrained for what assess scores now: the same dataset and
     method, under params.yaml's budget as it is now (``params_budget`` and ``params_budget_digest``,
-    experiment_params.BudgetSpec.check; a model written before they were recorded is trusted) and
-    on the share's training users as the partition lists them now; else one DataError naming the
-    .json, what differs and the retrain command to run. The assess file records params.yaml's
-    budget, so a model of another budget, or of the same one edited since, would be scored under a
-    wrong label."""
+    experiment_params.BudgetSpec.check; a model written before they were recorded is trusted), with
+    params.yaml's heterogeneity settings (a heterogeneous method's ``params``, heterogeneity.record;
+    likewise trusted without them) and on the share's training users as the partition lists them
+    now; else one DataError naming the .json, what differs and the retrain command to run. The
+    assess file records params.yaml's budget and settings, so a model of another budget, or of the
+    same one edited since, or of other settings, would be scored under a wrong label."""
     for pct in pcts:
         directory = model_dir(runs_dir, data.name, method.id, pct)
         command = _retrain_command(data.name, method, f" --pct {pct}")
@@ -196,6 +197,7 @@ def check_trained_for(runs_dir: Path, data: Dataset, method: Method, pcts: list[
                     raise DataError(f"{js}: {key} is {quote(meta[key])}, expected {quote(expected)}: "
                                     f"a file of another run: rerun {command}")
             exp.budget_spec.check(js, meta, "params_budget", "retrained", data.name, method, command)
+            provenance.check(js, meta, heterogeneity.record(exp, method), command, verb="retrained")
             if "train_users" in meta and meta["train_users"] != users:
                 raise DataError(f"{js}: trained on users {quote(meta['train_users'])} but share {pct} of "
                                 f"the partition now has {quote(users)}: rerun {command}")
@@ -241,7 +243,7 @@ def run(
         **({"alpha": method.alpha} if method.algo == "align" else {}),
         **exp.budget_spec.labels("budget", dataset, method, assessed=True),
         "source": data.manifest.get("source"), "pcts": shares,
-        **({provenance.KEY: exp.heterogeneity.record} if method.heterogeneous else {}),
+        **heterogeneity.labels(exp, method),
     }
     path = assess_path(assess_dir(runs_dir), dataset, method.id)
     with output_lock(path):

@@ -27,10 +27,11 @@ if TYPE_CHECKING:  # pandas is imported by the functions that read (every esnfed
 from esnfed_core.data.npz import MAX_EXPANSION, SLACK_BYTES, npz_names, read_npz
 from esnfed_core.data.paths import check_input
 from esnfed_core.data.processed import UserData
-from esnfed_core.data.tabular import Rows, user_windows
+from esnfed_core.data.tabular import Cuts, Rows, user_windows
 from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.quote import brief, quote
 from esnfed_core.validation import Bound, ParameterError
+from esnfed_stages._datasets import check_own_name
 from esnfed_stages.preprocess import DEFAULT_OUT, write_processed
 from esnfed_stages._io import made_folder
 
@@ -40,8 +41,8 @@ TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
 # Bounds of the numeric import options, in one place (the schema checks params.yaml through
 # import_params, so params.yaml and the command line meet the same bounds).
 BOUNDS = {"window": Bound(integer=True, low=1), "rate": Bound(low=0.0, low_open=True),
-          "chunk_rows": Bound(integer=True, low=1)}
-_PLAIN = re.compile(r"[A-Za-z0-9_-]+")
+          "max_gap": Bound(low=0.0, low_open=True), "chunk_rows": Bound(integer=True, low=1)}
+_PLAIN = re.compile(r"[A-Za-z0-9_-]+")  # a user name: it becomes a file name
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,7 @@ class ImportParams:
     features: tuple[str, ...]
     window: int
     rate: float | None = None
+    max_gap: float | None = None  # seconds; None: tabular.default_max_gap per user
     user: str = "user"
     time: str = "time"
     label: str = "label"
@@ -77,7 +79,7 @@ class ImportParams:
         columns = [self.user, self.time, self.label, *([self.context] if self.context else []), *self.features]
         if len(set(columns)) != len(columns):
             raise ConfigError(f"{k}: a column is named twice among user, time, label, context and features: {quote(columns)}")
-        for name in ("window", "rate", "chunk_rows"):
+        for name in ("window", "rate", "max_gap", "chunk_rows"):
             value = getattr(self, name)
             if value is not None:
                 try:
@@ -400,10 +402,9 @@ def run(dataset: str, p: ImportParams, out_root: str | Path | None = None,
     """Import ``p.source`` into ``<out_root>/<dataset>`` (default data/processed); returns the manifest.
     ``on_read(file, rows)`` is called after each chunk read (rows read of that file so far),
     ``on_user(user, data)`` after each user is written, ``warn(line)`` for what the import did
-    but the user may not expect (sampling_warnings)."""
-    if not _PLAIN.fullmatch(dataset):
-        raise ConfigError(f"--dataset: {quote(dataset)} is not a plain name (letters, digits, _ or -): "
-                          "it becomes a folder name")
+    but the user may not expect (sampling_warnings, gap_warnings, short_warnings,
+    empty_class_warnings)."""
+    check_own_name("--dataset", dataset)  # the rule of params.yaml imports.<name> (and never a path)
     files = input_files(p)
     out = Path(out_root if out_root is not None else DEFAULT_OUT) / dataset
     with made_folder(out.parent), \
@@ -419,8 +420,8 @@ def run(dataset: str, p: ImportParams, out_root: str | Path | None = None,
         if len(spill.seen_labels) < 2:  # every step the same class: any classifier scores 100 %
             only = [name for name, code in spill.labels.items() if code in spill.seen_labels]
             raise DataError(f"{p.source}: column {quote(p.label)} holds one class only ({', '.join(only)})"
-                            + (" once drop_labels are dropped" if p.drop_labels else "")
-                            + "; classification needs at least 2")
+                            + _dropped(p) + "; classification needs at least 2")
+        _check_classes(spill, p)
         classes, class_order = _order(spill.labels, p.classes)
         contexts, context_order = _order(spill.contexts, p.contexts) if p.context else (["all"], np.zeros(1, np.int64))
         for what, names in (("classes", classes), ("contexts", contexts)):
@@ -428,19 +429,23 @@ def run(dataset: str, p: ImportParams, out_root: str | Path | None = None,
                 raise DataError(f"{p.source}: {len(names)} {what}; the contract stores them as int8 (at most 127)")
 
         sampling: dict[str, tuple[int, float, float]] = {}  # per user; memory: one user's rows (module doc)
+        cuts: dict[str, Cuts] = {}
+        short: list[str] = []  # users without a whole window, skipped
 
         def users():
             for user in sorted(spill.files, key=_natural):
                 rows = spill.rows(user, class_order, context_order)
                 sampling[user] = user_sampling(rows.time)
                 try:
-                    data = user_windows(rows, p.window, p.rate)
+                    data, cuts[user] = user_windows(rows, p.window, p.rate, p.max_gap)
                 except DataError as exc:
                     raise DataError(f"{p.source}: user {quote(user)}: {exc}") from None
                 if data is None:
-                    raise DataError(f"{p.source}: user {quote(user)} has no whole window of {p.window} steps"
-                                    + (f" at {p.rate:g} Hz" if p.rate else ""))
+                    short.append(user)
+                    continue
                 yield user, data, {"sources": sorted(spill.sources[user])}
+            if len(short) == len(spill.files):
+                raise DataError(no_user_left(cuts, p))
 
         described = {"feature_names": list(p.features), "classes": classes, "context_names": contexts}
         root = Path(p.source) if Path(p.source).is_dir() else Path(p.source).parent
@@ -449,10 +454,85 @@ def run(dataset: str, p: ImportParams, out_root: str | Path | None = None,
                  "label_map": {name: i for i, name in enumerate(classes)},
                  "context_map": {name: i for i, name in enumerate(contexts)} if p.context else None}
         manifest = write_processed(dataset, out, described, users, root, extra, on_user)
-    for line in sampling_warnings(sampling, p):
+    lines = [*sampling_warnings(sampling, p), *gap_warnings(cuts, p), *short_warnings(short, cuts, p),
+             *empty_class_warnings(manifest, p)]
+    for line in lines:
         if warn is not None:
             warn(line)
     return manifest
+
+
+def _dropped(p: ImportParams) -> str:
+    return " once drop_labels are dropped" if p.drop_labels else ""
+
+
+def _check_classes(spill: Spill, p: ImportParams) -> None:
+    """A value of ``classes`` without a row is a typo far more often than a wish for an empty class
+    (which would add a class no user can learn or be scored on): one error naming them."""
+    if p.classes is None:
+        return
+    absent = [c for c in p.classes if spill.labels[c] not in spill.seen_labels]
+    if absent:
+        found = [c for c in p.classes if c not in absent]
+        raise DataError(f"{p.key}.classes: {', '.join(map(quote, absent))} {'has' if len(absent) == 1 else 'have'} "
+                        f"no rows in {p.source}{_dropped(p)} (typo? the labels found: {', '.join(found)})")
+
+
+def _seconds(window: int, rate: float | None) -> str:
+    return f"{window} steps at {rate:g} Hz ({window / rate:g} s)" if rate else f"{window} rows"
+
+
+def no_user_left(cuts: Mapping[str, Cuts], p: ImportParams) -> str:
+    """The error when no user has a whole window; a wrong time unit is the usual cause (seconds
+    read as ms or us squeeze a recording into a blink; the reverse meets MAX_UPSAMPLE with a rate)."""
+    user, longest = max(((u, c.longest) for u, c in cuts.items()), key=lambda t: t[1])
+    unit = {"s": "seconds", "ms": "milliseconds", "us": "microseconds", "ns": "nanoseconds"}[p.time_unit]
+    return (f"{p.source}: no user has a whole window of {_seconds(p.window, p.rate)} in a run of one context "
+            f"without a gap (the longest: {longest:.3g} s, user {quote(user)}); is {p.key}.time_unit right (the "
+            f"time column is read in {unit}: --time-unit)? else shorten {p.key}.window"
+            + (f" or raise {p.key}.max_gap (gaps split the runs)" if any(c.gaps for c in cuts.values()) else ""))
+
+
+def _listed(items: list[str], most: int = 5, sep: str = ", ") -> str:
+    return sep.join(items[:most]) + (f"{sep}..." if len(items) > most else "")
+
+
+def short_warnings(short: list[str], cuts: Mapping[str, Cuts], p: ImportParams) -> list[str]:
+    """The users skipped for want of a whole window (the import goes on with the others)."""
+    if not short:
+        return []
+    listed = [f"{u}: {cuts[u].span:.4g} s recorded, the longest run {cuts[u].longest:.4g} s" for u in short]
+    return [f"{p.source}: {len(short)} user{'s' if len(short) > 1 else ''} skipped, without a whole window of "
+            f"{_seconds(p.window, p.rate)} in a run of one context without a gap ({_listed(listed, sep='; ')})"]
+
+
+def gap_warnings(cuts: Mapping[str, Cuts], p: ImportParams) -> list[str]:
+    """Gaps inside a context: each cut the recording (no window spans it, nothing is filled in)."""
+    gapped = {u: c for u, c in cuts.items() if c.gaps}
+    if not gapped:
+        return []
+    listed = [f"{u}: {c.gaps} gap{'s' if c.gaps > 1 else ''}, {c.gap_seconds:.4g} s"
+              + (f", {c.lost_windows} window{'s' if c.lost_windows > 1 else ''} lost at the cuts" if c.lost_windows
+                 else "") for u, c in gapped.items()]
+    limits = sorted({c.max_gap for c in gapped.values()})
+    limit = (f"over {p.key}.max_gap = {p.max_gap:g} s" if p.max_gap is not None else
+             f"over {limits[0]:.3g} s" + (f" to {limits[-1]:.3g} s per user" if len(limits) > 1 else "")
+             + f", the default max_gap; set {p.key}.max_gap or --max-gap")
+    total = sum(c.gaps for c in gapped.values())
+    return [f"{p.source}: {total} gap{'s' if total > 1 else ''} in time inside a context ({limit}) not filled in: "
+            f"the recording is cut at each, no window spans one, the time in them is not imported "
+            f"({_listed(listed, sep='; ')})"]
+
+
+def empty_class_warnings(manifest: Mapping[str, Any], p: ImportParams) -> list[str]:
+    """A class with rows but no step in any window (its rows all fell in skipped users or the dropped tails of segments)."""
+    counts = np.sum([u["class_counts"] for u in manifest["users"].values()], axis=0)
+    empty = [c for c, n in zip(manifest["classes"], counts) if n == 0]
+    if not empty:
+        return []
+    return [f"{p.source}: class{'es' if len(empty) > 1 else ''} {', '.join(map(quote, empty))} of {p.key}.label "
+            f"{'have' if len(empty) > 1 else 'has'} rows but no step in any window (they all fell in skipped "
+            "users or the dropped tails of segments): no user can learn or be scored on it"]
 
 
 # Sampling intervals further apart than this ratio (10th to 90th percentile over the users) are
@@ -476,9 +556,9 @@ def sampling_warnings(sampling: Mapping[str, tuple[int, float, float]], p: Impor
     out = []
     repeated = {u: n for u, (n, _, _) in sampling.items() if n}
     if repeated:
-        listed = ", ".join(f"{u}: {n} row{'s' if n > 1 else ''}" for u, n in list(repeated.items())[:5])
-        out.append(f"{p.source}: rows at a time the user already has were dropped, the first kept ({listed}"
-                   f"{', ...' if len(repeated) > 5 else ''}); is a user in two files, or {p.key}.user the wrong column?")
+        listed = _listed([f"{u}: {n} row{'s' if n > 1 else ''}" for u, n in repeated.items()])
+        out.append(f"{p.source}: rows at a time the user already has were dropped, the first kept ({listed}); "
+                   f"is a user in two files, or {p.key}.user the wrong column?")
     lows = [lo for _, lo, _ in sampling.values() if lo == lo]
     highs = [hi for _, _, hi in sampling.values() if hi == hi]
     if p.rate is None and lows and min(lows) > 0 and max(highs) / min(lows) > MIXED_RATIO:

@@ -45,8 +45,10 @@ selected hyperparameters), lambda, n_classes, n_inputs, units, n_contexts (conti
 train_users, params_budget (params.yaml's budget the model was retrained under) and
 params_budget_digest (16 hex digits: the digest of what of that budget the selection it was
 retrained from drew on, esnfed_stages.experiment_params.BudgetSpec.digest; assess refuses another
-name or digest, and trusts a model without them), (heterogeneous methods only) n_clients and client_configs (each client's drawn
-hyperparameters), communication (federated methods: floats and bytes up/down, rounds, clients) or
+name or digest, and trusts a model without them), (heterogeneous methods only) params (the
+heterogeneity settings of params.yaml it was retrained with, {"heterogeneity.seed", ".mode",
+".vary", ".combine": value}; assess refuses other ones and trusts a model without it), n_clients and
+client_configs (each client's drawn hyperparameters), communication (federated methods: floats and bytes up/down, rounds, clients) or
 null, ip_rounds (continual: the IP rounds or epochs behind each context's model) or null,
 (joint only) joint_capped (per context, true where continual.joint.max_rounds, not early stopping,
 ended its rounds: the kept model may still have been improving; always false without a cap),

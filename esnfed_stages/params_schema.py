@@ -26,13 +26,12 @@ from esnfed_core.reservoir import BATCH_SIZE, RESERVOIR_BOUNDS
 from esnfed_core.settings import RETRAIN_LAMBDA
 from esnfed_core.stats import ALPHA
 from esnfed_core.vocabulary import BACKENDS, DATASETS, DEVICES, PCTS, SOURCES, VARIANTS
-from esnfed_stages._datasets import bind_kwargs, dataset_function
+from esnfed_stages._datasets import bind_kwargs, check_dataset_name, dataset_function
 from esnfed_stages.experiment_params import RUNNER_BOUNDS
 from esnfed_stages.import_data import import_params
 from esnfed_stages.partition import check_partition
 from esnfed_stages.schema_nodes import (
     Bool, Choice, Delegate, Entries, Fields, Invalid, ListOf, Named, Node, Nullable, Num, Space, Text,
-    check_dataset_name,
 )
 
 
@@ -125,6 +124,8 @@ SYNTHETIC_KEYS = {"wesad": ("seed", "scale", "protocol"),
 SYNTHETIC["example"] = {"subjects": COUNT, "seconds_per_activity": POSITIVE, "rate": POSITIVE}
 SYNTHETIC_KEYS["example"] = ("seed", "subjects", "seconds_per_activity", "rate")
 EXAMPLES = ("example",)  # the user datasets of the repository's params.yaml
+# imports.<name>: the keys the repository's params.yaml sets; every key of import_data.ImportParams
+# (max_gap, drop_labels, format, delimiter, chunk_rows too) is checked by import_params, with BOUNDS.
 IMPORT_KEYS = ("source", "user", "time", "time_unit", "label", "context", "features", "classes", "contexts",
                "rate", "window")
 PREPROCESS_KEYS = {"wesad": ("modality", "window", "wrist_rate", "contexts", "subjects"),

@@ -41,6 +41,11 @@ SEED = Bound(integer=True, low=0)
 
 
 def _names(value: Any, key: str, dataset: str) -> list[str]:
+    if isinstance(value, list) and any(isinstance(u, (int, float)) and not isinstance(u, bool) for u in value):
+        # Not converted: YAML reads 007 as 7 and 1_0 as 10, so str() of the number may name
+        # another user than the file's column ("007"); quoted, the name is the column's text.
+        raise ConfigError(f"params.yaml: {key}: user names are strings, got numbers {quote(value)}: quote them as "
+                          f"the user column spells them, e.g. {quote([str(u) for u in value])}")
     if not isinstance(value, list) or not value or not all(isinstance(u, str) for u in value):
         raise ConfigError(f"params.yaml: {key} must be a non-empty list of user names, got {quote(value)}")
     for u in value:

@@ -29,10 +29,10 @@ def record(values: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def check(path: str | Path, doc: Mapping[str, Any], expected: Mapping[str, Any], rerun: str,
-          top_level: Mapping[str, str] | None = None) -> None:
-    """Refuse ``doc`` (read from ``path``) when it was computed with another value of a key of
-    ``expected`` (params.yaml's now): one DataError naming the file, the key, both values and
-    ``rerun`` (what to run again). The values are read from the document's ``params`` object, and
+          top_level: Mapping[str, str] | None = None, verb: str = "computed") -> None:
+    """Refuse ``doc`` (read from ``path``) when it was ``verb`` (computed, selected, retrained) with
+    another value of a key of ``expected`` (params.yaml's now): one DataError naming the file, the
+    key, both values and ``rerun`` (what to run again). The values are read from the document's ``params`` object, and
     from its top-level fields that ``top_level`` maps ({params.yaml key: field}, those a document
     held before it recorded ``params``). A key the document does not record is trusted (a file
     written before it was recorded), as is a key whose expected value is None."""
@@ -43,5 +43,5 @@ def check(path: str | Path, doc: Mapping[str, Any], expected: Mapping[str, Any],
     for key, want in expected.items():
         if want is None or key not in rec or plain(rec[key]) == plain(want):
             continue
-        raise DataError(f"{path}: computed with {key.rsplit('.', 1)[-1]} {quote(plain(rec[key]))} but "
+        raise DataError(f"{path}: {verb} with {key.rsplit('.', 1)[-1]} {quote(plain(rec[key]))} but "
                         f"params.yaml's {key} is {quote(plain(want))}: rerun {rerun}")

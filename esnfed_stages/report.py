@@ -42,7 +42,9 @@ from esnfed_stages.report_figures import (
     activation_shares_figure, activation_users_figure, context_names, stream_figure_and_plot,
 )
 from esnfed_stages.privacy import privacy_params
-from esnfed_stages.ttest import ASSESS_DIR, TTEST_PATH, Inputs, hetero_table_methods, load_inputs, ttest_params
+from esnfed_stages.ttest import (
+    ASSESS_DIR, TTEST_PATH, Inputs, check_computed_from, hetero_table_methods, load_inputs, ttest_params,
+)
 
 REPORTS_DIR = Path("reports")
 DATA_DIR = Path("data")  # processed/ and partitions/: the report reads each partition's context names
@@ -464,6 +466,7 @@ def run(options: ReportParams, *, assess_dir: str | Path = ASSESS_DIR,
         hetero = HeteroReport(options.hetero_methods, options.alphas, options.hetero_settings,
                               hetero_report.load(assess_dir, options.hetero_methods, options.budget,
                                                  options.hetero_record))
+    check_computed_from(ttest_path, ttest_doc, inputs, *([hetero.inputs] if hetero else []))
     rep = build(inputs, ttest_doc, load_published(), date, options.activation_pct, progress,
                 options.contexts_pct, hetero, options.datasets, options.continual, options.user_classes,
                 {ds: context_names(data_dir, ds) for ds in options.datasets},

@@ -8,6 +8,10 @@ Retrain seeds depend on (seed, dataset, share, k) only, so methods that selected
 their retraining reruns the trainable with the whole λ grid) solves every λ of readout.lambdas for
 the retrained reservoir and keeps the best on the validation users; the model's .json records the
 grid and its validation accuracies (``lambda_selection``). ``frozen`` reuses best.json's λ.
+
+A model's .json records the budget of its selection (``params_budget``, ``params_budget_digest``)
+and, for a heterogeneous method, its heterogeneity settings (``params``); a best.json of another
+budget or other settings than params.yaml's is refused, naming the select to rerun.
 """
 
 from __future__ import annotations
@@ -15,10 +19,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from esnfed_core.method import Method
 from esnfed_core.search import derive_seed
+from esnfed_stages import heterogeneity
 from esnfed_stages._io import read_json, write_json
 from esnfed_stages.experiment_params import BudgetSpec, ExperimentParams, RunnerConfig
 from esnfed_stages.fingerprint import code_fingerprint, result_key
@@ -73,10 +78,12 @@ def lambda_selection(model: Any, exp: ExperimentParams) -> dict[str, Any] | None
     return {"mode": "frozen", "lambdas": [model.lam], "lambda": model.lam, "validation_accuracy": None}
 
 
-def selected_config(runs: Path, dataset: str, method: str, pct: str, budget: BudgetSpec) -> dict[str, Any]:
-    """best.json's config of one share, selected under params.yaml's ``budget`` as it is now
-    (select.read_best: missing or stale -> one line naming the select command to run)."""
-    return read_best(runs, dataset, Method.parse(method), pct, budget)["config"]
+def selected_config(runs: Path, dataset: str, method: str, pct: str, budget: BudgetSpec,
+                    settings: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """best.json's config of one share, selected under params.yaml's ``budget`` as it is now and
+    with ``settings`` (heterogeneity.record) where it records them (select.read_best: missing or
+    stale -> one line naming the select command to run)."""
+    return read_best(runs, dataset, Method.parse(method), pct, budget, settings=settings)["config"]
 
 
 def run(
@@ -106,9 +113,11 @@ def _run(dataset: str, method: Method, pcts: list[str], exp: ExperimentParams, d
     pending: list[PlannedRetrain] = []
     score = exp.settings.retrain_scores(method)
     # Every share's selection is read before any folder is touched: a missing one changes nothing.
-    configs = {pct: selected_config(runs_dir, dataset, method.id, pct, exp.budget_spec) for pct in pcts}
-    # What each model records of the budget: that of the selection it was retrained from.
-    labels = exp.budget_spec.labels("params_budget", dataset, method)
+    settings = heterogeneity.record(exp, method)
+    configs = {pct: selected_config(runs_dir, dataset, method.id, pct, exp.budget_spec, settings) for pct in pcts}
+    # What each model records of the budget (that of the selection it was retrained from) and of
+    # the heterogeneity settings (those of the selection too: checked just above).
+    labels = {**exp.budget_spec.labels("params_budget", dataset, method), **heterogeneity.labels(exp, method)}
     for pct in pcts:
         config = configs[pct]
         if score:  # λ is chosen again for each retrained reservoir
@@ -129,7 +138,8 @@ def _run(dataset: str, method: Method, pcts: list[str], exp: ExperimentParams, d
             meta = read_meta(directory, k)
             if meta is not None and meta.get("key") == key:
                 s.resumed += 1
-                # The same model (same config, seed, data, code): now this budget's, as it is now.
+                # The same model (same config, seed, data, code; its key holds the heterogeneity
+                # settings): now this budget's, as it is now, and these settings'.
                 if any(meta.get(name) != value for name, value in labels.items()):
                     write_json(model_paths(directory, k)[1], {**meta, **labels})
                 continue

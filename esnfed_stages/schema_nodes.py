@@ -11,7 +11,7 @@ from esnfed_core.errors import ConfigError
 from esnfed_core.quote import quote
 from esnfed_core.search import parse_dimension
 from esnfed_core.validation import Bound, ParameterError, check_param
-from esnfed_stages._datasets import NAME, RESERVED
+from esnfed_stages import _datasets
 
 
 class Invalid(ConfigError):
@@ -215,7 +215,7 @@ class Named(Node):
             if str(k) in self.known:
                 self.known[str(k)].check(_join(key, k), v)
             else:
-                check_dataset_name(_join(key, k), str(k), what="key")
+                Delegate(_datasets.check_own_name).check(_join(key, k), k)  # one rule with `esnfed import`
                 self.other(str(k)).check(_join(key, k), v)
 
     def keys(self, key: str) -> set[str]:
@@ -225,13 +225,6 @@ class Named(Node):
         for name in self.examples:
             out |= self.other(name).keys(_join(key, name))
         return out
-
-
-def check_dataset_name(key: str, name: Any, what: str = "name") -> None:
-    """A user dataset's name: a folder, a dvc stage suffix and a params key (not ip / fedip)."""
-    if not isinstance(name, str) or not NAME.fullmatch(name) or name in RESERVED:
-        raise Invalid(f"{key}: {quote(name)} is not a dataset {what} (lowercase letters, digits and _, "
-                      f"starting with a letter; not {' or '.join(RESERVED)})")
 
 
 class _Any(Node):

@@ -6,8 +6,10 @@ Writes runs/select/<dataset>/<method>/<pct>/trial-XXXX.json as each trial finish
 and best.json once every trial of the share has succeeded (``params_budget`` and
 ``params_budget_digest``: params.yaml's budget it was selected under and the digest of what of it
 the selection drew from; retrain and the methods built on it refuse it under another, or under
-the same name edited since: experiment_params.BudgetSpec). A rerun reuses each trial file whose
-key still matches (same config, seed, settings, data and code) and recomputes the rest.
+the same name edited since: experiment_params.BudgetSpec; a heterogeneous method's trial files and
+best.json also record its heterogeneity settings, ``params``, and retrain refuses other ones:
+heterogeneity.record). A rerun reuses each trial file whose key still matches (same config, seed,
+settings, data and code) and recomputes the rest.
 """
 
 from __future__ import annotations
@@ -16,12 +18,13 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.method import Method
 from esnfed_core.quote import quote
 from esnfed_core.search import Dimension, continual_budgets, derive_seed, sample_config
+from esnfed_stages import heterogeneity, provenance
 from esnfed_stages._io import read_json, write_json
 from esnfed_stages.experiment_params import BudgetSpec, ExperimentParams, RunnerConfig
 from esnfed_stages.fingerprint import code_fingerprint, result_key
@@ -108,10 +111,12 @@ def _why_no_best(directory: Path, command: str, before: str | None) -> str:
 
 
 def read_best(runs: Path, dataset: str, method: Method, pct: str, budget: BudgetSpec,
-              before: str | None = None) -> dict[str, Any]:
+              before: str | None = None, settings: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """best.json of one share, selected under params.yaml's ``budget`` as it is now (its name and
-    digest, :meth:`BudgetSpec.check`); otherwise one DataError naming it, why it is missing or
-    stale, and the select command to run (``before``: the method that needs it)."""
+    digest, :meth:`BudgetSpec.check`) and, where it records them, with ``settings`` (params.yaml's
+    values by key: a heterogeneous method's, heterogeneity.record; provenance.check); otherwise one
+    DataError naming it, why it is missing or stale, and the select command to run (``before``: the
+    method that needs it)."""
     path = best_path(runs, dataset, method.id, pct)
     command = f"`esnfed select --dataset {dataset} {method.cli_options} --pct {pct}`"
     missing = "file not found" if path.exists() or path.is_symlink() \
@@ -120,6 +125,7 @@ def read_best(runs: Path, dataset: str, method: Method, pct: str, budget: Budget
     if not isinstance(best, dict) or not isinstance(best.get("config"), dict):
         raise DataError(f"{path}: no 'config' object")
     budget.check(path, best, "params_budget", "selected", dataset, method, command)
+    provenance.check(path, best, settings or {}, command, verb="selected")
     if before is None or Method.parse(before).continual:
         check_best_config(path, method, best["config"])  # every key is reused (deep: pin_units checks units)
     return best
@@ -201,11 +207,12 @@ def _usable(trial: PlannedTrial, record: dict[str, Any]) -> bool:
     return True
 
 
-def _record(trial: PlannedTrial, outcome: Outcome) -> dict[str, Any]:
+def _record(trial: PlannedTrial, outcome: Outcome, labels: Mapping[str, Any]) -> dict[str, Any]:
     t = trial.task
     rec = {
         "dataset": trial.dataset, "method": t.method, "pct": trial.pct, "index": trial.index,
         "seed": t.seed, "config": dict(t.config), "key": trial.key, "seconds": round(outcome.seconds, 3),
+        **labels,  # a heterogeneous method's settings (heterogeneity.labels)
     }
     if outcome.ok:
         m = outcome.model
@@ -257,9 +264,10 @@ def _run(dataset: str, method: Method, pcts: list[str], exp: ExperimentParams, d
         done[pct] = {t.index: r for t in plans[pct] if (r := _finished(t)) is not None}
     summaries = {p: ShareSummary(p, len(plans[p]), resumed=len(done[p])) for p in pcts}
     pending = [t for p in pcts for t in plans[p] if t.index not in done[p]]
+    settings = heterogeneity.labels(exp, method)
 
     def on_result(trial: PlannedTrial, outcome: Outcome) -> None:
-        rec = _record(trial, outcome)
+        rec = _record(trial, outcome, settings)
         write_json(trial.path, rec)
         s = summaries[trial.pct]
         s.ran += 1
@@ -281,6 +289,7 @@ def _run(dataset: str, method: Method, pcts: list[str], exp: ExperimentParams, d
             "dataset": dataset, "method": method.id, "pct": pct, "trial": best["index"], "seed": best["seed"],
             "score": best["scores"]["score"], "scores": best["scores"], "config": best["selected_config"],
             "n_trials": len(plans[pct]), **exp.budget_spec.labels("params_budget", dataset, method),
+            **settings,
             "base": None if base is None else {"method": method.base, "trial": base["trial"],
                                                "config": base["config"]},
         }

@@ -6,6 +6,8 @@ Also the validated reader of the assess files, shared with the `report` stage.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -113,6 +115,46 @@ class Inputs:
     paths: dict[tuple[str, str], Path] = field(default_factory=dict)
     scores: dict[tuple[str, str, str, str], list[float]] = field(default_factory=dict)
     missing: list[Path] = field(default_factory=list)
+
+    @property
+    def digests(self) -> dict[str, str]:
+        """{"<dataset>/<method>": :func:`doc_digest`} of every document found."""
+        return {f"{ds}/{m}": doc_digest(doc) for (ds, m), doc in self.docs.items()}
+
+
+# reports/ttest.json's record of the assess files it was computed from ({"<dataset>/<method>": digest})
+INPUTS_KEY = "assess_digests"
+
+
+def doc_digest(doc: Any) -> str:
+    """16 hex digits of the sha256 of a document's canonical JSON: what of an assess file a t-test
+    depends on is all of it (its scores, and the budget and its digest it was assessed under)."""
+    text = json.dumps(doc, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def check_computed_from(path: str | Path, doc: Mapping[str, Any], *read: Inputs) -> None:
+    """Refuse reports/ttest.json (``doc``, read from ``path``) when the assess files ``read`` now
+    are not those its tests were computed from (its ``assess_digests``): a file assessed again
+    since (an edited budget's select, retrain and assess rerun, say), one missing then and found now,
+    or the reverse; one DataError naming the file and `esnfed ttest`. A ttest.json without the key
+    (written before it was recorded) is trusted."""
+    recorded = doc.get(INPUTS_KEY)
+    if recorded is None:
+        return
+    if not isinstance(recorded, Mapping):
+        raise DataError(f"{path}: {INPUTS_KEY}: expected an object of assess file digests, got "
+                        f"{quote(recorded)} (rerun `esnfed ttest`)")
+    for inputs in read:
+        for (ds, method), now in inputs.docs.items():
+            key, file = f"{ds}/{method}", inputs.paths[(ds, method)]
+            if key not in recorded:
+                raise DataError(f"{path}: computed without {file} (missing then): rerun `esnfed ttest`")
+            if recorded[key] != doc_digest(now):
+                raise DataError(f"{path}: computed from {file} before it was assessed again: rerun `esnfed ttest`")
+        for file in inputs.missing:
+            if f"{file.parent.name}/{file.stem}" in recorded:
+                raise DataError(f"{path}: computed from {file}, missing now: rerun `esnfed ttest`")
 
 
 def load_inputs(assess_dir: str | Path, needed: Iterable[tuple[str, str]],
@@ -246,6 +288,7 @@ def run(options: TTestParams, *, assess_dir: str | Path = ASSESS_DIR, out: str |
         if progress:
             progress(spec.id)
     missing = [str(p) for p in inputs.missing]
+    het_digests: dict[str, str] = {}
     if options.hetero_methods:  # issue 13: every method against the ensemble; absent files allowed
         spec = hetero_spec(options.hetero_methods)
         het = load_inputs(assess_dir, required_inputs([spec]), allow_missing=True, partial=True,
@@ -254,8 +297,9 @@ def run(options: TTestParams, *, assess_dir: str | Path = ASSESS_DIR, out: str |
             check_pairing([spec], het)
         comps += comparisons([spec], het.scores, variant, alpha)
         missing += [str(p) for p in het.missing if str(p) not in missing]
+        het_digests = het.digests
     doc = {"variant": variant, "alpha": alpha, provenance.KEY: options.record, "rule": RULE,
-           "comparisons": comps, "missing": missing}
+           "comparisons": comps, "missing": missing, INPUTS_KEY: {**inputs.digests, **het_digests}}
     with output_lock(out):
         write_json(out, doc)
     return doc

@@ -79,8 +79,26 @@ def test_partition_fractions_are_seeded_nested_and_bounded():
             partition.check_partition("example", value)
 
 
+def test_integer_user_names_in_fixed_splits_say_to_quote_them():
+    """Before: a numeric user column gives users "101", ...; `test: [107, 108]` in params.yaml was
+    "must be a non-empty list of user names, got [107, 108]" with no hint. Not converted: YAML reads
+    007 as 7, which would name another user than the column's "007"."""
+    spec = {"train": {"100": ["101", "102"]}, "validation": ["103"], "test": [107, 108]}
+    message = ("partition.example.test: user names are strings, got numbers [107, 108]: quote them as the user "
+               "column spells them, e.g. ['107', '108']")
+    with pytest.raises(ConfigError) as err:
+        partition.check_partition("example", spec)
+    assert str(err.value) == f"params.yaml: {message}"
+    with pytest.raises(ConfigError) as err:
+        validate(_params(partition__example=spec))
+    assert str(err.value) == f"params.yaml: {message}"
+    spec["test"] = ["107", "108"]
+    assert partition.check_partition("example", spec).spec["test"] == ["107", "108"]
+
+
 @pytest.mark.parametrize("changes, message", [
     ({"imports__example__window": 0}, "params.yaml: imports.example.window: "),
+    ({"imports__example__max_gap": 0}, "params.yaml: imports.example.max_gap: "),
     ({"imports__example__time_unit": "h"}, "params.yaml: imports.example.time_unit: expected one of"),
     ({"datasets": ["wesad", "Bad-Name"]}, "params.yaml: datasets: 'Bad-Name' is not a dataset name"),
     ({"datasets": ["wesad", "ip"]}, "params.yaml: datasets: 'ip' is not a dataset name"),

@@ -331,7 +331,8 @@ def test_deep_methods_flow_select_retrain_assess_report(tmp_path):
     cli_ok("ttest", "--assess-dir", str(root / "runs/assess"), "--out", str(root / "reports/ttest.json"),
            "--allow-missing", "--params", str(root / "params.yaml"))
     cli_ok("report", "--assess-dir", str(root / "runs/assess"), "--ttest", str(root / "reports/ttest.json"),
-           "--out-dir", str(root / "reports"), "--allow-missing", "--params", str(root / "params.yaml"))
+           "--out-dir", str(root / "reports"), "--allow-missing", "--params", str(root / "params.yaml"),
+           "--privacy-dir", str(root / "runs/privacy"), "--flower-dir", str(root / "runs/flower"))
     md = (root / "reports/tables/deep.md").read_text()
     assert "WESAD deep-fedip" in md and "n/a" in md  # HHAR cells not run here
     import csv

@@ -39,8 +39,13 @@ def built(tmp_path_factory) -> Path:
     p = str(root / "params.yaml")
     cli_ok("ttest", "--params", p, "--assess-dir", assess, "--out", str(root / "ttest.json"), "--allow-missing")
     cli_ok("report", "--params", p, "--assess-dir", assess, "--ttest", str(root / "ttest.json"),
-           "--out-dir", str(root / "reports"), "--allow-missing")
+           "--out-dir", str(root / "reports"), "--allow-missing", *_elsewhere(root))
     return root
+
+
+def _elsewhere(root: Path) -> list[str]:
+    """The report's other inputs under ``root`` (none there), never the current folder's runs/."""
+    return ["--privacy-dir", str(root / "runs" / "privacy"), "--flower-dir", str(root / "runs" / "flower")]
 
 
 def _assess(root: Path, method: str) -> dict:
@@ -85,6 +90,9 @@ def test_report_table_figure_and_communication(built):
     tests = json.loads((built / "ttest.json").read_text())["comparisons"]
     het = [c for c in tests if c["table"] == "heterogeneous" and c["dataset"] == "wesad"]
     assert {c["b"] for c in het} == {"ensemble"} and len(het) == 2 * 8  # 2 shares × 8 methods against it
+    # what the tests were computed from, the heterogeneous files included (the report compares them)
+    assert {"wesad/local", "wesad/ensemble", "wesad/align-0.5", "wesad/incfed"} <= \
+        set(json.loads((built / "ttest.json").read_text())["assess_digests"])
     assert (built / "reports" / "figures" / "heterogeneous-alpha.png").read_bytes()[:4] == b"\x89PNG"
     plot = list(csv.DictReader(io.StringIO((built / "reports" / "plots" / "heterogeneous-alpha.csv").read_text())))
     assert [float(r["alpha"]) for r in plot] == [0, 0.25, 0.5, 0.75, 0.9, 1]
@@ -105,7 +113,7 @@ def test_assess_records_the_settings_and_the_report_refuses_other_ones(built, tm
     write_params(tmp_path, params)
     result = runner.invoke(app, ["report", "--params", str(tmp_path / "params.yaml"), "--assess-dir",
                                  str(built / "runs" / "assess"), "--ttest", str(built / "ttest.json"),
-                                 "--out-dir", str(tmp_path / "reports"), "--allow-missing"])
+                                 "--out-dir", str(tmp_path / "reports"), "--allow-missing", *_elsewhere(built)])
     assert result.exit_code == 1
     assert result.stderr.strip().splitlines() == [
         f"error: {built / 'runs' / 'assess' / 'wesad' / 'local.json'}: computed with combine 'softmax' but "
@@ -159,3 +167,73 @@ def test_a_share_outside_the_budgets_heterogeneity_pcts_is_an_error(tmp_path, co
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "heterogeneity.pcts.default (25, 100)" in lines[0] and "--pct 50" in lines[0]
     assert not list(tmp_path.joinpath("runs").rglob("*.json"))
+
+
+def _copy(built: Path, root: Path, edit=None) -> list[str]:
+    """``built``'s params, data and runs under ``root``, params.yaml edited by ``edit`` -> the stage options."""
+    import shutil
+
+    for name in ("data", "runs"):
+        shutil.copytree(built / name, root / name)
+    params = yaml.safe_load((built / "params.yaml").read_text())
+    if edit is not None:
+        edit(params["heterogeneity"])
+    write_params(root, params)
+    return stage_options(root)
+
+
+def test_select_and_retrain_record_the_settings(built):
+    record = hetero_params(yaml.safe_load((built / "params.yaml").read_text())).record
+    for method in ("local", "ensemble", "align-0.5"):
+        for pct in SHARES:
+            select = built / "runs" / "select" / "wesad" / method / pct
+            assert json.loads((select / "best.json").read_text())["params"] == record
+            assert json.loads((select / "trial-0000.json").read_text())["params"] == record
+            model = built / "runs" / "models" / "wesad" / method / pct / "seed-0.json"
+            assert json.loads(model.read_text())["params"] == record
+    for kind in ("select/wesad/incfed/25/best.json", "models/wesad/incfed/25/seed-0.json"):
+        assert "params" not in json.loads((built / "runs" / kind).read_text())  # no heterogeneity
+
+
+@pytest.mark.parametrize("edit, recorded, now", [
+    (lambda h: h.update(mode="seed"), "mode 'space'", "heterogeneity.mode is 'seed'"),
+    (lambda h: h.update(seed=1), "seed 0", "heterogeneity.seed is 1"),
+    (lambda h: h.update(vary=["leak"]), "vary ['spectral_radius', 'leak', 'input_scaling']",
+     "heterogeneity.vary is ['leak']"),
+], ids=["mode", "seed", "vary"])
+def test_retrain_and_assess_refuse_a_selection_or_model_of_other_settings(built, tmp_path, edit, recorded, now):
+    """heterogeneity.mode, seed and vary act at select and retrain: after an edit, `esnfed assess`
+    alone would score the old models under the new settings' label, and `esnfed retrain` alone
+    retrain the config selected under the old ones. Each names the first file and its rerun."""
+    common = _copy(built, tmp_path, edit)
+    runs = tmp_path / "runs"
+    assess = (runs / "assess" / "wesad" / "local.json").read_bytes()
+    result = runner.invoke(app, ["assess", "--algo", "local", *common])
+    assert result.exit_code == 1
+    assert result.stderr.strip().splitlines() == [
+        f"error: {runs / 'models' / 'wesad' / 'local' / '25' / 'seed-0.json'}: retrained with {recorded} but "
+        f"params.yaml's {now}: rerun `esnfed retrain --dataset wesad --algo local --pct 25`"]
+    assert (runs / "assess" / "wesad" / "local.json").read_bytes() == assess
+    result = runner.invoke(app, ["retrain", "--algo", "align", "--alpha", "0.5", *common])
+    assert result.exit_code == 1
+    assert result.stderr.strip().splitlines() == [
+        f"error: {runs / 'select' / 'wesad' / 'align-0.5' / '25' / 'best.json'}: selected with {recorded} but "
+        f"params.yaml's {now}: rerun `esnfed select --dataset wesad --algo align --alpha 0.5 --pct 25`"]
+
+
+def test_files_without_the_settings_are_trusted_and_a_resumed_model_records_them(built, tmp_path):
+    """Files written before the settings were recorded: trusted; retrain resumes such a model (its
+    key holds the settings) and records params.yaml's settings in it."""
+    common = _copy(built, tmp_path)
+    record = hetero_params(yaml.safe_load((tmp_path / "params.yaml").read_text())).record
+    paths = [p for p in (tmp_path / "runs").rglob("*.json") if "local" in p.parts and "assess" not in p.parts]
+    for p in paths:
+        doc = json.loads(p.read_text())
+        del doc["params"]
+        p.write_text(json.dumps(doc))
+    npz = {p: p.read_bytes() for p in (tmp_path / "runs" / "models" / "wesad" / "local").rglob("seed-*.npz")}
+    cli_ok("retrain", "--algo", "local", *common)
+    assert npz and all(p.read_bytes() == b for p, b in npz.items())  # resumed, not retrained
+    models = sorted((tmp_path / "runs" / "models" / "wesad" / "local").rglob("seed-*.json"))
+    assert models and all(json.loads(p.read_text())["params"] == record for p in models)
+    cli_ok("assess", "--algo", "local", *common)

@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 from esnfed_cli.main import app
 from esnfed_core.data.processed import load_manifest, load_user
 from esnfed_core.errors import ConfigError, DataError
+from esnfed_core.data.tabular import Rows, default_max_gap, user_windows
 from esnfed_stages.check_data import check_folder
 from esnfed_stages.import_data import import_params, run
 
@@ -250,25 +251,111 @@ def test_cli_import_option_mistakes_name_the_option(tmp_path, monkeypatch, optio
 
 def test_dataset_name_never_escapes_the_output_root(tmp_path):
     _table().to_csv(tmp_path / "rec.csv", index=False)
-    with pytest.raises(ConfigError, match="is not a plain name"):
+    with pytest.raises(ConfigError, match="is not a dataset name"):
         run("../escape", _params(tmp_path / "rec.csv"), out_root=tmp_path / "out")
     assert not (tmp_path / "escape").exists()
 
 
 # ------------------------------------------------------------------ input audit
-def test_a_time_far_off_within_a_context_is_refused_not_interpolated(tmp_path):
+def test_a_time_far_off_within_a_context_is_a_gap_and_bounded_beyond_max_gap(tmp_path):
     """Before: one row 20 s before its session (a typo, a wrong unit) was resampled into about a
     thousand interpolated steps for 8 rows, without bound (a -1e9 ms time in the example CSV: 514,000
-    windows and 3.6 GB from a 1 MB file), exit 0."""
+    windows and 3.6 GB from a 1 MB file), exit 0. Now it is a gap (the row alone, no window, is
+    warned of); with a max_gap set above it, MAX_UPSAMPLE still refuses the grid."""
     df = _table(shuffle=False)
     df.loc[0, "t"] = 1000 - 20_000  # u2, session s1 (8 rows)
     df.to_csv(tmp_path / "rec.csv", index=False)
+    lines = []
+    run("m", _params(tmp_path / "rec.csv"), out_root=tmp_path / "out", warn=lines.append)
+    assert load_manifest(tmp_path / "out" / "m")["users"]["u2"]["windows_per_context"] == [2, 1]
+    assert lines == [f"{tmp_path / 'rec.csv'}: 1 gap in time inside a context (over 1 s, the default max_gap; set "
+                     "imports.mine.max_gap or --max-gap) not filled in: the recording is cut at each, no window "
+                     "spans one, the time in them is not imported (u2: 1 gap, 20.01 s)"]
     with pytest.raises(DataError) as err:
-        run("m", _params(tmp_path / "rec.csv"), out_root=tmp_path / "out")
-    assert str(err.value) == (f"{tmp_path / 'rec.csv'}: user 'u2': the 8 rows from time -19 s to 1.07 s (one context) "
-                              "span 1004 steps at 50 Hz, over 100 per row: a time far off? (check the time column "
-                              "and time_unit)")
-    assert not (tmp_path / "out" / "m").exists()
+        run("m", _params(tmp_path / "rec.csv", max_gap=100), out_root=tmp_path / "out2")
+    assert str(err.value) == (f"{tmp_path / 'rec.csv'}: user 'u2': the 8 rows from time -19 s to 1.07 s (one context, "
+                              "no gap over 100 s) span 1004 steps at 50 Hz, over 100 per row: a time far off? (check "
+                              "the time column and time_unit)")
+    assert not (tmp_path / "out2" / "m").exists()
+
+
+def _gapped(tmp_path, rows_per_block: int = 150, gap_s: float = 10.0, users=("u1", "u2")) -> str:
+    """Users at 50 Hz, one session, activity a for rows_per_block rows, then (u1 only) a gap of gap_s
+    seconds (the sensor off), then activity b for rows_per_block rows; u2 records both blocks
+    without a gap. Features: a sine of the time (interpolation across the gap would be a line)."""
+    frames = []
+    for user in users:
+        t = np.arange(2 * rows_per_block) / 50.0
+        if user == "u1":
+            t[rows_per_block:] += gap_s
+        frames.append(pd.DataFrame({"who": user, "t": 1000 * t, "act": ["a"] * rows_per_block + ["b"] * rows_per_block,
+                                    "sess": "s1", "a": np.sin(t), "b": np.cos(3 * t)}))
+    path = tmp_path / "gap.csv"
+    pd.concat(frames).to_csv(path, index=False)
+    return str(path)
+
+
+def test_a_gap_inside_a_context_is_cut_not_filled_in(tmp_path):
+    """The audit: a wearable off for 20 min inside a session gave 600 windows of straight lines
+    labelled with the activity before it, exit 0, no warning. Now the gap cuts the recording (like a
+    context change): each side is resampled and windowed on its own, and the gap is warned of."""
+    src = _gapped(tmp_path)
+    lines = []
+    run("m", _params(src, window=50), out_root=tmp_path / "o", warn=lines.append)
+    users = load_manifest(tmp_path / "o" / "m")["users"]
+    assert users["u1"]["windows"] == users["u2"]["windows"] == 6  # 3 + 3 on each side of u1's gap
+    y = load_user(tmp_path / "o" / "m", "u1").y
+    assert [set(w) for w in y.tolist()] == [{0}] * 3 + [{1}] * 3  # no window of a held label
+    assert lines == [f"{src}: 1 gap in time inside a context (over 1 s, the default max_gap; set imports.mine.max_gap "
+                     "or --max-gap) not filled in: the recording is cut at each, no window spans one, the time in "
+                     "them is not imported (u1: 1 gap, 10.02 s)"]
+    # max_gap above the gap: filled in as before (3 s + 10 s + 3 s at 50 Hz = 16 windows), no warning
+    lines.clear()
+    run("m", _params(src, window=50, max_gap=11.0), out_root=tmp_path / "o", warn=lines.append)
+    assert load_manifest(tmp_path / "o" / "m")["users"]["u1"]["windows"] == 16 and lines == []
+
+
+def test_a_gap_cuts_rows_without_rate_and_counts_the_windows_lost(tmp_path):
+    """Without rate the rows are windowed as they are: a window spanned the gap; now each side keeps
+    its whole windows and the tails cut off are counted."""
+    src = _gapped(tmp_path, rows_per_block=140, users=("u1",))
+    lines = []
+    run("m", _params(src, window=50, rate=None, max_gap=2.5), out_root=tmp_path / "o", warn=lines.append)
+    assert load_manifest(tmp_path / "o" / "m")["users"]["u1"]["windows"] == 4  # 2 + 2, not 280 // 50 = 5
+    assert lines == [f"{src}: 1 gap in time inside a context (over imports.mine.max_gap = 2.5 s) not filled in: the "
+                     "recording is cut at each, no window spans one, the time in them is not imported (u1: 1 gap, "
+                     "10.02 s, 1 window lost at the cuts)"]
+
+
+def test_a_gap_between_contexts_is_no_gap():
+    """Sessions hours apart are the normal case: a context change cuts there already, unwarned."""
+    t = np.concatenate([np.arange(100), 7200 + np.arange(100)]) / 50.0
+    rows = Rows(t, np.zeros(200, np.int64), np.repeat([0, 1], 100), np.sin(t)[:, None])
+    data, cuts = user_windows(rows, 10, 50.0)
+    assert data.windows == 20 and (cuts.gaps, cuts.gap_seconds, cuts.lost_windows) == (0, 0.0, 0)
+
+
+@pytest.mark.parametrize("interval, rate, expected", [
+    (0.02, None, 1.0),     # 50 Hz: five intervals are 0.1 s, the floor of 1 s wins
+    (0.02, 50.0, 1.0),
+    (2.0, None, 10.0),     # 0.5 Hz heart rate: five of its own intervals
+    (0.02, 0.1, 50.0),     # resampled to 0.1 Hz: five output steps
+])
+def test_the_default_max_gap(interval, rate, expected):
+    t = np.cumsum(np.full(50, interval))
+    assert default_max_gap(t, rate) == pytest.approx(expected)
+
+
+def test_slow_data_is_not_cut_into_gaps_by_default(tmp_path):
+    """A 1 s floor alone would cut 0.5 Hz rows (2 s apart, jittered) at every row."""
+    rng = np.random.default_rng(0)
+    t = np.arange(60) * 2.0 + rng.uniform(-0.2, 0.2, 60)
+    pd.DataFrame({"user": "u", "time": t, "label": np.repeat(["x", "y"], 30), "f": np.sin(t)}).to_csv(
+        tmp_path / "hr.csv", index=False)
+    lines = []
+    run("hr", import_params({"source": str(tmp_path / "hr.csv"), "features": ["f"], "window": 10}),
+        out_root=tmp_path / "o", warn=lines.append)
+    assert load_manifest(tmp_path / "o" / "hr")["users"]["u"]["windows"] == 6 and lines == []
 
 
 def test_a_column_named_twice_in_the_header_is_refused(tmp_path):
@@ -433,3 +520,122 @@ def test_cli_summary_shows_labels_with_brackets_as_they_are(tmp_path, monkeypatc
     res = CliRunner().invoke(app, _cli_args(tmp_path), env={"COLUMNS": "300"})
     assert res.exit_code == 0, res.output
     assert "class shares ([walk], rest[/x])" in res.output  # sorted: "[" before "r"
+
+
+# ------------------------------------------------------------------ user-walkthrough audit
+def test_a_class_without_rows_is_refused_naming_the_key_and_the_class(tmp_path):
+    """Before: classes [rest, walk, run] without a 'run' row gave 3 classes, one never seen (a 0 %
+    column), silently: a typo far more often than a wish for a class nobody can learn."""
+    _table().to_csv(tmp_path / "rec.csv", index=False)
+    with pytest.raises(DataError) as err:
+        run("m", _params(tmp_path / "rec.csv", classes=["rest", "walk", "run"]), out_root=tmp_path / "o")
+    assert str(err.value) == (f"imports.mine.classes: 'run' has no rows in {tmp_path / 'rec.csv'} (typo? the labels "
+                              "found: rest, walk)")
+    assert not (tmp_path / "o" / "m").exists()
+
+
+def test_a_class_whose_rows_fill_no_window_is_warned_of(tmp_path):
+    df = _table(shuffle=False)
+    df.loc[(df.who == "u2") & (df.t == 1130), "act"] = "jump"  # one row: the dropped tail of a run
+    df.to_csv(tmp_path / "rec.csv", index=False)
+    lines = []
+    manifest = run("m", _params(tmp_path / "rec.csv"), out_root=tmp_path / "o", warn=lines.append)
+    assert manifest["classes"] == ["jump", "rest", "walk"]
+    assert lines == [f"{tmp_path / 'rec.csv'}: class 'jump' of imports.mine.label has rows but no step in any window "
+                     "(they all fell in skipped users or the dropped tails of segments): no user can learn or be scored on it"]
+
+
+@pytest.mark.parametrize("name, problem", [
+    ("wesad", "'wesad' is one of the papers' datasets (data/processed/wesad is written by `esnfed preprocess` and "
+              "read by the paper tables); name your own dataset otherwise"),
+    ("hhar", "'hhar' is one of the papers' datasets"),
+    ("ip", "'ip' is not a dataset name (ip, fedip, deep are keys of budgets.*.space beside the datasets')"),
+    ("my-study", "'my-study' is not a dataset name (lowercase letters, digits and _, starting with a letter: it "
+                 "names a folder, dvc stages and params.yaml keys)"),
+    ("MyStudy", "'MyStudy' is not a dataset name"),
+])
+def test_import_and_params_yaml_share_one_dataset_name_rule(tmp_path, monkeypatch, name, problem):
+    """Before: --dataset wesad replaced data/processed/wesad (the paper tables' input), imports.wesad
+    passed the schema (dvc then failed on duplicate outputs), and my-study / MyStudy imported but
+    could not be declared in datasets."""
+    from esnfed_stages.params_schema import validate
+
+    monkeypatch.chdir(tmp_path)
+    _table().to_csv(tmp_path / "rec.csv", index=False)
+    with pytest.raises(ConfigError) as err:
+        run(name, _params(tmp_path / "rec.csv"), out_root=tmp_path / "out")
+    assert str(err.value).startswith(f"--dataset: {problem}"), str(err.value)
+    args = _cli_args(tmp_path)
+    args[args.index("mine")] = name
+    res = CliRunner().invoke(app, args, env={"COLUMNS": "300"})
+    assert res.exit_code == 1 and f"error: --dataset: {problem}" in " ".join(res.output.split()), res.output
+    assert not (tmp_path / "out").exists()
+    entry = {"source": "rec.csv", "features": ["a"], "window": 2}
+    with pytest.raises(ConfigError) as err:
+        validate({"imports": {name: entry}})
+    assert str(err.value).startswith(f"params.yaml: imports.{name}: {problem}"), str(err.value)
+    if name not in ("wesad", "hhar"):  # the papers' names are declared datasets, not imports
+        with pytest.raises(ConfigError, match=f"params.yaml: datasets: '{name}'"):
+            validate({"datasets": [name]})
+
+
+def test_the_example_dataset_is_an_import(tmp_path):
+    """`example` is not reserved: dvc.yaml's import@example imports the synthesized CSV."""
+    _table().to_csv(tmp_path / "rec.csv", index=False)
+    assert run("example", _params(tmp_path / "rec.csv"), out_root=tmp_path / "out")["dataset"] == "example"
+
+
+def test_a_user_without_a_whole_window_is_skipped_with_a_warning(tmp_path):
+    """Before: one short user aborted the whole import."""
+    df = _table(shuffle=False)
+    short = pd.DataFrame({"who": "p9", "t": [1000, 1010], "act": "walk", "sess": "s1", "a": [1.0, 2.0], "b": 0.0})
+    pd.concat([df, short]).to_csv(tmp_path / "rec.csv", index=False)
+    lines = []
+    manifest = run("m", _params(tmp_path / "rec.csv"), out_root=tmp_path / "o", warn=lines.append)
+    assert list(manifest["users"]) == ["u2", "u10"] and check_folder(tmp_path / "o" / "m") == []
+    assert lines == [f"{tmp_path / 'rec.csv'}: 1 user skipped, without a whole window of 2 steps at 50 Hz (0.04 s) in "
+                     "a run of one context without a gap (p9: 0.01 s recorded, the longest run 0.01 s)"]
+
+
+def test_no_user_with_a_whole_window_hints_at_the_time_unit(tmp_path):
+    """The usual cause: times in ms read as us squeeze each recording into 0.13 ms."""
+    _table().to_csv(tmp_path / "rec.csv", index=False)
+    with pytest.raises(DataError) as err:
+        run("m", _params(tmp_path / "rec.csv", time_unit="us"), out_root=tmp_path / "o")
+    assert str(err.value) == (f"{tmp_path / 'rec.csv'}: no user has a whole window of 2 steps at 50 Hz (0.04 s) in a "
+                              "run of one context without a gap (the longest: 7e-05 s, user 'u2'); is "
+                              "imports.mine.time_unit right (the time column is read in microseconds: --time-unit)? "
+                              "else shorten imports.mine.window")
+    assert not (tmp_path / "o" / "m").exists()
+
+
+def test_cli_contexts_give_the_order_else_the_summary_names_the_sorted_one(tmp_path, monkeypatch):
+    """Before: no --contexts; sessions came out sorted, which silently changed the continual sequence."""
+    monkeypatch.chdir(tmp_path)
+    _table().to_csv(tmp_path / "rec.csv", index=False)
+    res = CliRunner().invoke(app, _cli_args(tmp_path) + ["--contexts", "s2,s1"], env={"COLUMNS": "300"})
+    assert res.exit_code == 0, res.output
+    assert json.loads((tmp_path / "out/mine/manifest.json").read_text())["context_map"] == {"s2": 0, "s1": 1}
+    assert "sorted order" not in res.output
+    res = CliRunner().invoke(app, _cli_args(tmp_path), env={"COLUMNS": "300"})
+    assert res.exit_code == 0, res.output
+    assert ("contexts in sorted order (s1, s2): the continual methods meet them in this order; to give another (the "
+            "recording order), set --contexts or imports.mine.contexts") in res.stdout
+    res = CliRunner().invoke(app, _cli_args(tmp_path) + ["--contexts", "s2"], env={"COLUMNS": "300"})
+    assert res.exit_code == 1 and "'s1' is not among imports.mine.contexts (s2)" in res.output, res.output
+
+
+def test_cli_max_gap_reaches_the_import(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _gapped(tmp_path)
+    args = ["import", str(tmp_path / "gap.csv"), "--dataset", "mine", "--user", "who", "--time", "t", "--time-unit",
+            "ms", "--label", "act", "--features", "a,b", "--rate", "50", "--window", "50", "--out", str(tmp_path / "o")]
+    res = CliRunner().invoke(app, args, env={"COLUMNS": "300"})
+    assert res.exit_code == 0 and "warning: " in res.stderr and "(u1: 1 gap, 10.02 s)" in res.stderr, res.output
+    res = CliRunner().invoke(app, args + ["--max-gap", "11"], env={"COLUMNS": "300"})
+    assert res.exit_code == 0 and res.stderr == "", res.output
+    assert load_manifest(tmp_path / "o" / "mine")["users"]["u1"]["windows"] == 16
+    res = CliRunner().invoke(app, args + ["--max-gap", "0"], env={"COLUMNS": "300"})
+    assert res.exit_code == 2 and "'--max-gap': must be in (0, inf)" in " ".join(res.output.split()), res.output
+    with pytest.raises(ConfigError, match=r"imports\.mine\.max_gap: "):
+        _params(tmp_path / "x.csv", max_gap=-1)

@@ -448,11 +448,11 @@ def test_bad_assess_file_is_one_line_error(workdir, mutate, needle):
 
 def test_a_malformed_activation_entry_names_the_missing_key_not_a_python_repr(workdir):
     write_assess(workdir)
-    _ok(["ttest"])
     path = workdir / "runs" / "assess" / "wesad" / "fedip.json"
     doc = json.loads(path.read_text())
     del doc["pcts"]["100"]["activation"]["users"]
     path.write_text(json.dumps(doc))
+    _ok(["ttest"])  # the t-tests of the file as it is (ttest reads no activation)
     result = runner.invoke(app, ["report"])
     assert result.exit_code == 1
     line = result.stderr.strip()
@@ -534,7 +534,8 @@ def test_bad_params_and_ttest_file(workdir):
 
 def test_help_explains_every_option():
     for cmd, options in (("ttest", ["--variant", "--alpha", "--allow-missing", "--assess-dir"]),
-                         ("report", ["--allow-missing", "--out-dir", "--ttest", "--data-dir"])):
+                         ("report", ["--allow-missing", "--out-dir", "--ttest", "--data-dir", "--privacy-dir",
+                                     "--flower-dir"])):
         out = runner.invoke(app, [cmd, "--help"], env={"COLUMNS": "200"}).output
         for opt in options:
             assert opt in out
@@ -677,15 +678,21 @@ def test_report_refuses_a_ttest_file_of_another_budget_or_a_command_line_alpha(w
                       "rerun `esnfed ttest`")
 
 
-def test_a_ttest_file_without_params_is_checked_by_its_variant_and_alpha_and_trusted_otherwise(workdir):
-    """A ttest.json written before it recorded ``params`` still has its variant and alpha; what it
-    does not record (the datasets) is trusted, as an assess file without a budget."""
+def _ttest_without(workdir: Path, key: str) -> tuple[Path, dict]:
+    """reports/ttest.json of write_assess's files as written before it recorded ``key``."""
     write_assess(workdir)
     _ok(["ttest"])
     path = workdir / "reports" / "ttest.json"
     doc = json.loads(path.read_text())
-    del doc["params"]
+    del doc[key]
     path.write_text(json.dumps(doc))
+    return path, doc
+
+
+def test_a_ttest_file_without_params_is_checked_by_its_variant_and_alpha_and_trusted_otherwise(workdir):
+    """A ttest.json written before it recorded ``params`` still has its variant and alpha; what it
+    does not record (the datasets) is trusted, as an assess file without a budget."""
+    _ttest_without(workdir, "params")
     _ok(["report"])
     _write_params(workdir, lambda p: p.update(datasets=["wesad"]))
     _ok(["report"])
@@ -789,6 +796,29 @@ def test_report_refuses_flower_results_of_another_budget(workdir):
                       "runs/flower/wesad`")
     _flower_output(workdir, None)  # results written before they recorded the budget: trusted
     _ok(["report"])
+
+
+def test_report_reads_privacy_and_flower_outputs_from_the_folders_it_is_given(workdir):
+    """--privacy-dir and --flower-dir: a report of other folders' assess files never picks up the
+    current folder's runs/privacy and runs/flower (a developer's own outputs)."""
+    write_assess(workdir)
+    _write_params(workdir, extra={"budget": "default"})
+    _ok(["ttest"])
+    _flower_output(workdir, "paper")  # the current folder's: of another budget, refused when read
+    (workdir / "runs" / "privacy").mkdir(parents=True)
+    (workdir / "runs" / "privacy" / "wesad.json").write_text("{}")  # not a privacy output
+    result = runner.invoke(app, ["report"])
+    assert result.exit_code == 1 and "runs/privacy/wesad.json" in result.stderr
+    elsewhere = workdir / "elsewhere"
+    _ok(["report", "--privacy-dir", str(elsewhere / "privacy"), "--flower-dir", str(elsewhere / "flower")])
+    tables = workdir / "reports" / "tables"
+    assert not (tables / "privacy.md").exists()
+    assert (tables / "secagg-overhead.csv").read_text().count("\n") == 1  # the header alone: not run
+    _flower_output(elsewhere, "default")
+    (elsewhere / "runs" / "flower").rename(elsewhere / "flower")
+    _ok(["report", "--privacy-dir", str(elsewhere / "privacy"), "--flower-dir", str(elsewhere / "flower")])
+    assert "| wesad | incfed | 100% | 3 | stats | 1 | **total** | 100 | 10 | 200 | 10 | 2.00 | 1.00 |" in \
+        (tables / "communication.md").read_text()
 
 
 HETERO = {"seed": 0, "mode": "space", "vary": ["spectral_radius", "leak"], "combine": "softmax", "alphas": [0.5],
@@ -916,3 +946,56 @@ def test_ttest_accepts_another_budgets_edit_and_assess_files_without_the_digest(
     write_assess(workdir)  # no budget_digest
     _write_budget(workdir, _edited(lambda b, p: b["space"]["wesad"].update(units=[40])))
     _ok(["ttest"])
+
+
+def test_report_refuses_a_ttest_file_computed_before_the_assess_files_were_rerun(workdir):
+    """budgets.default edited by hand, then select, retrain and assess rerun under it but not ttest:
+    the assess files agree with params.yaml, the t-tests are of the files before. ttest.json records
+    what it read (``assess_digests``): the report names it and `esnfed ttest`, and renders again after."""
+    write_assess(workdir)
+    _stamp_digests(workdir, BUDGETS)
+    _write_budget(workdir, BUDGETS)
+    _ok(["ttest"])
+    digests = json.loads((workdir / "reports" / "ttest.json").read_text())["assess_digests"]
+    assert len(digests) == len(required_inputs()) and digests["wesad/ridge"] != digests["hhar/ridge"]
+    _ok(["report"])
+    edited = _edited(lambda b, p: b["space"]["hhar"].update(units=[40]))
+    _write_budget(workdir, edited)
+    _stamp_digests(workdir, edited)  # assessed again under the edited budget
+    _refused(workdir, "reports/ttest.json: computed from runs/assess/hhar/ridge.json before it was assessed "
+                      "again: rerun `esnfed ttest`")
+    _ok(["ttest"])
+    _ok(["report"])
+
+
+def test_report_refuses_a_ttest_file_computed_without_a_file_found_now_or_with_one_missing_now(workdir):
+    write_assess(workdir, skip=("hhar", "fedip"))
+    _ok(["ttest", "--allow-missing"])
+    write_assess(workdir)  # assessed since
+    before = _reports(workdir)
+    for args in (["report"], ["report", "--allow-missing"]):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 1
+        assert result.stderr.strip().splitlines() == [
+            "error: reports/ttest.json: computed without runs/assess/hhar/fedip.json (missing then): rerun "
+            "`esnfed ttest`"]
+    assert _reports(workdir) == before
+    _ok(["ttest"])
+    (workdir / "runs" / "assess" / "hhar" / "fedip.json").unlink()
+    result = runner.invoke(app, ["report", "--allow-missing"])
+    assert result.exit_code == 1
+    assert result.stderr.strip().splitlines() == [
+        "error: reports/ttest.json: computed from runs/assess/hhar/fedip.json, missing now: rerun `esnfed ttest`"]
+
+
+def test_a_ttest_file_without_assess_digests_is_trusted(workdir):
+    path, doc = _ttest_without(workdir, "assess_digests")
+    f = workdir / "runs" / "assess" / "hhar" / "ridge.json"  # a score changed since: not known
+    assess = json.loads(f.read_text())
+    assess["pcts"]["25"]["test_accuracy"][0] /= 2
+    f.write_text(json.dumps(assess))
+    _ok(["report"])
+    doc["assess_digests"] = [1]
+    path.write_text(json.dumps(doc))
+    _refused(workdir, "reports/ttest.json: assess_digests: expected an object of assess file digests, got [1] "
+                      "(rerun `esnfed ttest`)")

@@ -68,7 +68,8 @@ def test_assess_json_follows_the_contract(run_a, algo, strategy):
     m = Method(algo, strategy)
     doc = _assess(run_a, m.id)
     assert set(doc) == {"dataset", "method", "algo", "strategy", "budget", "budget_digest", "source", "pcts"}
-    assert _contract_keys("1") == set(doc) | {"alpha", "params"}  # what assess writes (align: alpha; heterogeneous: params)
+    # the contract documents what assess writes (alpha: align; params: heterogeneous methods)
+    assert _contract_keys("1") == set(doc) | {"alpha", "params"}
     assert _contract_keys("2") == set(doc["pcts"]["100"]) | {"client_test_accuracy"}  # (align / heterogeneous)
     assert (doc["dataset"], doc["method"], doc["algo"], doc["strategy"]) == ("wesad", m.id, algo, strategy)
     assert (doc["budget"], doc["source"]) == ("default", "synthetic")
