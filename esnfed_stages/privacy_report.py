@@ -8,7 +8,7 @@ import io
 import math
 import os
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -92,7 +92,7 @@ def _rows(docs: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
                 acc = 100 * np.asarray(cell["test_accuracy"], np.float64)
                 rows.append({"dataset": ds, "method": m, "epsilon": eps, "delta": doc["delta"],
                              "relation": doc["relation"], "noise_multiplier": cell["noise_multiplier"],
-                             "mean": float(acc.mean()), "std": float(acc.std(ddof=1)) if acc.size > 1 else 0.0,
+                             "mean": float(acc.mean()), "std": float(acc.std()),  # population std (PROTOCOL §6)
                              "n": int(acc.size),
                              "non_private_mean": float(100 * np.mean(plain)) if plain else None})
     return rows
@@ -116,7 +116,8 @@ def render(docs: Mapping[str, Mapping[str, Any]], date: str) -> dict[str, bytes]
                              f"{'windows' if d['relation'] == 'window' else 'users'})"
                              for ds, d in docs.items()),
         f"- Accountant: {first['accountant']}; z = noise multiplier (σ / sensitivity)",
-        "- ε = inf: no mechanism (the non-private trial, bit for bit); mean ± std over the retrain seeds",
+        "- ε = inf: no mechanism (the non-private trial, bit for bit); cells: mean ± population std over "
+        f"the {_retrains(rows)} retrains (as every table, PROTOCOL §6), ×100, two decimals",
         f"- Date: {date}",
         "",
         "| dataset | method | " + " | ".join(f"ε={e}" for e in _eps_order(rows)) + " | non-private |",
@@ -135,6 +136,12 @@ def render(docs: Mapping[str, Mapping[str, Any]], date: str) -> dict[str, bytes]
     w.writeheader()
     w.writerows(rows)
     return {"privacy.md": ("\n".join(lines) + "\n").encode(), "privacy.csv": buf.getvalue().encode()}
+
+
+def _retrains(rows: Sequence[Mapping[str, Any]]) -> str:
+    """The retrains per cell: 'N', or 'N-M' when the cells differ."""
+    counts = sorted({r["n"] for r in rows})
+    return str(counts[0]) if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
 
 
 def _eps_order(rows) -> list[str]:
