@@ -160,7 +160,8 @@ def run(dataset: str, privacy: PrivacyParams, exp: ExperimentParams, *, data_dir
                     progress(done, total)
             rows["epsilons"][eps_key(eps)] = {
                 "noise_multiplier": noise_multiplier(eps, delta, rel), "test_accuracy": accs}
-    doc = {"dataset": dataset, "pct": pct, "n_users": len(train_users), "n_units": n_units, "delta": delta,
+    doc = {"dataset": dataset, "source": data.manifest.get("source"),  # as the assess files: the header's
+           "pct": pct, "n_users": len(train_users), "n_units": n_units, "delta": delta,
            "relation": pp.relation, "clip": pp.clip, "ip_clip": pp.ip_clip,
            "mechanism": MECHANISM, "accountant": ACCOUNTANT, "seeds": seeds, "version": __version__,
            provenance.KEY: pp.record(exp.budget), "methods": results}

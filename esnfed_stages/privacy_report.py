@@ -13,6 +13,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from esnfed_core.errors import DataError
+from esnfed_core.private_trial import PRIVATE_ALGOS
 from esnfed_core.quote import quote
 from esnfed_core.tables import dataset_label
 from esnfed_stages import figures, provenance
@@ -83,10 +84,16 @@ def _check(path: Path, doc: Mapping[str, Any]) -> None:
                 raise bad(f"{where}.noise_multiplier", "a finite number >= 0 or null", z)
 
 
+def _methods(doc: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """(method, results) of a document, IncFed then FedIP (the JSON keeps them sorted by name)."""
+    order = {m: i for i, m in enumerate(PRIVATE_ALGOS)}
+    return sorted(doc["methods"].items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0]))
+
+
 def _rows(docs: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
     rows = []
     for ds, doc in docs.items():
-        for m, res in doc["methods"].items():
+        for m, res in _methods(doc):
             plain = res["epsilons"].get("inf", {}).get("test_accuracy")
             for eps, cell in res["epsilons"].items():
                 acc = 100 * np.asarray(cell["test_accuracy"], np.float64)
@@ -98,15 +105,42 @@ def _rows(docs: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
-def render(docs: Mapping[str, Mapping[str, Any]], date: str) -> dict[str, bytes]:
-    """{"privacy.md", "privacy.csv"} and (figures) {"privacy.png"}; empty without inputs."""
+# The comparability line (comparability.notice) names the published values this table stands beside.
+PUBLISHED = "The 'paper' columns of the IncFed and FedIP tables (the papers publish no private results)"
+METHOD_LABELS = {"incfed": "IncFed", "fedip": "FedIP"}
+
+
+def recorded_budget(doc: Mapping[str, Any]) -> Any:
+    """The budget a document was computed under (its ``params``), None where it does not say."""
+    rec = doc.get(provenance.KEY)
+    return rec.get("budget") if isinstance(rec, Mapping) else None
+
+
+def run_facts(docs: Mapping[str, Mapping[str, Any]]) -> dict[str, list[Any]]:
+    """What the header's run line reads from the documents: their data sources and budgets (None
+    where a document does not record it), seeds per dataset and retrains per cell."""
+    return {"sources": [d.get("source") for d in docs.values()],
+            "budgets": [recorded_budget(d) for d in docs.values()],
+            "seeds": [tuple(d.get("seeds") or ()) for d in docs.values()],
+            "counts": [len(c["test_accuracy"]) for d in docs.values() for r in d["methods"].values()
+                       for c in r["epsilons"].values()]}
+
+
+def render(docs: Mapping[str, Mapping[str, Any]], run: Sequence[str] = (), stamp: str = "") -> dict[str, bytes]:
+    """{"privacy.md", "privacy.csv"}; empty without inputs. ``run``: the header's lines on what was
+    run (data source, budget, retrains, comparability: report.py builds them as every table's);
+    ``stamp``: its date and versions line."""
     if not docs:
         return {}
     rows = _rows(docs)
     first = next(iter(docs.values()))
+    pcts = sorted({str(d["pct"]) for d in docs.values() if "pct" in d}, key=int) or ["100"]
+    methods = list(dict.fromkeys(m for d in docs.values() for m, _ in _methods(d)))
     lines = [
-        "# Test accuracy (%) under differential privacy, 100 % share: IncFed and FedIP",
+        f"# Test accuracy (%) under differential privacy, {', '.join(pcts)} % share: "
+        + " and ".join(METHOD_LABELS.get(m, m) for m in methods),
         "",
+        *(f"- {line}" for line in run),
         f"- Mechanism: {first['mechanism']}: per-unit per-step means (Ā, B̄) clipped to "
         f"clip·√(N+N²) (clip = {first['clip']}), summed, N(0, (z·C)²) added to A and B's upper "
         f"triangle; FedIP (Δg, Δb) per client and round clipped to {first['ip_clip']} (L2), noised sum / K",
@@ -118,13 +152,13 @@ def render(docs: Mapping[str, Mapping[str, Any]], date: str) -> dict[str, bytes]
         f"- Accountant: {first['accountant']}; z = noise multiplier (σ / sensitivity)",
         "- ε = inf: no mechanism (the non-private trial, bit for bit); cells: mean ± population std over "
         f"the {_retrains(rows)} retrains (as every table, PROTOCOL §6), ×100, two decimals",
-        f"- Date: {date}",
+        *([f"- {stamp}"] if stamp else []),
         "",
         "| dataset | method | " + " | ".join(f"ε={e}" for e in _eps_order(rows)) + " | non-private |",
         "|---|---|" + "---:|" * (len(_eps_order(rows)) + 1),
     ]
     for ds, doc in docs.items():
-        for m in doc["methods"]:
+        for m, _ in _methods(doc):
             cells = {r["epsilon"]: r for r in rows if r["dataset"] == ds and r["method"] == m}
             plain = next(iter(cells.values()))["non_private_mean"]
             lines.append(f"| {dataset_label(ds)} | {m} | " + " | ".join(

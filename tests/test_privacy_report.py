@@ -45,8 +45,69 @@ def _csv(files: dict) -> list[dict]:
 def test_cells_are_mean_and_population_std_as_every_other_table():
     """The audit: WESAD incfed at ε = inf read 71.14 ± 0.58 (sample std) in privacy.md but
     71.14 ± 0.41 in ijcnn-wesad.md for the same scores (population std, PROTOCOL §6)."""
-    files = privacy_report.render({"wesad": privacy_doc()}, "2026-01-01")
+    files = privacy_report.render({"wesad": privacy_doc()})
     row = next(r for r in _csv(files) if r["method"] == "incfed" and r["epsilon"] == "inf")
     assert float(row["std"]) == pytest.approx(100 * np.std([0.7155, 0.7073]))  # 0.41, not 0.58
     assert f"71.14 ± {100 * np.std([0.7155, 0.7073]):.2f} (z=0.00)" in files["privacy.md"].decode()
     assert "mean ± population std over the 2 retrains" in files["privacy.md"].decode()
+
+
+def _repo_params() -> dict:
+    import yaml
+
+    return yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
+
+
+def _write(folder: Path, docs: dict) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for ds, doc in docs.items():
+        (folder / f"{ds}.json").write_text(json.dumps(doc))
+    return folder
+
+
+def _options(params: dict | None = None, **kw):
+    from esnfed_stages.experiment_params import budget_spec
+    from esnfed_stages.report import ReportParams
+
+    params = params or _repo_params()
+    return ReportParams("100", budget=budget_spec(params),
+                        privacy_record=privacy_params({"privacy": PRIVACY}).record(params["budget"]), **kw)
+
+
+def _report(folder: Path, options=None) -> tuple[list[str], object]:
+    """The privacy table's header lines (without their '- ') and the Report, as `esnfed report` adds them."""
+    from esnfed_stages import report
+
+    rep = report.Report()
+    report.add_privacy(rep, folder, "2026-01-01", options or _options())
+    md = rep.tables["privacy.md"].decode().splitlines()
+    return [line[2:] for line in md[2:md.index("", 2)]], rep
+
+
+def test_the_header_says_what_every_table_header_says(tmp_path):
+    """The audit: the index promises that each table's header says its data source, budget and
+    retrains; privacy.md said none of them, nor that the synthetic data under budget `default` is
+    not the papers' protocol (the line every table with published values carries)."""
+    folder = _write(tmp_path, {"wesad": privacy_doc(), "hhar": privacy_doc("hhar", 5)})
+    header, _ = _report(folder)
+    assert header[0] == ("Data source: synthetic; budget: default; retrains per cell: 2 "
+                         "(seeds [11, 12])")
+    assert header[1].startswith("**Not comparable with the published values:** this run used the embedded "
+                                "synthetic data (data.source: synthetic), not the real recordings, and budget "
+                                "`default` (3 trials, 2 retrains, units 20–40), not the papers' protocol")
+    assert "The 'paper' columns of the IncFed and FedIP tables (the papers publish no private results)" in header[1]
+    assert header[-1].startswith("Date: 2026-01-01; versions: esnfed ")
+    assert "mean ± population std over the 2 retrains" in header[-2]
+
+
+def test_a_document_without_source_or_budget_reads_unknown_and_the_real_paper_run_is_the_protocol(tmp_path):
+    old = privacy_doc(source=None)
+    del old["params"]  # written before the document recorded them
+    header, _ = _report(_write(tmp_path / "old", {"wesad": old}))
+    assert header[0].startswith("Data source: unknown; budget: unknown; retrains per cell: 2")
+    params = _repo_params()
+    params["budget"] = "paper"
+    real = {ds: privacy_doc(ds, source="raw", budget="paper") for ds in ("wesad", "hhar")}
+    header, _ = _report(_write(tmp_path / "real", real), _options(params))
+    assert header[0].startswith("Data source: raw; budget: paper; retrains per cell: 2")
+    assert header[1].startswith("Protocol: the papers' (PROTOCOL §6)") and "Not comparable" not in "".join(header)

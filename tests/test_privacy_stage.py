@@ -77,6 +77,7 @@ def test_the_output_records_the_privacy_section_and_budget_it_was_computed_with(
         "privacy.epsilons": ["1", "4", "inf"], "privacy.delta": "auto", "privacy.relation": "user",
         "privacy.clip": 0.05, "privacy.ip_clip": 0.1, "privacy.pct": "100", "privacy.methods": ["incfed", "fedip"],
         "budget": "default"}
+    assert _doc(root)["source"] == "synthetic"  # the manifest's, as an assess file records it (the header's)
     assert list(privacy_report.load(root / "runs" / "privacy", _doc(root)["params"])) == ["wesad"]
 
 
@@ -93,7 +94,7 @@ def test_noise_multipliers_are_the_accountants(root):
 
 def test_report_renders_the_privacy_table_and_figure(root):
     docs = privacy_report.load(root / "runs" / "privacy")
-    files = privacy_report.render(docs, "2026-01-01")
+    files = privacy_report.render(docs)
     md = files["privacy.md"].decode()
     for needle in ("Gaussian mechanism", "user-level", "δ = WESAD 0.0625", "dp-accounting PLD", "ε=inf",
                    "non-private"):
