@@ -146,7 +146,7 @@ def render(docs: Mapping[str, Mapping[str, Any]], run: Sequence[str] = (), stamp
         f"triangle; FedIP (Δg, Δb) per client and round clipped to {first['ip_clip']} (L2), noised sum / K",
         f"- Neighbouring relation: {first['relation']}-level (add/remove one "
         f"{'user = one client' if first['relation'] == 'user' else 'window'}); L2 sensitivity = the clipping norm",
-        "- δ = " + ", ".join(f"{dataset_label(ds)} {d['delta']:.4g} (1/n², n = {d.get('n_units', d['n_users'])} "
+        "- δ = " + ", ".join(f"{dataset_label(ds)} {delta_text(d['delta'])} (1/n², n = {d.get('n_units', d['n_users'])} "
                              f"{'windows' if d['relation'] == 'window' else 'users'})"
                              for ds, d in docs.items()),
         f"- Accountant: {first['accountant']}; z = noise multiplier (σ / sensitivity)",
@@ -182,30 +182,69 @@ def _eps_order(rows) -> list[str]:
     return sorted({r["epsilon"] for r in rows}, key=float)
 
 
-def figure(docs: Mapping[str, Mapping[str, Any]]) -> bytes | None:
-    """Accuracy against ε (log axis; ε = ∞ drawn as a dashed line) per dataset and method."""
+# Each method one colour and marker in every panel; its line without DP dashed (IncFed) or dotted
+# (FedIP) in the same colour, so two nearly equal ε = ∞ accuracies stay told apart where they overlap.
+METHOD_STYLE = {"incfed": ("tab:blue", "o", "--"), "fedip": ("tab:orange", "s", ":")}
+_OTHER_STYLE = ("tab:gray", "^", "-.")
+INF_GAP = 2.5  # ε = ∞ is drawn this factor right of the largest finite ε (its tick reads ∞)
+DODGE = 0.05   # the methods' points shifted apart by this share of a decade (overlapping error bars)
+
+
+def delta_text(delta: float) -> str:
+    """δ as the table and the figure print it (four significant digits: 0.01235)."""
+    return f"{delta:.4g}"
+
+
+def draw(docs: Mapping[str, Mapping[str, Any]]) -> "figures.Figure | None":
+    """The figure of :func:`figure`, not yet rendered (tests read its artists)."""
     if not docs:
         return None
     rows = _rows(docs)
-    fig = figures._figure(figsize=(4.2 * len(docs), 3.6), layout="constrained")
+    fig = figures._figure(figsize=(4.2 * len(docs), 4.0), layout="constrained")
     axes = fig.subplots(1, len(docs), squeeze=False)[0]
     for ax, (ds, doc) in zip(axes, docs.items()):
-        for k, m in enumerate(doc["methods"]):
-            pts = sorted(((float(r["epsilon"]), r["mean"], r["std"]) for r in rows
-                          if r["dataset"] == ds and r["method"] == m and math.isfinite(float(r["epsilon"]))))
-            colour = f"C{k}"
+        finite = sorted({float(r["epsilon"]) for r in rows if r["dataset"] == ds
+                         and math.isfinite(float(r["epsilon"]))})
+        x_inf = (max(finite) if finite else 1.0) * INF_GAP
+        methods = [m for m, _ in _methods(doc)]
+        for k, m in enumerate(methods):
+            colour, marker, dashes = METHOD_STYLE.get(m, _OTHER_STYLE)
+            shift = 10 ** (DODGE * (k - (len(methods) - 1) / 2))
+            label = METHOD_LABELS.get(m, m)
+            mine = [r for r in rows if r["dataset"] == ds and r["method"] == m]
+            pts = sorted((float(r["epsilon"]), r["mean"], r["std"]) for r in mine
+                         if math.isfinite(float(r["epsilon"])))
             if pts:
                 e, mu, sd = map(np.asarray, zip(*pts))
-                ax.errorbar(e, mu, yerr=sd, marker="o", capsize=3, color=colour, label=f"{m} (DP)")
-                ax.set_xscale("log")
-                ax.set_xticks(e, [f"{v:g}" for v in e])
-                ax.minorticks_off()
-            plain = next(r["non_private_mean"] for r in rows if r["dataset"] == ds and r["method"] == m)
-            if plain is not None:
-                ax.axhline(plain, color=colour, linestyle="--", label=f"{m} (ε = ∞)")
+                ax.errorbar(e * shift, mu, yerr=sd, marker=marker, capsize=3, color=colour, label=f"{label} (DP)")
+            inf = next((r for r in mine if not math.isfinite(float(r["epsilon"]))), None)
+            if inf is not None:
+                ax.axhline(inf["mean"], color=colour, linestyle=dashes, linewidth=1.2,
+                           label=f"{label} without DP (ε = ∞)")
+                ax.errorbar([x_inf * shift], [inf["mean"]], yerr=[inf["std"]], marker=marker, capsize=3,
+                            color=colour, linestyle="none")
+        ax.set_xscale("log")
+        ax.set_xticks([*finite, x_inf], [*(f"{v:g}" for v in finite), "∞"])
+        ax.minorticks_off()
+        ax.set_xlim((min(finite) if finite else x_inf) / 1.6, x_inf * 1.6)
+        if finite:
+            ax.axvline(max(finite) * INF_GAP ** 0.5, color="0.8", linewidth=0.8)  # finite ε | ∞
         ax.set_xlabel("ε")
         ax.set_ylabel("test accuracy (%)")
-        ax.set_title(f"{dataset_label(ds)} ({doc['relation']}-level, δ = {doc['delta']:.3g})")
-        ax.legend(fontsize=7)
-    fig.suptitle("Differential privacy: test accuracy against ε (mean ± std over retrains; dashed: without DP)")
-    return figures._png(fig)
+        ax.set_title(f"{dataset_label(ds)} ({doc['relation']}-level, δ = {delta_text(doc['delta'])})")
+    # One legend for every panel (a method has one style throughout), below them: inside a panel
+    # it covered the ε = ∞ lines at the top.
+    handles, labels = max((ax.get_legend_handles_labels() for ax in axes), key=lambda hl: len(hl[1]))
+    order = sorted(range(len(labels)), key=lambda i: ("without DP" in labels[i], i))  # DP first
+    handles, labels = [handles[i] for i in order], [labels[i] for i in order]
+    fig.legend(handles, labels, loc="outside lower center", ncol=min(4, len(labels)), fontsize="small")
+    fig.suptitle("Differential privacy: test accuracy against ε (mean ± population std over retrains; "
+                 "ε = ∞: without DP)")
+    return fig
+
+
+def figure(docs: Mapping[str, Mapping[str, Any]]) -> bytes | None:
+    """Accuracy against ε per dataset (log axis; ε = ∞, without DP, at the right end and as a
+    line across) and method: PNG bytes, None without inputs."""
+    fig = draw(docs)
+    return None if fig is None else figures._png(fig)
