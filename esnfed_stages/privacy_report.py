@@ -16,12 +16,12 @@ from esnfed_core.errors import DataError
 from esnfed_core.private_trial import PRIVATE_ALGOS
 from esnfed_core.quote import quote
 from esnfed_core.tables import dataset_label
+from esnfed_core.vocabulary import DATASETS
 from esnfed_stages import figures, provenance
 from esnfed_stages._io import read_json
-from esnfed_stages.privacy import PRIVACY_DIR
+from esnfed_stages.privacy import PRIVACY_DIR, privacy_path
 from esnfed_stages.ttest import _fractions
 
-DATASET_ORDER = ("wesad", "hhar")
 COLUMNS = ("dataset", "method", "epsilon", "delta", "relation", "noise_multiplier", "mean", "std",
            "n", "non_private_mean")
 
@@ -31,13 +31,20 @@ TOP_LEVEL = {"privacy.relation": "relation", "privacy.clip": "clip", "privacy.ip
              "privacy.pct": "pct"}
 
 
-def load(privacy_dir: str | Path = PRIVACY_DIR,
-         expected: Mapping[str, Any] | None = None) -> dict[str, dict[str, Any]]:
-    """{dataset: document} of the privacy stage's outputs present (none: {}), each computed with
-    ``expected`` (params.yaml's values, ``PrivacyParams.record``) where it records them."""
+def ordered(datasets: Sequence[str]) -> list[str]:
+    """The table's and figure's order: the papers' datasets first, then the others as given
+    (params.yaml ``datasets``)."""
+    return [d for d in DATASETS if d in datasets] + [d for d in dict.fromkeys(datasets) if d not in DATASETS]
+
+
+def load(privacy_dir: str | Path = PRIVACY_DIR, expected: Mapping[str, Any] | None = None,
+         datasets: Sequence[str] = DATASETS) -> dict[str, dict[str, Any]]:
+    """{dataset: document} of the privacy stage's outputs present among ``datasets`` (params.yaml's
+    declared ones; none present: {}), in :func:`ordered` order, each computed with ``expected``
+    (params.yaml's values, ``PrivacyParams.record``) where it records them."""
     out = {}
-    for ds in DATASET_ORDER:
-        path = Path(privacy_dir) / f"{ds}.json"
+    for ds in ordered(datasets):
+        path = privacy_path(privacy_dir, ds)
         if os.path.lexists(path):  # a folder or a FIFO there is named by read_json, not skipped
             doc = read_json(path)
             if not isinstance(doc, dict) or not isinstance(doc.get("methods"), dict):
@@ -46,6 +53,22 @@ def load(privacy_dir: str | Path = PRIVACY_DIR,
             provenance.check(path, doc, expected or {}, f"`esnfed privacy --dataset {ds}`", TOP_LEVEL)
             out[ds] = doc
     return out
+
+
+def missing(privacy_dir: str | Path, datasets: Sequence[str], docs: Mapping[str, Any],
+            allow_missing: bool = False) -> dict[str, Path]:
+    """{dataset: path} of the declared datasets whose document is not there, as the assess files:
+    an error naming the first and the command that writes it unless ``allow_missing`` (their rows
+    then read n/a and the header lists them). When none is there the stage did not run: no table,
+    nothing missing (`esnfed report` without `esnfed privacy`)."""
+    if not docs:
+        return {}
+    absent = {ds: privacy_path(privacy_dir, ds) for ds in ordered(datasets) if ds not in docs}
+    if absent and not allow_missing:
+        (ds, path), more = next(iter(absent.items())), len(absent) - 1
+        raise DataError(f"{path}: not found: run `esnfed privacy --dataset {ds}` first, or pass --allow-missing"
+                        + (f" ({more} more privacy file(s) missing)" if more else ""))
+    return absent
 
 
 def _number(v: Any) -> bool:
@@ -126,50 +149,76 @@ def run_facts(docs: Mapping[str, Mapping[str, Any]]) -> dict[str, list[Any]]:
                        for c in r["epsilons"].values()]}
 
 
-def render(docs: Mapping[str, Mapping[str, Any]], run: Sequence[str] = (), stamp: str = "") -> dict[str, bytes]:
+def render(docs: Mapping[str, Mapping[str, Any]], run: Sequence[str] = (), stamp: str = "",
+           absent: Mapping[str, Path] | None = None) -> dict[str, bytes]:
     """{"privacy.md", "privacy.csv"}; empty without inputs. ``run``: the header's lines on what was
     run (data source, budget, retrains, comparability: report.py builds them as every table's);
-    ``stamp``: its date and versions line."""
+    ``stamp``: its date and versions line; ``absent``: the declared datasets without a document
+    (:func:`missing`), their rows n/a."""
     if not docs:
         return {}
+    absent = absent or {}
     rows = _rows(docs)
     first = next(iter(docs.values()))
     pcts = sorted({str(d["pct"]) for d in docs.values() if "pct" in d}, key=int) or ["100"]
     methods = list(dict.fromkeys(m for d in docs.values() for m, _ in _methods(d)))
+    eps = _eps_order(rows)
     lines = [
         f"# Test accuracy (%) under differential privacy, {', '.join(pcts)} % share: "
         + " and ".join(METHOD_LABELS.get(m, m) for m in methods),
         "",
         *(f"- {line}" for line in run),
         f"- Mechanism: {first['mechanism']}: per-unit per-step means (Ā, B̄) clipped to "
-        f"clip·√(N+N²) (clip = {first['clip']}), summed, N(0, (z·C)²) added to A and B's upper "
+        f"clip·√(N+N²) (clip = {_per_dataset(docs, 'clip')}), summed, N(0, (z·C)²) added to A and B's upper "
         f"triangle; FedIP (Δg, Δb) per client and round clipped to {first['ip_clip']} (L2), noised sum / K",
         f"- Neighbouring relation: {first['relation']}-level (add/remove one "
         f"{'user = one client' if first['relation'] == 'user' else 'window'}); L2 sensitivity = the clipping norm",
-        "- δ = " + ", ".join(f"{dataset_label(ds)} {delta_text(d['delta'])} (1/n², n = {d.get('n_units', d['n_users'])} "
-                             f"{'windows' if d['relation'] == 'window' else 'users'})"
+        "- δ = " + ", ".join(f"{dataset_label(ds)} {delta_text(d['delta'])} ({_delta_source(d)})"
                              for ds, d in docs.items()),
         f"- Accountant: {first['accountant']}; z = noise multiplier (σ / sensitivity)",
         "- ε = inf: no mechanism (the non-private trial, bit for bit); cells: mean ± population std over "
         f"the {_retrains(rows)} retrains (as every table, PROTOCOL §6), ×100, two decimals",
         *([f"- {stamp}"] if stamp else []),
+        "- Missing inputs (n/a cells): " + (", ".join(map(str, absent.values())) or "none"),
         "",
-        "| dataset | method | " + " | ".join(f"ε={e}" for e in _eps_order(rows)) + " | non-private |",
-        "|---|---|" + "---:|" * (len(_eps_order(rows)) + 1),
+        "| dataset | method | " + " | ".join(f"ε={e}" for e in eps) + " | non-private |",
+        "|---|---|" + "---:|" * (len(eps) + 1),
     ]
-    for ds, doc in docs.items():
-        for m, _ in _methods(doc):
+    for ds in ordered([*docs, *absent]):
+        for m in [m for m, _ in _methods(docs[ds])] if ds in docs else methods:
             cells = {r["epsilon"]: r for r in rows if r["dataset"] == ds and r["method"] == m}
-            plain = next(iter(cells.values()))["non_private_mean"]
+            plain = next(iter(cells.values()))["non_private_mean"] if cells else None
             lines.append(f"| {dataset_label(ds)} | {m} | " + " | ".join(
-                f"{cells[e]['mean']:.2f} ± {cells[e]['std']:.2f} (z={cells[e]['noise_multiplier']:.2f})"
-                if e in cells else "n/a" for e in _eps_order(rows))
+                f"{cells[e]['mean']:.2f} ± {cells[e]['std']:.2f} ({_z(cells[e]['noise_multiplier'])})"
+                if e in cells else "n/a" for e in eps)
                 + f" | {'n/a' if plain is None else f'{plain:.2f}'} |")
     buf = io.StringIO()
     w = csv.DictWriter(buf, COLUMNS, lineterminator="\n")
     w.writeheader()
     w.writerows(rows)
     return {"privacy.md": ("\n".join(lines) + "\n").encode(), "privacy.csv": buf.getvalue().encode()}
+
+
+def _z(value: float | None) -> str:
+    return "z n/a" if value is None else f"z={value:.2f}"
+
+
+def _per_dataset(docs: Mapping[str, Mapping[str, Any]], key: str) -> str:
+    """A field's value, once when every document has the same, else per dataset (privacy.clip
+    may be a mapping dataset -> number)."""
+    values = {ds: d[key] for ds, d in docs.items()}
+    if len(set(values.values())) == 1:
+        return f"{next(iter(values.values()))}"
+    return ", ".join(f"{dataset_label(ds)} {v}" for ds, v in values.items())
+
+
+def _delta_source(doc: Mapping[str, Any]) -> str:
+    """Where a document's δ came from: 1/n² of ``privacy.delta: auto`` (the default, and what a
+    document recorded before ``params`` was) or the number params.yaml gave."""
+    rec = doc.get(provenance.KEY)
+    if isinstance(rec, Mapping) and rec.get("privacy.delta", "auto") != "auto":
+        return "privacy.delta"
+    return f"1/n², n = {doc.get('n_units', doc['n_users'])} {'windows' if doc['relation'] == 'window' else 'users'}"
 
 
 def _retrains(rows: Sequence[Mapping[str, Any]]) -> str:

@@ -361,12 +361,17 @@ def write(rep: Report, out_dir: str | Path = REPORTS_DIR) -> None:
                 tmp.write_bytes(rep.index)
 
 
-def add_privacy(rep: Report, privacy_dir: str | Path, date: str, options: "ReportParams") -> None:
-    """The privacy table and figure (esnfed_stages/privacy_report.py), when the stage ran (its
-    outputs computed with ``options.privacy_record``: see privacy_report.load). Its header says
-    what was run as every table's does (run_line) and, for the papers' datasets, whether that is
-    the papers' protocol (comparability.notice)."""
-    docs = privacy_report.load(privacy_dir, options.privacy_record)
+def add_privacy(rep: Report, privacy_dir: str | Path, date: str, options: "ReportParams",
+                allow_missing: bool = False) -> None:
+    """The privacy table and figure (esnfed_stages/privacy_report.py), when the stage ran: a row per
+    declared dataset (the papers' first), its document computed with ``options.privacy_record``
+    (see privacy_report.load); one missing is an error unless ``allow_missing`` (its rows n/a,
+    listed in ``rep.missing`` and the header), as an assess file. The header says what was run as
+    every table's does (run_line) and, for the papers' datasets, whether that is the papers'
+    protocol (comparability.notice)."""
+    docs = privacy_report.load(privacy_dir, options.privacy_record, options.datasets)
+    absent = privacy_report.missing(privacy_dir, options.datasets, docs, allow_missing)
+    rep.missing += absent.values()
     facts = privacy_report.run_facts(docs)
     paper = [ds for ds in DATASETS if ds in docs]
     notice = [comparability.notice([docs[ds].get("source") for ds in paper],
@@ -375,7 +380,7 @@ def add_privacy(rep: Report, privacy_dir: str | Path, date: str, options: "Repor
                                    columns=privacy_report.PUBLISHED)] if paper else []
     run = [run_line(facts["sources"], facts["budgets"], facts["seeds"], facts["counts"],
                     files=f"{privacy_report.PRIVACY_DIR}/<dataset>.json"), *notice]
-    rep.tables.update(privacy_report.render(docs, run, f"Date: {date}; versions: {versions()}"))
+    rep.tables.update(privacy_report.render(docs, run, f"Date: {date}; versions: {versions()}", absent))
     png = privacy_report.figure(docs)
     if png is not None:
         rep.figures["privacy.png"] = png
@@ -477,7 +482,7 @@ def run(options: ReportParams, *, assess_dir: str | Path = ASSESS_DIR,
                 options.contexts_pct, hetero, options.datasets, options.continual, options.user_classes,
                 {ds: context_names(data_dir, ds) for ds in options.datasets},
                 comparability.budget_scale(options.budget))
-    add_privacy(rep, privacy_dir, date, options)
+    add_privacy(rep, privacy_dir, date, options, allow_missing)
     add_secagg(rep, flower_dir, None if options.budget is None else options.budget.name)
     rep.index = report_index.render(rep.tables, rep.figures, rep.plots, rep.metrics, date, versions(),
                                     notice=index_notice(inputs, options),

@@ -30,7 +30,7 @@ def privacy_doc(dataset: str = "wesad", n_users: int = 9, params: dict | None = 
         eps_key(e): {"noise_multiplier": 0.0 if e == float("inf") else 8 / e,
                      "test_accuracy": accuracy[m][eps_key(e)]} for e in pp.epsilons}} for m in pp.methods}
     doc = {"dataset": dataset, "pct": pp.pct, "n_users": n_users, "n_units": n_users,
-           "delta": pp.delta_for(n_users), "relation": pp.relation, "clip": pp.clip, "ip_clip": pp.ip_clip,
+           "delta": pp.delta_for(n_users), "relation": pp.relation, "clip": pp.clip_for(dataset), "ip_clip": pp.ip_clip,
            "mechanism": "Gaussian mechanism (esnfed_core/privacy.py)", "accountant": "dp-accounting PLD",
            "seeds": [11, 12], "version": "0", "params": pp.record(budget), "methods": methods}
     if source is not None:
@@ -65,13 +65,14 @@ def _write(folder: Path, docs: dict) -> Path:
     return folder
 
 
-def _options(params: dict | None = None, **kw):
+def _options(params: dict | None = None, privacy: dict | None = None, **kw):
+    """The report's options: params.yaml's budget, ``privacy`` (default PRIVACY) as the section."""
     from esnfed_stages.experiment_params import budget_spec
     from esnfed_stages.report import ReportParams
 
     params = params or _repo_params()
     return ReportParams("100", budget=budget_spec(params),
-                        privacy_record=privacy_params({"privacy": PRIVACY}).record(params["budget"]), **kw)
+                        privacy_record=privacy_params({"privacy": privacy or PRIVACY}).record(params["budget"]), **kw)
 
 
 def _report(folder: Path, options=None) -> tuple[list[str], object]:
@@ -96,14 +97,15 @@ def test_the_header_says_what_every_table_header_says(tmp_path):
                                 "synthetic data (data.source: synthetic), not the real recordings, and budget "
                                 "`default` (3 trials, 2 retrains, units 20–40), not the papers' protocol")
     assert "The 'paper' columns of the IncFed and FedIP tables (the papers publish no private results)" in header[1]
-    assert header[-1].startswith("Date: 2026-01-01; versions: esnfed ")
-    assert "mean ± population std over the 2 retrains" in header[-2]
+    assert header[-2].startswith("Date: 2026-01-01; versions: esnfed ")
+    assert "mean ± population std over the 2 retrains" in header[-3]
+    assert header[-1] == "Missing inputs (n/a cells): none"
 
 
 def test_a_document_without_source_or_budget_reads_unknown_and_the_real_paper_run_is_the_protocol(tmp_path):
     old = privacy_doc(source=None)
     del old["params"]  # written before the document recorded them
-    header, _ = _report(_write(tmp_path / "old", {"wesad": old}))
+    header, _ = _report(_write(tmp_path / "old", {"wesad": old}), _options(datasets=("wesad",)))
     assert header[0].startswith("Data source: unknown; budget: unknown; retrains per cell: 2")
     params = _repo_params()
     params["budget"] = "paper"
@@ -160,3 +162,67 @@ def test_the_figure_keeps_the_legend_off_the_panels_and_both_lines_without_dp_in
         delta = f"{doc['delta']:.4g}"
         assert f"δ = {delta})" in ax.get_title() and f"{'WESAD' if ds == 'wesad' else 'HHAR'} {delta} (" in table
     assert "δ = 0.01235" in axes[0].get_title()
+
+
+def test_a_declared_dataset_of_your_own_gets_its_rows_after_the_papers(tmp_path):
+    """Part of issue 16: the report read runs/privacy/{wesad,hhar}.json only (DATASET_ORDER); now
+    every declared dataset, the papers' first, then the user's in params.yaml order."""
+    docs = {"zeta": privacy_doc("zeta", 6, source="import"), "wesad": privacy_doc(),
+            "alpha": privacy_doc("alpha", 4, source="import"), "hhar": privacy_doc("hhar", 5)}
+    folder = _write(tmp_path, docs)
+    header, rep = _report(folder, _options(datasets=("zeta", "wesad", "alpha", "hhar")))
+    md = rep.tables["privacy.md"].decode()
+    rows = [line.split(" | ")[:2] for line in md.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    assert rows == [["| WESAD", "incfed"], ["| WESAD", "fedip"], ["| HHAR", "incfed"], ["| HHAR", "fedip"],
+                    ["| zeta", "incfed"], ["| zeta", "fedip"], ["| alpha", "incfed"], ["| alpha", "fedip"]]
+    assert [r["dataset"] for r in _csv(rep.tables)][::6] == ["wesad", "hhar", "zeta", "alpha"]
+    assert "δ = WESAD 0.01235 (1/n², n = 9 users), HHAR 0.04 (1/n², n = 5 users), zeta 0.02778 (1/n², n = 6 " \
+           "users), alpha 0.0625 (1/n², n = 4 users)" in md
+    assert header[0].startswith("Data source: import, synthetic; budget: default")
+    assert "Missing inputs (n/a cells): none" in header and rep.missing == []
+    fig = privacy_report.draw(privacy_report.load(folder, datasets=("zeta", "wesad", "alpha", "hhar")))
+    assert [ax.get_title().split(" (")[0] for ax in fig.axes] == ["WESAD", "HHAR", "zeta", "alpha"]
+    only_own = _write(tmp_path / "own", {"mine": privacy_doc("mine", 4, source="import")})
+    header, _ = _report(only_own, _options(datasets=("mine",)))
+    assert not any("Not comparable" in line for line in header)  # no published values on the user's alone
+
+
+def test_a_missing_privacy_output_is_refused_or_shown_as_n_a_as_an_assess_file(tmp_path):
+    """Without --allow-missing a declared dataset's privacy output not written is one error naming
+    it and the command; with it, its rows read n/a, the header and `esnfed report` list it; with no
+    privacy output at all the stage did not run: no table, nothing missing (as before)."""
+    from esnfed_core.errors import DataError
+
+    folder = _write(tmp_path / "privacy", {"wesad": privacy_doc(), "hhar": privacy_doc("hhar", 5)})
+    options = _options(datasets=("wesad", "hhar", "mine", "other"))
+    with pytest.raises(DataError) as info:
+        _report(folder, options)
+    assert str(info.value) == (f"{folder / 'mine.json'}: not found: run `esnfed privacy --dataset mine` first, "
+                               "or pass --allow-missing (1 more privacy file(s) missing)")
+    from esnfed_stages import report
+
+    rep = report.Report()
+    report.add_privacy(rep, folder, "2026-01-01", options, allow_missing=True)
+    md = rep.tables["privacy.md"].decode()
+    assert f"- Missing inputs (n/a cells): {folder / 'mine.json'}, {folder / 'other.json'}" in md
+    assert "| mine | incfed | n/a | n/a | n/a | n/a |" in md and "| other | fedip | n/a | n/a | n/a | n/a |" in md
+    assert rep.missing == [folder / "mine.json", folder / "other.json"]
+    empty = report.Report()
+    report.add_privacy(empty, tmp_path / "none", "2026-01-01", options)
+    assert "privacy.md" not in empty.tables and "privacy.png" not in empty.figures and empty.missing == []
+
+
+def test_a_clip_per_dataset_is_printed_per_dataset_and_one_clip_once(tmp_path):
+    mapping = {**PRIVACY, "clip": {"wesad": 0.003, "hhar": 0.003, "mine": 0.01}}
+    docs = {ds: privacy_doc(ds, n, params=mapping) for ds, n in (("wesad", 9), ("hhar", 5), ("mine", 4))}
+    _, rep = _report(_write(tmp_path / "mapping", docs), _options(privacy=mapping, datasets=("wesad", "hhar", "mine")))
+    assert "(clip = WESAD 0.003, HHAR 0.003, mine 0.01)" in rep.tables["privacy.md"].decode()
+    _, rep = _report(_write(tmp_path / "number", {"wesad": privacy_doc(), "hhar": privacy_doc("hhar", 5)}))
+    assert "(clip = 0.003)" in rep.tables["privacy.md"].decode()
+
+
+def test_a_fixed_delta_is_not_called_one_over_n_squared(tmp_path):
+    fixed = {**PRIVACY, "delta": 1e-5}
+    docs = {"wesad": privacy_doc(params=fixed), "hhar": privacy_doc("hhar", 5, params=fixed)}
+    _, rep = _report(_write(tmp_path, docs), _options(privacy=fixed))
+    assert "- δ = WESAD 1e-05 (privacy.delta), HHAR 1e-05 (privacy.delta)" in rep.tables["privacy.md"].decode()
