@@ -231,6 +231,11 @@ def _declared_datasets(params: Mapping[str, Any]) -> None:
         for budget, b in (params.get("budgets") or {}).items():
             if name not in (b.get("space") or {}):
                 raise Invalid(f"budgets.{budget}.space.{name}: missing (datasets lists {quote(name)})")
+    clip = (params.get("privacy") or {}).get("clip")
+    for name in names if isinstance(clip, Mapping) else ():  # the privacy stage runs on every declared one
+        if name not in clip:
+            raise Invalid(f"privacy.clip.{name}: missing (datasets lists {quote(name)}; privacy.clip is a mapping: "
+                          "give every declared dataset its clip, or one number for all)")
     for name in params.get("continual_datasets") or []:
         if name not in names:
             raise Invalid(f"continual_datasets: {quote(name)} is not in datasets ({', '.join(names)})")

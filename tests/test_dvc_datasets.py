@@ -41,7 +41,8 @@ def test_repository_pipeline_runs_the_example_everywhere(tmp_path):
     assert stages["import@example"] == "esnfed import --dataset example"
     assert stages["partition@example"] == "esnfed partition --dataset example"
     assert stages["assess-continual@example-fedclip-joint"].startswith("esnfed assess --dataset example")
-    assert "preprocess@example" not in stages and "privacy@example" not in stages
+    assert "preprocess@example" not in stages
+    assert stages["privacy@example"] == "esnfed privacy --dataset example"  # every declared dataset
 
 
 def test_declaring_and_removing_datasets_changes_the_stages(tmp_path):
@@ -53,9 +54,10 @@ def test_declaring_and_removing_datasets_changes_the_stages(tmp_path):
     mine = sorted(s for s in stages if "mine" in s)
     assert "import@mine" in mine and "select-esn@mine-ridge" in mine and "assess-ip@mine-fedip" in mine
     assert not [s for s in mine if "clip" in s]  # not continual
-    # The papers'-datasets-only studies (privacy, issue 13's deep and heterogeneous tables) keep
-    # their fixed [wesad, hhar] lists; every other stage follows `datasets`.
-    paper_only = ("synthesize", "preprocess", "privacy", "select-deep", "retrain-deep", "assess-deep",
+    assert "privacy@mine" in mine and "privacy@hhar" not in stages  # privacy follows `datasets`
+    # The papers'-datasets-only studies (issue 13's deep and heterogeneous tables) keep their fixed
+    # [wesad, hhar] lists; every other stage follows `datasets`.
+    paper_only = ("synthesize", "preprocess", "select-deep", "retrain-deep", "assess-deep",
                   "select-hetero", "retrain-hetero", "assess-hetero",
                   "flower")  # issue 14 item 2: SecAgg+ overhead on the papers' datasets
     assert not [s for s in stages if "@hhar" in s and not s.startswith(paper_only)]
