@@ -60,6 +60,10 @@ class ContinualResult:
     joint_trace: list[list[float]] = field(default_factory=list)  # joint: validation stream acc per round
     joint_capped: list[bool] = field(default_factory=list)  # joint: max_rounds, not early stopping, ended context t
     buffer_sizes: list[list[int]] = field(default_factory=list)  # replay: |M_t,c| used at context t
+    # clients that trained at each context (those with windows there: the others sit it out) and the
+    # IP rounds run there (joint: every round of its loop, kept or not): the message counts follow
+    participants: list[int] = field(default_factory=list)
+    context_rounds: list[int] = field(default_factory=list)
 
     def stream_accuracy(self, name: str) -> np.ndarray:
         """(T_ctx,): after context i, accuracy pooled over contexts 0..i of eval set ``name``."""
@@ -404,7 +408,10 @@ def run_continual(
     )
     cur = res  # naive and replay carry (g, b) over from the reservoir given
     for t in range(n_ctx):
+        rounds_before = fed.ip_rounds_run
         cur, w, used = strategy.train_context(fed, res, cur, t, validation, result)
+        result.participants.append(fed.taking_part)
+        result.context_rounds.append(fed.ip_rounds_run - rounds_before)
         result.reservoirs.append(cur)
         result.readouts.append(w)
         result.ip_rounds.append(used)
@@ -451,6 +458,7 @@ class _Federation:
         # Each algorithm numbers its own rounds in the ledger: FedCLIP's IP rounds, IncFed's solves.
         self._rounds = 0
         self._solves = 0
+        self.taking_part = 0  # clients training at the current context (``participants``)
 
     def participants(self, t: int, strategy: ContinualStrategy) -> _Participants:
         """Clients with windows at context ``t`` (the others sit the context out)."""
@@ -465,7 +473,13 @@ class _Federation:
             fits.append(strategy.local_fit(self, c, t, split))
         if not names:
             raise ParameterError(f"train: context {t} has no windows in any client")
+        self.taking_part = len(names)
         return _Participants(names, data, weights, fits)
+
+    @property
+    def ip_rounds_run(self) -> int:
+        """IP rounds (centralised: epochs) run so far, over every context."""
+        return self._rounds
 
     def epochs_fit(self, x: np.ndarray, rng: np.random.Generator) -> Callable[[Reservoir], Reservoir]:
         """A client's local fit: ``epochs`` shuffled IP epochs on ``x``."""

@@ -394,6 +394,20 @@ class Communication:
     ip_rounds: int | None = None  # FedIP rounds (FedCLIP: summed over contexts)
     readouts: int | None = None   # IncFed readouts solved (FedIP: 1; FedCLIP: see split_rounds)
     inputs: int | None = None     # U, input features (the ensemble uploads each client's W_in)
+    # FedCLIP: clients that trained at each context (a client without windows there sends nothing)
+    # and the IP rounds run there; None when not recorded (every client then counts in every round)
+    participants: tuple[int, ...] | None = None
+    context_rounds: tuple[int, ...] | None = None
+
+    @property
+    def participations(self) -> int:
+        """Client-rounds that sent something: clients × rounds, unless ``participants`` says that
+        some clients sat a context out (FedCLIP: at context t, ``participants[t]`` clients in each of
+        its IP rounds and readouts)."""
+        per_context = _context_messages(self)
+        if per_context is None:
+            return self.clients * self.rounds
+        return sum(p * (r + s) for p, (r, s) in zip(self.participants, per_context))
 
 
 # A ``communication`` entry (a saved model's .json, an assess file's share: docs/assess-contract.md):
@@ -402,6 +416,9 @@ class Communication:
 # other methods. The communication table reads every federated entry's counts.
 COMMUNICATION_COUNTS = ("up_floats", "down_floats", "up_bytes", "down_bytes", "rounds", "clients")
 COMMUNICATION_SIZES = ("units", "classes", "ip_rounds", "readouts", "inputs")
+# FedCLIP's, one integer per context (absent or null when not recorded): the clients that trained
+# at the context and the IP rounds run there (esnfed_core.trial.fit_continual)
+COMMUNICATION_CONTEXTS = ("participants", "context_rounds")
 
 
 def check_communication(key: str, value: Any, federated: bool) -> None:
@@ -421,6 +438,18 @@ def check_communication(key: str, value: Any, federated: bool) -> None:
             raise ParameterError(f"{key}.{name}: missing")
         if isinstance(v, bool) or not isinstance(v, int) or v < 0:
             raise ParameterError(f"{key}.{name}: expected an integer >= 0, got {quote(v)}")
+    lengths = set()
+    for name in COMMUNICATION_CONTEXTS:
+        v = value.get(name)
+        if v is None:
+            continue
+        if not isinstance(v, list) or not v or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0
+                                                       for i in v):
+            raise ParameterError(f"{key}.{name}: expected a list of integers >= 0, one per context, got {quote(v)}")
+        lengths.add(len(v))
+    if len(lengths) > 1:
+        raise ParameterError(f"{key}: participants and context_rounds must have one entry per context each, got "
+                             f"{len(value['participants'])} and {len(value['context_rounds'])}")
 
 
 def split_rounds(method: str, rounds: int, contexts: int | None) -> tuple[int | None, int | None]:
@@ -439,11 +468,23 @@ def split_rounds(method: str, rounds: int, contexts: int | None) -> tuple[int | 
     return None, None
 
 
+def _context_messages(c: Communication) -> list[tuple[int, int]] | None:
+    """FedCLIP's (IP rounds, readouts) at each context from the recorded ``context_rounds`` (naive
+    and replay: one readout per context; joint: one per IP round, it re-solves every round), or
+    None when ``participants`` or ``context_rounds`` is not recorded (or they disagree in length)."""
+    if c.participants is None or c.context_rounds is None or len(c.participants) != len(c.context_rounds):
+        return None
+    joint = c.method == "fedclip-joint"
+    return [(r, r if joint else 1) for r in c.context_rounds]
+
+
 def analytic_floats(c: Communication) -> tuple[str, str, int | None, int | None]:
     """PROTOCOL §3 and §5 formulas: (per-client text up, down, total up, total down).
 
     IncFed: up N² + N·C, down N·C, one round. FedAvg: N·C each way. FedIP and FedCLIP: 2N each
-    way per IP round, plus an IncFed readout (up N² + N·C, down N·C) per readout solved.
+    way per IP round, plus an IncFed readout (up N² + N·C, down N·C) per readout solved. Each
+    client sends in every round, except FedCLIP's where ``participants`` is recorded: at context t
+    only the ``participants[t]`` clients with windows there send, in each of its rounds.
     Totals are None when a size they need (N, C, rounds, readouts) is unknown.
     """
     n, k, ncls = c.units, c.clients, c.classes
@@ -461,20 +502,26 @@ def analytic_floats(c: Communication) -> tuple[str, str, int | None, int | None]
     if base == "fedavg":
         return ("N·C", "N·C", k * n * ncls if known else None, k * n * ncls if known else None)
     if base in ("fedip", "fedclip"):
+        texts = ("2N per IP round + (N²+N·C) per readout", "2N per IP round + N·C per readout")
+        per_context = _context_messages(c) if base == "fedclip" else None
+        if per_context is not None and known:  # the clients that took part at each context
+            up = sum(p * (2 * n * r + s * (n * n + n * ncls)) for p, (r, s) in zip(c.participants, per_context))
+            down = sum(p * (2 * n * r + s * n * ncls) for p, (r, s) in zip(c.participants, per_context))
+            return (*texts, up, down)
         ok = known and c.ip_rounds is not None and c.readouts is not None
         up = k * (2 * n * c.ip_rounds + c.readouts * (n * n + n * ncls)) if ok else None
         down = k * (2 * n * c.ip_rounds + c.readouts * n * ncls) if ok else None
-        return ("2N per IP round + (N²+N·C) per readout", "2N per IP round + N·C per readout",
-                up, down)
+        return (*texts, up, down)
     return ("", "", None, None)
 
 
 def communication_rows(items: Iterable[Communication]) -> list[dict[str, Any]]:
-    """One row per (dataset, pct, method): measured per client per round and total, analytic, and
-    whether the two agree (``match``: None when an analytic total is unknown)."""
+    """One row per (dataset, pct, method): measured per client per round (per client-round that
+    sent: ``participations``) and total, analytic, and whether the two agree (``match``: None when
+    an analytic total is unknown)."""
     rows = []
     for c in items:
-        per = max(c.clients * c.rounds, 1)
+        per = max(c.participations, 1)
         f_up, f_down, a_up, a_down = analytic_floats(c)
         match = None if a_up is None else (a_up == c.up_floats and a_down == c.down_floats)
         rows.append({
@@ -490,8 +537,23 @@ def communication_rows(items: Iterable[Communication]) -> list[dict[str, Any]]:
             "formula_up": f_up, "formula_down": f_down,
             "analytic_up_floats": a_up, "analytic_down_floats": a_down,
             "match": match,
+            "participations": c.participations, "participants": c.participants,
         })
     return rows
+
+
+def participation_notes(rows: Iterable[Mapping[str, Any]]) -> list[str]:
+    """A header line for a communication table where some client sat a context out (FedCLIP, a
+    client without windows there): none where every client sent in every round (the papers')."""
+    partial = [r for r in rows if r.get("participations") != r["clients"] * r["rounds"]]
+    if not partial:
+        return []
+    cases = "; ".join(f"{r['dataset']} {r['method']} {r['pct']} %: clients per context "
+                      f"{', '.join(map(str, r['participants']))}, {r['participations']} client-rounds of "
+                      f"{r['clients'] * r['rounds']}" for r in partial)
+    return ["A client without windows at a context sits it out and sends nothing there, so per client per "
+            "round divides by the client-rounds that sent and the analytic totals count, at each context, "
+            f"the clients that took part (the assess file's communication.participants): {cases}"]
 
 
 # ---------------------------------------------------------------------------------------------

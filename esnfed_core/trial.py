@@ -336,7 +336,12 @@ def fit_continual(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialData,
         context_gain=np.stack([r.gain for r in result.reservoirs]),
         context_bias=np.stack([r.bias for r in result.reservoirs]),
         context_readout=np.stack([np.asarray(w, np.float64) for w in result.readouts]),
-        communication=communication(ledger, len(data.train)) if ledger is not None else None,
+        communication=None if ledger is None else {
+            **communication(ledger, len(data.train)),
+            # who sent at each context, and how many IP rounds: the analytic message counts (a client
+            # without windows at a context sends nothing there; esnfed_core/tables.py analytic_floats)
+            "participants": [int(p) for p in result.participants],
+            "context_rounds": [int(r) for r in result.context_rounds]},
         validation=val, ip_rounds=[int(r) for r in result.ip_rounds],
         joint_capped=[bool(c) for c in result.joint_capped] if m.strategy == "joint" else None,
     )

@@ -221,7 +221,7 @@ def run(
     batched = exp.settings.accelerated(method) and not method.continual
     if batched:
         require_torch(exp.settings.device)
-    data = open_dataset(data_dir, dataset)
+    data = open_dataset(data_dir, dataset, exp.processed.get(dataset))
     pcts = heterogeneity.shares(exp, method, list(PCTS))  # issue 13: the budget's shares
     exp = heterogeneity.settings_for(exp, method, dataset)
     check_retrained(runs_dir, data, method, pcts, exp)

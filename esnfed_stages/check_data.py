@@ -89,6 +89,33 @@ def checked_manifest(folder: str | Path) -> dict[str, Any]:
     return manifest
 
 
+def empty_contexts(path: Path, manifest: Mapping[str, Any], counts: list[list[int]]) -> list[str]:
+    """A line per context of the manifest's ``context_names`` that no user holds a window of
+    (``counts``: each user's windows per context): a context declared without data, e.g. a name in
+    imports.<name>.contexts that no row holds, which no continual method could train or test on."""
+    hint = (f" (is it in imports.{manifest.get('dataset')}.contexts but in no row? remove it there and "
+            "import again)" if manifest.get("source") == "import" else "")
+    return [f"{path}: context {quote(name)} ({t}) has no windows in any user{hint}"
+            for t, name in enumerate(manifest["context_names"]) if not any(c[t] for c in counts)]
+
+
+def context_windows(path: Path, manifest: Mapping[str, Any]) -> dict[str, list[int]]:
+    """Each user's windows per context, from a manifest that passed ``check_manifest``: DataError
+    naming ``path`` at the first entry without K counts >= 0, or at a context no user has a window of."""
+    names = manifest["context_names"]
+    out = {}
+    for user, entry in manifest["users"].items():
+        v = entry.get("windows_per_context") if isinstance(entry, dict) else None
+        if not isinstance(v, list) or len(v) != len(names) or not all(_is_int(i) and i >= 0 for i in v):
+            raise DataError(f"{path}: users.{user}.windows_per_context must list {len(names)} counts >= 0, "
+                            f"got {quote(v)}")
+        out[user] = v
+    problems = empty_contexts(path, manifest, list(out.values()))
+    if problems:
+        raise DataError(problems[0])
+    return out
+
+
 def _entry(path: Path, user: str, entry: Any, k: int | None, c: int | None) -> list[str]:
     where = f"{path}: users.{user}"
     if not isinstance(entry, dict):
@@ -203,6 +230,10 @@ def check_folder(folder: str | Path) -> list[str]:
         out += problems
         if isinstance(entry, dict):
             out += check_user(folder, user, entry, manifest)
+    counts = [e.get("windows_per_context") for e in users.values() if isinstance(e, dict)]
+    if k is not None and len(counts) == len(users) and \
+            all(isinstance(v, list) and len(v) == k and all(_is_int(i) for i in v) for v in counts):
+        out += empty_contexts(path, manifest, counts)
     for extra in sorted(folder.glob("*.npz")):
         if extra.stem not in users:
             out.append(f"{extra}: not listed in manifest.json users")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -25,6 +25,7 @@ from esnfed_core.validation import COUNT, Bound, ParameterError
 from esnfed_core.vocabulary import BACKENDS, DATASETS, DEVICES, PCTS
 from esnfed_stages._datasets import check_declared, declared
 from esnfed_stages.heterogeneity_params import HeteroParams, hetero_params
+from esnfed_stages.processed_params import DataParams, data_params
 from esnfed_stages.sections import check_keys as _check_keys, bounded, section
 
 
@@ -78,6 +79,9 @@ class ExperimentParams:
     activation_datasets: tuple[str, ...]
     # issue 13: params.yaml ``heterogeneity`` (esnfed_stages.heterogeneity); None without the section
     heterogeneity: HeteroParams | None = None
+    # per declared dataset, the import or preprocess settings its manifest must record (a folder
+    # written under others is refused where it is opened: esnfed_stages/processed_params.py)
+    processed: Mapping[str, DataParams] = field(default_factory=dict)
 
     def method_space(self, dataset: str, method: Method) -> list[Dimension]:
         """The dimensions a stationary method searches: the dataset's reservoir space, plus the
@@ -291,7 +295,9 @@ def experiment_params(params: Mapping[str, Any]) -> ExperimentParams:
     if not isinstance(act_ds, list) or any(d not in DATASETS for d in act_ds):
         raise ConfigError(f"params.yaml: 'assess.activation_datasets' must be a list of {', '.join(DATASETS)}")
     het = hetero_params(params) if "heterogeneity" in params else None
-    return ExperimentParams(seed, budget, trials, retrains, space, settings, runner, bins, tuple(act_ds), het)
+    processed = {ds: d for ds in declared(params) if (d := data_params(params, ds)) is not None}
+    return ExperimentParams(seed, budget, trials, retrains, space, settings, runner, bins, tuple(act_ds), het,
+                            processed)
 
 
 def parse_pcts(pct: str) -> list[str]:

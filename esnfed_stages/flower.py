@@ -133,7 +133,7 @@ def share_inputs(dataset: str, pct: str, params: Mapping[str, Any], data_dir: Pa
     """What every app's pipeline trial of a share uses: the experiment params, the share's
     training and validation users, the test users and the retrain stage's first seed."""
     exp = experiment_params(params)
-    data = open_dataset(data_dir, dataset)
+    data = open_dataset(data_dir, dataset, exp.processed.get(dataset))
     trial_data = TrialData(data.load(data.train_users(pct)), data.load(data.validation_users), data.n_classes,
                            data.n_contexts)
     test = list(data.load(data.test_users).values())

@@ -55,12 +55,16 @@ def run_shares(share_dir: Callable[[Path, str, str, str], Path], dataset: str, m
     each one's folder ``share_dir(runs_dir, dataset, method.id, pct)`` locked for the run (a second
     run on the same share stops at once), then ``body(pcts, exp, data, runner)``: the runner for the
     method (default ``exp.runner``; ``for_method``), ``exp`` on its device with the method's
-    settings for the dataset (``heterogeneity.settings_for``), and the dataset opened."""
+    settings for the dataset (``heterogeneity.settings_for``), and the dataset opened (for a
+    continual method, its splits checked to cover every context: ``Dataset.check_contexts``)."""
     pcts = heterogeneity.shares(exp, method, pcts)  # issue 13: the budget's shares
     with output_locks([share_dir(runs_dir, dataset, method.id, p) for p in pcts]):
         runner = for_method(runner or exp.runner, method)
         exp = heterogeneity.settings_for(exp.on_device(runner.device), method, dataset)
-        return body(pcts, exp, open_dataset(data_dir, dataset), runner)
+        data = open_dataset(data_dir, dataset, exp.processed.get(dataset))
+        if method.continual:  # a partition written before `esnfed partition` checked the contexts
+            data.check_contexts(method.id, pcts)
+        return body(pcts, exp, data, runner)
 
 
 def clean_share(directory: Path, numbered: re.Pattern[str], n: int, stale: re.Pattern[str]) -> None:

@@ -4,25 +4,33 @@ users, context order) checked against the processed manifest -> data/partitions/
 params.yaml ``partition.<dataset>`` gives fixed lists (the papers' splits) or, for a user's own
 dataset, ``{fractions: {validation: f, test: f}, seed: s}``: the manifest's users shuffled with the
 seed, the first share of them for test, the next for validation, the rest for training, whose first
-ceil(pct/100 · n) users form the nested training share pct."""
+ceil(pct/100 · n) users form the nested training share pct.
+
+Every context of the manifest must hold windows of some user (docs/data-contract.md §4); for a
+dataset in ``continual_datasets`` every share's training users, the validation users and the test
+users must each hold windows of every context: the continual methods train on each context in
+turn, joint's early stopping and the selection score the validation users' contexts, and the
+stream accuracy pools each context's test windows. A partition that misses one is refused here,
+not hours later when the first continual trial reaches that context."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
 
-from esnfed_core.data.processed import USER_NAME_HINT, is_user_name
+from esnfed_core.data.processed import MANIFEST, USER_NAME_HINT, is_user_name
 from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.quote import quote
 from esnfed_core.validation import Bound, ParameterError
 from esnfed_core.vocabulary import PCTS
-from esnfed_stages._datasets import is_paper
+from esnfed_stages._datasets import continual_declared, is_paper
 from esnfed_stages._io import output_lock, write_json
-from esnfed_stages.check_data import checked_manifest
+from esnfed_stages.check_data import checked_manifest, context_windows
+from esnfed_stages.processed_params import DataParams, check_processed, data_params
 from esnfed_stages.sections import section
 from esnfed_stages.preprocess import DEFAULT_OUT as DEFAULT_PROCESSED
 
@@ -86,13 +94,17 @@ def check_spec(dataset: str, spec: Any) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class PartitionParams:
-    """``partition.<dataset>``, checked: fixed splits (``spec``) or fractions with a seed."""
+    """``partition.<dataset>``, checked: fixed splits (``spec``) or fractions with a seed.
+    ``continual``: the dataset is in ``continual_datasets`` (every split must cover every context);
+    ``data``: the settings the processed folder must have been written with (processed_params)."""
 
     dataset: str
     spec: Mapping[str, Any] | None = None  # {train: {pct: [...]}, validation, test}
     validation: float | None = None
     test: float | None = None
     seed: int | None = None
+    continual: bool = False
+    data: DataParams | None = None  # what the manifest must record (params.yaml's imports/preprocess now)
 
     def resolve(self, users: list[str]) -> dict[str, Any]:
         """The splits of ``users`` (the manifest's, sorted): the fixed ones, or drawn by the seed."""
@@ -109,8 +121,11 @@ class PartitionParams:
 
 
 def partition_params(params: Mapping[str, Any], dataset: str) -> PartitionParams:
-    """``partition.<dataset>`` of the loaded params, checked (the schema checks it through here)."""
-    return check_partition(dataset, section(params, f"partition.{dataset}"))
+    """``partition.<dataset>`` of the loaded params, checked (the schema checks the section through
+    check_partition), whether the continual methods run on the dataset, and the import or preprocess
+    settings its processed folder must record."""
+    options = check_partition(dataset, section(params, f"partition.{dataset}"))
+    return replace(options, continual=dataset in continual_declared(params), data=data_params(params, dataset))
 
 
 def check_partition(dataset: str, value: Any) -> PartitionParams:
@@ -142,6 +157,7 @@ def run(options: PartitionParams, processed_root: str | Path | None = None,
     manifest = checked_manifest(folder)
     if manifest.get("dataset") != dataset:
         raise DataError(f"{folder}/manifest.json: dataset is {quote(manifest.get('dataset'))}, expected {quote(dataset)}")
+    check_processed(folder, manifest, options.data)  # imported or preprocessed under params.yaml's settings now
     known = manifest["users"]
     spec = options.resolve(list(known))
     listed = [u for users in spec["train"].values() for u in users] + spec["validation"] + spec["test"]
@@ -149,9 +165,54 @@ def run(options: PartitionParams, processed_root: str | Path | None = None,
         if user not in known:
             raise ConfigError(f"partition.{dataset}: user {quote(user)} is not in {folder}/manifest.json "
                               f"(users there: {quote(sorted(known))})")
+    counts = context_windows(folder / MANIFEST, manifest)
+    if options.continual:
+        check_contexts(options, spec, counts, manifest["context_names"], folder / MANIFEST)
     out = {"dataset": dataset, **spec, "n_contexts": manifest["n_contexts"],
            "context_names": manifest["context_names"]}
     path = Path(out_root if out_root is not None else DEFAULT_OUT) / f"{dataset}.json"
     with output_lock(path):
         write_json(path, out)
     return out
+
+
+def _splits(spec: Mapping[str, Any]) -> list[tuple[str, str, list[str]]]:
+    """(key, what, users) of each split, the training shares smallest first."""
+    shares = [(f"train.{pct}", f"the training users of share {pct}", spec["train"][pct])
+              for pct in sorted(spec["train"], key=int)]
+    return shares + [("validation", "the validation users", spec["validation"]),
+                     ("test", "the test users", spec["test"])]
+
+
+def uncovered(spec: Mapping[str, Any], counts: Mapping[str, list[int]], names: list[str]
+              ) -> tuple[str, str, list[str], list[str]] | None:
+    """The first split of ``spec`` whose users hold no window of some context: (key, what, users,
+    the contexts' names), or None when each split covers every context (``counts``: windows per
+    context of each user, the manifest's)."""
+    for split, what, users in _splits(spec):
+        missing = [names[t] for t in range(len(names)) if not any(counts[u][t] for u in users)]
+        if missing:
+            return split, what, list(users), missing
+    return None
+
+
+def coverage_problem(split: str, what: str, users: list[str], missing: list[str]) -> str:
+    """``<split>: <what> (<users>) have no windows in context(s) <names>``."""
+    return (f"{split}: {what} ({', '.join(users)}) have no windows in context{'s' if len(missing) > 1 else ''} "
+            f"{', '.join(map(quote, missing))}")
+
+
+def check_contexts(options: PartitionParams, spec: Mapping[str, Any], counts: Mapping[str, list[int]],
+                   names: list[str], manifest_path: Path) -> None:
+    """ConfigError naming the share or split, and the contexts by name, where the users of a split
+    hold no window of a context (``counts``: windows per context of each user, the manifest's)."""
+    found = uncovered(spec, counts, names)
+    if found is None:
+        return
+    dataset = options.dataset
+    fix = ("list a user who has windows there" if options.spec is not None else
+           f"draw another split (partition.{dataset}.seed or fractions) or list the users")
+    raise ConfigError(
+        f"params.yaml: partition.{dataset}: {coverage_problem(*found)} ({manifest_path}); {dataset} is in "
+        f"continual_datasets, whose methods train, validate and test on every context: {fix}, or take "
+        f"{dataset} out of continual_datasets")

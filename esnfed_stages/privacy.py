@@ -160,7 +160,7 @@ def run(dataset: str, privacy: PrivacyParams, exp: ExperimentParams, *, data_dir
     are params.yaml's sections, parsed once (``privacy_params``, ``experiment_params``)."""
     pp = privacy
     clip = pp.clip_for(dataset)
-    data = open_dataset(data_dir, dataset)
+    data = open_dataset(data_dir, dataset, exp.processed.get(dataset))
     pct = pp.pct
     train_users = data.train_users(pct)
     trial_data = TrialData(data.load(train_users), data.load(data.validation_users), data.n_classes,

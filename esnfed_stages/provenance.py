@@ -13,19 +13,19 @@ from esnfed_core.quote import quote
 KEY = "params"
 
 
-def _plain(value: Any) -> Any:
+def plain(value: Any) -> Any:
     """``value`` as it reads back from JSON: tuples as lists, all the way down."""
     if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
+        return [plain(v) for v in value]
     if isinstance(value, Mapping):
-        return {k: _plain(v) for k, v in value.items()}
+        return {k: plain(v) for k, v in value.items()}
     return value
 
 
 def record(values: Mapping[str, Any]) -> dict[str, Any]:
     """The ``params`` object an output records: {params.yaml key: value}, a None value (a key
     params.yaml does not have) left out."""
-    return {key: _plain(v) for key, v in values.items() if v is not None}
+    return {key: plain(v) for key, v in values.items() if v is not None}
 
 
 def check(path: str | Path, doc: Mapping[str, Any], expected: Mapping[str, Any], rerun: str,
@@ -41,7 +41,7 @@ def check(path: str | Path, doc: Mapping[str, Any], expected: Mapping[str, Any],
         raise DataError(f"{path}: {KEY}: expected an object of params.yaml keys, got {quote(rec)}")
     rec = {**{key: doc[field] for key, field in (top_level or {}).items() if field in doc}, **rec}
     for key, want in expected.items():
-        if want is None or key not in rec or _plain(rec[key]) == _plain(want):
+        if want is None or key not in rec or plain(rec[key]) == plain(want):
             continue
-        raise DataError(f"{path}: {verb} with {key.rsplit('.', 1)[-1]} {quote(_plain(rec[key]))} but "
-                        f"params.yaml's {key} is {quote(_plain(want))}: rerun {rerun}")
+        raise DataError(f"{path}: {verb} with {key.rsplit('.', 1)[-1]} {quote(plain(rec[key]))} but "
+                        f"params.yaml's {key} is {quote(plain(want))}: rerun {rerun}")

@@ -24,7 +24,8 @@ from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.quote import failure, quote
 from esnfed_core.tables import (
     COMMUNICATION_METHODS, TABLES, Cell, Communication, Published, TableSpec, build_cells,
-    communication_rows, hetero_cells, metrics, parse_published, required_inputs, split_rounds, table_specs,
+    communication_rows, hetero_cells, metrics, parse_published, participation_notes, required_inputs, split_rounds,
+    table_specs,
 )
 from esnfed_core.vocabulary import DATASETS, PCTS, VARIANTS
 from esnfed_stages import comparability, hetero_report, privacy_report, provenance, report_index, secagg_report
@@ -203,6 +204,8 @@ def communication_items(inputs: Inputs, datasets: Sequence[str] = DATASETS,
                                          n_classes(ds) if ds in DATASETS else (user_classes or {}).get(ds)),
                         ip_rounds=_opt_int(comm.get("ip_rounds", ip_rounds)),
                         readouts=_opt_int(comm.get("readouts", readouts)),
+                        participants=_opt_ints(comm.get("participants")),
+                        context_rounds=_opt_ints(comm.get("context_rounds")),
                     ))
                 except (KeyError, TypeError, ValueError) as exc:
                     raise DataError(f"{inputs.paths[(ds, method)]}: pcts.{pct}.communication "
@@ -212,6 +215,10 @@ def communication_items(inputs: Inputs, datasets: Sequence[str] = DATASETS,
 
 def _opt_int(v: Any) -> int | None:
     return None if v is None else int(v)
+
+
+def _opt_ints(v: Any) -> tuple[int, ...] | None:
+    return None if v is None else tuple(int(i) for i in v)
 
 
 @dataclass
@@ -256,6 +263,7 @@ def build(inputs: Inputs, ttest_doc: Mapping[str, Any], published: Published, da
         "the readout every round). IP rounds and readouts are split from the ledger's summed round "
         "count; 'match' = analytic totals equal the measured ones",
         *([hetero_report.COMMUNICATION_NOTE] if hetero else []),
+        *participation_notes(comm),
         f"Date: {date}; versions: {versions()}",
     ]
     rep.tables["communication.md"] = render_communication_markdown(comm, comm_header).encode()
@@ -332,6 +340,7 @@ def add_user_communication(rep: Report, inputs: Inputs, ttest_doc: Mapping[str, 
         rows = communication_rows(communication_items(inputs, (ds,), user_classes))
         header = header_lines(spec, inputs, ttest_doc, date)[:1] + [
             "Measured and analytic floats per message as in communication.md (N units, C classes)",
+            *participation_notes(rows),
             f"Date: {date}; versions: {versions()}"]
         rep.tables[f"communication-{ds}.md"] = render_communication_markdown(rows, header, ds).encode()
         rep.tables[f"communication-{ds}.csv"] = communication_csv(rows).encode()

@@ -18,7 +18,9 @@ from esnfed_core.quote import quote
 from esnfed_core.trial import TrialData
 from esnfed_core.vocabulary import PCTS
 from esnfed_stages._io import file_sha256, read_json
-from esnfed_stages.check_data import checked_manifest
+from esnfed_stages.check_data import checked_manifest, context_windows
+from esnfed_stages.partition import coverage_problem, uncovered
+from esnfed_stages.processed_params import DataParams, check_processed
 
 
 @dataclass(frozen=True, eq=False)
@@ -29,6 +31,7 @@ class Dataset:
     directory: Path
     manifest: Mapping[str, Any]
     partition: Mapping[str, Any]
+    partition_path: Path | None = None
 
     @property
     def n_classes(self) -> int:
@@ -81,6 +84,21 @@ class Dataset:
         return DataRef(str(self.directory.absolute()), tuple(train), tuple(validation), self.n_classes,
                        self.n_contexts, self.fingerprint(list(train) + list(validation)))
 
+    def check_contexts(self, method: str, pcts: Sequence[str]) -> None:
+        """DataError naming the partition file, the split and the contexts where the training users
+        of a share of ``pcts``, the validation or the test users hold no window of a context: a
+        continual ``method`` would fail there only once its trials reach the context. `esnfed
+        partition` refuses such a split for a dataset in continual_datasets; a partition written
+        before that check, or by hand, is caught here."""
+        counts = context_windows(self.directory / "manifest.json", self.manifest)
+        spec = {"train": {p: self.train_users(p) for p in pcts}, "validation": self.validation_users,
+                "test": self.test_users}
+        found = uncovered(spec, counts, list(self.manifest["context_names"]))
+        if found is not None:
+            raise DataError(f"{self.partition_path}: {coverage_problem(*found)}; {method} trains, validates and "
+                            f"tests on every context: change partition.{self.name} in params.yaml and rerun "
+                            f"`esnfed partition --dataset {self.name}`")
+
     def load(self, users: Sequence[str]) -> dict[str, UserData]:
         """The users' data, windows left on disk (read batch by batch when scored); each file is
         first checked against the manifest's sha256."""
@@ -111,10 +129,13 @@ def _check_values(path: Path, data: UserData, n_classes: int, n_contexts: int) -
                             f"{start + int(np.argwhere(bad)[0][0])}; `esnfed check-data` lists every problem)")
 
 
-def open_dataset(data_dir: Path, dataset: str) -> Dataset:
-    """Read data/processed/<dataset>/manifest.json and data/partitions/<dataset>.json."""
+def open_dataset(data_dir: Path, dataset: str, expected: DataParams | None = None) -> Dataset:
+    """Read data/processed/<dataset>/manifest.json and data/partitions/<dataset>.json; ``expected``:
+    the import or preprocess settings the manifest must record (params.yaml's now, a stale folder
+    is refused: esnfed_stages/processed_params.py)."""
     directory = Path(data_dir) / "processed" / dataset
     manifest = checked_manifest(directory)  # n_classes, n_contexts, users, ... of the right types
+    check_processed(directory, manifest, expected)
     ppath = Path(data_dir) / "partitions" / f"{dataset}.json"
     part = read_json(ppath, f"not found: run `esnfed partition --dataset {dataset}` first")
     if not isinstance(part, dict):
@@ -145,7 +166,7 @@ def open_dataset(data_dir: Path, dataset: str) -> Dataset:
             raise ConfigError(f"{ppath}: user '{u}' is not in {mpath}")
         if not isinstance(manifest["users"][u], dict):
             raise DataError(f"{mpath}: users.{u} must be an object, got {quote(manifest['users'][u])}")
-    return Dataset(dataset, directory, manifest, part)
+    return Dataset(dataset, directory, manifest, part, ppath)
 
 
 @dataclass(frozen=True)

@@ -148,6 +148,15 @@ def _bad_user_name(m, f):
     _rewrite(f, m)
 
 
+def _empty_context(m, f):
+    """A context declared without data (imports.<name>.contexts naming a value no row holds)."""
+    m["context_names"].append("night")
+    m["n_contexts"] = 3
+    for entry in m["users"].values():
+        entry["windows_per_context"].append(0)
+    _rewrite(f, m)
+
+
 def _not_json(m, f):
     (f / "manifest.json").write_text("{not json")
 
@@ -171,6 +180,8 @@ CATALOGUE = [
     ("pickled", _pickled, "u1.npz: array 'x' holds Python objects"),
     ("user name", _bad_user_name, "user '../evil' is not a plain name"),
     ("json", _not_json, "manifest.json: not valid JSON"),
+    ("empty context", _empty_context, "manifest.json: context 'night' (2) has no windows in any user (is it in "
+                                      "imports.mine.contexts but in no row? remove it there and import again)"),
 ]
 
 

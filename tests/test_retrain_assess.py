@@ -87,7 +87,8 @@ def test_assess_json_follows_the_contract(run_a, algo, strategy):
         assert (row["communication"] is not None) == m.federated
         if m.federated:
             comm = row["communication"]
-            assert set(comm) == {"up_floats", "down_floats", "up_bytes", "down_bytes", "rounds", "clients"}
+            assert set(comm) == {"up_floats", "down_floats", "up_bytes", "down_bytes", "rounds", "clients"} | (
+                {"participants", "context_rounds"} if m.continual else set())  # FedCLIP: who sent at each context
             assert comm["clients"] == len(TRAIN[pct]) and comm["up_floats"] > 0 and comm["rounds"] >= 1
         if m.continual:
             t = 3
