@@ -333,6 +333,7 @@ class Spill:
         self.labels: dict[str, int] = {l: i for i, l in enumerate(p.classes)} if p.classes else {}
         self.contexts: dict[str, int] = {c: i for i, c in enumerate(p.contexts)} if p.contexts else {}
         self.seen_labels: set[int] = set()  # label codes of the rows kept (``classes`` may list more)
+        self.seen_contexts: set[int] = set()  # context codes likewise (``contexts`` may list more)
 
     def _codes(self, chunk: Chunk, column: str, values: np.ndarray, rows: np.ndarray,
                codes: dict[str, int], fixed: tuple[str, ...] | None, what: str) -> np.ndarray:
@@ -367,6 +368,7 @@ class Spill:
         self.seen_labels.update(np.unique(label).astype(np.int64).tolist())
         ctx = (self._codes(chunk, p.context, ctx_values[rows], rows, self.contexts, p.contexts, "contexts")
                if p.context else np.zeros(rows.size))
+        self.seen_contexts.update(np.unique(ctx).astype(np.int64).tolist())
         table = np.column_stack([time[rows], label, ctx, feats[rows]])
         users = users[rows]
         for u in np.unique(users):
@@ -421,7 +423,7 @@ def run(dataset: str, p: ImportParams, out_root: str | Path | None = None,
             only = [name for name, code in spill.labels.items() if code in spill.seen_labels]
             raise DataError(f"{p.source}: column {quote(p.label)} holds one class only ({', '.join(only)})"
                             + _dropped(p) + "; classification needs at least 2")
-        _check_classes(spill, p)
+        _check_listed(spill, p)
         classes, class_order = _order(spill.labels, p.classes)
         contexts, context_order = _order(spill.contexts, p.contexts) if p.context else (["all"], np.zeros(1, np.int64))
         for what, names in (("classes", classes), ("contexts", contexts)):
@@ -466,16 +468,20 @@ def _dropped(p: ImportParams) -> str:
     return " once drop_labels are dropped" if p.drop_labels else ""
 
 
-def _check_classes(spill: Spill, p: ImportParams) -> None:
-    """A value of ``classes`` without a row is a typo far more often than a wish for an empty class
-    (which would add a class no user can learn or be scored on): one error naming them."""
-    if p.classes is None:
-        return
-    absent = [c for c in p.classes if spill.labels[c] not in spill.seen_labels]
-    if absent:
-        found = [c for c in p.classes if c not in absent]
-        raise DataError(f"{p.key}.classes: {', '.join(map(quote, absent))} {'has' if len(absent) == 1 else 'have'} "
-                        f"no rows in {p.source}{_dropped(p)} (typo? the labels found: {', '.join(found)})")
+def _check_listed(spill: Spill, p: ImportParams) -> None:
+    """A value of ``classes`` or ``contexts`` without a row is a typo far more often than a wish for
+    an empty one (a class no user can learn or be scored on; a context every continual method
+    would fail on, trials later): one error naming them."""
+    for what, listed, codes, seen, found_what in (("classes", p.classes, spill.labels, spill.seen_labels, "labels"),
+                                                  ("contexts", p.contexts, spill.contexts, spill.seen_contexts,
+                                                   "contexts")):
+        if listed is None:
+            continue
+        absent = [c for c in listed if codes[c] not in seen]
+        if absent:
+            found = [c for c in listed if c not in absent]
+            raise DataError(f"{p.key}.{what}: {', '.join(map(quote, absent))} {'has' if len(absent) == 1 else 'have'} "
+                            f"no rows in {p.source}{_dropped(p)} (typo? the {found_what} found: {', '.join(found)})")
 
 
 def _seconds(window: int, rate: float | None) -> str:

@@ -534,6 +534,19 @@ def test_a_class_without_rows_is_refused_naming_the_key_and_the_class(tmp_path):
     assert not (tmp_path / "o" / "m").exists()
 
 
+def test_a_context_without_rows_is_refused_naming_the_key_and_the_context(tmp_path):
+    """Before: contexts [s1, s2, car] without a 'car' row imported, and every continual method
+    failed trials later ("context 2 has no windows in any client")."""
+    _table().to_csv(tmp_path / "rec.csv", index=False)
+    with pytest.raises(DataError) as err:
+        run("m", _params(tmp_path / "rec.csv", contexts=["s1", "s2", "car"]), out_root=tmp_path / "o")
+    assert str(err.value) == (f"imports.mine.contexts: 'car' has no rows in {tmp_path / 'rec.csv'} (typo? the "
+                              "contexts found: s1, s2)")
+    assert not (tmp_path / "o" / "m").exists()
+    assert run("m", _params(tmp_path / "rec.csv", contexts=["s2", "s1"]),
+               out_root=tmp_path / "o")["context_names"] == ["s2", "s1"]
+
+
 def test_a_class_whose_rows_fill_no_window_is_warned_of(tmp_path):
     df = _table(shuffle=False)
     df.loc[(df.who == "u2") & (df.t == 1130), "act"] = "jump"  # one row: the dropped tail of a run
