@@ -523,28 +523,24 @@ def test_cli_summary_shows_labels_with_brackets_as_they_are(tmp_path, monkeypatc
 
 
 # ------------------------------------------------------------------ user-walkthrough audit
-def test_a_class_without_rows_is_refused_naming_the_key_and_the_class(tmp_path):
-    """Before: classes [rest, walk, run] without a 'run' row gave 3 classes, one never seen (a 0 %
-    column), silently: a typo far more often than a wish for a class nobody can learn."""
-    _table().to_csv(tmp_path / "rec.csv", index=False)
+@pytest.mark.parametrize("key, listed, message", [
+    # before: a 'run' never seen became a 0 % class column, silently
+    ("classes", ["rest", "walk", "run"], "'run' has no rows in {src} (typo? the labels found: rest, walk)"),
+    # before: imported, then every continual method failed trials later ("context 2 has no windows")
+    ("contexts", ["s1", "s2", "car"], "'car' has no rows in {src} (typo? the contexts found: s1, s2)"),
+])
+def test_a_listed_class_or_context_without_rows_is_refused_naming_the_key_and_the_value(tmp_path, key, listed,
+                                                                                       message):
+    """A value of classes or contexts without a row is a typo far more often than a wish for an
+    empty class or context: one error naming the key and the value, nothing written."""
+    src = tmp_path / "rec.csv"
+    _table().to_csv(src, index=False)
     with pytest.raises(DataError) as err:
-        run("m", _params(tmp_path / "rec.csv", classes=["rest", "walk", "run"]), out_root=tmp_path / "o")
-    assert str(err.value) == (f"imports.mine.classes: 'run' has no rows in {tmp_path / 'rec.csv'} (typo? the labels "
-                              "found: rest, walk)")
+        run("m", _params(src, **{key: listed}), out_root=tmp_path / "o")
+    assert str(err.value) == f"imports.mine.{key}: " + message.format(src=src)
     assert not (tmp_path / "o" / "m").exists()
-
-
-def test_a_context_without_rows_is_refused_naming_the_key_and_the_context(tmp_path):
-    """Before: contexts [s1, s2, car] without a 'car' row imported, and every continual method
-    failed trials later ("context 2 has no windows in any client")."""
-    _table().to_csv(tmp_path / "rec.csv", index=False)
-    with pytest.raises(DataError) as err:
-        run("m", _params(tmp_path / "rec.csv", contexts=["s1", "s2", "car"]), out_root=tmp_path / "o")
-    assert str(err.value) == (f"imports.mine.contexts: 'car' has no rows in {tmp_path / 'rec.csv'} (typo? the "
-                              "contexts found: s1, s2)")
-    assert not (tmp_path / "o" / "m").exists()
-    assert run("m", _params(tmp_path / "rec.csv", contexts=["s2", "s1"]),
-               out_root=tmp_path / "o")["context_names"] == ["s2", "s1"]
+    assert run("m", _params(src, **{key: listed[:2][::-1]}), out_root=tmp_path / "o")[
+        "classes" if key == "classes" else "context_names"] == listed[:2][::-1]  # listed values in that order
 
 
 def test_a_class_whose_rows_fill_no_window_is_warned_of(tmp_path):
