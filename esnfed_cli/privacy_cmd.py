@@ -3,23 +3,28 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 from rich.table import Table
 
-from esnfed_cli._common import bar_task, console, handle_errors, trial_progress
-from esnfed_cli.data_cmds import DatasetOpt
+from esnfed_cli._common import bar_task, console, declared_dataset, handle_errors, trial_progress
 from esnfed_cli.app import app
 from esnfed_stages import privacy as privacy_stage
+from esnfed_stages._datasets import declared
 from esnfed_stages.experiment_params import experiment_params
 from esnfed_stages.params import load_params
+
+DatasetsOpt = Annotated[Optional[list[str]], typer.Option(
+    "--dataset", help="A dataset declared in params.yaml datasets (wesad, hhar, or your own); repeat "
+    "--dataset for several. Default: every declared dataset (as dvc.yaml's privacy stages).",
+    show_default=False)]
 
 
 @app.command()
 @handle_errors
 def privacy(
-    dataset: DatasetOpt,
+    dataset: DatasetsOpt = None,
     params: Annotated[Path, typer.Option("--params", help="The params file to read (privacy.*, "
                                          "budgets.*, readout.*, plasticity.*, seed).")] = Path("params.yaml"),
     data_dir: Annotated[Path, typer.Option("--data-dir", help="Root of processed/ and partitions/.")] = Path("data"),
@@ -31,12 +36,18 @@ def privacy(
 
     The selected configs are retrained once per ε of privacy.epsilons; `esnfed report` renders
     reports/tables/privacy.md/.csv and reports/figures/privacy.png."""
-    ds = dataset.value
     p = load_params(params)  # read once; each stage gets its sections as frozen objects
-    with trial_progress() as bar:
-        doc = privacy_stage.run(ds, privacy_stage.privacy_params(p), experiment_params(p), data_dir=data_dir,
-                                runs_dir=runs_dir, out_dir=out_dir, progress=bar_task(bar, f"privacy {ds}"))
-    table = Table(title=f"privacy {ds} ({doc['relation']}-level, δ = {doc['delta']:.3g}, "
+    names = [declared_dataset(p, d) for d in dict.fromkeys(dataset or [])] or list(declared(p))
+    pp, exp = privacy_stage.privacy_params(p), experiment_params(p)
+    for ds in names:
+        with trial_progress() as bar:
+            doc = privacy_stage.run(ds, pp, exp, data_dir=data_dir, runs_dir=runs_dir, out_dir=out_dir,
+                                    progress=bar_task(bar, f"privacy {ds}"))
+        _summary(ds, doc, out_dir)
+
+
+def _summary(ds: str, doc: dict, out_dir: Path) -> None:
+    table = Table(title=f"privacy {ds} ({doc['relation']}-level, δ = {doc['delta']:.4g}, "
                   f"{doc['n_users']} users)")
     table.add_column("method")
     eps = list(next(iter(doc["methods"].values()))["epsilons"])

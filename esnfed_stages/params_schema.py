@@ -239,6 +239,11 @@ def _declared_datasets(params: Mapping[str, Any]) -> None:
             if name not in (b.get("space") or {}):
                 raise Invalid(f"budgets.{budget}.space.{name}: missing ({quote(name)} is declared in datasets: "
                               "every budget searches its reservoirs)")
+    clip = (params.get("privacy") or {}).get("clip")
+    for name in names if isinstance(clip, Mapping) else ():  # the privacy stage runs on every declared one
+        if name not in clip:
+            raise Invalid(f"privacy.clip.{name}: missing (datasets lists {quote(name)}; privacy.clip is a mapping: "
+                          "give every declared dataset its clip, or one number for all)")
     for key in ("continual_datasets", "study_datasets"):
         for name in params.get(key) or []:
             if name not in names:

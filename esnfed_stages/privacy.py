@@ -26,6 +26,7 @@ from esnfed_core.quote import quote
 from esnfed_core.scoring import pooled_counts
 from esnfed_core.trial import TrialData
 from esnfed_stages import provenance
+from esnfed_stages._datasets import NAME
 from esnfed_stages._io import output_lock, write_json
 from esnfed_core.vocabulary import PCTS
 from esnfed_stages.experiment_params import ExperimentParams
@@ -48,12 +49,13 @@ Progress = Callable[[int, int], None]
 @dataclass(frozen=True)
 class PrivacyParams:
     """The ``privacy`` section, checked: ε list (+inf: no mechanism), δ (``auto``: 1 / n², n the
-    share's training users), relation, clipping, the share and the methods."""
+    share's training users), relation, clipping (``clip``: one number for every dataset, or
+    ((dataset, number), ...) from a mapping), the share and the methods."""
 
     epsilons: tuple[float, ...]
     delta: float | str
     relation: str
-    clip: float
+    clip: float | tuple[tuple[str, float], ...]
     ip_clip: float
     pct: str
     methods: tuple[str, ...]
@@ -62,15 +64,28 @@ class PrivacyParams:
         """δ of ``auto``: 1/n², n = the relation's neighbouring units (``neighbouring_units``)."""
         return 1.0 / n_units ** 2 if self.delta == "auto" else float(self.delta)
 
-    def spec(self, eps: float, delta: float) -> DPSpec:
-        return DPSpec(eps, delta, self.relation, self.clip, self.ip_clip)
+    def clip_for(self, dataset: str) -> float:
+        """``dataset``'s clip: the number, or its entry of the mapping (none: a ConfigError)."""
+        if isinstance(self.clip, float):
+            return self.clip
+        clips = dict(self.clip)
+        if dataset not in clips:
+            raise ConfigError(f"params.yaml: privacy.clip: no clip for dataset {quote(dataset)} (the mapping names "
+                              f"{', '.join(clips)}; give every dataset the privacy stage runs on its clip, or one "
+                              "number for all)")
+        return clips[dataset]
+
+    def spec(self, eps: float, delta: float, clip: float) -> DPSpec:
+        return DPSpec(eps, delta, self.relation, clip, self.ip_clip)
 
     def record(self, budget: str | None) -> dict[str, Any]:
         """What runs/privacy/<dataset>.json is computed with, by params.yaml key (its ``params``;
         the report refuses a file whose values differ from params.yaml's): this section as
-        params.yaml has it (ε as the document's keys, δ ``auto`` or a number) and the budget."""
+        params.yaml has it (ε as the document's keys, δ ``auto`` or a number, clip a number or
+        the mapping) and the budget."""
+        clip = self.clip if isinstance(self.clip, float) else dict(self.clip)
         return provenance.record({"privacy.epsilons": [eps_key(e) for e in self.epsilons],
-                                  "privacy.delta": self.delta, "privacy.relation": self.relation, "privacy.clip": self.clip,
+                                  "privacy.delta": self.delta, "privacy.relation": self.relation, "privacy.clip": clip,
                                   "privacy.ip_clip": self.ip_clip, "privacy.pct": self.pct,
                                   "privacy.methods": self.methods, "budget": budget})
 
@@ -106,11 +121,24 @@ def privacy_params(params: Mapping[str, Any]) -> PrivacyParams:
     if not isinstance(methods, list) or not methods or any(m not in PRIVATE_ALGOS for m in methods):
         raise ConfigError(f"params.yaml: privacy.methods: must list some of {', '.join(PRIVATE_ALGOS)}, "
                           f"got {quote(methods)}")
-    clip, ip_clip = p.get("clip", 1.0), p.get("ip_clip", 0.1)
-    bounded("privacy.clip", clip, PRIVACY_BOUNDS["clip"])
+    ip_clip = p.get("ip_clip", 0.1)
     bounded("privacy.ip_clip", ip_clip, PRIVACY_BOUNDS["ip_clip"])
-    return PrivacyParams(tuple(_epsilon(e) for e in eps), delta, p["relation"], float(clip), float(ip_clip),
-                         pct, tuple(methods))
+    return PrivacyParams(tuple(_epsilon(e) for e in eps), delta, p["relation"], _clip(p.get("clip", 1.0)),
+                         float(ip_clip), pct, tuple(methods))
+
+
+def _clip(value: Any) -> float | tuple[tuple[str, float], ...]:
+    """``privacy.clip``: a number for every dataset, or a mapping dataset -> number (a dataset of
+    your own tuned apart from the papers' two; params_schema checks it names every declared one)."""
+    if not isinstance(value, Mapping):
+        return float(bounded("privacy.clip", value, PRIVACY_BOUNDS["clip"]))
+    if not value:
+        raise ConfigError("params.yaml: privacy.clip: must be a number or a mapping of dataset -> number, got {}")
+    for name, clip in value.items():
+        if not isinstance(name, str) or not NAME.fullmatch(name):
+            raise ConfigError(f"params.yaml: privacy.clip: {quote(name)} is not a dataset name")
+        bounded(f"privacy.clip.{name}", clip, PRIVACY_BOUNDS["clip"])
+    return tuple((name, float(clip)) for name, clip in value.items())
 
 
 def neighbouring_units(relation: str, data: TrialData) -> int:
@@ -131,6 +159,7 @@ def run(dataset: str, privacy: PrivacyParams, exp: ExperimentParams, *, data_dir
     """Compute and write runs/privacy/<dataset>.json; returns its document. ``privacy`` and ``exp``
     are params.yaml's sections, parsed once (``privacy_params``, ``experiment_params``)."""
     pp = privacy
+    clip = pp.clip_for(dataset)
     data = open_dataset(data_dir, dataset)
     pct = pp.pct
     train_users = data.train_users(pct)
@@ -149,7 +178,7 @@ def run(dataset: str, privacy: PrivacyParams, exp: ExperimentParams, *, data_dir
         rows = results[m] = {"config": {k: v for k, v in cfg.items() if k != "lambda"}, "releases": rel,
                              "epsilons": {}}
         for eps in pp.epsilons:
-            spec = pp.spec(eps, delta)
+            spec = pp.spec(eps, delta, clip)
             accs = []
             for seed in seeds:
                 model = fit_private(method, cfg, seed, trial_data, exp.settings, spec)
@@ -160,8 +189,9 @@ def run(dataset: str, privacy: PrivacyParams, exp: ExperimentParams, *, data_dir
                     progress(done, total)
             rows["epsilons"][eps_key(eps)] = {
                 "noise_multiplier": noise_multiplier(eps, delta, rel), "test_accuracy": accs}
-    doc = {"dataset": dataset, "pct": pct, "n_users": len(train_users), "n_units": n_units, "delta": delta,
-           "relation": pp.relation, "clip": pp.clip, "ip_clip": pp.ip_clip,
+    doc = {"dataset": dataset, "source": data.manifest.get("source"),  # as the assess files: the header's
+           "pct": pct, "n_users": len(train_users), "n_units": n_units, "delta": delta,
+           "relation": pp.relation, "clip": clip, "ip_clip": pp.ip_clip,
            "mechanism": MECHANISM, "accountant": ACCOUNTANT, "seeds": seeds, "version": __version__,
            provenance.KEY: pp.record(exp.budget), "methods": results}
     out = privacy_path(out_dir, dataset)

@@ -8,19 +8,20 @@ import io
 import math
 import os
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from esnfed_core.errors import DataError
+from esnfed_core.private_trial import PRIVATE_ALGOS
 from esnfed_core.quote import quote
 from esnfed_core.tables import dataset_label
+from esnfed_core.vocabulary import DATASETS
 from esnfed_stages import figures, provenance
 from esnfed_stages._io import read_json
-from esnfed_stages.privacy import PRIVACY_DIR
+from esnfed_stages.privacy import PRIVACY_DIR, privacy_path
 from esnfed_stages.ttest import _fractions
 
-DATASET_ORDER = ("wesad", "hhar")
 COLUMNS = ("dataset", "method", "epsilon", "delta", "relation", "noise_multiplier", "mean", "std",
            "n", "non_private_mean")
 
@@ -30,13 +31,20 @@ TOP_LEVEL = {"privacy.relation": "relation", "privacy.clip": "clip", "privacy.ip
              "privacy.pct": "pct"}
 
 
-def load(privacy_dir: str | Path = PRIVACY_DIR,
-         expected: Mapping[str, Any] | None = None) -> dict[str, dict[str, Any]]:
-    """{dataset: document} of the privacy stage's outputs present (none: {}), each computed with
-    ``expected`` (params.yaml's values, ``PrivacyParams.record``) where it records them."""
+def ordered(datasets: Sequence[str]) -> list[str]:
+    """The table's and figure's order: the papers' datasets first, then the others as given
+    (params.yaml ``datasets``)."""
+    return [d for d in DATASETS if d in datasets] + [d for d in dict.fromkeys(datasets) if d not in DATASETS]
+
+
+def load(privacy_dir: str | Path = PRIVACY_DIR, expected: Mapping[str, Any] | None = None,
+         datasets: Sequence[str] = DATASETS) -> dict[str, dict[str, Any]]:
+    """{dataset: document} of the privacy stage's outputs present among ``datasets`` (params.yaml's
+    declared ones; none present: {}), in :func:`ordered` order, each computed with ``expected``
+    (params.yaml's values, ``PrivacyParams.record``) where it records them."""
     out = {}
-    for ds in DATASET_ORDER:
-        path = Path(privacy_dir) / f"{ds}.json"
+    for ds in ordered(datasets):
+        path = privacy_path(privacy_dir, ds)
         if os.path.lexists(path):  # a folder or a FIFO there is named by read_json, not skipped
             doc = read_json(path)
             if not isinstance(doc, dict) or not isinstance(doc.get("methods"), dict):
@@ -45,6 +53,22 @@ def load(privacy_dir: str | Path = PRIVACY_DIR,
             provenance.check(path, doc, expected or {}, f"`esnfed privacy --dataset {ds}`", TOP_LEVEL)
             out[ds] = doc
     return out
+
+
+def missing(privacy_dir: str | Path, datasets: Sequence[str], docs: Mapping[str, Any],
+            allow_missing: bool = False) -> dict[str, Path]:
+    """{dataset: path} of the declared datasets whose document is not there, as the assess files:
+    an error naming the first and the command that writes it unless ``allow_missing`` (their rows
+    then read n/a and the header lists them). When none is there the stage did not run: no table,
+    nothing missing (`esnfed report` without `esnfed privacy`)."""
+    if not docs:
+        return {}
+    absent = {ds: privacy_path(privacy_dir, ds) for ds in ordered(datasets) if ds not in docs}
+    if absent and not allow_missing:
+        (ds, path), more = next(iter(absent.items())), len(absent) - 1
+        raise DataError(f"{path}: not found: run `esnfed privacy --dataset {ds}` first, or pass --allow-missing"
+                        + (f" ({more} more privacy file(s) missing)" if more else ""))
+    return absent
 
 
 def _number(v: Any) -> bool:
@@ -83,52 +107,90 @@ def _check(path: Path, doc: Mapping[str, Any]) -> None:
                 raise bad(f"{where}.noise_multiplier", "a finite number >= 0 or null", z)
 
 
+def _methods(doc: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """(method, results) of a document, IncFed then FedIP (the JSON keeps them sorted by name)."""
+    order = {m: i for i, m in enumerate(PRIVATE_ALGOS)}
+    return sorted(doc["methods"].items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0]))
+
+
 def _rows(docs: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
     rows = []
     for ds, doc in docs.items():
-        for m, res in doc["methods"].items():
+        for m, res in _methods(doc):
             plain = res["epsilons"].get("inf", {}).get("test_accuracy")
             for eps, cell in res["epsilons"].items():
                 acc = 100 * np.asarray(cell["test_accuracy"], np.float64)
                 rows.append({"dataset": ds, "method": m, "epsilon": eps, "delta": doc["delta"],
                              "relation": doc["relation"], "noise_multiplier": cell["noise_multiplier"],
-                             "mean": float(acc.mean()), "std": float(acc.std(ddof=1)) if acc.size > 1 else 0.0,
+                             "mean": float(acc.mean()), "std": float(acc.std()),  # population std (PROTOCOL §6)
                              "n": int(acc.size),
                              "non_private_mean": float(100 * np.mean(plain)) if plain else None})
     return rows
 
 
-def render(docs: Mapping[str, Mapping[str, Any]], date: str) -> dict[str, bytes]:
-    """{"privacy.md", "privacy.csv"} and (figures) {"privacy.png"}; empty without inputs."""
+# The comparability line (comparability.notice) names the published values this table stands beside.
+PUBLISHED = "The 'paper' columns of the IncFed and FedIP tables (the papers publish no private results)"
+METHOD_LABELS = {"incfed": "IncFed", "fedip": "FedIP"}
+
+
+def recorded_budget(doc: Mapping[str, Any]) -> Any:
+    """The budget a document was computed under (its ``params``), None where it does not say."""
+    rec = doc.get(provenance.KEY)
+    return rec.get("budget") if isinstance(rec, Mapping) else None
+
+
+def run_facts(docs: Mapping[str, Mapping[str, Any]]) -> dict[str, list[Any]]:
+    """What the header's run line reads from the documents: their data sources and budgets (None
+    where a document does not record it), seeds per dataset and retrains per cell."""
+    return {"sources": [d.get("source") for d in docs.values()],
+            "budgets": [recorded_budget(d) for d in docs.values()],
+            "seeds": [tuple(d.get("seeds") or ()) for d in docs.values()],
+            "counts": [len(c["test_accuracy"]) for d in docs.values() for r in d["methods"].values()
+                       for c in r["epsilons"].values()]}
+
+
+def render(docs: Mapping[str, Mapping[str, Any]], run: Sequence[str] = (), stamp: str = "",
+           absent: Mapping[str, Path] | None = None) -> dict[str, bytes]:
+    """{"privacy.md", "privacy.csv"}; empty without inputs. ``run``: the header's lines on what was
+    run (data source, budget, retrains, comparability: report.py builds them as every table's);
+    ``stamp``: its date and versions line; ``absent``: the declared datasets without a document
+    (:func:`missing`), their rows n/a."""
     if not docs:
         return {}
+    absent = absent or {}
     rows = _rows(docs)
     first = next(iter(docs.values()))
+    pcts = sorted({str(d["pct"]) for d in docs.values() if "pct" in d}, key=int) or ["100"]
+    methods = list(dict.fromkeys(m for d in docs.values() for m, _ in _methods(d)))
+    eps = _eps_order(rows)
     lines = [
-        "# Test accuracy (%) under differential privacy, 100 % share: IncFed and FedIP",
+        f"# Test accuracy (%) under differential privacy, {', '.join(pcts)} % share: "
+        + " and ".join(METHOD_LABELS.get(m, m) for m in methods),
         "",
+        *(f"- {line}" for line in run),
         f"- Mechanism: {first['mechanism']}: per-unit per-step means (Ā, B̄) clipped to "
-        f"clip·√(N+N²) (clip = {first['clip']}), summed, N(0, (z·C)²) added to A and B's upper "
+        f"clip·√(N+N²) (clip = {_per_dataset(docs, 'clip')}), summed, N(0, (z·C)²) added to A and B's upper "
         f"triangle; FedIP (Δg, Δb) per client and round clipped to {first['ip_clip']} (L2), noised sum / K",
         f"- Neighbouring relation: {first['relation']}-level (add/remove one "
         f"{'user = one client' if first['relation'] == 'user' else 'window'}); L2 sensitivity = the clipping norm",
-        "- δ = " + ", ".join(f"{dataset_label(ds)} {d['delta']:.4g} (1/n², n = {d.get('n_units', d['n_users'])} "
-                             f"{'windows' if d['relation'] == 'window' else 'users'})"
+        "- δ = " + ", ".join(f"{dataset_label(ds)} {delta_text(d['delta'])} ({_delta_source(d)})"
                              for ds, d in docs.items()),
         f"- Accountant: {first['accountant']}; z = noise multiplier (σ / sensitivity)",
-        "- ε = inf: no mechanism (the non-private trial, bit for bit); mean ± std over the retrain seeds",
-        f"- Date: {date}",
+        "- ε = inf: no mechanism (the non-private trial, bit for bit); cells: mean ± population std over "
+        f"the {_retrains(rows)} retrains (as every table, PROTOCOL §6), ×100, two decimals",
+        *([f"- {stamp}"] if stamp else []),
+        "- Missing inputs (n/a cells): " + (", ".join(map(str, absent.values())) or "none"),
         "",
-        "| dataset | method | " + " | ".join(f"ε={e}" for e in _eps_order(rows)) + " | non-private |",
-        "|---|---|" + "---:|" * (len(_eps_order(rows)) + 1),
+        "| dataset | method | " + " | ".join(f"ε={e}" for e in eps) + " | non-private |",
+        "|---|---|" + "---:|" * (len(eps) + 1),
     ]
-    for ds, doc in docs.items():
-        for m in doc["methods"]:
+    for ds in ordered([*docs, *absent]):
+        for m in [m for m, _ in _methods(docs[ds])] if ds in docs else methods:
             cells = {r["epsilon"]: r for r in rows if r["dataset"] == ds and r["method"] == m}
-            plain = next(iter(cells.values()))["non_private_mean"]
+            plain = next(iter(cells.values()))["non_private_mean"] if cells else None
             lines.append(f"| {dataset_label(ds)} | {m} | " + " | ".join(
-                f"{cells[e]['mean']:.2f} ± {cells[e]['std']:.2f} (z={cells[e]['noise_multiplier']:.2f})"
-                if e in cells else "n/a" for e in _eps_order(rows))
+                f"{cells[e]['mean']:.2f} ± {cells[e]['std']:.2f} ({_z(cells[e]['noise_multiplier'])})"
+                if e in cells else "n/a" for e in eps)
                 + f" | {'n/a' if plain is None else f'{plain:.2f}'} |")
     buf = io.StringIO()
     w = csv.DictWriter(buf, COLUMNS, lineterminator="\n")
@@ -137,34 +199,101 @@ def render(docs: Mapping[str, Mapping[str, Any]], date: str) -> dict[str, bytes]
     return {"privacy.md": ("\n".join(lines) + "\n").encode(), "privacy.csv": buf.getvalue().encode()}
 
 
+def _z(value: float | None) -> str:
+    return "z n/a" if value is None else f"z={value:.2f}"
+
+
+def _per_dataset(docs: Mapping[str, Mapping[str, Any]], key: str) -> str:
+    """A field's value, once when every document has the same, else per dataset (privacy.clip
+    may be a mapping dataset -> number)."""
+    values = {ds: d[key] for ds, d in docs.items()}
+    if len(set(values.values())) == 1:
+        return f"{next(iter(values.values()))}"
+    return ", ".join(f"{dataset_label(ds)} {v}" for ds, v in values.items())
+
+
+def _delta_source(doc: Mapping[str, Any]) -> str:
+    """Where a document's δ came from: 1/n² of ``privacy.delta: auto`` (the default, and what a
+    document recorded before ``params`` was) or the number params.yaml gave."""
+    rec = doc.get(provenance.KEY)
+    if isinstance(rec, Mapping) and rec.get("privacy.delta", "auto") != "auto":
+        return "privacy.delta"
+    return f"1/n², n = {doc.get('n_units', doc['n_users'])} {'windows' if doc['relation'] == 'window' else 'users'}"
+
+
+def _retrains(rows: Sequence[Mapping[str, Any]]) -> str:
+    """The retrains per cell: 'N', or 'N-M' when the cells differ."""
+    counts = sorted({r["n"] for r in rows})
+    return str(counts[0]) if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
+
+
 def _eps_order(rows) -> list[str]:
     return sorted({r["epsilon"] for r in rows}, key=float)
 
 
-def figure(docs: Mapping[str, Mapping[str, Any]]) -> bytes | None:
-    """Accuracy against ε (log axis; ε = ∞ drawn as a dashed line) per dataset and method."""
+# Each method one colour and marker in every panel; its line without DP dashed (IncFed) or dotted
+# (FedIP) in the same colour, so two nearly equal ε = ∞ accuracies stay told apart where they overlap.
+METHOD_STYLE = {"incfed": ("tab:blue", "o", "--"), "fedip": ("tab:orange", "s", ":")}
+_OTHER_STYLE = ("tab:gray", "^", "-.")
+INF_GAP = 2.5  # ε = ∞ is drawn this factor right of the largest finite ε (its tick reads ∞)
+DODGE = 0.05   # the methods' points shifted apart by this share of a decade (overlapping error bars)
+
+
+def delta_text(delta: float) -> str:
+    """δ as the table and the figure print it (four significant digits: 0.01235)."""
+    return f"{delta:.4g}"
+
+
+def draw(docs: Mapping[str, Mapping[str, Any]]) -> "figures.Figure | None":
+    """The figure of :func:`figure`, not yet rendered (tests read its artists)."""
     if not docs:
         return None
     rows = _rows(docs)
-    fig = figures._figure(figsize=(4.2 * len(docs), 3.6), layout="constrained")
+    fig = figures._figure(figsize=(4.2 * len(docs), 4.0), layout="constrained")
     axes = fig.subplots(1, len(docs), squeeze=False)[0]
     for ax, (ds, doc) in zip(axes, docs.items()):
-        for k, m in enumerate(doc["methods"]):
-            pts = sorted(((float(r["epsilon"]), r["mean"], r["std"]) for r in rows
-                          if r["dataset"] == ds and r["method"] == m and math.isfinite(float(r["epsilon"]))))
-            colour = f"C{k}"
+        finite = sorted({float(r["epsilon"]) for r in rows if r["dataset"] == ds
+                         and math.isfinite(float(r["epsilon"]))})
+        x_inf = (max(finite) if finite else 1.0) * INF_GAP
+        methods = [m for m, _ in _methods(doc)]
+        for k, m in enumerate(methods):
+            colour, marker, dashes = METHOD_STYLE.get(m, _OTHER_STYLE)
+            shift = 10 ** (DODGE * (k - (len(methods) - 1) / 2))
+            label = METHOD_LABELS.get(m, m)
+            mine = [r for r in rows if r["dataset"] == ds and r["method"] == m]
+            pts = sorted((float(r["epsilon"]), r["mean"], r["std"]) for r in mine
+                         if math.isfinite(float(r["epsilon"])))
             if pts:
                 e, mu, sd = map(np.asarray, zip(*pts))
-                ax.errorbar(e, mu, yerr=sd, marker="o", capsize=3, color=colour, label=f"{m} (DP)")
-                ax.set_xscale("log")
-                ax.set_xticks(e, [f"{v:g}" for v in e])
-                ax.minorticks_off()
-            plain = next(r["non_private_mean"] for r in rows if r["dataset"] == ds and r["method"] == m)
-            if plain is not None:
-                ax.axhline(plain, color=colour, linestyle="--", label=f"{m} (ε = ∞)")
+                ax.errorbar(e * shift, mu, yerr=sd, marker=marker, capsize=3, color=colour, label=f"{label} (DP)")
+            inf = next((r for r in mine if not math.isfinite(float(r["epsilon"]))), None)
+            if inf is not None:
+                ax.axhline(inf["mean"], color=colour, linestyle=dashes, linewidth=1.2,
+                           label=f"{label} without DP (ε = ∞)")
+                ax.errorbar([x_inf * shift], [inf["mean"]], yerr=[inf["std"]], marker=marker, capsize=3,
+                            color=colour, linestyle="none")
+        ax.set_xscale("log")
+        ax.set_xticks([*finite, x_inf], [*(f"{v:g}" for v in finite), "∞"])
+        ax.minorticks_off()
+        ax.set_xlim((min(finite) if finite else x_inf) / 1.6, x_inf * 1.6)
+        if finite:
+            ax.axvline(max(finite) * INF_GAP ** 0.5, color="0.8", linewidth=0.8)  # finite ε | ∞
         ax.set_xlabel("ε")
         ax.set_ylabel("test accuracy (%)")
-        ax.set_title(f"{dataset_label(ds)} ({doc['relation']}-level, δ = {doc['delta']:.3g})")
-        ax.legend(fontsize=7)
-    fig.suptitle("Differential privacy: test accuracy against ε (mean ± std over retrains; dashed: without DP)")
-    return figures._png(fig)
+        ax.set_title(f"{dataset_label(ds)} ({doc['relation']}-level, δ = {delta_text(doc['delta'])})")
+    # One legend for every panel (a method has one style throughout), below them: inside a panel
+    # it covered the ε = ∞ lines at the top.
+    handles, labels = max((ax.get_legend_handles_labels() for ax in axes), key=lambda hl: len(hl[1]))
+    order = sorted(range(len(labels)), key=lambda i: ("without DP" in labels[i], i))  # DP first
+    handles, labels = [handles[i] for i in order], [labels[i] for i in order]
+    fig.legend(handles, labels, loc="outside lower center", ncol=min(4, len(labels)), fontsize="small")
+    fig.suptitle("Differential privacy: test accuracy against ε (mean ± population std over retrains; "
+                 "ε = ∞: without DP)")
+    return fig
+
+
+def figure(docs: Mapping[str, Mapping[str, Any]]) -> bytes | None:
+    """Accuracy against ε per dataset (log axis; ε = ∞, without DP, at the right end and as a
+    line across) and method: PNG bytes, None without inputs."""
+    fig = draw(docs)
+    return None if fig is None else figures._png(fig)

@@ -131,6 +131,21 @@ def _summary(values: Sequence[Any]) -> str:
     return ", ".join(distinct) if distinct else "unknown"
 
 
+def run_line(sources: Sequence[Any], budgets: Sequence[Any], seeds: Sequence[tuple], counts: Sequence[int],
+             files: str = "the assess files") -> str:
+    """A header's first line: the data source and budget of the inputs shown, the retrains per
+    cell (``counts``) and their seeds (each cell's tuple; ``files`` hold them where they differ)."""
+    counts = sorted(set(counts))
+    if len(set(seeds)) == 1:
+        seed_text = f"seeds {list(seeds[0])}" if seeds[0] else "seeds unknown"
+    else:
+        seed_text = f"seeds differ per cell: see {files}"
+    retrains = "-".join(str(c) for c in (counts[0], counts[-1])) if counts and counts[0] != \
+        counts[-1] else (str(counts[0]) if counts else "0")
+    return (f"Data source: {_summary(sources)}; budget: {_summary(budgets)}; retrains per cell: "
+            f"{retrains} ({seed_text})")
+
+
 def header_lines(spec: TableSpec | None, inputs: Inputs, ttest_doc: Mapping[str, Any],
                  date: str, scale: comparability.BudgetScale | None = None) -> list[str]:
     """Data source, budget, seeds, test variant, date and versions (and missing inputs); a table
@@ -138,13 +153,7 @@ def header_lines(spec: TableSpec | None, inputs: Inputs, ttest_doc: Mapping[str,
     keys = [(ds, m) for ds, m in required_inputs([spec] if spec else TABLES)]
     docs = [inputs.docs[k] for k in keys if k in inputs.docs]
     seeds = [tuple(d["pcts"][p].get("seeds") or ()) for d in docs for p in PCTS]
-    counts = sorted({len(d["pcts"][p]["test_accuracy"]) for d in docs for p in PCTS})
-    if len(set(seeds)) == 1:
-        seed_text = f"seeds {list(seeds[0])}" if seeds[0] else "seeds unknown"
-    else:
-        seed_text = "seeds differ per cell: see the assess files"
-    retrains = "-".join(str(c) for c in (counts[0], counts[-1])) if counts and counts[0] != \
-        counts[-1] else (str(counts[0]) if counts else "0")
+    counts = [len(d["pcts"][p]["test_accuracy"]) for d in docs for p in PCTS]
     variant = VARIANT_TEXT[ttest_doc["variant"]]
     pairs = spec.pairs_text() if spec is not None else "none"
     missing = [str(p) for p in inputs.missing if (p.parent.name, p.stem) in keys]
@@ -152,8 +161,7 @@ def header_lines(spec: TableSpec | None, inputs: Inputs, ttest_doc: Mapping[str,
     comparable = [comparability.notice([d.get("source") for d in docs], [d.get("budget") for d in docs],
                                        scale, spec.datasets)] if spec is not None and spec.has_published else []
     return [
-        f"Data source: {_summary([d.get('source') for d in docs])}; budget: "
-        f"{_summary([d.get('budget') for d in docs])}; retrains per cell: {retrains} ({seed_text})",
+        run_line([d.get("source") for d in docs], [d.get("budget") for d in docs], seeds, counts),
         *comparable,
         "Cells: mean ± population std over the retrains, ×100, two decimals" + (
             "; 'paper' = the published value with its marks" if paper else ""),
@@ -367,11 +375,26 @@ def write(rep: Report, out_dir: str | Path = REPORTS_DIR) -> None:
                 tmp.write_bytes(rep.index)
 
 
-def add_privacy(rep: Report, privacy_dir: str | Path, date: str, expected: Mapping[str, Any] | None = None) -> None:
-    """The privacy table and figure (esnfed_stages/privacy_report.py), when the stage ran (its
-    outputs computed with ``expected``: see privacy_report.load)."""
-    docs = privacy_report.load(privacy_dir, expected)
-    rep.tables.update(privacy_report.render(docs, date))
+def add_privacy(rep: Report, privacy_dir: str | Path, date: str, options: "ReportParams",
+                allow_missing: bool = False) -> None:
+    """The privacy table and figure (esnfed_stages/privacy_report.py), when the stage ran: a row per
+    declared dataset (the papers' first), its document computed with ``options.privacy_record``
+    (see privacy_report.load); one missing is an error unless ``allow_missing`` (its rows n/a,
+    listed in ``rep.missing`` and the header), as an assess file. The header says what was run as
+    every table's does (run_line) and, for the papers' datasets, whether that is the papers'
+    protocol (comparability.notice)."""
+    docs = privacy_report.load(privacy_dir, options.privacy_record, options.datasets)
+    absent = privacy_report.missing(privacy_dir, options.datasets, docs, allow_missing)
+    rep.missing += absent.values()
+    facts = privacy_report.run_facts(docs)
+    paper = [ds for ds in DATASETS if ds in docs]
+    notice = [comparability.notice([docs[ds].get("source") for ds in paper],
+                                   [privacy_report.recorded_budget(docs[ds]) for ds in paper],
+                                   comparability.budget_scale(options.budget), paper,
+                                   columns=privacy_report.PUBLISHED)] if paper else []
+    run = [run_line(facts["sources"], facts["budgets"], facts["seeds"], facts["counts"],
+                    files=f"{privacy_report.PRIVACY_DIR}/<dataset>.json"), *notice]
+    rep.tables.update(privacy_report.render(docs, run, f"Date: {date}; versions: {versions()}", absent))
     png = privacy_report.figure(docs)
     if png is not None:
         rep.figures["privacy.png"] = png
@@ -478,7 +501,7 @@ def run(options: ReportParams, *, assess_dir: str | Path = ASSESS_DIR,
                 options.contexts_pct, hetero, options.datasets, options.continual, options.user_classes,
                 {ds: context_names(data_dir, ds) for ds in options.datasets},
                 comparability.budget_scale(options.budget), options.studies)
-    add_privacy(rep, privacy_dir, date, options.privacy_record)
+    add_privacy(rep, privacy_dir, date, options, allow_missing)
     if options.studies and "communication.md" in rep.tables:  # the flower stages run on study_datasets
         add_secagg(rep, flower_dir, None if options.budget is None else options.budget.name, options.studies)
     rep.index = report_index.render(rep.tables, rep.figures, rep.plots, rep.metrics, date, versions(),

@@ -41,7 +41,8 @@ def test_repository_pipeline_runs_the_example_everywhere(tmp_path):
     assert stages["import@example"] == "esnfed import --dataset example"
     assert stages["partition@example"] == "esnfed partition --dataset example"
     assert stages["assess-continual@example-fedclip-joint"].startswith("esnfed assess --dataset example")
-    assert "preprocess@example" not in stages and "privacy@example" not in stages
+    assert "preprocess@example" not in stages
+    assert stages["privacy@example"] == "esnfed privacy --dataset example"  # every declared dataset
 
 
 def test_declaring_and_removing_datasets_changes_the_stages(tmp_path):
@@ -53,11 +54,11 @@ def test_declaring_and_removing_datasets_changes_the_stages(tmp_path):
     mine = sorted(s for s in stages if "mine" in s)
     assert "import@mine" in mine and "select-esn@mine-ridge" in mine and "assess-ip@mine-fedip" in mine
     assert not [s for s in mine if "clip" in s]  # not continual
-    # The papers' data stages keep their fixed lists (and privacy until it runs on `datasets`); the
-    # deep, heterogeneous and flower stages follow `study_datasets`, here the repository's [wesad,
-    # hhar] (hhar's are stages of an undeclared dataset: the schema refuses it, DVC only lists them);
-    # every other stage follows `datasets`.
-    paper_only = ("synthesize", "preprocess", "privacy", "select-deep", "retrain-deep", "assess-deep",
+    assert "privacy@mine" in mine and "privacy@hhar" not in stages  # privacy follows `datasets`
+    # The papers' data stages keep their fixed lists; the deep, heterogeneous and flower stages follow
+    # `study_datasets`, here the repository's [wesad, hhar] (hhar's are stages of an undeclared
+    # dataset: the schema refuses it, DVC only lists them); every other stage follows `datasets`.
+    paper_only = ("synthesize", "preprocess", "select-deep", "retrain-deep", "assess-deep",
                   "select-hetero", "retrain-hetero", "assess-hetero", "flower")
     assert not [s for s in stages if "@hhar" in s and not s.startswith(paper_only)]
     assert "partition@example" not in stages and "import@example" in stages  # imported, not run
@@ -85,10 +86,11 @@ def test_a_pipeline_of_your_own_data_only_has_no_stage_of_the_papers_upstream_of
     validate(yaml.safe_load((root / "params.yaml").read_text()))
     stages = _stages(root)
     papers = {s for s in stages if s.endswith(("@wesad", "@hhar"))}
-    # the embedded data stages stay (cheap, unused here); privacy: its own change (foreach ${datasets})
-    assert {s.split("@")[0] for s in papers} <= {"synthesize", "preprocess", "privacy"}
+    # the embedded data stages stay (cheap, unused here: no stage below needs them)
+    assert {s.split("@")[0] for s in papers} == {"synthesize", "preprocess"}
     assert not [s for s in stages if s.startswith(("flower", "select-deep", "select-hetero"))]
-    assert {"import@mine", "partition@mine", "assess-ip@mine-fedip", "assess-continual@mine-fedclip-joint"} <= set(stages)
+    assert {"import@mine", "partition@mine", "assess-ip@mine-fedip", "assess-continual@mine-fedclip-joint",
+            "privacy@mine"} <= set(stages)
     code = ("import json; import networkx as nx; from dvc.repo import Repo\n"
             "g = Repo('.').index.graph\n"
             "report = next(s for s in g if s.addressing == 'report')\n"
@@ -96,8 +98,8 @@ def test_a_pipeline_of_your_own_data_only_has_no_stage_of_the_papers_upstream_of
     out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     upstream = json.loads(out.stdout)
-    assert "assess-esn@mine-incfed" in upstream and "ttest" in upstream
-    assert [s for s in upstream if s.endswith(("@wesad", "@hhar")) and not s.startswith("privacy@")] == []
+    assert {"assess-esn@mine-incfed", "privacy@mine", "ttest"} <= set(upstream)
+    assert [s for s in upstream if s.endswith(("@wesad", "@hhar", "@example"))] == []
 
 
 def _select_datasets(stages: dict[str, str]) -> dict[str, set[str]]:

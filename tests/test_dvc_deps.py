@@ -206,3 +206,19 @@ def test_flower_stage_feeds_the_report(project):
     tracked = subprocess.run(["git", "ls-files", "runs"], cwd=ROOT, capture_output=True, text=True)
     if tracked.returncode == 0:  # a git checkout (not an exported tree)
         assert tracked.stdout.split() == ["runs/flower/README.md"]
+
+
+def test_privacy_stages_feed_the_report(project):
+    """Part of issue 16: `esnfed privacy` runs on every declared dataset (privacy@<name>, the
+    embedded example too) and the report depends on each output (runs/privacy holds them all, as
+    runs/assess the assess files), so a rerun privacy stage reruns the report."""
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    deps, outs = _stages(project), _stages(project, "outs")
+    privacy = [s for s in deps if s.startswith("privacy@")]
+    assert privacy == [f"privacy@{ds}" for ds in params["datasets"]] and "privacy@example" in privacy
+    for stage in privacy:
+        ds = stage.split("@")[1]
+        assert outs[stage] == [f"runs/privacy/{ds}.json"]
+        assert {f"data/processed/{ds}", f"data/partitions/{ds}.json", f"runs/select/{ds}/incfed/100/best.json",
+                f"runs/select/{ds}/fedip/100/best.json"} <= set(deps[stage])
+        assert any(outs[stage][0].startswith(f"{dep}/") for dep in deps["report"]), stage

@@ -120,6 +120,13 @@ CASES = {
                                         "synthetic.wesad.sclae is not a parameter"),
     "synthetic value": (lambda p: p["synthetic"]["wesad"].update(protocol=1),
                         "synthetic.wesad.protocol: expected one of 0, 2, got 1"),
+    # privacy.clip per dataset (a number, or a mapping naming every declared dataset)
+    "privacy clip of a dataset": (lambda p: p["privacy"].update(clip={"wesad": 2, "hhar": 0.003, "example": 0.003}),
+                                  "privacy.clip.wesad: must be <= 1.0, got 2"),
+    "privacy clip mapping lacks a dataset": (
+        lambda p: p["privacy"].update(clip={"wesad": 0.003, "hhar": 0.003}),
+        "privacy.clip.example: missing (datasets lists 'example'; privacy.clip is a mapping: give every "
+        "declared dataset its clip, or one number for all)"),
 }
 
 

@@ -25,25 +25,61 @@ EPSILONS = [1.0, 4.0, float("inf")]
 OUTPUT: dict[str, str] = {}  # what `esnfed privacy` printed in the fixture
 
 
+def declare_own(params: dict, name: str = "mine") -> dict:
+    """``params`` with a dataset of the user's own declared beside wesad (issue 16), as the
+    embedded example is: its import, partition and search space (its processed files: make_dataset)."""
+    params["datasets"], params["continual_datasets"] = ["wesad", name], ["wesad"]
+    params["imports"][name] = dict(params["imports"]["example"], source=f"{name}.csv")
+    params["partition"][name] = {"fractions": {"validation": 0.2, "test": 0.2}, "seed": 0}
+    for budget in params["budgets"].values():
+        budget["space"][name] = dict(budget["space"]["example"], units=[8, 12])
+    return params
+
+
 @pytest.fixture(scope="module")
 def root(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("privacy")
     make_dataset(root)
-    params = small_params()
+    make_dataset(root, "mine", seed=1)
+    params = declare_own(small_params())
     params["privacy"] = {"epsilons": EPSILONS, "delta": "auto", "relation": "user", "clip": 0.05,
                          "ip_clip": 0.1, "pct": "100", "methods": ["incfed", "fedip"]}
     write_params(root, params)
-    common = stage_options(root)
-    for algo in ("incfed", "fedip"):
-        cli_ok("select", "--algo", algo, "--pct", "100", *common)
-        cli_ok("retrain", "--algo", algo, "--pct", "100", *common)
-    OUTPUT["privacy"] = cli_ok("privacy", *common, "--out-dir", str(root / "runs" / "privacy"))
+    for ds in ("wesad", "mine"):
+        for algo in ("incfed", "fedip"):
+            cli_ok("select", "--algo", algo, "--pct", "100", *stage_options(root, ds))
+            cli_ok("retrain", "--algo", algo, "--pct", "100", *stage_options(root, ds))
+    # without --dataset: every declared dataset, the user's too
+    OUTPUT["privacy"] = cli_ok("privacy", *stage_options(root)[2:], "--out-dir", str(root / "runs" / "privacy"))
     return root
 
 
 def test_the_command_ends_saying_where_it_wrote(root):
     """The summary table did not say where the document went; the line is whole in an 80-column log."""
-    assert OUTPUT["privacy"].splitlines()[-1] == f"wrote {root / 'runs' / 'privacy' / 'wesad.json'}"
+    wrote = [line for line in OUTPUT["privacy"].splitlines() if line.startswith("wrote ")]
+    assert wrote == [f"wrote {root / 'runs' / 'privacy' / ds}.json" for ds in ("wesad", "mine")]
+    assert OUTPUT["privacy"].splitlines()[-1] == wrote[-1]
+
+
+def test_privacy_runs_on_a_declared_dataset_of_your_own(root):
+    """Part of issue 16: `esnfed privacy --dataset` took wesad or hhar only (an enum); a declared
+    dataset of the user's own runs as the papers' do (δ = 1/n² of its training users), one
+    undeclared is a usage error listing the declared, and the report renders its rows."""
+    doc = json.loads((root / "runs" / "privacy" / "mine.json").read_text())
+    assert doc["dataset"] == "mine" and doc["n_users"] == 4 and doc["delta"] == 1 / 16
+    assert set(doc["methods"]) == {"incfed", "fedip"} and doc["clip"] == 0.05
+    assert all(len(c["test_accuracy"]) == 2 for r in doc["methods"].values() for c in r["epsilons"].values())
+    one = root / "one"
+    cli_ok("privacy", "--dataset", "mine", *stage_options(root)[2:], "--out-dir", str(one))
+    assert sorted(p.name for p in one.iterdir()) == ["mine.json"]
+    assert json.loads((one / "mine.json").read_text())["methods"] == doc["methods"]  # seeded: the same
+    result = runner.invoke(app, ["privacy", "--dataset", "example", *stage_options(root)[2:]])
+    assert result.exit_code == 2
+    assert "'example' is not declared in params.yaml datasets (declared: wesad, mine)" in " ".join(
+        w for w in result.output.split() if w not in "│╭╮╰╯─")
+    docs = privacy_report.load(root / "runs" / "privacy", datasets=("wesad", "mine"))
+    md = privacy_report.render(docs)["privacy.md"].decode()
+    assert "| mine | incfed |" in md and "δ = WESAD 0.0625 (1/n², n = 4 users), mine 0.0625" in md
 
 
 def _doc(root: Path) -> dict:
@@ -77,6 +113,7 @@ def test_the_output_records_the_privacy_section_and_budget_it_was_computed_with(
         "privacy.epsilons": ["1", "4", "inf"], "privacy.delta": "auto", "privacy.relation": "user",
         "privacy.clip": 0.05, "privacy.ip_clip": 0.1, "privacy.pct": "100", "privacy.methods": ["incfed", "fedip"],
         "budget": "default"}
+    assert _doc(root)["source"] == "synthetic"  # the manifest's, as an assess file records it (the header's)
     assert list(privacy_report.load(root / "runs" / "privacy", _doc(root)["params"])) == ["wesad"]
 
 
@@ -93,7 +130,7 @@ def test_noise_multipliers_are_the_accountants(root):
 
 def test_report_renders_the_privacy_table_and_figure(root):
     docs = privacy_report.load(root / "runs" / "privacy")
-    files = privacy_report.render(docs, "2026-01-01")
+    files = privacy_report.render(docs)
     md = files["privacy.md"].decode()
     for needle in ("Gaussian mechanism", "user-level", "δ = WESAD 0.0625", "dp-accounting PLD", "ε=inf",
                    "non-private"):

@@ -705,20 +705,20 @@ PRIVACY = {"epsilons": [1, float("inf")], "delta": "auto", "relation": "user", "
            "pct": "100", "methods": ["incfed", "fedip"]}
 
 
-def _privacy_output(root: Path, params: dict, record: bool = True) -> None:
-    """runs/privacy/wesad.json as `esnfed privacy` writes it under ``params`` (made-up accuracies)."""
+def _privacy_output(root: Path, params: dict, record: bool = True, dataset: str = "wesad") -> None:
+    """runs/privacy/<dataset>.json as `esnfed privacy` writes it under ``params`` (made-up accuracies)."""
     from esnfed_stages.privacy import eps_key, privacy_params
 
     pp = privacy_params(params)
     eps = {eps_key(e): {"noise_multiplier": 0.0 if e == float("inf") else 2.5, "test_accuracy": [0.6, 0.62]}
            for e in pp.epsilons}
-    doc = {"dataset": "wesad", "pct": pp.pct, "n_users": 9, "n_units": 9, "delta": pp.delta_for(9),
-           "relation": pp.relation, "clip": pp.clip, "ip_clip": pp.ip_clip, "mechanism": "Gaussian mechanism",
+    doc = {"dataset": dataset, "pct": pp.pct, "n_users": 9, "n_units": 9, "delta": pp.delta_for(9),
+           "relation": pp.relation, "clip": pp.clip_for(dataset), "ip_clip": pp.ip_clip, "mechanism": "Gaussian mechanism",
            "accountant": "dp-accounting PLD", "seeds": [0, 1],
            "methods": {m: {"config": {}, "releases": 1, "epsilons": eps} for m in pp.methods}}
     if record:
         doc["params"] = pp.record(params.get("budget"))
-    path = root / "runs" / "privacy" / "wesad.json"
+    path = root / "runs" / "privacy" / f"{dataset}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(doc))
 
@@ -736,7 +736,8 @@ def test_report_refuses_a_privacy_output_of_other_privacy_settings(workdir, edit
     """Before, the privacy table rendered rows computed under the old privacy section (exit 0)."""
     write_assess(workdir)
     _write_params(workdir, extra={"privacy": PRIVACY})
-    _privacy_output(workdir, {"privacy": PRIVACY})
+    for ds in ("wesad", "hhar"):  # every declared dataset's (one missing is refused as an assess file)
+        _privacy_output(workdir, {"privacy": PRIVACY}, dataset=ds)
     _ok(["ttest"])
     _ok(["report"])
     assert "| WESAD | incfed |" in (workdir / "reports" / "tables" / "privacy.md").read_text()

@@ -5,6 +5,7 @@ command-line values win, defaults apply, bad values name the key."""
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 
 import pytest
@@ -100,6 +101,26 @@ def test_privacy_params_frozen_with_defaults_and_delta():
     assert privacy_params(short) == PrivacyParams((1.0,), "auto", "window", 1.0, 0.1, "100", ("incfed", "fedip"))
     with pytest.raises(ConfigError, match=r"^params.yaml: privacy.delta: must be < 1.0, got 1.0$"):
         privacy_params({"privacy": {**p["privacy"], "delta": 1.0}})
+
+
+def test_privacy_clip_is_one_number_or_one_per_dataset():
+    """Part of issue 16: privacy.clip was tuned on the papers' data (docs/privacy.md); a mapping
+    dataset -> number lets a dataset of your own have its own while the number form stays."""
+    p = _params()
+    assert privacy_params(p).clip_for("mine") == privacy_params(p).clip_for("wesad") == p["privacy"]["clip"]
+    mapping = {**p["privacy"], "clip": {"wesad": 0.003, "hhar": 0.003, "mine": 0.02}}
+    pp = privacy_params({"privacy": mapping})
+    assert pp.clip_for("mine") == 0.02 and pp.clip_for("wesad") == 0.003
+    assert pp.record("default")["privacy.clip"] == {"wesad": 0.003, "hhar": 0.003, "mine": 0.02}
+    assert pp.spec(1.0, 0.01, pp.clip_for("mine")).clip == 0.02
+    with pytest.raises(ConfigError, match=r"^params.yaml: privacy.clip: no clip for dataset 'other' \(the mapping "
+                                          r"names wesad, hhar, mine; "):
+        pp.clip_for("other")
+    for bad, message in (({}, "privacy.clip: must be a number or a mapping of dataset -> number, got {}"),
+                         ({"Mine": 0.1}, "privacy.clip: 'Mine' is not a dataset name"),
+                         ({"mine": 0}, "privacy.clip.mine: must be > 0.0, got 0")):
+        with pytest.raises(ConfigError, match=f"^params.yaml: {re.escape(message)}$"):
+            privacy_params({"privacy": {**p["privacy"], "clip": bad}})
 
 
 def test_the_cli_reads_params_once_and_passes_the_parsed_objects(monkeypatch, tmp_path):

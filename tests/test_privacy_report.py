@@ -1,0 +1,228 @@
+"""The privacy table and figure (esnfed_stages/privacy_report.py) on made-up privacy documents:
+the cells' spread, the header, the figure's legend and lines, and user datasets beside the papers'."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from esnfed_stages import privacy_report
+from esnfed_stages.privacy import eps_key, privacy_params
+
+PRIVACY = {"epsilons": [1, 8, float("inf")], "delta": "auto", "relation": "user", "clip": 0.003,
+           "ip_clip": 0.1, "pct": "100", "methods": ["incfed", "fedip"]}
+# The shape of the default run's WESAD numbers (reports of /tmp/ci): the two ε = ∞ means 0.16 apart.
+ACCURACY = {"incfed": {"1": [0.38, 0.26], "8": [0.47, 0.377], "inf": [0.7155, 0.7073]},
+            "fedip": {"1": [0.30, 0.255], "8": [0.467, 0.362], "inf": [0.7149, 0.7048]}}
+
+
+def privacy_doc(dataset: str = "wesad", n_users: int = 9, params: dict | None = None,
+                accuracy: dict | None = None, source: str | None = "synthetic", budget: str = "default") -> dict:
+    """runs/privacy/<dataset>.json as `esnfed privacy` writes it (made-up accuracies)."""
+    pp = privacy_params({"privacy": params or PRIVACY})
+    accuracy = accuracy or ACCURACY
+    methods = {m: {"config": {}, "releases": 1, "epsilons": {
+        eps_key(e): {"noise_multiplier": 0.0 if e == float("inf") else 8 / e,
+                     "test_accuracy": accuracy[m][eps_key(e)]} for e in pp.epsilons}} for m in pp.methods}
+    doc = {"dataset": dataset, "pct": pp.pct, "n_users": n_users, "n_units": n_users,
+           "delta": pp.delta_for(n_users), "relation": pp.relation, "clip": pp.clip_for(dataset), "ip_clip": pp.ip_clip,
+           "mechanism": "Gaussian mechanism (esnfed_core/privacy.py)", "accountant": "dp-accounting PLD",
+           "seeds": [11, 12], "version": "0", "params": pp.record(budget), "methods": methods}
+    if source is not None:
+        doc["source"] = source
+    return doc
+
+
+def _csv(files: dict) -> list[dict]:
+    return list(csv.DictReader(io.StringIO(files["privacy.csv"].decode())))
+
+
+def test_cells_are_mean_and_population_std_as_every_other_table():
+    """The audit: WESAD incfed at ε = inf read 71.14 ± 0.58 (sample std) in privacy.md but
+    71.14 ± 0.41 in ijcnn-wesad.md for the same scores (population std, PROTOCOL §6)."""
+    files = privacy_report.render({"wesad": privacy_doc()})
+    row = next(r for r in _csv(files) if r["method"] == "incfed" and r["epsilon"] == "inf")
+    assert float(row["std"]) == pytest.approx(100 * np.std([0.7155, 0.7073]))  # 0.41, not 0.58
+    assert f"71.14 ± {100 * np.std([0.7155, 0.7073]):.2f} (z=0.00)" in files["privacy.md"].decode()
+    assert "mean ± population std over the 2 retrains" in files["privacy.md"].decode()
+
+
+def _repo_params() -> dict:
+    import yaml
+
+    return yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
+
+
+def _write(folder: Path, docs: dict) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for ds, doc in docs.items():
+        (folder / f"{ds}.json").write_text(json.dumps(doc))
+    return folder
+
+
+def _options(params: dict | None = None, privacy: dict | None = None, **kw):
+    """The report's options: params.yaml's budget, ``privacy`` (default PRIVACY) as the section."""
+    from esnfed_stages.experiment_params import budget_spec
+    from esnfed_stages.report import ReportParams
+
+    params = params or _repo_params()
+    return ReportParams("100", budget=budget_spec(params),
+                        privacy_record=privacy_params({"privacy": privacy or PRIVACY}).record(params["budget"]), **kw)
+
+
+def _report(folder: Path, options=None) -> tuple[list[str], object]:
+    """The privacy table's header lines (without their '- ') and the Report, as `esnfed report` adds them."""
+    from esnfed_stages import report
+
+    rep = report.Report()
+    report.add_privacy(rep, folder, "2026-01-01", options or _options())
+    md = rep.tables["privacy.md"].decode().splitlines()
+    return [line[2:] for line in md[2:md.index("", 2)]], rep
+
+
+def test_the_header_says_what_every_table_header_says(tmp_path):
+    """The audit: the index promises that each table's header says its data source, budget and
+    retrains; privacy.md said none of them, nor that the synthetic data under budget `default` is
+    not the papers' protocol (the line every table with published values carries)."""
+    folder = _write(tmp_path, {"wesad": privacy_doc(), "hhar": privacy_doc("hhar", 5)})
+    header, _ = _report(folder)
+    assert header[0] == ("Data source: synthetic; budget: default; retrains per cell: 2 "
+                         "(seeds [11, 12])")
+    assert header[1].startswith("**Not comparable with the published values:** this run used the embedded "
+                                "synthetic data (data.source: synthetic), not the real recordings, and budget "
+                                "`default` (3 trials, 2 retrains, units 20–40), not the papers' protocol")
+    assert "The 'paper' columns of the IncFed and FedIP tables (the papers publish no private results)" in header[1]
+    assert header[-2].startswith("Date: 2026-01-01; versions: esnfed ")
+    assert "mean ± population std over the 2 retrains" in header[-3]
+    assert header[-1] == "Missing inputs (n/a cells): none"
+
+
+def test_a_document_without_source_or_budget_reads_unknown_and_the_real_paper_run_is_the_protocol(tmp_path):
+    old = privacy_doc(source=None)
+    del old["params"]  # written before the document recorded them
+    header, _ = _report(_write(tmp_path / "old", {"wesad": old}), _options(datasets=("wesad",)))
+    assert header[0].startswith("Data source: unknown; budget: unknown; retrains per cell: 2")
+    params = _repo_params()
+    params["budget"] = "paper"
+    real = {ds: privacy_doc(ds, source="raw", budget="paper") for ds in ("wesad", "hhar")}
+    header, _ = _report(_write(tmp_path / "real", real), _options(params))
+    assert header[0].startswith("Data source: raw; budget: paper; retrains per cell: 2")
+    assert header[1].startswith("Protocol: the papers' (PROTOCOL §6)") and "Not comparable" not in "".join(header)
+
+
+def _artists(ax):
+    """(DP line, its ε = ∞ line, its ε = ∞ point) per method label of one panel."""
+    from matplotlib.lines import Line2D
+
+    out = {}
+    for container in ax.containers:  # errorbar: (line, caps, bars); DP lines carry the label
+        line = container.lines[0]
+        label = container.get_label()
+        if label.endswith("(DP)"):
+            out.setdefault(label.removesuffix(" (DP)"), {})["dp"] = line
+        else:
+            out.setdefault(None, []).append(line)
+    for line in ax.lines:
+        if isinstance(line, Line2D) and "without DP" in line.get_label():
+            out[line.get_label().split(" without DP")[0]]["inf"] = line
+    return out
+
+
+def test_the_figure_keeps_the_legend_off_the_panels_and_both_lines_without_dp_in_sight():
+    """The audit: the HHAR panel's legend sat over the dashed ε = ∞ lines; on WESAD the two dashed
+    lines (70.98 vs 71.14) drew over each other, one invisible; δ read 0.0123 beside the table's 0.01235."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.colors import to_hex
+
+    docs = {"wesad": privacy_doc(), "hhar": privacy_doc("hhar", 5)}
+    fig = privacy_report.draw(docs)
+    FigureCanvasAgg(fig).draw()
+    axes = fig.axes
+    legends = [ax.get_legend() for ax in axes if ax.get_legend() is not None] + list(fig.legends)
+    assert legends
+    for legend in legends:
+        box = legend.get_window_extent()
+        assert not any(box.overlaps(ax.get_window_extent()) for ax in axes)
+    table = privacy_report.render(docs)["privacy.md"].decode()
+    for ax, (ds, doc) in zip(axes, docs.items()):
+        art = _artists(ax)
+        inc, fed = art["IncFed"], art["FedIP"]
+        for method in (inc, fed):  # the line without DP in its method's colour
+            assert to_hex(method["inf"].get_color()) == to_hex(method["dp"].get_color())
+        assert to_hex(inc["dp"].get_color()) != to_hex(fed["dp"].get_color())
+        assert inc["inf"].get_linestyle() != fed["inf"].get_linestyle()  # dashed and dotted: both show
+        points = art[None]  # ε = ∞ as a point per method, side by side at the ∞ tick
+        assert len(points) == 2 and points[0].get_xdata()[0] != points[1].get_xdata()[0]
+        assert [t.get_text() for t in ax.get_xticklabels()][-1] == "∞"
+        delta = f"{doc['delta']:.4g}"
+        assert f"δ = {delta})" in ax.get_title() and f"{'WESAD' if ds == 'wesad' else 'HHAR'} {delta} (" in table
+    assert "δ = 0.01235" in axes[0].get_title()
+
+
+def test_a_declared_dataset_of_your_own_gets_its_rows_after_the_papers(tmp_path):
+    """Part of issue 16: the report read runs/privacy/{wesad,hhar}.json only (DATASET_ORDER); now
+    every declared dataset, the papers' first, then the user's in params.yaml order."""
+    docs = {"zeta": privacy_doc("zeta", 6, source="import"), "wesad": privacy_doc(),
+            "alpha": privacy_doc("alpha", 4, source="import"), "hhar": privacy_doc("hhar", 5)}
+    folder = _write(tmp_path, docs)
+    header, rep = _report(folder, _options(datasets=("zeta", "wesad", "alpha", "hhar")))
+    md = rep.tables["privacy.md"].decode()
+    rows = [line.split(" | ")[:2] for line in md.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    assert rows == [["| WESAD", "incfed"], ["| WESAD", "fedip"], ["| HHAR", "incfed"], ["| HHAR", "fedip"],
+                    ["| zeta", "incfed"], ["| zeta", "fedip"], ["| alpha", "incfed"], ["| alpha", "fedip"]]
+    assert [r["dataset"] for r in _csv(rep.tables)][::6] == ["wesad", "hhar", "zeta", "alpha"]
+    assert "δ = WESAD 0.01235 (1/n², n = 9 users), HHAR 0.04 (1/n², n = 5 users), zeta 0.02778 (1/n², n = 6 " \
+           "users), alpha 0.0625 (1/n², n = 4 users)" in md
+    assert header[0].startswith("Data source: import, synthetic; budget: default")
+    assert "Missing inputs (n/a cells): none" in header and rep.missing == []
+    fig = privacy_report.draw(privacy_report.load(folder, datasets=("zeta", "wesad", "alpha", "hhar")))
+    assert [ax.get_title().split(" (")[0] for ax in fig.axes] == ["WESAD", "HHAR", "zeta", "alpha"]
+    only_own = _write(tmp_path / "own", {"mine": privacy_doc("mine", 4, source="import")})
+    header, _ = _report(only_own, _options(datasets=("mine",)))
+    assert not any("Not comparable" in line for line in header)  # no published values on the user's alone
+
+
+def test_a_missing_privacy_output_is_refused_or_shown_as_n_a_as_an_assess_file(tmp_path):
+    """Without --allow-missing a declared dataset's privacy output not written is one error naming
+    it and the command; with it, its rows read n/a, the header and `esnfed report` list it; with no
+    privacy output at all the stage did not run: no table, nothing missing (as before)."""
+    from esnfed_core.errors import DataError
+
+    folder = _write(tmp_path / "privacy", {"wesad": privacy_doc(), "hhar": privacy_doc("hhar", 5)})
+    options = _options(datasets=("wesad", "hhar", "mine", "other"))
+    with pytest.raises(DataError) as info:
+        _report(folder, options)
+    assert str(info.value) == (f"{folder / 'mine.json'}: not found: run `esnfed privacy --dataset mine` first, "
+                               "or pass --allow-missing (1 more privacy file(s) missing)")
+    from esnfed_stages import report
+
+    rep = report.Report()
+    report.add_privacy(rep, folder, "2026-01-01", options, allow_missing=True)
+    md = rep.tables["privacy.md"].decode()
+    assert f"- Missing inputs (n/a cells): {folder / 'mine.json'}, {folder / 'other.json'}" in md
+    assert "| mine | incfed | n/a | n/a | n/a | n/a |" in md and "| other | fedip | n/a | n/a | n/a | n/a |" in md
+    assert rep.missing == [folder / "mine.json", folder / "other.json"]
+    empty = report.Report()
+    report.add_privacy(empty, tmp_path / "none", "2026-01-01", options)
+    assert "privacy.md" not in empty.tables and "privacy.png" not in empty.figures and empty.missing == []
+
+
+def test_a_clip_per_dataset_is_printed_per_dataset_and_one_clip_once(tmp_path):
+    mapping = {**PRIVACY, "clip": {"wesad": 0.003, "hhar": 0.003, "mine": 0.01}}
+    docs = {ds: privacy_doc(ds, n, params=mapping) for ds, n in (("wesad", 9), ("hhar", 5), ("mine", 4))}
+    _, rep = _report(_write(tmp_path / "mapping", docs), _options(privacy=mapping, datasets=("wesad", "hhar", "mine")))
+    assert "(clip = WESAD 0.003, HHAR 0.003, mine 0.01)" in rep.tables["privacy.md"].decode()
+    _, rep = _report(_write(tmp_path / "number", {"wesad": privacy_doc(), "hhar": privacy_doc("hhar", 5)}))
+    assert "(clip = 0.003)" in rep.tables["privacy.md"].decode()
+
+
+def test_a_fixed_delta_is_not_called_one_over_n_squared(tmp_path):
+    fixed = {**PRIVACY, "delta": 1e-5}
+    docs = {"wesad": privacy_doc(params=fixed), "hhar": privacy_doc("hhar", 5, params=fixed)}
+    _, rep = _report(_write(tmp_path, docs), _options(privacy=fixed))
+    assert "- δ = WESAD 1e-05 (privacy.delta), HHAR 1e-05 (privacy.delta)" in rep.tables["privacy.md"].decode()
