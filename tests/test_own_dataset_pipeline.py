@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from esnfed_cli.main import app
 from esnfed_stages.check_data import check_folder
 from esnfed_stages.figures import png_title
-from experiment_data import cli_ok, make_dataset, run_method_stages, small_params, write_params
+from experiment_data import cli_ok, make_dataset, run_method_stages, small_params, stage_options, write_params
 
 pytestmark = pytest.mark.pipeline
 runner = CliRunner()
@@ -186,6 +186,7 @@ def user_only(tmp_path_factory, monkeypatch_module):
     _ok("partition", "--dataset", "mine", "--params", params,
         "--processed-dir", str(root / "data" / "processed"), "--out", str(root / "data" / "partitions"))
     _stages(root, "mine", ALL)
+    _ok("privacy", *stage_options(root, "mine"), "--out-dir", str(root / "runs" / "privacy"))
     monkeypatch_module.chdir(root)
     out = {"ttest": _ok("ttest", "--params", "params.yaml", "--out", "reports/ttest.json"),
            "report": _ok("report", "--params", "params.yaml", "--ttest", "reports/ttest.json", "--out-dir", "reports")}
@@ -197,8 +198,9 @@ def test_your_own_data_alone_is_reported_with_its_tables_only(user_only):
     reports = root / "reports"
     names = {sub: sorted(p.name for p in (reports / sub).iterdir()) for sub in ("tables", "figures", "plots", "metrics")}
     tables = [f"mine-{t}" for t in ("stationary-incfed", "stationary-fedip", "stationary-ip", "continual")]
-    assert names["tables"] == sorted([f"{t}.{ext}" for t in tables + ["communication-mine"] for ext in ("md", "csv")])
-    assert names["figures"] == ["stream-mine-centralized.png", "stream-mine-federated.png"]
+    assert names["tables"] == sorted([f"{t}.{ext}" for t in tables + ["communication-mine", "privacy"]
+                                      for ext in ("md", "csv")])
+    assert names["figures"] == ["privacy.png", "stream-mine-centralized.png", "stream-mine-federated.png"]
     assert names["plots"] == ["stream-mine-centralized.csv", "stream-mine-federated.csv"]
     assert names["metrics"] and all(n.startswith("mine-") for n in names["metrics"])
     for name in tables:  # every cell computed: no n/a, no missing input
@@ -210,9 +212,11 @@ def test_your_own_data_alone_is_reported_with_its_tables_only(user_only):
     index = (reports / "README.md").read_text()
     linked = sorted(set(re.findall(r"\]\((?:tables|figures)/([^)#]+)", index)))
     assert linked == sorted(n for n in names["tables"] + names["figures"])
-    for absent in ("(tables/communication.md", "heterogeneous", "secagg", "(tables/fedip.md", "deep", "privacy",
-                   "wesad", "WESAD", "hhar", "HHAR", "paper' columns", "## Figures\n\n| figure | what it shows |\n|---|---|\n\n"):
+    for absent in ("(tables/communication.md", "heterogeneous", "secagg", "(tables/fedip.md", "deep", "wesad",
+                   "WESAD", "hhar", "HHAR", "paper' columns"):
         assert absent not in index, absent
+    privacy = (reports / "tables" / "privacy.md").read_text()  # the privacy stage's row: mine's alone
+    assert "| mine |" in privacy and "WESAD" not in privacy and "HHAR" not in privacy
     assert ("- `plots/`: 2 CSV files, the data of the stream-accuracy figures; `dvc plots show` draws none of "
             "them; not declared there") in index
     # the t-tests: the user's tables, nothing missing; neither command prints a papers' table or a missing input
@@ -225,4 +229,4 @@ def test_your_own_data_alone_is_reported_with_its_tables_only(user_only):
         flat = " ".join(text.split())
         assert "missing inputs" not in flat and "wesad" not in flat and "hhar" not in flat
     assert "fedip: test accuracy" not in " ".join(out["report"].split())
-    assert "wrote 10 table files, 2 figures, 2 plot data files" in " ".join(out["report"].split())
+    assert "wrote 12 table files, 3 figures, 2 plot data files" in " ".join(out["report"].split())
