@@ -8,7 +8,7 @@ fractions in [0, 1]; cells are in percent.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
@@ -153,6 +153,7 @@ TABLES: tuple[TableSpec, ...] = tuple(
     ]
 )
 TABLE_IDS: tuple[str, ...] = tuple(t.id for t in TABLES)
+DEEP_TABLE = "deep"  # the deep reservoirs' table: on params.yaml study_datasets (table_specs)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -195,12 +196,19 @@ def generic_tables(dataset: str, continual: bool) -> tuple[TableSpec, ...]:
     return tuple(specs)
 
 
-def table_specs(datasets: Sequence[str] = DATASETS, continual: Sequence[str] = DATASETS) -> tuple[TableSpec, ...]:
-    """The tables of the declared datasets: each paper table whose datasets are all declared, then
-    the generic tables of every other declared dataset (in declaration order)."""
-    papers = tuple(t for t in TABLES if set(t.datasets) <= set(datasets))
-    return papers + tuple(spec for ds in datasets if ds not in DATASETS
-                          for spec in generic_tables(ds, ds in continual))
+def table_specs(datasets: Sequence[str] = DATASETS, continual: Sequence[str] = DATASETS,
+                studies: Sequence[str] | None = None) -> tuple[TableSpec, ...]:
+    """The tables of the declared datasets: each paper table whose datasets are all declared, the
+    deep table on the papers' datasets of ``studies`` (params.yaml study_datasets, where the deep
+    reservoirs run; None: every declared one; none: no deep table), then the generic tables of every
+    other declared dataset (in declaration order)."""
+    studies = tuple(d for d in DATASETS if d in (datasets if studies is None else studies))
+    papers = tuple(t for t in TABLES if t.id != DEEP_TABLE and set(t.datasets) <= set(datasets))
+    deep = table_spec(DEEP_TABLE)
+    if len(studies) == 1:  # a table of one dataset has no dataset column: its title names it
+        deep = replace(deep, datasets=studies, title=f"{deep.title} ({dataset_label(studies[0])})")
+    return papers + ((deep,) if studies else ()) + tuple(spec for ds in datasets if ds not in DATASETS
+                                                         for spec in generic_tables(ds, ds in continual))
 
 
 
@@ -564,10 +572,11 @@ HETERO_REFERENCE = "ensemble"  # every method is t-tested against it
 HETERO_MARKS = {"better": "▲", "worse": "▼"}
 
 
-def hetero_spec(methods: Sequence[str]) -> TableSpec:
-    """The heterogeneous table's methods, each tested against the ensemble (which must be one)."""
+def hetero_spec(methods: Sequence[str], datasets: Sequence[str] = DATASETS) -> TableSpec:
+    """The heterogeneous table's methods, each tested against the ensemble (which must be one), on
+    ``datasets`` (params.yaml study_datasets: where the heterogeneous reservoirs run)."""
     return TableSpec(HETERO_TABLE, "Heterogeneous reservoirs: local, ensemble, structural alignment "
-                     "against homogeneous IncFed", DATASETS, tuple((m, m) for m in methods),
+                     "against homogeneous IncFed", tuple(datasets), tuple((m, m) for m in methods),
                      pairs=tuple((m, HETERO_REFERENCE) for m in methods if m != HETERO_REFERENCE))
 
 

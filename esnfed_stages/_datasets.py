@@ -118,15 +118,23 @@ def continual_declared(params: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(d for d in DATASETS if d in declared(params)) if value is None else tuple(value)
 
 
+def study_declared(params: Mapping[str, Any]) -> tuple[str, ...]:
+    """params.yaml ``study_datasets``: the papers' datasets this project's own studies run on (deep
+    and heterogeneous reservoirs, issue 13; the Flower apps and SecAgg+, issue 14), a subset of the
+    declared papers' datasets ([] in a pipeline of your own data only); absent: every declared one."""
+    value = params.get("study_datasets") if isinstance(params, Mapping) else None
+    return tuple(d for d in DATASETS if d in declared(params)) if value is None else tuple(value)
+
+
 def method_datasets(params: Mapping[str, Any], method: Any) -> tuple[str, ...]:
     """The declared datasets dvc.yaml runs ``method`` (an esnfed_core.method.Method) on, the
     default of select, retrain and assess without --dataset: continual methods continual_datasets;
-    the papers'-datasets-only studies (deep and heterogeneous reservoirs) wesad and hhar; the others
-    every declared dataset (tests/test_dvc_datasets.py checks it against dvc.yaml's stages)."""
+    deep and heterogeneous reservoirs study_datasets; the others every declared dataset
+    (tests/test_dvc_datasets.py checks it against dvc.yaml's stages)."""
     if method.continual:
         return continual_declared(params)
     if method.deep or method.heterogeneous:
-        return tuple(d for d in DATASETS if d in declared(params))
+        return study_declared(params)
     return declared(params)
 
 

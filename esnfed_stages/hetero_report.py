@@ -30,12 +30,13 @@ CSV_EXTRA = ("client_std",)
 
 
 def load(assess_dir: str | Path, methods: Sequence[str], budget: BudgetSpec | None = None,
-         settings: Mapping[str, Any] | None = None) -> Inputs:
-    """The assess files of the table's methods (absent ones listed as missing, never an error),
-    each assessed under params.yaml's ``budget`` when given and, where a file records them, with
-    its heterogeneity ``settings`` (``HeteroParams.record``: those the table's header prints)."""
-    return load_inputs(assess_dir, required_inputs([hetero_spec(methods)]), allow_missing=True, partial=True,
-                       budget=budget, expected=settings)
+         settings: Mapping[str, Any] | None = None, datasets: Sequence[str] = DATASETS) -> Inputs:
+    """The assess files of the table's methods on ``datasets`` (params.yaml study_datasets; absent
+    ones listed as missing, never an error), each assessed under params.yaml's ``budget`` when given
+    and, where a file records them, with its heterogeneity ``settings`` (``HeteroParams.record``:
+    those the table's header prints)."""
+    return load_inputs(assess_dir, required_inputs([hetero_spec(methods, datasets)]), allow_missing=True,
+                       partial=True, budget=budget, expected=settings)
 
 
 def shares(inputs: Inputs, methods: Sequence[str]) -> list[str]:
@@ -62,8 +63,8 @@ def client_spread(inputs: Inputs, ds: str, method: str, pct: str) -> float | Non
 
 
 def render(cells: Sequence[Cell], inputs: Inputs, methods: Sequence[str], pcts: Sequence[str],
-           header: Sequence[str]) -> tuple[str, str]:
-    """(Markdown, CSV) of the table: a row per dataset and share, a column per method."""
+           header: Sequence[str], datasets: Sequence[str] = DATASETS) -> tuple[str, str]:
+    """(Markdown, CSV) of the table: a row per dataset of ``datasets`` and share, a column per method."""
     lookup = {(c.dataset, c.pct, c.method): c for c in cells}
     lines = ["# heterogeneous: when reservoirs differ (local, ensemble, structural alignment, IncFed)", ""]
     lines += [f"- {h}" for h in header]
@@ -75,7 +76,7 @@ def render(cells: Sequence[Cell], inputs: Inputs, methods: Sequence[str], pcts: 
               "| dataset | train users | " + " | ".join(methods) + " |",
               "|---|---|" + "|".join("---:" for _ in methods) + "|"]
     rows = []
-    for ds in DATASETS:
+    for ds in datasets:
         for pct in pcts:
             cells_md, spread_md = [], []
             for m in methods:
@@ -94,11 +95,13 @@ def render(cells: Sequence[Cell], inputs: Inputs, methods: Sequence[str], pcts: 
     return "\n".join(lines + spread) + "\n", csv_text
 
 
-def alpha_figure_and_plot(inputs: Inputs, alphas: Sequence[float], pcts: Sequence[str]) -> tuple[bytes, str]:
-    """Test accuracy against α (align, mean ± std over retrains) per dataset and share, with the
-    ensemble, local and homogeneous IncFed as horizontal bands; and the DVC plots CSV of the means."""
+def alpha_figure_and_plot(inputs: Inputs, alphas: Sequence[float], pcts: Sequence[str],
+                          datasets: Sequence[str] = DATASETS) -> tuple[bytes, str]:
+    """Test accuracy against α (align, mean ± std over retrains) per dataset of ``datasets`` and
+    share, with the ensemble, local and homogeneous IncFed as horizontal bands; and the DVC plots
+    CSV of the means."""
     panels, rows = [], {a: {"alpha": a} for a in alphas}
-    for ds in DATASETS:
+    for ds in datasets:
         for pct in pcts:
             def scores(method: str) -> np.ndarray | None:
                 values = inputs.scores.get((ds, method, pct, "test"))
@@ -110,7 +113,7 @@ def alpha_figure_and_plot(inputs: Inputs, alphas: Sequence[float], pcts: Sequenc
             for a, v in line:
                 if v is not None:
                     rows[a][f"{ds}_{pct}"] = round(float(v.mean()), 6)
-    columns = ["alpha"] + [f"{ds}_{p}" for ds in DATASETS for p in pcts]
+    columns = ["alpha"] + [f"{ds}_{p}" for ds in datasets for p in pcts]
     return figures.alpha_bands("Structural alignment: test accuracy against α (mean ± std over retrains)",
                                panels), to_csv(list(rows.values()), columns)
 

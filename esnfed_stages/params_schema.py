@@ -82,6 +82,12 @@ def _import(key: str, value: Any) -> None:
     import_params(value, key)  # the stage's own frozen params object holds the bounds
 
 
+def _study_name(key: str, value: Any) -> None:
+    if check_dataset_name(key, value) not in DATASETS:
+        raise Invalid(f"{key}: {quote(value)} is not one of the papers' datasets ({', '.join(DATASETS)}): the deep "
+                      "and heterogeneous reservoirs and the Flower apps run on theirs only (README, \"Your own data\")")
+
+
 def _activation_pct(key: str, value: Any) -> None:
     if isinstance(value, bool) or str(value) not in PCTS:
         raise Invalid(f"{key}: expected one of {', '.join(PCTS)}, got {quote(value)}")
@@ -151,7 +157,8 @@ SCHEMA = Fields(optional={
             "ip": Space({n: HYPER[n] for n in ("sigma", "rounds")}),
             "fedip": Space({n: HYPER[n] for n in ("sigma", "rounds", "local_epochs")}),
             "deep": Space({"layers": HYPER["layers"]}),  # deep reservoirs (issue 13): added for deep-* methods
-        }, lambda ds: Space(RESERVOIR_SPACE), required=("wesad", "hhar", "ip", "fedip"), examples=EXAMPLES),
+        # space.<dataset>: required of each declared dataset only (_declared_datasets says why)
+        }, lambda ds: Space(RESERVOIR_SPACE), required=("ip", "fedip"), examples=EXAMPLES),
     })),
     "readout": Fields(required={"lambdas": ListOf(Num.of(LAMBDA)), "batch_size": Num.of(BATCH_SIZE),
                                 "solver": Choice(SOLVERS)}),
@@ -178,6 +185,7 @@ SCHEMA = Fields(optional={
     # issue 16: declared datasets (esnfed_stages/_datasets.py) and the import options of user ones
     "datasets": ListOf(Delegate(check_dataset_name)),
     "continual_datasets": ListOf(Delegate(check_dataset_name), empty=True),
+    "study_datasets": ListOf(Delegate(_study_name), empty=True),
     "imports": Named({}, lambda ds: Delegate(_import, IMPORT_KEYS), examples=EXAMPLES),
 })
 
@@ -214,31 +222,33 @@ def _combinations(params: Mapping[str, Any]) -> None:
 
 
 def _declared_datasets(params: Mapping[str, Any]) -> None:
-    """Each user dataset in ``datasets`` has its import, partition and search space in every budget;
-    continual ones are declared and have contexts (issue 16)."""
+    """Each dataset in ``datasets`` has its search space in every budget (only those: a pipeline of
+    your own data needs no space.wesad); a user one its import and partition; continual and study
+    ones are declared, continual ones have contexts (issue 16)."""
     names = params.get("datasets")
     names = list(DATASETS) if names is None else names
     imports, parts = params.get("imports") or {}, params.get("partition") or {}
     for name in names:
-        if name in DATASETS:
-            continue
-        if name not in imports:
+        if name not in DATASETS and name not in imports:
             raise Invalid(f"imports.{name}: missing (datasets lists {quote(name)}: say where its files are "
                           "and which columns to read)")
-        if "partition" in params and name not in parts:
+        if name not in DATASETS and "partition" in params and name not in parts:
             raise Invalid(f"partition.{name}: missing (datasets lists {quote(name)}: give its user splits, "
                           "fixed lists or {fractions: {validation, test}, seed})")
         for budget, b in (params.get("budgets") or {}).items():
             if name not in (b.get("space") or {}):
-                raise Invalid(f"budgets.{budget}.space.{name}: missing (datasets lists {quote(name)})")
+                raise Invalid(f"budgets.{budget}.space.{name}: missing ({quote(name)} is declared in datasets: "
+                              "every budget searches its reservoirs)")
     clip = (params.get("privacy") or {}).get("clip")
     for name in names if isinstance(clip, Mapping) else ():  # the privacy stage runs on every declared one
         if name not in clip:
             raise Invalid(f"privacy.clip.{name}: missing (datasets lists {quote(name)}; privacy.clip is a mapping: "
                           "give every declared dataset its clip, or one number for all)")
+    for key in ("continual_datasets", "study_datasets"):
+        for name in params.get(key) or []:
+            if name not in names:
+                raise Invalid(f"{key}: {quote(name)} is not in datasets ({', '.join(names)})")
     for name in params.get("continual_datasets") or []:
-        if name not in names:
-            raise Invalid(f"continual_datasets: {quote(name)} is not in datasets ({', '.join(names)})")
         if name not in DATASETS and not (imports.get(name) or {}).get("context"):
             raise Invalid(f"continual_datasets: {quote(name)} has no contexts (imports.{name}.context is not set)")
 

@@ -30,7 +30,7 @@ from esnfed_core.tables import (
 from esnfed_core.vocabulary import DATASETS, PCTS, VARIANTS
 from esnfed_stages import comparability, hetero_report, privacy_report, provenance, report_index, secagg_report
 from esnfed_stages.heterogeneity_params import hetero_params
-from esnfed_stages._datasets import continual_declared, declared, n_classes
+from esnfed_stages._datasets import continual_declared, declared, n_classes, study_declared
 from esnfed_stages._io import atomic_path, dumps_json, output_lock, read_json
 from esnfed_stages.experiment_params import BudgetSpec, budget_spec
 from esnfed_stages.sections import section
@@ -239,12 +239,15 @@ def build(inputs: Inputs, ttest_doc: Mapping[str, Any], published: Published, da
           contexts_pct: str = "25", hetero: "HeteroReport | None" = None, datasets: Sequence[str] = DATASETS,
           continual: Sequence[str] = DATASETS, user_classes: Mapping[str, int] | None = None,
           contexts: Mapping[str, ContextNames] | None = None,
-          scale: comparability.BudgetScale | None = None) -> Report:
+          scale: comparability.BudgetScale | None = None, studies: Sequence[str] | None = None) -> Report:
     """Every output in memory; ``contexts``: each dataset's context names (figures and plots);
-    ``scale``: the budget's, for the paper tables' headers (comparability.py)."""
+    ``scale``: the budget's, for the paper tables' headers (comparability.py); ``studies``: params.yaml
+    study_datasets (the deep table's; see table_specs). Only what the declared datasets ask for:
+    the papers' communication table with one of theirs declared, the heterogeneous table with
+    ``hetero``."""
     rep = Report(missing=list(inputs.missing))
     contexts = contexts or {}
-    for spec in table_specs(datasets, continual):
+    for spec in table_specs(datasets, continual, studies):
         cells = build_cells(spec, inputs.scores, ttest_doc["comparisons"], published)
         header = header_lines(spec, inputs, ttest_doc, date, scale)
         rep.cells[spec.id] = cells
@@ -252,22 +255,8 @@ def build(inputs: Inputs, ttest_doc: Mapping[str, Any], published: Published, da
         rep.tables[f"{spec.id}.csv"] = cells_csv(cells).encode()
         if progress:
             progress(f"table {spec.id}")
-    hetero_items = hetero_report.communication_items(hetero.inputs, hetero.methods) if hetero else []
-    comm = communication_rows(communication_items(inputs) + hetero_items)
-    comm_header = header_lines(None, inputs, ttest_doc, date)[:1] + [
-        "Measured: the floats and bytes of every message of one retrain (setup broadcast of the "
-        "reservoir excluded); per client per round = total / (clients × rounds)",
-        "Analytic (PROTOCOL §3, §5; N units, C classes): IncFed up N²+N·C, down N·C; FedAvg N·C "
-        "each way; FedIP 2N each way per round, then one IncFed readout; FedCLIP 2N each way per "
-        "IP round and an IncFed readout per context (naive, replay) or per IP round (joint re-solves "
-        "the readout every round). IP rounds and readouts are split from the ledger's summed round "
-        "count; 'match' = analytic totals equal the measured ones",
-        *([hetero_report.COMMUNICATION_NOTE] if hetero else []),
-        *participation_notes(comm),
-        f"Date: {date}; versions: {versions()}",
-    ]
-    rep.tables["communication.md"] = render_communication_markdown(comm, comm_header).encode()
-    rep.tables["communication.csv"] = communication_csv(comm).encode()
+    if any(ds in DATASETS for ds in datasets):  # the papers' communication table: not for yours alone
+        add_communication(rep, inputs, ttest_doc, date, hetero)
     add_user_communication(rep, inputs, ttest_doc, date, datasets, continual, user_classes)
     for ds in [d for d in continual if d in datasets]:
         for setting in SETTINGS:
@@ -308,22 +297,45 @@ class HeteroReport:
     alphas: tuple[float, ...]
     settings: str
     inputs: Inputs
+    datasets: tuple[str, ...] = DATASETS  # params.yaml study_datasets: the table's rows, the figure's panels
+
+
+def add_communication(rep: Report, inputs: Inputs, ttest_doc: Mapping[str, Any], date: str,
+                      hetero: HeteroReport | None) -> None:
+    """reports/tables/communication.md/.csv: the measured and analytic messages of the papers'
+    datasets' federated methods (and of the heterogeneous ones, with ``hetero``)."""
+    hetero_items = hetero_report.communication_items(hetero.inputs, hetero.methods) if hetero else []
+    comm = communication_rows(communication_items(inputs) + hetero_items)
+    comm_header = header_lines(None, inputs, ttest_doc, date)[:1] + [
+        "Measured: the floats and bytes of every message of one retrain (setup broadcast of the "
+        "reservoir excluded); per client per round = total / (clients × rounds)",
+        "Analytic (PROTOCOL §3, §5; N units, C classes): IncFed up N²+N·C, down N·C; FedAvg N·C "
+        "each way; FedIP 2N each way per round, then one IncFed readout; FedCLIP 2N each way per "
+        "IP round and an IncFed readout per context (naive, replay) or per IP round (joint re-solves "
+        "the readout every round). IP rounds and readouts are split from the ledger's summed round "
+        "count; 'match' = analytic totals equal the measured ones",
+        *([hetero_report.COMMUNICATION_NOTE] if hetero else []),
+        *participation_notes(comm),
+        f"Date: {date}; versions: {versions()}",
+    ]
+    rep.tables["communication.md"] = render_communication_markdown(comm, comm_header).encode()
+    rep.tables["communication.csv"] = communication_csv(comm).encode()
 
 
 def add_heterogeneous(rep: Report, het: HeteroReport, inputs: Inputs, ttest_doc: Mapping[str, Any],
                       date: str) -> None:
     """reports/tables/heterogeneous.md/.csv, figures/heterogeneous-alpha.png, plots/heterogeneous-alpha.csv."""
     pcts = hetero_report.shares(het.inputs, het.methods)
-    cells = hetero_cells(het.inputs.scores, ttest_doc["comparisons"], DATASETS, pcts, het.methods)
+    cells = hetero_cells(het.inputs.scores, ttest_doc["comparisons"], het.datasets, pcts, het.methods)
     rep.cells["heterogeneous"] = cells
     base = header_lines(None, het.inputs, ttest_doc, date)
     missing = [str(p) for p in het.inputs.missing]
     base[-1] = "Missing inputs (n/a cells): " + (", ".join(missing) if missing else "none")
     md, csv_text = hetero_report.render(cells, het.inputs, het.methods, pcts,
-                                        hetero_report.header(base, ttest_doc, het.settings))
+                                        hetero_report.header(base, ttest_doc, het.settings), het.datasets)
     rep.tables["heterogeneous.md"] = md.encode()
     rep.tables["heterogeneous.csv"] = csv_text.encode()
-    png, plot = hetero_report.alpha_figure_and_plot(het.inputs, het.alphas, pcts)
+    png, plot = hetero_report.alpha_figure_and_plot(het.inputs, het.alphas, pcts, het.datasets)
     rep.figures["heterogeneous-alpha.png"] = png
     rep.plots["heterogeneous-alpha.csv"] = plot.encode()
 
@@ -397,11 +409,12 @@ def add_privacy(rep: Report, privacy_dir: str | Path, date: str, options: "Repor
         rep.figures["privacy.png"] = png
 
 
-def add_secagg(rep: Report, flower_dir: str | Path, budget: str | None = None) -> None:
+def add_secagg(rep: Report, flower_dir: str | Path, budget: str | None = None,
+               datasets: Sequence[str] = secagg_report.PIPELINE_DATASETS) -> None:
     """issue 14 item 2: the SecAgg+ overhead section of communication.md and secagg-overhead.csv
-    (esnfed_stages/secagg_report.py; "not run" without the flower stage's outputs; results of
-    another ``budget`` refused)."""
-    md, csv_text = secagg_report.render(flower_dir, budget=budget)
+    (esnfed_stages/secagg_report.py; the results of ``datasets``, params.yaml study_datasets; "not
+    run" without the flower stage's outputs; results of another ``budget`` refused)."""
+    md, csv_text = secagg_report.render(flower_dir, datasets, budget=budget)
     rep.tables["communication.md"] += md.encode()
     rep.tables[secagg_report.CSV_NAME] = csv_text.encode()
 
@@ -437,6 +450,8 @@ class ReportParams:
     ttest_record: Mapping[str, Any] = field(default_factory=dict)
     hetero_record: Mapping[str, Any] = field(default_factory=dict)
     privacy_record: Mapping[str, Any] = field(default_factory=dict)
+    # params.yaml study_datasets: the deep and heterogeneous tables' datasets and the flower results read
+    studies: tuple[str, ...] = DATASETS
 
 
 def report_params(params: Mapping[str, Any]) -> ReportParams:
@@ -456,7 +471,8 @@ def report_params(params: Mapping[str, Any]) -> ReportParams:
                         {name: len(v["classes"]) for name, v in (params.get("imports") or {}).items()
                          if isinstance(v, Mapping) and v.get("classes")}, budget_spec(params),
                         ttest_params(params).record if "ttest" in params else {}, hetero,
-                        privacy_params(params).record(params.get("budget")) if "privacy" in params else {})
+                        privacy_params(params).record(params.get("budget")) if "privacy" in params else {},
+                        study_declared(params))
 
 
 def index_notice(inputs: Inputs, options: ReportParams) -> str:
@@ -481,21 +497,22 @@ def run(options: ReportParams, *, assess_dir: str | Path = ASSESS_DIR,
         flower_dir: str | Path = secagg_report.FLOWER_DIR) -> Report:
     """Build every report output in memory, then write them; returns what was written."""
     date = report_date()
-    inputs = load_inputs(assess_dir, required_inputs(table_specs(options.datasets, options.continual)),
-                         allow_missing, budget=options.budget)
+    specs = table_specs(options.datasets, options.continual, options.studies)
+    inputs = load_inputs(assess_dir, required_inputs(specs), allow_missing, budget=options.budget)
     ttest_doc = load_ttest(ttest_path, options.ttest_record)
     hetero = None
-    if options.hetero_methods:
+    if options.hetero_methods and options.studies:
         hetero = HeteroReport(options.hetero_methods, options.alphas, options.hetero_settings,
                               hetero_report.load(assess_dir, options.hetero_methods, options.budget,
-                                                 options.hetero_record))
+                                                 options.hetero_record, options.studies), options.studies)
     check_computed_from(ttest_path, ttest_doc, inputs, *([hetero.inputs] if hetero else []))
     rep = build(inputs, ttest_doc, load_published(), date, options.activation_pct, progress,
                 options.contexts_pct, hetero, options.datasets, options.continual, options.user_classes,
                 {ds: context_names(data_dir, ds) for ds in options.datasets},
-                comparability.budget_scale(options.budget))
+                comparability.budget_scale(options.budget), options.studies)
     add_privacy(rep, privacy_dir, date, options, allow_missing)
-    add_secagg(rep, flower_dir, None if options.budget is None else options.budget.name)
+    if options.studies and "communication.md" in rep.tables:  # the flower stages run on study_datasets
+        add_secagg(rep, flower_dir, None if options.budget is None else options.budget.name, options.studies)
     rep.index = report_index.render(rep.tables, rep.figures, rep.plots, rep.metrics, date, versions(),
                                     notice=index_notice(inputs, options),
                                     activation_pct=options.activation_pct).encode()

@@ -26,17 +26,21 @@ DVC_PLOTS = frozenset(
                                               "fedclip-naive", "fedclip-replay", "fedclip-joint")]
     + ["heterogeneous-alpha.csv"])
 
-# What each kind of plot CSV holds, by name prefix ({pct}: report.activation_pct).
+# What each kind of plot CSV holds, by name prefix: its figures' kind, and ({pct}: report.activation_pct)
+# its columns.
 PLOT_KINDS = (
-    ("stream-", "`stream-<dataset>-<federated|centralized>.csv`: stream accuracy (%) after each context "
-                "(a row per context: `context` from 0, `context_name`), a column per strategy and "
-                "training-user share (`naive_25` … `joint_100`)"),
-    ("activation-", "`activation-wesad-<method>.csv`: activation density of the reservoir trained on "
-                    "{pct} % of the training users only (params.yaml `report.activation_pct`; the other "
-                    "shares are in the figures), pooled over the WESAD test users and averaged over the "
-                    "retrains: a row per bin centre (`value`), a column per context (`context0` …)"),
-    ("heterogeneous-alpha", "`heterogeneous-alpha.csv`: align's mean test accuracy (%) against α (a row "
-                            "per α), a column per dataset and training-user share"),
+    ("stream-", "stream-accuracy",
+     "`stream-<dataset>-<federated|centralized>.csv`: stream accuracy (%) after each context "
+     "(a row per context: `context` from 0, `context_name`), a column per strategy and "
+     "training-user share (`naive_25` … `joint_100`)"),
+    ("activation-", "activation",
+     "`activation-wesad-<method>.csv`: activation density of the reservoir trained on "
+     "{pct} % of the training users only (params.yaml `report.activation_pct`; the other "
+     "shares are in the figures), pooled over the WESAD test users and averaged over the "
+     "retrains: a row per bin centre (`value`), a column per context (`context0` …)"),
+    ("heterogeneous-alpha", "alignment",
+     "`heterogeneous-alpha.csv`: align's mean test accuracy (%) against α (a row "
+     "per α), a column per dataset and training-user share"),
 )
 
 
@@ -65,7 +69,8 @@ def render(tables: Mapping[str, bytes], figures: Mapping[str, bytes], plots: Map
            activation_pct: str = "100") -> str:
     """The index's Markdown: what the run was against the papers' protocol (``notice``,
     comparability.py), a row per table (Markdown and CSV together; a CSV of a section, with the
-    section), per figure, and what the plot data and metrics hold."""
+    section), per figure, and what the plot data and metrics hold: only what was written (no
+    figures: no figure section)."""
     lines = ["# Report", "",
              f"Written by `esnfed report` on {date} ({versions}). Each table's header says its data "
              "source, budget, seeds, significance test and missing inputs.", "",
@@ -87,11 +92,13 @@ def render(tables: Mapping[str, bytes], figures: Mapping[str, bytes], plots: Map
                          f"| [{name}](tables/{name}): the section's rows; columns: {_cell(columns)} |")
         else:
             lines.append(f"| [{name}](tables/{name}) | CSV only; columns: {_cell(columns)} | |")
-    lines += ["", "## Figures", "", "| figure | what it shows |", "|---|---|"]
+    if figures:  # none: e.g. a dataset of your own without contexts, alone
+        lines += ["", "## Figures", "", "| figure | what it shows |", "|---|---|"]
     for name, png in figures.items():
         lines.append(f"| [{name}](figures/{name}) | {_cell(png_title(png) or name)} |")
-    lines += ["", "## Data behind the figures and metrics", "", _plots_line(plots)]
-    lines += [f"  - {text.format(pct=activation_pct)}" for prefix, text in PLOT_KINDS
+    lines += ["", "## Data behind the figures and metrics" if plots else "## Metrics", ""]
+    lines += [_plots_line(plots)] if plots else []
+    lines += [f"  - {text.format(pct=activation_pct)}" for prefix, _, text in PLOT_KINDS
               if any(n.startswith(prefix) for n in plots)]
     lines += [f"- `metrics/`: {len(metrics)} JSON files, the mean test accuracy per share of each "
               "dataset and method as a fraction (0–1), where the tables show percent (×100) "
@@ -103,8 +110,10 @@ def _plots_line(plots: Mapping[str, bytes]) -> str:
     """What `dvc plots show` draws of plots/: the CSVs dvc.yaml declares, and those it does not."""
     declared = [n for n in plots if n in DVC_PLOTS]
     rest = [n for n in plots if n not in DVC_PLOTS]
-    line = (f"- `plots/`: {len(plots)} CSV files, the data of the stream-accuracy, activation and "
-            f"alignment figures; `dvc plots show` draws the {len(declared)} declared in dvc.yaml's `plots`")
+    kinds = [kind for prefix, kind, _ in PLOT_KINDS if any(n.startswith(prefix) for n in plots)]
+    figures = ", ".join(kinds[:-1]) + " and " + kinds[-1] if len(kinds) > 1 else "".join(kinds) or "other"
+    line = (f"- `plots/`: {len(plots)} CSV files, the data of the {figures} figures; `dvc plots show` draws "
+            + (f"the {len(declared)} declared in dvc.yaml's `plots`" if declared else "none of them"))
     if rest:
         line += ("; not declared there (a dataset of your own: add its entries to dvc.yaml, or "
                  f"`dvc plots show reports/plots/<file> -x context`): {', '.join(rest)}")

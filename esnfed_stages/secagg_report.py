@@ -24,8 +24,9 @@ COLUMNS = ("dataset", "method", "pct", "clients", "phase", "rounds", "stage", "s
 SECTION_TITLE = "SecAgg+ overhead: bytes per client per round, plain against SecAgg+ (Flower)"
 
 
-# The datasets dvc.yaml's `flower` stage runs (the report's deps): a folder the pipeline does not
-# track is not read, so the cached report never depends on an untracked file.
+# The datasets dvc.yaml's `flower` stage runs (foreach params.yaml study_datasets, which the report
+# passes; this is the repository's value): a folder the pipeline does not track is not read, so the
+# cached report never depends on an untracked file.
 PIPELINE_DATASETS = ("wesad", "hhar")
 
 

@@ -24,7 +24,7 @@ from esnfed_core.tables import (
 from esnfed_core.validation import ParameterError
 from esnfed_core.vocabulary import DATASETS, PCTS
 from esnfed_stages import provenance
-from esnfed_stages._datasets import continual_declared, declared
+from esnfed_stages._datasets import continual_declared, declared, study_declared
 from esnfed_stages._io import output_lock, read_json, write_json
 from esnfed_stages.experiment_params import BudgetSpec, budget_spec
 from esnfed_stages.heterogeneity_params import hetero_params
@@ -242,11 +242,12 @@ class TTestParams:
     continual: tuple[str, ...] = DATASETS
     budget: BudgetSpec | None = None  # params.yaml budget: every assess file read must be of it
     alphas: tuple[float, ...] = ()  # heterogeneity.alphas (the align methods of hetero_methods)
+    studies: tuple[str, ...] = DATASETS  # params.yaml study_datasets: the deep and heterogeneous tables'
 
     @property
     def tables(self) -> tuple[TableSpec, ...]:
         """The papers' tables of the declared datasets, then the generic ones of the user's."""
-        return table_specs(self.datasets, self.continual)
+        return table_specs(self.datasets, self.continual, self.studies)
 
     @property
     def record(self) -> dict[str, Any]:
@@ -255,6 +256,7 @@ class TTestParams:
         return provenance.record({"ttest.variant": self.variant, "ttest.alpha": self.alpha,
                                   "budget": None if self.budget is None else self.budget.name,
                                   "datasets": self.datasets, "continual_datasets": self.continual,
+                                  "study_datasets": self.studies,
                                   "heterogeneity.alphas": self.alphas or None})
 
 
@@ -271,7 +273,7 @@ def ttest_params(params: Mapping[str, Any], variant: str | None = None,
     methods = hetero_table_methods(params)
     alphas = hetero_params(params).alphas if methods else ()
     return TTestParams(variant, float(alpha), methods, declared(params), continual_declared(params),
-                       budget_spec(params), alphas)
+                       budget_spec(params), alphas, study_declared(params))
 
 
 def run(options: TTestParams, *, assess_dir: str | Path = ASSESS_DIR, out: str | Path = TTEST_PATH,
@@ -289,8 +291,8 @@ def run(options: TTestParams, *, assess_dir: str | Path = ASSESS_DIR, out: str |
             progress(spec.id)
     missing = [str(p) for p in inputs.missing]
     het_digests: dict[str, str] = {}
-    if options.hetero_methods:  # issue 13: every method against the ensemble; absent files allowed
-        spec = hetero_spec(options.hetero_methods)
+    if options.hetero_methods and options.studies:  # issue 13: every method against the ensemble; absent files allowed
+        spec = hetero_spec(options.hetero_methods, options.studies)
         het = load_inputs(assess_dir, required_inputs([spec]), allow_missing=True, partial=True,
                           budget=options.budget)
         if variant == "paired":

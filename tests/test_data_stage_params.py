@@ -109,6 +109,18 @@ def test_integer_user_names_in_fixed_splits_say_to_quote_them():
     ({"partition__example": None}, "params.yaml: partition.example: missing"),
     ({"budgets__paper__space__example": None}, "params.yaml: budgets.paper.space.example: missing"),
     ({"partition__example__seed": 1.5}, "params.yaml: partition.example.seed: "),
+    # a budget needs the space of each declared dataset, and says so
+    ({"budgets__default__space__wesad": None},
+     "params.yaml: budgets.default.space.wesad: missing ('wesad' is declared in datasets: every budget searches "
+     "its reservoirs)"),
+    ({"budgets__paper__space__ip": None}, "params.yaml: budgets.paper.space.ip: missing"),
+    ({"study_datasets": ["wesad", "example"]},
+     "params.yaml: study_datasets: 'example' is not one of the papers' datasets (wesad, hhar): the deep and "
+     "heterogeneous reservoirs and the Flower apps run on theirs only"),
+    ({"datasets": ["wesad", "example"]}, "params.yaml: continual_datasets: 'hhar' is not in datasets (wesad, example)"),
+    ({"datasets": ["wesad", "example"], "continual_datasets": ["wesad"]},
+     "params.yaml: study_datasets: 'hhar' is not in datasets (wesad, example)"),
+    ({"study_datasets": ["wesad", "wesad"]}, "params.yaml: study_datasets: lists a value twice"),
 ])
 def test_schema_names_the_key_of_a_declared_dataset_problem(changes, message):
     with pytest.raises(ConfigError) as err:
@@ -118,7 +130,20 @@ def test_schema_names_the_key_of_a_declared_dataset_problem(changes, message):
 
 
 def test_papers_only_params_without_datasets_keys_still_validate():
-    p = _params(datasets=None, continual_datasets=None, imports=None)
+    p = _params(datasets=None, continual_datasets=None, study_datasets=None, imports=None)
     validate(p)
-    from esnfed_stages._datasets import continual_declared, declared
+    from esnfed_stages._datasets import continual_declared, declared, study_declared
     assert declared(p) == ("wesad", "hhar") and continual_declared(p) == ("wesad", "hhar")
+    assert study_declared(p) == ("wesad", "hhar")
+
+
+def test_your_own_data_only_needs_no_space_of_the_papers_datasets():
+    """Before: `budgets.tiny.space.wesad: missing` for a budget of a pipeline that never runs wesad."""
+    p = _params(datasets=["example"], continual_datasets=["example"], study_datasets=[])
+    for budget in p["budgets"].values():
+        del budget["space"]["wesad"], budget["space"]["hhar"]
+    validate(p)
+    from esnfed_stages._datasets import study_declared
+    assert study_declared(p) == ()
+    assert study_declared(_params(datasets=["wesad", "example"], continual_datasets=["wesad"],
+                                  study_datasets=None)) == ("wesad",)  # absent: the declared papers' datasets

@@ -55,13 +55,51 @@ def test_declaring_and_removing_datasets_changes_the_stages(tmp_path):
     assert "import@mine" in mine and "select-esn@mine-ridge" in mine and "assess-ip@mine-fedip" in mine
     assert not [s for s in mine if "clip" in s]  # not continual
     assert "privacy@mine" in mine and "privacy@hhar" not in stages  # privacy follows `datasets`
-    # The papers'-datasets-only studies (issue 13's deep and heterogeneous tables) keep their fixed
-    # [wesad, hhar] lists; every other stage follows `datasets`.
+    # The papers' data stages keep their fixed lists; the deep, heterogeneous and flower stages follow
+    # `study_datasets`, here the repository's [wesad, hhar] (hhar's are stages of an undeclared
+    # dataset: the schema refuses it, DVC only lists them); every other stage follows `datasets`.
     paper_only = ("synthesize", "preprocess", "select-deep", "retrain-deep", "assess-deep",
-                  "select-hetero", "retrain-hetero", "assess-hetero",
-                  "flower")  # issue 14 item 2: SecAgg+ overhead on the papers' datasets
+                  "select-hetero", "retrain-hetero", "assess-hetero", "flower")
     assert not [s for s in stages if "@hhar" in s and not s.startswith(paper_only)]
     assert "partition@example" not in stages and "import@example" in stages  # imported, not run
+
+
+def _user_only(p: dict) -> None:
+    """Only a dataset of your own declared (README "Your own data"): no space.wesad or space.hhar
+    in the budgets, no study on the papers' datasets."""
+    p["imports"] = {"mine": dict(p["imports"]["example"], source="mine.csv")}
+    p["partition"]["mine"] = p["partition"].pop("example")
+    for budget in p["budgets"].values():
+        space = budget["space"]
+        space["mine"] = space.pop("example")
+        del space["wesad"], space["hhar"]
+    p.update(datasets=["mine"], continual_datasets=["mine"], study_datasets=[])
+
+
+def test_a_pipeline_of_your_own_data_only_has_no_stage_of_the_papers_upstream_of_the_report(tmp_path):
+    """`datasets: [mine]`, `study_datasets: []`: the params validate, no experiment stage runs on
+    wesad or hhar and none of the report's upstream stages needs their data (before: select-deep@wesad
+    and the flower stages were always there, and the report depended on runs/flower/wesad)."""
+    from esnfed_stages.params_schema import validate
+
+    root = _project(tmp_path, _user_only)
+    validate(yaml.safe_load((root / "params.yaml").read_text()))
+    stages = _stages(root)
+    papers = {s for s in stages if s.endswith(("@wesad", "@hhar"))}
+    # the embedded data stages stay (cheap, unused here: no stage below needs them)
+    assert {s.split("@")[0] for s in papers} == {"synthesize", "preprocess"}
+    assert not [s for s in stages if s.startswith(("flower", "select-deep", "select-hetero"))]
+    assert {"import@mine", "partition@mine", "assess-ip@mine-fedip", "assess-continual@mine-fedclip-joint",
+            "privacy@mine"} <= set(stages)
+    code = ("import json; import networkx as nx; from dvc.repo import Repo\n"
+            "g = Repo('.').index.graph\n"
+            "report = next(s for s in g if s.addressing == 'report')\n"
+            "print(json.dumps(sorted(s.addressing for s in nx.descendants(g, report))))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    upstream = json.loads(out.stdout)
+    assert {"assess-esn@mine-incfed", "privacy@mine", "ttest"} <= set(upstream)
+    assert [s for s in upstream if s.endswith(("@wesad", "@hhar", "@example"))] == []
 
 
 def _select_datasets(stages: dict[str, str]) -> dict[str, set[str]]:
@@ -85,8 +123,7 @@ def _select_datasets(stages: dict[str, str]) -> dict[str, set[str]]:
 @pytest.mark.parametrize("edit", ["repository", "declared"])
 def test_the_cli_default_datasets_are_those_dvc_runs_each_method_on(tmp_path, edit):
     """select, retrain and assess without --dataset run a method on method_datasets(params):
-    the datasets of its dvc.yaml stages (the papers'-datasets-only studies keep [wesad, hhar] in
-    dvc.yaml, so with hhar undeclared only the others are compared)."""
+    the datasets of its dvc.yaml stages (deep and heterogeneous ones: study_datasets)."""
     from esnfed_core.method import Method
     from esnfed_stages._datasets import method_datasets
 
@@ -95,13 +132,14 @@ def test_the_cli_default_datasets_are_those_dvc_runs_each_method_on(tmp_path, ed
             p["imports"]["mine"] = dict(p["imports"]["example"], source="mine.csv")
             p["datasets"] = ["wesad", "mine"]
             p["continual_datasets"] = ["wesad"]
+            p["study_datasets"] = ["wesad"]
     root = _project(tmp_path, change)
     params = yaml.safe_load((root / "params.yaml").read_text())
     runs = _select_datasets(_stages(root))
     assert len(runs) >= 15 and {"ridge", "fedclip-joint", "deep-fedip", "align-0.5"} <= set(runs)
     for method_id, datasets in runs.items():
-        method = Method.parse(method_id)
-        if edit == "declared" and (method.deep or method.heterogeneous):
-            assert set(method_datasets(params, method)) == {"wesad"}
-            continue
-        assert set(method_datasets(params, method)) == datasets, method_id
+        assert set(method_datasets(params, Method.parse(method_id))) == datasets, method_id
+    # without the key: every declared paper dataset (as before it existed)
+    del params["study_datasets"]
+    assert method_datasets(params, Method.parse("deep-incfed")) == (("wesad",) if edit == "declared" else
+                                                                    ("wesad", "hhar"))

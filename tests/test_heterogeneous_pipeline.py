@@ -237,3 +237,34 @@ def test_files_without_the_settings_are_trusted_and_a_resumed_model_records_them
     models = sorted((tmp_path / "runs" / "models" / "wesad" / "local").rglob("seed-*.json"))
     assert models and all(json.loads(p.read_text())["params"] == record for p in models)
     cli_ok("assess", "--algo", "local", *common)
+
+
+def test_study_datasets_bound_the_heterogeneous_and_deep_tables(built, tmp_path):
+    """params.yaml study_datasets: [wesad] (the deep, heterogeneous and flower stages run on WESAD
+    only): the heterogeneous and deep tables show WESAD alone, and ttest and report no longer list
+    HHAR's files of those methods as missing (they did: the tables were fixed to both datasets)."""
+    studies = ("local", "ensemble", "deep-incfed", "deep-fedip") + tuple(
+        f"align-{a:g}" for a in hetero_params(yaml.safe_load((built / "params.yaml").read_text())).alphas)
+
+    def hhar_studies(missing):
+        return [m for m in missing if Path(m).parent.name == "hhar" and Path(m).stem in studies]
+
+    assert len(hhar_studies(json.loads((built / "ttest.json").read_text())["missing"])) == 10  # before
+    params = yaml.safe_load((built / "params.yaml").read_text())
+    params["study_datasets"] = ["wesad"]
+    p, assess, ttest = str(write_params(tmp_path, params)), str(built / "runs" / "assess"), str(tmp_path / "ttest.json")
+    cli_ok("ttest", "--params", p, "--assess-dir", assess, "--out", ttest, "--allow-missing")
+    doc = json.loads((tmp_path / "ttest.json").read_text())
+    assert doc["missing"] and hhar_studies(doc["missing"]) == []
+    assert {c["dataset"] for c in doc["comparisons"] if c["table"] in ("heterogeneous", "deep")} == {"wesad"}
+    out = cli_ok("report", "--params", p, "--assess-dir", assess, "--ttest", ttest, "--out-dir",
+                 str(tmp_path / "reports"), "--allow-missing", *_elsewhere(tmp_path))
+    assert hhar_studies(" ".join(out.split()).replace(",", " ").split()) == []
+    tables = tmp_path / "reports" / "tables"
+    md = (tables / "heterogeneous.md").read_text()
+    assert "| WESAD | 25% |" in md and "| HHAR |" not in md
+    deep = (tables / "deep.md").read_text()  # one dataset: no dataset column, the title names it
+    assert deep.startswith("# deep: Deep vs shallow reservoirs") and deep.splitlines()[0].endswith("(WESAD)")
+    assert "| 25% |" in deep and "HHAR" not in deep
+    plot = (tmp_path / "reports" / "plots" / "heterogeneous-alpha.csv").read_text()
+    assert plot.splitlines()[0] == "alpha,wesad_25,wesad_100"

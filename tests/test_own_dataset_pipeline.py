@@ -1,11 +1,13 @@
 """A user's own dataset through the whole pipeline (issue 16): a plain CSV written by
 `esnfed synthesize --dataset example`, imported, split by fractions, selected, retrained, assessed,
-t-tested and reported in the generic tables; and the papers' outputs byte-identical whether or not
-a user dataset is declared."""
+t-tested and reported in the generic tables; the papers' outputs byte-identical whether or not
+a user dataset is declared; and a pipeline of that dataset alone (`datasets: [mine]`) reported with
+its tables only."""
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -14,7 +16,7 @@ from typer.testing import CliRunner
 from esnfed_cli.main import app
 from esnfed_stages.check_data import check_folder
 from esnfed_stages.figures import png_title
-from experiment_data import cli_ok, make_dataset, run_method_stages, small_params, write_params
+from experiment_data import cli_ok, make_dataset, run_method_stages, small_params, stage_options, write_params
 
 pytestmark = pytest.mark.pipeline
 runner = CliRunner()
@@ -151,3 +153,80 @@ def test_undeclared_dataset_is_a_usage_error_listing_the_declared(roots):
     assert result.exit_code == 2
     text = " ".join(w for w in result.output.split() if w not in "│╭╮╰╯─")
     assert "'example' is not declared in params.yaml datasets (declared: wesad, hhar)" in text
+
+
+# ---------------------------------------------------------------- your own data only
+def _user_only_params(root: Path) -> Path:
+    """README "Your own data": only `mine` declared (the example's CSV imported under another name,
+    so nothing can lean on the name `example`), no space.wesad / space.hhar in the budget, no study
+    of the papers' datasets (study_datasets: [])."""
+    p = small_params()
+    p["synthetic"]["example"] = {"seed": 0, "subjects": 6, "seconds_per_activity": 2.0, "rate": 20.0}
+    p["imports"] = {"mine": dict(p["imports"]["example"], source=str(root / "raw" / "EXAMPLE" / "recordings.csv"),
+                                 rate=10, window=10)}
+    p["partition"] = {"mine": p["partition"]["example"]}
+    for budget in p["budgets"].values():
+        space = budget["space"]
+        space["mine"] = dict(space.pop("example"), units=[8, 12])
+        del space["wesad"], space["hhar"]
+    p["continual"]["joint"]["max_rounds"] = 3
+    p.update(datasets=["mine"], continual_datasets=["mine"], study_datasets=[])
+    return write_params(root, p)
+
+
+@pytest.fixture(scope="module")
+def user_only(tmp_path_factory, monkeypatch_module):
+    """The commands dvc.yaml runs for `datasets: [mine]` (synthesize stands in for the user's CSV),
+    then ttest and report without --allow-missing: nothing of the papers' may be asked for."""
+    monkeypatch_module.setenv("SOURCE_DATE_EPOCH", "1700000000")
+    root = tmp_path_factory.mktemp("user-only")
+    params = str(_user_only_params(root))
+    _ok("synthesize", "--dataset", "example", "--out", str(root / "raw"), "--params", params)
+    _ok("import", "--dataset", "mine", "--out", str(root / "data" / "processed"), "--params", params)
+    _ok("partition", "--dataset", "mine", "--params", params,
+        "--processed-dir", str(root / "data" / "processed"), "--out", str(root / "data" / "partitions"))
+    _stages(root, "mine", ALL)
+    _ok("privacy", *stage_options(root, "mine"), "--out-dir", str(root / "runs" / "privacy"))
+    monkeypatch_module.chdir(root)
+    out = {"ttest": _ok("ttest", "--params", "params.yaml", "--out", "reports/ttest.json"),
+           "report": _ok("report", "--params", "params.yaml", "--ttest", "reports/ttest.json", "--out-dir", "reports")}
+    return root, out
+
+
+def test_your_own_data_alone_is_reported_with_its_tables_only(user_only):
+    root, out = user_only
+    reports = root / "reports"
+    names = {sub: sorted(p.name for p in (reports / sub).iterdir()) for sub in ("tables", "figures", "plots", "metrics")}
+    tables = [f"mine-{t}" for t in ("stationary-incfed", "stationary-fedip", "stationary-ip", "continual")]
+    assert names["tables"] == sorted([f"{t}.{ext}" for t in tables + ["communication-mine", "privacy"]
+                                      for ext in ("md", "csv")])
+    assert names["figures"] == ["privacy.png", "stream-mine-centralized.png", "stream-mine-federated.png"]
+    assert names["plots"] == ["stream-mine-centralized.csv", "stream-mine-federated.csv"]
+    assert names["metrics"] and all(n.startswith("mine-") for n in names["metrics"])
+    for name in tables:  # every cell computed: no n/a, no missing input
+        text = (reports / "tables" / f"{name}.md").read_text()
+        assert "Missing inputs (n/a cells): none" in text
+        rows = [line for line in text.splitlines() if line.startswith(("| 25%", "| 50%", "| 75%", "| 100%"))]
+        assert len(rows) == 4 and all("n/a" not in r for r in rows), name
+    # the index lists what was written and nothing else
+    index = (reports / "README.md").read_text()
+    linked = sorted(set(re.findall(r"\]\((?:tables|figures)/([^)#]+)", index)))
+    assert linked == sorted(n for n in names["tables"] + names["figures"])
+    for absent in ("(tables/communication.md", "heterogeneous", "secagg", "(tables/fedip.md", "deep", "wesad",
+                   "WESAD", "hhar", "HHAR", "paper' columns"):
+        assert absent not in index, absent
+    privacy = (reports / "tables" / "privacy.md").read_text()  # the privacy stage's row: mine's alone
+    assert "| mine |" in privacy and "WESAD" not in privacy and "HHAR" not in privacy
+    assert ("- `plots/`: 2 CSV files, the data of the stream-accuracy figures; `dvc plots show` draws none of "
+            "them; not declared there") in index
+    # the t-tests: the user's tables, nothing missing; neither command prints a papers' table or a missing input
+    doc = json.loads((reports / "ttest.json").read_text())
+    assert doc["missing"] == [] and {c["dataset"] for c in doc["comparisons"]} == {"mine"}
+    assert {c["table"] for c in doc["comparisons"]} == set(tables)
+    assert set(doc["assess_digests"]) == {f"mine/{algo}-{strategy}" if strategy else f"mine/{algo}"
+                                          for algo, strategy in ALL}
+    for text in out.values():
+        flat = " ".join(text.split())
+        assert "missing inputs" not in flat and "wesad" not in flat and "hhar" not in flat
+    assert "fedip: test accuracy" not in " ".join(out["report"].split())
+    assert "wrote 12 table files, 3 figures, 2 plot data files" in " ".join(out["report"].split())

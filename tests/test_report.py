@@ -161,7 +161,7 @@ def test_ttest_records_variant_and_scipy_p(workdir):
     assert doc["variant"] == "welch" and doc["alpha"] == 0.05
     # what it was computed with, by params.yaml key: the report compares them with params.yaml's
     assert doc["params"] == {"ttest.variant": "welch", "ttest.alpha": 0.05, "datasets": ["wesad", "hhar"],
-                             "continual_datasets": ["wesad", "hhar"]}
+                             "continual_datasets": ["wesad", "hhar"], "study_datasets": ["wesad", "hhar"]}
     comp = next(c for c in doc["comparisons"] if c["table"] == "ip-centralized"
                 and c["dataset"] == "wesad" and c["pct"] == "25")
     assert (comp["a"], comp["b"]) == ("ip", "ridge")
