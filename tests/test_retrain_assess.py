@@ -661,7 +661,7 @@ def test_assess_without_dataset_runs_every_dataset_the_pipeline_runs_the_method_
     path.unlink()
     params = small_params()
     params["budgets"]["default"]["retrains"] = RETRAINS
-    params["datasets"], params["continual_datasets"] = ["wesad"], ["wesad"]
+    params["datasets"], params["continual_datasets"], params["study_datasets"] = ["wesad"], ["wesad"], ["wesad"]
     write_params(root, params)
     common = ["--params", str(root / "params.yaml"), "--data-dir", str(root / "data"),
               "--runs-dir", str(root / "runs")]
