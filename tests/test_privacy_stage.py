@@ -29,6 +29,7 @@ def declare_own(params: dict, name: str = "mine") -> dict:
     """``params`` with a dataset of the user's own declared beside wesad (issue 16), as the
     embedded example is: its import, partition and search space (its processed files: make_dataset)."""
     params["datasets"], params["continual_datasets"] = ["wesad", name], ["wesad"]
+    params["study_datasets"] = ["wesad"]  # the papers' studies on the declared paper dataset only
     params["imports"][name] = dict(params["imports"]["example"], source=f"{name}.csv")
     params["partition"][name] = {"fractions": {"validation": 0.2, "test": 0.2}, "seed": 0}
     for budget in params["budgets"].values():
