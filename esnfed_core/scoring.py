@@ -61,13 +61,20 @@ def context_matrix(
     total = np.zeros(n_ctx, np.int64)
     if not users:
         return correct, total
-    pooled = UserData.concat(list(users))
-    if pooled.windows and (pooled.context.min() < 0 or pooled.context.max() >= n_ctx):
-        raise ValueError(f"context_matrix: window contexts outside 0..{n_ctx - 1}")
-    total += np.bincount(pooled.context, minlength=n_ctx)[:n_ctx] * pooled.x.shape[1]
+    pooled, total = pooled_contexts(users, n_ctx)
     for i, (res, w) in enumerate(zip(reservoirs, readouts)):
         correct[i] = _correct_by_context(res, w, pooled, n_ctx, batch_size)
     return correct, total
+
+
+def pooled_contexts(users: Sequence[UserData], n_ctx: int) -> tuple[UserData, np.ndarray]:
+    """``users`` concatenated, and the steps of each of their ``n_ctx`` contexts (n_ctx,); a
+    ValueError when a window's context is outside 0..n_ctx − 1 (context_matrix's data check)."""
+    pooled = UserData.concat(list(users))
+    if pooled.windows and (pooled.context.min() < 0 or pooled.context.max() >= n_ctx):
+        raise ValueError(f"context_matrix: window contexts outside 0..{n_ctx - 1}")
+    total = np.bincount(pooled.context, minlength=n_ctx)[:n_ctx].astype(np.int64) * pooled.x.shape[1]
+    return pooled, total
 
 
 def _correct_by_context(res: Reservoir, readout: np.ndarray, data: UserData, n_ctx: int,

@@ -230,3 +230,25 @@ def test_fedclip_clients_of_a_trial_share_the_ticks(data, monkeypatch):
     want = fit("fedclip-naive", cfg, SEEDS[0], data, SETTINGS)
     assert got.communication == want.communication
     np.testing.assert_allclose(got.context_gain, want.context_gain, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("method", ["clip-replay", "fedclip-joint"])
+def test_context_matrices_batch_the_models_and_equal_context_matrix(data, batched, method):
+    """accel.trials.context_matrices over both trials' models after each context at once against
+    scoring.context_matrix model by model: the same step totals per context (the same windows),
+    correct counts within 2 steps (a near-tie flipped by float32 rounding)."""
+    from esnfed_core.accel.trials import context_matrices
+    from esnfed_core.scoring import context_matrix
+
+    users = list(data.validation.values())
+    models = [(m.context_reservoirs(), list(m.context_readout)) for m in batched[method]]
+    got = context_matrices(models, users, "torch-cpu")
+    assert len(got) == len(models)
+    for (correct, total), (res, readouts) in zip(got, models):
+        want_correct, want_total = context_matrix(res, readouts, users, 4)
+        assert correct.shape == want_correct.shape == (data.n_contexts, data.n_contexts)
+        np.testing.assert_array_equal(total, want_total)
+        assert np.abs(correct - want_correct).max() <= 2
+        assert correct.sum() > 0
+    with pytest.raises(ValueError, match="every model needs"):
+        context_matrices([models[0], (models[1][0][:1], models[1][1][:1])], users, "torch-cpu")

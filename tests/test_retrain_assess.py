@@ -690,3 +690,30 @@ def test_a_failure_listing_names_the_dataset_and_method_only_when_a_command_ran_
     assert _run_label([("wesad", ridge)], "wesad", ridge) == ""
     assert _run_label([("wesad", ridge), ("wesad", fedip)], "wesad", fedip) == "fedip "
     assert _run_label([("wesad", ridge), ("hhar", ridge)], "hhar", ridge) == "hhar/ridge "
+
+
+def test_continual_assess_on_torch_cpu_scores_every_retrain_batched_as_numpy_does(run_a, tmp_path, monkeypatch):
+    """assess --device torch-cpu scores the continual retrains batched (accel.trials.context_matrices:
+    every retrain's model after each context in one bank), not context_matrix model by model: the
+    same seeds and λ, and each accuracy-matrix and stream entry within 2 steps of the smallest test
+    context of the numpy scores (float32 rounding in torch's kernels may flip a near-tie step)."""
+    root = _copy(run_a, tmp_path)
+
+    def numpy_path(*a, **k):
+        raise AssertionError("continual retrains scored model by model on the numpy path")
+
+    monkeypatch.setattr(assess_stage, "context_matrix", numpy_path)
+    steps = min(int(np.bincount(np.load(root / "data" / "processed" / "wesad" / f"{u}.npz")["context"]).min())
+                for u in TEST) * 12 * len(TEST)
+    for method in ("clip-replay", "fedclip-naive", "fedclip-joint"):
+        algo, strategy = method.split("-")
+        res = _cli(root, "assess", "--algo", algo, "--strategy", strategy, "--device", "torch-cpu")
+        assert res.exit_code == 0, res.output
+        got, want = _assess(root, method), _assess(run_a, method)
+        assert got["pcts"].keys() == want["pcts"].keys()
+        for pct, w in want["pcts"].items():
+            g = got["pcts"][pct]
+            assert g["seeds"] == w["seeds"] and g["lambda"] == w["lambda"] and g["train_accuracy"] is None
+            np.testing.assert_allclose(g["accuracy_matrix"], w["accuracy_matrix"], rtol=0, atol=2 / steps)
+            np.testing.assert_allclose(g["stream_accuracy"], w["stream_accuracy"], rtol=0, atol=2 / steps)
+            assert g["test_accuracy"] == [s[-1] for s in g["stream_accuracy"]]
