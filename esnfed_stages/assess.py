@@ -16,6 +16,9 @@ docs/heterogeneous.md) list only the shares of heterogeneity.pcts for the budget
 ``test_accuracy`` is the ensemble's accuracy (ensemble) or the mean over clients (local, align: each
 client through its own reservoir), and ``client_test_accuracy`` [retrain][client] each client's own;
 their document records the heterogeneity settings used (``params``; the report refuses other ones).
+On runner.device torch-cpu | cuda a share's retrains are scored together (esnfed_core.accel.scores:
+accuracies, accuracy matrices and activation densities), equal to the numpy path within float32
+rounding; heterogeneous and deep methods and the random baseline are scored on the numpy path.
 """
 
 from __future__ import annotations
@@ -61,7 +64,7 @@ def _batched(method: Method, models: list[FittedModel], test, train, device: str
     test (and training) accuracies of a stationary method; a continual method's accuracy matrix
     and stream, every retrain's model after each context together. Same numbers as ``_scores``
     within float32 rounding."""
-    from esnfed_core.accel.trials import accuracies, context_matrices  # noqa: PLC0415 (imports torch)
+    from esnfed_core.accel.scores import accuracies, context_matrices  # noqa: PLC0415 (imports torch)
 
     if method.continual:
         matrices = context_matrices([(m.context_reservoirs(), list(m.context_readout)) for m in models],
@@ -72,6 +75,12 @@ def _batched(method: Method, models: list[FittedModel], test, train, device: str
     train_acc = accuracies(res, w, list(train.values()), device) if method.algo in TRAIN_SCORED else None
     return [{"test": t, "train": None if train_acc is None else train_acc[i], "stream": None, "matrix": None}
             for i, t in enumerate(test_acc)]
+
+
+def _density_models(method: Method, model: FittedModel) -> list:
+    """The reservoirs whose activation densities a retrain gets: a continual model's after each
+    context, else the final one."""
+    return model.context_reservoirs() if method.continual else [model.reservoir]
 
 
 def _continual_scores(correct: np.ndarray, total: np.ndarray) -> dict[str, Any]:
@@ -122,13 +131,18 @@ def _share(method: Method, exp: ExperimentParams, data: Dataset, test: dict, dir
             check_supported(method, model.config, exp.settings.device)
     batch_scores = (_batched(method, [m for m, _ in loaded], test, train, exp.settings.device)
                     if batched else None)
+    batch_densities = None
+    if batched and activation is not None:
+        from esnfed_core.accel.scores import activation_densities as device_densities  # noqa: PLC0415
+
+        batch_densities = device_densities([_density_models(method, m) for m, _ in loaded], list(test.values()),
+                                           data.n_contexts, exp.activation_bins, exp.settings.device)
     for k, (model, meta) in enumerate(loaded):
         if first_meta is None:
             first_meta = meta
         if activation is not None:
-            models = model.context_reservoirs() if method.continual else [model.reservoir]
-            dens = activation_densities(models, list(test.values()), data.n_contexts,
-                                        exp.activation_bins, batch)
+            dens = batch_densities[k] if batch_densities is not None else activation_densities(
+                _density_models(method, model), list(test.values()), data.n_contexts, exp.activation_bins, batch)
             activation["edges"] = _floats(dens.edges)
             activation["density"].append(_floats(dens.pooled))
             activation["user_density"].append(_floats(dens.per_user))

@@ -23,13 +23,11 @@ from esnfed_core.accel import check_supported, torch_device
 from esnfed_core.accel.torch_plasticity import ip_step
 from esnfed_core.accel.passes import DeviceWindows, counts_of, stats_of
 from esnfed_core.accel.torch_reservoir import Bank, set_tf32
-from esnfed_core.data.processed import UserData
 from esnfed_core.federated import fedavg, incfed
 from esnfed_core.messages import CommLedger, StatsMessage
 from esnfed_core.method import Method
 from esnfed_core.readout import Counts, solve
 from esnfed_core.reservoir import Reservoir
-from esnfed_core.scoring import pooled_contexts
 from esnfed_core.settings import Settings
 from esnfed_core.trial import (
     FittedModel, StatsOnceClient, TrialData, check_config, clients_of, make_reservoir, stationary_model,
@@ -199,42 +197,3 @@ def _train_ip(m: Method, configs, subs, reservoirs: list[Reservoir], train: Devi
             current[i] = fedip_round(current[i], fits, [train.counts[c] for c in clients],
                                      [names[c] for c in clients], ledgers[i], "fedip", rnd)
     return current
-
-
-def _correct(bank: Bank, readouts: Sequence[np.ndarray], users: Sequence[UserData]) -> np.ndarray:
-    """Correct steps (M,) of each of the bank's reservoirs with its readout (C, N) on ``users``."""
-    win = DeviceWindows.of(list(users), str(bank.device))
-    if not len(win.x):
-        return np.zeros(bank.reservoirs, np.int64)
-    grid = torch.from_numpy(np.stack([np.asarray(w, np.float64)[None] for w in readouts])).to(bank.device)
-    return counts_of(bank, win.x, win.y, grid).cpu().numpy()[:, 0]
-
-
-def accuracies(reservoirs: Sequence[Reservoir], readouts: Sequence[np.ndarray], users: Sequence[UserData],
-               device: str) -> list[float]:
-    """Pooled accuracy of each (reservoir, readout (C, N)) on ``users``, batched over the models
-    (one size): esnfed_core.scoring.accuracy of each, within float32 rounding (assess on a device)."""
-    bank = Bank.from_reservoirs(list(reservoirs), torch_device(device))
-    total = sum(int(u.y.size) for u in users)
-    if not total:
-        return [0.0] * len(reservoirs)
-    return [float(c) / total for c in _correct(bank, readouts, users)]
-
-
-def context_matrices(models: Sequence[tuple[Sequence[Reservoir], Sequence[np.ndarray]]],
-                     users: Sequence[UserData], device: str) -> list[tuple[np.ndarray, np.ndarray]]:
-    """esnfed_core.scoring.context_matrix of each continual model (its reservoir and readout after
-    each context, T of each) on ``users``, batched: every model's T reservoirs (one size) run
-    together over the windows of one context at a time. Same counts within float32 rounding."""
-    n_ctx = len(models[0][0]) if models else 0
-    if any(len(r) != n_ctx or len(w) != n_ctx for r, w in models):
-        raise ValueError(f"context_matrices: every model needs {n_ctx} reservoirs and readouts")
-    pooled, total = pooled_contexts(users, n_ctx)
-    reservoirs = [r for rs, _ in models for r in rs]
-    readouts = [w for _, ws in models for w in ws]
-    correct = np.zeros((len(reservoirs), n_ctx), np.int64)
-    if reservoirs and pooled.windows:
-        bank = Bank.from_reservoirs(reservoirs, torch_device(device))
-        for j in range(n_ctx):
-            correct[:, j] = _correct(bank, readouts, [pooled.of_context(j)])
-    return [(correct[i * n_ctx:(i + 1) * n_ctx], total) for i in range(len(models))]
