@@ -9,7 +9,9 @@
 #   4. CLIP/FedCLIP batched on cuda, end to end against the projection (bench_continual.py),
 #   5. JAX (one jitted lax.scan per case) on the shapes of step 3's cases: the numbers behind
 #      the torch-or-JAX choice (bench_jax_anchor.py; the image has JAX),
-#   6. the 300-unit batch of the 32-trial paper slice (the 200- and 400-unit batches were
+#   6. a continual share's assessment batched on cuda against numpy and the bare recurrence
+#      (bench_assess.py: 5 retrains × 5 contexts at 300 units, 3 test users of 1,000 windows),
+#   7. the 300-unit batch of the 32-trial paper slice (the 200- and 400-unit batches were
 #      measured in an earlier session: BENCHMARKS.md), with whatever time is left.
 # Run from the repository root on the GPU machine:  bash benchmarks/gpu_session.sh
 # Each step has its own timeout, so one slow step cannot eat the others' time; the total stays
@@ -48,6 +50,8 @@ step ip_step 45 python3 benchmarks/bench_ip_epoch.py --device cuda --reservoirs 
 step gpu 100 python3 benchmarks/bench_gpu.py --no-tf32 --out "$OUT/gpu.jsonl"
 step continual 120 python3 benchmarks/bench_continual.py --out "$OUT/continual.jsonl"
 step jax 60 python3 benchmarks/bench_jax_anchor.py --out "$OUT/jax.jsonl"
+step assess 45 python3 benchmarks/bench_assess.py --device cuda --windows 1000 --numpy-windows 30 \
+    --out "$OUT/assess.jsonl"
 step slice300 "$(left)" python3 benchmarks/bench_gpu.py --slice 32 --slice-units 300 --out "$OUT/slice300.jsonl"
 echo "total $(( $(date +%s) - START ))s" >> "$OUT/summary.txt"
 cat "$OUT/summary.txt"

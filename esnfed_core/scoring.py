@@ -14,7 +14,7 @@ import numpy as np
 
 from esnfed_core.data.processed import UserData
 from esnfed_core.readout import Counts, evaluate, predict, random_baseline
-from esnfed_core.metrics import activation_histogram
+from esnfed_core.metrics import ActivationHistogram, activation_histogram
 from esnfed_core.reservoir import Reservoir, iter_states
 
 
@@ -61,13 +61,20 @@ def context_matrix(
     total = np.zeros(n_ctx, np.int64)
     if not users:
         return correct, total
-    pooled = UserData.concat(list(users))
-    if pooled.windows and (pooled.context.min() < 0 or pooled.context.max() >= n_ctx):
-        raise ValueError(f"context_matrix: window contexts outside 0..{n_ctx - 1}")
-    total += np.bincount(pooled.context, minlength=n_ctx)[:n_ctx] * pooled.x.shape[1]
+    pooled, total = pooled_contexts(users, n_ctx)
     for i, (res, w) in enumerate(zip(reservoirs, readouts)):
         correct[i] = _correct_by_context(res, w, pooled, n_ctx, batch_size)
     return correct, total
+
+
+def pooled_contexts(users: Sequence[UserData], n_ctx: int) -> tuple[UserData, np.ndarray]:
+    """``users`` concatenated, and the steps of each of their ``n_ctx`` contexts (n_ctx,); a
+    ValueError when a window's context is outside 0..n_ctx − 1 (context_matrix's data check)."""
+    pooled = UserData.concat(list(users))
+    if pooled.windows and (pooled.context.min() < 0 or pooled.context.max() >= n_ctx):
+        raise ValueError(f"context_matrix: window contexts outside 0..{n_ctx - 1}")
+    total = np.bincount(pooled.context, minlength=n_ctx)[:n_ctx].astype(np.int64) * pooled.x.shape[1]
+    return pooled, total
 
 
 def _correct_by_context(res: Reservoir, readout: np.ndarray, data: UserData, n_ctx: int,
@@ -99,22 +106,27 @@ def activation_densities(
 ) -> ActivationDensities:
     """Density of every unit's post-leak states of each reservoir in ``reservoirs`` (the final one,
     or a continual model after each context) on each user and context of ``users``."""
-    per_user, pooled = [], []
+    return densities_of([[[activation_histogram(res, u.of_context(j).x, kind="state", bins=bins,
+                                                batch_size=batch_size)
+                           for j in range(n_contexts)] for u in users] for res in reservoirs],
+                        n_contexts, bins)
+
+
+def densities_of(hists: Sequence[Sequence[Sequence[ActivationHistogram]]], n_contexts: int,
+                 bins: int) -> ActivationDensities:
+    """ActivationDensities of per-unit histograms ``hists[model][user][context]`` (a context a user
+    has no window of: an empty histogram, NaN density); the pooled density sums the users'."""
     edges = np.linspace(-1.0, 1.0, bins + 1)
-    for res in reservoirs:
-        rows, sums = [], [None] * n_contexts
-        for u in users:
-            row = []
-            for j in range(n_contexts):
-                hist = activation_histogram(res, u.of_context(j).x, kind="state", bins=bins,
-                                            batch_size=batch_size)
+    per_user, pooled = [], []
+    for rows in hists:
+        sums: list[ActivationHistogram | None] = [None] * n_contexts
+        for row in rows:
+            for j, hist in enumerate(row):
                 edges = hist.edges
-                row.append(hist.density())
                 sums[j] = hist if sums[j] is None else sums[j] + hist
-            rows.append(row)
-        per_user.append(rows)
+        per_user.append([[h.density() for h in row] for row in rows])
         pooled.append([h.density() if h is not None else np.full(bins, np.nan) for h in sums])
-    n_models, n_users = len(reservoirs), len(users)
+    n_models, n_users = len(hists), len(hists[0]) if hists else 0
     return ActivationDensities(
         np.asarray(edges, np.float64),
         np.asarray(per_user, np.float64).reshape(n_models, n_users, n_contexts, bins),

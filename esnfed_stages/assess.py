@@ -16,6 +16,9 @@ docs/heterogeneous.md) list only the shares of heterogeneity.pcts for the budget
 ``test_accuracy`` is the ensemble's accuracy (ensemble) or the mean over clients (local, align: each
 client through its own reservoir), and ``client_test_accuracy`` [retrain][client] each client's own;
 their document records the heterogeneity settings used (``params``; the report refuses other ones).
+On runner.device torch-cpu | cuda a share's retrains are scored together (esnfed_core.accel.scores:
+accuracies, accuracy matrices and activation densities), equal to the numpy path within float32
+rounding; heterogeneous and deep methods and the random baseline are scored on the numpy path.
 """
 
 from __future__ import annotations
@@ -57,15 +60,35 @@ def _floats(values: Any) -> Any:
 
 
 def _batched(method: Method, models: list[FittedModel], test, train, device: str) -> list[dict[str, Any]]:
-    """Test (and training) accuracies of every retrain of a stationary method at once on the
-    torch kernels (runner.device torch-cpu | cuda); same numbers within float32 rounding."""
-    from esnfed_core.accel.trials import accuracies  # noqa: PLC0415 (imports torch)
+    """The scores of every retrain at once on the torch kernels (runner.device torch-cpu | cuda):
+    test (and training) accuracies of a stationary method; a continual method's accuracy matrix
+    and stream, every retrain's model after each context together. Same numbers as ``_scores``
+    within float32 rounding."""
+    from esnfed_core.accel.scores import accuracies, context_matrices  # noqa: PLC0415 (imports torch)
 
+    if method.continual:
+        matrices = context_matrices([(m.context_reservoirs(), list(m.context_readout)) for m in models],
+                                    list(test.values()), device)
+        return [{"train": None, "clients": None, **_continual_scores(c, t)} for c, t in matrices]
     res, w = [m.reservoir for m in models], [m.readout for m in models]
     test_acc = accuracies(res, w, list(test.values()), device)
     train_acc = accuracies(res, w, list(train.values()), device) if method.algo in TRAIN_SCORED else None
     return [{"test": t, "train": None if train_acc is None else train_acc[i], "stream": None, "matrix": None}
             for i, t in enumerate(test_acc)]
+
+
+def _density_models(method: Method, model: FittedModel) -> list:
+    """The reservoirs whose activation densities a retrain gets: a continual model's after each
+    context, else the final one."""
+    return model.context_reservoirs() if method.continual else [model.reservoir]
+
+
+def _continual_scores(correct: np.ndarray, total: np.ndarray) -> dict[str, Any]:
+    """A continual model's scores from its context_matrix counts: the stream accuracy after each
+    context, the final one as the test accuracy, and the accuracy matrix (PROTOCOL §6)."""
+    stream = metrics.stream_accuracy(correct, total)
+    return {"test": float(stream[-1]), "stream": _floats(stream),
+            "matrix": _floats(metrics.accuracy_matrix(correct, total))}
 
 
 def _scores(method: Method, model: FittedModel, test, train, batch_size: int,
@@ -78,11 +101,8 @@ def _scores(method: Method, model: FittedModel, test, train, batch_size: int,
         out["test"] = random_accuracy(list(test.values()), model.n_classes, model.seeds["test"])
         out["train"] = random_accuracy(list(train.values()), model.n_classes, model.seeds["train"])
     elif method.continual:
-        correct, total = context_matrix(model.context_reservoirs(), list(model.context_readout),
-                                        list(test.values()), batch_size)
-        stream = metrics.stream_accuracy(correct, total)
-        out.update(test=float(stream[-1]), stream=_floats(stream),
-                   matrix=_floats(metrics.accuracy_matrix(correct, total)))
+        out.update(_continual_scores(*context_matrix(model.context_reservoirs(), list(model.context_readout),
+                                                     list(test.values()), batch_size)))
     else:
         out["test"] = accuracy(model.reservoir, model.readout, list(test.values()), batch_size)
         if method.algo in TRAIN_SCORED:
@@ -105,20 +125,24 @@ def _share(method: Method, exp: ExperimentParams, data: Dataset, test: dict, dir
                       "models": "after_each_context" if method.continual else "final",
                       "density": [], "user_density": []}
     loaded = [load_model(directory, k) for k in range(exp.retrains)]
-    # Continual retrains are scored context by context on the numpy path (not batched yet).
-    batched = exp.settings.accelerated(method) and not method.continual
+    batched = exp.settings.accelerated(method)
     if batched:
         for model, _ in loaded:
             check_supported(method, model.config, exp.settings.device)
     batch_scores = (_batched(method, [m for m, _ in loaded], test, train, exp.settings.device)
                     if batched else None)
+    batch_densities = None
+    if batched and activation is not None:
+        from esnfed_core.accel.scores import activation_densities as device_densities  # noqa: PLC0415
+
+        batch_densities = device_densities([_density_models(method, m) for m, _ in loaded], list(test.values()),
+                                           data.n_contexts, exp.activation_bins, exp.settings.device)
     for k, (model, meta) in enumerate(loaded):
         if first_meta is None:
             first_meta = meta
         if activation is not None:
-            models = model.context_reservoirs() if method.continual else [model.reservoir]
-            dens = activation_densities(models, list(test.values()), data.n_contexts,
-                                        exp.activation_bins, batch)
+            dens = batch_densities[k] if batch_densities is not None else activation_densities(
+                _density_models(method, model), list(test.values()), data.n_contexts, exp.activation_bins, batch)
             activation["edges"] = _floats(dens.edges)
             activation["density"].append(_floats(dens.pooled))
             activation["user_density"].append(_floats(dens.per_user))
@@ -215,11 +239,9 @@ def run(
 ) -> dict[str, Any]:
     """Assess every share and write the JSON; returns the document written. ``exp``: params.yaml's
     experiment sections, parsed once (``experiment_params``). ``device`` (default runner.device)
-    torch-cpu | cuda scores the stationary methods' retrains batched on torch."""
+    torch-cpu | cuda scores every retrain of a share at once on torch (continual methods too)."""
     exp = exp.on_device(device or exp.runner.device)
-    # Continual retrains are scored context by context on the numpy path (not batched yet).
-    batched = exp.settings.accelerated(method) and not method.continual
-    if batched:
+    if exp.settings.accelerated(method):
         require_torch(exp.settings.device)
     data = open_dataset(data_dir, dataset, exp.processed.get(dataset))
     pcts = heterogeneity.shares(exp, method, list(PCTS))  # issue 13: the budget's shares

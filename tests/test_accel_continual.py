@@ -230,3 +230,68 @@ def test_fedclip_clients_of_a_trial_share_the_ticks(data, monkeypatch):
     want = fit("fedclip-naive", cfg, SEEDS[0], data, SETTINGS)
     assert got.communication == want.communication
     np.testing.assert_allclose(got.context_gain, want.context_gain, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("method", ["clip-replay", "fedclip-joint"])
+def test_context_matrices_batch_the_models_and_equal_context_matrix(data, batched, method):
+    """accel.trials.context_matrices over both trials' models after each context at once against
+    scoring.context_matrix model by model: the same step totals per context (the same windows),
+    correct counts within 2 steps (a near-tie flipped by float32 rounding)."""
+    from esnfed_core.accel.scores import context_matrices
+    from esnfed_core.scoring import context_matrix
+
+    users = list(data.validation.values())
+    models = [(m.context_reservoirs(), list(m.context_readout)) for m in batched[method]]
+    got = context_matrices(models, users, "torch-cpu")
+    assert len(got) == len(models)
+    for (correct, total), (res, readouts) in zip(got, models):
+        want_correct, want_total = context_matrix(res, readouts, users, 4)
+        assert correct.shape == want_correct.shape == (data.n_contexts, data.n_contexts)
+        np.testing.assert_array_equal(total, want_total)
+        assert np.abs(correct - want_correct).max() <= 2
+        assert correct.sum() > 0
+    with pytest.raises(ValueError, match="every model needs"):
+        context_matrices([models[0], (models[1][0][:1], models[1][1][:1])], users, "torch-cpu")
+
+
+def test_activation_densities_batch_the_models_and_equal_the_numpy_densities(data, batched):
+    """accel.scores.activation_densities over two continual models' reservoirs after each context
+    and one final reservoir alone, against scoring.activation_densities of each: the same shapes
+    and NaN (a user without windows of a context), each density the same distribution within an
+    L1 distance of 0.01 (a float32 state within rounding of a bin edge may fall in the next bin;
+    a wrong bin or model moves whole distributions: L1 up to 2)."""
+    from esnfed_core.accel.scores import activation_densities
+    from esnfed_core.scoring import activation_densities as numpy_densities
+
+    users = list(data.validation.values())
+    users.append(users[0].of_context(0))  # a user with windows of one context only
+    models = [m.context_reservoirs() for m in batched["fedclip-replay"]] + [[batched["clip-naive"][0].reservoir]]
+    got = activation_densities(models, users, data.n_contexts, 40, "torch-cpu")
+    assert len(got) == len(models)
+    for g, res in zip(got, models):
+        w = numpy_densities(res, users, data.n_contexts, 40, 4)
+        np.testing.assert_array_equal(g.edges, w.edges)
+        for a, b in ((g.per_user, w.per_user), (g.pooled, w.pooled)):
+            assert a.shape == b.shape and np.array_equal(np.isnan(a), np.isnan(b))
+            assert np.isnan(a).any() or a is g.pooled
+            assert np.nanmax(np.abs(a - b) @ np.diff(w.edges)) <= 0.01
+
+
+def test_assess_benchmark_smoke_mode_reports_every_path_and_the_ratios(tmp_path):
+    """benchmarks/bench_assess.py --smoke: the script gpu_session.sh runs on the GPU, tiny, here."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_assess.py"
+    out = tmp_path / "assess.jsonl"
+    proc = subprocess.run([sys.executable, str(script), "--smoke", "--out", str(out)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    recs = [json.loads(line) for line in out.read_text().splitlines()]
+    cases = {r["case"]: r for r in recs if "case" in r}
+    assert recs[0]["device"] == "torch-cpu" and recs[0]["retrains"] == 2
+    for name in ("numpy (scaled)", "batched", "bare recurrence"):
+        assert cases[name]["seconds"] > 0 and cases[name]["M_model_ws_per_s"] > 0, name
+    assert cases["ratios"]["batched_over_bare"] > 0 and cases["ratios"]["numpy_over_batched"] > 0

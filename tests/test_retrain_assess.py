@@ -690,3 +690,50 @@ def test_a_failure_listing_names_the_dataset_and_method_only_when_a_command_ran_
     assert _run_label([("wesad", ridge)], "wesad", ridge) == ""
     assert _run_label([("wesad", ridge), ("wesad", fedip)], "wesad", fedip) == "fedip "
     assert _run_label([("wesad", ridge), ("hhar", ridge)], "hhar", ridge) == "hhar/ridge "
+
+
+def test_assess_on_torch_cpu_scores_every_retrain_batched_as_numpy_does(run_a, tmp_path, monkeypatch):
+    """assess --device torch-cpu scores a share's retrains batched (accel.scores; continual: every
+    retrain's model after each context in one bank), not context_matrix and activation_densities
+    model by model: the same seeds and λ, test accuracies (stationary FedIP) and each accuracy-matrix and stream entry within 2 steps of the
+    smallest test context of the numpy scores (float32 rounding in torch's kernels may flip a
+    near-tie step), and the same activation densities (``_same_densities``)."""
+    root = _copy(run_a, tmp_path)
+
+    def numpy_path(*a, **k):
+        raise AssertionError("continual retrains scored model by model on the numpy path")
+
+    monkeypatch.setattr(assess_stage, "context_matrix", numpy_path)
+    monkeypatch.setattr(assess_stage, "activation_densities", numpy_path)
+    steps = min(int(np.bincount(np.load(root / "data" / "processed" / "wesad" / f"{u}.npz")["context"]).min())
+                for u in TEST) * 12 * len(TEST)
+    for method in ("clip-replay", "fedclip-naive", "fedclip-joint", "fedip"):
+        algo, _, strategy = method.partition("-")
+        res = _cli(root, "assess", "--algo", algo, *(["--strategy", strategy] if strategy else []),
+                   "--device", "torch-cpu")
+        assert res.exit_code == 0, res.output
+        got, want = _assess(root, method), _assess(run_a, method)
+        assert got["pcts"].keys() == want["pcts"].keys()
+        for pct, w in want["pcts"].items():
+            g = got["pcts"][pct]
+            assert g["seeds"] == w["seeds"] and g["lambda"] == w["lambda"] and g["train_accuracy"] is None
+            _same_densities(g["activation"], w["activation"])
+            if not strategy:  # stationary: one test set of 2 users × 3 contexts × 12 steps per window
+                np.testing.assert_allclose(g["test_accuracy"], w["test_accuracy"], rtol=0, atol=2 / steps)
+                continue
+            np.testing.assert_allclose(g["accuracy_matrix"], w["accuracy_matrix"], rtol=0, atol=2 / steps)
+            np.testing.assert_allclose(g["stream_accuracy"], w["stream_accuracy"], rtol=0, atol=2 / steps)
+            assert g["test_accuracy"] == [s[-1] for s in g["stream_accuracy"]]
+
+
+def _same_densities(got: dict, want: dict) -> None:
+    """Two assess ``activation`` entries alike: the same edges, users and models, and every density
+    (pooled and per user) the same distribution within an L1 distance of 0.01: a float32 state
+    within rounding of a bin edge may fall in the next bin (a value per ~1e5 at 40 bins), while a
+    wrong bin or model would move whole distributions (L1 up to 2)."""
+    assert {k: got[k] for k in ("edges", "users", "models")} == {k: want[k] for k in ("edges", "users", "models")}
+    width = np.diff(np.asarray(want["edges"]))
+    for key in ("density", "user_density"):
+        g, w = np.asarray(got[key], np.float64), np.asarray(want[key], np.float64)
+        assert g.shape == w.shape and np.array_equal(np.isnan(g), np.isnan(w))
+        assert np.nanmax(np.abs(g - w) @ width) <= 0.01

@@ -1,7 +1,8 @@
 """State passes on the device over many windows, batched over reservoirs: the users' windows
 held on the device, and each reservoir's ridge statistics and readouts' correct counts over them,
 streamed by window batches that keep the chunk buffers of torch_reservoir within CHUNK_ELEMENTS.
-Shared by the stationary (accel.trials) and continual (accel.continual) batched trials."""
+Shared by the stationary (accel.trials) and continual (accel.continual) batched trials and the
+batched assessment (accel.scores)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from esnfed_core.accel.torch_reservoir import CHUNK_ELEMENTS, Bank, count_correct, ridge_stats
+from esnfed_core.accel.torch_reservoir import CHUNK_ELEMENTS, Bank, count_correct, iter_chunks, ridge_stats
 from esnfed_core.data.processed import UserData
 from esnfed_core.readout import RidgeStats
 
@@ -69,3 +70,22 @@ def counts_of(bank: Bank, x: torch.Tensor, y: torch.Tensor, readouts: torch.Tens
     for lo in range(0, len(x), step):
         correct += count_correct(bank, x[lo : lo + step][None], y[lo : lo + step][None], readouts)
     return correct
+
+
+def histograms_of(bank: Bank, x: torch.Tensor, bins: int) -> np.ndarray:
+    """Per-unit histograms (R, N, bins) of each reservoir's post-leak states on windows x (W, T, U)
+    over ``bins`` equal bins of [-1, 1], values outside in the first or last bin: the bins of
+    esnfed_core.metrics.histogram_values, the same float64 arithmetic on each float32 state.
+    Streamed by window batch and by chunk; the float64 and index temporaries of a chunk are at
+    most 4 chunk buffers."""
+    r, n = bank.reservoirs, bank.units
+    counts = torch.zeros((r, n * bins), dtype=torch.int64, device=bank.device)
+    offsets = torch.arange(n, device=bank.device) * bins
+    step = window_batch(r, n, len(x))
+    for lo in range(0, len(x), step):
+        for chunk in iter_chunks(bank, x[lo : lo + step][None]):
+            idx = torch.floor((chunk.states.to(torch.float64) + 1.0) * (bins / 2.0)).to(torch.int64)
+            idx.clamp_(0, bins - 1).add_(offsets)
+            flat = idx.view(r, -1)
+            counts.scatter_add_(1, flat, torch.ones_like(flat))
+    return counts.view(r, n, bins).cpu().numpy()

@@ -23,7 +23,6 @@ from esnfed_core.accel import check_supported, torch_device
 from esnfed_core.accel.torch_plasticity import ip_step
 from esnfed_core.accel.passes import DeviceWindows, counts_of, stats_of
 from esnfed_core.accel.torch_reservoir import Bank, set_tf32
-from esnfed_core.data.processed import UserData
 from esnfed_core.federated import fedavg, incfed
 from esnfed_core.messages import CommLedger, StatsMessage
 from esnfed_core.method import Method
@@ -198,18 +197,3 @@ def _train_ip(m: Method, configs, subs, reservoirs: list[Reservoir], train: Devi
             current[i] = fedip_round(current[i], fits, [train.counts[c] for c in clients],
                                      [names[c] for c in clients], ledgers[i], "fedip", rnd)
     return current
-
-
-def accuracies(reservoirs: Sequence[Reservoir], readouts: Sequence[np.ndarray], users: Sequence[UserData],
-               device: str) -> list[float]:
-    """Pooled accuracy of each (reservoir, readout (C, N)) on ``users``, batched over the models
-    (one size): esnfed_core.scoring.accuracy of each, within float32 rounding (assess on a device)."""
-    dev = torch_device(device)
-    bank = Bank.from_reservoirs(list(reservoirs), dev)
-    win = DeviceWindows.of(list(users), dev)
-    if not len(win.x):
-        return [0.0] * len(reservoirs)
-    grid = torch.from_numpy(np.stack([np.asarray(w, np.float64)[None] for w in readouts])).to(dev)
-    correct = counts_of(bank, win.x, win.y, grid).cpu().numpy()[:, 0]
-    total = int(win.x.shape[0] * win.x.shape[1])
-    return [float(c) / total for c in correct]
