@@ -462,8 +462,7 @@ def run(dataset: str, p: ImportParams, out_root: str | Path | None = None,
                  "context_map": {name: i for i, name in enumerate(contexts)} if p.context else None}
         manifest = write_processed(dataset, out, described, users, root, extra, on_user)
     lines = [*sampling_warnings(sampling, p), *missing_warnings(cuts, p), *gap_warnings(cuts, p),
-             *short_warnings(short, cuts, p),
-             *empty_class_warnings(manifest, p)]
+             *short_warnings(short, cuts, p), *empty_class_warnings(manifest, p)]
     for line in lines:
         if warn is not None:
             warn(line)
