@@ -50,7 +50,7 @@ def main() -> None:
         for eps in epss:
             cells = []
             for clip in clips:
-                spec = DPSpec(eps, delta, pp.relation, clip, pp.ip_clip)
+                spec = DPSpec(eps, delta, pp.relation, clip, pp.ip_clip_for(ds))
                 acc = [fit_private(Method.parse("incfed"), cfg, s, td, exp.settings, spec).score for s in seeds]
                 cells.append(f"{100 * np.mean(acc):.2f} ± {100 * np.std(acc):.2f}")
             print(f"| {ds} | {eps:g} | " + " | ".join(cells) + " |", flush=True)

@@ -72,6 +72,10 @@ def import_(
         "--max-gap", callback=in_range(0.0, low_open=True),
         help="Seconds between two rows of one context beyond which the recording is cut there, not filled "
         "in (default: 5 sampling intervals, at least 1 s).")] = None,
+    missing: Annotated[Optional[Literal[tuple(import_stage.MISSING)]], typer.Option(  # type: ignore[misc]
+        "--missing", help="A missing (empty or NaN) feature value: refuse it (the default), interpolate it "
+        "linearly in time where its run of missing values spans at most --max-gap (a longer run cuts the "
+        "recording, as a gap does; none at a recording's start or end), or drop its row.")] = None,
     classes: Annotated[Optional[str], typer.Option(
         "--classes", help="Label values in class order, comma-separated (default: sorted).")] = None,
     contexts: Annotated[Optional[str], typer.Option(
@@ -89,9 +93,9 @@ def import_(
 
     One row per sample with columns for user, time, label, optional context, and features. Files
     are read in chunks; per user the rows are cut at context changes and at gaps in time
-    (--max-gap: nothing is filled in across a gap), resampled, windowed and z-scored; labels map
-    to classes (the mapping is recorded in manifest.json). Options override params.yaml
-    imports.<dataset> (docs/data-contract.md §5).
+    (--max-gap: nothing is filled in across a gap; --missing: what a missing feature value does),
+    resampled, windowed and z-scored; labels map to classes (the mapping is recorded in
+    manifest.json). Options override params.yaml imports.<dataset> (docs/data-contract.md §5).
 
     Example, a CSV recordings.csv with the columns subject,t_ms,activity,session,ax,ay,az:
 
@@ -117,7 +121,7 @@ def import_(
     options = import_stage.import_params(
         declared, f"imports.{dataset}", source=None if source is None else str(source),
         features=_split(features), user=user, time=time, label=label, context=context,
-        time_unit=time_unit, rate=rate, window=window, max_gap=max_gap, classes=_split(classes),
+        time_unit=time_unit, rate=rate, window=window, max_gap=max_gap, missing=missing, classes=_split(classes),
         contexts=_split(contexts), drop_labels=_split(drop_labels))
     warnings: list[str] = []
     with data_progress() as bar:

@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # pandas is imported by the functions that read (every esnfed
 from esnfed_core.data.npz import MAX_EXPANSION, SLACK_BYTES, npz_names, read_npz
 from esnfed_core.data.paths import check_input
 from esnfed_core.data.processed import UserData
-from esnfed_core.data.tabular import Cuts, Rows, user_windows
+from esnfed_core.data.tabular import MISSING, Cuts, Rows, user_windows
 from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.quote import brief, quote
 from esnfed_core.validation import Bound, ParameterError
@@ -54,6 +54,7 @@ class ImportParams:
     window: int
     rate: float | None = None
     max_gap: float | None = None  # seconds; None: tabular.default_max_gap per user
+    missing: str = "refuse"  # a missing (empty, NaN) feature value: refuse, interpolate or drop (tabular.MISSING)
     user: str = "user"
     time: str = "time"
     label: str = "label"
@@ -86,7 +87,7 @@ class ImportParams:
                     BOUNDS[name].check(f"{k}.{name}", value)
                 except ParameterError as exc:
                     raise ConfigError(str(exc)) from None
-        for name, allowed in (("time_unit", tuple(TIME_UNITS)), ("format", FORMATS)):
+        for name, allowed in (("time_unit", tuple(TIME_UNITS)), ("format", FORMATS), ("missing", MISSING)):
             if getattr(self, name) not in allowed:
                 raise ConfigError(f"{k}.{name}: expected one of {', '.join(allowed)}, got {quote(getattr(self, name))}")
         if not isinstance(self.delimiter, str) or len(self.delimiter) != 1:
@@ -289,9 +290,10 @@ def _bad(chunk: Chunk, i: int, column: str, problem: str) -> DataError:
 FEATURE_LIMIT = float(np.finfo(np.float32).max)
 
 
-def _numbers(chunk: Chunk, column: str, limit: float | None = None) -> np.ndarray:
+def _numbers(chunk: Chunk, column: str, limit: float | None = None, missing: bool = False) -> np.ndarray:
     """The column as float64; one DataError naming the first row that is not a finite number, or
-    (``limit``) whose magnitude exceeds it."""
+    (``limit``) whose magnitude exceeds it. ``missing``: a missing value (an empty cell, NaN) is NaN,
+    not an error (infinity and text still are)."""
     import pandas as pd  # noqa: PLC0415 (see the module imports)
 
     raw = chunk.frame[column]
@@ -301,6 +303,9 @@ def _numbers(chunk: Chunk, column: str, limit: float | None = None) -> np.ndarra
         raise _bad(chunk, 0, column, f"the column holds {what}, dtype {raw.dtype}; expected real numbers")
     num = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=np.float64)
     bad = ~np.isfinite(num)
+    if missing and bad.any():
+        text = raw.astype(str).str.strip().str.lower()
+        bad &= ~(raw.isna() | text.isin(("", "nan"))).to_numpy()
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         raise _bad(chunk, i, column, f"{quote(str(raw.iloc[i]))} is not a finite number")
@@ -359,7 +364,7 @@ class Spill:
                        "(letters, digits, _ or -): it becomes a file name")
         labels = _texts(chunk, p.label)
         time = _numbers(chunk, p.time) * TIME_UNITS[p.time_unit]
-        feats = np.stack([_numbers(chunk, f, FEATURE_LIMIT) for f in p.features], axis=1)
+        feats = np.stack([_numbers(chunk, f, FEATURE_LIMIT, p.missing != "refuse") for f in p.features], axis=1)
         ctx_values = _texts(chunk, p.context) if p.context else None
         rows = np.flatnonzero(~np.isin(labels, list(p.drop_labels))) if p.drop_labels else np.arange(labels.size)
         if not rows.size:
@@ -404,7 +409,7 @@ def run(dataset: str, p: ImportParams, out_root: str | Path | None = None,
     """Import ``p.source`` into ``<out_root>/<dataset>`` (default data/processed); returns the manifest.
     ``on_read(file, rows)`` is called after each chunk read (rows read of that file so far),
     ``on_user(user, data)`` after each user is written, ``warn(line)`` for what the import did
-    but the user may not expect (sampling_warnings, gap_warnings, short_warnings,
+    but the user may not expect (sampling_warnings, missing_warnings, gap_warnings, short_warnings,
     empty_class_warnings)."""
     check_own_name("--dataset", dataset)  # the rule of params.yaml imports.<name> (and never a path)
     files = input_files(p)
@@ -439,7 +444,7 @@ def run(dataset: str, p: ImportParams, out_root: str | Path | None = None,
                 rows = spill.rows(user, class_order, context_order)
                 sampling[user] = user_sampling(rows.time)
                 try:
-                    data, cuts[user] = user_windows(rows, p.window, p.rate, p.max_gap)
+                    data, cuts[user] = user_windows(rows, p.window, p.rate, p.max_gap, p.missing)
                 except DataError as exc:
                     raise DataError(f"{p.source}: user {quote(user)}: {exc}") from None
                 if data is None:
@@ -456,8 +461,8 @@ def run(dataset: str, p: ImportParams, out_root: str | Path | None = None,
                  "label_map": {name: i for i, name in enumerate(classes)},
                  "context_map": {name: i for i, name in enumerate(contexts)} if p.context else None}
         manifest = write_processed(dataset, out, described, users, root, extra, on_user)
-    lines = [*sampling_warnings(sampling, p), *gap_warnings(cuts, p), *short_warnings(short, cuts, p),
-             *empty_class_warnings(manifest, p)]
+    lines = [*sampling_warnings(sampling, p), *missing_warnings(cuts, p), *gap_warnings(cuts, p),
+             *short_warnings(short, cuts, p), *empty_class_warnings(manifest, p)]
     for line in lines:
         if warn is not None:
             warn(line)
@@ -510,6 +515,31 @@ def short_warnings(short: list[str], cuts: Mapping[str, Cuts], p: ImportParams) 
     listed = [f"{u}: {cuts[u].span:.4g} s recorded, the longest run {cuts[u].longest:.4g} s" for u in short]
     return [f"{p.source}: {len(short)} user{'s' if len(short) > 1 else ''} skipped, without a whole window of "
             f"{_seconds(p.window, p.rate)} in a run of one context without a gap ({_listed(listed, sep='; ')})"]
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'s' if n != 1 else ''}"
+
+
+def missing_warnings(cuts: Mapping[str, Cuts], p: ImportParams) -> list[str]:
+    """Missing feature values imported (``missing``: interpolate or drop): how many values were
+    interpolated and rows dropped, in all and per user."""
+    hit = {u: c for u, c in cuts.items() if c.interpolated or c.dropped}
+    if not hit:
+        return []
+    values, rows = sum(c.interpolated for c in hit.values()), sum(c.dropped for c in hit.values())
+    if p.missing == "drop":
+        what = (f"{_count(rows, 'row')} with a missing feature value dropped ({p.key}.missing = drop: where the rows "
+                "left lie over the gap threshold (max_gap) apart, the recording is cut as at a gap in time)")
+        listed = [f"{u}: {_count(c.dropped, 'row')}" for u, c in hit.items()]
+    else:
+        what = (f"{_count(values, 'missing feature value')} interpolated linearly in time, {_count(rows, 'row')} "
+                f"dropped ({p.key}.missing = interpolate: never across a run of missing values over the gap "
+                "threshold (max_gap), which cuts the recording as a gap in time does, nor at a recording's start "
+                "or end)")
+        listed = [f"{u}: {_count(c.interpolated, 'value')} interpolated, {_count(c.dropped, 'row')} dropped"
+                  for u, c in hit.items()]
+    return [f"{p.source}: {what} ({_listed(listed, sep='; ')})"]
 
 
 def gap_warnings(cuts: Mapping[str, Cuts], p: ImportParams) -> list[str]:

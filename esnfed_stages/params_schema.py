@@ -239,11 +239,14 @@ def _declared_datasets(params: Mapping[str, Any]) -> None:
             if name not in (b.get("space") or {}):
                 raise Invalid(f"budgets.{budget}.space.{name}: missing ({quote(name)} is declared in datasets: "
                               "every budget searches its reservoirs)")
-    clip = (params.get("privacy") or {}).get("clip")
-    for name in names if isinstance(clip, Mapping) else ():  # the privacy stage runs on every declared one
-        if name not in clip:
-            raise Invalid(f"privacy.clip.{name}: missing (datasets lists {quote(name)}; privacy.clip is a mapping: "
-                          "give every declared dataset its clip, or one number for all)")
+    from esnfed_stages.privacy import PER_DATASET  # noqa: PLC0415 (as _privacy)
+
+    for key in PER_DATASET:
+        value = (params.get("privacy") or {}).get(key)
+        for name in names if isinstance(value, Mapping) else ():  # the privacy stage runs on every declared one
+            if name not in value:
+                raise Invalid(f"privacy.{key}.{name}: missing (datasets lists {quote(name)}; privacy.{key} is a "
+                              f"mapping: give every declared dataset its {key}, or one number for all)")
     for key in ("continual_datasets", "study_datasets"):
         for name in params.get(key) or []:
             if name not in names:

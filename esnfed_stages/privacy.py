@@ -43,20 +43,23 @@ def privacy_path(out_dir: str | Path, dataset: str) -> Path:
 MECHANISM = "Gaussian mechanism (esnfed_core/privacy.py)"
 ACCOUNTANT = "dp-accounting PLD (calibrate_dp_mechanism), composition over FedIP rounds + IncFed release"
 KEYS = ("epsilons", "delta", "relation", "clip", "ip_clip", "pct", "methods")
+PER_DATASET = ("clip", "ip_clip")  # keys that take one number for every dataset, or one per dataset
 Progress = Callable[[int, int], None]
+# A number for every dataset, or ((dataset, number), ...) from a mapping (_per_dataset).
+PerDataset = float | tuple[tuple[str, float], ...]
 
 
 @dataclass(frozen=True)
 class PrivacyParams:
     """The ``privacy`` section, checked: ε list (+inf: no mechanism), δ (``auto``: 1 / n², n the
-    share's training users), relation, clipping (``clip``: one number for every dataset, or
-    ((dataset, number), ...) from a mapping), the share and the methods."""
+    share's training users), relation, clipping (``clip`` and FedIP's ``ip_clip``: each one number
+    for every dataset, or ((dataset, number), ...) from a mapping), the share and the methods."""
 
     epsilons: tuple[float, ...]
     delta: float | str
     relation: str
-    clip: float | tuple[tuple[str, float], ...]
-    ip_clip: float
+    clip: PerDataset
+    ip_clip: PerDataset
     pct: str
     methods: tuple[str, ...]
 
@@ -66,28 +69,25 @@ class PrivacyParams:
 
     def clip_for(self, dataset: str) -> float:
         """``dataset``'s clip: the number, or its entry of the mapping (none: a ConfigError)."""
-        if isinstance(self.clip, float):
-            return self.clip
-        clips = dict(self.clip)
-        if dataset not in clips:
-            raise ConfigError(f"params.yaml: privacy.clip: no clip for dataset {quote(dataset)} (the mapping names "
-                              f"{', '.join(clips)}; give every dataset the privacy stage runs on its clip, or one "
-                              "number for all)")
-        return clips[dataset]
+        return _for_dataset("clip", self.clip, dataset)
 
-    def spec(self, eps: float, delta: float, clip: float) -> DPSpec:
-        return DPSpec(eps, delta, self.relation, clip, self.ip_clip)
+    def ip_clip_for(self, dataset: str) -> float:
+        """``dataset``'s ip_clip, as :meth:`clip_for`."""
+        return _for_dataset("ip_clip", self.ip_clip, dataset)
+
+    def spec(self, eps: float, delta: float, dataset: str) -> DPSpec:
+        """The mechanism of ``dataset`` at (ε, δ): its clip and ip_clip."""
+        return DPSpec(eps, delta, self.relation, self.clip_for(dataset), self.ip_clip_for(dataset))
 
     def record(self, budget: str | None) -> dict[str, Any]:
         """What runs/privacy/<dataset>.json is computed with, by params.yaml key (its ``params``;
         the report refuses a file whose values differ from params.yaml's): this section as
-        params.yaml has it (ε as the document's keys, δ ``auto`` or a number, clip a number or
-        the mapping) and the budget."""
-        clip = self.clip if isinstance(self.clip, float) else dict(self.clip)
+        params.yaml has it (ε as the document's keys, δ ``auto`` or a number, clip and ip_clip a
+        number or the mapping) and the budget."""
+        clips = {f"privacy.{key}": v if isinstance(v := getattr(self, key), float) else dict(v) for key in PER_DATASET}
         return provenance.record({"privacy.epsilons": [eps_key(e) for e in self.epsilons],
-                                  "privacy.delta": self.delta, "privacy.relation": self.relation, "privacy.clip": clip,
-                                  "privacy.ip_clip": self.ip_clip, "privacy.pct": self.pct,
-                                  "privacy.methods": self.methods, "budget": budget})
+                                  "privacy.delta": self.delta, "privacy.relation": self.relation, **clips,
+                                  "privacy.pct": self.pct, "privacy.methods": self.methods, "budget": budget})
 
 
 def _epsilon(value: Any) -> float:
@@ -121,24 +121,37 @@ def privacy_params(params: Mapping[str, Any]) -> PrivacyParams:
     if not isinstance(methods, list) or not methods or any(m not in PRIVATE_ALGOS for m in methods):
         raise ConfigError(f"params.yaml: privacy.methods: must list some of {', '.join(PRIVATE_ALGOS)}, "
                           f"got {quote(methods)}")
-    ip_clip = p.get("ip_clip", 0.1)
-    bounded("privacy.ip_clip", ip_clip, PRIVACY_BOUNDS["ip_clip"])
-    return PrivacyParams(tuple(_epsilon(e) for e in eps), delta, p["relation"], _clip(p.get("clip", 1.0)),
-                         float(ip_clip), pct, tuple(methods))
+    return PrivacyParams(tuple(_epsilon(e) for e in eps), delta, p["relation"],
+                         _per_dataset("clip", p.get("clip", 1.0)), _per_dataset("ip_clip", p.get("ip_clip", 0.1)),
+                         pct, tuple(methods))
 
 
-def _clip(value: Any) -> float | tuple[tuple[str, float], ...]:
-    """``privacy.clip``: a number for every dataset, or a mapping dataset -> number (a dataset of
-    your own tuned apart from the papers' two; params_schema checks it names every declared one)."""
+def _per_dataset(key: str, value: Any) -> PerDataset:
+    """``privacy.<key>`` (one of PER_DATASET): a number for every dataset, or a mapping dataset ->
+    number (a dataset of your own tuned apart from the papers' two; params_schema checks it names
+    every declared one), each value within PRIVACY_BOUNDS[key]."""
     if not isinstance(value, Mapping):
-        return float(bounded("privacy.clip", value, PRIVACY_BOUNDS["clip"]))
+        return float(bounded(f"privacy.{key}", value, PRIVACY_BOUNDS[key]))
     if not value:
-        raise ConfigError("params.yaml: privacy.clip: must be a number or a mapping of dataset -> number, got {}")
-    for name, clip in value.items():
+        raise ConfigError(f"params.yaml: privacy.{key}: must be a number or a mapping of dataset -> number, got {{}}")
+    for name, number in value.items():
         if not isinstance(name, str) or not NAME.fullmatch(name):
-            raise ConfigError(f"params.yaml: privacy.clip: {quote(name)} is not a dataset name")
-        bounded(f"privacy.clip.{name}", clip, PRIVACY_BOUNDS["clip"])
-    return tuple((name, float(clip)) for name, clip in value.items())
+            raise ConfigError(f"params.yaml: privacy.{key}: {quote(name)} is not a dataset name")
+        bounded(f"privacy.{key}.{name}", number, PRIVACY_BOUNDS[key])
+    return tuple((name, float(number)) for name, number in value.items())
+
+
+def _for_dataset(key: str, value: PerDataset, dataset: str) -> float:
+    """``dataset``'s value of ``privacy.<key>`` (_per_dataset): the number, or its entry of the
+    mapping (none: a ConfigError)."""
+    if isinstance(value, float):
+        return value
+    values = dict(value)
+    if dataset not in values:
+        raise ConfigError(f"params.yaml: privacy.{key}: no {key} for dataset {quote(dataset)} (the mapping names "
+                          f"{', '.join(values)}; give every dataset the privacy stage runs on its {key}, or one "
+                          "number for all)")
+    return values[dataset]
 
 
 def neighbouring_units(relation: str, data: TrialData) -> int:
@@ -159,7 +172,7 @@ def run(dataset: str, privacy: PrivacyParams, exp: ExperimentParams, *, data_dir
     """Compute and write runs/privacy/<dataset>.json; returns its document. ``privacy`` and ``exp``
     are params.yaml's sections, parsed once (``privacy_params``, ``experiment_params``)."""
     pp = privacy
-    clip = pp.clip_for(dataset)
+    clip, ip_clip = pp.clip_for(dataset), pp.ip_clip_for(dataset)
     data = open_dataset(data_dir, dataset, exp.processed.get(dataset))
     pct = pp.pct
     train_users = data.train_users(pct)
@@ -178,7 +191,7 @@ def run(dataset: str, privacy: PrivacyParams, exp: ExperimentParams, *, data_dir
         rows = results[m] = {"config": {k: v for k, v in cfg.items() if k != "lambda"}, "releases": rel,
                              "epsilons": {}}
         for eps in pp.epsilons:
-            spec = pp.spec(eps, delta, clip)
+            spec = pp.spec(eps, delta, dataset)
             accs = []
             for seed in seeds:
                 model = fit_private(method, cfg, seed, trial_data, exp.settings, spec)
@@ -191,7 +204,7 @@ def run(dataset: str, privacy: PrivacyParams, exp: ExperimentParams, *, data_dir
                 "noise_multiplier": noise_multiplier(eps, delta, rel), "test_accuracy": accs}
     doc = {"dataset": dataset, "source": data.manifest.get("source"),  # as the assess files: the header's
            "pct": pct, "n_users": len(train_users), "n_units": n_units, "delta": delta,
-           "relation": pp.relation, "clip": clip, "ip_clip": pp.ip_clip,
+           "relation": pp.relation, "clip": clip, "ip_clip": ip_clip,
            "mechanism": MECHANISM, "accountant": ACCOUNTANT, "seeds": seeds, "version": __version__,
            provenance.KEY: pp.record(exp.budget), "methods": results}
     out = privacy_path(out_dir, dataset)

@@ -170,7 +170,7 @@ def render(docs: Mapping[str, Mapping[str, Any]], run: Sequence[str] = (), stamp
         *(f"- {line}" for line in run),
         f"- Mechanism: {first['mechanism']}: per-unit per-step means (Ā, B̄) clipped to "
         f"clip·√(N+N²) (clip = {_per_dataset(docs, 'clip')}), summed, N(0, (z·C)²) added to A and B's upper "
-        f"triangle; FedIP (Δg, Δb) per client and round clipped to {first['ip_clip']} (L2), noised sum / K",
+        f"triangle; FedIP (Δg, Δb) per client and round clipped to {_per_dataset(docs, 'ip_clip')} (L2), noised sum / K",
         f"- Neighbouring relation: {first['relation']}-level (add/remove one "
         f"{'user = one client' if first['relation'] == 'user' else 'window'}); L2 sensitivity = the clipping norm",
         "- δ = " + ", ".join(f"{dataset_label(ds)} {delta_text(d['delta'])} ({_delta_source(d)})"
@@ -204,8 +204,8 @@ def _z(value: float | None) -> str:
 
 
 def _per_dataset(docs: Mapping[str, Mapping[str, Any]], key: str) -> str:
-    """A field's value, once when every document has the same, else per dataset (privacy.clip
-    may be a mapping dataset -> number)."""
+    """A field's value, once when every document has the same, else per dataset (privacy.clip and
+    privacy.ip_clip may be a mapping dataset -> number)."""
     values = {ds: d[key] for ds, d in docs.items()}
     if len(set(values.values())) == 1:
         return f"{next(iter(values.values()))}"

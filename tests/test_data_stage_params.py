@@ -100,6 +100,8 @@ def test_integer_user_names_in_fixed_splits_say_to_quote_them():
     ({"imports__example__window": 0}, "params.yaml: imports.example.window: "),
     ({"imports__example__max_gap": 0}, "params.yaml: imports.example.max_gap: "),
     ({"imports__example__time_unit": "h"}, "params.yaml: imports.example.time_unit: expected one of"),
+    ({"imports__example__missing": "fill"},
+     "params.yaml: imports.example.missing: expected one of refuse, interpolate, drop, got 'fill'"),
     ({"datasets": ["wesad", "Bad-Name"]}, "params.yaml: datasets: 'Bad-Name' is not a dataset name"),
     ({"datasets": ["wesad", "ip"]}, "params.yaml: datasets: 'ip' is not a dataset name"),
     ({"datasets": ["wesad", "hhar", "example", "other"]}, "params.yaml: imports.other: missing"),

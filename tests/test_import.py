@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from esnfed_cli.main import app
 from esnfed_core.data.processed import load_manifest, load_user
 from esnfed_core.errors import ConfigError, DataError
-from esnfed_core.data.tabular import Rows, default_max_gap, user_windows
+from esnfed_core.data.tabular import Rows, default_max_gap, fill_missing, user_windows
 from esnfed_stages.check_data import check_folder
 from esnfed_stages.import_data import import_params, run
 
@@ -648,3 +648,169 @@ def test_cli_max_gap_reaches_the_import(tmp_path, monkeypatch):
     assert res.exit_code == 2 and "'--max-gap': must be in (0, inf)" in " ".join(res.output.split()), res.output
     with pytest.raises(ConfigError, match=r"imports\.mine\.max_gap: "):
         _params(tmp_path / "x.csv", max_gap=-1)
+
+
+# ------------------------------------------------------------------ missing feature values
+# Rows of one user, irregular times; missing values (empty cells) in both features. With max_gap 3:
+# f at t = 2.5, 4 from (2, 4) and (5, 10): 5, 8; f at 7 from (6, 7) and (8, 3): 5; g at 1 from
+# (0, 1) and (2, 5): 3; g at 5, 6 from (4, 6) and (7, 0): 4, 2. f at t = 0 and t = 9 starts and
+# ends the recording: their rows are dropped (no extrapolation).
+HOLES = pd.DataFrame({"user": "a", "time": [0, 1, 2, 2.5, 4, 5, 6, 7, 8, 9], "label": ["x"] * 5 + ["y"] * 5,
+                      "f": ["", 2, 4, "", "", 10, 7, "", 3, ""], "g": [1, "", 5, 5, 6, "", "", 0, 2, 4]})
+FILLED_F, FILLED_G = [2, 4, 5, 8, 10, 7, 5, 3], [3, 5, 5, 6, 4, 2, 0, 2]  # rows at t = 1 .. 8
+
+
+def _holes(tmp_path, **kw):
+    HOLES.to_csv(tmp_path / "holes.csv", index=False)
+    return import_params({"source": str(tmp_path / "holes.csv"), "features": ["f", "g"], "window": 8,
+                          "max_gap": 3, **kw}, "imports.mine")
+
+
+def test_missing_values_are_interpolated_linearly_in_time_and_dropped_at_the_edges(tmp_path):
+    """Before: an empty feature cell stopped the import. Now, with missing: interpolate, each is
+    interpolated from its channel's neighbours (exactly, by hand above); a value missing at the
+    recording's start or end drops its row."""
+    time = HOLES.time.to_numpy(float)
+    feats = HOLES[["f", "g"]].replace("", np.nan).to_numpy(float)
+    keep, filled = fill_missing(time, np.zeros(10, np.int64), feats, 3.0, "interpolate")
+    assert keep.tolist() == [False] + [True] * 8 + [False]
+    np.testing.assert_array_equal(filled[keep], np.column_stack([FILLED_F, FILLED_G]).astype(float))
+    lines = []
+    manifest = run("m", _holes(tmp_path, missing="interpolate"), out_root=tmp_path / "o", warn=lines.append)
+    expected = np.column_stack([FILLED_F, FILLED_G]).astype(float)
+    got = load_user(tmp_path / "o" / "m", "a")
+    np.testing.assert_allclose(got.x[0], (expected - expected.mean(0)) / expected.std(0), rtol=1e-6, atol=1e-6)
+    assert got.y.tolist() == [[0, 0, 0, 0, 1, 1, 1, 1]]
+    assert manifest["params"]["missing"] == "interpolate"  # recorded, as the stale-data check reads it
+    assert lines == [f"{tmp_path / 'holes.csv'}: 6 missing feature values interpolated linearly in time, 2 rows "
+                     "dropped (imports.mine.missing = interpolate: never across a run of missing values over the "
+                     "gap threshold (max_gap), which cuts the recording as a gap in time does, nor at a recording's "
+                     "start or end) (a: 6 values interpolated, 2 rows dropped)"]
+
+
+def test_a_missing_value_is_never_interpolated_across_a_context_change():
+    """A context's last (or first) value is a recording's end (start): its row is dropped."""
+    time = np.arange(6.0)
+    feats = np.array([[0.0], [1.0], [np.nan], [3.0], [np.nan], [5.0]])
+    keep, filled = fill_missing(time, np.array([0, 0, 0, 1, 1, 1]), feats, 10.0, "interpolate")
+    assert keep.tolist() == [True, True, False, True, True, True] and filled[4, 0] == 4.0
+
+
+def _holed(tmp_path, first: int, stop: int, **kw):
+    """The gapped table of one user without a gap (50 Hz, 6 s), its column a missing in rows
+    [first, stop); and the same table without those rows."""
+    df = pd.read_csv(_gapped(tmp_path, gap_s=0.0, users=("u1",)))
+    holed = df.astype({"a": object})
+    holed.loc[first:stop - 1, "a"] = ""
+    holed.to_csv(tmp_path / "holed.csv", index=False)
+    df.drop(index=range(first, stop)).to_csv(tmp_path / "without.csv", index=False)
+    return _params(tmp_path / "holed.csv", window=50, context=None, **kw), _params(tmp_path / "without.csv",
+                                                                                   window=50, context=None)
+
+
+@pytest.mark.parametrize("missing", ["interpolate", "drop"])
+def test_a_hole_over_max_gap_cuts_the_recording_as_a_gap_does(tmp_path, missing):
+    """100 rows (2 s between the values around them) without a value of a: over the default
+    max_gap of 1 s the import equals that of the table without those rows (the gap cuts it, and
+    is warned of as a gap); under a max_gap of 3 s interpolate fills the hole in (6 windows)."""
+    holed, without = _holed(tmp_path, 40, 140, missing=missing)
+    lines, plain = [], []
+    run("m", holed, out_root=tmp_path / "holed", warn=lines.append)
+    run("m", without, out_root=tmp_path / "without", warn=plain.append)
+    a, b = load_user(tmp_path / "holed" / "m", "u1"), load_user(tmp_path / "without" / "m", "u1")
+    assert a.windows == b.windows == 3  # 160 rows after the hole; the 40 before it fill no window
+    np.testing.assert_array_equal(a.x, b.x)
+    np.testing.assert_array_equal(a.y, b.y)
+    [gap] = plain
+    assert gap.endswith("(u1: 1 gap, 2.02 s, 1 window lost at the cuts)") and lines[1:] == [
+        gap.replace(str(tmp_path / "without.csv"), str(tmp_path / "holed.csv"))]
+    assert lines[0].startswith(f"{tmp_path / 'holed.csv'}: " + ("0 missing feature values interpolated linearly in "
+                               "time, 100 rows dropped" if missing == "interpolate" else
+                               "100 rows with a missing feature value dropped (imports.mine.missing = drop: "))
+    lines.clear()
+    holed = import_params({**{k: v for k, v in vars(holed).items() if k != "key"}, "max_gap": 3.0}, "imports.mine")
+    run("m", holed, out_root=tmp_path / "holed", warn=lines.append)
+    assert load_manifest(tmp_path / "holed" / "m")["users"]["u1"]["windows"] == 6
+    if missing == "interpolate":
+        assert lines == [f"{tmp_path / 'holed.csv'}: 100 missing feature values interpolated linearly in time, 0 rows "
+                         "dropped" + lines[0].split("dropped", 1)[1]]
+
+
+def test_drop_removes_each_row_with_a_missing_value(tmp_path):
+    """missing: drop keeps the complete rows only (t = 2 and 8 of HOLES); without a rate they are
+    windowed as they are, the 6 s between them cut at max_gap 3 as a gap."""
+    lines = []
+    run("m", _holes(tmp_path, missing="drop", window=1), out_root=tmp_path / "o", warn=lines.append)
+    got = load_user(tmp_path / "o" / "m", "a")
+    np.testing.assert_allclose(got.x[:, 0], [[1, 1], [-1, -1]], atol=1e-6)  # (4, 5) and (3, 2), z-scored
+    assert lines[0] == (f"{tmp_path / 'holes.csv'}: 8 rows with a missing feature value dropped (imports.mine.missing "
+                        "= drop: where the rows left lie over the gap threshold (max_gap) apart, the recording is cut "
+                        "as at a gap in time) (a: 8 rows)")
+    assert lines[1].startswith(f"{tmp_path / 'holes.csv'}: 1 gap in time inside a context (over imports.mine.max_gap "
+                               "= 3 s)")
+
+
+@pytest.mark.parametrize("kw", [{}, {"missing": "refuse"}])
+def test_a_missing_value_is_refused_by_default_as_before(tmp_path, kw):
+    df = _table(shuffle=False).astype(object)
+    df.loc[4, "a"] = ""
+    df.to_csv(tmp_path / "rec.csv", index=False)
+    with pytest.raises(DataError) as err:
+        run("m", _params(tmp_path / "rec.csv", **kw), out_root=tmp_path / "out")
+    assert str(err.value) == f"{tmp_path / 'rec.csv'}: row 5 (line 6), column 'a': '' is not a finite number"
+    assert _params(tmp_path / "rec.csv").missing == "refuse"
+
+
+@pytest.mark.parametrize("missing", ["interpolate", "drop"])
+@pytest.mark.parametrize("column, value, expected", [
+    ("t", "", "column 't': '' is not a finite number"),
+    ("act", "", "column 'act': empty cell"),
+    ("who", "", "column 'who': empty cell"),
+    ("a", "inf", "column 'a': 'inf' is not a finite number"),
+    ("b", "-inf", "column 'b': '-inf' is not a finite number"),
+    ("a", "abc", "column 'a': 'abc' is not a finite number"),
+])
+def test_what_is_not_a_missing_feature_value_stays_an_error(tmp_path, missing, column, value, expected):
+    df = _table(shuffle=False).astype(object)
+    df.loc[4, column] = value
+    df.to_csv(tmp_path / "rec.csv", index=False)
+    with pytest.raises(DataError) as err:
+        run("m", _params(tmp_path / "rec.csv", missing=missing), out_root=tmp_path / "out")
+    assert str(err.value) == f"{tmp_path / 'rec.csv'}: row 5 (line 6), {expected}"
+
+
+def test_a_nan_from_npz_or_text_is_a_missing_value(tmp_path):
+    """An .npz float column holds NaN where a value is missing; a CSV may spell it NaN."""
+    df = HOLES.replace("", np.nan)
+    np.savez(tmp_path / "holes.npz", **{c: (df[c].to_numpy().astype(str) if c in ("user", "label")
+                                           else df[c].to_numpy(float)) for c in df.columns})
+    params = _holes(tmp_path, missing="interpolate")
+    run("m", params, out_root=tmp_path / "csv")
+    df.to_csv(tmp_path / "holes.csv", index=False, na_rep="NaN")
+    run("m", params, out_root=tmp_path / "nan")
+    run("m", import_params({**{k: v for k, v in vars(params).items() if k != "key"},
+                            "source": str(tmp_path / "holes.npz")}), out_root=tmp_path / "npz")
+    for other in ("nan", "npz"):
+        np.testing.assert_array_equal(load_user(tmp_path / other / "m", "a").x, load_user(tmp_path / "csv/m", "a").x)
+
+
+def test_a_bad_missing_value_is_refused_naming_the_key(tmp_path, monkeypatch):
+    with pytest.raises(ConfigError) as err:
+        _params(tmp_path / "x.csv", missing="fill")
+    assert str(err.value) == "imports.mine.missing: expected one of refuse, interpolate, drop, got 'fill'"
+    monkeypatch.chdir(tmp_path)
+    _table().to_csv(tmp_path / "rec.csv", index=False)
+    res = CliRunner().invoke(app, _cli_args(tmp_path) + ["--missing", "fill"], env={"COLUMNS": "300"})
+    assert res.exit_code == 2 and "'--missing'" in res.output, res.output
+
+
+def test_cli_missing_reaches_the_import(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    df = _table(shuffle=False).astype(object)
+    df.loc[4, "a"] = ""
+    df.to_csv(tmp_path / "rec.csv", index=False)
+    res = CliRunner().invoke(app, _cli_args(tmp_path), env={"COLUMNS": "300"})
+    assert res.exit_code == 1 and "column 'a': '' is not a finite number" in res.output, res.output
+    res = CliRunner().invoke(app, _cli_args(tmp_path) + ["--missing", "interpolate"], env={"COLUMNS": "300"})
+    assert res.exit_code == 0 and "1 missing feature value interpolated" in res.stderr, res.output
+    assert load_manifest(tmp_path / "out" / "mine")["params"]["missing"] == "interpolate"

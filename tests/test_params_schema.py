@@ -127,6 +127,14 @@ CASES = {
         lambda p: p["privacy"].update(clip={"wesad": 0.003, "hhar": 0.003}),
         "privacy.clip.example: missing (datasets lists 'example'; privacy.clip is a mapping: give every "
         "declared dataset its clip, or one number for all)"),
+    # privacy.ip_clip likewise
+    "privacy ip_clip of a dataset": (
+        lambda p: p["privacy"].update(ip_clip={"wesad": 0, "hhar": 0.1, "example": 0.1}),
+        "privacy.ip_clip.wesad: must be > 0.0, got 0"),
+    "privacy ip_clip mapping lacks a dataset": (
+        lambda p: p["privacy"].update(ip_clip={"wesad": 0.1, "hhar": 0.1}),
+        "privacy.ip_clip.example: missing (datasets lists 'example'; privacy.ip_clip is a mapping: give every "
+        "declared dataset its ip_clip, or one number for all)"),
 }
 
 

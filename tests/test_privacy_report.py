@@ -30,7 +30,8 @@ def privacy_doc(dataset: str = "wesad", n_users: int = 9, params: dict | None = 
         eps_key(e): {"noise_multiplier": 0.0 if e == float("inf") else 8 / e,
                      "test_accuracy": accuracy[m][eps_key(e)]} for e in pp.epsilons}} for m in pp.methods}
     doc = {"dataset": dataset, "pct": pp.pct, "n_users": n_users, "n_units": n_users,
-           "delta": pp.delta_for(n_users), "relation": pp.relation, "clip": pp.clip_for(dataset), "ip_clip": pp.ip_clip,
+           "delta": pp.delta_for(n_users), "relation": pp.relation, "clip": pp.clip_for(dataset),
+           "ip_clip": pp.ip_clip_for(dataset),
            "mechanism": "Gaussian mechanism (esnfed_core/privacy.py)", "accountant": "dp-accounting PLD",
            "seeds": [11, 12], "version": "0", "params": pp.record(budget), "methods": methods}
     if source is not None:
@@ -212,13 +213,18 @@ def test_a_missing_privacy_output_is_refused_or_shown_as_n_a_as_an_assess_file(t
     assert "privacy.md" not in empty.tables and "privacy.png" not in empty.figures and empty.missing == []
 
 
-def test_a_clip_per_dataset_is_printed_per_dataset_and_one_clip_once(tmp_path):
-    mapping = {**PRIVACY, "clip": {"wesad": 0.003, "hhar": 0.003, "mine": 0.01}}
+@pytest.mark.parametrize("key, per_dataset, once", [
+    ("clip", "(clip = WESAD 0.003, HHAR 0.003, mine 0.01)", "(clip = 0.003)"),
+    # as clip: FedIP's bound was the first document's ip_clip, for every dataset
+    ("ip_clip", "clipped to WESAD 0.1, HHAR 0.1, mine 0.01 (L2)", "clipped to 0.1 (L2)"),
+])
+def test_a_clip_per_dataset_is_printed_per_dataset_and_one_clip_once(tmp_path, key, per_dataset, once):
+    mapping = {**PRIVACY, key: {"wesad": PRIVACY[key], "hhar": PRIVACY[key], "mine": 0.01}}
     docs = {ds: privacy_doc(ds, n, params=mapping) for ds, n in (("wesad", 9), ("hhar", 5), ("mine", 4))}
     _, rep = _report(_write(tmp_path / "mapping", docs), _options(privacy=mapping, datasets=("wesad", "hhar", "mine")))
-    assert "(clip = WESAD 0.003, HHAR 0.003, mine 0.01)" in rep.tables["privacy.md"].decode()
+    assert per_dataset in rep.tables["privacy.md"].decode()
     _, rep = _report(_write(tmp_path / "number", {"wesad": privacy_doc(), "hhar": privacy_doc("hhar", 5)}))
-    assert "(clip = 0.003)" in rep.tables["privacy.md"].decode()
+    assert once in rep.tables["privacy.md"].decode()
 
 
 def test_a_fixed_delta_is_not_called_one_over_n_squared(tmp_path):

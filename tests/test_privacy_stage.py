@@ -20,6 +20,7 @@ from experiment_data import cli_ok, make_dataset, small_params, stage_options, w
 pytestmark = pytest.mark.pipeline
 runner = CliRunner()
 EPSILONS = [1.0, 4.0, float("inf")]
+IP_CLIP = {"wesad": 0.1, "mine": 0.2}  # FedIP's bound per dataset (a number for all is the default form)
 
 
 OUTPUT: dict[str, str] = {}  # what `esnfed privacy` printed in the fixture
@@ -44,7 +45,7 @@ def root(tmp_path_factory) -> Path:
     make_dataset(root, "mine", seed=1)
     params = declare_own(small_params())
     params["privacy"] = {"epsilons": EPSILONS, "delta": "auto", "relation": "user", "clip": 0.05,
-                         "ip_clip": 0.1, "pct": "100", "methods": ["incfed", "fedip"]}
+                         "ip_clip": IP_CLIP, "pct": "100", "methods": ["incfed", "fedip"]}
     write_params(root, params)
     for ds in ("wesad", "mine"):
         for algo in ("incfed", "fedip"):
@@ -69,6 +70,7 @@ def test_privacy_runs_on_a_declared_dataset_of_your_own(root):
     doc = json.loads((root / "runs" / "privacy" / "mine.json").read_text())
     assert doc["dataset"] == "mine" and doc["n_users"] == 4 and doc["delta"] == 1 / 16
     assert set(doc["methods"]) == {"incfed", "fedip"} and doc["clip"] == 0.05
+    assert doc["ip_clip"] == 0.2 and _doc(root)["ip_clip"] == 0.1  # each dataset's own
     assert all(len(c["test_accuracy"]) == 2 for r in doc["methods"].values() for c in r["epsilons"].values())
     one = root / "one"
     cli_ok("privacy", "--dataset", "mine", *stage_options(root)[2:], "--out-dir", str(one))
@@ -112,7 +114,7 @@ def test_the_output_records_the_privacy_section_and_budget_it_was_computed_with(
     params = yaml.safe_load((root / "params.yaml").read_text())
     assert _doc(root)["params"] == privacy_params(params).record("default") == {
         "privacy.epsilons": ["1", "4", "inf"], "privacy.delta": "auto", "privacy.relation": "user",
-        "privacy.clip": 0.05, "privacy.ip_clip": 0.1, "privacy.pct": "100", "privacy.methods": ["incfed", "fedip"],
+        "privacy.clip": 0.05, "privacy.ip_clip": IP_CLIP, "privacy.pct": "100", "privacy.methods": ["incfed", "fedip"],
         "budget": "default"}
     assert _doc(root)["source"] == "synthetic"  # the manifest's, as an assess file records it (the header's)
     assert list(privacy_report.load(root / "runs" / "privacy", _doc(root)["params"])) == ["wesad"]

@@ -89,6 +89,8 @@ def test_partition_refuses_data_imported_under_another_window_and_rate(imported)
     ({"classes": ["walk", "rest"]}, "written with classes None but params.yaml's imports.mine.classes is "
                                     "['walk', 'rest']"),
     ({"source": "other.csv"}, "written with source 'rec.csv' but params.yaml's imports.mine.source is 'other.csv'"),
+    ({"missing": "interpolate"}, "written with missing 'refuse' but params.yaml's imports.mine.missing is "
+                                 "'interpolate'"),
 ])
 def test_each_changed_import_setting_is_named(imported, change, expected):
     write_params(imported, **change)

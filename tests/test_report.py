@@ -713,7 +713,8 @@ def _privacy_output(root: Path, params: dict, record: bool = True, dataset: str 
     eps = {eps_key(e): {"noise_multiplier": 0.0 if e == float("inf") else 2.5, "test_accuracy": [0.6, 0.62]}
            for e in pp.epsilons}
     doc = {"dataset": dataset, "pct": pp.pct, "n_users": 9, "n_units": 9, "delta": pp.delta_for(9),
-           "relation": pp.relation, "clip": pp.clip_for(dataset), "ip_clip": pp.ip_clip, "mechanism": "Gaussian mechanism",
+           "relation": pp.relation, "clip": pp.clip_for(dataset),
+           "ip_clip": pp.ip_clip_for(dataset), "mechanism": "Gaussian mechanism",
            "accountant": "dp-accounting PLD", "seeds": [0, 1],
            "methods": {m: {"config": {}, "releases": 1, "epsilons": eps} for m in pp.methods}}
     if record:
@@ -725,6 +726,8 @@ def _privacy_output(root: Path, params: dict, record: bool = True, dataset: str 
 
 @pytest.mark.parametrize("edit, computed, now", [
     (lambda p: p.update(clip=0.01), "clip 0.003", "privacy.clip is 0.01"),
+    (lambda p: p.update(ip_clip={"wesad": 0.1, "hhar": 0.2}), "ip_clip 0.1",
+     "privacy.ip_clip is {hhar: 0.2, wesad: 0.1}"),  # a mapping, as clip's (params.yaml written sorted)
     (lambda p: p.update(epsilons=[1, 2, float("inf")]), "epsilons ['1', 'inf']",
      "privacy.epsilons is ['1', '2', 'inf']"),
     (lambda p: p.update(delta=1e-5), "delta 'auto'", "privacy.delta is 1e-05"),

@@ -103,24 +103,27 @@ def test_privacy_params_frozen_with_defaults_and_delta():
         privacy_params({"privacy": {**p["privacy"], "delta": 1.0}})
 
 
-def test_privacy_clip_is_one_number_or_one_per_dataset():
+@pytest.mark.parametrize("key", ["clip", "ip_clip"])
+def test_privacy_clip_is_one_number_or_one_per_dataset(key):
     """Part of issue 16: privacy.clip was tuned on the papers' data (docs/privacy.md); a mapping
-    dataset -> number lets a dataset of your own have its own while the number form stays."""
+    dataset -> number lets a dataset of your own have its own while the number form stays.
+    FedIP's ip_clip takes the same forms (it was one number only: a mapping was refused)."""
     p = _params()
-    assert privacy_params(p).clip_for("mine") == privacy_params(p).clip_for("wesad") == p["privacy"]["clip"]
-    mapping = {**p["privacy"], "clip": {"wesad": 0.003, "hhar": 0.003, "mine": 0.02}}
+    value_for = lambda pp: getattr(pp, f"{key}_for")  # noqa: E731
+    assert value_for(privacy_params(p))("mine") == value_for(privacy_params(p))("wesad") == p["privacy"][key]
+    mapping = {**p["privacy"], key: {"wesad": 0.003, "hhar": 0.003, "mine": 0.02}}
     pp = privacy_params({"privacy": mapping})
-    assert pp.clip_for("mine") == 0.02 and pp.clip_for("wesad") == 0.003
-    assert pp.record("default")["privacy.clip"] == {"wesad": 0.003, "hhar": 0.003, "mine": 0.02}
-    assert pp.spec(1.0, 0.01, pp.clip_for("mine")).clip == 0.02
-    with pytest.raises(ConfigError, match=r"^params.yaml: privacy.clip: no clip for dataset 'other' \(the mapping "
-                                          r"names wesad, hhar, mine; "):
-        pp.clip_for("other")
-    for bad, message in (({}, "privacy.clip: must be a number or a mapping of dataset -> number, got {}"),
-                         ({"Mine": 0.1}, "privacy.clip: 'Mine' is not a dataset name"),
-                         ({"mine": 0}, "privacy.clip.mine: must be > 0.0, got 0")):
+    assert value_for(pp)("mine") == 0.02 and value_for(pp)("wesad") == 0.003
+    assert pp.record("default")[f"privacy.{key}"] == {"wesad": 0.003, "hhar": 0.003, "mine": 0.02}
+    assert getattr(pp.spec(1.0, 0.01, "mine"), key) == 0.02
+    with pytest.raises(ConfigError, match=rf"^params.yaml: privacy.{key}: no {key} for dataset 'other' \(the "
+                                          r"mapping names wesad, hhar, mine; "):
+        value_for(pp)("other")
+    for bad, message in (({}, f"privacy.{key}: must be a number or a mapping of dataset -> number, got {{}}"),
+                         ({"Mine": 0.1}, f"privacy.{key}: 'Mine' is not a dataset name"),
+                         ({"mine": 0}, f"privacy.{key}.mine: must be > 0.0, got 0")):
         with pytest.raises(ConfigError, match=f"^params.yaml: {re.escape(message)}$"):
-            privacy_params({"privacy": {**p["privacy"], "clip": bad}})
+            privacy_params({"privacy": {**p["privacy"], key: bad}})
 
 
 def test_the_cli_reads_params_once_and_passes_the_parsed_objects(monkeypatch, tmp_path):

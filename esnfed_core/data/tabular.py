@@ -9,6 +9,12 @@ Semantics (docs/data-contract.md, "Importing your own data"):
   run is cut again wherever two consecutive rows lie more than ``max_gap`` seconds apart (a gap:
   the sensor was off; default :func:`default_max_gap`), so each segment holds one context and no
   gap; the time inside a gap is not imported (never interpolated);
+* missing feature values (NaN, :func:`fill_missing`): with ``missing="drop"`` each row holding
+  one is removed; with ``"interpolate"`` each is interpolated linearly in time from its channel's
+  neighbours in its segment where the run of them spans at most ``max_gap`` (the interval from
+  the value before to the value after), else its row is removed, as are rows missing a value at
+  a segment's start or end (no extrapolation); the segments are then cut again as above, so a
+  hole over ``max_gap`` cuts the recording exactly as a gap in time does;
 * with a ``rate``, each segment is resampled on the grid t0 + k/rate (t0 = its first time, up to its
   last time): features linearly interpolated, label and context held from the last row at or
   before each grid time; without a rate the rows are taken as they are; a segment whose grid
@@ -28,6 +34,7 @@ import numpy as np
 
 from esnfed_core.data.processed import UserData
 from esnfed_core.errors import DataError
+from esnfed_core.quote import quote
 
 # Relative slack on the last grid point: t0 + k/rate may exceed the last time by float rounding.
 _GRID_EPS = 1e-9
@@ -43,6 +50,9 @@ MAX_UPSAMPLE = 100
 # movement; slower data (1 Hz heart rate) gets five of its own intervals.
 GAP_INTERVALS = 5
 MIN_GAP = 1.0
+# What a missing feature value (NaN) does (``imports.<name>.missing``): refused while reading (the
+# default), its value interpolated (fill_missing), or its row dropped.
+MISSING = ("refuse", "interpolate", "drop")
 
 
 @dataclass(frozen=True)
@@ -71,7 +81,8 @@ class Cuts:
     """What one user's gaps did (user_windows): ``gaps`` intervals over ``max_gap`` seconds inside a
     context, ``gap_seconds`` of time in them (not imported), ``lost_windows`` whole windows the
     segments' steps would fill without the cuts but no longer do (their tails), ``longest`` the
-    duration (s) of the longest segment and ``span`` of all segments together."""
+    duration (s) of the longest segment and ``span`` of all segments together; ``interpolated``
+    missing values filled in and ``dropped`` rows removed for a missing value (fill_missing)."""
 
     max_gap: float
     gaps: int = 0
@@ -79,6 +90,8 @@ class Cuts:
     lost_windows: int = 0
     longest: float = 0.0
     span: float = 0.0
+    interpolated: int = 0
+    dropped: int = 0
 
 
 def _runs(time: np.ndarray, context: np.ndarray, max_gap: float) -> list[list[tuple[int, int]]]:
@@ -92,6 +105,36 @@ def _runs(time: np.ndarray, context: np.ndarray, max_gap: float) -> list[list[tu
         cuts = [a, *inner, b]
         runs.append(list(zip(cuts[:-1], cuts[1:])))
     return runs
+
+
+def fill_missing(time: np.ndarray, context: np.ndarray, features: np.ndarray, max_gap: float, missing: str
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """(rows kept, features) of one user's sorted, distinct rows whose features may hold NaN (a
+    missing value), as ``missing`` says (module doc): ``"drop"`` keeps the complete rows;
+    ``"interpolate"`` fills each missing value in from its channel's values before and after it in
+    its segment (_runs: one context, no gap over ``max_gap``) when they lie at most ``max_gap``
+    seconds apart, and keeps the rows so filled in. A row missing a value that is not filled in is
+    not kept: removing the rows of a longer hole leaves a gap over ``max_gap``, which _runs cuts."""
+    nan = np.isnan(features)
+    if not nan.any():
+        return np.ones(time.size, dtype=bool), features
+    if missing not in MISSING[1:]:
+        raise DataError(f"a feature value is missing at time {time[np.flatnonzero(nan.any(axis=1))[0]]:g} s and "
+                        f"missing is {quote(missing)} (expected {' or '.join(MISSING[1:])} to import it)")
+    if missing == "drop":
+        return ~nan.any(axis=1), features
+    out, keep = features.copy(), np.ones(time.size, dtype=bool)
+    for a, b in (segment for run in _runs(time, context, max_gap) for segment in run):
+        for j in np.flatnonzero(nan[a:b].any(axis=0)):
+            holes, known = np.flatnonzero(nan[a:b, j]) + a, np.flatnonzero(~nan[a:b, j]) + a
+            after = np.searchsorted(known, holes)  # the next known value (its index in known)
+            inside = (after > 0) & (after < known.size)
+            fill = inside.copy()
+            fill[inside] = time[known[after[inside]]] - time[known[after[inside] - 1]] <= max_gap
+            if fill.any():
+                out[holes[fill], j] = np.interp(time[holes[fill]], time[known], features[known, j])
+            keep[holes[~fill]] = False
+    return keep, out
 
 
 def _grid_size(time: np.ndarray, rate: float) -> int:
@@ -110,19 +153,24 @@ def resample(time: np.ndarray, features: np.ndarray, label: np.ndarray, rate: fl
     return out, label[np.clip(held, 0, time.size - 1)]
 
 
-def user_windows(rows: Rows, window: int, rate: float | None, max_gap: float | None = None
-                 ) -> tuple[UserData | None, Cuts]:
+def user_windows(rows: Rows, window: int, rate: float | None, max_gap: float | None = None,
+                 missing: str = "refuse") -> tuple[UserData | None, Cuts]:
     """The user's windows (x z-scored float32, y int8, context int8), or None if none is whole, and
-    what its gaps cut (``max_gap`` seconds; None: :func:`default_max_gap`)."""
+    what its gaps cut (``max_gap`` seconds; None: :func:`default_max_gap`) and its missing feature
+    values did (``missing``, :func:`fill_missing`; "refuse": a NaN feature is a DataError)."""
     order = np.argsort(rows.time, kind="stable")
     time, label = rows.time[order], rows.label[order]
     context, feats = rows.context[order], rows.features[order]
     keep = np.concatenate([[True], np.diff(time) > 0])
     time, label, context, feats = time[keep], label[keep], context[keep], feats[keep]
-    limit = default_max_gap(time, rate) if max_gap is None else float(max_gap)
+    limit = default_max_gap(time, rate) if max_gap is None else float(max_gap)  # of every row's time
+    nan = np.isnan(feats)
+    keep, feats = fill_missing(time, context, feats, limit, missing)
+    interpolated, dropped = int(nan[keep].sum()), int(keep.size - keep.sum())
+    time, label, context, feats = time[keep], label[keep], context[keep], feats[keep]
     xs, ys, cs = [], [], []
     gaps, gap_seconds, lost, longest, span = 0, 0.0, 0, 0.0, 0.0
-    for run in _runs(time, context, limit):
+    for run in _runs(time, context, limit) if time.size else []:  # every row dropped: no segment
         gaps += len(run) - 1
         gap_seconds += sum(float(time[a] - time[a - 1]) for a, _ in run[1:])
         steps = 0  # of the run's segments together, for the windows its cuts lose
@@ -144,7 +192,7 @@ def user_windows(rows: Rows, window: int, rate: float | None, max_gap: float | N
             ys.append(y[: w * window].reshape(w, window))
             cs.append(np.full(w, context[a], dtype=np.int64))
         lost += steps // window
-    cuts = Cuts(limit, gaps, gap_seconds, lost, longest, span)
+    cuts = Cuts(limit, gaps, gap_seconds, lost, longest, span, interpolated, dropped)
     if not xs:
         return None, cuts
     ctx = np.concatenate(cs)
