@@ -118,13 +118,10 @@ def test_integer_user_names_in_fixed_splits_say_to_quote_them():
     ({"study_datasets": ["wesad", "mine"]},
      "params.yaml: study_datasets: 'mine' is not in datasets (wesad, hhar, example)"),
     ({"study_datasets": ["example", "Bad-Name"]}, "params.yaml: study_datasets: 'Bad-Name' is not a dataset name"),
-    # what the deep and heterogeneous stages of a study dataset read (dvc.yaml lists them as params)
+    # what the deep stages of a study dataset read (dvc.yaml lists it as a param)
     ({"budgets__default__space__deep": None},
      "params.yaml: budgets.default.space.deep: missing (study_datasets lists 'wesad': the deep reservoirs search "
      "their layers there)"),
-    ({"heterogeneity": None, "study_datasets": ["example"]},
-     "params.yaml: heterogeneity: missing (study_datasets lists 'example': the heterogeneous reservoirs read "
-     "their settings there)"),
     ({"datasets": ["wesad", "example"]}, "params.yaml: continual_datasets: 'hhar' is not in datasets (wesad, example)"),
     ({"datasets": ["wesad", "example"], "continual_datasets": ["wesad"]},
      "params.yaml: study_datasets: 'hhar' is not in datasets (wesad, example)"),
