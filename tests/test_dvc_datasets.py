@@ -76,6 +76,17 @@ def _user_only(p: dict) -> None:
     p.update(datasets=["mine"], continual_datasets=["mine"], study_datasets=[])
 
 
+def _report_upstream(root: Path) -> list[str]:
+    """The stages the report stage depends on, directly or not."""
+    code = ("import json; import networkx as nx; from dvc.repo import Repo\n"
+            "g = Repo('.').index.graph\n"
+            "report = next(s for s in g if s.addressing == 'report')\n"
+            "print(json.dumps(sorted(s.addressing for s in nx.descendants(g, report))))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
 def test_a_pipeline_of_your_own_data_only_has_no_stage_of_the_papers_upstream_of_the_report(tmp_path):
     """`datasets: [mine]`, `study_datasets: []`: the params validate, no experiment stage runs on
     wesad or hhar and none of the report's upstream stages needs their data (before: select-deep@wesad
@@ -91,13 +102,7 @@ def test_a_pipeline_of_your_own_data_only_has_no_stage_of_the_papers_upstream_of
     assert not [s for s in stages if s.startswith(("flower", "select-deep", "select-hetero"))]
     assert {"import@mine", "partition@mine", "assess-ip@mine-fedip", "assess-continual@mine-fedclip-joint",
             "privacy@mine"} <= set(stages)
-    code = ("import json; import networkx as nx; from dvc.repo import Repo\n"
-            "g = Repo('.').index.graph\n"
-            "report = next(s for s in g if s.addressing == 'report')\n"
-            "print(json.dumps(sorted(s.addressing for s in nx.descendants(g, report))))")
-    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr
-    upstream = json.loads(out.stdout)
+    upstream = _report_upstream(root)
     assert {"assess-esn@mine-incfed", "privacy@mine", "ttest"} <= set(upstream)
     assert [s for s in upstream if s.endswith(("@wesad", "@hhar", "@example"))] == []
 
@@ -159,12 +164,6 @@ def test_a_study_of_your_own_data_alone_runs_every_study_stage_on_it_upstream_of
     validate(yaml.safe_load((root / "params.yaml").read_text()))
     stages = _stages(root)
     assert stages["flower@mine"].startswith("esnfed flower --dataset mine ")
-    code = ("import json; import networkx as nx; from dvc.repo import Repo\n"
-            "g = Repo('.').index.graph\n"
-            "report = next(s for s in g if s.addressing == 'report')\n"
-            "print(json.dumps(sorted(s.addressing for s in nx.descendants(g, report))))")
-    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr
-    upstream = json.loads(out.stdout)
+    upstream = _report_upstream(root)
     assert {"assess-deep@mine", "assess-hetero@mine", "flower@mine", "select-deep@mine", "ttest"} <= set(upstream)
     assert [s for s in upstream if s.endswith(("@wesad", "@hhar", "@example"))] == []
