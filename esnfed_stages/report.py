@@ -331,7 +331,7 @@ def add_communication(rep: Report, inputs: Inputs, ttest_doc: Mapping[str, Any],
         *participation_notes(comm),
         f"Date: {date}; versions: {versions()}",
     ]
-    rep.tables[communication_table(DATASETS[0])] = render_communication_markdown(comm, comm_header).encode()
+    rep.tables["communication.md"] = render_communication_markdown(comm, comm_header).encode()
     rep.tables["communication.csv"] = communication_csv(comm).encode()
 
 
