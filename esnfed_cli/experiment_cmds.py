@@ -28,7 +28,7 @@ from esnfed_stages.params import load_params
 DatasetOpt = Annotated[Optional[list[str]], typer.Option(
     "--dataset", help="A dataset declared in params.yaml datasets (wesad, hhar, or your own); repeat "
     "--dataset for several. Default: every dataset the pipeline runs the method on (continual methods: "
-    "continual_datasets; deep and heterogeneous reservoirs: wesad and hhar; the others: datasets).",
+    "continual_datasets; deep and heterogeneous reservoirs: study_datasets; the others: datasets).",
     show_default=False)]
 AlgoOpt = Annotated[list[Algo], typer.Option(
     "--algo", help="The method: random (baseline), ridge (centralised ESN), incfed, fedavg, ip "

@@ -10,8 +10,8 @@ from typing import Annotated
 
 import typer
 
-from esnfed_cli._common import bar_task, console, handle_errors, trial_progress
-from esnfed_cli.data_cmds import DatasetOpt
+from esnfed_cli._common import bar_task, console, declared_dataset, handle_errors, trial_progress
+from esnfed_cli.data_cmds import DeclaredOpt
 from esnfed_cli.app import app
 from esnfed_stages import flower as flower_stage
 from esnfed_stages import flower_fedclip
@@ -22,7 +22,7 @@ from esnfed_stages.params import load_params
 @app.command()
 @handle_errors
 def flower(
-    dataset: DatasetOpt,
+    dataset: DeclaredOpt,
     flower_apps: Annotated[list[str] | None, typer.Option("--app", help="incfed | fedip | fedavg | fedclip-naive "
                                                           "| fedclip-replay | fedclip-joint (FedCLIP: per-context "
                                                           "models and stream accuracy beside the continual "
@@ -57,21 +57,22 @@ def flower(
         pairs = [(a, s) for a in names for s in (False, True) if not s or a in flower_stage.SECAGG_APPS]
     flower_stage.check_args(pairs, pct, flower_python)  # every pair, before anything runs
     loaded = load_params(params)
+    dataset = declared_dataset(loaded, dataset)  # the papers' or your own (dvc.yaml: study_datasets)
     where = dict(data_dir=data_dir, runs_dir=runs_dir, out_dir=out_dir, python=flower_python)
     stationary = [(a, s) for a, s in pairs if a not in flower_stage.FEDCLIP_APPS]
     with trial_progress() as bar:  # the steps: each pipeline fit, each Flower simulation
-        update, before = bar_task(bar, f"flower {dataset.value}"), 0
+        update, before = bar_task(bar, f"flower {dataset}"), 0
         total = flower_stage.progress_steps(pairs)
 
         def steps(done: int, _of: int) -> None:
             update(before + done, total)
 
-        docs = (flower_stage.run_many(dataset.value, stationary, pct, loaded, **where, progress=steps)
+        docs = (flower_stage.run_many(dataset, stationary, pct, loaded, **where, progress=steps)
                 if stationary else [])
         before = flower_stage.progress_steps(stationary)
         for a, s in pairs:
             if a in flower_stage.FEDCLIP_APPS:
-                docs.append(flower_fedclip.run(dataset.value, a, s, pct, loaded, **where, progress=steps))
+                docs.append(flower_fedclip.run(dataset, a, s, pct, loaded, **where, progress=steps))
                 before += flower_stage.progress_steps([(a, s)])
     for doc in docs:
         f, p = doc["flower"], doc["pipeline"]

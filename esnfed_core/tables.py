@@ -28,6 +28,12 @@ def dataset_label(ds: str) -> str:
     return DATASET_LABELS.get(ds, ds)
 
 
+def papers_first(datasets: Sequence[str]) -> list[str]:
+    """A table's and figure's order of datasets: the papers' first, then the others as given
+    (params.yaml ``datasets`` or ``study_datasets``)."""
+    return [d for d in DATASETS if d in datasets] + [d for d in dict.fromkeys(datasets) if d not in DATASETS]
+
+
 # (dataset, method, pct, column) -> retrain scores; a missing key is a method not (yet) assessed.
 ScoreKey = tuple[str, str, str, str]
 Scores = Mapping[ScoreKey, Sequence[float]]
@@ -199,14 +205,15 @@ def generic_tables(dataset: str, continual: bool) -> tuple[TableSpec, ...]:
 def table_specs(datasets: Sequence[str] = DATASETS, continual: Sequence[str] = DATASETS,
                 studies: Sequence[str] | None = None) -> tuple[TableSpec, ...]:
     """The tables of the declared datasets: each paper table whose datasets are all declared, the
-    deep table on the papers' datasets of ``studies`` (params.yaml study_datasets, where the deep
-    reservoirs run; None: every declared one; none: no deep table), then the generic tables of every
-    other declared dataset (in declaration order)."""
-    studies = tuple(d for d in DATASETS if d in (datasets if studies is None else studies))
+    deep table on the declared datasets of ``studies`` (params.yaml study_datasets, where the deep
+    reservoirs run, the papers' or your own, papers' first; None: the declared papers' datasets;
+    none: no deep table), then the generic tables of every other declared dataset (in declaration
+    order)."""
+    studies = tuple(d for d in papers_first(DATASETS if studies is None else studies) if d in datasets)
     papers = tuple(t for t in TABLES if t.id != DEEP_TABLE and set(t.datasets) <= set(datasets))
-    deep = table_spec(DEEP_TABLE)
+    deep = replace(table_spec(DEEP_TABLE), datasets=studies)
     if len(studies) == 1:  # a table of one dataset has no dataset column: its title names it
-        deep = replace(deep, datasets=studies, title=f"{deep.title} ({dataset_label(studies[0])})")
+        deep = replace(deep, title=f"{deep.title} ({dataset_label(studies[0])})")
     return papers + ((deep,) if studies else ()) + tuple(spec for ds in datasets if ds not in DATASETS
                                                          for spec in generic_tables(ds, ds in continual))
 
@@ -416,6 +423,11 @@ class Communication:
         if per_context is None:
             return self.clients * self.rounds
         return sum(p * (r + s) for p, (r, s) in zip(self.participants, per_context))
+
+
+def opt_int(v: Any) -> int | None:
+    """A recorded size (``communication``'s units, classes, ...): None where it is not recorded."""
+    return None if v is None else int(v)
 
 
 # A ``communication`` entry (a saved model's .json, an assess file's share: docs/assess-contract.md):

@@ -12,6 +12,7 @@ from typing import Any, Callable, Mapping
 
 from esnfed_core.errors import ConfigError
 from esnfed_core.quote import quote
+from esnfed_core.tables import papers_first
 from esnfed_core.vocabulary import DATASETS
 
 DIRNAMES = {"wesad": "WESAD", "hhar": "HHAR", "example": "EXAMPLE"}  # folder under the raw root
@@ -42,6 +43,13 @@ def n_classes(dataset: str) -> int:
     """Classes of ``dataset``: the length of its module's CLASSES, which preprocess writes to the
     manifest (so the report's analytic message sizes and the data agree)."""
     return len(importlib.import_module(dataset_function(dataset, "preprocess").__module__).CLASSES)
+
+
+def classes_of(dataset: str, user_classes: Mapping[str, int] | None = None) -> int | None:
+    """C of ``dataset`` where an assess file does not record it: the papers' from their module
+    (n_classes), a user dataset's from ``user_classes`` (params.yaml imports.<name>.classes; None:
+    unknown, the analytic message sizes then stay n/a)."""
+    return n_classes(dataset) if dataset in DATASETS else (user_classes or {}).get(dataset)
 
 
 def check_dataset(dataset: str) -> str:
@@ -119,11 +127,11 @@ def continual_declared(params: Mapping[str, Any]) -> tuple[str, ...]:
 
 
 def study_declared(params: Mapping[str, Any]) -> tuple[str, ...]:
-    """params.yaml ``study_datasets``: the papers' datasets this project's own studies run on (deep
-    and heterogeneous reservoirs, issue 13; the Flower apps and SecAgg+, issue 14), a subset of the
-    declared papers' datasets ([] in a pipeline of your own data only); absent: every declared one."""
+    """params.yaml ``study_datasets``: the declared datasets this project's own studies run on (deep
+    and heterogeneous reservoirs, issue 13; the Flower apps and SecAgg+, issue 14), the papers' or
+    your own (the papers' first: the tables' order); absent: the declared papers' datasets."""
     value = params.get("study_datasets") if isinstance(params, Mapping) else None
-    return tuple(d for d in DATASETS if d in declared(params)) if value is None else tuple(value)
+    return tuple(d for d in DATASETS if d in declared(params)) if value is None else tuple(papers_first(value))
 
 
 def method_datasets(params: Mapping[str, Any], method: Any) -> tuple[str, ...]:

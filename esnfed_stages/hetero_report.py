@@ -14,14 +14,14 @@ import numpy as np
 
 from esnfed_core.errors import DataError
 from esnfed_core.tables import (
-    HETERO_MARKS, HETERO_REFERENCE, Cell, Communication, dataset_label, hetero_spec,
-    required_inputs,
+    HETERO_MARKS, HETERO_REFERENCE, HETERO_TABLE, Cell, Communication, TableSpec, dataset_label, hetero_spec,
+    opt_int, required_inputs,
 )
 from esnfed_core.method import Method
 from esnfed_core.quote import failure
 from esnfed_core.vocabulary import DATASETS, PCTS
 from esnfed_stages import figures
-from esnfed_stages._datasets import n_classes
+from esnfed_stages._datasets import classes_of
 from esnfed_stages.experiment_params import BudgetSpec
 from esnfed_stages.tables import CSV_COLUMNS, NA, format_value, to_csv
 from esnfed_stages.ttest import Inputs, load_inputs
@@ -37,6 +37,12 @@ def load(assess_dir: str | Path, methods: Sequence[str], budget: BudgetSpec | No
     those the table's header prints)."""
     return load_inputs(assess_dir, required_inputs([hetero_spec(methods, datasets)]), allow_missing=True,
                        partial=True, budget=budget, expected=settings)
+
+
+def run_spec(datasets: Sequence[str]) -> TableSpec:
+    """What the table header's run line summarises: the reference IncFed's assess files on
+    ``datasets`` (every share; the heterogeneous methods hold only their budget's shares)."""
+    return TableSpec(HETERO_TABLE, "", tuple(datasets), (("incfed", "incfed"),), has_published=False)
 
 
 def shares(inputs: Inputs, methods: Sequence[str]) -> list[str]:
@@ -118,10 +124,12 @@ def alpha_figure_and_plot(inputs: Inputs, alphas: Sequence[float], pcts: Sequenc
                                panels), to_csv(list(rows.values()), columns)
 
 
-def communication_items(inputs: Inputs, methods: Sequence[str]) -> list[Communication]:
-    """The measured messages of every heterogeneous method and share (incfed is in the main list)."""
+def communication_items(inputs: Inputs, methods: Sequence[str], datasets: Sequence[str] = DATASETS,
+                        user_classes: Mapping[str, int] | None = None) -> list[Communication]:
+    """The measured messages of every heterogeneous method and share on ``datasets`` (incfed is in
+    the main list); C where a file does not record it: see classes_of."""
     items = []
-    for ds in DATASETS:
+    for ds in datasets:
         for method in methods:
             doc = inputs.docs.get((ds, method))
             if doc is None or method == "incfed":
@@ -134,8 +142,9 @@ def communication_items(inputs: Inputs, methods: Sequence[str]) -> list[Communic
                         ds, pct, method, int(comm["up_floats"]), int(comm["down_floats"]),
                         int(comm["up_bytes"]), int(comm["down_bytes"]), int(comm["rounds"]),
                         int(comm["clients"]), units=int((entry.get("config") or {})["units"]),
-                        classes=int(comm.get("classes", n_classes(ds))), readouts=0 if method in ("local", "ensemble") else 1,
-                        inputs=None if comm.get("inputs") is None else int(comm["inputs"])))
+                        classes=opt_int(comm["classes"] if "classes" in comm else classes_of(ds, user_classes)),
+                        readouts=0 if method in ("local", "ensemble") else 1,
+                        inputs=opt_int(comm.get("inputs"))))
                 except (KeyError, TypeError, ValueError) as exc:
                     raise DataError(f"{inputs.paths[(ds, method)]}: pcts.{pct}.communication is "
                                     f"malformed ({failure(exc)})") from None

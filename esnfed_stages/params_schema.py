@@ -82,12 +82,6 @@ def _import(key: str, value: Any) -> None:
     import_params(value, key)  # the stage's own frozen params object holds the bounds
 
 
-def _study_name(key: str, value: Any) -> None:
-    if check_dataset_name(key, value) not in DATASETS:
-        raise Invalid(f"{key}: {quote(value)} is not one of the papers' datasets ({', '.join(DATASETS)}): the deep "
-                      "and heterogeneous reservoirs and the Flower apps run on theirs only (README, \"Your own data\")")
-
-
 def _activation_pct(key: str, value: Any) -> None:
     if isinstance(value, bool) or str(value) not in PCTS:
         raise Invalid(f"{key}: expected one of {', '.join(PCTS)}, got {quote(value)}")
@@ -185,7 +179,7 @@ SCHEMA = Fields(optional={
     # issue 16: declared datasets (esnfed_stages/_datasets.py) and the import options of user ones
     "datasets": ListOf(Delegate(check_dataset_name)),
     "continual_datasets": ListOf(Delegate(check_dataset_name), empty=True),
-    "study_datasets": ListOf(Delegate(_study_name), empty=True),
+    "study_datasets": ListOf(Delegate(check_dataset_name), empty=True),
     "imports": Named({}, lambda ds: Delegate(_import, IMPORT_KEYS), examples=EXAMPLES),
 })
 
@@ -224,7 +218,9 @@ def _combinations(params: Mapping[str, Any]) -> None:
 def _declared_datasets(params: Mapping[str, Any]) -> None:
     """Each dataset in ``datasets`` has its search space in every budget (only those: a pipeline of
     your own data needs no space.wesad); a user one its import and partition; continual and study
-    ones are declared, continual ones have contexts (issue 16)."""
+    ones are declared, continual ones have contexts (issue 16); with a study dataset, every budget
+    has the deep reservoirs' space.deep (the heterogeneous commands name a missing ``heterogeneity``
+    themselves: the report and ttest run without it)."""
     names = params.get("datasets")
     names = list(DATASETS) if names is None else names
     imports, parts = params.get("imports") or {}, params.get("partition") or {}
@@ -251,6 +247,11 @@ def _declared_datasets(params: Mapping[str, Any]) -> None:
         for name in params.get(key) or []:
             if name not in names:
                 raise Invalid(f"{key}: {quote(name)} is not in datasets ({', '.join(names)})")
+    studies = params.get("study_datasets") or []
+    for budget, b in (params.get("budgets") or {}).items() if studies else ():  # dvc.yaml's select-deep reads it
+        if "deep" not in (b.get("space") or {}):
+            raise Invalid(f"budgets.{budget}.space.deep: missing (study_datasets lists {quote(studies[0])}: "
+                          "the deep reservoirs search their layers there)")
     for name in params.get("continual_datasets") or []:
         if name not in DATASETS and not (imports.get(name) or {}).get("context"):
             raise Invalid(f"continual_datasets: {quote(name)} has no contexts (imports.{name}.context is not set)")

@@ -15,7 +15,7 @@ import numpy as np
 from esnfed_core.errors import DataError
 from esnfed_core.private_trial import PRIVATE_ALGOS
 from esnfed_core.quote import quote
-from esnfed_core.tables import dataset_label
+from esnfed_core.tables import dataset_label, papers_first
 from esnfed_core.vocabulary import DATASETS
 from esnfed_stages import figures, provenance
 from esnfed_stages._io import read_json
@@ -31,19 +31,13 @@ TOP_LEVEL = {"privacy.relation": "relation", "privacy.clip": "clip", "privacy.ip
              "privacy.pct": "pct"}
 
 
-def ordered(datasets: Sequence[str]) -> list[str]:
-    """The table's and figure's order: the papers' datasets first, then the others as given
-    (params.yaml ``datasets``)."""
-    return [d for d in DATASETS if d in datasets] + [d for d in dict.fromkeys(datasets) if d not in DATASETS]
-
-
 def load(privacy_dir: str | Path = PRIVACY_DIR, expected: Mapping[str, Any] | None = None,
          datasets: Sequence[str] = DATASETS) -> dict[str, dict[str, Any]]:
     """{dataset: document} of the privacy stage's outputs present among ``datasets`` (params.yaml's
     declared ones; none present: {}), in :func:`ordered` order, each computed with ``expected``
     (params.yaml's values, ``PrivacyParams.record``) where it records them."""
     out = {}
-    for ds in ordered(datasets):
+    for ds in papers_first(datasets):
         path = privacy_path(privacy_dir, ds)
         if os.path.lexists(path):  # a folder or a FIFO there is named by read_json, not skipped
             doc = read_json(path)
@@ -63,7 +57,7 @@ def missing(privacy_dir: str | Path, datasets: Sequence[str], docs: Mapping[str,
     nothing missing (`esnfed report` without `esnfed privacy`)."""
     if not docs:
         return {}
-    absent = {ds: privacy_path(privacy_dir, ds) for ds in ordered(datasets) if ds not in docs}
+    absent = {ds: privacy_path(privacy_dir, ds) for ds in papers_first(datasets) if ds not in docs}
     if absent and not allow_missing:
         (ds, path), more = next(iter(absent.items())), len(absent) - 1
         raise DataError(f"{path}: not found: run `esnfed privacy --dataset {ds}` first, or pass --allow-missing"
@@ -184,7 +178,7 @@ def render(docs: Mapping[str, Mapping[str, Any]], run: Sequence[str] = (), stamp
         "| dataset | method | " + " | ".join(f"ε={e}" for e in eps) + " | non-private |",
         "|---|---|" + "---:|" * (len(eps) + 1),
     ]
-    for ds in ordered([*docs, *absent]):
+    for ds in papers_first([*docs, *absent]):
         for m in [m for m, _ in _methods(docs[ds])] if ds in docs else methods:
             cells = {r["epsilon"]: r for r in rows if r["dataset"] == ds and r["method"] == m}
             plain = next(iter(cells.values()))["non_private_mean"] if cells else None

@@ -24,13 +24,14 @@ from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.quote import failure, quote
 from esnfed_core.tables import (
     COMMUNICATION_METHODS, TABLES, Cell, Communication, Published, TableSpec, build_cells,
-    communication_rows, hetero_cells, metrics, parse_published, participation_notes, required_inputs, split_rounds,
+    communication_rows, hetero_cells, metrics, opt_int, parse_published, participation_notes, required_inputs,
+    split_rounds,
     table_specs,
 )
 from esnfed_core.vocabulary import DATASETS, PCTS, VARIANTS
 from esnfed_stages import comparability, hetero_report, privacy_report, provenance, report_index, secagg_report
 from esnfed_stages.heterogeneity_params import hetero_params
-from esnfed_stages._datasets import continual_declared, declared, n_classes, study_declared
+from esnfed_stages._datasets import classes_of, continual_declared, declared, study_declared
 from esnfed_stages._io import atomic_path, dumps_json, output_lock, read_json
 from esnfed_stages.experiment_params import BudgetSpec, budget_spec
 from esnfed_stages.sections import section
@@ -199,11 +200,10 @@ def communication_items(inputs: Inputs, datasets: Sequence[str] = DATASETS,
                         ds, pct, method, int(comm["up_floats"]), int(comm["down_floats"]),
                         int(comm["up_bytes"]), int(comm["down_bytes"]), rounds,
                         int(comm["clients"]),
-                        units=_opt_int(comm.get("units", cfg.get("units"))),
-                        classes=_opt_int(comm["classes"] if "classes" in comm else
-                                         n_classes(ds) if ds in DATASETS else (user_classes or {}).get(ds)),
-                        ip_rounds=_opt_int(comm.get("ip_rounds", ip_rounds)),
-                        readouts=_opt_int(comm.get("readouts", readouts)),
+                        units=opt_int(comm.get("units", cfg.get("units"))),
+                        classes=opt_int(comm["classes"] if "classes" in comm else classes_of(ds, user_classes)),
+                        ip_rounds=opt_int(comm.get("ip_rounds", ip_rounds)),
+                        readouts=opt_int(comm.get("readouts", readouts)),
                         participants=_opt_ints(comm.get("participants")),
                         context_rounds=_opt_ints(comm.get("context_rounds")),
                     ))
@@ -211,10 +211,6 @@ def communication_items(inputs: Inputs, datasets: Sequence[str] = DATASETS,
                     raise DataError(f"{inputs.paths[(ds, method)]}: pcts.{pct}.communication "
                                     f"is malformed ({failure(exc)})") from None
     return items
-
-
-def _opt_int(v: Any) -> int | None:
-    return None if v is None else int(v)
 
 
 def _opt_ints(v: Any) -> tuple[int, ...] | None:
@@ -257,7 +253,7 @@ def build(inputs: Inputs, ttest_doc: Mapping[str, Any], published: Published, da
             progress(f"table {spec.id}")
     if any(ds in DATASETS for ds in datasets):  # the papers' communication table: not for yours alone
         add_communication(rep, inputs, ttest_doc, date, hetero)
-    add_user_communication(rep, inputs, ttest_doc, date, datasets, continual, user_classes)
+    add_user_communication(rep, inputs, ttest_doc, date, datasets, continual, user_classes, hetero)
     for ds in [d for d in continual if d in datasets]:
         for setting in SETTINGS:
             png, csv_text = stream_figure_and_plot(inputs, ds, setting, contexts.get(ds))
@@ -300,11 +296,28 @@ class HeteroReport:
     datasets: tuple[str, ...] = DATASETS  # params.yaml study_datasets: the table's rows, the figure's panels
 
 
+def communication_table(dataset: str) -> str:
+    """The communication table holding ``dataset``'s rows: the papers' datasets share
+    communication.md, a dataset of your own has communication-<name>.md (issue 16)."""
+    return "communication.md" if dataset in DATASETS else f"communication-{dataset}.md"
+
+
+def hetero_communication(hetero: HeteroReport | None, datasets: Sequence[str],
+                         user_classes: Mapping[str, int] | None = None) -> tuple[list[Communication], list[str]]:
+    """The heterogeneous methods' communication items on those of ``datasets`` they ran on
+    (params.yaml study_datasets) and the note on their messages (none where they did not run)."""
+    shown = [d for d in datasets if hetero is not None and d in hetero.datasets]
+    if not shown:
+        return [], []
+    return (hetero_report.communication_items(hetero.inputs, hetero.methods, shown, user_classes),
+            [hetero_report.COMMUNICATION_NOTE])
+
+
 def add_communication(rep: Report, inputs: Inputs, ttest_doc: Mapping[str, Any], date: str,
                       hetero: HeteroReport | None) -> None:
     """reports/tables/communication.md/.csv: the measured and analytic messages of the papers'
     datasets' federated methods (and of the heterogeneous ones, with ``hetero``)."""
-    hetero_items = hetero_report.communication_items(hetero.inputs, hetero.methods) if hetero else []
+    hetero_items, hetero_note = hetero_communication(hetero, DATASETS)
     comm = communication_rows(communication_items(inputs) + hetero_items)
     comm_header = header_lines(None, inputs, ttest_doc, date)[:1] + [
         "Measured: the floats and bytes of every message of one retrain (setup broadcast of the "
@@ -314,7 +327,7 @@ def add_communication(rep: Report, inputs: Inputs, ttest_doc: Mapping[str, Any],
         "IP round and an IncFed readout per context (naive, replay) or per IP round (joint re-solves "
         "the readout every round). IP rounds and readouts are split from the ledger's summed round "
         "count; 'match' = analytic totals equal the measured ones",
-        *([hetero_report.COMMUNICATION_NOTE] if hetero else []),
+        *hetero_note,
         *participation_notes(comm),
         f"Date: {date}; versions: {versions()}",
     ]
@@ -328,7 +341,7 @@ def add_heterogeneous(rep: Report, het: HeteroReport, inputs: Inputs, ttest_doc:
     pcts = hetero_report.shares(het.inputs, het.methods)
     cells = hetero_cells(het.inputs.scores, ttest_doc["comparisons"], het.datasets, pcts, het.methods)
     rep.cells["heterogeneous"] = cells
-    base = header_lines(None, het.inputs, ttest_doc, date)
+    base = header_lines(hetero_report.run_spec(het.datasets), het.inputs, ttest_doc, date)
     missing = [str(p) for p in het.inputs.missing]
     base[-1] = "Missing inputs (n/a cells): " + (", ".join(missing) if missing else "none")
     md, csv_text = hetero_report.render(cells, het.inputs, het.methods, pcts,
@@ -342,20 +355,25 @@ def add_heterogeneous(rep: Report, het: HeteroReport, inputs: Inputs, ttest_doc:
 
 def add_user_communication(rep: Report, inputs: Inputs, ttest_doc: Mapping[str, Any], date: str,
                            datasets: Sequence[str], continual: Sequence[str],
-                           user_classes: Mapping[str, int] | None = None) -> None:
-    """communication-<name>.md/.csv of each user dataset (issue 16): the papers' communication
+                           user_classes: Mapping[str, int] | None = None,
+                           hetero: HeteroReport | None = None) -> None:
+    """communication-<name>.md/.csv of each user dataset (issue 16; with its deep and, in
+    ``hetero``, heterogeneous methods where study_datasets lists it): the papers' communication
     table stays as it is whatever else is declared."""
     for ds in datasets:
         if ds in DATASETS:
             continue
         spec = table_specs((ds,), continual)[0]
-        rows = communication_rows(communication_items(inputs, (ds,), user_classes))
+        hetero_items, hetero_note = hetero_communication(hetero, (ds,), user_classes)
+        rows = communication_rows(communication_items(inputs, (ds,), user_classes) + hetero_items)
         header = header_lines(spec, inputs, ttest_doc, date)[:1] + [
             "Measured and analytic floats per message as in communication.md (N units, C classes)",
+            *hetero_note,
             *participation_notes(rows),
             f"Date: {date}; versions: {versions()}"]
-        rep.tables[f"communication-{ds}.md"] = render_communication_markdown(rows, header, ds).encode()
-        rep.tables[f"communication-{ds}.csv"] = communication_csv(rows).encode()
+        name = communication_table(ds)
+        rep.tables[name] = render_communication_markdown(rows, header, ds).encode()
+        rep.tables[name[:-3] + ".csv"] = communication_csv(rows).encode()
 
 
 def metric_files(means: Mapping[str, Mapping[str, Mapping[str, float]]]) -> dict[str, bytes]:
@@ -411,12 +429,20 @@ def add_privacy(rep: Report, privacy_dir: str | Path, date: str, options: "Repor
 
 def add_secagg(rep: Report, flower_dir: str | Path, budget: str | None = None,
                datasets: Sequence[str] = secagg_report.PIPELINE_DATASETS) -> None:
-    """issue 14 item 2: the SecAgg+ overhead section of communication.md and secagg-overhead.csv
-    (esnfed_stages/secagg_report.py; the results of ``datasets``, params.yaml study_datasets; "not
-    run" without the flower stage's outputs; results of another ``budget`` refused)."""
-    md, csv_text = secagg_report.render(flower_dir, datasets, budget=budget)
-    rep.tables["communication.md"] += md.encode()
-    rep.tables[secagg_report.CSV_NAME] = csv_text.encode()
+    """issue 14 item 2: the SecAgg+ overhead section of each communication table holding one of
+    ``datasets`` (params.yaml study_datasets: the papers' in communication.md, one of your own in
+    communication-<name>.md; see communication_table), with that table's datasets' results, and
+    secagg-overhead.csv with all of them (esnfed_stages/secagg_report.py; "not run" without the
+    flower stage's outputs; results of another ``budget`` refused)."""
+    by_table: dict[str, list[str]] = {}
+    for ds in datasets:
+        by_table.setdefault(communication_table(ds), []).append(ds)
+    table = secagg_report.rows(secagg_report.load(flower_dir, datasets, budget=budget))
+    for name, shown in by_table.items():
+        if name in rep.tables:
+            mine = [r for r in table if r["dataset"] in shown]
+            rep.tables[name] += secagg_report.markdown(mine, flower_dir).encode()
+    rep.tables[secagg_report.CSV_NAME] = secagg_report.csv(table).encode()
 
 
 def _share(params: Mapping[str, Any], key: str, default: str | None = None) -> str:
@@ -511,7 +537,7 @@ def run(options: ReportParams, *, assess_dir: str | Path = ASSESS_DIR,
                 {ds: context_names(data_dir, ds) for ds in options.datasets},
                 comparability.budget_scale(options.budget), options.studies)
     add_privacy(rep, privacy_dir, date, options, allow_missing)
-    if options.studies and "communication.md" in rep.tables:  # the flower stages run on study_datasets
+    if options.studies:  # the flower stages run on study_datasets
         add_secagg(rep, flower_dir, None if options.budget is None else options.budget.name, options.studies)
     rep.index = report_index.render(rep.tables, rep.figures, rep.plots, rep.metrics, date, versions(),
                                     notice=index_notice(inputs, options),

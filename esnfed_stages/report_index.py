@@ -12,8 +12,9 @@ from esnfed_stages.secagg_report import CSV_NAME as SECAGG_CSV, SECTION_TITLE as
 
 INDEX_NAME = "README.md"
 
-# A CSV whose Markdown is a section of another table: the section's file and heading.
-SECTIONS = {SECAGG_CSV: ("communication.md", SECAGG_TITLE)}
+# A CSV whose Markdown is a section of other tables: the section's heading (the SecAgg+ overhead: in
+# the communication table of each study dataset, communication.md and/or communication-<name>.md).
+SECTIONS = {SECAGG_CSV: SECAGG_TITLE}
 
 # The plot CSVs dvc.yaml's top-level `plots` declares (tests/test_dvc_deps.py checks that they
 # agree): `dvc plots show` draws these. DVC cannot expand a plot per params.yaml `datasets`, so the
@@ -24,7 +25,15 @@ DVC_PLOTS = frozenset(
     [f"stream-{ds}-{s}.csv" for ds in PLOTTED_STREAM_DATASETS for s in ("federated", "centralized")]
     + [f"activation-wesad-{m}.csv" for m in ("ip", "clip-naive", "clip-replay", "clip-joint", "fedip",
                                               "fedclip-naive", "fedclip-replay", "fedclip-joint")]
-    + ["heterogeneous-alpha.csv"])
+    + ["heterogeneous-alpha.csv"])  # its columns: DVC_ALPHA_COLUMNS
+
+# The columns dvc.yaml's `heterogeneous-alpha` plot draws: the papers' datasets at the default budget's
+# shares. DVC templating can put a params.yaml list in a plot (${study_datasets}) but not build the
+# product of study_datasets and heterogeneity.pcts.<budget> the CSV's columns are, so the plot lists
+# them (tests/test_dvc_deps.py checks that they agree); a CSV without them (a study of your own data
+# or of other shares) is written all the same and the index names it as not drawn.
+DVC_ALPHA_COLUMNS = ("wesad_25", "wesad_100", "hhar_25", "hhar_100")
+ALPHA_CSV = "heterogeneous-alpha.csv"
 
 # What each kind of plot CSV holds, by name prefix: its figures' kind, and ({pct}: report.activation_pct)
 # its columns.
@@ -85,10 +94,13 @@ def render(tables: Mapping[str, bytes], figures: Mapping[str, bytes], plots: Map
     others = [n for n in tables if not n.endswith(".md") and n[:-4] + ".md" not in tables]
     for name in others:  # a CSV without a Markdown table of its own (the SecAgg+ overhead rows)
         columns = tables[name].decode("utf-8").split("\n", 1)[0].replace(",", ", ")
-        md, heading = SECTIONS.get(name, (None, None))
-        if md in tables:
+        heading = SECTIONS.get(name)
+        mds = [md for md, text in tables.items() if heading and md.endswith(".md") and
+               f"\n## {heading}\n".encode() in text]
+        if mds:
             short = heading.split(":", 1)[0]
-            lines.append(f"| [{md}, section \"{short}\"](tables/{md}#{anchor(heading)}) | {_cell(heading)} "
+            where = ", ".join(f"[{md}, section \"{short}\"](tables/{md}#{anchor(heading)})" for md in mds)
+            lines.append(f"| {where} | {_cell(heading)} "
                          f"| [{name}](tables/{name}): the section's rows; columns: {_cell(columns)} |")
         else:
             lines.append(f"| [{name}](tables/{name}) | CSV only; columns: {_cell(columns)} | |")
@@ -108,8 +120,8 @@ def render(tables: Mapping[str, bytes], figures: Mapping[str, bytes], plots: Map
 
 def _plots_line(plots: Mapping[str, bytes]) -> str:
     """What `dvc plots show` draws of plots/: the CSVs dvc.yaml declares, and those it does not."""
-    declared = [n for n in plots if n in DVC_PLOTS]
-    rest = [n for n in plots if n not in DVC_PLOTS]
+    declared = [n for n in plots if _drawn(n, plots[n])]
+    rest = [n for n in plots if n not in declared]
     kinds = [kind for prefix, kind, _ in PLOT_KINDS if any(n.startswith(prefix) for n in plots)]
     figures = ", ".join(kinds[:-1]) + " and " + kinds[-1] if len(kinds) > 1 else "".join(kinds) or "other"
     line = (f"- `plots/`: {len(plots)} CSV files, the data of the {figures} figures; `dvc plots show` draws "
@@ -117,4 +129,15 @@ def _plots_line(plots: Mapping[str, bytes]) -> str:
     if rest:
         line += ("; not declared there (a dataset of your own: add its entries to dvc.yaml, or "
                  f"`dvc plots show reports/plots/<file> -x context`): {', '.join(rest)}")
+    if ALPHA_CSV in rest:
+        line += (f" ({ALPHA_CSV}: dvc.yaml's `heterogeneous-alpha` plot draws the papers' datasets' columns; "
+                 "put this file's there, -x alpha)")
     return line + ":"
+
+
+def _drawn(name: str, data: bytes) -> bool:
+    """Whether `dvc plots show` draws plots/``name``: declared in dvc.yaml and, for the alignment
+    CSV, holding the columns its plot lists (DVC_ALPHA_COLUMNS)."""
+    if name != ALPHA_CSV:
+        return name in DVC_PLOTS
+    return set(DVC_ALPHA_COLUMNS) <= set(data.decode("utf-8").split("\n", 1)[0].split(","))

@@ -1,6 +1,7 @@
 """The SecAgg+ overhead part of the communication table (issue 14, item 2): the `flower` stage's
 runs/flower/<dataset>/*.json (esnfed flower, plain and --secagg) -> a section appended to
-reports/tables/communication.md and reports/tables/secagg-overhead.csv.
+the communication table of each dataset (reports/tables/communication.md for the papers',
+communication-<name>.md for one of your own) and reports/tables/secagg-overhead.csv.
 
 Bytes are what Flower delivered per client per round (esnfed_flower/run.py, measure_mod), by phase
 (FedIP's IP rounds, the readout's statistics round) and SecAgg+ stage; the plain reference is the
@@ -25,7 +26,7 @@ SECTION_TITLE = "SecAgg+ overhead: bytes per client per round, plain against Sec
 
 
 # The datasets dvc.yaml's `flower` stage runs (foreach params.yaml study_datasets, which the report
-# passes; this is the repository's value): a folder the pipeline does not track is not read, so the
+# passes; this is the repository's value; any declared dataset may be one): a folder the pipeline does not track is not read, so the
 # cached report never depends on an untracked file.
 PIPELINE_DATASETS = ("wesad", "hhar")
 
@@ -117,8 +118,13 @@ def markdown(table: Sequence[Mapping[str, Any]], flower_dir: str | Path = FLOWER
     return "\n".join(lines) + "\n"
 
 
+def csv(table: Sequence[Mapping[str, Any]]) -> str:
+    """secagg-overhead.csv: the rows of :func:`rows`."""
+    return to_csv(table, COLUMNS)
+
+
 def render(flower_dir: str | Path = FLOWER_DIR, datasets: Sequence[str] = PIPELINE_DATASETS,
            budget: str | None = None) -> tuple[str, str]:
     """(Markdown section, CSV) from the flower stage's outputs present (of ``budget``: see :func:`load`)."""
     table = rows(load(flower_dir, datasets, budget))
-    return markdown(table, flower_dir), to_csv(table, COLUMNS)
+    return markdown(table, flower_dir), csv(table)

@@ -116,9 +116,14 @@ def test_integer_user_names_in_fixed_splits_say_to_quote_them():
      "params.yaml: budgets.default.space.wesad: missing ('wesad' is declared in datasets: every budget searches "
      "its reservoirs)"),
     ({"budgets__paper__space__ip": None}, "params.yaml: budgets.paper.space.ip: missing"),
-    ({"study_datasets": ["wesad", "example"]},
-     "params.yaml: study_datasets: 'example' is not one of the papers' datasets (wesad, hhar): the deep and "
-     "heterogeneous reservoirs and the Flower apps run on theirs only"),
+    # study_datasets: any declared dataset, the papers' or yours; an undeclared one is refused
+    ({"study_datasets": ["wesad", "mine"]},
+     "params.yaml: study_datasets: 'mine' is not in datasets (wesad, hhar, example)"),
+    ({"study_datasets": ["example", "Bad-Name"]}, "params.yaml: study_datasets: 'Bad-Name' is not a dataset name"),
+    # what the deep stages of a study dataset read (dvc.yaml lists it as a param)
+    ({"budgets__default__space__deep": None},
+     "params.yaml: budgets.default.space.deep: missing (study_datasets lists 'wesad': the deep reservoirs search "
+     "their layers there)"),
     ({"datasets": ["wesad", "example"]}, "params.yaml: continual_datasets: 'hhar' is not in datasets (wesad, example)"),
     ({"datasets": ["wesad", "example"], "continual_datasets": ["wesad"]},
      "params.yaml: study_datasets: 'hhar' is not in datasets (wesad, example)"),
@@ -149,3 +154,21 @@ def test_your_own_data_only_needs_no_space_of_the_papers_datasets():
     assert study_declared(p) == ()
     assert study_declared(_params(datasets=["wesad", "example"], continual_datasets=["wesad"],
                                   study_datasets=None)) == ("wesad",)  # absent: the declared papers' datasets
+
+
+def test_a_dataset_of_your_own_can_be_a_study_dataset():
+    """study_datasets admits any declared dataset (before: 'example' is not one of the papers'
+    datasets): the deep, heterogeneous and Flower studies run on it, the papers' first in the
+    tables' order; a pipeline of your own data alone studies it without a space of the papers'."""
+    from esnfed_stages._datasets import method_datasets, study_declared
+    from esnfed_core.method import Method
+
+    p = _params(study_datasets=["example", "hhar", "wesad"])
+    validate(p)
+    assert study_declared(p) == ("wesad", "hhar", "example")
+    assert method_datasets(p, Method("deep-incfed")) == method_datasets(p, Method("local")) == study_declared(p)
+    mine = _params(datasets=["example"], continual_datasets=["example"], study_datasets=["example"])
+    for budget in mine["budgets"].values():
+        del budget["space"]["wesad"], budget["space"]["hhar"]
+    validate(mine)
+    assert study_declared(mine) == ("example",)

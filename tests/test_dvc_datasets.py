@@ -76,6 +76,17 @@ def _user_only(p: dict) -> None:
     p.update(datasets=["mine"], continual_datasets=["mine"], study_datasets=[])
 
 
+def _report_upstream(root: Path) -> list[str]:
+    """The stages the report stage depends on, directly or not."""
+    code = ("import json; import networkx as nx; from dvc.repo import Repo\n"
+            "g = Repo('.').index.graph\n"
+            "report = next(s for s in g if s.addressing == 'report')\n"
+            "print(json.dumps(sorted(s.addressing for s in nx.descendants(g, report))))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
 def test_a_pipeline_of_your_own_data_only_has_no_stage_of_the_papers_upstream_of_the_report(tmp_path):
     """`datasets: [mine]`, `study_datasets: []`: the params validate, no experiment stage runs on
     wesad or hhar and none of the report's upstream stages needs their data (before: select-deep@wesad
@@ -91,13 +102,7 @@ def test_a_pipeline_of_your_own_data_only_has_no_stage_of_the_papers_upstream_of
     assert not [s for s in stages if s.startswith(("flower", "select-deep", "select-hetero"))]
     assert {"import@mine", "partition@mine", "assess-ip@mine-fedip", "assess-continual@mine-fedclip-joint",
             "privacy@mine"} <= set(stages)
-    code = ("import json; import networkx as nx; from dvc.repo import Repo\n"
-            "g = Repo('.').index.graph\n"
-            "report = next(s for s in g if s.addressing == 'report')\n"
-            "print(json.dumps(sorted(s.addressing for s in nx.descendants(g, report))))")
-    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr
-    upstream = json.loads(out.stdout)
+    upstream = _report_upstream(root)
     assert {"assess-esn@mine-incfed", "privacy@mine", "ttest"} <= set(upstream)
     assert [s for s in upstream if s.endswith(("@wesad", "@hhar", "@example"))] == []
 
@@ -143,3 +148,22 @@ def test_the_cli_default_datasets_are_those_dvc_runs_each_method_on(tmp_path, ed
     del params["study_datasets"]
     assert method_datasets(params, Method.parse("deep-incfed")) == (("wesad",) if edit == "declared" else
                                                                     ("wesad", "hhar"))
+
+
+def test_a_study_of_your_own_data_alone_runs_every_study_stage_on_it_upstream_of_the_report(tmp_path):
+    """`datasets: [mine]`, `study_datasets: [mine]` (before: the schema refused a study dataset of
+    your own): the params validate, the deep, heterogeneous and flower stages run on mine, the
+    report depends on them, and no stage of the papers' datasets is upstream of it."""
+    from esnfed_stages.params_schema import validate
+
+    def change(p):
+        _user_only(p)
+        p["study_datasets"] = ["mine"]
+
+    root = _project(tmp_path, change)
+    validate(yaml.safe_load((root / "params.yaml").read_text()))
+    stages = _stages(root)
+    assert stages["flower@mine"].startswith("esnfed flower --dataset mine ")
+    upstream = _report_upstream(root)
+    assert {"assess-deep@mine", "assess-hetero@mine", "flower@mine", "select-deep@mine", "ttest"} <= set(upstream)
+    assert [s for s in upstream if s.endswith(("@wesad", "@hhar", "@example"))] == []

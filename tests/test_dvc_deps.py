@@ -155,6 +155,10 @@ def test_every_plot_reads_its_own_data_file():
             assert "${report.activation_pct} % training users" in spec["title"]
 
 
+def plots_of_dvc() -> list:
+    return yaml.safe_load((ROOT / "dvc.yaml").read_text())["plots"][:-1]
+
+
 def test_the_index_knows_which_plot_csvs_dvc_declares():
     """Reader audit: the index said `dvc plots show` draws every plots/ CSV, but the example's
     stream CSVs were not declared. dvc.yaml now declares them (DVC cannot expand a plot per
@@ -167,12 +171,21 @@ def test_the_index_knows_which_plot_csvs_dvc_declares():
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     assert set(report_index.PLOTTED_STREAM_DATASETS) == set(params["continual_datasets"])
     names = sorted(report_index.DVC_PLOTS) + ["stream-mine-federated.csv", "stream-mine-centralized.csv"]
-    index = report_index.render({}, {}, dict.fromkeys(names, b""), {}, "d", "v", activation_pct="50")
+    plots = {**dict.fromkeys(names, b""), "heterogeneous-alpha.csv": b"alpha,wesad_25,wesad_100,hhar_25,hhar_100\n"}
+    index = report_index.render({}, {}, plots, {}, "d", "v", activation_pct="50")
     assert (f"- `plots/`: {len(names)} CSV files, the data of the stream-accuracy, activation and alignment "
             f"figures; `dvc plots show` draws the {len(names) - 2} declared in dvc.yaml's `plots`; not declared "
             "there (a dataset of your own: add its entries to dvc.yaml, or `dvc plots show reports/plots/<file> "
             "-x context`): stream-mine-federated.csv, stream-mine-centralized.csv:") in index
     assert "trained on 50 % of the training users only" in index
+    # the alignment plot draws the columns dvc.yaml lists: a study of other datasets' CSV is not drawn
+    alpha = next(p for p in plots_of_dvc() if next(iter(p)) == "heterogeneous-alpha")["heterogeneous-alpha"]
+    assert tuple(next(iter(alpha["y"].values()))) == report_index.DVC_ALPHA_COLUMNS
+    mine = report_index.render({}, {}, {"heterogeneous-alpha.csv": b"alpha,mine_25,mine_100\n"}, {}, "d", "v")
+    assert ("`dvc plots show` draws none of them; not declared there (a dataset of your own: add its entries to "
+            "dvc.yaml, or `dvc plots show reports/plots/<file> -x context`): heterogeneous-alpha.csv "
+            "(heterogeneous-alpha.csv: dvc.yaml's `heterogeneous-alpha` plot draws the papers' datasets' columns; "
+            "put this file's there, -x alpha):") in mine
 
 
 def test_the_report_stage_tracks_the_budget_scale_its_headers_print():

@@ -172,3 +172,24 @@ def test_progress_counts_every_fit_and_simulation_then_the_summary(tmp_path, mon
     done = [d for _, d, _ in shown]
     assert done == sorted(done) and done[0] == 0 and done[-1] == 7
     assert len(result.output.strip().splitlines()) == 6  # then one summary line per document
+
+
+def test_dataset_is_any_declared_one_and_an_undeclared_one_is_one_line(tmp_path, monkeypatch):
+    """--dataset takes any dataset params.yaml declares, yours too (before: wesad or hhar only, so
+    the flower stage of a study of `example` could not run); an undeclared one is a usage error
+    naming params.yaml datasets, as select's and privacy's."""
+    from esnfed_stages import flower as flower_stage
+
+    calls = []
+    monkeypatch.setattr(flower_stage, "run_many", lambda ds, pairs, *a, **k: calls.append(ds) or [])
+    python = tmp_path / "python"
+    python.touch()
+    common = ["--data-dir", str(tmp_path / "data"), "--runs-dir", str(tmp_path / "runs"), "--out-dir",
+              str(tmp_path / "out"), "--flower-python", str(python)]
+    ok = runner.invoke(app, ["flower", "--dataset", "example", *common])
+    assert ok.exit_code == 0, ok.output
+    assert calls == ["example"]
+    bad = runner.invoke(app, ["flower", "--dataset", "mine", *common])
+    assert bad.exit_code == 2 and calls == ["example"]
+    text = " ".join(w for w in bad.output.split() if w not in "│╭╮╰╯─")  # the usage error's box
+    assert "'mine' is not declared in params.yaml datasets (declared: wesad, hhar, example)" in text

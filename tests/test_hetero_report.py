@@ -56,3 +56,28 @@ def test_spread_over_clients_is_for_local_and_align_only(rendered):
     assert "ensemble and incfed: one model serves every client, no spread over clients, n/a" in md
     spread = {r["method"]: r["client_std"] for r in csv.DictReader(io.StringIO(csv_text)) if r["dataset"] == "wesad"}
     assert spread["ensemble"] == spread["incfed"] == "" and float(spread["local"]) == pytest.approx(local)
+
+
+def test_a_study_dataset_of_your_own_is_a_row_panel_and_communication_items():
+    """study_datasets [mine]: the table's rows, the α figure's panels and plot columns, and the
+    communication items are mine's (before: the communication items looked at wesad and hhar only,
+    and C came from the papers' modules, a one-line error for any other dataset)."""
+    inputs = Inputs()
+    for m in METHODS:
+        entry = {"test_accuracy": [0.5, 0.6], "config": {"units": 4},
+                 "communication": {"up_floats": 0, "down_floats": 0, "up_bytes": 0, "down_bytes": 0, "rounds": 1,
+                                   "clients": 3}}
+        if m in CLIENTS:
+            entry["client_test_accuracy"] = CLIENTS[m]
+        inputs.docs[("mine", m)] = {"pcts": {"100": entry}}
+        inputs.scores[("mine", m, "100", "test")] = entry["test_accuracy"]
+    cells = hetero_cells(inputs.scores, [], ("mine",), ("100",), METHODS)
+    md, _ = hetero_report.render(cells, inputs, METHODS, ("100",), ["Data source: synthetic"], ("mine",))
+    rows = [line for line in md.splitlines() if line.startswith("| ") and "%" in line]
+    assert rows and all(line.startswith("| mine | 100% |") for line in rows)
+    assert "WESAD" not in md and "HHAR" not in md and "paper" not in md
+    _, plot = hetero_report.alpha_figure_and_plot(inputs, (1.0,), ("100",), ("mine",))
+    assert plot.splitlines()[0] == "alpha,mine_100"
+    items = hetero_report.communication_items(inputs, METHODS, ("mine",), {"mine": 3})
+    assert {(c.dataset, c.method, c.classes) for c in items} == {("mine", m, 3) for m in ("local", "ensemble", "align-1")}
+    assert {c.classes for c in hetero_report.communication_items(inputs, METHODS, ("mine",))} == {None}

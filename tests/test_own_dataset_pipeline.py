@@ -230,3 +230,85 @@ def test_your_own_data_alone_is_reported_with_its_tables_only(user_only):
         assert "missing inputs" not in flat and "wesad" not in flat and "hhar" not in flat
     assert "fedip: test accuracy" not in " ".join(out["report"].split())
     assert "wrote 12 table files, 3 figures, 2 plot data files" in " ".join(out["report"].split())
+
+
+# ---------------------------------------------------------------- the studies on your own data
+def _flower_python() -> Path | None:
+    """The Flower environment's interpreter: the project's (`make flower-env`), else the one beside
+    this interpreter's environment (a git worktree sharing the main checkout's environments)."""
+    import sys
+
+    from esnfed_stages.flower import FLOWER_PYTHON
+
+    found = [p for p in (FLOWER_PYTHON, Path(sys.prefix).parent / ".venv-flower" / "bin" / "python") if p.exists()]
+    return found[0] if found else None
+
+
+@pytest.fixture(scope="module")
+def user_study(user_only, tmp_path_factory, monkeypatch_module):
+    """`study_datasets: [mine]` in a pipeline of mine alone: the commands dvc.yaml's deep,
+    heterogeneous and flower stages run for mine (on a copy of user_only's runs, at its tiny
+    budget; one α and one share of the heterogeneous methods), then ttest and report without
+    --allow-missing."""
+    import shutil
+
+    import yaml
+
+    python = _flower_python()
+    if python is None:
+        pytest.skip("no Flower environment (make flower-env)")
+    root = tmp_path_factory.mktemp("user-study") / "root"
+    shutil.copytree(user_only[0], root)
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["study_datasets"] = ["mine"]
+    params["heterogeneity"].update(alphas=[0.5], pcts={"default": ["100"]})
+    write_params(root, params)
+    common = stage_options(root, "mine")
+    for algos in (["deep-incfed", "deep-fedip"], ["local", "ensemble", "align"]):
+        flags = [a for algo in algos for a in ("--algo", algo)]
+        _ok("select", *flags, "--pct", "all", *common)
+        _ok("retrain", *flags, "--pct", "all", *common)
+        _ok("assess", *flags, *common)
+    _ok("flower", *common, "--app", "incfed", "--app", "fedip", "--plain-and-secagg",
+        "--out-dir", str(root / "runs" / "flower" / "mine"), "--flower-python", str(python))
+    monkeypatch_module.chdir(root)
+    _ok("ttest", "--params", "params.yaml", "--out", "reports/ttest.json")
+    out = _ok("report", "--params", "params.yaml", "--ttest", "reports/ttest.json", "--out-dir", "reports")
+    return root, out
+
+
+def test_the_deep_heterogeneous_and_flower_studies_run_on_your_own_data(user_study):
+    """Before: study_datasets refused a dataset of your own, `esnfed flower --dataset` took wesad or
+    hhar only, and the deep and heterogeneous tables, the heterogeneous and SecAgg+ communication
+    rows were built for the papers' datasets: now every study of the pipeline runs on `mine`, each
+    table's rows are mine's, and nothing claims a paper's number."""
+    root, out = user_study
+    tables = root / "reports" / "tables"
+    deep = (tables / "deep.md").read_text()
+    assert deep.startswith("# deep: Deep vs shallow reservoirs") and "(mine)" in deep.splitlines()[0]
+    assert "Missing inputs (n/a cells): none" in deep
+    head = next(line for line in deep.splitlines() if line.startswith("| train users"))
+    assert "paper" not in head and "deep-incfed" in head
+    rows = [line for line in deep.splitlines() if line.startswith(("| 25%", "| 50%", "| 75%", "| 100%"))]
+    assert len(rows) == 4 and all("n/a" not in r for r in rows)
+    hetero = (tables / "heterogeneous.md").read_text()
+    main_rows = [line for line in hetero.split("Spread over clients")[0].splitlines() if line.startswith("| mine")]
+    assert main_rows and main_rows[0].startswith("| mine | 100% |") and "n/a" not in main_rows[0]
+    assert "budget: unknown" not in hetero and "retrains per cell: 0 " not in hetero  # run line: mine's IncFed
+    comm = (tables / "communication-mine.md").read_text()
+    for method in ("deep-incfed", "deep-fedip", "local", "ensemble", "align-0.5"):
+        assert f"| {method} |" in comm, method
+    section = comm.split("## SecAgg+ overhead", 1)[1]
+    assert "| mine | incfed | 100% |" in section and "| mine | fedip | 100% |" in section and "Not run" not in section
+    assert not (tables / "communication.md").exists()
+    assert (root / "reports" / "plots" / "heterogeneous-alpha.csv").read_text().splitlines()[0] == "alpha,mine_100"
+    assert (root / "reports" / "figures" / "heterogeneous-alpha.png").is_file()
+    doc = json.loads((root / "reports" / "ttest.json").read_text())
+    assert doc["missing"] == [] and {c["dataset"] for c in doc["comparisons"]} == {"mine"}
+    assert {"deep", "heterogeneous"} <= {c["table"] for c in doc["comparisons"]}
+    index = (root / "reports" / "README.md").read_text()
+    assert "[communication-mine.md, section \"SecAgg+ overhead\"]" in index
+    assert "heterogeneous-alpha.csv: dvc.yaml's `heterogeneous-alpha` plot draws the papers' datasets' columns" in index
+    for text in (index, deep, hetero, comm, out):
+        for absent in ("wesad", "WESAD", "hhar", "HHAR", "paper' columns"):
+            assert absent not in text, absent

@@ -161,3 +161,35 @@ def test_a_result_of_another_budget_is_one_line_naming_the_flower_command(flower
     assert str(info.value) == (f"{path}: computed with budget 'paper' but params.yaml's budget is 'default': rerun "
                                f"`esnfed flower --dataset wesad --app incfed --secagg "
                                f"--out-dir {flower_dir / 'wesad'}`")
+
+
+def test_a_study_dataset_of_your_own_gets_the_section_in_its_communication_table(flower_dir):
+    """study_datasets [wesad, mine]: wesad's SecAgg+ rows in communication.md, mine's in
+    communication-mine.md (before: the section went to communication.md alone, and a pipeline of
+    your own data alone, which has no communication.md, had none); the CSV holds both; the index
+    links the section in each table."""
+    from esnfed_stages import report_index
+
+    mine = flower_dir / "mine"
+    mine.mkdir()
+    for name, secagg in (("mine-incfed-100.json", False), ("mine-incfed-secagg-100.json", True)):
+        doc = _doc("incfed", secagg, [("stats", "setup" if secagg else "plain", 1, 600.0 if secagg else 400.0, 50.0)],
+                   dataset="mine")
+        (mine / name).write_text(json.dumps(doc))
+    rep = report.Report()
+    rep.tables = {"communication.md": b"# communication\n", "communication-mine.md": b"# communication-mine\n"}
+    report.add_secagg(rep, flower_dir, datasets=("wesad", "mine"))
+    papers, own = rep.tables["communication.md"].decode(), rep.tables["communication-mine.md"].decode()
+    assert "## SecAgg+ overhead" in own and "| mine | incfed | 100% |" in own and "| 1.50 |" in own
+    assert "| mine |" not in papers and "| wesad | incfed | 100% |" in papers
+    rows = list(csv.DictReader(io.StringIO(rep.tables[secagg_report.CSV_NAME].decode())))
+    assert {r["dataset"] for r in rows} == {"wesad", "mine"}
+    index = report_index.render(rep.tables, {}, {}, {}, "d", "v")
+    assert "[communication-mine.md, section \"SecAgg+ overhead\"](tables/communication-mine.md#" in index
+    assert "[communication.md, section \"SecAgg+ overhead\"](tables/communication.md#" in index
+    # your own data alone: no communication.md, the section in communication-mine.md
+    alone = report.Report()
+    alone.tables = {"communication-mine.md": b"# communication-mine\n"}
+    report.add_secagg(alone, flower_dir, datasets=("mine",))
+    assert "| mine | incfed | 100% |" in alone.tables["communication-mine.md"].decode()
+    assert "communication.md" not in alone.tables

@@ -247,3 +247,31 @@ def test_a_method_in_two_families_is_refused():
     for spec in TABLES + generic_tables("example", True):  # every bold/italic table
         assert spec.families and {m for f in spec.families for p in f for m in p} == \
             {m for p in spec.pairs for m in p}
+
+
+def test_deep_table_takes_the_study_datasets_yours_included_without_a_paper_column():
+    """study_datasets may list a dataset of your own (before: the deep table's datasets were the
+    papers' of study_datasets only, so a study of `example` had no deep table): its rows are the
+    study datasets, the papers' first; no paper column, whatever the datasets."""
+    from esnfed_core.tables import table_specs
+
+    specs = {s.id: s for s in table_specs(("wesad", "hhar", "example"), ("wesad",), ("example", "wesad"))}
+    assert specs["deep"].datasets == ("wesad", "example") and not specs["deep"].has_published
+    alone = {s.id: s for s in table_specs(("example",), ("example",), ("example",))}
+    deep = alone["deep"]
+    assert deep.datasets == ("example",) and deep.title.endswith("(example)")
+    assert list(alone) == ["deep", "example-stationary-incfed", "example-stationary-fedip", "example-stationary-ip",
+                           "example-continual"]
+    scores = {("example", m, pct, "test"): v for pct in PCTS for m, v in {
+        "incfed": LOW, "deep-incfed": HIGH, "fedip": LOW, "deep-fedip": HIGH}.items()}
+    cells = build_cells(deep, scores, [], {})
+    md = render_markdown(deep, cells, ["header"])
+    head = next(line for line in md.splitlines() if line.startswith("| train users"))
+    assert "paper" not in head and "WESAD" not in md
+    assert len([line for line in md.splitlines() if line.startswith(("| 25%", "| 100%"))]) == 2
+    assert {c.published_mean for c in cells} == {None} and {c.dataset for c in cells} == {"example"}
+    both = build_cells(specs["deep"], {**scores, **{("wesad",) + k[1:]: v for k, v in scores.items()}}, [], {})
+    md = render_markdown(specs["deep"], both, ["header"])
+    head = next(line for line in md.splitlines() if line.startswith("| train users"))
+    assert "WESAD deep-incfed" in head and "example deep-incfed" in head and "paper" not in head
+    assert table_specs(("example",), ("example",), ())[0].id != "deep"  # no study: no deep table
