@@ -139,6 +139,23 @@ def in_range(low: float | None = None, high: float | None = None, *, low_open: b
     return callback
 
 
+def folder_if_named(default: Path) -> Callable:
+    """An option callback for an input folder the command reads when it is there (the report's
+    privacy, Flower and data folders: their default may be absent, the stage not run): a folder
+    named on the command line that is not there is a usage error (exit 2) naming the option, not
+    a report quietly rendered without its tables."""
+
+    def callback(ctx: typer.Context, param: typer.CallbackParam, value: Path) -> Path:
+        source = ctx.get_parameter_source(param.name)  # by name: typer may bundle its own click
+        given = source is not None and source.name == "COMMANDLINE"
+        if given and not Path(value).is_dir():
+            what = "is not a folder" if Path(value).exists() else "not found"
+            raise typer.BadParameter(f"{value}: {what}")
+        return value
+
+    return callback
+
+
 def declared_dataset(params, name: str) -> str:
     """``--dataset``: a dataset params.yaml declares (issue 16), else a usage error (exit 2) listing them."""
     from esnfed_stages._datasets import check_declared  # noqa: PLC0415 - keeps _common import-light

@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn
 from rich.table import Table
 
-from esnfed_cli._common import console, handle_errors, in_range, progress_bar
+from esnfed_cli._common import console, folder_if_named, handle_errors, in_range, progress_bar
 from esnfed_cli.app import app
 from esnfed_core.tables import table_specs
 from esnfed_core.vocabulary import DATASETS, PCTS, Variant
@@ -91,13 +91,16 @@ def report(
     allow_missing: AllowMissingOpt = False,
     data_dir: Annotated[Path, typer.Option(
         "--data-dir", help="Data root holding partitions/<dataset>.json: the figures name each context "
-        "after its context_names (without the file, by number only).")] = report_stage.DATA_DIR,
+        "after its context_names (without the file, by number only; a folder named here must exist).",
+        callback=folder_if_named(report_stage.DATA_DIR))] = report_stage.DATA_DIR,
     privacy_dir: Annotated[Path, typer.Option(
         "--privacy-dir", help="The privacy stage's outputs, <dir>/<dataset>.json (the privacy table and "
-        "figure; none there: not rendered).")] = PRIVACY_DIR,
+        "figure; the default folder absent: not rendered; a folder named here must exist).",
+        callback=folder_if_named(PRIVACY_DIR))] = PRIVACY_DIR,
     flower_dir: Annotated[Path, typer.Option(
         "--flower-dir", help="The flower stage's outputs, <dir>/<dataset>/*.json (the SecAgg+ overhead "
-        "section of communication.md; none there: \"not run\").")] = FLOWER_DIR,
+        "section of communication.md; the default folder absent: \"not run\"; a folder named here must "
+        "exist).", callback=folder_if_named(FLOWER_DIR))] = FLOWER_DIR,
 ) -> None:
     """The papers' tables (Markdown + CSV), communication table, figures and metrics/ -> reports/.
 

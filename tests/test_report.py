@@ -418,6 +418,26 @@ def test_report_before_ttest_names_the_command_and_writes_nothing(workdir):
     assert not (workdir / "reports").exists()
 
 
+@pytest.mark.parametrize("option", ["--privacy-dir", "--flower-dir", "--data-dir"])
+def test_a_folder_named_on_the_command_line_that_is_not_there_is_a_usage_error(workdir, option):
+    """The report reads its privacy, Flower and data folders when they are there (their defaults may
+    be absent: the stage not run); one named on the command line must be there: a mistyped name
+    is a usage error naming the option, and the earlier report stays as it was (not re-rendered
+    without its privacy table or SecAgg+ section)."""
+    write_assess(workdir)
+    _ok(["ttest"])
+    _ok(["report"])
+    before = {p: p.read_bytes() for p in (workdir / "reports").rglob("*") if p.is_file()}
+    (workdir / "a-file").write_text("x")
+    for value, problem in (("no-such-folder", "not found"), ("a-file", "is not a folder")):
+        result = runner.invoke(app, ["report", option, value])
+        assert result.exit_code == 2, result.output
+        assert f"Invalid value for '{option}': {value}: {problem}" in " ".join(result.output.split())
+    assert {p: p.read_bytes() for p in (workdir / "reports").rglob("*") if p.is_file()} == before
+    (workdir / "empty").mkdir()
+    _ok(["report", option, "empty"])  # a folder that is there, even empty, is read as before
+
+
 def test_allow_missing_writes_na_and_lists_the_file(workdir):
     write_assess(workdir, skip=("hhar", "fedclip-replay"))
     _ok(["ttest", "--allow-missing"])
