@@ -428,12 +428,15 @@ def add_privacy(rep: Report, privacy_dir: str | Path, date: str, options: "Repor
 
 
 def add_secagg(rep: Report, flower_dir: str | Path, budget: str | None = None,
-               datasets: Sequence[str] = secagg_report.PIPELINE_DATASETS) -> None:
+               datasets: Sequence[str] = secagg_report.PIPELINE_DATASETS, allow_missing: bool = False) -> None:
     """issue 14 item 2: the SecAgg+ overhead section of each communication table holding one of
     ``datasets`` (params.yaml study_datasets: the papers' in communication.md, one of your own in
     communication-<name>.md; see communication_table), with that table's datasets' results, and
     secagg-overhead.csv with all of them (esnfed_stages/secagg_report.py; "not run" without the
-    flower stage's outputs; results of another ``budget`` refused)."""
+    flower stage's outputs; results of another ``budget`` refused; once the stage ran, a result of
+    it missing is an error unless ``allow_missing``: secagg_report.missing)."""
+    absent = secagg_report.missing(flower_dir, datasets, allow_missing)
+    rep.missing += absent
     by_table: dict[str, list[str]] = {}
     for ds in datasets:
         by_table.setdefault(communication_table(ds), []).append(ds)
@@ -441,7 +444,8 @@ def add_secagg(rep: Report, flower_dir: str | Path, budget: str | None = None,
     for name, shown in by_table.items():
         if name in rep.tables:
             mine = [r for r in table if r["dataset"] in shown]
-            rep.tables[name] += secagg_report.markdown(mine, flower_dir).encode()
+            gone = [p for p in absent if p.parent.name in shown]
+            rep.tables[name] += secagg_report.markdown(mine, flower_dir, gone).encode()
     rep.tables[secagg_report.CSV_NAME] = secagg_report.csv(table).encode()
 
 
@@ -538,7 +542,8 @@ def run(options: ReportParams, *, assess_dir: str | Path = ASSESS_DIR,
                 comparability.budget_scale(options.budget), options.studies)
     add_privacy(rep, privacy_dir, date, options, allow_missing)
     if options.studies:  # the flower stages run on study_datasets
-        add_secagg(rep, flower_dir, None if options.budget is None else options.budget.name, options.studies)
+        add_secagg(rep, flower_dir, None if options.budget is None else options.budget.name, options.studies,
+                   allow_missing)
     rep.index = report_index.render(rep.tables, rep.figures, rep.plots, rep.metrics, date, versions(),
                                     notice=index_notice(inputs, options),
                                     activation_pct=options.activation_pct).encode()

@@ -11,10 +11,12 @@ says "not run" and the CSV holds only its header.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from esnfed_stages.flower import FLOWER_DIR, STAGE_NAMES, load_docs
+from esnfed_core.errors import DataError
+from esnfed_stages.flower import FLOWER_DIR, STAGE_NAMES, load_docs, out_name
 from esnfed_stages.tables import to_csv
 
 CSV_NAME = "secagg-overhead.csv"
@@ -29,6 +31,31 @@ SECTION_TITLE = "SecAgg+ overhead: bytes per client per round, plain against Sec
 # passes; this is the repository's value; any declared dataset may be one): a folder the pipeline does not track is not read, so the
 # cached report never depends on an untracked file.
 PIPELINE_DATASETS = ("wesad", "hhar")
+
+
+# What dvc.yaml's flower stage writes for each study dataset (its cmd: --app incfed --app fedip
+# --plain-and-secagg, share 100; tests/test_dvc_deps checks that the two agree).
+PIPELINE_APPS = ("incfed", "fedip")
+PIPELINE_PCT = "100"
+
+
+def missing(flower_dir: str | Path, datasets: Sequence[str], allow_missing: bool = False) -> list[Path]:
+    """The flower stage's results (PIPELINE_APPS, plain and SecAgg+, share PIPELINE_PCT) of
+    ``datasets`` not under ``flower_dir``/<dataset>/, as the privacy documents: an error naming the
+    first and the command that writes it, unless ``allow_missing`` (the section then lists them,
+    their rows left out). None of them there: the stage did not run ("not run"), nothing missing."""
+    expected = [(ds, Path(flower_dir) / ds / out_name(ds, app, secagg, PIPELINE_PCT))
+                for ds in datasets for app in PIPELINE_APPS for secagg in (False, True)]
+    if not any(os.path.lexists(p) for _, p in expected):
+        return []
+    absent = [(ds, p) for ds, p in expected if not os.path.lexists(p)]
+    if absent and not allow_missing:
+        (ds, path), more = absent[0], len(absent) - 1
+        apps = " ".join(f"--app {a}" for a in PIPELINE_APPS)
+        raise DataError(f"{path}: not found: run `esnfed flower --dataset {ds} {apps} --plain-and-secagg "
+                        f"--out-dir {Path(flower_dir) / ds}` first, or pass --allow-missing"
+                        + (f" ({more} more Flower result(s) missing)" if more else ""))
+    return [p for _, p in absent]
 
 
 def load(flower_dir: str | Path = FLOWER_DIR, datasets: Sequence[str] = PIPELINE_DATASETS,
@@ -82,9 +109,13 @@ def _cell(v: Any, fmt: str) -> str:
     return "n/a" if v is None else format(v, fmt)
 
 
-def markdown(table: Sequence[Mapping[str, Any]], flower_dir: str | Path = FLOWER_DIR) -> str:
-    """The section appended to communication.md ("not run" without SecAgg+ runs)."""
+def markdown(table: Sequence[Mapping[str, Any]], flower_dir: str | Path = FLOWER_DIR,
+             absent: Sequence[Path] = ()) -> str:
+    """The section appended to communication.md ("not run" without SecAgg+ runs); ``absent``: the
+    stage's results missing (``missing`` with --allow-missing), listed."""
     lines = ["", f"## {SECTION_TITLE}", ""]
+    if absent:
+        lines += [f"- Missing results (their rows left out): {', '.join(str(p) for p in absent)}"]
     if not table:
         return "\n".join(lines + [f"Not run: no SecAgg+ results under {flower_dir}/<dataset>/ "
                                   "(dvc stage `flower`, `esnfed flower --secagg`)."]) + "\n"

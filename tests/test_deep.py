@@ -330,6 +330,8 @@ def test_deep_methods_flow_select_retrain_assess_report(tmp_path):
     assert doc["pcts"]["100"]["communication"]["clients"] == 4
     cli_ok("ttest", "--assess-dir", str(root / "runs/assess"), "--out", str(root / "reports/ttest.json"),
            "--allow-missing", "--params", str(root / "params.yaml"))
+    for stage in ("privacy", "flower"):  # not run here: empty (a folder named on the command line must be there)
+        (root / "runs" / stage).mkdir(parents=True, exist_ok=True)
     cli_ok("report", "--assess-dir", str(root / "runs/assess"), "--ttest", str(root / "reports/ttest.json"),
            "--out-dir", str(root / "reports"), "--allow-missing", "--params", str(root / "params.yaml"),
            "--privacy-dir", str(root / "runs/privacy"), "--flower-dir", str(root / "runs/flower"))

@@ -212,6 +212,12 @@ def test_flower_stage_feeds_the_report(project):
         assert {"esnfed_flower", "requirements/flower.txt", f"runs/select/{ds}/incfed/100/best.json",
                 f"runs/select/{ds}/fedip/100/best.json"} <= set(deps[stage])
         assert outs[stage] == [f"runs/flower/{ds}"]
+    # what the report requires once the stage ran (secagg_report.missing) is what the stage writes
+    from esnfed_stages.secagg_report import PIPELINE_APPS, PIPELINE_PCT
+
+    cmd = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["flower"]["do"]["cmd"].split()
+    assert [cmd[i + 1] for i, a in enumerate(cmd) if a == "--app"] == list(PIPELINE_APPS)
+    assert "--plain-and-secagg" in cmd and "--pct" not in cmd and PIPELINE_PCT == "100"
     # the folder as a whole (every flower@<dataset>), there in every clone even when no flower stage
     # runs (study_datasets: []): git keeps runs/flower/README.md and ignores the rest
     assert "runs/flower" in deps["report"]

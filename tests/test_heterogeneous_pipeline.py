@@ -44,8 +44,12 @@ def built(tmp_path_factory) -> Path:
 
 
 def _elsewhere(root: Path) -> list[str]:
-    """The report's other inputs under ``root`` (none there), never the current folder's runs/."""
-    return ["--privacy-dir", str(root / "runs" / "privacy"), "--flower-dir", str(root / "runs" / "flower")]
+    """The report's other inputs under ``root`` (empty folders: those stages not run), never the
+    current folder's runs/ (a folder named on the command line must be there)."""
+    folders = [root / "runs" / "privacy", root / "runs" / "flower"]
+    for f in folders:
+        f.mkdir(parents=True, exist_ok=True)
+    return ["--privacy-dir", str(folders[0]), "--flower-dir", str(folders[1])]
 
 
 def _assess(root: Path, method: str) -> dict:

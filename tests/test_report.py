@@ -790,18 +790,21 @@ def test_a_privacy_output_of_another_budget_is_refused_and_one_without_params_tr
 
 
 def _flower_output(root: Path, budget: str | None) -> None:
-    """A plain and a SecAgg+ IncFed result of `esnfed flower` under ``budget`` (None: written before
-    results recorded it)."""
-    folder = root / "runs" / "flower" / "wesad"
-    folder.mkdir(parents=True, exist_ok=True)
-    for secagg in (False, True):
-        doc = {"dataset": "wesad", "app": "incfed", "secagg": secagg, "pct": "100", "n_clients": 3,
-               "flower": {"bytes": {"rows": [{"phase": "stats", "stage": "plain", "rounds": 1,
-                                              "up_per_client_round": 100.0 * (1 + secagg),
-                                              "down_per_client_round": 10.0}]}}}
-        if budget is not None:
-            doc["params"] = {"budget": budget}
-        (folder / f"wesad-incfed{'-secagg' if secagg else ''}-100.json").write_text(json.dumps(doc))
+    """Every result the flower stage writes (plain and SecAgg+ IncFed and FedIP of WESAD and HHAR;
+    the report requires them all once one is there); WESAD's IncFed pair under ``budget`` (None:
+    written before results recorded it), the others without one."""
+    for ds in ("wesad", "hhar"):
+        folder = root / "runs" / "flower" / ds
+        folder.mkdir(parents=True, exist_ok=True)
+        for app in ("incfed", "fedip"):
+            for secagg in (False, True):
+                doc = {"dataset": ds, "app": app, "secagg": secagg, "pct": "100", "n_clients": 3,
+                       "flower": {"bytes": {"rows": [{"phase": "stats", "stage": "plain", "rounds": 1,
+                                                      "up_per_client_round": 100.0 * (1 + secagg),
+                                                      "down_per_client_round": 10.0}]}}}
+                if budget is not None and (ds, app) == ("wesad", "incfed"):
+                    doc["params"] = {"budget": budget}
+                (folder / f"{ds}-{app}{'-secagg' if secagg else ''}-100.json").write_text(json.dumps(doc))
 
 
 def test_report_refuses_flower_results_of_another_budget(workdir):
@@ -834,11 +837,14 @@ def test_report_reads_privacy_and_flower_outputs_from_the_folders_it_is_given(wo
     result = runner.invoke(app, ["report"])
     assert result.exit_code == 1 and "runs/privacy/wesad.json" in result.stderr
     elsewhere = workdir / "elsewhere"
+    for name in ("privacy", "flower"):  # there, but empty: the stages did not run for those inputs
+        (elsewhere / name).mkdir(parents=True)
     _ok(["report", "--privacy-dir", str(elsewhere / "privacy"), "--flower-dir", str(elsewhere / "flower")])
     tables = workdir / "reports" / "tables"
     assert not (tables / "privacy.md").exists()
     assert (tables / "secagg-overhead.csv").read_text().count("\n") == 1  # the header alone: not run
     _flower_output(elsewhere, "default")
+    (elsewhere / "flower").rmdir()
     (elsewhere / "runs" / "flower").rename(elsewhere / "flower")
     _ok(["report", "--privacy-dir", str(elsewhere / "privacy"), "--flower-dir", str(elsewhere / "flower")])
     assert "| wesad | incfed | 100% | 3 | stats | 1 | **total** | 100 | 10 | 200 | 10 | 2.00 | 1.00 |" in \

@@ -82,9 +82,12 @@ def test_not_run_without_flower_outputs(tmp_path):
 def test_add_secagg_appends_to_the_communication_table(flower_dir):
     rep = report.Report()
     rep.tables["communication.md"] = b"# communication\n"
-    report.add_secagg(rep, flower_dir)
+    report.add_secagg(rep, flower_dir, allow_missing=True)  # the fixture: 3 of wesad's 4 results, no hhar
     md = rep.tables["communication.md"].decode()
     assert md.startswith("# communication\n") and "## SecAgg+ overhead" in md and "| 1.50 | 3.00 |" in md
+    assert [p.name for p in rep.missing] == ["wesad-fedip-100.json"] + [
+        f"hhar-{a}{s}-100.json" for a in ("incfed", "fedip") for s in ("", "-secagg")]
+    assert "- Missing results (their rows left out): " + str(flower_dir / "wesad" / "wesad-fedip-100.json") in md
     assert rep.tables[secagg_report.CSV_NAME].decode().count("\n") == 1 + 3 + 2
 
 
@@ -178,7 +181,7 @@ def test_a_study_dataset_of_your_own_gets_the_section_in_its_communication_table
         (mine / name).write_text(json.dumps(doc))
     rep = report.Report()
     rep.tables = {"communication.md": b"# communication\n", "communication-mine.md": b"# communication-mine\n"}
-    report.add_secagg(rep, flower_dir, datasets=("wesad", "mine"))
+    report.add_secagg(rep, flower_dir, datasets=("wesad", "mine"), allow_missing=True)
     papers, own = rep.tables["communication.md"].decode(), rep.tables["communication-mine.md"].decode()
     assert "## SecAgg+ overhead" in own and "| mine | incfed | 100% |" in own and "| 1.50 |" in own
     assert "| mine |" not in papers and "| wesad | incfed | 100% |" in papers
@@ -190,6 +193,31 @@ def test_a_study_dataset_of_your_own_gets_the_section_in_its_communication_table
     # your own data alone: no communication.md, the section in communication-mine.md
     alone = report.Report()
     alone.tables = {"communication-mine.md": b"# communication-mine\n"}
-    report.add_secagg(alone, flower_dir, datasets=("mine",))
+    report.add_secagg(alone, flower_dir, datasets=("mine",), allow_missing=True)
     assert "| mine | incfed | 100% |" in alone.tables["communication-mine.md"].decode()
     assert "communication.md" not in alone.tables
+
+
+def test_once_the_stage_ran_a_missing_result_is_an_error_naming_it_and_the_command(flower_dir, tmp_path):
+    """Audit: a Flower result missing (a dataset's folder, or one app's SecAgg+ run) left its rows
+    out of the section with exit 0. Once any result of the stage is there, every one it writes
+    (secagg_report.PIPELINE_APPS, plain and SecAgg+) must be, as the privacy documents: an error
+    naming the first missing and the command that writes it, unless --allow-missing (then listed);
+    none there: the stage did not run, the section says so and nothing is missing."""
+    rep = report.Report()
+    rep.tables["communication.md"] = b"# communication\n"
+    with pytest.raises(DataError) as info:
+        report.add_secagg(rep, flower_dir, datasets=("wesad",))
+    assert str(info.value) == (
+        f"{flower_dir / 'wesad' / 'wesad-fedip-100.json'}: not found: run `esnfed flower --dataset wesad --app incfed "
+        f"--app fedip --plain-and-secagg --out-dir {flower_dir / 'wesad'}` first, or pass --allow-missing")
+    (flower_dir / "wesad" / "wesad-fedip-100.json").write_text(
+        json.dumps(_doc("fedip", False, [("ip", "plain", 2, 40.0, 8.0)])))
+    report.add_secagg(rep, flower_dir, datasets=("wesad",))  # all four there
+    assert rep.missing == [] and "Missing results" not in rep.tables["communication.md"].decode()
+    with pytest.raises(DataError, match=r"hhar/hhar-incfed-100.json: not found: .*\(3 more Flower result"):
+        report.add_secagg(report.Report(), flower_dir, datasets=("wesad", "hhar"))
+    empty = report.Report()
+    empty.tables["communication.md"] = b"# communication\n"
+    report.add_secagg(empty, tmp_path / "none", datasets=("wesad", "hhar"))
+    assert empty.missing == [] and "Not run: no SecAgg+ results" in empty.tables["communication.md"].decode()
