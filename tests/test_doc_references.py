@@ -19,7 +19,7 @@ SKIP_DIRS = {".git", ".venv", ".venv-flower", ".dvc", "data", "runs", "reports",
 SUFFIXES = {".py", ".md", ".yaml", ".yml", ".toml"}
 # Markdown files the report stage writes (reports/tables/<id>.md): named in code, not documents.
 GENERATED_MD = {f"{spec.id}.md" for spec in TABLES} | {"communication.md", "privacy.md", "heterogeneous.md"}
-GENERATED_MD |= {"flower-table.md"}  # issue 14: `esnfed flower-table` writes runs/flower/flower-table.md
+GENERATED_MD |= {"flower-table.md"}  # issue 14: `esnfed flower-table` writes runs/flower-table.md
 # issue 16: the generic tables of a user's dataset <name> (esnfed_core.tables.generic_tables)
 GENERATED_USER_MD = re.compile(r"(communication-[a-z][a-z0-9_]*|[a-z][a-z0-9_]*-(stationary-(incfed|fedip|ip)|continual))\.md")
 GENERATED_PATHS = {"reports/README.md"}  # the report's index (esnfed_stages/report_index.py)
