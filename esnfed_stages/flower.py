@@ -304,17 +304,18 @@ def _count(v: Any) -> bool:
 
 _STR = (lambda v: isinstance(v, str), "a string")
 _NUM = (_number, "a finite number")
+_BYTES = (lambda v: _number(v) and v >= 0, "a finite number >= 0")  # a byte count, as the assess files' (>= 0)
 _COUNT = (_count, "an integer >= 0")
 # What the report's SecAgg+ section reads of a result, then what `esnfed flower-table` adds.
 _DOC_FIELDS = {"dataset": _STR, "app": (lambda v: v in FLOWER_APPS + FEDCLIP_APPS, "an esnfed flower app"),
                "secagg": (lambda v: isinstance(v, bool), "true or false"), "pct": _STR, "n_clients": _COUNT,
                "flower.bytes.rows": (lambda v: isinstance(v, list), "a list")}
-_ROW_FIELDS = {"phase": _STR, "stage": _STR, "rounds": _COUNT, "up_per_client_round": _NUM,
-               "down_per_client_round": _NUM}
+_ROW_FIELDS = {"phase": _STR, "stage": _STR, "rounds": _COUNT, "up_per_client_round": _BYTES,
+               "down_per_client_round": _BYTES}
 _TABLE_FIELDS = {"n_classes": _COUNT, "config.units": _COUNT, "lambda": _NUM, "flower.test_accuracy": _NUM,
-                 "flower.readout_relative_difference": _NUM, "flower.bytes.up_per_client.mean": _NUM,
-                 "flower.bytes.down_per_client.mean": _NUM, "pipeline.test_accuracy": _NUM,
-                 "pipeline.communication.up_bytes": _NUM, "pipeline.communication.down_bytes": _NUM}
+                 "flower.readout_relative_difference": _NUM, "flower.bytes.up_per_client.mean": _BYTES,
+                 "flower.bytes.down_per_client.mean": _BYTES, "pipeline.test_accuracy": _NUM,
+                 "pipeline.communication.up_bytes": _BYTES, "pipeline.communication.down_bytes": _BYTES}
 
 
 def _check_fields(path: Path, doc: Any, fields: Mapping[str, tuple[Any, str]], where: str = "") -> None:
