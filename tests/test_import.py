@@ -577,7 +577,8 @@ def test_import_and_params_yaml_share_one_dataset_name_rule(tmp_path, monkeypatc
     args = _cli_args(tmp_path)
     args[args.index("mine")] = name
     res = CliRunner().invoke(app, args, env={"COLUMNS": "300"})
-    assert res.exit_code == 1 and f"error: --dataset: {problem}" in " ".join(res.output.split()), res.output
+    # audit item 11: a usage error naming --dataset (exit 2), as every other command's bad --dataset
+    assert res.exit_code == 2 and f"Invalid value for --dataset: {problem}" in " ".join(res.output.split()), res.output
     assert not (tmp_path / "out").exists()
     entry = {"source": "rec.csv", "features": ["a"], "window": 2}
     with pytest.raises(ConfigError) as err:
