@@ -164,6 +164,8 @@ class Chunk:
     file: Path
     first: int  # 1-based row number of the chunk's first data row
     frame: pd.DataFrame
+    header: tuple[str, ...] | None = None  # a CSV's header row (a short row's missing fields read as '')
+    delimiter: str = ","
 
 
 def input_files(p: ImportParams) -> list[tuple[Path, str]]:
@@ -235,7 +237,7 @@ def _csv_chunks(file: Path, p: ImportParams) -> Iterator[Chunk]:
         reader = pd.read_csv(file, sep=p.delimiter, dtype=str, keep_default_na=False,
                              chunksize=p.chunk_rows, engine="c", quoting=csv.QUOTE_MINIMAL)
         for frame in reader:
-            yield Chunk(file, first, frame[p.columns])
+            yield Chunk(file, first, frame[p.columns], tuple(header), p.delimiter)
             first += len(frame)
     except UnicodeDecodeError:
         raise _not_utf8(file) from None
@@ -301,8 +303,32 @@ READERS: dict[str, Callable[[Path, ImportParams], Iterator[Chunk]]] = {
 
 def _bad(chunk: Chunk, i: int, column: str, problem: str) -> DataError:
     row = chunk.first + i
+    short = _short_row(chunk, row)
+    if short is not None:
+        return short
     line = f" (line {row + 1})" if chunk.file.suffix.lower() == ".csv" else ""
     return DataError(f"{chunk.file}: row {row}{line}, column {quote(column)}: {problem}")
+
+
+def _short_row(chunk: Chunk, row: int) -> DataError | None:
+    """A CSV row with fewer fields than the header (a file cut short, say): pandas reads its
+    missing fields as empty cells, so a bad cell there names the row's field count instead. The
+    file is read again up to the row (csv.reader, pandas' quoting; blank lines skipped as pandas
+    does): only on the way to an error."""
+    if chunk.header is None:
+        return None
+    with open(chunk.file, newline="", encoding="utf-8", errors="replace") as f:
+        reader = csv.reader(f, delimiter=chunk.delimiter)
+        records = (r for r in reader if r)
+        next(records, None)  # the header
+        for n, record in enumerate(records, 1):
+            if n == row:
+                if len(record) >= len(chunk.header):
+                    return None
+                return DataError(f"{chunk.file}: row {row} (line {reader.line_num}) has {len(record)} field"
+                                 f"{'' if len(record) == 1 else 's'}, expected {len(chunk.header)} as the header "
+                                 f"(is the file cut short?)")
+    return None
 
 
 # A feature is stored as float32 (docs/data-contract.md): a larger magnitude cannot be represented,

@@ -282,6 +282,21 @@ def test_a_missing_source_names_the_argument_or_the_params_key(tmp_path, monkeyp
         run("m", _params(tmp_path / "rec.csv"), out_root=tmp_path / "o")  # from params.yaml: its key
 
 
+@pytest.mark.parametrize("cut, fields", [(",s2,", 5), (",s", 4), ("", 3)])
+def test_a_csv_cut_short_names_the_row_and_its_field_count(tmp_path, cut, fields):
+    """Audit item 13: a truncated last line read as empty cells ("'' is not a finite number")."""
+    lines = _table(shuffle=False).to_csv(index=False).splitlines()  # who,t,act,sess,a,b
+    last = lines[-1].split(",")
+    lines[-1] = ",".join(last[:3]) + cut
+    (tmp_path / "rec.csv").write_text("\n".join(lines))  # no final newline: the file was cut there
+    with pytest.raises(DataError) as err:
+        run("m", _params(tmp_path / "rec.csv"), out_root=tmp_path / "o")
+    row = len(lines) - 1
+    assert str(err.value) == (f"{tmp_path / 'rec.csv'}: row {row} (line {row + 1}) has {fields} fields, expected 6 "
+                              "as the header (is the file cut short?)")
+    assert not (tmp_path / "o" / "m").exists()
+
+
 def test_dataset_name_never_escapes_the_output_root(tmp_path):
     _table().to_csv(tmp_path / "rec.csv", index=False)
     with pytest.raises(ConfigError, match="is not a dataset name"):
