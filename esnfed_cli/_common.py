@@ -160,8 +160,17 @@ def declared_dataset(params, name: str) -> str:
     """``--dataset``: a dataset params.yaml declares (issue 16), else a usage error (exit 2) listing them."""
     from esnfed_stages._datasets import check_declared  # noqa: PLC0415 - keeps _common import-light
 
+    return dataset_option(check_declared, params, name)
+
+
+T = TypeVar("T")
+
+
+def dataset_option(check: Callable[..., T], *args) -> T:
+    """``check(*args)`` of a --dataset value; its refusal as a usage error naming --dataset (exit 2),
+    as every command's bad --dataset is."""
     try:
-        return check_declared(params, name)
+        return check(*args)
     except EsnfedError as exc:
         raise typer.BadParameter(str(exc).removeprefix("--dataset: "), param_hint="--dataset") from None
 

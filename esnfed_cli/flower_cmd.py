@@ -1,7 +1,8 @@
 """`esnfed flower`: apps (incfed | fedip | fedavg | fedclip-naive | fedclip-replay | fedclip-joint, --secagg) in
 Flower's simulation engine beside the in-process pipeline's trial: test accuracy and bytes ->
-runs/flower/<name>.json (one per app; several stationary --app run in one Flower process and Ray
-session, each FedCLIP app in its own)."""
+runs/flower-manual/<name>.json by default (one per app; several stationary --app run in one Flower
+process and Ray session, each FedCLIP app in its own); dvc.yaml's flower stage writes
+runs/flower/<dataset>/, which `esnfed flower-table` reads by default."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import typer
 from esnfed_cli._common import bar_task, console, declared_dataset, handle_errors, trial_progress
 from esnfed_cli.data_cmds import DeclaredOpt
 from esnfed_cli.app import app
+from esnfed_core.vocabulary import Share
 from esnfed_stages import flower as flower_stage
 from esnfed_stages import flower_fedclip
 from esnfed_stages._io import write_text
@@ -23,22 +25,24 @@ from esnfed_stages.params import load_params
 @handle_errors
 def flower(
     dataset: DeclaredOpt,
-    flower_apps: Annotated[list[str] | None, typer.Option("--app", help="incfed | fedip | fedavg | fedclip-naive "
-                                                          "| fedclip-replay | fedclip-joint (FedCLIP: per-context "
-                                                          "models and stream accuracy beside the continual "
-                                                          "trial's; joint: the validation users are evaluation "
-                                                          "nodes); "
-                                                          "repeat it for several (default incfed).")] = None,
+    flower_apps: Annotated[list[str] | None, typer.Option(
+        "--app", metavar="[" + "|".join(flower_stage.FLOWER_APPS + flower_stage.FEDCLIP_APPS) + "]",
+        help="The app: " + ", ".join(flower_stage.FLOWER_APPS + flower_stage.FEDCLIP_APPS) + " (FedCLIP: "
+        "per-context models and stream accuracy beside the continual trial's; joint: the validation users are "
+        "evaluation nodes); repeat it for several (default incfed).")] = None,
     secagg: Annotated[bool, typer.Option("--secagg", help="Through Flower's SecAgg+ (incfed, fedip, "
                                                            "fedclip-naive, fedclip-replay; not fedclip-joint).")] = False,
     plain_and_secagg: Annotated[bool, typer.Option("--plain-and-secagg", help="Each app plain, then through "
                                                    "SecAgg+ (the apps that have it).")] = False,
-    pct: Annotated[str, typer.Option("--pct", help="The training share (25 | 50 | 75 | 100).")] = "100",
+    pct: Annotated[Share, typer.Option("--pct", help="The training share of the selected config (one share a "
+                                       "call: 25, 50, 75 or 100).")] = Share.p100,
     params: Annotated[Path, typer.Option("--params", help="The params file (budgets.*, readout.*, "
                                          "plasticity.*, seed).")] = Path("params.yaml"),
     data_dir: Annotated[Path, typer.Option("--data-dir", help="Root of processed/ and partitions/.")] = Path("data"),
     runs_dir: Annotated[Path, typer.Option("--runs-dir", help="Root of select/ (best.json).")] = Path("runs"),
-    out_dir: Annotated[Path, typer.Option("--out-dir", help="Where the JSON goes.")] = flower_stage.FLOWER_DIR,
+    out_dir: Annotated[Path, typer.Option("--out-dir", help="Where the JSONs go. The default is outside "
+                                          "runs/flower, the flower stage's folder that the report depends on "
+                                          "(dvc.yaml passes runs/flower/<dataset>).")] = flower_stage.MANUAL_DIR,
     flower_python: Annotated[Path, typer.Option("--flower-python", help="The Flower environment's "
                                                 "interpreter (`make flower-env` builds it).")] =
     flower_stage.FLOWER_PYTHON,
@@ -46,7 +50,7 @@ def flower(
     """Run the selected config of each app in Flower's simulation engine beside the pipeline's trial.
 
     One SuperNode per training user; the pipeline's trial uses the same seeds. Test accuracy,
-    readout difference and the bytes Flower sent per client -> runs/flower/<name>.json. Several
+    readout difference and the bytes Flower sent per client -> <out-dir>/<name>.json. Several
     stationary apps share one Flower process and Ray session, and plain and SecAgg+ one trial fit;
     each FedCLIP app runs on its own after them."""
     if secagg and plain_and_secagg:
@@ -55,6 +59,7 @@ def flower(
     pairs = [(a, secagg) for a in names]
     if plain_and_secagg:
         pairs = [(a, s) for a in names for s in (False, True) if not s or a in flower_stage.SECAGG_APPS]
+    pct = pct.value
     flower_stage.check_args(pairs, pct, flower_python)  # every pair, before anything runs
     loaded = load_params(params)
     dataset = declared_dataset(loaded, dataset)  # the papers' or your own (dvc.yaml: study_datasets)
@@ -84,19 +89,26 @@ def flower(
                       highlight=False, markup=False, soft_wrap=True)
 
 
+TABLE_PATH = Path("runs/flower-table.md")  # beside runs/flower, not in it: the report's dependency
+
+
 @app.command("flower-table")
 @handle_errors
 def flower_table(
-    runs_dir: Annotated[Path, typer.Option("--runs-dir", help="Where esnfed flower wrote its JSONs.")] =
-    flower_stage.FLOWER_DIR,
-    out: Annotated[Path, typer.Option("--out", help="The Markdown table.")] = flower_stage.FLOWER_DIR / "flower-table.md",
+    runs_dir: Annotated[Path, typer.Option("--runs-dir", help="Where esnfed flower wrote its JSONs: the "
+                                           "folder's *.json and those of its sub-folders (the flower stage's "
+                                           "runs/flower/<dataset>/); runs/flower-manual for `esnfed flower`'s "
+                                           "default --out-dir.")] = flower_stage.FLOWER_DIR,
+    out: Annotated[Path, typer.Option("--out", help="The Markdown table (outside runs/flower, which the report "
+                                      "depends on).")] = TABLE_PATH,
 ) -> None:
-    """The `esnfed flower` results as one Markdown table -> runs/flower/flower-table.md.
+    """The `esnfed flower` results as one Markdown table -> runs/flower-table.md.
 
     Accuracy beside the pipeline's, bytes per client beside the ledger's, SecAgg+ bytes by stage
     with the masked vector's formula."""
-    docs = flower_stage.load_docs(runs_dir)
+    docs = flower_stage.load_docs(runs_dir, nested=True)
     if not docs:
-        raise ValueError(f"{runs_dir}: no esnfed flower results (run `esnfed flower` first)")
+        raise ValueError(f"{runs_dir}: no esnfed flower results in {runs_dir / '*.json'} or {runs_dir / '*' / '*.json'} "
+                         f"(run `esnfed flower` or `dvc repro flower` first)")
     write_text(out, flower_stage.render_table(docs))
     console.print(f"{out}: {len(docs)} runs", highlight=False, markup=False, soft_wrap=True)

@@ -10,7 +10,7 @@ from typing import Annotated, Literal, Optional
 import typer
 from rich.markup import escape
 
-from esnfed_cli._common import EXIT_FAILURE, console, err_console, fail, handle_errors, in_range
+from esnfed_cli._common import EXIT_FAILURE, console, dataset_option, err_console, fail, handle_errors, in_range
 from esnfed_cli.data_cmds import data_progress, manifest_table
 from esnfed_cli.app import app
 from esnfed_stages import check_data as check_stage
@@ -110,7 +110,7 @@ def import_(
     """
     # the default params.yaml may be absent; a file given by --params, or anything at the path (a
     # folder, a FIFO: load_params names it), is read
-    check_own_name("--dataset", dataset)  # before imports.<dataset> is looked up (run checks it too)
+    dataset_option(check_own_name, "--dataset", dataset)  # before imports.<dataset> is read (run checks it too)
     p = load_params(params) if os.path.lexists(params) or params != DEFAULT_PARAMS else {}
     declared = (p.get("imports") or {}).get(dataset, {})
     for name, value in (("source", source), ("--features", features), ("--window", window)):

@@ -23,8 +23,20 @@ from esnfed_stages.params import load_params
 from esnfed_stages.tables import format_value
 
 
-ParamsOpt = Annotated[Path, typer.Option("--params", help="The params file to read "
-                                         "(ttest.* / report.* sections).")]
+ParamsOpt = Annotated[Path, typer.Option("--params", help="The params file to read: ttest.* (variant, alpha); "
+                                         "datasets, continual_datasets and study_datasets (the tables tested); "
+                                         "heterogeneity.* (the heterogeneous table's methods and α; its assess "
+                                         "files must be of these settings); budget, budgets.<budget> and seed "
+                                         "(every assess file must be of this budget).")]
+ReportParamsOpt = Annotated[Path, typer.Option("--params", help="The params file to read: report.* (the shares "
+                                               "of the activation and per-context figures); ttest.* "
+                                               "(reports/ttest.json must be of them); datasets, "
+                                               "continual_datasets and study_datasets (the tables and datasets "
+                                               "shown, the flower results read); heterogeneity.* (the "
+                                               "heterogeneous table; its assess files must be of it); privacy.* "
+                                               "(runs/privacy must be of it); budget, budgets.<budget> and seed "
+                                               "(every input must be of this budget); imports.<name>.classes "
+                                               "(the communication table's class count of your own dataset).")]
 AssessDirOpt = Annotated[Path, typer.Option(
     "--assess-dir", help="Directory of the assess stage's outputs, <dir>/<dataset>/<method>.json.")]
 AllowMissingOpt = Annotated[bool, typer.Option(
@@ -81,7 +93,7 @@ def ttest(
 @app.command()
 @handle_errors
 def report(
-    params: ParamsOpt = Path("params.yaml"),
+    params: ReportParamsOpt = Path("params.yaml"),
     assess_dir: AssessDirOpt = ttest_stage.ASSESS_DIR,
     ttest_file: Annotated[Path, typer.Option(
         "--ttest", help="The t-tests written by `esnfed ttest`.")] = ttest_stage.TTEST_PATH,

@@ -84,7 +84,7 @@ def notice(sources: Iterable[Any], budgets: Iterable[Any], scale: BudgetScale | 
     real, paper = srcs == [REAL_SOURCE], buds == [PAPER_BUDGET]
     if real and paper:
         return (f"Protocol: the papers' (PROTOCOL §6): the real recordings (data.source: {REAL_SOURCE}) "
-                f"under {ran}. {columns} are the published values beside ours")
+                f"under {ran}. {columns} are the published values beside ours.")
     if real:
         data = f"the real recordings (data.source: {REAL_SOURCE})"
     elif srcs == ["synthetic"]:
@@ -95,4 +95,4 @@ def notice(sources: Iterable[Any], budgets: Iterable[Any], scale: BudgetScale | 
                    else f"{ran}, not the papers' protocol (budget `{PAPER_BUDGET}`, PROTOCOL §6)")
     return (f"**Not comparable with the published values:** this run used {data} and {budget_part}. "
             f"{columns} are the published values, shown for reference, not a target for this run: "
-            "absolute accuracies differ with the data and the budget; compare the methods within this run")
+            "absolute accuracies differ with the data and the budget; compare the methods within this run.")

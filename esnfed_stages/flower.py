@@ -1,6 +1,7 @@
 """`esnfed flower`: Flower apps (esnfed_flower: incfed | fedip | fedavg, plain or SecAgg+) in
 Flower's simulation engine on the processed data, beside the in-process pipeline's trial of the
-same config and seed -> runs/flower/<dataset>-<app>[-secagg]-<pct>.json. Several apps of one
+same config and seed -> <out_dir>/<dataset>-<app>[-secagg]-<pct>.json (runs/flower-manual by
+default; dvc.yaml's flower stage: runs/flower/<dataset>/, which the report reads). Several apps of one
 dataset and share (`run_many`) share each app's trial fit, the clients' data files and one Flower
 process with one Ray session (esnfed_flower/session.py).
 
@@ -42,7 +43,10 @@ from esnfed_stages.experiment_params import BudgetSpec, experiment_params
 from esnfed_stages.retrain import retrain_seed, selected_config
 from esnfed_stages.trial_data import open_dataset
 
-FLOWER_DIR = Path("runs/flower")
+FLOWER_DIR = Path("runs/flower")  # the flower stage's: runs/flower/<dataset>/ (dvc.yaml), a report dependency
+# `esnfed flower`'s own default: outside runs/flower, so a run by hand neither makes the report stale
+# (dvc status) nor mixes into the stage's results that the report reads
+MANUAL_DIR = Path("runs/flower-manual")
 FLOWER_APPS = ("incfed", "fedip", "fedavg")
 FEDCLIP_APPS = ("fedclip-naive", "fedclip-replay")  # issue 14: FedCLIP (esnfed_stages/flower_fedclip.py)
 SECAGG_APPS = ("incfed", "fedip")
@@ -181,15 +185,15 @@ def progress_steps(pairs: Sequence[tuple[str, bool]]) -> int:
 
 
 def run(dataset: str, app: str, secagg: bool, pct: str, params: Mapping[str, Any], *,
-        data_dir: Path = Path("data"), runs_dir: Path = Path("runs"), out_dir: Path = FLOWER_DIR,
+        data_dir: Path = Path("data"), runs_dir: Path = Path("runs"), out_dir: Path = MANUAL_DIR,
         python: Path = FLOWER_PYTHON, timeout_s: float = 1800.0) -> dict[str, Any]:
-    """Compute and write runs/flower/<dataset>-<app>[-secagg]-<pct>.json; returns its document."""
+    """Compute and write <out_dir>/<dataset>-<app>[-secagg]-<pct>.json; returns its document."""
     return run_many(dataset, [(app, secagg)], pct, params, data_dir=data_dir, runs_dir=runs_dir,
                     out_dir=out_dir, python=python, timeout_s=timeout_s)[0]
 
 
 def run_many(dataset: str, apps: Sequence[tuple[str, bool]], pct: str, params: Mapping[str, Any], *,
-             data_dir: Path = Path("data"), runs_dir: Path = Path("runs"), out_dir: Path = FLOWER_DIR,
+             data_dir: Path = Path("data"), runs_dir: Path = Path("runs"), out_dir: Path = MANUAL_DIR,
              python: Path = FLOWER_PYTHON, timeout_s: float = 1800.0,
              progress: Progress | None = None) -> list[dict[str, Any]]:
     """`run` for several (app, SecAgg+) pairs at once: each app's pipeline trial is fitted once
@@ -262,7 +266,7 @@ def vector_entries(doc: Mapping[str, Any], phase: str) -> int:
 
 
 def render_table(docs: list[Mapping[str, Any]]) -> str:
-    """runs/flower/*.json as Markdown: accuracy beside the pipeline's, bytes per client beside the
+    """`esnfed flower` results as Markdown: accuracy beside the pipeline's, bytes per client beside the
     ledger's, and each round's bytes by phase and stage; the masked vector beside its formula
     8·(d + 1) (int64 entries after the modulus, plus SecAgg+'s weight entry)."""
     lines = ["# Flower apps: accuracy and bytes per client (esnfed flower)", "",
@@ -300,17 +304,18 @@ def _count(v: Any) -> bool:
 
 _STR = (lambda v: isinstance(v, str), "a string")
 _NUM = (_number, "a finite number")
+_BYTES = (lambda v: _number(v) and v >= 0, "a finite number >= 0")  # a byte count, as the assess files' (>= 0)
 _COUNT = (_count, "an integer >= 0")
 # What the report's SecAgg+ section reads of a result, then what `esnfed flower-table` adds.
 _DOC_FIELDS = {"dataset": _STR, "app": (lambda v: v in FLOWER_APPS + FEDCLIP_APPS, "an esnfed flower app"),
                "secagg": (lambda v: isinstance(v, bool), "true or false"), "pct": _STR, "n_clients": _COUNT,
                "flower.bytes.rows": (lambda v: isinstance(v, list), "a list")}
-_ROW_FIELDS = {"phase": _STR, "stage": _STR, "rounds": _COUNT, "up_per_client_round": _NUM,
-               "down_per_client_round": _NUM}
+_ROW_FIELDS = {"phase": _STR, "stage": _STR, "rounds": _COUNT, "up_per_client_round": _BYTES,
+               "down_per_client_round": _BYTES}
 _TABLE_FIELDS = {"n_classes": _COUNT, "config.units": _COUNT, "lambda": _NUM, "flower.test_accuracy": _NUM,
-                 "flower.readout_relative_difference": _NUM, "flower.bytes.up_per_client.mean": _NUM,
-                 "flower.bytes.down_per_client.mean": _NUM, "pipeline.test_accuracy": _NUM,
-                 "pipeline.communication.up_bytes": _NUM, "pipeline.communication.down_bytes": _NUM}
+                 "flower.readout_relative_difference": _NUM, "flower.bytes.up_per_client.mean": _BYTES,
+                 "flower.bytes.down_per_client.mean": _BYTES, "pipeline.test_accuracy": _NUM,
+                 "pipeline.communication.up_bytes": _BYTES, "pipeline.communication.down_bytes": _BYTES}
 
 
 def _check_fields(path: Path, doc: Any, fields: Mapping[str, tuple[Any, str]], where: str = "") -> None:
@@ -332,12 +337,13 @@ def rerun_command(doc: Mapping[str, Any], out_dir: Path) -> str:
 
 
 def load_docs(out_dir: Path = FLOWER_DIR, *, table: bool = True,
-              expected: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
-    """Every runs/flower/*.json, sorted by dataset, app, SecAgg+; each checked for the fields the
-    report reads (and, with ``table``, those of `esnfed flower-table`): DataError naming the file and key;
-    and computed with ``expected`` (params.yaml's values, e.g. {"budget": ...}) where it records them."""
+              expected: Mapping[str, Any] | None = None, nested: bool = False) -> list[dict[str, Any]]:
+    """Every <out_dir>/*.json (``nested``: and <out_dir>/*/*.json, the flower stage's per-dataset
+    folders), sorted by dataset, app, SecAgg+; each checked for the fields the report reads (and,
+    with ``table``, those of `esnfed flower-table`): DataError naming the file and key; and computed
+    with ``expected`` (params.yaml's values, e.g. {"budget": ...}) where it records them."""
     docs = []
-    for path in sorted(Path(out_dir).glob("*.json")):
+    for path in sorted(Path(out_dir).glob("*.json")) + (sorted(Path(out_dir).glob("*/*.json")) if nested else []):
         doc = read_json(path)  # DataError naming the file when it is not JSON
         if not isinstance(doc, dict) or "flower" not in doc:
             raise DataError(f"{path}: not an esnfed flower result")
@@ -346,7 +352,7 @@ def load_docs(out_dir: Path = FLOWER_DIR, *, table: bool = True,
             if not isinstance(row, dict):
                 raise DataError(f"{path}: flower.bytes.rows[{i}]: expected an object, got {quote(row)}")
             _check_fields(path, row, _ROW_FIELDS, f"flower.bytes.rows[{i}].")
-        provenance.check(path, doc, expected or {}, rerun_command(doc, Path(out_dir)))
+        provenance.check(path, doc, expected or {}, rerun_command(doc, path.parent))
         docs.append(doc)
     apps = FLOWER_APPS + FEDCLIP_APPS
     return sorted(docs, key=lambda d: (d["dataset"], apps.index(d["app"]), d["secagg"], d["pct"]))

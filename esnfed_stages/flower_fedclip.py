@@ -1,7 +1,7 @@
 """`esnfed flower --app fedclip-naive | fedclip-replay [--secagg] | fedclip-joint`: the FedCLIP Flower
 app (esnfed_flower/fedclip.py, SecAgg+: secagg_fedclip.py, joint: fedclip_joint.py) beside the
 pipeline's continual trial of the same config and seed ->
-runs/flower/<dataset>-fedclip-<strategy>[-secagg]-<pct>.json.
+<out_dir>/<dataset>-fedclip-<strategy>[-secagg]-<pct>.json (runs/flower-manual by default).
 
 The selected config of the share (runs/select/<dataset>/fedclip-<strategy>/<pct>/best.json) is
 trained from the retrain stage's first seed as the retrain stage trains it (esnfed_core.trial.fit,
@@ -79,10 +79,10 @@ def _relative(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def run(dataset: str, app: str, secagg: bool, pct: str, params: Mapping[str, Any], *,
-        data_dir: Path = Path("data"), runs_dir: Path = Path("runs"), out_dir: Path = flower.FLOWER_DIR,
+        data_dir: Path = Path("data"), runs_dir: Path = Path("runs"), out_dir: Path = flower.MANUAL_DIR,
         python: Path = flower.FLOWER_PYTHON, timeout_s: float = 1800.0,
         progress: flower.Progress | None = None) -> dict[str, Any]:
-    """Compute and write runs/flower/<dataset>-<app>[-secagg]-<pct>.json; returns its document.
+    """Compute and write <out_dir>/<dataset>-<app>[-secagg]-<pct>.json; returns its document.
     ``progress(done, 2)``: after the pipeline's fit and after the simulation."""
     flower.check_args([(app, secagg)], pct, python)
     if app not in flower.FEDCLIP_APPS:

@@ -43,6 +43,8 @@ TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
 BOUNDS = {"window": Bound(integer=True, low=1), "rate": Bound(low=0.0, low_open=True),
           "max_gap": Bound(low=0.0, low_open=True), "chunk_rows": Bound(integer=True, low=1)}
 _PLAIN = re.compile(r"[A-Za-z0-9_-]+")  # a user name: it becomes a file name
+# How a message names a value given on the command line (`esnfed import`), not in params.yaml
+CLI_NAMES = {"source": "argument SOURCE"}
 
 
 @dataclass(frozen=True)
@@ -67,39 +69,56 @@ class ImportParams:
     delimiter: str = ","
     chunk_rows: int = 100_000
     key: str = field(default="imports", compare=False)  # where the values came from, for messages
+    given: frozenset[str] = field(default=frozenset(), compare=False)  # the fields the command line gave
+
+    def name(self, value: str) -> str:
+        """How messages name field ``value``: its option (--contexts, argument SOURCE) when the
+        command line gave it, else its params.yaml key (imports.<dataset>.contexts)."""
+        if value in self.given:
+            return CLI_NAMES.get(value, "--" + value.replace("_", "-"))
+        return f"{self.key}.{value}"
 
     def __post_init__(self) -> None:
-        k = self.key
-        _text(f"{k}.source", self.source)
+        n = self.name
+        _text(n("source"), self.source)
         for name in ("user", "time", "label"):
-            _text(f"{k}.{name}", getattr(self, name))
+            _text(n(name), getattr(self, name))
         if self.context is not None:
-            _text(f"{k}.context", self.context)
+            _text(n("context"), self.context)
         if not self.features or not all(isinstance(f, str) and f for f in self.features):
-            raise ConfigError(f"{k}.features: expected a non-empty list of column names, got {quote(self.features)}")
+            raise ConfigError(f"{n('features')}: expected a non-empty list of column names, got {quote(self.features)}")
         columns = [self.user, self.time, self.label, *([self.context] if self.context else []), *self.features]
         if len(set(columns)) != len(columns):
-            raise ConfigError(f"{k}: a column is named twice among user, time, label, context and features: {quote(columns)}")
+            twice = next(c for c in columns if columns.count(c) > 1)
+            named = [f for f in ("user", "time", "label", "context", "features")
+                     if twice == getattr(self, f) or (f == "features" and twice in self.features)]
+            where = " and ".join(map(n, named)) if self.given & set(named) else self.key
+            raise ConfigError(f"{where}: a column is named twice among user, time, label, context and features: "
+                              f"{quote(columns)}")
         for name in ("window", "rate", "max_gap", "chunk_rows"):
             value = getattr(self, name)
             if value is not None:
                 try:
-                    BOUNDS[name].check(f"{k}.{name}", value)
+                    BOUNDS[name].check(n(name), value)
                 except ParameterError as exc:
                     raise ConfigError(str(exc)) from None
         for name, allowed in (("time_unit", tuple(TIME_UNITS)), ("format", FORMATS), ("missing", MISSING)):
             if getattr(self, name) not in allowed:
-                raise ConfigError(f"{k}.{name}: expected one of {', '.join(allowed)}, got {quote(getattr(self, name))}")
+                raise ConfigError(f"{n(name)}: expected one of {', '.join(allowed)}, got {quote(getattr(self, name))}")
         if not isinstance(self.delimiter, str) or len(self.delimiter) != 1:
-            raise ConfigError(f"{k}.delimiter: expected one character, got {quote(self.delimiter)}")
+            raise ConfigError(f"{n('delimiter')}: expected one character, got {quote(self.delimiter)}")
         for name in ("classes", "contexts", "drop_labels"):
             value = getattr(self, name)
             if value is not None and (len(set(value)) != len(value) or not all(isinstance(v, str) for v in value)):
-                raise ConfigError(f"{k}.{name}: expected a list of distinct strings, got {quote(value)}")
+                raise ConfigError(f"{n(name)}: expected a list of distinct strings, got {quote(value)}")
         if self.classes is not None and not self.classes:
-            raise ConfigError(f"{k}.classes: expected a non-empty list")
+            raise ConfigError(f"{n('classes')}: expected a non-empty list")
         if self.contexts is not None and self.context is None:
-            raise ConfigError(f"{k}.contexts: lists context values but no context column is given")
+            raise ConfigError(f"{n('contexts')}: lists context values but no context column is given")
+
+    def recorded(self) -> dict[str, Any]:
+        """The settings as the manifest records them (``params``), without where they came from."""
+        return {k: v for k, v in vars(self).items() if k not in ("key", "given")}
 
     @property
     def columns(self) -> list[str]:
@@ -115,14 +134,16 @@ _LISTS = ("features", "classes", "contexts", "drop_labels")
 
 
 def import_params(values: Mapping[str, Any], key: str = "imports", **overrides: Any) -> ImportParams:
-    """``values`` (a params section) with the non-None ``overrides`` (command line) on top, checked."""
+    """``values`` (a params section) with the non-None ``overrides`` (the command line's: messages
+    name them by their option, ImportParams.name) on top, checked."""
     if not isinstance(values, Mapping):
         raise ConfigError(f"{key}: expected a mapping, got {quote(values)}")
-    allowed = set(ImportParams.__dataclass_fields__) - {"key"}
+    allowed = set(ImportParams.__dataclass_fields__) - {"key", "given"}
     for k in values:
         if k not in allowed:
             raise ConfigError(f"{key}.{k}: unknown key (expected {', '.join(sorted(allowed))})")
-    merged = {**values, **{k: v for k, v in overrides.items() if v is not None}}
+    given = {k: v for k, v in overrides.items() if v is not None}
+    merged = {**values, **given}
     for k in ("source", "features", "window"):
         if k not in merged:
             raise ConfigError(f"{key}.{k}: missing")
@@ -133,7 +154,7 @@ def import_params(values: Mapping[str, Any], key: str = "imports", **overrides: 
                 raise ConfigError(f"{key}.{k}: expected a list, got {quote(v)}")
             merged[k] = tuple(str(i) if k != "features" and isinstance(i, (int, float)) and not isinstance(i, bool)
                               else i for i in v)
-    return ImportParams(**merged, key=key)
+    return ImportParams(**merged, key=key, given=frozenset(given))
 
 
 # ---------------------------------------------------------------- reading tables in chunks
@@ -144,6 +165,8 @@ class Chunk:
     file: Path
     first: int  # 1-based row number of the chunk's first data row
     frame: pd.DataFrame
+    header: tuple[str, ...] | None = None  # a CSV's header row (a short row's missing fields read as '')
+    delimiter: str = ","
 
 
 def input_files(p: ImportParams) -> list[tuple[Path, str]]:
@@ -155,7 +178,7 @@ def input_files(p: ImportParams) -> list[tuple[Path, str]]:
         if not files:
             raise DataError(f"{src}: no {' / '.join(SUFFIXES) if p.format == 'auto' else p.format} files in the folder")
         return [(f, SUFFIXES[f.suffix.lower()]) for f in files]
-    check_input(src, f"input file or folder not found ({p.key}.source)")
+    check_input(src, f"input file or folder not found ({p.name('source')})")
     fmt = p.format if p.format != "auto" else SUFFIXES.get(src.suffix.lower())
     if fmt is None:
         raise DataError(f"{src}: unknown file type {quote(src.suffix)}; set {p.key}.format to csv, parquet or npz")
@@ -215,7 +238,7 @@ def _csv_chunks(file: Path, p: ImportParams) -> Iterator[Chunk]:
         reader = pd.read_csv(file, sep=p.delimiter, dtype=str, keep_default_na=False,
                              chunksize=p.chunk_rows, engine="c", quoting=csv.QUOTE_MINIMAL)
         for frame in reader:
-            yield Chunk(file, first, frame[p.columns])
+            yield Chunk(file, first, frame[p.columns], tuple(header), p.delimiter)
             first += len(frame)
     except UnicodeDecodeError:
         raise _not_utf8(file) from None
@@ -281,8 +304,32 @@ READERS: dict[str, Callable[[Path, ImportParams], Iterator[Chunk]]] = {
 
 def _bad(chunk: Chunk, i: int, column: str, problem: str) -> DataError:
     row = chunk.first + i
+    short = _short_row(chunk, row)
+    if short is not None:
+        return short
     line = f" (line {row + 1})" if chunk.file.suffix.lower() == ".csv" else ""
     return DataError(f"{chunk.file}: row {row}{line}, column {quote(column)}: {problem}")
+
+
+def _short_row(chunk: Chunk, row: int) -> DataError | None:
+    """A CSV row with fewer fields than the header (a file cut short, say): pandas reads its
+    missing fields as empty cells, so a bad cell there names the row's field count instead. The
+    file is read again up to the row (csv.reader, pandas' quoting; blank lines skipped as pandas
+    does): only on the way to an error."""
+    if chunk.header is None:
+        return None
+    with open(chunk.file, newline="", encoding="utf-8", errors="replace") as f:
+        reader = csv.reader(f, delimiter=chunk.delimiter)
+        records = (r for r in reader if r)
+        next(records, None)  # the header
+        for n, record in enumerate(records, 1):
+            if n == row:
+                if len(record) >= len(chunk.header):
+                    return None
+                return DataError(f"{chunk.file}: row {row} (line {reader.line_num}) has {len(record)} field"
+                                 f"{'' if len(record) == 1 else 's'}, expected {len(chunk.header)} as the header "
+                                 f"(is the file cut short?)")
+    return None
 
 
 # A feature is stored as float32 (docs/data-contract.md): a larger magnitude cannot be represented,
@@ -349,7 +396,7 @@ class Spill:
             if u not in codes:
                 if fixed is not None:
                     i = int(rows[np.flatnonzero(inverse == j)[0]])
-                    raise _bad(chunk, i, column, f"{quote(u)} is not among {self.p.key}.{what} "
+                    raise _bad(chunk, i, column, f"{quote(u)} is not among {self.p.name(what)} "
                                f"({', '.join(fixed)})")
                 codes[u] = len(codes)
             mapped[j] = codes[u]
@@ -456,7 +503,7 @@ def run(dataset: str, p: ImportParams, out_root: str | Path | None = None,
 
         described = {"feature_names": list(p.features), "classes": classes, "context_names": contexts}
         root = Path(p.source) if Path(p.source).is_dir() else Path(p.source).parent
-        settings = {k: (list(v) if isinstance(v, tuple) else v) for k, v in vars(p).items() if k != "key"}
+        settings = {k: (list(v) if isinstance(v, tuple) else v) for k, v in p.recorded().items()}
         extra = {"params": settings, "source": "import",
                  "label_map": {name: i for i, name in enumerate(classes)},
                  "context_map": {name: i for i, name in enumerate(contexts)} if p.context else None}
@@ -485,7 +532,7 @@ def _check_listed(spill: Spill, p: ImportParams) -> None:
         absent = [c for c in listed if codes[c] not in seen]
         if absent:
             found = [c for c in listed if c not in absent]
-            raise DataError(f"{p.key}.{what}: {', '.join(map(quote, absent))} {'has' if len(absent) == 1 else 'have'} "
+            raise DataError(f"{p.name(what)}: {', '.join(map(quote, absent))} {'has' if len(absent) == 1 else 'have'} "
                             f"no rows in {p.source}{_dropped(p)} (typo? the {found_what} found: {', '.join(found)})")
 
 
@@ -499,9 +546,10 @@ def no_user_left(cuts: Mapping[str, Cuts], p: ImportParams) -> str:
     user, longest = max(((u, c.longest) for u, c in cuts.items()), key=lambda t: t[1])
     unit = {"s": "seconds", "ms": "milliseconds", "us": "microseconds", "ns": "nanoseconds"}[p.time_unit]
     return (f"{p.source}: no user has a whole window of {_seconds(p.window, p.rate)} in a run of one context "
-            f"without a gap (the longest: {longest:.3g} s, user {quote(user)}); is {p.key}.time_unit right (the "
-            f"time column is read in {unit}: --time-unit)? else shorten {p.key}.window"
-            + (f" or raise {p.key}.max_gap (gaps split the runs)" if any(c.gaps for c in cuts.values()) else ""))
+            f"without a gap (the longest: {longest:.3g} s, user {quote(user)}); is {p.name('time_unit')} right (the "
+            f"time column is read in {unit}{'' if 'time_unit' in p.given else ': --time-unit'})? else shorten "
+            f"{p.name('window')}"
+            + (f" or raise {p.name('max_gap')} (gaps split the runs)" if any(c.gaps for c in cuts.values()) else ""))
 
 
 def _listed(items: list[str], most: int = 5, sep: str = ", ") -> str:
@@ -551,7 +599,7 @@ def gap_warnings(cuts: Mapping[str, Cuts], p: ImportParams) -> list[str]:
               + (f", {c.lost_windows} window{'s' if c.lost_windows > 1 else ''} lost at the cuts" if c.lost_windows
                  else "") for u, c in gapped.items()]
     limits = sorted({c.max_gap for c in gapped.values()})
-    limit = (f"over {p.key}.max_gap = {p.max_gap:g} s" if p.max_gap is not None else
+    limit = (f"over {p.name('max_gap')} = {p.max_gap:g} s" if p.max_gap is not None else
              f"over {limits[0]:.3g} s" + (f" to {limits[-1]:.3g} s per user" if len(limits) > 1 else "")
              + f", the default max_gap; set {p.key}.max_gap or --max-gap")
     total = sum(c.gaps for c in gapped.values())
@@ -566,7 +614,7 @@ def empty_class_warnings(manifest: Mapping[str, Any], p: ImportParams) -> list[s
     empty = [c for c, n in zip(manifest["classes"], counts) if n == 0]
     if not empty:
         return []
-    return [f"{p.source}: class{'es' if len(empty) > 1 else ''} {', '.join(map(quote, empty))} of {p.key}.label "
+    return [f"{p.source}: class{'es' if len(empty) > 1 else ''} {', '.join(map(quote, empty))} of {p.name('label')} "
             f"{'have' if len(empty) > 1 else 'has'} rows but no step in any window (they all fell in skipped "
             "users or the dropped tails of segments): no user can learn or be scored on it"]
 
@@ -594,7 +642,7 @@ def sampling_warnings(sampling: Mapping[str, tuple[int, float, float]], p: Impor
     if repeated:
         listed = _listed([f"{u}: {n} row{'s' if n > 1 else ''}" for u, n in repeated.items()])
         out.append(f"{p.source}: rows at a time the user already has were dropped, the first kept ({listed}); "
-                   f"is a user in two files, or {p.key}.user the wrong column?")
+                   f"is a user in two files, or {p.name('user')} the wrong column?")
     lows = [lo for _, lo, _ in sampling.values() if lo == lo]
     highs = [hi for _, _, hi in sampling.values() if hi == hi]
     if p.rate is None and lows and min(lows) > 0 and max(highs) / min(lows) > MIXED_RATIO:

@@ -80,8 +80,7 @@ def data_params(params: Mapping[str, Any], dataset: str) -> DataParams | None:
     imports = params.get("imports") if isinstance(params, Mapping) else None
     if isinstance(imports, Mapping) and dataset in imports:
         p = import_params(imports[dataset], f"imports.{dataset}")
-        # as `esnfed import` records them (esnfed_stages/import_data.py run: vars of its params)
-        values = {k: v for k, v in vars(p).items() if k != "key"}
+        values = p.recorded()  # as `esnfed import` records them (esnfed_stages/import_data.py run)
         return DataParams(dataset, f"imports.{dataset}", plain(values), False,
                           f"`esnfed import --dataset {dataset}` (or `dvc repro import@{dataset}`)")
     preprocess = params.get("preprocess") if isinstance(params, Mapping) else None

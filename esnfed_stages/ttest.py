@@ -100,6 +100,13 @@ def load_assess(path: str | Path, dataset: str, method: str, partial: bool = Fal
         seeds = entry.get("seeds")
         if seeds is not None and (not isinstance(seeds, list) or len(seeds) != len(test)):
             raise DataError(f"{path}: pcts.{pct}.seeds must list one seed per test score")
+        clients = entry.get("client_test_accuracy")  # a heterogeneous method's: retrains x clients
+        if clients is not None:
+            if not isinstance(clients, list) or len(clients) != len(test):
+                raise DataError(f"{path}: pcts.{pct}.client_test_accuracy must list the clients' accuracies "
+                                "of each retrain (one list per test score)")
+            for i, row in enumerate(clients):
+                _fractions(path, f"pcts.{pct}.client_test_accuracy[{i}]", row)
         try:
             check_communication(f"pcts.{pct}.communication", entry.get("communication"), federated)
         except ParameterError as exc:

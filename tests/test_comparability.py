@@ -45,6 +45,7 @@ def test_synthetic_default_run_is_flagged_as_not_comparable():
                            "synthetic data (data.source: synthetic), not the real recordings, and budget "
                            "`default` (3 trials, 2 retrains, units 20–40), not the papers' protocol")
     assert "The 'paper' columns are the published values, shown for reference, not a target for this run" in line
+    assert line.endswith("compare the methods within this run.")  # audit item 23: its last sentence ends
 
 
 def test_each_departure_from_the_papers_protocol_is_named():
@@ -65,7 +66,7 @@ def test_real_data_under_the_paper_budget_states_the_protocol_without_a_warning(
     line = notice(["raw"] * 4, ["paper"] * 4, PAPER)
     assert line == ("Protocol: the papers' (PROTOCOL §6): the real recordings (data.source: raw) under "
                     "budget `paper` (100 trials, 5 retrains, units 200–400 (WESAD), 100–500 (HHAR)). "
-                    "The 'paper' columns are the published values beside ours")
+                    "The 'paper' columns are the published values beside ours.")
     assert "comparable" not in line.lower()
 
 

@@ -19,7 +19,7 @@ SKIP_DIRS = {".git", ".venv", ".venv-flower", ".dvc", "data", "runs", "reports",
 SUFFIXES = {".py", ".md", ".yaml", ".yml", ".toml"}
 # Markdown files the report stage writes (reports/tables/<id>.md): named in code, not documents.
 GENERATED_MD = {f"{spec.id}.md" for spec in TABLES} | {"communication.md", "privacy.md", "heterogeneous.md"}
-GENERATED_MD |= {"flower-table.md"}  # issue 14: `esnfed flower-table` writes runs/flower/flower-table.md
+GENERATED_MD |= {"flower-table.md"}  # issue 14: `esnfed flower-table` writes runs/flower-table.md
 # issue 16: the generic tables of a user's dataset <name> (esnfed_core.tables.generic_tables)
 GENERATED_USER_MD = re.compile(r"(communication-[a-z][a-z0-9_]*|[a-z][a-z0-9_]*-(stationary-(incfed|fedip|ip)|continual))\.md")
 GENERATED_PATHS = {"reports/README.md"}  # the report's index (esnfed_stages/report_index.py)
@@ -149,3 +149,17 @@ def test_no_reference_in_the_repository_dangles():
 ])
 def test_the_scanner_flags_missing_sections_and_files(text, expected):
     assert dangling(text, ROOT / "esnfed_core" / "x.py") == expected
+
+
+_CODE_PATH = re.compile(r"`((?:[\w.-]+/)+[\w.-]+\.(?:py|sh|yaml|toml|txt))`")
+
+
+def test_every_code_path_the_documents_quote_is_in_the_repository():
+    """Audit item 19: BENCHMARKS.md quoted `shared/bench/gpu_reservoir.py` as a path, a file of the
+    team's shared folder outside the repository (a clone has no such file). A quoted path to a
+    script, config or requirements file is the repository's; a file outside it is named as such
+    in words, not as a path."""
+    docs = [*ROOT.glob("*.md"), *DOCS.glob("*.md")]
+    problems = [f"{doc.relative_to(ROOT)}: {m.group(1)}" for doc in docs
+                for m in _CODE_PATH.finditer(doc.read_text(encoding="utf-8")) if not (ROOT / m.group(1)).exists()]
+    assert not problems, problems

@@ -27,15 +27,83 @@ def test_missing_flower_environment_is_one_line_naming_the_target(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-def test_bad_app_secagg_and_pct_are_one_line(tmp_path):
+def test_bad_app_and_secagg_are_one_line(tmp_path):
     for extra, word in ((["--app", "clip"], "--app"), (["--app", "fedavg", "--secagg"], "--secagg"),
-                        (["--pct", "30"], "--pct"), (["--app", "fedclip-jointt"], "--app"),
-                        (["--app", "fedclip-joint", "--secagg"], "--secagg"),
-                        (["--app", "fedclip-replay", "--pct", "30"], "--pct")):
+                        (["--app", "fedclip-jointt"], "--app"), (["--app", "fedclip-joint", "--secagg"], "--secagg")):
         result = _invoke(tmp_path, *extra)
         assert result.exit_code == 1, extra
         assert len(result.output.strip().splitlines()) == 1 and word in result.output, result.output
     assert not (tmp_path / "out").exists()
+
+
+def test_pct_is_a_choice_of_the_shares_as_in_select_and_the_help_lists_pct_and_app_choices(tmp_path):
+    """Audit item 9: --pct was a plain string (its help listed no choices, `all` was refused only
+    after the options were read); it is a choice like select's --pct (one share a call: no `all`),
+    a usage error otherwise; --app's help lists every app."""
+    for extra in (["--pct", "30"], ["--pct", "all"], ["--app", "fedclip-replay", "--pct", "30"]):
+        result = _invoke(tmp_path, *extra)
+        assert result.exit_code == 2 and "--pct" in result.output, (extra, result.output)
+    assert not (tmp_path / "out").exists()
+    shown = " ".join(runner.invoke(app, ["flower", "--help"], env={"COLUMNS": "300"}).output.split())
+    assert "<25|50|75|100>" in shown
+    assert "incfed, fedip, fedavg, fedclip-naive, fedclip-replay, fedclip-joint" in shown
+
+
+def test_the_default_out_dir_is_outside_the_stage_folder_the_report_depends_on(tmp_path, monkeypatch):
+    """Audit item 2: `esnfed flower` wrote runs/flower/*.json by default, inside the report stage's
+    dependency runs/flower (dvc status: report stale; the manual run mixed into flower-table);
+    dvc.yaml's flower stage passes its own --out-dir runs/flower/<dataset>."""
+    import yaml
+
+    from esnfed_stages import flower as flower_stage
+
+    got = {}
+    monkeypatch.setattr(flower_stage, "run_many", lambda ds, pairs, *a, **k: got.update(k) or [])
+    python = tmp_path / "python"
+    python.touch()
+    assert runner.invoke(app, ["flower", "--dataset", "wesad", "--flower-python", str(python)]).exit_code == 0
+    default = got["out_dir"]
+    assert default == flower_stage.MANUAL_DIR and flower_stage.FLOWER_DIR not in (default, *default.parents)
+    stage = yaml.safe_load(open("dvc.yaml"))["stages"]["flower"]["do"]["cmd"]
+    assert "--out-dir runs/flower/${item}" in stage
+    from esnfed_cli import flower_cmd
+
+    assert flower_stage.FLOWER_DIR not in flower_cmd.TABLE_PATH.parents  # flower-table's --out likewise
+
+
+def _result(dataset: str, app_name: str, secagg: bool = False) -> dict:
+    rows = [{"phase": "stats", "stage": "plain", "rounds": 1, "messages": 4,
+             "up_per_client_round": 500.0, "down_per_client_round": 90.0}]
+    return {"dataset": dataset, "app": app_name, "secagg": secagg, "pct": "100", "n_clients": 4, "n_classes": 3,
+            "config": {"units": 10}, "lambda": 0.1,
+            "flower": {"test_accuracy": 0.5, "readout_relative_difference": 0.0,
+                       "bytes": {"rows": rows, "up_per_client": {"mean": 500.0}, "down_per_client": {"mean": 90.0}}},
+            "pipeline": {"test_accuracy": 0.5, "communication": {"up_bytes": 400, "down_bytes": 80}}}
+
+
+def test_flower_table_reads_the_stage_folders_and_names_where_it_looked(tmp_path):
+    """Audit item 1: after `dvc repro`, flower-table said "runs/flower: no esnfed flower results":
+    the stage writes runs/flower/<dataset>/*.json and the table read only runs/flower/*.json."""
+    import json
+
+    flower = tmp_path / "flower"
+    for ds in ("wesad", "hhar"):
+        (flower / ds).mkdir(parents=True)
+        (flower / ds / f"{ds}-incfed-100.json").write_text(json.dumps(_result(ds, "incfed")))
+    (flower / "wesad-fedavg-100.json").write_text(json.dumps(_result("wesad", "fedavg")))  # top level: read too
+    out = tmp_path / "flower-table.md"
+    result = runner.invoke(app, ["flower-table", "--runs-dir", str(flower), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    body = [line for line in out.read_text().splitlines() if line.startswith("| hhar |") or line.startswith("| wesad |")]
+    assert [line.split(" | ")[:2] for line in body[:3]] == [["| hhar", "incfed"], ["| wesad", "incfed"],
+                                                             ["| wesad", "fedavg"]]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    result = runner.invoke(app, ["flower-table", "--runs-dir", str(empty), "--out", str(empty / "flower-table.md")],
+                           env={"COLUMNS": "300"})
+    assert result.exit_code == 1 and len(result.output.strip().splitlines()) == 1
+    assert f"{empty / '*.json'} or {empty / '*' / '*.json'}" in result.output
+    assert not (empty / "flower-table.md").exists()
 
 
 def test_several_apps_and_plain_and_secagg_make_one_call(tmp_path, monkeypatch):

@@ -249,6 +249,54 @@ def test_cli_import_option_mistakes_name_the_option(tmp_path, monkeypatch, optio
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("extra, needle", [
+    (["--contexts", "a,b"], "row 1 (line 2), column 'sess': 's1' is not among --contexts (a, b)"),
+    (["--classes", "walk,jog"], "row 3 (line 4), column 'act': 'rest' is not among --classes (walk, jog)"),
+    (["--contexts", "s1,s2,s3"], "error: --contexts: 's3' has no rows in"),
+    (["--time-unit", "us"], "is --time-unit right (the time column is read in microseconds)? else shorten --window"),
+    (["--features", "a,who"], "error: --user and --features: a column is named twice"),
+])
+def test_cli_values_are_named_by_their_option_not_a_params_key(tmp_path, monkeypatch, extra, needle):
+    """Audit item 12: values given on the command line were named imports.mine.<key> though
+    params.yaml has no imports.mine (here no params.yaml at all)."""
+    monkeypatch.chdir(tmp_path)
+    _table(shuffle=False).to_csv(tmp_path / "rec.csv", index=False)
+    args = _cli_args(tmp_path)
+    for option in extra[::2]:
+        if option in args:
+            i = args.index(option)
+            del args[i:i + 2]
+    res = CliRunner().invoke(app, args + extra, env={"COLUMNS": "300"})
+    assert res.exit_code == 1 and needle in res.output and "imports.mine" not in res.output, res.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_missing_source_names_the_argument_or_the_params_key(tmp_path, monkeypatch):
+    """Audit item 12: a missing file given as the argument was named imports.mine.source."""
+    monkeypatch.chdir(tmp_path)
+    args = _cli_args(tmp_path)
+    res = CliRunner().invoke(app, args, env={"COLUMNS": "300"})
+    assert res.exit_code == 1 and f"{tmp_path / 'rec.csv'}: input file or folder not found (argument SOURCE)" \
+        in res.output, res.output
+    with pytest.raises(DataError, match=r"input file or folder not found \(imports\.mine\.source\)"):
+        run("m", _params(tmp_path / "rec.csv"), out_root=tmp_path / "o")  # from params.yaml: its key
+
+
+@pytest.mark.parametrize("cut, fields", [(",s2,", 5), (",s", 4), ("", 3)])
+def test_a_csv_cut_short_names_the_row_and_its_field_count(tmp_path, cut, fields):
+    """Audit item 13: a truncated last line read as empty cells ("'' is not a finite number")."""
+    lines = _table(shuffle=False).to_csv(index=False).splitlines()  # who,t,act,sess,a,b
+    last = lines[-1].split(",")
+    lines[-1] = ",".join(last[:3]) + cut
+    (tmp_path / "rec.csv").write_text("\n".join(lines))  # no final newline: the file was cut there
+    with pytest.raises(DataError) as err:
+        run("m", _params(tmp_path / "rec.csv"), out_root=tmp_path / "o")
+    row = len(lines) - 1
+    assert str(err.value) == (f"{tmp_path / 'rec.csv'}: row {row} (line {row + 1}) has {fields} fields, expected 6 "
+                              "as the header (is the file cut short?)")
+    assert not (tmp_path / "o" / "m").exists()
+
+
 def test_dataset_name_never_escapes_the_output_root(tmp_path):
     _table().to_csv(tmp_path / "rec.csv", index=False)
     with pytest.raises(ConfigError, match="is not a dataset name"):
@@ -577,7 +625,8 @@ def test_import_and_params_yaml_share_one_dataset_name_rule(tmp_path, monkeypatc
     args = _cli_args(tmp_path)
     args[args.index("mine")] = name
     res = CliRunner().invoke(app, args, env={"COLUMNS": "300"})
-    assert res.exit_code == 1 and f"error: --dataset: {problem}" in " ".join(res.output.split()), res.output
+    # audit item 11: a usage error naming --dataset (exit 2), as every other command's bad --dataset
+    assert res.exit_code == 2 and f"Invalid value for --dataset: {problem}" in " ".join(res.output.split()), res.output
     assert not (tmp_path / "out").exists()
     entry = {"source": "rec.csv", "features": ["a"], "window": 2}
     with pytest.raises(ConfigError) as err:
@@ -631,7 +680,7 @@ def test_cli_contexts_give_the_order_else_the_summary_names_the_sorted_one(tmp_p
     assert ("contexts in sorted order (s1, s2): the continual methods meet them in this order; to give another (the "
             "recording order), set --contexts or imports.mine.contexts") in res.stdout
     res = CliRunner().invoke(app, _cli_args(tmp_path) + ["--contexts", "s2"], env={"COLUMNS": "300"})
-    assert res.exit_code == 1 and "'s1' is not among imports.mine.contexts (s2)" in res.output, res.output
+    assert res.exit_code == 1 and "'s1' is not among --contexts (s2)" in res.output, res.output
 
 
 def test_cli_max_gap_reaches_the_import(tmp_path, monkeypatch):

@@ -466,6 +466,32 @@ def test_bad_assess_file_is_one_line_error(workdir, mutate, needle):
     assert "\n" not in line and "runs/assess/wesad/fedip.json" in line and needle in line
 
 
+@pytest.mark.parametrize("clients, problem", [
+    ([[0.5, float("nan")], [0.6, 0.7]], "pcts.100.client_test_accuracy[0] holds nan, expected a fraction in [0, 1]"),
+    ([[0.5, 0.4], [0.6, 1.5]], "pcts.100.client_test_accuracy[1] holds 1.5, expected a fraction in [0, 1]"),
+    ([[0.5, 0.4]], "pcts.100.client_test_accuracy must list the clients' accuracies of each retrain"),
+    ([[0.5, 0.4], []], "pcts.100.client_test_accuracy[1] must be a non-empty list of accuracies"),
+])
+def test_a_heterogeneous_file_s_client_accuracies_are_checked_as_its_test_accuracies(tmp_path, clients, problem):
+    """Audit item 5: NaN in pcts.<pct>.client_test_accuracy passed `esnfed ttest` and `esnfed report`
+    (the heterogeneous table's spread printed nan); it is refused as NaN in test_accuracy is."""
+    from esnfed_core.errors import DataError
+    from esnfed_stages.ttest import load_assess
+
+    comm = {"classes": 2, "clients": 2, "down_bytes": 8, "down_floats": 1, "inputs": 2, "rounds": 1,
+            "up_bytes": 8, "up_floats": 1}
+    doc = {"dataset": "hhar", "method": "align-0.25", "pcts": {"100": {
+        "test_accuracy": [0.5, 0.6], "client_test_accuracy": [[0.5, 0.4], [0.6, 0.7]], "communication": comm}}}
+    path = tmp_path / "align-0.25.json"
+    path.write_text(json.dumps(doc))
+    assert load_assess(path, "hhar", "align-0.25", partial=True)["pcts"]["100"]["client_test_accuracy"]
+    doc["pcts"]["100"]["client_test_accuracy"] = clients
+    path.write_text(json.dumps(doc))
+    with pytest.raises(DataError) as info:
+        load_assess(path, "hhar", "align-0.25", partial=True)
+    assert str(info.value).startswith(f"{path}: {problem}"), str(info.value)
+
+
 def test_a_malformed_activation_entry_names_the_missing_key_not_a_python_repr(workdir):
     write_assess(workdir)
     path = workdir / "runs" / "assess" / "wesad" / "fedip.json"

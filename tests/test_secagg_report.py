@@ -125,7 +125,12 @@ def test_both_pipeline_datasets_render_and_an_untracked_folder_is_not_read(flowe
     (lambda d: d.update(secagg="yes"), "secagg: expected true or false, got 'yes'"),
     (lambda d: d["flower"].pop("bytes"), "flower.bytes.rows missing"),
     (lambda d: d["flower"]["bytes"]["rows"][0].update(up_per_client_round="x"),
-     "flower.bytes.rows[0].up_per_client_round: expected a finite number, got 'x'"),
+     "flower.bytes.rows[0].up_per_client_round: expected a finite number >= 0, got 'x'"),
+    # audit item 6: a negative byte count was accepted (NaN was refused)
+    (lambda d: d["flower"]["bytes"]["rows"][0].update(up_per_client_round=-5.0),
+     "flower.bytes.rows[0].up_per_client_round: expected a finite number >= 0, got -5.0"),
+    (lambda d: d["flower"]["bytes"]["rows"][0].update(down_per_client_round=-1),
+     "flower.bytes.rows[0].down_per_client_round: expected a finite number >= 0, got -1"),
     (lambda d: d["flower"]["bytes"]["rows"][0].update(rounds=-1),
      "flower.bytes.rows[0].rounds: expected an integer >= 0"),
     (lambda d: d["flower"]["bytes"]["rows"].append(3), "flower.bytes.rows[1]: expected an object, got 3"),
@@ -149,6 +154,30 @@ def test_flower_table_checks_the_fields_it_prints(flower_dir):
     with pytest.raises(DataError, match=r"wesad-fedip-secagg-100\.json: lambda missing"):
         load_docs(flower_dir / "wesad")
     assert len(load_docs(flower_dir / "wesad", table=False)) == 3
+
+
+@pytest.mark.parametrize("key", ["flower.bytes.up_per_client.mean", "flower.bytes.down_per_client.mean",
+                                 "pipeline.communication.up_bytes", "pipeline.communication.down_bytes"])
+def test_flower_table_refuses_a_negative_byte_count(tmp_path, key):
+    """Audit item 6: every byte field of a result is a count >= 0 (NaN was refused, -1 was not)."""
+    from esnfed_stages.flower import load_docs
+
+    doc = _doc("incfed", False, [("stats", "plain", 1, 1000.0, 200.0)])
+    doc.update({"lambda": 0.1, "flower": {**doc["flower"], "test_accuracy": 0.5, "readout_relative_difference": 0.0},
+                "pipeline": {"test_accuracy": 0.5, "communication": {"up_bytes": 400, "down_bytes": 80}}})
+    doc["flower"]["bytes"].update(up_per_client={"mean": 1.0}, down_per_client={"mean": 1.0})
+    path = tmp_path / "wesad-incfed-100.json"
+    path.write_text(json.dumps(doc))
+    assert len(load_docs(tmp_path)) == 1
+    parent, last = key.rsplit(".", 1)
+    node = doc
+    for part in parent.split("."):
+        node = node[part]
+    node[last] = -8
+    path.write_text(json.dumps(doc))
+    with pytest.raises(DataError) as info:
+        load_docs(tmp_path)
+    assert str(info.value) == f"{path}: {key}: expected a finite number >= 0, got -8"
 
 
 def test_a_result_of_another_budget_is_one_line_naming_the_flower_command(flower_dir):
