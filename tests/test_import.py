@@ -777,7 +777,7 @@ def test_a_hole_over_max_gap_cuts_the_recording_as_a_gap_does(tmp_path, missing)
                                "time, 100 rows dropped" if missing == "interpolate" else
                                "100 rows with a missing feature value dropped (imports.mine.missing = drop: "))
     lines.clear()
-    holed = import_params({**{k: v for k, v in vars(holed).items() if k != "key"}, "max_gap": 3.0}, "imports.mine")
+    holed = import_params({**holed.recorded(), "max_gap": 3.0}, "imports.mine")
     run("m", holed, out_root=tmp_path / "holed", warn=lines.append)
     assert load_manifest(tmp_path / "holed" / "m")["users"]["u1"]["windows"] == 6
     if missing == "interpolate":
@@ -837,7 +837,7 @@ def test_a_nan_from_npz_or_text_is_a_missing_value(tmp_path):
     run("m", params, out_root=tmp_path / "csv")
     df.to_csv(tmp_path / "holes.csv", index=False, na_rep="NaN")
     run("m", params, out_root=tmp_path / "nan")
-    run("m", import_params({**{k: v for k, v in vars(params).items() if k != "key"},
+    run("m", import_params({**params.recorded(),
                             "source": str(tmp_path / "holes.npz")}), out_root=tmp_path / "npz")
     for other in ("nan", "npz"):
         np.testing.assert_array_equal(load_user(tmp_path / other / "m", "a").x, load_user(tmp_path / "csv/m", "a").x)
