@@ -9,10 +9,10 @@
 #   4. CLIP/FedCLIP batched on cuda, end to end against the projection (bench_continual.py),
 #   5. JAX (one jitted lax.scan per case) on the shapes of step 3's cases: the numbers behind
 #      the torch-or-JAX choice (bench_jax_anchor.py; the image has JAX),
-#   6. a continual share's assessment batched on cuda against numpy and the bare recurrence
-#      (bench_assess.py: 5 retrains × 5 contexts at 300 units, 3 test users of 1,000 windows),
-#   7. the 300-unit batch of the 32-trial paper slice (the 200- and 400-unit batches were
-#      measured in an earlier session: BENCHMARKS.md), with whatever time is left.
+#   6. the 300-unit batch of the 32-trial paper slice (the 200- and 400-unit batches were
+#      measured in an earlier session: BENCHMARKS.md), with the time left but 30 s,
+#   7. in those 30 s, a continual share's assessment batched on cuda against numpy and the bare
+#      recurrence (bench_assess.py: 5 retrains × 5 contexts at 300 units, 3 users of 300 windows).
 # Run from the repository root on the GPU machine:  bash benchmarks/gpu_session.sh
 # Each step has its own timeout, so one slow step cannot eat the others' time; the total stays
 # under TOTAL_S (default 470 s).
@@ -28,7 +28,7 @@ left() { echo $(( TOTAL_S - ($(date +%s) - START) )); }
 step() {  # step NAME MAX_SECONDS COMMAND...
     local name=$1 limit=$2 t0
     shift 2
-    if [ "$(left)" -lt 20 ]; then
+    if [ "$(left)" -lt 20 ] || [ "$limit" -lt 10 ]; then
         echo "$name skipped (no time left)" >> "$OUT/summary.txt"
         return
     fi
@@ -50,8 +50,8 @@ step ip_step 45 python3 benchmarks/bench_ip_epoch.py --device cuda --reservoirs 
 step gpu 100 python3 benchmarks/bench_gpu.py --no-tf32 --out "$OUT/gpu.jsonl"
 step continual 120 python3 benchmarks/bench_continual.py --out "$OUT/continual.jsonl"
 step jax 60 python3 benchmarks/bench_jax_anchor.py --out "$OUT/jax.jsonl"
-step assess 45 python3 benchmarks/bench_assess.py --device cuda --windows 1000 --numpy-windows 30 \
+step slice300 "$(( $(left) - 30 ))" python3 benchmarks/bench_gpu.py --slice 32 --slice-units 300 --out "$OUT/slice300.jsonl"
+step assess "$(left)" python3 benchmarks/bench_assess.py --device cuda --windows 300 --numpy-windows 20 \
     --out "$OUT/assess.jsonl"
-step slice300 "$(left)" python3 benchmarks/bench_gpu.py --slice 32 --slice-units 300 --out "$OUT/slice300.jsonl"
 echo "total $(( $(date +%s) - START ))s" >> "$OUT/summary.txt"
 cat "$OUT/summary.txt"
