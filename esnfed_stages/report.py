@@ -418,7 +418,7 @@ def add_privacy(rep: Report, privacy_dir: str | Path, date: str, options: "Repor
     notice = [comparability.notice([docs[ds].get("source") for ds in paper],
                                    [privacy_report.recorded_budget(docs[ds]) for ds in paper],
                                    comparability.budget_scale(options.budget), paper,
-                                   columns=privacy_report.PUBLISHED)] if paper else []
+                                   elsewhere=privacy_report.published([docs[ds] for ds in paper]))] if paper else []
     run = [run_line(facts["sources"], facts["budgets"], facts["seeds"], facts["counts"],
                     files=f"{privacy_report.PRIVACY_DIR}/<dataset>.json"), *notice]
     rep.tables.update(privacy_report.render(docs, run, f"Date: {date}; versions: {versions()}", absent))
