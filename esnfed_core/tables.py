@@ -568,7 +568,7 @@ def participation_notes(rows: Iterable[Mapping[str, Any]]) -> list[str]:
     partial = [r for r in rows if r.get("participations") != r["clients"] * r["rounds"]]
     if not partial:
         return []
-    cases = "; ".join(f"{r['dataset']} {r['method']} {r['pct']} %: clients per context "
+    cases = "; ".join(f"{dataset_label(r['dataset'])} {r['method']} {r['pct']}%: clients per context "
                       f"{', '.join(map(str, r['participants']))}, {r['participations']} client-rounds of "
                       f"{r['clients'] * r['rounds']}" for r in partial)
     return ["A client without windows at a context sits it out and sends nothing there, so per client per "

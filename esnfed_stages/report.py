@@ -44,15 +44,11 @@ from esnfed_stages.report_figures import (
 )
 from esnfed_stages.privacy import privacy_params
 from esnfed_stages.ttest import (
-    ASSESS_DIR, TTEST_PATH, Inputs, check_computed_from, hetero_table_methods, load_inputs, ttest_params,
+    ASSESS_DIR, TTEST_PATH, VARIANT_TEXT, Inputs, check_computed_from, hetero_table_methods, load_inputs, ttest_params,
 )
 
 REPORTS_DIR = Path("reports")
 DATA_DIR = Path("data")  # processed/ and partitions/: the report reads each partition's context names
-VARIANT_TEXT = {"welch": "Welch t-test (scipy.stats.ttest_ind, equal_var=False)",
-                "student": "Student t-test (scipy.stats.ttest_ind, pooled variance)",
-                "paired": "paired t-test (scipy.stats.ttest_rel; retrain k of both methods shares "
-                          "its seed)"}
 
 
 def load_published() -> Published:

@@ -137,6 +137,7 @@ def render_communication_markdown(rows: Sequence[Mapping[str, Any]], header: Seq
         cells = []
         for key, _ in cols:
             v = r.get(key)
-            cells.append(f"{v}%" if key == "pct" else _num(_match(v) if key == "match" else v))
+            cells.append(f"{v}%" if key == "pct" else dataset_label(v) if key == "dataset"
+                         else _num(_match(v) if key == "match" else v))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
