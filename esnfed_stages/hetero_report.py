@@ -143,7 +143,6 @@ def communication_items(inputs: Inputs, methods: Sequence[str], datasets: Sequen
                         int(comm["up_bytes"]), int(comm["down_bytes"]), int(comm["rounds"]),
                         int(comm["clients"]), units=int((entry.get("config") or {})["units"]),
                         classes=opt_int(comm["classes"] if "classes" in comm else classes_of(ds, user_classes)),
-                        readouts=0 if method in ("local", "ensemble") else 1,
                         inputs=opt_int(comm.get("inputs"))))
                 except (KeyError, TypeError, ValueError) as exc:
                     raise DataError(f"{inputs.paths[(ds, method)]}: pcts.{pct}.communication is "

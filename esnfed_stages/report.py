@@ -36,7 +36,7 @@ from esnfed_stages._io import atomic_path, dumps_json, output_lock, read_json
 from esnfed_stages.experiment_params import BudgetSpec, budget_spec
 from esnfed_stages.sections import section
 from esnfed_stages.tables import (
-    cells_csv, communication_csv, render_communication_markdown, render_markdown,
+    cells_csv, communication_csv, not_applicable_note, render_communication_markdown, render_markdown,
 )
 from esnfed_stages.report_figures import (
     ACTIVATION_DATASET, SETTINGS, ContextNames, activation_contexts_figure, activation_figure_and_plots,
@@ -325,6 +325,7 @@ def add_communication(rep: Report, inputs: Inputs, ttest_doc: Mapping[str, Any],
         "count; 'match' = analytic totals equal the measured ones",
         *hetero_note,
         *participation_notes(comm),
+        *not_applicable_note(comm),
         f"Date: {date}; versions: {versions()}",
     ]
     rep.tables["communication.md"] = render_communication_markdown(comm, comm_header).encode()
@@ -366,6 +367,7 @@ def add_user_communication(rep: Report, inputs: Inputs, ttest_doc: Mapping[str, 
             "Measured and analytic floats per message as in communication.md (N units, C classes)",
             *hetero_note,
             *participation_notes(rows),
+            *not_applicable_note(rows),
             f"Date: {date}; versions: {versions()}"]
         name = communication_table(ds)
         rep.tables[name] = render_communication_markdown(rows, header, ds).encode()

@@ -65,6 +65,17 @@ def test_the_csv_names_each_stage_as_the_markdown_does(flower_dir):
     assert "`stage` is Flower's stage id" in md and "`stage_label` the name used here" in md
 
 
+def test_flowers_request_for_the_initial_parameters_has_a_label_too():
+    """The audit (item 22): the raw id `get_parameters` stood among the readable labels: Flower's
+    legacy workflow asks one client for the initial parameters before the first round."""
+    doc = {"dataset": "wesad", "app": "incfed", "pct": "100", "secagg": True, "n_clients": 9,
+           "flower": {"bytes": {"rows": [{"phase": "stats", "stage": "get_parameters", "rounds": 1,
+                                          "up_per_client_round": 90.0, "down_per_client_round": 37.0}]}}}
+    row = secagg_report.rows([doc])[0]
+    assert (row["stage"], row["stage_label"]) == ("get_parameters", "initial parameters (server asks one client)")
+    assert "| initial parameters (server asks one client) |  |  | 90 | 37 |" in secagg_report.markdown([row])
+
+
 def test_the_section_says_why_plain_is_not_the_table_above(flower_dir):
     """Reader audit: WESAD IncFed 100 % read 3,856 B up / 648 B down in the table above and 5,288 /
     477 as "plain" here, unexplained: the Flower apps never send the readout back (incfed.py saves
