@@ -472,6 +472,18 @@ def check_communication(key: str, value: Any, federated: bool) -> None:
                              f"{len(value['participants'])} and {len(value['context_rounds'])}")
 
 
+def _base(method: str) -> str:
+    """The method a communication row sends as: a deep method as its shallow one, FedCLIP's
+    strategies and align's α as one ("fedclip", "align")."""
+    return method.removeprefix("deep-").split("-")[0]
+
+
+def splits_rounds(method: str) -> bool:
+    """Whether ``method``'s rounds split into IP rounds and IncFed readouts (FedIP, FedCLIP): the
+    communication table's IP rounds and readouts apply to it alone (see split_rounds)."""
+    return _base(method) in ("fedip", "fedclip")
+
+
 def split_rounds(method: str, rounds: int, contexts: int | None) -> tuple[int | None, int | None]:
     """(IP rounds, IncFed readouts) from the ledger's round count of a FedIP/FedCLIP retrain.
 
@@ -508,7 +520,7 @@ def analytic_floats(c: Communication) -> tuple[str, str, int | None, int | None]
     Totals are None when a size they need (N, C, rounds, readouts) is unknown.
     """
     n, k, ncls = c.units, c.clients, c.classes
-    base = c.method.removeprefix("deep-").split("-")[0]  # a deep method sends as its shallow one
+    base = _base(c.method)  # a deep method sends as its shallow one
     known = n is not None and ncls is not None
     if base == "local":  # issue 13: each client alone, nothing crosses the network
         return ("0", "0", 0, 0)
@@ -537,21 +549,21 @@ def analytic_floats(c: Communication) -> tuple[str, str, int | None, int | None]
 
 def communication_rows(items: Iterable[Communication]) -> list[dict[str, Any]]:
     """One row per (dataset, pct, method): measured per client per round (per client-round that
-    sent: ``participations``) and total, analytic, and whether the two agree (``match``: None when
-    an analytic total is unknown)."""
+    sent: ``participations``; None where none did: local runs no round) and total, analytic, and
+    whether the two agree (``match``: None when an analytic total is unknown)."""
     rows = []
     for c in items:
-        per = max(c.participations, 1)
+        per = c.participations or None
         f_up, f_down, a_up, a_down = analytic_floats(c)
         match = None if a_up is None else (a_up == c.up_floats and a_down == c.down_floats)
         rows.append({
             "dataset": c.dataset, "pct": c.pct, "method": c.method, "units": c.units,
             "classes": c.classes, "clients": c.clients, "rounds": c.rounds,
             "ip_rounds": c.ip_rounds, "readouts": c.readouts,
-            "up_floats_per_client_round": c.up_floats / per,
-            "down_floats_per_client_round": c.down_floats / per,
-            "up_bytes_per_client_round": c.up_bytes / per,
-            "down_bytes_per_client_round": c.down_bytes / per,
+            "up_floats_per_client_round": c.up_floats / per if per else None,
+            "down_floats_per_client_round": c.down_floats / per if per else None,
+            "up_bytes_per_client_round": c.up_bytes / per if per else None,
+            "down_bytes_per_client_round": c.down_bytes / per if per else None,
             "up_floats": c.up_floats, "down_floats": c.down_floats,
             "up_bytes": c.up_bytes, "down_bytes": c.down_bytes,
             "formula_up": f_up, "formula_down": f_down,
@@ -568,7 +580,7 @@ def participation_notes(rows: Iterable[Mapping[str, Any]]) -> list[str]:
     partial = [r for r in rows if r.get("participations") != r["clients"] * r["rounds"]]
     if not partial:
         return []
-    cases = "; ".join(f"{r['dataset']} {r['method']} {r['pct']} %: clients per context "
+    cases = "; ".join(f"{dataset_label(r['dataset'])} {r['method']} {r['pct']}%: clients per context "
                       f"{', '.join(map(str, r['participants']))}, {r['participations']} client-rounds of "
                       f"{r['clients'] * r['rounds']}" for r in partial)
     return ["A client without windows at a context sits it out and sends nothing there, so per client per "

@@ -73,10 +73,13 @@ def _distinct(values: Iterable[Any]) -> list[str]:
 
 
 def notice(sources: Iterable[Any], budgets: Iterable[Any], scale: BudgetScale | None,
-           datasets: Sequence[str] = DATASETS, columns: str = "The 'paper' columns") -> str:
+           datasets: Sequence[str] = DATASETS, columns: str = "The 'paper' columns",
+           elsewhere: str | None = None) -> str:
     """One line: what the run was (data source, budget and its scale) against the papers' protocol.
     ``sources`` / ``budgets``: those of the assess files shown; ``columns``: how the sentence names
-    the published values ("The 'paper' columns", or the index's "The tables' 'paper' columns")."""
+    the published values ("The 'paper' columns", or the index's "The tables' 'paper' columns");
+    ``elsewhere``: a table without a paper column (privacy.md) says instead, in this sentence, where
+    its published counterparts are."""
     srcs, buds = _distinct(sources), _distinct(budgets)
     budget = ", ".join(buds) or "unknown"
     scale_text = scale.text(datasets) if scale is not None and buds == [scale.name] else ""
@@ -84,7 +87,7 @@ def notice(sources: Iterable[Any], budgets: Iterable[Any], scale: BudgetScale | 
     real, paper = srcs == [REAL_SOURCE], buds == [PAPER_BUDGET]
     if real and paper:
         return (f"Protocol: the papers' (PROTOCOL §6): the real recordings (data.source: {REAL_SOURCE}) "
-                f"under {ran}. {columns} are the published values beside ours.")
+                f"under {ran}. " + (f"{elsewhere}." if elsewhere else f"{columns} are the published values beside ours."))
     if real:
         data = f"the real recordings (data.source: {REAL_SOURCE})"
     elif srcs == ["synthetic"]:
@@ -93,6 +96,6 @@ def notice(sources: Iterable[Any], budgets: Iterable[Any], scale: BudgetScale | 
         data = f"data source {', '.join(srcs) or 'unknown'}, not the real recordings,"
     budget_part = (f"the papers' {ran}" if paper
                    else f"{ran}, not the papers' protocol (budget `{PAPER_BUDGET}`, PROTOCOL §6)")
+    published = elsewhere or f"{columns} are the published values, shown for reference, not a target for this run"
     return (f"**Not comparable with the published values:** this run used {data} and {budget_part}. "
-            f"{columns} are the published values, shown for reference, not a target for this run: "
-            "absolute accuracies differ with the data and the budget; compare the methods within this run.")
+            f"{published}: absolute accuracies differ with the data and the budget; compare the methods within this run.")

@@ -253,7 +253,10 @@ def run_many(dataset: str, apps: Sequence[tuple[str, bool]], pct: str, params: M
     return docs
 
 
-STAGE_NAMES = {"plain": "plain", "setup": "SecAgg+ setup (public keys)",
+# get_parameters: Flower's legacy workflow asks one client for the initial parameters (the strategy gives
+# none) before the first round (esnfed_flower.common.secagg_stage).
+STAGE_NAMES = {"plain": "plain", "get_parameters": "initial parameters (server asks one client)",
+               "setup": "SecAgg+ setup (public keys)",
                "share_keys": "SecAgg+ share keys (encrypted shares)",
                "collect_masked_vectors": "SecAgg+ masked vector", "unmask": "SecAgg+ unmask (shares)"}
 

@@ -24,7 +24,7 @@ from esnfed_stages import figures
 from esnfed_stages._datasets import classes_of
 from esnfed_stages.experiment_params import BudgetSpec
 from esnfed_stages.tables import CSV_COLUMNS, NA, format_value, to_csv
-from esnfed_stages.ttest import Inputs, load_inputs
+from esnfed_stages.ttest import VARIANT_TEXT, Inputs, load_inputs
 
 CSV_EXTRA = ("client_std",)
 
@@ -143,7 +143,6 @@ def communication_items(inputs: Inputs, methods: Sequence[str], datasets: Sequen
                         int(comm["up_bytes"]), int(comm["down_bytes"]), int(comm["rounds"]),
                         int(comm["clients"]), units=int((entry.get("config") or {})["units"]),
                         classes=opt_int(comm["classes"] if "classes" in comm else classes_of(ds, user_classes)),
-                        readouts=0 if method in ("local", "ensemble") else 1,
                         inputs=opt_int(comm.get("inputs"))))
                 except (KeyError, TypeError, ValueError) as exc:
                     raise DataError(f"{inputs.paths[(ds, method)]}: pcts.{pct}.communication is "
@@ -166,7 +165,7 @@ def header(base: Sequence[str], ttest_doc: Mapping[str, Any], hp_text: str) -> l
         "the ensemble's accuracy; local and align-α = the mean over clients, each client through "
         "its own reservoir; incfed = homogeneous IncFed, the reference where every client shares one "
         "broadcast reservoir",
-        f"Significance: every method against the ensemble, {ttest_doc['variant']} t-test, two-sided, "
+        f"Significance: every method against the ensemble, {VARIANT_TEXT[ttest_doc['variant']]}, two-sided, "
         f"p <= {ttest_doc.get('alpha')}: ▲ significantly better, ▼ significantly worse, no mark: "
         "not significantly different (or not tested)",
     ] + list(base[3:])

@@ -8,7 +8,7 @@ import io
 import math
 import os
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -122,8 +122,20 @@ def _rows(docs: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
-# The comparability line (comparability.notice) names the published values this table stands beside.
-PUBLISHED = "The 'paper' columns of the IncFed and FedIP tables (the papers publish no private results)"
+def published(docs: Sequence[Mapping[str, Any]]) -> str:
+    """The comparability line's sentence on published values (comparability.notice ``elsewhere``):
+    this table has none; its ε = inf cells are the runs the IncFed and FedIP tables show beside theirs."""
+    return ("This table has no 'paper' column (the papers publish no private results); its ε=inf cells are the "
+            f"non-private runs that the IncFed and FedIP tables (ijcnn-*.md, fedip.md) show at {_shares(docs)} "
+            "beside the published values")
+
+
+def _shares(docs: Iterable[Mapping[str, Any]]) -> str:
+    """The documents' share(s) of the training users ('100% training users'; privacy.pct)."""
+    pcts = sorted({str(d["pct"]) for d in docs if "pct" in d}, key=int) or ["100"]
+    return ", ".join(f"{p}%" for p in pcts) + " training users"
+
+
 METHOD_LABELS = {"incfed": "IncFed", "fedip": "FedIP"}
 
 
@@ -134,13 +146,24 @@ def recorded_budget(doc: Mapping[str, Any]) -> Any:
 
 
 def run_facts(docs: Mapping[str, Mapping[str, Any]]) -> dict[str, list[Any]]:
-    """What the header's run line reads from the documents: their data sources and budgets (None
+    """What the header's run line reads from the documents: their data sources (each with its
+    datasets where they differ: "import (example)", "synthetic (WESAD, HHAR)") and budgets (None
     where a document does not record it), seeds per dataset and retrains per cell."""
-    return {"sources": [d.get("source") for d in docs.values()],
+    return {"sources": _sources(docs),
             "budgets": [recorded_budget(d) for d in docs.values()],
             "seeds": [tuple(d.get("seeds") or ()) for d in docs.values()],
             "counts": [len(c["test_accuracy"]) for d in docs.values() for r in d["methods"].values()
                        for c in r["epsilons"].values()]}
+
+
+def _sources(docs: Mapping[str, Mapping[str, Any]]) -> list[Any]:
+    """Each document's data source; where they differ, each named with its datasets, so that the run
+    line agrees with the comparability line below it (which speaks of the papers' datasets alone)."""
+    sources = [d.get("source") for d in docs.values()]
+    if len(set(sources)) < 2:
+        return sources
+    return [f"{src or 'unknown'} ({', '.join(dataset_label(ds) for ds, d in docs.items() if d.get('source') == src)})"
+            for src in sources]
 
 
 def render(docs: Mapping[str, Mapping[str, Any]], run: Sequence[str] = (), stamp: str = "",
@@ -154,11 +177,10 @@ def render(docs: Mapping[str, Mapping[str, Any]], run: Sequence[str] = (), stamp
     absent = absent or {}
     rows = _rows(docs)
     first = next(iter(docs.values()))
-    pcts = sorted({str(d["pct"]) for d in docs.values() if "pct" in d}, key=int) or ["100"]
     methods = list(dict.fromkeys(m for d in docs.values() for m, _ in _methods(d)))
     eps = _eps_order(rows)
     lines = [
-        f"# Test accuracy (%) under differential privacy, {', '.join(pcts)} % share: "
+        f"# Test accuracy (%) under differential privacy, {_shares(docs.values())}: "
         + " and ".join(METHOD_LABELS.get(m, m) for m in methods),
         "",
         *(f"- {line}" for line in run),
@@ -170,22 +192,20 @@ def render(docs: Mapping[str, Mapping[str, Any]], run: Sequence[str] = (), stamp
         "- δ = " + ", ".join(f"{dataset_label(ds)} {delta_text(d['delta'])} ({_delta_source(d)})"
                              for ds, d in docs.items()),
         f"- Accountant: {first['accountant']}; z = noise multiplier (σ / sensitivity)",
-        "- ε = inf: no mechanism (the non-private trial, bit for bit); cells: mean ± population std over "
+        "- ε = inf: no mechanism (the non-private trial, bit for bit), so no z; cells: mean ± population std over "
         f"the {_retrains(rows)} retrains (as every table, PROTOCOL §6), ×100, two decimals",
         *([f"- {stamp}"] if stamp else []),
         "- Missing inputs (n/a cells): " + (", ".join(map(str, absent.values())) or "none"),
         "",
-        "| dataset | method | " + " | ".join(f"ε={e}" for e in eps) + " | non-private |",
-        "|---|---|" + "---:|" * (len(eps) + 1),
+        "| dataset | method | " + " | ".join(f"ε={e}" for e in eps) + " |",
+        "|---|---|" + "---:|" * len(eps),
     ]
     for ds in papers_first([*docs, *absent]):
         for m in [m for m, _ in _methods(docs[ds])] if ds in docs else methods:
             cells = {r["epsilon"]: r for r in rows if r["dataset"] == ds and r["method"] == m}
-            plain = next(iter(cells.values()))["non_private_mean"] if cells else None
             lines.append(f"| {dataset_label(ds)} | {m} | " + " | ".join(
-                f"{cells[e]['mean']:.2f} ± {cells[e]['std']:.2f} ({_z(cells[e]['noise_multiplier'])})"
-                if e in cells else "n/a" for e in eps)
-                + f" | {'n/a' if plain is None else f'{plain:.2f}'} |")
+                f"{cells[e]['mean']:.2f} ± {cells[e]['std']:.2f}{_z(e, cells[e]['noise_multiplier'])}"
+                if e in cells else "n/a" for e in eps) + " |")
     buf = io.StringIO()
     w = csv.DictWriter(buf, COLUMNS, lineterminator="\n")
     w.writeheader()
@@ -193,8 +213,11 @@ def render(docs: Mapping[str, Mapping[str, Any]], run: Sequence[str] = (), stamp
     return {"privacy.md": ("\n".join(lines) + "\n").encode(), "privacy.csv": buf.getvalue().encode()}
 
 
-def _z(value: float | None) -> str:
-    return "z n/a" if value is None else f"z={value:.2f}"
+def _z(eps: str, value: float | None) -> str:
+    """A cell's noise multiplier after its accuracy: none at ε = inf (no mechanism, z = 0)."""
+    if not math.isfinite(float(eps)):
+        return ""
+    return " (z n/a)" if value is None else f" (z={value:.2f})"
 
 
 def _per_dataset(docs: Mapping[str, Mapping[str, Any]], key: str) -> str:

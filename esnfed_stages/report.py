@@ -36,7 +36,7 @@ from esnfed_stages._io import atomic_path, dumps_json, output_lock, read_json
 from esnfed_stages.experiment_params import BudgetSpec, budget_spec
 from esnfed_stages.sections import section
 from esnfed_stages.tables import (
-    cells_csv, communication_csv, render_communication_markdown, render_markdown,
+    cells_csv, communication_csv, not_applicable_note, render_communication_markdown, render_markdown,
 )
 from esnfed_stages.report_figures import (
     ACTIVATION_DATASET, SETTINGS, ContextNames, activation_contexts_figure, activation_figure_and_plots,
@@ -44,15 +44,11 @@ from esnfed_stages.report_figures import (
 )
 from esnfed_stages.privacy import privacy_params
 from esnfed_stages.ttest import (
-    ASSESS_DIR, TTEST_PATH, Inputs, check_computed_from, hetero_table_methods, load_inputs, ttest_params,
+    ASSESS_DIR, TTEST_PATH, VARIANT_TEXT, Inputs, check_computed_from, hetero_table_methods, load_inputs, ttest_params,
 )
 
 REPORTS_DIR = Path("reports")
 DATA_DIR = Path("data")  # processed/ and partitions/: the report reads each partition's context names
-VARIANT_TEXT = {"welch": "Welch t-test (scipy.stats.ttest_ind, equal_var=False)",
-                "student": "Student t-test (scipy.stats.ttest_ind, pooled variance)",
-                "paired": "paired t-test (scipy.stats.ttest_rel; retrain k of both methods shares "
-                          "its seed)"}
 
 
 def load_published() -> Published:
@@ -329,6 +325,7 @@ def add_communication(rep: Report, inputs: Inputs, ttest_doc: Mapping[str, Any],
         "count; 'match' = analytic totals equal the measured ones",
         *hetero_note,
         *participation_notes(comm),
+        *not_applicable_note(comm),
         f"Date: {date}; versions: {versions()}",
     ]
     rep.tables["communication.md"] = render_communication_markdown(comm, comm_header).encode()
@@ -370,6 +367,7 @@ def add_user_communication(rep: Report, inputs: Inputs, ttest_doc: Mapping[str, 
             "Measured and analytic floats per message as in communication.md (N units, C classes)",
             *hetero_note,
             *participation_notes(rows),
+            *not_applicable_note(rows),
             f"Date: {date}; versions: {versions()}"]
         name = communication_table(ds)
         rep.tables[name] = render_communication_markdown(rows, header, ds).encode()
@@ -418,7 +416,7 @@ def add_privacy(rep: Report, privacy_dir: str | Path, date: str, options: "Repor
     notice = [comparability.notice([docs[ds].get("source") for ds in paper],
                                    [privacy_report.recorded_budget(docs[ds]) for ds in paper],
                                    comparability.budget_scale(options.budget), paper,
-                                   columns=privacy_report.PUBLISHED)] if paper else []
+                                   elsewhere=privacy_report.published([docs[ds] for ds in paper]))] if paper else []
     run = [run_line(facts["sources"], facts["budgets"], facts["seeds"], facts["counts"],
                     files=f"{privacy_report.PRIVACY_DIR}/<dataset>.json"), *notice]
     rep.tables.update(privacy_report.render(docs, run, f"Date: {date}; versions: {versions()}", absent))

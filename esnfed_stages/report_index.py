@@ -44,7 +44,7 @@ PLOT_KINDS = (
      "training-user share (`naive_25` … `joint_100`)"),
     ("activation-", "activation",
      "`activation-wesad-<method>.csv`: activation density of the reservoir trained on "
-     "{pct} % of the training users only (params.yaml `report.activation_pct`; the other "
+     "{pct}% of the training users only (params.yaml `report.activation_pct`; the other "
      "shares are in the figures), pooled over the WESAD test users and averaged over the "
      "retrains: a row per bin centre (`value`), a column per context (`context0` …)"),
     ("heterogeneous-alpha", "alignment",

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from esnfed_core.errors import DataError
+from esnfed_core.tables import dataset_label
 from esnfed_stages.flower import FLOWER_DIR, STAGE_NAMES, load_docs, out_name
 from esnfed_stages.tables import to_csv
 
@@ -105,6 +106,10 @@ def rows(docs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+# Whole bytes with thousands separators, as the communication table above writes its byte counts.
+BYTES = ",.0f"
+
+
 def _cell(v: Any, fmt: str) -> str:
     return "n/a" if v is None else format(v, fmt)
 
@@ -140,11 +145,11 @@ def markdown(table: Sequence[Mapping[str, Any]], flower_dir: str | Path = FLOWER
     for r in table:
         total = r["stage"] == "total"
         stage = "**total**" if total else r["stage_label"]
-        plain = (f"{_cell(r['plain_up_bytes'], '.0f')} | {_cell(r['plain_down_bytes'], '.0f')}" if total
+        plain = (f"{_cell(r['plain_up_bytes'], BYTES)} | {_cell(r['plain_down_bytes'], BYTES)}" if total
                  else " | ")  # the plain bytes: on the phase's total row
-        lines.append(f"| {r['dataset']} | {r['method']} | {r['pct']}% | {r['clients']} | {r['phase']} "
-                     f"| {r['rounds']} | {stage} | {plain} | {r['secagg_up_bytes']:.0f} "
-                     f"| {r['secagg_down_bytes']:.0f} | {_cell(r['ratio_up'], '.2f')} "
+        lines.append(f"| {dataset_label(r['dataset'])} | {r['method']} | {r['pct']}% | {r['clients']} | {r['phase']} "
+                     f"| {r['rounds']} | {stage} | {plain} | {r['secagg_up_bytes']:{BYTES}} "
+                     f"| {r['secagg_down_bytes']:{BYTES}} | {_cell(r['ratio_up'], '.2f')} "
                      f"| {_cell(r['ratio_down'], '.2f')} |")
     return "\n".join(lines) + "\n"
 

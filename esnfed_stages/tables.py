@@ -9,10 +9,11 @@ import math
 from dataclasses import asdict
 from typing import Any, Iterable, Mapping, Sequence
 
-from esnfed_core.tables import Cell, TableSpec, dataset_label
+from esnfed_core.tables import Cell, TableSpec, dataset_label, splits_rounds
 from esnfed_core.vocabulary import PCTS
 
 NA = "n/a"
+NOT_APPLICABLE = "—"  # the communication table: a count that does not apply (its header says which)
 
 CSV_COLUMNS = ("table", "dataset", "pct", "method", "column", "n", "mean", "std", "p_value",
                "mark", "published_mean", "published_std")
@@ -110,6 +111,28 @@ def _num(v: Any) -> str:
     return str(v)
 
 
+PER_CLIENT_ROUND = ("up_floats_per_client_round", "down_floats_per_client_round",
+                    "up_bytes_per_client_round", "down_bytes_per_client_round")
+SPLIT = ("ip_rounds", "readouts")
+
+
+def _not_applicable(row: Mapping[str, Any], key: str) -> bool:
+    """A communication cell that does not apply: IP rounds and readouts of a method whose rounds
+    are not split (esnfed_core.tables.splits_rounds), per client per round where no round ran (local)."""
+    return (key in SPLIT and not splits_rounds(row["method"])) or (key in PER_CLIENT_ROUND and row.get(key) is None)
+
+
+def not_applicable_note(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The header line saying what a communication table's "—" cells mean (none without one)."""
+    parts = []
+    if any(_not_applicable(r, "ip_rounds") for r in rows):
+        parts.append("IP rounds and readouts of every method but FedIP and FedCLIP (the others run no IP round: "
+                     "their rounds are not split)")
+    if any(_not_applicable(r, PER_CLIENT_ROUND[0]) for r in rows):
+        parts.append("per client per round where no round ran (local sends nothing: rounds 0, totals 0)")
+    return [f"{NOT_APPLICABLE}: does not apply: " + "; ".join(parts)] if parts else []
+
+
 def render_communication_markdown(rows: Sequence[Mapping[str, Any]], header: Sequence[str],
                                   dataset: str | None = None) -> str:
     """Measured floats/bytes per client per round and in total beside the analytic formulas:
@@ -137,6 +160,7 @@ def render_communication_markdown(rows: Sequence[Mapping[str, Any]], header: Seq
         cells = []
         for key, _ in cols:
             v = r.get(key)
-            cells.append(f"{v}%" if key == "pct" else _num(_match(v) if key == "match" else v))
+            cells.append(f"{v}%" if key == "pct" else dataset_label(v) if key == "dataset"
+                         else NOT_APPLICABLE if _not_applicable(r, key) else _num(_match(v) if key == "match" else v))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

@@ -41,6 +41,11 @@ def hetero_table_methods(params: Mapping[str, Any]) -> tuple[str, ...]:
         return ()
     return tuple(m.id for m in hetero_params(params).methods()) + ("incfed",)
 TTEST_PATH = Path("reports/ttest.json")
+# How a table's header names reports/ttest.json's variant (every table's, heterogeneous.md's too).
+VARIANT_TEXT = {"welch": "Welch t-test (scipy.stats.ttest_ind, equal_var=False)",
+                "student": "Student t-test (scipy.stats.ttest_ind, pooled variance)",
+                "paired": "paired t-test (scipy.stats.ttest_rel; retrain k of both methods shares "
+                          "its seed)"}
 
 RULE = ("two-sided t-test of each pair the table's paper compares (a = the proposed method, b = a "
         "baseline) in every group (table, dataset, share, column); the best = the highest mean of "

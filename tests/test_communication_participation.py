@@ -71,7 +71,7 @@ def test_the_walkthrough_row_now_matches():
     assert participation_notes([row]) == [
         "A client without windows at a context sits it out and sends nothing there, so per client per round "
         "divides by the client-rounds that sent and the analytic totals count, at each context, the clients "
-        "that took part (the assess file's communication.participants): mystudy fedclip-naive 100 %: clients "
+        "that took part (the assess file's communication.participants): mystudy fedclip-naive 100%: clients "
         "per context 4, 3, 3, 20 client-rounds of 24"]
 
 

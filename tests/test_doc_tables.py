@@ -49,7 +49,7 @@ def test_the_heterogeneous_table_in_the_docs_has_the_report_s_columns_and_the_cl
 
 def test_privacy_md_quotes_the_non_private_incfed_of_the_run_the_deep_table_shows():
     """The deep table's shallow-incfed 100 % cells are IncFed's assess files, which are the privacy
-    table's ε = inf / non-private cells of the same run."""
+    table's ε = inf cells of the same run."""
     rows = _table("deep.md", "train users")
     full = next(r for r in rows if r[0] == "100%")
     incfed = {ds: full[rows[0].index(f"{NAMES[ds]} shallow-incfed")].strip("*").split()[0] for ds in DATASETS}

@@ -177,7 +177,7 @@ def test_the_index_knows_which_plot_csvs_dvc_declares():
             f"figures; `dvc plots show` draws the {len(names) - 2} declared in dvc.yaml's `plots`; not declared "
             "there (a dataset of your own: add its entries to dvc.yaml, or `dvc plots show reports/plots/<file> "
             "-x context`): stream-mine-federated.csv, stream-mine-centralized.csv:") in index
-    assert "trained on 50 % of the training users only" in index
+    assert "trained on 50% of the training users only" in index
     # the alignment plot draws the columns dvc.yaml lists: a study of other datasets' CSV is not drawn
     alpha = next(p for p in plots_of_dvc() if next(iter(p)) == "heterogeneous-alpha")["heterogeneous-alpha"]
     assert tuple(next(iter(alpha["y"].values()))) == report_index.DVC_ALPHA_COLUMNS

@@ -45,6 +45,15 @@ def test_incfed_is_the_homogeneous_reference_not_a_bound(rendered):
     assert "incfed = homogeneous IncFed, the reference where every client shares one broadcast reservoir" in md
 
 
+def test_the_significance_line_names_the_test_as_every_table_does(rendered):
+    """The audit (item 21): "welch t-test" here, "Welch t-test (scipy.stats.ttest_ind, equal_var=False)"
+    in every other table's header: one wording, ttest.VARIANT_TEXT."""
+    from esnfed_stages.ttest import VARIANT_TEXT
+
+    md, _ = rendered
+    assert f"\n- Significance: every method against the ensemble, {VARIANT_TEXT['welch']}, two-sided, p <= 0.05:" in md
+
+
 def test_spread_over_clients_is_for_local_and_align_only(rendered):
     md, csv_text = rendered
     # The ensemble is one model: its file's client accuracies are its members' own, not its spread.

@@ -49,8 +49,22 @@ def test_cells_are_mean_and_population_std_as_every_other_table():
     files = privacy_report.render({"wesad": privacy_doc()})
     row = next(r for r in _csv(files) if r["method"] == "incfed" and r["epsilon"] == "inf")
     assert float(row["std"]) == pytest.approx(100 * np.std([0.7155, 0.7073]))  # 0.41, not 0.58
-    assert f"71.14 ± {100 * np.std([0.7155, 0.7073]):.2f} (z=0.00)" in files["privacy.md"].decode()
+    assert f"71.14 ± {100 * np.std([0.7155, 0.7073]):.2f} |" in files["privacy.md"].decode()
     assert "mean ± population std over the 2 retrains" in files["privacy.md"].decode()
+
+
+def test_the_noise_multiplier_is_printed_at_a_finite_eps_only_and_no_column_repeats_eps_inf():
+    """The audit (item 20): the ε=inf cells read `(z=0.00)`, a noise multiplier of no mechanism, and a
+    'non-private' column, never explained, repeated their means without ±; the title wrote
+    `100 % share` where every other table writes `100%` (item 21)."""
+    md = privacy_report.render({"wesad": privacy_doc()})["privacy.md"].decode().splitlines()
+    assert md[0] == "# Test accuracy (%) under differential privacy, 100% training users: IncFed and FedIP"
+    head = next(line for line in md if line.startswith("| dataset"))
+    assert head == "| dataset | method | ε=1 | ε=8 | ε=inf |"
+    row = next(line for line in md if line.startswith("| WESAD | incfed"))
+    assert row.endswith(f"(z=1.00) | 71.14 ± {100 * np.std([0.7155, 0.7073]):.2f} |")  # 8 / ε = 1
+    assert row.count("(z=") == 2 and "z=0.00" not in row
+    assert any(line.startswith("- ε = inf: no mechanism") and "so no z" in line for line in md)
 
 
 def _repo_params() -> dict:
@@ -97,7 +111,11 @@ def test_the_header_says_what_every_table_header_says(tmp_path):
     assert header[1].startswith("**Not comparable with the published values:** this run used the embedded "
                                 "synthetic data (data.source: synthetic), not the real recordings, and budget "
                                 "`default` (3 trials, 2 retrains, units 20–40), not the papers' protocol")
-    assert "The 'paper' columns of the IncFed and FedIP tables (the papers publish no private results)" in header[1]
+    # The audit (item 20): it spoke of "'paper' columns" as if this table had one.
+    assert "This table has no 'paper' column (the papers publish no private results); its ε=inf cells are the " \
+           "non-private runs that the IncFed and FedIP tables (ijcnn-*.md, fedip.md) show at 100% training users " \
+           "beside the published values: absolute accuracies differ" in header[1]
+    assert "columns are the published values" not in header[1]
     assert header[-2].startswith("Date: 2026-01-01; versions: esnfed ")
     assert "mean ± population std over the 2 retrains" in header[-3]
     assert header[-1] == "Missing inputs (n/a cells): none"
@@ -114,6 +132,9 @@ def test_a_document_without_source_or_budget_reads_unknown_and_the_real_paper_ru
     header, _ = _report(_write(tmp_path / "real", real), _options(params))
     assert header[0].startswith("Data source: raw; budget: paper; retrains per cell: 2")
     assert header[1].startswith("Protocol: the papers' (PROTOCOL §6)") and "Not comparable" not in "".join(header)
+    assert header[1].endswith(". This table has no 'paper' column (the papers publish no private results); "
+                              "its ε=inf cells are the non-private runs that the IncFed and FedIP tables (ijcnn-*.md, fedip.md) show at 100% training "
+                              "users beside the published values.")
 
 
 def _artists(ax):
@@ -179,7 +200,10 @@ def test_a_declared_dataset_of_your_own_gets_its_rows_after_the_papers(tmp_path)
     assert [r["dataset"] for r in _csv(rep.tables)][::6] == ["wesad", "hhar", "zeta", "alpha"]
     assert "δ = WESAD 0.01235 (1/n², n = 9 users), HHAR 0.04 (1/n², n = 5 users), zeta 0.02778 (1/n², n = 6 " \
            "users), alpha 0.0625 (1/n², n = 4 users)" in md
-    assert header[0].startswith("Data source: import, synthetic; budget: default")
+    # The audit (item 20): "Data source: import, synthetic" above "this run used ... (data.source:
+    # synthetic)": the run line names the datasets of each source where they differ.
+    assert header[0].startswith("Data source: import (zeta, alpha), synthetic (WESAD, HHAR); budget: default")
+    assert "(data.source: synthetic)" in header[1]
     assert "Missing inputs (n/a cells): none" in header and rep.missing == []
     fig = privacy_report.draw(privacy_report.load(folder, datasets=("zeta", "wesad", "alpha", "hhar")))
     assert [ax.get_title().split(" (")[0] for ax in fig.axes] == ["WESAD", "HHAR", "zeta", "alpha"]
@@ -206,7 +230,7 @@ def test_a_missing_privacy_output_is_refused_or_shown_as_n_a_as_an_assess_file(t
     report.add_privacy(rep, folder, "2026-01-01", options, allow_missing=True)
     md = rep.tables["privacy.md"].decode()
     assert f"- Missing inputs (n/a cells): {folder / 'mine.json'}, {folder / 'other.json'}" in md
-    assert "| mine | incfed | n/a | n/a | n/a | n/a |" in md and "| other | fedip | n/a | n/a | n/a | n/a |" in md
+    assert "| mine | incfed | n/a | n/a | n/a |" in md and "| other | fedip | n/a | n/a | n/a |" in md
     assert rep.missing == [folder / "mine.json", folder / "other.json"]
     empty = report.Report()
     report.add_privacy(empty, tmp_path / "none", "2026-01-01", options)

@@ -279,7 +279,8 @@ def test_communication_table(built):
                and r["method"] == "fedip")
     assert int(fip["analytic_down_floats"]) == 5 * (2 * 20 * IP_ROUNDS + 20 * 4)
     md = (workdir / "reports" / "tables" / "communication.md").read_text()
-    assert "N²+N·C" in md and "| hhar | 50% | incfed | 30 | 6 | 3 | 1 |" in md
+    # the dataset's display name, as every other table's rows (audit item 21); the CSV keeps its id
+    assert "N²+N·C" in md and "| HHAR | 50% | incfed | 30 | 6 | 3 | 1 |" in md
     joint = next(r for r in rows if r["dataset"] == "hhar" and r["pct"] == "25"
                  and r["method"] == "fedclip-joint")
     assert (joint["ip_rounds"], joint["readouts"]) == (str(IP_ROUNDS), str(IP_ROUNDS))
@@ -370,7 +371,7 @@ def test_the_index_names_every_table_and_figure_with_its_title(built):
     # reader audit: the metrics' unit, which plots DVC draws, and the activation CSVs' share
     assert "mean test accuracy per share of each dataset and method as a fraction (0–1)" in index
     assert f"`dvc plots show` draws the {n_plots} declared in dvc.yaml's `plots`:" in index
-    assert "trained on 100 % of the training users only (params.yaml `report.activation_pct`" in index
+    assert "trained on 100% of the training users only (params.yaml `report.activation_pct`" in index
 
 
 def test_metrics_deterministic_and_dated_headers_reproducible(workdir, monkeypatch):
@@ -841,7 +842,7 @@ def test_report_refuses_flower_results_of_another_budget(workdir):
     _flower_output(workdir, "default")
     _ok(["ttest"])
     _ok(["report"])
-    assert "| wesad | incfed | 100% | 3 | stats | 1 | **total** | 100 | 10 | 200 | 10 | 2.00 | 1.00 |" in \
+    assert "| WESAD | incfed | 100% | 3 | stats | 1 | **total** | 100 | 10 | 200 | 10 | 2.00 | 1.00 |" in \
         (workdir / "reports" / "tables" / "communication.md").read_text()
     _flower_output(workdir, "paper")
     _refused(workdir, "runs/flower/wesad/wesad-incfed-100.json: computed with budget 'paper' but params.yaml's "
@@ -873,7 +874,7 @@ def test_report_reads_privacy_and_flower_outputs_from_the_folders_it_is_given(wo
     (elsewhere / "flower").rmdir()
     (elsewhere / "runs" / "flower").rename(elsewhere / "flower")
     _ok(["report", "--privacy-dir", str(elsewhere / "privacy"), "--flower-dir", str(elsewhere / "flower")])
-    assert "| wesad | incfed | 100% | 3 | stats | 1 | **total** | 100 | 10 | 200 | 10 | 2.00 | 1.00 |" in \
+    assert "| WESAD | incfed | 100% | 3 | stats | 1 | **total** | 100 | 10 | 200 | 10 | 2.00 | 1.00 |" in \
         (tables / "communication.md").read_text()
 
 

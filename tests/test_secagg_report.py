@@ -47,9 +47,11 @@ def test_rows_and_ratios_from_the_flower_documents(flower_dir):
     # FedIP has no plain run here: its plain bytes and ratios are empty / n/a, its SecAgg+ bytes shown
     fedip_total = [r for r in got if r["method"] == "fedip" and r["stage"] == "total"][0]
     assert fedip_total["plain_up_bytes"] == "" and fedip_total["ratio_up"] == "" and fedip_total["rounds"] == "2"
-    assert "| wesad | incfed | 100% | 3 | stats | 1 | **total** | 1000 | 200 | 1500 | 600 | 1.50 | 3.00 |" in md
-    assert "| wesad | fedip | 100% | 3 | ip | 2 | **total** | n/a | n/a | 50 | 10 | n/a | n/a |" in md
-    assert "| wesad | incfed | 100% | 3 | stats | 1 | SecAgg+ setup (public keys) |  |  | 300 | 100 | 0.30 | 0.50 |" in md
+    # The audit (item 21): the datasets as every other table names them, the byte counts as the table above writes
+    # its own (thousands separated; it read 1000 | 200 | 1500 beside 1,760.0)
+    assert "| WESAD | incfed | 100% | 3 | stats | 1 | **total** | 1,000 | 200 | 1,500 | 600 | 1.50 | 3.00 |" in md
+    assert "| WESAD | fedip | 100% | 3 | ip | 2 | **total** | n/a | n/a | 50 | 10 | n/a | n/a |" in md
+    assert "| WESAD | incfed | 100% | 3 | stats | 1 | SecAgg+ setup (public keys) |  |  | 300 | 100 | 0.30 | 0.50 |" in md
 
 
 def test_the_csv_names_each_stage_as_the_markdown_does(flower_dir):
@@ -61,6 +63,17 @@ def test_the_csv_names_each_stage_as_the_markdown_does(flower_dir):
                    ("total", "total")]
     assert all(f"| {label} |" in md for _, label in got[:-1]) and "| **total** |" in md
     assert "`stage` is Flower's stage id" in md and "`stage_label` the name used here" in md
+
+
+def test_flowers_request_for_the_initial_parameters_has_a_label_too():
+    """The audit (item 22): the raw id `get_parameters` stood among the readable labels: Flower's
+    legacy workflow asks one client for the initial parameters before the first round."""
+    doc = {"dataset": "wesad", "app": "incfed", "pct": "100", "secagg": True, "n_clients": 9,
+           "flower": {"bytes": {"rows": [{"phase": "stats", "stage": "get_parameters", "rounds": 1,
+                                          "up_per_client_round": 90.0, "down_per_client_round": 37.0}]}}}
+    row = secagg_report.rows([doc])[0]
+    assert (row["stage"], row["stage_label"]) == ("get_parameters", "initial parameters (server asks one client)")
+    assert "| initial parameters (server asks one client) |  |  | 90 | 37 |" in secagg_report.markdown([row])
 
 
 def test_the_section_says_why_plain_is_not_the_table_above(flower_dir):
@@ -115,7 +128,7 @@ def test_both_pipeline_datasets_render_and_an_untracked_folder_is_not_read(flowe
     md, csv_text = secagg_report.render(flower_dir)
     totals = [(r["dataset"], r["method"]) for r in csv.DictReader(io.StringIO(csv_text)) if r["stage"] == "total"]
     assert totals == [("wesad", "incfed"), ("wesad", "fedip"), ("hhar", "incfed")]
-    assert "| hhar | incfed | 100% | 3 | stats | 1 | **total** | 800 | 100 | 400 | 100 | 0.50 | 1.00 |" in md
+    assert "| HHAR | incfed | 100% | 3 | stats | 1 | **total** | 800 | 100 | 400 | 100 | 0.50 | 1.00 |" in md
     assert "| mine |" not in md
 
 
@@ -213,7 +226,7 @@ def test_a_study_dataset_of_your_own_gets_the_section_in_its_communication_table
     report.add_secagg(rep, flower_dir, datasets=("wesad", "mine"), allow_missing=True)
     papers, own = rep.tables["communication.md"].decode(), rep.tables["communication-mine.md"].decode()
     assert "## SecAgg+ overhead" in own and "| mine | incfed | 100% |" in own and "| 1.50 |" in own
-    assert "| mine |" not in papers and "| wesad | incfed | 100% |" in papers
+    assert "| mine |" not in papers and "| WESAD | incfed | 100% |" in papers
     rows = list(csv.DictReader(io.StringIO(rep.tables[secagg_report.CSV_NAME].decode())))
     assert {r["dataset"] for r in rows} == {"wesad", "mine"}
     index = report_index.render(rep.tables, {}, {}, {}, "d", "v")

@@ -15,7 +15,10 @@ from esnfed_core.tables import (
     mean_std_percent, metrics, parse_published, required_inputs, split_rounds, table_spec,
 )
 from esnfed_core.vocabulary import PCTS
-from esnfed_stages.tables import CSV_COLUMNS, cells_csv, communication_csv, format_value, render_markdown
+from esnfed_stages.tables import (
+    CSV_COLUMNS, cells_csv, communication_csv, format_value, not_applicable_note, render_communication_markdown,
+    render_markdown,
+)
 
 LOW = [0.70, 0.72, 0.71]
 HIGH = [0.80, 0.79, 0.81]
@@ -175,6 +178,36 @@ def test_communication_formulas():
     assert clip["analytic_up_floats"] is None and clip["match"] is None
     shown = [r["match"] for r in csv.DictReader(io.StringIO(communication_csv(rows)))]
     assert shown == ["yes", "no", "yes", ""]  # the stage renders the core's booleans
+
+
+def test_communication_cells_that_do_not_apply_read_a_dash_the_header_says_why():
+    """The audit (item 22): local read 0.0 per client per round over 0 rounds; IP rounds / readouts
+    read n/a / n/a for IncFed but n/a / 0 or n/a / 1 for the heterogeneous methods, unexplained.
+    Where the count does not apply the cell reads "—", an unknown one n/a, and one header line says
+    which is which; the CSV leaves a per-round figure of no round empty."""
+    n, c, k = 10, 4, 3
+    items = [
+        Communication("wesad", "100", "incfed", k * (n * n + n * c), k * n * c, 1, 1, 1, k, n, c),
+        Communication("wesad", "100", "fedip", k * (2 * n * 7 + n * n + n * c), k * (2 * n * 7 + n * c),
+                      0, 0, 8, k, n, c, ip_rounds=7, readouts=1),
+        Communication("wesad", "100", "fedclip-naive", 1, 1, 1, 1, 8, k, n, c),  # contexts unknown: n/a
+        Communication("wesad", "100", "local", 0, 0, 0, 0, 0, k, n, c),
+        Communication("wesad", "100", "align-0.5", k * (n * n + n * c), k * n * c, 1, 1, 1, k, n, c),
+    ]
+    rows = communication_rows(items)
+    assert rows[3]["up_floats_per_client_round"] is None and rows[0]["up_floats_per_client_round"] == 140
+    note = not_applicable_note(rows)
+    md = render_communication_markdown(rows, ["Date: today", *note]).splitlines()
+    body = {line.split(" | ")[2]: line.split(" | ") for line in md if line.startswith("| WESAD")}
+    assert body["incfed"][7:9] == body["align-0.5"][7:9] == ["—", "—"]  # IP rounds, readouts
+    assert body["fedip"][7:9] == ["7", "1"] and body["fedclip-naive"][7:9] == ["n/a", "n/a"]
+    assert body["local"][6:13] == ["0", "—", "—", "—", "—", "—", "—"] and body["local"][13:17] == ["0"] * 4
+    assert note == ["—: does not apply: IP rounds and readouts of every method but FedIP and FedCLIP (the others "
+                    "run no IP round: their rounds are not split); per client per round where no round ran (local "
+                    "sends nothing: rounds 0, totals 0)"]
+    assert not_applicable_note(rows[1:2]) == []
+    local = list(csv.DictReader(io.StringIO(communication_csv(rows))))[3]
+    assert local["up_floats_per_client_round"] == "" and local["up_floats"] == "0"
 
 
 def test_split_rounds_follows_the_ledger_count():
