@@ -56,7 +56,7 @@ def _natural(text: str) -> list:
 def synthesize(
     dataset: SynthOpt,
     out: Annotated[Optional[Path], typer.Option(
-        "--out", help="Root folder for the raw files (<out>/WESAD, <out>/HHAR or <out>/EXAMPLE). "
+        "--out", "--out-dir", help="Root folder for the raw files (<out>/WESAD, <out>/HHAR or <out>/EXAMPLE). "
         "Default: params.yaml data.synthetic_dir.")] = None,
     seed: Annotated[Optional[int], typer.Option(
         "--seed", min=0, help="Seed of the generator (same seed, same bytes). "
@@ -95,7 +95,7 @@ def preprocess(
         "--raw-dir", help="Root folder holding WESAD/ or HHAR/. Default: params.yaml "
         "data.synthetic_dir or data.raw_dir, by source.")] = None,
     out: Annotated[Path, typer.Option(
-        "--out", help="Root of the processed data; writes <out>/<dataset>/.")] = preprocess_stage.DEFAULT_OUT,
+        "--out", "--out-dir", help="Root of the processed data; writes <out>/<dataset>/.")] = preprocess_stage.DEFAULT_OUT,
     params: ParamsOpt = Path("params.yaml"),
 ) -> None:
     """Windows, labels, contexts and per-user z-scores -> <out>/<dataset>/<user>.npz + manifest.json.
@@ -143,7 +143,7 @@ def partition(
         "--processed-dir", help="Root of the processed data (reads <dir>/<dataset>/manifest.json).")]
     = preprocess_stage.DEFAULT_OUT,
     out: Annotated[Path, typer.Option(
-        "--out", help="Folder of the partition files; writes <out>/<dataset>.json.")] = partition_stage.DEFAULT_OUT,
+        "--out", "--out-dir", help="Folder of the partition files; writes <out>/<dataset>.json.")] = partition_stage.DEFAULT_OUT,
     params: ParamsOpt = Path("params.yaml"),
 ) -> None:
     """User splits (nested training subsets, validation, test) -> <out>/<dataset>.json.

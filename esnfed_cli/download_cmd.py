@@ -36,7 +36,7 @@ def _default_out(params: Path) -> Path:
 def download(
     dataset: DatasetOpt,
     out: Annotated[Optional[Path], typer.Option(
-        "--out", help="Raw data root; writes <out>/WESAD or <out>/HHAR. "
+        "--out", "--out-dir", help="Raw data root; writes <out>/WESAD or <out>/HHAR. "
         "Default: params.yaml data.raw_dir (data/raw).")] = None,
     url: Annotated[Optional[str], typer.Option(
         "--url", help="Download from this address instead of the official one (a mirror).")] = None,

@@ -95,10 +95,10 @@ TABLE_PATH = Path("runs/flower-table.md")  # beside runs/flower, not in it: the 
 @app.command("flower-table")
 @handle_errors
 def flower_table(
-    runs_dir: Annotated[Path, typer.Option("--runs-dir", help="Where esnfed flower wrote its JSONs: the "
+    runs_dir: Annotated[Path, typer.Option("--flower-dir", "--runs-dir", help="Where esnfed flower wrote its JSONs: the "
                                            "folder's *.json and those of its sub-folders (the flower stage's "
                                            "runs/flower/<dataset>/); runs/flower-manual for `esnfed flower`'s "
-                                           "default --out-dir.")] = flower_stage.FLOWER_DIR,
+                                           "default --out-dir (--runs-dir: its former name).")] = flower_stage.FLOWER_DIR,
     out: Annotated[Path, typer.Option("--out", help="The Markdown table (outside runs/flower, which the report "
                                       "depends on).")] = TABLE_PATH,
 ) -> None:

@@ -83,7 +83,7 @@ def import_(
         "e.g. the recording order (default: sorted).")] = None,
     drop_labels: Annotated[Optional[str], typer.Option(
         "--drop-labels", help="Label values whose rows are dropped, comma-separated (default: none).")] = None,
-    out: Annotated[Path, typer.Option("--out", help="Root of the processed data.")] = Path("data/processed"),
+    out: Annotated[Path, typer.Option("--out", "--out-dir", help="Root of the processed data.")] = Path("data/processed"),
     params: Annotated[Path, typer.Option(
         "--params", help="Params file whose imports.<dataset> gives the defaults (the default params.yaml is "
         "used if it exists; a file named here must exist).")]

@@ -123,6 +123,25 @@ def test_every_command_and_option_has_help():
     assert not missing, f"no help text: {missing}"
 
 
+def test_every_output_folder_option_answers_to_out_dir():
+    """Audit: the output folder was --out in some commands and --out-dir in others. Each option
+    that names a folder the command writes into answers to --out-dir (--out stays for the older
+    commands' users); --out alone names a file (ttest's JSON, flower-table's Markdown). And the
+    folder of Flower results is --flower-dir in flower-table as in report (--runs-dir elsewhere is
+    the runs root)."""
+    _, commands = _click_commands()
+    folder_writers = {"synthesize", "download", "preprocess", "partition", "import", "report", "privacy", "flower"}
+    for name in folder_writers:
+        opts = {o for p in commands[name].params for o in getattr(p, "opts", [])}
+        assert "--out-dir" in opts, name
+    for name in ("ttest", "flower-table"):
+        opts = {o for p in commands[name].params for o in getattr(p, "opts", [])}
+        assert "--out" in opts and "--out-dir" not in opts, name
+    flower_table = {o for p in commands["flower-table"].params for o in getattr(p, "opts", [])}
+    assert "--flower-dir" in flower_table and "--flower-dir" in {
+        o for p in commands["report"].params for o in getattr(p, "opts", [])}
+
+
 def test_command_help_has_no_line_break_inside_a_paragraph():
     """Docstrings are wrapped at the source's width; Typer's rich mode keeps those breaks, so the
     help must be flowed (esnfed_cli._common.flowed) or it breaks mid-sentence on the terminal."""

@@ -92,14 +92,14 @@ def test_flower_table_reads_the_stage_folders_and_names_where_it_looked(tmp_path
         (flower / ds / f"{ds}-incfed-100.json").write_text(json.dumps(_result(ds, "incfed")))
     (flower / "wesad-fedavg-100.json").write_text(json.dumps(_result("wesad", "fedavg")))  # top level: read too
     out = tmp_path / "flower-table.md"
-    result = runner.invoke(app, ["flower-table", "--runs-dir", str(flower), "--out", str(out)])
+    result = runner.invoke(app, ["flower-table", "--flower-dir", str(flower), "--out", str(out)])
     assert result.exit_code == 0, result.output
     body = [line for line in out.read_text().splitlines() if line.startswith("| hhar |") or line.startswith("| wesad |")]
     assert [line.split(" | ")[:2] for line in body[:3]] == [["| hhar", "incfed"], ["| wesad", "incfed"],
                                                              ["| wesad", "fedavg"]]
     empty = tmp_path / "empty"
     empty.mkdir()
-    result = runner.invoke(app, ["flower-table", "--runs-dir", str(empty), "--out", str(empty / "flower-table.md")],
+    result = runner.invoke(app, ["flower-table", "--flower-dir", str(empty), "--out", str(empty / "flower-table.md")],
                            env={"COLUMNS": "300"})
     assert result.exit_code == 1 and len(result.output.strip().splitlines()) == 1
     assert f"{empty / '*.json'} or {empty / '*' / '*.json'}" in result.output
