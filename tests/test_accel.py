@@ -388,16 +388,9 @@ def test_cli_select_retrain_assess_on_torch_cpu_agree_with_cpu(tmp_path):
 
 def test_gpu_benchmark_smoke_mode_prints_every_case_and_the_projection(tmp_path):
     """benchmarks/bench_gpu.py --smoke: the same code as on the GPU, tiny, on the CPU."""
-    import subprocess
-    import sys
-    from pathlib import Path
+    from bench_smoke import smoke
 
-    script = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_gpu.py"
-    out = tmp_path / "gpu.jsonl"
-    proc = subprocess.run([sys.executable, str(script), "--smoke", "--out", str(out)],
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr
-    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    lines, stdout = smoke("bench_gpu.py", tmp_path / "gpu.jsonl")
     assert lines[0]["torch"] == torch.__version__ and lines[0]["device"] == "cpu"
     cases = {r["case"]: r for r in lines if "case" in r}
     assert not [r for r in cases.values() if "error" in r]
@@ -406,10 +399,8 @@ def test_gpu_benchmark_smoke_mode_prints_every_case_and_the_projection(tmp_path)
                  "CPU run_batch, 1 reservoir (all cores)", "cost wesad 400 units", "cost hhar 500 units"):
         assert cases[name]["M_ws_per_s" if "cost" not in name else "ip_epoch_ns_per_ws"] > 0, name
     assert cases["state pass, 1 reservoir"]["project_over_bare"] > 0
-    assert "Paper budget projected" in proc.stdout and "| **all** |" in proc.stdout
+    assert "Paper budget projected" in stdout and "| **all** |" in stdout
     # --slice: paper-scale FedIP trials end to end through fit_batch, against the projection
-    proc = subprocess.run([sys.executable, str(script), "--smoke", "--slice", "3", "--out", str(out)],
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr
-    rec = [json.loads(line) for line in out.read_text().splitlines() if "paper slice" in line][-1]
+    lines, _ = smoke("bench_gpu.py", tmp_path / "gpu.jsonl", "--slice", "3")
+    rec = [r for r in lines if "paper slice" in json.dumps(r)][-1]
     assert "error" not in rec and rec["trials"] == 3 and rec["seconds"] > 0 and rec["projected_seconds"] > 0

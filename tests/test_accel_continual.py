@@ -195,22 +195,14 @@ def test_cuda_continual_batch_equals_the_numpy_path(data, method):
 
 
 def test_continual_benchmark_smoke_mode_reports_every_method_and_its_projection(tmp_path):
-    import json
-    import subprocess
-    import sys
-    from pathlib import Path
+    from bench_smoke import smoke
 
-    root = Path(__file__).resolve().parents[1]
-    out = tmp_path / "c.jsonl"
-    run = subprocess.run([sys.executable, str(root / "benchmarks" / "bench_continual.py"), "--smoke", "--out", str(out)],
-                         capture_output=True, text=True, timeout=300, cwd=root)
-    assert run.returncode == 0, run.stderr
-    recs = [json.loads(line) for line in out.read_text().splitlines()]
+    recs, stdout = smoke("bench_continual.py", tmp_path / "c.jsonl", timeout=300)
     cases = {r["case"]: r for r in recs if "case" in r}
     assert set(cases) == {"kernel prices", "fedclip-naive", "clip-replay", "fedclip-joint"}
     for m in ("fedclip-naive", "clip-replay", "fedclip-joint"):
         assert cases[m]["ip_window_steps"] > 0 and cases[m]["projected_seconds"] > 0
-    assert "| fedclip-joint |" in run.stdout
+    assert "| fedclip-joint |" in stdout
 
 
 def test_fedclip_clients_of_a_trial_share_the_ticks(data, monkeypatch):
@@ -279,17 +271,9 @@ def test_activation_densities_batch_the_models_and_equal_the_numpy_densities(dat
 
 def test_assess_benchmark_smoke_mode_reports_every_path_and_the_ratios(tmp_path):
     """benchmarks/bench_assess.py --smoke: the script gpu_session.sh runs on the GPU, tiny, here."""
-    import json
-    import subprocess
-    import sys
-    from pathlib import Path
+    from bench_smoke import smoke
 
-    script = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_assess.py"
-    out = tmp_path / "assess.jsonl"
-    proc = subprocess.run([sys.executable, str(script), "--smoke", "--out", str(out)],
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    recs = [json.loads(line) for line in out.read_text().splitlines()]
+    recs, _ = smoke("bench_assess.py", tmp_path / "assess.jsonl", timeout=300)
     cases = {r["case"]: r for r in recs if "case" in r}
     assert recs[0]["device"] == "torch-cpu" and recs[0]["retrains"] == 2
     for name in ("numpy (scaled)", "batched", "bare recurrence"):
