@@ -1,4 +1,5 @@
-"""Intrinsic plasticity: the gradient against independent computations, its sign (KL descent),
+"""Intrinsic plasticity: the gradient against independent computations (float64 numpy, reservoirpy
+0.4.2's IPReservoir), its sign (KL descent),
 centralised IP vs FedIP equalities, the communication ledger and determinism."""
 
 from __future__ import annotations
@@ -241,3 +242,67 @@ def test_config_rejects_bad_values_naming_the_key(kwargs, key):
 def test_fedip_rejects_mismatched_client_names():
     with pytest.raises(ParameterError, match="^client_names:"):
         fedip(_res(), [_x(5, 3)], IPConfig(sigma=0.3), 1, 1, 0, client_names=["a", "b"])
+
+
+def _reservoirpy_ip_node(res, cfg, learning_rate=0.0):
+    """reservoirpy 0.4.2's ``IPReservoir`` on our W, W_in, g and b (float64).
+
+    Its step (reservoirpy/nodes/intrinsic_plasticity.py, ``IPReservoir._step``) is
+        internal = (1 − lr)·internal + lr·(W @ out + Win @ u + bias);  out = tanh(a·internal + b)
+    so with lr = 1 and bias = 0, internal is our x_net and out our h: PROTOCOL §2 with leak 1.
+    (With lr < 1 it leaks the pre-activation, we leak h, so only leak 1 compares.) Its
+    ``gaussian_gradients`` is Schrauwen's rule written as an ascent direction (δ = −∂), and
+    ``partial_fit`` steps a ← a + η·δa, b ← b + η·δb after every time step.
+    """
+    from reservoirpy.nodes import IPReservoir
+
+    node = IPReservoir(W=res.w.astype(np.float64), Win=res.w_in.astype(np.float64), bias=0.0, lr=1.0,
+                       mu=cfg.mu, sigma=cfg.sigma, learning_rate=learning_rate, activation="tanh",
+                       input_dim=res.n_inputs)
+    node.initialize(np.zeros((1, res.n_inputs)))
+    node.a = res.gain.astype(np.float64).copy()
+    node.b = res.bias.astype(np.float64).copy()
+    return node
+
+
+@pytest.mark.parametrize("mu", [0.0, 0.1])
+def test_gradients_equal_reservoirpy(mu):
+    """Cross-check with an independent implementation: reservoirpy's per-step IP gradients,
+    summed over each window's steps and averaged over windows, are minus our (∂g, ∂b)."""
+    cfg = IPConfig(sigma=0.35, mu=mu)
+    res = _res(units=9, leak=1.0, seed=5).with_ip(np.linspace(0.7, 1.4, 9), np.linspace(-0.3, 0.25, 9))
+    x = _x(4, 40, seed=6)
+    node = _reservoirpy_ip_node(res, cfg)
+    sum_a, sum_b = np.zeros(res.units), np.zeros(res.units)
+    for window in x.astype(np.float64):
+        node.reset()
+        for u in window:
+            post = node.step(u)
+            pre = node.state["internal"]
+            delta_a, delta_b = node.gradient(x=np.ravel(pre), y=np.ravel(post), a=node.a)
+            sum_a += delta_a
+            sum_b += delta_b
+    # learning_rate 0: reservoirpy's a and b stayed ours, so every step used the same g, b.
+    assert np.array_equal(node.a, res.gain.astype(np.float64))
+    dg, db = ip_gradients(res, x, cfg)
+    # float32 recurrence against float64: relative to each vector's largest entry.
+    np.testing.assert_allclose(dg, -sum_a / len(x), rtol=0, atol=2e-6 * np.abs(dg).max())
+    np.testing.assert_allclose(db, -sum_b / len(x), rtol=0, atol=2e-6 * np.abs(db).max())
+    assert np.abs(db).max() > 1.0  # a gradient that is not trivially zero
+
+
+def test_plain_step_equals_reservoirpys_online_update_on_one_step():
+    """On a batch of one window of one step, reservoirpy's online update (one ``partial_fit`` step,
+    learning rate η) and our plain averaged step (``normalize_step: false``) are the same SGD step:
+    same sign (KL descent), same size."""
+    cfg = IPConfig(sigma=0.3, mu=0.05, eta=0.02, normalize_step=False)
+    res = _res(units=6, leak=1.0, seed=7).with_ip(np.linspace(0.8, 1.2, 6), np.linspace(-0.1, 0.2, 6))
+    x = _x(1, 1, seed=8)
+    node = _reservoirpy_ip_node(res, cfg, learning_rate=cfg.eta)
+    node.reset()
+    node.partial_fit(x[0].astype(np.float64))
+    stepped = ip_step(res, x, cfg)
+    moved = np.abs(node.b - res.bias.astype(np.float64)).max()
+    assert moved > 1e-3  # the step moved b, so equality below is not trivial
+    np.testing.assert_allclose(stepped.gain, node.a, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(stepped.bias, node.b, rtol=0, atol=1e-6)
