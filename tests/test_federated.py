@@ -1,5 +1,6 @@
 """Tests of the federated readouts: IncFed equals centralised ridge for any client split, FedAvg is
-the window-weighted mean of local ridge readouts, and both send the documented amount of floats."""
+the window-weighted mean of local ridge readouts, and both send the documented amount of floats;
+IncFed also against reservoirpy's Ridge node."""
 
 from __future__ import annotations
 
@@ -123,3 +124,28 @@ def test_federation_rejects_bad_input(res, make_windows):
         Client("c", x, y[:3], C)
     with pytest.raises(ParameterError, match=r"lambda: must be >= 0.0, got -0.1"):
         fedavg(res, make_clients(x, y, [4]), -0.1)
+
+
+def test_incfed_equals_reservoirpys_ridge(res, make_windows):
+    """Cross-check with an independent implementation: reservoirpy 0.4.2's ``Ridge`` node
+    (reservoirpy/nodes/ridge.py: per-series XᵀX and XᵀY summed by its ``master``, then
+    ``scipy.linalg.solve(XᵀX + λI, XᵀY)``; ``fit_bias=False`` as PROTOCOL §2 has no readout bias),
+    fitted on every window's states as one series, equals the IncFed server's readout over three
+    clients."""
+    from reservoirpy.nodes import Ridge
+
+    x, y = make_windows(15, 30, 3, C, seed=4)
+    result = incfed(res, make_clients(x, y, [4, 5, 6]), LAMBDAS, CommLedger())
+    states = run_batch(res, x).astype(np.float64)  # (T, B, N)
+    series = [states[:, i] for i in range(len(x))]
+    targets = [np.eye(C)[y[i].astype(int)] for i in range(len(x))]
+    for lam, w in zip(LAMBDAS, result.readouts):
+        node = Ridge(ridge=lam, fit_bias=False).fit(series, targets)
+        theirs = node.Wout.T
+        assert theirs.shape == w.shape == (C, N)
+        assert not np.any(node.bias)
+        # As above: IncFed's clients stream other batches (other float32 states, 1e-6) and round
+        # the statistics' chunk products in float32; reservoirpy sums float64 products.
+        assert rel(w, theirs) <= 1e-6 + readout_rtol(result.stats.b, lam, sides=2)
+    # λ matters at these sizes, so matching every λ of the grid is not one match repeated.
+    assert rel(result.readouts[0], result.readouts[-1]) > 1e-3
