@@ -1,0 +1,156 @@
+"""Smoke tests of the scripts of benchmarks/ that BENCHMARKS.md and the docs quote: each runs at
+tiny sizes, as the quoted command line does at full size, and what it prints or writes has the
+fields the documents read, with positive, finite numbers (bench_gpu, bench_continual and
+bench_assess: tests/test_accel*.py; compare_reports: tests/test_compare_reports.py)."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import pytest
+
+from bench_smoke import BENCHMARKS, ROOT, last_json, run, smoke, table_rows
+
+slow = pytest.mark.slow
+
+
+def _positive(*values: float) -> bool:
+    return all(math.isfinite(v) and v > 0 for v in values)
+
+
+def _number(cell: str) -> float:
+    """'0.155 s' / '**1.30**' / '12.2×' -> the number."""
+    return float(re.match(r"[*\s]*([0-9.]+)", cell).group(1))
+
+
+@slow
+def test_preprocess_hhar_reports_rows_windows_time_and_peak_of_csv_and_zip(tmp_path):
+    root = tmp_path / "hhar"
+    out = run("bench_preprocess_hhar.py", "--zip", "--repeats", "1", "--seconds", "1", "--root", str(root))
+    r = last_json(out)
+    assert len(r["rows"]) == 4 and all(n > 0 for n in r["rows"].values())
+    assert r["users"] == 9 and r["windows"] > 0
+    assert _positive(r["raw_csv_gb"], r["preprocess_median_s"], r["preprocess_peak_mib"], r["synthesize_s"],
+                     r["zip_gb"], r["zip_preprocess_s"], r["zip_preprocess_peak_mib"])
+    assert "| rows (phone acc / gyro, watch acc / gyro) |" in out
+    assert not root.exists()  # generated files deleted without --keep
+
+
+@slow
+def test_preprocess_wesad_reports_subjects_sizes_time_and_peak(tmp_path):
+    root = tmp_path / "wesad"
+    out = run("bench_preprocess_wesad.py", "--protocol", "0", "--repeats", "1", "--scale", "0.002", "--root", str(root))
+    r = last_json(out)
+    assert (r["protocol"], r["subjects"]) == (0, 15) and r["windows"] > 0
+    assert _positive(r["raw_gb"], r["processed_gb"], r["preprocess_median_s"], r["preprocess_peak_mib"])
+    assert not root.exists()
+
+
+def test_plasticity_prints_the_table_rows_with_their_ratios():
+    out = run("bench_plasticity.py", "--shapes", "hhar", "--windows", "8", "--repeats", "1", "--clients", "2")
+    rows = table_rows(out, "what")
+    assert rows[0][0] == "**hhar** (8×200×6, 100 units)" and len(rows) == 6
+    for cells in rows[1:]:
+        assert _positive(*(_number(c) for c in cells[3:6])), cells
+    assert re.search(r"round / summed epochs: wall [0-9.]+, CPU \*\*[0-9.]+\*\*", rows[-1][-1])
+    assert "Command: `.venv/bin/python benchmarks/bench_plasticity.py --shapes hhar" in out
+
+
+def test_reservoir_writes_the_ratios_to_the_bare_gemm_and_reservoirpy(tmp_path):
+    pytest.importorskip("reservoirpy")
+    path = tmp_path / "res.json"
+    run("bench_reservoir.py", "--quick", "--repeats", "1", "--threads", "1", "--json", str(path))
+    doc = json.loads(path.read_text())
+    assert doc["environment"]["numpy"] and doc["environment"]["blas"]
+    (r,) = doc["results"]
+    assert set(r["median_s"]) == {"run_batch", "run_batch_1thread", "bare_gemm", "stats_add", "reservoirpy"}
+    assert _positive(*r["median_s"].values(), *r["cpu_ratios"].values(), r["ratio_recurrence_over_bare_gemm"],
+                     r["speedup_over_reservoirpy"], r["bare_gemm_speedup_over_reservoirpy"])
+
+
+def test_ip_epoch_writes_the_ip_step_and_the_recurrence_against_the_gemm(tmp_path):
+    pytest.importorskip("torch")
+    out = tmp_path / "ip.jsonl"
+    run("bench_ip_epoch.py", "--reservoirs", "2", "--windows", "4", "--steps", "5", "--units", "16", "8",
+        "--mu", "0", "0.1", "--repeats", "1", "--out", str(out))
+    recs = [json.loads(line) for line in out.read_text().splitlines()]
+    assert {(r["units"], r["mu"]) for r in recs} == {(16, 0.0), (16, 0.1), (8, 0.0), (8, 0.1)}
+    for r in recs:
+        assert _positive(r["ip_s"], r["gemm_s"], r["recurrence_s"], r["ip_over_gemm"], r["recurrence_over_gemm"])
+
+
+@slow
+def test_paper_budget_projects_both_budgets_from_one_measurement():
+    out = run("bench_paper_budget.py", "--budget", "paper", "reduced", "--windows", "2", "--repeats", "1")
+    for ds, units in (("wesad", [200, 300, 400]), ("hhar", [100, 200, 300, 400, 500])):
+        section = out[out.index(f"\n{ds}: µs per window-step"):]
+        rows = table_rows(section, "units")[: len(units)]
+        assert [int(r[0]) for r in rows] == units and all(_positive(*map(float, r[1:])) for r in rows)
+    hours = {m[1]: float(m[2]) for m in re.finditer(r"^(paper|reduced): ([0-9.]+) CPU hours", out, re.MULTILINE)}
+    assert set(hours) == {"paper", "reduced"} and 0 < hours["reduced"] < hours["paper"]
+
+
+def test_paper_budget_check_times_one_ridge_trial_against_the_projection(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    budget = importlib.import_module("bench_paper_budget")
+    monkeypatch.setitem(budget.DATA["wesad"], "windows_per_user", 6)  # --check's trial, tiny
+    measured, predicted = budget.check({400: {"stats": 1e-8, "eval": 2e-8, "ip_epoch": 3e-8}})
+    assert _positive(measured) and predicted == pytest.approx(3 * 6 * 700 * 3e-8)
+
+
+@slow
+@slow
+@slow
+def test_synth_accuracy_prints_a_test_accuracy_per_share():
+    out = run("bench_synth_accuracy.py", "--dataset", "wesad", "--units", "8")
+    m = re.search(r"test accuracy 25 % ([0-9.]+), 50 % ([0-9.]+), 75 % ([0-9.]+), 100 % ([0-9.]+)", out)
+    assert m and all(0 < float(a) <= 100 for a in m.groups()), out
+
+
+@slow
+def test_privacy_clip_sweep_prints_validation_accuracy_per_clip(tmp_path):
+    from experiment_data import cli_ok, make_dataset, small_params, stage_options, write_params
+
+    make_dataset(tmp_path)
+    write_params(tmp_path, small_params())
+    cli_ok("select", "--algo", "incfed", "--pct", "100", *stage_options(tmp_path))
+    out = run("privacy_clip_sweep.py", "--datasets", "wesad", "--clips", "0.1,1", "--eps", "1",
+              "--params", "params.yaml", cwd=tmp_path)
+    (row,) = table_rows(out, "dataset")
+    assert row[:2] == ["wesad", "1"] and len(row) == 4
+    for cell in row[2:]:
+        mean, std = (float(x) for x in cell.split("±"))
+        assert 0 < mean <= 100 and 0 <= std <= 100
+
+
+def test_same_outputs_ignores_timings_and_keys_and_names_what_differs(tmp_path):
+    import numpy as np
+
+    for side, (loss, arr) in {"a": (0.5, [1.0, 2.0]), "b": (0.5, [1.0, 2.0])}.items():
+        (tmp_path / side / "runs").mkdir(parents=True)
+        (tmp_path / side / "runs" / "t.json").write_text(json.dumps({"loss": loss, "seconds": len(side), "key": side}))
+        np.savez(tmp_path / side / "runs" / "m.npz", w=np.asarray(arr))
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    assert "2 files in" in run("same_outputs.py", a, b) and "0 differ" in run("same_outputs.py", a, b)
+    np.savez(tmp_path / "b" / "runs" / "m.npz", w=np.asarray([1.0, 3.0]))
+    (tmp_path / "b" / "reports").mkdir()
+    (tmp_path / "b" / "reports" / "x.txt").write_text("x")
+    proc = subprocess.run([sys.executable, str(BENCHMARKS / "same_outputs.py"), a, b], capture_output=True, text=True)
+    assert proc.returncode == 1
+    assert "runs/m.npz: array w differs" in proc.stdout and "reports/x.txt: only in" in proc.stdout
+
+
+def test_jax_anchor_smoke_runs_every_case(tmp_path):
+    pytest.importorskip("jax")  # not a project dependency (BENCHMARKS.md, "JAX against torch on the CPU build")
+    recs, _ = smoke("bench_jax_anchor.py", tmp_path / "jax.jsonl")
+    assert recs[0]["lib"] == "jax"
+    cases = [r for r in recs[1:] if "case" in r]
+    assert len(cases) == 6 and all("error" not in r and _positive(r["M_ws_per_s"]) for r in cases)
+
+
+@slow
