@@ -104,8 +104,39 @@ def test_paper_budget_check_times_one_ridge_trial_against_the_projection(monkeyp
 
 
 @slow
+def test_paper_scale_runs_every_stage_and_assesses_the_model_in_four_share_folders(tmp_path):
+    root = tmp_path / "scale"
+    out = run("bench_paper_scale.py", "--rounds", "2", "--local-epochs", "1", "--calibrate", "--units", "8",
+              "--scale", "0.002", "--root", str(root))
+    r = last_json(out)
+    for stage in ("synthesize", "preprocess", "partition", "select", "retrain", "assess"):
+        assert _positive(r[stage]["peak_mib"]) and r[stage]["wall_s"] >= 0, stage
+    assert r["assess"]["models"] == 4 and r["scale"] == 0.002
+    assert r["windows"]["all"] > r["windows"]["train_100"] > r["windows"]["train_25"] > 0
+    assert r["calibration"]["trial_1x1_s"] >= 0 and _positive(r["calibration"]["peak_mib"])
+    assert not root.exists()
+
+
 @slow
+def test_paper_scale_scaling_measures_every_command_lazy_and_eager(tmp_path):
+    out = run("bench_paper_scale.py", "--scaling", "--scale", "0.002", "--units", "8", "--root", str(tmp_path / "s"))
+    rows = last_json(out)["scaling"]
+    selects = {f"select --algo {a} --pct {p}" for a in ("fedip", "ip") for p in ("25", "100")}
+    assert {r["command"] for r in rows if r["loading"] == "eager"} == selects | {"assess --algo fedip (4 models)"}
+    assert {r["command"] for r in rows if r["loading"] == "lazy"} == selects | {
+        "retrain --algo fedip --pct 25", "retrain --algo fedip --pct 100", "assess --algo fedip (4 models)"}
+    assert all(_positive(r["peak_mib"]) for r in rows)
+
+
 @slow
+def test_paper_scale_read_cost_times_both_batch_patterns_from_disk_and_memory(tmp_path):
+    out = run("bench_paper_scale.py", "--read-cost", "--scale", "0.002", "--repeats", "1", "--root", str(tmp_path / "r"))
+    cost = last_json(out)["read_us_per_window"]
+    assert cost["windows"] > 0 and _positive(cost["ip_shuffled_100_disk"], cost["ip_shuffled_100_memory"],
+                                             cost["states_in_order_256_disk"])
+    assert cost["states_in_order_256_memory"] >= 0  # a view: ~0
+
+
 def test_synth_accuracy_prints_a_test_accuracy_per_share():
     out = run("bench_synth_accuracy.py", "--dataset", "wesad", "--units", "8")
     m = re.search(r"test accuracy 25 % ([0-9.]+), 50 % ([0-9.]+), 75 % ([0-9.]+), 100 % ([0-9.]+)", out)
