@@ -185,3 +185,28 @@ def test_jax_anchor_smoke_runs_every_case(tmp_path):
 
 
 @slow
+def test_ab_command_times_the_command_on_both_trees(tmp_path):
+    from experiment_data import make_dataset, small_params, write_params
+
+    if subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True).returncode != 0:
+        pytest.skip("not a git checkout: ab_command.sh checks the old side out of git")
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
+    (clone / ".venv").symlink_to(sys.prefix)  # the script runs .venv/bin/python: this environment
+    if not (clone / ".venv" / "bin" / "python").exists():
+        pytest.skip(f"{sys.prefix}/bin/python missing: ab_command.sh needs a venv's python")
+    make_dataset(clone)
+    write_params(clone, small_params())
+    cmd = ["bash", str(BENCHMARKS / "ab_command.sh"), "HEAD", "2", "--", "select", "--dataset", "wesad",
+           "--algo", "ridge", "--pct", "25", "--backend", "sequential"]
+    for own in ("", "1"):  # this checkout's params.yaml for both sides, or each tree's own
+        proc = subprocess.run(cmd, cwd=clone, capture_output=True, text=True, timeout=300,
+                              env={**os.environ, "AB_OWN_PARAMS": own})
+        assert proc.returncode == 0, proc.stderr
+        times = re.findall(r"^(old|new) ([0-9.]+)$", proc.stdout, re.MULTILINE)
+        assert [s for s, _ in times] == ["old", "new"] * 2 and _positive(*(float(t) for _, t in times))
+        medians = dict(re.findall(r"^(old|new) median ([0-9.]+) s$", proc.stdout, re.MULTILINE))
+        assert set(medians) == {"old", "new"} and _positive(*map(float, medians.values()))
+    worktrees = subprocess.run(["git", "worktree", "list", "--porcelain"], cwd=clone, capture_output=True,
+                               text=True, check=True).stdout
+    assert worktrees.count("worktree ") == 1  # the old side's worktree removed
