@@ -73,6 +73,22 @@ def test_reservoir_writes_the_ratios_to_the_bare_gemm_and_reservoirpy(tmp_path):
                      r["speedup_over_reservoirpy"], r["bare_gemm_speedup_over_reservoirpy"])
 
 
+def test_ab_recurrence_gives_both_loops_as_ratios_to_the_gemm_and_the_same_bits():
+    if subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True).returncode != 0:
+        pytest.skip("not a git checkout: ab_recurrence.py reads the earlier loop from git")
+    out = run("ab_recurrence.py", "--before", "HEAD", "--smoke", "--repeats", "1")
+    m = re.search(r"before [0-9.]+ ms \(([0-9.]+)x\), after [0-9.]+ ms \(([0-9.]+)x\); same bits: (\w+)", out)
+    assert m and _positive(float(m[1]), float(m[2])) and m[3] == "True", out
+
+
+def test_deep_prints_the_ratios_to_its_gemms_and_to_the_shallow_reservoir():
+    out = run("bench_deep.py", "--smoke", "--repeats", "1")
+    rows = table_rows(out, "windows × steps × inputs × units (layers)")
+    assert [r[0] for r in rows] == ["8 × 20 × 3 × 16 (L=2: 8+8)", "8 × 20 × 3 × 16 (L=4: 4+4+4+4)"]
+    for cells in rows:
+        assert _positive(*(_number(c) for c in cells[4:6] + cells[7:9])) and cells[9] == "True", cells
+
+
 def test_ip_epoch_writes_the_ip_step_and_the_recurrence_against_the_gemm(tmp_path):
     pytest.importorskip("torch")
     out = tmp_path / "ip.jsonl"
@@ -182,6 +198,20 @@ def test_jax_anchor_smoke_runs_every_case(tmp_path):
     assert recs[0]["lib"] == "jax"
     cases = [r for r in recs[1:] if "case" in r]
     assert len(cases) == 6 and all("error" not in r and _positive(r["M_ws_per_s"]) for r in cases)
+
+
+def test_jax_torch_cpu_smoke_runs_every_case_against_jax(tmp_path):
+    pytest.importorskip("jax")
+    pytest.importorskip("torch")
+    out = tmp_path / "jax.jsonl"
+    run("bench_jax_torch_cpu.py", "--smoke", "--repeats", "1", "--out", str(out))
+    recs = [json.loads(line) for line in out.read_text().splitlines()]
+    assert recs[0]["smoke"] is True
+    cases = [r for r in recs if "case" in r]
+    assert len(cases) == 7
+    for r in cases:
+        assert set(r["cpu_over_jax"]) == {"jax", "torch_bare", "project", "numpy_gemm", "torch_gemm"}
+        assert _positive(*r["cpu_over_jax"].values(), *r["M_ws_per_s_cpu"].values())
 
 
 @slow
