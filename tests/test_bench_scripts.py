@@ -240,3 +240,30 @@ def test_ab_command_times_the_command_on_both_trees(tmp_path):
     worktrees = subprocess.run(["git", "worktree", "list", "--porcelain"], cwd=clone, capture_output=True,
                                text=True, check=True).stdout
     assert worktrees.count("worktree ") == 1  # the old side's worktree removed
+
+
+def test_gpu_session_runs_every_step_with_options_its_scripts_have(tmp_path):
+    """benchmarks/gpu_session.sh, dry run: python3 is a stub that logs its arguments, so every step
+    runs at once; each benchmark is then called only with options its argument parser defines,
+    and each test file it names exists."""
+    stub = tmp_path / "bin" / "python3"
+    stub.parent.mkdir()
+    stub.write_text('#!/bin/bash\necho "$*" >> "$STUB_LOG"\n')
+    stub.chmod(0o755)
+    log = tmp_path / "calls.txt"
+    env = {**os.environ, "PATH": f"{stub.parent}{os.pathsep}{os.environ['PATH']}", "STUB_LOG": str(log),
+           "OUT": str(tmp_path / "out")}
+    proc = subprocess.run(["bash", str(BENCHMARKS / "gpu_session.sh")], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    summary = (tmp_path / "out" / "summary.txt").read_text()
+    steps = re.findall(r"^(\w+) rc=0 ", summary, re.MULTILINE)
+    assert steps == ["tests", "ip_step", "gpu", "continual", "jax", "slice300", "assess"], summary
+    calls = [line.split() for line in log.read_text().splitlines()]
+    scripts = [c for c in calls if c[0].startswith("benchmarks/")]
+    assert len(scripts) == 6
+    for script, *args in scripts:
+        defined = set(re.findall(r"add_argument\(\s*\"(--[\w-]+)\"", (ROOT / script).read_text()))
+        assert {a for a in args if a.startswith("--")} <= defined, (script, args)
+    (pytest_call,) = [c for c in calls if c[:2] == ["-m", "pytest"]]
+    assert all((ROOT / f).is_file() for f in pytest_call if f.startswith("tests/"))
