@@ -8,7 +8,10 @@
 # tree's packages (the current folder comes first on sys.path), and reads this checkout's
 # params.yaml and data/; outputs go to a temporary --runs-dir, removed before each run (or, with
 # AB_RUNS_FROM=DIR, replaced by a copy of DIR before each run, untimed: the inputs of retrain or
-# assess, e.g. a finished runs/ less the outputs the command writes).
+# assess, e.g. a finished runs/ less the outputs the command writes). With AB_OWN_PARAMS=1 each side
+# reads its own tree's params.yaml instead: for an OLD_REV that refuses this checkout's params.yaml
+# (a key added since, e.g. study_datasets), at the price of the two sides' params differing where
+# the files do.
 # Prints every time and the median of each side.
 set -euo pipefail
 old=$1; shift
@@ -25,9 +28,10 @@ for _ in $(seq "$runs"); do
     tree=$here; [ "$side" = old ] && tree=$tmp/old
     rm -rf "$tmp/runs"
     if [ -n "${AB_RUNS_FROM:-}" ]; then cp -r "$AB_RUNS_FROM" "$tmp/runs"; fi
+    params=$here/params.yaml; [ -n "${AB_OWN_PARAMS:-}" ] && params=$tree/params.yaml
     start=$(date +%s.%N)
     (cd "$tree" && "$py" -c 'import sys; from esnfed_cli.main import app; sys.argv = ["esnfed"] + sys.argv[1:]; app()' \
-        "$@" --runs-dir "$tmp/runs" --data-dir "$here/data" --params "$here/params.yaml" >/dev/null)
+        "$@" --runs-dir "$tmp/runs" --data-dir "$here/data" --params "$params" >/dev/null)
     echo "$side $(echo "$(date +%s.%N) - $start" | bc)"
   done
 done | tee "$tmp/times"

@@ -3,6 +3,7 @@ commit, interleaved in one process, CPU-time medians, each as a ratio to the bar
 same shapes (T products (B, N) @ (N, N)); checks that both give the same bits.
 
     .venv/bin/python benchmarks/ab_recurrence.py --before 035566f [--repeats 15] [--threads 1]
+    .venv/bin/python benchmarks/ab_recurrence.py --before HEAD --smoke   # tiny shape (a test that it runs)
 
 One process and interleaved repeats, so the load of a shared machine hits both sides alike
 (BENCHMARKS.md, "Reservoir core"). Cases: bench_reservoir.py's two shapes.
@@ -26,6 +27,7 @@ from _measure import cpu_medians  # benchmarks/ is the script's folder, first on
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = [(256, 200, 6, 100), (256, 700, 8, 400)]  # windows, steps, inputs, units
+SMOKE_CASES = [(8, 20, 3, 16)]
 
 
 def _module_at(rev: str, folder: Path):
@@ -68,12 +70,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--before", required=True, help="the commit whose loop is the baseline")
     ap.add_argument("--repeats", type=int, default=15)
     ap.add_argument("--threads", type=int, default=1, help="BLAS threads (the pipeline's workers: 1)")
+    ap.add_argument("--smoke", action="store_true", help="one tiny shape (a test that it runs)")
     args = ap.parse_args(argv)
     threadpool_limits(args.threads)
     print(f"load average {os.getloadavg()}, BLAS threads {args.threads}, {args.repeats} repeats")
     with tempfile.TemporaryDirectory() as tmp:
         before = _module_at(args.before, Path(tmp))
-        for c in CASES:
+        for c in SMOKE_CASES if args.smoke else CASES:
             case(before, *c, repeats=args.repeats)
     print(f"load average {os.getloadavg()}")
     return 0

@@ -2,6 +2,7 @@
 against the shallow reservoir of the same total units; CPU-time medians, interleaved repeats.
 
     .venv/bin/python benchmarks/bench_deep.py [--repeats 7] [--threads 1]
+    .venv/bin/python benchmarks/bench_deep.py --smoke --repeats 1   # tiny shapes (a test that it runs)
 
 Per case (windows B, steps T, inputs U, total units N, layers L; N_l = N split over L):
 - *recurrent GEMMs*: Σ_l T products (B, N_l) @ (N_l, N_l), the products no recurrence can avoid;
@@ -28,6 +29,7 @@ from esnfed_core.deep import DeepConfig, build_deep_reservoir
 from esnfed_core.reservoir import ReservoirConfig, build_reservoir, run_batch
 
 CASES = [(256, 200, 6, 100, 2), (256, 200, 6, 100, 4), (256, 700, 8, 400, 2), (256, 700, 8, 400, 4)]
+SMOKE_CASES = [(8, 20, 3, 16, 2), (8, 20, 3, 16, 4)]
 CHUNK = reservoir._TIME_CHUNK
 
 
@@ -75,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--threads", type=int, default=1, help="BLAS threads (the pipeline's workers: 1)")
+    ap.add_argument("--smoke", action="store_true", help="tiny shapes (a test that it runs)")
     args = ap.parse_args(argv)
     threadpool_limits(args.threads)
     print(f"load average {os.getloadavg()}, BLAS threads {args.threads}, {args.repeats} repeats, CPU-time medians")
@@ -82,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
           "deep ÷ all GEMMs | deep ÷ recurrent GEMMs | shallow run_batch | shallow ÷ its GEMMs | deep ÷ shallow | "
           "1 layer = shallow bytes |")
     print("|---|---|---|---|---|---|---|---|---|---|")
-    for c in CASES:
+    for c in SMOKE_CASES if args.smoke else CASES:
         r = case(*c, args.repeats)
         ms = {k: v * 1e3 for k, v in r.items() if isinstance(v, float)}
         print(f"| {r['case']} | {ms['recurrent GEMMs']:.1f} ms | {ms['all GEMMs']:.1f} ms | "

@@ -24,6 +24,7 @@ this file lives outside tests/, so pytest does not collect it):
     echo "$PWD/.venv/lib/python3.11/site-packages" > /tmp/jaxenv/lib/python3.11/site-packages/zz_project.pth
     /tmp/jaxenv/bin/pip install jax
     PYTHONPATH=$PWD /tmp/jaxenv/bin/python benchmarks/bench_jax_torch_cpu.py --out jax_cpu.jsonl
+    PYTHONPATH=$PWD /tmp/jaxenv/bin/python benchmarks/bench_jax_torch_cpu.py --smoke --repeats 1   # tiny
 """
 
 from __future__ import annotations
@@ -80,6 +81,8 @@ CASES = [
     ("IP mini-batches, 8 reservoirs", 8, 100, 400, "ip"),
     ("IP mini-batch, 1 reservoir, 100 units", 1, 100, 100, "ip"),
 ]
+SMOKE_STEPS = 12  # --smoke: every case at tiny sizes (a test that it runs)
+SMOKE_CASES = [(name, min(r, 2), 6, 8 if n == 100 else 16, kernel) for name, r, _, n, kernel in CASES]
 # Final states lie in [-1, 1]; the libraries sum each step's products in different orders (a few
 # float32 ulps per step) and the leaky recurrence (leak 0.3, spectral radius 0.9) damps an error
 # by ~0.97 per step, so the sum stays ~30 steps' rounding: 1e-5 is ~80 ulps of 1.0 (measured
@@ -178,9 +181,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], parents=[_pre])
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--out", type=Path, help="also write the JSON lines to this file")
+    ap.add_argument("--smoke", action="store_true", help="every case at tiny sizes (a test that it runs)")
     args = ap.parse_args()
     if args.repeats < 1:
         raise SystemExit("--repeats: must be at least 1")
+    global STEPS
+    if args.smoke:
+        STEPS = SMOKE_STEPS
     torch.set_num_threads(THREADS)
     import jaxlib  # noqa: PLC0415
     from threadpoolctl import threadpool_info  # noqa: PLC0415
@@ -193,9 +200,10 @@ def main() -> None:
             "torch_threads": torch.get_num_threads(), "xla_flags": os.environ.get("XLA_FLAGS", ""),
             "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE"),
             "blas": [(i.get("internal_api"), i.get("num_threads"), i.get("architecture")) for i in threadpool_info()],
-            "repeats": args.repeats, "loadavg": [round(x, 2) for x in os.getloadavg()]}
+            "repeats": args.repeats, "steps": STEPS, "smoke": args.smoke,
+            "loadavg": [round(x, 2) for x in os.getloadavg()]}
     emit(head, out)
-    for name, r, b, n, kernel in CASES:
+    for name, r, b, n, kernel in SMOKE_CASES if args.smoke else CASES:
         emit(case(name, r, b, n, kernel, args.repeats), out)
     emit({"total_seconds": round(time.perf_counter() - start, 1)}, out)
 

@@ -2,20 +2,21 @@
 retrain + assess on synthetic WESAD with the real recording lengths, each stage its own process.
 
     .venv/bin/python benchmarks/bench_paper_scale.py [--rounds 2] [--local-epochs 5] [--units 400]
-        [--calibrate] [--root DIR] [--keep]
-    .venv/bin/python benchmarks/bench_paper_scale.py --scaling [--loading lazy eager] [--units 400]
-    .venv/bin/python benchmarks/bench_paper_scale.py --read-cost [--repeats 5]
+        [--calibrate] [--root DIR] [--keep] [--scale 1]
+    .venv/bin/python benchmarks/bench_paper_scale.py --scaling [--loading lazy eager] [--units 400] [--scale 1]
+    .venv/bin/python benchmarks/bench_paper_scale.py --read-cost [--repeats 5] [--scale 1]
 
 Stages: `esnfed synthesize` (scale 1: 15 subjects, 87-118 min at 700 Hz), `preprocess`,
 `partition`, `select --algo fedip --pct 100` (one trial: the 9 training users of the 100 % share,
 scored on the 3 validation users), `retrain --pct 100` (one seed), then `assess` (the retrained
-model is copied to the 25/50/75 % folders so the unchanged command scores it on the test users
-four times). Trials run in the command's own process (backend sequential, 1 BLAS thread), so
+model is copied to the 25/50/75 % folders, its .json relabelled with each share and its training
+users, which assess checks, so the unchanged command scores it on the test users four times). Trials run in the command's own process (backend sequential, 1 BLAS thread), so
 the peak RSS of each command (os.wait4) includes the trial. --calibrate adds a select of
 1 round x 1 epoch in a separate runs folder: with the main run it gives the time per IP epoch
 and the fixed part (data loading, ridge statistics, validation), from which the time of
 20 rounds x 5 epochs is extrapolated when fewer rounds were run. Generated files are deleted
-at the end unless --keep.
+at the end unless --keep. --scale (default 1) shrinks the recordings for a smoke run, in every
+mode.
 
 --scaling measures how peak memory grows with the data a command reads, rounds x epochs = 1 x 1
 (the peak does not depend on them: every epoch streams the same batches): `select` of one FedIP
@@ -113,6 +114,18 @@ def _windows(data: Path) -> dict:
     return out
 
 
+def _copy_model(models: Path, pct: str, data: Path) -> None:
+    """The 100 % share's retrained models (``models``/100) as share ``pct``'s, so that the unchanged
+    ``assess`` scores them once per share: each .json relabelled with ``pct`` and that share's
+    training users (assess refuses a model whose .json names another share or other users)."""
+    users = json.loads((data / "partitions" / "wesad.json").read_text())["train"][pct]
+    shutil.copytree(models / "100", models / pct)
+    for js in (models / pct).glob("seed-*.json"):
+        meta = json.loads(js.read_text())
+        meta.update(pct=pct, train_users=users)
+        js.write_text(json.dumps(meta, indent=2))
+
+
 def _scaling(root: Path, units: int, scale: float, loadings: list[str], result: dict) -> None:
     """Peak RSS of select (FedIP, IP), retrain and assess on two shares, lazy and eager."""
     params = _params(root, units, 1, 1, scale)
@@ -146,7 +159,7 @@ def _scaling(root: Path, units: int, scale: float, loadings: list[str], result: 
         if (models / "100").is_dir():
             for pct in ("50", "75"):
                 if not (models / pct).is_dir():
-                    shutil.copytree(models / "100", models / pct)
+                    _copy_model(models, pct, data)
             wall, rss = run([*esnfed, "assess", "--algo", "fedip", *common])
             rows.append({"loading": loading, "command": "assess --algo fedip (4 models)", "wall_s": round(wall, 1),
                          "peak_mib": round(rss)})
@@ -195,7 +208,7 @@ def main() -> None:
                     help="time reading IP and state-pass batches from disk against from memory")
     ap.add_argument("--repeats", type=int, default=5, help="--read-cost: repetitions (median)")
     ap.add_argument("--scale", type=float, default=1.0,
-                    help="--scaling: synthetic WESAD scale (1 = the real recording lengths; less for a smoke run)")
+                    help="synthetic WESAD scale (1 = the real recording lengths; less for a smoke run)")
     ap.add_argument("--loading", nargs="+", choices=("lazy", "eager"), default=["lazy", "eager"],
                     help="--scaling: which data loadings to measure (lazy first)")
     args = ap.parse_args()
@@ -217,11 +230,11 @@ def main() -> None:
                 shutil.rmtree(root, ignore_errors=True)
         print(json.dumps(result, indent=2))
         return
-    params = _params(root, args.units, args.rounds, args.local_epochs)
+    params = _params(root, args.units, args.rounds, args.local_epochs, args.scale)
     data, runs = root / "data", root / "runs"
     exp = ["--dataset", "wesad", "--algo", "fedip", "--params", str(params), "--data-dir", str(data),
            "--runs-dir", str(runs)]
-    result: dict = {"units": args.units, "rounds": args.rounds, "local_epochs": args.local_epochs}
+    result: dict = {"units": args.units, "rounds": args.rounds, "local_epochs": args.local_epochs, "scale": args.scale}
     try:
         _prepare(root, params, result)
         stages = {
@@ -233,9 +246,8 @@ def main() -> None:
             result[name] = {"wall_s": round(wall, 1), "peak_mib": round(rss)}
             print(f"{name}: {wall:.1f} s, peak {rss:.0f} MiB", flush=True)
         result["select"]["trial_s"] = round(_trial_seconds(runs), 1)
-        src = runs / "models" / "wesad" / "fedip" / "100"
         for pct in ("25", "50", "75"):
-            shutil.copytree(src, src.parent / pct)
+            _copy_model(runs / "models" / "wesad" / "fedip", pct, data)
         wall, rss = run([str(ESNFED), "assess", *exp])
         result["assess"] = {"wall_s": round(wall, 1), "peak_mib": round(rss), "models": 4}
         print(f"assess: {wall:.1f} s, peak {rss:.0f} MiB", flush=True)
@@ -246,7 +258,7 @@ def main() -> None:
         epochs = args.rounds * args.local_epochs
         if args.calibrate:
             cal_runs = root / "runs-1x1"
-            cal = _params(root, args.units, 1, 1)
+            cal = _params(root, args.units, 1, 1, args.scale)
             wall, rss = run([str(ESNFED), "select", "--dataset", "wesad", "--algo", "fedip", "--pct", "100",
                              "--params", str(cal), "--data-dir", str(data), "--runs-dir", str(cal_runs)])
             t1 = _trial_seconds(cal_runs)
