@@ -89,6 +89,31 @@ def test_tf32_is_opt_in_and_part_of_the_key_on_cuda_only():
         experiment_params(small_params(tf32="yes"))
 
 
+
+def test_tf32_flags_are_restored_both_as_they_were(data):
+    """fit_batch and fit_continual_batch switch TF32 for their call only: afterwards matmul's and
+    cuDNN's flags are what they were (torch's defaults: matmul off, cuDNN on), also after a
+    failure. The flags are torch's global context, the same on the CPU build."""
+    mm, cudnn = torch.backends.cuda.matmul, torch.backends.cudnn
+    saved = mm.allow_tf32, cudnn.allow_tf32
+    try:
+        for before in ((False, True), (True, False)):
+            mm.allow_tf32, cudnn.allow_tf32 = before
+            with tr.tf32(True):
+                assert (mm.allow_tf32, cudnn.allow_tf32) == (True, True)
+            assert (mm.allow_tf32, cudnn.allow_tf32) == before
+            with pytest.raises(RuntimeError, match="boom"), tr.tf32(False):
+                assert (mm.allow_tf32, cudnn.allow_tf32) == (False, False)
+                raise RuntimeError("boom")
+            assert (mm.allow_tf32, cudnn.allow_tf32) == before
+            fit_batch("ridge", [BASE[0]], [1], data, dataclasses.replace(TORCH, tf32=True))
+            assert (mm.allow_tf32, cudnn.allow_tf32) == before
+            fit_batch("clip-naive", [{**BASE[0], "sigma": 0.3, "budget": 1}], [1], data, TORCH)
+            assert (mm.allow_tf32, cudnn.allow_tf32) == before
+    finally:
+        mm.allow_tf32, cudnn.allow_tf32 = saved
+
+
 def test_states_equal_run_batch_for_every_reservoir_of_a_bank():
     res = _reservoirs()
     x, _ = _data()
