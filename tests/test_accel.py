@@ -114,6 +114,39 @@ def test_tf32_flags_are_restored_both_as_they_were(data):
         mm.allow_tf32, cudnn.allow_tf32 = saved
 
 
+@pytest.mark.parametrize("mu", [0.0, 0.1])
+def test_kernels_keep_every_tensor_on_the_banks_device(mu):
+    """The kernels on torch's ``meta`` device (shapes only, no data): a tensor made without
+    ``device=`` would be a CPU tensor, and elementwise ops refuse to mix it with meta ones, as
+    CUDA ones do; every output is on the bank's device with the promised dtype. What cuda runs
+    without a GPU here."""
+    dev = torch.device("meta")
+    res = _reservoirs(n=12)
+    bank = tr.Bank.from_reservoirs(res, dev)
+    assert all(t.device == dev for t in (bank.w_in_t, bank.w_t, bank.leak, bank.gain, bank.bias))
+    u = torch.empty((1, 4, 40, 5), device=dev)
+    labels = torch.empty((1, 4, 40), dtype=torch.int8, device=dev)
+    chunks = list(tr.iter_chunks(bank, u, steps=7))
+    assert len(chunks) == 6 and all(t.device == dev for c in chunks for t in (c.states, c.net, c.h))
+    a, b = tr.ridge_stats(bank, u, labels, 3)
+    assert (a.device, a.dtype, a.shape, b.device, b.dtype) == (dev, torch.float64, (3, 3, 12), dev, torch.float64)
+    correct = tr.count_correct(bank, u, labels, torch.empty((3, 2, 3, 12), dtype=torch.float64, device=dev))
+    assert (correct.device, correct.dtype, correct.shape) == (dev, torch.int64, (3, 2))
+    u3 = torch.empty((3, 4, 40, 5), device=dev)
+    mask = torch.empty((3, 4), device=dev)
+    for m in (None, mask):
+        out = tp.ip_step(bank.select([0, 2, 2]), u3, m, torch.empty(3, dtype=torch.float64, device=dev),
+                         torch.empty(3, dtype=torch.float64, device=dev), mu=mu, eta=0.01, normalize_step=True,
+                         active=torch.empty(3, dtype=torch.bool, device=dev))
+        assert all((t.device, t.dtype) == (dev, torch.float32) for t in (out.gain, out.bias, out.w_t))
+    from esnfed_core.accel.passes import counts_of, window_batch
+
+    x = torch.empty((6, 40, 5), device=dev)
+    y = torch.empty((6, 40), dtype=torch.int8, device=dev)
+    assert counts_of(bank, x, y, torch.empty((3, 1, 3, 12), device=dev)).device == dev
+    assert window_batch(3, 12, 6) == 6
+
+
 def test_states_equal_run_batch_for_every_reservoir_of_a_bank():
     res = _reservoirs()
     x, _ = _data()
