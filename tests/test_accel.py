@@ -462,3 +462,10 @@ def test_gpu_benchmark_smoke_mode_prints_every_case_and_the_projection(tmp_path)
     lines, _ = smoke("bench_gpu.py", tmp_path / "gpu.jsonl", "--slice", "3")
     rec = [r for r in lines if "paper slice" in json.dumps(r)][-1]
     assert "error" not in rec and rec["trials"] == 3 and rec["seconds"] > 0 and rec["projected_seconds"] > 0
+    plan = [r for r in lines if r.get("case") == "slice plan"]  # written before the run
+    assert len(plan) == 1 and plan[0]["projected_seconds"] == rec["projected_seconds"]
+    # --time-limit: a run whose projection does not fit is not started (a timeout measures nothing)
+    lines, _ = smoke("bench_gpu.py", tmp_path / "gpu.jsonl", "--slice", "3", "--time-limit", "0")
+    rec = [r for r in lines if "paper slice" in json.dumps(r)][-1]
+    assert "does not fit" in rec["skipped"] and "seconds" not in rec
+    assert not [r for r in lines if r.get("case", "").startswith("slice group")]
