@@ -28,8 +28,9 @@
 # timeout, so one slow step cannot eat the others' time; the total stays under TOTAL_S (470 s).
 #
 # ONLY="step ..." runs only the named steps (tests ip_step gpu continual jax slice300 assess), e.g.
-# ONLY=slice300 for the slice with all the time. REHEARSE=1 runs the same script on the CPU with tiny sizes (torch-cpu, --smoke): a check of the
-# script itself (tests/test_gpu_session.py), no measurement.
+# ONLY=slice300 for the slice with all the time. REHEARSE=1 runs the same script on the CPU with
+# tiny sizes (torch-cpu, --smoke): a check of the script itself (tests/test_gpu_session.py), no
+# measurement.
 set -u
 cd "$(dirname "$0")/.." || exit 2
 OUT=${OUT:-/tmp/gpu_session}
@@ -55,10 +56,12 @@ pack() {  # the results so far into $OUT (at most 3 files there)
     fi
 }
 
+wanted() { [ -z "$ONLY" ] || [[ " $ONLY " == *" $1 "* ]]; }
+
 step() {  # step NAME MAX_SECONDS COMMAND...
     local name=$1 limit=$2 t0 rc
     shift 2
-    if [ -n "$ONLY" ] && [[ " $ONLY " != *" $name "* ]]; then
+    if ! wanted "$name"; then
         echo "$name skipped (not in ONLY)" >> "$RES/summary.txt"
         return
     fi
@@ -133,7 +136,7 @@ step gpu 100 "$PY" benchmarks/bench_gpu.py $SMOKE --no-tf32 --out "$RES/gpu.json
 # joint, last, would write nothing; its measured ÷ projected needs its path, not its rounds.
 step continual 120 "$PY" benchmarks/bench_continual.py $SMOKE --joint-max-rounds 1 --out "$RES/continual.jsonl"
 step jax 60 "$PY" benchmarks/bench_jax_anchor.py $SMOKE --out "$RES/jax.jsonl"
-lim=$(( $(left) - 30 ))
+lim=$(( $(left) - $(wanted assess && echo 30 || echo 0) ))  # 30 s kept for assess
 step slice300 "$lim" "$PY" benchmarks/bench_gpu.py $SMOKE $SLICE --time-limit "$(( lim > 20 ? lim - 10 : 10 ))" \
     --out "$RES/slice300.jsonl"
 step assess "$(left)" "$PY" benchmarks/bench_assess.py --device "$DEV" $SMOKE $ASSESS_SIZES --out "$RES/assess.jsonl"
