@@ -82,15 +82,17 @@ def main() -> None:
     small = [u.select(np.arange(min(a.numpy_windows, u.windows))) for u in test]
     n_models = a.retrains * contexts
     ws = n_models * a.users * a.windows * steps  # model-window-steps of one scoring pass
-    recs = [{"platform": platform.platform(), "torch": torch.__version__, "device": a.device,
-             "threads": torch.get_num_threads(), "retrains": a.retrains, "contexts": contexts, "units": a.units,
-             "users": a.users, "windows": a.windows, "steps": steps}]
+    out = a.out.open("w") if a.out else None
 
-    t0 = time.perf_counter()
-    for res, w in ms:
-        context_matrix(res, w, small, 256)
-        activation_densities(res, small, contexts, bins, 256)
-    numpy_s = (time.perf_counter() - t0) * a.windows / min(a.numpy_windows, a.windows)
+    def emit(rec: dict) -> None:  # each line as it is measured: a run cut off keeps what it had
+        print(json.dumps(rec), flush=True)
+        if out:
+            out.write(json.dumps(rec) + "\n")
+            out.flush()
+
+    emit({"platform": platform.platform(), "torch": torch.__version__, "device": a.device,
+          "threads": torch.get_num_threads(), "retrains": a.retrains, "contexts": contexts, "units": a.units,
+          "users": a.users, "windows": a.windows, "steps": steps})
 
     def batched() -> None:
         scores.context_matrices(ms, test, a.device)
@@ -117,14 +119,19 @@ def main() -> None:
             sync(dev)
             runs.append(time.perf_counter() - t0)
         times[name] = float(np.median(runs))
-    for name, secs in (("numpy (scaled)", numpy_s), ("batched", times["batched"]), ("bare recurrence", times["bare"])):
-        recs.append({"case": name, "seconds": secs, "M_model_ws_per_s": 2 * ws / secs / 1e6})
-    recs.append({"case": "ratios", "batched_over_bare": times["batched"] / times["bare"],
-                 "numpy_over_batched": numpy_s / times["batched"]})
-    for r in recs:
-        print(json.dumps(r))
-    if a.out:
-        a.out.write_text("".join(json.dumps(r) + "\n" for r in recs))
+        emit({"case": "bare recurrence" if name == "bare" else name, "seconds": times[name],
+              "M_model_ws_per_s": 2 * ws / times[name] / 1e6})
+    # The numpy path last: the device's numbers first, should the run be cut off (gpu_session.sh)
+    t0 = time.perf_counter()
+    for res, w in ms:
+        context_matrix(res, w, small, 256)
+        activation_densities(res, small, contexts, bins, 256)
+    numpy_s = (time.perf_counter() - t0) * a.windows / min(a.numpy_windows, a.windows)
+    emit({"case": "numpy (scaled)", "seconds": numpy_s, "M_model_ws_per_s": 2 * ws / numpy_s / 1e6})
+    emit({"case": "ratios", "batched_over_bare": times["batched"] / times["bare"],
+          "numpy_over_batched": numpy_s / times["batched"]})
+    if out:
+        out.close()
 
 
 if __name__ == "__main__":

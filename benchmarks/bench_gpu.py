@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import platform
 import sys
 import time
@@ -46,6 +47,18 @@ from esnfed_core.reservoir import ReservoirConfig, build_reservoir  # noqa: E402
 LEAK = 0.3
 
 
+
+
+def precision_state() -> dict:
+    """What float32 products run as, read (not assumed): torch's TF32 flags (matmul off and cuDNN
+    on by default) and the environment variables that override them (NVIDIA_TF32_OVERRIDE=0
+    turns TF32 off in the libraries whatever the flags say; TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1
+    turns it on for matmul)."""
+    return {"tf32_matmul": bool(torch.backends.cuda.matmul.allow_tf32),
+            "tf32_cudnn": bool(torch.backends.cudnn.allow_tf32),
+            "float32_matmul_precision": torch.get_float32_matmul_precision(),
+            "tf32_env": {k: os.environ[k] for k in ("NVIDIA_TF32_OVERRIDE", "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE")
+                         if k in os.environ}}
 
 
 def sync(dev: torch.device) -> None:
@@ -131,15 +144,12 @@ def cases(sc: Scale, dev: torch.device, out, tf32: bool) -> list[dict]:
     results = []
 
     def state_pass(windows: int, units: int, r: int, use_tf32: bool) -> dict:
-        tr.set_tf32(use_tf32)
-        try:
+        with tr.tf32(use_tf32):
             bk = bank(r, units, u_in, dev)
             u = rand(1, windows, t, u_in)
             ut = u[0].transpose(0, 1).contiguous()
             project = lambda: [None for _ in tr.iter_chunks(bk, u)]  # noqa: E731
             rec = throughput(project, lambda: bare(bk, ut, False), r * windows * t, dev, sc.reps)
-        finally:
-            tr.set_tf32(False)
         return {"reservoirs": r, "windows": windows, "units": units, "steps": t, "tf32": use_tf32, **rec}
 
     def ip_minibatch(r: int) -> dict:
@@ -196,12 +206,9 @@ def tf32_accuracy(sc: Scale, dev: torch.device) -> dict:
     y = torch.randint(0, 4, (1, b, sc.steps), generator=torch.Generator().manual_seed(6)).to(torch.int8).to(dev)
     out = {}
     for flag in (False, True):
-        tr.set_tf32(flag)
-        try:
+        with tr.tf32(flag):
             last = [c.states[:, -1].clone() for c in tr.iter_chunks(bk, u)][-1]
             a, g = tr.ridge_stats(bk, u, y, 4)
-        finally:
-            tr.set_tf32(False)
         st = RidgeStats(a[0].cpu().numpy(), g[0].cpu().numpy(), b * sc.steps, b)
         out[flag] = (last.cpu().numpy(), solve(st, [1e-5, 1e-3, 1.0]))
     (s32, w32), (s19, w19) = out[False], out[True]
@@ -255,10 +262,11 @@ def cpu_baseline(sc: Scale, units: int) -> dict:
             "seconds": round(sec, 4), "M_ws_per_s": round(ws / sec / 1e6, 3), "device": "cpu (numpy)"}
 
 
-def kernel_costs(sc: Scale, dev: torch.device, out, datasets: tuple[str, ...] = tuple(budget.DATA)
-                 ) -> dict[str, dict[int, dict[str, float]]]:
+def kernel_costs(sc: Scale, dev: torch.device, out, datasets: tuple[str, ...] = tuple(budget.DATA),
+                 units: tuple[int, ...] | None = None) -> dict[str, dict[int, dict[str, float]]]:
     """Seconds per trial-window-step of stats, eval (7 λ) and an IP step, batched over
-    ``cost_trials`` trials, at every (dataset, units) of bench_paper_budget.DATA."""
+    ``cost_trials`` trials, at every (dataset, units) of bench_paper_budget.DATA (only the sizes
+    ``units`` when given)."""
     costs: dict[str, dict[int, dict[str, float]]] = {}
     for ds, d in budget.DATA.items():
         if ds not in datasets:
@@ -266,6 +274,8 @@ def kernel_costs(sc: Scale, dev: torch.device, out, datasets: tuple[str, ...] = 
         t, u_in, ncls = (sc.steps, sc.inputs, 4) if sc is SMOKE else (d["steps"], d["inputs"], d["classes"])
         costs[ds] = {}
         for n in d["units"]:
+            if units is not None and n not in units:
+                continue
             def run(n=n) -> dict:
                 r, b = sc.cost_trials, sc.cost_windows
                 n_run = max(4, n // 25) if sc is SMOKE else n  # smoke: the same code on tiny banks
@@ -293,11 +303,19 @@ def kernel_costs(sc: Scale, dev: torch.device, out, datasets: tuple[str, ...] = 
     return costs
 
 
+# A slice batch measured 1.02 (15 trials) to 1.48 (8 trials) × its projection (BENCHMARKS.md): the
+# fewer trials, the less the GPU is filled. With a deadline, a batch whose projection × this
+# margin does not fit is not started (the 300-unit batch has 9 trials, near the 8 of the 1.48).
+SLICE_MARGIN = 1.4
+
+
 def paper_slice(k: int, sc: Scale, dev: torch.device, out, costs: dict[int, dict[str, float]],
-                units_only: int | None = None) -> dict:
+                units_only: int | None = None, deadline: float | None = None) -> dict:
     """K FedIP trials of WESAD 25 % at paper settings, end to end (module docstring), and the
     same work projected from the per-trial-window-step ``costs`` of WESAD's sizes. With
-    ``units_only``, only the trials of that reservoir size among the K run (one batch)."""
+    ``units_only``, only the trials of that reservoir size among the K run (one batch). With
+    ``deadline`` (a time.perf_counter() value), the run is skipped, and says so, when its
+    projection × SLICE_MARGIN would end after it: a run cut off by a timeout measures nothing."""
     import yaml  # noqa: PLC0415
 
     from esnfed_core.accel.trials import fit_batch  # noqa: PLC0415
@@ -329,6 +347,25 @@ def paper_slice(k: int, sc: Scale, dev: torch.device, out, costs: dict[int, dict
         groups.setdefault(int(c["units"]), []).append(i)
     if units_only is not None:  # the same trials (indices, seeds) as in the whole slice
         groups = {units_only: groups.get(units_only, [])}
+    chosen = [configs[i] for idx in groups.values() for i in idx]
+    epochs = sum(int(c["rounds"]) * int(c["local_epochs"]) for c in chosen)
+    ws = epochs * 3 * w * t
+    projected = 0.0
+    for c in chosen:  # the kernels' share of one trial: IP epochs, statistics, validation
+        cost = costs.get(int(c["units"]) if sc is not SMOKE else min(costs), None) if costs else None
+        if cost is None:
+            projected = float("nan")
+            break
+        e = int(c["rounds"]) * int(c["local_epochs"])
+        projected += 3 * w * t * (e * cost["ip_epoch"] + cost["stats"] + cost["eval"])
+    # Before the run: a run cut off by a timeout still tells its projection (and so a lower bound
+    # on measured ÷ projected: the seconds it was given).
+    emit({"case": "slice plan", "trials": len(chosen), "groups": {str(u): len(idx) for u, idx in sorted(groups.items())},
+          "ip_epochs": epochs, "ip_window_steps": ws, "projected_seconds": round(projected, 2)}, out)
+    if deadline is not None and not projected * SLICE_MARGIN <= deadline - time.perf_counter():
+        return {"skipped": f"projected {projected:.0f} s × {SLICE_MARGIN} does not fit the "
+                           f"{max(0.0, deadline - time.perf_counter()):.0f} s left (--time-limit)",
+                "trials": len(chosen), "projected_seconds": round(projected, 2)}
     start = time.perf_counter()
     for units, idx in sorted(groups.items()):
         t0 = time.perf_counter()
@@ -336,17 +373,7 @@ def paper_slice(k: int, sc: Scale, dev: torch.device, out, costs: dict[int, dict
         sync(dev)
         emit({"case": f"slice group {units} units", "trials": len(idx), "seconds": round(time.perf_counter() - t0, 2)}, out)
     sec = time.perf_counter() - start
-    configs = [configs[i] for idx in groups.values() for i in idx]
-    epochs = sum(int(c["rounds"]) * int(c["local_epochs"]) for c in configs)
-    ws = epochs * 3 * w * t
-    projected = 0.0
-    for c in configs:  # the kernels' share of one trial: IP epochs, statistics, validation
-        cost = costs.get(int(c["units"]) if sc is not SMOKE else min(costs), None) if costs else None
-        if cost is None:
-            projected = float("nan")
-            break
-        e = int(c["rounds"]) * int(c["local_epochs"])
-        projected += 3 * w * t * (e * cost["ip_epoch"] + cost["stats"] + cost["eval"])
+    configs = chosen
     return {"trials": len(configs), "seconds": round(sec, 2), "projected_seconds": round(projected, 2),
             "measured_over_projected": round(sec / projected, 3) if projected == projected else None,
             "ip_epochs": epochs, "ip_window_steps": ws, "M_ws_per_s_ip_part": round(ws / sec / 1e6, 3),
@@ -394,7 +421,11 @@ def main() -> None:
     ap.add_argument("--no-tf32", action="store_true", help="skip the TF32 state-pass throughput case (the TF32 accuracy case still runs)")
     ap.add_argument("--slice", type=int, metavar="K", help="instead: K paper-scale FedIP trials end to end")
     ap.add_argument("--slice-units", type=int, metavar="N", help="with --slice: only the trials of N units")
+    ap.add_argument("--time-limit", type=float, metavar="S",
+                    help="with --slice: skip the run (after the cost table) unless its projection × "
+                         f"{SLICE_MARGIN} fits in S seconds from the start of this script")
     args = ap.parse_args()
+    deadline = None if args.time_limit is None else time.perf_counter() + args.time_limit
     sc = SMOKE if args.smoke else Scale()
     if args.smoke:  # one thread: OpenMP threads spinning on a busy shared CPU cost 100x here
         torch.set_num_threads(1)
@@ -404,11 +435,13 @@ def main() -> None:
     start = time.perf_counter()
     emit({"torch": torch.__version__, "cuda": torch.version.cuda, "device": str(dev), "device_name": name,
           "numpy": np.__version__, "python": platform.python_version(), "scale": dataclasses.asdict(sc),
-          "tf32_default": False}, out)
+          **precision_state()}, out)
     if args.slice:
-        costs = kernel_costs(sc, dev, out, datasets=("wesad",))
+        # With --slice-units only that size's costs are needed (the projection of its batch).
+        sizes = (args.slice_units,) if args.slice_units and sc is not SMOKE else None
+        costs = kernel_costs(sc, dev, out, datasets=("wesad",), units=sizes)
         guarded(f"paper slice: WESAD 25 % FedIP, {args.slice} trials",
-                lambda: paper_slice(args.slice, sc, dev, out, costs.get("wesad", {}), args.slice_units),
+                lambda: paper_slice(args.slice, sc, dev, out, costs.get("wesad", {}), args.slice_units, deadline),
                 dev, out)
         emit({"total_seconds": round(time.perf_counter() - start, 1)}, out)
         return

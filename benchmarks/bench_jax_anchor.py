@@ -82,6 +82,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, help="also write the JSON lines to this file")
     ap.add_argument("--smoke", action="store_true", help="tiny sizes (a check that it runs, e.g. on the CPU)")
+    ap.add_argument("--allow-cpu", action="store_true",
+                    help="run the full sizes even where JAX has no GPU (by default it stops with exit 3)")
     args = ap.parse_args()
     sc = SMOKE if args.smoke else Scale()
     out = args.out.open("w") if args.out else None
@@ -99,11 +101,21 @@ def main() -> None:
          lambda: case(f"{sc.trials} reservoirs, {sc.small_units} units", sc.trials, sc.trial_windows,
                       sc.small_units, sc)),
     ]
-    lines = [{"lib": "jax", "jax": jax.__version__, "devices": [str(d) for d in jax.devices()],
+    backend = jax.default_backend()  # "gpu" with a CUDA jaxlib plugin that found the GPU, else "cpu"
+    lines = [{"lib": "jax", "jax": jax.__version__, "backend": backend, "devices": [str(d) for d in jax.devices()],
               "precision": "float32 HIGHEST"}]
+    if backend == "cpu" and not (args.smoke or args.allow_cpu):
+        # A CPU-only jaxlib (or a CUDA plugin that failed to load: JAX then falls back to the CPU
+        # with a warning) would spend the whole step on full-size cases on the CPU, labelled as
+        # the GPU call's JAX numbers.
+        lines[0]["error"] = "JAX has no GPU backend here (CPU-only jaxlib, or its CUDA plugin failed: see stderr); nothing measured"
     print(json.dumps(lines[0]), flush=True)
     if out:
         out.write(json.dumps(lines[0]) + "\n")
+    if "error" in lines[0]:
+        if out:
+            out.close()
+        raise SystemExit(3)
     for name, fn in cases:
         try:
             rec = fn()

@@ -89,6 +89,64 @@ def test_tf32_is_opt_in_and_part_of_the_key_on_cuda_only():
         experiment_params(small_params(tf32="yes"))
 
 
+
+def test_tf32_flags_are_restored_both_as_they_were(data):
+    """fit_batch and fit_continual_batch switch TF32 for their call only: afterwards matmul's and
+    cuDNN's flags are what they were (torch's defaults: matmul off, cuDNN on), also after a
+    failure. The flags are torch's global context, the same on the CPU build."""
+    mm, cudnn = torch.backends.cuda.matmul, torch.backends.cudnn
+    saved = mm.allow_tf32, cudnn.allow_tf32
+    try:
+        for before in ((False, True), (True, False)):
+            mm.allow_tf32, cudnn.allow_tf32 = before
+            with tr.tf32(True):
+                assert (mm.allow_tf32, cudnn.allow_tf32) == (True, True)
+            assert (mm.allow_tf32, cudnn.allow_tf32) == before
+            with pytest.raises(RuntimeError, match="boom"), tr.tf32(False):
+                assert (mm.allow_tf32, cudnn.allow_tf32) == (False, False)
+                raise RuntimeError("boom")
+            assert (mm.allow_tf32, cudnn.allow_tf32) == before
+            fit_batch("ridge", [BASE[0]], [1], data, dataclasses.replace(TORCH, tf32=True))
+            assert (mm.allow_tf32, cudnn.allow_tf32) == before
+            fit_batch("clip-naive", [{**BASE[0], "sigma": 0.3, "budget": 1}], [1], data, TORCH)
+            assert (mm.allow_tf32, cudnn.allow_tf32) == before
+    finally:
+        mm.allow_tf32, cudnn.allow_tf32 = saved
+
+
+@pytest.mark.parametrize("mu", [0.0, 0.1])
+def test_kernels_keep_every_tensor_on_the_banks_device(mu):
+    """The kernels on torch's ``meta`` device (shapes only, no data): a tensor made without
+    ``device=`` would be a CPU tensor, and elementwise ops refuse to mix it with meta ones, as
+    CUDA ones do; every output is on the bank's device with the promised dtype. What cuda runs
+    without a GPU here."""
+    dev = torch.device("meta")
+    res = _reservoirs(n=12)
+    bank = tr.Bank.from_reservoirs(res, dev)
+    assert all(t.device == dev for t in (bank.w_in_t, bank.w_t, bank.leak, bank.gain, bank.bias))
+    u = torch.empty((1, 4, 40, 5), device=dev)
+    labels = torch.empty((1, 4, 40), dtype=torch.int8, device=dev)
+    chunks = list(tr.iter_chunks(bank, u, steps=7))
+    assert len(chunks) == 6 and all(t.device == dev for c in chunks for t in (c.states, c.net, c.h))
+    a, b = tr.ridge_stats(bank, u, labels, 3)
+    assert (a.device, a.dtype, a.shape, b.device, b.dtype) == (dev, torch.float64, (3, 3, 12), dev, torch.float64)
+    correct = tr.count_correct(bank, u, labels, torch.empty((3, 2, 3, 12), dtype=torch.float64, device=dev))
+    assert (correct.device, correct.dtype, correct.shape) == (dev, torch.int64, (3, 2))
+    u3 = torch.empty((3, 4, 40, 5), device=dev)
+    mask = torch.empty((3, 4), device=dev)
+    for m in (None, mask):
+        out = tp.ip_step(bank.select([0, 2, 2]), u3, m, torch.empty(3, dtype=torch.float64, device=dev),
+                         torch.empty(3, dtype=torch.float64, device=dev), mu=mu, eta=0.01, normalize_step=True,
+                         active=torch.empty(3, dtype=torch.bool, device=dev))
+        assert all((t.device, t.dtype) == (dev, torch.float32) for t in (out.gain, out.bias, out.w_t))
+    from esnfed_core.accel.passes import counts_of, window_batch
+
+    x = torch.empty((6, 40, 5), device=dev)
+    y = torch.empty((6, 40), dtype=torch.int8, device=dev)
+    assert counts_of(bank, x, y, torch.empty((3, 1, 3, 12), device=dev)).device == dev
+    assert window_batch(3, 12, 6) == 6
+
+
 def test_states_equal_run_batch_for_every_reservoir_of_a_bank():
     res = _reservoirs()
     x, _ = _data()
@@ -404,3 +462,10 @@ def test_gpu_benchmark_smoke_mode_prints_every_case_and_the_projection(tmp_path)
     lines, _ = smoke("bench_gpu.py", tmp_path / "gpu.jsonl", "--slice", "3")
     rec = [r for r in lines if "paper slice" in json.dumps(r)][-1]
     assert "error" not in rec and rec["trials"] == 3 and rec["seconds"] > 0 and rec["projected_seconds"] > 0
+    plan = [r for r in lines if r.get("case") == "slice plan"]  # written before the run
+    assert len(plan) == 1 and plan[0]["projected_seconds"] == rec["projected_seconds"]
+    # --time-limit: a run whose projection does not fit is not started (a timeout measures nothing)
+    lines, _ = smoke("bench_gpu.py", tmp_path / "gpu.jsonl", "--slice", "3", "--time-limit", "0")
+    rec = [r for r in lines if "paper slice" in json.dumps(r)][-1]
+    assert "does not fit" in rec["skipped"] and "seconds" not in rec
+    assert not [r for r in lines if r.get("case", "").startswith("slice group")]

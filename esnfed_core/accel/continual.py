@@ -33,7 +33,7 @@ import torch
 
 from esnfed_core.accel import torch_device
 from esnfed_core.accel.torch_plasticity import ip_step
-from esnfed_core.accel.torch_reservoir import DTYPE, Bank, set_tf32
+from esnfed_core.accel.torch_reservoir import DTYPE, Bank, tf32
 from esnfed_core.accel.passes import counts_of, stats_of
 from esnfed_core.continual import ContinualEngine
 from esnfed_core.data.windows import Concatenation
@@ -387,15 +387,11 @@ def fit_continual_batch(method: str | Method, configs: Sequence[Mapping[str, Any
 
     threads = [threading.Thread(target=run_trial, args=(i,), name=f"continual-trial-{i}", daemon=True)
                for i in range(len(configs))]
-    saved = torch.backends.cuda.matmul.allow_tf32
-    set_tf32(settings.tf32 and dev == "cuda")
-    try:
+    driver = _Driver(dev)
+    with tf32(settings.tf32 and dev == "cuda"):
         for t in threads:
             t.start()
-        driver = _Driver(dev)
         lock.serve(driver.answer)  # returns once every trial is done
-    finally:
-        set_tf32(saved)
     for t in threads:
         t.join()
     if work is not None:

@@ -15,6 +15,7 @@ leak (lerp), instead of a fourth (g·x_net + b) per step.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterator, Sequence
 
@@ -44,6 +45,18 @@ def set_tf32(enabled: bool) -> None:
     """Allow TF32 tensor-core products on CUDA (10-bit mantissa inputs; off by default)."""
     torch.backends.cuda.matmul.allow_tf32 = bool(enabled)
     torch.backends.cudnn.allow_tf32 = bool(enabled)
+
+
+@contextmanager
+def tf32(enabled: bool) -> Iterator[None]:
+    """:func:`set_tf32` inside the block, then both flags as they were (torch's defaults differ:
+    matmul off, cuDNN on; restoring both from the matmul flag would turn cuDNN's off)."""
+    saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    set_tf32(enabled)
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
 
 
 def chunk_steps(reservoirs: int, windows: int, units: int, t_len: int, device: torch.device | str = "cuda") -> int:

@@ -22,7 +22,7 @@ import torch
 from esnfed_core.accel import check_supported, torch_device
 from esnfed_core.accel.torch_plasticity import ip_step
 from esnfed_core.accel.passes import DeviceWindows, counts_of, stats_of
-from esnfed_core.accel.torch_reservoir import Bank, set_tf32
+from esnfed_core.accel.torch_reservoir import Bank, tf32
 from esnfed_core.federated import fedavg, incfed
 from esnfed_core.messages import CommLedger, StatsMessage
 from esnfed_core.method import Method
@@ -70,12 +70,8 @@ def fit_batch(
     if len(units) != 1:
         raise ValueError(f"fit_batch: one reservoir size per batch, got units {sorted(units)}")
     dev = torch_device(settings.device)
-    saved = torch.backends.cuda.matmul.allow_tf32
-    set_tf32(settings.tf32 and dev == "cuda")
-    try:
+    with tf32(settings.tf32 and dev == "cuda"):
         return _fit_batch(m, configs, seeds, data, settings, score, dev)
-    finally:
-        set_tf32(saved)
 
 
 def _fit_batch(m: Method, configs, seeds, data: TrialData, settings: Settings, score: bool,

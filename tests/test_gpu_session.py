@@ -1,0 +1,68 @@
+"""benchmarks/gpu_session.sh, the one call a session with a GPU makes, checked on the CPU: its
+REHEARSE=1 mode runs every step with tiny sizes (torch-cpu, --smoke), so a typo or a broken step
+shows here and not in the few minutes of a lent GPU; and without a GPU its preflight stops it at
+once (exit 3) rather than run the full sizes on the CPU."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_session.sh"
+STEPS = ["tests", "ip_step", "gpu", "continual", "jax", "slice300", "assess"]
+
+
+def _run(tmp_path: Path, **env: str) -> tuple[subprocess.CompletedProcess, Path, Path]:
+    out, res = tmp_path / "out", tmp_path / "res"
+    proc = subprocess.run(["bash", str(SCRIPT)], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PYTHON": sys.executable, "OUT": str(out), "RES": str(res), **env})
+    return proc, out, res
+
+
+@pytest.mark.slow
+def test_rehearsal_runs_every_step_and_packs_the_results_into_few_files(tmp_path):
+    proc, out, _ = _run(tmp_path, REHEARSE="1", TOTAL_S="400")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    # The device tool brings back at most 8 files from $OUT: the steps' 15 are packed into one.
+    assert sorted(p.name for p in out.iterdir()) == ["env.txt", "results.tar.gz", "summary.txt"]
+    summary = (out / "summary.txt").read_text().splitlines()
+    rc = {line.split()[0]: line.split()[1] for line in summary if " rc=" in line}
+    assert list(rc) == STEPS and summary[-1].startswith("total ")
+    try:
+        import jax  # noqa: F401
+        jax_ok = True
+    except ImportError:  # not a project dependency: the step fails, and the others still run
+        jax_ok = False
+    assert all(v == "rc=0" for k, v in rc.items() if k != "jax"), summary
+    assert rc["jax"] == ("rc=0" if jax_ok else "rc=1")
+    with tarfile.open(out / "results.tar.gz") as tar:
+        names = {Path(n).name for n in tar.getnames()}
+    assert {f"{s}.txt" for s in STEPS} | {"summary.txt", "env.txt"} <= names
+    assert {f"{s}.jsonl" for s in STEPS if s not in ("tests", "jax")} <= names
+    assert proc.stdout.rstrip().endswith(summary[-1])  # the summary closes the output (output_tail)
+
+
+def test_without_a_gpu_the_preflight_stops_it_at_once(tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present: the preflight passes")
+    proc, out, res = _run(tmp_path)
+    assert proc.returncode == 3
+    assert (out / "summary.txt").read_text().startswith("preflight rc=3: no step run")
+    assert "sees no CUDA device" in (out / "env.txt").read_text()
+    assert not [p for p in res.iterdir() if p.name not in ("env.txt", "summary.txt")]  # no step ran
+
+
+def test_only_runs_the_named_steps(tmp_path):
+    proc, out, _ = _run(tmp_path, REHEARSE="1", ONLY="ip_step")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    summary = (out / "summary.txt").read_text().splitlines()
+    assert [line.split()[0] for line in summary[:-1]] == STEPS
+    assert [line for line in summary if " rc=" in line][0].startswith("ip_step rc=0 ")
+    assert sum("skipped (not in ONLY)" in line for line in summary) == len(STEPS) - 1
