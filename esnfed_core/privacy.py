@@ -53,7 +53,7 @@ class DPSpec:
     delta: float
     relation: str = "user"
     clip: float = 1.0  # IncFed: fraction of the bound √(N + N²) of a unit's mean statistics
-    ip_clip: float = 0.1  # FedIP: L2 norm bound of one client's (Δg, Δb) per round
+    ip_clip: float = 0.03  # FedIP: L2 norm bound of one client's (Δg, Δb) per round (params.yaml's default)
 
     def __post_init__(self) -> None:
         for name, bound in PRIVACY_BOUNDS.items():

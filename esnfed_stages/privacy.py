@@ -123,7 +123,7 @@ def privacy_params(params: Mapping[str, Any]) -> PrivacyParams:
         raise ConfigError(f"params.yaml: privacy.methods: must list some of {', '.join(PRIVATE_ALGOS)}, "
                           f"got {quote(methods)}")
     return PrivacyParams(tuple(_epsilon(e) for e in eps), delta, p["relation"],
-                         _per_dataset("clip", p.get("clip", 1.0)), _per_dataset("ip_clip", p.get("ip_clip", 0.1)),
+                         _per_dataset("clip", p.get("clip", 1.0)), _per_dataset("ip_clip", p.get("ip_clip", DPSpec.ip_clip)),
                          pct, tuple(methods))
 
 
