@@ -179,27 +179,3 @@ def test_a_privacy_output_of_the_wrong_shape_is_one_line_naming_the_key(root, tm
         privacy_report.load(tmp_path)
     assert str(info.value).startswith(f"{tmp_path / 'wesad.json'}: {problem}"), str(info.value)
 
-
-@pytest.mark.parametrize("sweep", ["clip", "ip_clip"])
-def test_the_clip_sweep_benchmark_runs_both_sweeps(root, tmp_path, sweep):
-    """benchmarks/privacy_clip_sweep.py --smoke on this fixture's selections: a cell per bound with
-    validation and test accuracies; --sweep ip_clip (FedIP) first records the updates' natural scale
-    (ε = ∞: one norm per client, round and seed), then clips every update at a bound far below it
-    and none at one far above, as the printed table says."""
-    from bench_smoke import smoke
-
-    recs, stdout = smoke("privacy_clip_sweep.py", tmp_path / "sweep.jsonl", "--sweep", sweep, "--datasets", "wesad",
-                         "--params", str(root / "params.yaml"), "--data-dir", str(root / "data"),
-                         "--runs-dir", str(root / "runs"), timeout=300)
-    cells = {r["clip"]: r for r in recs if r["eps"] != "inf"}
-    assert set(cells) == {0.001, 1.0} and all(r["sweep"] == sweep and r["dataset"] == "wesad" for r in recs)
-    assert all(0 <= a <= 1 for r in cells.values() for a in r["validation"] + r["test"])
-    assert f"| dataset | ε | {sweep} 0.001 | {sweep} 1 |" in stdout
-    if sweep == "clip":
-        assert [r["eps"] for r in recs] == [1.0, 1.0] and not any(r["norms"] for r in recs)
-        return
-    natural = recs[0]
-    assert natural["eps"] == "inf" and natural["config"]["rounds"] * 4 == len(natural["norms"])  # 4 clients
-    assert min(natural["norms"]) > 0.001 and max(natural["norms"]) < 1
-    assert cells[0.001]["clipped"] == 1.0 and cells[1.0]["clipped"] == 0.0
-    assert "| wesad | 1 | 100 % | 0 % |" in stdout
