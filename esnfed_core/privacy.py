@@ -53,7 +53,7 @@ class DPSpec:
     delta: float
     relation: str = "user"
     clip: float = 1.0  # IncFed: fraction of the bound √(N + N²) of a unit's mean statistics
-    ip_clip: float = 0.1  # FedIP: L2 norm bound of one client's (Δg, Δb) per round
+    ip_clip: float = 0.03  # FedIP: L2 norm bound of one client's (Δg, Δb) per round (params.yaml's default)
 
     def __post_init__(self) -> None:
         for name, bound in PRIVACY_BOUNDS.items():
@@ -171,32 +171,40 @@ def psd_projection(b: np.ndarray) -> np.ndarray:
 
 
 def private_average(start: np.ndarray, locals_: Sequence[np.ndarray], weights: Sequence[int],
-                    spec: DPSpec, rng: np.random.Generator, releases: int = 1) -> np.ndarray:
+                    spec: DPSpec, rng: np.random.Generator, releases: int = 1,
+                    norms: list[float] | None = None) -> np.ndarray:
     """FedIP's aggregation of one round: start + (Σ clip(x_c − start) + N(0, (z·C_ip)²)) / K.
 
     ε = ∞: the window-count weighted average of :func:`esnfed_core.federated.weighted_average`.
+    ``norms``: each client's update norm ‖x_c − start‖₂ before clipping is appended, in order (ε = ∞
+    too: the natural scale C_ip is set against; benchmarks/privacy_clip_sweep.py --sweep ip_clip);
+    the result is unchanged.
     """
     from esnfed_core.federated import weighted_average  # noqa: PLC0415
 
+    start = np.asarray(start, np.float64)
+    updates = [np.asarray(x, np.float64) - start for x in locals_] if norms is not None or spec.private else []
+    if norms is not None:
+        norms.extend(float(np.linalg.norm(u)) for u in updates)
     if not spec.private:
         return weighted_average(locals_, weights)
-    start = np.asarray(start, np.float64)
     total = np.zeros_like(start)
-    for x in locals_:
-        total += clip_norm(np.asarray(x, np.float64) - start, spec.ip_clip)
+    for update in updates:
+        total += clip_norm(update, spec.ip_clip)
     sigma = noise_multiplier(spec.epsilon, spec.delta, releases) * spec.ip_clip
     return start + (total + rng.normal(0.0, sigma, total.shape)) / len(locals_)
 
 
-def fedip_aggregate(spec: DPSpec, rng: np.random.Generator, releases: int):
+def fedip_aggregate(spec: DPSpec, rng: np.random.Generator, releases: int, norms: list[float] | None = None):
     """A :data:`esnfed_core.plasticity.Aggregate` applying :func:`private_average` to the
-    concatenated (g, b) of every client: one clipped update per client and round."""
+    concatenated (g, b) of every client: one clipped update per client and round (``norms``: each
+    update's norm before clipping is appended, round by round)."""
 
     def aggregate(start, gains, biases, weights):
         n = len(start.gain)
         x0 = np.concatenate([start.gain, start.bias]).astype(np.float64)
         out = private_average(x0, [np.concatenate([g, b]) for g, b in zip(gains, biases)], weights,
-                              spec, rng, releases)
+                              spec, rng, releases, norms)
         return out[:n], out[n:]
 
     return aggregate

@@ -55,8 +55,10 @@ def unit_stats(res: Reservoir, data: TrialData, settings: Settings, relation: st
 
 
 def fit_private(method: str | Method, config: Mapping[str, Any], seed: int, data: TrialData,
-                settings: Settings, spec: DPSpec) -> FittedModel:
-    """Train ``method`` (incfed | fedip) from ``seed`` under ``spec``; scored on validation."""
+                settings: Settings, spec: DPSpec, ip_norms: list[float] | None = None) -> FittedModel:
+    """Train ``method`` (incfed | fedip) from ``seed`` under ``spec``; scored on validation.
+    ``ip_norms`` (FedIP): every client's round update ‖(Δg, Δb)‖₂ before clipping is appended
+    (rounds in order, clients in order within a round; ε = ∞ too); the model is unchanged."""
     m = method if isinstance(method, Method) else Method.parse(method)
     if m.algo not in PRIVATE_ALGOS:
         raise ValueError(f"fit_private: {m.id} is not one of {', '.join(PRIVATE_ALGOS)}")
@@ -69,7 +71,7 @@ def fit_private(method: str | Method, config: Mapping[str, Any], seed: int, data
     if m.algo == "fedip":
         from esnfed_core.federated import fedip  # noqa: PLC0415
 
-        agg = fedip_aggregate(spec, noise, n_releases) if spec.private else None
+        agg = fedip_aggregate(spec, noise, n_releases, ip_norms) if spec.private or ip_norms is not None else None
         res = fedip(res, [u.x for u in data.train.values()], _ip_config(cfg, settings),
                     rounds=int(cfg["rounds"]), local_epochs=int(cfg["local_epochs"]), seed=seeds["ip"],
                     client_names=list(data.train), aggregate=agg)

@@ -23,7 +23,8 @@ from esnfed_core.method import Method
 from esnfed_core.privacy import PRIVACY_BOUNDS, RELATIONS, DPSpec, noise_multiplier
 from esnfed_core.private_trial import PRIVATE_ALGOS, fit_private, releases
 from esnfed_core.quote import quote
-from esnfed_core.scoring import pooled_counts
+from esnfed_core.scoring import accuracy
+from esnfed_core.data.processed import UserData
 from esnfed_core.trial import TrialData
 from esnfed_stages import provenance
 from esnfed_stages._datasets import NAME
@@ -122,7 +123,7 @@ def privacy_params(params: Mapping[str, Any]) -> PrivacyParams:
         raise ConfigError(f"params.yaml: privacy.methods: must list some of {', '.join(PRIVATE_ALGOS)}, "
                           f"got {quote(methods)}")
     return PrivacyParams(tuple(_epsilon(e) for e in eps), delta, p["relation"],
-                         _per_dataset("clip", p.get("clip", 1.0)), _per_dataset("ip_clip", p.get("ip_clip", 0.1)),
+                         _per_dataset("clip", p.get("clip", 1.0)), _per_dataset("ip_clip", p.get("ip_clip", DPSpec.ip_clip)),
                          pct, tuple(methods))
 
 
@@ -166,6 +167,29 @@ def eps_key(eps: float) -> str:
     return "inf" if math.isinf(eps) else f"{eps:g}"
 
 
+@dataclass(frozen=True)
+class Inputs:
+    """What the privacy stage (and benchmarks/privacy_clip_sweep.py) trains and scores on for one
+    dataset: the share's training users and the validation users, the test users, the relation's
+    neighbouring units n and δ, and the manifest's source."""
+
+    data: TrialData
+    test: list[UserData]
+    n_units: int
+    delta: float
+    source: Any
+
+
+def inputs(dataset: str, pp: PrivacyParams, exp: ExperimentParams, data_dir: Path = Path("data")) -> Inputs:
+    """``dataset``'s :class:`Inputs` under ``privacy.pct`` (a stale processed folder is refused)."""
+    data = open_dataset(data_dir, dataset, exp.processed.get(dataset))
+    trial_data = TrialData(data.load(data.train_users(pp.pct)), data.load(data.validation_users),
+                           data.n_classes, data.n_contexts)
+    n_units = neighbouring_units(pp.relation, trial_data)
+    return Inputs(trial_data, list(data.load(data.test_users).values()), n_units, pp.delta_for(n_units),
+                  data.manifest.get("source"))
+
+
 def run(dataset: str, privacy: PrivacyParams, exp: ExperimentParams, *, data_dir: Path = Path("data"),
         runs_dir: Path = Path("runs"), out_dir: Path = PRIVACY_DIR,
         progress: Progress | None = None) -> dict[str, Any]:
@@ -173,14 +197,8 @@ def run(dataset: str, privacy: PrivacyParams, exp: ExperimentParams, *, data_dir
     are params.yaml's sections, parsed once (``privacy_params``, ``experiment_params``)."""
     pp = privacy
     clip, ip_clip = pp.clip_for(dataset), pp.ip_clip_for(dataset)
-    data = open_dataset(data_dir, dataset, exp.processed.get(dataset))
-    pct = pp.pct
-    train_users = data.train_users(pct)
-    trial_data = TrialData(data.load(train_users), data.load(data.validation_users), data.n_classes,
-                           data.n_contexts)
-    n_units = neighbouring_units(pp.relation, trial_data)
-    delta = pp.delta_for(n_units)
-    test = list(data.load(data.test_users).values())
+    inp = inputs(dataset, pp, exp, data_dir)
+    pct, delta = pp.pct, inp.delta
     seeds = [retrain_seed(exp, dataset, pct, k) for k in range(exp.retrains)]
     configs = {m: selected_config(runs_dir, dataset, m, pct, exp.budget_spec) for m in pp.methods}
     total, done = len(configs) * len(pp.epsilons) * len(seeds), 0
@@ -194,16 +212,15 @@ def run(dataset: str, privacy: PrivacyParams, exp: ExperimentParams, *, data_dir
             spec = pp.spec(eps, delta, dataset)
             accs = []
             for seed in seeds:
-                model = fit_private(method, cfg, seed, trial_data, exp.settings, spec)
-                counts = pooled_counts(model.reservoir, test, model.readout, exp.settings.batch_size)
-                accs.append(float(counts.accuracy[0]))
+                model = fit_private(method, cfg, seed, inp.data, exp.settings, spec)
+                accs.append(accuracy(model.reservoir, model.readout, inp.test, exp.settings.batch_size))
                 done += 1
                 if progress:
                     progress(done, total)
             rows["epsilons"][eps_key(eps)] = {
                 "noise_multiplier": noise_multiplier(eps, delta, rel), "test_accuracy": accs}
-    doc = {"dataset": dataset, "source": data.manifest.get("source"),  # as the assess files: the header's
-           "pct": pct, "n_users": len(train_users), "n_units": n_units, "delta": delta,
+    doc = {"dataset": dataset, "source": inp.source,  # as the assess files: the header's
+           "pct": pct, "n_users": len(inp.data.train), "n_units": inp.n_units, "delta": delta,
            "relation": pp.relation, "clip": clip, "ip_clip": ip_clip,
            "mechanism": MECHANISM, "accountant": ACCOUNTANT, "seeds": seeds, "version": __version__,
            provenance.KEY: pp.record(exp.budget), "methods": results}

@@ -165,7 +165,8 @@ def test_privacy_clip_sweep_prints_validation_accuracy_per_clip(tmp_path):
 
     make_dataset(tmp_path)
     write_params(tmp_path, small_params())
-    cli_ok("select", "--algo", "incfed", "--pct", "100", *stage_options(tmp_path))
+    for algo in ("incfed", "fedip"):
+        cli_ok("select", "--algo", algo, "--pct", "100", *stage_options(tmp_path))
     out = run("privacy_clip_sweep.py", "--datasets", "wesad", "--clips", "0.1,1", "--eps", "1",
               "--params", "params.yaml", cwd=tmp_path)
     (row,) = table_rows(out, "dataset")
@@ -173,6 +174,21 @@ def test_privacy_clip_sweep_prints_validation_accuracy_per_clip(tmp_path):
     for cell in row[2:]:
         mean, std = (float(x) for x in cell.split("±"))
         assert 0 < mean <= 100 and 0 <= std <= 100
+    # --sweep ip_clip (FedIP's update bound, docs/privacy.md), --smoke: bounds 0.001 and 1 at ε 1, one
+    # seed. First the updates' natural scale (ε = ∞: a norm per client and round), then every update
+    # clipped at a bound far below it and none at one far above, as the printed table says.
+    recs, out = smoke("privacy_clip_sweep.py", tmp_path / "ip.jsonl", "--sweep", "ip_clip", "--datasets", "wesad",
+                      "--params", str(tmp_path / "params.yaml"), "--data-dir", str(tmp_path / "data"),
+                      "--runs-dir", str(tmp_path / "runs"))
+    natural, cells = recs[0], {r["clip"]: r for r in recs[1:]}
+    assert natural["eps"] == "inf" and len(natural["norms"]) == natural["config"]["rounds"] * 4  # 4 clients
+    assert 0.001 < min(natural["norms"]) and max(natural["norms"]) < 1
+    assert set(cells) == {0.001, 1.0} and all(r["eps"] == 1 for r in cells.values())
+    assert all(0 <= a <= 1 for r in cells.values() for a in r["validation"] + r["test"])
+    assert cells[0.001]["clipped"] == 1.0 and cells[1.0]["clipped"] == 0.0
+    assert [r[:2] for r in table_rows(out, "dataset | updates")] == [["wesad", str(len(natural["norms"]))]]
+    assert table_rows(out, "dataset | ε")[0][:2] == ["wesad", "1"]
+    assert "| wesad | 1 | 100 % | 0 % |" in out
 
 
 def test_same_outputs_ignores_timings_and_keys_and_names_what_differs(tmp_path):

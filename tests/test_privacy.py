@@ -130,6 +130,35 @@ def test_fedip_update_clipping_bounds_one_client():
                                           np.random.default_rng(0)), 2.5 * np.ones(6))
 
 
+@pytest.mark.parametrize("eps", [math.inf, 2.0])
+def test_fedip_average_records_each_update_norm_before_clipping(eps):
+    """``norms`` collects ‖x_c − start‖ before clipping (what privacy_clip_sweep's clipped fraction
+    counts) and leaves the aggregate's bits alone, noise included."""
+    spec = DPSpec(eps, 1e-4, ip_clip=2.0)
+    start, locals_ = np.zeros(6), [np.ones(6), 3 * np.ones(6)]
+    norms: list[float] = []
+    got = private_average(start, locals_, [1, 3], spec, np.random.default_rng(0), norms=norms)
+    assert norms == pytest.approx([math.sqrt(6), 3 * math.sqrt(6)])
+    assert np.array_equal(got, private_average(start, locals_, [1, 3], spec, np.random.default_rng(0)))
+
+
+@pytest.mark.parametrize("eps", [math.inf, 1.0])
+def test_fit_private_records_fedip_update_norms_and_changes_nothing(eps):
+    """One norm per client and round (ε = ∞ too, the natural scale ip_clip is set against); the
+    model is the one fitted without recording. With L2-normalised IP steps a client's round update
+    is at most √2·η per step (‖Δg‖ = ‖Δb‖ = η), here 3 mini-batches of 4 windows a round."""
+    data, _ = trial_data(pct="100")
+    spec = DPSpec(eps, 1e-3, ip_clip=0.01)
+    norms: list[float] = []
+    a = fit_private("fedip", CONFIG, 7, data, SETTINGS, spec, ip_norms=norms)
+    b = fit_private("fedip", CONFIG, 7, data, SETTINGS, spec)
+    assert np.array_equal(a.readout, b.readout) and np.array_equal(a.reservoir.gain, b.reservoir.gain)
+    assert len(norms) == CONFIG["rounds"] * len(data.train)
+    assert SETTINGS.ip.normalize_step and all(len(u.x) == 12 for u in data.train.values())
+    steps = 3 * CONFIG["local_epochs"]
+    assert all(0 < n <= steps * math.sqrt(2) * SETTINGS.ip.eta * (1 + 1e-4) for n in norms)
+
+
 def test_states_in_unit_cube_bound_the_mean_statistics(make_windows):
     res = build_reservoir(ReservoirConfig(3, 15, 0.9, 1.0, 20.0), 1)  # saturating: |s| near 1
     x, y = make_windows(6, 40, 3, 4)

@@ -178,3 +178,4 @@ def test_a_privacy_output_of_the_wrong_shape_is_one_line_naming_the_key(root, tm
     with pytest.raises(DataError) as info:
         privacy_report.load(tmp_path)
     assert str(info.value).startswith(f"{tmp_path / 'wesad.json'}: {problem}"), str(info.value)
+

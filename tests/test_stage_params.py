@@ -98,7 +98,7 @@ def test_privacy_params_frozen_with_defaults_and_delta():
     with pytest.raises(dataclasses.FrozenInstanceError):
         pp.pct = "25"  # type: ignore[misc]
     short = {"privacy": {"epsilons": [1], "relation": "window"}}
-    assert privacy_params(short) == PrivacyParams((1.0,), "auto", "window", 1.0, 0.1, "100", ("incfed", "fedip"))
+    assert privacy_params(short) == PrivacyParams((1.0,), "auto", "window", 1.0, 0.03, "100", ("incfed", "fedip"))
     with pytest.raises(ConfigError, match=r"^params.yaml: privacy.delta: must be < 1.0, got 1.0$"):
         privacy_params({"privacy": {**p["privacy"], "delta": 1.0}})
 
