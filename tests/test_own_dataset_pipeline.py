@@ -171,6 +171,7 @@ def _user_only_params(root: Path) -> Path:
         del space["wesad"], space["hhar"]
     p["continual"]["joint"]["max_rounds"] = 3
     p.update(datasets=["mine"], continual_datasets=["mine"], study_datasets=[])
+    p["assess"]["activation_datasets"] = []  # README: the papers' datasets only have activation densities
     return write_params(root, p)
 
 
