@@ -12,12 +12,13 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from esnfed_cli._common import console, declared_dataset, handle_errors, progress_bar
+from esnfed_cli._common import console, dataset_option, declared_dataset, handle_errors, progress_bar
 from esnfed_cli.app import app
 from esnfed_core.vocabulary import Dataset, Source
 from esnfed_stages import partition as partition_stage
 from esnfed_stages import preprocess as preprocess_stage
 from esnfed_stages import synthesize as synthesize_stage
+from esnfed_stages._datasets import check_synthesized
 from esnfed_stages.params import load_params
 
 
@@ -67,6 +68,7 @@ def synthesize(
 
     Size and seed come from params.yaml synthetic.<dataset>; the folder is replaced only once complete.
     """
+    dataset_option(check_synthesized, dataset)  # a usage error (exit 2), before params.yaml is read
     options = synthesize_stage.synthesize_params(load_params(params), dataset, seed, out)
     with data_progress() as bar:
         task = bar.add_task(f"synthesize {dataset}", total=options.steps, item="")

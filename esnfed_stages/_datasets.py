@@ -59,6 +59,13 @@ def check_dataset(dataset: str) -> str:
     return dataset
 
 
+def check_synthesized(dataset: str) -> str:
+    """``dataset`` if `esnfed synthesize` writes it (SYNTHESIZED), else a one-line error listing them."""
+    if dataset not in SYNTHESIZED:
+        raise ConfigError(f"--dataset: expected one of {', '.join(SYNTHESIZED)}, got {quote(dataset)}")
+    return dataset
+
+
 def dataset_function(dataset: str, stage: str) -> Callable:
     """Import the function implementing ``stage`` for ``dataset`` on first use."""
     if (dataset, stage) not in _FUNCTIONS:

@@ -218,9 +218,9 @@ def _combinations(params: Mapping[str, Any]) -> None:
 def _declared_datasets(params: Mapping[str, Any]) -> None:
     """Each dataset in ``datasets`` has its search space in every budget (only those: a pipeline of
     your own data needs no space.wesad); a user one its import and partition; continual and study
-    ones are declared, continual ones have contexts (issue 16); with a study dataset, every budget
-    has the deep reservoirs' space.deep (the heterogeneous commands name a missing ``heterogeneity``
-    themselves: the report and ttest run without it)."""
+    ones, and those of assess.activation_datasets, are declared; continual ones have contexts (issue
+    16); with a study dataset, every budget has the deep reservoirs' space.deep (the heterogeneous
+    commands name a missing ``heterogeneity`` themselves: the report and ttest run without it)."""
     names = params.get("datasets")
     names = list(DATASETS) if names is None else names
     imports, parts = params.get("imports") or {}, params.get("partition") or {}
@@ -243,10 +243,14 @@ def _declared_datasets(params: Mapping[str, Any]) -> None:
             if name not in value:
                 raise Invalid(f"privacy.{key}.{name}: missing (datasets lists {quote(name)}; privacy.{key} is a "
                               f"mapping: give every declared dataset its {key}, or one number for all)")
-    for key in ("continual_datasets", "study_datasets"):
-        for name in params.get(key) or []:
-            if name not in names:
-                raise Invalid(f"{key}: {quote(name)} is not in datasets ({', '.join(names)})")
+    activation = (params.get("assess") or {}).get("activation_datasets")
+    for key, listed in (("continual_datasets", params.get("continual_datasets")),
+                        ("study_datasets", params.get("study_datasets")),
+                        ("assess.activation_datasets", activation)):  # assess would skip it unseen
+        unknown = [name for name in listed or [] if name not in names]
+        if unknown:
+            raise Invalid(f"{key}: {', '.join(map(quote, unknown))} {'is' if len(unknown) == 1 else 'are'} "
+                          f"not in datasets ({', '.join(names)})")
     studies = params.get("study_datasets") or []
     for budget, b in (params.get("budgets") or {}).items() if studies else ():  # dvc.yaml's select-deep reads it
         if "deep" not in (b.get("space") or {}):

@@ -1,7 +1,7 @@
 """The `report` stage: the papers' tables (Markdown + CSV), the communication table, the figures
 (PNG + DVC plots data) and reports/metrics/<dataset>-<method>.json (the mean test accuracy per
-share: a few keys per file, so `dvc metrics show` fits a terminal), from the assess files and
-reports/ttest.json. The figures are read from the assess documents in report_figures.py.
+share, keyed "025" … "100": a few keys per file, so `dvc metrics show` fits a terminal), from the
+assess files and reports/ttest.json. The figures are read from the assess documents in report_figures.py.
 
 Everything is built in memory first and then written atomically, so a failure leaves no partial report.
 """
@@ -375,10 +375,16 @@ def add_user_communication(rep: Report, inputs: Inputs, ttest_doc: Mapping[str, 
 
 
 def metric_files(means: Mapping[str, Mapping[str, Mapping[str, float]]]) -> dict[str, bytes]:
-    """{dataset: {method: {pct: mean}}} -> one file per dataset and method, {"test": {pct: mean}}:
-    `dvc metrics show` prints a row per file and a column per key, four shares wide."""
-    return {f"{ds}-{method}.json": dumps_json({"test": by_pct}).encode()
-            for ds, methods in means.items() for method, by_pct in methods.items()}
+    """{dataset: {method: {pct: mean}}} -> one file per dataset and method, {"test": {"025": mean, ...}}:
+    `dvc metrics show` prints a row per file and a column per key, four shares wide. It sorts the
+    columns as strings (dvc.compare.metrics_table), so the shares are zero-padded to three digits:
+    test.025 … test.100, not test.100 before test.25."""
+    files = {}
+    for ds, methods in means.items():
+        for method, by_pct in methods.items():
+            padded = {pct.zfill(3): mean for pct, mean in by_pct.items()}
+            files[f"{ds}-{method}.json"] = dumps_json({"test": padded}).encode()
+    return files
 
 
 def _write_dir(path: Path, files: Mapping[str, bytes]) -> None:

@@ -15,9 +15,8 @@ from typing import Any, Callable, Mapping
 
 from esnfed_core.data.paths import output_folder_problem
 from esnfed_core.errors import ConfigError, DataError
-from esnfed_core.quote import quote
 from esnfed_core.validation import Bound, ParameterError
-from esnfed_stages._datasets import DIRNAMES, SYNTHESIZED, bind_kwargs, dataset_function
+from esnfed_stages._datasets import DIRNAMES, bind_kwargs, check_synthesized, dataset_function
 from esnfed_stages._io import atomic_path, output_lock
 from esnfed_stages.sections import section
 
@@ -51,8 +50,7 @@ def synthesize_params(params: Mapping[str, Any], dataset: str, seed: int | None 
                       out_root: str | Path | None = None) -> SynthesizeParams:
     """The generator's arguments from params.yaml ``synthetic.<dataset>`` (names: its signature);
     ``seed`` and ``out_root`` (command line) win over the params' seed and data.synthetic_dir."""
-    if dataset not in SYNTHESIZED:
-        raise ConfigError(f"--dataset: expected one of {', '.join(SYNTHESIZED)}, got {quote(dataset)}")
+    check_synthesized(dataset)
     key = f"synthetic.{dataset}"
     conf = section(params, key)
     if not isinstance(conf, Mapping) or "seed" not in conf:

@@ -22,7 +22,8 @@ def _run(root: Path, rows: list[str], metric: float, lam: float) -> Path:
     (root / "reports/tables").mkdir(parents=True)
     (root / "reports/metrics").mkdir()
     (root / "reports/tables/t.csv").write_text(HEADER + "".join(r + "\n" for r in rows))
-    (root / "reports/metrics/wesad-ip.json").write_text(json.dumps({"test": {"25": metric}}))
+    # keyed as the report writes it (esnfed_stages/report.py metric_files)
+    (root / "reports/metrics/wesad-ip.json").write_text(json.dumps({"test": {"025": metric}}))
     best = root / "runs/select/wesad/ip/25/best.json"
     best.parent.mkdir(parents=True)
     best.write_text(json.dumps({"trial": 1, "config": {"lambda": lam}, "scores": {"score": 0.5}}))

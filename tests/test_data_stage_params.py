@@ -128,6 +128,13 @@ def test_integer_user_names_in_fixed_splits_say_to_quote_them():
     ({"datasets": ["wesad", "example"], "continual_datasets": ["wesad"]},
      "params.yaml: study_datasets: 'hhar' is not in datasets (wesad, example)"),
     ({"study_datasets": ["wesad", "wesad"]}, "params.yaml: study_datasets: lists a value twice"),
+    # assess.activation_datasets: as continual and study datasets, only declared ones (assess would skip
+    # an undeclared one unseen)
+    ({"datasets": ["hhar", "example"], "continual_datasets": ["hhar"], "study_datasets": ["hhar"]},
+     "params.yaml: assess.activation_datasets: 'wesad' is not in datasets (hhar, example)"),
+    ({"datasets": ["example"], "continual_datasets": [], "study_datasets": [],
+      "assess__activation_datasets": ["wesad", "hhar"]},
+     "params.yaml: assess.activation_datasets: 'wesad', 'hhar' are not in datasets (example)"),
 ])
 def test_schema_names_the_key_of_a_declared_dataset_problem(changes, message):
     with pytest.raises(ConfigError) as err:
@@ -146,7 +153,8 @@ def test_papers_only_params_without_datasets_keys_still_validate():
 
 def test_your_own_data_only_needs_no_space_of_the_papers_datasets():
     """Before: `budgets.tiny.space.wesad: missing` for a budget of a pipeline that never runs wesad."""
-    p = _params(datasets=["example"], continual_datasets=["example"], study_datasets=[])
+    p = _params(datasets=["example"], continual_datasets=["example"], study_datasets=[],
+                assess__activation_datasets=[])
     for budget in p["budgets"].values():
         del budget["space"]["wesad"], budget["space"]["hhar"]
     validate(p)
@@ -167,8 +175,34 @@ def test_a_dataset_of_your_own_can_be_a_study_dataset():
     validate(p)
     assert study_declared(p) == ("wesad", "hhar", "example")
     assert method_datasets(p, Method("deep-incfed")) == method_datasets(p, Method("local")) == study_declared(p)
-    mine = _params(datasets=["example"], continual_datasets=["example"], study_datasets=["example"])
+    mine = _params(datasets=["example"], continual_datasets=["example"], study_datasets=["example"],
+                   assess__activation_datasets=[])
     for budget in mine["budgets"].values():
         del budget["space"]["wesad"], budget["space"]["hhar"]
     validate(mine)
     assert study_declared(mine) == ("example",)
+
+
+def test_the_readme_recipe_for_your_data_alone_validates():
+    """README "Your data alone": its keys put into the repository's params.yaml (a section's entries
+    merged into the section, every other budget given mystudy's space as its comment says) pass
+    the schema. Before assess.activation_datasets was in the recipe, the default [wesad] was refused
+    there (an undeclared dataset)."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    block = readme.split("**Your data alone.**", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
+    recipe = yaml.safe_load(block)
+    p = copy.deepcopy(REPO)
+    for key, value in recipe.items():
+        if isinstance(value, dict) and isinstance(p.get(key), dict):
+            p[key].update(value)
+        else:
+            p[key] = value
+    space = recipe["budgets"][recipe["budget"]]["space"]["mystudy"]
+    for budget in p["budgets"].values():
+        budget["space"].setdefault("mystudy", space)
+    assert p["assess"]["activation_datasets"] == [] and p["datasets"] == ["mystudy"]
+    validate(p)
+    p["assess"]["activation_datasets"] = ["wesad"]
+    with pytest.raises(ConfigError, match=r"^params.yaml: assess.activation_datasets: 'wesad' is not in datasets "
+                                          r"\(mystudy\)$"):
+        validate(p)

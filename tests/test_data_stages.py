@@ -256,6 +256,18 @@ def test_failed_synthesize_keeps_the_earlier_folder(project, monkeypatch):
 
 # ---------------------------------------------------------------- bad params and missing modules
 
+@pytest.mark.parametrize("command", ["synthesize", "preprocess"])
+def test_an_unknown_dataset_is_a_usage_error_listing_the_choices(project, command):
+    """synthesize refuses a dataset it cannot write as the other data stages do: a usage error
+    (exit 2) naming --dataset and the valid names, before params.yaml is read."""
+    (project / "params.yaml").write_text("not: [valid", encoding="utf-8")
+    result = invoke(command, "--dataset", "foo")
+    assert result.exit_code == 2, result.output + (result.stderr or "")
+    text = " ".join(w for w in (result.output + (result.stderr or "")).split() if w not in "│╭╮╰╯─")
+    assert "Invalid value for" in text and "--dataset" in text and "'foo'" in text
+    assert "wesad" in text and "hhar" in text
+
+
 def test_unknown_synthetic_param_names_the_key(project):
     doc = yaml.safe_load((project / "params.yaml").read_text())
     doc["synthetic"]["wesad"]["sclae"] = 0.1

@@ -74,6 +74,7 @@ def _user_only(p: dict) -> None:
         space["mine"] = space.pop("example")
         del space["wesad"], space["hhar"]
     p.update(datasets=["mine"], continual_datasets=["mine"], study_datasets=[])
+    p["assess"]["activation_datasets"] = []  # only the papers' datasets have activation densities
 
 
 def _report_upstream(root: Path) -> list[str]:

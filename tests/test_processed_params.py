@@ -123,6 +123,7 @@ def test_select_refuses_stale_data(imported):
     assert invoke("partition", "--dataset", "mine").exit_code == 0
     params = small_params()
     params.update(datasets=["mine"], continual_datasets=["mine"], study_datasets=[])
+    params["assess"]["activation_datasets"] = []  # only the papers' datasets have activation densities
     params["imports"]["mine"] = {**IMPORT, "rate": 10}
     params["partition"]["mine"] = SPLITS
     for budget in params["budgets"].values():

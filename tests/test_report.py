@@ -382,10 +382,16 @@ def test_metrics_deterministic_and_dated_headers_reproducible(workdir, monkeypat
     first = {p: (reports / p).read_bytes() for p in ("metrics/wesad-fedip.json", "ttest.json",
                                                       "tables/fedclip.md", "figures/stream-hhar-federated.png")}
     metrics = json.loads(first["metrics/wesad-fedip.json"])
-    assert metrics == {"test": {pct: round(statistics.fmean(HIGH), 6) for pct in PCTS}}
+    assert metrics == {"test": {pct.zfill(3): round(statistics.fmean(HIGH), 6) for pct in PCTS}}
     # one small file per dataset and method (dvc metrics show: a row per file, a column per share)
     names = sorted(p.name for p in (reports / "metrics").iterdir())
     assert names == sorted(f"{ds}-{m}.json" for ds in ("wesad", "hhar") for m in SCORES)
+    # DVC's own table sorts the columns as text: the shares still come in order (before: test.100 first)
+    from dvc.compare import metrics_table  # noqa: PLC0415
+
+    files = {f"reports/metrics/{n}": {"data": json.loads((reports / "metrics" / n).read_text())} for n in names}
+    shown = {"workspace": {"data": files}}
+    assert list(metrics_table(shown).keys()) == ["Path", "test.025", "test.050", "test.075", "test.100"]
     _ok(["ttest"])
     _ok(["report"])
     assert {p: (reports / p).read_bytes() for p in first} == first
