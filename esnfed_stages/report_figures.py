@@ -76,7 +76,8 @@ def stream_figure_and_plot(inputs: Inputs, ds: str, setting: str, names: Context
                 default=0)
     png = figures.stream_accuracy(
         f"{dataset_label(ds)} {_SETTING_TITLE[setting]}: stream accuracy after each context "
-        f"({_PRETTY[prefix]})", panels, [context_label(t, names) for t in range(n_ctx)])
+        f"({_PRETTY[prefix]}; mean ± std over retrains)", panels,
+        [context_label(t, names) for t in range(n_ctx)])
     columns = ["context", "context_name"] + [f"{s}_{pct}" for pct in PCTS for s in STRATEGIES]
     rows = []
     for t in range(n_ctx):

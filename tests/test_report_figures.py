@@ -62,6 +62,17 @@ def test_stream_accuracy_draws_context_t_at_x_t(monkeypatch):
     assert [t.get_text() for t in ax.get_xticklabels()] == ["a", "b", "c", "d"]
 
 
+def test_the_stream_figure_says_what_its_bands_are(monkeypatch):
+    """Figure audit: every activation figure's title said "mean ± std over retrains", the stream
+    figures drew the same bands around each line and said nothing about them."""
+    drawn = []
+    monkeypatch.setattr(figures, "_png", lambda fig: drawn.append(fig) or b"png")
+    report_figures.stream_figure_and_plot(_stream_inputs(4), "hhar", "federated", HHAR)
+    fig = drawn[0]
+    assert fig.get_suptitle() == "HHAR federated: stream accuracy after each context (FedCLIP; mean ± std over retrains)"
+    assert all(len(ax.collections) == 3 for ax in fig.axes)  # a band per strategy
+
+
 def _activation_inputs(contexts: int) -> Inputs:
     edges = list(np.linspace(-1, 1, 5))
     dens = [[[[0.5] * 4 for _ in range(contexts)] for _ in range(contexts)] for _ in range(2)]
