@@ -113,11 +113,12 @@ def density_grid(title: str, edges: Sequence[float] | None, row_labels: Sequence
     mean density over retrains with a ± population-std band. A cell None reads "n/a".
 
     Lines take the colours of _CONTEXT_COLOURS in order, so line i has the same colour in every
-    panel.
+    panel. Every panel has the same density scale: the grids are read across rows and columns
+    (a share against another, a strategy against another), which a scale per panel misleads.
     """
     n_rows, n_cols = len(row_labels), len(col_labels)
     fig = _figure(figsize=(2.9 * n_cols + 1.2, 2.4 * n_rows + 0.8), layout="constrained")
-    axes = fig.subplots(n_rows, n_cols, sharex=True, squeeze=False)
+    axes = fig.subplots(n_rows, n_cols, sharex=True, sharey=True, squeeze=False)
     centres = None
     if edges is not None:
         e = np.asarray(edges, dtype=np.float64)

@@ -102,3 +102,15 @@ def test_activation_figures_use_the_same_numbering_and_names(monkeypatch):
     _, plots = report_figures.activation_figure_and_plots(_activation_inputs(3), "federated", "25", names)
     assert seen["lines"] == ["context 0: run0", "context 1: run1", "context 2: run2"]
     assert plots["activation-wesad-fedclip-naive.csv"].splitlines()[0].startswith("value,context0,context1,context2")
+
+
+def test_density_panels_share_one_scale(monkeypatch):
+    """Figure audit: each panel of a density grid had its own y range (0-1.75 beside 0-3.5 in the
+    users figure), so a row (a share) or column (a strategy) read larger or smaller than it is."""
+    drawn = []
+    monkeypatch.setattr(figures, "_png", lambda fig: drawn.append(fig) or b"png")
+    edges = np.linspace(-1, 1, 5)
+    low, high = [("context 0", [0.5] * 4, None)], [("context 0", [3.0] * 4, None)]
+    figures.density_grid("t", edges, ["25%", "100%"], ["a", "b"], [[low, high], [low, None]])
+    axes = drawn[0].axes
+    assert len({ax.get_ylim() for ax in axes}) == 1 and axes[0].get_ylim()[1] >= 3.0
