@@ -114,3 +114,39 @@ def test_density_panels_share_one_scale(monkeypatch):
     figures.density_grid("t", edges, ["25%", "100%"], ["a", "b"], [[low, high], [low, None]])
     axes = drawn[0].axes
     assert len({ax.get_ylim() for ax in axes}) == 1 and axes[0].get_ylim()[1] >= 3.0
+
+
+def test_activation_figures_name_methods_and_shares_as_their_titles_do(monkeypatch):
+    """Figure audit: the pooled figure's panels read the file ids (fedip, fedclip-naive) under titles
+    that say FedCLIP, the users figure's title "(fedip; rows: training users" and its rows "25%"; the
+    shares figure said "the last context" without naming it, and a share missing for one strategy
+    shifted the next share into its colour in that panel alone."""
+    seen = []
+
+    def fake(title, edges, row_labels, col_labels, cells):
+        seen.append({"title": title, "rows": list(row_labels), "cols": list(col_labels), "cells": cells})
+        return b"png"
+
+    monkeypatch.setattr(figures, "density_grid", fake)
+    inputs = _activation_inputs(3)
+    inputs.docs[("wesad", "fedip")] = inputs.docs[("wesad", "fedclip-naive")]
+    inputs.paths[("wesad", "fedip")] = "fedip.json"
+    names = ["run0", "run1", "run2"]
+    report_figures.activation_figure_and_plots(inputs, "federated", "25", names)
+    assert seen[-1]["cols"] == ["FedIP", "FedCLIP naive", "FedCLIP replay", "FedCLIP joint"]
+    report_figures.activation_users_figure(inputs, "federated", names)
+    assert "(FedIP; " in seen[-1]["title"]
+    assert seen[-1]["rows"] == ["25% training users", "50% training users", "75% training users",
+                                "100% training users"]
+    report_figures.activation_contexts_figure(inputs, "federated", "25", names)
+    assert seen[-1]["rows"] == ["FedCLIP naive", "FedCLIP replay", "FedCLIP joint"]
+    inputs.docs[("wesad", "fedclip-replay")]["pcts"]["25"]["activation"] = None  # none at 25%
+    report_figures.activation_shares_figure(inputs, "federated", names)
+    title, cells = seen[-1]["title"], seen[-1]["cells"][0]
+    assert "on the test data of the last context, 2: run2, (FedCLIP" in title
+    assert seen[-1]["cols"] == ["FedCLIP naive", "FedCLIP replay", "FedCLIP joint"]
+    labels = [[line[0] for line in cell] for cell in cells]
+    assert labels[0] == labels[2] == [f"{p}% training users" for p in ("25", "50", "75", "100")]
+    assert labels[1] == ["25% training users (n/a)", "50% training users", "75% training users",
+                         "100% training users"]  # 50% keeps the second colour in every panel
+    assert np.isnan(cells[1][0][1]).all()
