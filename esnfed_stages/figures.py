@@ -40,6 +40,13 @@ def _png(fig: Figure) -> bytes:
     return buf.getvalue()
 
 
+def suptitle(fig: Figure, title: str) -> None:
+    """The figure's title, wrapped at the figure's width: a long title over a narrow figure (the
+    shares figure's three panels) ran off both edges of the PNG. The PNG's Title text and the
+    report's index keep it on one line (fig.get_suptitle())."""
+    fig.suptitle(title, wrap=True)
+
+
 def png_title(png: bytes) -> str | None:
     """The ``Title`` text chunk of a PNG written by :func:`_png` (tEXt, or iTXt for non-Latin-1
     text, uncompressed), None without one."""
@@ -97,7 +104,7 @@ def stream_accuracy(title: str, panels: Sequence[tuple[str, Mapping[str, np.ndar
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("stream accuracy (%)")
     _legend(fig, axes)
-    fig.suptitle(title)
+    suptitle(fig, title)
     return _png(fig)
 
 
@@ -146,7 +153,7 @@ def density_grid(title: str, edges: Sequence[float] | None, row_labels: Sequence
                     ax.fill_between(centres, mean - std, mean + std, color=colour, alpha=0.15,
                                     linewidth=0)
     _legend(fig, [ax for row in axes for ax in row])
-    fig.suptitle(title)
+    suptitle(fig, title)
     return _png(fig)
 
 
@@ -190,5 +197,5 @@ def alpha_bands(title: str, panels: Sequence[AlphaPanel]) -> bytes:
         ax.set_visible(False)
     axes[0].set_ylabel("test accuracy (%)")
     _legend(fig, axes[: len(panels)] if panels else axes)
-    fig.suptitle(title)
+    suptitle(fig, title)
     return _png(fig)

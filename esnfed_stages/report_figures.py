@@ -230,7 +230,7 @@ def activation_shares_figure(inputs: Inputs, setting: str, names: ContextNames =
             elif edges is not None:
                 lines.append((f"{pct}% training users (n/a)", np.full(edges.size - 1, np.nan), None))
         cells.append(lines if any(acts[(s, pct)] is not None for pct in PCTS) else None)
-    on = f"the test data of the last context, {context_label(last, names)}," if found else "the last context"
+    on = f"the test data of the last context, {context_label(last, names)}" if found else "the last context"
     return figures.density_grid(
         f"{dataset_label(ACTIVATION_DATASET)} {_SETTING_TITLE[setting]}: activation density on {on} "
         f"({_PRETTY[prefix]}, final reservoir; mean ± std over retrains)", edges, [""],

@@ -143,10 +143,29 @@ def test_activation_figures_name_methods_and_shares_as_their_titles_do(monkeypat
     inputs.docs[("wesad", "fedclip-replay")]["pcts"]["25"]["activation"] = None  # none at 25%
     report_figures.activation_shares_figure(inputs, "federated", names)
     title, cells = seen[-1]["title"], seen[-1]["cells"][0]
-    assert "on the test data of the last context, 2: run2, (FedCLIP" in title
+    assert "on the test data of the last context, 2: run2 (FedCLIP, final reservoir" in title
     assert seen[-1]["cols"] == ["FedCLIP naive", "FedCLIP replay", "FedCLIP joint"]
     labels = [[line[0] for line in cell] for cell in cells]
     assert labels[0] == labels[2] == [f"{p}% training users" for p in ("25", "50", "75", "100")]
     assert labels[1] == ["25% training users (n/a)", "50% training users", "75% training users",
                          "100% training users"]  # 50% keeps the second colour in every panel
     assert np.isnan(cells[1][0][1]).all()
+
+
+def test_a_long_title_wraps_inside_a_narrow_figure(monkeypatch):
+    """Figure audit: the shares figure's title (three panels wide) ran off both edges of the PNG;
+    titles wrap at the figure's width, and the PNG's Title text keeps the whole line."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    drawn = []
+    monkeypatch.setattr(figures, "_png", lambda fig: drawn.append(fig) or b"png")
+    title = "WESAD federated: activation density on the test data of the last context, 4: run4 " \
+            "(FedCLIP, final reservoir; mean ± std over retrains)"
+    line = [("25% training users", [0.5] * 4, None)]
+    figures.density_grid(title, np.linspace(-1, 1, 5), [""], ["a", "b", "c"], [[line, line, line]])
+    fig = drawn[0]
+    FigureCanvasAgg(fig).draw()
+    box = fig._suptitle.get_window_extent()
+    assert fig.bbox.x0 <= box.x0 and box.x1 <= fig.bbox.x1 and box.y1 <= fig.bbox.y1
+    assert fig.get_suptitle() == title
+    assert not any(box.overlaps(ax.get_window_extent()) for ax in fig.axes)
