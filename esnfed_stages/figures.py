@@ -161,19 +161,22 @@ def density_grid(title: str, edges: Sequence[float] | None, row_labels: Sequence
 # {band name: scores (retrains,) in percent, or None}).
 AlphaPanel = tuple[str, Sequence[tuple[float, "np.ndarray | None"]], Mapping[str, "np.ndarray | None"]]
 _BAND_COLOURS = {"ensemble": "tab:green", "local": "tab:grey", "incfed": "tab:blue"}
+# The papers' methods in the papers' spelling, as the privacy figure and the titles write them.
+_BAND_LABELS = {"incfed": "IncFed"}
 
 
-def alpha_bands(title: str, panels: Sequence[AlphaPanel]) -> bytes:
+def alpha_bands(title: str, panels: Sequence[AlphaPanel], cols: int | None = None) -> bytes:
     """One panel per (dataset, share): align's test accuracy against α (mean ± population std over
-    retrains) and each band method as a horizontal line at its mean with a ± std band (issue 13)."""
+    retrains) and each band method as a horizontal line at its mean with a ± std band (issue 13).
+    ``cols`` panels a row (the shares: a row per dataset), at most 4 by default."""
     n = max(len(panels), 1)
-    cols = min(n, 4)
+    cols = min(n, cols or 4)
     rows = (n + cols - 1) // cols
     fig = _figure(figsize=(3.3 * cols + 1.4, 2.9 * rows + 0.6), layout="constrained")
     axes = fig.subplots(rows, cols, sharex=True, squeeze=False).ravel()
     for ax, (name, line, bands) in zip(axes, panels):
-        for label, values in bands.items():
-            colour = _BAND_COLOURS.get(label, "black")
+        for method, values in bands.items():
+            colour, label = _BAND_COLOURS.get(method, "black"), _BAND_LABELS.get(method, method)
             if values is None:
                 ax.plot([], [], color=colour, label=f"{label} (n/a)")
                 continue
@@ -191,11 +194,15 @@ def alpha_bands(title: str, panels: Sequence[AlphaPanel]) -> bytes:
         if not pts and all(v is None for v in bands.values()):
             ax.text(0.5, 0.5, "n/a", ha="center", va="center", transform=ax.transAxes)
         ax.set_title(name, fontsize="medium")
-        ax.set_xlabel("α (alignment toward the target)")
         ax.grid(alpha=0.3)
+    for i, ax in enumerate(axes[:len(panels)]):
+        if i + cols >= len(panels):  # no panel below: its α axis is the column's (sharex)
+            ax.set_xlabel("α (alignment toward the target)")
+            ax.tick_params(labelbottom=True)
     for ax in axes[len(panels):]:
         ax.set_visible(False)
-    axes[0].set_ylabel("test accuracy (%)")
+    for ax in axes[:max(len(panels), 1):cols]:  # the first panel of each row
+        ax.set_ylabel("test accuracy (%)")
     _legend(fig, axes[: len(panels)] if panels else axes)
     suptitle(fig, title)
     return _png(fig)

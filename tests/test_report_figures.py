@@ -169,3 +169,38 @@ def test_a_long_title_wraps_inside_a_narrow_figure(monkeypatch):
     assert fig.bbox.x0 <= box.x0 and box.x1 <= fig.bbox.x1 and box.y1 <= fig.bbox.y1
     assert fig.get_suptitle() == title
     assert not any(box.overlaps(ax.get_window_extent()) for ax in fig.axes)
+
+
+def test_the_alpha_figure_names_shares_and_methods_as_the_other_figures(monkeypatch):
+    """Figure audit: the α figure's panels read "WESAD 25%" where every other figure writes
+    "25% training users", its legend "incfed" where the privacy figure writes "IncFed", and a second
+    row of panels (budget paper: every share) had no y label."""
+    from esnfed_stages import hetero_report
+    from esnfed_stages.hetero_report import HETERO_REFERENCE
+
+    drawn = []
+    monkeypatch.setattr(figures, "_png", lambda fig: drawn.append(fig) or b"png")
+    inputs = Inputs()
+    for ds in ("wesad", "hhar"):
+        for pct in ("25", "50", "75", "100"):
+            for m in ("align-0", "align-1", HETERO_REFERENCE, "local", "incfed"):
+                inputs.scores[(ds, m, pct, "test")] = [0.5, 0.6]
+    hetero_report.alpha_figure_and_plot(inputs, (0.0, 1.0), ("25", "50", "75", "100"))
+    axes = [ax for ax in drawn[0].axes if ax.get_visible()]
+    assert [ax.get_title() for ax in axes[:2]] == ["WESAD, 25% training users", "WESAD, 50% training users"]
+    assert axes[4].get_title() == "HHAR, 25% training users"
+    assert [bool(ax.get_ylabel()) for ax in axes] == [True, False, False, False] * 2
+    assert [bool(ax.get_xlabel()) for ax in axes] == [False] * 4 + [True] * 4  # not over the second row
+    labels = axes[0].get_legend_handles_labels()[1]
+    assert "IncFed" in labels and "incfed" not in labels and "align-α" in labels
+    drawn.clear()
+    hetero_report.alpha_figure_and_plot(inputs, (0.0, 1.0), ("25", "50", "75"))  # a row per dataset
+    axes = [ax for ax in drawn[0].axes if ax.get_visible()]
+    assert [ax.get_title().split(",")[0] for ax in axes] == ["WESAD"] * 3 + ["HHAR"] * 3
+    assert [bool(ax.get_xlabel()) for ax in axes] == [False] * 3 + [True] * 3
+    drawn.clear()
+    line = [(0.0, np.array([50.0])), (1.0, np.array([60.0]))]
+    figures.alpha_bands("t", [(f"p{i}", line, {}) for i in range(6)])  # 4 + 2: the α axis under row 1's last two
+    axes = [ax for ax in drawn[0].axes if ax.get_visible()]
+    assert [bool(ax.get_xlabel()) for ax in axes] == [False, False, True, True, True, True]
+    assert all(t.get_visible() for ax in axes[2:] for t in ax.get_xticklabels())
