@@ -66,8 +66,11 @@ def png_title(png: bytes) -> str | None:
 
 
 def _legend(fig: Figure, axes) -> None:
-    """One legend outside the panels (styles are shared by every panel, so take the fullest)."""
-    handles, labels = max((ax.get_legend_handles_labels() for ax in axes), key=lambda hl: len(hl[1]))
+    """One legend outside the panels (styles are shared by every panel, so take the fullest, and of
+    those the one with the fewest "(n/a)" entries: a line missing from one panel only is no n/a of
+    the figure)."""
+    handles, labels = max((ax.get_legend_handles_labels() for ax in axes),
+                          key=lambda hl: (len(hl[1]), -sum("(n/a)" in label for label in hl[1])))
     if labels:
         fig.legend(handles, labels, loc="outside right center", fontsize="small")
 

@@ -152,6 +152,18 @@ def test_activation_figures_name_methods_and_shares_as_their_titles_do(monkeypat
     assert np.isnan(cells[1][0][1]).all()
 
 
+
+def test_the_legend_is_not_taken_from_a_panel_missing_a_line(monkeypatch):
+    """A line missing from the first panel only (its "(n/a)" entry) made the one legend of the
+    figure read "n/a" for a line every other panel draws."""
+    drawn = []
+    monkeypatch.setattr(figures, "_png", lambda fig: drawn.append(fig) or b"png")
+    acc = np.full((2, 3), 0.5)
+    figures.stream_accuracy("t", [("25", {"naive": None, "replay": acc}), ("50", {"naive": acc, "replay": acc})])
+    legend = drawn[0].legends[0]
+    assert [t.get_text() for t in legend.get_texts()] == ["naive", "replay"]
+
+
 def test_a_long_title_wraps_inside_a_narrow_figure(monkeypatch):
     """Figure audit: the shares figure's title (three panels wide) ran off both edges of the PNG;
     titles wrap at the figure's width, and the PNG's Title text keeps the whole line."""
