@@ -40,6 +40,13 @@ def _png(fig: Figure) -> bytes:
     return buf.getvalue()
 
 
+def suptitle(fig: Figure, title: str) -> None:
+    """The figure's title, wrapped at the figure's width: a long title over a narrow figure (the
+    shares figure's three panels) ran off both edges of the PNG. The PNG's Title text and the
+    report's index keep it on one line (fig.get_suptitle())."""
+    fig.suptitle(title, wrap=True)
+
+
 def png_title(png: bytes) -> str | None:
     """The ``Title`` text chunk of a PNG written by :func:`_png` (tEXt, or iTXt for non-Latin-1
     text, uncompressed), None without one."""
@@ -59,8 +66,11 @@ def png_title(png: bytes) -> str | None:
 
 
 def _legend(fig: Figure, axes) -> None:
-    """One legend outside the panels (styles are shared by every panel, so take the fullest)."""
-    handles, labels = max((ax.get_legend_handles_labels() for ax in axes), key=lambda hl: len(hl[1]))
+    """One legend outside the panels (styles are shared by every panel, so take the fullest, and of
+    those the one with the fewest "(n/a)" entries: a line missing from one panel only is no n/a of
+    the figure)."""
+    handles, labels = max((ax.get_legend_handles_labels() for ax in axes),
+                          key=lambda hl: (len(hl[1]), -sum("(n/a)" in label for label in hl[1])))
     if labels:
         fig.legend(handles, labels, loc="outside right center", fontsize="small")
 
@@ -97,7 +107,7 @@ def stream_accuracy(title: str, panels: Sequence[tuple[str, Mapping[str, np.ndar
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("stream accuracy (%)")
     _legend(fig, axes)
-    fig.suptitle(title)
+    suptitle(fig, title)
     return _png(fig)
 
 
@@ -113,11 +123,12 @@ def density_grid(title: str, edges: Sequence[float] | None, row_labels: Sequence
     mean density over retrains with a ± population-std band. A cell None reads "n/a".
 
     Lines take the colours of _CONTEXT_COLOURS in order, so line i has the same colour in every
-    panel.
+    panel. Every panel has the same density scale: the grids are read across rows and columns
+    (a share against another, a strategy against another), which a scale per panel misleads.
     """
     n_rows, n_cols = len(row_labels), len(col_labels)
     fig = _figure(figsize=(2.9 * n_cols + 1.2, 2.4 * n_rows + 0.8), layout="constrained")
-    axes = fig.subplots(n_rows, n_cols, sharex=True, squeeze=False)
+    axes = fig.subplots(n_rows, n_cols, sharex=True, sharey=True, squeeze=False)
     centres = None
     if edges is not None:
         e = np.asarray(edges, dtype=np.float64)
@@ -145,7 +156,7 @@ def density_grid(title: str, edges: Sequence[float] | None, row_labels: Sequence
                     ax.fill_between(centres, mean - std, mean + std, color=colour, alpha=0.15,
                                     linewidth=0)
     _legend(fig, [ax for row in axes for ax in row])
-    fig.suptitle(title)
+    suptitle(fig, title)
     return _png(fig)
 
 
@@ -153,19 +164,22 @@ def density_grid(title: str, edges: Sequence[float] | None, row_labels: Sequence
 # {band name: scores (retrains,) in percent, or None}).
 AlphaPanel = tuple[str, Sequence[tuple[float, "np.ndarray | None"]], Mapping[str, "np.ndarray | None"]]
 _BAND_COLOURS = {"ensemble": "tab:green", "local": "tab:grey", "incfed": "tab:blue"}
+# The papers' methods in the papers' spelling, as the privacy figure and the titles write them.
+_BAND_LABELS = {"incfed": "IncFed"}
 
 
-def alpha_bands(title: str, panels: Sequence[AlphaPanel]) -> bytes:
+def alpha_bands(title: str, panels: Sequence[AlphaPanel], cols: int | None = None) -> bytes:
     """One panel per (dataset, share): align's test accuracy against α (mean ± population std over
-    retrains) and each band method as a horizontal line at its mean with a ± std band (issue 13)."""
+    retrains) and each band method as a horizontal line at its mean with a ± std band (issue 13).
+    ``cols`` panels a row (the shares: a row per dataset), at most 4 by default."""
     n = max(len(panels), 1)
-    cols = min(n, 4)
+    cols = min(n, cols or 4)
     rows = (n + cols - 1) // cols
     fig = _figure(figsize=(3.3 * cols + 1.4, 2.9 * rows + 0.6), layout="constrained")
     axes = fig.subplots(rows, cols, sharex=True, squeeze=False).ravel()
     for ax, (name, line, bands) in zip(axes, panels):
-        for label, values in bands.items():
-            colour = _BAND_COLOURS.get(label, "black")
+        for method, values in bands.items():
+            colour, label = _BAND_COLOURS.get(method, "black"), _BAND_LABELS.get(method, method)
             if values is None:
                 ax.plot([], [], color=colour, label=f"{label} (n/a)")
                 continue
@@ -183,11 +197,15 @@ def alpha_bands(title: str, panels: Sequence[AlphaPanel]) -> bytes:
         if not pts and all(v is None for v in bands.values()):
             ax.text(0.5, 0.5, "n/a", ha="center", va="center", transform=ax.transAxes)
         ax.set_title(name, fontsize="medium")
-        ax.set_xlabel("α (alignment toward the target)")
         ax.grid(alpha=0.3)
+    for i, ax in enumerate(axes[:len(panels)]):
+        if i + cols >= len(panels):  # no panel below: its α axis is the column's (sharex)
+            ax.set_xlabel("α (alignment toward the target)")
+            ax.tick_params(labelbottom=True)
     for ax in axes[len(panels):]:
         ax.set_visible(False)
-    axes[0].set_ylabel("test accuracy (%)")
+    for ax in axes[:max(len(panels), 1):cols]:  # the first panel of each row
+        ax.set_ylabel("test accuracy (%)")
     _legend(fig, axes[: len(panels)] if panels else axes)
-    fig.suptitle(title)
+    suptitle(fig, title)
     return _png(fig)

@@ -115,13 +115,13 @@ def alpha_figure_and_plot(inputs: Inputs, alphas: Sequence[float], pcts: Sequenc
 
             line = [(a, scores(Method("align", alpha=a).id)) for a in alphas]
             bands = {m: scores(m) for m in (HETERO_REFERENCE, "local", "incfed")}
-            panels.append((f"{dataset_label(ds)} {pct}%", line, bands))
+            panels.append((f"{dataset_label(ds)}, {pct}% training users", line, bands))
             for a, v in line:
                 if v is not None:
                     rows[a][f"{ds}_{pct}"] = round(float(v.mean()), 6)
     columns = ["alpha"] + [f"{ds}_{p}" for ds in datasets for p in pcts]
     return figures.alpha_bands("Structural alignment: test accuracy against α (mean ± std over retrains)",
-                               panels), to_csv(list(rows.values()), columns)
+                               panels, cols=len(pcts)), to_csv(list(rows.values()), columns)
 
 
 def communication_items(inputs: Inputs, methods: Sequence[str], datasets: Sequence[str] = DATASETS,

@@ -304,8 +304,8 @@ def draw(docs: Mapping[str, Mapping[str, Any]]) -> "figures.Figure | None":
     order = sorted(range(len(labels)), key=lambda i: ("without DP" in labels[i], i))  # DP first
     handles, labels = [handles[i] for i in order], [labels[i] for i in order]
     fig.legend(handles, labels, loc="outside lower center", ncol=min(4, len(labels)), fontsize="small")
-    fig.suptitle("Differential privacy: test accuracy against ε (mean ± population std over retrains; "
-                 "ε = ∞: without DP)")
+    figures.suptitle(fig, f"Differential privacy, {_shares(docs.values())}: test accuracy against ε (mean ± "
+                     "population std over retrains; ε = ∞: without DP)")
     return fig
 
 

@@ -268,7 +268,7 @@ def build(inputs: Inputs, ttest_doc: Mapping[str, Any], published: Published, da
         rep.figures[f"activation-{ACTIVATION_DATASET}-{prefix}-contexts.png"] = \
             activation_contexts_figure(inputs, setting, contexts_pct, names)
         rep.figures[f"activation-{ACTIVATION_DATASET}-{prefix}-shares.png"] = \
-            activation_shares_figure(inputs, setting)
+            activation_shares_figure(inputs, setting, names)
         if progress:
             progress(f"figures activation-{ACTIVATION_DATASET}-*: {setting}")
     if hetero is not None:

@@ -27,7 +27,7 @@ from esnfed_stages.ttest import Inputs
 # The keys name the files (the papers' spelling); titles say the setting in the docs' prose.
 SETTINGS = {"federated": ("fedclip", "fedip"), "centralized": ("clip", "ip")}
 _SETTING_TITLE = {"federated": "federated", "centralized": "centralised"}
-_PRETTY = {"fedclip": "FedCLIP", "clip": "CLIP"}
+_PRETTY = {"fedclip": "FedCLIP", "clip": "CLIP", "fedip": "FedIP", "ip": "IP"}
 ACTIVATION_DATASET = "wesad"
 ACTIVATION_CONTEXTS = 5  # WESAD contexts (PROTOCOL §5): fixed columns for the DVC plots
 
@@ -48,6 +48,13 @@ def context_names(data_dir: str | Path, dataset: str) -> list[str] | None:
         raise DataError(f"{path}: context_names must be a list of names, got {quote(names)}; rerun "
                         f"`esnfed partition --dataset {dataset}`")
     return names
+
+
+def method_label(method: str) -> str:
+    """A method as the figures name it, in the papers' spelling the titles use: "FedIP",
+    "FedCLIP naive" (the file ids fedip, fedclip-naive)."""
+    prefix, _, strategy = method.partition("-")
+    return f"{_PRETTY.get(prefix, prefix)} {strategy}" if strategy else _PRETTY.get(method, method)
 
 
 def context_label(t: int, names: ContextNames) -> str:
@@ -76,7 +83,8 @@ def stream_figure_and_plot(inputs: Inputs, ds: str, setting: str, names: Context
                 default=0)
     png = figures.stream_accuracy(
         f"{dataset_label(ds)} {_SETTING_TITLE[setting]}: stream accuracy after each context "
-        f"({_PRETTY[prefix]})", panels, [context_label(t, names) for t in range(n_ctx)])
+        f"({_PRETTY[prefix]}; mean ± std over retrains)", panels,
+        [context_label(t, names) for t in range(n_ctx)])
     columns = ["context", "context_name"] + [f"{s}_{pct}" for pct in PCTS for s in STRATEGIES]
     rows = []
     for t in range(n_ctx):
@@ -158,7 +166,7 @@ def activation_figure_and_plots(inputs: Inputs, setting: str, pct: str, names: C
     png = figures.density_grid(
         f"{dataset_label(ACTIVATION_DATASET)} {_SETTING_TITLE[setting]}: activation density per context of the trained "
         f"reservoir (test users pooled, {pct}% training users; mean ± std over retrains)",
-        edges, [""], methods, [cells])
+        edges, [""], [method_label(m) for m in methods], [cells])
     return png, plots
 
 
@@ -176,8 +184,8 @@ def activation_users_figure(inputs: Inputs, setting: str, names: ContextNames = 
                       _context_lines(a.per_user[:, -1, a.users.index(u)], names) for u in users] or [None])
     return figures.density_grid(
         f"{dataset_label(ACTIVATION_DATASET)} {_SETTING_TITLE[setting]}: activation density on each test user "
-        f"({stationary}; rows: training users; mean ± std over retrains)", edges,
-        [f"{pct}%" for pct in PCTS], [f"test user {u}" for u in users] or ["test users"], cells)
+        f"({method_label(stationary)}; a row per share of training users; mean ± std over retrains)", edges,
+        [f"{pct}% training users" for pct in PCTS], [f"test user {u}" for u in users] or ["test users"], cells)
 
 
 def activation_contexts_figure(inputs: Inputs, setting: str, pct: str, names: ContextNames = None) -> bytes:
@@ -198,23 +206,32 @@ def activation_contexts_figure(inputs: Inputs, setting: str, pct: str, names: Co
     return figures.density_grid(
         f"{dataset_label(ACTIVATION_DATASET)} {_SETTING_TITLE[setting]}: activation density after each context "
         f"({_PRETTY[prefix]}, {pct}% training users; columns: test data of each context)", edges,
-        list(STRATEGIES), [f"data of context {context_label(j, names)}" for j in range(n_ctx)], cells)
+        [method_label(f"{prefix}-{s}") for s in STRATEGIES],
+        [f"data of context {context_label(j, names)}" for j in range(n_ctx)], cells)
 
 
-def activation_shares_figure(inputs: Inputs, setting: str) -> bytes:
+def activation_shares_figure(inputs: Inputs, setting: str, names: ContextNames = None) -> bytes:
     """The papers' Fig. 5 (left): the final continual reservoir on the last context's test data,
-    a line per training share, one panel per strategy; mean ± std over retrains."""
+    a line per training share, one panel per strategy; mean ± std over retrains. A share without
+    densities keeps its place (and colour) as an empty "n/a" line, so a share has one colour in
+    every panel."""
     prefix = SETTINGS[setting][0]
-    cells, edges = [], None
+    acts = {(s, pct): _activation(inputs, f"{prefix}-{s}", pct) for s in STRATEGIES for pct in PCTS}
+    found = [a for a in acts.values() if a is not None]
+    edges = found[0].edges if found else None
+    last = max((a.pooled.shape[2] for a in found), default=0) - 1
+    cells = []
     for s in STRATEGIES:
         lines = []
         for pct in PCTS:
-            a = _activation(inputs, f"{prefix}-{s}", pct)
+            a = acts[(s, pct)]
             if a is not None:
-                edges = a.edges
                 lines.append((f"{pct}% training users", *_spread(a.pooled[:, -1, -1])))
-        cells.append(lines or None)
+            elif edges is not None:
+                lines.append((f"{pct}% training users (n/a)", np.full(edges.size - 1, np.nan), None))
+        cells.append(lines if any(acts[(s, pct)] is not None for pct in PCTS) else None)
+    on = f"the test data of the last context, {context_label(last, names)}" if found else "the last context"
     return figures.density_grid(
-        f"{dataset_label(ACTIVATION_DATASET)} {_SETTING_TITLE[setting]}: activation density on the last context "
+        f"{dataset_label(ACTIVATION_DATASET)} {_SETTING_TITLE[setting]}: activation density on {on} "
         f"({_PRETTY[prefix]}, final reservoir; mean ± std over retrains)", edges, [""],
-        list(STRATEGIES), [cells])
+        [method_label(f"{prefix}-{s}") for s in STRATEGIES], [cells])

@@ -136,6 +136,8 @@ def _methods() -> list[str]:
 
 def test_every_plot_reads_its_own_data_file():
     """The anchored plot definitions expand to one plot per CSV the report writes."""
+    from esnfed_stages import report_figures
+
     plots = yaml.safe_load((ROOT / "dvc.yaml").read_text())["plots"]
     assert plots[-1] == "reports/figures"
     ids = [next(iter(p)) for p in plots[:-1]]
@@ -151,8 +153,13 @@ def test_every_plot_reads_its_own_data_file():
             assert spec["template"] == "linear" and len(columns) == 12
         else:
             assert spec["x"] == "value" and columns == [f"context{i}" for i in range(5)]
-            # reader audit: the activation CSVs hold one share; the plot's title names it
-            assert "${report.activation_pct} % training users" in spec["title"]
+            # reader audit: the activation CSVs hold one share; the plot's title names it, as the
+            # figures write a share ("100%", not "100 %"), and (figure audit) its method: one title
+            # over all eight read the same in `dvc plots show`
+            method = report_figures.method_label(plot_id.removeprefix("activation-wesad-"))
+            assert spec["title"] == f"WESAD {method}: activation density per context, " \
+                "${report.activation_pct}% training users"
+            assert spec["x_label"] == "state value"
 
 
 def plots_of_dvc() -> list:

@@ -107,9 +107,9 @@ def test_declared_dataset_flows_from_import_to_the_generic_tables(roots):
     assert json.loads((metrics / "example-fedip.json").read_text())["test"].keys() == {"025", "050", "075", "100"}
     figure = (root / "reports" / "figures" / "stream-example-federated.png").read_bytes()
     # a user's dataset is named as declared, not upper-cased like WESAD and HHAR
-    assert png_title(figure) == "example federated: stream accuracy after each context (FedCLIP)"
+    assert png_title(figure) == "example federated: stream accuracy after each context (FedCLIP; mean ± std over retrains)"
     centralised = (root / "reports" / "figures" / "stream-example-centralized.png").read_bytes()
-    assert png_title(centralised) == "example centralised: stream accuracy after each context (CLIP)"
+    assert png_title(centralised) == "example centralised: stream accuracy after each context (CLIP; mean ± std over retrains)"
 
 
 def _files(folder: Path) -> dict[str, bytes]:

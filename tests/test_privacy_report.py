@@ -186,6 +186,15 @@ def test_the_figure_keeps_the_legend_off_the_panels_and_both_lines_without_dp_in
     assert "δ = 0.01235" in axes[0].get_title()
 
 
+def test_the_figure_names_its_share_of_training_users():
+    """Figure audit: the table's title says "100% training users" (privacy.pct), the figure said
+    nothing of which share its models were trained on."""
+    fig = privacy_report.draw({"wesad": privacy_doc(), "hhar": privacy_doc("hhar", 5)})
+    assert fig.get_suptitle().startswith("Differential privacy, 100% training users: test accuracy against ε")
+    other = privacy_doc(params={**PRIVACY, "pct": "50"})
+    assert privacy_report.draw({"wesad": other}).get_suptitle().startswith("Differential privacy, 50% training users:")
+
+
 def test_a_declared_dataset_of_your_own_gets_its_rows_after_the_papers(tmp_path):
     """Part of issue 16: the report read runs/privacy/{wesad,hhar}.json only (DATASET_ORDER); now
     every declared dataset, the papers' first, then the user's in params.yaml order."""

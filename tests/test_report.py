@@ -364,7 +364,7 @@ def test_the_index_names_every_table_and_figure_with_its_title(built):
         title = png_title((reports / "figures" / name).read_bytes())
         assert title and f"| [{name}](figures/{name}) | {title} |" == rows[name]
     assert png_title((reports / "figures" / "stream-wesad-federated.png").read_bytes()) == \
-        "WESAD federated: stream accuracy after each context (FedCLIP)"
+        "WESAD federated: stream accuracy after each context (FedCLIP; mean ± std over retrains)"
     n_metrics, n_plots = (len(list((reports / d).iterdir())) for d in ("metrics", "plots"))
     assert n_metrics > 0 and n_plots > 0
     assert f"`metrics/`: {n_metrics} JSON files" in index and f"`plots/`: {n_plots} CSV files" in index

@@ -62,6 +62,17 @@ def test_stream_accuracy_draws_context_t_at_x_t(monkeypatch):
     assert [t.get_text() for t in ax.get_xticklabels()] == ["a", "b", "c", "d"]
 
 
+def test_the_stream_figure_says_what_its_bands_are(monkeypatch):
+    """Figure audit: every activation figure's title said "mean ± std over retrains", the stream
+    figures drew the same bands around each line and said nothing about them."""
+    drawn = []
+    monkeypatch.setattr(figures, "_png", lambda fig: drawn.append(fig) or b"png")
+    report_figures.stream_figure_and_plot(_stream_inputs(4), "hhar", "federated", HHAR)
+    fig = drawn[0]
+    assert fig.get_suptitle() == "HHAR federated: stream accuracy after each context (FedCLIP; mean ± std over retrains)"
+    assert all(len(ax.collections) == 3 for ax in fig.axes)  # a band per strategy
+
+
 def _activation_inputs(contexts: int) -> Inputs:
     edges = list(np.linspace(-1, 1, 5))
     dens = [[[[0.5] * 4 for _ in range(contexts)] for _ in range(contexts)] for _ in range(2)]
@@ -91,3 +102,117 @@ def test_activation_figures_use_the_same_numbering_and_names(monkeypatch):
     _, plots = report_figures.activation_figure_and_plots(_activation_inputs(3), "federated", "25", names)
     assert seen["lines"] == ["context 0: run0", "context 1: run1", "context 2: run2"]
     assert plots["activation-wesad-fedclip-naive.csv"].splitlines()[0].startswith("value,context0,context1,context2")
+
+
+def test_density_panels_share_one_scale(monkeypatch):
+    """Figure audit: each panel of a density grid had its own y range (0-1.75 beside 0-3.5 in the
+    users figure), so a row (a share) or column (a strategy) read larger or smaller than it is."""
+    drawn = []
+    monkeypatch.setattr(figures, "_png", lambda fig: drawn.append(fig) or b"png")
+    edges = np.linspace(-1, 1, 5)
+    low, high = [("context 0", [0.5] * 4, None)], [("context 0", [3.0] * 4, None)]
+    figures.density_grid("t", edges, ["25%", "100%"], ["a", "b"], [[low, high], [low, None]])
+    axes = drawn[0].axes
+    assert len({ax.get_ylim() for ax in axes}) == 1 and axes[0].get_ylim()[1] >= 3.0
+
+
+def test_activation_figures_name_methods_and_shares_as_their_titles_do(monkeypatch):
+    """Figure audit: the pooled figure's panels read the file ids (fedip, fedclip-naive) under titles
+    that say FedCLIP, the users figure's title "(fedip; rows: training users" and its rows "25%"; the
+    shares figure said "the last context" without naming it, and a share missing for one strategy
+    shifted the next share into its colour in that panel alone."""
+    seen = []
+
+    def fake(title, edges, row_labels, col_labels, cells):
+        seen.append({"title": title, "rows": list(row_labels), "cols": list(col_labels), "cells": cells})
+        return b"png"
+
+    monkeypatch.setattr(figures, "density_grid", fake)
+    inputs = _activation_inputs(3)
+    inputs.docs[("wesad", "fedip")] = inputs.docs[("wesad", "fedclip-naive")]
+    inputs.paths[("wesad", "fedip")] = "fedip.json"
+    names = ["run0", "run1", "run2"]
+    report_figures.activation_figure_and_plots(inputs, "federated", "25", names)
+    assert seen[-1]["cols"] == ["FedIP", "FedCLIP naive", "FedCLIP replay", "FedCLIP joint"]
+    report_figures.activation_users_figure(inputs, "federated", names)
+    assert "(FedIP; " in seen[-1]["title"]
+    assert seen[-1]["rows"] == ["25% training users", "50% training users", "75% training users",
+                                "100% training users"]
+    report_figures.activation_contexts_figure(inputs, "federated", "25", names)
+    assert seen[-1]["rows"] == ["FedCLIP naive", "FedCLIP replay", "FedCLIP joint"]
+    inputs.docs[("wesad", "fedclip-replay")]["pcts"]["25"]["activation"] = None  # none at 25%
+    report_figures.activation_shares_figure(inputs, "federated", names)
+    title, cells = seen[-1]["title"], seen[-1]["cells"][0]
+    assert "on the test data of the last context, 2: run2 (FedCLIP, final reservoir" in title
+    assert seen[-1]["cols"] == ["FedCLIP naive", "FedCLIP replay", "FedCLIP joint"]
+    labels = [[line[0] for line in cell] for cell in cells]
+    assert labels[0] == labels[2] == [f"{p}% training users" for p in ("25", "50", "75", "100")]
+    assert labels[1] == ["25% training users (n/a)", "50% training users", "75% training users",
+                         "100% training users"]  # 50% keeps the second colour in every panel
+    assert np.isnan(cells[1][0][1]).all()
+
+
+
+def test_the_legend_is_not_taken_from_a_panel_missing_a_line(monkeypatch):
+    """A line missing from the first panel only (its "(n/a)" entry) made the one legend of the
+    figure read "n/a" for a line every other panel draws."""
+    drawn = []
+    monkeypatch.setattr(figures, "_png", lambda fig: drawn.append(fig) or b"png")
+    acc = np.full((2, 3), 0.5)
+    figures.stream_accuracy("t", [("25", {"naive": None, "replay": acc}), ("50", {"naive": acc, "replay": acc})])
+    legend = drawn[0].legends[0]
+    assert [t.get_text() for t in legend.get_texts()] == ["naive", "replay"]
+
+
+def test_a_long_title_wraps_inside_a_narrow_figure(monkeypatch):
+    """Figure audit: the shares figure's title (three panels wide) ran off both edges of the PNG;
+    titles wrap at the figure's width, and the PNG's Title text keeps the whole line."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    drawn = []
+    monkeypatch.setattr(figures, "_png", lambda fig: drawn.append(fig) or b"png")
+    title = "WESAD federated: activation density on the test data of the last context, 4: run4 " \
+            "(FedCLIP, final reservoir; mean ± std over retrains)"
+    line = [("25% training users", [0.5] * 4, None)]
+    figures.density_grid(title, np.linspace(-1, 1, 5), [""], ["a", "b", "c"], [[line, line, line]])
+    fig = drawn[0]
+    FigureCanvasAgg(fig).draw()
+    box = fig._suptitle.get_window_extent()
+    assert fig.bbox.x0 <= box.x0 and box.x1 <= fig.bbox.x1 and box.y1 <= fig.bbox.y1
+    assert fig.get_suptitle() == title
+    assert not any(box.overlaps(ax.get_window_extent()) for ax in fig.axes)
+
+
+def test_the_alpha_figure_names_shares_and_methods_as_the_other_figures(monkeypatch):
+    """Figure audit: the α figure's panels read "WESAD 25%" where every other figure writes
+    "25% training users", its legend "incfed" where the privacy figure writes "IncFed", and a second
+    row of panels (budget paper: every share) had no y label."""
+    from esnfed_stages import hetero_report
+    from esnfed_stages.hetero_report import HETERO_REFERENCE
+
+    drawn = []
+    monkeypatch.setattr(figures, "_png", lambda fig: drawn.append(fig) or b"png")
+    inputs = Inputs()
+    for ds in ("wesad", "hhar"):
+        for pct in ("25", "50", "75", "100"):
+            for m in ("align-0", "align-1", HETERO_REFERENCE, "local", "incfed"):
+                inputs.scores[(ds, m, pct, "test")] = [0.5, 0.6]
+    hetero_report.alpha_figure_and_plot(inputs, (0.0, 1.0), ("25", "50", "75", "100"))
+    axes = [ax for ax in drawn[0].axes if ax.get_visible()]
+    assert [ax.get_title() for ax in axes[:2]] == ["WESAD, 25% training users", "WESAD, 50% training users"]
+    assert axes[4].get_title() == "HHAR, 25% training users"
+    assert [bool(ax.get_ylabel()) for ax in axes] == [True, False, False, False] * 2
+    assert [bool(ax.get_xlabel()) for ax in axes] == [False] * 4 + [True] * 4  # not over the second row
+    labels = axes[0].get_legend_handles_labels()[1]
+    assert "IncFed" in labels and "incfed" not in labels and "align-α" in labels
+    drawn.clear()
+    hetero_report.alpha_figure_and_plot(inputs, (0.0, 1.0), ("25", "50", "75"))  # a row per dataset
+    axes = [ax for ax in drawn[0].axes if ax.get_visible()]
+    assert [ax.get_title().split(",")[0] for ax in axes] == ["WESAD"] * 3 + ["HHAR"] * 3
+    assert [bool(ax.get_xlabel()) for ax in axes] == [False] * 3 + [True] * 3
+    drawn.clear()
+    line = [(0.0, np.array([50.0])), (1.0, np.array([60.0]))]
+    figures.alpha_bands("t", [(f"p{i}", line, {}) for i in range(6)])  # 4 + 2: the α axis under row 1's last two
+    axes = [ax for ax in drawn[0].axes if ax.get_visible()]
+    assert [bool(ax.get_xlabel()) for ax in axes] == [False, False, True, True, True, True]
+    assert all(t.get_visible() for ax in axes[2:] for t in ax.get_xticklabels())
