@@ -1,12 +1,13 @@
 """The report's figures as PNG bytes (matplotlib, Agg canvas, no pyplot global state):
-stream accuracy per context per strategy and share, and grids of activation densities (the
-papers' Fig. 3 and 5: per test user, per context, after each context), mean ± std over retrains.
+stream accuracy per context per strategy and share, test accuracy against the share of training
+users, and grids of activation densities (the papers' Fig. 3 and 5: per test user, per context,
+after each context), mean ± std over retrains.
 """
 
 from __future__ import annotations
 
 import io
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
@@ -107,6 +108,54 @@ def stream_accuracy(title: str, panels: Sequence[tuple[str, Mapping[str, np.ndar
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("stream accuracy (%)")
     _legend(fig, axes)
+    suptitle(fig, title)
+    return _png(fig)
+
+
+# A method of the shares figure, by its label: (colour, marker, line style, marker size); random,
+# the chance level, dashed. IncFed and FedIP as the privacy figure draws them. A baseline (IncFed,
+# ridge) has a larger marker than its IP method drawn over it: the two are often within a point,
+# and the baseline's marker still shows as a ring around the other's.
+SHARE_STYLE = {"random": ("tab:gray", "x", "--", 6.0), "FedAvg": ("tab:green", "^", "-", 6.0),
+               "IncFed": ("tab:blue", "o", "-", 9.0), "FedIP": ("tab:orange", "s", "-", 5.0),
+               "ridge": ("tab:purple", "o", "-", 9.0), "IP": ("tab:red", "s", "-", 5.0)}
+# A panel of the shares figure: (title, {method label: [(share in %, test accuracies over the
+# retrains as fractions, or None)], or None: not assessed}).
+SharePanel = tuple[str, Mapping[str, "Sequence[tuple[int, Sequence[float] | None]] | None"]]
+
+
+def accuracy_by_share(title: str, panels: Sequence[SharePanel]) -> bytes:
+    """One panel per setting; a line per method: test accuracy against the share of training
+    users, mean ± population std over retrains (percent). A method without scores reads "(n/a)"
+    in the legend, a share without scores is left out of its line. The panels show different
+    methods, so the one legend holds every method of any panel."""
+    fig = _figure(figsize=(3.6 * len(panels) + 1.6, 3.4), layout="constrained")
+    axes = fig.subplots(1, len(panels), sharey=True, squeeze=False)[0]
+    legend: dict[str, Any] = {}
+    for ax, (name, lines) in zip(axes, panels):
+        shares: set[int] = set()
+        for label, points in lines.items():
+            colour, marker, style, size = SHARE_STYLE.get(label, ("black", "x", "-", 6.0))
+            kw = {"color": colour, "marker": marker, "linestyle": style, "markersize": size}
+            pts = [(x, np.asarray(v, dtype=np.float64) * 100.0) for x, v in points or () if v is not None and len(v)]
+            if not pts:
+                handle, = ax.plot([], [], label=f"{label} (n/a)", **kw)
+            else:
+                x = np.array([p for p, _ in pts], dtype=np.float64)
+                mean = np.array([v.mean() for _, v in pts])
+                std = np.array([v.std() for _, v in pts])
+                handle, = ax.plot(x, mean, label=label, **kw)
+                ax.fill_between(x, mean - std, mean + std, color=colour, alpha=0.15, linewidth=0)
+            shares |= {p for p, _ in points or ()}
+            legend.setdefault(handle.get_label(), handle)
+        ax.set_title(name, fontsize="medium")
+        ax.set_xlabel("share of training users")
+        if shares:
+            ax.set_xticks(sorted(shares), [f"{p}%" for p in sorted(shares)])
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("test accuracy (%)")
+    if legend:
+        fig.legend(list(legend.values()), list(legend), loc="outside right center", fontsize="small")
     suptitle(fig, title)
     return _png(fig)
 

@@ -317,7 +317,8 @@ def test_figures_and_plots(built):
         "activation-wesad-fedclip-shares.png", "activation-wesad-federated.png",
         "activation-wesad-fedip-users.png", "activation-wesad-ip-users.png",
         "stream-hhar-centralized.png", "stream-hhar-federated.png",
-        "stream-wesad-centralized.png", "stream-wesad-federated.png"]
+        "stream-wesad-centralized.png", "stream-wesad-federated.png",
+        "test-accuracy-hhar.png", "test-accuracy-wesad.png"]
     for f in figs:
         data = f.read_bytes()
         assert data[:8] == PNG_MAGIC and len(data) > 5000

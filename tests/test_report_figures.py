@@ -216,3 +216,42 @@ def test_the_alpha_figure_names_shares_and_methods_as_the_other_figures(monkeypa
     axes = [ax for ax in drawn[0].axes if ax.get_visible()]
     assert [bool(ax.get_xlabel()) for ax in axes] == [False, False, True, True, True, True]
     assert all(t.get_visible() for ax in axes[2:] for t in ax.get_xticklabels())
+
+
+def _share_inputs() -> Inputs:
+    inputs = Inputs()
+    for i, m in enumerate(("random", "fedavg", "incfed", "fedip", "ridge", "ip")):
+        for j, pct in enumerate(("25", "50", "75", "100")):
+            inputs.scores[("wesad", m, pct, "test")] = [0.5 + 0.05 * i + 0.01 * j, 0.52 + 0.05 * i + 0.01 * j]
+    return inputs
+
+
+def test_the_shares_figure_draws_the_tables_test_accuracy_per_share(monkeypatch):
+    """Visual audit: the stationary tables' test accuracy per share had no figure; a panel per
+    setting, a line per method at its tables' mean (× 100) with a ± std band, random dashed, a
+    method without scores "(n/a)" and a share without scores left out of its line."""
+    drawn = []
+    monkeypatch.setattr(figures, "_png", lambda fig: drawn.append(fig) or b"png")
+    inputs = _share_inputs()
+    del inputs.scores[("wesad", "ip", "50", "test")]
+    for pct in ("25", "50", "75", "100"):
+        del inputs.scores[("wesad", "fedavg", pct, "test")]
+    report_figures.shares_figure(inputs, "wesad")
+    fig = drawn[0]
+    assert fig.get_suptitle() == ("WESAD: test accuracy against the share of training users (stationary methods; "
+                                  "mean ± std over retrains)")
+    fed, cen = fig.axes
+    assert (fed.get_title(), cen.get_title()) == ("federated", "centralised")
+    assert [line.get_label() for line in fed.lines] == ["random", "FedAvg (n/a)", "IncFed", "FedIP"]
+    assert [line.get_label() for line in cen.lines] == ["random", "ridge", "IP"]
+    incfed = fed.lines[2]
+    assert list(incfed.get_xdata()) == [25, 50, 75, 100]
+    assert list(incfed.get_ydata()) == pytest.approx([61.0, 62.0, 63.0, 64.0])  # mean of the two retrains
+    assert list(cen.lines[2].get_xdata()) == [25, 75, 100]  # IP without its 50% scores
+    assert fed.lines[0].get_linestyle() == "--" and incfed.get_linestyle() == "-"
+    assert len(fed.collections) == 3 and len(cen.collections) == 3  # a ± std band per line drawn
+    assert [t.get_text() for t in fed.get_xticklabels()] == ["25%", "50%", "75%", "100%"]
+    assert fed.get_ylabel() == "test accuracy (%)"
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert legend == ["random", "FedAvg (n/a)", "IncFed", "FedIP", "ridge", "IP"]  # both panels' methods
+
