@@ -1,7 +1,7 @@
 """The report's figures as PNG bytes (matplotlib, Agg canvas, no pyplot global state):
 stream accuracy per context per strategy and share, test accuracy against the share of training
-users, and grids of activation densities (the papers' Fig. 3 and 5: per test user, per context,
-after each context), mean ± std over retrains.
+users, the continual accuracy matrices as heatmaps, and grids of activation densities (the papers'
+Fig. 3 and 5: per test user, per context, after each context), mean ± std over retrains.
 """
 
 from __future__ import annotations
@@ -156,6 +156,51 @@ def accuracy_by_share(title: str, panels: Sequence[SharePanel]) -> bytes:
     axes[0].set_ylabel("test accuracy (%)")
     if legend:
         fig.legend(list(legend.values()), list(legend), loc="outside right center", fontsize="small")
+    suptitle(fig, title)
+    return _png(fig)
+
+
+def accuracy_matrices(title: str, panels: Sequence[Sequence[tuple[str, "np.ndarray | None"]]],
+                      context_labels: Sequence[str]) -> bytes:
+    """A grid of accuracy-matrix heatmaps, ``panels`` a row of (title, matrix) each: entry [i, j] is
+    the accuracy (fractions; drawn in percent and written in each cell) of the model after context
+    i on the test data of context j. One colour scale, 0–100 %, for every panel; a cell None reads
+    "n/a", as a missing entry (a context without test data, NaN) does."""
+    n_rows, n_cols = len(panels), max((len(row) for row in panels), default=1)
+    k = max(len(context_labels), 1)
+    side = 0.55 * k + 1.5  # a panel's size in inches: room for the values and the context names
+    fig = _figure(figsize=(side * n_cols + 1.4, side * n_rows + 0.9), layout="constrained")
+    axes = fig.subplots(n_rows, n_cols, squeeze=False)
+    image = None
+    ticks = np.arange(len(context_labels))
+    for r in range(n_rows):
+        for c in range(n_cols):
+            ax = axes[r][c]
+            if c >= len(panels[r]):
+                ax.set_visible(False)
+                continue
+            name, matrix = panels[r][c]
+            ax.set_title(name, fontsize="medium")
+            if matrix is None or not len(context_labels):
+                ax.text(0.5, 0.5, "n/a", ha="center", va="center", transform=ax.transAxes)
+                ax.set_xticks([])
+                ax.set_yticks([])
+                continue
+            values = np.asarray(matrix, dtype=np.float64) * 100.0
+            image = ax.imshow(values, vmin=0.0, vmax=100.0, cmap="viridis")
+            for (i, j), v in np.ndenumerate(values):
+                ax.text(j, i, "n/a" if np.isnan(v) else f"{v:.1f}", ha="center", va="center",
+                        fontsize="small", color="black" if np.isnan(v) or v >= 60.0 else "white")
+            labels = list(context_labels)[:len(values)]
+            ax.set_xticks(ticks[:len(labels)], labels, rotation=30, ha="right")
+            ax.set_yticks(ticks[:len(labels)], labels)
+            below = panels[r + 1][c][1] if r + 1 < n_rows and c < len(panels[r + 1]) else None
+            if below is None:  # the lowest drawn panel of its column (the one below reads "n/a")
+                ax.set_xlabel("test data of context")
+            if c == 0:
+                ax.set_ylabel("after context")
+    if image is not None:
+        fig.colorbar(image, ax=[ax for row in axes for ax in row], label="accuracy (%)", shrink=0.8)
     suptitle(fig, title)
     return _png(fig)
 

@@ -40,7 +40,7 @@ from esnfed_stages.tables import (
 )
 from esnfed_stages.report_figures import (
     ACTIVATION_DATASET, SETTINGS, ContextNames, activation_contexts_figure, activation_figure_and_plots,
-    activation_shares_figure, activation_users_figure, context_names, shares_figure,
+    activation_shares_figure, activation_users_figure, context_names, matrix_figure, shares_figure,
     stream_figure_and_plot,
 )
 from esnfed_stages.privacy import privacy_params
@@ -262,6 +262,9 @@ def build(inputs: Inputs, ttest_doc: Mapping[str, Any], published: Published, da
             rep.plots[f"stream-{ds}-{setting}.csv"] = csv_text.encode()
             if progress:
                 progress(f"figure stream-{ds}-{setting}")
+        rep.figures[f"accuracy-matrix-{ds}.png"] = matrix_figure(inputs, ds, contexts.get(ds))
+        if progress:
+            progress(f"figure accuracy-matrix-{ds}")
     for setting in SETTINGS if ACTIVATION_DATASET in datasets else ():
         prefix, stationary = SETTINGS[setting]
         names = contexts.get(ACTIVATION_DATASET)

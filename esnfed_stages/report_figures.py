@@ -1,6 +1,7 @@
 """The report's figures and their DVC plots data, read from the assess documents (the drawing is
 esnfed_stages/figures.py): stream accuracy per dataset and setting, the stationary methods' test
-accuracy against the share of training users per dataset, and the activation densities of the papers' Fig. 3 and 5 (pooled, per test user, after
+accuracy against the share of training users and the continual methods' accuracy matrices per
+dataset, and the activation densities of the papers' Fig. 3 and 5 (pooled, per test user, after
 each context, per training share).
 
 Contexts are numbered from 0 everywhere (figures and plots data), as PROTOCOL §6 numbers them
@@ -34,6 +35,7 @@ _PRETTY = {"fedclip": "FedCLIP", "clip": "CLIP", "fedip": "FedIP", "ip": "IP", "
 # stationary tables), a panel per setting in the shares figure; random, the chance level, in each.
 STATIONARY = {"federated": ("fedavg", "incfed", "fedip"), "centralized": ("ridge", "ip")}
 REFERENCE = "random"
+MATRIX_PCT = "100"  # the accuracy-matrix figure's share: all the training users, the tables' last row
 ACTIVATION_DATASET = "wesad"
 ACTIVATION_CONTEXTS = 5  # WESAD contexts (PROTOCOL §5): fixed columns for the DVC plots
 
@@ -117,6 +119,37 @@ def shares_figure(inputs: Inputs, ds: str) -> bytes:
     return figures.accuracy_by_share(
         f"{dataset_label(ds)}: test accuracy against the share of training users (stationary methods; "
         "mean ± std over retrains)", panels)
+
+
+def _matrix(inputs: Inputs, ds: str, method: str, pct: str) -> np.ndarray | None:
+    """The mean over retrains of ``method``'s accuracy matrices (contexts × contexts; NaN where a
+    context has no test data), None without them."""
+    doc = inputs.docs.get((ds, method))
+    if doc is None or not doc["pcts"].get(pct, {}).get("accuracy_matrix"):
+        return None
+    try:
+        mats = np.asarray(doc["pcts"][pct]["accuracy_matrix"], dtype=np.float64)  # null -> NaN
+    except (TypeError, ValueError):
+        mats = None
+    if mats is None or mats.ndim != 3 or mats.shape[1] != mats.shape[2]:
+        raise DataError(f"{inputs.paths[(ds, method)]}: pcts.{pct}.accuracy_matrix must be retrains × "
+                        "contexts × contexts; rerun `esnfed assess`")
+    return mats.mean(axis=0)
+
+
+def matrix_figure(inputs: Inputs, ds: str, names: ContextNames = None, pct: str = MATRIX_PCT) -> bytes:
+    """PNG of the continual methods' accuracy matrices on ``ds`` at share ``pct``: a row per setting
+    (FedCLIP, CLIP), a panel per strategy, the model after context i (rows) on the test data of
+    context j (columns), mean over retrains; below the diagonal, the contexts already seen (what
+    is forgotten), the diagonal each context just learnt."""
+    rows = [[(method_label(f"{SETTINGS[setting][0]}-{s}"), _matrix(inputs, ds, f"{SETTINGS[setting][0]}-{s}", pct))
+             for s in STRATEGIES] for setting in SETTINGS]
+    n_ctx = max((m.shape[0] for row in rows for _, m in row if m is not None), default=0)
+    return figures.accuracy_matrices(
+        f"{dataset_label(ds)}: accuracy of the model after each context (rows) on the test data of each "
+        f"context (columns), {pct}% training users (continual methods; mean over retrains; below the "
+        "diagonal: the contexts seen before, where forgetting shows)", rows,
+        [context_label(t, names) for t in range(n_ctx)])
 
 
 @dataclass(frozen=True)

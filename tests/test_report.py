@@ -312,6 +312,7 @@ def test_figures_and_plots(built):
     workdir = built[0]
     figs = sorted((workdir / "reports" / "figures").iterdir())
     assert [f.name for f in figs] == [
+        "accuracy-matrix-hhar.png", "accuracy-matrix-wesad.png",
         "activation-wesad-centralized.png", "activation-wesad-clip-contexts.png",
         "activation-wesad-clip-shares.png", "activation-wesad-fedclip-contexts.png",
         "activation-wesad-fedclip-shares.png", "activation-wesad-federated.png",

@@ -255,3 +255,45 @@ def test_the_shares_figure_draws_the_tables_test_accuracy_per_share(monkeypatch)
     legend = [t.get_text() for t in fig.legends[0].get_texts()]
     assert legend == ["random", "FedAvg (n/a)", "IncFed", "FedIP", "ridge", "IP"]  # both panels' methods
 
+
+def _matrix_inputs(contexts: int) -> Inputs:
+    inputs = Inputs()
+    for a in ("clip", "fedclip"):
+        for k, s in enumerate(("naive", "replay", "joint")):
+            mats = [[[0.1 * k + 0.01 * (i * contexts + j) + 0.02 * r for j in range(contexts)] for i in range(contexts)]
+                    for r in range(2)]
+            inputs.docs[("hhar", f"{a}-{s}")] = {"pcts": {"100": {"accuracy_matrix": mats}}}
+            inputs.paths[("hhar", f"{a}-{s}")] = f"{a}-{s}.json"
+    return inputs
+
+
+def test_the_matrix_figure_draws_each_continual_method_s_accuracy_matrix(monkeypatch):
+    """Visual audit: the assess files' accuracy matrices (forgetting per context) had no figure; a
+    heatmap per method and strategy, the mean over retrains in percent written in each cell, the
+    contexts named as in every figure, a method without its matrices "n/a"."""
+    drawn = []
+    monkeypatch.setattr(figures, "_png", lambda fig: drawn.append(fig) or b"png")
+    inputs = _matrix_inputs(4)
+    del inputs.docs[("hhar", "clip-joint")]
+    inputs.docs[("hhar", "fedclip-naive")]["pcts"]["100"]["accuracy_matrix"][0][1][0] = None  # no data: NaN
+    inputs.docs[("hhar", "fedclip-naive")]["pcts"]["100"]["accuracy_matrix"][1][1][0] = None
+    report_figures.matrix_figure(inputs, "hhar", HHAR)
+    fig = drawn[0]
+    assert fig.get_suptitle().startswith("HHAR: accuracy of the model after each context (rows) on the test data of "
+                                         "each context (columns), 100% training users (continual methods; mean over "
+                                         "retrains")
+    panels = [ax for ax in fig.axes if ax.get_title()]
+    assert [ax.get_title() for ax in panels] == ["FedCLIP naive", "FedCLIP replay", "FedCLIP joint",
+                                                 "CLIP naive", "CLIP replay", "CLIP joint"]
+    replay = panels[1].images[0].get_array()
+    expected = [[10 + (i * 4 + j) + 1 for j in range(4)] for i in range(4)]  # 0.1 + 0.01 (i·4 + j) + mean 0.01
+    assert np.asarray(replay) == pytest.approx(np.asarray(expected, dtype=float))
+    assert panels[1].images[0].get_clim() == (0.0, 100.0)  # one scale for every panel
+    texts = [t.get_text() for t in panels[1].texts]
+    assert texts[:2] == ["11.0", "12.0"] and len(texts) == 16
+    assert [t.get_text() for t in panels[0].texts][4] == "n/a"  # after context 1, on context 0: no data
+    assert [t.get_text() for t in panels[1].get_yticklabels()] == ["0: nexus4", "1: s3", "2: s3mini", "3: lgwatch"]
+    assert [t.get_text() for t in panels[1].get_xticklabels()] == ["0: nexus4", "1: s3", "2: s3mini", "3: lgwatch"]
+    assert panels[0].get_ylabel() == "after context" and panels[3].get_xlabel() == "test data of context"
+    assert panels[0].get_xlabel() == "" and panels[2].get_xlabel() == "test data of context"  # over CLIP joint's n/a
+    assert not panels[5].images and [t.get_text() for t in panels[5].texts] == ["n/a"]
