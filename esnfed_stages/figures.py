@@ -1,12 +1,13 @@
 """The report's figures as PNG bytes (matplotlib, Agg canvas, no pyplot global state):
-stream accuracy per context per strategy and share, and grids of activation densities (the
-papers' Fig. 3 and 5: per test user, per context, after each context), mean ± std over retrains.
+stream accuracy per context per strategy and share, test accuracy against the share of training
+users, the continual accuracy matrices as heatmaps, and grids of activation densities (the papers'
+Fig. 3 and 5: per test user, per context, after each context), mean ± std over retrains.
 """
 
 from __future__ import annotations
 
 import io
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
@@ -107,6 +108,99 @@ def stream_accuracy(title: str, panels: Sequence[tuple[str, Mapping[str, np.ndar
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("stream accuracy (%)")
     _legend(fig, axes)
+    suptitle(fig, title)
+    return _png(fig)
+
+
+# A method of the shares figure, by its label: (colour, marker, line style, marker size); random,
+# the chance level, dashed. IncFed and FedIP as the privacy figure draws them. A baseline (IncFed,
+# ridge) has a larger marker than its IP method drawn over it: the two are often within a point,
+# and the baseline's marker still shows as a ring around the other's.
+SHARE_STYLE = {"random": ("tab:gray", "x", "--", 6.0), "FedAvg": ("tab:green", "^", "-", 6.0),
+               "IncFed": ("tab:blue", "o", "-", 9.0), "FedIP": ("tab:orange", "s", "-", 5.0),
+               "ridge": ("tab:purple", "o", "-", 9.0), "IP": ("tab:red", "s", "-", 5.0)}
+# A panel of the shares figure: (title, {method label: [(share in %, test accuracies over the
+# retrains as fractions, or None)], or None: not assessed}).
+SharePanel = tuple[str, Mapping[str, "Sequence[tuple[int, Sequence[float] | None]] | None"]]
+
+
+def accuracy_by_share(title: str, panels: Sequence[SharePanel]) -> bytes:
+    """One panel per setting; a line per method: test accuracy against the share of training
+    users, mean ± population std over retrains (percent). A method without scores reads "(n/a)"
+    in the legend, a share without scores is left out of its line. The panels show different
+    methods, so the one legend holds every method of any panel."""
+    fig = _figure(figsize=(3.6 * len(panels) + 1.6, 3.4), layout="constrained")
+    axes = fig.subplots(1, len(panels), sharey=True, squeeze=False)[0]
+    legend: dict[str, Any] = {}
+    for ax, (name, lines) in zip(axes, panels):
+        shares: set[int] = set()
+        for label, points in lines.items():
+            colour, marker, style, size = SHARE_STYLE.get(label, ("black", "x", "-", 6.0))
+            kw = {"color": colour, "marker": marker, "linestyle": style, "markersize": size}
+            pts = [(x, np.asarray(v, dtype=np.float64) * 100.0) for x, v in points or () if v is not None and len(v)]
+            if not pts:
+                handle, = ax.plot([], [], label=f"{label} (n/a)", **kw)
+            else:
+                x = np.array([p for p, _ in pts], dtype=np.float64)
+                mean = np.array([v.mean() for _, v in pts])
+                std = np.array([v.std() for _, v in pts])
+                handle, = ax.plot(x, mean, label=label, **kw)
+                ax.fill_between(x, mean - std, mean + std, color=colour, alpha=0.15, linewidth=0)
+            shares |= {p for p, _ in points or ()}
+            legend.setdefault(handle.get_label(), handle)
+        ax.set_title(name, fontsize="medium")
+        ax.set_xlabel("share of training users")
+        if shares:
+            ax.set_xticks(sorted(shares), [f"{p}%" for p in sorted(shares)])
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("test accuracy (%)")
+    if legend:
+        fig.legend(list(legend.values()), list(legend), loc="outside right center", fontsize="small")
+    suptitle(fig, title)
+    return _png(fig)
+
+
+def accuracy_matrices(title: str, panels: Sequence[Sequence[tuple[str, "np.ndarray | None"]]],
+                      context_labels: Sequence[str]) -> bytes:
+    """A grid of accuracy-matrix heatmaps, ``panels`` a row of (title, matrix) each: entry [i, j] is
+    the accuracy (fractions; drawn in percent and written in each cell) of the model after context
+    i on the test data of context j. One colour scale, 0–100 %, for every panel; a cell None reads
+    "n/a", as a missing entry (a context without test data, NaN) does."""
+    n_rows, n_cols = len(panels), max((len(row) for row in panels), default=1)
+    k = max(len(context_labels), 1)
+    side = 0.55 * k + 1.5  # a panel's size in inches: room for the values and the context names
+    fig = _figure(figsize=(side * n_cols + 1.4, side * n_rows + 0.9), layout="constrained")
+    axes = fig.subplots(n_rows, n_cols, squeeze=False)
+    image = None
+    ticks = np.arange(len(context_labels))
+    for r in range(n_rows):
+        for c in range(n_cols):
+            ax = axes[r][c]
+            if c >= len(panels[r]):
+                ax.set_visible(False)
+                continue
+            name, matrix = panels[r][c]
+            ax.set_title(name, fontsize="medium")
+            if matrix is None or not len(context_labels):
+                ax.text(0.5, 0.5, "n/a", ha="center", va="center", transform=ax.transAxes)
+                ax.set_xticks([])
+                ax.set_yticks([])
+                continue
+            values = np.asarray(matrix, dtype=np.float64) * 100.0
+            image = ax.imshow(values, vmin=0.0, vmax=100.0, cmap="viridis")
+            for (i, j), v in np.ndenumerate(values):
+                ax.text(j, i, "n/a" if np.isnan(v) else f"{v:.1f}", ha="center", va="center",
+                        fontsize="small", color="black" if np.isnan(v) or v >= 60.0 else "white")
+            labels = list(context_labels)[:len(values)]
+            ax.set_xticks(ticks[:len(labels)], labels, rotation=30, ha="right")
+            ax.set_yticks(ticks[:len(labels)], labels)
+            below = panels[r + 1][c][1] if r + 1 < n_rows and c < len(panels[r + 1]) else None
+            if below is None:  # the lowest drawn panel of its column (the one below reads "n/a")
+                ax.set_xlabel("test data of context")
+            if c == 0:
+                ax.set_ylabel("after context")
+    if image is not None:
+        fig.colorbar(image, ax=[ax for row in axes for ax in row], label="accuracy (%)", shrink=0.8)
     suptitle(fig, title)
     return _png(fig)
 

@@ -40,7 +40,8 @@ from esnfed_stages.tables import (
 )
 from esnfed_stages.report_figures import (
     ACTIVATION_DATASET, SETTINGS, ContextNames, activation_contexts_figure, activation_figure_and_plots,
-    activation_shares_figure, activation_users_figure, context_names, stream_figure_and_plot,
+    activation_shares_figure, activation_users_figure, context_names, matrix_figure, shares_figure,
+    stream_figure_and_plot,
 )
 from esnfed_stages.privacy import privacy_params
 from esnfed_stages.ttest import (
@@ -250,6 +251,10 @@ def build(inputs: Inputs, ttest_doc: Mapping[str, Any], published: Published, da
     if any(ds in DATASETS for ds in datasets):  # the papers' communication table: not for yours alone
         add_communication(rep, inputs, ttest_doc, date, hetero)
     add_user_communication(rep, inputs, ttest_doc, date, datasets, continual, user_classes, hetero)
+    for ds in datasets:  # every declared dataset has the stationary tables
+        rep.figures[f"test-accuracy-{ds}.png"] = shares_figure(inputs, ds)
+        if progress:
+            progress(f"figure test-accuracy-{ds}")
     for ds in [d for d in continual if d in datasets]:
         for setting in SETTINGS:
             png, csv_text = stream_figure_and_plot(inputs, ds, setting, contexts.get(ds))
@@ -257,6 +262,9 @@ def build(inputs: Inputs, ttest_doc: Mapping[str, Any], published: Published, da
             rep.plots[f"stream-{ds}-{setting}.csv"] = csv_text.encode()
             if progress:
                 progress(f"figure stream-{ds}-{setting}")
+        rep.figures[f"accuracy-matrix-{ds}.png"] = matrix_figure(inputs, ds, contexts.get(ds))
+        if progress:
+            progress(f"figure accuracy-matrix-{ds}")
     for setting in SETTINGS if ACTIVATION_DATASET in datasets else ():
         prefix, stationary = SETTINGS[setting]
         names = contexts.get(ACTIVATION_DATASET)

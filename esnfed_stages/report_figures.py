@@ -1,6 +1,8 @@
 """The report's figures and their DVC plots data, read from the assess documents (the drawing is
-esnfed_stages/figures.py): stream accuracy per dataset and setting, and the activation densities
-of the papers' Fig. 3 and 5 (pooled, per test user, after each context, per training share).
+esnfed_stages/figures.py): stream accuracy per dataset and setting, the stationary methods' test
+accuracy against the share of training users and the continual methods' accuracy matrices per
+dataset, and the activation densities of the papers' Fig. 3 and 5 (pooled, per test user, after
+each context, per training share).
 
 Contexts are numbered from 0 everywhere (figures and plots data), as PROTOCOL §6 numbers them
 ("stream accuracy after context i ... contexts 0..i") and as the data stores them, with the
@@ -27,7 +29,13 @@ from esnfed_stages.ttest import Inputs
 # The keys name the files (the papers' spelling); titles say the setting in the docs' prose.
 SETTINGS = {"federated": ("fedclip", "fedip"), "centralized": ("clip", "ip")}
 _SETTING_TITLE = {"federated": "federated", "centralized": "centralised"}
-_PRETTY = {"fedclip": "FedCLIP", "clip": "CLIP", "fedip": "FedIP", "ip": "IP"}
+_PRETTY = {"fedclip": "FedCLIP", "clip": "CLIP", "fedip": "FedIP", "ip": "IP", "incfed": "IncFed",
+           "fedavg": "FedAvg"}
+# The stationary methods of the tables (the IncFed tables, FedIP's Tables 1 and 4, a user dataset's
+# stationary tables), a panel per setting in the shares figure; random, the chance level, in each.
+STATIONARY = {"federated": ("fedavg", "incfed", "fedip"), "centralized": ("ridge", "ip")}
+REFERENCE = "random"
+MATRIX_PCT = "100"  # the accuracy-matrix figure's share: all the training users, the tables' last row
 ACTIVATION_DATASET = "wesad"
 ACTIVATION_CONTEXTS = 5  # WESAD contexts (PROTOCOL §5): fixed columns for the DVC plots
 
@@ -95,6 +103,53 @@ def stream_figure_and_plot(inputs: Inputs, ds: str, setting: str, names: Context
                     row[f"{s}_{pct}"] = round(float(acc[:, t].mean() * 100.0), 6)
         rows.append(row)
     return png, to_csv(rows, columns)
+
+
+def shares_figure(inputs: Inputs, ds: str) -> bytes:
+    """PNG of the stationary methods' test accuracy against the share of training users on ``ds``:
+    a panel per setting (federated: FedAvg, IncFed, FedIP; centralised: ridge, IP), random dashed
+    in both; the tables' scores, mean ± std over retrains."""
+    panels = []
+    for setting, methods in STATIONARY.items():
+        lines: dict[str, Any] = {}
+        for m in (REFERENCE, *methods):
+            points = [(int(pct), inputs.scores.get((ds, m, pct, "test"))) for pct in PCTS]
+            lines[method_label(m)] = points if any(v for _, v in points) else None
+        panels.append((_SETTING_TITLE[setting], lines))
+    return figures.accuracy_by_share(
+        f"{dataset_label(ds)}: test accuracy against the share of training users (stationary methods; "
+        "mean ± std over retrains)", panels)
+
+
+def _matrix(inputs: Inputs, ds: str, method: str, pct: str) -> np.ndarray | None:
+    """The mean over retrains of ``method``'s accuracy matrices (contexts × contexts; NaN where a
+    context has no test data), None without them."""
+    doc = inputs.docs.get((ds, method))
+    if doc is None or not doc["pcts"].get(pct, {}).get("accuracy_matrix"):
+        return None
+    try:
+        mats = np.asarray(doc["pcts"][pct]["accuracy_matrix"], dtype=np.float64)  # null -> NaN
+    except (TypeError, ValueError):
+        mats = None
+    if mats is None or mats.ndim != 3 or mats.shape[1] != mats.shape[2]:
+        raise DataError(f"{inputs.paths[(ds, method)]}: pcts.{pct}.accuracy_matrix must be retrains × "
+                        "contexts × contexts; rerun `esnfed assess`")
+    return mats.mean(axis=0)
+
+
+def matrix_figure(inputs: Inputs, ds: str, names: ContextNames = None, pct: str = MATRIX_PCT) -> bytes:
+    """PNG of the continual methods' accuracy matrices on ``ds`` at share ``pct``: a row per setting
+    (FedCLIP, CLIP), a panel per strategy, the model after context i (rows) on the test data of
+    context j (columns), mean over retrains; below the diagonal, the contexts already seen (what
+    is forgotten), the diagonal each context just learnt."""
+    rows = [[(method_label(f"{SETTINGS[setting][0]}-{s}"), _matrix(inputs, ds, f"{SETTINGS[setting][0]}-{s}", pct))
+             for s in STRATEGIES] for setting in SETTINGS]
+    n_ctx = max((m.shape[0] for row in rows for _, m in row if m is not None), default=0)
+    return figures.accuracy_matrices(
+        f"{dataset_label(ds)}: accuracy of the model after each context (rows) on the test data of each "
+        f"context (columns), {pct}% training users (continual methods; mean over retrains; below the "
+        "diagonal: the contexts seen before, where forgetting shows)", rows,
+        [context_label(t, names) for t in range(n_ctx)])
 
 
 @dataclass(frozen=True)

@@ -139,7 +139,8 @@ def test_papers_outputs_are_byte_identical_with_and_without_a_user_dataset(roots
         fa, fb = _files(a / "reports" / sub), _files(b / "reports" / sub)
         assert fa
         assert [k for k in fa if fa[k] != fb.get(k)] == []  # every paper file, same bytes
-        assert all(k.startswith(("example-", "communication-example", "stream-example")) for k in fb.keys() - fa.keys())
+        assert all(k.startswith(("example-", "communication-example", "stream-example", "test-accuracy-example",
+                                     "accuracy-matrix-example")) for k in fb.keys() - fa.keys())
     ta = json.loads((a / "reports" / "ttest.json").read_text())
     tb = json.loads((b / "reports" / "ttest.json").read_text())
     assert ta["comparisons"] == [c for c in tb["comparisons"] if c["dataset"] != "example"]
@@ -201,7 +202,8 @@ def test_your_own_data_alone_is_reported_with_its_tables_only(user_only):
     tables = [f"mine-{t}" for t in ("stationary-incfed", "stationary-fedip", "stationary-ip", "continual")]
     assert names["tables"] == sorted([f"{t}.{ext}" for t in tables + ["communication-mine", "privacy"]
                                       for ext in ("md", "csv")])
-    assert names["figures"] == ["privacy.png", "stream-mine-centralized.png", "stream-mine-federated.png"]
+    assert names["figures"] == ["accuracy-matrix-mine.png", "privacy.png", "stream-mine-centralized.png",
+                                "stream-mine-federated.png", "test-accuracy-mine.png"]
     assert names["plots"] == ["stream-mine-centralized.csv", "stream-mine-federated.csv"]
     assert names["metrics"] and all(n.startswith("mine-") for n in names["metrics"])
     for name in tables:  # every cell computed: no n/a, no missing input
@@ -230,7 +232,7 @@ def test_your_own_data_alone_is_reported_with_its_tables_only(user_only):
         flat = " ".join(text.split())
         assert "missing inputs" not in flat and "wesad" not in flat and "hhar" not in flat
     assert "fedip: test accuracy" not in " ".join(out["report"].split())
-    assert "wrote 12 table files, 3 figures, 2 plot data files" in " ".join(out["report"].split())
+    assert "wrote 12 table files, 5 figures, 2 plot data files" in " ".join(out["report"].split())
 
 
 # ---------------------------------------------------------------- the studies on your own data

@@ -312,12 +312,14 @@ def test_figures_and_plots(built):
     workdir = built[0]
     figs = sorted((workdir / "reports" / "figures").iterdir())
     assert [f.name for f in figs] == [
+        "accuracy-matrix-hhar.png", "accuracy-matrix-wesad.png",
         "activation-wesad-centralized.png", "activation-wesad-clip-contexts.png",
         "activation-wesad-clip-shares.png", "activation-wesad-fedclip-contexts.png",
         "activation-wesad-fedclip-shares.png", "activation-wesad-federated.png",
         "activation-wesad-fedip-users.png", "activation-wesad-ip-users.png",
         "stream-hhar-centralized.png", "stream-hhar-federated.png",
-        "stream-wesad-centralized.png", "stream-wesad-federated.png"]
+        "stream-wesad-centralized.png", "stream-wesad-federated.png",
+        "test-accuracy-hhar.png", "test-accuracy-wesad.png"]
     for f in figs:
         data = f.read_bytes()
         assert data[:8] == PNG_MAGIC and len(data) > 5000

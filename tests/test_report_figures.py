@@ -216,3 +216,84 @@ def test_the_alpha_figure_names_shares_and_methods_as_the_other_figures(monkeypa
     axes = [ax for ax in drawn[0].axes if ax.get_visible()]
     assert [bool(ax.get_xlabel()) for ax in axes] == [False, False, True, True, True, True]
     assert all(t.get_visible() for ax in axes[2:] for t in ax.get_xticklabels())
+
+
+def _share_inputs() -> Inputs:
+    inputs = Inputs()
+    for i, m in enumerate(("random", "fedavg", "incfed", "fedip", "ridge", "ip")):
+        for j, pct in enumerate(("25", "50", "75", "100")):
+            inputs.scores[("wesad", m, pct, "test")] = [0.5 + 0.05 * i + 0.01 * j, 0.52 + 0.05 * i + 0.01 * j]
+    return inputs
+
+
+def test_the_shares_figure_draws_the_tables_test_accuracy_per_share(monkeypatch):
+    """Visual audit: the stationary tables' test accuracy per share had no figure; a panel per
+    setting, a line per method at its tables' mean (× 100) with a ± std band, random dashed, a
+    method without scores "(n/a)" and a share without scores left out of its line."""
+    drawn = []
+    monkeypatch.setattr(figures, "_png", lambda fig: drawn.append(fig) or b"png")
+    inputs = _share_inputs()
+    del inputs.scores[("wesad", "ip", "50", "test")]
+    for pct in ("25", "50", "75", "100"):
+        del inputs.scores[("wesad", "fedavg", pct, "test")]
+    report_figures.shares_figure(inputs, "wesad")
+    fig = drawn[0]
+    assert fig.get_suptitle() == ("WESAD: test accuracy against the share of training users (stationary methods; "
+                                  "mean ± std over retrains)")
+    fed, cen = fig.axes
+    assert (fed.get_title(), cen.get_title()) == ("federated", "centralised")
+    assert [line.get_label() for line in fed.lines] == ["random", "FedAvg (n/a)", "IncFed", "FedIP"]
+    assert [line.get_label() for line in cen.lines] == ["random", "ridge", "IP"]
+    incfed = fed.lines[2]
+    assert list(incfed.get_xdata()) == [25, 50, 75, 100]
+    assert list(incfed.get_ydata()) == pytest.approx([61.0, 62.0, 63.0, 64.0])  # mean of the two retrains
+    assert list(cen.lines[2].get_xdata()) == [25, 75, 100]  # IP without its 50% scores
+    assert fed.lines[0].get_linestyle() == "--" and incfed.get_linestyle() == "-"
+    assert len(fed.collections) == 3 and len(cen.collections) == 3  # a ± std band per line drawn
+    assert [t.get_text() for t in fed.get_xticklabels()] == ["25%", "50%", "75%", "100%"]
+    assert fed.get_ylabel() == "test accuracy (%)"
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert legend == ["random", "FedAvg (n/a)", "IncFed", "FedIP", "ridge", "IP"]  # both panels' methods
+
+
+def _matrix_inputs(contexts: int) -> Inputs:
+    inputs = Inputs()
+    for a in ("clip", "fedclip"):
+        for k, s in enumerate(("naive", "replay", "joint")):
+            mats = [[[0.1 * k + 0.01 * (i * contexts + j) + 0.02 * r for j in range(contexts)] for i in range(contexts)]
+                    for r in range(2)]
+            inputs.docs[("hhar", f"{a}-{s}")] = {"pcts": {"100": {"accuracy_matrix": mats}}}
+            inputs.paths[("hhar", f"{a}-{s}")] = f"{a}-{s}.json"
+    return inputs
+
+
+def test_the_matrix_figure_draws_each_continual_method_s_accuracy_matrix(monkeypatch):
+    """Visual audit: the assess files' accuracy matrices (forgetting per context) had no figure; a
+    heatmap per method and strategy, the mean over retrains in percent written in each cell, the
+    contexts named as in every figure, a method without its matrices "n/a"."""
+    drawn = []
+    monkeypatch.setattr(figures, "_png", lambda fig: drawn.append(fig) or b"png")
+    inputs = _matrix_inputs(4)
+    del inputs.docs[("hhar", "clip-joint")]
+    inputs.docs[("hhar", "fedclip-naive")]["pcts"]["100"]["accuracy_matrix"][0][1][0] = None  # no data: NaN
+    inputs.docs[("hhar", "fedclip-naive")]["pcts"]["100"]["accuracy_matrix"][1][1][0] = None
+    report_figures.matrix_figure(inputs, "hhar", HHAR)
+    fig = drawn[0]
+    assert fig.get_suptitle().startswith("HHAR: accuracy of the model after each context (rows) on the test data of "
+                                         "each context (columns), 100% training users (continual methods; mean over "
+                                         "retrains")
+    panels = [ax for ax in fig.axes if ax.get_title()]
+    assert [ax.get_title() for ax in panels] == ["FedCLIP naive", "FedCLIP replay", "FedCLIP joint",
+                                                 "CLIP naive", "CLIP replay", "CLIP joint"]
+    replay = panels[1].images[0].get_array()
+    expected = [[10 + (i * 4 + j) + 1 for j in range(4)] for i in range(4)]  # 0.1 + 0.01 (i·4 + j) + mean 0.01
+    assert np.asarray(replay) == pytest.approx(np.asarray(expected, dtype=float))
+    assert panels[1].images[0].get_clim() == (0.0, 100.0)  # one scale for every panel
+    texts = [t.get_text() for t in panels[1].texts]
+    assert texts[:2] == ["11.0", "12.0"] and len(texts) == 16
+    assert [t.get_text() for t in panels[0].texts][4] == "n/a"  # after context 1, on context 0: no data
+    assert [t.get_text() for t in panels[1].get_yticklabels()] == ["0: nexus4", "1: s3", "2: s3mini", "3: lgwatch"]
+    assert [t.get_text() for t in panels[1].get_xticklabels()] == ["0: nexus4", "1: s3", "2: s3mini", "3: lgwatch"]
+    assert panels[0].get_ylabel() == "after context" and panels[3].get_xlabel() == "test data of context"
+    assert panels[0].get_xlabel() == "" and panels[2].get_xlabel() == "test data of context"  # over CLIP joint's n/a
+    assert not panels[5].images and [t.get_text() for t in panels[5].texts] == ["n/a"]
