@@ -66,6 +66,20 @@ def png_title(png: bytes) -> str | None:
     return None
 
 
+def _band_line(ax, x, mean, std, colour: str, label: str, **style) -> Any:
+    """A line at ``mean`` with a ± ``std`` band of its colour (no band where std is None); its handle."""
+    handle, = ax.plot(x, mean, color=colour, label=label, **style)
+    if std is not None:
+        ax.fill_between(x, mean - std, mean + std, color=colour, alpha=0.15, linewidth=0)
+    return handle
+
+
+def _na_line(ax, colour: str, label: str, **style) -> Any:
+    """An empty line whose legend entry says ``label`` has no results; its handle."""
+    handle, = ax.plot([], [], color=colour, label=f"{label} (n/a)", **style)
+    return handle
+
+
 def _legend(fig: Figure, axes) -> None:
     """One legend outside the panels (styles are shared by every panel, so take the fullest, and of
     those the one with the fewest "(n/a)" entries: a line missing from one panel only is no n/a of
@@ -91,14 +105,12 @@ def stream_accuracy(title: str, panels: Sequence[tuple[str, Mapping[str, np.ndar
         for strategy, acc in lines.items():
             colour, marker = STRATEGY_STYLE.get(strategy, ("black", "x"))
             if acc is None:
-                ax.plot([], [], color=colour, marker=marker, label=f"{strategy} (n/a)")
+                _na_line(ax, colour, strategy, marker=marker)
                 continue
             acc = np.asarray(acc, dtype=np.float64) * 100.0
-            x = np.arange(acc.shape[1])
             n_ctx = max(n_ctx, acc.shape[1])
-            mean, std = acc.mean(axis=0), acc.std(axis=0)
-            ax.plot(x, mean, color=colour, marker=marker, label=strategy)
-            ax.fill_between(x, mean - std, mean + std, color=colour, alpha=0.15, linewidth=0)
+            _band_line(ax, np.arange(acc.shape[1]), acc.mean(axis=0), acc.std(axis=0), colour, strategy,
+                       marker=marker)
         ax.set_title(f"{pct}% training users")
         ax.set_xlabel("after context")
         if n_ctx:
@@ -136,16 +148,14 @@ def accuracy_by_share(title: str, panels: Sequence[SharePanel]) -> bytes:
         shares: set[int] = set()
         for label, points in lines.items():
             colour, marker, style, size = SHARE_STYLE.get(label, ("black", "x", "-", 6.0))
-            kw = {"color": colour, "marker": marker, "linestyle": style, "markersize": size}
+            kw = {"marker": marker, "linestyle": style, "markersize": size}
             pts = [(x, np.asarray(v, dtype=np.float64) * 100.0) for x, v in points or () if v is not None and len(v)]
             if not pts:
-                handle, = ax.plot([], [], label=f"{label} (n/a)", **kw)
+                handle = _na_line(ax, colour, label, **kw)
             else:
-                x = np.array([p for p, _ in pts], dtype=np.float64)
-                mean = np.array([v.mean() for _, v in pts])
-                std = np.array([v.std() for _, v in pts])
-                handle, = ax.plot(x, mean, label=label, **kw)
-                ax.fill_between(x, mean - std, mean + std, color=colour, alpha=0.15, linewidth=0)
+                handle = _band_line(ax, np.array([p for p, _ in pts], dtype=np.float64),
+                                    np.array([v.mean() for _, v in pts]), np.array([v.std() for _, v in pts]),
+                                    colour, label, **kw)
             shares |= {p for p, _ in points or ()}
             legend.setdefault(handle.get_label(), handle)
         ax.set_title(name, fontsize="medium")
@@ -243,12 +253,9 @@ def density_grid(title: str, edges: Sequence[float] | None, row_labels: Sequence
                 continue
             for i, (label, mean, std) in enumerate(lines):
                 colour = _CONTEXT_COLOURS[i % len(_CONTEXT_COLOURS)]
-                mean = np.asarray(mean, dtype=np.float64)
-                ax.plot(centres, mean, color=colour, label=label, linewidth=1.2)
-                if std is not None:
-                    std = np.asarray(std, dtype=np.float64)
-                    ax.fill_between(centres, mean - std, mean + std, color=colour, alpha=0.15,
-                                    linewidth=0)
+                _band_line(ax, centres, np.asarray(mean, dtype=np.float64),
+                           None if std is None else np.asarray(std, dtype=np.float64), colour, label,
+                           linewidth=1.2)
     _legend(fig, [ax for row in axes for ax in row])
     suptitle(fig, title)
     return _png(fig)
@@ -275,7 +282,7 @@ def alpha_bands(title: str, panels: Sequence[AlphaPanel], cols: int | None = Non
         for method, values in bands.items():
             colour, label = _BAND_COLOURS.get(method, "black"), _BAND_LABELS.get(method, method)
             if values is None:
-                ax.plot([], [], color=colour, label=f"{label} (n/a)")
+                _na_line(ax, colour, label)
                 continue
             mean, std = float(np.mean(values)), float(np.std(values))
             ax.axhline(mean, color=colour, linestyle="--", linewidth=1.2, label=label)
@@ -287,7 +294,7 @@ def alpha_bands(title: str, panels: Sequence[AlphaPanel], cols: int | None = Non
             std = np.array([v.std() for _, v in pts])
             ax.errorbar(x, mean, yerr=std, color="tab:red", marker="o", capsize=3, label="align-α")
         else:
-            ax.plot([], [], color="tab:red", marker="o", label="align-α (n/a)")
+            _na_line(ax, "tab:red", "align-α", marker="o")
         if not pts and all(v is None for v in bands.values()):
             ax.text(0.5, 0.5, "n/a", ha="center", va="center", transform=ax.transAxes)
         ax.set_title(name, fontsize="medium")
