@@ -17,14 +17,11 @@ Every library gets the same thread count (``--threads``, default 1: the machine 
 before any of them is imported. Reports the median wall and CPU seconds (this process, all
 threads) of ``--repeats`` interleaved rounds after one warm-up each, CPU-time ratios to JAX, and
 the load average. Asserts that JAX's final states (and Gram sums) equal torch's within float32
-tolerance (``check``). Needs jax besides the project's venv (jax is not a project dependency;
-this file lives outside tests/, so pytest does not collect it):
+tolerance (``check``). Needs jax, whose CPU build the [test] extra pins (``make install-test``;
+tests/test_bench_scripts.py runs ``--smoke``):
 
-    python3 -m venv /tmp/jaxenv
-    echo "$PWD/.venv/lib/python3.11/site-packages" > /tmp/jaxenv/lib/python3.11/site-packages/zz_project.pth
-    /tmp/jaxenv/bin/pip install jax
-    PYTHONPATH=$PWD /tmp/jaxenv/bin/python benchmarks/bench_jax_torch_cpu.py --out jax_cpu.jsonl
-    PYTHONPATH=$PWD /tmp/jaxenv/bin/python benchmarks/bench_jax_torch_cpu.py --smoke --repeats 1   # tiny
+    .venv/bin/python benchmarks/bench_jax_torch_cpu.py --out jax_cpu.jsonl
+    .venv/bin/python benchmarks/bench_jax_torch_cpu.py --smoke --repeats 1   # tiny
 """
 
 from __future__ import annotations
@@ -54,8 +51,8 @@ try:
     import jax
     import jax.numpy as jnp
 except ModuleNotFoundError:
-    raise SystemExit("bench_jax_torch_cpu.py: needs jax, which is not a project dependency "
-                     "(install it in a venv of its own: see this script's docstring)") from None
+    raise SystemExit("bench_jax_torch_cpu.py: needs jax (the [test] extra pins its CPU build: "
+                     "make install-test; or see this script's docstring)") from None
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 

@@ -36,7 +36,7 @@ def test_rehearsal_runs_every_step_and_packs_the_results_into_few_files(tmp_path
     try:
         import jax  # noqa: F401
         jax_ok = True
-    except ImportError:  # not a project dependency: the step fails, and the others still run
+    except ImportError:  # a machine without the [test] extra's jax: the step fails, the others still run
         jax_ok = False
     assert all(v == "rc=0" for k, v in rc.items() if k != "jax"), summary
     assert rc["jax"] == ("rc=0" if jax_ok else "rc=1")
