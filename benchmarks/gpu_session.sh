@@ -9,9 +9,10 @@
 #      joint at one round per context, to fit its 120 s),
 #   5. JAX (one jitted lax.scan per case) on the shapes of step 3's cases: the numbers behind
 #      the torch-or-JAX choice (bench_jax_anchor.py; the image has JAX),
-#   6. the 300-unit batch of the 32-trial paper slice (the 200- and 400-unit batches were
-#      measured in an earlier session: BENCHMARKS.md), with the time left but 30 s, if its
-#      projection fits (else it says so and gives the time to step 7),
+#   6. batches of the 32-trial paper slice, one step `slice<N>` per size N in SLICE_UNITS
+#      (default 300; all three sizes were measured by 2026-11-27, the 200 and 400 on older
+#      kernels: BENCHMARKS.md), sharing the time left but 30 s, each run only if its projection
+#      fits (else it says so and leaves its time to the next),
 #   7. in the rest, a continual share's assessment batched on cuda against numpy and the bare
 #      recurrence (bench_assess.py: 5 retrains × 5 contexts at 300 units, 3 users of 300 windows).
 #
@@ -27,8 +28,9 @@
 # The end of the output repeats each step's last lines and the summary. Each step has its own
 # timeout, so one slow step cannot eat the others' time; the total stays under TOTAL_S (470 s).
 #
-# ONLY="step ..." runs only the named steps (tests ip_step gpu continual jax slice300 assess), e.g.
-# ONLY=slice300 for the slice with all the time. REHEARSE=1 runs the same script on the CPU with
+# ONLY="step ..." runs only the named steps (tests ip_step gpu continual jax slice<N>... assess), e.g.
+# ONLY=slice300 for the slice with all the time; SLICE_UNITS="200 400" with ONLY="slice200 slice400"
+# for those two batches. REHEARSE=1 runs the same script on the CPU with
 # tiny sizes (torch-cpu, --smoke): a check of the script itself (tests/test_gpu_session.py), no
 # measurement.
 set -u
@@ -39,6 +41,7 @@ PY=${PYTHON:-python3}
 TOTAL_S=${TOTAL_S:-470}
 REHEARSE=${REHEARSE:-0}
 ONLY=${ONLY:-}  # e.g. ONLY="tests slice300": run only these steps (the others say "skipped")
+SLICE_UNITS=${SLICE_UNITS:-300}  # the paper slice's batches (reservoir sizes: 200 300 400), a step each
 mkdir -p "$OUT"
 rm -rf "$RES" && mkdir -p "$RES"
 export PYTHONPATH=.:tests PYTHONUNBUFFERED=1
@@ -81,11 +84,11 @@ step() {  # step NAME MAX_SECONDS COMMAND...
 if [ "$REHEARSE" = 1 ]; then
     DEV=torch-cpu SMOKE=--smoke TESTS_K=cuda
     IP_SIZES="--reservoirs 2 --windows 5 --steps 12 --units 16 --repeats 1"
-    SLICE="--slice 3" ASSESS_SIZES=""
+    SLICE="--slice 3" ASSESS_SIZES=""  # tiny: every trial has 8 units, so no --slice-units
 else
     DEV=cuda SMOKE="" TESTS_K=""
     IP_SIZES="--reservoirs 64 --windows 100 --steps 700 --units 400 100 --repeats 3"
-    SLICE="--slice 32 --slice-units 300" ASSESS_SIZES="--windows 300 --numpy-windows 20"
+    SLICE="--slice 32" ASSESS_SIZES="--windows 300 --numpy-windows 20"
 fi
 
 {
@@ -136,9 +139,17 @@ step gpu 100 "$PY" benchmarks/bench_gpu.py $SMOKE --no-tf32 --out "$RES/gpu.json
 # joint, last, would write nothing; its measured ÷ projected needs its path, not its rounds.
 step continual 120 "$PY" benchmarks/bench_continual.py $SMOKE --joint-max-rounds 1 --out "$RES/continual.jsonl"
 step jax 60 "$PY" benchmarks/bench_jax_anchor.py $SMOKE --out "$RES/jax.jsonl"
-lim=$(( $(left) - $(wanted assess && echo 30 || echo 0) ))  # 30 s kept for assess
-step slice300 "$lim" "$PY" benchmarks/bench_gpu.py $SMOKE $SLICE --time-limit "$(( lim > 20 ? lim - 10 : 10 ))" \
-    --out "$RES/slice300.jsonl"
+set -- $SLICE_UNITS
+for u in $SLICE_UNITS; do  # the time left but assess's 30 s, shared by the slice steps still wanted
+    n=0
+    for v in "$@"; do wanted "slice$v" && n=$(( n + 1 )); done
+    shift
+    wanted "slice$u" || { step "slice$u" 0 true; continue; }
+    lim=$(( ($(left) - $(wanted assess && echo 30 || echo 0)) / n ))
+    step "slice$u" "$lim" "$PY" benchmarks/bench_gpu.py $SMOKE $SLICE \
+        $([ "$REHEARSE" = 1 ] || echo --slice-units "$u") --time-limit "$(( lim > 20 ? lim - 10 : 10 ))" \
+        --out "$RES/slice$u.jsonl"
+done
 step assess "$(left)" "$PY" benchmarks/bench_assess.py --device "$DEV" $SMOKE $ASSESS_SIZES --out "$RES/assess.jsonl"
 echo "total $(( $(date +%s) - START ))s" >> "$RES/summary.txt"
 pack

@@ -66,3 +66,17 @@ def test_only_runs_the_named_steps(tmp_path):
     assert [line.split()[0] for line in summary[:-1]] == STEPS
     assert [line for line in summary if " rc=" in line][0].startswith("ip_step rc=0 ")
     assert sum("skipped (not in ONLY)" in line for line in summary) == len(STEPS) - 1
+
+
+def test_slice_units_runs_one_step_per_batch_and_shares_the_time(tmp_path):
+    proc, out, res = _run(tmp_path, REHEARSE="1", ONLY="slice200 slice400", SLICE_UNITS="200 400", TOTAL_S="200")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    summary = (out / "summary.txt").read_text().splitlines()
+    steps = [line.split()[0] for line in summary[:-1]]
+    assert steps == ["tests", "ip_step", "gpu", "continual", "jax", "slice200", "slice400", "assess"], summary
+    ran = {line.split()[0]: line for line in summary if " rc=" in line}
+    assert set(ran) == {"slice200", "slice400"} and all(" rc=0 " in v for v in ran.values()), summary
+    # the first slice step gets about half the time left (no assess wanted), not all of it
+    limit = int(ran["slice200"].split("(limit ")[1].rstrip("s)"))
+    assert 80 <= limit <= 101, ran["slice200"]
+    assert (res / "slice200.jsonl").exists() and (res / "slice400.jsonl").exists()
