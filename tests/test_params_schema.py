@@ -131,6 +131,10 @@ CASES = {
     "privacy ip_clip of a dataset": (
         lambda p: p["privacy"].update(ip_clip={"wesad": 0, "hhar": 0.1, "example": 0.1}),
         "privacy.ip_clip.wesad: must be > 0.0, got 0"),
+    # the embedded data dvc.yaml writes must hold what the declared datasets read
+    "declared paper dataset not preprocessed": (
+        lambda p: p["embedded"]["preprocess"].pop("hhar"),
+        "embedded.preprocess.hhar: missing (datasets lists 'hhar': preprocess@hhar writes data/processed/hhar)"),
     "privacy ip_clip mapping lacks a dataset": (
         lambda p: p["privacy"].update(ip_clip={"wesad": 0.1, "hhar": 0.1}),
         "privacy.ip_clip.example: missing (datasets lists 'example'; privacy.ip_clip is a mapping: give every "
