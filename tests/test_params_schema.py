@@ -172,6 +172,23 @@ def test_every_stage_checks_the_whole_file_before_doing_anything(workdir, args):
     assert list(workdir.iterdir()) == [workdir / "params.yaml"]
 
 
+def test_check_params_says_valid_or_names_the_key_before_dvc_runs_anything(workdir):
+    """`esnfed check-params` (`make repro` runs it before `dvc repro`): the schema's one line and exit 1
+    where `dvc repro` would stop at a missing dependency first, naming a path (here import@example:
+    data/synthetic/EXAMPLE/recordings.csv, which no stage writes); else what the run declares."""
+    _write(workdir, lambda p: None)
+    result = runner.invoke(app, ["check-params"])
+    assert result.exit_code == 0, result.output
+    assert " ".join(result.output.split()) == (
+        "params.yaml: valid (datasets wesad, hhar, example; embedded.synthesize wesad, hhar, example; "
+        "embedded.preprocess wesad, hhar)")
+    _write(workdir, lambda p: p["embedded"]["synthesize"].pop("example"))
+    assert _error_line(["check-params"]) == (
+        "error: params.yaml: embedded.synthesize.example: missing (imports.example.source "
+        "'data/synthetic/EXAMPLE/recordings.csv' lies in data/synthetic/EXAMPLE, which synthesize@example writes)")
+    assert list(workdir.iterdir()) == [workdir / "params.yaml"]
+
+
 def test_error_names_the_file_given(tmp_path):
     _write(tmp_path, lambda p: p["runner"].update(blas_threads=0))
     path = tmp_path / "params.yaml"
