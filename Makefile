@@ -25,8 +25,10 @@ install-test: $(VENV)/.installed-test
 # The code is byte-compiled first: ~135 commands and their workers import it, and where
 # PYTHONDONTWRITEBYTECODE is set each would compile it from source again (~0.1 s per process;
 # .dvcignore keeps __pycache__ out of the stages' code hashes).
+# check-params first: a params mistake is the schema's one line naming the key, not DVC's missing path.
 repro: install $(FLOWER_VENV)/.installed
 	$(PY) -m compileall -q esnfed_cli esnfed_core esnfed_stages
+	$(VENV)/bin/esnfed check-params
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/dvc repro
 
 # The whole suite: the package's tests, then the Flower apps' tests in their own environment.

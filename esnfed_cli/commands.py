@@ -9,3 +9,4 @@ from esnfed_cli import report_cmds  # noqa: F401
 from esnfed_cli import privacy_cmd  # noqa: F401
 from esnfed_cli import flower_cmd  # noqa: F401  issue 14 (Flower apps): `esnfed flower`
 from esnfed_cli import owndata_cmds  # noqa: F401  issue 16 (your own data): check-data, import
+from esnfed_cli import params_cmd  # noqa: F401  check-params (make repro runs it first)

@@ -10,6 +10,7 @@ absent (a stage reports a key it needs and cannot find); present ones are checke
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -26,7 +27,9 @@ from esnfed_core.reservoir import BATCH_SIZE, RESERVOIR_BOUNDS
 from esnfed_core.settings import RETRAIN_LAMBDA
 from esnfed_core.stats import ALPHA
 from esnfed_core.vocabulary import BACKENDS, DATASETS, DEVICES, PCTS, SOURCES, VARIANTS
-from esnfed_stages._datasets import bind_kwargs, check_dataset_name, dataset_function
+from esnfed_stages._datasets import (
+    DIRNAMES, SYNTHESIZED, bind_kwargs, check_dataset_name, dataset_function, declared,
+)
 from esnfed_stages.experiment_params import RUNNER_BOUNDS
 from esnfed_stages.import_data import import_params
 from esnfed_stages.partition import check_partition
@@ -80,6 +83,21 @@ def _partition(dataset: str) -> Callable[[str, Any], None]:
 
 def _import(key: str, value: Any) -> None:
     import_params(value, key)  # the stage's own frozen params object holds the bounds
+
+
+def _embedded(names: tuple[str, ...], what: str) -> Callable[[str, Any], None]:
+    """embedded.<stage>: some of ``names``, each with its folder under data.synthetic_dir (DIRNAMES:
+    dvc.yaml's foreach takes the folder from the value, as DVC cannot compute it from the name)."""
+    def check(key: str, value: Any) -> None:
+        if not isinstance(value, Mapping):
+            raise Invalid(f"{key}: expected a mapping of dataset -> folder ({{}} for none), got {quote(value)}")
+        for name, folder in value.items():
+            if name not in names:
+                raise Invalid(f"{key}: expected some of {', '.join(names)} ({what}), got {quote(name)}")
+            if folder != DIRNAMES[name]:
+                raise Invalid(f"{key}.{name}: expected {quote(DIRNAMES[name])} (the folder under data.synthetic_dir "
+                              f"that `esnfed synthesize --dataset {name}` writes), got {quote(folder)}")
+    return check
 
 
 def _activation_pct(key: str, value: Any) -> None:
@@ -181,6 +199,11 @@ SCHEMA = Fields(optional={
     "continual_datasets": ListOf(Delegate(check_dataset_name), empty=True),
     "study_datasets": ListOf(Delegate(check_dataset_name), empty=True),
     "imports": Named({}, lambda ds: Delegate(_import, IMPORT_KEYS), examples=EXAMPLES),
+    # the embedded data dvc.yaml's synthesize and preprocess stages write (_embedded_needs: what the run reads)
+    "embedded": Fields(required={
+        "synthesize": Delegate(_embedded(SYNTHESIZED, "the embedded datasets"), SYNTHESIZED),
+        "preprocess": Delegate(_embedded(DATASETS, "the papers' datasets; yours are imported"), DATASETS),
+    }),
 })
 
 
@@ -221,8 +244,7 @@ def _declared_datasets(params: Mapping[str, Any]) -> None:
     ones, and those of assess.activation_datasets, are declared; continual ones have contexts (issue
     16); with a study dataset, every budget has the deep reservoirs' space.deep (the heterogeneous
     commands name a missing ``heterogeneity`` themselves: the report and ttest run without it)."""
-    names = params.get("datasets")
-    names = list(DATASETS) if names is None else names
+    names = declared(params)
     imports, parts = params.get("imports") or {}, params.get("partition") or {}
     for name in names:
         if name not in DATASETS and name not in imports:
@@ -261,12 +283,49 @@ def _declared_datasets(params: Mapping[str, Any]) -> None:
             raise Invalid(f"continual_datasets: {quote(name)} has no contexts (imports.{name}.context is not set)")
 
 
+def _inside(path: Any, folder: Path) -> bool:
+    return isinstance(path, str) and Path(os.path.abspath(path)).is_relative_to(os.path.abspath(folder))
+
+
+def _embedded_needs(params: Mapping[str, Any]) -> None:
+    """dvc.yaml writes the embedded data ``embedded`` lists (and only that: a run of your data alone
+    writes none of the papers'); what the run reads must be there: each paper dataset of ``datasets``
+    preprocessed, each preprocessed one synthesized (preprocess@<name> depends on its folder, with
+    data.source raw too), each embedded folder an import reads synthesized (imports.example), and
+    the params section of each of these stages present."""
+    embedded = params.get("embedded")
+    if embedded is None:  # a partial file: DVC names the key it cannot find
+        return
+    synthesized, preprocessed = embedded["synthesize"], embedded["preprocess"]
+    root = (params.get("data") or {}).get("synthetic_dir")  # absent (a partial file): no import to check
+    for name in declared(params):
+        if name in DATASETS and name not in preprocessed:
+            raise Invalid(f"embedded.preprocess.{name}: missing (datasets lists {quote(name)}: preprocess@{name} "
+                          f"writes data/processed/{name})")
+    for name in preprocessed:
+        if name not in synthesized:
+            raise Invalid(f"embedded.synthesize.{name}: missing (embedded.preprocess lists {quote(name)}: "
+                          f"preprocess@{name} depends on data.synthetic_dir/{DIRNAMES[name]})")
+    for dataset, spec in (params.get("imports") or {}).items() if root else ():  # dvc.yaml imports every entry
+        for name, folder in DIRNAMES.items():
+            if name not in synthesized and _inside(spec.get("source"), Path(root, folder)):
+                raise Invalid(f"embedded.synthesize.{name}: missing (imports.{dataset}.source "
+                              f"{quote(spec['source'])} lies in {Path(root, folder).as_posix()}, which "
+                              f"synthesize@{name} writes)")
+    for section, stage, listed in (("synthetic", "synthesize", synthesized), ("preprocess", "preprocess", preprocessed)):
+        for name in listed if section in params else ():
+            if name not in (params[section] or {}):
+                raise Invalid(f"{section}.{name}: missing (embedded.{stage} lists {quote(name)}: {stage}@{name} "
+                              "reads it)")
+
+
 def validate(params: Any, source: str | Path = "params.yaml") -> None:
     """Raise ConfigError("<source>: <key>: <problem>") at the first problem of the whole file."""
     try:
         SCHEMA.check("", params)
         _combinations(params)
         _declared_datasets(params)
+        _embedded_needs(params)
     except Invalid as exc:
         raise ConfigError(f"{source}: {exc}") from None
 

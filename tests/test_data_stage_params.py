@@ -135,6 +135,33 @@ def test_integer_user_names_in_fixed_splits_say_to_quote_them():
     ({"datasets": ["example"], "continual_datasets": [], "study_datasets": [],
       "assess__activation_datasets": ["wesad", "hhar"]},
      "params.yaml: assess.activation_datasets: 'wesad', 'hhar' are not in datasets (example)"),
+    # embedded: the embedded data dvc.yaml writes, at least what the run reads (a dataset of `datasets`
+    # neither embedded-and-listed nor imported is refused, naming the key)
+    ({"embedded__preprocess": {"wesad": "WESAD"}},
+     "params.yaml: embedded.preprocess.hhar: missing (datasets lists 'hhar': preprocess@hhar writes "
+     "data/processed/hhar)"),
+    ({"embedded__synthesize": {"hhar": "HHAR", "example": "EXAMPLE"}},
+     "params.yaml: embedded.synthesize.wesad: missing (embedded.preprocess lists 'wesad': preprocess@wesad "
+     "depends on data.synthetic_dir/WESAD)"),
+    ({"embedded__synthesize": {"wesad": "WESAD", "hhar": "HHAR"}},
+     "params.yaml: embedded.synthesize.example: missing (imports.example.source "
+     "'data/synthetic/EXAMPLE/recordings.csv' lies in data/synthetic/EXAMPLE, which synthesize@example writes)"),
+    ({"embedded__synthesize__wesad": "wesad"},
+     "params.yaml: embedded.synthesize.wesad: expected 'WESAD' (the folder under data.synthetic_dir that "
+     "`esnfed synthesize --dataset wesad` writes), got 'wesad'"),
+    ({"embedded__preprocess__example": "EXAMPLE"},
+     "params.yaml: embedded.preprocess: expected some of wesad, hhar (the papers' datasets; yours are imported), "
+     "got 'example'"),
+    ({"embedded__synthesize__mine": "MINE"},
+     "params.yaml: embedded.synthesize: expected some of wesad, hhar, example (the embedded datasets), got 'mine'"),
+    ({"embedded__synthesize": ["wesad", "hhar", "example"]},  # a list: dvc.yaml takes the folders from the values
+     "params.yaml: embedded.synthesize: expected a mapping of dataset -> folder ({} for none), "
+     "got ['wesad', 'hhar', 'example']"),
+    ({"embedded__preprocess": None}, "params.yaml: embedded.preprocess: missing"),
+    ({"synthetic__hhar": None},
+     "params.yaml: synthetic.hhar: missing (embedded.synthesize lists 'hhar': synthesize@hhar reads it)"),
+    ({"preprocess__wesad": None},
+     "params.yaml: preprocess.wesad: missing (embedded.preprocess lists 'wesad': preprocess@wesad reads it)"),
 ])
 def test_schema_names_the_key_of_a_declared_dataset_problem(changes, message):
     with pytest.raises(ConfigError) as err:
@@ -184,25 +211,39 @@ def test_a_dataset_of_your_own_can_be_a_study_dataset():
 
 
 def test_the_readme_recipe_for_your_data_alone_validates():
-    """README "Your data alone": its keys put into the repository's params.yaml (a section's entries
-    merged into the section, every other budget given mystudy's space as its comment says) pass
-    the schema. Before assess.activation_datasets was in the recipe, the default [wesad] was refused
-    there (an undeclared dataset)."""
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    block = readme.split("**Your data alone.**", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
-    recipe = yaml.safe_load(block)
-    p = copy.deepcopy(REPO)
-    for key, value in recipe.items():
-        if isinstance(value, dict) and isinstance(p.get(key), dict):
-            p[key].update(value)
-        else:
-            p[key] = value
-    space = recipe["budgets"][recipe["budget"]]["space"]["mystudy"]
-    for budget in p["budgets"].values():
-        budget["space"].setdefault("mystudy", space)
+    """README "Your data alone": its keys set in the repository's params.yaml as its text says
+    (tests/readme_recipe.py) pass the schema. Before assess.activation_datasets was in the recipe,
+    the default [wesad] was refused there (an undeclared dataset); imports is replaced, not merged:
+    imports.example would read the embedded CSV the recipe's `embedded` no longer writes."""
+    from readme_recipe import user_only_params
+
+    p = user_only_params()
     assert p["assess"]["activation_datasets"] == [] and p["datasets"] == ["mystudy"]
+    assert p["embedded"] == {"synthesize": {}, "preprocess": {}} and list(p["imports"]) == ["mystudy"]
     validate(p)
-    p["assess"]["activation_datasets"] = ["wesad"]
+    wrong = copy.deepcopy(p)
+    wrong["assess"]["activation_datasets"] = ["wesad"]
     with pytest.raises(ConfigError, match=r"^params.yaml: assess.activation_datasets: 'wesad' is not in datasets "
                                           r"\(mystudy\)$"):
+        validate(wrong)
+    wrong = copy.deepcopy(p)
+    wrong["imports"]["example"] = REPO["imports"]["example"]
+    with pytest.raises(ConfigError, match=r"^params.yaml: embedded.synthesize.example: missing \(imports.example.source "):
+        validate(wrong)
+
+
+def test_the_shipped_example_alone_writes_its_embedded_csv_only():
+    """README "Your data alone" on the shipped example: `datasets: [example]` with
+    embedded.synthesize {example: EXAMPLE} validates without the papers' embedded data; declaring
+    a paper dataset again asks for its embedded data, naming the key."""
+    p = _params(datasets=["example"], continual_datasets=["example"], study_datasets=[],
+                assess__activation_datasets=[], embedded={"synthesize": {"example": "EXAMPLE"}, "preprocess": {}})
+    validate(p)
+    p.update(datasets=["hhar", "example"])
+    with pytest.raises(ConfigError, match=r"^params.yaml: embedded.preprocess.hhar: missing \(datasets lists 'hhar'"):
         validate(p)
+    p["embedded"]["preprocess"]["hhar"] = "HHAR"
+    with pytest.raises(ConfigError, match=r"^params.yaml: embedded.synthesize.hhar: missing \(embedded.preprocess "):
+        validate(p)
+    p["embedded"]["synthesize"]["hhar"] = "HHAR"
+    validate(p)

@@ -1,6 +1,6 @@
 """dvc.yaml takes its datasets from params.yaml (issue 16): the foreach/matrix stages expand over
-`datasets`, `continual_datasets` and `imports`, so declaring a dataset adds its stages and removing
-one drops them, without editing dvc.yaml."""
+`datasets`, `continual_datasets`, `study_datasets`, `imports` and `embedded`, so declaring a
+dataset adds its stages and removing one drops them, without editing dvc.yaml."""
 
 from __future__ import annotations
 
@@ -17,12 +17,18 @@ pytestmark = pytest.mark.dvc
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _stages(root: Path) -> dict[str, str]:
+def _expanded(root: Path) -> dict[str, dict]:
+    """Every stage DVC expands from dvc.yaml and params.yaml -> its cmd, deps and outs (paths)."""
     code = ("import json; from dvc.repo import Repo\n"
-            "print(json.dumps({s.addressing: s.cmd for s in Repo('.').index.stages}))")
+            "print(json.dumps({s.addressing: {'cmd': s.cmd, 'deps': [d.def_path for d in s.deps],"
+            " 'outs': [o.def_path for o in s.outs]} for s in Repo('.').index.stages}))")
     out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
+
+
+def _stages(root: Path) -> dict[str, str]:
+    return {name: stage["cmd"] for name, stage in _expanded(root).items()}
 
 
 def _project(tmp_path: Path, change) -> Path:
@@ -55,9 +61,9 @@ def test_declaring_and_removing_datasets_changes_the_stages(tmp_path):
     assert "import@mine" in mine and "select-esn@mine-ridge" in mine and "assess-ip@mine-fedip" in mine
     assert not [s for s in mine if "clip" in s]  # not continual
     assert "privacy@mine" in mine and "privacy@hhar" not in stages  # privacy follows `datasets`
-    # The papers' data stages keep their fixed lists; the deep, heterogeneous and flower stages follow
-    # `study_datasets`, here the repository's [wesad, hhar] (hhar's are stages of an undeclared
-    # dataset: the schema refuses it, DVC only lists them); every other stage follows `datasets`.
+    # The embedded data stages follow `embedded`, the deep, heterogeneous and flower stages
+    # `study_datasets`, here the repository's (hhar's are stages of an undeclared dataset: the schema
+    # refuses it, DVC only lists them); every other stage follows `datasets`.
     paper_only = ("synthesize", "preprocess", "select-deep", "retrain-deep", "assess-deep",
                   "select-hetero", "retrain-hetero", "assess-hetero", "flower")
     assert not [s for s in stages if "@hhar" in s and not s.startswith(paper_only)]
@@ -66,15 +72,69 @@ def test_declaring_and_removing_datasets_changes_the_stages(tmp_path):
 
 def _user_only(p: dict) -> None:
     """Only a dataset of your own declared (README "Your own data"): no space.wesad or space.hhar
-    in the budgets, no study on the papers' datasets."""
+    in the budgets, no study on the papers' datasets, no embedded data."""
     p["imports"] = {"mine": dict(p["imports"]["example"], source="mine.csv")}
     p["partition"]["mine"] = p["partition"].pop("example")
     for budget in p["budgets"].values():
         space = budget["space"]
         space["mine"] = space.pop("example")
         del space["wesad"], space["hhar"]
-    p.update(datasets=["mine"], continual_datasets=["mine"], study_datasets=[])
+    p.update(datasets=["mine"], continual_datasets=["mine"], study_datasets=[],
+             embedded={"synthesize": {}, "preprocess": {}})
     p["assess"]["activation_datasets"] = []  # only the papers' datasets have activation densities
+
+
+def test_the_repository_params_write_the_embedded_data_as_dvc_yaml_listed_it(tmp_path):
+    """params.yaml `embedded` (before: literal foreach lists in dvc.yaml) gives the same embedded
+    data stages, names, commands, deps and outs, so an existing dvc.lock still matches them."""
+    stages = _expanded(_project(tmp_path, lambda p: None))
+    code = ["esnfed_cli", "esnfed_stages", "esnfed_core"]
+    embedded = {name: stage for name, stage in stages.items() if name.startswith(("synthesize", "preprocess"))}
+    assert embedded == {
+        **{f"synthesize@{ds}": {"cmd": f"esnfed synthesize --dataset {ds}", "deps": [*code, "params.yaml"],
+                                "outs": [f"data/synthetic/{ds.upper()}"]} for ds in ("wesad", "hhar", "example")},
+        **{f"preprocess@{ds}": {"cmd": f"esnfed preprocess --dataset {ds}",
+                                "deps": [*code, f"data/synthetic/{ds.upper()}", "params.yaml"],
+                                "outs": [f"data/processed/{ds}"]} for ds in ("wesad", "hhar")}}
+
+
+@pytest.mark.parametrize("alone", ["readme recipe", "example"])
+def test_your_data_alone_runs_no_embedded_data_stage_it_does_not_read(tmp_path, alone):
+    """README "Your data alone" (its recipe, tests/readme_recipe.py, and the shipped example in its
+    place): the params validate and DVC expands no stage of the papers' datasets (before:
+    synthesize@wesad, @hhar and preprocess@wesad, @hhar ran, minutes of data read by nothing); the
+    example keeps the one embedded stage its import reads."""
+    from readme_recipe import user_only_params
+
+    from esnfed_stages.params_schema import validate
+
+    name = "mystudy" if alone == "readme recipe" else "example"
+
+    def change(p):
+        p.clear()
+        p.update(user_only_params())
+        if alone == "example":
+            for key in ("datasets", "continual_datasets"):
+                p[key] = ["example"]
+            p["imports"] = {"example": yaml.safe_load((ROOT / "params.yaml").read_text())["imports"]["example"]}
+            p["embedded"]["synthesize"] = {"example": "EXAMPLE"}
+            for budget in p["budgets"].values():
+                budget["space"].setdefault("example", budget["space"].pop("mystudy"))
+
+    root = _project(tmp_path, change)
+    validate(yaml.safe_load((root / "params.yaml").read_text()))
+    stages = _expanded(root)
+    assert [s for s in stages if s.endswith(("@wesad", "@hhar"))] == []
+    data = sorted(s for s in stages if s.startswith(("synthesize", "preprocess", "import")))
+    assert data == ([f"import@{name}"] if alone == "readme recipe" else ["import@example", "synthesize@example"])
+    if alone == "example":  # the import reads what the synthesize stage writes: DVC runs them in order
+        assert stages["synthesize@example"]["outs"] == ["data/synthetic/EXAMPLE"]
+        assert "data/synthetic/EXAMPLE/recordings.csv" in stages["import@example"]["deps"]
+    # every other stage is one of the declared dataset's or the two reading them all
+    others = [s for s in stages if s not in data]
+    assert all(s.split("@")[1].startswith(name) for s in others if "@" in s)
+    assert sorted(s for s in others if "@" not in s) == ["report", "ttest"]
+    assert len(stages) == len(data) + 40  # partition, 12 select, 12 retrain, 12 assess, privacy + ttest, report
 
 
 def _report_upstream(root: Path) -> list[str]:
@@ -89,17 +149,17 @@ def _report_upstream(root: Path) -> list[str]:
 
 
 def test_a_pipeline_of_your_own_data_only_has_no_stage_of_the_papers_upstream_of_the_report(tmp_path):
-    """`datasets: [mine]`, `study_datasets: []`: the params validate, no experiment stage runs on
-    wesad or hhar and none of the report's upstream stages needs their data (before: select-deep@wesad
-    and the flower stages were always there, and the report depended on runs/flower/wesad)."""
+    """`datasets: [mine]`, `study_datasets: []`, `embedded` empty: the params validate, no stage runs
+    on wesad, hhar or the example and none of the report's upstream stages needs their data (before:
+    select-deep@wesad and the flower stages were always there, and the report depended on
+    runs/flower/wesad; the embedded data stages of all three ran, unused)."""
     from esnfed_stages.params_schema import validate
 
     root = _project(tmp_path, _user_only)
     validate(yaml.safe_load((root / "params.yaml").read_text()))
     stages = _stages(root)
-    papers = {s for s in stages if s.endswith(("@wesad", "@hhar"))}
-    # the embedded data stages stay (cheap, unused here: no stage below needs them)
-    assert {s.split("@")[0] for s in papers} == {"synthesize", "preprocess"}
+    assert [s for s in stages if s.endswith(("@wesad", "@hhar", "@example"))] == []
+    assert not [s for s in stages if s.startswith(("synthesize", "preprocess"))]
     assert not [s for s in stages if s.startswith(("flower", "select-deep", "select-hetero"))]
     assert {"import@mine", "partition@mine", "assess-ip@mine-fedip", "assess-continual@mine-fedclip-joint",
             "privacy@mine"} <= set(stages)

@@ -171,7 +171,8 @@ def _user_only_params(root: Path) -> Path:
         space["mine"] = dict(space.pop("example"), units=[8, 12])
         del space["wesad"], space["hhar"]
     p["continual"]["joint"]["max_rounds"] = 3
-    p.update(datasets=["mine"], continual_datasets=["mine"], study_datasets=[])
+    p.update(datasets=["mine"], continual_datasets=["mine"], study_datasets=[],
+             embedded={"synthesize": {}, "preprocess": {}})  # README: no embedded data written
     p["assess"]["activation_datasets"] = []  # README: the papers' datasets only have activation densities
     return write_params(root, p)
 

@@ -131,6 +131,10 @@ CASES = {
     "privacy ip_clip of a dataset": (
         lambda p: p["privacy"].update(ip_clip={"wesad": 0, "hhar": 0.1, "example": 0.1}),
         "privacy.ip_clip.wesad: must be > 0.0, got 0"),
+    # the embedded data dvc.yaml writes must hold what the declared datasets read
+    "declared paper dataset not preprocessed": (
+        lambda p: p["embedded"]["preprocess"].pop("hhar"),
+        "embedded.preprocess.hhar: missing (datasets lists 'hhar': preprocess@hhar writes data/processed/hhar)"),
     "privacy ip_clip mapping lacks a dataset": (
         lambda p: p["privacy"].update(ip_clip={"wesad": 0.1, "hhar": 0.1}),
         "privacy.ip_clip.example: missing (datasets lists 'example'; privacy.ip_clip is a mapping: give every "
@@ -165,6 +169,23 @@ def test_every_stage_checks_the_whole_file_before_doing_anything(workdir, args):
     _write(workdir, lambda p: p["continual"]["replay"].update(fraction=0.0))
     line = _error_line(args)
     assert line == "error: params.yaml: continual.replay.fraction: must be > 0.0, got 0.0"
+    assert list(workdir.iterdir()) == [workdir / "params.yaml"]
+
+
+def test_check_params_says_valid_or_names_the_key_before_dvc_runs_anything(workdir):
+    """`esnfed check-params` (`make repro` runs it before `dvc repro`): the schema's one line and exit 1
+    where `dvc repro` would stop at a missing dependency first, naming a path (here import@example:
+    data/synthetic/EXAMPLE/recordings.csv, which no stage writes); else what the run declares."""
+    _write(workdir, lambda p: None)
+    result = runner.invoke(app, ["check-params"])
+    assert result.exit_code == 0, result.output
+    assert " ".join(result.output.split()) == (
+        "params.yaml: valid (datasets wesad, hhar, example; embedded.synthesize wesad, hhar, example; "
+        "embedded.preprocess wesad, hhar)")
+    _write(workdir, lambda p: p["embedded"]["synthesize"].pop("example"))
+    assert _error_line(["check-params"]) == (
+        "error: params.yaml: embedded.synthesize.example: missing (imports.example.source "
+        "'data/synthetic/EXAMPLE/recordings.csv' lies in data/synthetic/EXAMPLE, which synthesize@example writes)")
     assert list(workdir.iterdir()) == [workdir / "params.yaml"]
 
 
