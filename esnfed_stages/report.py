@@ -41,7 +41,7 @@ from esnfed_stages.tables import (
 from esnfed_stages.report_figures import (
     ACTIVATION_DATASET, SETTINGS, ContextNames, activation_contexts_figure, activation_figure_and_plots,
     activation_shares_figure, activation_users_figure, context_names, matrix_figure, shares_figure,
-    stream_figure_and_plot,
+    stream_figure_and_plots,
 )
 from esnfed_stages.privacy import privacy_params
 from esnfed_stages.ttest import (
@@ -251,15 +251,30 @@ def build(inputs: Inputs, ttest_doc: Mapping[str, Any], published: Published, da
     if any(ds in DATASETS for ds in datasets):  # the papers' communication table: not for yours alone
         add_communication(rep, inputs, ttest_doc, date, hetero)
     add_user_communication(rep, inputs, ttest_doc, date, datasets, continual, user_classes, hetero)
+    add_figures(rep, inputs, datasets, continual, contexts, activation_pct, contexts_pct, progress)
+    if hetero is not None:
+        add_heterogeneous(rep, hetero, inputs, ttest_doc, date)
+        if progress:
+            progress("table heterogeneous")
+    scores = {**inputs.scores, **(hetero.inputs.scores if hetero is not None else {})}
+    rep.metrics = metric_files(metrics(scores))  # heterogeneous methods: their budget's shares
+    return rep
+
+
+def add_figures(rep: Report, inputs: Inputs, datasets: Sequence[str], continual: Sequence[str],
+                contexts: Mapping[str, ContextNames], activation_pct: str = "100", contexts_pct: str = "25",
+                progress: Callable[[str], None] | None = None) -> None:
+    """The figures of the declared ``datasets`` (those of ``continual`` with the continual methods'
+    too) and their DVC plots data (report_figures.py): what dvc.yaml's `plots` read."""
     for ds in datasets:  # every declared dataset has the stationary tables
         rep.figures[f"test-accuracy-{ds}.png"] = shares_figure(inputs, ds)
         if progress:
             progress(f"figure test-accuracy-{ds}")
     for ds in [d for d in continual if d in datasets]:
         for setting in SETTINGS:
-            png, csv_text = stream_figure_and_plot(inputs, ds, setting, contexts.get(ds))
+            png, plots = stream_figure_and_plots(inputs, ds, setting, contexts.get(ds))
             rep.figures[f"stream-{ds}-{setting}.png"] = png
-            rep.plots[f"stream-{ds}-{setting}.csv"] = csv_text.encode()
+            rep.plots.update({k: v.encode() for k, v in plots.items()})
             if progress:
                 progress(f"figure stream-{ds}-{setting}")
         rep.figures[f"accuracy-matrix-{ds}.png"] = matrix_figure(inputs, ds, contexts.get(ds))
@@ -279,13 +294,6 @@ def build(inputs: Inputs, ttest_doc: Mapping[str, Any], published: Published, da
             activation_shares_figure(inputs, setting, names)
         if progress:
             progress(f"figures activation-{ACTIVATION_DATASET}-*: {setting}")
-    if hetero is not None:
-        add_heterogeneous(rep, hetero, inputs, ttest_doc, date)
-        if progress:
-            progress("table heterogeneous")
-    scores = {**inputs.scores, **(hetero.inputs.scores if hetero is not None else {})}
-    rep.metrics = metric_files(metrics(scores))  # heterogeneous methods: their budget's shares
-    return rep
 
 
 @dataclass(frozen=True)

@@ -81,9 +81,18 @@ def _stream(inputs: Inputs, ds: str, method: str, pct: str) -> np.ndarray | None
                         "retrains × contexts") from None
 
 
-def stream_figure_and_plot(inputs: Inputs, ds: str, setting: str, names: ContextNames = None) -> tuple[bytes, str]:
-    """PNG of stream accuracy for one dataset × setting, and its DVC plots CSV (means, percent):
-    a row per context, ``context`` its 0-based number and ``context_name`` its name (``names``)."""
+def _context_row(t: int, names: ContextNames) -> dict[str, Any]:
+    """The first two columns of a plots CSV row of context ``t``: ``context`` its 0-based number,
+    ``context_name`` its name (``names``; empty when unknown)."""
+    return {"context": t, "context_name": names[t] if names is not None and t < len(names) else None}
+
+
+def stream_figure_and_plots(inputs: Inputs, ds: str, setting: str, names: ContextNames = None
+                            ) -> tuple[bytes, dict[str, str]]:
+    """PNG of stream accuracy for one dataset × setting, a panel per share, and a DVC plots CSV per
+    share as the panels (stream-<ds>-<setting>-<share>.csv, means, percent): a row per context
+    (_context_row), a column per strategy. A share per file: DVC draws the lines of one plot apart
+    by dash pattern, and has 7 of them; a plot per share compares the strategies, as each panel."""
     prefix = SETTINGS[setting][0]
     panels = [(pct, {s: _stream(inputs, ds, f"{prefix}-{s}", pct) for s in STRATEGIES})
               for pct in PCTS]
@@ -93,16 +102,13 @@ def stream_figure_and_plot(inputs: Inputs, ds: str, setting: str, names: Context
         f"{dataset_label(ds)} {_SETTING_TITLE[setting]}: stream accuracy after each context "
         f"({_PRETTY[prefix]}; mean ± std over retrains)", panels,
         [context_label(t, names) for t in range(n_ctx)])
-    columns = ["context", "context_name"] + [f"{s}_{pct}" for pct in PCTS for s in STRATEGIES]
-    rows = []
-    for t in range(n_ctx):
-        row: dict[str, Any] = {"context": t, "context_name": names[t] if names is not None and t < len(names) else None}
-        for pct, lines in panels:
-            for s, acc in lines.items():
-                if acc is not None and t < acc.shape[1]:
-                    row[f"{s}_{pct}"] = round(float(acc[:, t].mean() * 100.0), 6)
-        rows.append(row)
-    return png, to_csv(rows, columns)
+    plots = {}
+    for pct, lines in panels:
+        rows = [{**_context_row(t, names),
+                 **{s: round(float(acc[:, t].mean() * 100.0), 6) for s, acc in lines.items()
+                    if acc is not None and t < acc.shape[1]}} for t in range(n_ctx)]
+        plots[f"stream-{ds}-{setting}-{pct}.csv"] = to_csv(rows, ["context", "context_name", *STRATEGIES])
+    return png, plots
 
 
 def shares_figure(inputs: Inputs, ds: str) -> bytes:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from typing import Mapping
 
+from esnfed_core.vocabulary import PCTS
 from esnfed_stages.figures import png_title
 from esnfed_stages.secagg_report import CSV_NAME as SECAGG_CSV, SECTION_TITLE as SECAGG_TITLE
 
@@ -18,11 +19,13 @@ SECTIONS = {SECAGG_CSV: SECAGG_TITLE}
 
 # The plot CSVs dvc.yaml's top-level `plots` declares (tests/test_dvc_deps.py checks that they
 # agree): `dvc plots show` draws these. DVC cannot expand a plot per params.yaml `datasets`, so the
-# stream plots are declared for the papers' datasets and the shipped `example`; the stream CSVs of
-# a dataset of your own are written all the same, and the index names them as not declared.
+# stream plots (one per setting and share) are declared for the papers' datasets and the shipped
+# `example`; the stream CSVs of a dataset of your own are written all the same, and the index names
+# them as not declared.
 PLOTTED_STREAM_DATASETS = ("wesad", "hhar", "example")
 DVC_PLOTS = frozenset(
-    [f"stream-{ds}-{s}.csv" for ds in PLOTTED_STREAM_DATASETS for s in ("federated", "centralized")]
+    [f"stream-{ds}-{s}-{pct}.csv" for ds in PLOTTED_STREAM_DATASETS for s in ("federated", "centralized")
+     for pct in PCTS]
     + [f"activation-wesad-{m}.csv" for m in ("ip", "clip-naive", "clip-replay", "clip-joint", "fedip",
                                               "fedclip-naive", "fedclip-replay", "fedclip-joint")]
     + ["heterogeneous-alpha.csv"])  # its columns: DVC_ALPHA_COLUMNS
@@ -39,9 +42,9 @@ ALPHA_CSV = "heterogeneous-alpha.csv"
 # its columns.
 PLOT_KINDS = (
     ("stream-", "stream-accuracy",
-     "`stream-<dataset>-<federated|centralized>.csv`: stream accuracy (%) after each context "
-     "(a row per context: `context` from 0, `context_name`), a column per strategy and "
-     "training-user share (`naive_25` … `joint_100`)"),
+     "`stream-<dataset>-<federated|centralized>-<share>.csv`: stream accuracy (%) after each "
+     "context at one training-user share, a panel of the figure (a row per context: `context` from "
+     "0, `context_name`), a column per strategy (`naive`, `replay`, `joint`)"),
     ("activation-", "activation",
      "`activation-wesad-<method>.csv`: activation density of the reservoir trained on "
      "{pct}% of the training users only (params.yaml `report.activation_pct`; the other "

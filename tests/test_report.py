@@ -323,14 +323,20 @@ def test_figures_and_plots(built):
     for f in figs:
         data = f.read_bytes()
         assert data[:8] == PNG_MAGIC and len(data) > 5000
-    stream = _rows(workdir / "reports" / "plots" / "stream-wesad-federated.csv")
-    assert len(stream) == CONTEXTS["wesad"]
+    plots = sorted(p.name for p in (workdir / "reports" / "plots").iterdir())
+    # a stream CSV per dataset, setting and share (a panel of the figure), a column per strategy
+    assert [n for n in plots if n.startswith("stream-")] == sorted(
+        f"stream-{ds}-{s}-{pct}.csv" for ds in ("wesad", "hhar") for s in ("federated", "centralized") for pct in PCTS)
+    stream = _rows(workdir / "reports" / "plots" / "stream-wesad-federated-25.csv")
+    assert len(stream) == CONTEXTS["wesad"] and list(stream[0]) == ["context", "context_name", "naive", "replay", "joint"]
     # contexts numbered from 0 as PROTOCOL §6 and the activation plots (context0..), named where
     # the partition file names them (HHAR's devices: its drop at context 3 is the smartwatch)
     assert [(r["context"], r["context_name"]) for r in stream] == [(str(t), "") for t in range(5)]
-    hhar = _rows(workdir / "reports" / "plots" / "stream-hhar-centralized.csv")
+    hhar = _rows(workdir / "reports" / "plots" / "stream-hhar-centralized-75.csv")
     assert [(r["context"], r["context_name"]) for r in hhar] == [(str(t), n) for t, n in enumerate(HHAR_CONTEXTS)]
-    assert float(stream[-1]["joint_25"]) == pytest.approx(statistics.fmean(HIGH) * 100)
+    assert float(stream[-1]["joint"]) == pytest.approx(statistics.fmean(HIGH) * 100)
+    assert float(stream[-1]["replay"]) == pytest.approx(statistics.fmean(LOW) * 100)
+    assert float(hhar[0]["naive"]) == pytest.approx(90.0)  # every retrain's stream starts at 0.9
     act = _rows(workdir / "reports" / "plots" / "activation-wesad-fedip.csv")
     assert len(act) == 8 and float(act[0]["context4"]) == pytest.approx(0.9)  # mean over retrains
 

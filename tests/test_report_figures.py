@@ -47,10 +47,26 @@ def test_stream_figure_and_plot_number_contexts_from_0_and_name_them(monkeypatch
         return b"png"
 
     monkeypatch.setattr(figures, "stream_accuracy", fake)
-    _, csv_text = report_figures.stream_figure_and_plot(_stream_inputs(4), "hhar", "federated", HHAR)
+    _, plots = report_figures.stream_figure_and_plots(_stream_inputs(4), "hhar", "federated", HHAR)
     assert seen["labels"] == ["0: nexus4", "1: s3", "2: s3mini", "3: lgwatch"]
-    rows = [line.split(",")[:2] for line in csv_text.splitlines()[1:]]
-    assert rows == [["0", "nexus4"], ["1", "s3"], ["2", "s3mini"], ["3", "lgwatch"]]
+    assert list(plots) == [f"stream-hhar-federated-{pct}.csv" for pct in ("25", "50", "75", "100")]
+    for csv_text in plots.values():
+        rows = [line.split(",")[:2] for line in csv_text.splitlines()[1:]]
+        assert rows == [["0", "nexus4"], ["1", "s3"], ["2", "s3mini"], ["3", "lgwatch"]]
+
+
+def test_the_stream_plots_are_the_figure_s_panels_a_line_per_strategy(monkeypatch):
+    """DVC tells a plot's lines apart by 7 dash patterns: the 12 lines of one CSV (strategy × share)
+    drew some alike. A CSV per share, as the figure's panels: a column per strategy, its mean over
+    the retrains in percent; a strategy without a stream at a share an empty column there."""
+    monkeypatch.setattr(figures, "_png", lambda fig: b"png")
+    inputs = _stream_inputs(3)
+    inputs.docs[("hhar", "fedclip-replay")]["pcts"]["50"]["stream_accuracy"] = [[0.5, 0.6, 0.7], [0.7, 0.6, 0.5]]
+    inputs.docs[("hhar", "fedclip-joint")]["pcts"]["75"]["stream_accuracy"] = None
+    _, plots = report_figures.stream_figure_and_plots(inputs, "hhar", "federated")
+    assert plots["stream-hhar-federated-50.csv"] == (
+        "context,context_name,naive,replay,joint\n0,,90.0,60.0,90.0\n1,,80.0,60.0,80.0\n2,,70.0,60.0,70.0\n")
+    assert plots["stream-hhar-federated-75.csv"].splitlines()[1] == "0,,90.0,90.0,"
 
 
 def test_stream_accuracy_draws_context_t_at_x_t(monkeypatch):
@@ -67,7 +83,7 @@ def test_the_stream_figure_says_what_its_bands_are(monkeypatch):
     figures drew the same bands around each line and said nothing about them."""
     drawn = []
     monkeypatch.setattr(figures, "_png", lambda fig: drawn.append(fig) or b"png")
-    report_figures.stream_figure_and_plot(_stream_inputs(4), "hhar", "federated", HHAR)
+    report_figures.stream_figure_and_plots(_stream_inputs(4), "hhar", "federated", HHAR)
     fig = drawn[0]
     assert fig.get_suptitle() == "HHAR federated: stream accuracy after each context (FedCLIP; mean ± std over retrains)"
     assert all(len(ax.collections) == 3 for ax in fig.axes)  # a band per strategy
