@@ -82,7 +82,7 @@ def _import(key: str, value: Any) -> None:
     import_params(value, key)  # the stage's own frozen params object holds the bounds
 
 
-def _activation_pct(key: str, value: Any) -> None:
+def _report_share(key: str, value: Any) -> None:
     if isinstance(value, bool) or str(value) not in PCTS:
         raise Invalid(f"{key}: expected one of {', '.join(PCTS)}, got {quote(value)}")
 
@@ -134,8 +134,8 @@ PREPROCESS_KEYS = {"wesad": ("modality", "window", "wrist_rate", "contexts", "su
 SCHEMA = Fields(optional={
     "seed": SEED,
     "ttest": Fields(required={"variant": Choice(VARIANTS), "alpha": Num.of(ALPHA)}),
-    "report": Fields(required={"activation_pct": Delegate(_activation_pct)},
-                     optional={"contexts_pct": Delegate(_activation_pct)}),
+    "report": Fields(required={"activation_pct": Delegate(_report_share)},
+                     optional={"contexts_pct": Delegate(_report_share), "matrix_pct": Delegate(_report_share)}),
     "data": Fields(required={"source": Choice(SOURCES), "synthetic_dir": Text(), "raw_dir": Text()}),
     "synthetic": Fields(optional={
         ds: Delegate(_synthetic(ds, f), SYNTHETIC_KEYS[ds]) for ds, f in SYNTHETIC.items()}),

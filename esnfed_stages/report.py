@@ -232,7 +232,8 @@ def build(inputs: Inputs, ttest_doc: Mapping[str, Any], published: Published, da
           contexts_pct: str = "25", hetero: "HeteroReport | None" = None, datasets: Sequence[str] = DATASETS,
           continual: Sequence[str] = DATASETS, user_classes: Mapping[str, int] | None = None,
           contexts: Mapping[str, ContextNames] | None = None,
-          scale: comparability.BudgetScale | None = None, studies: Sequence[str] | None = None) -> Report:
+          scale: comparability.BudgetScale | None = None, studies: Sequence[str] | None = None,
+          matrix_pct: str = "100") -> Report:
     """Every output in memory; ``contexts``: each dataset's context names (figures and plots);
     ``scale``: the budget's, for the paper tables' headers (comparability.py); ``studies``: params.yaml
     study_datasets (the deep table's; see table_specs). Only what the declared datasets ask for:
@@ -251,7 +252,7 @@ def build(inputs: Inputs, ttest_doc: Mapping[str, Any], published: Published, da
     if any(ds in DATASETS for ds in datasets):  # the papers' communication table: not for yours alone
         add_communication(rep, inputs, ttest_doc, date, hetero)
     add_user_communication(rep, inputs, ttest_doc, date, datasets, continual, user_classes, hetero)
-    add_figures(rep, inputs, datasets, continual, contexts, activation_pct, contexts_pct, progress)
+    add_figures(rep, inputs, datasets, continual, contexts, activation_pct, contexts_pct, matrix_pct, progress)
     if hetero is not None:
         add_heterogeneous(rep, hetero, inputs, ttest_doc, date)
         if progress:
@@ -263,9 +264,10 @@ def build(inputs: Inputs, ttest_doc: Mapping[str, Any], published: Published, da
 
 def add_figures(rep: Report, inputs: Inputs, datasets: Sequence[str], continual: Sequence[str],
                 contexts: Mapping[str, ContextNames], activation_pct: str = "100", contexts_pct: str = "25",
-                progress: Callable[[str], None] | None = None) -> None:
+                matrix_pct: str = "100", progress: Callable[[str], None] | None = None) -> None:
     """The figures of the declared ``datasets`` (those of ``continual`` with the continual methods'
-    too) and their DVC plots data (report_figures.py): what dvc.yaml's `plots` read."""
+    too) and their DVC plots data (report_figures.py): what dvc.yaml's `plots` read; the shares of
+    params.yaml ``report`` (ReportParams)."""
     for ds in datasets:  # every declared dataset has the stationary tables
         rep.figures[f"test-accuracy-{ds}.png"] = shares_figure(inputs, ds)
         if progress:
@@ -277,7 +279,7 @@ def add_figures(rep: Report, inputs: Inputs, datasets: Sequence[str], continual:
             rep.plots.update({k: v.encode() for k, v in plots.items()})
             if progress:
                 progress(f"figure stream-{ds}-{setting}")
-        rep.figures[f"accuracy-matrix-{ds}.png"] = matrix_figure(inputs, ds, contexts.get(ds))
+        rep.figures[f"accuracy-matrix-{ds}.png"] = matrix_figure(inputs, ds, matrix_pct, contexts.get(ds))
         if progress:
             progress(f"figure accuracy-matrix-{ds}")
     for setting in SETTINGS if ACTIVATION_DATASET in datasets else ():
@@ -481,10 +483,12 @@ def _share(params: Mapping[str, Any], key: str, default: str | None = None) -> s
 
 @dataclass(frozen=True)
 class ReportParams:
-    """params.yaml ``report``, checked: the shares the activation and per-context figures show."""
+    """params.yaml ``report``, checked: the shares the activation, per-context and accuracy-matrix
+    figures show."""
 
     activation_pct: str
     contexts_pct: str = "25"
+    matrix_pct: str = "100"  # all the training users, the tables' last row
     # issue 13: the heterogeneous table's methods, align's α and the settings line; () without a
     # ``heterogeneity`` section
     hetero_methods: tuple[str, ...] = ()
@@ -516,7 +520,8 @@ def report_params(params: Mapping[str, Any]) -> ReportParams:
         settings = (f"Heterogeneity: mode {hp.mode}" + (f" (per client: {', '.join(hp.vary)})" if hp.vary else "")
                     + f", seed {hp.seed}, ensemble combination {hp.combine}, α {', '.join(f'{a:g}' for a in alphas)}")
     return ReportParams(_share(params, "report.activation_pct"),
-                        _share(params, "report.contexts_pct", default="25"), methods, alphas, settings,
+                        _share(params, "report.contexts_pct", default="25"),
+                        _share(params, "report.matrix_pct", default="100"), methods, alphas, settings,
                         declared(params), continual_declared(params),
                         {name: len(v["classes"]) for name, v in (params.get("imports") or {}).items()
                          if isinstance(v, Mapping) and v.get("classes")}, budget_spec(params),
@@ -559,7 +564,7 @@ def run(options: ReportParams, *, assess_dir: str | Path = ASSESS_DIR,
     rep = build(inputs, ttest_doc, load_published(), date, options.activation_pct, progress,
                 options.contexts_pct, hetero, options.datasets, options.continual, options.user_classes,
                 {ds: context_names(data_dir, ds) for ds in options.datasets},
-                comparability.budget_scale(options.budget), options.studies)
+                comparability.budget_scale(options.budget), options.studies, options.matrix_pct)
     add_privacy(rep, privacy_dir, date, options, allow_missing)
     if options.studies:  # the flower stages run on study_datasets
         add_secagg(rep, flower_dir, None if options.budget is None else options.budget.name, options.studies,

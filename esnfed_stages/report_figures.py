@@ -35,7 +35,6 @@ _PRETTY = {"fedclip": "FedCLIP", "clip": "CLIP", "fedip": "FedIP", "ip": "IP", "
 # stationary tables), a panel per setting in the shares figure; random, the chance level, in each.
 STATIONARY = {"federated": ("fedavg", "incfed", "fedip"), "centralized": ("ridge", "ip")}
 REFERENCE = "random"
-MATRIX_PCT = "100"  # the accuracy-matrix figure's share: all the training users, the tables' last row
 ACTIVATION_DATASET = "wesad"
 ACTIVATION_CONTEXTS = 5  # WESAD contexts (PROTOCOL §5): fixed columns for the DVC plots
 
@@ -143,8 +142,9 @@ def _matrix(inputs: Inputs, ds: str, method: str, pct: str) -> np.ndarray | None
     return mats.mean(axis=0)
 
 
-def matrix_figure(inputs: Inputs, ds: str, names: ContextNames = None, pct: str = MATRIX_PCT) -> bytes:
-    """PNG of the continual methods' accuracy matrices on ``ds`` at share ``pct``: a row per setting
+def matrix_figure(inputs: Inputs, ds: str, pct: str, names: ContextNames = None) -> bytes:
+    """PNG of the continual methods' accuracy matrices on ``ds`` at share ``pct`` (params.yaml
+    ``report.matrix_pct``): a row per setting
     (FedCLIP, CLIP), a panel per strategy, the model after context i (rows) on the test data of
     context j (columns), mean over retrains; below the diagonal, the contexts already seen (what
     is forgotten), the diagonal each context just learnt."""

@@ -114,6 +114,21 @@ def test_runner_is_a_dependency_only_through_blas_threads(project):
     assert all(c == {"params.yaml": {"runner.blas_threads": "modified"}} for c in flagged.values())
 
 
+def test_the_report_reruns_when_the_matrix_share_changes(project):
+    """params.yaml report.matrix_pct, the accuracy-matrix figure's share: the report stage declares
+    the `report` section, so changing it flags the report and nothing else."""
+    params_path = project / "params.yaml"
+    original = params_path.read_text()
+    params = yaml.safe_load(original)
+    try:
+        params["report"]["matrix_pct"] = "50"
+        params_path.write_text(yaml.safe_dump(params))
+        flagged = _flagged(project)
+    finally:
+        params_path.write_text(original)
+    assert flagged == {"report": {"params.yaml": {"report": "modified"}}}  # the section, as declared
+
+
 def test_dvc_metrics_show_fits_a_120_column_terminal(project):
     from esnfed_core.vocabulary import DATASETS
     from esnfed_stages.report import metric_files

@@ -341,6 +341,21 @@ def test_figures_and_plots(built):
     assert len(act) == 8 and float(act[0]["context4"]) == pytest.approx(0.9)  # mean over retrains
 
 
+def test_the_accuracy_matrices_are_drawn_at_the_share_params_yaml_names(workdir):
+    from esnfed_stages.figures import png_title
+
+    write_assess(workdir)
+    (workdir / "params.yaml").write_text(PARAMS + "  matrix_pct: \"50\"\n")
+    _ok(["ttest"])
+    _ok(["report"])
+    title = png_title((workdir / "reports" / "figures" / "accuracy-matrix-hhar.png").read_bytes())
+    assert "on the test data of each context (columns), 50% training users" in title
+    (workdir / "params.yaml").write_text(PARAMS + "  matrix_pct: \"60\"\n")
+    result = runner.invoke(app, ["report"])
+    assert result.exit_code == 1 and result.stderr.strip() == (
+        "error: params.yaml: report.matrix_pct: expected one of 25, 50, 75, 100, got '60'")
+
+
 def test_the_index_names_every_table_and_figure_with_its_title(built):
     from esnfed_stages.figures import png_title
 

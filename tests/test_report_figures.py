@@ -293,7 +293,7 @@ def test_the_matrix_figure_draws_each_continual_method_s_accuracy_matrix(monkeyp
     del inputs.docs[("hhar", "clip-joint")]
     inputs.docs[("hhar", "fedclip-naive")]["pcts"]["100"]["accuracy_matrix"][0][1][0] = None  # no data: NaN
     inputs.docs[("hhar", "fedclip-naive")]["pcts"]["100"]["accuracy_matrix"][1][1][0] = None
-    report_figures.matrix_figure(inputs, "hhar", HHAR)
+    report_figures.matrix_figure(inputs, "hhar", "100", HHAR)
     fig = drawn[0]
     assert fig.get_suptitle().startswith("HHAR: accuracy of the model after each context (rows) on the test data of "
                                          "each context (columns), 100% training users (continual methods; mean over "
@@ -313,3 +313,21 @@ def test_the_matrix_figure_draws_each_continual_method_s_accuracy_matrix(monkeyp
     assert panels[0].get_ylabel() == "after context" and panels[3].get_xlabel() == "test data of context"
     assert panels[0].get_xlabel() == "" and panels[2].get_xlabel() == "test data of context"  # over CLIP joint's n/a
     assert not panels[5].images and [t.get_text() for t in panels[5].texts] == ["n/a"]
+
+
+def test_the_matrix_figure_draws_the_share_it_is_given(monkeypatch):
+    """params.yaml report.matrix_pct: the matrices of that share, and the title names it; a share
+    without matrices draws every panel n/a."""
+    drawn = []
+    monkeypatch.setattr(figures, "_png", lambda fig: drawn.append(fig) or b"png")
+    inputs = _matrix_inputs(3)
+    for doc in inputs.docs.values():
+        doc["pcts"]["50"] = {"accuracy_matrix": [[[0.4 + 0.1 * i] * 3 for i in range(3)]] * 2}
+    report_figures.matrix_figure(inputs, "hhar", "50")
+    fig = drawn[-1]
+    assert "each context (columns), 50% training users (continual methods" in fig.get_suptitle()
+    panels = [ax for ax in fig.axes if ax.get_title()]
+    assert np.asarray(panels[0].images[0].get_array()) == pytest.approx(np.array([[40.0] * 3, [50.0] * 3, [60.0] * 3]))
+    report_figures.matrix_figure(inputs, "hhar", "75")
+    assert all(not ax.images and [t.get_text() for t in ax.texts] == ["n/a"]
+               for ax in drawn[-1].axes if ax.get_title())
