@@ -40,8 +40,8 @@ from esnfed_stages.tables import (
 )
 from esnfed_stages.report_figures import (
     ACTIVATION_DATASET, SETTINGS, ContextNames, activation_contexts_figure, activation_figure_and_plots,
-    activation_shares_figure, activation_users_figure, context_names, matrix_figure, shares_figure,
-    stream_figure_and_plots,
+    activation_shares_figure, activation_users_figure, context_names, matrix_figure_and_plots,
+    shares_figure_and_plot, stream_figure_and_plots,
 )
 from esnfed_stages.privacy import privacy_params
 from esnfed_stages.ttest import (
@@ -269,7 +269,8 @@ def add_figures(rep: Report, inputs: Inputs, datasets: Sequence[str], continual:
     too) and their DVC plots data (report_figures.py): what dvc.yaml's `plots` read; the shares of
     params.yaml ``report`` (ReportParams)."""
     for ds in datasets:  # every declared dataset has the stationary tables
-        rep.figures[f"test-accuracy-{ds}.png"] = shares_figure(inputs, ds)
+        rep.figures[f"test-accuracy-{ds}.png"], plot = shares_figure_and_plot(inputs, ds)
+        rep.plots[f"test-accuracy-{ds}.csv"] = plot.encode()
         if progress:
             progress(f"figure test-accuracy-{ds}")
     for ds in [d for d in continual if d in datasets]:
@@ -279,7 +280,9 @@ def add_figures(rep: Report, inputs: Inputs, datasets: Sequence[str], continual:
             rep.plots.update({k: v.encode() for k, v in plots.items()})
             if progress:
                 progress(f"figure stream-{ds}-{setting}")
-        rep.figures[f"accuracy-matrix-{ds}.png"] = matrix_figure(inputs, ds, matrix_pct, contexts.get(ds))
+        png, plots = matrix_figure_and_plots(inputs, ds, matrix_pct, contexts.get(ds))
+        rep.figures[f"accuracy-matrix-{ds}.png"] = png
+        rep.plots.update({k: v.encode() for k, v in plots.items()})
         if progress:
             progress(f"figure accuracy-matrix-{ds}")
     for setting in SETTINGS if ACTIVATION_DATASET in datasets else ():
@@ -571,6 +574,6 @@ def run(options: ReportParams, *, assess_dir: str | Path = ASSESS_DIR,
                    allow_missing)
     rep.index = report_index.render(rep.tables, rep.figures, rep.plots, rep.metrics, date, versions(),
                                     notice=index_notice(inputs, options),
-                                    activation_pct=options.activation_pct).encode()
+                                    activation_pct=options.activation_pct, matrix_pct=options.matrix_pct).encode()
     write(rep, out_dir)
     return rep

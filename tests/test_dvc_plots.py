@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import csv
 import io
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -62,14 +65,15 @@ def _inputs() -> Inputs:
 
 
 @pytest.fixture(scope="module")
-def written() -> dict[str, list[str]]:
-    """The header of every plots CSV the report writes, by file name."""
+def report_plots() -> dict[str, bytes]:
+    """Every plots CSV the report writes for params.yaml, by file name."""
     rep = report.Report()
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(figures, "_png", lambda fig: b"png")  # the CSVs, not the drawing, are under test
         inputs = _inputs()
         report.add_figures(rep, inputs, PARAMS["datasets"], PARAMS["continual_datasets"], {},
-                           str(PARAMS["report"]["activation_pct"]), str(PARAMS["report"]["contexts_pct"]))
+                           str(PARAMS["report"]["activation_pct"]), str(PARAMS["report"]["contexts_pct"]),
+                           str(PARAMS["report"]["matrix_pct"]))
         het = PARAMS["heterogeneity"]
         alphas, shares = het["alphas"], het["pcts"]["default"]
         for ds in PARAMS["study_datasets"]:
@@ -78,7 +82,13 @@ def written() -> dict[str, list[str]]:
                     inputs.scores[(ds, Method("align", alpha=a).id, pct, "test")] = [0.6, 0.62]
         _, alpha_csv = hetero_report.alpha_figure_and_plot(inputs, alphas, shares, PARAMS["study_datasets"])
         rep.plots["heterogeneous-alpha.csv"] = alpha_csv.encode()
-    return {name: next(csv.reader(io.StringIO(data.decode()))) for name, data in rep.plots.items()}
+    return rep.plots
+
+
+@pytest.fixture(scope="module")
+def written(report_plots) -> dict[str, list[str]]:
+    """The header of every plots CSV the report writes, by file name."""
+    return {name: next(csv.reader(io.StringIO(data.decode()))) for name, data in report_plots.items()}
 
 
 def _plots() -> list[tuple[str, dict]]:
@@ -99,3 +109,42 @@ def test_each_plot_draws_at_most_7_lines_each_a_column_the_report_writes(written
 def test_the_plots_cover_every_csv_the_report_writes_for_the_repository_params(written):
     drawn = {Path(path).name for _, spec in _plots() for path in spec["y"]}
     assert drawn == set(written)
+
+
+def _stroke_dash(node):
+    """The strokeDash encoding of a vega-lite spec (the first found), None without one."""
+    if isinstance(node, dict):
+        if isinstance(node.get("strokeDash"), dict):
+            return node["strokeDash"]
+        node = list(node.values())
+    if isinstance(node, list):
+        return next((found for v in node if (found := _stroke_dash(v)) is not None), None)
+    return None
+
+
+@pytest.mark.dvc
+def test_dvc_plots_show_draws_every_line_of_a_plot_with_its_own_dash(tmp_path, report_plots):
+    """`dvc plots show` itself, on dvc.yaml, params.yaml and the CSVs above: every declared plot is
+    rendered (params such as ${report.matrix_pct} interpolated in its title), and in each the lines
+    (its strokeDash domain) have as many different dash patterns."""
+    for name in ("dvc.yaml", "params.yaml"):
+        (tmp_path / name).write_bytes((ROOT / name).read_bytes())
+    (tmp_path / "reports" / "plots").mkdir(parents=True)
+    (tmp_path / "reports" / "figures").mkdir()
+    for name, data in report_plots.items():
+        (tmp_path / "reports" / "plots" / name).write_bytes(data)
+    dvc = str(Path(sys.executable).parent / "dvc")
+    subprocess.run([dvc, "init", "--no-scm", "-q"], cwd=tmp_path, check=True)
+    out = subprocess.run([dvc, "plots", "show", "--json"], cwd=tmp_path, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    shown = json.loads(out.stdout)
+    shown = shown.get("data", shown)
+    ids = [plot_id for plot_id, _ in _plots()]
+    assert set(ids) <= set(shown)
+    for plot_id in ids:
+        spec = next(item["content"] for item in shown[plot_id] if item.get("type") == "vega")
+        dash = _stroke_dash(spec)
+        lines = dash["scale"]["domain"]
+        assert len(lines) == len(next(iter(dict(_plots())[plot_id]["y"].values()))), plot_id
+        assert len({tuple(r) for r in dash["scale"]["range"]}) == len(lines), (plot_id, dash["scale"])
+        assert "${" not in json.dumps(spec["title"]), spec["title"]

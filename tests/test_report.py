@@ -339,17 +339,37 @@ def test_figures_and_plots(built):
     assert float(hhar[0]["naive"]) == pytest.approx(90.0)  # every retrain's stream starts at 0.9
     act = _rows(workdir / "reports" / "plots" / "activation-wesad-fedip.csv")
     assert len(act) == 8 and float(act[0]["context4"]) == pytest.approx(0.9)  # mean over retrains
+    # the test-accuracy figure's data: a row per share, each stationary method's mean and std (%)
+    shares = _rows(workdir / "reports" / "plots" / "test-accuracy-hhar.csv")
+    assert [r["share"] for r in shares] == list(PCTS)
+    assert float(shares[0]["fedip_mean"]) == pytest.approx(statistics.fmean(HIGH) * 100)
+    assert float(shares[0]["fedip_std"]) == pytest.approx(statistics.pstdev(HIGH) * 100)
+    assert float(shares[3]["ip_mean"]) == pytest.approx(statistics.fmean(WIDE) * 100)
+    # the accuracy matrices' data: a CSV per dataset and continual method (none assessed here: empty)
+    assert [n for n in plots if n.startswith(("test-accuracy-", "accuracy-matrix-"))] == sorted(
+        [f"test-accuracy-{ds}.csv" for ds in ("wesad", "hhar")]
+        + [f"accuracy-matrix-{ds}-{a}-{s}.csv" for ds in ("wesad", "hhar") for a in ("clip", "fedclip")
+           for s in ("naive", "replay", "joint")])
 
 
 def test_the_accuracy_matrices_are_drawn_at_the_share_params_yaml_names(workdir):
     from esnfed_stages.figures import png_title
 
     write_assess(workdir)
+    path = workdir / "runs" / "assess" / "hhar" / "fedclip-joint.json"
+    doc = json.loads(path.read_text())
+    for pct in ("50", "100"):  # the 50% matrix: 0.5 everywhere, the 100% one 0.9
+        doc["pcts"][pct]["accuracy_matrix"] = [[[0.5 if pct == "50" else 0.9] * 4] * 4] * 3
+    path.write_text(json.dumps(doc))
     (workdir / "params.yaml").write_text(PARAMS + "  matrix_pct: \"50\"\n")
     _ok(["ttest"])
     _ok(["report"])
     title = png_title((workdir / "reports" / "figures" / "accuracy-matrix-hhar.png").read_bytes())
     assert "on the test data of each context (columns), 50% training users" in title
+    rows = _rows(workdir / "reports" / "plots" / "accuracy-matrix-hhar-fedclip-joint.csv")
+    assert [[float(r[f"on_context{j}"]) for j in range(4)] for r in rows] == [[50.0] * 4] * 4
+    index = (workdir / "reports" / "README.md").read_text()
+    assert "accuracy matrix at 50% of the training users (params.yaml `report.matrix_pct`)" in index
     (workdir / "params.yaml").write_text(PARAMS + "  matrix_pct: \"60\"\n")
     result = runner.invoke(app, ["report"])
     assert result.exit_code == 1 and result.stderr.strip() == (
