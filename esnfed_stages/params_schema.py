@@ -100,7 +100,7 @@ def _embedded(names: tuple[str, ...], what: str) -> Callable[[str, Any], None]:
     return check
 
 
-def _activation_pct(key: str, value: Any) -> None:
+def _report_share(key: str, value: Any) -> None:
     if isinstance(value, bool) or str(value) not in PCTS:
         raise Invalid(f"{key}: expected one of {', '.join(PCTS)}, got {quote(value)}")
 
@@ -152,8 +152,8 @@ PREPROCESS_KEYS = {"wesad": ("modality", "window", "wrist_rate", "contexts", "su
 SCHEMA = Fields(optional={
     "seed": SEED,
     "ttest": Fields(required={"variant": Choice(VARIANTS), "alpha": Num.of(ALPHA)}),
-    "report": Fields(required={"activation_pct": Delegate(_activation_pct)},
-                     optional={"contexts_pct": Delegate(_activation_pct)}),
+    "report": Fields(required={"activation_pct": Delegate(_report_share)},
+                     optional={"contexts_pct": Delegate(_report_share), "matrix_pct": Delegate(_report_share)}),
     "data": Fields(required={"source": Choice(SOURCES), "synthetic_dir": Text(), "raw_dir": Text()}),
     "synthetic": Fields(optional={
         ds: Delegate(_synthetic(ds, f), SYNTHETIC_KEYS[ds]) for ds, f in SYNTHETIC.items()}),

@@ -40,8 +40,8 @@ from esnfed_stages.tables import (
 )
 from esnfed_stages.report_figures import (
     ACTIVATION_DATASET, SETTINGS, ContextNames, activation_contexts_figure, activation_figure_and_plots,
-    activation_shares_figure, activation_users_figure, context_names, matrix_figure, shares_figure,
-    stream_figure_and_plot,
+    activation_shares_figure, activation_users_figure, context_names, matrix_figure_and_plots,
+    shares_figure_and_plot, stream_figure_and_plots,
 )
 from esnfed_stages.privacy import privacy_params
 from esnfed_stages.ttest import (
@@ -232,7 +232,8 @@ def build(inputs: Inputs, ttest_doc: Mapping[str, Any], published: Published, da
           contexts_pct: str = "25", hetero: "HeteroReport | None" = None, datasets: Sequence[str] = DATASETS,
           continual: Sequence[str] = DATASETS, user_classes: Mapping[str, int] | None = None,
           contexts: Mapping[str, ContextNames] | None = None,
-          scale: comparability.BudgetScale | None = None, studies: Sequence[str] | None = None) -> Report:
+          scale: comparability.BudgetScale | None = None, studies: Sequence[str] | None = None,
+          matrix_pct: str = "100") -> Report:
     """Every output in memory; ``contexts``: each dataset's context names (figures and plots);
     ``scale``: the budget's, for the paper tables' headers (comparability.py); ``studies``: params.yaml
     study_datasets (the deep table's; see table_specs). Only what the declared datasets ask for:
@@ -251,18 +252,37 @@ def build(inputs: Inputs, ttest_doc: Mapping[str, Any], published: Published, da
     if any(ds in DATASETS for ds in datasets):  # the papers' communication table: not for yours alone
         add_communication(rep, inputs, ttest_doc, date, hetero)
     add_user_communication(rep, inputs, ttest_doc, date, datasets, continual, user_classes, hetero)
+    add_figures(rep, inputs, datasets, continual, contexts, activation_pct, contexts_pct, matrix_pct, progress)
+    if hetero is not None:
+        add_heterogeneous(rep, hetero, inputs, ttest_doc, date)
+        if progress:
+            progress("table heterogeneous")
+    scores = {**inputs.scores, **(hetero.inputs.scores if hetero is not None else {})}
+    rep.metrics = metric_files(metrics(scores))  # heterogeneous methods: their budget's shares
+    return rep
+
+
+def add_figures(rep: Report, inputs: Inputs, datasets: Sequence[str], continual: Sequence[str],
+                contexts: Mapping[str, ContextNames], activation_pct: str = "100", contexts_pct: str = "25",
+                matrix_pct: str = "100", progress: Callable[[str], None] | None = None) -> None:
+    """The figures of the declared ``datasets`` (those of ``continual`` with the continual methods'
+    too) and their DVC plots data (report_figures.py): what dvc.yaml's `plots` read; the shares of
+    params.yaml ``report`` (ReportParams)."""
     for ds in datasets:  # every declared dataset has the stationary tables
-        rep.figures[f"test-accuracy-{ds}.png"] = shares_figure(inputs, ds)
+        rep.figures[f"test-accuracy-{ds}.png"], plot = shares_figure_and_plot(inputs, ds)
+        rep.plots[f"test-accuracy-{ds}.csv"] = plot.encode()
         if progress:
             progress(f"figure test-accuracy-{ds}")
     for ds in [d for d in continual if d in datasets]:
         for setting in SETTINGS:
-            png, csv_text = stream_figure_and_plot(inputs, ds, setting, contexts.get(ds))
+            png, plots = stream_figure_and_plots(inputs, ds, setting, contexts.get(ds))
             rep.figures[f"stream-{ds}-{setting}.png"] = png
-            rep.plots[f"stream-{ds}-{setting}.csv"] = csv_text.encode()
+            rep.plots.update({k: v.encode() for k, v in plots.items()})
             if progress:
                 progress(f"figure stream-{ds}-{setting}")
-        rep.figures[f"accuracy-matrix-{ds}.png"] = matrix_figure(inputs, ds, contexts.get(ds))
+        png, plots = matrix_figure_and_plots(inputs, ds, matrix_pct, contexts.get(ds))
+        rep.figures[f"accuracy-matrix-{ds}.png"] = png
+        rep.plots.update({k: v.encode() for k, v in plots.items()})
         if progress:
             progress(f"figure accuracy-matrix-{ds}")
     for setting in SETTINGS if ACTIVATION_DATASET in datasets else ():
@@ -279,13 +299,6 @@ def build(inputs: Inputs, ttest_doc: Mapping[str, Any], published: Published, da
             activation_shares_figure(inputs, setting, names)
         if progress:
             progress(f"figures activation-{ACTIVATION_DATASET}-*: {setting}")
-    if hetero is not None:
-        add_heterogeneous(rep, hetero, inputs, ttest_doc, date)
-        if progress:
-            progress("table heterogeneous")
-    scores = {**inputs.scores, **(hetero.inputs.scores if hetero is not None else {})}
-    rep.metrics = metric_files(metrics(scores))  # heterogeneous methods: their budget's shares
-    return rep
 
 
 @dataclass(frozen=True)
@@ -473,10 +486,12 @@ def _share(params: Mapping[str, Any], key: str, default: str | None = None) -> s
 
 @dataclass(frozen=True)
 class ReportParams:
-    """params.yaml ``report``, checked: the shares the activation and per-context figures show."""
+    """params.yaml ``report``, checked: the shares the activation, per-context and accuracy-matrix
+    figures show."""
 
     activation_pct: str
     contexts_pct: str = "25"
+    matrix_pct: str = "100"  # all the training users, the tables' last row
     # issue 13: the heterogeneous table's methods, align's α and the settings line; () without a
     # ``heterogeneity`` section
     hetero_methods: tuple[str, ...] = ()
@@ -508,7 +523,8 @@ def report_params(params: Mapping[str, Any]) -> ReportParams:
         settings = (f"Heterogeneity: mode {hp.mode}" + (f" (per client: {', '.join(hp.vary)})" if hp.vary else "")
                     + f", seed {hp.seed}, ensemble combination {hp.combine}, α {', '.join(f'{a:g}' for a in alphas)}")
     return ReportParams(_share(params, "report.activation_pct"),
-                        _share(params, "report.contexts_pct", default="25"), methods, alphas, settings,
+                        _share(params, "report.contexts_pct", default="25"),
+                        _share(params, "report.matrix_pct", default="100"), methods, alphas, settings,
                         declared(params), continual_declared(params),
                         {name: len(v["classes"]) for name, v in (params.get("imports") or {}).items()
                          if isinstance(v, Mapping) and v.get("classes")}, budget_spec(params),
@@ -551,13 +567,13 @@ def run(options: ReportParams, *, assess_dir: str | Path = ASSESS_DIR,
     rep = build(inputs, ttest_doc, load_published(), date, options.activation_pct, progress,
                 options.contexts_pct, hetero, options.datasets, options.continual, options.user_classes,
                 {ds: context_names(data_dir, ds) for ds in options.datasets},
-                comparability.budget_scale(options.budget), options.studies)
+                comparability.budget_scale(options.budget), options.studies, options.matrix_pct)
     add_privacy(rep, privacy_dir, date, options, allow_missing)
     if options.studies:  # the flower stages run on study_datasets
         add_secagg(rep, flower_dir, None if options.budget is None else options.budget.name, options.studies,
                    allow_missing)
     rep.index = report_index.render(rep.tables, rep.figures, rep.plots, rep.metrics, date, versions(),
                                     notice=index_notice(inputs, options),
-                                    activation_pct=options.activation_pct).encode()
+                                    activation_pct=options.activation_pct, matrix_pct=options.matrix_pct).encode()
     write(rep, out_dir)
     return rep

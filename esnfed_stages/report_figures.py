@@ -35,7 +35,6 @@ _PRETTY = {"fedclip": "FedCLIP", "clip": "CLIP", "fedip": "FedIP", "ip": "IP", "
 # stationary tables), a panel per setting in the shares figure; random, the chance level, in each.
 STATIONARY = {"federated": ("fedavg", "incfed", "fedip"), "centralized": ("ridge", "ip")}
 REFERENCE = "random"
-MATRIX_PCT = "100"  # the accuracy-matrix figure's share: all the training users, the tables' last row
 ACTIVATION_DATASET = "wesad"
 ACTIVATION_CONTEXTS = 5  # WESAD contexts (PROTOCOL §5): fixed columns for the DVC plots
 
@@ -81,9 +80,18 @@ def _stream(inputs: Inputs, ds: str, method: str, pct: str) -> np.ndarray | None
                         "retrains × contexts") from None
 
 
-def stream_figure_and_plot(inputs: Inputs, ds: str, setting: str, names: ContextNames = None) -> tuple[bytes, str]:
-    """PNG of stream accuracy for one dataset × setting, and its DVC plots CSV (means, percent):
-    a row per context, ``context`` its 0-based number and ``context_name`` its name (``names``)."""
+def _context_row(t: int, names: ContextNames) -> dict[str, Any]:
+    """The first two columns of a plots CSV row of context ``t``: ``context`` its 0-based number,
+    ``context_name`` its name (``names``; empty when unknown)."""
+    return {"context": t, "context_name": names[t] if names is not None and t < len(names) else None}
+
+
+def stream_figure_and_plots(inputs: Inputs, ds: str, setting: str, names: ContextNames = None
+                            ) -> tuple[bytes, dict[str, str]]:
+    """PNG of stream accuracy for one dataset × setting, a panel per share, and a DVC plots CSV per
+    share as the panels (stream-<ds>-<setting>-<share>.csv, means, percent): a row per context
+    (_context_row), a column per strategy. A share per file: DVC draws the lines of one plot apart
+    by dash pattern, and has 7 of them; a plot per share compares the strategies, as each panel."""
     prefix = SETTINGS[setting][0]
     panels = [(pct, {s: _stream(inputs, ds, f"{prefix}-{s}", pct) for s in STRATEGIES})
               for pct in PCTS]
@@ -93,32 +101,37 @@ def stream_figure_and_plot(inputs: Inputs, ds: str, setting: str, names: Context
         f"{dataset_label(ds)} {_SETTING_TITLE[setting]}: stream accuracy after each context "
         f"({_PRETTY[prefix]}; mean ± std over retrains)", panels,
         [context_label(t, names) for t in range(n_ctx)])
-    columns = ["context", "context_name"] + [f"{s}_{pct}" for pct in PCTS for s in STRATEGIES]
-    rows = []
-    for t in range(n_ctx):
-        row: dict[str, Any] = {"context": t, "context_name": names[t] if names is not None and t < len(names) else None}
-        for pct, lines in panels:
-            for s, acc in lines.items():
-                if acc is not None and t < acc.shape[1]:
-                    row[f"{s}_{pct}"] = round(float(acc[:, t].mean() * 100.0), 6)
-        rows.append(row)
-    return png, to_csv(rows, columns)
+    plots = {}
+    for pct, lines in panels:
+        rows = [{**_context_row(t, names),
+                 **{s: round(float(acc[:, t].mean() * 100.0), 6) for s, acc in lines.items()
+                    if acc is not None and t < acc.shape[1]}} for t in range(n_ctx)]
+        plots[f"stream-{ds}-{setting}-{pct}.csv"] = to_csv(rows, ["context", "context_name", *STRATEGIES])
+    return png, plots
 
 
-def shares_figure(inputs: Inputs, ds: str) -> bytes:
+def shares_figure_and_plot(inputs: Inputs, ds: str) -> tuple[bytes, str]:
     """PNG of the stationary methods' test accuracy against the share of training users on ``ds``:
     a panel per setting (federated: FedAvg, IncFed, FedIP; centralised: ridge, IP), random dashed
-    in both; the tables' scores, mean ± std over retrains."""
-    panels = []
+    in both; the tables' scores, mean ± std over retrains. And its DVC plots CSV: a row per share
+    (``share``), ``<method>_mean`` and ``<method>_std`` (population, percent) per method, empty
+    where a share has no scores."""
+    panels, rows = [], [{"share": int(pct)} for pct in PCTS]
     for setting, methods in STATIONARY.items():
         lines: dict[str, Any] = {}
         for m in (REFERENCE, *methods):
             points = [(int(pct), inputs.scores.get((ds, m, pct, "test"))) for pct in PCTS]
             lines[method_label(m)] = points if any(v for _, v in points) else None
+            for row, (_, v) in zip(rows, points):
+                if v is not None and len(v):
+                    acc = np.asarray(v, dtype=np.float64) * 100.0
+                    row[f"{m}_mean"], row[f"{m}_std"] = round(float(acc.mean()), 6), round(float(acc.std()), 6)
         panels.append((_SETTING_TITLE[setting], lines))
-    return figures.accuracy_by_share(
+    png = figures.accuracy_by_share(
         f"{dataset_label(ds)}: test accuracy against the share of training users (stationary methods; "
         "mean ± std over retrains)", panels)
+    methods = dict.fromkeys(m for ms in STATIONARY.values() for m in (REFERENCE, *ms))
+    return png, to_csv(rows, ["share", *(f"{m}_{stat}" for m in methods for stat in ("mean", "std"))])
 
 
 def _matrix(inputs: Inputs, ds: str, method: str, pct: str) -> np.ndarray | None:
@@ -137,19 +150,33 @@ def _matrix(inputs: Inputs, ds: str, method: str, pct: str) -> np.ndarray | None
     return mats.mean(axis=0)
 
 
-def matrix_figure(inputs: Inputs, ds: str, names: ContextNames = None, pct: str = MATRIX_PCT) -> bytes:
-    """PNG of the continual methods' accuracy matrices on ``ds`` at share ``pct``: a row per setting
-    (FedCLIP, CLIP), a panel per strategy, the model after context i (rows) on the test data of
-    context j (columns), mean over retrains; below the diagonal, the contexts already seen (what
-    is forgotten), the diagonal each context just learnt."""
-    rows = [[(method_label(f"{SETTINGS[setting][0]}-{s}"), _matrix(inputs, ds, f"{SETTINGS[setting][0]}-{s}", pct))
-             for s in STRATEGIES] for setting in SETTINGS]
+def matrix_figure_and_plots(inputs: Inputs, ds: str, pct: str, names: ContextNames = None
+                            ) -> tuple[bytes, dict[str, str]]:
+    """PNG of the continual methods' accuracy matrices on ``ds`` at share ``pct`` (params.yaml
+    ``report.matrix_pct``): a row per setting (FedCLIP, CLIP), a panel per strategy, the model after
+    context i (rows) on the test data of context j (columns), mean over retrains; below the
+    diagonal, the contexts already seen (what is forgotten), the diagonal each context just learnt.
+    And a DVC plots CSV per method (accuracy-matrix-<ds>-<method>.csv, the same means in percent):
+    a row per context i trained (_context_row), ``on_context<j>`` the accuracy on context j's test
+    data, empty where it has none or the method no matrices; a line per context j, which falls
+    after context j where the model forgets it."""
+    methods = [[f"{SETTINGS[setting][0]}-{s}" for s in STRATEGIES] for setting in SETTINGS]
+    rows = [[(m, _matrix(inputs, ds, m, pct)) for m in row] for row in methods]
     n_ctx = max((m.shape[0] for row in rows for _, m in row if m is not None), default=0)
-    return figures.accuracy_matrices(
+    png = figures.accuracy_matrices(
         f"{dataset_label(ds)}: accuracy of the model after each context (rows) on the test data of each "
         f"context (columns), {pct}% training users (continual methods; mean over retrains; below the "
-        "diagonal: the contexts seen before, where forgetting shows)", rows,
+        "diagonal: the contexts seen before, where forgetting shows)",
+        [[(method_label(m), matrix) for m, matrix in row] for row in rows],
         [context_label(t, names) for t in range(n_ctx)])
+    columns = ["context", "context_name", *(f"on_context{j}" for j in range(n_ctx))]
+    plots = {}
+    for m, matrix in (cell for row in rows for cell in row):
+        plots[f"accuracy-matrix-{ds}-{m}.csv"] = to_csv(
+            [{**_context_row(i, names),
+              **({f"on_context{j}": round(float(v) * 100.0, 6) for j, v in enumerate(matrix[i])}
+                 if matrix is not None and i < matrix.shape[0] else {})} for i in range(n_ctx)], columns)
+    return png, plots
 
 
 @dataclass(frozen=True)

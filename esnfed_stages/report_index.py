@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from typing import Mapping
 
+from esnfed_core.vocabulary import PCTS, STRATEGIES
 from esnfed_stages.figures import png_title
 from esnfed_stages.secagg_report import CSV_NAME as SECAGG_CSV, SECTION_TITLE as SECAGG_TITLE
 
@@ -18,11 +19,16 @@ SECTIONS = {SECAGG_CSV: SECAGG_TITLE}
 
 # The plot CSVs dvc.yaml's top-level `plots` declares (tests/test_dvc_deps.py checks that they
 # agree): `dvc plots show` draws these. DVC cannot expand a plot per params.yaml `datasets`, so the
-# stream plots are declared for the papers' datasets and the shipped `example`; the stream CSVs of
-# a dataset of your own are written all the same, and the index names them as not declared.
-PLOTTED_STREAM_DATASETS = ("wesad", "hhar", "example")
+# per-dataset plots (test accuracy per share; stream, one per setting and share; accuracy matrices,
+# one per continual method) are declared for the papers' datasets and the shipped `example`; the
+# CSVs of a dataset of your own are written all the same, and the index names them as not declared.
+PLOTTED_DATASETS = ("wesad", "hhar", "example")
+CONTINUAL_METHODS = tuple(f"{algo}-{s}" for algo in ("fedclip", "clip") for s in STRATEGIES)
 DVC_PLOTS = frozenset(
-    [f"stream-{ds}-{s}.csv" for ds in PLOTTED_STREAM_DATASETS for s in ("federated", "centralized")]
+    [f"test-accuracy-{ds}.csv" for ds in PLOTTED_DATASETS]
+    + [f"stream-{ds}-{s}-{pct}.csv" for ds in PLOTTED_DATASETS for s in ("federated", "centralized")
+       for pct in PCTS]
+    + [f"accuracy-matrix-{ds}-{m}.csv" for ds in PLOTTED_DATASETS for m in CONTINUAL_METHODS]
     + [f"activation-wesad-{m}.csv" for m in ("ip", "clip-naive", "clip-replay", "clip-joint", "fedip",
                                               "fedclip-naive", "fedclip-replay", "fedclip-joint")]
     + ["heterogeneous-alpha.csv"])  # its columns: DVC_ALPHA_COLUMNS
@@ -35,13 +41,22 @@ DVC_PLOTS = frozenset(
 DVC_ALPHA_COLUMNS = ("wesad_25", "wesad_100", "hhar_25", "hhar_100")
 ALPHA_CSV = "heterogeneous-alpha.csv"
 
-# What each kind of plot CSV holds, by name prefix: its figures' kind, and ({pct}: report.activation_pct)
-# its columns.
+# What each kind of plot CSV holds, by name prefix: its figures' kind, and ({pct}: report.activation_pct,
+# {matrix_pct}: report.matrix_pct) its columns.
 PLOT_KINDS = (
     ("stream-", "stream-accuracy",
-     "`stream-<dataset>-<federated|centralized>.csv`: stream accuracy (%) after each context "
-     "(a row per context: `context` from 0, `context_name`), a column per strategy and "
-     "training-user share (`naive_25` … `joint_100`)"),
+     "`stream-<dataset>-<federated|centralized>-<share>.csv`: stream accuracy (%) after each "
+     "context at one training-user share, a panel of the figure (a row per context: `context` from "
+     "0, `context_name`), a column per strategy (`naive`, `replay`, `joint`)"),
+    ("test-accuracy-", "test-accuracy",
+     "`test-accuracy-<dataset>.csv`: the stationary methods' test accuracy (%) against the share of "
+     "training users (a row per share: `share`), mean and population std over the retrains of each "
+     "(`random_mean`, `random_std`, … `ip_std`; the plots draw the means)"),
+    ("accuracy-matrix-", "accuracy-matrix",
+     "`accuracy-matrix-<dataset>-<method>.csv`: a continual method's accuracy matrix at "
+     "{matrix_pct}% of the training users (params.yaml `report.matrix_pct`), mean over the retrains: "
+     "a row per context trained (`context` from 0, `context_name`), a column per context's test "
+     "data (`on_context0` …), accuracy (%)"),
     ("activation-", "activation",
      "`activation-wesad-<method>.csv`: activation density of the reservoir trained on "
      "{pct}% of the training users only (params.yaml `report.activation_pct`; the other "
@@ -75,7 +90,7 @@ def anchor(heading: str) -> str:
 
 def render(tables: Mapping[str, bytes], figures: Mapping[str, bytes], plots: Mapping[str, bytes],
            metrics: Mapping[str, bytes], date: str, versions: str, *, notice: str = "",
-           activation_pct: str = "100") -> str:
+           activation_pct: str = "100", matrix_pct: str = "100") -> str:
     """The index's Markdown: what the run was against the papers' protocol (``notice``,
     comparability.py), a row per table (Markdown and CSV together; a CSV of a section, with the
     section), per figure, and what the plot data and metrics hold: only what was written (no
@@ -110,7 +125,7 @@ def render(tables: Mapping[str, bytes], figures: Mapping[str, bytes], plots: Map
         lines.append(f"| [{name}](figures/{name}) | {_cell(png_title(png) or name)} |")
     lines += ["", "## Data behind the figures and metrics" if plots else "## Metrics", ""]
     lines += [_plots_line(plots)] if plots else []
-    lines += [f"  - {text.format(pct=activation_pct)}" for prefix, _, text in PLOT_KINDS
+    lines += [f"  - {text.format(pct=activation_pct, matrix_pct=matrix_pct)}" for prefix, _, text in PLOT_KINDS
               if any(n.startswith(prefix) for n in plots)]
     lines += [f"- `metrics/`: {len(metrics)} JSON files, the mean test accuracy per share of each "
               "dataset and method as a fraction (0–1), where the tables show percent (×100) "
@@ -129,6 +144,8 @@ def _plots_line(plots: Mapping[str, bytes]) -> str:
     if rest:
         line += ("; not declared there (a dataset of your own: add its entries to dvc.yaml, or "
                  f"`dvc plots show reports/plots/<file> -x context`): {', '.join(rest)}")
+    if any(n.startswith("test-accuracy-") for n in rest):
+        line += " (test-accuracy-<dataset>.csv: -x share)"
     if ALPHA_CSV in rest:
         line += (f" ({ALPHA_CSV}: dvc.yaml's `heterogeneous-alpha` plot draws the papers' datasets' columns; "
                  "put this file's there, -x alpha)")

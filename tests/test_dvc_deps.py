@@ -114,6 +114,21 @@ def test_runner_is_a_dependency_only_through_blas_threads(project):
     assert all(c == {"params.yaml": {"runner.blas_threads": "modified"}} for c in flagged.values())
 
 
+def test_the_report_reruns_when_the_matrix_share_changes(project):
+    """params.yaml report.matrix_pct, the accuracy-matrix figure's share: the report stage declares
+    the `report` section, so changing it flags the report and nothing else."""
+    params_path = project / "params.yaml"
+    original = params_path.read_text()
+    params = yaml.safe_load(original)
+    try:
+        params["report"]["matrix_pct"] = "50"
+        params_path.write_text(yaml.safe_dump(params))
+        flagged = _flagged(project)
+    finally:
+        params_path.write_text(original)
+    assert flagged == {"report": {"params.yaml": {"report": "modified"}}}  # the section, as declared
+
+
 def test_dvc_metrics_show_fits_a_120_column_terminal(project):
     from esnfed_core.vocabulary import DATASETS
     from esnfed_stages.report import metric_files
@@ -136,12 +151,24 @@ def _methods() -> list[str]:
 
 def test_every_plot_reads_its_own_data_file():
     """The anchored plot definitions expand to one plot per CSV the report writes."""
+    from esnfed_core.tables import dataset_label
+    from esnfed_core.vocabulary import PCTS, STRATEGIES
     from esnfed_stages import report_figures
 
     plots = yaml.safe_load((ROOT / "dvc.yaml").read_text())["plots"]
     assert plots[-1] == "reports/figures"
     ids = [next(iter(p)) for p in plots[:-1]]
-    assert len(ids) == 15
+    assert len(set(ids)) == len(ids)
+    # a stream plot per dataset, setting and share (the figure's panels), a line per strategy
+    assert {i for i in ids if i.startswith("stream-")} == {
+        f"stream-{ds}-{s}-{pct}" for ds in ("wesad", "hhar", "example") for s in ("federated", "centralized")
+        for pct in PCTS}
+    assert {i for i in ids if i.startswith("test-accuracy-")} == {f"test-accuracy-{ds}" for ds in ("wesad", "hhar", "example")}
+    # an accuracy-matrix plot per dataset and continual method, a line per context's test data
+    assert {i for i in ids if i.startswith("accuracy-matrix-")} == {
+        f"accuracy-matrix-{ds}-{algo}-{s}" for ds in ("wesad", "hhar", "example") for algo in ("fedclip", "clip")
+        for s in STRATEGIES}
+    setting_titles = {"federated": "federated (FedCLIP)", "centralized": "centralised (CLIP)"}
     for p, plot_id in zip(plots[:-1], ids):
         spec = p[plot_id]
         assert list(spec["y"]) == [f"reports/plots/{plot_id}.csv"], plot_id
@@ -150,7 +177,19 @@ def test_every_plot_reads_its_own_data_file():
             shares = yaml.safe_load((ROOT / "params.yaml").read_text())["heterogeneity"]["pcts"]["default"]
             assert spec["x"] == "alpha" and columns == [f"{ds}_{p}" for ds in ("wesad", "hhar") for p in shares]
         elif plot_id.startswith("stream-"):
-            assert spec["template"] == "linear" and len(columns) == 12
+            _, ds, setting, pct = plot_id.split("-")
+            assert spec["template"] == "linear" and spec["x"] == "context" and columns == list(STRATEGIES)
+            assert spec["title"] == (f"{dataset_label(ds)} {setting_titles[setting]}: stream accuracy after each "
+                                     f"context, {pct}% training users"), plot_id
+        elif plot_id.startswith("test-accuracy-"):  # the means of the figure's methods, both panels
+            assert spec["x"] == "share" and columns == [f"{m}_mean" for m in ("random", "fedavg", "incfed", "fedip",
+                                                                             "ridge", "ip")]
+            assert spec["title"].startswith(f"{dataset_label(plot_id.split('-')[2])}: test accuracy against the share")
+        elif plot_id.startswith("accuracy-matrix-"):
+            ds, method = plot_id.removeprefix("accuracy-matrix-").split("-", 1)
+            assert spec["x"] == "context" and columns and columns == [f"on_context{j}" for j in range(len(columns))]
+            assert spec["title"] == (f"{dataset_label(ds)} {report_figures.method_label(method)}: accuracy on each "
+                                     "context's test data after each context, ${report.matrix_pct}% training users")
         else:
             assert spec["x"] == "value" and columns == [f"context{i}" for i in range(5)]
             # reader audit: the activation CSVs hold one share; the plot's title names it, as the
@@ -176,14 +215,14 @@ def test_the_index_knows_which_plot_csvs_dvc_declares():
     plots = yaml.safe_load((ROOT / "dvc.yaml").read_text())["plots"]
     assert {f"{next(iter(p))}.csv" for p in plots[:-1]} == report_index.DVC_PLOTS
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
-    assert set(report_index.PLOTTED_STREAM_DATASETS) == set(params["continual_datasets"])
-    names = sorted(report_index.DVC_PLOTS) + ["stream-mine-federated.csv", "stream-mine-centralized.csv"]
+    assert set(report_index.PLOTTED_DATASETS) == set(params["datasets"]) == set(params["continual_datasets"])
+    names = sorted(report_index.DVC_PLOTS) + ["stream-mine-federated-25.csv", "stream-mine-centralized-25.csv"]
     plots = {**dict.fromkeys(names, b""), "heterogeneous-alpha.csv": b"alpha,wesad_25,wesad_100,hhar_25,hhar_100\n"}
     index = report_index.render({}, {}, plots, {}, "d", "v", activation_pct="50")
-    assert (f"- `plots/`: {len(names)} CSV files, the data of the stream-accuracy, activation and alignment "
-            f"figures; `dvc plots show` draws the {len(names) - 2} declared in dvc.yaml's `plots`; not declared "
+    assert (f"- `plots/`: {len(names)} CSV files, the data of the stream-accuracy, test-accuracy, accuracy-matrix, "
+            f"activation and alignment figures; `dvc plots show` draws the {len(names) - 2} declared in dvc.yaml's `plots`; not declared "
             "there (a dataset of your own: add its entries to dvc.yaml, or `dvc plots show reports/plots/<file> "
-            "-x context`): stream-mine-federated.csv, stream-mine-centralized.csv:") in index
+            "-x context`): stream-mine-federated-25.csv, stream-mine-centralized-25.csv:") in index
     assert "trained on 50% of the training users only" in index
     # the alignment plot draws the columns dvc.yaml lists: a study of other datasets' CSV is not drawn
     alpha = next(p for p in plots_of_dvc() if next(iter(p)) == "heterogeneous-alpha")["heterogeneous-alpha"]

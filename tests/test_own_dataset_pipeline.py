@@ -205,7 +205,10 @@ def test_your_own_data_alone_is_reported_with_its_tables_only(user_only):
                                       for ext in ("md", "csv")])
     assert names["figures"] == ["accuracy-matrix-mine.png", "privacy.png", "stream-mine-centralized.png",
                                 "stream-mine-federated.png", "test-accuracy-mine.png"]
-    assert names["plots"] == ["stream-mine-centralized.csv", "stream-mine-federated.csv"]
+    assert names["plots"] == sorted([f"stream-mine-{s}-{pct}.csv" for s in ("centralized", "federated")
+                                     for pct in ("25", "50", "75", "100")] + ["test-accuracy-mine.csv"]
+                                    + [f"accuracy-matrix-mine-{a}-{s}.csv" for a in ("clip", "fedclip")
+                                       for s in ("naive", "replay", "joint")])
     assert names["metrics"] and all(n.startswith("mine-") for n in names["metrics"])
     for name in tables:  # every cell computed: no n/a, no missing input
         text = (reports / "tables" / f"{name}.md").read_text()
@@ -221,8 +224,9 @@ def test_your_own_data_alone_is_reported_with_its_tables_only(user_only):
         assert absent not in index, absent
     privacy = (reports / "tables" / "privacy.md").read_text()  # the privacy stage's row: mine's alone
     assert "| mine |" in privacy and "WESAD" not in privacy and "HHAR" not in privacy
-    assert ("- `plots/`: 2 CSV files, the data of the stream-accuracy figures; `dvc plots show` draws none of "
-            "them; not declared there") in index
+    assert ("- `plots/`: 15 CSV files, the data of the stream-accuracy, test-accuracy and accuracy-matrix figures; "
+            "`dvc plots show` draws none of them; not declared there") in index
+    assert "(test-accuracy-<dataset>.csv: -x share)" in index
     # the t-tests: the user's tables, nothing missing; neither command prints a papers' table or a missing input
     doc = json.loads((reports / "ttest.json").read_text())
     assert doc["missing"] == [] and {c["dataset"] for c in doc["comparisons"]} == {"mine"}
@@ -233,7 +237,7 @@ def test_your_own_data_alone_is_reported_with_its_tables_only(user_only):
         flat = " ".join(text.split())
         assert "missing inputs" not in flat and "wesad" not in flat and "hhar" not in flat
     assert "fedip: test accuracy" not in " ".join(out["report"].split())
-    assert "wrote 12 table files, 5 figures, 2 plot data files" in " ".join(out["report"].split())
+    assert "wrote 12 table files, 5 figures, 15 plot data files" in " ".join(out["report"].split())
 
 
 # ---------------------------------------------------------------- the studies on your own data

@@ -101,6 +101,8 @@ CASES = {
                         "runner.backend: expected one of loky, sequential, ray, got 'dask'"),
     "share not 25/50/75/100": (lambda p: p["report"].update(activation_pct=30),
                                "report.activation_pct: expected one of 25, 50, 75, 100, got 30"),
+    "matrix share not 25/50/75/100": (lambda p: p["report"].update(matrix_pct="30"),
+                                      "report.matrix_pct: expected one of 25, 50, 75, 100, got '30'"),
     "partition share": (lambda p: p["partition"]["hhar"]["train"].update({30: ["a", "b", "c"]}),
                         "partition.hhar.train.30: the shares must be among 25, 50, 75, 100, got 30"),
     "unknown source": (lambda p: p["data"].update(source="cloud"),

@@ -323,16 +323,57 @@ def test_figures_and_plots(built):
     for f in figs:
         data = f.read_bytes()
         assert data[:8] == PNG_MAGIC and len(data) > 5000
-    stream = _rows(workdir / "reports" / "plots" / "stream-wesad-federated.csv")
-    assert len(stream) == CONTEXTS["wesad"]
+    plots = sorted(p.name for p in (workdir / "reports" / "plots").iterdir())
+    # a stream CSV per dataset, setting and share (a panel of the figure), a column per strategy
+    assert [n for n in plots if n.startswith("stream-")] == sorted(
+        f"stream-{ds}-{s}-{pct}.csv" for ds in ("wesad", "hhar") for s in ("federated", "centralized") for pct in PCTS)
+    stream = _rows(workdir / "reports" / "plots" / "stream-wesad-federated-25.csv")
+    assert len(stream) == CONTEXTS["wesad"] and list(stream[0]) == ["context", "context_name", "naive", "replay", "joint"]
     # contexts numbered from 0 as PROTOCOL §6 and the activation plots (context0..), named where
     # the partition file names them (HHAR's devices: its drop at context 3 is the smartwatch)
     assert [(r["context"], r["context_name"]) for r in stream] == [(str(t), "") for t in range(5)]
-    hhar = _rows(workdir / "reports" / "plots" / "stream-hhar-centralized.csv")
+    hhar = _rows(workdir / "reports" / "plots" / "stream-hhar-centralized-75.csv")
     assert [(r["context"], r["context_name"]) for r in hhar] == [(str(t), n) for t, n in enumerate(HHAR_CONTEXTS)]
-    assert float(stream[-1]["joint_25"]) == pytest.approx(statistics.fmean(HIGH) * 100)
+    assert float(stream[-1]["joint"]) == pytest.approx(statistics.fmean(HIGH) * 100)
+    assert float(stream[-1]["replay"]) == pytest.approx(statistics.fmean(LOW) * 100)
+    assert float(hhar[0]["naive"]) == pytest.approx(90.0)  # every retrain's stream starts at 0.9
     act = _rows(workdir / "reports" / "plots" / "activation-wesad-fedip.csv")
     assert len(act) == 8 and float(act[0]["context4"]) == pytest.approx(0.9)  # mean over retrains
+    # the test-accuracy figure's data: a row per share, each stationary method's mean and std (%)
+    shares = _rows(workdir / "reports" / "plots" / "test-accuracy-hhar.csv")
+    assert [r["share"] for r in shares] == list(PCTS)
+    assert float(shares[0]["fedip_mean"]) == pytest.approx(statistics.fmean(HIGH) * 100)
+    assert float(shares[0]["fedip_std"]) == pytest.approx(statistics.pstdev(HIGH) * 100)
+    assert float(shares[3]["ip_mean"]) == pytest.approx(statistics.fmean(WIDE) * 100)
+    # the accuracy matrices' data: a CSV per dataset and continual method (none assessed here: empty)
+    assert [n for n in plots if n.startswith(("test-accuracy-", "accuracy-matrix-"))] == sorted(
+        [f"test-accuracy-{ds}.csv" for ds in ("wesad", "hhar")]
+        + [f"accuracy-matrix-{ds}-{a}-{s}.csv" for ds in ("wesad", "hhar") for a in ("clip", "fedclip")
+           for s in ("naive", "replay", "joint")])
+
+
+def test_the_accuracy_matrices_are_drawn_at_the_share_params_yaml_names(workdir):
+    from esnfed_stages.figures import png_title
+
+    write_assess(workdir)
+    path = workdir / "runs" / "assess" / "hhar" / "fedclip-joint.json"
+    doc = json.loads(path.read_text())
+    for pct in ("50", "100"):  # the 50% matrix: 0.5 everywhere, the 100% one 0.9
+        doc["pcts"][pct]["accuracy_matrix"] = [[[0.5 if pct == "50" else 0.9] * 4] * 4] * 3
+    path.write_text(json.dumps(doc))
+    (workdir / "params.yaml").write_text(PARAMS + "  matrix_pct: \"50\"\n")
+    _ok(["ttest"])
+    _ok(["report"])
+    title = png_title((workdir / "reports" / "figures" / "accuracy-matrix-hhar.png").read_bytes())
+    assert "on the test data of each context (columns), 50% training users" in title
+    rows = _rows(workdir / "reports" / "plots" / "accuracy-matrix-hhar-fedclip-joint.csv")
+    assert [[float(r[f"on_context{j}"]) for j in range(4)] for r in rows] == [[50.0] * 4] * 4
+    index = (workdir / "reports" / "README.md").read_text()
+    assert "accuracy matrix at 50% of the training users (params.yaml `report.matrix_pct`)" in index
+    (workdir / "params.yaml").write_text(PARAMS + "  matrix_pct: \"60\"\n")
+    result = runner.invoke(app, ["report"])
+    assert result.exit_code == 1 and result.stderr.strip() == (
+        "error: params.yaml: report.matrix_pct: expected one of 25, 50, 75, 100, got '60'")
 
 
 def test_the_index_names_every_table_and_figure_with_its_title(built):

@@ -4,6 +4,8 @@ figures alike, with the dataset's name of each context where its partition file 
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 
 import numpy as np
@@ -47,10 +49,26 @@ def test_stream_figure_and_plot_number_contexts_from_0_and_name_them(monkeypatch
         return b"png"
 
     monkeypatch.setattr(figures, "stream_accuracy", fake)
-    _, csv_text = report_figures.stream_figure_and_plot(_stream_inputs(4), "hhar", "federated", HHAR)
+    _, plots = report_figures.stream_figure_and_plots(_stream_inputs(4), "hhar", "federated", HHAR)
     assert seen["labels"] == ["0: nexus4", "1: s3", "2: s3mini", "3: lgwatch"]
-    rows = [line.split(",")[:2] for line in csv_text.splitlines()[1:]]
-    assert rows == [["0", "nexus4"], ["1", "s3"], ["2", "s3mini"], ["3", "lgwatch"]]
+    assert list(plots) == [f"stream-hhar-federated-{pct}.csv" for pct in ("25", "50", "75", "100")]
+    for csv_text in plots.values():
+        rows = [line.split(",")[:2] for line in csv_text.splitlines()[1:]]
+        assert rows == [["0", "nexus4"], ["1", "s3"], ["2", "s3mini"], ["3", "lgwatch"]]
+
+
+def test_the_stream_plots_are_the_figure_s_panels_a_line_per_strategy(monkeypatch):
+    """DVC tells a plot's lines apart by 7 dash patterns: the 12 lines of one CSV (strategy × share)
+    drew some alike. A CSV per share, as the figure's panels: a column per strategy, its mean over
+    the retrains in percent; a strategy without a stream at a share an empty column there."""
+    monkeypatch.setattr(figures, "_png", lambda fig: b"png")
+    inputs = _stream_inputs(3)
+    inputs.docs[("hhar", "fedclip-replay")]["pcts"]["50"]["stream_accuracy"] = [[0.5, 0.6, 0.7], [0.7, 0.6, 0.5]]
+    inputs.docs[("hhar", "fedclip-joint")]["pcts"]["75"]["stream_accuracy"] = None
+    _, plots = report_figures.stream_figure_and_plots(inputs, "hhar", "federated")
+    assert plots["stream-hhar-federated-50.csv"] == (
+        "context,context_name,naive,replay,joint\n0,,90.0,60.0,90.0\n1,,80.0,60.0,80.0\n2,,70.0,60.0,70.0\n")
+    assert plots["stream-hhar-federated-75.csv"].splitlines()[1] == "0,,90.0,90.0,"
 
 
 def test_stream_accuracy_draws_context_t_at_x_t(monkeypatch):
@@ -67,7 +85,7 @@ def test_the_stream_figure_says_what_its_bands_are(monkeypatch):
     figures drew the same bands around each line and said nothing about them."""
     drawn = []
     monkeypatch.setattr(figures, "_png", lambda fig: drawn.append(fig) or b"png")
-    report_figures.stream_figure_and_plot(_stream_inputs(4), "hhar", "federated", HHAR)
+    report_figures.stream_figure_and_plots(_stream_inputs(4), "hhar", "federated", HHAR)
     fig = drawn[0]
     assert fig.get_suptitle() == "HHAR federated: stream accuracy after each context (FedCLIP; mean ± std over retrains)"
     assert all(len(ax.collections) == 3 for ax in fig.axes)  # a band per strategy
@@ -236,7 +254,7 @@ def test_the_shares_figure_draws_the_tables_test_accuracy_per_share(monkeypatch)
     del inputs.scores[("wesad", "ip", "50", "test")]
     for pct in ("25", "50", "75", "100"):
         del inputs.scores[("wesad", "fedavg", pct, "test")]
-    report_figures.shares_figure(inputs, "wesad")
+    report_figures.shares_figure_and_plot(inputs, "wesad")
     fig = drawn[0]
     assert fig.get_suptitle() == ("WESAD: test accuracy against the share of training users (stationary methods; "
                                   "mean ± std over retrains)")
@@ -254,6 +272,29 @@ def test_the_shares_figure_draws_the_tables_test_accuracy_per_share(monkeypatch)
     assert fed.get_ylabel() == "test accuracy (%)"
     legend = [t.get_text() for t in fig.legends[0].get_texts()]
     assert legend == ["random", "FedAvg (n/a)", "IncFed", "FedIP", "ridge", "IP"]  # both panels' methods
+
+
+def test_the_shares_plot_holds_each_method_s_mean_and_std_per_share(monkeypatch):
+    """The shares figure's DVC plots CSV: a row per share, each stationary method's mean and
+    population std over the retrains in percent (the figure's line and band), empty where a share or
+    a method has no scores."""
+    monkeypatch.setattr(figures, "_png", lambda fig: b"png")
+    inputs = _share_inputs()
+    del inputs.scores[("wesad", "ip", "50", "test")]
+    for pct in ("25", "50", "75", "100"):
+        del inputs.scores[("wesad", "fedavg", pct, "test")]
+    _, plot = report_figures.shares_figure_and_plot(inputs, "wesad")
+    rows = list(csv.DictReader(io.StringIO(plot)))
+    methods = ("random", "fedavg", "incfed", "fedip", "ridge", "ip")
+    assert list(rows[0]) == ["share"] + [f"{m}_{stat}" for m in methods for stat in ("mean", "std")]
+    assert [r["share"] for r in rows] == ["25", "50", "75", "100"]
+    for j, row in enumerate(rows):
+        for i, m in enumerate(methods):
+            if m == "fedavg" or (m == "ip" and j == 1):
+                assert row[f"{m}_mean"] == row[f"{m}_std"] == "", (m, j)
+            else:  # the retrains 50 + 5 i + j and 52 + 5 i + j
+                assert float(row[f"{m}_mean"]) == pytest.approx(51.0 + 5 * i + j)
+                assert float(row[f"{m}_std"]) == pytest.approx(1.0)
 
 
 def _matrix_inputs(contexts: int) -> Inputs:
@@ -277,7 +318,7 @@ def test_the_matrix_figure_draws_each_continual_method_s_accuracy_matrix(monkeyp
     del inputs.docs[("hhar", "clip-joint")]
     inputs.docs[("hhar", "fedclip-naive")]["pcts"]["100"]["accuracy_matrix"][0][1][0] = None  # no data: NaN
     inputs.docs[("hhar", "fedclip-naive")]["pcts"]["100"]["accuracy_matrix"][1][1][0] = None
-    report_figures.matrix_figure(inputs, "hhar", HHAR)
+    _, plots = report_figures.matrix_figure_and_plots(inputs, "hhar", "100", HHAR)
     fig = drawn[0]
     assert fig.get_suptitle().startswith("HHAR: accuracy of the model after each context (rows) on the test data of "
                                          "each context (columns), 100% training users (continual methods; mean over "
@@ -297,3 +338,35 @@ def test_the_matrix_figure_draws_each_continual_method_s_accuracy_matrix(monkeyp
     assert panels[0].get_ylabel() == "after context" and panels[3].get_xlabel() == "test data of context"
     assert panels[0].get_xlabel() == "" and panels[2].get_xlabel() == "test data of context"  # over CLIP joint's n/a
     assert not panels[5].images and [t.get_text() for t in panels[5].texts] == ["n/a"]
+    # the DVC plots: a CSV per method, a row per context trained, a column per context's test data,
+    # the figure's means in percent; empty where there is no data or no matrix
+    assert list(plots) == [f"accuracy-matrix-hhar-{a}-{s}.csv" for a in ("fedclip", "clip")
+                           for s in ("naive", "replay", "joint")]
+    replay = list(csv.DictReader(io.StringIO(plots["accuracy-matrix-hhar-fedclip-replay.csv"])))
+    assert list(replay[0]) == ["context", "context_name", "on_context0", "on_context1", "on_context2", "on_context3"]
+    assert [(r["context"], r["context_name"]) for r in replay] == [(str(t), n) for t, n in enumerate(HHAR)]
+    values = [[float(r[f"on_context{j}"]) for j in range(4)] for r in replay]
+    assert np.asarray(values) == pytest.approx(np.asarray(expected, dtype=float))
+    naive = list(csv.DictReader(io.StringIO(plots["accuracy-matrix-hhar-fedclip-naive.csv"])))
+    assert naive[1]["on_context0"] == "" and float(naive[1]["on_context1"]) == pytest.approx(6.0)
+    joint = list(csv.DictReader(io.StringIO(plots["accuracy-matrix-hhar-clip-joint.csv"])))
+    assert len(joint) == 4 and all(r[f"on_context{j}"] == "" for r in joint for j in range(4))
+
+
+def test_the_matrix_figure_draws_the_share_it_is_given(monkeypatch):
+    """params.yaml report.matrix_pct: the matrices of that share, and the title names it; a share
+    without matrices draws every panel n/a."""
+    drawn = []
+    monkeypatch.setattr(figures, "_png", lambda fig: drawn.append(fig) or b"png")
+    inputs = _matrix_inputs(3)
+    for doc in inputs.docs.values():
+        doc["pcts"]["50"] = {"accuracy_matrix": [[[0.4 + 0.1 * i] * 3 for i in range(3)]] * 2}
+    _, plots = report_figures.matrix_figure_and_plots(inputs, "hhar", "50")
+    fig = drawn[-1]
+    assert "each context (columns), 50% training users (continual methods" in fig.get_suptitle()
+    panels = [ax for ax in fig.axes if ax.get_title()]
+    assert np.asarray(panels[0].images[0].get_array()) == pytest.approx(np.array([[40.0] * 3, [50.0] * 3, [60.0] * 3]))
+    assert plots["accuracy-matrix-hhar-clip-naive.csv"].splitlines()[3] == "2,,60.0,60.0,60.0"  # the 50% matrix
+    report_figures.matrix_figure_and_plots(inputs, "hhar", "75")
+    assert all(not ax.images and [t.get_text() for t in ax.texts] == ["n/a"]
+               for ax in drawn[-1].axes if ax.get_title())

@@ -37,6 +37,12 @@ def test_report_params_default_and_bad_share():
     assert report_params({"report": {"activation_pct": 50, "contexts_pct": "75"}}) == ReportParams("50", "75")
     with pytest.raises(ConfigError, match="report.contexts_pct must be one of"):
         report_params({"report": {"activation_pct": "100", "contexts_pct": "33"}})
+    assert report_params({"report": {"activation_pct": "100"}}).matrix_pct == "100"  # all the training users
+    assert report_params({"report": {"activation_pct": "100", "matrix_pct": 50}}) == \
+        ReportParams("100", "25", matrix_pct="50")
+    for bad in ("33", True, None):
+        with pytest.raises(ConfigError, match="^params.yaml: report.matrix_pct must be one of 25, 50, 75, 100, got"):
+            report_params({"report": {"activation_pct": "100", "matrix_pct": bad}})
 
 
 # ---------------------------------------------------------------- experiment and privacy sections
