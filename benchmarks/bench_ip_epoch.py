@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/bench_ip_epoch.py [--device torch-cpu] [--reservoirs 4]
         [--windows 100] [--steps 100] [--units 400 100] [--repeats 5] [--threads 1] [--mu 0 0.1]
+        [--chunk-elements 33554432 4194304]
 
 For each size: ``ip`` = one esnfed_core.accel.torch_plasticity.ip_step of R IP-adapted reservoirs
 × B windows × T steps (what every step of a batched IP/FedIP epoch runs), ``gemm`` = the T batched
@@ -9,6 +10,12 @@ products (R, B, N) @ (R, N, N) alone (the floor), ``recurrence`` = the bare torc
 (baddbmm, tanh, leak per step: benchmarks/bench_gpu.bare). Medians of ``--repeats`` runs after one
 warm-up, in CPU time on torch-cpu (robust on a shared machine; = wall time with one thread) and
 wall time on cuda. Prints one JSON line per size and a markdown table of the ratios.
+
+``--chunk-elements`` also times ``ip`` with each given chunk-buffer size (floats per buffer:
+torch_reservoir.CHUNK_ELEMENTS on cuda, CPU_CHUNK_ELEMENTS on the CPU; the default's time is
+``ip_s``): whether a chunk that fits the GPU's L2 (50 MB on an H100/H200: 3 buffers of 2^22
+floats) makes the IP sums' elementwise passes cheaper than the default 2^25, at the cost of more
+launches per step. The kernels' results do not depend on it beyond float32 summation order.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench_gpu import bank, bare  # noqa: E402
 from esnfed_core.accel import torch_device  # noqa: E402
 from esnfed_core.accel import torch_plasticity as tp  # noqa: E402
+from esnfed_core.accel import torch_reservoir as tr  # noqa: E402
 
 
 def _timed(fn, dev: torch.device, repeats: int) -> float:
@@ -45,7 +53,8 @@ def _timed(fn, dev: torch.device, repeats: int) -> float:
     return statistics.median(times)
 
 
-def measure(dev: torch.device, r: int, b: int, t: int, n: int, mu: float, repeats: int) -> dict:
+def measure(dev: torch.device, r: int, b: int, t: int, n: int, mu: float, repeats: int,
+            chunk_elements: tuple[int, ...] = ()) -> dict:
     bk = bank(r, n, 8, dev, ip=True)
     g = torch.Generator(device="cpu").manual_seed(0)
     u = torch.randn((r, b, t, 8), generator=g).to(dev)
@@ -70,6 +79,18 @@ def measure(dev: torch.device, r: int, b: int, t: int, n: int, mu: float, repeat
            "threads": torch.get_num_threads(), "torch": torch.__version__}
     for name, fn in (("ip", ip), ("gemm", gemm), ("recurrence", rec)):
         out[f"{name}_s"] = _timed(fn, dev, repeats)
+    if chunk_elements:
+        name = "CPU_CHUNK_ELEMENTS" if dev.type == "cpu" else "CHUNK_ELEMENTS"
+        default = getattr(tr, name)
+        out["chunk_elements_default"] = default
+        out["ip_s_by_chunk_elements"], out["chunk_steps"] = {}, {}
+        try:
+            for ce in chunk_elements:
+                setattr(tr, name, ce)
+                out["chunk_steps"][str(ce)] = tr.chunk_steps(r, b, n, t, dev)
+                out["ip_s_by_chunk_elements"][str(ce)] = _timed(ip, dev, repeats)
+        finally:
+            setattr(tr, name, default)
     out["ip_over_gemm"] = out["ip_s"] / out["gemm_s"]
     out["recurrence_over_gemm"] = out["recurrence_s"] / out["gemm_s"]
     out["ip_window_steps_per_s"] = r * b * t / out["ip_s"]
@@ -86,6 +107,8 @@ def main() -> None:
     ap.add_argument("--mu", type=float, nargs="+", default=[0.0])
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--threads", type=int, default=1, help="torch CPU threads (torch-cpu)")
+    ap.add_argument("--chunk-elements", type=int, nargs="+", default=[], metavar="FLOATS",
+                    help="also time the IP step with these chunk-buffer sizes (floats per buffer)")
     ap.add_argument("--out", type=Path, help="append the JSON lines here too")
     args = ap.parse_args()
     dev = torch.device(torch_device(args.device))
@@ -94,7 +117,8 @@ def main() -> None:
     rows = []
     for n in args.units:
         for mu in args.mu:
-            rec = measure(dev, args.reservoirs, args.windows, args.steps, n, mu, args.repeats)
+            rec = measure(dev, args.reservoirs, args.windows, args.steps, n, mu, args.repeats,
+                          tuple(args.chunk_elements))
             print(json.dumps(rec), flush=True)
             if args.out:
                 with args.out.open("a") as fh:
@@ -106,6 +130,13 @@ def main() -> None:
         print(f"| {r['reservoirs']} × {r['windows']} × {r['steps']} × {r['units']}, {r['mu']:g} | {r['ip_s']:.3f} | "
               f"{r['gemm_s']:.3f} | {r['recurrence_s']:.3f} | {r['ip_over_gemm']:.2f} | "
               f"{r['recurrence_over_gemm']:.2f} |")
+    if args.chunk_elements:
+        print("\n| R × B × T × N, μ | chunk floats (steps per chunk) | IP step s | ÷ default chunk |")
+        print("|---|---|---|---|")
+        for r in rows:
+            for ce, s in r["ip_s_by_chunk_elements"].items():
+                print(f"| {r['reservoirs']} × {r['windows']} × {r['steps']} × {r['units']}, {r['mu']:g} | {ce} "
+                      f"({r['chunk_steps'][ce]}) | {s:.4f} | {s / r['ip_s']:.3f} |")
 
 
 if __name__ == "__main__":

@@ -42,6 +42,8 @@ TOTAL_S=${TOTAL_S:-470}
 REHEARSE=${REHEARSE:-0}
 ONLY=${ONLY:-}  # e.g. ONLY="tests slice300": run only these steps (the others say "skipped")
 SLICE_UNITS=${SLICE_UNITS:-300}  # the paper slice's batches (reservoir sizes: 200 300 400), a step each
+# IP_SIZES: bench_ip_epoch.py's sizes for the ip_step step on the GPU (not in REHEARSE), e.g. with
+# --chunk-elements to time the IP step per chunk size (BENCHMARKS.md, "For the next session").
 mkdir -p "$OUT"
 rm -rf "$RES" && mkdir -p "$RES"
 export PYTHONPATH=.:tests PYTHONUNBUFFERED=1
@@ -87,7 +89,7 @@ if [ "$REHEARSE" = 1 ]; then
     SLICE="--slice 3" ASSESS_SIZES=""  # tiny: every trial has 8 units, so no --slice-units
 else
     DEV=cuda SMOKE="" TESTS_K=""
-    IP_SIZES="--reservoirs 64 --windows 100 --steps 700 --units 400 100 --repeats 3"
+    IP_SIZES=${IP_SIZES:-"--reservoirs 64 --windows 100 --steps 700 --units 400 100 --repeats 3"}
     SLICE="--slice 32" ASSESS_SIZES="--windows 300 --numpy-windows 20"
 fi
 

@@ -100,6 +100,20 @@ def test_ip_epoch_writes_the_ip_step_and_the_recurrence_against_the_gemm(tmp_pat
         assert _positive(r["ip_s"], r["gemm_s"], r["recurrence_s"], r["ip_over_gemm"], r["recurrence_over_gemm"])
 
 
+def test_ip_epoch_times_the_ip_step_per_chunk_size_and_restores_the_default(tmp_path):
+    pytest.importorskip("torch")
+    out = tmp_path / "ip.jsonl"
+    text = run("bench_ip_epoch.py", "--reservoirs", "2", "--windows", "4", "--steps", "6", "--units", "16",
+               "--repeats", "1", "--chunk-elements", "128", "1024", "--out", str(out))
+    (r,) = [json.loads(line) for line in out.read_text().splitlines()]
+    # 2 × 4 × 16 = 128 floats a step: one step per chunk at 128, all 6 at 1024
+    assert r["chunk_steps"] == {"128": 1, "1024": 6}
+    assert _positive(*r["ip_s_by_chunk_elements"].values()) and set(r["ip_s_by_chunk_elements"]) == {"128", "1024"}
+    from esnfed_core.accel import torch_reservoir as tr
+    assert r["chunk_elements_default"] == tr.CPU_CHUNK_ELEMENTS
+    assert "| 2 × 4 × 6 × 16, 0 | 1024 (6) |" in text
+
+
 @slow
 def test_paper_budget_projects_both_budgets_from_one_measurement():
     out = run("bench_paper_budget.py", "--budget", "paper", "reduced", "--windows", "2", "--repeats", "1")
