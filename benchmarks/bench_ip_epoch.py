@@ -16,6 +16,11 @@ torch_reservoir.CHUNK_ELEMENTS on cuda, CPU_CHUNK_ELEMENTS on the CPU; the defau
 ``ip_s``): whether a chunk that fits the GPU's L2 (50 MB on an H100/H200: 3 buffers of 2^22
 floats) makes the IP sums' elementwise passes cheaper than the default 2^25, at the cost of more
 launches per step. The kernels' results do not depend on it beyond float32 summation order.
+
+``--cuda-graph`` (cuda only) also times the same IP step captured once as a CUDA graph and
+replayed (``ip_graph_s``): what the per-kernel launch gaps cost (three kernels a time step,
+plus the sums per chunk). A measurement aid, not a code path of the pipeline; it has not run on a
+GPU yet, so a capture that fails is recorded (``ip_graph_error``), not raised.
 """
 
 from __future__ import annotations
@@ -53,8 +58,22 @@ def _timed(fn, dev: torch.device, repeats: int) -> float:
     return statistics.median(times)
 
 
+def graph_replay(fn) -> "torch.cuda.CUDAGraph":
+    """``fn`` captured as a CUDA graph (warmed up on a side stream first, as torch's docs ask)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(2):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return graph
+
+
 def measure(dev: torch.device, r: int, b: int, t: int, n: int, mu: float, repeats: int,
-            chunk_elements: tuple[int, ...] = ()) -> dict:
+            chunk_elements: tuple[int, ...] = (), cuda_graph: bool = False) -> dict:
     bk = bank(r, n, 8, dev, ip=True)
     g = torch.Generator(device="cpu").manual_seed(0)
     u = torch.randn((r, b, t, 8), generator=g).to(dev)
@@ -91,6 +110,15 @@ def measure(dev: torch.device, r: int, b: int, t: int, n: int, mu: float, repeat
                 out["ip_s_by_chunk_elements"][str(ce)] = _timed(ip, dev, repeats)
         finally:
             setattr(tr, name, default)
+    if cuda_graph:
+        if dev.type != "cuda":
+            out["ip_graph_error"] = "needs cuda"
+        else:
+            try:
+                out["ip_graph_s"] = _timed(graph_replay(ip).replay, dev, repeats)
+                out["ip_graph_over_ip"] = out["ip_graph_s"] / out["ip_s"]
+            except Exception as err:  # noqa: BLE001 - recorded: a measurement aid never run on a GPU yet
+                out["ip_graph_error"] = f"{type(err).__name__}: {err}"[:300]
     out["ip_over_gemm"] = out["ip_s"] / out["gemm_s"]
     out["recurrence_over_gemm"] = out["recurrence_s"] / out["gemm_s"]
     out["ip_window_steps_per_s"] = r * b * t / out["ip_s"]
@@ -109,6 +137,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1, help="torch CPU threads (torch-cpu)")
     ap.add_argument("--chunk-elements", type=int, nargs="+", default=[], metavar="FLOATS",
                     help="also time the IP step with these chunk-buffer sizes (floats per buffer)")
+    ap.add_argument("--cuda-graph", action="store_true",
+                    help="cuda: also time the IP step captured as one CUDA graph and replayed")
     ap.add_argument("--out", type=Path, help="append the JSON lines here too")
     args = ap.parse_args()
     dev = torch.device(torch_device(args.device))
@@ -118,7 +148,7 @@ def main() -> None:
     for n in args.units:
         for mu in args.mu:
             rec = measure(dev, args.reservoirs, args.windows, args.steps, n, mu, args.repeats,
-                          tuple(args.chunk_elements))
+                          tuple(args.chunk_elements), args.cuda_graph)
             print(json.dumps(rec), flush=True)
             if args.out:
                 with args.out.open("a") as fh:
@@ -130,6 +160,11 @@ def main() -> None:
         print(f"| {r['reservoirs']} × {r['windows']} × {r['steps']} × {r['units']}, {r['mu']:g} | {r['ip_s']:.3f} | "
               f"{r['gemm_s']:.3f} | {r['recurrence_s']:.3f} | {r['ip_over_gemm']:.2f} | "
               f"{r['recurrence_over_gemm']:.2f} |")
+    for r in rows:
+        if "ip_graph_s" in r or "ip_graph_error" in r:
+            print(f"CUDA graph, {r['reservoirs']} × {r['windows']} × {r['steps']} × {r['units']}, μ {r['mu']:g}: "
+                  + (f"{r['ip_graph_s']:.4f} s, {r['ip_graph_over_ip']:.3f} × the IP step" if "ip_graph_s" in r
+                     else r["ip_graph_error"]))
     if args.chunk_elements:
         print("\n| R × B × T × N, μ | chunk floats (steps per chunk) | IP step s | ÷ default chunk |")
         print("|---|---|---|---|")

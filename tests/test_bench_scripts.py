@@ -104,7 +104,7 @@ def test_ip_epoch_times_the_ip_step_per_chunk_size_and_restores_the_default(tmp_
     pytest.importorskip("torch")
     out = tmp_path / "ip.jsonl"
     text = run("bench_ip_epoch.py", "--reservoirs", "2", "--windows", "4", "--steps", "6", "--units", "16",
-               "--repeats", "1", "--chunk-elements", "128", "1024", "--out", str(out))
+               "--repeats", "1", "--chunk-elements", "128", "1024", "--cuda-graph", "--out", str(out))
     (r,) = [json.loads(line) for line in out.read_text().splitlines()]
     # 2 × 4 × 16 = 128 floats a step: one step per chunk at 128, all 6 at 1024
     assert r["chunk_steps"] == {"128": 1, "1024": 6}
@@ -112,6 +112,7 @@ def test_ip_epoch_times_the_ip_step_per_chunk_size_and_restores_the_default(tmp_
     from esnfed_core.accel import torch_reservoir as tr
     assert r["chunk_elements_default"] == tr.CPU_CHUNK_ELEMENTS
     assert "| 2 × 4 × 6 × 16, 0 | 1024 (6) |" in text
+    assert r["ip_graph_error"] == "needs cuda" and "ip_graph_s" not in r  # torch-cpu: said, not faked
 
 
 @slow
