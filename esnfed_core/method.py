@@ -22,9 +22,10 @@ from esnfed_core.errors import ConfigError
 from esnfed_core.quote import quote
 from esnfed_core.vocabulary import ALGOS, STRATEGIES
 
-METHODS = ("random", "ridge", "incfed", "fedavg", "ip", "fedip") + tuple(
-    f"{a}-{s}" for a in ("clip", "fedclip") for s in STRATEGIES
-) + ("deep-incfed", "deep-fedip") + ("local", "ensemble", "align-0.5")
+# The continual methods: CLIP and FedCLIP, each with every strategy.
+CONTINUAL_METHODS = tuple(f"{a}-{s}" for a in ("clip", "fedclip") for s in STRATEGIES)
+METHODS = ("random", "ridge", "incfed", "fedavg", "ip", "fedip") + CONTINUAL_METHODS + (
+    "deep-incfed", "deep-fedip") + ("local", "ensemble", "align-0.5")
 # align-<α> for any α in [0, 1]: 0.5 stands for them.
 # Heterogeneous methods (issue 13): every client its own reservoir (esnfed_core.heterogeneous).
 HETERO_ALGOS = ("local", "ensemble", "align")

@@ -13,6 +13,7 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
+from esnfed_core.method import CONTINUAL_METHODS as CONTINUAL_NAMES
 from esnfed_core.errors import DataError
 from esnfed_core.quote import quote
 from esnfed_core.stats import Mark, TestResult, pair_marks
@@ -165,8 +166,7 @@ DEEP_TABLE = "deep"  # the deep reservoirs' table: on params.yaml study_datasets
 # ---------------------------------------------------------------------------------------------
 # Generic tables of a user's own dataset (issue 16)
 
-CONTINUAL_METHODS = tuple((f"{a}-{s}", f"{a} {s}") for a in ("clip", "fedclip")
-                          for s in ("naive", "replay", "joint"))
+CONTINUAL_METHODS = tuple((m, m.replace("-", " ")) for m in CONTINUAL_NAMES)  # (name, label)
 
 
 def generic_tables(dataset: str, continual: bool) -> tuple[TableSpec, ...]:

@@ -7,7 +7,8 @@ from __future__ import annotations
 import re
 from typing import Mapping
 
-from esnfed_core.vocabulary import PCTS, STRATEGIES
+from esnfed_core.method import CONTINUAL_METHODS
+from esnfed_core.vocabulary import PCTS
 from esnfed_stages.figures import png_title
 from esnfed_stages.secagg_report import CSV_NAME as SECAGG_CSV, SECTION_TITLE as SECAGG_TITLE
 
@@ -23,7 +24,6 @@ SECTIONS = {SECAGG_CSV: SECAGG_TITLE}
 # one per continual method) are declared for the papers' datasets and the shipped `example`; the
 # CSVs of a dataset of your own are written all the same, and the index names them as not declared.
 PLOTTED_DATASETS = ("wesad", "hhar", "example")
-CONTINUAL_METHODS = tuple(f"{algo}-{s}" for algo in ("fedclip", "clip") for s in STRATEGIES)
 DVC_PLOTS = frozenset(
     [f"test-accuracy-{ds}.csv" for ds in PLOTTED_DATASETS]
     + [f"stream-{ds}-{s}-{pct}.csv" for ds in PLOTTED_DATASETS for s in ("federated", "centralized")
