@@ -228,3 +228,14 @@ def test_a_study_of_your_own_data_alone_runs_every_study_stage_on_it_upstream_of
     upstream = _report_upstream(root)
     assert {"assess-deep@mine", "assess-hetero@mine", "flower@mine", "select-deep@mine", "ttest"} <= set(upstream)
     assert [s for s in upstream if s.endswith(("@wesad", "@hhar", "@example"))] == []
+
+
+def test_privacy_depends_on_the_selections_of_its_share(tmp_path):
+    """The privacy stage retrains the selections of params privacy.pct: its deps follow that share
+    (they named the 100 % selections whatever privacy.pct said, so a changed 25 % selection never
+    reran it)."""
+    def change(p):
+        p["privacy"]["pct"] = "25"
+    deps = _expanded(_project(tmp_path, change))["privacy@wesad"]["deps"]
+    assert {"runs/select/wesad/incfed/25/best.json", "runs/select/wesad/fedip/25/best.json"} <= set(deps)
+    assert not [d for d in deps if d.startswith("runs/select/") and "/25/" not in d]
