@@ -22,9 +22,10 @@ def check_params(
     """Check a params file as a whole, as every stage does before it runs.
 
     Unknown keys, wrong types, values out of range and settings that cannot work together (e.g. a
-    declared dataset whose data no stage writes: embedded, imports) stop it with one line naming the
-    key, exit code 1. `make repro` runs it before `dvc repro`: there such a mistake would surface as
-    DVC's missing dependency, a path, before any stage could name the key.
+    declared dataset whose data no stage writes, or an import of a dataset not declared: embedded,
+    imported) stop it with one line naming the key, exit code 1. `make repro` runs it before `dvc
+    repro`: there such a mistake would surface as DVC's missing dependency, a path, before any stage
+    could name the key, or not at all (an undeclared dataset imported for nothing).
 
     Example: esnfed check-params --params params.yaml
     """
@@ -32,5 +33,6 @@ def check_params(
     embedded = loaded.get("embedded") or {}
     parts = [f"datasets {', '.join(declared(loaded))}"] + [
         f"embedded.{stage} {', '.join(embedded[stage]) or 'none'}" for stage in ("synthesize", "preprocess")
-        if stage in embedded]
+        if stage in embedded] + ([f"imported {', '.join(loaded['imported']) or 'none'}"]
+                                 if loaded.get("imported") is not None else [])
     console.print(f"{params}: valid ({'; '.join(parts)})", markup=False, highlight=False, soft_wrap=True)

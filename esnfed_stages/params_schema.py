@@ -33,6 +33,7 @@ from esnfed_stages._datasets import (
 from esnfed_stages.experiment_params import RUNNER_BOUNDS
 from esnfed_stages.import_data import import_params
 from esnfed_stages.partition import check_partition
+from esnfed_stages.processed_params import same_source
 from esnfed_stages.schema_nodes import (
     Bool, Choice, Delegate, Entries, Fields, Invalid, ListOf, Named, Node, Nullable, Num, Space, Text,
 )
@@ -199,6 +200,8 @@ SCHEMA = Fields(optional={
     "continual_datasets": ListOf(Delegate(check_dataset_name), empty=True),
     "study_datasets": ListOf(Delegate(check_dataset_name), empty=True),
     "imports": Named({}, lambda ds: Delegate(_import, IMPORT_KEYS), examples=EXAMPLES),
+    # the imports dvc.yaml's import stage runs, each with its source (_imported_needs: the declared ones)
+    "imported": Named({}, lambda ds: Text(), examples=EXAMPLES),
     # the embedded data dvc.yaml's synthesize and preprocess stages write (_embedded_needs: what the run reads)
     "embedded": Fields(required={
         "synthesize": Delegate(_embedded(SYNTHESIZED, "the embedded datasets"), SYNTHESIZED),
@@ -283,6 +286,40 @@ def _declared_datasets(params: Mapping[str, Any]) -> None:
             raise Invalid(f"continual_datasets: {quote(name)} has no contexts (imports.{name}.context is not set)")
 
 
+def _imported_needs(params: Mapping[str, Any]) -> None:
+    """dvc.yaml imports the entries of ``imported`` (DVC's foreach cannot pick the declared names out
+    of ``imports``): exactly your own datasets of ``datasets``, each with its imports.<name>.source (the
+    import stage's dependency), so an undeclared entry of ``imports`` (a paused dataset, settings for
+    `esnfed import` alone) costs nothing and cannot fail the run."""
+    imported = params.get("imported")
+    if imported is None:  # a partial file: DVC names the key it cannot find
+        return
+    names = declared(params)
+    imports = params.get("imports") or {}
+    for name in names:
+        if name not in DATASETS and name not in imported:  # imports.<name> is there (_declared_datasets)
+            raise Invalid(f"imported.{name}: missing (datasets lists {quote(name)}: import@{name} writes "
+                          f"data/processed/{name}; give it its source, imports.{name}.source "
+                          f"{quote(imports[name]['source'])})")
+    for name, source in imported.items():
+        if name not in names:
+            raise Invalid(f"imported.{name}: {quote(name)} is not in datasets ({', '.join(names)}): import@{name} "
+                          f"would run for no stage; remove it here to leave the dataset out (imports.{name} may stay)")
+        declared_source = imports[name]["source"]  # a declared dataset's import (_declared_datasets), checked
+        if not same_source(source, declared_source):  # one file, as the stale-data check compares them
+            raise Invalid(f"imported.{name}: expected {quote(declared_source)} (imports.{name}.source: import@{name} "
+                          f"depends on the file it reads), got {quote(source)}")
+
+
+def _imported_sources(params: Mapping[str, Any]) -> dict[str, Any]:
+    """The source of each import dvc.yaml runs: ``imported``; absent (a partial file), that of each of
+    your own datasets of ``datasets``."""
+    if params.get("imported") is not None:
+        return dict(params["imported"])
+    imports = params.get("imports") or {}
+    return {name: (imports.get(name) or {}).get("source") for name in declared(params) if name in imports}
+
+
 def _inside(path: Any, folder: Path) -> bool:
     return isinstance(path, str) and Path(os.path.abspath(path)).is_relative_to(os.path.abspath(folder))
 
@@ -306,11 +343,11 @@ def _embedded_needs(params: Mapping[str, Any]) -> None:
         if name not in synthesized:
             raise Invalid(f"embedded.synthesize.{name}: missing (embedded.preprocess lists {quote(name)}: "
                           f"preprocess@{name} depends on data.synthetic_dir/{DIRNAMES[name]})")
-    for dataset, spec in (params.get("imports") or {}).items() if root else ():  # dvc.yaml imports every entry
+    for dataset, source in _imported_sources(params).items() if root else ():  # what dvc.yaml imports
         for name, folder in DIRNAMES.items():
-            if name not in synthesized and _inside(spec.get("source"), Path(root, folder)):
+            if name not in synthesized and _inside(source, Path(root, folder)):
                 raise Invalid(f"embedded.synthesize.{name}: missing (imports.{dataset}.source "
-                              f"{quote(spec['source'])} lies in {Path(root, folder).as_posix()}, which "
+                              f"{quote(source)} lies in {Path(root, folder).as_posix()}, which "
                               f"synthesize@{name} writes)")
     for section, stage, listed in (("synthetic", "synthesize", synthesized), ("preprocess", "preprocess", preprocessed)):
         for name in listed if section in params else ():
@@ -325,6 +362,7 @@ def validate(params: Any, source: str | Path = "params.yaml") -> None:
         SCHEMA.check("", params)
         _combinations(params)
         _declared_datasets(params)
+        _imported_needs(params)
         _embedded_needs(params)
     except Invalid as exc:
         raise ConfigError(f"{source}: {exc}") from None

@@ -61,11 +61,16 @@ class DataParams:
                         f"{more}: the processed data is stale; rerun {self.rerun}")
 
 
+def same_source(a: str, b: str) -> bool:
+    """Whether two import sources name one file, written two ways (``./x.csv``, an absolute path)."""
+    return os.path.normpath(a) == os.path.normpath(b) or os.path.abspath(a) == os.path.abspath(b)
+
+
 def _same(key: str, a: Any, b: Any) -> bool:
     if a is _UNSET or b is _UNSET:
         return a is b
-    if key == "source" and isinstance(a, str) and isinstance(b, str):  # one file, written two ways
-        return os.path.normpath(a) == os.path.normpath(b) or os.path.abspath(a) == os.path.abspath(b)
+    if key == "source" and isinstance(a, str) and isinstance(b, str):
+        return same_source(a, b)
     return plain(a) == plain(b)
 
 

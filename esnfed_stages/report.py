@@ -41,7 +41,7 @@ from esnfed_stages.tables import (
 from esnfed_stages.report_figures import (
     ACTIVATION_DATASET, SETTINGS, ContextNames, activation_contexts_figure, activation_figure_and_plots,
     activation_shares_figure, activation_users_figure, context_names, matrix_figure_and_plots,
-    shares_figure_and_plot, stream_figure_and_plots,
+    shares_csv, shares_figure_and_plot, stream_figure_and_plots,
 )
 from esnfed_stages.privacy import privacy_params
 from esnfed_stages.ttest import (
@@ -270,7 +270,7 @@ def add_figures(rep: Report, inputs: Inputs, datasets: Sequence[str], continual:
     params.yaml ``report`` (ReportParams)."""
     for ds in datasets:  # every declared dataset has the stationary tables
         rep.figures[f"test-accuracy-{ds}.png"], plot = shares_figure_and_plot(inputs, ds)
-        rep.plots[f"test-accuracy-{ds}.csv"] = plot.encode()
+        rep.plots[shares_csv(ds)] = plot.encode()
         if progress:
             progress(f"figure test-accuracy-{ds}")
     for ds in [d for d in continual if d in datasets]:

@@ -35,8 +35,30 @@ _PRETTY = {"fedclip": "FedCLIP", "clip": "CLIP", "fedip": "FedIP", "ip": "IP", "
 # stationary tables), a panel per setting in the shares figure; random, the chance level, in each.
 STATIONARY = {"federated": ("fedavg", "incfed", "fedip"), "centralized": ("ridge", "ip")}
 REFERENCE = "random"
+# The methods of the shares figure's plot CSV, a mean and a std column each: random, then each setting's.
+SHARES_METHODS = tuple(dict.fromkeys(m for ms in STATIONARY.values() for m in (REFERENCE, *ms)))
 ACTIVATION_DATASET = "wesad"
 ACTIVATION_CONTEXTS = 5  # WESAD contexts (PROTOCOL §5): fixed columns for the DVC plots
+
+
+# The plot CSVs of one dataset, under reports/plots/ (dvc.yaml's `plots` and `esnfed dvc-plots` name them).
+def stream_csv(ds: str, setting: str, pct: str) -> str:
+    """Stream accuracy after each context, one setting and training share: a column per strategy."""
+    return f"stream-{ds}-{setting}-{pct}.csv"
+
+
+def shares_csv(ds: str) -> str:
+    """The stationary methods' test accuracy against the share: ``<method>_mean`` / ``_std`` columns."""
+    return f"test-accuracy-{ds}.csv"
+
+
+def matrix_csv(ds: str, method: str) -> str:
+    """A continual method's accuracy matrix: a column ``matrix_column(j)`` per context's test data."""
+    return f"accuracy-matrix-{ds}-{method}.csv"
+
+
+def matrix_column(j: int) -> str:
+    return f"on_context{j}"
 
 
 ContextNames = Sequence[str] | None  # a dataset's context names in context order, None: unknown
@@ -106,7 +128,7 @@ def stream_figure_and_plots(inputs: Inputs, ds: str, setting: str, names: Contex
         rows = [{**_context_row(t, names),
                  **{s: round(float(acc[:, t].mean() * 100.0), 6) for s, acc in lines.items()
                     if acc is not None and t < acc.shape[1]}} for t in range(n_ctx)]
-        plots[f"stream-{ds}-{setting}-{pct}.csv"] = to_csv(rows, ["context", "context_name", *STRATEGIES])
+        plots[stream_csv(ds, setting, pct)] = to_csv(rows, ["context", "context_name", *STRATEGIES])
     return png, plots
 
 
@@ -130,8 +152,7 @@ def shares_figure_and_plot(inputs: Inputs, ds: str) -> tuple[bytes, str]:
     png = figures.accuracy_by_share(
         f"{dataset_label(ds)}: test accuracy against the share of training users (stationary methods; "
         "mean ± std over retrains)", panels)
-    methods = dict.fromkeys(m for ms in STATIONARY.values() for m in (REFERENCE, *ms))
-    return png, to_csv(rows, ["share", *(f"{m}_{stat}" for m in methods for stat in ("mean", "std"))])
+    return png, to_csv(rows, ["share", *(f"{m}_{stat}" for m in SHARES_METHODS for stat in ("mean", "std"))])
 
 
 def _matrix(inputs: Inputs, ds: str, method: str, pct: str) -> np.ndarray | None:
@@ -169,12 +190,12 @@ def matrix_figure_and_plots(inputs: Inputs, ds: str, pct: str, names: ContextNam
         "diagonal: the contexts seen before, where forgetting shows)",
         [[(method_label(m), matrix) for m, matrix in row] for row in rows],
         [context_label(t, names) for t in range(n_ctx)])
-    columns = ["context", "context_name", *(f"on_context{j}" for j in range(n_ctx))]
+    columns = ["context", "context_name", *(matrix_column(j) for j in range(n_ctx))]
     plots = {}
     for m, matrix in (cell for row in rows for cell in row):
-        plots[f"accuracy-matrix-{ds}-{m}.csv"] = to_csv(
+        plots[matrix_csv(ds, m)] = to_csv(
             [{**_context_row(i, names),
-              **({f"on_context{j}": round(float(v) * 100.0, 6) for j, v in enumerate(matrix[i])}
+              **({matrix_column(j): round(float(v) * 100.0, 6) for j, v in enumerate(matrix[i])}
                  if matrix is not None and i < matrix.shape[0] else {})} for i in range(n_ctx)], columns)
     return png, plots
 

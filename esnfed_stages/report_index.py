@@ -10,6 +10,7 @@ from typing import Mapping
 from esnfed_core.method import CONTINUAL_METHODS
 from esnfed_core.vocabulary import PCTS
 from esnfed_stages.figures import png_title
+from esnfed_stages.report_figures import SETTINGS, matrix_csv, shares_csv, stream_csv
 from esnfed_stages.secagg_report import CSV_NAME as SECAGG_CSV, SECTION_TITLE as SECAGG_TITLE
 
 INDEX_NAME = "README.md"
@@ -18,17 +19,17 @@ INDEX_NAME = "README.md"
 # the communication table of each study dataset, communication.md and/or communication-<name>.md).
 SECTIONS = {SECAGG_CSV: SECAGG_TITLE}
 
-# The plot CSVs dvc.yaml's top-level `plots` declares (tests/test_dvc_deps.py checks that they
-# agree): `dvc plots show` draws these. DVC cannot expand a plot per params.yaml `datasets`, so the
-# per-dataset plots (test accuracy per share; stream, one per setting and share; accuracy matrices,
-# one per continual method) are declared for the papers' datasets and the shipped `example`; the
-# CSVs of a dataset of your own are written all the same, and the index names them as not declared.
+# The plot CSVs the repository's dvc.yaml's top-level `plots` declares (tests/test_dvc_deps.py checks
+# that they agree): `dvc plots show` draws these. DVC cannot expand a plot per params.yaml `datasets`,
+# so the per-dataset plots (test accuracy per share; stream, one per setting and share; accuracy
+# matrices, one per continual method) are declared for the papers' datasets and the shipped
+# `example`; the CSVs of a dataset of your own are written all the same, the index names them as not
+# declared, and `esnfed dvc-plots --dataset <name> --write` declares them (esnfed_stages/dvc_plots.py).
 PLOTTED_DATASETS = ("wesad", "hhar", "example")
 DVC_PLOTS = frozenset(
-    [f"test-accuracy-{ds}.csv" for ds in PLOTTED_DATASETS]
-    + [f"stream-{ds}-{s}-{pct}.csv" for ds in PLOTTED_DATASETS for s in ("federated", "centralized")
-       for pct in PCTS]
-    + [f"accuracy-matrix-{ds}-{m}.csv" for ds in PLOTTED_DATASETS for m in CONTINUAL_METHODS]
+    [shares_csv(ds) for ds in PLOTTED_DATASETS]
+    + [stream_csv(ds, s, pct) for ds in PLOTTED_DATASETS for s in SETTINGS for pct in PCTS]
+    + [matrix_csv(ds, m) for ds in PLOTTED_DATASETS for m in CONTINUAL_METHODS]
     + [f"activation-wesad-{m}.csv" for m in ("ip", "clip-naive", "clip-replay", "clip-joint", "fedip",
                                               "fedclip-naive", "fedclip-replay", "fedclip-joint")]
     + ["heterogeneous-alpha.csv"])  # its columns: DVC_ALPHA_COLUMNS
@@ -142,8 +143,8 @@ def _plots_line(plots: Mapping[str, bytes]) -> str:
     line = (f"- `plots/`: {len(plots)} CSV files, the data of the {figures} figures; `dvc plots show` draws "
             + (f"the {len(declared)} declared in dvc.yaml's `plots`" if declared else "none of them"))
     if rest:
-        line += ("; not declared there (a dataset of your own: add its entries to dvc.yaml, or "
-                 f"`dvc plots show reports/plots/<file> -x context`): {', '.join(rest)}")
+        line += ("; not declared there (a dataset of your own: `esnfed dvc-plots --dataset <name> --write` "
+                 f"declares its plots, or `dvc plots show reports/plots/<file> -x context`): {', '.join(rest)}")
     if any(n.startswith("test-accuracy-") for n in rest):
         line += " (test-accuracy-<dataset>.csv: -x share)"
     if ALPHA_CSV in rest:

@@ -162,6 +162,19 @@ def test_integer_user_names_in_fixed_splits_say_to_quote_them():
      "params.yaml: synthetic.hhar: missing (embedded.synthesize lists 'hhar': synthesize@hhar reads it)"),
     ({"preprocess__wesad": None},
      "params.yaml: preprocess.wesad: missing (embedded.preprocess lists 'wesad': preprocess@wesad reads it)"),
+    # imported: the imports dvc.yaml runs, exactly your own datasets of `datasets`, each with its source
+    ({"imported": {}},
+     "params.yaml: imported.example: missing (datasets lists 'example': import@example writes "
+     "data/processed/example; give it its source, imports.example.source 'data/synthetic/EXAMPLE/recordings.csv')"),
+    ({"datasets": ["wesad", "hhar"], "continual_datasets": ["wesad", "hhar"]},
+     "params.yaml: imported.example: 'example' is not in datasets (wesad, hhar): import@example would run for no "
+     "stage; remove it here to leave the dataset out (imports.example may stay)"),
+    ({"imported__example": "data/synthetic/EXAMPLE/old.csv"},
+     "params.yaml: imported.example: expected 'data/synthetic/EXAMPLE/recordings.csv' (imports.example.source: "
+     "import@example depends on the file it reads), got 'data/synthetic/EXAMPLE/old.csv'"),
+    ({"imported__example": ""}, "params.yaml: imported.example: expected a non-empty string, got ''"),
+    ({"imported__wesad": "data/raw/WESAD"}, "params.yaml: imported.wesad: 'wesad' is one of the papers' datasets"),
+    ({"imported": ["example"]}, "params.yaml: imported: expected a mapping, got ['example']"),
 ])
 def test_schema_names_the_key_of_a_declared_dataset_problem(changes, message):
     with pytest.raises(ConfigError) as err:
@@ -171,7 +184,7 @@ def test_schema_names_the_key_of_a_declared_dataset_problem(changes, message):
 
 
 def test_papers_only_params_without_datasets_keys_still_validate():
-    p = _params(datasets=None, continual_datasets=None, study_datasets=None, imports=None)
+    p = _params(datasets=None, continual_datasets=None, study_datasets=None, imports=None, imported=None)
     validate(p)
     from esnfed_stages._datasets import continual_declared, declared, study_declared
     assert declared(p) == ("wesad", "hhar") and continual_declared(p) == ("wesad", "hhar")
@@ -220,16 +233,49 @@ def test_the_readme_recipe_for_your_data_alone_validates():
     p = user_only_params()
     assert p["assess"]["activation_datasets"] == [] and p["datasets"] == ["mystudy"]
     assert p["embedded"] == {"synthesize": {}, "preprocess": {}} and list(p["imports"]) == ["mystudy"]
+    assert p["imported"] == {"mystudy": "data/mystudy.csv"}
     validate(p)
     wrong = copy.deepcopy(p)
     wrong["assess"]["activation_datasets"] = ["wesad"]
     with pytest.raises(ConfigError, match=r"^params.yaml: assess.activation_datasets: 'wesad' is not in datasets "
                                           r"\(mystudy\)$"):
         validate(wrong)
-    wrong = copy.deepcopy(p)
-    wrong["imports"]["example"] = REPO["imports"]["example"]
-    with pytest.raises(ConfigError, match=r"^params.yaml: embedded.synthesize.example: missing \(imports.example.source "):
-        validate(wrong)
+    # imports.example kept beside it runs no stage (not in imported), so it needs no embedded data
+    # (before, dvc.yaml imported every entry: it read the embedded CSV no stage wrote any more)
+    kept = copy.deepcopy(p)
+    kept["imports"]["example"] = REPO["imports"]["example"]
+    validate(kept)
+    kept["imported"]["example"] = REPO["imported"]["example"]
+    with pytest.raises(ConfigError, match=r"^params.yaml: imported.example: 'example' is not in datasets \(mystudy\)"):
+        validate(kept)
+
+
+def test_imported_may_write_the_source_as_another_path_to_the_same_file():
+    """imported.<name> and imports.<name>.source compare as the stale-data check compares sources:
+    one file written two ways (./x, an absolute path) is the same dependency for DVC."""
+    import os
+
+    source = REPO["imports"]["example"]["source"]
+    for same in (f"./{source}", os.path.abspath(source)):
+        validate(_params(imported__example=same))
+    with pytest.raises(ConfigError, match=r"^params.yaml: imported.example: expected "):
+        validate(_params(imported__example=source.replace("EXAMPLE", "OTHER")))
+
+
+def test_a_dataset_of_your_own_taken_out_of_datasets_and_imported_is_paused_with_its_settings_kept():
+    """Pausing the example: out of the dataset lists and of `imported`, its imports, partition and
+    budgets entries stay (for later, and for `esnfed import` outside DVC); the params validate and
+    no key asks for its embedded CSV. Left in `imported`, it is refused, naming the key: dvc.yaml
+    would import it for no stage (before: it was imported silently, and failed the run where its
+    source was gone)."""
+    p = _params(datasets=["wesad", "hhar"], continual_datasets=["wesad", "hhar"], imported={},
+                embedded={"synthesize": {"wesad": "WESAD", "hhar": "HHAR"}, "preprocess": {"wesad": "WESAD",
+                                                                                        "hhar": "HHAR"}})
+    assert "example" in p["imports"] and "example" in p["partition"] and "example" in p["budgets"]["paper"]["space"]
+    validate(p)
+    p["imported"]["example"] = REPO["imports"]["example"]["source"]
+    with pytest.raises(ConfigError, match=r"^params.yaml: imported.example: 'example' is not in datasets"):
+        validate(p)
 
 
 def test_the_shipped_example_alone_writes_its_embedded_csv_only():

@@ -1,5 +1,5 @@
 """dvc.yaml takes its datasets from params.yaml (issue 16): the foreach/matrix stages expand over
-`datasets`, `continual_datasets`, `study_datasets`, `imports` and `embedded`, so declaring a
+`datasets`, `continual_datasets`, `study_datasets`, `imported` and `embedded`, so declaring a
 dataset adds its stages and removing one drops them, without editing dvc.yaml."""
 
 from __future__ import annotations
@@ -54,11 +54,13 @@ def test_repository_pipeline_runs_the_example_everywhere(tmp_path):
 def test_declaring_and_removing_datasets_changes_the_stages(tmp_path):
     def change(p):
         p["imports"]["mine"] = dict(p["imports"]["example"], source="mine.csv")
+        p["imported"] = {"mine": "mine.csv"}  # the example paused: its imports entry stays
         p["datasets"] = ["wesad", "mine"]
         p["continual_datasets"] = ["wesad"]
-    stages = _stages(_project(tmp_path, change))
+    stages = _expanded(_project(tmp_path, change))
     mine = sorted(s for s in stages if "mine" in s)
     assert "import@mine" in mine and "select-esn@mine-ridge" in mine and "assess-ip@mine-fedip" in mine
+    assert stages["import@mine"]["deps"][3] == "mine.csv"  # the source, from imported
     assert not [s for s in mine if "clip" in s]  # not continual
     assert "privacy@mine" in mine and "privacy@hhar" not in stages  # privacy follows `datasets`
     # The embedded data stages follow `embedded`, the deep, heterogeneous and flower stages
@@ -67,13 +69,32 @@ def test_declaring_and_removing_datasets_changes_the_stages(tmp_path):
     paper_only = ("synthesize", "preprocess", "select-deep", "retrain-deep", "assess-deep",
                   "select-hetero", "retrain-hetero", "assess-hetero", "flower")
     assert not [s for s in stages if "@hhar" in s and not s.startswith(paper_only)]
-    assert "partition@example" not in stages and "import@example" in stages  # imported, not run
+    # the example out of `datasets` and `imported`: no stage of it, though imports.example stays
+    # (before, dvc.yaml imported every entry of imports: import@example ran for no stage)
+    assert "partition@example" not in stages and "import@example" not in stages
+
+
+def test_a_dataset_paused_in_datasets_but_left_in_imported_is_refused_before_dvc_imports_it(tmp_path):
+    """DVC's foreach cannot filter: left in `imported`, the example would still be imported (its
+    source read, the run failed where it is gone). The schema names the key instead, as `esnfed
+    check-params` and every stage run it."""
+    from esnfed_core.errors import ConfigError
+    from esnfed_stages.params_schema import validate
+
+    def change(p):
+        p["datasets"] = p["continual_datasets"] = ["wesad", "hhar"]
+    root = _project(tmp_path, change)
+    assert "import@example" in _stages(root)  # what DVC alone would run
+    with pytest.raises(ConfigError, match=r"^params.yaml: imported.example: 'example' is not in datasets "
+                                          r"\(wesad, hhar\): import@example would run for no stage"):
+        validate(yaml.safe_load((root / "params.yaml").read_text()))
 
 
 def _user_only(p: dict) -> None:
     """Only a dataset of your own declared (README "Your own data"): no space.wesad or space.hhar
     in the budgets, no study on the papers' datasets, no embedded data."""
     p["imports"] = {"mine": dict(p["imports"]["example"], source="mine.csv")}
+    p["imported"] = {"mine": "mine.csv"}
     p["partition"]["mine"] = p["partition"].pop("example")
     for budget in p["budgets"].values():
         space = budget["space"]
@@ -98,6 +119,24 @@ def test_the_repository_params_write_the_embedded_data_as_dvc_yaml_listed_it(tmp
                                 "outs": [f"data/processed/{ds}"]} for ds in ("wesad", "hhar")}}
 
 
+def test_the_repository_params_import_the_example_as_dvc_yaml_did_over_imports(tmp_path):
+    """dvc.yaml's import stage over params.yaml `imported` (before: over `imports`) resolves to the
+    same definition for the repository's params (command, deps with the source, the params it
+    records, outs), as dvc.lock stores it: an existing dvc.lock still matches."""
+    root = _project(tmp_path, lambda p: None)
+    code = ("import json; from dvc.repo import Repo\n"
+            "print(json.dumps({s.addressing: s.dumpd() for s in Repo('.').index.stages"
+            " if s.addressing.startswith('import')}))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == {"import@example": {
+        "cmd": "esnfed import --dataset example",
+        "deps": [*({"hash": "md5", "path": p} for p in ("esnfed_cli", "esnfed_stages", "esnfed_core",
+                                                         "data/synthetic/EXAMPLE/recordings.csv")),
+                 {"params": ["imports.example"], "path": "params.yaml"}],
+        "outs": [{"hash": "md5", "path": "data/processed/example"}]}}
+
+
 @pytest.mark.parametrize("alone", ["readme recipe", "example"])
 def test_your_data_alone_runs_no_embedded_data_stage_it_does_not_read(tmp_path, alone):
     """README "Your data alone" (its recipe, tests/readme_recipe.py, and the shipped example in its
@@ -116,7 +155,9 @@ def test_your_data_alone_runs_no_embedded_data_stage_it_does_not_read(tmp_path, 
         if alone == "example":
             for key in ("datasets", "continual_datasets"):
                 p[key] = ["example"]
-            p["imports"] = {"example": yaml.safe_load((ROOT / "params.yaml").read_text())["imports"]["example"]}
+            repo = yaml.safe_load((ROOT / "params.yaml").read_text())
+            p["imports"] = {"example": repo["imports"]["example"]}
+            p["imported"] = repo["imported"]
             p["embedded"]["synthesize"] = {"example": "EXAMPLE"}
             for budget in p["budgets"].values():
                 budget["space"].setdefault("example", budget["space"].pop("mystudy"))
@@ -196,6 +237,7 @@ def test_the_cli_default_datasets_are_those_dvc_runs_each_method_on(tmp_path, ed
     def change(p):
         if edit == "declared":
             p["imports"]["mine"] = dict(p["imports"]["example"], source="mine.csv")
+            p["imported"] = {"mine": "mine.csv"}
             p["datasets"] = ["wesad", "mine"]
             p["continual_datasets"] = ["wesad"]
             p["study_datasets"] = ["wesad"]

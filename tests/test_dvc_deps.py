@@ -221,15 +221,17 @@ def test_the_index_knows_which_plot_csvs_dvc_declares():
     index = report_index.render({}, {}, plots, {}, "d", "v", activation_pct="50")
     assert (f"- `plots/`: {len(names)} CSV files, the data of the stream-accuracy, test-accuracy, accuracy-matrix, "
             f"activation and alignment figures; `dvc plots show` draws the {len(names) - 2} declared in dvc.yaml's `plots`; not declared "
-            "there (a dataset of your own: add its entries to dvc.yaml, or `dvc plots show reports/plots/<file> "
+            "there (a dataset of your own: `esnfed dvc-plots --dataset <name> --write` declares its plots, or "
+            "`dvc plots show reports/plots/<file> "
             "-x context`): stream-mine-federated-25.csv, stream-mine-centralized-25.csv:") in index
     assert "trained on 50% of the training users only" in index
     # the alignment plot draws the columns dvc.yaml lists: a study of other datasets' CSV is not drawn
     alpha = next(p for p in plots_of_dvc() if next(iter(p)) == "heterogeneous-alpha")["heterogeneous-alpha"]
     assert tuple(next(iter(alpha["y"].values()))) == report_index.DVC_ALPHA_COLUMNS
     mine = report_index.render({}, {}, {"heterogeneous-alpha.csv": b"alpha,mine_25,mine_100\n"}, {}, "d", "v")
-    assert ("`dvc plots show` draws none of them; not declared there (a dataset of your own: add its entries to "
-            "dvc.yaml, or `dvc plots show reports/plots/<file> -x context`): heterogeneous-alpha.csv "
+    assert ("`dvc plots show` draws none of them; not declared there (a dataset of your own: `esnfed dvc-plots "
+            "--dataset <name> --write` declares its plots, or `dvc plots show reports/plots/<file> -x context`): "
+            "heterogeneous-alpha.csv "
             "(heterogeneous-alpha.csv: dvc.yaml's `heterogeneous-alpha` plot draws the papers' datasets' columns; "
             "put this file's there, -x alpha):") in mine
 

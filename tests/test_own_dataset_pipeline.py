@@ -35,9 +35,11 @@ def _params(root: Path, declare_user: bool) -> Path:
     p["imports"]["example"].update(source=str(root / "raw" / "EXAMPLE" / "recordings.csv"), rate=10, window=10)
     p["budgets"]["default"]["space"]["example"]["units"] = [8, 12]
     p["continual"]["joint"]["max_rounds"] = 3
+    p["imported"] = {"example": p["imports"]["example"]["source"]}
     if not declare_user:
         p["datasets"] = ["wesad", "hhar"]
         p["continual_datasets"] = ["wesad", "hhar"]
+        p["imported"] = {}  # the example paused: not imported
     return write_params(root, p)
 
 
@@ -165,6 +167,7 @@ def _user_only_params(root: Path) -> Path:
     p["synthetic"]["example"] = {"seed": 0, "subjects": 6, "seconds_per_activity": 2.0, "rate": 20.0}
     p["imports"] = {"mine": dict(p["imports"]["example"], source=str(root / "raw" / "EXAMPLE" / "recordings.csv"),
                                  rate=10, window=10)}
+    p["imported"] = {"mine": p["imports"]["mine"]["source"]}
     p["partition"] = {"mine": p["partition"]["example"]}
     for budget in p["budgets"].values():
         space = budget["space"]

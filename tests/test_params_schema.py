@@ -137,6 +137,11 @@ CASES = {
     "declared paper dataset not preprocessed": (
         lambda p: p["embedded"]["preprocess"].pop("hhar"),
         "embedded.preprocess.hhar: missing (datasets lists 'hhar': preprocess@hhar writes data/processed/hhar)"),
+    # imported: the imports dvc.yaml runs, exactly the declared ones of your own with their sources
+    "import of a dataset taken out of datasets": (
+        lambda p: p.update(datasets=["wesad", "hhar"], continual_datasets=["wesad", "hhar"]),
+        "imported.example: 'example' is not in datasets (wesad, hhar): import@example would run for no stage; "
+        "remove it here to leave the dataset out (imports.example may stay)"),
     "privacy ip_clip mapping lacks a dataset": (
         lambda p: p["privacy"].update(ip_clip={"wesad": 0.1, "hhar": 0.1}),
         "privacy.ip_clip.example: missing (datasets lists 'example'; privacy.ip_clip is a mapping: give every "
@@ -183,7 +188,7 @@ def test_check_params_says_valid_or_names_the_key_before_dvc_runs_anything(workd
     assert result.exit_code == 0, result.output
     assert " ".join(result.output.split()) == (
         "params.yaml: valid (datasets wesad, hhar, example; embedded.synthesize wesad, hhar, example; "
-        "embedded.preprocess wesad, hhar)")
+        "embedded.preprocess wesad, hhar; imported example)")
     _write(workdir, lambda p: p["embedded"]["synthesize"].pop("example"))
     assert _error_line(["check-params"]) == (
         "error: params.yaml: embedded.synthesize.example: missing (imports.example.source "

@@ -32,6 +32,7 @@ def declare_own(params: dict, name: str = "mine") -> dict:
     params["datasets"], params["continual_datasets"] = ["wesad", name], ["wesad"]
     params["study_datasets"] = ["wesad"]  # the papers' studies on the declared paper dataset only
     params["imports"][name] = dict(params["imports"]["example"], source=f"{name}.csv")
+    params["imported"] = {name: f"{name}.csv"}  # what dvc.yaml imports: the declared one (example paused)
     params["partition"][name] = {"fractions": {"validation": 0.2, "test": 0.2}, "seed": 0}
     for budget in params["budgets"].values():
         budget["space"][name] = dict(budget["space"]["example"], units=[8, 12])

@@ -125,6 +125,7 @@ def test_select_refuses_stale_data(imported):
     params.update(datasets=["mine"], continual_datasets=["mine"], study_datasets=[])
     params["assess"]["activation_datasets"] = []  # only the papers' datasets have activation densities
     params["imports"]["mine"] = {**IMPORT, "rate": 10}
+    params["imported"] = {"mine": IMPORT["source"]}
     params["partition"]["mine"] = SPLITS
     for budget in params["budgets"].values():
         budget["space"]["mine"] = budget["space"]["wesad"]

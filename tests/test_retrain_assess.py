@@ -662,6 +662,7 @@ def test_assess_without_dataset_runs_every_dataset_the_pipeline_runs_the_method_
     params = small_params()
     params["budgets"]["default"]["retrains"] = RETRAINS
     params["datasets"], params["continual_datasets"], params["study_datasets"] = ["wesad"], ["wesad"], ["wesad"]
+    params["imported"] = {}  # the example not declared: not imported
     write_params(root, params)
     common = ["--params", str(root / "params.yaml"), "--data-dir", str(root / "data"),
               "--runs-dir", str(root / "runs")]
