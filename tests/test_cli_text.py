@@ -244,3 +244,55 @@ def test_usage_lines_name_arguments_in_capitals():
     assert not [name for name, line in usage.items() if "{" in line]
     missing = runner.invoke(app, ["check-data"])
     assert missing.exit_code == 2 and "check-data [OPTIONS] FOLDER" in missing.output + (missing.stderr or "")
+
+
+# `esnfed <command> --option ...` as the documents show it: in a code block (a line, with its `\`
+# continuations joined) or in an inline code span. Options end at a comment, a pipe or a `;`.
+_INVOCATION = re.compile(r"\besnfed((?:\s+--(?:debug|wait))*)\s+([a-z][a-z-]*)([^#;|&`\n]*)")
+_FENCED = re.compile(r"^```[^\n]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
+
+
+def doc_invocations(text: str) -> list[tuple[str, list[str]]]:
+    """(command, its --options) of every `esnfed` command line in a Markdown text."""
+    lines = [line for block in _FENCED.findall(text) for line in block.replace("\\\n", " ").splitlines()]
+    prose = _FENCED.sub("", text)
+    lines += re.findall(r"`([^`]*\besnfed [^`]*)`", prose.replace("\n", " "))
+    return [(m.group(2), re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", m.group(3)))
+            for line in lines for m in _INVOCATION.finditer(line)]
+
+
+def invocation_problems(text: str) -> list[str]:
+    """The commands and options a text's `esnfed` command lines name that the CLI does not have."""
+    group, commands = _click_commands()
+    problems = []
+    for command, options in doc_invocations(text):
+        if command not in commands:
+            problems.append(f"esnfed {command}")
+            continue
+        known = {o for p in commands[command].params for o in [*getattr(p, "opts", []),
+                                                                  *getattr(p, "secondary_opts", [])]}
+        problems += [f"esnfed {command} {o}" for o in options if o not in known | {"--help"}]
+    return problems
+
+
+def test_every_esnfed_command_line_in_the_documents_names_options_the_command_has():
+    """The README, BENCHMARKS.md and docs/ show how to run each stage by hand; an option renamed or
+    removed in the CLI must not survive in them (audit: every documented command was run)."""
+    root = Path(__file__).resolve().parents[1]
+    docs = [root / "README.md", root / "BENCHMARKS.md", *sorted((root / "docs").glob("*.md"))]
+    found = {d.name: doc_invocations(d.read_text(encoding="utf-8")) for d in docs}
+    assert sum(map(len, found.values())) > 50 and found["README.md"], found  # the scanner finds them
+    problems = {d.name: bad for d in docs if (bad := invocation_problems(d.read_text(encoding="utf-8")))}
+    assert not problems, problems
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("```bash\nesnfed select --dataset wesad --algo fedip  # --not-an-option\n```", []),
+    ("```bash\nesnfed select --dataset wesad \\\n  --algos fedip\n```", ["esnfed select --algos"]),
+    ("run `esnfed flower-table --runs-dir runs/x` (former name)", []),
+    ("run `esnfed flower-table --flowr-dir x`", ["esnfed flower-table --flowr-dir"]),
+    ("`esnfed --debug selekt --dataset wesad`", ["esnfed selekt"]),
+    ("`esnfed download --no-unpack`", []),
+])
+def test_the_invocation_scanner_flags_unknown_commands_and_options(text, expected):
+    assert invocation_problems(text) == expected
