@@ -38,13 +38,13 @@ CHUNK = 5  # steps per chunk: 23 = 4 × 5 + 3, so the last chunk is shorter
 MASK = torch.tensor([[1.0] * 6, [1.0, 1, 1, 0, 0, 0], [1.0, 0, 0, 0, 0, 0]])  # 6, 3 and 1 real windows
 
 
-def _bank(ip: bool = True) -> tr.Bank:
+def _bank(ip: bool = True, device: str = "cpu") -> tr.Bank:
     """Three reservoirs; with ``ip`` two of them IP-adapted (gains and biases away from 1 and 0)."""
     rng = np.random.default_rng(11)
     res = [build_reservoir(ReservoirConfig(INPUTS, UNITS, 0.9 - 0.1 * i, 0.3 + 0.2 * i, 1.0), i) for i in range(3)]
     if ip:
         res[1:] = [r.with_ip(rng.uniform(0.5, 1.5, UNITS), rng.uniform(-0.3, 0.3, UNITS)) for r in res[1:]]
-    return tr.Bank.from_reservoirs(res, "cpu")
+    return tr.Bank.from_reservoirs(res, device)
 
 
 def _inputs(r: int = 3, b: int = WINDOWS, t: int = STEPS, seed: int = 4) -> torch.Tensor:
@@ -64,9 +64,10 @@ def small_chunks(monkeypatch):
 def _bound(bank: tr.Bank, u: torch.Tensor, mask: torch.Tensor | None, mu: float) -> list[np.ndarray | None]:
     """Per (reservoir, unit): the bound on |fused − eager| of each of ip_sums' three results (module
     docstring), from the chunks' h and net in float64."""
-    r = bank.reservoirs
-    c = C.double().view(r, 1, 1, 1)
-    m = torch.ones(r, 1, u.shape[1], 1, dtype=torch.float64) if mask is None else mask.double().view(r, 1, -1, 1)
+    r, dev = bank.reservoirs, bank.device
+    c = C.double().to(dev).view(r, 1, 1, 1)
+    m = (torch.ones(r, 1, u.shape[1], 1, dtype=torch.float64, device=dev) if mask is None
+         else mask.double().to(dev).view(r, 1, -1, 1))
     a_q = a_qn = a_net = 0.0
     n_max = 0
     for ch in tr.iter_chunks(bank, u):
@@ -78,7 +79,8 @@ def _bound(bank: tr.Bank, u: torch.Tensor, mask: torch.Tensor | None, mu: float)
         n_max = max(n_max, h.shape[1] * h.shape[2])
     eps = 2 * (n_max + 4) * U32
     g, b = bank.gain.double().abs(), bank.bias.double().abs()
-    return [(eps * a_q).numpy(), (eps * (a_qn + b * a_q) / g).numpy(), None if mu == 0 else (eps * a_net / g).numpy()]
+    return [(eps * a_q).cpu().numpy(), (eps * (a_qn + b * a_q) / g).cpu().numpy(),
+            None if mu == 0 else (eps * a_net / g).cpu().numpy()]
 
 
 @pytest.mark.parametrize("mask", [None, MASK], ids=["no mask", "mask"])
@@ -99,6 +101,20 @@ def test_fused_sums_equal_the_eager_sums_within_float32_rounding(small_chunks, m
     if mask is not None:  # the masked windows take no part: the reservoir with one window alone
         one = tp.ip_sums(bank.select([2]), u[2:, :1], None, C[2:], mu, fused=True)
         np.testing.assert_allclose(one[0].numpy(), fused[0][2:].numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("mask", [None, MASK], ids=["no mask", "mask"])
+def test_cuda_fused_sums_equal_the_eager_sums(monkeypatch, mask):
+    """The same on the GPU (Triton's kernel against torch's CUDA reductions), chunks of 5 steps."""
+    monkeypatch.setattr(tr, "CHUNK_ELEMENTS", 3 * WINDOWS * UNITS * CHUNK)
+    bank, u = _bank(device="cuda"), _inputs().cuda()
+    m, c = (None if mask is None else mask.cuda()), C.cuda()
+    eager = tp.ip_sums(bank, u, m, c, 0.1, fused=False)
+    fused = tp.ip_sums(bank, u, m, c, 0.1, fused=True)
+    for got, want, bound in zip(fused, eager, _bound(bank, u, m, 0.1)):
+        assert got.device == want.device == bank.device
+        assert np.all((got - want).abs().cpu().numpy() <= bound)
 
 
 def test_fused_sums_of_a_bank_without_ip(small_chunks):
