@@ -28,8 +28,8 @@ GPU yet, so a capture that fails is recorded (``ip_graph_error``), not raised.
 cuda, C++ on the CPU), with its ratios to the GEMM and to the eager step. The first call of the
 size, which compiles (or loads inductor's on-disk cache) and runs one step, is timed apart
 (``ip_fused_first_call_s``, wall time) and left out of ``ip_fused_s``. A compile that fails is
-recorded (``ip_fused_error``), not raised. What the fused sums would change: BENCHMARKS.md,
-"For the next session with a GPU".
+recorded (``ip_fused_error``), not raised. What result would turn the fused sums on:
+BENCHMARKS.md, "Fused IP sums".
 """
 
 from __future__ import annotations

@@ -7,12 +7,12 @@ with c = 2σ² + 1, summed over steps and windows (float32 within a chunk, float
 Windows a reservoir does not have (its mini-batch is shorter than the others') are padding:
 a zero ``mask`` removes them from every sum, and ``n_win`` counts the real ones.
 
-The sums of a chunk run eagerly (five elementwise passes and two or three reductions, each a
-kernel reading the chunk), or, with ``fused=True`` (default: the module constant FUSED_SUMS), as
-one function compiled by ``torch.compile`` (inductor: Triton on CUDA, C++ via the system's g++ on
-the CPU) that reads h and net once. FUSED_SUMS stays False until a GPU measures the fused sums
-faster (BENCHMARKS.md, "For the next session with a GPU"); it is a constant of the source, not a
-param, so turning it on changes this module's source and with it every trial key of the torch path.
+The sums of a chunk run eagerly (five to nine kernels, each reading the chunk's buffers), or,
+with ``fused=True`` (default: the module constant FUSED_SUMS), as one function compiled by
+``torch.compile`` (inductor: Triton on CUDA, C++ via the system's g++ on the CPU) that reads h and
+net once. FUSED_SUMS stays False until a GPU measures the fused sums faster (BENCHMARKS.md, "Fused
+IP sums"); it is a constant of the source, not a param, so turning it on changes this module's
+source and with it every trial key of the torch path.
 """
 
 from __future__ import annotations
