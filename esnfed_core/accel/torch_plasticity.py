@@ -32,7 +32,8 @@ _NORM_EPS = 1e-12  # as esnfed_core.plasticity
 FUSED_SUMS = False
 # Compiles of the fused sums one process may make (dynamo's default is 8): shapes are dynamic,
 # but dynamo specialises a dimension of size 1, so each pattern of R, k, B being 1 or not is a
-# graph of its own (at most 8 per device). Past this the call fails instead of running eagerly.
+# graph of its own (8 per device; twice that on the CPU, whose reduction guards k·B ≤ 4096).
+# Past this the call fails instead of running eagerly.
 _FUSED_RECOMPILE_LIMIT = 32
 
 
