@@ -5,6 +5,11 @@ on the same shapes, the CPU run_batch on the same machine, and the paper budget 
     PYTHONPATH=. python3 benchmarks/bench_gpu.py --slice 32 --out s.jsonl  # + a paper-scale slice
     .venv/bin/python benchmarks/bench_gpu.py --smoke                 # tiny, on the CPU (tests)
 
+``--ip-fused`` adds the IP epoch case once more with the IP sums fused into one torch.compile'd
+kernel per chunk (torch_plasticity.FUSED_SUMS on for that case only; its compile falls in the
+warm-up run, which is not timed): the whole 32-trial epoch both ways in one run. A compile that
+fails is that case's ``error`` (FusedSumsError naming the cause), the other cases still run.
+
 ``--slice K`` instead measures one paper-scale slice end to end: K FedIP selection trials of
 WESAD 25 % (3 training clients, 3 validation users, 2,990 windows of 700 × 8 each, random data)
 with configs drawn from params.yaml's paper space, through fit_batch as the trial runner batches
@@ -137,7 +142,7 @@ def throughput(project: Callable[[], object], anchor: Callable[[], object] | Non
     return rec
 
 
-def cases(sc: Scale, dev: torch.device, out, tf32: bool) -> list[dict]:
+def cases(sc: Scale, dev: torch.device, out, tf32: bool, ip_fused: bool = False) -> list[dict]:
     t, n, u_in = sc.steps, sc.units, sc.inputs
     gen = torch.Generator(device="cpu").manual_seed(0)
     rand = lambda *shape: torch.randn(*shape, generator=gen).to(dev)  # noqa: E731
@@ -189,6 +194,9 @@ def cases(sc: Scale, dev: torch.device, out, tf32: bool) -> list[dict]:
     for algo in ("ip", "fedip"):
         results.append(guarded(f"{algo.upper() if algo == 'ip' else 'FedIP'} epoch, {sc.epoch_trials} trials",
                                lambda algo=algo: ip_epoch(sc, algo, dev), dev, out))
+    if ip_fused:  # the epoch short of its goal (issue 15), with the fused IP sums
+        results.append(guarded(f"IP epoch, {sc.epoch_trials} trials, fused IP sums",
+                               lambda: ip_epoch(sc, "ip", dev, fused=True), dev, out))
     results.append(guarded("CPU run_batch, 1 reservoir (all cores)", lambda: cpu_baseline(sc, n), dev, out))
     results.append(guarded(f"CPU run_batch, 1 reservoir, {sc.small_units} units",
                            lambda: cpu_baseline(sc, sc.small_units), dev, out))
@@ -217,9 +225,10 @@ def tf32_accuracy(sc: Scale, dev: torch.device) -> dict:
             "readout_rel_diff_lambda_1e-5_1e-3_1": [round(r, 8) for r in rel]}
 
 
-def ip_epoch(sc: Scale, algo: str, dev: torch.device) -> dict:
+def ip_epoch(sc: Scale, algo: str, dev: torch.device, fused: bool = False) -> dict:
     """One IP epoch (pooled windows) or one FedIP round of one local epoch (``epoch_clients``
-    clients) for ``epoch_trials`` trials at once, through the trial batcher's IP driver."""
+    clients) for ``epoch_trials`` trials at once, through the trial batcher's IP driver; with
+    ``fused``, torch_plasticity.FUSED_SUMS on for this call (restored after)."""
     from esnfed_core.accel.passes import DeviceWindows  # noqa: PLC0415
     from esnfed_core.accel.trials import _train_ip  # noqa: PLC0415
     from esnfed_core.messages import CommLedger  # noqa: PLC0415
@@ -244,9 +253,15 @@ def ip_epoch(sc: Scale, algo: str, dev: torch.device) -> dict:
         return _train_ip(m, cfgs, subs, res, data, names, settings, ledgers, str(dev))
 
     ws = k * c * w * t
-    sec = best_time(run, dev, 1)
+    saved = tp.FUSED_SUMS
+    tp.FUSED_SUMS = fused
+    try:
+        sec = best_time(run, dev, 1)
+    finally:
+        tp.FUSED_SUMS = saved
     return {"trials": k, "clients": c if algo == "fedip" else 1, "windows": c * w, "units": sc.units, "steps": t,
-            "window_steps": ws, "seconds": round(sec, 4), "M_ws_per_s": round(ws / sec / 1e6, 3)}
+            "window_steps": ws, "seconds": round(sec, 4), "M_ws_per_s": round(ws / sec / 1e6, 3),
+            "fused_ip_sums": fused}
 
 
 def cpu_baseline(sc: Scale, units: int) -> dict:
@@ -420,6 +435,8 @@ def main() -> None:
     ap.add_argument("--smoke", action="store_true", help="tiny sizes on the CPU (a test that it runs)")
     ap.add_argument("--device", default=None, help="torch device (default: cuda if available, else cpu)")
     ap.add_argument("--no-tf32", action="store_true", help="skip the TF32 state-pass throughput case (the TF32 accuracy case still runs)")
+    ap.add_argument("--ip-fused", action="store_true",
+                    help="also run the IP epoch case with the IP sums fused by torch.compile (FUSED_SUMS on)")
     ap.add_argument("--slice", type=int, metavar="K", help="instead: K paper-scale FedIP trials end to end")
     ap.add_argument("--slice-units", type=int, metavar="N", help="with --slice: only the trials of N units")
     ap.add_argument("--time-limit", type=float, metavar="S",
@@ -446,7 +463,7 @@ def main() -> None:
                 dev, out)
         emit({"total_seconds": round(time.perf_counter() - start, 1)}, out)
         return
-    results = cases(sc, dev, out, tf32=not args.no_tf32)
+    results = cases(sc, dev, out, tf32=not args.no_tf32, ip_fused=args.ip_fused)
     costs = kernel_costs(sc, dev, out)
     emit({"total_seconds": round(time.perf_counter() - start, 1)}, out)
     print(tables(results, costs, name))

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Everything of issue 15 not yet measured on a GPU, in one call of at most 8 minutes:
-#   1. the accel tests on the GPU (the CUDA-only ones included),
+#   1. the accel tests on the GPU (the CUDA-only ones included; the fused IP sums' too),
 #   2. the IP mini-batch step against the bare GEMM of the same shapes (after the kernel changes),
-#   3. bench_gpu.py's cases and cost table (the IP epoch of 32 trials against the 40 M goal; the
-#      GPU-hour projection on the new costs; the TF32 accuracy line: states and readouts with TF32
-#      products against float32),
+#      and with the IP sums fused by torch.compile (--fused-sums: Triton; its compile timed apart),
+#   3. bench_gpu.py's cases and cost table (the IP epoch of 32 trials against the 40 M goal, also
+#      with the fused IP sums (--ip-fused); the GPU-hour projection on the new costs; the TF32
+#      accuracy line: states and readouts with TF32 products against float32),
 #   4. CLIP/FedCLIP batched on cuda, end to end against the projection (bench_continual.py;
 #      joint at one round per context, to fit its 120 s),
 #   5. JAX (one jitted lax.scan per case) on the shapes of step 3's cases: the numbers behind
@@ -20,7 +21,9 @@
 #     bash benchmarks/gpu_session.sh              # device tool: run(command=..., timeout_s=600)
 # Nothing is to be carried: the project's .venv is Python 3.11 with a CPU-only torch and does not
 # run there. A preflight (env.txt) stops the script at once, exit 3, if python3 lacks a module the
-# steps import or torch sees no GPU: no step would measure anything then.
+# steps import or torch sees no GPU: no step would measure anything then. It also records what
+# torch.compile needs on the GPU (Triton, a C compiler, Python.h for Triton's launcher); without
+# them the fused sums' cases record the error and the rest runs.
 #
 # Results. Only 8 files come back from $OUT, so every step's output (NAME.txt, NAME.jsonl) goes to
 # $RES and is packed into $OUT/results.tar.gz after each step (a call cut off keeps the steps
@@ -85,11 +88,11 @@ step() {  # step NAME MAX_SECONDS COMMAND...
 
 if [ "$REHEARSE" = 1 ]; then
     DEV=torch-cpu SMOKE=--smoke TESTS_K=cuda
-    IP_SIZES="--reservoirs 2 --windows 5 --steps 12 --units 16 --repeats 1"
+    IP_SIZES="--reservoirs 2 --windows 5 --steps 12 --units 16 --repeats 1 --fused-sums"
     SLICE="--slice 3" ASSESS_SIZES=""  # tiny: every trial has 8 units, so no --slice-units
 else
     DEV=cuda SMOKE="" TESTS_K=""
-    IP_SIZES=${IP_SIZES:-"--reservoirs 64 --windows 100 --steps 700 --units 400 100 --repeats 3"}
+    IP_SIZES=${IP_SIZES:-"--reservoirs 64 --windows 100 --steps 700 --units 400 100 --repeats 3 --fused-sums"}
     SLICE="--slice 32" ASSESS_SIZES="--windows 300 --numpy-windows 20"
 fi
 
@@ -98,7 +101,7 @@ fi
     nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv 2>&1
     echo "cpus $(nproc)"
     REHEARSE=$REHEARSE "$PY" - <<'EOF'
-import importlib.util, os, platform, sys
+import importlib, importlib.util, os, platform, sys
 # What the steps import (the project itself comes from this tree); JAX only in its own step.
 need = ["numpy", "scipy", "yaml", "threadpoolctl", "typer", "rich", "pytest", "torch"]
 missing = [m for m in need if importlib.util.find_spec(m) is None]
@@ -112,6 +115,13 @@ print("torch", torch.__version__, "cuda", torch.version.cuda, "cuda available", 
 print("tf32 matmul", torch.backends.cuda.matmul.allow_tf32, "cudnn", torch.backends.cudnn.allow_tf32,
       "float32_matmul_precision", torch.get_float32_matmul_precision(),
       "env", {k: v for k, v in os.environ.items() if "TF32" in k})
+# torch.compile (the fused IP sums): Triton on CUDA, which builds its launcher with a C compiler
+# and Python.h; inductor's C++ on the CPU. Recorded, not required: those cases record their error.
+import shutil, sysconfig
+triton = importlib.util.find_spec("triton")
+print("torch.compile needs: triton", importlib.import_module("triton").__version__ if triton else "MISSING",
+      "cc", shutil.which("cc") or shutil.which("gcc") or "MISSING",
+      "Python.h", os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))
 if os.environ.get("REHEARSE") == "1":
     sys.exit(0)
 if not torch.cuda.is_available():
@@ -132,10 +142,12 @@ if [ "$pre" != 0 ]; then
     exit 3
 fi
 
-step tests 75 "$PY" -m pytest -q -p no:cacheprovider ${TESTS_K:+-k "$TESTS_K"} \
-    tests/test_accel.py tests/test_accel_continual.py tests/test_accel_refusals.py
-step ip_step 45 "$PY" benchmarks/bench_ip_epoch.py --device "$DEV" $IP_SIZES --mu 0 0.1 --out "$RES/ip_step.jsonl"
-step gpu 100 "$PY" benchmarks/bench_gpu.py $SMOKE --no-tf32 --out "$RES/gpu.jsonl"
+# test_accel_fused.py compiles the fused IP sums (inductor's C++ on the CPU, Triton on cuda): ~30 s
+# more on a cold compile cache.
+step tests 110 "$PY" -m pytest -q -p no:cacheprovider ${TESTS_K:+-k "$TESTS_K"} \
+    tests/test_accel.py tests/test_accel_continual.py tests/test_accel_refusals.py tests/test_accel_fused.py
+step ip_step 90 "$PY" benchmarks/bench_ip_epoch.py --device "$DEV" $IP_SIZES --mu 0 0.1 --out "$RES/ip_step.jsonl"
+step gpu 120 "$PY" benchmarks/bench_gpu.py $SMOKE --no-tf32 --ip-fused --out "$RES/gpu.jsonl"
 # Joint at one round per context: with the default 3, the three methods' window-steps at the last
 # cost table's prices come to ~150 s (fedclip-joint ~100 s of it) against this step's 120 s, and
 # joint, last, would write nothing; its measured ÷ projected needs its path, not its rounds.

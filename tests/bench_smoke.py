@@ -13,10 +13,12 @@ BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 ROOT = BENCHMARKS.parent
 
 
-def run(script: str, *args: str, timeout: int = 600, cwd: Path = ROOT, python: str = sys.executable) -> str:
-    """stdout of ``benchmarks/<script> *args`` run with this tree's packages first on the path;
-    asserts exit 0."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+def run(script: str, *args: str, timeout: int = 600, cwd: Path = ROOT, python: str = sys.executable,
+        env: dict[str, str] | None = None) -> str:
+    """stdout of ``benchmarks/<script> *args`` run with this tree's packages first on the path
+    (and ``env``'s variables set); asserts exit 0."""
+    env = {**os.environ, **(env or {}),
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     proc = subprocess.run([python, str(BENCHMARKS / script), *args], capture_output=True, text=True,
                           timeout=timeout, cwd=cwd, env=env)
     assert proc.returncode == 0, proc.stderr

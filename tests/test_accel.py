@@ -448,14 +448,20 @@ def test_gpu_benchmark_smoke_mode_prints_every_case_and_the_projection(tmp_path)
     """benchmarks/bench_gpu.py --smoke: the same code as on the GPU, tiny, on the CPU."""
     from bench_smoke import smoke
 
-    lines, stdout = smoke("bench_gpu.py", tmp_path / "gpu.jsonl")
+    lines, stdout = smoke("bench_gpu.py", tmp_path / "gpu.jsonl", "--ip-fused")
     assert lines[0]["torch"] == torch.__version__ and lines[0]["device"] == "cpu"
     cases = {r["case"]: r for r in lines if "case" in r}
     assert not [r for r in cases.values() if "error" in r]
     for name in ("state pass, 1 reservoir", "IP mini-batch, 1 reservoir", "IP mini-batches, 3 reservoirs",
                  "3 reservoirs + ridge statistics", "IP epoch, 2 trials", "FedIP epoch, 2 trials",
+                 "IP epoch, 2 trials, fused IP sums",
                  "CPU run_batch, 1 reservoir (all cores)", "cost wesad 400 units", "cost hhar 500 units"):
         assert cases[name]["M_ws_per_s" if "cost" not in name else "ip_epoch_ns_per_ws"] > 0, name
+    # --ip-fused: the IP epoch once more with FUSED_SUMS on, that case only
+    assert cases["IP epoch, 2 trials, fused IP sums"]["fused_ip_sums"] is True
+    assert cases["IP epoch, 2 trials"]["fused_ip_sums"] is False
+    assert cases["FedIP epoch, 2 trials"]["fused_ip_sums"] is False
+    assert cases["IP epoch, 2 trials, fused IP sums"]["window_steps"] == cases["IP epoch, 2 trials"]["window_steps"]
     assert cases["state pass, 1 reservoir"]["project_over_bare"] > 0
     assert "Paper budget projected" in stdout and "| **all** |" in stdout
     # --slice: paper-scale FedIP trials end to end through fit_batch, against the projection

@@ -101,10 +101,12 @@ def test_ip_epoch_writes_the_ip_step_and_the_recurrence_against_the_gemm(tmp_pat
 
 
 def test_ip_epoch_times_the_ip_step_per_chunk_size_and_restores_the_default(tmp_path):
+    """With --fused-sums too: the fused step (torch.compile'd sums, inductor's C++ here) is timed
+    at the default chunk and at each --chunk-elements size, its first call (the compile) apart."""
     pytest.importorskip("torch")
     out = tmp_path / "ip.jsonl"
     text = run("bench_ip_epoch.py", "--reservoirs", "2", "--windows", "4", "--steps", "6", "--units", "16",
-               "--repeats", "1", "--chunk-elements", "128", "1024", "--cuda-graph", "--out", str(out))
+               "--repeats", "1", "--chunk-elements", "128", "1024", "--cuda-graph", "--fused-sums", "--out", str(out))
     (r,) = [json.loads(line) for line in out.read_text().splitlines()]
     # 2 × 4 × 16 = 128 floats a step: one step per chunk at 128, all 6 at 1024
     assert r["chunk_steps"] == {"128": 1, "1024": 6}
@@ -113,6 +115,28 @@ def test_ip_epoch_times_the_ip_step_per_chunk_size_and_restores_the_default(tmp_
     assert r["chunk_elements_default"] == tr.CPU_CHUNK_ELEMENTS
     assert "| 2 × 4 × 6 × 16, 0 | 1024 (6) |" in text
     assert r["ip_graph_error"] == "needs cuda" and "ip_graph_s" not in r  # torch-cpu: said, not faked
+    assert "ip_fused_error" not in r, r["ip_fused_error"]
+    assert _positive(r["ip_fused_s"], r["ip_fused_first_call_s"], r["ip_fused_over_gemm"], r["ip_fused_over_ip"])
+    assert math.isclose(r["ip_fused_over_ip"], r["ip_fused_s"] / r["ip_s"])
+    by_chunk = r["ip_fused_s_by_chunk_elements"]
+    assert set(by_chunk) == {"128", "1024"} and _positive(*by_chunk.values())
+    (row,) = table_rows(text, "R × B × T × N, μ | IP step, fused sums s")
+    assert row[0] == "2 × 4 × 6 × 16, 0" and _positive(*(_number(c) for c in row[1:]))
+
+
+def test_ip_epoch_records_a_fused_sums_compile_that_fails(tmp_path):
+    """No C++ compiler for inductor: ``ip_fused_error`` names the cause, the other fields are there."""
+    pytest.importorskip("torch")
+    out = tmp_path / "ip.jsonl"
+    env = {"CXX": str(tmp_path / "no-such-g++"), "TORCHINDUCTOR_FX_GRAPH_CACHE": "0",
+           "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}
+    text = run("bench_ip_epoch.py", "--reservoirs", "2", "--windows", "4", "--steps", "6", "--units", "16",
+               "--repeats", "1", "--fused-sums", "--out", str(out), env=env)
+    (r,) = [json.loads(line) for line in out.read_text().splitlines()]
+    assert r["ip_fused_error"].startswith("FusedSumsError: torch_plasticity.FUSED_SUMS: ")
+    assert "InvalidCxxCompiler" in r["ip_fused_error"] and "ip_fused_s" not in r
+    assert _positive(r["ip_s"], r["gemm_s"])
+    assert "| 2 × 4 × 6 × 16, 0 | FusedSumsError: " in text
 
 
 @slow
