@@ -50,7 +50,7 @@ def flower(
                        "user-level (ε, δ) with δ, clip and ip_clip from params.yaml privacy, noise scale from the "
                        "dp-accounting PLD accountant; inf: no noise. The result (…-eps<ε>-<pct>.json) is beside "
                        "the in-process private trial of the same seed and records mechanism, ε, δ, σ, clip and "
-                       "accountant (docs/privacy.md, \"Flower apps\").")] = None,
+                       "accountant (docs/privacy.md, \"Flower apps\"). Without it: no DP.")] = None,
     noise: Annotated[str | None, typer.Option("--noise", metavar="[central|distributed]", help="With --epsilon: "
                      "central = the trusted server adds N(0, σ²) to the sum (plain apps); distributed = each "
                      "client adds N(0, σ²/K_min), K_min SecAgg+'s threshold (the --secagg apps: no server sees a "

@@ -222,7 +222,7 @@ def test_dp_central_is_the_private_trial_and_the_results_record_the_mechanism(ro
     assert dd["sum_sigma"] > dd["sigma"] and dd["epsilon_spent"] < 4  # all 4 stayed: more noise than needed
     assert dist["flower"]["readout_relative_difference"] > 0  # the clients' noise, not the trial's
     assert f"ε = 4 (central, σ = {d['sigma']:.3g})" in private["shown"]
-    md = root / "flower-table-dp.md"
+    md = private["out"] / "flower-table.md"
     assert subprocess.run([str(ESNFED), "flower-table", "--runs-dir", str(private["out"]), "--out", str(md)],
                           capture_output=True, timeout=120).returncode == 0
     text = md.read_text()
