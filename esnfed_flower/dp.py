@@ -80,4 +80,3 @@ def flower_dp(rc: Mapping[str, Any], noise: str | None = None) -> FlowerDP | Non
     # Distributed: K_min = SecAgg+'s threshold, the fewest vectors a completed sum holds (run_secagg's).
     min_clients = secagg_threshold(int(rc["num-clients"])) if noise == "distributed" else 1
     return FlowerDP(spec, noise, int(rc.get("dp-releases", 1)), None if seed is None else int(seed), min_clients)
-

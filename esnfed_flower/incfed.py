@@ -6,11 +6,10 @@ clients' statistics instead of their sum, as the private pipeline's trial does."
 
 from __future__ import annotations
 
+import numpy as np
 from flwr.app import ConfigRecord, Context, Message, MessageType, RecordDict
 from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
-
-import numpy as np
 
 from esnfed_core.privacy import private_stats
 from esnfed_core.readout import RidgeStats, ridge_stats

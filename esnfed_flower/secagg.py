@@ -63,8 +63,9 @@ def write_readout(rc: dict, results: list) -> np.ndarray:
     """From SecAgg+'s weighted mean of the statistics (every result carries it) to the readout:
     rescale by Σ n_c, solve with λ (or each λ of ``lambdas``), save to ``out`` and return it;
     ``out``.json: the clients whose vectors made the sum, of the ``num-clients`` sampled (Flower's
-    own failure list counts a dropout twice), and the fewest it could hold (the threshold). Distributed DP: the weights are 1, so Σ n_c = K' and
-    the sum is the noisy release, kept in ``out``.dp.npz (a, b before the PSD projection)."""
+    own failure list counts a dropout twice), and the fewest it could hold (the threshold).
+    Distributed DP: the weights are 1, so Σ n_c = K' and the sum is the noisy release, kept in
+    ``out``.dp.npz (a, b before the PSD projection)."""
     a_mean, b_mean = parameters_to_ndarrays(results[0][1].parameters)
     n = sum(fit_res.num_examples for _, fit_res in results)
     a, b = a_mean * n, 0.5 * (b_mean + b_mean.T) * n

@@ -1,10 +1,12 @@
 """Differential privacy in the Flower apps (esnfed_flower.dp, esnfed_core.privacy): at ε = ∞ the
 apps are the plain apps bit for bit; central noise (plain apps) is the in-process private trial's
 release bit for bit (the server draws from the trial's noise generator); distributed noise (SecAgg+
-apps, each client N(0, σ²/K_min)) leaves the plain clipped sum plus noise of std σ·√(K/K_min)."""
+apps, each client N(0, σ²/K_min)) leaves the plain clipped sum of the K' clients that stayed plus
+noise of std σ·√(K'/K_min), σ when one dropped (K' = K_min)."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -108,12 +110,13 @@ def test_central_noise_is_the_private_trials_release_bit_for_bit(setup, monkeypa
     assert np.linalg.norm(got - plain) > 0.1 * np.linalg.norm(plain)  # the noise is there: not vacuous
 
 
-def _secagg_run(app_module, setup, monkeypatch, name: str, cfg: dict, eps: float, n_rel: int):  # noqa: F811
+def _secagg_run(app_module, setup, monkeypatch, name: str, cfg: dict, eps: float, n_rel: int,  # noqa: F811
+                **extra):
     root, data, users = setup
     out = root / f"{name}.npy"
     rc = _trial_run(data, root, out, cfg, **_max_weight(users), **_dp(eps, "distributed", releases=n_rel),
-                    lambdas=list(SETTINGS.lambdas))
-    _simulate(app_module, root, rc, len(users), monkeypatch, config=f"{name}.json")
+                    lambdas=list(SETTINGS.lambdas), **extra)
+    _simulate(app_module, root, rc, len(users), monkeypatch, dropout="drop-partition" in extra, config=f"{name}.json")
     return root, data, users, out, rc
 
 
@@ -121,24 +124,30 @@ K, K_MIN = 4, 3  # the setup's training users; SecAgg+'s threshold max(2, K − 
 ALPHA = 1e-4  # the clients' noise is fresh from the OS (secret): a correct run fails with probability 1e-4
 
 
-def test_distributed_noise_under_secaggplus_incfed_has_the_stated_scale(setup, monkeypatch):  # noqa: F811
-    """Each client adds N(0, σ²/K_min) to its clipped (Ā, B̄); SecAgg+ returns their sum: it differs
-    from the plain sum of the clipped means by noise of variance σ²·K/K_min (all K stayed), told
-    apart from the central σ²·K (each client adding σ) and σ²/K. The readout is solved from it."""
+@pytest.mark.parametrize("drop", [None, 1])
+def test_distributed_noise_under_secaggplus_incfed_has_the_stated_scale(setup, monkeypatch, drop):  # noqa: F811
+    """Each client adds N(0, σ²/K_min) to its clipped (Ā, B̄); SecAgg+ returns the sum of the K'
+    clients that stayed: it differs from the plain sum of their clipped means by noise of variance
+    σ²·K'/K_min (K' = 4: all stayed; K' = K_min = 3: one dropped after key sharing, the central σ²),
+    told apart from σ²·K (each client adding σ) and σ²/K. The readout is solved from that sum."""
     from esnfed_flower import secagg as app
 
     cfg = {**CFG, "units": 16}  # 16·3 + 136 released numbers
     spec = DPSpec(2.0, 1e-3, "user", 0.05, 0.03)
-    root, data, users, out, rc = _secagg_run(app, setup, monkeypatch, "secagg-dp", cfg, 2.0, 1)
+    extra = {} if drop is None else {"drop-partition": drop}
+    root, data, users, out, rc = _secagg_run(app, setup, monkeypatch, f"secagg-dp-{drop}", cfg, 2.0, 1, **extra)
+    stayed = [u for i, u in enumerate(users) if i != drop]
+    assert json.loads((root / f"secagg-dp-{drop}.npy.json").read_text())["clients"] == len(stayed)
     res = make_reservoir(cfg, data.n_inputs, sub_seeds(TRIAL_SEED)["reservoir"])
     bound = spec.clip * stats_bound(16)
-    clean = [clipped_mean_stats(ridge_stats(res, u.x, u.y, data.n_classes, 5), bound) for u in users]
+    clean = [clipped_mean_stats(ridge_stats(res, u.x, u.y, data.n_classes, 5), bound) for u in stayed]
     got = np.load(str(out) + ".dp.npz")
     iu = np.triu_indices(16)
     noise = np.concatenate([(got["a"] - sum(a for a, _ in clean)).ravel(), (got["b"] - sum(b for _, b in clean))[iu]])
     sigma = stats_sigma(spec, 16)
-    print(f"distributed IncFed: sample std {noise.std():.4g}, stated σ·√(K/K_min) {sigma * math.sqrt(K / K_MIN):.4g}")
-    assert _variance_in(noise, sigma * math.sqrt(K / K_MIN), ALPHA)
+    want = sigma * math.sqrt(len(stayed) / K_MIN)
+    print(f"distributed IncFed, K' = {len(stayed)}: sample std {noise.std():.4g}, stated σ·√(K'/K_min) {want:.4g}")
+    assert _variance_in(noise, want, ALPHA)
     assert not _variance_in(noise, sigma * math.sqrt(K), ALPHA)
     assert not _variance_in(noise, sigma / math.sqrt(K), ALPHA)
     np.testing.assert_array_equal(np.load(out), solve(released_stats(got["a"], got["b"]), list(SETTINGS.lambdas)))
