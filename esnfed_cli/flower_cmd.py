@@ -46,21 +46,36 @@ def flower(
     flower_python: Annotated[Path, typer.Option("--flower-python", help="The Flower environment's "
                                                 "interpreter (`make flower-env` builds it).")] =
     flower_stage.FLOWER_PYTHON,
+    epsilon: Annotated[float | None, typer.Option("--epsilon", help="Differential privacy (incfed, fedip): "
+                       "user-level (ε, δ) with δ, clip and ip_clip from params.yaml privacy, noise scale from the "
+                       "dp-accounting PLD accountant; inf: no noise. The result (…-eps<ε>-<pct>.json) is beside "
+                       "the in-process private trial of the same seed and records mechanism, ε, δ, σ, clip and "
+                       "accountant (docs/privacy.md, \"Flower apps\"). Without it: no DP.")] = None,
+    noise: Annotated[str | None, typer.Option("--noise", metavar="[central|distributed]", help="With --epsilon: "
+                     "central = the trusted server adds N(0, σ²) to the sum (plain apps); distributed = each "
+                     "client adds N(0, σ²/K_min), K_min SecAgg+'s threshold (the --secagg apps: no server sees a "
+                     "sum before its noise). Default: central without --secagg, distributed with it.")] = None,
 ) -> None:
     """Run the selected config of each app in Flower's simulation engine beside the pipeline's trial.
 
     One SuperNode per training user; the pipeline's trial uses the same seeds. Test accuracy,
     readout difference and the bytes Flower sent per client -> <out-dir>/<name>.json. Several
     stationary apps share one Flower process and Ray session, and plain and SecAgg+ one trial fit;
-    each FedCLIP app runs on its own after them."""
+    each FedCLIP app runs on its own after them. --epsilon: IncFed and FedIP under differential
+    privacy (central noise on the plain apps, distributed under SecAgg+)."""
     if secagg and plain_and_secagg:
         raise ValueError("--secagg and --plain-and-secagg: give one of them")
+    if noise is not None and epsilon is None:
+        raise ValueError("--noise: give --epsilon too (without it no noise is added)")
     names = flower_apps or ["incfed"]
     pairs = [(a, secagg) for a in names]
     if plain_and_secagg:
         pairs = [(a, s) for a in names for s in (False, True) if not s or a in flower_stage.SECAGG_APPS]
     pct = pct.value
     flower_stage.check_args(pairs, pct, flower_python)  # every pair, before anything runs
+    dp = None if epsilon is None else flower_stage.DPRequest(epsilon, noise)
+    if dp is not None:
+        flower_stage.check_dp(pairs, dp)
     loaded = load_params(params)
     dataset = declared_dataset(loaded, dataset)  # the papers' or your own (dvc.yaml: study_datasets)
     where = dict(data_dir=data_dir, runs_dir=runs_dir, out_dir=out_dir, python=flower_python)
@@ -72,7 +87,7 @@ def flower(
         def steps(done: int, _of: int) -> None:
             update(before + done, total)
 
-        docs = (flower_stage.run_many(dataset, stationary, pct, loaded, **where, progress=steps)
+        docs = (flower_stage.run_many(dataset, stationary, pct, loaded, **where, progress=steps, dp=dp)
                 if stationary else [])
         before = flower_stage.progress_steps(stationary)
         for a, s in pairs:
@@ -81,7 +96,9 @@ def flower(
                 before += flower_stage.progress_steps([(a, s)])
     for doc in docs:
         f, p = doc["flower"], doc["pipeline"]
-        console.print(f"{doc['dataset']} {doc['app']}{' + SecAgg+' if doc['secagg'] else ''} {doc['pct']} %: "
+        d = doc.get("dp")
+        dp_text = f" ε = {d['epsilon']} ({d['noise']}, σ = {d['sigma']:.3g})" if d else ""
+        console.print(f"{doc['dataset']} {doc['app']}{' + SecAgg+' if doc['secagg'] else ''}{dp_text} {doc['pct']} %: "
                       f"test accuracy {100 * f['test_accuracy']:.2f} (pipeline {100 * p['test_accuracy']:.2f}), "
                       f"readout difference {f['readout_relative_difference']:.2g}, "
                       f"{f['bytes']['up_per_client']['mean']:.0f} B up / "

@@ -22,6 +22,15 @@ C_ip; the server adds N(0, (z·C_ip)²) to Σ Δ_c and divides by the (public, f
 clients K: sensitivity C_ip per round. R rounds and the final IncFed release are R + 1 Gaussian
 mechanisms with the same z, composed by the accountant (no subsampling: every client, every round).
 
+Distributed noise (the SecAgg+ Flower apps, esnfed_flower). When no server may see the sum before
+its noise, each client adds a share of it: client c releases clip(x_c) + N(0, σ²/K_min), and the
+secure sum of any K' ≥ K_min clients carries N(0, σ²·K'/K_min), at least the central mechanism's
+σ²: the same (ε, δ) for every survivor set SecAgg+ can complete with (K_min its reconstruction
+threshold), bought with K/K_min times the needed variance when all K clients stay. The guarantee
+assumes honest clients (each adds its share) and holds for zero-out neighbours (one client's data
+replaced by none: the client still takes part and adds its share), as the distributed DP
+literature states it (Kairouz, Liu & Steinke 2021).
+
 ε = ∞ means no mechanism: the functions return their input unchanged (tests check the bits).
 """
 
@@ -106,6 +115,16 @@ def stats_bound(units: int, n_classes: int = 1) -> float:
     return math.sqrt(units + units * units)
 
 
+def stats_sigma(spec: DPSpec, units: int, releases: int = 1) -> float:
+    """σ = z·C of the IncFed release, C = clip·√(N + N²) (0 when ε is infinite)."""
+    return noise_multiplier(spec.epsilon, spec.delta, releases) * (spec.clip * stats_bound(units))  # z·C, as before
+
+
+def ip_sigma(spec: DPSpec, releases: int = 1) -> float:
+    """σ = z·C_ip of one FedIP round's sum of clipped updates (0 when ε is infinite)."""
+    return noise_multiplier(spec.epsilon, spec.delta, releases) * spec.ip_clip
+
+
 def clip_norm(x: np.ndarray, bound: float) -> np.ndarray:
     """x scaled by min(1, bound / ‖x‖₂) (float64)."""
     x = np.asarray(x, np.float64)
@@ -149,9 +168,13 @@ def private_stats(units_stats: Sequence[RidgeStats], spec: DPSpec, rng: np.rando
         a, b = clipped_mean_stats(s, bound)
         a_sum += a
         b_sum += b
-    sigma = noise_multiplier(spec.epsilon, spec.delta, releases) * bound
-    a_noisy, b_noisy = add_noise(a_sum, b_sum, sigma, rng)
-    return RidgeStats(a_noisy, psd_projection(b_noisy), 0, 0)  # counts are not released
+    return released_stats(*add_noise(a_sum, b_sum, stats_sigma(spec, n, releases), rng))
+
+
+def released_stats(a_noisy: np.ndarray, b_noisy: np.ndarray) -> RidgeStats:
+    """The ridge statistics of a noisy sum (Ā, B̄): B projected onto the PSD cone
+    (post-processing); the counts are not released."""
+    return RidgeStats(a_noisy, psd_projection(b_noisy), 0, 0)
 
 
 def add_noise(a: np.ndarray, b: np.ndarray, sigma: float, rng: np.random.Generator
@@ -191,8 +214,7 @@ def private_average(start: np.ndarray, locals_: Sequence[np.ndarray], weights: S
     total = np.zeros_like(start)
     for update in updates:
         total += clip_norm(update, spec.ip_clip)
-    sigma = noise_multiplier(spec.epsilon, spec.delta, releases) * spec.ip_clip
-    return start + (total + rng.normal(0.0, sigma, total.shape)) / len(locals_)
+    return start + (total + rng.normal(0.0, ip_sigma(spec, releases), total.shape)) / len(locals_)
 
 
 def fedip_aggregate(spec: DPSpec, rng: np.random.Generator, releases: int, norms: list[float] | None = None):
@@ -208,3 +230,42 @@ def fedip_aggregate(spec: DPSpec, rng: np.random.Generator, releases: int, norms
         return out[:n], out[n:]
 
     return aggregate
+
+
+def share_std(sigma: float, min_clients: int) -> float:
+    """The std σ/√K_min of one client's noise share: any K' ≥ K_min shares sum to std ≥ σ."""
+    if int(min_clients) < 1:
+        raise ParameterError(f"min_clients: expected >= 1, got {min_clients}")
+    return sigma / math.sqrt(int(min_clients))
+
+
+def sum_std(sigma: float, clients: int, min_clients: int) -> float:
+    """The std σ·√(K'/K_min) of the noise in the sum of ``clients`` = K' shares (:func:`share_std`)."""
+    return share_std(sigma, min_clients) * math.sqrt(int(clients))
+
+
+def client_stats_share(stats: RidgeStats, spec: DPSpec, min_clients: int, rng: np.random.Generator,
+                       releases: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """Distributed noise, IncFed: one client's (Ā, B̄) clipped as :func:`private_stats` clips it, plus
+    its share N(0, σ²/K_min) of the release's noise (B̄'s upper triangle, mirrored: :func:`add_noise`).
+
+    ε = ∞: the per-step means (Ā, B̄) unchanged (:func:`mean_stats`).
+    """
+    if not spec.private:
+        return mean_stats(stats)
+    a, b = clipped_mean_stats(stats, spec.clip * stats_bound(stats.units))
+    return add_noise(a, b, share_std(stats_sigma(spec, stats.units, releases), min_clients), rng)
+
+
+def client_update_share(update: np.ndarray, spec: DPSpec, min_clients: int, rng: np.random.Generator,
+                        releases: int = 1) -> np.ndarray:
+    """Distributed noise, FedIP: one client's round update (Δg, Δb) clipped to C_ip, as
+    :func:`private_average` clips it, plus its share N(0, σ_ip²/K_min) per entry.
+
+    ε = ∞: the update unchanged (float64).
+    """
+    update = np.asarray(update, np.float64)
+    if not spec.private:
+        return update
+    std = share_std(ip_sigma(spec, releases), min_clients)
+    return clip_norm(update, spec.ip_clip) + rng.normal(0.0, std, update.shape)

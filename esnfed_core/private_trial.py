@@ -30,6 +30,12 @@ def releases(method: Method, config: Mapping[str, Any]) -> int:
     return 1 + (int(config["rounds"]) if method.algo == "fedip" else 0)
 
 
+def noise_rng(seed: int) -> np.random.Generator:
+    """The trusted server's noise generator of the trial of ``seed``: every release of
+    :func:`fit_private` draws from it in order (the central Flower apps draw the same)."""
+    return np.random.default_rng(np.random.SeedSequence([int(seed), 0x5EED_D9]))
+
+
 def window_stats(res: Reservoir, x: np.ndarray, labels: np.ndarray, n_classes: int,
                  batch_size: int) -> list[RidgeStats]:
     """Each window's own ridge statistics (the units of the ``window`` relation)."""
@@ -65,7 +71,7 @@ def fit_private(method: str | Method, config: Mapping[str, Any], seed: int, data
     cfg = {k: v for k, v in config.items() if k != "lambda"}
     check_config(m, cfg)
     seeds = sub_seeds(seed)
-    noise = np.random.default_rng(np.random.SeedSequence([int(seed), 0x5EED_D9]))
+    noise = noise_rng(seed)
     n_releases = releases(m, cfg)
     res = make_reservoir(cfg, data.n_inputs, seeds["reservoir"])
     if m.algo == "fedip":

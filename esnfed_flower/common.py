@@ -10,6 +10,7 @@ from typing import Any, Mapping
 import numpy as np
 from flwr.app import Array, ArrayRecord, Message, MetricRecord, RecordDict
 
+from esnfed_core.readout import RidgeStats, solve
 from esnfed_core.reservoir import Reservoir
 from esnfed_core.trial import make_reservoir
 
@@ -69,6 +70,15 @@ def reservoir(config: Mapping[str, Any], n_inputs: int) -> Reservoir:
     return make_reservoir({k: config[k] for k in RESERVOIR_KEYS}, n_inputs, int(config["reservoir-seed"]))
 
 
+def solve_readout(rc: Mapping[str, Any], stats: RidgeStats) -> np.ndarray:
+    """The readout (C, N) at the run's ``lambda``; with ``lambdas`` (the DP runs: λ is chosen on
+    the validation users afterwards, as the private pipeline's trial chooses it) one per λ (L, C, N)."""
+    solver = rc.get("solver", "cholesky")
+    if "lambdas" in rc:
+        return solve(stats, [float(lam) for lam in rc["lambdas"]], solver)
+    return solve(stats, [float(rc["lambda"])], solver)[0]
+
+
 def wait_for_nodes(grid: Any, n: int, timeout_s: float = 120.0) -> list[int]:
     """The ids of the first ``n`` connected SuperNodes, sorted (the simulation registers them
     asynchronously; a deployment's nodes connect when they start)."""
@@ -82,6 +92,21 @@ def wait_for_nodes(grid: Any, n: int, timeout_s: float = 120.0) -> list[int]:
         if time.monotonic() > deadline:
             raise TimeoutError(f"only {len(ids)} of {n} SuperNodes connected in {timeout_s:.0f} s")
         time.sleep(0.2)
+
+
+def secagg_threshold(k: int) -> int:
+    """SecAgg+'s reconstruction threshold for ``k`` clients: max(2, k − 1), so one may drop out;
+    the fewest vectors an unmasked sum can hold (distributed DP's K_min)."""
+    return max(2, int(k) - 1)
+
+
+def within_range(values: list[np.ndarray], limit: float, what: str) -> list[np.ndarray]:
+    """``values`` when every entry lies within SecAgg+'s clipping range ``limit``; a ValueError
+    naming ``what`` otherwise (Flower's quantizer would clip it silently)."""
+    worst = max(float(np.max(np.abs(v))) for v in values)
+    if not worst <= limit:  # NaN too
+        raise ValueError(f"{what} entry {worst:.3g} exceeds the SecAgg+ clipping-range {limit:.3g}")
+    return values
 
 
 def client_reply(msg: Message, pid: int, metrics: Mapping[str, int],

@@ -1,7 +1,9 @@
 """FedIP as a Flower app: R rounds in which every ClientApp runs ``local-epochs`` IP epochs
 (esnfed_core.plasticity.ip_epoch) from the broadcast (g, b) and uploads its own; the ServerApp
 averages with esnfed_core.federated.weighted_average in partition order, then runs the IncFed
-round of esnfed_flower.incfed on the trained reservoir.
+round of esnfed_flower.incfed on the trained reservoir. With central DP (esnfed_flower.dp) each
+round is esnfed_core.privacy's fedip_aggregate (clipped updates plus noise) and the IncFed round its
+private_stats, all drawn from one server generator, as the private pipeline's trial draws them.
 
 ClientApps are stateless (Flower's convention): a client's shuffling generator is rebuilt from
 the seed and advanced past the permutations of its earlier epochs, so it draws exactly what the
@@ -17,13 +19,14 @@ from flwr.serverapp import Grid, ServerApp
 
 from esnfed_core.federated import weighted_average
 from esnfed_core.plasticity import IPConfig, ip_epoch
-from esnfed_core.readout import solve
+from esnfed_core.privacy import fedip_aggregate
 from esnfed_core.reservoir import Reservoir
 from esnfed_flower.common import (
     CLIENT_KEYS, client_reply, from_record, measure_mod, partition, replies_in_order, reservoir, run_config,
-    to_record, wait_for_nodes,
+    solve_readout, to_record, wait_for_nodes,
 )
-from esnfed_flower.incfed import collect_stats
+from esnfed_flower.dp import flower_dp
+from esnfed_flower.incfed import collect_stats, release
 from esnfed_flower.incfed import train as incfed_train
 
 client_app = ClientApp(mods=[measure_mod])
@@ -68,6 +71,9 @@ def train(msg: Message, context: Context) -> Message:
 @server_app.main()
 def main(grid: Grid, context: Context) -> None:
     rc = run_config(context)
+    dp = flower_dp(rc, "central")
+    rng = dp.server_rng() if dp else None  # one generator for the R rounds and the IncFed release
+    private = fedip_aggregate(dp.spec, rng, dp.releases) if dp else None
     config = {k: rc[k] for k in (*CLIENT_KEYS, "num-clients", "ip-seed", "local-epochs", *IP_KEYS) if k in rc}
     res = reservoir(config, int(rc["n-inputs"]))
     nodes = wait_for_nodes(grid, int(rc["num-clients"]))
@@ -79,9 +85,12 @@ def main(grid: Grid, context: Context) -> None:
         replies = replies_in_order(grid.send_and_receive(msgs))
         ups = [from_record(r.content["ip"]) for r in replies]
         weights = [int(r.content["metrics"]["num-examples"]) for r in replies]
-        res = res.with_ip(weighted_average([u["gain"] for u in ups], weights),
-                          weighted_average([u["bias"] for u in ups], weights))
+        gains, biases = [u["gain"] for u in ups], [u["bias"] for u in ups]
+        if private is not None:  # as esnfed_core.plasticity.fedip_round calls it
+            res = res.with_ip(*private(res, gains, biases, weights))
+        else:
+            res = res.with_ip(weighted_average(gains, weights), weighted_average(biases, weights))
     # The IncFed round on the trained reservoir: clients rebuild it from the config and (g, b).
-    total = collect_stats(grid, config, {"gain": res.gain, "bias": res.bias}, int(rc["rounds"]) + 1)
-    np.save(str(rc["out"]), solve(total, [float(rc["lambda"])], rc.get("solver", "cholesky"))[0])
+    replies = collect_stats(grid, config, {"gain": res.gain, "bias": res.bias}, int(rc["rounds"]) + 1)
+    np.save(str(rc["out"]), solve_readout(rc, release(replies, dp, rng)))
     np.savez(str(rc["out"]) + ".ip.npz", gain=res.gain, bias=res.bias)

@@ -1,6 +1,8 @@
 """IncFed as a Flower app: each ClientApp uploads its ridge statistics (A, B, n) computed with
 esnfed_core.readout.ridge_stats; the ServerApp sums them in partition order and solves with
-esnfed_core.readout.solve, as esnfed_core.federated.incfed does."""
+esnfed_core.readout.solve, as esnfed_core.federated.incfed does. With central DP (run config
+``dp-*``, esnfed_flower.dp) the trusted server releases esnfed_core.privacy.private_stats of the
+clients' statistics instead of their sum, as the private pipeline's trial does."""
 
 from __future__ import annotations
 
@@ -9,11 +11,13 @@ from flwr.app import ConfigRecord, Context, Message, MessageType, RecordDict
 from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 
-from esnfed_core.readout import RidgeStats, ridge_stats, solve
+from esnfed_core.privacy import private_stats
+from esnfed_core.readout import RidgeStats, ridge_stats
 from esnfed_flower.common import (
     CLIENT_KEYS, client_reply, from_record, measure_mod, partition, replies_in_order, reservoir, run_config,
-    to_record, wait_for_nodes,
+    solve_readout, to_record, wait_for_nodes,
 )
+from esnfed_flower.dp import FlowerDP, flower_dp
 
 client_app = ClientApp(mods=[measure_mod])
 server_app = ServerApp()
@@ -42,37 +46,52 @@ def stats_reply(msg: Message, s: RidgeStats, pid: int) -> Message:
     return client_reply(msg, pid, {"num-examples": s.n_windows, "n-steps": s.n_steps}, stats={"a": s.a, "b": s.b})
 
 
-def stats_sum(replies: list[Message]) -> RidgeStats | None:
-    """The sum of the replies' statistics in the given (partition) order, as the pipeline's
-    esnfed_core.federated.incfed sums its clients'; replies without statistics are skipped."""
-    total = None
+def stats_list(replies: list[Message]) -> list[RidgeStats]:
+    """The replies' statistics in the given (partition) order; replies without statistics are skipped."""
+    out = []
     for r in replies:
         if "stats" not in r.content:
             continue
         arr = from_record(r.content["stats"])
         m = r.content["metrics"]
-        s = RidgeStats(arr["a"], arr["b"], int(m["n-steps"]), int(m["num-examples"]))
+        out.append(RidgeStats(arr["a"], arr["b"], int(m["n-steps"]), int(m["num-examples"])))
+    return out
+
+
+def stats_sum(replies: list[Message]) -> RidgeStats | None:
+    """The sum of the replies' statistics in the given (partition) order, as the pipeline's
+    esnfed_core.federated.incfed sums its clients'; replies without statistics are skipped."""
+    total = None
+    for s in stats_list(replies):
         total = s if total is None else total + s
     return total
 
 
-def collect_stats(grid: Grid, config: dict, ip: dict | None = None, rnd: int = 1) -> RidgeStats:
-    """Ask every node for its statistics; their sum in partition order (as the pipeline's).
-    ``ip``: FedIP's trained {"gain", "bias"}, sent along with the config; ``rnd``: the round
-    (the messages' group id)."""
+def release(replies: list[Message], dp: FlowerDP | None, rng: np.random.Generator | None) -> RidgeStats:
+    """What the server solves from: the replies' sum, or with central DP the Gaussian mechanism of
+    esnfed_core.privacy on their statistics (``rng``: the server's, shared by FedIP's releases)."""
+    if dp is None:
+        return stats_sum(replies)
+    return private_stats(stats_list(replies), dp.spec, rng, dp.releases)
+
+
+def collect_stats(grid: Grid, config: dict, ip: dict | None = None, rnd: int = 1) -> list[Message]:
+    """Ask every node for its statistics; the replies in partition order (as the pipeline's
+    clients). ``ip``: FedIP's trained {"gain", "bias"}, sent along with the config; ``rnd``: the
+    round (the messages' group id)."""
     nodes = wait_for_nodes(grid, int(config["num-clients"]))
     content = {"config": ConfigRecord(config)}
     if ip is not None:
         content["ip-final"] = to_record(ip)
     msgs = [Message(RecordDict(dict(content)), dst_node_id=n, message_type=MessageType.TRAIN,
                     group_id=str(rnd)) for n in nodes]
-    return stats_sum(replies_in_order(grid.send_and_receive(msgs)))
+    return replies_in_order(grid.send_and_receive(msgs))
 
 
 @server_app.main()
 def main(grid: Grid, context: Context) -> None:
     rc = run_config(context)
+    dp = flower_dp(rc, "central")
     config = {k: rc[k] for k in (*CLIENT_KEYS, "num-clients")}
-    total = collect_stats(grid, config)
-    readouts = solve(total, [float(rc["lambda"])], rc.get("solver", "cholesky"))
-    np.save(str(rc["out"]), readouts[0])
+    total = release(collect_stats(grid, config), dp, dp.server_rng() if dp else None)
+    np.save(str(rc["out"]), solve_readout(rc, total))

@@ -7,6 +7,16 @@ clipping range 1 never clips, and its quantization (2·clip / quantization_range
 only error. The workflow returns the weighted mean Σ n_c·(Ā_c, B̄_c) / Σ n_c = (A, B)/n; the
 server multiplies by n = Σ n_c (the step counts are the legacy FitRes' num-examples) and solves.
 Flower's SecAgg+ runs on its legacy (LegacyContext, NumPyClient) API in flwr 1.42.
+
+Distributed DP (run config ``dp-*`` with ``dp-noise: distributed``, esnfed_flower.dp): each client
+sends its clipped (Ā, B̄) plus its noise share N(0, σ²/K_min) (esnfed_core.privacy.client_stats_share,
+its generator fresh from the OS: the server must not know it), every client with weight 1 (the
+mechanism weighs users alike and releases no counts); the workflow returns the mean over the K'
+clients whose vectors made the sum, the server multiplies by K' and solves from the noisy sum after
+the PSD projection (esnfed_core.privacy.released_stats). K_min is the workflow's reconstruction
+threshold, so any completed sum carries noise of std ≥ σ. The quantization range covers the
+clipping norm plus RANGE_STDS share stds, so Flower's quantizer never clips a share (a client
+whose share would reach beyond it fails instead).
 """
 
 from __future__ import annotations
@@ -22,14 +32,26 @@ from flwr.server import LegacyContext, ServerApp, ServerConfig
 from flwr.server.strategy import FedAvg
 from flwr.server.workflow import DefaultWorkflow, SecAggPlusWorkflow
 
-from esnfed_core.readout import RidgeStats, solve
-from esnfed_flower.common import measure_mod, partition, run_config
+from esnfed_core.privacy import released_stats
+from esnfed_core.readout import RidgeStats
+from esnfed_flower.common import measure_mod, partition, run_config, secagg_threshold, solve_readout, within_range
+from esnfed_flower.dp import FlowerDP, flower_dp
 from esnfed_flower.incfed import client_stats
 
 
 def mean_stats(rc: dict, x: np.ndarray, y: np.ndarray, gb: dict | None = None) -> tuple[list, int]:
-    """A client's SecAgg+ upload: its per-step means [Ā, B̄] and n_steps (the weight)."""
-    return encode_stats(client_stats(rc, x, y, gb))
+    """A client's SecAgg+ upload: its per-step means [Ā, B̄] and n_steps (the weight); with
+    distributed DP its clipped means plus its noise share, weight 1."""
+    stats = client_stats(rc, x, y, gb)
+    dp = flower_dp(rc, "distributed")
+    if dp is None:
+        return encode_stats(stats)
+    return within_range(dp.stats_share(stats, np.random.default_rng()), dp_range(rc, dp), "noisy statistics"), 1
+
+
+def dp_range(rc: dict, dp: FlowerDP) -> float:
+    """SecAgg+'s clipping range under distributed DP (esnfed_flower.dp.FlowerDP.clipping_range)."""
+    return dp.clipping_range(int(rc["units"]))
 
 
 def encode_stats(s: RidgeStats) -> tuple[list, int]:
@@ -39,15 +61,24 @@ def encode_stats(s: RidgeStats) -> tuple[list, int]:
 
 def write_readout(rc: dict, results: list) -> np.ndarray:
     """From SecAgg+'s weighted mean of the statistics (every result carries it) to the readout:
-    rescale by Σ n_c, solve with λ, save to ``out`` and return it; ``out``.json: the clients whose
-    vectors made the sum, of the ``num-clients`` sampled (Flower's own failure list counts a
-    dropout twice)."""
+    rescale by Σ n_c, solve with λ (or each λ of ``lambdas``), save to ``out`` and return it;
+    ``out``.json: the clients whose vectors made the sum, of the ``num-clients`` sampled (Flower's
+    own failure list counts a dropout twice), and the fewest it could hold (the threshold).
+    Distributed DP: the weights are 1, so Σ n_c = K' and the sum is the noisy release, kept in
+    ``out``.dp.npz (a, b before the PSD projection)."""
     a_mean, b_mean = parameters_to_ndarrays(results[0][1].parameters)
     n = sum(fit_res.num_examples for _, fit_res in results)
-    stats = RidgeStats(a_mean * n, 0.5 * (b_mean + b_mean.T) * n, n, 0)
-    w = solve(stats, [float(rc["lambda"])], rc.get("solver", "cholesky"))[0]
+    a, b = a_mean * n, 0.5 * (b_mean + b_mean.T) * n
+    if flower_dp(rc, "distributed") is None:
+        stats = RidgeStats(a, b, n, 0)
+    else:
+        np.savez(str(rc["out"]) + ".dp.npz", a=a, b=b)
+        stats = released_stats(a, b)
+    w = solve_readout(rc, stats)
     np.save(str(rc["out"]), w)
-    Path(str(rc["out"]) + ".json").write_text(json.dumps({"clients": len(results), "sampled": int(rc["num-clients"])}))
+    k = int(rc["num-clients"])
+    Path(str(rc["out"]) + ".json").write_text(json.dumps({"clients": len(results), "sampled": k,
+                                                          "min_clients": secagg_threshold(k)}))
     return w
 
 
@@ -98,13 +129,17 @@ def client_apps(client_fn) -> tuple[ClientApp, ClientApp]:
 def run_secagg(grid, context, strategy, rounds: int) -> None:
     """Run ``rounds`` legacy rounds of ``strategy`` with every fit through SecAgg+: shares and
     threshold for all ``num-clients`` (one may drop), ``clipping-range`` (default 1) and
-    ``max-weight`` (default Flower's 1000; set it to the largest step count) from the run config."""
+    ``max-weight`` (default Flower's 1000; set it to the largest step count) from the run config;
+    distributed DP: the range of its shares and weight 1."""
     rc = run_config(context)
     k = int(rc["num-clients"])
+    dp = flower_dp(rc, "distributed")
+    clip, max_weight = float(rc.get("clipping-range", 1.0)), float(rc.get("max-weight", 1000.0))
+    if dp is not None:
+        clip, max_weight = dp_range(rc, dp), 1.0
     legacy = LegacyContext(context=context, config=ServerConfig(num_rounds=rounds), strategy=strategy)
     workflow = DefaultWorkflow(fit_workflow=SecAggPlusWorkflow(
-        num_shares=k, reconstruction_threshold=max(2, k - 1),
-        clipping_range=float(rc.get("clipping-range", 1.0)), max_weight=float(rc.get("max-weight", 1000.0))))
+        num_shares=k, reconstruction_threshold=secagg_threshold(k), clipping_range=clip, max_weight=max_weight))
     workflow(grid, legacy)
 
 

@@ -14,6 +14,14 @@ and its readout is scored on the test users here. Bytes: what measure_mod counte
 Flower sent (esnfed_flower/run.py). FedCLIP's apps: esnfed_stages/flower_fedclip.py, on this
 module's helpers. Each result records the budget its config was selected under (``params``,
 esnfed_stages/provenance.py); the report refuses a result of another budget than params.yaml's.
+
+Differential privacy (`--epsilon`, :class:`DPRequest`): IncFed and FedIP under esnfed_core.privacy's
+Gaussian mechanism, δ, clip and ip_clip from params.yaml ``privacy`` (as the privacy stage's),
+user-level; central noise on the plain apps (the server draws the private trial's noise: its
+readout is the in-process private trial's), distributed noise on the SecAgg+ apps (each client adds
+σ/√K_min). The app solves every λ of readout.lambdas and λ is chosen here on the validation users,
+as the private trial chooses it; the pipeline side is that trial (esnfed_core.private_trial).
+-> <dataset>-<app>[-secagg]-eps<ε>-<pct>.json with a ``dp`` record (mechanism, ε, δ, σ, clip, accountant).
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ import math
 import os
 import subprocess
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -33,13 +42,16 @@ from esnfed_core import __version__
 from esnfed_core.data.npz import read_npy, read_npz
 from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.method import Method
+from esnfed_core.privacy import DPSpec, epsilon_of, ip_sigma, noise_multiplier, stats_bound, stats_sigma, sum_std
+from esnfed_core.private_trial import PRIVATE_ALGOS, fit_private, releases
 from esnfed_core.quote import quote
 from esnfed_core.scoring import pooled_counts
 from esnfed_core.vocabulary import PCTS
-from esnfed_core.trial import TrialData, fit, make_reservoir, sub_seeds
+from esnfed_core.trial import TrialData, fit, make_reservoir, select_lambda, sub_seeds
 from esnfed_stages import provenance
 from esnfed_stages._io import output_lock, read_json, write_json
 from esnfed_stages.experiment_params import BudgetSpec, experiment_params
+from esnfed_stages.privacy import ACCOUNTANT, eps_key, neighbouring_units, privacy_params
 from esnfed_stages.retrain import retrain_seed, selected_config
 from esnfed_stages.trial_data import open_dataset
 
@@ -57,8 +69,85 @@ FLOWER_PYTHON = REPO / ".venv-flower" / "bin" / "python"
 ENV_HINT = "run `make flower-env` (requirements/flower.txt) or pass --flower-python"
 
 
-def out_name(dataset: str, app: str, secagg: bool, pct: str) -> str:
-    return f"{dataset}-{app}{'-secagg' if secagg else ''}-{pct}.json"
+def out_name(dataset: str, app: str, secagg: bool, pct: str, epsilon: float | None = None) -> str:
+    dp = "" if epsilon is None else f"-eps{eps_key(epsilon)}"
+    return f"{dataset}-{app}{'-secagg' if secagg else ''}{dp}-{pct}.json"
+
+
+NOISE = ("central", "distributed")
+
+
+@dataclass(frozen=True)
+class DPRequest:
+    """`esnfed flower --epsilon [--noise]`: ε (inf: no mechanism) and the noise, None = central on
+    the plain apps (the trusted server adds it), distributed on the SecAgg+ apps (the clients do)."""
+
+    epsilon: float
+    noise: str | None = None
+
+    def noise_for(self, secagg: bool) -> str:
+        return self.noise or ("distributed" if secagg else "central")
+
+
+def check_dp(pairs: Sequence[tuple[str, bool]], dp: DPRequest) -> None:
+    """One line naming the option when --epsilon or --noise does not fit the (app, --secagg) pairs."""
+    if not (dp.epsilon > 0):  # NaN too
+        raise ConfigError(f"esnfed flower: --epsilon must be > 0 (inf: no noise), got {quote(dp.epsilon)}")
+    if dp.noise is not None and dp.noise not in NOISE:
+        raise ConfigError(f"esnfed flower: --noise must be one of {', '.join(NOISE)}, got {quote(dp.noise)}")
+    for app, secagg in pairs:
+        if app not in PRIVATE_ALGOS:
+            raise ConfigError(f"esnfed flower: --epsilon is for {', '.join(PRIVATE_ALGOS)}, not {app}")
+        noise = dp.noise_for(secagg)
+        if secagg and noise == "central":
+            raise ConfigError("esnfed flower: --noise central runs on the plain apps; with --secagg the clients "
+                              "add the noise (--noise distributed): the server sees only the sum")
+        if not secagg and noise == "distributed":
+            raise ConfigError("esnfed flower: --noise distributed needs --secagg: without SecAgg+ the server sees "
+                              "each client's vector, whose noise share σ/√K_min alone gives no such guarantee")
+
+
+def dp_spec(params: Mapping[str, Any], dataset: str, data: TrialData, epsilon: float) -> DPSpec:
+    """The mechanism at ``epsilon`` from params.yaml ``privacy`` (δ, clip, ip_clip as the privacy
+    stage's): user-level only, one client per user (a window relation is one line naming the key)."""
+    pp = privacy_params(params)
+    if pp.relation != "user":
+        raise ConfigError(f"params.yaml: privacy.relation: esnfed flower --epsilon protects users (one client "
+                          f"each): needs user, got {quote(pp.relation)}")
+    return pp.spec(epsilon, pp.delta_for(neighbouring_units("user", data)), dataset)
+
+
+def dp_run_config(spec: DPSpec, noise: str, n_releases: int, seed: int, settings: Any) -> dict[str, Any]:
+    """The apps' ``dp-*`` keys (esnfed_flower.dp) and the λ grid they solve (λ is chosen here on the
+    validation users); central: the seed of the private trial's noise generator."""
+    rc = {"dp-epsilon": spec.epsilon, "dp-delta": spec.delta, "dp-clip": spec.clip, "dp-ip-clip": spec.ip_clip,
+          "dp-noise": noise, "dp-releases": n_releases, "lambdas": [float(x) for x in settings.lambdas]}
+    if noise == "central":
+        rc["dp-noise-seed"] = int(seed)
+    return rc
+
+
+def dp_record(spec: DPSpec, noise: str, n_releases: int, units: int, fedip: bool,
+              secagg: Mapping[str, Any] | None) -> dict[str, Any]:
+    """What a DP result records: the mechanism, ε, δ, z, σ, the clipping and the accountant;
+    distributed: K_min, each client's σ/√K_min and what the sum of the K' clients it held carries
+    (std σ·√(K'/K_min) and the ε that buys, ≤ ε)."""
+    z = noise_multiplier(spec.epsilon, spec.delta, n_releases)
+    rec = {"noise": noise, "epsilon": eps_key(spec.epsilon), "delta": spec.delta, "relation": "user",
+           "releases": n_releases, "noise_multiplier": z, "clip": spec.clip,
+           "clip_norm": spec.clip * stats_bound(units), "sigma": stats_sigma(spec, units, n_releases),
+           "accountant": ACCOUNTANT,
+           "mechanism": ("Gaussian (esnfed_core/privacy.py), central: the trusted server adds N(0, σ²) to the sum"
+                         if noise == "central" else "Gaussian (esnfed_core/privacy.py), distributed: each client "
+                         "adds N(0, σ²/K_min) to its clipped contribution, summed by SecAgg+")}
+    if fedip:
+        rec.update({"ip_clip": spec.ip_clip, "sigma_ip": ip_sigma(spec, n_releases)})
+    if noise == "distributed" and secagg is not None and spec.private:
+        k_min, k = int(secagg["min_clients"]), int(secagg["clients"])
+        rec.update({"min_clients": k_min, "clients_in_sum": k, "client_sigma": rec["sigma"] / k_min ** 0.5,
+                    "sum_sigma": sum_std(rec["sigma"], k, k_min),
+                    "epsilon_spent": epsilon_of(z * (k / k_min) ** 0.5, spec.delta, n_releases)})
+    return rec
 
 
 def run_config(cfg: Mapping[str, Any], seeds: Mapping[str, int], data: TrialData, settings: Any,
@@ -195,23 +284,28 @@ def run(dataset: str, app: str, secagg: bool, pct: str, params: Mapping[str, Any
 def run_many(dataset: str, apps: Sequence[tuple[str, bool]], pct: str, params: Mapping[str, Any], *,
              data_dir: Path = Path("data"), runs_dir: Path = Path("runs"), out_dir: Path = MANUAL_DIR,
              python: Path = FLOWER_PYTHON, timeout_s: float = 1800.0,
-             progress: Progress | None = None) -> list[dict[str, Any]]:
+             progress: Progress | None = None, dp: DPRequest | None = None) -> list[dict[str, Any]]:
     """`run` for several (app, SecAgg+) pairs at once: each app's pipeline trial is fitted once
     (plain and SecAgg+ share it), the clients' data written once, and every Flower app runs in one
     Flower process and Ray session (``timeout_s`` per app). Writes one JSON per pair, in order;
     nothing is written when a pair is invalid or a simulation fails. ``progress(done, total)``:
-    after each fit and after the simulation (:func:`progress_steps`)."""
+    after each fit and after the simulation (:func:`progress_steps`). ``dp``: every pair under
+    the mechanism (module docstring), beside the private trial of the same seed."""
     if not apps:
         raise ConfigError("esnfed flower: no --app given")
     check_args(apps, pct, python)
+    if dp is not None:
+        check_dp(apps, dp)
     for app, _ in apps:
         if app in FEDCLIP_APPS:
             raise ConfigError(f"esnfed flower: {app} runs through esnfed_stages.flower_fedclip.run")
     apps = list(dict.fromkeys(apps))
     exp, trial_data, test, seed = share_inputs(dataset, pct, params, data_dir)
+    spec = dp_spec(params, dataset, trial_data, dp.epsilon) if dp is not None else None
     seeds = sub_seeds(seed)
     bs = exp.settings.batch_size
     trials = {}  # app -> (config, the pipeline's model, its test accuracy): one fit per app
+    private = {}  # app -> (the private trial's model, its test accuracy) under ``dp``
     total = progress_steps(apps)
     for app in dict.fromkeys(a for a, _ in apps):
         if progress:
@@ -219,10 +313,16 @@ def run_many(dataset: str, apps: Sequence[tuple[str, bool]], pct: str, params: M
         cfg = app_config(runs_dir, dataset, app, pct, exp.budget_spec)
         model = fit(Method.parse(app), cfg, seed, trial_data, exp.settings, score=True)
         trials[app] = cfg, model, float(pooled_counts(model.reservoir, test, model.readout, bs).accuracy[0])
+        if spec is not None:
+            pm = fit_private(Method.parse(app), cfg, seed, trial_data, exp.settings, spec)
+            private[app] = pm, float(pooled_counts(pm.reservoir, test, pm.readout, bs).accuracy[0])
     if progress:
         progress(len(trials), total)
     rcs = [run_config(trials[app][0], seeds, trial_data, exp.settings, float(trials[app][1].lam), app, secagg)
            for app, secagg in apps]
+    if spec is not None:
+        rcs = [{**rc, **dp_run_config(spec, dp.noise_for(secagg), releases(Method.parse(app), trials[app][0]),
+                                      seed, exp.settings)} for rc, (app, secagg) in zip(rcs, apps)]
     with tempfile.TemporaryDirectory(prefix="esnfed-flower-") as tmp:
         gots = simulate(Path(python), rcs, trial_data, Path(tmp), timeout_s * len(apps))
     if progress:
@@ -233,21 +333,31 @@ def run_many(dataset: str, apps: Sequence[tuple[str, bool]], pct: str, params: M
         res = make_reservoir(cfg, trial_data.n_inputs, seeds["reservoir"])
         if "gain" in got:
             res = res.with_ip(got["gain"], got["bias"])
-        readout = got["readout"]
+        readout, lam = got["readout"], float(model.lam)
+        if spec is not None:  # one readout per λ: chosen on the validation users, as fit_private chooses
+            lambdas = [float(x) for x in exp.settings.lambdas]
+            best, _ = select_lambda(pooled_counts(res, list(trial_data.validation.values()), readout, bs), lambdas)
+            readout, lam = readout[best], lambdas[best]
+            model, pipeline_acc = private[app]
         flower_acc = float(pooled_counts(res, test, readout, bs).accuracy[0])
         diff = float(np.linalg.norm(readout - model.readout) / np.linalg.norm(model.readout))
         doc = {"dataset": dataset, "app": app, "secagg": secagg, "pct": pct, "seed": seed, "config": cfg,
-               "lambda": float(model.lam), "n_clients": len(trial_data.train), "n_classes": trial_data.n_classes,
+               "lambda": lam, "n_clients": len(trial_data.train), "n_classes": trial_data.n_classes,
                "version": __version__, provenance.KEY: provenance.record({"budget": exp.budget}),
                "flower": {"test_accuracy": flower_acc, "readout_relative_difference": diff,
                           "bytes": got["bytes"], **({"secagg": got["secagg"]} if "secagg" in got else {})},
-               "pipeline": {"test_accuracy": pipeline_acc, "communication": model.communication}}
+               "pipeline": {"test_accuracy": pipeline_acc, "communication": trials[app][1].communication}}
         if "gain" in got:
             doc["flower"]["ip_max_abs_difference"] = float(max(np.max(np.abs(got["gain"] - model.reservoir.gain)),
                                                                np.max(np.abs(got["bias"] - model.reservoir.bias))))
+        if spec is not None:
+            n_rel = releases(Method.parse(app), cfg)
+            doc["dp"] = dp_record(spec, dp.noise_for(secagg), n_rel, int(cfg["units"]), app == "fedip",
+                                  got.get("secagg"))
+            doc["pipeline"].update({"lambda": float(model.lam), "nonprivate_test_accuracy": trials[app][2]})
         docs.append(doc)
     for doc in docs:
-        out = Path(out_dir) / out_name(dataset, doc["app"], doc["secagg"], pct)
+        out = Path(out_dir) / out_name(dataset, doc["app"], doc["secagg"], pct, dp.epsilon if dp else None)
         with output_lock(out):
             write_json(out, doc)
     return docs
@@ -268,6 +378,13 @@ def vector_entries(doc: Mapping[str, Any], phase: str) -> int:
     return {"ip": 2 * n, "stats": c * n + n * n, "readout": c * n, "eval": 2 * n + c * n, "role": 0}[phase]
 
 
+def app_label(doc: Mapping[str, Any]) -> str:
+    """The app's table cell: its name, and a DP run's ε and noise (the pipeline column is then the
+    private trial's)."""
+    dp = doc.get("dp")
+    return doc["app"] + (f" (ε = {dp['epsilon']}, {dp['noise']})" if isinstance(dp, dict) else "")
+
+
 def render_table(docs: list[Mapping[str, Any]]) -> str:
     """`esnfed flower` results as Markdown: accuracy beside the pipeline's, bytes per client beside the
     ledger's, and each round's bytes by phase and stage; the masked vector beside its formula
@@ -278,7 +395,7 @@ def render_table(docs: list[Mapping[str, Any]]) -> str:
     for d in docs:
         f, p = d["flower"], d["pipeline"]
         comm, k = p["communication"], d["n_clients"]
-        lines.append(f"| {d['dataset']} | {d['app']} | {'yes' if d['secagg'] else 'no'} | {k} | {d['config']['units']} "
+        lines.append(f"| {d['dataset']} | {app_label(d)} | {'yes' if d['secagg'] else 'no'} | {k} | {d['config']['units']} "
                      f"| {d['lambda']:g} | {100 * f['test_accuracy']:.2f} | {100 * p['test_accuracy']:.2f} "
                      f"| {f['readout_relative_difference']:.2g} | {comm['up_bytes'] / k:.0f} / "
                      f"{comm['down_bytes'] / k:.0f} | {f['bytes']['up_per_client']['mean']:.0f} / "
@@ -290,7 +407,7 @@ def render_table(docs: list[Mapping[str, Any]]) -> str:
         for r in d["flower"]["bytes"]["rows"]:
             masked = r["stage"] == "collect_masked_vectors"
             dd = vector_entries(d, r["phase"])
-            lines.append(f"| {d['dataset']} | {d['app']} | {'yes' if d['secagg'] else 'no'} | {r['phase']} "
+            lines.append(f"| {d['dataset']} | {app_label(d)} | {'yes' if d['secagg'] else 'no'} | {r['phase']} "
                          f"| {r['rounds']} | {STAGE_NAMES.get(r['stage'], r['stage'])} "
                          f"| {r['up_per_client_round']:.0f} | {r['down_per_client_round']:.0f} | {dd} "
                          f"| {8 * (dd + 1) if masked else ''} |")
@@ -335,8 +452,9 @@ def _check_fields(path: Path, doc: Any, fields: Mapping[str, tuple[Any, str]], w
 
 def rerun_command(doc: Mapping[str, Any], out_dir: Path) -> str:
     """The `esnfed flower` command that writes ``doc`` again into ``out_dir``."""
+    dp = f" --epsilon {doc['dp']['epsilon']}" if isinstance(doc.get("dp"), dict) else ""
     return (f"`esnfed flower --dataset {doc['dataset']} --app {doc['app']}{' --secagg' if doc['secagg'] else ''}"
-            f"{'' if doc['pct'] == '100' else ' --pct ' + doc['pct']} --out-dir {out_dir}`")
+            f"{dp}{'' if doc['pct'] == '100' else ' --pct ' + doc['pct']} --out-dir {out_dir}`")
 
 
 def load_docs(out_dir: Path = FLOWER_DIR, *, table: bool = True,
@@ -358,4 +476,13 @@ def load_docs(out_dir: Path = FLOWER_DIR, *, table: bool = True,
         provenance.check(path, doc, expected or {}, rerun_command(doc, path.parent))
         docs.append(doc)
     apps = FLOWER_APPS + FEDCLIP_APPS
-    return sorted(docs, key=lambda d: (d["dataset"], apps.index(d["app"]), d["secagg"], d["pct"]))
+    return sorted(docs, key=lambda d: (d["dataset"], apps.index(d["app"]), d["secagg"], d["pct"], _dp_order(d)))
+
+
+def _dp_order(doc: Mapping[str, Any]) -> float:
+    """Sorts a run without DP first, then DP runs by ε (∞ last)."""
+    dp = doc.get("dp")
+    try:
+        return float(dp["epsilon"]) if isinstance(dp, dict) else -1.0
+    except (KeyError, TypeError, ValueError):
+        return -1.0

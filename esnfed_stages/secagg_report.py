@@ -66,8 +66,8 @@ def load(flower_dir: str | Path = FLOWER_DIR, datasets: Sequence[str] = PIPELINE
     docs = []
     for ds in datasets:
         folder = Path(flower_dir) / ds
-        if folder.is_dir():  # the fields rows() reads, checked
-            docs += load_docs(folder, table=False, expected={"budget": budget})
+        if folder.is_dir():  # the fields rows() reads, checked; a DP run (`esnfed flower --epsilon`) is not the overhead's
+            docs += [d for d in load_docs(folder, table=False, expected={"budget": budget}) if "dp" not in d]
     return docs
 
 

@@ -261,3 +261,91 @@ def test_dataset_is_any_declared_one_and_an_undeclared_one_is_one_line(tmp_path,
     assert bad.exit_code == 2 and calls == ["example"]
     text = " ".join(w for w in bad.output.split() if w not in "│╭╮╰╯─")  # the usage error's box
     assert "'mine' is not declared in params.yaml datasets (declared: wesad, hhar, example)" in text
+
+
+def test_dp_options_reach_run_many_and_default_the_noise_per_app(tmp_path, monkeypatch):
+    """--epsilon (and --noise) reach run_many as one DPRequest; without --noise the plain apps get
+    central noise and the SecAgg+ apps distributed noise; "inf" is read as ε = ∞."""
+    import math
+
+    from esnfed_stages import flower as flower_stage
+
+    calls = []
+    monkeypatch.setattr(flower_stage, "run_many", lambda ds, pairs, *a, **k: calls.append((pairs, k["dp"])) or [])
+    python = tmp_path / "python"
+    python.touch()
+    for extra in (["--app", "incfed", "--app", "fedip", "--plain-and-secagg", "--epsilon", "2"],
+                  ["--app", "fedip", "--secagg", "--epsilon", "0.5", "--noise", "distributed"],
+                  ["--epsilon", "inf"], []):
+        result = _invoke(tmp_path, *extra, "--flower-python", str(python))
+        assert result.exit_code == 0, (extra, result.output)
+    (pairs, dp), (_, dp2), (_, dp3), (_, dp4) = calls
+    assert dp == flower_stage.DPRequest(2.0) and dp2 == flower_stage.DPRequest(0.5, "distributed")
+    assert [dp.noise_for(s) for _, s in pairs] == ["central", "distributed", "central", "distributed"]
+    assert math.isinf(dp3.epsilon) and dp4 is None
+
+
+def test_bad_dp_options_are_one_line_naming_the_option(tmp_path):
+    """ε ≤ 0, an unknown --noise, --noise without --epsilon, central noise under SecAgg+ (the server
+    sees only the sum), distributed noise without it (the server would see each client's share)
+    and DP on an app without a private variant: one line naming the option, exit 1, nothing written."""
+    python = tmp_path / "python"
+    python.touch()
+    cases = ((["--epsilon", "0"], "--epsilon must be > 0"), (["--epsilon", "-1"], "--epsilon must be > 0"),
+             (["--epsilon", "1", "--noise", "local"], "--noise must be one of central, distributed"),
+             (["--noise", "central"], "--noise: give --epsilon too"),
+             (["--secagg", "--epsilon", "1", "--noise", "central"], "--noise central runs on the plain apps"),
+             (["--epsilon", "1", "--noise", "distributed"], "--noise distributed needs --secagg"),
+             (["--app", "fedavg", "--epsilon", "1"], "--epsilon is for incfed, fedip, not fedavg"),
+             (["--app", "fedclip-replay", "--epsilon", "1"], "--epsilon is for incfed, fedip, not fedclip-replay"))
+    for extra, words in cases:
+        result = _invoke(tmp_path, *extra, "--flower-python", str(python))
+        assert result.exit_code == 1, (extra, result.output)
+        lines = result.output.strip().splitlines()
+        assert len(lines) == 1 and words in lines[0], (extra, result.output)
+    assert not (tmp_path / "out").exists()
+
+
+def test_dp_spec_takes_delta_and_clips_from_params_and_refuses_the_window_relation():
+    """δ = 1/n² of the training users (privacy.delta auto), the dataset's clip and ip_clip; the
+    Flower apps protect users (one client each), so relation window is one line naming the key."""
+    import pytest
+
+    from esnfed_core.errors import ConfigError
+    from esnfed_stages.flower import dp_spec
+    from experiment_data import small_params, trial_data
+
+    params = small_params()
+    params["privacy"].update(clip={"wesad": 0.01, "hhar": 0.02, "example": 0.03}, ip_clip=0.2)
+    data, _ = trial_data(pct="100")
+    spec = dp_spec(params, "wesad", data, 3.0)
+    assert (spec.epsilon, spec.delta, spec.relation, spec.clip, spec.ip_clip) == (3.0, 1 / 16, "user", 0.01, 0.2)
+    params["privacy"]["relation"] = "window"
+    with pytest.raises(ConfigError, match=r"^params.yaml: privacy.relation: .* needs user, got 'window'$"):
+        dp_spec(params, "wesad", data, 3.0)
+
+
+def test_dp_record_states_the_mechanism_and_what_the_distributed_sum_carries():
+    """The result's dp record: ε, δ, z from the accountant, σ = z·C with C = clip·√(N + N²), FedIP's
+    σ_ip = z·C_ip; distributed: σ/√K_min per client, σ·√(K'/K_min) in the sum of K' clients and the
+    smaller ε that sum buys (PLD at z·√(K'/K_min))."""
+    import math
+
+    import pytest
+
+    from esnfed_core.privacy import DPSpec, epsilon_of, noise_multiplier
+    from esnfed_stages.flower import dp_record
+
+    spec = DPSpec(2.0, 1e-3, "user", 0.01, 0.05)
+    central = dp_record(spec, "central", 3, 20, True, None)
+    z = noise_multiplier(2.0, 1e-3, 3)
+    assert central["noise_multiplier"] == z and central["epsilon"] == "2" and central["releases"] == 3
+    assert central["sigma"] == pytest.approx(z * 0.01 * math.sqrt(20 + 400))
+    assert central["sigma_ip"] == pytest.approx(z * 0.05) and "PLD" in central["accountant"]
+    assert "min_clients" not in central
+    dist = dp_record(spec, "distributed", 3, 20, False, {"clients": 9, "sampled": 9, "min_clients": 8})
+    assert "sigma_ip" not in dist and dist["min_clients"] == 8 and dist["clients_in_sum"] == 9
+    assert dist["client_sigma"] == pytest.approx(dist["sigma"] / math.sqrt(8))
+    assert dist["sum_sigma"] == pytest.approx(dist["sigma"] * math.sqrt(9 / 8))
+    assert dist["epsilon_spent"] == pytest.approx(epsilon_of(z * math.sqrt(9 / 8), 1e-3, 3))
+    assert 1.5 < dist["epsilon_spent"] < 2.0  # more noise than needed: a smaller ε, not a larger one

@@ -13,10 +13,11 @@ import scipy.optimize
 import scipy.stats
 
 from esnfed_core.privacy import (
-    DPSpec, add_noise, clipped_mean_stats, epsilon_of, mean_stats, noise_multiplier, private_average,
-    private_stats, psd_projection, stats_bound,
+    DPSpec, add_noise, client_stats_share, client_update_share, clip_norm, clipped_mean_stats, epsilon_of, ip_sigma,
+    mean_stats, noise_multiplier, private_average, private_stats, psd_projection, share_std, stats_bound, stats_sigma,
+    sum_std,
 )
-from esnfed_core.private_trial import fit_private, unit_stats
+from esnfed_core.private_trial import fit_private, noise_rng, unit_stats
 from esnfed_core.readout import RidgeStats, ridge_stats
 from esnfed_core.reservoir import ReservoirConfig, build_reservoir
 from esnfed_core.settings import Settings
@@ -232,3 +233,114 @@ def test_auto_delta_counts_the_relations_units():
     data, _ = trial_data(pct="100")
     assert neighbouring_units("user", data) == len(data.train) == 4
     assert neighbouring_units("window", data) == sum(len(u.x) for u in data.train.values()) > 4
+
+
+# Distributed noise (the SecAgg+ Flower apps): each client adds N(0, σ²/K_min) to its clipped
+# contribution, so a sum of K' >= K_min shares carries N(0, σ²·K'/K_min), the central σ² at K' = K_min.
+K_MIN = 3
+
+
+def _share_noise(k: int, draws: int, spec: DPSpec, stats: list[RidgeStats], rng) -> tuple[np.ndarray, np.ndarray]:
+    """``draws`` sums of ``k`` clients' shares minus the sum of their clipped means: the noise of the
+    sum (A entries, B's upper triangle), and check that each share's B is symmetric."""
+    bound = spec.clip * stats_bound(stats[0].units)
+    clean_a = sum(clipped_mean_stats(s, bound)[0] for s in stats[:k])
+    clean_b = sum(clipped_mean_stats(s, bound)[1] for s in stats[:k])
+    iu = np.triu_indices(stats[0].units)
+    a_noise, b_noise = [], []
+    for _ in range(draws):
+        shares = [client_stats_share(s, spec, K_MIN, rng, releases=2) for s in stats[:k]]
+        assert all(np.array_equal(b, b.T) for _, b in shares)
+        a_noise.append((sum(a for a, _ in shares) - clean_a).ravel())
+        b_noise.append((sum(b for _, b in shares) - clean_b)[iu])
+    return np.concatenate(a_noise), np.concatenate(b_noise)
+
+
+@pytest.fixture(scope="module")
+def four_units():
+    """Four users' statistics on one reservoir: two below the clipping norm, two above it."""
+    data, _ = trial_data(pct="100")
+    res = build_reservoir(ReservoirConfig(data.n_inputs, 12, 0.9, 0.5, 0.8), 3)
+    return unit_stats(res, data, SETTINGS, "user")
+
+
+def test_distributed_shares_sum_to_the_central_noise_variance(four_units):
+    """K_min shares sum to noise of variance σ² (the central mechanism's, σ = z·C); K' = 4 > K_min
+    survivors to σ²·4/3, which the same test tells from σ² (and σ² from σ²·4/3)."""
+    spec = DPSpec(2.0, 1e-4, clip=0.05)
+    sigma = stats_sigma(spec, 12, releases=2)
+    assert sigma == pytest.approx(noise_multiplier(2.0, 1e-4, 2) * 0.05 * stats_bound(12), rel=1e-12)
+    rng = np.random.default_rng(21)
+    a3, b3 = _share_noise(K_MIN, 60, spec, four_units, rng)
+    a4, b4 = _share_noise(4, 60, spec, four_units, rng)
+    assert a3.size + b3.size == 60 * (3 * 12 + 78)
+    for noise in (a3, b3):
+        assert _variance_in_chi2_interval(noise, sigma)
+        assert not _variance_in_chi2_interval(noise, sum_std(sigma, 4, K_MIN))
+    for noise in (a4, b4):
+        assert _variance_in_chi2_interval(noise, sum_std(sigma, 4, K_MIN))
+        assert not _variance_in_chi2_interval(noise, sigma)
+    assert sum_std(sigma, K_MIN, K_MIN) == pytest.approx(sigma) and share_std(sigma, K_MIN) == sigma / math.sqrt(3)
+
+
+def test_a_share_is_the_clipped_mean_plus_add_noise_at_sigma_over_root_k_min(four_units):
+    """The share clips as private_stats clips (one norm C for (Ā, B̄)) and draws add_noise's noise
+    at σ/√K_min: the same generator state gives the same bits. A user above C is clipped to C."""
+    spec = DPSpec(1.0, 1e-3, clip=0.05)
+    bound = 0.05 * stats_bound(12)
+    norms = [math.hypot(np.linalg.norm(a), np.linalg.norm(b)) for a, b in map(mean_stats, four_units)]
+    assert min(norms) > bound  # every user is clipped: the clipping is exercised
+    for s in four_units:
+        got = client_stats_share(s, spec, K_MIN, np.random.default_rng(5))
+        a, b = clipped_mean_stats(s, bound)
+        want = add_noise(a, b, stats_sigma(spec, 12) / math.sqrt(K_MIN), np.random.default_rng(5))
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_array_equal(got[1], want[1])
+        assert math.hypot(np.linalg.norm(a), np.linalg.norm(b)) == pytest.approx(bound)
+
+
+def test_distributed_ip_update_shares_sum_to_the_central_round_noise():
+    """FedIP: K_min clients' shares of clipped updates sum to Σ clip(Δ_c) + N(0, σ_ip²); divided by
+    K_min that is private_average's noise std σ_ip/K (K = K_min); one update longer than C_ip is
+    clipped to C_ip."""
+    spec = DPSpec(2.0, 1e-4, ip_clip=0.3)
+    rng = np.random.default_rng(8)
+    updates = [np.full(20, 0.01), np.linspace(-1, 1, 20), np.zeros(20)]  # norms 0.045, 2.6 (clipped), 0
+    clean = sum(clip_norm(u, 0.3) for u in updates)
+    assert np.linalg.norm(clip_norm(updates[1], 0.3)) == pytest.approx(0.3)
+    draws = np.concatenate([sum(client_update_share(u, spec, K_MIN, rng, releases=3) for u in updates) - clean
+                            for _ in range(150)])
+    sigma = ip_sigma(spec, releases=3)
+    assert sigma == pytest.approx(noise_multiplier(2.0, 1e-4, 3) * 0.3, rel=1e-12)
+    assert _variance_in_chi2_interval(draws, sigma)
+    assert _variance_in_chi2_interval(draws / K_MIN, sigma / K_MIN)  # private_average's (Σ + N(0, σ²)) / K
+    assert not _variance_in_chi2_interval(draws, 1.2 * sigma)
+
+
+def test_distributed_shares_at_infinity_are_the_plain_contributions(four_units):
+    """ε = ∞: the share is the unclipped per-step means (what SecAgg+ IncFed sends) and the update
+    itself, bit for bit; K_min below 1 is refused."""
+    spec = DPSpec(math.inf, 1e-4, clip=0.05)
+    for s in four_units:
+        got, want = client_stats_share(s, spec, K_MIN, np.random.default_rng(0)), mean_stats(s)
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_array_equal(got[1], want[1])
+    u = np.linspace(-5, 5, 8)
+    np.testing.assert_array_equal(client_update_share(u, spec, K_MIN, np.random.default_rng(0)), u)
+    with pytest.raises(ParameterError, match="min_clients"):
+        share_std(1.0, 0)
+
+
+def test_noise_rng_is_the_private_trials_generator():
+    """The central Flower apps draw from noise_rng(seed): fit_private's release equals private_stats
+    of the same units drawn from it (the noise stream is one function, not two copies)."""
+    data, _ = trial_data(pct="100")
+    spec = DPSpec(4.0, 1e-3, clip=0.05)
+    model = fit_private("incfed", CONFIG, 7, data, SETTINGS, spec)
+    from esnfed_core.readout import solve
+    from esnfed_core.trial import make_reservoir, sub_seeds
+
+    res = make_reservoir(CONFIG, data.n_inputs, sub_seeds(7)["reservoir"])
+    stats = private_stats(unit_stats(res, data, SETTINGS, "user"), spec, noise_rng(7))
+    readouts = solve(stats, list(SETTINGS.lambdas))
+    np.testing.assert_array_equal(model.readout, readouts[list(SETTINGS.lambdas).index(model.lam)])

@@ -54,6 +54,17 @@ def test_rows_and_ratios_from_the_flower_documents(flower_dir):
     assert "| WESAD | incfed | 100% | 3 | stats | 1 | SecAgg+ setup (public keys) |  |  | 300 | 100 | 0.30 | 0.50 |" in md
 
 
+def test_a_dp_run_in_the_folder_is_not_part_of_the_overhead(flower_dir):
+    """`esnfed flower --epsilon` results (a ``dp`` record) written beside the stage's would pair with
+    its plain runs twice; the section leaves them out and its rows stay those of the stage's runs."""
+    before = secagg_report.render(flower_dir)
+    dp = _doc("incfed", True, [("stats", "setup", 1, 9999.0, 9999.0)])
+    (flower_dir / "wesad" / "wesad-incfed-secagg-eps4-100.json").write_text(json.dumps({**dp, "dp": {"epsilon": "4"}}))
+    assert secagg_report.render(flower_dir) == before
+    (flower_dir / "wesad" / "wesad-incfed-secagg-eps4-100.json").write_text(json.dumps(dp))  # without "dp": counted
+    assert "9,999" in secagg_report.render(flower_dir)[0]
+
+
 def test_the_csv_names_each_stage_as_the_markdown_does(flower_dir):
     """Reader audit: the CSV's stage ids (collect_masked_vectors, setup, ...) matched none of the
     Markdown's labels ("SecAgg+ masked vector", ...); stage_label carries the Markdown's name."""

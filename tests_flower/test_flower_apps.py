@@ -163,7 +163,7 @@ def test_secaggplus_fedip_equals_the_pipeline_to_quantization(setup, monkeypatch
     root, data, users = setup
     readout, gain, bias, info = _secagg_fedip(root, data, users, monkeypatch, "secagg-fedip")
     res, trained, plain = _plain_fedip(data, users)
-    assert info == {"clients": len(users), "sampled": len(users)}
+    assert info == {"clients": len(users), "sampled": len(users), "min_clients": len(users) - 1}
     moved = max(np.max(np.abs(trained.gain - res.gain)), np.max(np.abs(trained.bias - res.bias)))
     assert moved > 1e-3  # IP moved (g, b) well beyond the tolerance below: not vacuous
     # R = 3 rounds of at most one quantization bound each, propagated through the IP epochs
@@ -181,7 +181,7 @@ def test_secaggplus_fedip_survives_a_dropout_after_key_sharing(setup, monkeypatc
     root, data, users = setup
     readout, gain, bias, info = _secagg_fedip(root, data, users, monkeypatch, "secagg-fedip-drop",
                                               **{"drop-partition": 1})
-    assert info == {"clients": len(users) - 1, "sampled": len(users)}
+    assert info == {"clients": len(users) - 1, "sampled": len(users), "min_clients": len(users) - 1}
     survivors = [u for i, u in enumerate(users) if i != 1]
     _, trained, plain = _plain_fedip(data, survivors)
     _, everyone, _ = _plain_fedip(data, users)

@@ -102,7 +102,7 @@ def test_plain_incfed_is_the_pipeline_and_its_bytes_the_ledger_plus_overhead(man
 def test_secagg_fedip_is_the_pipeline_to_quantization_and_its_bytes_the_formula(root, separate):
     doc = separate
     f, p = doc["flower"], doc["pipeline"]
-    assert f["secagg"] == {"clients": 4, "sampled": 4}
+    assert f["secagg"] == {"clients": 4, "sampled": 4, "min_clients": 3}
     assert 0 < f["readout_relative_difference"] < 1e-3 and f["ip_max_abs_difference"] < 1e-5
     assert abs(f["test_accuracy"] - p["test_accuracy"]) <= 2 / _test_steps(root)  # two steps at most
     rows = {(r["phase"], r["stage"]): r for r in f["bytes"]["rows"]}
@@ -175,7 +175,7 @@ def test_several_apps_in_one_session_give_the_separate_runs(many, separate):
     assert many[("fedip", False)]["flower"]["ip_max_abs_difference"] == 0.0
     for key in (("incfed", True), ("fedip", True)):
         f = many[key]["flower"]
-        assert f["secagg"] == {"clients": 4, "sampled": 4} and 0 < f["readout_relative_difference"] < 1e-3
+        assert f["secagg"] == {"clients": 4, "sampled": 4, "min_clients": 3} and 0 < f["readout_relative_difference"] < 1e-3
         assert {r["stage"] for r in f["bytes"]["rows"]} >= set(STAGES)
     mine = many[("fedip", True)]
     assert mine["pipeline"] == separate["pipeline"] and mine["lambda"] == separate["lambda"]
@@ -185,3 +185,45 @@ def test_several_apps_in_one_session_give_the_separate_runs(many, separate):
     for a, b in zip(rows, ref):  # random run/node/message ids: a few bytes of varint length
         assert abs(a["up_per_client_round"] - b["up_per_client_round"]) <= 16
         assert abs(a["down_per_client_round"] - b["down_per_client_round"]) <= 16
+
+
+@pytest.fixture(scope="module")
+def private(root) -> dict:
+    """`esnfed flower --epsilon 4`: IncFed plain (central noise) and SecAgg+ (distributed noise) in
+    one call -> {secagg: document, "shown": the command's output}."""
+    out = root / "dp"
+    shown = _esnfed(root, "flower", "--app", "incfed", "--plain-and-secagg", "--epsilon", "4", "--out-dir", str(out))
+    docs = {s: json.loads((out / f"wesad-incfed{'-secagg' if s else ''}-eps4-100.json").read_text())
+            for s in (False, True)}
+    return {**docs, "shown": shown, "out": out}
+
+
+def test_dp_central_is_the_private_trial_and_the_results_record_the_mechanism(root, private):
+    """Central noise: the Flower readout, λ (chosen on the validation users) and test accuracy are
+    the in-process private trial's; each result records mechanism, ε, δ, σ, clip and accountant;
+    the SecAgg+ one what its distributed sum carried; flower-table labels the DP runs."""
+    import math
+
+    import yaml
+
+    clip = yaml.safe_load((root / "params.yaml").read_text())["privacy"]["clip"]
+    central, dist = private[False], private[True]
+    f, p, d = central["flower"], central["pipeline"], central["dp"]
+    assert f["readout_relative_difference"] == 0.0 and f["test_accuracy"] == p["test_accuracy"]
+    assert central["lambda"] == p["lambda"] and "nonprivate_test_accuracy" in p
+    assert (d["noise"], d["epsilon"], d["relation"], d["releases"], d["clip"]) == ("central", "4", "user", 1, clip)
+    assert d["delta"] == 1 / 16  # privacy.delta auto: 1/n², 4 training users
+    units = central["config"]["units"]
+    assert d["clip_norm"] == clip * math.sqrt(units + units**2) and d["sigma"] == d["noise_multiplier"] * d["clip_norm"]
+    assert "Gaussian" in d["mechanism"] and "PLD" in d["accountant"]
+    dd = dist["dp"]
+    assert dd["noise"] == "distributed" and dd["sigma"] == d["sigma"]
+    assert (dd["min_clients"], dd["clients_in_sum"]) == (3, 4) and dist["flower"]["secagg"]["clients"] == 4
+    assert dd["sum_sigma"] > dd["sigma"] and dd["epsilon_spent"] < 4  # all 4 stayed: more noise than needed
+    assert dist["flower"]["readout_relative_difference"] > 0  # the clients' noise, not the trial's
+    assert f"ε = 4 (central, σ = {d['sigma']:.3g})" in private["shown"]
+    md = private["out"] / "flower-table.md"
+    assert subprocess.run([str(ESNFED), "flower-table", "--runs-dir", str(private["out"]), "--out", str(md)],
+                          capture_output=True, timeout=120).returncode == 0
+    text = md.read_text()
+    assert "| wesad | incfed (ε = 4, central) | no |" in text and "| wesad | incfed (ε = 4, distributed) | yes |" in text

@@ -1,0 +1,82 @@
+"""Differential privacy in the Flower apps: the run config's ``dp-*`` keys as esnfed_core.privacy's
+DPSpec, the trusted server's generator (central noise, the plain apps) and the SecAgg+ clients'
+noise shares and quantization range (distributed noise). The mechanism is esnfed_core.privacy's."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import numpy as np
+
+from esnfed_core.privacy import (
+    DPSpec, client_stats_share, client_update_share, ip_sigma, share_std, stats_bound, stats_sigma,
+)
+from esnfed_core.private_trial import noise_rng
+from esnfed_core.readout import RidgeStats
+from esnfed_core.validation import ParameterError
+from esnfed_flower.common import secagg_threshold
+
+NOISE = ("central", "distributed")  # the plain apps: central; the SecAgg+ apps: distributed
+# How far a noise share may reach in SecAgg+'s quantization range, in share stds: beyond it the
+# client fails rather than let Flower's quantizer clip the noise (probability ~1e-23 per entry).
+RANGE_STDS = 10.0
+
+
+@dataclass(frozen=True)
+class FlowerDP:
+    """A run's mechanism: the spec (user-level: one client per user), central or distributed
+    noise, the releases z is shared by (FedIP's rounds + the IncFed release), the central
+    generator's seed (None: fresh entropy) and, distributed, K_min: SecAgg+'s reconstruction
+    threshold (esnfed_flower.common.secagg_threshold), the fewest vectors a completed sum holds."""
+
+    spec: DPSpec
+    noise: str
+    releases: int
+    noise_seed: int | None = None
+    min_clients: int = 1
+
+    def server_rng(self) -> np.random.Generator:
+        """The trusted server's generator: the pipeline's (esnfed_core.private_trial.noise_rng) of
+        the seed, so the release equals the in-process trial's; fresh entropy without one."""
+        return noise_rng(self.noise_seed) if self.noise_seed is not None else np.random.default_rng()
+
+    def stats_share(self, stats: RidgeStats, rng: np.random.Generator) -> list[np.ndarray]:
+        """A SecAgg+ client's IncFed upload: its clipped (Ā, B̄) plus its noise share."""
+        return list(client_stats_share(stats, self.spec, self.min_clients, rng, self.releases))
+
+    def update_share(self, delta: list[np.ndarray], rng: np.random.Generator) -> list[np.ndarray]:
+        """A SecAgg+ client's FedIP upload: its clipped (Δg, Δb) plus its noise share."""
+        n = len(delta[0])
+        out = client_update_share(np.concatenate(delta), self.spec, self.min_clients, rng, self.releases)
+        return [out[:n], out[n:]]
+
+    def clipping_range(self, units: int) -> float:
+        """SecAgg+'s quantization range for the shares: every entry of a clipped contribution is at
+        most its clipping norm, plus RANGE_STDS share stds (of the statistics and, FedIP, the updates)."""
+        stats = self.spec.clip * stats_bound(units) + RANGE_STDS * share_std(
+            stats_sigma(self.spec, units, self.releases), self.min_clients)
+        ip = self.spec.ip_clip + RANGE_STDS * share_std(ip_sigma(self.spec, self.releases), self.min_clients)
+        return max(stats, ip)
+
+
+def flower_dp(rc: Mapping[str, Any], noise: str | None = None) -> FlowerDP | None:
+    """The run config's mechanism; None without ``dp-epsilon`` or at ε = ∞ (no mechanism: the app
+    runs as without DP, bit for bit). A bad value is a ParameterError naming its key; ``noise``:
+    the only kind the calling app adds (a plain app central, a SecAgg+ app distributed)."""
+    if "dp-epsilon" not in rc:
+        return None
+    spec = DPSpec(float(rc["dp-epsilon"]), float(rc["dp-delta"]), "user", float(rc["dp-clip"]),
+                  float(rc["dp-ip-clip"]))
+    if not spec.private:
+        return None
+    want, noise = noise, str(rc.get("dp-noise", "central"))
+    if noise not in NOISE:
+        raise ParameterError(f"dp-noise: expected one of {', '.join(NOISE)}, got {noise!r}")
+    if want is not None and noise != want:
+        raise ParameterError(f"dp-noise: {noise} noise does not run on this app (it adds {want} noise: "
+                             "central on the plain apps, distributed on the SecAgg+ apps)")
+    seed = rc.get("dp-noise-seed")
+    # Distributed: K_min = SecAgg+'s threshold, the fewest vectors a completed sum holds (run_secagg's).
+    min_clients = secagg_threshold(int(rc["num-clients"])) if noise == "distributed" else 1
+    return FlowerDP(spec, noise, int(rc.get("dp-releases", 1)), None if seed is None else int(seed), min_clients)

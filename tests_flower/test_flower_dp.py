@@ -1,0 +1,186 @@
+"""Differential privacy in the Flower apps (esnfed_flower.dp, esnfed_core.privacy): at ε = ∞ the
+apps are the plain apps bit for bit; central noise (plain apps) is the in-process private trial's
+release bit for bit (the server draws from the trial's noise generator); distributed noise (SecAgg+
+apps, each client N(0, σ²/K_min)) leaves the plain clipped sum of the K' clients that stayed plus
+noise of std σ·√(K'/K_min), σ when one dropped (K' = K_min)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+import scipy.stats
+
+from esnfed_core.federated import incfed
+from esnfed_core.privacy import (
+    DPSpec, clip_norm, clipped_mean_stats, ip_sigma, private_stats, released_stats, stats_bound, stats_sigma,
+)
+from esnfed_core.private_trial import fit_private, noise_rng, releases, unit_stats
+from esnfed_core.method import Method
+from esnfed_core.readout import ridge_stats, solve
+from esnfed_core.settings import Settings
+from esnfed_core.trial import make_reservoir, sub_seeds
+from test_flower_apps import CFG, IP, LAM, SEED, _clients, _max_weight, _plain_fedip, _run_config, _simulate
+from test_flower_apps import setup  # noqa: F401 (the module's fixture)
+
+TRIAL_SEED = 7  # the private trial's: its reservoir, IP and noise seeds (esnfed_core.trial.sub_seeds)
+SETTINGS = Settings(lambdas=(1e-4, 1e-2, 1.0), batch_size=5, ip={"batch_size": 4, "mu": 0.0, "eta": 0.01})
+FEDIP_CFG = {**CFG, "sigma": 0.3, "rounds": 2, "local_epochs": 2}
+
+
+def _dp(eps: float, noise: str, **spec) -> dict:
+    """The run config's dp-* keys (as esnfed_stages.flower.dp_run_config writes them)."""
+    s = DPSpec(eps, 1e-3, "user", spec.get("clip", 0.05), spec.get("ip_clip", 0.03))
+    return {"dp-epsilon": s.epsilon, "dp-delta": s.delta, "dp-clip": s.clip, "dp-ip-clip": s.ip_clip,
+            "dp-noise": noise, "dp-releases": spec.get("releases", 1)}
+
+
+def _trial_run(data, root, out, cfg: dict, **extra) -> dict:
+    """A run config of the private trial's seeds (reservoir, IP) for ``cfg``."""
+    seeds = sub_seeds(TRIAL_SEED)
+    rc = _run_config(root, data, out, **{k: cfg[k] for k in CFG}, **extra)
+    rc["reservoir-seed"] = seeds["reservoir"]
+    if "rounds" in cfg:
+        rc.update({"sigma": cfg["sigma"], "mu": 0.0, "eta": 0.01, "ip-batch-size": 4, "ip-seed": seeds["ip"],
+                   "local-epochs": cfg["local_epochs"], "rounds": cfg["rounds"]})
+    return rc
+
+
+def _variance_in(noise: np.ndarray, sigma: float, alpha: float) -> bool:
+    """n·s²/σ² of zero-mean draws lies in χ²(n)'s central 1 − α interval."""
+    stat = float(np.sum(noise**2)) / sigma**2
+    lo, hi = scipy.stats.chi2.ppf([alpha / 2, 1 - alpha / 2], noise.size)
+    return lo <= stat <= hi
+
+
+@pytest.mark.parametrize("app_name", ["incfed", "fedip"])
+def test_infinite_epsilon_is_the_plain_app_bit_for_bit(setup, monkeypatch, app_name):  # noqa: F811
+    """ε = ∞ is no mechanism: the apps' readout (and FedIP's (g, b)) equal the plain apps' (which
+    equal the pipeline's bit for bit, test_flower_apps.py)."""
+    import importlib
+
+    app = importlib.import_module(f"esnfed_flower.{app_name}")
+    root, data, users = setup
+    out = root / f"{app_name}-inf.npy"
+    extra = {**(IP if app_name == "fedip" else {}), **_dp(math.inf, "central"), "dp-noise-seed": 3}
+    _simulate(app, root, _run_config(root, data, out, **extra), len(users), monkeypatch, config=f"{app_name}-inf.json")
+    if app_name == "incfed":
+        expected = incfed(make_reservoir(CFG, data.n_inputs, SEED), _clients(data, users), [LAM]).readouts[0]
+    else:
+        _, trained, expected = _plain_fedip(data, users)
+        got = np.load(str(out) + ".ip.npz")
+        np.testing.assert_array_equal(got["gain"], trained.gain)
+        np.testing.assert_array_equal(got["bias"], trained.bias)
+    np.testing.assert_array_equal(np.load(out), expected)
+
+
+@pytest.mark.parametrize("algo", ["incfed", "fedip"])
+def test_central_noise_is_the_private_trials_release_bit_for_bit(setup, monkeypatch, algo):  # noqa: F811
+    """The plain app with central DP solves the private trial's noisy statistics (and, FedIP, runs
+    its noisy rounds) from the same generator: every λ's readout, the λ the trial chose on the
+    validation users and FedIP's (g, b) are fit_private's bits."""
+    import importlib
+
+    root, data, users = setup
+    cfg = FEDIP_CFG if algo == "fedip" else CFG
+    spec = DPSpec(4.0, 1e-3, "user", 0.05, 0.03)
+    n_rel = releases(Method.parse(algo), cfg)
+    out = root / f"{algo}-central.npy"
+    rc = _trial_run(data, root, out, cfg, **_dp(4.0, "central", releases=n_rel), **{"dp-noise-seed": TRIAL_SEED},
+                    lambdas=list(SETTINGS.lambdas))
+    _simulate(importlib.import_module(f"esnfed_flower.{algo}"), root, rc, len(users), monkeypatch,
+              config=f"{algo}-central.json")
+    got = np.load(out)
+    model = fit_private(algo, cfg, TRIAL_SEED, data, SETTINGS, spec)
+    assert got.shape == (len(SETTINGS.lambdas), data.n_classes, cfg["units"])
+    np.testing.assert_array_equal(got[list(SETTINGS.lambdas).index(model.lam)], model.readout)
+    res = make_reservoir(cfg, data.n_inputs, sub_seeds(TRIAL_SEED)["reservoir"])
+    if algo == "fedip":
+        gb = np.load(str(out) + ".ip.npz")
+        np.testing.assert_array_equal(gb["gain"], model.reservoir.gain)
+        np.testing.assert_array_equal(gb["bias"], model.reservoir.bias)
+        res = model.reservoir
+    else:  # every λ: the release itself, drawn from the trial's generator
+        stats = private_stats(unit_stats(res, data, SETTINGS, "user"), spec, noise_rng(TRIAL_SEED), n_rel)
+        np.testing.assert_array_equal(got, solve(stats, list(SETTINGS.lambdas)))
+    units = unit_stats(res, data, SETTINGS, "user")
+    plain = solve(sum(units[1:], units[0]), list(SETTINGS.lambdas))
+    assert np.linalg.norm(got - plain) > 0.1 * np.linalg.norm(plain)  # the noise is there: not vacuous
+
+
+def _secagg_run(app_module, setup, monkeypatch, name: str, cfg: dict, eps: float, n_rel: int,  # noqa: F811
+                **extra):
+    root, data, users = setup
+    out = root / f"{name}.npy"
+    rc = _trial_run(data, root, out, cfg, **_max_weight(users), **_dp(eps, "distributed", releases=n_rel),
+                    lambdas=list(SETTINGS.lambdas), **extra)
+    _simulate(app_module, root, rc, len(users), monkeypatch, dropout="drop-partition" in extra, config=f"{name}.json")
+    return root, data, users, out, rc
+
+
+K, K_MIN = 4, 3  # the setup's training users; SecAgg+'s threshold max(2, K − 1)
+ALPHA = 1e-4  # the clients' noise is fresh from the OS (secret): a correct run fails with probability 1e-4
+
+
+@pytest.mark.parametrize("drop", [None, 1])
+def test_distributed_noise_under_secaggplus_incfed_has_the_stated_scale(setup, monkeypatch, drop):  # noqa: F811
+    """Each client adds N(0, σ²/K_min) to its clipped (Ā, B̄); SecAgg+ returns the sum of the K'
+    clients that stayed: it differs from the plain sum of their clipped means by noise of variance
+    σ²·K'/K_min (K' = 4: all stayed; K' = K_min = 3: one dropped after key sharing, the central σ²),
+    told apart from σ²·K (each client adding σ) and σ²/K. The readout is solved from that sum."""
+    from esnfed_flower import secagg as app
+
+    cfg = {**CFG, "units": 16}  # 16·3 + 136 released numbers
+    spec = DPSpec(2.0, 1e-3, "user", 0.05, 0.03)
+    extra = {} if drop is None else {"drop-partition": drop}
+    root, data, users, out, rc = _secagg_run(app, setup, monkeypatch, f"secagg-dp-{drop}", cfg, 2.0, 1, **extra)
+    stayed = [u for i, u in enumerate(users) if i != drop]
+    assert json.loads((root / f"secagg-dp-{drop}.npy.json").read_text())["clients"] == len(stayed)
+    res = make_reservoir(cfg, data.n_inputs, sub_seeds(TRIAL_SEED)["reservoir"])
+    bound = spec.clip * stats_bound(16)
+    clean = [clipped_mean_stats(ridge_stats(res, u.x, u.y, data.n_classes, 5), bound) for u in stayed]
+    got = np.load(str(out) + ".dp.npz")
+    iu = np.triu_indices(16)
+    noise = np.concatenate([(got["a"] - sum(a for a, _ in clean)).ravel(), (got["b"] - sum(b for _, b in clean))[iu]])
+    sigma = stats_sigma(spec, 16)
+    want = sigma * math.sqrt(len(stayed) / K_MIN)
+    print(f"distributed IncFed, K' = {len(stayed)}: sample std {noise.std():.4g}, stated σ·√(K'/K_min) {want:.4g}")
+    assert _variance_in(noise, want, ALPHA)
+    assert not _variance_in(noise, sigma * math.sqrt(K), ALPHA)
+    assert not _variance_in(noise, sigma / math.sqrt(K), ALPHA)
+    np.testing.assert_array_equal(np.load(out), solve(released_stats(got["a"], got["b"]), list(SETTINGS.lambdas)))
+
+
+def test_distributed_noise_under_secaggplus_fedip_has_the_stated_scale(setup, monkeypatch):  # noqa: F811
+    """FedIP, one round: (g, b) = (g0, b0) + the mean of the K noisy clipped updates, so it differs
+    from the plain mean of clip(Δ_c, C_ip) by noise of std σ_ip·√(K/K_min)/K; the statistics round
+    on that reservoir as SecAgg+ IncFed's (σ·√(K/K_min)). Both, standardised, pooled."""
+    from esnfed_flower import secagg_fedip as app
+    from esnfed_flower.fedip import local_ip
+
+    cfg = {**FEDIP_CFG, "units": 16, "rounds": 1}
+    spec = DPSpec(2.0, 1e-3, "user", 0.05, 0.03)
+    root, data, users, out, rc = _secagg_run(app, setup, monkeypatch, "secagg-fedip-dp", cfg, 2.0, 2)
+    res0 = make_reservoir(cfg, data.n_inputs, sub_seeds(TRIAL_SEED)["reservoir"])
+    deltas = []
+    for u in users:
+        fitted = local_ip(rc, u.x, res0.gain, res0.bias, 0)
+        deltas.append(clip_norm(np.concatenate([fitted.gain - res0.gain, fitted.bias - res0.bias]), spec.ip_clip))
+    gb = np.load(str(out) + ".ip.npz")
+    ip_noise = np.concatenate([gb["gain"], gb["bias"]]) - (np.concatenate([res0.gain, res0.bias]) + sum(deltas) / K)
+    trained = res0.with_ip(gb["gain"], gb["bias"])
+    bound = spec.clip * stats_bound(16)
+    clean = [clipped_mean_stats(ridge_stats(trained, u.x, u.y, data.n_classes, 5), bound) for u in users]
+    got = np.load(str(out) + ".dp.npz")
+    iu = np.triu_indices(16)
+    stats_noise = np.concatenate([(got["a"] - sum(a for a, _ in clean)).ravel(),
+                                  (got["b"] - sum(b for _, b in clean))[iu]])
+    ip_std = ip_sigma(spec, 2) * math.sqrt(K / K_MIN) / K
+    st_std = stats_sigma(spec, 16, 2) * math.sqrt(K / K_MIN)
+    print(f"distributed FedIP: (g, b) sample std {ip_noise.std():.4g} vs {ip_std:.4g}; "
+          f"statistics {stats_noise.std():.4g} vs {st_std:.4g}")
+    z = np.concatenate([ip_noise / ip_std, stats_noise / st_std])
+    assert _variance_in(z, 1.0, ALPHA)
+    assert not _variance_in(ip_noise, ip_std * K, ALPHA)  # the central σ_ip per client would be K² the variance
