@@ -14,7 +14,7 @@ from rich.table import Table
 from esnfed_cli._common import console, folder_if_named, handle_errors, in_range, progress_bar
 from esnfed_cli.app import app
 from esnfed_core.tables import table_specs
-from esnfed_core.vocabulary import DATASETS, PCTS, Variant
+from esnfed_core.vocabulary import DATASETS, PCTS, VarianceTest, Variant
 from esnfed_stages import report as report_stage
 from esnfed_stages import ttest as ttest_stage
 from esnfed_stages.flower import FLOWER_DIR
@@ -23,7 +23,8 @@ from esnfed_stages.params import load_params
 from esnfed_stages.tables import format_value
 
 
-ParamsOpt = Annotated[Path, typer.Option("--params", help="The params file to read: ttest.* (variant, alpha); "
+ParamsOpt = Annotated[Path, typer.Option("--params", help="The params file to read: ttest.* (variant, alpha, "
+                                         "variance_test); "
                                          "datasets, continual_datasets and study_datasets (the tables tested); "
                                          "heterogeneity.* (the heterogeneous table's methods and α; its assess "
                                          "files must be of these settings); budget, budgets.<budget> and seed "
@@ -59,6 +60,10 @@ def ttest(
     alpha: Annotated[Optional[float], typer.Option(
         "--alpha", callback=in_range(0.0, 1.0, low_open=True, high_open=True), help="Significance level in (0, 1): p <= alpha is significant. "
         "Default: params.yaml ttest.alpha (the report refuses a ttest.json of another).")] = None,
+    variance_test: Annotated[Optional[VarianceTest], typer.Option(
+        "--variance-test", help="Test of equal variances of the papers' variance claims: brown-forsythe "
+        "(median-centred) or levene (mean-centred). Default: params.yaml ttest.variance_test (the report "
+        "refuses a ttest.json of another).", case_sensitive=False)] = None,
     params: ParamsOpt = Path("params.yaml"),
     assess_dir: AssessDirOpt = ttest_stage.ASSESS_DIR,
     out: Annotated[Path, typer.Option("--out", help="Where to write the tests (JSON).")] =
@@ -70,9 +75,11 @@ def ttest(
     Per table, dataset, share and column, each pair the table's paper compares is tested (the
     proposed method against each baseline). The report marks bold (the best, significant in every
     test it is part of) and italic (otherwise the best and every method not significantly
-    different from it).
+    different from it). The papers' claims across tables are tested too: federated against
+    centralised with the same t-test, the spread of the retrains with the variance test.
     """
-    options = ttest_stage.ttest_params(load_params(params), variant.value if variant else None, alpha)
+    options = ttest_stage.ttest_params(load_params(params), variant.value if variant else None, alpha,
+                                       variance_test.value if variance_test else None)
     with _progress() as bar:
         task = bar.add_task("t-tests", total=len(options.tables))
         doc = ttest_stage.run(options, assess_dir=assess_dir, out=out, allow_missing=allow_missing,
@@ -85,6 +92,10 @@ def ttest(
         summary.add_row(spec.id, str(len(comps)), str(sum(c["significant"] for c in comps)),
                         str(sum(c["p"] is None for c in comps)))
     console.print(summary)
+    if doc["claims"]:
+        console.print(f"claims across tables: {len(doc['claims'])} tests ({doc['variant']} t-test, "
+                      f"{doc['variance_test']} variance test), {sum(c['significant'] for c in doc['claims'])} "
+                      "significant", highlight=False)
     if doc["missing"]:
         console.print(f"[yellow]missing inputs ({len(doc['missing'])}):[/] "
                       + escape(", ".join(doc["missing"])), highlight=False)
