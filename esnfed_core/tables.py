@@ -302,6 +302,13 @@ class Cell:
     published_std: float | None
     published_mark: str = ""
 
+    @property
+    def delta(self) -> float | None:
+        """Our mean minus the published mean, in percentage points; None without either."""
+        if self.mean is None or self.published_mean is None:
+            return None
+        return self.mean - self.published_mean
+
 
 def mean_std_percent(scores: Sequence[float]) -> tuple[float, float]:
     """Mean and population std (ddof=0) of fractions, in percent."""
@@ -368,6 +375,64 @@ def build_cells(spec: TableSpec, scores: Scores, comparisons: Iterable[Mapping[s
                                       0 if values is None else len(values), mean, std,
                                       ps.get(method), mk.get(method, ""), p_mean, p_std, p_mark))
     return cells
+
+
+# ---------------------------------------------------------------------------------------------
+# Agreement with the published significance pattern
+
+@dataclass(frozen=True)
+class RowAgreement:
+    """One marked group (dataset, share, column) of a paper table: the bold/italic marks of the
+    methods its pairs test, ours and the paper's, as (label, mark) in table order, and whether they
+    agree (None: not compared, a cell without our scores or without a published value)."""
+
+    dataset: str
+    pct: str
+    column: str
+    ours: tuple[tuple[str, str], ...]
+    paper: tuple[tuple[str, str], ...]
+    agrees: bool | None
+
+
+def paper_marks_table(spec: TableSpec, cells: Sequence[Cell]) -> bool:
+    """Whether the paper marks significance anywhere in the table (its Tables 4 and 5 print means
+    and stds only)."""
+    return any(c.published_mark for c in cells if c.table == spec.id and c.column in spec.tested)
+
+
+def significance_agreement(spec: TableSpec, cells: Sequence[Cell]) -> list[RowAgreement]:
+    """Per marked group of ``spec``, whether our significance pattern is the paper's: the marks
+    (bold = best and significant, italic = not significantly different from the best) of every
+    method its pairs test, ours against the published ones. Where the paper marks nothing in the
+    table, the pattern compared is which tested method has the highest mean (its mark "best", the
+    others "", ours by our means and the paper's by the published ones)."""
+    tested = [m for m in spec.method_ids if any(m in pair for pair in spec.pairs)]
+    lookup = {(c.dataset, c.pct, c.method, c.column): c for c in cells if c.table == spec.id}
+    marked = paper_marks_table(spec, cells)
+    out = []
+    for ds in spec.datasets:
+        for pct in PCTS:
+            for col in spec.tested:
+                row = [lookup[(ds, pct, m, col)] for m in tested if (ds, pct, m, col) in lookup]
+                if len(row) < 2:
+                    continue
+                if any(c.mean is None or c.published_mean is None for c in row):
+                    ours = tuple((c.label, c.mark) for c in row)
+                    out.append(RowAgreement(ds, pct, col, ours, tuple((c.label, c.published_mark) for c in row), None))
+                    continue
+                if marked:
+                    ours = tuple((c.label, c.mark) for c in row)
+                    paper = tuple((c.label, c.published_mark) for c in row)
+                else:
+                    ours = _best_marks(row, lambda c: c.mean)
+                    paper = _best_marks(row, lambda c: c.published_mean)
+                out.append(RowAgreement(ds, pct, col, ours, paper, ours == paper))
+    return out
+
+
+def _best_marks(row: Sequence[Cell], mean: Any) -> tuple[tuple[str, str], ...]:
+    top = max(mean(c) for c in row)
+    return tuple((c.label, "best" if mean(c) == top else "") for c in row)
 
 
 # ---------------------------------------------------------------------------------------------

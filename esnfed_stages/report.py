@@ -36,7 +36,8 @@ from esnfed_stages._io import atomic_path, dumps_json, output_lock, read_json
 from esnfed_stages.experiment_params import BudgetSpec, budget_spec
 from esnfed_stages.sections import section
 from esnfed_stages.tables import (
-    cells_csv, communication_csv, not_applicable_note, render_communication_markdown, render_markdown,
+    cells_csv, communication_csv, not_applicable_note, render_agreement, render_communication_markdown,
+    render_markdown,
 )
 from esnfed_stages.report_figures import (
     ACTIVATION_DATASET, SETTINGS, ContextNames, activation_contexts_figure, activation_figure_and_plots,
@@ -150,7 +151,7 @@ def header_lines(spec: TableSpec | None, inputs: Inputs, ttest_doc: Mapping[str,
     """Data source, budget, seeds, test variant, date and versions (and missing inputs); a table
     with a paper column adds, second, whether the run is the papers' protocol (comparability.py)."""
     keys = [(ds, m) for ds, m in required_inputs([spec] if spec else TABLES)]
-    docs = [inputs.docs[k] for k in keys if k in inputs.docs]
+    docs = spec_docs(spec, inputs)
     seeds = [tuple(d["pcts"][p].get("seeds") or ()) for d in docs for p in PCTS]
     counts = [len(d["pcts"][p]["test_accuracy"]) for d in docs for p in PCTS]
     variant = VARIANT_TEXT[ttest_doc["variant"]]
@@ -172,6 +173,11 @@ def header_lines(spec: TableSpec | None, inputs: Inputs, ttest_doc: Mapping[str,
         f"Date: {date}; versions: {versions()}",
         "Missing inputs (n/a cells): " + (", ".join(missing) if missing else "none"),
     ]
+
+
+def spec_docs(spec: TableSpec | None, inputs: Inputs) -> list[dict[str, Any]]:
+    """The assess documents found of a table's inputs (every paper table's without one)."""
+    return [inputs.docs[k] for k in required_inputs([spec] if spec else TABLES) if k in inputs.docs]
 
 
 def communication_items(inputs: Inputs, datasets: Sequence[str] = DATASETS,
@@ -245,7 +251,12 @@ def build(inputs: Inputs, ttest_doc: Mapping[str, Any], published: Published, da
         cells = build_cells(spec, inputs.scores, ttest_doc["comparisons"], published)
         header = header_lines(spec, inputs, ttest_doc, date, scale)
         rep.cells[spec.id] = cells
-        rep.tables[f"{spec.id}.md"] = render_markdown(spec, cells, header).encode()
+        md = render_markdown(spec, cells, header)
+        if spec.has_published:  # the difference to the published values and the significance pattern
+            docs = spec_docs(spec, inputs)
+            md += render_agreement(spec, cells, comparability.papers_protocol(
+                [d.get("source") for d in docs], [d.get("budget") for d in docs]))
+        rep.tables[f"{spec.id}.md"] = md.encode()
         rep.tables[f"{spec.id}.csv"] = cells_csv(cells).encode()
         if progress:
             progress(f"table {spec.id}")
