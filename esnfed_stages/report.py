@@ -23,13 +23,15 @@ from esnfed_core import __version__
 from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.quote import failure, quote
 from esnfed_core.tables import (
-    COMMUNICATION_METHODS, TABLES, Cell, Communication, Published, TableSpec, build_cells,
+    COMMUNICATION_METHODS, TABLES, Cell, Communication, Published, TableSpec, build_cells, claim_specs,
     communication_rows, hetero_cells, metrics, opt_int, parse_published, participation_notes, required_inputs,
     split_rounds,
     table_specs,
 )
 from esnfed_core.vocabulary import DATASETS, PCTS, VARIANTS
-from esnfed_stages import comparability, hetero_report, privacy_report, provenance, report_index, secagg_report
+from esnfed_stages import (
+    claims_report, comparability, hetero_report, privacy_report, provenance, report_index, secagg_report,
+)
 from esnfed_stages.heterogeneity_params import hetero_params
 from esnfed_stages._datasets import classes_of, continual_declared, declared, study_declared
 from esnfed_stages._io import atomic_path, dumps_json, output_lock, read_json
@@ -46,7 +48,8 @@ from esnfed_stages.report_figures import (
 )
 from esnfed_stages.privacy import privacy_params
 from esnfed_stages.ttest import (
-    ASSESS_DIR, TTEST_PATH, VARIANT_TEXT, Inputs, check_computed_from, hetero_table_methods, load_inputs, ttest_params,
+    ASSESS_DIR, TTEST_PATH, VARIANCE_TEXT, VARIANT_TEXT, Inputs, check_computed_from, hetero_table_methods, load_inputs,
+    ttest_params,
 )
 
 REPORTS_DIR = Path("reports")
@@ -77,11 +80,19 @@ def load_ttest(path: str | Path, expected: Mapping[str, Any] | None = None) -> d
         problem = _comparison_problem(comp)
         if problem:
             raise DataError(f"{path}: comparisons[{i}].{problem} (rerun `esnfed ttest`)")
+    claims = doc.get("claims", [])  # absent: written before the claims were tested
+    if not isinstance(claims, list):
+        raise DataError(f"{path}: claims: expected a list of tests, got {quote(claims)} (rerun `esnfed ttest`)")
+    for i, record in enumerate(claims):
+        problem = claims_report.problem(record)
+        if problem:
+            raise DataError(f"{path}: claims[{i}].{problem} (rerun `esnfed ttest`)")
     alpha = doc.get("alpha")
     if alpha is not None and not (_number(alpha) and 0 < alpha < 1):
         raise DataError(f"{path}: alpha: expected a number in (0, 1), got {quote(alpha)} (rerun `esnfed ttest`)")
     provenance.check(path, doc, expected or {}, "`esnfed ttest`",
-                     top_level={"ttest.variant": "variant", "ttest.alpha": "alpha"})
+                     top_level={"ttest.variant": "variant", "ttest.alpha": "alpha",
+                                "ttest.variance_test": "variance_test"})
     return doc
 
 
@@ -485,6 +496,40 @@ def add_secagg(rep: Report, flower_dir: str | Path, budget: str | None = None,
     rep.tables[secagg_report.CSV_NAME] = secagg_report.csv(table).encode()
 
 
+def add_claims(rep: Report, inputs: Inputs, ttest_doc: Mapping[str, Any], date: str, options: "ReportParams") -> None:
+    """reports/tables/claims.md/.csv: the papers' claims across their tables as reports/ttest.json
+    tested them (claims_report.py), when the tables they compare are rendered; a ttest.json
+    without claims (written before they were tested) says to rerun `esnfed ttest`."""
+    specs = table_specs(options.datasets, options.continual, options.studies)
+    claims = claim_specs(specs)
+    if not claims:
+        return
+    keys = set(required_inputs([s for s in specs if s.id in {t for c in claims for t in c.tables}]))
+    docs = [d for k, d in inputs.docs.items() if k in keys]
+    shown = [ds for ds in DATASETS if any(ds in c.datasets for c in claims)]
+    recorded = ttest_doc.get("variance_test")
+    header = [
+        run_line([d.get("source") for d in docs], [d.get("budget") for d in docs],
+                 [tuple(d["pcts"][p].get("seeds") or ()) for d in docs for p in PCTS],
+                 [len(d["pcts"][p]["test_accuracy"]) for d in docs for p in PCTS]),
+        comparability.notice([d.get("source") for d in docs], [d.get("budget") for d in docs],
+                             comparability.budget_scale(options.budget), shown,
+                             elsewhere="The claims are the papers' statements about their own runs, tested here on "
+                             "this run's retrains"),
+        f"Mean claims: {VARIANT_TEXT[ttest_doc['variant']]}, two-sided, p <= {ttest_doc.get('alpha')} (as the "
+        "tables); variance claims: " + (f"{VARIANCE_TEXT.get(recorded, recorded)}, two-sided, p <= "
+                                        f"{ttest_doc.get('alpha')}" if recorded else "not tested")
+        + ", on the retrains' test scores (population std shown); fewer than 3 retrains: untested",
+        "Means and stds: ×100, as the tables; a = the method the claim is about, b = the one it is set against",
+        f"Date: {date}; versions: {versions()}",
+    ]
+    if "claims" not in ttest_doc:
+        header.append("reports/ttest.json holds no claims (written before they were tested): rerun `esnfed ttest`")
+    md, csv_text = claims_report.render(ttest_doc.get("claims", []), claims, header)
+    rep.tables[f"{claims_report.NAME}.md"] = md.encode()
+    rep.tables[f"{claims_report.NAME}.csv"] = csv_text.encode()
+
+
 def _share(params: Mapping[str, Any], key: str, default: str | None = None) -> str:
     report = params.get("report") if isinstance(params, Mapping) else None
     if default is not None and isinstance(report, Mapping) and key.split(".")[1] not in report:
@@ -579,6 +624,7 @@ def run(options: ReportParams, *, assess_dir: str | Path = ASSESS_DIR,
                 options.contexts_pct, hetero, options.datasets, options.continual, options.user_classes,
                 {ds: context_names(data_dir, ds) for ds in options.datasets},
                 comparability.budget_scale(options.budget), options.studies, options.matrix_pct)
+    add_claims(rep, inputs, ttest_doc, date, options)
     add_privacy(rep, privacy_dir, date, options, allow_missing)
     if options.studies:  # the flower stages run on study_datasets
         add_secagg(rep, flower_dir, None if options.budget is None else options.budget.name, options.studies,
