@@ -19,6 +19,7 @@ from esnfed_stages import report as report_stage
 from esnfed_stages import ttest as ttest_stage
 from esnfed_stages.flower import FLOWER_DIR
 from esnfed_stages.privacy import PRIVACY_DIR
+from esnfed_stages.selected_report import SELECT_DIR
 from esnfed_stages.params import load_params
 from esnfed_stages.tables import format_value
 
@@ -37,7 +38,9 @@ ReportParamsOpt = Annotated[Path, typer.Option("--params", help="The params file
                                                "heterogeneous table; its assess files must be of it); privacy.* "
                                                "(runs/privacy must be of it); budget, budgets.<budget> and seed "
                                                "(every input must be of this budget); imports.<name>.classes "
-                                               "(the communication table's class count of your own dataset).")]
+                                               "(the communication table's class count of your own dataset); "
+                                               "plasticity.mu, plasticity.eta and retrain.lambda (the selected-"
+                                               "hyperparameters table).")]
 AssessDirOpt = Annotated[Path, typer.Option(
     "--assess-dir", help="Directory of the assess stage's outputs, <dir>/<dataset>/<method>.json.")]
 AllowMissingOpt = Annotated[bool, typer.Option(
@@ -120,6 +123,10 @@ def report(
         "--privacy-dir", help="The privacy stage's outputs, <dir>/<dataset>.json (the privacy table and "
         "figure; the default folder absent: not rendered; a folder named here must exist).",
         callback=folder_if_named(PRIVACY_DIR))] = PRIVACY_DIR,
+    select_dir: Annotated[Path, typer.Option(
+        "--select-dir", help="The select stage's outputs, <dir>/<dataset>/<method>/<share>/best.json (the "
+        "selected-hyperparameters table; the default folder absent: not rendered; a folder named here must "
+        "exist).", callback=folder_if_named(SELECT_DIR))] = SELECT_DIR,
     flower_dir: Annotated[Path, typer.Option(
         "--flower-dir", help="The flower stage's outputs, <dir>/<dataset>/*.json (the SecAgg+ overhead "
         "section of communication.md; the default folder absent: \"not run\"; a folder named here must "
@@ -138,7 +145,7 @@ def report(
         rep = report_stage.run(options, assess_dir=assess_dir,
                                ttest_path=ttest_file, out_dir=out_dir, allow_missing=allow_missing,
                                progress=lambda _: bar.advance(task), data_dir=data_dir,
-                               privacy_dir=privacy_dir, flower_dir=flower_dir)
+                               privacy_dir=privacy_dir, flower_dir=flower_dir, select_dir=select_dir)
     cells = rep.cells.get("fedip", [])
     if cells:  # the papers' fedip table: rendered when both their datasets are declared
         summary = Table(title="fedip: test accuracy (%) without vs with FedIP (IncFed readout)")

@@ -30,7 +30,7 @@ from esnfed_core.tables import (
 )
 from esnfed_core.vocabulary import DATASETS, PCTS, VARIANTS
 from esnfed_stages import (
-    claims_report, comparability, hetero_report, privacy_report, provenance, report_index, secagg_report,
+    claims_report, comparability, hetero_report, privacy_report, provenance, report_index, secagg_report, selected_report,
 )
 from esnfed_stages.heterogeneity_params import hetero_params
 from esnfed_stages._datasets import classes_of, continual_declared, declared, study_declared
@@ -496,6 +496,33 @@ def add_secagg(rep: Report, flower_dir: str | Path, budget: str | None = None,
     rep.tables[secagg_report.CSV_NAME] = secagg_report.csv(table).encode()
 
 
+def load_selected(select_dir: str | Path, inputs: Inputs, options: "ReportParams",
+                  allow_missing: bool = False) -> tuple[list[selected_report.Selected], list[Path]]:
+    """Every best.json of the tables' methods under ``select_dir`` (selected_report.load), read
+    before anything is built: a missing one is an error unless ``allow_missing``."""
+    specs = table_specs(options.datasets, options.continual, options.studies)
+    return selected_report.load(select_dir, required_inputs(specs), inputs, options.budget, allow_missing)
+
+
+def add_selected(rep: Report, select_dir: str | Path, loaded: tuple[list[selected_report.Selected], list[Path]],
+                 date: str, options: "ReportParams") -> None:
+    """reports/tables/selected.md/.csv: the selected configuration of every method of the tables
+    and share (esnfed_stages/selected_report.py; ``loaded``: load_selected's), a missing best.json
+    listed in ``rep.missing`` and the header (its row n/a)."""
+    selected, absent = loaded
+    rep.missing += absent
+    budget = options.budget.name if options.budget is not None else "unknown"
+    header = [f"Model selection (PROTOCOL §6) under budget `{budget}`, from "
+              f"{Path(select_dir).as_posix()}/<dataset>/<method>/<share>/best.json (random: no hyperparameters); "
+              "continual methods: the best IP (CLIP) or FedIP (FedCLIP) configuration of the share with the "
+              "budget per context searched; deep methods: their shallow counterpart's units"]
+    footer = ["Missing inputs (n/a rows): " + (", ".join(map(str, absent)) if absent else "none"),
+              f"Date: {date}; versions: {versions()}"]
+    md, csv_text = selected_report.render(selected, header, options.mu, options.eta, options.retrain_lambda, footer)
+    rep.tables[f"{selected_report.NAME}.md"] = md.encode()
+    rep.tables[f"{selected_report.NAME}.csv"] = csv_text.encode()
+
+
 def add_claims(rep: Report, inputs: Inputs, ttest_doc: Mapping[str, Any], date: str, options: "ReportParams") -> None:
     """reports/tables/claims.md/.csv: the papers' claims across their tables as reports/ttest.json
     tested them (claims_report.py), when the tables they compare are rendered; a ttest.json
@@ -565,6 +592,11 @@ class ReportParams:
     privacy_record: Mapping[str, Any] = field(default_factory=dict)
     # params.yaml study_datasets: the deep and heterogeneous tables' datasets and the flower results read
     studies: tuple[str, ...] = DATASETS
+    # the selected-hyperparameters table (selected.md): plasticity.mu and .eta (fixed, not searched) and
+    # retrain.lambda (how each retrain's λ was chosen); None where params.yaml has no such key
+    mu: float | None = None
+    eta: float | None = None
+    retrain_lambda: str | None = None
 
 
 def report_params(params: Mapping[str, Any]) -> ReportParams:
@@ -586,7 +618,16 @@ def report_params(params: Mapping[str, Any]) -> ReportParams:
                          if isinstance(v, Mapping) and v.get("classes")}, budget_spec(params),
                         ttest_params(params).record if "ttest" in params else {}, hetero,
                         privacy_params(params).record(params.get("budget")) if "privacy" in params else {},
-                        study_declared(params))
+                        study_declared(params), *_selection_settings(params))
+
+
+def _selection_settings(params: Mapping[str, Any]) -> tuple[float | None, float | None, str | None]:
+    """plasticity.mu, plasticity.eta and retrain.lambda as the selected table prints them (None
+    where params.yaml has no such key; the experiment stages checked them where it has)."""
+    plasticity, retrain = params.get("plasticity"), params.get("retrain")
+    plasticity = plasticity if isinstance(plasticity, Mapping) else {}
+    retrain = retrain if isinstance(retrain, Mapping) else {}
+    return plasticity.get("mu"), plasticity.get("eta"), retrain.get("lambda")
 
 
 def index_notice(inputs: Inputs, options: ReportParams) -> str:
@@ -608,6 +649,7 @@ def run(options: ReportParams, *, assess_dir: str | Path = ASSESS_DIR,
         allow_missing: bool = False, progress: Callable[[str], None] | None = None,
         data_dir: str | Path = DATA_DIR,
         privacy_dir: str | Path = privacy_report.PRIVACY_DIR,
+        select_dir: str | Path = selected_report.SELECT_DIR,
         flower_dir: str | Path = secagg_report.FLOWER_DIR) -> Report:
     """Build every report output in memory, then write them; returns what was written."""
     date = report_date()
@@ -620,11 +662,15 @@ def run(options: ReportParams, *, assess_dir: str | Path = ASSESS_DIR,
                               hetero_report.load(assess_dir, options.hetero_methods, options.budget,
                                                  options.hetero_record, options.studies), options.studies)
     check_computed_from(ttest_path, ttest_doc, inputs, *([hetero.inputs] if hetero else []))
+    # the default folder absent: no selection to show (the CLI refuses a folder named but absent)
+    selected = load_selected(select_dir, inputs, options, allow_missing) if Path(select_dir).is_dir() else None
     rep = build(inputs, ttest_doc, load_published(), date, options.activation_pct, progress,
                 options.contexts_pct, hetero, options.datasets, options.continual, options.user_classes,
                 {ds: context_names(data_dir, ds) for ds in options.datasets},
                 comparability.budget_scale(options.budget), options.studies, options.matrix_pct)
     add_claims(rep, inputs, ttest_doc, date, options)
+    if selected is not None:
+        add_selected(rep, select_dir, selected, date, options)
     add_privacy(rep, privacy_dir, date, options, allow_missing)
     if options.studies:  # the flower stages run on study_datasets
         add_secagg(rep, flower_dir, None if options.budget is None else options.budget.name, options.studies,
