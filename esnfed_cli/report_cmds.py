@@ -14,7 +14,8 @@ from rich.table import Table
 from esnfed_cli._common import console, folder_if_named, handle_errors, in_range, progress_bar
 from esnfed_cli.app import app
 from esnfed_core.tables import table_specs
-from esnfed_core.vocabulary import DATASETS, PCTS, VarianceTest, Variant
+from esnfed_core.stats import VarianceTest
+from esnfed_core.vocabulary import DATASETS, PCTS, Variant
 from esnfed_stages import report as report_stage
 from esnfed_stages import ttest as ttest_stage
 from esnfed_stages.flower import FLOWER_DIR

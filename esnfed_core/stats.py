@@ -37,7 +37,7 @@ import numpy as np
 
 from esnfed_core.quote import quote
 from esnfed_core.validation import Bound, ParameterError, check_finite
-from esnfed_core.vocabulary import VARIANCE_TESTS, VARIANTS
+from esnfed_core.vocabulary import VARIANTS, Name
 
 Variant = Literal["welch", "student", "paired"]
 Mark = Literal["bold", "italic", ""]
@@ -138,6 +138,17 @@ class VarianceResult:
     significant: bool
 
 
+class VarianceTest(Name):
+    """Two-sample test of equal variances (scipy.stats.levene): Brown–Forsythe centres each group
+    on its median (scipy's default, robust to skewed scores), Levene on its mean. Named here, not
+    in esnfed_core.vocabulary: that module is part of every trial's code fingerprint
+    (esnfed_stages/fingerprint.py), and a name no trial uses must not invalidate every saved trial."""
+
+    brown_forsythe = "brown-forsythe"
+    levene = "levene"
+
+
+VARIANCE_TESTS = VarianceTest.values()
 # The centre each group's absolute deviations are taken from (scipy.stats.levene's ``center``).
 VARIANCE_CENTERS = {"brown-forsythe": "median", "levene": "mean"}
 MIN_VARIANCE_SCORES = 3  # with 2 scores, both deviations from the centre are equal: nothing to test

@@ -1,5 +1,5 @@
 """The project's names, defined once: datasets, training-user shares, algorithms, continual
-strategies, trial backends and devices, t-test variants, variance tests and data sources.
+strategies, trial backends and devices, t-test variants and data sources.
 
 Each is a str enum, so a member equals (and hashes, formats and serialises as) its value: the
 stages compare them with plain strings from params.yaml and JSON files, and the CLI uses them
@@ -101,14 +101,6 @@ class Variant(Name):
     paired = "paired"
 
 
-class VarianceTest(Name):
-    """Two-sample test of equal variances (scipy.stats.levene): Brown–Forsythe centres each group
-    on its median (scipy's default, robust to skewed scores), Levene on its mean."""
-
-    brown_forsythe = "brown-forsythe"
-    levene = "levene"
-
-
 class Source(Name):
     """Where preprocess reads a dataset from: the embedded synthetic files or the raw download."""
 
@@ -123,5 +115,4 @@ STRATEGIES = Strategy.values()
 BACKENDS = Backend.values()
 DEVICES = Device.values()
 VARIANTS = Variant.values()
-VARIANCE_TESTS = VarianceTest.values()
 SOURCES = Source.values()

@@ -25,8 +25,8 @@ from esnfed_core.quote import quote
 from esnfed_core.readout import LAMBDA, SOLVERS
 from esnfed_core.reservoir import BATCH_SIZE, RESERVOIR_BOUNDS
 from esnfed_core.settings import RETRAIN_LAMBDA
-from esnfed_core.stats import ALPHA
-from esnfed_core.vocabulary import BACKENDS, DATASETS, DEVICES, PCTS, SOURCES, VARIANCE_TESTS, VARIANTS
+from esnfed_core.stats import ALPHA, VARIANCE_TESTS
+from esnfed_core.vocabulary import BACKENDS, DATASETS, DEVICES, PCTS, SOURCES, VARIANTS
 from esnfed_stages._datasets import (
     DIRNAMES, SYNTHESIZED, bind_kwargs, check_dataset_name, dataset_function, declared,
 )
