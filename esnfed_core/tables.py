@@ -507,21 +507,22 @@ def claim_groups(claim: Claim, scores: Scores) -> Iterator[tuple[str, str, str, 
                     yield ds, pct, a, b, sa, sb
 
 
-def claim_verdict(claim: Claim, record: Mapping[str, Any]) -> str:
-    """"holds", "fails" or "untested" (no test: p null) for one test record of ``claim`` (the
-    keys mean_a, mean_b, std_a, std_b, p, significant of reports/ttest.json's ``claims``)."""
+def claim_verdict(spec: Claim, record: Mapping[str, Any]) -> str:
+    """"holds", "fails" or "untested" (no test: p null) for one test record of the claim ``spec``
+    (the keys mean_a, mean_b, std_a, std_b, p, significant of reports/ttest.json's ``claims``)."""
     if record.get("p") is None:
         return "untested"
-    if claim.test == MEAN_CLAIM:
+    if spec.test == MEAN_CLAIM:
         worse = record["significant"] and record["mean_a"] < record["mean_b"]
         return "fails" if worse else "holds"
     lower = record["significant"] and record["std_a"] < record["std_b"]
-    if claim.expect == LOWER_VARIANCE:
+    if spec.expect == LOWER_VARIANCE:
         return "holds" if lower else "fails"
     return "fails" if lower else "holds"
 
 
 def claim(claim_id: str) -> Claim:
+    """The claim of CLAIMS with this id (KeyError if none)."""
     for c in CLAIMS:
         if c.id == claim_id:
             return c

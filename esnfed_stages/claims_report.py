@@ -8,7 +8,9 @@ import math
 from typing import Any, Mapping, Sequence
 
 from esnfed_core.quote import quote
-from esnfed_core.tables import MEAN_CLAIM, NOT_WORSE, LOWER_VARIANCE, Claim, claim, claim_verdict, dataset_label
+from esnfed_core.tables import (
+    LOWER_VARIANCE, MEAN_CLAIM, NOT_LOWER_VARIANCE, NOT_WORSE, Claim, claim, claim_verdict, dataset_label,
+)
 from esnfed_stages.tables import NA, format_value, signed, to_csv
 
 NAME = "claims"
@@ -16,7 +18,7 @@ CSV_COLUMNS = ("claim", "source", "test", "expect", "dataset", "pct", "a", "b", 
                "mean_b", "std_b", "statistic", "p_value", "significant", "verdict")
 EXPECT_TEXT = {NOT_WORSE: "holds unless a's mean is significantly below b's",
                LOWER_VARIANCE: "holds where a's spread is significantly below b's",
-               "not-lower-variance": "holds unless a's spread is significantly below b's"}
+               NOT_LOWER_VARIANCE: "holds unless a's spread is significantly below b's"}
 _NUMBERS = ("mean_a", "mean_b", "std_a", "std_b", "statistic", "p")
 
 
