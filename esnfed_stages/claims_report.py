@@ -75,6 +75,8 @@ def summary(c: Claim, mine: Sequence[Mapping[str, Any]]) -> str:
 
     by = {v: [r for r in mine if r["verdict"] == v] for v in ("holds", "fails", "untested")}
     tested = len(by["holds"]) + len(by["fails"])
+    if not tested:
+        return f"untested in all {len(mine)} rows (fewer scores than the test needs)"
     text = f"holds in {len(by['holds'])} of {tested} tested rows"
     if by["fails"]:
         text += "; fails in: " + ", ".join(map(where, by["fails"]))

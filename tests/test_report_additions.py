@@ -283,6 +283,29 @@ def test_a_ttest_file_without_claims_is_rendered_with_a_note_and_a_bad_claim_is_
     assert "reports/ttest.json holds no claims (written before they were tested): rerun `esnfed ttest`" in md
 
 
+def test_the_new_tables_are_byte_identical_on_a_rerun(workdir):
+    write_selections(workdir)
+    _ok(["ttest"])
+    _ok(["report"])
+    tables = workdir / "reports" / "tables"
+    names = ("selected.md", "selected.csv", "claims.md", "claims.csv", "fedip.md", "fedip.csv")
+    first = {n: (tables / n).read_bytes() for n in names}
+    _ok(["ttest"])
+    _ok(["report"])
+    assert {n: (tables / n).read_bytes() for n in names} == first
+
+
+def test_a_claim_no_row_of_which_could_be_tested_says_so():
+    from esnfed_core.tables import claim
+    from esnfed_stages.claims_report import summary
+
+    rows = [{"dataset": "wesad", "pct": p, "a": "ip", "b": "ridge", "verdict": "untested"} for p in PCTS]
+    assert summary(claim("ip-variance"), rows) == "untested in all 4 rows (fewer scores than the test needs)"
+    rows[1]["verdict"] = "fails"
+    assert summary(claim("ip-variance"), rows) == ("holds in 0 of 1 tested rows; fails in: WESAD 50%; untested in 3 "
+                                                   "(fewer scores than the test needs): WESAD 25%, WESAD 75%, WESAD 100%")
+
+
 def test_help_names_the_new_options():
     assert "--variance-test" in runner.invoke(app, ["ttest", "--help"], env={"COLUMNS": "200"}).output
     assert "--select-dir" in runner.invoke(app, ["report", "--help"], env={"COLUMNS": "200"}).output
