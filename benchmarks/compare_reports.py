@@ -21,7 +21,10 @@ from pathlib import Path
 from typing import Any, Iterator
 
 TABLE_KEYS = ("table", "dataset", "pct", "method", "column")
-SHOWN = ("mean", "std")  # percent, shown with --digits decimals
+# percent, shown with --digits decimals: the cells (and their difference to the paper), the claims'
+# means and stds, the selected trial's validation score
+SHOWN = ("mean", "std", "delta", "mean_a", "std_a", "mean_b", "std_b", "validation_score")
+OTHER_KEYS = ("claim", "dataset", "pct", "method", "a", "b")  # a row's identity in the other CSVs
 
 
 def _num(text: str) -> float | None:
@@ -63,7 +66,7 @@ def compare_tables(a: Path, b: Path, digits: int) -> tuple[int, int, list[str]]:
             continue
         with pa.open(encoding="utf-8") as fh:
             header = fh.readline().strip().split(",")
-        keys = TABLE_KEYS if "mean" in header else tuple(h for h in header if h in ("dataset", "pct", "method"))
+        keys = TABLE_KEYS if "mean" in header else tuple(h for h in header if h in OTHER_KEYS)
         ra, rb = _rows(pa, keys), _rows(pb, keys)
         for key in sorted(set(ra) | set(rb)):
             if key not in ra or key not in rb:
@@ -81,9 +84,9 @@ def compare_tables(a: Path, b: Path, digits: int) -> tuple[int, int, list[str]]:
                 if col in SHOWN and nu is not None and nv is not None:
                     if _shown(nu, digits) != _shown(nv, digits):
                         diffs.append(f"{col} {nu:.{digits}f} vs {nv:.{digits}f} (Δ {nv - nu:+.4f})")
-                elif col == "p_value" and nu is not None and nv is not None:
+                elif col in ("p_value", "statistic") and nu is not None and nv is not None:
                     if abs(nu - nv) > 10 ** -(digits + 1) or x.get("mark") != y.get("mark"):
-                        diffs.append(f"p {nu:.4g} vs {nv:.4g}")
+                        diffs.append(f"{'p' if col == 'p_value' else col} {nu:.4g} vs {nv:.4g}")
                 elif col not in SHOWN:
                     diffs.append(f"{col} {u!r} vs {v!r}")
             if diffs:

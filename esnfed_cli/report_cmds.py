@@ -14,16 +14,19 @@ from rich.table import Table
 from esnfed_cli._common import console, folder_if_named, handle_errors, in_range, progress_bar
 from esnfed_cli.app import app
 from esnfed_core.tables import table_specs
+from esnfed_core.stats import VarianceTest
 from esnfed_core.vocabulary import DATASETS, PCTS, Variant
 from esnfed_stages import report as report_stage
 from esnfed_stages import ttest as ttest_stage
 from esnfed_stages.flower import FLOWER_DIR
 from esnfed_stages.privacy import PRIVACY_DIR
+from esnfed_stages.selected_report import SELECT_DIR
 from esnfed_stages.params import load_params
 from esnfed_stages.tables import format_value
 
 
-ParamsOpt = Annotated[Path, typer.Option("--params", help="The params file to read: ttest.* (variant, alpha); "
+ParamsOpt = Annotated[Path, typer.Option("--params", help="The params file to read: ttest.* (variant, alpha, "
+                                         "variance_test); "
                                          "datasets, continual_datasets and study_datasets (the tables tested); "
                                          "heterogeneity.* (the heterogeneous table's methods and α; its assess "
                                          "files must be of these settings); budget, budgets.<budget> and seed "
@@ -36,7 +39,9 @@ ReportParamsOpt = Annotated[Path, typer.Option("--params", help="The params file
                                                "heterogeneous table; its assess files must be of it); privacy.* "
                                                "(runs/privacy must be of it); budget, budgets.<budget> and seed "
                                                "(every input must be of this budget); imports.<name>.classes "
-                                               "(the communication table's class count of your own dataset).")]
+                                               "(the communication table's class count of your own dataset); "
+                                               "plasticity.mu, plasticity.eta and retrain.lambda (the selected-"
+                                               "hyperparameters table).")]
 AssessDirOpt = Annotated[Path, typer.Option(
     "--assess-dir", help="Directory of the assess stage's outputs, <dir>/<dataset>/<method>.json.")]
 AllowMissingOpt = Annotated[bool, typer.Option(
@@ -59,6 +64,10 @@ def ttest(
     alpha: Annotated[Optional[float], typer.Option(
         "--alpha", callback=in_range(0.0, 1.0, low_open=True, high_open=True), help="Significance level in (0, 1): p <= alpha is significant. "
         "Default: params.yaml ttest.alpha (the report refuses a ttest.json of another).")] = None,
+    variance_test: Annotated[Optional[VarianceTest], typer.Option(
+        "--variance-test", help="Test of equal variances of the papers' variance claims: brown-forsythe "
+        "(median-centred) or levene (mean-centred). Default: params.yaml ttest.variance_test (the report "
+        "refuses a ttest.json of another).", case_sensitive=False)] = None,
     params: ParamsOpt = Path("params.yaml"),
     assess_dir: AssessDirOpt = ttest_stage.ASSESS_DIR,
     out: Annotated[Path, typer.Option("--out", help="Where to write the tests (JSON).")] =
@@ -70,9 +79,11 @@ def ttest(
     Per table, dataset, share and column, each pair the table's paper compares is tested (the
     proposed method against each baseline). The report marks bold (the best, significant in every
     test it is part of) and italic (otherwise the best and every method not significantly
-    different from it).
+    different from it). The papers' claims across tables are tested too: federated against
+    centralised with the same t-test, the spread of the retrains with the variance test.
     """
-    options = ttest_stage.ttest_params(load_params(params), variant.value if variant else None, alpha)
+    options = ttest_stage.ttest_params(load_params(params), variant.value if variant else None, alpha,
+                                       variance_test.value if variance_test else None)
     with _progress() as bar:
         task = bar.add_task("t-tests", total=len(options.tables))
         doc = ttest_stage.run(options, assess_dir=assess_dir, out=out, allow_missing=allow_missing,
@@ -85,6 +96,10 @@ def ttest(
         summary.add_row(spec.id, str(len(comps)), str(sum(c["significant"] for c in comps)),
                         str(sum(c["p"] is None for c in comps)))
     console.print(summary)
+    if doc["claims"]:
+        console.print(f"claims across tables: {len(doc['claims'])} tests ({doc['variant']} t-test, "
+                      f"{doc['variance_test']} variance test), {sum(c['significant'] for c in doc['claims'])} "
+                      "significant", highlight=False)
     if doc["missing"]:
         console.print(f"[yellow]missing inputs ({len(doc['missing'])}):[/] "
                       + escape(", ".join(doc["missing"])), highlight=False)
@@ -109,6 +124,10 @@ def report(
         "--privacy-dir", help="The privacy stage's outputs, <dir>/<dataset>.json (the privacy table and "
         "figure; the default folder absent: not rendered; a folder named here must exist).",
         callback=folder_if_named(PRIVACY_DIR))] = PRIVACY_DIR,
+    select_dir: Annotated[Path, typer.Option(
+        "--select-dir", help="The select stage's outputs, <dir>/<dataset>/<method>/<share>/best.json (the "
+        "selected-hyperparameters table; the default folder absent: not rendered; a folder named here must "
+        "exist).", callback=folder_if_named(SELECT_DIR))] = SELECT_DIR,
     flower_dir: Annotated[Path, typer.Option(
         "--flower-dir", help="The flower stage's outputs, <dir>/<dataset>/*.json (the SecAgg+ overhead "
         "section of communication.md; the default folder absent: \"not run\"; a folder named here must "
@@ -127,7 +146,7 @@ def report(
         rep = report_stage.run(options, assess_dir=assess_dir,
                                ttest_path=ttest_file, out_dir=out_dir, allow_missing=allow_missing,
                                progress=lambda _: bar.advance(task), data_dir=data_dir,
-                               privacy_dir=privacy_dir, flower_dir=flower_dir)
+                               privacy_dir=privacy_dir, flower_dir=flower_dir, select_dir=select_dir)
     cells = rep.cells.get("fedip", [])
     if cells:  # the papers' fedip table: rendered when both their datasets are declared
         summary = Table(title="fedip: test accuracy (%) without vs with FedIP (IncFed readout)")

@@ -1,7 +1,8 @@
 """Significance tests between methods' retrain scores (PROTOCOL §6) and the tables' marks.
 
-Two-sided t-tests (Welch by default, Student or paired as options) with deterministic answers in
-the degenerate cases scipy leaves as NaN, and the bold/italic rule of the papers' tables.
+Two-sided t-tests (Welch by default, Student or paired as options) and a test of equal variances
+(Brown–Forsythe by default, or Levene: :func:`variance_test`), with deterministic answers in the
+degenerate cases scipy leaves as NaN, and the bold/italic rule of the papers' tables.
 
 Variants: ``welch`` (scipy.stats.ttest_ind, unequal variances), ``student`` (ttest_ind, pooled
 variance), ``paired`` (scipy.stats.ttest_rel: score k of ``a`` against score k of ``b``; retrain k
@@ -36,7 +37,7 @@ import numpy as np
 
 from esnfed_core.quote import quote
 from esnfed_core.validation import Bound, ParameterError, check_finite
-from esnfed_core.vocabulary import VARIANTS
+from esnfed_core.vocabulary import VARIANTS, Name
 
 Variant = Literal["welch", "student", "paired"]
 Mark = Literal["bold", "italic", ""]
@@ -69,15 +70,21 @@ def check_alpha(alpha: float) -> None:
     ALPHA.check("alpha", alpha)
 
 
-def ttest(a: Sequence[float], b: Sequence[float], variant: str = "welch",
-          alpha: float = 0.05) -> TestResult:
-    """Two-sided t-test of the scores ``a`` against ``b``; significant when p <= alpha."""
-    check_variant(variant)
+def _groups(a: Sequence[float], b: Sequence[float], alpha: float) -> tuple[np.ndarray, np.ndarray]:
+    """The two groups of scores as float64 vectors, checked finite (and ``alpha`` in (0, 1))."""
     check_alpha(alpha)
     xa = np.asarray(a, dtype=np.float64).ravel()
     xb = np.asarray(b, dtype=np.float64).ravel()
     check_finite("scores a", xa)
     check_finite("scores b", xb)
+    return xa, xb
+
+
+def ttest(a: Sequence[float], b: Sequence[float], variant: str = "welch",
+          alpha: float = 0.05) -> TestResult:
+    """Two-sided t-test of the scores ``a`` against ``b``; significant when p <= alpha."""
+    check_variant(variant)
+    xa, xb = _groups(a, b, alpha)
     if variant == "paired" and xa.size != xb.size:
         raise ParameterError(f"paired t-test: the groups must pair up score by score, got {xa.size} "
                              f"and {xb.size} scores")
@@ -114,6 +121,73 @@ def _paired(xa: np.ndarray, xb: np.ndarray) -> tuple[float, float]:
 
     res = scipy.stats.ttest_rel(xa, xb)
     return float(res.statistic), float(res.pvalue)
+
+
+@dataclass(frozen=True)
+class VarianceResult:
+    """One two-sided test of equal variances of ``a`` and ``b``; ``std_a``/``std_b`` are the
+    population standard deviations (ddof = 0, as the tables' cells); ``statistic``/``p`` are None
+    when no test is possible."""
+
+    std_a: float
+    std_b: float
+    n_a: int
+    n_b: int
+    statistic: float | None
+    p: float | None
+    significant: bool
+
+
+class VarianceTest(Name):
+    """Two-sample test of equal variances (scipy.stats.levene): Brown–Forsythe centres each group
+    on its median (scipy's default, robust to skewed scores), Levene on its mean. Named here, not
+    in esnfed_core.vocabulary: that module is part of every trial's code fingerprint
+    (esnfed_stages/fingerprint.py), and a name no trial uses must not invalidate every saved trial."""
+
+    brown_forsythe = "brown-forsythe"
+    levene = "levene"
+
+
+VARIANCE_TESTS = VarianceTest.values()
+# The centre each group's absolute deviations are taken from (scipy.stats.levene's ``center``).
+VARIANCE_CENTERS = {"brown-forsythe": "median", "levene": "mean"}
+MIN_VARIANCE_SCORES = 3  # with 2 scores, both deviations from the centre are equal: nothing to test
+
+
+def check_variance_test(test: str) -> None:
+    if test not in VARIANCE_TESTS:
+        raise ParameterError(f"variance_test: expected one of {', '.join(VARIANCE_TESTS)}, got {quote(test)}")
+
+
+def variance_test(a: Sequence[float], b: Sequence[float], test: str = "brown-forsythe",
+                  alpha: float = 0.05) -> VarianceResult:
+    """Two-sided test that ``a`` and ``b`` have equal variances: scipy.stats.levene with
+    center="median" (Brown–Forsythe) or "mean" (Levene), i.e. a one-way ANOVA of each score's
+    absolute deviation from its group's centre; significant when p <= alpha.
+
+    Degenerate cases, decided as :func:`ttest` decides its own: a group with fewer than
+    :data:`MIN_VARIANCE_SCORES` scores -> no test (statistic = p = None; with two scores both
+    deviations are equal, so the ANOVA has no within-group variance whatever the scores); the
+    deviations constant within both groups (scipy: NaN or a division by zero) -> equal deviations:
+    statistic 0, p = 1; different: statistic inf, p = 0 (the spreads differ exactly).
+    """
+    check_variance_test(test)
+    xa, xb = _groups(a, b, alpha)
+    std_a = float(xa.std()) if xa.size else math.nan
+    std_b = float(xb.std()) if xb.size else math.nan
+    if xa.size < MIN_VARIANCE_SCORES or xb.size < MIN_VARIANCE_SCORES:
+        return VarianceResult(std_a, std_b, int(xa.size), int(xb.size), None, None, False)
+    center = VARIANCE_CENTERS[test]
+    centre = np.median if center == "median" else np.mean
+    za, zb = np.abs(xa - centre(xa)), np.abs(xb - centre(xb))
+    if np.ptp(za) == 0 and np.ptp(zb) == 0:
+        stat, p = (0.0, 1.0) if za[0] == zb[0] else (math.inf, 0.0)
+    else:
+        import scipy.stats  # lazy, as in ttest
+
+        res = scipy.stats.levene(xa, xb, center=center)
+        stat, p = float(res.statistic), float(res.pvalue)
+    return VarianceResult(std_a, std_b, int(xa.size), int(xb.size), stat, p, p <= alpha)
 
 
 def best_method(scores: Mapping[str, Sequence[float]]) -> str:

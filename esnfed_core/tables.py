@@ -302,6 +302,13 @@ class Cell:
     published_std: float | None
     published_mark: str = ""
 
+    @property
+    def delta(self) -> float | None:
+        """Our mean minus the published mean, in percentage points; None without either."""
+        if self.mean is None or self.published_mean is None:
+            return None
+        return self.mean - self.published_mean
+
 
 def mean_std_percent(scores: Sequence[float]) -> tuple[float, float]:
     """Mean and population std (ddof=0) of fractions, in percent."""
@@ -368,6 +375,158 @@ def build_cells(spec: TableSpec, scores: Scores, comparisons: Iterable[Mapping[s
                                       0 if values is None else len(values), mean, std,
                                       ps.get(method), mk.get(method, ""), p_mean, p_std, p_mark))
     return cells
+
+
+# ---------------------------------------------------------------------------------------------
+# Agreement with the published significance pattern
+
+@dataclass(frozen=True)
+class RowAgreement:
+    """One marked group (dataset, share, column) of a paper table: the bold/italic marks of the
+    methods its pairs test, ours and the paper's, as (label, mark) in table order, and whether they
+    agree (None: not compared, a cell without our scores or without a published value)."""
+
+    dataset: str
+    pct: str
+    column: str
+    ours: tuple[tuple[str, str], ...]
+    paper: tuple[tuple[str, str], ...]
+    agrees: bool | None
+
+
+def paper_marks_table(spec: TableSpec, cells: Sequence[Cell]) -> bool:
+    """Whether the paper marks significance anywhere in the table (its Tables 4 and 5 print means
+    and stds only)."""
+    return any(c.published_mark for c in cells if c.table == spec.id and c.column in spec.tested)
+
+
+def significance_agreement(spec: TableSpec, cells: Sequence[Cell]) -> list[RowAgreement]:
+    """Per marked group of ``spec``, whether our significance pattern is the paper's: the marks
+    (bold = best and significant, italic = not significantly different from the best) of every
+    method its pairs test, ours against the published ones. Where the paper marks nothing in the
+    table, the pattern compared is which tested method has the highest mean (its mark "best", the
+    others "", ours by our means and the paper's by the published ones)."""
+    tested = [m for m in spec.method_ids if any(m in pair for pair in spec.pairs)]
+    lookup = {(c.dataset, c.pct, c.method, c.column): c for c in cells if c.table == spec.id}
+    marked = paper_marks_table(spec, cells)
+    out = []
+    for ds in spec.datasets:
+        for pct in PCTS:
+            for col in spec.tested:
+                row = [lookup[(ds, pct, m, col)] for m in tested if (ds, pct, m, col) in lookup]
+                if len(row) < 2:
+                    continue
+                if any(c.mean is None or c.published_mean is None for c in row):
+                    ours = tuple((c.label, c.mark) for c in row)
+                    out.append(RowAgreement(ds, pct, col, ours, tuple((c.label, c.published_mark) for c in row), None))
+                    continue
+                if marked:
+                    ours = tuple((c.label, c.mark) for c in row)
+                    paper = tuple((c.label, c.published_mark) for c in row)
+                else:
+                    ours = _best_marks(row, lambda c: c.mean)
+                    paper = _best_marks(row, lambda c: c.published_mean)
+                out.append(RowAgreement(ds, pct, col, ours, paper, ours == paper))
+    return out
+
+
+def _best_marks(row: Sequence[Cell], mean: Any) -> tuple[tuple[str, str], ...]:
+    top = max(mean(c) for c in row)
+    return tuple((c.label, "best" if mean(c) == top else "") for c in row)
+
+
+# ---------------------------------------------------------------------------------------------
+# Claims across the papers' tables: federated against centralised, and the spread of the retrains
+
+MEAN_CLAIM, VARIANCE_CLAIM = "mean", "variance"
+NOT_WORSE, LOWER_VARIANCE, NOT_LOWER_VARIANCE = "not-worse", "lower-variance", "not-lower-variance"
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A claim of a paper that its tables support across tables or through the spread of the
+    retrains, tested on every (dataset, share) where both methods of a pair have scores.
+
+    ``test``: :data:`MEAN_CLAIM` (the two-sided t-test of ``ttest.variant``) or
+    :data:`VARIANCE_CLAIM` (the test of equal variances of ``ttest.variance_test``). ``expect``,
+    what the claim says of ``a`` against ``b`` in each pair: :data:`NOT_WORSE` (a's mean not
+    significantly below b's: "comparable, if not greater"), :data:`LOWER_VARIANCE` (a's spread
+    significantly below b's) or :data:`NOT_LOWER_VARIANCE` (not significantly below). ``tables``:
+    the tables whose cells it compares (it is tested where they are rendered)."""
+
+    id: str
+    source: str
+    statement: str
+    test: str
+    expect: str
+    pairs: tuple[tuple[str, str], ...]
+    tables: tuple[str, ...]
+    datasets: tuple[str, ...] = DATASETS
+
+    @property
+    def column(self) -> str:
+        return "test"
+
+
+CLAIMS: tuple[Claim, ...] = (
+    Claim("federated-stationary", "Decentralized Plasticity, Sec. 3 (Tables 1 and 4)",
+          "the performance obtained in the federated setting is comparable, if not greater than the one "
+          "reported for the centralized setting", MEAN_CLAIM, NOT_WORSE, (("fedip", "ip"),),
+          ("fedip", "ip-centralized")),
+    Claim("federated-continual", "Decentralized Plasticity, Sec. 3 (Tables 2 and 5) and Sec. 4",
+          "the performances in the federated setting are consistent with the ones of the centralized "
+          "baseline; ... comparable results to ... their centralized versions", MEAN_CLAIM, NOT_WORSE,
+          tuple((f"fedclip-{s}", f"clip-{s}") for s in ("naive", "replay", "joint")),
+          ("fedclip", "clip-centralized")),
+    Claim("ip-variance", "ESANN 2022, Sec. 4 (Table 2); Decentralized Plasticity, Sec. 2.1",
+          "the centralized version of IP is able to mitigate the variance of performance with respect to "
+          "bad reservoir initializations", VARIANCE_CLAIM, LOWER_VARIANCE, (("ip", "ridge"),),
+          ("ip-centralized",)),
+    Claim("fedip-variance", "Decentralized Plasticity, Sec. 3 (Table 1)",
+          "training the reservoir via FedIP mitigates the variance in the performance in comparison with "
+          "the ESNs adapted only via FedRR", VARIANCE_CLAIM, LOWER_VARIANCE, (("fedip", "incfed"),), ("fedip",)),
+    Claim("fedip-variance-esann", "ESANN 2022, Sec. 4 (Table 2)",
+          "[mitigating the variance of performance is] an effect that FedIP does not produce in our "
+          "scenario", VARIANCE_CLAIM, NOT_LOWER_VARIANCE, (("fedip", "incfed"),), ("esann",)),
+)
+
+
+def claim_specs(specs: Iterable[TableSpec]) -> tuple[Claim, ...]:
+    """The claims whose tables are all among ``specs`` (table_specs: the declared datasets')."""
+    ids = {s.id for s in specs}
+    return tuple(c for c in CLAIMS if set(c.tables) <= ids)
+
+
+def claim_groups(claim: Claim, scores: Scores) -> Iterator[tuple[str, str, str, str, Sequence[float], Sequence[float]]]:
+    """(dataset, pct, a, b, scores of a, scores of b) of every pair of ``claim`` with both scores."""
+    for ds in claim.datasets:
+        for pct in PCTS:
+            for a, b in claim.pairs:
+                sa, sb = scores.get((ds, a, pct, claim.column)), scores.get((ds, b, pct, claim.column))
+                if sa is not None and sb is not None:
+                    yield ds, pct, a, b, sa, sb
+
+
+def claim_verdict(spec: Claim, record: Mapping[str, Any]) -> str:
+    """"holds", "fails" or "untested" (no test: p null) for one test record of the claim ``spec``
+    (the keys mean_a, mean_b, std_a, std_b, p, significant of reports/ttest.json's ``claims``)."""
+    if record.get("p") is None:
+        return "untested"
+    if spec.test == MEAN_CLAIM:
+        worse = record["significant"] and record["mean_a"] < record["mean_b"]
+        return "fails" if worse else "holds"
+    lower = record["significant"] and record["std_a"] < record["std_b"]
+    if spec.expect == LOWER_VARIANCE:
+        return "holds" if lower else "fails"
+    return "fails" if lower else "holds"
+
+
+def claim(claim_id: str) -> Claim:
+    """The claim of CLAIMS with this id (KeyError if none)."""
+    for c in CLAIMS:
+        if c.id == claim_id:
+            return c
+    raise KeyError(claim_id)
 
 
 # ---------------------------------------------------------------------------------------------

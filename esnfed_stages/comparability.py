@@ -72,6 +72,12 @@ def _distinct(values: Iterable[Any]) -> list[str]:
     return sorted({str(v) for v in values if v is not None})
 
 
+def papers_protocol(sources: Iterable[Any], budgets: Iterable[Any]) -> bool:
+    """Whether every input shown was made from the real recordings under budget `paper`: the only
+    run whose numbers can be set against the published ones."""
+    return _distinct(sources) == [REAL_SOURCE] and _distinct(budgets) == [PAPER_BUDGET]
+
+
 def notice(sources: Iterable[Any], budgets: Iterable[Any], scale: BudgetScale | None,
            datasets: Sequence[str] = DATASETS, columns: str = "The 'paper' columns",
            elsewhere: str | None = None) -> str:
@@ -85,7 +91,7 @@ def notice(sources: Iterable[Any], budgets: Iterable[Any], scale: BudgetScale | 
     scale_text = scale.text(datasets) if scale is not None and buds == [scale.name] else ""
     ran = f"budget `{budget}`" + (f" ({scale_text})" if scale_text else "")
     real, paper = srcs == [REAL_SOURCE], buds == [PAPER_BUDGET]
-    if real and paper:
+    if papers_protocol(srcs, buds):
         return (f"Protocol: the papers' (PROTOCOL §6): the real recordings (data.source: {REAL_SOURCE}) "
                 f"under {ran}. " + (f"{elsewhere}." if elsewhere else f"{columns} are the published values beside ours."))
     if real:

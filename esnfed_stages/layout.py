@@ -15,7 +15,12 @@ def select_dir(runs: str | Path, dataset: str, method: str, pct: str) -> Path:
 
 
 def best_path(runs: str | Path, dataset: str, method: str, pct: str) -> Path:
-    return select_dir(runs, dataset, method, pct) / "best.json"
+    return best_under(Path(runs) / "select", dataset, method, pct)
+
+
+def best_under(select_root: str | Path, dataset: str, method: str, pct: str) -> Path:
+    """best.json of one share under the select stage's folder ``select_root`` (the report's --select-dir)."""
+    return Path(select_root) / dataset / method / pct / "best.json"
 
 
 def model_dir(runs: str | Path, dataset: str, method: str, pct: str) -> Path:

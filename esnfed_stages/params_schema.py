@@ -25,7 +25,7 @@ from esnfed_core.quote import quote
 from esnfed_core.readout import LAMBDA, SOLVERS
 from esnfed_core.reservoir import BATCH_SIZE, RESERVOIR_BOUNDS
 from esnfed_core.settings import RETRAIN_LAMBDA
-from esnfed_core.stats import ALPHA
+from esnfed_core.stats import ALPHA, VARIANCE_TESTS
 from esnfed_core.vocabulary import BACKENDS, DATASETS, DEVICES, PCTS, SOURCES, VARIANTS
 from esnfed_stages._datasets import (
     DIRNAMES, SYNTHESIZED, bind_kwargs, check_dataset_name, dataset_function, declared,
@@ -152,7 +152,8 @@ PREPROCESS_KEYS = {"wesad": ("modality", "window", "wrist_rate", "contexts", "su
 
 SCHEMA = Fields(optional={
     "seed": SEED,
-    "ttest": Fields(required={"variant": Choice(VARIANTS), "alpha": Num.of(ALPHA)}),
+    "ttest": Fields(required={"variant": Choice(VARIANTS), "alpha": Num.of(ALPHA)},
+                    optional={"variance_test": Choice(VARIANCE_TESTS)}),
     "report": Fields(required={"activation_pct": Delegate(_report_share)},
                      optional={"contexts_pct": Delegate(_report_share), "matrix_pct": Delegate(_report_share)}),
     "data": Fields(required={"source": Choice(SOURCES), "synthetic_dir": Text(), "raw_dir": Text()}),

@@ -23,20 +23,23 @@ from esnfed_core import __version__
 from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.quote import failure, quote
 from esnfed_core.tables import (
-    COMMUNICATION_METHODS, TABLES, Cell, Communication, Published, TableSpec, build_cells,
+    COMMUNICATION_METHODS, TABLES, Cell, Communication, Published, TableSpec, build_cells, claim_specs,
     communication_rows, hetero_cells, metrics, opt_int, parse_published, participation_notes, required_inputs,
     split_rounds,
     table_specs,
 )
 from esnfed_core.vocabulary import DATASETS, PCTS, VARIANTS
-from esnfed_stages import comparability, hetero_report, privacy_report, provenance, report_index, secagg_report
+from esnfed_stages import (
+    claims_report, comparability, hetero_report, privacy_report, provenance, report_index, secagg_report, selected_report,
+)
 from esnfed_stages.heterogeneity_params import hetero_params
 from esnfed_stages._datasets import classes_of, continual_declared, declared, study_declared
 from esnfed_stages._io import atomic_path, dumps_json, output_lock, read_json
 from esnfed_stages.experiment_params import BudgetSpec, budget_spec
 from esnfed_stages.sections import section
 from esnfed_stages.tables import (
-    cells_csv, communication_csv, not_applicable_note, render_communication_markdown, render_markdown,
+    cells_csv, communication_csv, not_applicable_note, render_agreement, render_communication_markdown,
+    render_markdown,
 )
 from esnfed_stages.report_figures import (
     ACTIVATION_DATASET, SETTINGS, ContextNames, activation_contexts_figure, activation_figure_and_plots,
@@ -45,7 +48,8 @@ from esnfed_stages.report_figures import (
 )
 from esnfed_stages.privacy import privacy_params
 from esnfed_stages.ttest import (
-    ASSESS_DIR, TTEST_PATH, VARIANT_TEXT, Inputs, check_computed_from, hetero_table_methods, load_inputs, ttest_params,
+    ASSESS_DIR, TTEST_PATH, VARIANCE_TEXT, VARIANT_TEXT, Inputs, check_computed_from, hetero_table_methods, load_inputs,
+    ttest_params,
 )
 
 REPORTS_DIR = Path("reports")
@@ -76,11 +80,19 @@ def load_ttest(path: str | Path, expected: Mapping[str, Any] | None = None) -> d
         problem = _comparison_problem(comp)
         if problem:
             raise DataError(f"{path}: comparisons[{i}].{problem} (rerun `esnfed ttest`)")
+    claims = doc.get("claims", [])  # absent: written before the claims were tested
+    if not isinstance(claims, list):
+        raise DataError(f"{path}: claims: expected a list of tests, got {quote(claims)} (rerun `esnfed ttest`)")
+    for i, record in enumerate(claims):
+        problem = claims_report.problem(record)
+        if problem:
+            raise DataError(f"{path}: claims[{i}].{problem} (rerun `esnfed ttest`)")
     alpha = doc.get("alpha")
     if alpha is not None and not (_number(alpha) and 0 < alpha < 1):
         raise DataError(f"{path}: alpha: expected a number in (0, 1), got {quote(alpha)} (rerun `esnfed ttest`)")
     provenance.check(path, doc, expected or {}, "`esnfed ttest`",
-                     top_level={"ttest.variant": "variant", "ttest.alpha": "alpha"})
+                     top_level={"ttest.variant": "variant", "ttest.alpha": "alpha",
+                                "ttest.variance_test": "variance_test"})
     return doc
 
 
@@ -150,7 +162,7 @@ def header_lines(spec: TableSpec | None, inputs: Inputs, ttest_doc: Mapping[str,
     """Data source, budget, seeds, test variant, date and versions (and missing inputs); a table
     with a paper column adds, second, whether the run is the papers' protocol (comparability.py)."""
     keys = [(ds, m) for ds, m in required_inputs([spec] if spec else TABLES)]
-    docs = [inputs.docs[k] for k in keys if k in inputs.docs]
+    docs = spec_docs(spec, inputs)
     seeds = [tuple(d["pcts"][p].get("seeds") or ()) for d in docs for p in PCTS]
     counts = [len(d["pcts"][p]["test_accuracy"]) for d in docs for p in PCTS]
     variant = VARIANT_TEXT[ttest_doc["variant"]]
@@ -172,6 +184,11 @@ def header_lines(spec: TableSpec | None, inputs: Inputs, ttest_doc: Mapping[str,
         f"Date: {date}; versions: {versions()}",
         "Missing inputs (n/a cells): " + (", ".join(missing) if missing else "none"),
     ]
+
+
+def spec_docs(spec: TableSpec | None, inputs: Inputs) -> list[dict[str, Any]]:
+    """The assess documents found of a table's inputs (every paper table's without one)."""
+    return [inputs.docs[k] for k in required_inputs([spec] if spec else TABLES) if k in inputs.docs]
 
 
 def communication_items(inputs: Inputs, datasets: Sequence[str] = DATASETS,
@@ -245,7 +262,12 @@ def build(inputs: Inputs, ttest_doc: Mapping[str, Any], published: Published, da
         cells = build_cells(spec, inputs.scores, ttest_doc["comparisons"], published)
         header = header_lines(spec, inputs, ttest_doc, date, scale)
         rep.cells[spec.id] = cells
-        rep.tables[f"{spec.id}.md"] = render_markdown(spec, cells, header).encode()
+        md = render_markdown(spec, cells, header)
+        if spec.has_published:  # the difference to the published values and the significance pattern
+            docs = spec_docs(spec, inputs)
+            md += render_agreement(spec, cells, comparability.papers_protocol(
+                [d.get("source") for d in docs], [d.get("budget") for d in docs]))
+        rep.tables[f"{spec.id}.md"] = md.encode()
         rep.tables[f"{spec.id}.csv"] = cells_csv(cells).encode()
         if progress:
             progress(f"table {spec.id}")
@@ -474,6 +496,67 @@ def add_secagg(rep: Report, flower_dir: str | Path, budget: str | None = None,
     rep.tables[secagg_report.CSV_NAME] = secagg_report.csv(table).encode()
 
 
+def load_selected(select_dir: str | Path, inputs: Inputs, options: "ReportParams",
+                  allow_missing: bool = False) -> tuple[list[selected_report.Selected], list[Path]]:
+    """Every best.json of the tables' methods under ``select_dir`` (selected_report.load), read
+    before anything is built: a missing one is an error unless ``allow_missing``."""
+    specs = table_specs(options.datasets, options.continual, options.studies)
+    return selected_report.load(select_dir, required_inputs(specs), inputs, options.budget, allow_missing)
+
+
+def add_selected(rep: Report, select_dir: str | Path, loaded: tuple[list[selected_report.Selected], list[Path]],
+                 date: str, options: "ReportParams") -> None:
+    """reports/tables/selected.md/.csv: the selected configuration of every method of the tables
+    and share (esnfed_stages/selected_report.py; ``loaded``: load_selected's), a missing best.json
+    listed in ``rep.missing`` and the header (its row n/a)."""
+    selected, absent = loaded
+    rep.missing += absent
+    budget = options.budget.name if options.budget is not None else "unknown"
+    header = [f"Model selection (PROTOCOL §6) under budget `{budget}`, from "
+              f"{Path(select_dir).as_posix()}/<dataset>/<method>/<share>/best.json (random: no hyperparameters); "
+              "continual methods: the best IP (CLIP) or FedIP (FedCLIP) configuration of the share with the "
+              "budget per context searched; deep methods: their shallow counterpart's units"]
+    footer = ["Missing inputs (n/a rows): " + (", ".join(map(str, absent)) if absent else "none"),
+              f"Date: {date}; versions: {versions()}"]
+    md, csv_text = selected_report.render(selected, header, options.mu, options.eta, options.retrain_lambda, footer)
+    rep.tables[f"{selected_report.NAME}.md"] = md.encode()
+    rep.tables[f"{selected_report.NAME}.csv"] = csv_text.encode()
+
+
+def add_claims(rep: Report, inputs: Inputs, ttest_doc: Mapping[str, Any], date: str, options: "ReportParams") -> None:
+    """reports/tables/claims.md/.csv: the papers' claims across their tables as reports/ttest.json
+    tested them (claims_report.py), when the tables they compare are rendered; a ttest.json
+    without claims (written before they were tested) says to rerun `esnfed ttest`."""
+    specs = table_specs(options.datasets, options.continual, options.studies)
+    claims = claim_specs(specs)
+    if not claims:
+        return
+    keys = set(required_inputs([s for s in specs if s.id in {t for c in claims for t in c.tables}]))
+    docs = [d for k, d in inputs.docs.items() if k in keys]
+    shown = [ds for ds in DATASETS if any(ds in c.datasets for c in claims)]
+    recorded = ttest_doc.get("variance_test")
+    header = [
+        run_line([d.get("source") for d in docs], [d.get("budget") for d in docs],
+                 [tuple(d["pcts"][p].get("seeds") or ()) for d in docs for p in PCTS],
+                 [len(d["pcts"][p]["test_accuracy"]) for d in docs for p in PCTS]),
+        comparability.notice([d.get("source") for d in docs], [d.get("budget") for d in docs],
+                             comparability.budget_scale(options.budget), shown,
+                             elsewhere="The claims are the papers' statements about their own runs, tested here on "
+                             "this run's retrains"),
+        f"Mean claims: {VARIANT_TEXT[ttest_doc['variant']]}, two-sided, p <= {ttest_doc.get('alpha')} (as the "
+        "tables); variance claims: " + (f"{VARIANCE_TEXT.get(recorded, recorded)}, two-sided, p <= "
+                                        f"{ttest_doc.get('alpha')}" if recorded else "not tested")
+        + ", on the retrains' test scores (population std shown); fewer than 3 retrains: untested",
+        "Means and stds: ×100, as the tables; a = the method the claim is about, b = the one it is set against",
+        f"Date: {date}; versions: {versions()}",
+    ]
+    if "claims" not in ttest_doc:
+        header.append("reports/ttest.json holds no claims (written before they were tested): rerun `esnfed ttest`")
+    md, csv_text = claims_report.render(ttest_doc.get("claims", []), claims, header)
+    rep.tables[f"{claims_report.NAME}.md"] = md.encode()
+    rep.tables[f"{claims_report.NAME}.csv"] = csv_text.encode()
+
+
 def _share(params: Mapping[str, Any], key: str, default: str | None = None) -> str:
     report = params.get("report") if isinstance(params, Mapping) else None
     if default is not None and isinstance(report, Mapping) and key.split(".")[1] not in report:
@@ -509,6 +592,11 @@ class ReportParams:
     privacy_record: Mapping[str, Any] = field(default_factory=dict)
     # params.yaml study_datasets: the deep and heterogeneous tables' datasets and the flower results read
     studies: tuple[str, ...] = DATASETS
+    # the selected-hyperparameters table (selected.md): plasticity.mu and .eta (fixed, not searched) and
+    # retrain.lambda (how each retrain's λ was chosen); None where params.yaml has no such key
+    mu: float | None = None
+    eta: float | None = None
+    retrain_lambda: str | None = None
 
 
 def report_params(params: Mapping[str, Any]) -> ReportParams:
@@ -530,7 +618,16 @@ def report_params(params: Mapping[str, Any]) -> ReportParams:
                          if isinstance(v, Mapping) and v.get("classes")}, budget_spec(params),
                         ttest_params(params).record if "ttest" in params else {}, hetero,
                         privacy_params(params).record(params.get("budget")) if "privacy" in params else {},
-                        study_declared(params))
+                        study_declared(params), *_selection_settings(params))
+
+
+def _selection_settings(params: Mapping[str, Any]) -> tuple[float | None, float | None, str | None]:
+    """plasticity.mu, plasticity.eta and retrain.lambda as the selected table prints them (None
+    where params.yaml has no such key; the experiment stages checked them where it has)."""
+    plasticity, retrain = params.get("plasticity"), params.get("retrain")
+    plasticity = plasticity if isinstance(plasticity, Mapping) else {}
+    retrain = retrain if isinstance(retrain, Mapping) else {}
+    return plasticity.get("mu"), plasticity.get("eta"), retrain.get("lambda")
 
 
 def index_notice(inputs: Inputs, options: ReportParams) -> str:
@@ -552,6 +649,7 @@ def run(options: ReportParams, *, assess_dir: str | Path = ASSESS_DIR,
         allow_missing: bool = False, progress: Callable[[str], None] | None = None,
         data_dir: str | Path = DATA_DIR,
         privacy_dir: str | Path = privacy_report.PRIVACY_DIR,
+        select_dir: str | Path = selected_report.SELECT_DIR,
         flower_dir: str | Path = secagg_report.FLOWER_DIR) -> Report:
     """Build every report output in memory, then write them; returns what was written."""
     date = report_date()
@@ -564,10 +662,15 @@ def run(options: ReportParams, *, assess_dir: str | Path = ASSESS_DIR,
                               hetero_report.load(assess_dir, options.hetero_methods, options.budget,
                                                  options.hetero_record, options.studies), options.studies)
     check_computed_from(ttest_path, ttest_doc, inputs, *([hetero.inputs] if hetero else []))
+    # the default folder absent: no selection to show (the CLI refuses a folder named but absent)
+    selected = load_selected(select_dir, inputs, options, allow_missing) if Path(select_dir).is_dir() else None
     rep = build(inputs, ttest_doc, load_published(), date, options.activation_pct, progress,
                 options.contexts_pct, hetero, options.datasets, options.continual, options.user_classes,
                 {ds: context_names(data_dir, ds) for ds in options.datasets},
                 comparability.budget_scale(options.budget), options.studies, options.matrix_pct)
+    add_claims(rep, inputs, ttest_doc, date, options)
+    if selected is not None:
+        add_selected(rep, select_dir, selected, date, options)
     add_privacy(rep, privacy_dir, date, options, allow_missing)
     if options.studies:  # the flower stages run on study_datasets
         add_secagg(rep, flower_dir, None if options.budget is None else options.budget.name, options.studies,

@@ -117,14 +117,22 @@ def read_best(runs: Path, dataset: str, method: Method, pct: str, budget: Budget
     values by key: a heterogeneous method's, heterogeneity.record; provenance.check); otherwise one
     DataError naming it, why it is missing or stale, and the select command to run (``before``: the
     method that needs it)."""
-    path = best_path(runs, dataset, method.id, pct)
+    return check_best(best_path(runs, dataset, method.id, pct), dataset, method, pct, budget, before, settings)
+
+
+def check_best(path: Path, dataset: str, method: Method, pct: str, budget: BudgetSpec | None,
+               before: str | None = None, settings: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """best.json at ``path`` (one share's, :func:`read_best`; the report's under its --select-dir)
+    read and checked as :func:`read_best` says (``budget`` None: params.yaml names none, as the
+    report may read, nothing to check it against)."""
     command = f"`esnfed select --dataset {dataset} {method.cli_options} --pct {pct}`"
     missing = "file not found" if path.exists() or path.is_symlink() \
         else _why_no_best(path.parent, command, before)
     best = read_json(path, missing)
     if not isinstance(best, dict) or not isinstance(best.get("config"), dict):
         raise DataError(f"{path}: no 'config' object")
-    budget.check(path, best, "params_budget", "selected", dataset, method, command)
+    if budget is not None:
+        budget.check(path, best, "params_budget", "selected", dataset, method, command)
     provenance.check(path, best, settings or {}, command, verb="selected")
     if before is None or Method.parse(before).continual:
         check_best_config(path, method, best["config"])  # every key is reused (deep: pin_units checks units)

@@ -9,14 +9,16 @@ import math
 from dataclasses import asdict
 from typing import Any, Iterable, Mapping, Sequence
 
-from esnfed_core.tables import Cell, TableSpec, dataset_label, splits_rounds
+from esnfed_core.tables import (
+    Cell, RowAgreement, TableSpec, dataset_label, paper_marks_table, significance_agreement, splits_rounds,
+)
 from esnfed_core.vocabulary import PCTS
 
 NA = "n/a"
 NOT_APPLICABLE = "—"  # the communication table: a count that does not apply (its header says which)
 
 CSV_COLUMNS = ("table", "dataset", "pct", "method", "column", "n", "mean", "std", "p_value",
-               "mark", "published_mean", "published_std")
+               "mark", "published_mean", "published_std", "published_mark", "delta")
 
 
 def format_value(mean: float | None, std: float | None, mark: str = "") -> str:
@@ -80,7 +82,63 @@ def to_csv(rows: Iterable[Mapping[str, Any]], columns: Sequence[str]) -> str:
 
 
 def cells_csv(cells: Iterable[Cell]) -> str:
-    return to_csv((asdict(c) for c in cells), CSV_COLUMNS)
+    """A row per cell; ``delta`` = our mean − the published mean (percentage points)."""
+    return to_csv(({**asdict(c), "delta": c.delta} for c in cells), CSV_COLUMNS)
+
+
+def signed(v: float | None) -> str:
+    """"+1.23" / "-0.45" (two decimals; a difference that rounds to zero is "+0.00", never "-0.00")."""
+    if v is None:
+        return NA
+    return f"{0.0 if round(v, 2) == 0 else v:+.2f}"
+
+
+def _marked(label: str, mark: str) -> str:
+    return {"bold": f"**{label}**", "italic": f"*{label}*"}.get(mark, label)
+
+
+def _where(spec: TableSpec, r: RowAgreement) -> str:
+    return " ".join([dataset_label(r.dataset), f"{r.pct}%"] + ([r.column] if len(spec.tested) > 1 else []))
+
+
+def render_agreement(spec: TableSpec, cells: Sequence[Cell], comparable: bool) -> str:
+    """The paper table's comparison with the published values, appended below it: the difference
+    of every cell to the published mean (a table in the same layout) and one line saying whether the
+    significance pattern agrees with the paper's, naming the rows that do not (``comparable``:
+    whether the run is the papers' protocol, comparability.papers_protocol; else the line says that
+    agreement is not expected)."""
+    keys = [(ds, m, label, col) for ds in spec.datasets for m, label in spec.methods for col in spec.columns]
+    lookup = {(c.pct, c.dataset, c.method, c.column): c for c in cells}
+    lines = ["", "## Difference to the paper", "",
+             "Our mean − the published mean, percentage points (CSV: `delta`).", ""]
+    head = ["train users"] + [_header_name(spec, ds, label, col) for ds, _, label, col in keys]
+    lines.append("| " + " | ".join(head) + " |")
+    lines.append("|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|")
+    for pct in PCTS:
+        lines.append("| " + " | ".join([f"{pct}%"] + [signed(lookup[(pct, ds, m, col)].delta)
+                                                     for ds, m, _, col in keys]) + " |")
+    rows = significance_agreement(spec, cells)
+    compared = [r for r in rows if r.agrees is not None]
+    differ = [r for r in compared if not r.agrees]
+    if paper_marks_table(spec, cells):
+        what = ("Significance pattern (the marks of the methods the table's pairs test: **bold** = the best, "
+                "significant; *italic* = not significantly different from the best)")
+        show = lambda marks: ", ".join(_marked(label, mark) for label, mark in marks)  # noqa: E731
+    else:
+        what = ("The paper marks no significance in this table, so the pattern compared is which tested "
+                "method has the highest mean")
+        show = lambda marks: ", ".join(label for label, mark in marks if mark == "best")  # noqa: E731
+    verdict = (f"agrees with the paper's in {len(compared) - len(differ)} of {len(compared)} rows"
+               + (f"; disagrees in: " + "; ".join(f"{_where(spec, r)} (ours: {show(r.ours)}; paper: {show(r.paper)})"
+                                                 for r in differ) if differ else ""))
+    skipped = [r for r in rows if r.agrees is None]
+    if skipped:
+        verdict += "; not compared (n/a cells): " + ", ".join(_where(spec, r) for r in skipped)
+    caveat = ("" if comparable else
+              " (not expected to agree: this run is not the papers' protocol, see the header, so a disagreement "
+              "is not a failed reproduction)")
+    lines += ["", f"**Agreement with the paper**{caveat}: {what}: {verdict}."]
+    return "\n".join(lines) + "\n"
 
 
 COMMUNICATION_COLUMNS = (

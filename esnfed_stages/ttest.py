@@ -1,5 +1,7 @@
 """The `ttest` stage: reads every runs/assess/<dataset>/<method>.json the tables need and writes
-reports/ttest.json, the two-sided tests between the methods each table compares.
+reports/ttest.json, the two-sided tests between the methods each table compares, and the tests of
+the papers' claims across tables (federated against centralised: the same t-test; the spread of the
+retrains: a test of equal variances, ``claims``).
 
 Also the validated reader of the assess files, shared with the `report` stage.
 """
@@ -11,15 +13,18 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import numpy as np
 
 from esnfed_core.data.paths import path_problem
 from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.method import Method
 from esnfed_core.quote import quote
-from esnfed_core.stats import check_alpha, check_variant, compare_pairs
+from esnfed_core.stats import check_alpha, check_variance_test, check_variant, compare_pairs, ttest, variance_test
 from esnfed_core.tables import (
-    Scores, TableSpec, check_communication, comparison_groups, hetero_spec, required_inputs, table_specs,
+    MEAN_CLAIM, Claim, Scores, TableSpec, check_communication, claim_groups, claim_specs, comparison_groups,
+    hetero_spec, required_inputs, table_specs,
 )
 from esnfed_core.validation import ParameterError
 from esnfed_core.vocabulary import DATASETS, PCTS
@@ -46,6 +51,10 @@ VARIANT_TEXT = {"welch": "Welch t-test (scipy.stats.ttest_ind, equal_var=False)"
                 "student": "Student t-test (scipy.stats.ttest_ind, pooled variance)",
                 "paired": "paired t-test (scipy.stats.ttest_rel; retrain k of both methods shares "
                           "its seed)"}
+# How the claims section names reports/ttest.json's variance test (ttest.variance_test).
+VARIANCE_TEXT = {"brown-forsythe": "Brown–Forsythe test (scipy.stats.levene, center='median')",
+                 "levene": "Levene test (scipy.stats.levene, center='mean')"}
+DEFAULT_VARIANCE_TEST = "brown-forsythe"  # the papers name none: the robust one (scipy's default centre)
 
 RULE = ("two-sided t-test of each pair the table's paper compares (a = the proposed method, b = a "
         "baseline) in every group (table, dataset, share, column); the best = the highest mean of "
@@ -55,6 +64,12 @@ RULE = ("two-sided t-test of each pair the table's paper compares (a = the propo
         "b (retrain k shares its reservoir seed across methods). Fewer than 2 scores: no test (p "
         "null). Zero variance in both groups (paired: of the differences): p = 1 if the means are "
         "equal, else p = 0. t is null when undefined or infinite.")
+CLAIMS_RULE = ("claims: each pair (a, b) of a claim across the papers' tables, in every (dataset, share) where "
+               "both have test scores: a mean claim by the two-sided t-test of `variant` (as the tables), a "
+               "variance claim by the two-sided test of equal variances `variance_test` (fewer than 3 scores in "
+               "a group: no test, p null; deviations from the centre constant in both groups: p = 1 if equal, "
+               "else 0); std_a, std_b = population std (fractions). statistic = t or W, null when undefined or "
+               "infinite.")
 
 
 def _fractions(path: Path, key: str, value: Any, allow_none: bool = False) -> list[float] | None:
@@ -225,8 +240,38 @@ def comparisons(specs: Iterable[TableSpec], scores: Scores, variant: str,
     return out
 
 
-def check_pairing(specs: Iterable[TableSpec], inputs: Inputs) -> None:
-    """Paired tests pair score k of two methods: both must list the same retrain seeds, in order."""
+def claim_tests(claims: Iterable[Claim], scores: Scores, variant: str, alpha: float,
+                variance: str) -> list[dict[str, Any]]:
+    """The records of ``claims`` (reports/ttest.json ``claims``): one per claim, dataset, share and
+    pair with both scores; a mean claim by the tables' t-test ``variant``, a variance claim by the
+    test of equal variances ``variance``."""
+    out = []
+    for c in claims:
+        for ds, pct, a, b, sa, sb in claim_groups(c, scores):
+            if c.test == MEAN_CLAIM:
+                r = ttest(sa, sb, variant, alpha)
+                test, stat = variant, r.t
+            else:
+                r = variance_test(sa, sb, variance, alpha)
+                test, stat = variance, r.statistic
+            out.append({"claim": c.id, "test": test, "dataset": ds, "pct": pct, "column": c.column,
+                        "a": a, "b": b, "mean_a": _mean(sa), "mean_b": _mean(sb),
+                        "std_a": _std(sa), "std_b": _std(sb), "n_a": len(sa), "n_b": len(sb),
+                        "statistic": _finite_or_none(stat), "p": r.p, "significant": r.significant})
+    return out
+
+
+def _mean(x: Sequence[float]) -> float:
+    return float(np.mean(np.asarray(x, dtype=np.float64)))
+
+
+def _std(x: Sequence[float]) -> float:
+    return float(np.std(np.asarray(x, dtype=np.float64)))
+
+
+def check_pairing(specs: Iterable[TableSpec | Claim], inputs: Inputs) -> None:
+    """Paired tests pair score k of two methods (a table's pairs, a mean claim's): both must list
+    the same retrain seeds, in order."""
     for spec in specs:
         for ds in spec.datasets:
             for a, b in spec.pairs:
@@ -245,7 +290,8 @@ def check_pairing(specs: Iterable[TableSpec], inputs: Inputs) -> None:
 
 @dataclass(frozen=True)
 class TTestParams:
-    """params.yaml ``ttest``, checked: the t-test variant and the significance level."""
+    """params.yaml ``ttest``, checked: the t-test variant, the significance level and the test of
+    equal variances of the variance claims."""
 
     variant: str
     alpha: float
@@ -255,6 +301,7 @@ class TTestParams:
     budget: BudgetSpec | None = None  # params.yaml budget: every assess file read must be of it
     alphas: tuple[float, ...] = ()  # heterogeneity.alphas (the align methods of hetero_methods)
     studies: tuple[str, ...] = DATASETS  # params.yaml study_datasets: the deep and heterogeneous tables'
+    variance_test: str = DEFAULT_VARIANCE_TEST  # ttest.variance_test: the variance claims' test
 
     @property
     def tables(self) -> tuple[TableSpec, ...]:
@@ -262,10 +309,16 @@ class TTestParams:
         return table_specs(self.datasets, self.continual, self.studies)
 
     @property
+    def claims(self) -> tuple[Claim, ...]:
+        """The papers' claims across the tables rendered (esnfed_core.tables.CLAIMS)."""
+        return claim_specs(self.tables)
+
+    @property
     def record(self) -> dict[str, Any]:
         """What reports/ttest.json is computed with, by params.yaml key (its ``params``; the report
         refuses a file whose values differ from params.yaml's). The budget by name."""
         return provenance.record({"ttest.variant": self.variant, "ttest.alpha": self.alpha,
+                                  "ttest.variance_test": self.variance_test,
                                   "budget": None if self.budget is None else self.budget.name,
                                   "datasets": self.datasets, "continual_datasets": self.continual,
                                   "study_datasets": self.studies,
@@ -273,19 +326,23 @@ class TTestParams:
 
 
 def ttest_params(params: Mapping[str, Any], variant: str | None = None,
-                 alpha: float | None = None) -> TTestParams:
-    """The ``ttest`` section of the loaded params; command-line values win over its keys."""
+                 alpha: float | None = None, variance: str | None = None) -> TTestParams:
+    """The ``ttest`` section of the loaded params; command-line values win over its keys
+    (``variance_test`` is optional: Brown–Forsythe without it)."""
     variant = section(params, "ttest.variant") if variant is None else variant
     alpha = section(params, "ttest.alpha") if alpha is None else alpha
+    if variance is None:
+        variance = section(params, "ttest").get("variance_test", DEFAULT_VARIANCE_TEST)
     try:
         check_variant(variant)
         check_alpha(alpha)
+        check_variance_test(variance)
     except ParameterError as exc:
         raise ConfigError(f"ttest.{exc}") from None
     methods = hetero_table_methods(params)
     alphas = hetero_params(params).alphas if methods else ()
     return TTestParams(variant, float(alpha), methods, declared(params), continual_declared(params),
-                       budget_spec(params), alphas, study_declared(params))
+                       budget_spec(params), alphas, study_declared(params), variance)
 
 
 def run(options: TTestParams, *, assess_dir: str | Path = ASSESS_DIR, out: str | Path = TTEST_PATH,
@@ -294,8 +351,9 @@ def run(options: TTestParams, *, assess_dir: str | Path = ASSESS_DIR, out: str |
     variant, alpha = options.variant, options.alpha
     specs = options.tables
     inputs = load_inputs(assess_dir, required_inputs(specs), allow_missing, budget=options.budget)
+    claims = options.claims
     if variant == "paired":
-        check_pairing(specs, inputs)
+        check_pairing(list(specs) + [c for c in claims if c.test == MEAN_CLAIM], inputs)
     comps = []
     for spec in specs:
         comps += comparisons([spec], inputs.scores, variant, alpha)
@@ -312,8 +370,10 @@ def run(options: TTestParams, *, assess_dir: str | Path = ASSESS_DIR, out: str |
         comps += comparisons([spec], het.scores, variant, alpha)
         missing += [str(p) for p in het.missing if str(p) not in missing]
         het_digests = het.digests
-    doc = {"variant": variant, "alpha": alpha, provenance.KEY: options.record, "rule": RULE,
-           "comparisons": comps, "missing": missing, INPUTS_KEY: {**inputs.digests, **het_digests}}
+    doc = {"variant": variant, "alpha": alpha, "variance_test": options.variance_test, provenance.KEY: options.record,
+           "rule": RULE, "claims_rule": CLAIMS_RULE, "comparisons": comps,
+           "claims": claim_tests(claims, inputs.scores, variant, alpha, options.variance_test),
+           "missing": missing, INPUTS_KEY: {**inputs.digests, **het_digests}}
     with output_lock(out):
         write_json(out, doc)
     return doc

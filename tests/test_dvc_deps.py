@@ -243,6 +243,20 @@ def test_the_report_stage_tracks_the_budget_scale_its_headers_print():
     assert {"budget", "budgets.${budget}"} <= set(stage["params"])
 
 
+def test_the_report_stage_tracks_what_the_selected_table_reads():
+    """reports/tables/selected.md reads every best.json (runs/select: the select stages' outputs) and
+    prints plasticity.mu, plasticity.eta and the λ rule (retrain.lambda); reports/ttest.json records
+    ttest.variance_test, in the `ttest` section both stages declare."""
+    stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    report = stages["report"]
+    assert "runs/select" in report["deps"]
+    assert {"plasticity.mu", "plasticity.eta", "retrain", "ttest"} <= set(report["params"])
+    assert "ttest" in stages["ttest"]["params"]
+    assert "variance_test" in yaml.safe_load((ROOT / "params.yaml").read_text())["ttest"]
+    outs = [o for s in stages.values() for o in (s.get("outs") or []) if isinstance(o, dict)]
+    assert any(next(iter(o)).startswith("runs/select/") for o in outs)  # best.json lives under it
+
+
 def test_flower_stage_feeds_the_report(project):
     """issue 14 item 2: the flower stage depends on the Flower apps' code, environment and the
     selected IncFed/FedIP configs, and its outputs are the report's deps (SecAgg+ overhead). The

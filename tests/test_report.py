@@ -64,8 +64,8 @@ def _communication(ds: str, method: str, clients: int) -> dict | None:
             "down_bytes": 8 * down, "rounds": rounds, "clients": clients}
 
 
-def _entry(ds: str, method: str, pct: str) -> dict:
-    test = SCORES[method]
+def _entry(ds: str, method: str, pct: str, scores: dict | None = None) -> dict:
+    test = (scores or SCORES)[method]
     continual = "clip" in method
     edges = np.linspace(-1, 1, 9)
     return {
@@ -103,13 +103,14 @@ def _activation(retrains: int, models: int, contexts: int, edges: np.ndarray) ->
                              for r in range(retrains)]}
 
 
-def write_assess(root: Path, skip: tuple[str, str] | None = None) -> None:
+def write_assess(root: Path, skip: tuple[str, str] | None = None, scores: dict | None = None) -> None:
+    """Every assess file the tables need, with ``scores`` (default SCORES) as each method's test scores."""
     for ds, method in required_inputs():
         if (ds, method) == skip:
             continue
         doc = {"dataset": ds, "method": method, "algo": method.split("-")[0],
                "strategy": method.split("-")[1] if "-" in method else None, "budget": "default",
-               "source": "synthetic", "pcts": {p: _entry(ds, method, p) for p in PCTS}}
+               "source": "synthetic", "pcts": {p: _entry(ds, method, p, scores) for p in PCTS}}
         path = root / "runs" / "assess" / ds / f"{method}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(doc))
@@ -160,8 +161,9 @@ def test_ttest_records_variant_and_scipy_p(workdir):
     doc = json.loads((workdir / "reports" / "ttest.json").read_text())
     assert doc["variant"] == "welch" and doc["alpha"] == 0.05
     # what it was computed with, by params.yaml key: the report compares them with params.yaml's
-    assert doc["params"] == {"ttest.variant": "welch", "ttest.alpha": 0.05, "datasets": ["wesad", "hhar"],
-                             "continual_datasets": ["wesad", "hhar"], "study_datasets": ["wesad", "hhar"]}
+    assert doc["params"] == {"ttest.variant": "welch", "ttest.alpha": 0.05, "ttest.variance_test": "brown-forsythe",
+                             "datasets": ["wesad", "hhar"], "continual_datasets": ["wesad", "hhar"],
+                             "study_datasets": ["wesad", "hhar"]}
     comp = next(c for c in doc["comparisons"] if c["table"] == "ip-centralized"
                 and c["dataset"] == "wesad" and c["pct"] == "25")
     assert (comp["a"], comp["b"]) == ("ip", "ridge")

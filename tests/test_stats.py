@@ -165,3 +165,56 @@ def test_methods_tied_for_the_best_get_the_same_mark_whatever_the_table_order():
     # Tied and tested against each other: equal means are never significant, both italic.
     tied = [("a", "b", ttest([0.8, 0.81, 0.79], [0.8, 0.81, 0.79]))]
     assert pair_marks(["a", "b"], tied) == pair_marks(["b", "a"], tied) == {"a": "italic", "b": "italic"}
+
+
+# ---------------------------------------------------------------- test of equal variances
+from esnfed_core.stats import variance_test  # noqa: E402
+
+NARROW = [0.780, 0.781, 0.779, 0.782, 0.778]   # std ~0.0014
+SPREAD = [0.60, 0.80, 0.70, 0.90, 0.65]        # std ~0.11: 80x wider
+SAME_SPREAD = [0.880, 0.881, 0.879, 0.882, 0.878]  # NARROW shifted by 0.1: the same spread
+
+
+@pytest.mark.parametrize("test,center", [("brown-forsythe", "median"), ("levene", "mean")])
+def test_variance_test_matches_scipy_levene(test, center):
+    ref = scipy.stats.levene(C, D, center=center)
+    r = variance_test(C, D, test)
+    assert r.statistic == pytest.approx(float(ref.statistic), rel=1e-12)
+    assert r.p == pytest.approx(float(ref.pvalue), rel=1e-12)
+    assert (r.n_a, r.n_b) == (5, 3)
+    assert r.std_a == pytest.approx(np.std(C)) and r.std_b == pytest.approx(np.std(D))  # population std
+
+
+@pytest.mark.parametrize("test", ["brown-forsythe", "levene"])
+def test_variance_test_known_answers(test):
+    """Clearly different spreads are significant whichever group is first; the same spread around
+    another mean is not (the test looks at the spread only)."""
+    wide = variance_test(NARROW, SPREAD, test)
+    assert wide.significant and wide.p < 0.05 and wide.std_a < wide.std_b
+    assert variance_test(SPREAD, NARROW, test).p == pytest.approx(wide.p)
+    same = variance_test(NARROW, SAME_SPREAD, test)
+    assert not same.significant and same.p > 0.5
+
+
+def test_brown_forsythe_and_levene_differ_on_skewed_scores():
+    skewed = [0.70, 0.71, 0.70, 0.72, 0.90]
+    assert variance_test(skewed, NARROW, "levene").p != pytest.approx(variance_test(skewed, NARROW).p, rel=1e-3)
+
+
+def test_variance_test_needs_three_scores_per_group():
+    """With two scores both deviations from the centre are equal: no within-group variance, no test."""
+    r = variance_test([0.1, 0.3], SPREAD)
+    assert (r.statistic, r.p, r.significant) == (None, None, False)
+    assert r.std_a == pytest.approx(0.1)
+
+
+def test_variance_test_constant_deviations_are_decided():
+    r = variance_test([0.5, 0.5, 0.5], [0.7, 0.7, 0.7, 0.7])  # no spread in either: equal
+    assert (r.statistic, r.p, r.significant) == (0.0, 1.0, False)
+    r = variance_test([0.5, 0.5, 0.5], [0.0, 0.0, 1.0, 1.0], "levene")  # deviations 0 against 0.5 exactly
+    assert (r.statistic, r.p, r.significant) == (math.inf, 0.0, True)
+
+
+def test_variance_test_refuses_an_unknown_test():
+    with pytest.raises(ParameterError, match="^variance_test: expected one of brown-forsythe, levene, got 'bartlett'"):
+        variance_test(C, D, "bartlett")
