@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from esnfed_core.tables import TABLES
+from esnfed_stages import continual_report, ipfit_report
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -20,6 +21,7 @@ SUFFIXES = {".py", ".md", ".yaml", ".yml", ".toml"}
 # Markdown files the report stage writes (reports/tables/<id>.md): named in code, not documents.
 GENERATED_MD = {f"{spec.id}.md" for spec in TABLES} | {"communication.md", "privacy.md", "heterogeneous.md"}
 GENERATED_MD |= {"flower-table.md"}  # issue 14: `esnfed flower-table` writes runs/flower-table.md
+GENERATED_MD |= {f"{m.TABLE}.md" for m in (continual_report, ipfit_report)}  # the gap audit's tables
 # issue 16: the generic tables of a user's dataset <name> (esnfed_core.tables.generic_tables)
 GENERATED_USER_MD = re.compile(r"(communication-[a-z][a-z0-9_]*|[a-z][a-z0-9_]*-(stationary-(incfed|fedip|ip)|continual))\.md")
 GENERATED_PATHS = {"reports/README.md"}  # the report's index (esnfed_stages/report_index.py)
