@@ -221,18 +221,20 @@ DensityLine = tuple[str, Sequence[float], Sequence[float] | None]
 # whose colour it takes (the shares figure: each share's own σ), None: black, the panel's one target.
 Target = tuple[float, float, "int | None"]
 TARGET_LABEL = "IP target N(μ, σ²), σ selected (dashed)"
+LINE_TARGET_LABEL = "IP target N(μ, σ²) of each line, its σ (dashed, its colour)"
 
 
 def _targets(ax, lo: float, hi: float, targets: Sequence[Target]) -> None:
     """The Gaussian density of each target, dashed, over the panel's value range, and the σ of
-    the panel's targets written in its top left corner; one legend entry (TARGET_LABEL)."""
+    the panel's targets written in its top left corner; one legend entry (TARGET_LABEL, or
+    LINE_TARGET_LABEL where the targets take their lines' colours)."""
     from scipy.stats import norm  # noqa: PLC0415 (lazy, as matplotlib)
 
     x = np.linspace(lo, hi, 401)
     for k, (mu, sigma, line) in enumerate(targets):
         colour = "black" if line is None else _CONTEXT_COLOURS[line % len(_CONTEXT_COLOURS)]
-        ax.plot(x, norm.pdf(x, mu, sigma), color=colour, linestyle="--", linewidth=1.0,
-                label=TARGET_LABEL if k == 0 else "_target")
+        label = "_target" if k else TARGET_LABEL if line is None else LINE_TARGET_LABEL
+        ax.plot(x, norm.pdf(x, mu, sigma), color=colour, linestyle="--", linewidth=1.0, label=label)
     sigmas = ", ".join(dict.fromkeys(f"{sigma:g}" for _, sigma, _ in targets))
     ax.text(0.02, 0.97, f"target σ {sigmas}", transform=ax.transAxes, ha="left", va="top", fontsize="x-small")
 

@@ -407,6 +407,7 @@ def test_density_panels_overlay_the_ip_target_dashed_in_the_legend(monkeypatch):
     assert [t.get_text() for t in b.texts] == ["target σ 0.2, 0.5"]
     assert not [ln for ln in c.lines if ln.get_linestyle() == "--"] and not c.texts
     assert [t.get_text() for t in fig.legends[0].get_texts()] == ["context 0", figures.TARGET_LABEL]
+    assert b.get_legend_handles_labels()[1] == ["context 0", figures.LINE_TARGET_LABEL]  # coloured per line
 
 
 def _with_targets(inputs: Inputs, sigma_of: dict[str, float]) -> Inputs:

@@ -159,3 +159,11 @@ def test_the_report_writes_both_tables_with_a_run_header():
     rep = report.Report()
     report.add_summaries(rep, Inputs(), "2023-11-14", ["hhar"], [])
     assert rep.tables == {}
+
+
+def test_ip_fit_names_the_deep_method_as_the_deep_table_does():
+    inputs = _fit_inputs()
+    inputs.docs[("wesad", "deep-fedip")] = inputs.docs[("wesad", "fedip")]
+    inputs.paths[("wesad", "deep-fedip")] = Path("runs/assess/wesad/deep-fedip.json")
+    md = ipfit_report.markdown(ipfit_report.rows(inputs, ["wesad"]), ["a"])
+    assert "| WESAD | deep-fedip | 25% | 0 | 0.05 | 0.300 ± 0.100 |" in md.splitlines()[-4]
