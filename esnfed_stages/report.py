@@ -269,9 +269,10 @@ def build(inputs: Inputs, ttest_doc: Mapping[str, Any], published: Published, da
 def summary_header(inputs: Inputs, keys: Sequence[tuple[str, str]], date: str) -> list[str]:
     """The header of a table summarising the assess files ``keys`` (dataset, method): what was run
     (run_line), the date and versions, and those of them missing."""
+    keys = list(dict.fromkeys(keys))  # a row per share: each file once
     docs = [inputs.docs[k] for k in keys if k in inputs.docs]
     entries = [d["pcts"][p] for d in docs for p in PCTS if p in d["pcts"]]
-    missing = [str(p) for p in inputs.missing if (p.parent.name, p.stem) in set(keys)]
+    missing = [str(p) for p in inputs.missing if (p.parent.name, p.stem) in keys]
     return [run_line([d.get("source") for d in docs], [d.get("budget") for d in docs],
                      [tuple(e.get("seeds") or ()) for e in entries], [len(e["test_accuracy"]) for e in entries]),
             f"Date: {date}; versions: {versions()}",
