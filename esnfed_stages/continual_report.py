@@ -59,13 +59,22 @@ def rows(inputs: Inputs, datasets: Sequence[str], classes: Mapping[str, int | No
     return out
 
 
-def markdown(table: Sequence[Mapping[str, Any]], header: Sequence[str], classes: Mapping[str, int | None]) -> str:
-    """The table: a row per dataset, method and share, a column per metric (COLUMNS)."""
+def table_name(dataset: str | None = None) -> str:
+    """continual-metrics (the papers' datasets) or <dataset>-continual-metrics (one of your own, so
+    the papers' table stays as it is whatever else is declared, as <dataset>-continual beside fedclip)."""
+    return TABLE if dataset is None else f"{dataset}-{TABLE}"
+
+
+def markdown(table: Sequence[Mapping[str, Any]], header: Sequence[str], classes: Mapping[str, int | None],
+             dataset: str | None = None) -> str:
+    """The table: a row per dataset, method and share, a column per metric (COLUMNS); ``dataset``:
+    the table of one of your own (table_name)."""
     shown = list(dict.fromkeys(r["dataset"] for r in table))
     chance = "; ".join(f"{dataset_label(ds)} C = {classes[ds]}, chance {100.0 / classes[ds]:.2f}%"
                        for ds in shown if classes.get(ds))
     notes = [header[0], *DEFINITIONS, *([f"FWT's chance level: {chance}"] if chance else []), *header[1:]]
-    lines = [f"# {TABLE}: {TITLE}", "", *(f"- {h}" for h in notes)]
+    title = TITLE if dataset is None else f"{dataset_label(dataset)}: {TITLE}"
+    lines = [f"# {table_name(dataset)}: {title}", "", *(f"- {h}" for h in notes)]
     lines += ["", "| dataset | method | train users | " + " | ".join(COLUMNS.values()) + " |",
               "|---|---|---|" + "---:|" * len(COLUMNS)]
     for r in table:

@@ -282,15 +282,18 @@ def summary_header(inputs: Inputs, keys: Sequence[tuple[str, str]], date: str) -
 def add_summaries(rep: Report, inputs: Inputs, date: str, datasets: Sequence[str], continual: Sequence[str],
                   user_classes: Mapping[str, int] | None = None) -> None:
     """What the papers claim beside their tables (the gap audit): the continual methods' forgetting
-    and transfer (continual-metrics, datasets with contexts) and the IP methods' fit to their target
-    (ip-fit, datasets with activation densities: assess.activation_datasets)."""
+    and transfer (continual-metrics of the papers' datasets with contexts, <name>-continual-metrics of
+    each of yours) and the IP methods' fit to their target (ip-fit, datasets with activation
+    densities: assess.activation_datasets)."""
     shown = [ds for ds in continual if ds in datasets]
-    if shown:
-        classes = {ds: classes_of(ds, user_classes) for ds in shown}
-        table = continual_report.rows(inputs, shown, classes)
+    papers = [ds for ds in shown if ds in DATASETS]
+    for own, group in ([(None, papers)] if papers else []) + [(ds, [ds]) for ds in shown if ds not in DATASETS]:
+        classes = {ds: classes_of(ds, user_classes) for ds in group}
+        table = continual_report.rows(inputs, group, classes)
         header = summary_header(inputs, [(r["dataset"], r["method"]) for r in table], date)
-        rep.tables[f"{continual_report.TABLE}.md"] = continual_report.markdown(table, header, classes).encode()
-        rep.tables[f"{continual_report.TABLE}.csv"] = continual_report.csv(table).encode()
+        name = continual_report.table_name(own)
+        rep.tables[f"{name}.md"] = continual_report.markdown(table, header, classes, own).encode()
+        rep.tables[f"{name}.csv"] = continual_report.csv(table).encode()
     table = ipfit_report.rows(inputs, datasets)
     if table:
         header = summary_header(inputs, [(r["dataset"], r["method"]) for r in table], date)

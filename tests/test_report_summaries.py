@@ -155,6 +155,17 @@ def test_the_report_writes_both_tables_with_a_run_header():
     assert "- Missing inputs (n/a cells): runs/assess/wesad/clip-joint.json" in fit
     assert "| WESAD | CLIP joint | 25% | n/a | n/a | n/a | n/a | n/a | n/a |" in fit
     assert "| WESAD | FedIP | 25% | 0 | 0.05 | 0.300 ± 0.100 |" in fit
+    # a dataset of your own: its own table, so the papers' stays as it is whatever else is declared
+    mine = Inputs(docs={("mine", m): d for (_, m), d in _continual_inputs().docs.items()},
+                  paths={("mine", m): p for (_, m), p in _continual_inputs().paths.items()})
+    both = report.Report()
+    report.add_summaries(both, Inputs(docs={**inputs.docs, **mine.docs}, paths={**inputs.paths, **mine.paths},
+                                      missing=list(inputs.missing)),
+                         "2023-11-14", ["wesad", "hhar", "mine"], ["wesad", "mine"], {"mine": 3})
+    assert {k: v for k, v in both.tables.items() if not k.startswith("mine-")} == rep.tables
+    head = both.tables["mine-continual-metrics.md"].decode().splitlines()
+    assert head[0] == "# mine-continual-metrics: mine: forgetting and transfer of the continual methods over the contexts"
+    assert "- FWT's chance level: mine C = 3, chance 33.33%" in head
     # without datasets with contexts or densities: neither table
     rep = report.Report()
     report.add_summaries(rep, Inputs(), "2023-11-14", ["hhar"], [])
