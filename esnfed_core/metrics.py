@@ -1,8 +1,10 @@
-"""Metrics of continual runs (accuracy matrix, stream accuracy, forgetting) and reservoir
-activation statistics (per-unit histograms, density, KL divergence to the IP target N(μ, σ²)).
+"""Metrics of continual runs (accuracy matrix, stream accuracy, forgetting, backward and forward
+transfer) and reservoir activation statistics (per-unit histograms, density, KL divergence to the
+IP target N(μ, σ²)).
 
 Accuracies are computed from counts of correct and total time steps, so pooling over contexts or
-users is a sum of counts (PROTOCOL §3, §6), never an average of accuracies.
+users is a sum of counts (PROTOCOL §3, §6), never an average of accuracies; only the summaries of
+an accuracy matrix (ACC, BWT, FWT, forgetting) average its entries, as their definitions do.
 """
 
 from __future__ import annotations
@@ -50,18 +52,67 @@ def stream_accuracy(correct: np.ndarray, total: np.ndarray) -> np.ndarray:
     return _ratio(lower.sum(axis=1), np.cumsum(total))
 
 
-def forgetting(correct: np.ndarray, total: np.ndarray) -> np.ndarray:
+def _matrix(acc: np.ndarray) -> np.ndarray:
+    acc = np.asarray(acc, dtype=np.float64)
+    if acc.ndim != 2 or acc.shape[0] != acc.shape[1] or not acc.size:
+        raise ValueError(f"acc: expected a square accuracy matrix (contexts × contexts), got shape {acc.shape}")
+    return acc
+
+
+def _mean_defined(values: np.ndarray) -> float:
+    """The mean of the values that are not NaN (a context without test data), NaN if none is."""
+    values = np.asarray(values, dtype=np.float64)
+    defined = values[~np.isnan(values)]
+    return float(defined.mean()) if defined.size else float("nan")
+
+
+def forgetting(acc: np.ndarray) -> np.ndarray:
     """(T−1,): for each context j before the last, the best accuracy on j seen after contexts
-    j..T−2 minus the final accuracy on j (Chaudhry et al. 2018); positive means forgotten."""
-    acc = accuracy_matrix(correct, total)
+    j..T−2 minus the final accuracy on j (Chaudhry et al. 2018); positive means forgotten.
+    ``acc``: an accuracy matrix (:func:`accuracy_matrix`; NaN where j has no test data)."""
+    acc = _matrix(acc)
     t = len(acc)
     return np.array([np.max(acc[j : t - 1, j]) - acc[t - 1, j] for j in range(t - 1)])
 
 
-def mean_forgetting(correct: np.ndarray, total: np.ndarray) -> float:
-    """Average forgetting over the contexts before the last (NaN for a single context)."""
-    f = forgetting(correct, total)
-    return float(np.mean(f)) if f.size else float("nan")
+def mean_forgetting(acc: np.ndarray) -> float:
+    """Average forgetting over the contexts before the last that have test data (NaN for a
+    single context)."""
+    return _mean_defined(forgetting(acc))
+
+
+def average_accuracy(acc: np.ndarray) -> float:
+    """ACC of Lopez-Paz & Ranzato (2017): the final model's accuracy averaged over the contexts
+    (each context weighs the same, unlike the stream accuracy, which pools their time steps)."""
+    return _mean_defined(_matrix(acc)[-1])
+
+
+def backward_transfer(acc: np.ndarray) -> float:
+    """BWT of Lopez-Paz & Ranzato (2017): the mean over contexts j before the last of the final
+    accuracy on j minus the accuracy on j right after learning it, R[T−1, j] − R[j, j]; negative
+    means forgotten (NaN for a single context)."""
+    acc = _matrix(acc)
+    return _mean_defined(acc[-1, :-1] - np.diag(acc)[:-1])
+
+
+def forward_transfer(acc: np.ndarray, reference: float | np.ndarray) -> float:
+    """FWT of Lopez-Paz & Ranzato (2017): the mean over contexts i after the first of the accuracy
+    on i of the model that has not yet seen it (after context i − 1) minus ``reference`` (a number,
+    or one per context: the accuracy on i of a model that learnt nothing), R[i−1, i] − b_i
+    (NaN for a single context)."""
+    acc = _matrix(acc)
+    ref = np.broadcast_to(np.asarray(reference, dtype=np.float64), (len(acc),))
+    return _mean_defined(np.diag(acc, k=1) - ref[1:])
+
+
+# The continual-learning summary of one accuracy matrix (continual_metrics), in this order.
+CONTINUAL_METRICS = ("acc", "forgetting", "bwt", "fwt")
+
+
+def continual_metrics(acc: np.ndarray, reference: float | np.ndarray) -> dict[str, float]:
+    """ACC, mean forgetting, BWT and FWT (against ``reference``) of one accuracy matrix."""
+    return {"acc": average_accuracy(acc), "forgetting": mean_forgetting(acc),
+            "bwt": backward_transfer(acc), "fwt": forward_transfer(acc, reference)}
 
 
 def step_accuracy(

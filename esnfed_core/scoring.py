@@ -93,11 +93,20 @@ def _correct_by_context(res: Reservoir, readout: np.ndarray, data: UserData, n_c
 class ActivationDensities:
     """Densities of post-leak states on fixed bins over [-1, 1] (the papers' activation figures):
     ``per_user`` (M, U, T, bins) of each model on each user's windows of each context, ``pooled``
-    (M, T, bins) over the users' windows together; NaN where a user has no window of a context."""
+    (M, T, bins) over the users' windows together; NaN where a user has no window of a context.
+    ``totals``: each model's per-unit histogram of every user and context together (its fit to the
+    IP target: ``target_kl``)."""
 
     edges: np.ndarray
     per_user: np.ndarray
     pooled: np.ndarray
+    totals: tuple[ActivationHistogram, ...] = ()
+
+    def target_kl(self, mu: float, sigma: float) -> tuple[list[float], list[float]]:
+        """Each model's KL divergence to N(μ, σ²) of its states on every user and context: of all
+        units' values pooled (the density the figures draw; ActivationHistogram.pooled_kl), and
+        of each unit's, averaged over the units (what IP minimises; mean_kl). NaN without data."""
+        return ([h.pooled_kl(mu, sigma) for h in self.totals], [h.mean_kl(mu, sigma) for h in self.totals])
 
 
 def activation_densities(
@@ -117,7 +126,7 @@ def densities_of(hists: Sequence[Sequence[Sequence[ActivationHistogram]]], n_con
     """ActivationDensities of per-unit histograms ``hists[model][user][context]`` (a context a user
     has no window of: an empty histogram, NaN density); the pooled density sums the users'."""
     edges = np.linspace(-1.0, 1.0, bins + 1)
-    per_user, pooled = [], []
+    per_user, pooled, totals = [], [], []
     for rows in hists:
         sums: list[ActivationHistogram | None] = [None] * n_contexts
         for row in rows:
@@ -126,11 +135,15 @@ def densities_of(hists: Sequence[Sequence[Sequence[ActivationHistogram]]], n_con
                 sums[j] = hist if sums[j] is None else sums[j] + hist
         per_user.append([[h.density() for h in row] for row in rows])
         pooled.append([h.density() if h is not None else np.full(bins, np.nan) for h in sums])
+        found = [h for h in sums if h is not None]
+        totals.append(sum(found[1:], found[0]) if found else None)
     n_models, n_users = len(hists), len(hists[0]) if hists else 0
     return ActivationDensities(
         np.asarray(edges, np.float64),
         np.asarray(per_user, np.float64).reshape(n_models, n_users, n_contexts, bins),
         np.asarray(pooled, np.float64).reshape(n_models, n_contexts, bins),
+        tuple(ActivationHistogram(np.asarray(edges, np.float64), np.zeros((1, bins), np.int64))
+              if t is None else t for t in totals),
     )
 
 

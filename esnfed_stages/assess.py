@@ -9,7 +9,10 @@ stream accuracy after the last context. Activation densities (IP methods, datase
 ``assess.activation_datasets``; the papers' Fig. 3 and 5) are computed for every retrain, on each
 test user and context: ``activation`` = {edges, users, models ("final": the trained reservoir;
 "after_each_context": a continual model after each context), density [retrain][model][context]
-[bin] pooled over the test users, user_density [retrain][model][user][context][bin]}.
+[bin] pooled over the test users, user_density [retrain][model][user][context][bin], and the fit to
+the IP target: target {mu, sigma}, kl and unit_kl [retrain][model] (every unit's states together,
+and per unit averaged; every test user and context), no_ip_kl and no_ip_unit_kl [retrain] of the
+same reservoir without IP (g = 1, b = 0)}.
 Stationary ESN methods also list each retrain's ridge λ (``lambda``: chosen on validation users
 for each retrain by default, see retrain.py). Heterogeneous methods (local, ensemble, align-α;
 docs/heterogeneous.md) list only the shares of heterogeneity.pcts for the budget; their
@@ -83,6 +86,26 @@ def _density_models(method: Method, model: FittedModel) -> list:
     return model.context_reservoirs() if method.continual else [model.reservoir]
 
 
+def _without_ip(model: FittedModel):
+    """The model's reservoir with IP undone (g = 1, b = 0): a plain ESN on the same weights and
+    leak, the reference of its fit to the IP target."""
+    res = model.reservoir
+    return res.with_ip(np.ones(res.units), np.zeros(res.units))
+
+
+def _add_fit(activation: dict[str, Any], dens, plain) -> None:
+    """One retrain's KL divergences to the IP target ``activation["target"]`` (ActivationDensities
+    .target_kl): of each density model's states and of the plain reservoir's, on every test user
+    and context together."""
+    mu, sigma = activation["target"]["mu"], activation["target"]["sigma"]
+    pooled, unit = dens.target_kl(mu, sigma)
+    activation["kl"].append(_floats(pooled))
+    activation["unit_kl"].append(_floats(unit))
+    pooled, unit = plain.target_kl(mu, sigma)
+    activation["no_ip_kl"].append(_floats(pooled[0]))
+    activation["no_ip_unit_kl"].append(_floats(unit[0]))
+
+
 def _continual_scores(correct: np.ndarray, total: np.ndarray) -> dict[str, Any]:
     """A continual model's scores from its context_matrix counts: the stream accuracy after each
     context, the final one as the test accuracy, and the accuracy matrix (PROTOCOL §6)."""
@@ -119,33 +142,45 @@ def _share(method: Method, exp: ExperimentParams, data: Dataset, test: dict, dir
                              "lambda": [], "clients": []}
     combine = heterogeneity_of(exp.settings).combine if method.heterogeneous else "softmax"
     first_meta: dict[str, Any] | None = None
+    loaded = [load_model(directory, k) for k in range(exp.retrains)]
     activation = None
     if method.uses_ip and data.name in exp.activation_datasets:
+        # target: the IP target N(μ, σ²) the models were trained toward (σ: the selected config's)
         activation = {"edges": None, "users": list(test),
                       "models": "after_each_context" if method.continual else "final",
-                      "density": [], "user_density": []}
-    loaded = [load_model(directory, k) for k in range(exp.retrains)]
+                      "density": [], "user_density": [],
+                      "target": {"mu": exp.settings.ip.mu, "sigma": float(loaded[0][0].config["sigma"])},
+                      "kl": [], "unit_kl": [], "no_ip_kl": [], "no_ip_unit_kl": []}
     batched = exp.settings.accelerated(method)
     if batched:
         for model, _ in loaded:
             check_supported(method, model.config, exp.settings.device)
     batch_scores = (_batched(method, [m for m, _ in loaded], test, train, exp.settings.device)
                     if batched else None)
-    batch_densities = None
+    batch_densities = batch_plain = None
     if batched and activation is not None:
         from esnfed_core.accel.scores import activation_densities as device_densities  # noqa: PLC0415
 
-        batch_densities = device_densities([_density_models(method, m) for m, _ in loaded], list(test.values()),
-                                           data.n_contexts, exp.activation_bins, exp.settings.device)
+        def on_device(models: list) -> list:
+            return device_densities(models, list(test.values()), data.n_contexts, exp.activation_bins,
+                                    exp.settings.device)
+
+        batch_densities = on_device([_density_models(method, m) for m, _ in loaded])
+        batch_plain = on_device([[_without_ip(m)] for m, _ in loaded])
     for k, (model, meta) in enumerate(loaded):
         if first_meta is None:
             first_meta = meta
         if activation is not None:
-            dens = batch_densities[k] if batch_densities is not None else activation_densities(
-                _density_models(method, model), list(test.values()), data.n_contexts, exp.activation_bins, batch)
+            if batch_densities is not None:
+                dens, plain = batch_densities[k], batch_plain[k]
+            else:
+                dens, plain = (activation_densities(models, list(test.values()), data.n_contexts,
+                                                    exp.activation_bins, batch)
+                               for models in (_density_models(method, model), [_without_ip(model)]))
             activation["edges"] = _floats(dens.edges)
             activation["density"].append(_floats(dens.pooled))
             activation["user_density"].append(_floats(dens.per_user))
+            _add_fit(activation, dens, plain)
         s = batch_scores[k] if batch_scores is not None else _scores(method, model, test, train, batch, combine)
         rows["seeds"].append(model.seed)
         rows["lambda"].append(model.lam)

@@ -217,14 +217,37 @@ def accuracy_matrices(title: str, panels: Sequence[Sequence[tuple[str, "np.ndarr
 
 # A line of a density panel: (label, mean density (bins,), std over retrains (bins,) or None).
 DensityLine = tuple[str, Sequence[float], Sequence[float] | None]
+# An IP target drawn in a density panel: (μ, σ) of N(μ, σ²), and the index of the panel's line
+# whose colour it takes (the shares figure: each share's own σ), None: black, the panel's one target.
+Target = tuple[float, float, "int | None"]
+TARGET_LABEL = "IP target N(μ, σ²), σ selected (dashed)"
+LINE_TARGET_LABEL = "IP target N(μ, σ²) of each line, its σ (dashed, its colour)"
+
+
+def _targets(ax, lo: float, hi: float, targets: Sequence[Target]) -> None:
+    """The Gaussian density of each target, dashed, over the panel's value range, and the σ of
+    the panel's targets written in its top left corner; one legend entry (TARGET_LABEL, or
+    LINE_TARGET_LABEL where the targets take their lines' colours)."""
+    from scipy.stats import norm  # noqa: PLC0415 (lazy, as matplotlib)
+
+    x = np.linspace(lo, hi, 401)
+    for k, (mu, sigma, line) in enumerate(targets):
+        colour = "black" if line is None else _CONTEXT_COLOURS[line % len(_CONTEXT_COLOURS)]
+        label = "_target" if k else TARGET_LABEL if line is None else LINE_TARGET_LABEL
+        ax.plot(x, norm.pdf(x, mu, sigma), color=colour, linestyle="--", linewidth=1.0, label=label)
+    sigmas = ", ".join(dict.fromkeys(f"{sigma:g}" for _, sigma, _ in targets))
+    ax.text(0.02, 0.97, f"target σ {sigmas}", transform=ax.transAxes, ha="left", va="top", fontsize="x-small")
 
 
 def density_grid(title: str, edges: Sequence[float] | None, row_labels: Sequence[str],
                  col_labels: Sequence[str],
                  cells: Sequence[Sequence[Sequence[DensityLine] | None]],
+                 targets: Sequence[Sequence[Sequence[Target]]] | None = None,
                  ) -> bytes:
     """A grid of density panels (rows × columns); each panel a line per entry of its cell: the
-    mean density over retrains with a ± population-std band. A cell None reads "n/a".
+    mean density over retrains with a ± population-std band. A cell None reads "n/a". ``targets``
+    (rows × columns, as ``cells``): the IP targets N(μ, σ²) the panel's reservoirs were trained
+    toward, each drawn as its Gaussian density, dashed (none where a cell's list is empty).
 
     Lines take the colours of _CONTEXT_COLOURS in order, so line i has the same colour in every
     panel. Every panel has the same density scale: the grids are read across rows and columns
@@ -256,6 +279,8 @@ def density_grid(title: str, edges: Sequence[float] | None, row_labels: Sequence
                 _band_line(ax, centres, np.asarray(mean, dtype=np.float64),
                            None if std is None else np.asarray(std, dtype=np.float64), colour, label,
                            linewidth=1.2)
+            if targets is not None and targets[r][c]:
+                _targets(ax, float(e[0]), float(e[-1]), targets[r][c])
     _legend(fig, [ax for row in axes for ax in row])
     suptitle(fig, title)
     return _png(fig)

@@ -30,7 +30,8 @@ from esnfed_core.tables import (
 )
 from esnfed_core.vocabulary import DATASETS, PCTS, VARIANTS
 from esnfed_stages import (
-    claims_report, comparability, hetero_report, privacy_report, provenance, report_index, secagg_report, selected_report,
+    claims_report, comparability, continual_report, hetero_report, ipfit_report, privacy_report, provenance,
+    report_index, secagg_report, selected_report,
 )
 from esnfed_stages.heterogeneity_params import hetero_params
 from esnfed_stages._datasets import classes_of, continual_declared, declared, study_declared
@@ -275,6 +276,7 @@ def build(inputs: Inputs, ttest_doc: Mapping[str, Any], published: Published, da
         add_communication(rep, inputs, ttest_doc, date, hetero)
     add_user_communication(rep, inputs, ttest_doc, date, datasets, continual, user_classes, hetero)
     add_figures(rep, inputs, datasets, continual, contexts, activation_pct, contexts_pct, matrix_pct, progress)
+    add_summaries(rep, inputs, date, datasets, continual, user_classes)
     if hetero is not None:
         add_heterogeneous(rep, hetero, inputs, ttest_doc, date)
         if progress:
@@ -282,6 +284,41 @@ def build(inputs: Inputs, ttest_doc: Mapping[str, Any], published: Published, da
     scores = {**inputs.scores, **(hetero.inputs.scores if hetero is not None else {})}
     rep.metrics = metric_files(metrics(scores))  # heterogeneous methods: their budget's shares
     return rep
+
+
+def summary_header(inputs: Inputs, keys: Sequence[tuple[str, str]], date: str) -> list[str]:
+    """The header of a table summarising the assess files ``keys`` (dataset, method): what was run
+    (run_line), the date and versions, and those of them missing."""
+    keys = list(dict.fromkeys(keys))  # a row per share: each file once
+    docs = [inputs.docs[k] for k in keys if k in inputs.docs]
+    entries = [d["pcts"][p] for d in docs for p in PCTS if p in d["pcts"]]
+    missing = [str(p) for p in inputs.missing if (p.parent.name, p.stem) in keys]
+    return [run_line([d.get("source") for d in docs], [d.get("budget") for d in docs],
+                     [tuple(e.get("seeds") or ()) for e in entries], [len(e["test_accuracy"]) for e in entries]),
+            f"Date: {date}; versions: {versions()}",
+            "Missing inputs (n/a cells): " + (", ".join(missing) if missing else "none")]
+
+
+def add_summaries(rep: Report, inputs: Inputs, date: str, datasets: Sequence[str], continual: Sequence[str],
+                  user_classes: Mapping[str, int] | None = None) -> None:
+    """What the papers claim beside their tables (the gap audit): the continual methods' forgetting
+    and transfer (continual-metrics of the papers' datasets with contexts, <name>-continual-metrics of
+    each of yours) and the IP methods' fit to their target (ip-fit, datasets with activation
+    densities: assess.activation_datasets)."""
+    shown = [ds for ds in continual if ds in datasets]
+    papers = [ds for ds in shown if ds in DATASETS]
+    for own, group in ([(None, papers)] if papers else []) + [(ds, [ds]) for ds in shown if ds not in DATASETS]:
+        classes = {ds: classes_of(ds, user_classes) for ds in group}
+        table = continual_report.rows(inputs, group, classes)
+        header = summary_header(inputs, [(r["dataset"], r["method"]) for r in table], date)
+        name = continual_report.table_name(own)
+        rep.tables[f"{name}.md"] = continual_report.markdown(table, header, classes, own).encode()
+        rep.tables[f"{name}.csv"] = continual_report.csv(table).encode()
+    table = ipfit_report.rows(inputs, datasets)
+    if table:
+        header = summary_header(inputs, [(r["dataset"], r["method"]) for r in table], date)
+        rep.tables[f"{ipfit_report.TABLE}.md"] = ipfit_report.markdown(table, header).encode()
+        rep.tables[f"{ipfit_report.TABLE}.csv"] = ipfit_report.csv(table).encode()
 
 
 def add_figures(rep: Report, inputs: Inputs, datasets: Sequence[str], continual: Sequence[str],

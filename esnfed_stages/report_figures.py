@@ -111,9 +111,11 @@ def _context_row(t: int, names: ContextNames) -> dict[str, Any]:
 def stream_figure_and_plots(inputs: Inputs, ds: str, setting: str, names: ContextNames = None
                             ) -> tuple[bytes, dict[str, str]]:
     """PNG of stream accuracy for one dataset × setting, a panel per share, and a DVC plots CSV per
-    share as the panels (stream-<ds>-<setting>-<share>.csv, means, percent): a row per context
-    (_context_row), a column per strategy. A share per file: DVC draws the lines of one plot apart
-    by dash pattern, and has 7 of them; a plot per share compares the strategies, as each panel."""
+    share as the panels (stream-<ds>-<setting>-<share>.csv, percent): a row per context
+    (_context_row), a column per strategy (its mean over the retrains, the line drawn) and
+    ``<strategy>_std`` (their population std, the band), after every mean. A share per file: DVC
+    draws the lines of one plot apart by dash pattern, and has 7 of them; a plot per share compares
+    the strategies, as each panel."""
     prefix = SETTINGS[setting][0]
     panels = [(pct, {s: _stream(inputs, ds, f"{prefix}-{s}", pct) for s in STRATEGIES})
               for pct in PCTS]
@@ -126,10 +128,19 @@ def stream_figure_and_plots(inputs: Inputs, ds: str, setting: str, names: Contex
     plots = {}
     for pct, lines in panels:
         rows = [{**_context_row(t, names),
-                 **{s: round(float(acc[:, t].mean() * 100.0), 6) for s, acc in lines.items()
-                    if acc is not None and t < acc.shape[1]}} for t in range(n_ctx)]
-        plots[stream_csv(ds, setting, pct)] = to_csv(rows, ["context", "context_name", *STRATEGIES])
+                 **{k: v for s, acc in lines.items() if acc is not None and t < acc.shape[1]
+                    for k, v in _mean_std_columns(s, acc[:, t] * 100.0).items()}} for t in range(n_ctx)]
+        plots[stream_csv(ds, setting, pct)] = to_csv(rows, ["context", "context_name", *STRATEGIES,
+                                                                  *(f"{s}_std" for s in STRATEGIES)])
     return png, plots
+
+
+def _mean_std_columns(column: str, values: np.ndarray) -> dict[str, float]:
+    """A plots CSV's ``column`` (the mean over the first axis, the retrains: the line a figure draws)
+    and ``<column>_std`` (their population std: its band), rounded to 6 decimals; NaN (no data) stays
+    NaN, an empty field."""
+    mean, std = _spread(np.asarray(values, dtype=np.float64))
+    return {column: round(float(mean), 6), f"{column}_std": round(float(std), 6)}
 
 
 def shares_figure_and_plot(inputs: Inputs, ds: str) -> tuple[bytes, str]:
@@ -155,9 +166,10 @@ def shares_figure_and_plot(inputs: Inputs, ds: str) -> tuple[bytes, str]:
     return png, to_csv(rows, ["share", *(f"{m}_{stat}" for m in SHARES_METHODS for stat in ("mean", "std"))])
 
 
-def _matrix(inputs: Inputs, ds: str, method: str, pct: str) -> np.ndarray | None:
-    """The mean over retrains of ``method``'s accuracy matrices (contexts × contexts; NaN where a
-    context has no test data), None without them."""
+def matrices(inputs: Inputs, ds: str, method: str, pct: str) -> np.ndarray | None:
+    """``method``'s accuracy matrices at share ``pct``, (retrains, contexts, contexts) fractions (NaN
+    where a context has no test data), None without them; a malformed entry is a DataError naming
+    the file and key."""
     doc = inputs.docs.get((ds, method))
     if doc is None or not doc["pcts"].get(pct, {}).get("accuracy_matrix"):
         return None
@@ -168,7 +180,7 @@ def _matrix(inputs: Inputs, ds: str, method: str, pct: str) -> np.ndarray | None
     if mats is None or mats.ndim != 3 or mats.shape[1] != mats.shape[2]:
         raise DataError(f"{inputs.paths[(ds, method)]}: pcts.{pct}.accuracy_matrix must be retrains × "
                         "contexts × contexts; rerun `esnfed assess`")
-    return mats.mean(axis=0)
+    return mats
 
 
 def matrix_figure_and_plots(inputs: Inputs, ds: str, pct: str, names: ContextNames = None
@@ -180,9 +192,11 @@ def matrix_figure_and_plots(inputs: Inputs, ds: str, pct: str, names: ContextNam
     And a DVC plots CSV per method (accuracy-matrix-<ds>-<method>.csv, the same means in percent):
     a row per context i trained (_context_row), ``on_context<j>`` the accuracy on context j's test
     data, empty where it has none or the method no matrices; a line per context j, which falls
-    after context j where the model forgets it."""
+    after context j where the model forgets it; after them ``on_context<j>_std``, the population std
+    over the retrains."""
     methods = [[f"{SETTINGS[setting][0]}-{s}" for s in STRATEGIES] for setting in SETTINGS]
-    rows = [[(m, _matrix(inputs, ds, m, pct)) for m in row] for row in methods]
+    stacks = {m: matrices(inputs, ds, m, pct) for row in methods for m in row}
+    rows = [[(m, None if stacks[m] is None else stacks[m].mean(axis=0)) for m in row] for row in methods]
     n_ctx = max((m.shape[0] for row in rows for _, m in row if m is not None), default=0)
     png = figures.accuracy_matrices(
         f"{dataset_label(ds)}: accuracy of the model after each context (rows) on the test data of each "
@@ -190,13 +204,15 @@ def matrix_figure_and_plots(inputs: Inputs, ds: str, pct: str, names: ContextNam
         "diagonal: the contexts seen before, where forgetting shows)",
         [[(method_label(m), matrix) for m, matrix in row] for row in rows],
         [context_label(t, names) for t in range(n_ctx)])
-    columns = ["context", "context_name", *(matrix_column(j) for j in range(n_ctx))]
+    columns = ["context", "context_name", *(matrix_column(j) for j in range(n_ctx)),
+               *(f"{matrix_column(j)}_std" for j in range(n_ctx))]
     plots = {}
-    for m, matrix in (cell for row in rows for cell in row):
+    for m, stack in stacks.items():
         plots[matrix_csv(ds, m)] = to_csv(
             [{**_context_row(i, names),
-              **({matrix_column(j): round(float(v) * 100.0, 6) for j, v in enumerate(matrix[i])}
-                 if matrix is not None and i < matrix.shape[0] else {})} for i in range(n_ctx)], columns)
+              **({k: v for j in range(stack.shape[2])
+                  for k, v in _mean_std_columns(matrix_column(j), stack[:, i, j] * 100.0).items()}
+                 if stack is not None and i < stack.shape[1] else {})} for i in range(n_ctx)], columns)
     return png, plots
 
 
@@ -208,6 +224,11 @@ class _Activation:
     users: list[str]
     pooled: np.ndarray  # (retrains, models, contexts, bins)
     per_user: np.ndarray  # (retrains, models, users, contexts, bins)
+    target: tuple[float, float] | None = None  # the IP target's (μ, σ); None: a file without it
+
+    def targets(self, line: int | None = None) -> list[figures.Target]:
+        """The IP target as a density panel draws it (none without one)."""
+        return [] if self.target is None else [(*self.target, line)]
 
 
 def _activation(inputs: Inputs, method: str, pct: str) -> _Activation | None:
@@ -231,7 +252,23 @@ def _activation(inputs: Inputs, method: str, pct: str) -> _Activation | None:
             or per_user.shape[:2] != pooled.shape[:2] or per_user.shape[3] != pooled.shape[2]:
         raise DataError(f"{where}: density {pooled.shape} / user_density {per_user.shape} do not fit "
                         f"{edges.size} edges and {len(users)} users")
-    return _Activation(edges, users, pooled, per_user)
+    return _Activation(edges, users, pooled, per_user, ip_target(act, where))
+
+
+def ip_target(act: dict[str, Any], where: str) -> tuple[float, float] | None:
+    """``target`` of an assess file's activation entry (``where`` names it): the IP target's (μ, σ),
+    σ > 0; None for a file written before it was recorded; else a DataError naming the key."""
+    target = act.get("target")
+    if target is None:
+        return None
+    try:
+        mu, sigma = float(target["mu"]), float(target["sigma"])
+    except (KeyError, TypeError, ValueError):
+        mu = sigma = float("nan")
+    if not (np.isfinite(mu) and np.isfinite(sigma) and sigma > 0):
+        raise DataError(f"{where}.target: expected {{mu: a number, sigma: a number > 0}}, got {quote(target)}; "
+                        "rerun `esnfed assess`")
+    return mu, sigma
 
 
 def _spread(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -247,14 +284,17 @@ def _context_lines(dens: np.ndarray, names: ContextNames) -> list[tuple[str, np.
 def activation_figure_and_plots(inputs: Inputs, setting: str, pct: str, names: ContextNames = None
                                 ) -> tuple[bytes, dict[str, str]]:
     """The pooled figure: one panel per method, the final reservoir's density per context on the
-    test users together (mean ± std over retrains), and one DVC plots CSV of the means per method
-    (column context<t>: context t, numbered from 0 as in every figure)."""
+    test users together (mean ± std over retrains), and one DVC plots CSV per method (column
+    context<t>: the mean density on context t, numbered from 0 as in every figure; after them
+    context<t>_std, the population std over the retrains)."""
     prefix, stationary = SETTINGS[setting]
     methods = [stationary] + [f"{prefix}-{s}" for s in STRATEGIES]
-    cells, plots, edges = [], {}, None
-    columns = ["value"] + [f"context{t}" for t in range(ACTIVATION_CONTEXTS)]
+    cells, targets, plots, edges = [], [], {}, None
+    columns = ["value", *(f"context{t}" for t in range(ACTIVATION_CONTEXTS)),
+               *(f"context{t}_std" for t in range(ACTIVATION_CONTEXTS))]
     for m in methods:
         act = _activation(inputs, m, pct)
+        targets.append([] if act is None else act.targets())
         if act is None:
             cells.append(None)
             continue
@@ -263,13 +303,14 @@ def activation_figure_and_plots(inputs: Inputs, setting: str, pct: str, names: C
         cells.append(lines)
         centres = (edges[:-1] + edges[1:]) / 2
         rows = [{"value": round(float(c), 6),
-                 **{f"context{t}": round(float(mean[i]), 6) for t, (_, mean, _) in enumerate(lines)}}
+                 **{f"context{t}": round(float(mean[i]), 6) for t, (_, mean, _) in enumerate(lines)},
+                 **{f"context{t}_std": round(float(std[i]), 6) for t, (_, _, std) in enumerate(lines)}}
                 for i, c in enumerate(centres)]
         plots[f"activation-{ACTIVATION_DATASET}-{m}.csv"] = to_csv(rows, columns)
     png = figures.density_grid(
         f"{dataset_label(ACTIVATION_DATASET)} {_SETTING_TITLE[setting]}: activation density per context of the trained "
         f"reservoir (test users pooled, {pct}% training users; mean ± std over retrains)",
-        edges, [""], [method_label(m) for m in methods], [cells])
+        edges, [""], [method_label(m) for m in methods], [cells], [targets])
     return png, plots
 
 
@@ -285,10 +326,12 @@ def activation_users_figure(inputs: Inputs, setting: str, names: ContextNames = 
         a = acts[pct]
         cells.append([None if a is None or u not in a.users else
                       _context_lines(a.per_user[:, -1, a.users.index(u)], names) for u in users] or [None])
+    targets = [[[] if acts[pct] is None else acts[pct].targets() for _ in row] for pct, row in zip(PCTS, cells)]
     return figures.density_grid(
         f"{dataset_label(ACTIVATION_DATASET)} {_SETTING_TITLE[setting]}: activation density on each test user "
         f"({method_label(stationary)}; a row per share of training users; mean ± std over retrains)", edges,
-        [f"{pct}% training users" for pct in PCTS], [f"test user {u}" for u in users] or ["test users"], cells)
+        [f"{pct}% training users" for pct in PCTS], [f"test user {u}" for u in users] or ["test users"], cells,
+        targets)
 
 
 def activation_contexts_figure(inputs: Inputs, setting: str, pct: str, names: ContextNames = None) -> bytes:
@@ -306,11 +349,12 @@ def activation_contexts_figure(inputs: Inputs, setting: str, pct: str, names: Co
             continue
         cells.append([[(f"after context {context_label(i, names)}", *_spread(a.pooled[:, i, j]))
                        for i in range(a.pooled.shape[1])] for j in range(a.pooled.shape[2])])
+    targets = [[[] if acts[s] is None else acts[s].targets()] * len(row) for s, row in zip(STRATEGIES, cells)]
     return figures.density_grid(
         f"{dataset_label(ACTIVATION_DATASET)} {_SETTING_TITLE[setting]}: activation density after each context "
         f"({_PRETTY[prefix]}, {pct}% training users; columns: test data of each context)", edges,
         [method_label(f"{prefix}-{s}") for s in STRATEGIES],
-        [f"data of context {context_label(j, names)}" for j in range(n_ctx)], cells)
+        [f"data of context {context_label(j, names)}" for j in range(n_ctx)], cells, targets)
 
 
 def activation_shares_figure(inputs: Inputs, setting: str, names: ContextNames = None) -> bytes:
@@ -323,7 +367,7 @@ def activation_shares_figure(inputs: Inputs, setting: str, names: ContextNames =
     found = [a for a in acts.values() if a is not None]
     edges = found[0].edges if found else None
     last = max((a.pooled.shape[2] for a in found), default=0) - 1
-    cells = []
+    cells, targets = [], []
     for s in STRATEGIES:
         lines = []
         for pct in PCTS:
@@ -333,8 +377,11 @@ def activation_shares_figure(inputs: Inputs, setting: str, names: ContextNames =
             elif edges is not None:
                 lines.append((f"{pct}% training users (n/a)", np.full(edges.size - 1, np.nan), None))
         cells.append(lines if any(acts[(s, pct)] is not None for pct in PCTS) else None)
+        # each share's target in its line's colour: the shares' selected σ differ
+        targets.append([t for i, pct in enumerate(PCTS) if acts[(s, pct)] is not None
+                        for t in acts[(s, pct)].targets(i)])
     on = f"the test data of the last context, {context_label(last, names)}" if found else "the last context"
     return figures.density_grid(
         f"{dataset_label(ACTIVATION_DATASET)} {_SETTING_TITLE[setting]}: activation density on {on} "
         f"({_PRETTY[prefix]}, final reservoir; mean ± std over retrains)", edges, [""],
-        [method_label(f"{prefix}-{s}") for s in STRATEGIES], [cells])
+        [method_label(f"{prefix}-{s}") for s in STRATEGIES], [cells], [targets])

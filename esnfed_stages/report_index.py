@@ -48,7 +48,8 @@ PLOT_KINDS = (
     ("stream-", "stream-accuracy",
      "`stream-<dataset>-<federated|centralized>-<share>.csv`: stream accuracy (%) after each "
      "context at one training-user share, a panel of the figure (a row per context: `context` from "
-     "0, `context_name`), a column per strategy (`naive`, `replay`, `joint`)"),
+     "0, `context_name`), a column per strategy (`naive`, `replay`, `joint`: the mean over the "
+     "retrains, the plots draw these) and its population std (`naive_std`, …: the figure's band)"),
     ("test-accuracy-", "test-accuracy",
      "`test-accuracy-<dataset>.csv`: the stationary methods' test accuracy (%) against the share of "
      "training users (a row per share: `share`), mean and population std over the retrains of each "
@@ -57,12 +58,14 @@ PLOT_KINDS = (
      "`accuracy-matrix-<dataset>-<method>.csv`: a continual method's accuracy matrix at "
      "{matrix_pct}% of the training users (params.yaml `report.matrix_pct`), mean over the retrains: "
      "a row per context trained (`context` from 0, `context_name`), a column per context's test "
-     "data (`on_context0` …), accuracy (%)"),
+     "data (`on_context0` …), accuracy (%), then the population std over the retrains of each "
+     "(`on_context0_std` …; the plots draw the means)"),
     ("activation-", "activation",
      "`activation-wesad-<method>.csv`: activation density of the reservoir trained on "
      "{pct}% of the training users only (params.yaml `report.activation_pct`; the other "
      "shares are in the figures), pooled over the WESAD test users and averaged over the "
-     "retrains: a row per bin centre (`value`), a column per context (`context0` …)"),
+     "retrains: a row per bin centre (`value`), a column per context (`context0` …), then the "
+     "population std over the retrains of each (`context0_std` …; the plots draw the means)"),
     ("heterogeneous-alpha", "alignment",
      "`heterogeneous-alpha.csv`: align's mean test accuracy (%) against α (a row "
      "per α), a column per dataset and training-user share"),

@@ -267,6 +267,10 @@ def test_activation_densities_batch_the_models_and_equal_the_numpy_densities(dat
             assert a.shape == b.shape and np.array_equal(np.isnan(a), np.isnan(b))
             assert np.isnan(a).any() or a is g.pooled
             assert np.nanmax(np.abs(a - b) @ np.diff(w.edges)) <= 0.01
+        # every user and context together, as the numpy path (the values per unit exactly; their
+        # KL to a target within the bin-edge rounding above, tests/test_retrain_assess.py KL_RTOL)
+        assert [t.n_values for t in g.totals] == [t.n_values for t in w.totals] != [0] * len(res)
+        np.testing.assert_allclose(g.target_kl(0.0, 0.3), w.target_kl(0.0, 0.3), rtol=1e-3)
 
 
 def test_assess_benchmark_smoke_mode_reports_every_path_and_the_ratios(tmp_path):

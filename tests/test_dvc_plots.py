@@ -134,6 +134,18 @@ def test_each_plot_draws_at_most_7_lines_each_a_column_the_report_writes(written
         assert column in written[name] and spec["x"] in written[name], (plot_id, column, written[name])
 
 
+def test_each_plot_draws_means_and_its_csv_holds_their_stds(written):
+    """The plot CSVs held means only while the PNGs draw ± std bands: the stream, accuracy-matrix and
+    activation CSVs (as the test-accuracy ones) hold each mean's std over the retrains beside it, so
+    the bands can be rebuilt from the data; the plots still draw the means alone."""
+    for plot_id, spec in _plots():
+        for path, columns in spec["y"].items():
+            assert not any(c.endswith("_std") for c in columns), (plot_id, columns)
+            name = Path(path).name
+            if name.startswith(("stream-", "accuracy-matrix-", "activation-")):
+                assert all(f"{c}_std" in written[name] for c in columns), (plot_id, written[name])
+
+
 def test_the_plots_cover_every_csv_the_report_writes_for_the_repository_params(written):
     drawn = {Path(path).name for _, spec in _plots() for path in spec["y"]}
     assert drawn == set(written)

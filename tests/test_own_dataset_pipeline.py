@@ -204,8 +204,9 @@ def test_your_own_data_alone_is_reported_with_its_tables_only(user_only):
     reports = root / "reports"
     names = {sub: sorted(p.name for p in (reports / sub).iterdir()) for sub in ("tables", "figures", "plots", "metrics")}
     tables = [f"mine-{t}" for t in ("stationary-incfed", "stationary-fedip", "stationary-ip", "continual")]
-    assert names["tables"] == sorted([f"{t}.{ext}" for t in tables + ["communication-mine", "privacy"]
-                                      for ext in ("md", "csv")])
+    assert names["tables"] == sorted([f"{t}.{ext}" for t in tables + ["communication-mine", "privacy",
+                                                                      "mine-continual-metrics"]
+                                      for ext in ("md", "csv")])  # ip-fit: no activation densities here
     assert names["figures"] == ["accuracy-matrix-mine.png", "privacy.png", "stream-mine-centralized.png",
                                 "stream-mine-federated.png", "test-accuracy-mine.png"]
     assert names["plots"] == sorted([f"stream-mine-{s}-{pct}.csv" for s in ("centralized", "federated")
@@ -218,6 +219,10 @@ def test_your_own_data_alone_is_reported_with_its_tables_only(user_only):
         assert "Missing inputs (n/a cells): none" in text
         rows = [line for line in text.splitlines() if line.startswith(("| 25%", "| 50%", "| 75%", "| 100%"))]
         assert len(rows) == 4 and all("n/a" not in r for r in rows), name
+    metrics = (reports / "tables" / "mine-continual-metrics.md").read_text()  # its forgetting and transfer
+    assert metrics.startswith("# mine-continual-metrics: mine: forgetting and transfer of the continual methods")
+    assert "- FWT's chance level: mine C = 3, chance 33.33%" in metrics and "Missing inputs (n/a cells): none" in metrics
+    assert metrics.count("| mine | ") == 6 * 4 and "| n/a" not in metrics  # methods × shares, every metric
     # the index lists what was written and nothing else
     index = (reports / "README.md").read_text()
     linked = sorted(set(re.findall(r"\]\((?:tables|figures)/([^)#]+)", index)))
@@ -240,7 +245,7 @@ def test_your_own_data_alone_is_reported_with_its_tables_only(user_only):
         flat = " ".join(text.split())
         assert "missing inputs" not in flat and "wesad" not in flat and "hhar" not in flat
     assert "fedip: test accuracy" not in " ".join(out["report"].split())
-    assert "wrote 12 table files, 5 figures, 15 plot data files" in " ".join(out["report"].split())
+    assert "wrote 14 table files, 5 figures, 15 plot data files" in " ".join(out["report"].split())
 
 
 # ---------------------------------------------------------------- the studies on your own data

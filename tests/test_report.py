@@ -330,7 +330,8 @@ def test_figures_and_plots(built):
     assert [n for n in plots if n.startswith("stream-")] == sorted(
         f"stream-{ds}-{s}-{pct}.csv" for ds in ("wesad", "hhar") for s in ("federated", "centralized") for pct in PCTS)
     stream = _rows(workdir / "reports" / "plots" / "stream-wesad-federated-25.csv")
-    assert len(stream) == CONTEXTS["wesad"] and list(stream[0]) == ["context", "context_name", "naive", "replay", "joint"]
+    assert len(stream) == CONTEXTS["wesad"] and list(stream[0]) == [
+        "context", "context_name", "naive", "replay", "joint", "naive_std", "replay_std", "joint_std"]
     # contexts numbered from 0 as PROTOCOL §6 and the activation plots (context0..), named where
     # the partition file names them (HHAR's devices: its drop at context 3 is the smartwatch)
     assert [(r["context"], r["context_name"]) for r in stream] == [(str(t), "") for t in range(5)]
@@ -338,6 +339,7 @@ def test_figures_and_plots(built):
     assert [(r["context"], r["context_name"]) for r in hhar] == [(str(t), n) for t, n in enumerate(HHAR_CONTEXTS)]
     assert float(stream[-1]["joint"]) == pytest.approx(statistics.fmean(HIGH) * 100)
     assert float(stream[-1]["replay"]) == pytest.approx(statistics.fmean(LOW) * 100)
+    assert float(stream[-1]["replay_std"]) == pytest.approx(statistics.pstdev(LOW) * 100)  # the band
     assert float(hhar[0]["naive"]) == pytest.approx(90.0)  # every retrain's stream starts at 0.9
     act = _rows(workdir / "reports" / "plots" / "activation-wesad-fedip.csv")
     assert len(act) == 8 and float(act[0]["context4"]) == pytest.approx(0.9)  # mean over retrains
@@ -392,6 +394,7 @@ def test_the_index_names_every_table_and_figure_with_its_title(built):
     # reader audit: the SecAgg+ CSV sits beside its Markdown, the section of communication.md
     section = 'communication.md, section "SecAgg+ overhead"'
     assert sorted(rows) == sorted(md + [section] + figures)
+    assert {"continual-metrics.md", "ip-fit.md"} <= set(md)  # the gap audit's tables, linked as every table
     columns = (reports / "tables" / alone[0]).read_text("utf-8").split("\n", 1)[0].replace(",", ", ")
     assert rows[section] == (
         f"| [{section}](tables/communication.md#secagg-overhead-bytes-per-client-per-round-plain-against-"

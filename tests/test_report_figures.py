@@ -60,15 +60,18 @@ def test_stream_figure_and_plot_number_contexts_from_0_and_name_them(monkeypatch
 def test_the_stream_plots_are_the_figure_s_panels_a_line_per_strategy(monkeypatch):
     """DVC tells a plot's lines apart by 7 dash patterns: the 12 lines of one CSV (strategy × share)
     drew some alike. A CSV per share, as the figure's panels: a column per strategy, its mean over
-    the retrains in percent; a strategy without a stream at a share an empty column there."""
+    the retrains in percent, and after them each strategy's population std (the figure's band: the
+    CSVs held the means only, so the bands could not be rebuilt from them); a strategy without a
+    stream at a share empty columns there."""
     monkeypatch.setattr(figures, "_png", lambda fig: b"png")
     inputs = _stream_inputs(3)
     inputs.docs[("hhar", "fedclip-replay")]["pcts"]["50"]["stream_accuracy"] = [[0.5, 0.6, 0.7], [0.7, 0.6, 0.5]]
     inputs.docs[("hhar", "fedclip-joint")]["pcts"]["75"]["stream_accuracy"] = None
     _, plots = report_figures.stream_figure_and_plots(inputs, "hhar", "federated")
     assert plots["stream-hhar-federated-50.csv"] == (
-        "context,context_name,naive,replay,joint\n0,,90.0,60.0,90.0\n1,,80.0,60.0,80.0\n2,,70.0,60.0,70.0\n")
-    assert plots["stream-hhar-federated-75.csv"].splitlines()[1] == "0,,90.0,90.0,"
+        "context,context_name,naive,replay,joint,naive_std,replay_std,joint_std\n"
+        "0,,90.0,60.0,90.0,0.0,10.0,0.0\n1,,80.0,60.0,80.0,0.0,0.0,0.0\n2,,70.0,60.0,70.0,0.0,10.0,0.0\n")
+    assert plots["stream-hhar-federated-75.csv"].splitlines()[1] == "0,,90.0,90.0,,0.0,0.0,"
 
 
 def test_stream_accuracy_draws_context_t_at_x_t(monkeypatch):
@@ -106,7 +109,7 @@ def _activation_inputs(contexts: int) -> Inputs:
 def test_activation_figures_use_the_same_numbering_and_names(monkeypatch):
     seen = {}
 
-    def fake(title, edges, row_labels, col_labels, cells):
+    def fake(title, edges, row_labels, col_labels, cells, targets=None):
         seen["cols"] = list(col_labels)
         first = next(cell for row in cells for cell in row if cell is not None)
         seen["lines"] = [line[0] for line in first]
@@ -141,7 +144,7 @@ def test_activation_figures_name_methods_and_shares_as_their_titles_do(monkeypat
     shifted the next share into its colour in that panel alone."""
     seen = []
 
-    def fake(title, edges, row_labels, col_labels, cells):
+    def fake(title, edges, row_labels, col_labels, cells, targets=None):
         seen.append({"title": title, "rows": list(row_labels), "cols": list(col_labels), "cells": cells})
         return b"png"
 
@@ -339,18 +342,24 @@ def test_the_matrix_figure_draws_each_continual_method_s_accuracy_matrix(monkeyp
     assert panels[0].get_xlabel() == "" and panels[2].get_xlabel() == "test data of context"  # over CLIP joint's n/a
     assert not panels[5].images and [t.get_text() for t in panels[5].texts] == ["n/a"]
     # the DVC plots: a CSV per method, a row per context trained, a column per context's test data,
-    # the figure's means in percent; empty where there is no data or no matrix
+    # the figure's means in percent, then each one's population std over the retrains; empty where
+    # there is no data or no matrix
     assert list(plots) == [f"accuracy-matrix-hhar-{a}-{s}.csv" for a in ("fedclip", "clip")
                            for s in ("naive", "replay", "joint")]
     replay = list(csv.DictReader(io.StringIO(plots["accuracy-matrix-hhar-fedclip-replay.csv"])))
-    assert list(replay[0]) == ["context", "context_name", "on_context0", "on_context1", "on_context2", "on_context3"]
+    assert list(replay[0]) == ["context", "context_name", "on_context0", "on_context1", "on_context2", "on_context3",
+                               "on_context0_std", "on_context1_std", "on_context2_std", "on_context3_std"]
     assert [(r["context"], r["context_name"]) for r in replay] == [(str(t), n) for t, n in enumerate(HHAR)]
     values = [[float(r[f"on_context{j}"]) for j in range(4)] for r in replay]
     assert np.asarray(values) == pytest.approx(np.asarray(expected, dtype=float))
+    stds = [[float(r[f"on_context{j}_std"]) for j in range(4)] for r in replay]
+    assert np.asarray(stds) == pytest.approx(np.ones((4, 4)))  # retrains 0.02 apart: std 0.01, 1 point
     naive = list(csv.DictReader(io.StringIO(plots["accuracy-matrix-hhar-fedclip-naive.csv"])))
-    assert naive[1]["on_context0"] == "" and float(naive[1]["on_context1"]) == pytest.approx(6.0)
+    assert naive[1]["on_context0"] == naive[1]["on_context0_std"] == ""
+    assert float(naive[1]["on_context1"]) == pytest.approx(6.0) and float(naive[1]["on_context1_std"]) == pytest.approx(1.0)
     joint = list(csv.DictReader(io.StringIO(plots["accuracy-matrix-hhar-clip-joint.csv"])))
-    assert len(joint) == 4 and all(r[f"on_context{j}"] == "" for r in joint for j in range(4))
+    assert len(joint) == 4 and all(r[f"on_context{j}"] == r[f"on_context{j}_std"] == "" for r in joint
+                                   for j in range(4))
 
 
 def test_the_matrix_figure_draws_the_share_it_is_given(monkeypatch):
@@ -366,7 +375,98 @@ def test_the_matrix_figure_draws_the_share_it_is_given(monkeypatch):
     assert "each context (columns), 50% training users (continual methods" in fig.get_suptitle()
     panels = [ax for ax in fig.axes if ax.get_title()]
     assert np.asarray(panels[0].images[0].get_array()) == pytest.approx(np.array([[40.0] * 3, [50.0] * 3, [60.0] * 3]))
-    assert plots["accuracy-matrix-hhar-clip-naive.csv"].splitlines()[3] == "2,,60.0,60.0,60.0"  # the 50% matrix
+    assert plots["accuracy-matrix-hhar-clip-naive.csv"].splitlines()[3] == "2,,60.0,60.0,60.0,0.0,0.0,0.0"  # 50%
     report_figures.matrix_figure_and_plots(inputs, "hhar", "75")
     assert all(not ax.images and [t.get_text() for t in ax.texts] == ["n/a"]
                for ax in drawn[-1].axes if ax.get_title())
+
+
+def test_density_panels_overlay_the_ip_target_dashed_in_the_legend(monkeypatch):
+    """Gap audit: the density figures drew the reservoir's density but not the N(μ, σ²) IP trained it
+    toward. A target is the Gaussian's density over the panel's value range, dashed, black (or its
+    line's colour), one legend entry, the panel's σ written in it; a panel without a target none."""
+    from scipy.stats import norm
+
+    drawn = []
+    monkeypatch.setattr(figures, "_png", lambda fig: drawn.append(fig) or b"png")
+    edges = np.linspace(-1, 1, 5)
+    line = [("context 0", [0.5] * 4, None)]
+    figures.density_grid("t", edges, [""], ["a", "b", "c"], [[line, line, line]],
+                         [[[(0.0, 0.3, None)], [(0.1, 0.2, 0), (0.0, 0.5, 1)], []]])
+    fig = drawn[0]
+    a, b, c = fig.axes
+    dashed = [ln for ln in a.lines if ln.get_linestyle() == "--"]
+    assert len(dashed) == 1 and dashed[0].get_color() == "black"
+    x = dashed[0].get_xdata()
+    assert x[0] == -1.0 and x[-1] == 1.0
+    np.testing.assert_allclose(dashed[0].get_ydata(), norm.pdf(x, 0.0, 0.3), rtol=1e-12)
+    assert [t.get_text() for t in a.texts] == ["target σ 0.3"]
+    dashed = [ln for ln in b.lines if ln.get_linestyle() == "--"]
+    assert [ln.get_color() for ln in dashed] == ["tab:blue", "tab:orange"]  # lines 0 and 1's colours
+    np.testing.assert_allclose(dashed[1].get_ydata(), norm.pdf(x, 0.0, 0.5), rtol=1e-12)
+    assert [t.get_text() for t in b.texts] == ["target σ 0.2, 0.5"]
+    assert not [ln for ln in c.lines if ln.get_linestyle() == "--"] and not c.texts
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["context 0", figures.TARGET_LABEL]
+    assert b.get_legend_handles_labels()[1] == ["context 0", figures.LINE_TARGET_LABEL]  # coloured per line
+
+
+def _with_targets(inputs: Inputs, sigma_of: dict[str, float]) -> Inputs:
+    """Each share's activation entry with the IP target of its selected σ (``sigma_of``, by share)."""
+    for doc in inputs.docs.values():
+        doc["pcts"] = {pct: {**e, "activation": {**e["activation"], "target": {"mu": 0.0, "sigma": sigma_of[pct]}}}
+                       for pct, e in doc["pcts"].items()}
+    return inputs
+
+
+def test_activation_figures_pass_each_panel_the_sigma_its_method_selected(monkeypatch):
+    seen = []
+
+    def fake(title, edges, row_labels, col_labels, cells, targets=None):
+        seen.append(targets)
+        return b"png"
+
+    monkeypatch.setattr(figures, "density_grid", fake)
+    sigma = {"25": 0.05, "50": 0.1, "75": 0.35, "100": 0.4}
+    inputs = _with_targets(_activation_inputs(3), sigma)
+    inputs.docs[("wesad", "fedip")] = inputs.docs[("wesad", "fedclip-naive")]
+    inputs.paths[("wesad", "fedip")] = "fedip.json"
+    report_figures.activation_figure_and_plots(inputs, "federated", "75")
+    assert seen[-1] == [[[(0.0, 0.35, None)]] * 4]  # a panel per method, the 75% share's σ
+    report_figures.activation_users_figure(inputs, "federated")
+    assert seen[-1] == [[[(0.0, sigma[p], None)]] * 2 for p in ("25", "50", "75", "100")]  # a row per share
+    report_figures.activation_contexts_figure(inputs, "federated", "25")
+    assert seen[-1] == [[[(0.0, 0.05, None)]] * 3] * 3  # a row per strategy, a column per context
+    inputs.docs[("wesad", "fedclip-replay")]["pcts"]["50"]["activation"] = None
+    report_figures.activation_shares_figure(inputs, "federated")
+    # a line per share: each share's σ in its line's colour; a share without densities none
+    assert seen[-1][0][0] == [(0.0, sigma[p], i) for i, p in enumerate(("25", "50", "75", "100"))]
+    assert seen[-1][0][1] == [(0.0, 0.05, 0), (0.0, 0.35, 2), (0.0, 0.4, 3)]
+    del inputs.docs[("wesad", "fedip")]["pcts"]["100"]["activation"]["target"]  # written before it was recorded
+    report_figures.activation_figure_and_plots(inputs, "federated", "100")
+    assert seen[-1][0][0] == []
+
+
+@pytest.mark.parametrize("target", [{"mu": 0.0}, {"mu": 0.0, "sigma": 0.0}, {"mu": "a", "sigma": 0.3}, [0.0, 0.3]])
+def test_a_malformed_ip_target_names_the_file_and_key(target):
+    inputs = _with_targets(_activation_inputs(3), {p: 0.3 for p in ("25", "50", "75", "100")})
+    inputs.docs[("wesad", "fedclip-joint")]["pcts"]["25"]["activation"]["target"] = target
+    with pytest.raises(DataError, match=r"^fedclip-joint\.json: pcts\.25\.activation\.target: expected "
+                                        r"\{mu: a number, sigma: a number > 0\}, got .*; rerun `esnfed assess`$"):
+        report_figures.activation_contexts_figure(inputs, "federated", "25")
+
+
+def test_the_activation_plots_hold_each_density_s_std_over_the_retrains(monkeypatch):
+    """The activation CSVs held the mean densities only while the figures draw their ± std bands:
+    context<t>_std after the means, the population std over the retrains of each bin."""
+    monkeypatch.setattr(figures, "_png", lambda fig: b"png")
+    inputs = _activation_inputs(3)
+    act = inputs.docs[("wesad", "fedclip-naive")]["pcts"]["25"]["activation"]
+    inputs.docs[("wesad", "fedclip-naive")]["pcts"]["25"] = {"activation": {
+        **act, "density": [[[[0.5] * 4] * 3] * 3, [[[0.3, 0.7, 0.5, 0.5]] * 3] * 3]}}
+    _, plots = report_figures.activation_figure_and_plots(inputs, "federated", "25")
+    rows = list(csv.DictReader(io.StringIO(plots["activation-wesad-fedclip-naive.csv"])))
+    assert list(rows[0]) == ["value", "context0", "context1", "context2", "context3", "context4",
+                             "context0_std", "context1_std", "context2_std", "context3_std", "context4_std"]
+    assert [float(r["context0"]) for r in rows] == pytest.approx([0.4, 0.6, 0.5, 0.5])
+    assert [float(r["context2_std"]) for r in rows] == pytest.approx([0.1, 0.1, 0.0, 0.0])
+    assert rows[0]["context3"] == rows[0]["context3_std"] == ""  # 3 contexts of the plots' 5

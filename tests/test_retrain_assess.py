@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 from esnfed_cli.main import app
 from esnfed_core.errors import DataError
 from esnfed_core.method import Method
+from esnfed_core.metrics import gaussian_kl
 from esnfed_core.reservoir import MAX_UNITS
 from esnfed_stages import assess as assess_stage
 from esnfed_stages import retrain as retrain_stage
@@ -110,6 +111,18 @@ def test_assess_json_follows_the_contract(run_a, algo, strategy):
             # Equal windows per user and context in the fixture: pooled = mean over the users.
             np.testing.assert_allclose(dens, users.mean(axis=2), atol=1e-12)
             assert not np.array_equal(dens[0], dens[1])  # every retrain, not the first one only
+            # the fit to the IP target: the selected σ, params.yaml's μ; the pooled KL is that of the
+            # densities drawn, every context together (equal contexts here: their mean)
+            assert act["target"] == {"mu": 0.0, "sigma": row["config"]["sigma"]}
+            kl, unit_kl = np.array(act["kl"]), np.array(act["unit_kl"])
+            assert kl.shape == unit_kl.shape == (RETRAINS, models)
+            want = [[gaussian_kl(d.mean(axis=0) * np.diff(edges), edges, 0.0, act["target"]["sigma"]) for d in r]
+                    for r in dens]
+            np.testing.assert_allclose(kl, want, rtol=1e-9)
+            assert (unit_kl >= kl - 1e-9).all()  # units pooled: their mixture (convexity, DP eq. 6)
+            no_ip, no_ip_unit = np.array(act["no_ip_kl"]), np.array(act["no_ip_unit_kl"])
+            assert no_ip.shape == no_ip_unit.shape == (RETRAINS,) and np.isfinite(no_ip).all()
+            assert (no_ip_unit >= no_ip - 1e-9).all() and not np.allclose(no_ip, kl[:, -1])
         else:
             assert row["activation"] is None
 
@@ -732,9 +745,18 @@ def _same_densities(got: dict, want: dict) -> None:
     (pooled and per user) the same distribution within an L1 distance of 0.01: a float32 state
     within rounding of a bin edge may fall in the next bin (a value per ~1e5 at 40 bins), while a
     wrong bin or model would move whole distributions (L1 up to 2)."""
-    assert {k: got[k] for k in ("edges", "users", "models")} == {k: want[k] for k in ("edges", "users", "models")}
+    keys = ("edges", "users", "models", "target")
+    assert {k: got[k] for k in keys} == {k: want[k] for k in keys}
     width = np.diff(np.asarray(want["edges"]))
     for key in ("density", "user_density"):
         g, w = np.asarray(got[key], np.float64), np.asarray(want[key], np.float64)
         assert g.shape == w.shape and np.array_equal(np.isnan(g), np.isnan(w))
         assert np.nanmax(np.abs(g - w) @ width) <= 0.01
+    for key in ("kl", "unit_kl", "no_ip_kl", "no_ip_unit_kl"):
+        np.testing.assert_allclose(got[key], want[key], rtol=KL_RTOL, err_msg=key)
+
+
+# The KL divergences of the torch path against numpy's: a state within float32 rounding of a bin
+# edge moves one value to the next bin (~1e-5 of the values at 40 bins), which moves a KL of order
+# 0.1-10 nats by ~1e-5 relative; a wrong model, target or pooling changes it by far more.
+KL_RTOL = 1e-3
