@@ -545,7 +545,9 @@ def add_selected(rep: Report, select_dir: str | Path, loaded: tuple[list[selecte
                  date: str, options: "ReportParams") -> None:
     """reports/tables/selected.md/.csv: the selected configuration of every method of the tables
     and share (esnfed_stages/selected_report.py; ``loaded``: load_selected's), a missing best.json
-    listed in ``rep.missing`` and the header (its row n/a)."""
+    listed in ``rep.missing`` and the header (its row n/a). The papers' datasets in selected, each
+    dataset of your own in <name>-selected (so the papers' table stays as it is whatever else is
+    declared)."""
     selected, absent = loaded
     rep.missing += absent
     budget = options.budget.name if options.budget is not None else "unknown"
@@ -553,11 +555,17 @@ def add_selected(rep: Report, select_dir: str | Path, loaded: tuple[list[selecte
               f"{Path(select_dir).as_posix()}/<dataset>/<method>/<share>/best.json (random: no hyperparameters); "
               "continual methods: the best IP (CLIP) or FedIP (FedCLIP) configuration of the share with the "
               "budget per context searched; deep methods: their shallow counterpart's units"]
-    footer = ["Missing inputs (n/a rows): " + (", ".join(map(str, absent)) if absent else "none"),
-              f"Date: {date}; versions: {versions()}"]
-    md, csv_text = selected_report.render(selected, header, options.mu, options.eta, options.retrain_lambda, footer)
-    rep.tables[f"{selected_report.NAME}.md"] = md.encode()
-    rep.tables[f"{selected_report.NAME}.csv"] = csv_text.encode()
+    shown = list(dict.fromkeys(s.dataset for s in selected))
+    papers = [ds for ds in shown if ds in DATASETS]
+    for own, group in ([(None, papers)] if papers else []) + [(ds, [ds]) for ds in shown if ds not in DATASETS]:
+        gone = [p for p in absent if any(p.parts[-4:-3] == (ds,) for ds in group)]
+        footer = ["Missing inputs (n/a rows): " + (", ".join(map(str, gone)) if gone else "none"),
+                  f"Date: {date}; versions: {versions()}"]
+        md, csv_text = selected_report.render([s for s in selected if s.dataset in group], header, options.mu,
+                                              options.eta, options.retrain_lambda, footer, own)
+        name = selected_report.table_name(own)
+        rep.tables[f"{name}.md"] = md.encode()
+        rep.tables[f"{name}.csv"] = csv_text.encode()
 
 
 def add_claims(rep: Report, inputs: Inputs, ttest_doc: Mapping[str, Any], date: str, options: "ReportParams") -> None:

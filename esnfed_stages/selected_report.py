@@ -50,6 +50,12 @@ class Selected:
     lambdas: tuple[float, ...] | None
 
 
+def table_name(dataset: str | None = None) -> str:
+    """selected (the papers' datasets) or <dataset>-selected (one of your own, so the papers' table
+    stays as it is whatever else is declared, as <dataset>-continual-metrics beside continual-metrics)."""
+    return NAME if dataset is None else f"{dataset}-{NAME}"
+
+
 def methods(needed: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
     """The (dataset, method) the table lists: those of the tables but the random baseline (no
     hyperparameters), the papers' datasets first, each dataset's methods in METHODS order."""
@@ -146,12 +152,13 @@ def rows(selected: Sequence[Selected], mu: float | None, eta: float | None,
 
 
 def render(selected: Sequence[Selected], header: Sequence[str], mu: float | None, eta: float | None,
-           retrain_lambda: str | None, footer: Sequence[str] = ()) -> tuple[str, str]:
+           retrain_lambda: str | None, footer: Sequence[str] = (), dataset: str | None = None) -> tuple[str, str]:
     """(selected.md, selected.csv): a table per dataset, a row per method and share; the header's
-    lines, then what the columns mean, then ``footer``'s (missing inputs, date)."""
+    lines, then what the columns mean, then ``footer``'s (missing inputs, date); ``dataset``: the
+    table of one of your own (table_name)."""
     table = rows(selected, mu, eta, retrain_lambda)
     rules = [r for r in ("select", "frozen") if r == retrain_lambda] + ["fixed"]
-    lines = [f"# {NAME}: The selected hyperparameters per dataset, method and share", ""]
+    lines = [f"# {table_name(dataset)}: The selected hyperparameters per dataset, method and share", ""]
     lines += [f"- {h}" for h in header]
     lines += [f"- μ = {_num(mu) if mu is not None else NA}, η = {_num(eta) if eta is not None else NA} for every IP "
               "method (params.yaml plasticity: fixed, not searched; CSV: mu, eta); rounds = IP epochs (ip) or FedIP "

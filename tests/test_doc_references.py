@@ -25,7 +25,7 @@ GENERATED_MD |= {f"{claims_report.NAME}.md", f"{selected_report.NAME}.md"}  # th
 GENERATED_MD |= {f"{m.TABLE}.md" for m in (continual_report, ipfit_report)}  # the gap audit's tables
 # issue 16: the generic tables of a user's dataset <name> (esnfed_core.tables.generic_tables)
 GENERATED_USER_MD = re.compile(
-    r"(communication-[a-z][a-z0-9_]*|[a-z][a-z0-9_]*-(stationary-(incfed|fedip|ip)|continual|continual-metrics))\.md")
+    r"(communication-[a-z][a-z0-9_]*|[a-z][a-z0-9_]*-(stationary-(incfed|fedip|ip)|continual|continual-metrics|selected))\.md")
 GENERATED_PATHS = {"reports/README.md"}  # the report's index (esnfed_stages/report_index.py)
 
 

@@ -270,7 +270,8 @@ def test_the_split_matrix_plots_draw_columns_the_report_writes_for_so_many_conte
             assert set(columns) | {p.spec["x"]} <= set(headers[Path(path).name]), p.id
     assert {Path(y).name for p in plots for y in p.spec["y"]} == {n for n in headers if _of("mine", n)}
     matrix = headers["accuracy-matrix-mine-clip-joint.csv"]
-    assert matrix == ["context", "context_name", *(f"on_context{j}" for j in range(contexts))]
+    assert matrix == ["context", "context_name", *(f"on_context{j}" for j in range(contexts)),
+                      *(f"on_context{j}_std" for j in range(contexts))]
 
 
 @pytest.mark.dvc

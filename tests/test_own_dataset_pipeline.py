@@ -205,7 +205,7 @@ def test_your_own_data_alone_is_reported_with_its_tables_only(user_only):
     names = {sub: sorted(p.name for p in (reports / sub).iterdir()) for sub in ("tables", "figures", "plots", "metrics")}
     tables = [f"mine-{t}" for t in ("stationary-incfed", "stationary-fedip", "stationary-ip", "continual")]
     assert names["tables"] == sorted([f"{t}.{ext}" for t in tables + ["communication-mine", "privacy",
-                                                                      "mine-continual-metrics"]
+                                                                      "mine-continual-metrics", "mine-selected"]
                                       for ext in ("md", "csv")])  # ip-fit: no activation densities here
     assert names["figures"] == ["accuracy-matrix-mine.png", "privacy.png", "stream-mine-centralized.png",
                                 "stream-mine-federated.png", "test-accuracy-mine.png"]
@@ -245,7 +245,10 @@ def test_your_own_data_alone_is_reported_with_its_tables_only(user_only):
         flat = " ".join(text.split())
         assert "missing inputs" not in flat and "wesad" not in flat and "hhar" not in flat
     assert "fedip: test accuracy" not in " ".join(out["report"].split())
-    assert "wrote 14 table files, 5 figures, 15 plot data files" in " ".join(out["report"].split())
+    assert "wrote 16 table files, 5 figures, 15 plot data files" in " ".join(out["report"].split())
+    selected = (reports / "tables" / "mine-selected.md").read_text()  # its selection, every share found
+    assert selected.startswith("# mine-selected: ") and "Missing inputs (n/a rows): none" in selected
+    assert "## " in selected and "| n/a" not in selected
 
 
 # ---------------------------------------------------------------- the studies on your own data
