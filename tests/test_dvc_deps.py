@@ -303,3 +303,53 @@ def test_privacy_stages_feed_the_report(project):
         assert {f"data/processed/{ds}", f"data/partitions/{ds}.json", f"runs/select/{ds}/incfed/100/best.json",
                 f"runs/select/{ds}/fedip/100/best.json"} <= set(deps[stage])
         assert any(outs[stage][0].startswith(f"{dep}/") for dep in deps["report"]), stage
+
+
+def _commands_and_params(root: Path) -> dict[str, tuple[str, list[str]]]:
+    """Every expanded stage -> (its command, the params.yaml keys it declares), as DVC reads dvc.yaml."""
+    code = ("import json; from dvc.repo import Repo\n"
+            "from dvc.dependency.param import ParamsDependency\n"
+            "print(json.dumps({s.addressing: [s.cmd, [p for d in s.deps if isinstance(d, ParamsDependency)"
+            " for p in d.params]] for s in Repo('.').index.stages}))")
+    return {k: (cmd, params) for k, (cmd, params) in json.loads(_run([sys.executable, "-c", code], root)).items()}
+
+
+def _methods_of(cmd: str) -> list[str] | None:
+    """The method ids of an `esnfed select|retrain|assess` command (--algo, with its --strategy);
+    None for another command. `--algo align` stands for its every α: align-0 is one of them."""
+    words = cmd.split()
+    if words[:1] != ["esnfed"] or words[1] not in ("select", "retrain", "assess"):
+        return None
+    algos = [words[i + 1] for i, w in enumerate(words) if w == "--algo"]
+    strategy = next((words[i + 1] for i, w in enumerate(words) if w == "--strategy"), None)
+    return [f"{a}-{strategy}" if strategy else ("align-0" if a == "align" else a) for a in algos]
+
+
+def test_each_experiment_stage_declares_the_runner_settings_its_methods_read(project):
+    """assess-continual read runner.device (assess scores a continual method's retrains on the torch
+    kernels when runner.device is torch-cpu | cuda) without declaring it, so a device change left
+    its assess files as they were. Whether a method runs on the device is the code's own rule
+    (Settings.accelerated): each select, retrain and assess stage of such a method declares
+    runner.device, and select and retrain (whose trials read it: Settings.used_by) runner.tf32;
+    the numpy-only ones (random, deep and heterogeneous reservoirs, as dvc.yaml's comments say)
+    declare neither, so a device change reruns nothing of theirs. Every one declares `budget`:
+    each records the budget it ran under and the next stage refuses another (select-random did not,
+    so a new budget name reran retrain-random, which refused the old best.json)."""
+    from esnfed_core.method import Method
+    from esnfed_core.settings import Settings
+
+    on_device = Settings(device="cuda")
+    checked = set()
+    for stage, (cmd, params) in _commands_and_params(project).items():
+        methods = _methods_of(cmd)
+        if methods is None:
+            continue
+        checked.add(cmd.split()[1])
+        accelerated = any(on_device.accelerated(Method.parse(m)) for m in methods)
+        assert ("runner.device" in params) == accelerated, (stage, methods, params)
+        assert ("runner.tf32" in params) == (accelerated and cmd.split()[1] != "assess"), (stage, params)
+        assert "budget" in params, (stage, params)
+    assert checked == {"select", "retrain", "assess"}
+    stages = _commands_and_params(project)
+    assert "runner.device" in stages["assess-continual@wesad-fedclip-naive"][1]
+    assert "runner.device" not in stages["assess-deep@wesad"][1]
