@@ -779,6 +779,31 @@ def test_report_refuses_a_ttest_file_of_another_budget_or_a_command_line_alpha(w
                       "rerun `esnfed ttest`")
 
 
+def test_a_refusal_names_the_params_file_given_by_params_not_params_yaml(workdir):
+    """Under `--params FILE` a file computed with other values than FILE's was refused saying
+    "params.yaml's <key>", a file the command had not read (here params.yaml still holds the value
+    the ttest was computed with)."""
+    write_assess(workdir)
+    _ok(["ttest"])
+    params = yaml.safe_load(PARAMS)
+    params["ttest"]["alpha"] = 0.01
+    (workdir / "study.yaml").write_text(yaml.safe_dump(params))
+    before = _reports(workdir)
+    result = runner.invoke(app, ["report", "--params", "study.yaml"])
+    assert result.exit_code == 1, result.output
+    assert result.stderr.strip().splitlines() == [
+        "error: reports/ttest.json: computed with alpha 0.05 but study.yaml's ttest.alpha is 0.01: rerun `esnfed ttest`"]
+    assert _reports(workdir) == before
+    for path in (workdir / "runs" / "assess").rglob("*.json"):  # the budget check of the assess files too
+        path.write_text(path.read_text().replace('"budget": "default"', '"budget": "paper"'))
+    (workdir / "study.yaml").write_text(yaml.safe_dump({**params, "budget": "default"}))
+    result = runner.invoke(app, ["ttest", "--params", "study.yaml"])
+    assert result.exit_code == 1, result.output
+    line = result.stderr.strip()
+    assert "assessed under budget 'paper' but study.yaml's budget is 'default': rerun" in line, line
+    assert "params.yaml" not in line, line
+
+
 def _ttest_without(workdir: Path, key: str) -> tuple[Path, dict]:
     """reports/ttest.json of write_assess's files as written before it recorded ``key``."""
     write_assess(workdir)
