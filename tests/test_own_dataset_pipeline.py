@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 from esnfed_cli.main import app
 from esnfed_stages.check_data import check_folder
 from esnfed_stages.figures import png_title
+from esnfed_stages.params_schema import embedded_read
 from experiment_data import cli_ok, make_dataset, run_method_stages, small_params, stage_options, write_params
 
 pytestmark = pytest.mark.pipeline
@@ -40,6 +41,7 @@ def _params(root: Path, declare_user: bool) -> Path:
         p["datasets"] = ["wesad", "hhar"]
         p["continual_datasets"] = ["wesad", "hhar"]
         p["imported"] = {}  # the example paused: not imported
+    p["embedded"] = embedded_read(p)  # the example's CSV is read from root/raw: no embedded folder of it
     return write_params(root, p)
 
 
