@@ -327,7 +327,8 @@ def test_the_deep_heterogeneous_and_flower_studies_run_on_your_own_data(user_stu
     assert {"deep", "heterogeneous"} <= {c["table"] for c in doc["comparisons"]}
     index = (root / "reports" / "README.md").read_text()
     assert "[communication-mine.md, section \"SecAgg+ overhead\"]" in index
-    assert "heterogeneous-alpha.csv: dvc.yaml's `heterogeneous-alpha` plot draws the papers' datasets' columns" in index
+    assert ("heterogeneous-alpha.csv's columns mine_100: drawn once `esnfed dvc-plots --dataset <name> --write` has "
+            "declared the dataset's heterogeneous-alpha-<name> plot") in index
     for text in (index, deep, hetero, comm, out):
         for absent in ("wesad", "WESAD", "hhar", "HHAR", "paper' columns"):
             assert absent not in text, absent
