@@ -7,6 +7,7 @@ import errno
 import functools
 import inspect
 import os
+import re
 import traceback
 from pathlib import Path
 from typing import Callable, TypeVar
@@ -88,12 +89,16 @@ def os_error_line(exc: OSError) -> str:
 
 
 def params_file_named(message: str, params: object) -> str:
-    """The stages name their params file "params.yaml: <key>: ..."; under ``--params FILE`` the
-    line names FILE, the file actually read."""
+    """The stages name their params file "params.yaml: <key>: ..." and, where an output was computed
+    with other values than the file's now (esnfed_stages/provenance.py, the budget and processed-data
+    checks), "... but params.yaml's <key> is ..." or "... than params.yaml's now"; under ``--params
+    FILE`` the line names FILE, the file actually read."""
+    if not isinstance(params, Path) or params == Path("params.yaml"):
+        return message
     prefix = "params.yaml: "
-    if isinstance(params, Path) and params != Path("params.yaml") and message.startswith(prefix):
-        return f"{params}: {message.removeprefix(prefix)}"
-    return message
+    if message.startswith(prefix):
+        message = f"{params}: {message.removeprefix(prefix)}"
+    return re.sub(r"(?<= )params\.yaml's ", lambda _: f"{params}'s ", message)
 
 
 def handle_errors(fn: F) -> F:

@@ -1,6 +1,7 @@
 """dvc.yaml's top-level `plots` of one dataset, which DVC cannot expand per params.yaml `datasets`:
 the declarations of the plot CSVs the report writes for it (as the repository's for wesad, hhar and
-example), as dvc.yaml text, and their atomic insertion into dvc.yaml (`esnfed dvc-plots`).
+example; a study dataset's columns of the alignment CSV too), as dvc.yaml text, and their atomic
+insertion into dvc.yaml (`esnfed dvc-plots`).
 
 DVC tells the lines of a plot apart by 7 dash patterns, so an accuracy matrix of more than 7
 contexts is declared as several plots of the same CSV, each drawing at most 7 of its columns."""
@@ -21,8 +22,10 @@ from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.quote import quote
 from esnfed_core.tables import dataset_label
 from esnfed_core.vocabulary import PCTS, STRATEGIES
-from esnfed_stages._datasets import check_declared, continual_declared, dataset_function, is_paper
+from esnfed_stages._datasets import check_declared, continual_declared, dataset_function, is_paper, study_declared
 from esnfed_stages._io import write_text
+from esnfed_stages.hetero_report import ALPHA_CSV, alpha_column
+from esnfed_stages.heterogeneity_params import hetero_params
 from esnfed_stages.import_data import import_params
 from esnfed_stages.report_figures import (
     SETTINGS, SHARES_METHODS, matrix_column, matrix_csv, method_label, shares_csv, stream_csv,
@@ -37,6 +40,7 @@ _STREAM = {**_LINEAR, "x": "context", "x_label": "after context", "y_label": "st
 _SHARES = {**_LINEAR, "x": "share", "x_label": "share of training users (%)", "y_label": "test accuracy (%)"}
 _MATRIX = {**_LINEAR, "x": "context", "x_label": "after context",
            "y_label": "accuracy on the context's test data (%)"}
+_ALPHA = {**_LINEAR, "x": "alpha", "x_label": "α (alignment toward the target)", "y_label": "test accuracy (%)"}
 _WIDTH = 110  # dvc.yaml's line width
 
 
@@ -62,11 +66,14 @@ def _plot(csv_name: str, template: Mapping[str, Any], title: str, columns: Seque
                 {**template, "title": title, "y": {f"{PLOTS_DIR}/{csv_name}": list(columns)}})
 
 
-def dataset_plots(dataset: str, continual: bool, n_contexts: int | None = None) -> list[Plot]:
+def dataset_plots(dataset: str, continual: bool, n_contexts: int | None = None,
+                  alpha_pcts: Sequence[str] = ()) -> list[Plot]:
     """The plots of ``dataset``'s CSVs, in dvc.yaml's order: stream accuracy per setting and share
     (a line per strategy) when ``continual``; the stationary methods' test accuracy against the
     share (a line per method's mean); the accuracy matrix per continual method when ``continual``
-    (a line per context's test data, in plots of at most DVC_LINES: ``parts``)."""
+    (a line per context's test data, in plots of at most DVC_LINES: ``parts``); align's test
+    accuracy against α (its columns of ALPHA_CSV, a line per share of ``alpha_pcts``) when given
+    (a study dataset: the heterogeneous methods run on it)."""
     label = dataset_label(dataset)
     plots = [_plot(stream_csv(dataset, setting, pct), _STREAM,
                    f"{label} {_SETTING_TITLE[setting]} ({method_label(prefix)}): stream accuracy after each "
@@ -75,8 +82,19 @@ def dataset_plots(dataset: str, continual: bool, n_contexts: int | None = None) 
     plots.append(_plot(shares_csv(dataset), _SHARES,
                        f"{label}: test accuracy against the share of training users (stationary methods; mean "
                        "over retrains)", [f"{m}_mean" for m in SHARES_METHODS]))
-    if not continual:
-        return plots
+    if continual:
+        plots += _matrix_plots(dataset, n_contexts)
+    if alpha_pcts:  # at most the 4 shares: fewer lines than DVC_LINES
+        plots.append(_plot(ALPHA_CSV, _ALPHA, f"{label}: align's test accuracy against α, a line per share of "
+                           "training users (mean over retrains)", [alpha_column(dataset, p) for p in alpha_pcts],
+                           f"-{dataset}"))
+    return plots
+
+
+def _matrix_plots(dataset: str, n_contexts: int | None) -> list[Plot]:
+    """The accuracy-matrix plots of a continual ``dataset`` of ``n_contexts`` contexts."""
+    label = dataset_label(dataset)
+    plots: list[Plot] = []
     if not n_contexts or n_contexts < 1:
         raise ValueError(f"{dataset}: a continual dataset's plots need its number of contexts, got {n_contexts}")
     runs = parts(n_contexts)
@@ -114,10 +132,12 @@ def contexts_of(params: Mapping[str, Any], dataset: str, data_dir: str | Path = 
 
 def declared_plots(params: Mapping[str, Any], dataset: str, data_dir: str | Path = "data") -> list[Plot]:
     """The plots of a dataset params.yaml declares (``datasets``; ``continual_datasets``: its stream
-    and accuracy-matrix plots), as the report writes its CSVs."""
+    and accuracy-matrix plots; ``study_datasets``: its alignment plot, at the shares the budget runs
+    the heterogeneous methods on, heterogeneity.pcts), as the report writes its CSVs."""
     check_declared(params, dataset)
     continual = dataset in continual_declared(params)
-    return dataset_plots(dataset, continual, contexts_of(params, dataset, data_dir) if continual else None)
+    pcts = hetero_params(params).shares(str(params["budget"])) if dataset in study_declared(params) else ()
+    return dataset_plots(dataset, continual, contexts_of(params, dataset, data_dir) if continual else None, pcts)
 
 
 # ---------------------------------------------------------------- as dvc.yaml text

@@ -27,6 +27,12 @@ from esnfed_stages.tables import CSV_COLUMNS, NA, format_value, to_csv
 from esnfed_stages.ttest import VARIANT_TEXT, Inputs, load_inputs
 
 CSV_EXTRA = ("client_std",)
+ALPHA_CSV = "heterogeneous-alpha.csv"  # the plot data of the α figure (reports/plots/)
+
+
+def alpha_column(dataset: str, pct: str) -> str:
+    """The column of ``dataset`` at share ``pct`` in ALPHA_CSV (dvc.yaml's alpha plots draw these)."""
+    return f"{dataset}_{pct}"
 
 
 def load(assess_dir: str | Path, methods: Sequence[str], budget: BudgetSpec | None = None,
@@ -118,8 +124,8 @@ def alpha_figure_and_plot(inputs: Inputs, alphas: Sequence[float], pcts: Sequenc
             panels.append((f"{dataset_label(ds)}, {pct}% training users", line, bands))
             for a, v in line:
                 if v is not None:
-                    rows[a][f"{ds}_{pct}"] = round(float(v.mean()), 6)
-    columns = ["alpha"] + [f"{ds}_{p}" for ds in datasets for p in pcts]
+                    rows[a][alpha_column(ds, pct)] = round(float(v.mean()), 6)
+    columns = ["alpha"] + [alpha_column(ds, p) for ds in datasets for p in pcts]
     return figures.alpha_bands("Structural alignment: test accuracy against α (mean ± std over retrains)",
                                panels, cols=len(pcts)), to_csv(list(rows.values()), columns)
 

@@ -325,17 +325,31 @@ def _inside(path: Any, folder: Path) -> bool:
     return isinstance(path, str) and Path(os.path.abspath(path)).is_relative_to(os.path.abspath(folder))
 
 
+def embedded_read(params: Mapping[str, Any]) -> dict[str, dict[str, str]]:
+    """The ``embedded`` section of exactly what the run reads: each paper dataset of ``datasets``
+    preprocessed, and synthesized each preprocessed one and each embedded folder an import of
+    ``imported`` reads (imports.example; none where data.synthetic_dir is absent, a partial file)."""
+    preprocess = [name for name in declared(params) if name in DATASETS]
+    root = (params.get("data") or {}).get("synthetic_dir")
+    imported = {name for source in (_imported_sources(params).values() if root else ())
+                for name, folder in DIRNAMES.items() if _inside(source, Path(root, folder))}
+    return {"synthesize": {n: DIRNAMES[n] for n in DIRNAMES if n in preprocess or n in imported},
+            "preprocess": {n: DIRNAMES[n] for n in preprocess}}
+
+
 def _embedded_needs(params: Mapping[str, Any]) -> None:
     """dvc.yaml writes the embedded data ``embedded`` lists (and only that: a run of your data alone
     writes none of the papers'); what the run reads must be there: each paper dataset of ``datasets``
     preprocessed, each preprocessed one synthesized (preprocess@<name> depends on its folder, with
     data.source raw too), each embedded folder an import reads synthesized (imports.example), and
-    the params section of each of these stages present."""
+    the params section of each of these stages present; and nothing else (:func:`embedded_read`: an
+    entry no stage reads would run a stage for nothing, as `imported` refuses an import)."""
     embedded = params.get("embedded")
     if embedded is None:  # a partial file: DVC names the key it cannot find
         return
     synthesized, preprocessed = embedded["synthesize"], embedded["preprocess"]
-    root = (params.get("data") or {}).get("synthetic_dir")  # absent (a partial file): no import to check
+    read = embedded_read(params)
+    _only_read("embedded.preprocess", preprocessed, read["preprocess"], "datasets does not list it")
     for name in declared(params):
         if name in DATASETS and name not in preprocessed:
             raise Invalid(f"embedded.preprocess.{name}: missing (datasets lists {quote(name)}: preprocess@{name} "
@@ -344,17 +358,29 @@ def _embedded_needs(params: Mapping[str, Any]) -> None:
         if name not in synthesized:
             raise Invalid(f"embedded.synthesize.{name}: missing (embedded.preprocess lists {quote(name)}: "
                           f"preprocess@{name} depends on data.synthetic_dir/{DIRNAMES[name]})")
+    root = (params.get("data") or {}).get("synthetic_dir")  # absent (a partial file): no import to check
     for dataset, source in _imported_sources(params).items() if root else ():  # what dvc.yaml imports
         for name, folder in DIRNAMES.items():
             if name not in synthesized and _inside(source, Path(root, folder)):
                 raise Invalid(f"embedded.synthesize.{name}: missing (imports.{dataset}.source "
                               f"{quote(source)} lies in {Path(root, folder).as_posix()}, which "
                               f"synthesize@{name} writes)")
+    if root:
+        _only_read("embedded.synthesize", synthesized, read["synthesize"],
+                   "neither embedded.preprocess lists it nor does an import (`imported`) read its folder")
     for section, stage, listed in (("synthetic", "synthesize", synthesized), ("preprocess", "preprocess", preprocessed)):
         for name in listed if section in params else ():
             if name not in (params[section] or {}):
                 raise Invalid(f"{section}.{name}: missing (embedded.{stage} lists {quote(name)}: {stage}@{name} "
                               "reads it)")
+
+
+def _only_read(key: str, listed: Mapping[str, Any], read: Mapping[str, Any], why: str) -> None:
+    """Refuse an entry of ``key`` that the run does not read (``read``), naming it and those it reads."""
+    for name in listed:
+        if name not in read:
+            raise Invalid(f"{key}.{name}: nothing reads it ({why}); expected some of: "
+                          f"{', '.join(read) or 'none ({})'}")
 
 
 def validate(params: Any, source: str | Path = "params.yaml") -> None:

@@ -427,7 +427,7 @@ def add_heterogeneous(rep: Report, het: HeteroReport, inputs: Inputs, ttest_doc:
     rep.tables["heterogeneous.csv"] = csv_text.encode()
     png, plot = hetero_report.alpha_figure_and_plot(het.inputs, het.alphas, pcts, het.datasets)
     rep.figures["heterogeneous-alpha.png"] = png
-    rep.plots["heterogeneous-alpha.csv"] = plot.encode()
+    rep.plots[hetero_report.ALPHA_CSV] = plot.encode()
 
 
 def add_user_communication(rep: Report, inputs: Inputs, ttest_doc: Mapping[str, Any], date: str,

@@ -10,6 +10,7 @@ from typing import Mapping
 from esnfed_core.method import CONTINUAL_METHODS
 from esnfed_core.vocabulary import PCTS
 from esnfed_stages.figures import png_title
+from esnfed_stages.hetero_report import ALPHA_CSV
 from esnfed_stages.report_figures import SETTINGS, matrix_csv, shares_csv, stream_csv
 from esnfed_stages.secagg_report import CSV_NAME as SECAGG_CSV, SECTION_TITLE as SECAGG_TITLE
 
@@ -23,8 +24,11 @@ SECTIONS = {SECAGG_CSV: SECAGG_TITLE}
 # that they agree): `dvc plots show` draws these. DVC cannot expand a plot per params.yaml `datasets`,
 # so the per-dataset plots (test accuracy per share; stream, one per setting and share; accuracy
 # matrices, one per continual method) are declared for the papers' datasets and the shipped
-# `example`; the CSVs of a dataset of your own are written all the same, the index names them as not
-# declared, and `esnfed dvc-plots --dataset <name> --write` declares them (esnfed_stages/dvc_plots.py).
+# `example`; the CSVs of a dataset of your own are written all the same and `esnfed dvc-plots
+# --dataset <name> --write` declares them (esnfed_stages/dvc_plots.py). The index says which CSVs the
+# shipped declarations cover and points to the command for the others; it does not read dvc.yaml:
+# the report would then depend on dvc.yaml and rerun on every edit of it, and a `dvc-plots --write`
+# run after the report (the order the index itself suggests) would leave it stale all the same.
 PLOTTED_DATASETS = ("wesad", "hhar", "example")
 DVC_PLOTS = frozenset(
     [shares_csv(ds) for ds in PLOTTED_DATASETS]
@@ -32,15 +36,15 @@ DVC_PLOTS = frozenset(
     + [matrix_csv(ds, m) for ds in PLOTTED_DATASETS for m in CONTINUAL_METHODS]
     + [f"activation-wesad-{m}.csv" for m in ("ip", "clip-naive", "clip-replay", "clip-joint", "fedip",
                                               "fedclip-naive", "fedclip-replay", "fedclip-joint")]
-    + ["heterogeneous-alpha.csv"])  # its columns: DVC_ALPHA_COLUMNS
+    + [ALPHA_CSV])  # its columns: DVC_ALPHA_COLUMNS
 
-# The columns dvc.yaml's `heterogeneous-alpha` plot draws: the papers' datasets at the default budget's
-# shares. DVC templating can put a params.yaml list in a plot (${study_datasets}) but not build the
-# product of study_datasets and heterogeneity.pcts.<budget> the CSV's columns are, so the plot lists
-# them (tests/test_dvc_deps.py checks that they agree); a CSV without them (a study of your own data
-# or of other shares) is written all the same and the index names it as not drawn.
+# The columns dvc.yaml's `heterogeneous-alpha-<dataset>` plots draw: the papers' datasets at the
+# default budget's shares. DVC templating can put a params.yaml list in a plot (${study_datasets}) but
+# not build the product of study_datasets and heterogeneity.pcts.<budget> the CSV's columns are, so
+# the plots list them (tests/test_dvc_deps.py checks that they agree); the columns of a study of your
+# own data are written all the same, and `esnfed dvc-plots --dataset <name> --write` declares their
+# plot (the index names them and the command).
 DVC_ALPHA_COLUMNS = ("wesad_25", "wesad_100", "hhar_25", "hhar_100")
-ALPHA_CSV = "heterogeneous-alpha.csv"
 
 # What each kind of plot CSV holds, by name prefix: its figures' kind, and ({pct}: report.activation_pct,
 # {matrix_pct}: report.matrix_pct) its columns.
@@ -138,27 +142,36 @@ def render(tables: Mapping[str, bytes], figures: Mapping[str, bytes], plots: Map
 
 
 def _plots_line(plots: Mapping[str, bytes]) -> str:
-    """What `dvc plots show` draws of plots/: the CSVs dvc.yaml declares, and those it does not."""
-    declared = [n for n in plots if _drawn(n, plots[n])]
-    rest = [n for n in plots if n not in declared]
+    """What `dvc plots show` draws of plots/: the CSVs the repository's dvc.yaml declares; the others
+    (a dataset of your own's) once `esnfed dvc-plots --write` has declared them (not read from
+    dvc.yaml: see DVC_PLOTS)."""
+    shipped = [n for n in plots if _shipped(n, plots[n])]
+    rest = [n for n in plots if n not in shipped]
     kinds = [kind for prefix, kind, _ in PLOT_KINDS if any(n.startswith(prefix) for n in plots)]
     figures = ", ".join(kinds[:-1]) + " and " + kinds[-1] if len(kinds) > 1 else "".join(kinds) or "other"
-    line = (f"- `plots/`: {len(plots)} CSV files, the data of the {figures} figures; `dvc plots show` draws "
-            + (f"the {len(declared)} declared in dvc.yaml's `plots`" if declared else "none of them"))
+    line = f"- `plots/`: {len(plots)} CSV files, the data of the {figures} figures; "
+    if shipped:
+        line += f"`dvc plots show` draws the {len(shipped)} that the repository's dvc.yaml declares in its `plots`"
     if rest:
-        line += ("; not declared there (a dataset of your own: `esnfed dvc-plots --dataset <name> --write` "
-                 f"declares its plots, or `dvc plots show reports/plots/<file> -x context`): {', '.join(rest)}")
+        line += (("; it draws the others" if shipped else "`dvc plots show` draws them") + ", a dataset of your own's, "
+                 "once `esnfed dvc-plots --dataset <name> --write` has declared its plots in dvc.yaml (until then: "
+                 "`dvc plots show reports/plots/<file> -x context`): " + ", ".join(rest))
     if any(n.startswith("test-accuracy-") for n in rest):
         line += " (test-accuracy-<dataset>.csv: -x share)"
-    if ALPHA_CSV in rest:
-        line += (f" ({ALPHA_CSV}: dvc.yaml's `heterogeneous-alpha` plot draws the papers' datasets' columns; "
-                 "put this file's there, -x alpha)")
+    own = [c for c in _header(plots[ALPHA_CSV])[1:] if c not in DVC_ALPHA_COLUMNS] if ALPHA_CSV in plots else []
+    if own:
+        line += (f" ({ALPHA_CSV}'s columns {', '.join(own)}: drawn once `esnfed dvc-plots --dataset <name> --write` "
+                 "has declared the dataset's heterogeneous-alpha-<name> plot, or -x alpha)")
     return line + ":"
 
 
-def _drawn(name: str, data: bytes) -> bool:
-    """Whether `dvc plots show` draws plots/``name``: declared in dvc.yaml and, for the alignment
-    CSV, holding the columns its plot lists (DVC_ALPHA_COLUMNS)."""
+def _header(data: bytes) -> list[str]:
+    return data.decode("utf-8").split("\n", 1)[0].split(",")
+
+
+def _shipped(name: str, data: bytes) -> bool:
+    """Whether the repository's dvc.yaml declares a plot of plots/``name``: one of DVC_PLOTS and, for
+    the alignment CSV, holding columns its plots list (DVC_ALPHA_COLUMNS)."""
     if name != ALPHA_CSV:
         return name in DVC_PLOTS
-    return set(DVC_ALPHA_COLUMNS) <= set(data.decode("utf-8").split("\n", 1)[0].split(","))
+    return bool(set(DVC_ALPHA_COLUMNS) & set(_header(data)))

@@ -184,7 +184,8 @@ def test_schema_names_the_key_of_a_declared_dataset_problem(changes, message):
 
 
 def test_papers_only_params_without_datasets_keys_still_validate():
-    p = _params(datasets=None, continual_datasets=None, study_datasets=None, imports=None, imported=None)
+    p = _params(datasets=None, continual_datasets=None, study_datasets=None, imports=None, imported=None,
+                embedded={"synthesize": {"wesad": "WESAD", "hhar": "HHAR"}, "preprocess": {"wesad": "WESAD", "hhar": "HHAR"}})  # no example: nothing imports it
     validate(p)
     from esnfed_stages._datasets import continual_declared, declared, study_declared
     assert declared(p) == ("wesad", "hhar") and continual_declared(p) == ("wesad", "hhar")
@@ -194,7 +195,7 @@ def test_papers_only_params_without_datasets_keys_still_validate():
 def test_your_own_data_only_needs_no_space_of_the_papers_datasets():
     """Before: `budgets.tiny.space.wesad: missing` for a budget of a pipeline that never runs wesad."""
     p = _params(datasets=["example"], continual_datasets=["example"], study_datasets=[],
-                assess__activation_datasets=[])
+                assess__activation_datasets=[], embedded={"synthesize": {"example": "EXAMPLE"}, "preprocess": {}})
     for budget in p["budgets"].values():
         del budget["space"]["wesad"], budget["space"]["hhar"]
     validate(p)
@@ -216,7 +217,7 @@ def test_a_dataset_of_your_own_can_be_a_study_dataset():
     assert study_declared(p) == ("wesad", "hhar", "example")
     assert method_datasets(p, Method("deep-incfed")) == method_datasets(p, Method("local")) == study_declared(p)
     mine = _params(datasets=["example"], continual_datasets=["example"], study_datasets=["example"],
-                   assess__activation_datasets=[])
+                   assess__activation_datasets=[], embedded={"synthesize": {"example": "EXAMPLE"}, "preprocess": {}})
     for budget in mine["budgets"].values():
         del budget["space"]["wesad"], budget["space"]["hhar"]
     validate(mine)

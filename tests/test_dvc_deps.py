@@ -169,14 +169,18 @@ def test_every_plot_reads_its_own_data_file():
         f"accuracy-matrix-{ds}-{algo}-{s}" for ds in ("wesad", "hhar", "example") for algo in ("fedclip", "clip")
         for s in STRATEGIES}
     setting_titles = {"federated": "federated (FedCLIP)", "centralized": "centralised (CLIP)"}
+    assert [i for i in ids if i.startswith("heterogeneous-")] == ["heterogeneous-alpha-wesad", "heterogeneous-alpha-hhar"]
     for p, plot_id in zip(plots[:-1], ids):
         spec = p[plot_id]
-        assert list(spec["y"]) == [f"reports/plots/{plot_id}.csv"], plot_id
         columns = next(iter(spec["y"].values()))
-        if plot_id == "heterogeneous-alpha":  # issue 13: a column per dataset and default share
+        if plot_id.startswith("heterogeneous-alpha-"):  # issue 13: a plot per study dataset, a line per default share
             shares = yaml.safe_load((ROOT / "params.yaml").read_text())["heterogeneity"]["pcts"]["default"]
-            assert spec["x"] == "alpha" and columns == [f"{ds}_{p}" for ds in ("wesad", "hhar") for p in shares]
-        elif plot_id.startswith("stream-"):
+            ds = plot_id.removeprefix("heterogeneous-alpha-")
+            assert list(spec["y"]) == ["reports/plots/heterogeneous-alpha.csv"], plot_id
+            assert spec["x"] == "alpha" and columns == [f"{ds}_{p}" for p in shares]
+            continue
+        assert list(spec["y"]) == [f"reports/plots/{plot_id}.csv"], plot_id
+        if plot_id.startswith("stream-"):
             _, ds, setting, pct = plot_id.split("-")
             assert spec["template"] == "linear" and spec["x"] == "context" and columns == list(STRATEGIES)
             assert spec["title"] == (f"{dataset_label(ds)} {setting_titles[setting]}: stream accuracy after each "
@@ -209,31 +213,51 @@ def test_the_index_knows_which_plot_csvs_dvc_declares():
     """Reader audit: the index said `dvc plots show` draws every plots/ CSV, but the example's
     stream CSVs were not declared. dvc.yaml now declares them (DVC cannot expand a plot per
     params.yaml `datasets`); report_index.DVC_PLOTS is that list, and the index names any CSV
-    outside it (a dataset of your own's)."""
+    outside it (a dataset of your own's) with the command that declares its plots."""
     from esnfed_stages import report_index
 
     plots = yaml.safe_load((ROOT / "dvc.yaml").read_text())["plots"]
-    assert {f"{next(iter(p))}.csv" for p in plots[:-1]} == report_index.DVC_PLOTS
+    assert {next(iter(p[next(iter(p))]["y"])).removeprefix("reports/plots/") for p in plots[:-1]} == \
+        report_index.DVC_PLOTS
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     assert set(report_index.PLOTTED_DATASETS) == set(params["datasets"]) == set(params["continual_datasets"])
     names = sorted(report_index.DVC_PLOTS) + ["stream-mine-federated-25.csv", "stream-mine-centralized-25.csv"]
     plots = {**dict.fromkeys(names, b""), "heterogeneous-alpha.csv": b"alpha,wesad_25,wesad_100,hhar_25,hhar_100\n"}
     index = report_index.render({}, {}, plots, {}, "d", "v", activation_pct="50")
     assert (f"- `plots/`: {len(names)} CSV files, the data of the stream-accuracy, test-accuracy, accuracy-matrix, "
-            f"activation and alignment figures; `dvc plots show` draws the {len(names) - 2} declared in dvc.yaml's `plots`; not declared "
-            "there (a dataset of your own: `esnfed dvc-plots --dataset <name> --write` declares its plots, or "
-            "`dvc plots show reports/plots/<file> "
-            "-x context`): stream-mine-federated-25.csv, stream-mine-centralized-25.csv:") in index
+            f"activation and alignment figures; `dvc plots show` draws the {len(names) - 2} that the repository's "
+            "dvc.yaml declares in its `plots`; it draws the others, a dataset of your own's, once `esnfed dvc-plots "
+            "--dataset <name> --write` has declared its plots in dvc.yaml (until then: `dvc plots show "
+            "reports/plots/<file> -x context`): stream-mine-federated-25.csv, stream-mine-centralized-25.csv:") in index
     assert "trained on 50% of the training users only" in index
-    # the alignment plot draws the columns dvc.yaml lists: a study of other datasets' CSV is not drawn
-    alpha = next(p for p in plots_of_dvc() if next(iter(p)) == "heterogeneous-alpha")["heterogeneous-alpha"]
-    assert tuple(next(iter(alpha["y"].values()))) == report_index.DVC_ALPHA_COLUMNS
+    # the alignment plots draw the columns dvc.yaml lists: a study of other datasets' columns are named
+    alpha = [c for p in plots_of_dvc() if next(iter(p)).startswith("heterogeneous-alpha-")
+             for c in next(iter(p.values()))["y"]["reports/plots/heterogeneous-alpha.csv"]]
+    assert tuple(alpha) == report_index.DVC_ALPHA_COLUMNS
     mine = report_index.render({}, {}, {"heterogeneous-alpha.csv": b"alpha,mine_25,mine_100\n"}, {}, "d", "v")
-    assert ("`dvc plots show` draws none of them; not declared there (a dataset of your own: `esnfed dvc-plots "
-            "--dataset <name> --write` declares its plots, or `dvc plots show reports/plots/<file> -x context`): "
-            "heterogeneous-alpha.csv "
-            "(heterogeneous-alpha.csv: dvc.yaml's `heterogeneous-alpha` plot draws the papers' datasets' columns; "
-            "put this file's there, -x alpha):") in mine
+    assert ("`dvc plots show` draws them, a dataset of your own's, once `esnfed dvc-plots --dataset <name> --write` "
+            "has declared its plots in dvc.yaml (until then: `dvc plots show reports/plots/<file> -x context`): "
+            "heterogeneous-alpha.csv (heterogeneous-alpha.csv's columns mine_25, mine_100: drawn once `esnfed "
+            "dvc-plots --dataset <name> --write` has declared the dataset's heterogeneous-alpha-<name> plot, or "
+            "-x alpha):") in mine
+
+
+def test_the_index_does_not_call_a_csv_of_your_own_not_declared_once_dvc_plots_may_have_declared_it():
+    """After `esnfed dvc-plots --dataset mine --write` the index still listed mine's CSVs as "not
+    declared" (it knew the shipped declarations only). It does not read dvc.yaml (the report would
+    depend on every edit of it, and a --write after the report would leave it stale all the same):
+    it says which CSVs the repository's dvc.yaml declares and that the others are drawn once the
+    command has declared them, true before and after the command runs."""
+    from esnfed_stages import report_index
+
+    plots = {"test-accuracy-wesad.csv": b"", "test-accuracy-mine.csv": b"",
+             "heterogeneous-alpha.csv": b"alpha,wesad_25,wesad_100,mine_25,mine_100\n"}
+    index = report_index.render({}, {}, plots, {}, "d", "v")
+    line = next(x for x in index.splitlines() if x.startswith("- `plots/`"))
+    assert "not declared" not in line and "declares none" not in line
+    assert "draws the 2 that the repository's dvc.yaml declares" in line  # test-accuracy-wesad, the alignment CSV
+    assert "once `esnfed dvc-plots --dataset <name> --write` has declared its plots in dvc.yaml" in line
+    assert line.count("test-accuracy-mine.csv") == 1 and "columns mine_25, mine_100: drawn once" in line
 
 
 def test_the_report_stage_tracks_the_budget_scale_its_headers_print():
@@ -303,3 +327,53 @@ def test_privacy_stages_feed_the_report(project):
         assert {f"data/processed/{ds}", f"data/partitions/{ds}.json", f"runs/select/{ds}/incfed/100/best.json",
                 f"runs/select/{ds}/fedip/100/best.json"} <= set(deps[stage])
         assert any(outs[stage][0].startswith(f"{dep}/") for dep in deps["report"]), stage
+
+
+def _commands_and_params(root: Path) -> dict[str, tuple[str, list[str]]]:
+    """Every expanded stage -> (its command, the params.yaml keys it declares), as DVC reads dvc.yaml."""
+    code = ("import json; from dvc.repo import Repo\n"
+            "from dvc.dependency.param import ParamsDependency\n"
+            "print(json.dumps({s.addressing: [s.cmd, [p for d in s.deps if isinstance(d, ParamsDependency)"
+            " for p in d.params]] for s in Repo('.').index.stages}))")
+    return {k: (cmd, params) for k, (cmd, params) in json.loads(_run([sys.executable, "-c", code], root)).items()}
+
+
+def _methods_of(cmd: str) -> list[str] | None:
+    """The method ids of an `esnfed select|retrain|assess` command (--algo, with its --strategy);
+    None for another command. `--algo align` stands for its every α: align-0 is one of them."""
+    words = cmd.split()
+    if words[:1] != ["esnfed"] or words[1] not in ("select", "retrain", "assess"):
+        return None
+    algos = [words[i + 1] for i, w in enumerate(words) if w == "--algo"]
+    strategy = next((words[i + 1] for i, w in enumerate(words) if w == "--strategy"), None)
+    return [f"{a}-{strategy}" if strategy else ("align-0" if a == "align" else a) for a in algos]
+
+
+def test_each_experiment_stage_declares_the_runner_settings_its_methods_read(project):
+    """assess-continual read runner.device (assess scores a continual method's retrains on the torch
+    kernels when runner.device is torch-cpu | cuda) without declaring it, so a device change left
+    its assess files as they were. Whether a method runs on the device is the code's own rule
+    (Settings.accelerated): each select, retrain and assess stage of such a method declares
+    runner.device, and select and retrain (whose trials read it: Settings.used_by) runner.tf32;
+    the numpy-only ones (random, deep and heterogeneous reservoirs, as dvc.yaml's comments say)
+    declare neither, so a device change reruns nothing of theirs. Every one declares `budget`:
+    each records the budget it ran under and the next stage refuses another (select-random did not,
+    so a new budget name reran retrain-random, which refused the old best.json)."""
+    from esnfed_core.method import Method
+    from esnfed_core.settings import Settings
+
+    on_device = Settings(device="cuda")
+    checked = set()
+    for stage, (cmd, params) in _commands_and_params(project).items():
+        methods = _methods_of(cmd)
+        if methods is None:
+            continue
+        checked.add(cmd.split()[1])
+        accelerated = any(on_device.accelerated(Method.parse(m)) for m in methods)
+        assert ("runner.device" in params) == accelerated, (stage, methods, params)
+        assert ("runner.tf32" in params) == (accelerated and cmd.split()[1] != "assess"), (stage, params)
+        assert "budget" in params, (stage, params)
+    assert checked == {"select", "retrain", "assess"}
+    stages = _commands_and_params(project)
+    assert "runner.device" in stages["assess-continual@wesad-fedclip-naive"][1]
+    assert "runner.device" not in stages["assess-deep@wesad"][1]

@@ -23,6 +23,7 @@ import yaml
 from esnfed_core.method import Method
 from esnfed_core.vocabulary import PCTS, STRATEGIES
 from esnfed_stages import dvc_plots, figures, hetero_report, report
+from esnfed_stages.hetero_report import ALPHA_CSV
 from esnfed_stages.params_schema import validate
 from esnfed_stages.report_figures import ACTIVATION_DATASET, SETTINGS, STATIONARY, shares_csv
 from esnfed_stages.ttest import Inputs
@@ -216,19 +217,50 @@ def _of(ds: str, csv_name: str) -> bool:
     return csv_name == shares_csv(ds) or csv_name.startswith((f"stream-{ds}-", f"accuracy-matrix-{ds}-"))
 
 
+def _alpha_columns(ds: str, header: list[str]) -> list[str]:
+    """``ds``'s columns of the alignment CSV (<dataset>_<share>)."""
+    return [c for c in header if c.rsplit("_", 1)[0] == ds]
+
+
 @pytest.mark.parametrize("ds", PARAMS["datasets"])
 def test_the_command_declares_each_dataset_as_the_repository_dvc_yaml_does(written, ds):
     """`esnfed dvc-plots --dataset wesad` (hhar, example) gives the plots dvc.yaml ships for it, in
     its order, each definition the same once read (dvc.yaml shares them through YAML anchors; the
     command writes each in full, so a block of it stands alone), and they draw every CSV of the
-    dataset the report writes."""
+    dataset the report writes and, for a study dataset, its columns of the alignment CSV (the
+    command left out its heterogeneous-alpha plot, which dvc.yaml ships for wesad and hhar)."""
     plots = dvc_plots.declared_plots(PARAMS, ds)
     text = dvc_plots.render(ds, plots)
     assert _parsed(text) == [(p.id, dict(p.spec)) for p in plots]
-    shipped = [(plot_id, spec) for plot_id, spec in _plots() if all(_of(ds, Path(y).name) for y in spec["y"])]
+    shipped = [(plot_id, spec) for plot_id, spec in _plots()
+               if plot_id == f"heterogeneous-alpha-{ds}" or all(_of(ds, Path(y).name) for y in spec["y"])]
     assert _parsed(text) == shipped
-    assert {Path(y).name for _, spec in shipped for y in spec["y"]} == {n for n in written if _of(ds, n)}
-    assert len(shipped) == (15 if ds in PARAMS["continual_datasets"] else 1)
+    alpha = [spec["y"][f"reports/plots/{ALPHA_CSV}"] for plot_id, spec in shipped if plot_id.startswith("heterogeneous-")]
+    assert {Path(y).name for _, spec in shipped for y in spec["y"]} - {ALPHA_CSV} == {n for n in written if _of(ds, n)}
+    study = ds in PARAMS["study_datasets"]
+    assert alpha == ([_alpha_columns(ds, written[ALPHA_CSV])] if study else [])
+    assert len(shipped) == (15 if ds in PARAMS["continual_datasets"] else 1) + study
+
+
+def test_a_study_dataset_of_your_own_gets_its_alignment_plot_of_the_columns_the_report_writes():
+    """`mine` in study_datasets: the report writes mine_25 and mine_100 (heterogeneity.pcts.default)
+    into the alignment CSV, and the command declares heterogeneous-alpha-mine drawing them, as
+    dvc.yaml's heterogeneous-alpha-wesad draws wesad's; out of study_datasets, no such plot."""
+    params = with_mine(3)
+    assert not [p for p in dvc_plots.declared_plots(params, "mine") if p.id.startswith("heterogeneous-")]
+    params["study_datasets"] = [*params["study_datasets"], "mine"]
+    validate(params)
+    header = _headers(_report_plots(params))[ALPHA_CSV]
+    alpha = dvc_plots.declared_plots(params, "mine")[-1]
+    assert alpha.id == "heterogeneous-alpha-mine"
+    assert alpha.spec["y"] == {f"reports/plots/{ALPHA_CSV}": ["mine_25", "mine_100"]} and alpha.spec["x"] == "alpha"
+    assert _alpha_columns("mine", header) == ["mine_25", "mine_100"]
+    wesad = dict(_plots())["heterogeneous-alpha-wesad"]
+    assert {k: v for k, v in alpha.spec.items() if k not in ("title", "y")} == \
+        {k: v for k, v in wesad.items() if k not in ("title", "y")}
+    params["budget"] = "paper"  # its shares: every one (heterogeneity.pcts lists the default budget's only)
+    assert dvc_plots.declared_plots(params, "mine")[-1].spec["y"][f"reports/plots/{ALPHA_CSV}"] == \
+        [f"mine_{p}" for p in PCTS]
 
 
 @pytest.mark.parametrize("contexts", range(1, 23))
@@ -270,8 +302,8 @@ def test_the_split_matrix_plots_draw_columns_the_report_writes_for_so_many_conte
             assert set(columns) | {p.spec["x"]} <= set(headers[Path(path).name]), p.id
     assert {Path(y).name for p in plots for y in p.spec["y"]} == {n for n in headers if _of("mine", n)}
     matrix = headers["accuracy-matrix-mine-clip-joint.csv"]
-    assert matrix == ["context", "context_name", *(f"on_context{j}" for j in range(contexts)),
-                      *(f"on_context{j}_std" for j in range(contexts))]
+    on = [f"on_context{j}" for j in range(contexts)]
+    assert matrix == ["context", "context_name", *on, *(f"{c}_std" for c in on)]  # the means, then their stds
 
 
 @pytest.mark.dvc

@@ -89,8 +89,23 @@ def test_a_rerun_after_the_contexts_change_replaces_the_block_and_nothing_else(p
 def test_the_repositorys_datasets_are_declared_already_and_dvc_yaml_is_left_as_it_is(project):
     out = _ok(project, "--dataset", "wesad", "--dataset", "hhar", "--dataset", "example", "--write")
     assert [" ".join(line.split()) for line in out.strip().splitlines()] == [
-        f"{project / 'dvc.yaml'}: {ds}: declared already (15 plots)" for ds in ("wesad", "hhar", "example")]
+        f"{project / 'dvc.yaml'}: {ds}: declared already ({n} plots)"
+        for ds, n in (("wesad", 16), ("hhar", 16), ("example", 15))]  # the study datasets' alignment plot too
     assert (project / "dvc.yaml").read_text(encoding="utf-8") == DVC_YAML
+
+
+def test_a_study_dataset_of_your_own_gets_its_alignment_plot_written_too(project):
+    """`mine` in study_datasets: its block holds heterogeneous-alpha-mine (its columns of the
+    alignment CSV), as dvc.yaml ships heterogeneous-alpha-wesad and -hhar."""
+    params = with_mine(9)
+    params["study_datasets"] = [*params["study_datasets"], "mine"]
+    _params(project, params)
+    out = _ok(project, "--dataset", "mine", "--write")
+    assert " ".join(out.split()) == f"{project / 'dvc.yaml'}: mine: 22 plots added"
+    plots = dict(next(iter(e.items())) for e in yaml.safe_load((project / "dvc.yaml").read_text())["plots"]
+                 if isinstance(e, dict))
+    assert plots["heterogeneous-alpha-mine"]["y"] == {"reports/plots/heterogeneous-alpha.csv": ["mine_25", "mine_100"]}
+    assert plots["heterogeneous-alpha-wesad"]["y"] == {"reports/plots/heterogeneous-alpha.csv": ["wesad_25", "wesad_100"]}
 
 
 def test_a_plot_declared_otherwise_that_differs_is_refused_naming_it_and_nothing_is_written(project):

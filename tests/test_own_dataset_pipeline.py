@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 from esnfed_cli.main import app
 from esnfed_stages.check_data import check_folder
 from esnfed_stages.figures import png_title
+from esnfed_stages.params_schema import embedded_read
 from experiment_data import cli_ok, make_dataset, run_method_stages, small_params, stage_options, write_params
 
 pytestmark = pytest.mark.pipeline
@@ -40,6 +41,7 @@ def _params(root: Path, declare_user: bool) -> Path:
         p["datasets"] = ["wesad", "hhar"]
         p["continual_datasets"] = ["wesad", "hhar"]
         p["imported"] = {}  # the example paused: not imported
+    p["embedded"] = embedded_read(p)  # the example's CSV is read from root/raw: no embedded folder of it
     return write_params(root, p)
 
 
@@ -233,7 +235,8 @@ def test_your_own_data_alone_is_reported_with_its_tables_only(user_only):
     privacy = (reports / "tables" / "privacy.md").read_text()  # the privacy stage's row: mine's alone
     assert "| mine |" in privacy and "WESAD" not in privacy and "HHAR" not in privacy
     assert ("- `plots/`: 15 CSV files, the data of the stream-accuracy, test-accuracy and accuracy-matrix figures; "
-            "`dvc plots show` draws none of them; not declared there") in index
+            "`dvc plots show` draws them, a dataset of your own's, once `esnfed dvc-plots --dataset <name> --write` "
+            "has declared its plots in dvc.yaml") in index
     assert "(test-accuracy-<dataset>.csv: -x share)" in index
     # the t-tests: the user's tables, nothing missing; neither command prints a papers' table or a missing input
     doc = json.loads((reports / "ttest.json").read_text())
@@ -327,7 +330,8 @@ def test_the_deep_heterogeneous_and_flower_studies_run_on_your_own_data(user_stu
     assert {"deep", "heterogeneous"} <= {c["table"] for c in doc["comparisons"]}
     index = (root / "reports" / "README.md").read_text()
     assert "[communication-mine.md, section \"SecAgg+ overhead\"]" in index
-    assert "heterogeneous-alpha.csv: dvc.yaml's `heterogeneous-alpha` plot draws the papers' datasets' columns" in index
+    assert ("heterogeneous-alpha.csv's columns mine_100: drawn once `esnfed dvc-plots --dataset <name> --write` has "
+            "declared the dataset's heterogeneous-alpha-<name> plot") in index
     for text in (index, deep, hetero, comm, out):
         for absent in ("wesad", "WESAD", "hhar", "HHAR", "paper' columns"):
             assert absent not in text, absent

@@ -137,6 +137,25 @@ CASES = {
     "declared paper dataset not preprocessed": (
         lambda p: p["embedded"]["preprocess"].pop("hhar"),
         "embedded.preprocess.hhar: missing (datasets lists 'hhar': preprocess@hhar writes data/processed/hhar)"),
+    # ... and nothing else: an entry no stage reads is refused, naming it and what the run reads
+    "unknown key of embedded": (lambda p: p["embedded"].update(import_={}),
+                                "embedded.import_: unknown key (expected synthesize, preprocess)"),
+    "embedded dataset of another name": (lambda p: p["embedded"]["synthesize"].update(mine="MINE"),
+                                         "embedded.synthesize: expected some of wesad, hhar, example (the "
+                                         "embedded datasets), got 'mine'"),
+    "paper dataset preprocessed that datasets does not list": (
+        lambda p: p.update(datasets=["wesad", "example"], continual_datasets=["wesad", "example"],
+                           study_datasets=["wesad"]),
+        "embedded.preprocess.hhar: nothing reads it (datasets does not list it); expected some of: wesad"),
+    "embedded folder synthesized that nothing reads": (
+        lambda p: p.update(datasets=["wesad", "hhar"], continual_datasets=["wesad", "hhar"], imported={}),
+        "embedded.synthesize.example: nothing reads it (neither embedded.preprocess lists it nor does an import "
+        "(`imported`) read its folder); expected some of: wesad, hhar"),
+    "your data alone with a paper dataset left in embedded": (
+        lambda p: p.update(datasets=["example"], continual_datasets=["example"], study_datasets=[],
+                           assess={**p["assess"], "activation_datasets": []},
+                           embedded={"synthesize": {"example": "EXAMPLE"}, "preprocess": {"wesad": "WESAD"}}),
+        "embedded.preprocess.wesad: nothing reads it (datasets does not list it); expected some of: none ({})"),
     # imported: the imports dvc.yaml runs, exactly the declared ones of your own with their sources
     "import of a dataset taken out of datasets": (
         lambda p: p.update(datasets=["wesad", "hhar"], continual_datasets=["wesad", "hhar"]),

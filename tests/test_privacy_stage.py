@@ -15,6 +15,7 @@ from esnfed_cli.main import app
 from esnfed_core.privacy import noise_multiplier
 from esnfed_core.errors import DataError
 from esnfed_stages import privacy_report
+from esnfed_stages.params_schema import embedded_read
 from experiment_data import cli_ok, make_dataset, small_params, stage_options, write_params
 
 pytestmark = pytest.mark.pipeline
@@ -33,6 +34,7 @@ def declare_own(params: dict, name: str = "mine") -> dict:
     params["study_datasets"] = ["wesad"]  # the papers' studies on the declared paper dataset only
     params["imports"][name] = dict(params["imports"]["example"], source=f"{name}.csv")
     params["imported"] = {name: f"{name}.csv"}  # what dvc.yaml imports: the declared one (example paused)
+    params["embedded"] = embedded_read(params)  # wesad's embedded data only
     params["partition"][name] = {"fractions": {"validation": 0.2, "test": 0.2}, "seed": 0}
     for budget in params["budgets"].values():
         budget["space"][name] = dict(budget["space"]["example"], units=[8, 12])

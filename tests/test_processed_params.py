@@ -119,6 +119,7 @@ def test_the_experiment_stages_refuse_stale_data_too(imported):
 
 def test_select_refuses_stale_data(imported):
     from experiment_data import small_params, write_params as write_experiment_params
+    from esnfed_stages.params_schema import embedded_read
 
     assert invoke("partition", "--dataset", "mine").exit_code == 0
     params = small_params()
@@ -126,6 +127,7 @@ def test_select_refuses_stale_data(imported):
     params["assess"]["activation_datasets"] = []  # only the papers' datasets have activation densities
     params["imports"]["mine"] = {**IMPORT, "rate": 10}
     params["imported"] = {"mine": IMPORT["source"]}
+    params["embedded"] = embedded_read(params)  # mine alone: none of the embedded data
     params["partition"]["mine"] = SPLITS
     for budget in params["budgets"].values():
         budget["space"]["mine"] = budget["space"]["wesad"]

@@ -418,7 +418,7 @@ def test_the_index_names_every_table_and_figure_with_its_title(built):
     assert f"`metrics/`: {n_metrics} JSON files" in index and f"`plots/`: {n_plots} CSV files" in index
     # reader audit: the metrics' unit, which plots DVC draws, and the activation CSVs' share
     assert "mean test accuracy per share of each dataset and method as a fraction (0–1)" in index
-    assert f"`dvc plots show` draws the {n_plots} declared in dvc.yaml's `plots`:" in index
+    assert f"`dvc plots show` draws the {n_plots} that the repository's dvc.yaml declares in its `plots`:" in index
     assert "trained on 100% of the training users only (params.yaml `report.activation_pct`" in index
 
 
@@ -777,6 +777,31 @@ def test_report_refuses_a_ttest_file_of_another_budget_or_a_command_line_alpha(w
     _write_params(workdir, extra={"budget": "paper"})
     _refused(workdir, "reports/ttest.json: computed with budget 'default' but params.yaml's budget is 'paper': "
                       "rerun `esnfed ttest`")
+
+
+def test_a_refusal_names_the_params_file_given_by_params_not_params_yaml(workdir):
+    """Under `--params FILE` a file computed with other values than FILE's was refused saying
+    "params.yaml's <key>", a file the command had not read (here params.yaml still holds the value
+    the ttest was computed with)."""
+    write_assess(workdir)
+    _ok(["ttest"])
+    params = yaml.safe_load(PARAMS)
+    params["ttest"]["alpha"] = 0.01
+    (workdir / "study.yaml").write_text(yaml.safe_dump(params))
+    before = _reports(workdir)
+    result = runner.invoke(app, ["report", "--params", "study.yaml"])
+    assert result.exit_code == 1, result.output
+    assert result.stderr.strip().splitlines() == [
+        "error: reports/ttest.json: computed with alpha 0.05 but study.yaml's ttest.alpha is 0.01: rerun `esnfed ttest`"]
+    assert _reports(workdir) == before
+    for path in (workdir / "runs" / "assess").rglob("*.json"):  # the budget check of the assess files too
+        path.write_text(path.read_text().replace('"budget": "default"', '"budget": "paper"'))
+    (workdir / "study.yaml").write_text(yaml.safe_dump({**params, "budget": "default"}))
+    result = runner.invoke(app, ["ttest", "--params", "study.yaml"])
+    assert result.exit_code == 1, result.output
+    line = result.stderr.strip()
+    assert "assessed under budget 'paper' but study.yaml's budget is 'default': rerun" in line, line
+    assert "params.yaml" not in line, line
 
 
 def _ttest_without(workdir: Path, key: str) -> tuple[Path, dict]:

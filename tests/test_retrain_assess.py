@@ -22,6 +22,7 @@ from esnfed_stages import select as select_stage
 from esnfed_core.vocabulary import PCTS
 from esnfed_stages.experiment_params import experiment_params
 from esnfed_stages.models import check_best_config, load_model
+from esnfed_stages.params_schema import embedded_read
 from experiment_data import TEST, TRAIN, cli_ok, make_dataset, run_method_stages, small_params, write_params
 
 # (algo, strategy): stationary and continual, centralised and federated, in dependency order.
@@ -676,6 +677,7 @@ def test_assess_without_dataset_runs_every_dataset_the_pipeline_runs_the_method_
     params["budgets"]["default"]["retrains"] = RETRAINS
     params["datasets"], params["continual_datasets"], params["study_datasets"] = ["wesad"], ["wesad"], ["wesad"]
     params["imported"] = {}  # the example not declared: not imported
+    params["embedded"] = embedded_read(params)  # nor embedded data that no stage reads
     write_params(root, params)
     common = ["--params", str(root / "params.yaml"), "--data-dir", str(root / "data"),
               "--runs-dir", str(root / "runs")]
@@ -690,6 +692,7 @@ def test_assess_without_dataset_runs_every_dataset_the_pipeline_runs_the_method_
     assert not (root / "runs" / "assess" / "hhar").exists()
     # Declared but never preprocessed: wesad's file is written, then hhar's missing data is the error.
     params["datasets"] = ["wesad", "hhar"]
+    params["embedded"] = embedded_read(params)
     write_params(root, params)
     res = runner.invoke(app, ["assess", "--algo", "ridge", *common])
     assert res.exit_code == 1 and path.read_bytes() == before
