@@ -278,3 +278,61 @@ def test_reservoir_config_defaults_to_dense():
     cfg = ReservoirConfig(8, 10, 0.9, 0.3, 1.0)
     assert cfg.input_connectivity is None and cfg.recurrent_connectivity is None
     assert dataclasses.replace(cfg, input_connectivity=5).input_connectivity == 5
+
+
+# ---------------------------------------------------------------- the stages
+def test_select_searches_connectivity_and_continual_methods_keep_the_selected_one(tmp_path):
+    """A space naming connectivity: every trial's config holds the drawn values (and its reservoir
+    the matching nonzero counts), and CLIP's candidates reuse IP's selected connectivity as they
+    reuse its other hyperparameters; the space without the keys plans the configs it always did."""
+    from esnfed_stages import select as select_stage
+    from esnfed_stages.experiment_params import experiment_params
+    from esnfed_stages.layout import best_path, select_dir
+    from experiment_data import make_dataset, small_params
+
+    make_dataset(tmp_path)
+    params = small_params()
+    space = params["budgets"]["default"]["space"]["wesad"]
+    dense_plan = [json.loads(json.dumps(sample_config(parse_space(space), params["seed"], "wesad", "25", i)))
+                  for i in range(2)]
+    space.update(input_connectivity=[30, 60], recurrent_connectivity={"low": 5, "high": 50, "step": 5})
+
+    def run(method):
+        return select_stage.run("wesad", method, ["25"], experiment_params(params), data_dir=tmp_path / "data",
+                                runs_dir=tmp_path / "runs")
+
+    run(Method("ip"))
+    records = [json.loads(p.read_text()) for p in sorted(select_dir(tmp_path / "runs", "wesad", "ip", "25")
+                                                          .glob("trial-*.json"))]
+    assert len(records) == 2 and all(r["status"] == "ok" for r in records)
+    for r, dense in zip(records, dense_plan):
+        cfg = r["config"]
+        assert cfg["input_connectivity"] in (30, 60) and 5 <= cfg["recurrent_connectivity"] <= 50
+        assert {k: cfg[k] for k in dense} == dense  # the other draws are the dense plan's
+    best = json.loads(best_path(tmp_path / "runs", "wesad", "ip", "25").read_text())
+    run(Method("clip", "naive"))
+    for p in select_dir(tmp_path / "runs", "wesad", "clip-naive", "25").glob("trial-*.json"):
+        cfg = json.loads(p.read_text())["config"]
+        assert all(cfg[k] == best["config"][k] for k in CONNECTIVITY_KEYS)
+
+
+def test_the_selected_table_shows_connectivity_only_when_a_config_has_it():
+    from esnfed_stages.selected_report import CSV_COLUMNS, Selected, render
+
+    base = {"units": 100, "spectral_radius": 0.99, "leak": 1.0, "input_scaling": 1.0, "lambda": 1e-3}
+    dense = [Selected("wesad", "fedavg", "25", {"config": base, "score": 0.8, "trial": 0, "n_trials": 2}, None)]
+    md, csv_text = render(dense, [], None, None, "select")
+    assert "connectivity" not in md and csv_text.splitlines()[0] == ",".join(
+        c for c in CSV_COLUMNS if "connectivity" not in c)
+    sparse = dense + [Selected("wesad", "incfed", "25", {"config": {**base, "input_connectivity": 5,
+                                                                     "recurrent_connectivity": 50},
+                                                          "score": 0.84, "trial": 1, "n_trials": 2}, None)]
+    md, csv_text = render(sparse, [], None, None, "select")
+    assert "| method | train users | N | ρ | leak | input scaling | input connectivity (%) | " \
+           "recurrent connectivity (%) |" in md
+    assert "| fedavg | 25% | 100 | 0.99 | 1 | 1 | 100 | 100 |" in md       # dense beside a sparse one
+    assert "| incfed | 25% | 100 | 0.99 | 1 | 1 | 5 | 50 |" in md          # the paper's Table III IncFed
+    head, *lines = csv_text.splitlines()
+    assert head.split(",")[3:9] == ["units", "spectral_radius", "leak", "input_scaling", "input_connectivity",
+                                    "recurrent_connectivity"]
+    assert lines[1].split(",")[7:9] == ["5", "50"] and lines[0].split(",")[7:9] == ["100", "100"]
