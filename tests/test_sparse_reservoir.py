@@ -336,3 +336,19 @@ def test_the_selected_table_shows_connectivity_only_when_a_config_has_it():
     assert head.split(",")[3:9] == ["units", "spectral_radius", "leak", "input_scaling", "input_connectivity",
                                     "recurrent_connectivity"]
     assert lines[1].split(",")[7:9] == ["5", "50"] and lines[0].split(",")[7:9] == ["100", "100"]
+
+
+def test_the_flower_run_config_carries_the_connectivity_only_when_sparse():
+    """The flower stage's run config: what the apps' clients rebuild the reservoir from
+    (tests_flower/test_flower_apps.py runs a sparse IncFed app against the pipeline)."""
+    from esnfed_core.settings import Settings
+    from esnfed_stages.flower import run_config
+    from experiment_data import trial_data
+
+    data, _ = trial_data()
+    cfg = {"units": 10, "spectral_radius": 0.9, "leak": 0.5, "input_scaling": 0.8}
+    seeds = {"reservoir": 5}
+    dense = run_config(cfg, seeds, data, Settings(), 1e-3, "incfed", False)
+    assert not set(CONNECTIVITY_KEYS) & set(dense)
+    sparse = run_config({**cfg, "recurrent_connectivity": 20}, seeds, data, Settings(), 1e-3, "incfed", False)
+    assert sparse == {**dense, "recurrent_connectivity": 20}
