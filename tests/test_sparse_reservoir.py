@@ -352,3 +352,52 @@ def test_the_flower_run_config_carries_the_connectivity_only_when_sparse():
     assert not set(CONNECTIVITY_KEYS) & set(dense)
     sparse = run_config({**cfg, "recurrent_connectivity": 20}, seeds, data, Settings(), 1e-3, "incfed", False)
     assert sparse == {**dense, "recurrent_connectivity": 20}
+
+
+def test_retrain_and_assess_keep_the_selected_sparse_reservoir(tmp_path):
+    """select -> retrain -> assess with a sparse space: each retrained model's saved W_in and Ŵ have
+    the selected connectivity's nonzero counts (new seeds, same shares), and the assess file records
+    the config with it."""
+    from esnfed_core.vocabulary import PCTS
+    from esnfed_stages import assess as assess_stage
+    from esnfed_stages import retrain as retrain_stage
+    from esnfed_stages import select as select_stage
+    from esnfed_stages.experiment_params import experiment_params
+    from esnfed_stages.layout import best_path
+    from esnfed_stages.models import load_model
+    from experiment_data import make_dataset, small_params
+
+    make_dataset(tmp_path)
+    params = small_params()
+    params["budgets"]["default"]["space"]["wesad"].update(input_connectivity=[40], recurrent_connectivity=[15, 30])
+    kw = {"data_dir": tmp_path / "data", "runs_dir": tmp_path / "runs"}
+    exp = experiment_params(params)
+    select_stage.run("wesad", Method("incfed"), list(PCTS), exp, **kw)
+    retrain_stage.run("wesad", Method("incfed"), list(PCTS), exp, **kw)
+    doc = assess_stage.run("wesad", Method("incfed"), exp, **kw)
+    for pct in PCTS:
+        cfg = json.loads(best_path(tmp_path / "runs", "wesad", "incfed", pct).read_text())["config"]
+        assert cfg["input_connectivity"] == 40 and cfg["recurrent_connectivity"] in (15, 30)
+        assert doc["pcts"][pct]["config"]["recurrent_connectivity"] == cfg["recurrent_connectivity"]
+        for k in range(params["budgets"]["default"]["retrains"]):
+            model, meta = load_model(tmp_path / "runs" / "models" / "wesad" / "incfed" / pct, k)
+            w_in, w = model.reservoir.w_in, model.reservoir.w
+            assert np.count_nonzero(w_in) == nonzero_count(40, w_in.size)
+            assert np.count_nonzero(w) == nonzero_count(cfg["recurrent_connectivity"], w.size)
+            assert meta["config"]["recurrent_connectivity"] == cfg["recurrent_connectivity"]
+
+
+def test_check_params_refuses_a_bad_connectivity_in_one_line_and_writes_nothing(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from esnfed_cli.main import app
+
+    monkeypatch.chdir(tmp_path)
+    params = json.loads(json.dumps(REPO_PARAMS))
+    params["budgets"]["paper"]["space"]["hhar"]["recurrent_connectivity"] = {"low": 0, "high": 60}
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    result = CliRunner().invoke(app, ["check-params"])
+    assert result.exit_code == 1
+    assert result.stderr.strip().splitlines() == [
+        "error: params.yaml: budgets.paper.space.hhar.recurrent_connectivity.low: must be > 0.0, got 0.0"]
+    assert list(tmp_path.iterdir()) == [tmp_path / "params.yaml"]
