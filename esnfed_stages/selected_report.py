@@ -27,8 +27,8 @@ SELECT_DIR = Path("runs/select")  # the select stage's outputs (report --select-
 # The searched hyperparameters as the Markdown heads them (config keys of best.json), in order.
 HYPERPARAMETERS = (("units", "N"), ("spectral_radius", "ρ"), ("leak", "leak"), ("input_scaling", "input scaling"),
                    ("input_connectivity", "input connectivity (%)"),
-                   ("recurrent_connectivity", "recurrent connectivity (%)"), ("layers", "layers"), ("sigma", "σ"), ("rounds", "rounds"), ("local_epochs", "local epochs"),
-                   ("budget", "budget per context"))
+                   ("recurrent_connectivity", "recurrent connectivity (%)"), ("layers", "layers"), ("sigma", "σ"),
+                   ("rounds", "rounds"), ("local_epochs", "local epochs"), ("budget", "budget per context"))
 # A sparse reservoir's connectivity (optional keys): a column only where some selected config has it,
 # so a run of dense reservoirs writes the table it always did.
 SPARSE = ("input_connectivity", "recurrent_connectivity")

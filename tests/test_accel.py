@@ -307,7 +307,8 @@ def test_fit_batch_equals_fit_on_every_trial(data, algo):
 # 16 units, 3 connections, most units are driven by the inputs alone: near-collinear states let
 # the readout's condition number amplify float32 state rounding to 1-2 %, measured); the states
 # test covers that extreme too, where the kernels owe the same STATE_ATOL.
-SPARSE = [{"input_connectivity": 20, "recurrent_connectivity": 10}, {"input_connectivity": 50, "recurrent_connectivity": 25}]
+SPARSE = [{"input_connectivity": 20, "recurrent_connectivity": 10},
+          {"input_connectivity": 50, "recurrent_connectivity": 25}]
 
 
 def test_states_of_sparse_reservoirs_equal_run_batch():
