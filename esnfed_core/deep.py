@@ -52,12 +52,15 @@ class DeepConfig:
 
     @classmethod
     def shared(cls, n_inputs: int, units: int, layers: int, spectral_radius: float, leak: float,
-               input_scaling: float) -> "DeepConfig":
+               input_scaling: float, input_connectivity: float | None = None,
+               recurrent_connectivity: float | None = None) -> "DeepConfig":
         """The pipeline's deep config: ``units`` in total split over ``layers`` (split_units), the
-        same spectral radius, leak and input scaling in every layer (docs/deep.md)."""
+        same spectral radius, leak, input scaling and connectivity in every layer (docs/deep.md;
+        a layer's input connectivity applies to its W_in, from the inputs or the layer below)."""
         sizes = split_units(units, layers)
         inputs = (n_inputs,) + sizes[:-1]
-        return cls(tuple(ReservoirConfig(u, n, spectral_radius, leak, input_scaling)
+        return cls(tuple(ReservoirConfig(u, n, spectral_radius, leak, input_scaling, input_connectivity,
+                                         recurrent_connectivity)
                          for u, n in zip(inputs, sizes)))
 
 

@@ -21,7 +21,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from esnfed_core.errors import ConfigError
-from esnfed_core.method import RESERVOIR_KEYS
+from esnfed_core.method import CONNECTIVITY_KEYS, RESERVOIR_KEYS
 from esnfed_core.quote import quote
 from esnfed_core.reservoir import Reservoir, spectral_radius
 from esnfed_core.search import Dimension
@@ -91,7 +91,7 @@ def draw_clients(het: Heterogeneity, config: Mapping[str, Any], n_inputs: int, n
     for child in np.random.SeedSequence([int(het.seed), int(seed)]).spawn(n_clients):
         hyper, weights = child.spawn(2)
         rng = np.random.default_rng(hyper)
-        cfg = {k: config[k] for k in RESERVOIR_KEYS}
+        cfg = {k: config[k] for k in RESERVOIR_KEYS + CONNECTIVITY_KEYS if k in config}  # sparse: every client
         for d in het.space:
             cfg[d.name] = d.sample(rng)
         out.append(ClientReservoir(cfg, make_reservoir(cfg, n_inputs, np.random.default_rng(weights))))

@@ -15,15 +15,16 @@ from esnfed_core.continual_settings import BUDGET
 from esnfed_core.deep import LAYERS, split_units
 from esnfed_core.ip_rule import IP_BOUNDS
 from esnfed_core.readout import LAMBDA
-from esnfed_core.reservoir import RESERVOIR_BOUNDS
+from esnfed_core.reservoir import CONNECTIVITY_BOUNDS, RESERVOIR_BOUNDS
 from esnfed_core.validation import COUNT, Bound, ParameterError
 
 # rounds: the IP epochs (ip) or FedIP rounds (fedip) a stationary trial runs, >= 1 (a continual
 # method's budget grid is derived from them: esnfed_core.search.continual_budgets); local_epochs:
 # FedIP's local epochs per round; budget: a continual trial's IP rounds per context; lambda: the
-# ridge penalty a selected config records.
+# ridge penalty a selected config records; input_connectivity, recurrent_connectivity: a sparse
+# reservoir's percent of nonzero W_in and Ŵ entries (optional, searched only where a space names them).
 HYPERPARAMETER_BOUNDS: Mapping[str, Bound] = {
-    **RESERVOIR_BOUNDS, "sigma": IP_BOUNDS["sigma"], "rounds": COUNT, "local_epochs": COUNT,
+    **RESERVOIR_BOUNDS, **CONNECTIVITY_BOUNDS, "sigma": IP_BOUNDS["sigma"], "rounds": COUNT, "local_epochs": COUNT,
     "layers": LAYERS, "budget": BUDGET, "lambda": LAMBDA,
 }
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from esnfed_core.errors import ConfigError
 from esnfed_core.quote import quote
+from esnfed_core.reservoir import CONNECTIVITY_BOUNDS
 from esnfed_core.vocabulary import ALGOS, STRATEGIES
 
 # The continual methods: CLIP and FedCLIP, each with every strategy.
@@ -30,6 +31,8 @@ METHODS = ("random", "ridge", "incfed", "fedavg", "ip", "fedip") + CONTINUAL_MET
 # Heterogeneous methods (issue 13): every client its own reservoir (esnfed_core.heterogeneous).
 HETERO_ALGOS = ("local", "ensemble", "align")
 RESERVOIR_KEYS = ("units", "spectral_radius", "leak", "input_scaling")
+# Optional reservoir hyperparameters: sparse W_in and Ŵ (percent nonzero; absent = dense, PROTOCOL §2).
+CONNECTIVITY_KEYS = tuple(CONNECTIVITY_BOUNDS)
 
 
 @dataclass(frozen=True)
@@ -133,3 +136,9 @@ class Method:
         if self.deep:
             keys += ("layers",)
         return keys
+
+    @property
+    def optional_keys(self) -> tuple[str, ...]:
+        """Hyperparameters a config of this method may hold besides :attr:`config_keys`: the
+        connectivity of a sparse reservoir (every method with a reservoir; absent = dense)."""
+        return () if self.algo == "random" else CONNECTIVITY_KEYS

@@ -6,6 +6,7 @@ batch. States are time-major: ``states[t, i]`` is the post-leak state of window 
 
 from __future__ import annotations
 
+import math
 import threading
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator
@@ -25,6 +26,18 @@ MAX_UNITS = 16384
 UNITS = Bound(integer=True, low=1, high=MAX_UNITS)
 # The searched hyperparameters' ranges (params.yaml budgets.*.space.<dataset> is checked against them).
 RESERVOIR_BOUNDS = {"units": UNITS, "spectral_radius": POSITIVE, "leak": LEAK, "input_scaling": POSITIVE}
+# Sparse reservoirs (the IncFed paper's "input connectivity" and "recurrent connectivity", Tables
+# I-IV, searched in [1, 60]): the percentage of W_in's and of Ŵ's entries that are nonzero, as the
+# paper prints them. Optional: a config without them draws the dense reservoir of PROTOCOL §2
+# (docs/protocol.md §2, "Sparse reservoirs", says why a percentage of the whole matrix).
+CONNECTIVITY = Bound(low=0.0, high=100.0, low_open=True)
+CONNECTIVITY_BOUNDS = {"input_connectivity": CONNECTIVITY, "recurrent_connectivity": CONNECTIVITY}
+# Masks a sparse Ŵ may draw before one has a cycle (an acyclic pattern makes Ŵ nilpotent: spectral
+# radius 0, which no scale factor brings to ρ). At the paper's lowest setting (1 % of 100 units, ~1
+# connection a unit) about 1 mask in 10 is acyclic (measured: 9.7 % of 2000; 0 % at 2 % or at 200
+# units), at 1 % of 50 units 1 in 2, at 1 % of 10 units (one connection) 9 in 10: the chance that
+# all MAX_MASK_DRAWS fail is then 0.9^100 ≈ 3e-5, and such a draw is refused naming the key.
+MAX_MASK_DRAWS = 100
 BATCH_SIZE = COUNT  # windows per reservoir batch (params.yaml readout.batch_size)
 
 
@@ -37,11 +50,16 @@ class ReservoirConfig:
     spectral_radius: float
     leak: float
     input_scaling: float
+    input_connectivity: float | None = None  # percent of W_in's entries nonzero; None: dense
+    recurrent_connectivity: float | None = None  # percent of Ŵ's entries nonzero; None: dense
 
     def __post_init__(self) -> None:
         check_param("n_inputs", self.n_inputs, integer=True, low=1)
         for name, bound in RESERVOIR_BOUNDS.items():
             bound.check(name, getattr(self, name))
+        for name, bound in CONNECTIVITY_BOUNDS.items():
+            if getattr(self, name) is not None:
+                bound.check(name, getattr(self, name))
 
 
 @dataclass(frozen=True, eq=False)
@@ -117,13 +135,27 @@ def spectral_radius(w: np.ndarray) -> float:
 def build_reservoir(config: ReservoirConfig, seed: int | np.random.Generator) -> Reservoir:
     """Draw W_in ~ U(-1,1)·input_scaling and Ŵ ~ N(0,1) rescaled to the spectral radius.
 
+    With ``input_connectivity`` or ``recurrent_connectivity`` (percent) the matrix is then masked
+    to :func:`nonzero_count` entries at positions drawn, after both dense draws, from the same
+    generator (input mask first): the kept entries hold the dense draw's values, and a dense
+    config draws nothing more than before. A sparse Ŵ whose pattern has no cycle is nilpotent
+    (spectral radius 0) and its mask is drawn again, at most MAX_MASK_DRAWS times; Ŵ is rescaled
+    to ρ after masking.
+
     The same config and seed give bit-identical matrices on every platform numpy supports.
     """
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
     n, u = config.units, config.n_inputs
     w_in = rng.uniform(-1.0, 1.0, size=(n, u)) * config.input_scaling
     w = rng.standard_normal(size=(n, n))
-    rho = spectral_radius(w)
+    if config.input_connectivity is not None:
+        keep = _draw_mask(rng, w_in.shape, config.input_connectivity)
+        if keep is not None:
+            w_in = np.where(keep, w_in, 0.0)
+    if config.recurrent_connectivity is not None:
+        w, rho = _sparse_recurrent(rng, w, config.recurrent_connectivity)
+    else:
+        rho = spectral_radius(w)
     if rho == 0.0:  # only possible for a 1x1 reservoir drawing exactly 0
         w = np.ones((n, n))
         rho = spectral_radius(w)
@@ -131,6 +163,59 @@ def build_reservoir(config: ReservoirConfig, seed: int | np.random.Generator) ->
     return Reservoir(
         w_in=w_in, w=w, leak=float(config.leak), gain=np.ones(n), bias=np.zeros(n)
     )
+
+
+def nonzero_count(connectivity: float, size: int) -> int:
+    """Entries a matrix of ``size`` entries keeps at ``connectivity`` percent: the nearest integer
+    to connectivity·size/100 (halves up), at least 1 (a matrix is never all zero)."""
+    CONNECTIVITY.check("connectivity", connectivity)
+    return int(min(size, max(1, math.floor(float(connectivity) * size / 100.0 + 0.5))))
+
+
+def _draw_mask(rng: np.random.Generator, shape: tuple[int, int], connectivity: float) -> np.ndarray | None:
+    """A boolean mask of ``shape`` with exactly :func:`nonzero_count` True entries at uniformly
+    drawn positions (without replacement), or None, drawing nothing, when every entry is kept."""
+    size = shape[0] * shape[1]
+    k = nonzero_count(connectivity, size)
+    if k == size:
+        return None
+    keep = np.zeros(size, dtype=bool)
+    keep[rng.choice(size, size=k, replace=False)] = True
+    return keep.reshape(shape)
+
+
+def has_cycle(keep: np.ndarray) -> bool:
+    """Whether the directed graph of a square pattern (an edge j → i where ``keep[i, j]``) has a
+    cycle, a self-loop included. Without one, every matrix of that pattern is nilpotent: a
+    permutation makes it strictly triangular, so all its eigenvalues are 0."""
+    from scipy.sparse import csr_array  # noqa: PLC0415 (sparse reservoirs only)
+    from scipy.sparse.csgraph import connected_components  # noqa: PLC0415
+
+    if np.any(np.diagonal(keep)):
+        return True
+    _, labels = connected_components(csr_array(keep), directed=True, connection="strong")
+    return bool(np.bincount(labels).max() > 1)  # a strongly connected component of 2+ units
+
+
+def _sparse_recurrent(rng: np.random.Generator, w: np.ndarray, connectivity: float) -> tuple[np.ndarray, float]:
+    """``w`` masked to ``connectivity`` percent and its spectral radius, the mask drawn again while
+    its pattern has no cycle (or, by cancellation, the radius is 0); ParameterError naming the key
+    when MAX_MASK_DRAWS masks all fail."""
+    for _ in range(MAX_MASK_DRAWS):
+        keep = _draw_mask(rng, w.shape, connectivity)
+        if keep is None:  # every entry kept: the dense matrix
+            return w, spectral_radius(w)
+        if not has_cycle(keep):
+            continue
+        sparse = np.where(keep, w, 0.0)
+        rho = spectral_radius(sparse)
+        if rho > 0.0:
+            return sparse, rho
+    n = w.shape[0]
+    raise ParameterError(
+        f"recurrent_connectivity: {connectivity} % of a {n}x{n} Ŵ ({nonzero_count(connectivity, n * n)} "
+        f"connections) gave a nilpotent matrix (no cycle, spectral radius 0) in each of {MAX_MASK_DRAWS} "
+        "draws, so it cannot be rescaled to the spectral radius; raise recurrent_connectivity or units")
 
 
 def _check_batch(res: Reservoir, x: np.ndarray) -> np.ndarray:

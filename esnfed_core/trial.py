@@ -20,9 +20,9 @@ from esnfed_core.errors import ConfigError
 from esnfed_core.federated import Client, fedavg, fedip, incfed
 from esnfed_core.ip_rule import IPConfig
 from esnfed_core.messages import CommLedger, ReadoutMessage, StatsMessage
-from esnfed_core.method import Method
+from esnfed_core.method import CONNECTIVITY_KEYS, Method
 from esnfed_core.readout import Counts, StatsAccumulator, solve
-from esnfed_core.reservoir import Reservoir, ReservoirConfig, build_reservoir
+from esnfed_core.reservoir import CONNECTIVITY_BOUNDS, Reservoir, ReservoirConfig, build_reservoir
 from esnfed_core.scoring import pooled_counts, random_accuracy
 from esnfed_core.settings import Settings
 
@@ -103,16 +103,20 @@ def check_config(method: Method, config: Mapping[str, Any], *, need_lambda: bool
 
 def make_reservoir(config: Mapping[str, Any], n_inputs: int, seed: int | np.random.Generator) -> Reservoir:
     """The trial's reservoir: shallow, or deep when ``config`` has ``layers`` (``units`` split over
-    the layers, ρ, leak and input scaling shared; esnfed_core.deep.DeepConfig.shared)."""
+    the layers, ρ, leak and input scaling shared; esnfed_core.deep.DeepConfig.shared); sparse when
+    ``config`` has ``input_connectivity`` / ``recurrent_connectivity`` (every layer alike)."""
+    sparse = {k: config[k] for k in CONNECTIVITY_KEYS if k in config}
+    for key, value in sparse.items():  # a key present is a number (None would silently mean dense)
+        CONNECTIVITY_BOUNDS[key].check(key, value)
     if "layers" in config:
         from esnfed_core.deep import DeepConfig, build_deep_reservoir  # noqa: PLC0415 (deep trials only)
 
         return build_deep_reservoir(DeepConfig.shared(
             n_inputs, int(config["units"]), int(config["layers"]), float(config["spectral_radius"]),
-            float(config["leak"]), float(config["input_scaling"])), seed)
+            float(config["leak"]), float(config["input_scaling"]), **sparse), seed)
     rc = ReservoirConfig(
         n_inputs=n_inputs, units=int(config["units"]), spectral_radius=float(config["spectral_radius"]),
-        leak=float(config["leak"]), input_scaling=float(config["input_scaling"]),
+        leak=float(config["leak"]), input_scaling=float(config["input_scaling"]), **sparse,
     )
     return build_reservoir(rc, seed)
 

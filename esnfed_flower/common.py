@@ -10,13 +10,15 @@ from typing import Any, Mapping
 import numpy as np
 from flwr.app import Array, ArrayRecord, Message, MetricRecord, RecordDict
 
+from esnfed_core.method import CONNECTIVITY_KEYS
 from esnfed_core.readout import RidgeStats, solve
 from esnfed_core.reservoir import Reservoir
 from esnfed_core.trial import make_reservoir
 
 RESERVOIR_KEYS = ("units", "spectral_radius", "leak", "input_scaling")
-# What a client's config needs to rebuild the broadcast reservoir and compute its ridge statistics.
-CLIENT_KEYS = (*RESERVOIR_KEYS, "reservoir-seed", "n-classes", "batch-size")
+# What a client's config needs to rebuild the broadcast reservoir and compute its ridge statistics
+# (a sparse reservoir's connectivity only when the run config has it: messages copy present keys).
+CLIENT_KEYS = (*RESERVOIR_KEYS, *CONNECTIVITY_KEYS, "reservoir-seed", "n-classes", "batch-size")
 
 
 def to_record(arrays: Mapping[str, np.ndarray]) -> ArrayRecord:
@@ -66,8 +68,10 @@ def partition_contexts(context: Any, partition_id: int, n_contexts: int) -> list
 
 
 def reservoir(config: Mapping[str, Any], n_inputs: int) -> Reservoir:
-    """The reservoir every client rebuilds from the broadcast config and seed (no weights sent)."""
-    return make_reservoir({k: config[k] for k in RESERVOIR_KEYS}, n_inputs, int(config["reservoir-seed"]))
+    """The reservoir every client rebuilds from the broadcast config and seed (no weights sent),
+    sparse when the config has a connectivity (esnfed_core.reservoir)."""
+    cfg = {**{k: config[k] for k in RESERVOIR_KEYS}, **{k: config[k] for k in CONNECTIVITY_KEYS if k in config}}
+    return make_reservoir(cfg, n_inputs, int(config["reservoir-seed"]))
 
 
 def solve_readout(rc: Mapping[str, Any], stats: RidgeStats) -> np.ndarray:

@@ -28,6 +28,7 @@ from flwr.serverapp import Grid, ServerApp
 
 from esnfed_core.aggregate import weighted_average
 from esnfed_core.continual import JOINT_MAX_ROUNDS, ContinualConfig, LocalClient, make_strategy
+from esnfed_core.method import CONNECTIVITY_KEYS
 from esnfed_core.readout import solve
 from esnfed_core.reservoir import Reservoir
 from esnfed_flower.common import (
@@ -41,8 +42,8 @@ client_app = ClientApp(mods=[measure_mod])
 server_app = ServerApp()
 STRATEGIES = ("naive", "replay")
 # What every message's config carries (the server's run config, without paths).
-CONFIG_KEYS = (*RESERVOIR_KEYS, "reservoir-seed", "n-classes", "n-contexts", "strategy", "budget",
-               "replay-fraction", "replay-batch", "replay-shuffle", "ip-seed", "local-epochs", "lambda",
+CONFIG_KEYS = (*RESERVOIR_KEYS, *CONNECTIVITY_KEYS, "reservoir-seed", "n-classes", "n-contexts", "strategy",
+               "budget", "replay-fraction", "replay-batch", "replay-shuffle", "ip-seed", "local-epochs", "lambda",
                "solver", *IP_KEYS)
 CONFIG_KEYS += ("patience", "max-joint-rounds")  # joint (esnfed_flower/fedclip_joint.py)
 

@@ -92,6 +92,6 @@ def collect_stats(grid: Grid, config: dict, ip: dict | None = None, rnd: int = 1
 def main(grid: Grid, context: Context) -> None:
     rc = run_config(context)
     dp = flower_dp(rc, "central")
-    config = {k: rc[k] for k in (*CLIENT_KEYS, "num-clients")}
+    config = {k: rc[k] for k in (*CLIENT_KEYS, "num-clients") if k in rc}
     total = release(collect_stats(grid, config), dp, dp.server_rng() if dp else None)
     np.save(str(rc["out"]), solve_readout(rc, total))

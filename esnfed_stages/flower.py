@@ -41,7 +41,7 @@ import esnfed_core
 from esnfed_core import __version__
 from esnfed_core.data.npz import read_npy, read_npz
 from esnfed_core.errors import ConfigError, DataError
-from esnfed_core.method import Method
+from esnfed_core.method import CONNECTIVITY_KEYS, Method
 from esnfed_core.privacy import DPSpec, epsilon_of, ip_sigma, noise_multiplier, stats_bound, stats_sigma, sum_std
 from esnfed_core.private_trial import PRIVATE_ALGOS, fit_private, releases
 from esnfed_core.quote import quote
@@ -155,6 +155,7 @@ def run_config(cfg: Mapping[str, Any], seeds: Mapping[str, int], data: TrialData
     """The apps' run config for a trial of ``cfg`` (paths added by the caller)."""
     steps = max(u.x.shape[0] * u.x.shape[1] for u in data.train.values())
     rc = {k: cfg[k] for k in ("units", "spectral_radius", "leak", "input_scaling")}
+    rc.update({k: cfg[k] for k in CONNECTIVITY_KEYS if k in cfg})  # a sparse reservoir's (optional)
     rc.update({"app": app, "secagg": secagg, "reservoir-seed": int(seeds["reservoir"]),
                "n-classes": data.n_classes, "n-inputs": data.n_inputs, "batch-size": settings.batch_size,
                "num-clients": len(data.train), "lambda": float(lam), "solver": settings.solver,

@@ -182,9 +182,10 @@ def check_best_config(path: Path, method: Method, config: dict[str, Any]) -> Non
     except ConfigError as exc:
         raise DataError(f"{path}: {exc}") from None
     for key, value in config.items():
-        if key not in method.config_keys and key != "lambda":
+        if key not in method.config_keys + method.optional_keys and key != "lambda":
             raise DataError(f"{path}: config.{key}: not a hyperparameter of {method.id} (expected "
-                            f"{', '.join(method.config_keys + ('lambda',))})")
+                            f"{', '.join(method.config_keys + ('lambda',))}, optionally "
+                            f"{', '.join(method.optional_keys) or 'nothing else'})")
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             raise DataError(f"{path}: config.{key}: expected a finite number, got {quote(value)}")
     try:

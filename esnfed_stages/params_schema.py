@@ -23,7 +23,7 @@ from esnfed_core.ip_rule import IP_BOUNDS
 from esnfed_core.metrics import BINS
 from esnfed_core.quote import quote
 from esnfed_core.readout import LAMBDA, SOLVERS
-from esnfed_core.reservoir import BATCH_SIZE, RESERVOIR_BOUNDS
+from esnfed_core.reservoir import BATCH_SIZE, CONNECTIVITY_BOUNDS, RESERVOIR_BOUNDS
 from esnfed_core.settings import RETRAIN_LAMBDA
 from esnfed_core.stats import ALPHA, VARIANCE_TESTS
 from esnfed_core.vocabulary import BACKENDS, DATASETS, DEVICES, PCTS, SOURCES, VARIANTS
@@ -127,6 +127,8 @@ SEED = Num.of(search.SEED)
 # spaces' hyperparameters: the ranges a saved config is checked against too (esnfed_core.hyperparameters).
 HYPER = {name: Num.of(bound) for name, bound in HYPERPARAMETER_BOUNDS.items()}
 RESERVOIR_SPACE = {name: HYPER[name] for name in RESERVOIR_BOUNDS}
+# A dataset's space may also search a sparse reservoir's connectivity (percent; absent: dense).
+CONNECTIVITY_SPACE = {name: HYPER[name] for name in CONNECTIVITY_BOUNDS}
 IP = {name: Num.of(bound) for name, bound in IP_BOUNDS.items()}
 CONTINUAL = {name: Num.of(bound) for name, bound in CONTINUAL_BOUNDS.items()}
 # synthetic.<dataset>: the generator's keyword arguments (all optional: it has defaults) besides
@@ -167,12 +169,12 @@ SCHEMA = Fields(optional={
     "budgets": Entries(Fields(required={
         "trials": Num.of(search.TRIALS), "retrains": Num.of(search.RETRAINS),
         "space": Named({
-            "wesad": Space(RESERVOIR_SPACE), "hhar": Space(RESERVOIR_SPACE),
+            "wesad": Space(RESERVOIR_SPACE, CONNECTIVITY_SPACE), "hhar": Space(RESERVOIR_SPACE, CONNECTIVITY_SPACE),
             "ip": Space({n: HYPER[n] for n in ("sigma", "rounds")}),
             "fedip": Space({n: HYPER[n] for n in ("sigma", "rounds", "local_epochs")}),
             "deep": Space({"layers": HYPER["layers"]}),  # deep reservoirs (issue 13): added for deep-* methods
         # space.<dataset>: required of each declared dataset only (_declared_datasets says why)
-        }, lambda ds: Space(RESERVOIR_SPACE), required=("ip", "fedip"), examples=EXAMPLES),
+        }, lambda ds: Space(RESERVOIR_SPACE, CONNECTIVITY_SPACE), required=("ip", "fedip"), examples=EXAMPLES),
     })),
     "readout": Fields(required={"lambdas": ListOf(Num.of(LAMBDA)), "batch_size": Num.of(BATCH_SIZE),
                                 "solver": Choice(SOLVERS)}),

@@ -153,10 +153,15 @@ class Space(Node):
     its domain; integer hyperparameters need a list or an integer grid."""
 
     domains: Mapping[str, Num]
+    # hyperparameters a space may search but need not (a sparse reservoir's connectivity): absent
+    # from the repository's params.yaml, so not in keys()
+    optional: Mapping[str, Num] = field(default_factory=dict)
 
     def check(self, key: str, value: Any) -> None:
-        Fields(required={n: _ANY for n in self.domains}).check(key, value)
-        for name, domain in self.domains.items():
+        Fields(required={n: _ANY for n in self.domains}, optional={n: _ANY for n in self.optional}).check(key, value)
+        for name, domain in {**self.domains, **self.optional}.items():
+            if name not in value:
+                continue
             where = f"{key}.{name}"
             try:
                 dim = parse_dimension(name, value[name], key, lambda v: domain.check(where, v))

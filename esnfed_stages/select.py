@@ -156,7 +156,8 @@ def plan_share(exp: ExperimentParams, data: Dataset, method: Method, pct: str,
     if method.continual:
         base = _base_config(runs, data.name, method, pct, exp.budget_spec)
         rounds = base["config"].get("rounds")
-        stationary = {k: base["config"][k] for k in method.config_keys if k != "budget" and k in base["config"]}
+        stationary = {k: base["config"][k] for k in method.config_keys + method.optional_keys
+                      if k != "budget" and k in base["config"]}  # a sparse base stays sparse
         missing = set(method.config_keys) - set(stationary) - {"budget"}
         if missing:
             raise DataError(f"{best_path(runs, data.name, method.base, pct)}: config lacks {', '.join(sorted(missing))}")

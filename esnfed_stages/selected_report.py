@@ -26,8 +26,13 @@ SELECT_DIR = Path("runs/select")  # the select stage's outputs (report --select-
 
 # The searched hyperparameters as the Markdown heads them (config keys of best.json), in order.
 HYPERPARAMETERS = (("units", "N"), ("spectral_radius", "ρ"), ("leak", "leak"), ("input_scaling", "input scaling"),
-                   ("layers", "layers"), ("sigma", "σ"), ("rounds", "rounds"), ("local_epochs", "local epochs"),
-                   ("budget", "budget per context"))
+                   ("input_connectivity", "input connectivity (%)"),
+                   ("recurrent_connectivity", "recurrent connectivity (%)"), ("layers", "layers"), ("sigma", "σ"),
+                   ("rounds", "rounds"), ("local_epochs", "local epochs"), ("budget", "budget per context"))
+# A sparse reservoir's connectivity (optional keys): a column only where some selected config has it,
+# so a run of dense reservoirs writes the table it always did.
+SPARSE = ("input_connectivity", "recurrent_connectivity")
+DENSE = 100  # the connectivity (%) of a config without the key: every entry nonzero
 CSV_COLUMNS = ("dataset", "method", "pct", *(k for k, _ in HYPERPARAMETERS), "mu", "eta", "lambda_selection",
                "lambda_retrains", "lambda_rule", "validation_score", "trial", "n_trials", "seed")
 # How each retrain's λ was chosen (the CSV's lambda_rule): retrain.lambda select / frozen, or the
@@ -83,6 +88,7 @@ def _check_retrained_from(path: Path, best: Mapping[str, Any], method: Method, i
     assessed = entry.get("config")
     if isinstance(assessed, Mapping):
         differ = [k for k in method.config_keys if k in assessed and assessed[k] != best["config"].get(k)]
+        differ += [k for k in method.optional_keys if assessed.get(k) != best["config"].get(k)]
         if differ:
             raise DataError(f"{inputs.paths[(ds, method.id)]}: pcts.{pct}.config.{differ[0]} is "
                             f"{quote(assessed.get(differ[0]))} but {path} selected {quote(best['config'].get(differ[0]))}: "
@@ -157,6 +163,11 @@ def render(selected: Sequence[Selected], header: Sequence[str], mu: float | None
     lines, then what the columns mean, then ``footer``'s (missing inputs, date); ``dataset``: the
     table of one of your own (table_name)."""
     table = rows(selected, mu, eta, retrain_lambda)
+    sparse = [k for k in SPARSE if any(r.get(k) is not None for r in table)]
+    columns = tuple(c for c in CSV_COLUMNS if c not in SPARSE or c in sparse)
+    for r, s in zip(table, selected):  # beside a sparse selection, a config without the key is dense
+        if s.best is not None:
+            r.update({k: DENSE for k in sparse if r.get(k) is None})
     rules = [r for r in ("select", "frozen") if r == retrain_lambda] + ["fixed"]
     lines = [f"# {table_name(dataset)}: The selected hyperparameters per dataset, method and share", ""]
     lines += [f"- {h}" for h in header]
@@ -173,6 +184,10 @@ def render(selected: Sequence[Selected], header: Sequence[str], mu: float | None
               "(stationary), mean stream accuracy over the contexts (CLIP), stream accuracy after the last context "
               "(FedCLIP); trial: the selected trial's index, from 0, of the n searched (CSV: trial, n_trials, seed)",
               f"- {NOT_APPLICABLE}: not a hyperparameter of the method; n/a: a missing input"]
+    if sparse:  # only where a selected config has it: a dense run's table is unchanged
+        lines += [f"- connectivity (%): the share of W_in's (input) or Ŵ's (recurrent) entries that are nonzero, as "
+                  f"the IncFed paper's Tables III-IV print it (docs/protocol.md §2); {DENSE}: dense, the default; "
+                  f"{NOT_APPLICABLE} where no selected config of the dataset is sparse"]
     lines += [f"- {h}" for h in footer]
     for ds in dict.fromkeys(r["dataset"] for r in table):
         mine = [r for r in table if r["dataset"] == ds]
@@ -191,4 +206,4 @@ def render(selected: Sequence[Selected], header: Sequence[str], mu: float | None
                           _lambdas(s.lambdas), f"{r['validation_score']:.2f}",
                           f"{r['trial']} (of {r['n_trials']})" if r["trial"] is not None else NA]
             lines.append("| " + " | ".join([r["method"], f"{r['pct']}%", *cells]) + " |")
-    return "\n".join(lines) + "\n", to_csv(table, CSV_COLUMNS)
+    return "\n".join(lines) + "\n", to_csv(table, columns)

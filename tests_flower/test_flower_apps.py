@@ -86,6 +86,23 @@ def test_incfed_app_equals_the_pipeline(setup, monkeypatch):
     np.testing.assert_array_equal(np.load(out), expected)
 
 
+def test_a_sparse_reservoir_reaches_every_client(setup, monkeypatch):
+    """A run config with a connectivity (docs/protocol.md §2, sparse reservoirs): the server passes
+    it on and every client rebuilds the same sparse reservoir, so IncFed is the pipeline's again."""
+    from esnfed_flower import incfed as app
+
+    root, data, users = setup
+    sparse = {"input_connectivity": 40, "recurrent_connectivity": 20}
+    out = root / "incfed-sparse.npy"
+    _simulate(app, root, _run_config(root, data, out, **sparse), len(users), monkeypatch)
+    res = make_reservoir({**CFG, **sparse}, data.n_inputs, SEED)
+    assert np.count_nonzero(res.w) == 20 and np.count_nonzero(res.w_in) == round(0.4 * res.w_in.size)
+    expected = incfed(res, _clients(data, users), [LAM]).readouts[0]
+    np.testing.assert_array_equal(np.load(out), expected)
+    dense = incfed(make_reservoir(CFG, data.n_inputs, SEED), _clients(data, users), [LAM]).readouts[0]
+    assert not np.allclose(expected, dense)  # the comparison is not the dense one's
+
+
 def test_fedip_app_equals_the_pipeline(setup, monkeypatch):
     from esnfed_flower import fedip as app
 

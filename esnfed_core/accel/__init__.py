@@ -15,8 +15,10 @@ DEVICES = ("cpu", "torch-cpu", "cuda")
 # reservoir of esnfed_core.reservoir, IP, the searched budgets and λ). Anything else is refused
 # by check_supported rather than run as something it is not (e.g. a new reservoir kind's keys).
 ALGOS = ("ridge", "incfed", "fedavg", "ip", "fedip", "clip", "fedclip")
+# A sparse reservoir's connectivity is drawn by the numpy core (make_reservoir) into dense matrices
+# with zeros, which the same batched kernels run (tests/test_sparse_reservoir.py).
 CONFIG_KEYS = frozenset({"units", "spectral_radius", "leak", "input_scaling", "sigma", "rounds",
-                         "local_epochs", "budget", "lambda"})
+                         "local_epochs", "budget", "lambda", "input_connectivity", "recurrent_connectivity"})
 
 
 def check_device(device: str) -> str:
