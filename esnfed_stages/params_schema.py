@@ -193,7 +193,8 @@ SCHEMA = Fields(optional={
                      optional={"device": Choice(DEVICES), "tf32": Bool()}),
     "assess": Fields(required={"activation_bins": Num.of(BINS),
                                "activation_datasets": ListOf(Choice(DATASETS), empty=True)}),
-    "privacy": Delegate(_privacy, ("epsilons", "delta", "relation", "clip", "ip_clip", "pct", "methods")),
+    "privacy": Delegate(_privacy, ("epsilons", "delta", "relation", "clip", "ip_clip", "pct", "methods",
+                                   "extra_methods", "fedavg_clip")),
     # issue 13: heterogeneous reservoirs (esnfed_stages/heterogeneity_params.py checks the section)
     "heterogeneity": Delegate(_heterogeneity, ("seed", "mode", "vary", "combine", "alphas", "pcts")),
     # issue 16: declared datasets (esnfed_stages/_datasets.py) and the import options of user ones
