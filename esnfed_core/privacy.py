@@ -205,10 +205,13 @@ def psd_projection(b: np.ndarray) -> np.ndarray:
 
 def private_average(start: np.ndarray, locals_: Sequence[np.ndarray], weights: Sequence[int],
                     spec: DPSpec, rng: np.random.Generator, releases: int = 1,
-                    norms: list[float] | None = None, bound: float | None = None) -> np.ndarray:
+                    norms: list[float] | None = None, bound: float | None = None,
+                    clients: int | None = None) -> np.ndarray:
     """The server's private mean of the clients' uploads x_c around ``start``:
     start + (Σ clip(x_c − start) + N(0, (z·C)²)) / K, C = ``bound`` (FedIP's round: C_ip =
-    ``spec.ip_clip``, the default; DP-FedAvg: start 0 and C = ``spec.fedavg_clip``).
+    ``spec.ip_clip``, the default; DP-FedAvg: start 0 and C = ``spec.fedavg_clip``), K = ``clients``
+    (public: the federation's size; default the uploads' number, DP-FedCLIP fixes it because who
+    uploads at a context depends on the users' data).
 
     ε = ∞: the window-count weighted average of :func:`esnfed_core.federated.weighted_average`.
     ``norms``: each client's update norm ‖x_c − start‖₂ before clipping is appended, in order (ε = ∞
@@ -228,19 +231,20 @@ def private_average(start: np.ndarray, locals_: Sequence[np.ndarray], weights: S
     for update in updates:
         total += clip_norm(update, bound)
     sigma = noise_multiplier(spec.epsilon, spec.delta, releases) * bound
-    return start + (total + rng.normal(0.0, sigma, total.shape)) / len(locals_)
+    return start + (total + rng.normal(0.0, sigma, total.shape)) / (clients or len(locals_))
 
 
-def fedip_aggregate(spec: DPSpec, rng: np.random.Generator, releases: int, norms: list[float] | None = None):
+def fedip_aggregate(spec: DPSpec, rng: np.random.Generator, releases: int, norms: list[float] | None = None,
+                    clients: int | None = None):
     """A :data:`esnfed_core.plasticity.Aggregate` applying :func:`private_average` to the
     concatenated (g, b) of every client: one clipped update per client and round (``norms``: each
-    update's norm before clipping is appended, round by round)."""
+    update's norm before clipping is appended, round by round; ``clients``: the fixed K)."""
 
     def aggregate(start, gains, biases, weights):
         n = len(start.gain)
         x0 = np.concatenate([start.gain, start.bias]).astype(np.float64)
         out = private_average(x0, [np.concatenate([g, b]) for g, b in zip(gains, biases)], weights,
-                              spec, rng, releases, norms)
+                              spec, rng, releases, norms, clients=clients)
         return out[:n], out[n:]
 
     return aggregate

@@ -1,8 +1,8 @@
 """Stage `privacy`: test accuracy of IncFed and FedIP under the Gaussian mechanism for each ε of
 ``privacy.epsilons`` -> runs/privacy/<dataset>.json (rendered by `esnfed report` as
 reports/tables/privacy.md/.csv and reports/figures/privacy.png; esnfed_stages/privacy_report.py).
-Opt-in (``privacy.extra_methods``, default none; stage `privacy-extra`): DP-FedAvg, one document per
-dataset and method, runs/privacy/extra/<dataset>/<method>.json, merged into the same table.
+Opt-in (``privacy.extra_methods``, default none; stage `privacy-extra`): DP-FedAvg and DP-FedCLIP
+(naive), one document per dataset and method, runs/privacy/extra/<dataset>/<method>.json, merged into the same table.
 
 The selected config of the share ``privacy.pct`` (runs/select/.../best.json) is retrained with the
 retrain stage's seeds (budgets.<budget>.retrains of them), once per ε, with the noise of
@@ -23,7 +23,7 @@ from esnfed_core import __version__
 from esnfed_core.errors import ConfigError
 from esnfed_core.method import Method
 from esnfed_core.privacy import PRIVACY_BOUNDS, RELATIONS, DPSpec, noise_multiplier
-from esnfed_core.private_trial import EXTRA_ALGOS, PRIVATE_ALGOS, fit_private, releases
+from esnfed_core.private_trial import EXTRA_ALGOS, PRIVATE_ALGOS, UNCOVERED, fit_private, releases
 from esnfed_core.quote import quote
 from esnfed_core.scoring import accuracy
 from esnfed_core.data.processed import UserData
@@ -75,7 +75,7 @@ class PrivacyParams:
     ip_clip: PerDataset
     pct: str
     methods: tuple[str, ...]
-    extra_methods: tuple[str, ...] = ()  # opt-in: DP-FedAvg (stage privacy-extra)
+    extra_methods: tuple[str, ...] = ()  # opt-in: DP-FedAvg, DP-FedCLIP naive (stage privacy-extra)
     fedavg_clip: PerDataset = DPSpec.fedavg_clip
 
     def delta_for(self, n_units: int) -> float:
@@ -147,6 +147,10 @@ def privacy_params(params: Mapping[str, Any]) -> PrivacyParams:
         raise ConfigError(f"params.yaml: privacy.methods: must list some of {', '.join(PRIVATE_ALGOS)}, "
                           f"got {quote(methods)}")
     extra = p.get("extra_methods", [])
+    for m in extra if isinstance(extra, list) else ():
+        if isinstance(m, str) and m in UNCOVERED:
+            raise ConfigError(f"params.yaml: privacy.extra_methods: {m} is not covered: {UNCOVERED[m]} "
+                              "(DP-FedCLIP: fedclip-naive)")
     if (not isinstance(extra, list) or any(m not in EXTRA_ALGOS for m in extra)
             or len(set(extra)) < len(extra)):
         raise ConfigError(f"params.yaml: privacy.extra_methods: must list some of {', '.join(EXTRA_ALGOS)} "
@@ -229,7 +233,7 @@ def run(dataset: str, privacy: PrivacyParams, exp: ExperimentParams, *, data_dir
     """Compute and write runs/privacy/<dataset>.json; returns its document. ``privacy`` and ``exp``
     are params.yaml's sections, parsed once (``privacy_params``, ``experiment_params``). ``extra``:
     instead, the opt-in method of ``privacy.extra_methods`` -> runs/privacy/extra/<dataset>/<method>.json
-    (its config keeps the selected λ: DP-FedAvg trains at it)."""
+    (DP-FedAvg's config keeps the selected λ: it trains at it)."""
     pp = privacy
     if extra is not None and extra not in pp.extra_methods:
         raise ConfigError(f"params.yaml: privacy.extra_methods: {quote(extra)} is not listed "
@@ -244,8 +248,8 @@ def run(dataset: str, privacy: PrivacyParams, exp: ExperimentParams, *, data_dir
     results: dict[str, Any] = {}
     for m, cfg in configs.items():
         method = Method.parse(m)
-        rel = releases(method, cfg)
-        kept = cfg if m in EXTRA_ALGOS else {k: v for k, v in cfg.items() if k != "lambda"}
+        rel = releases(method, cfg, inp.data.n_contexts)
+        kept = cfg if m == "fedavg" else {k: v for k, v in cfg.items() if k != "lambda"}
         rows = results[m] = {"config": dict(kept), "releases": rel,
                              "epsilons": {}}
         for eps in pp.epsilons:
