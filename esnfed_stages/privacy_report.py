@@ -168,7 +168,7 @@ def _shares(docs: Iterable[Mapping[str, Any]]) -> str:
     return ", ".join(f"{p}%" for p in pcts) + " training users"
 
 
-METHOD_LABELS = {"incfed": "IncFed", "fedip": "FedIP", "fedavg": "FedAvg"}
+METHOD_LABELS = {"incfed": "IncFed", "fedip": "FedIP", "fedavg": "FedAvg", "fedclip-naive": "FedCLIP (naive)"}
 
 
 def recorded_budget(doc: Mapping[str, Any]) -> Any:
@@ -248,13 +248,18 @@ def render(docs: Mapping[str, Mapping[str, Any]], run: Sequence[str] = (), stamp
 
 
 def _fedavg_mechanism(docs: Mapping[str, Mapping[str, Any]]) -> str:
-    """The mechanism line's DP-FedAvg clause where some document has it (opt-in), else nothing."""
+    """The mechanism line's clauses of the opt-in methods some document has, else nothing."""
     with_fedavg = {ds: d for ds, d in docs.items() if "fedavg" in d["methods"]}
-    if not with_fedavg:
-        return ""
-    return (f"; DP-FedAvg: each client's local readout (at the selected config's λ) clipped to "
-            f"{_per_dataset(with_fedavg, 'fedavg_clip')} (Frobenius), noised sum / K, one release "
-            "(its ε = inf: FedAvg at that λ)")
+    out = ""
+    if with_fedavg:
+        out += (f"; DP-FedAvg: each client's local readout (at the selected config's λ) clipped to "
+                f"{_per_dataset(with_fedavg, 'fedavg_clip')} (Frobenius), noised sum / K, one release "
+                "(its ε = inf: FedAvg at that λ)")
+    if any("fedclip-naive" in d["methods"] for d in docs.values()):
+        out += ("; DP-FedCLIP (naive): at every context the FedIP rounds and the IncFed release above (K: all "
+                "training clients), contexts × (budget + 1) releases under one z, λ on the validation users' "
+                "contexts so far; accuracy of the last context's model on all test windows")
+    return out
 
 
 def _z(eps: str, value: float | None) -> str:
@@ -295,7 +300,7 @@ def _eps_order(rows) -> list[str]:
 # Each method one colour and marker in every panel; its line without DP dashed (IncFed) or dotted
 # (FedIP) in the same colour, so two nearly equal ε = ∞ accuracies stay told apart where they overlap.
 METHOD_STYLE = {"incfed": ("tab:blue", "o", "--"), "fedip": ("tab:orange", "s", ":"),
-                "fedavg": ("tab:green", "D", (0, (5, 1, 1, 1)))}
+                "fedavg": ("tab:green", "D", (0, (5, 1, 1, 1))), "fedclip-naive": ("tab:red", "v", (0, (3, 1)))}
 _OTHER_STYLE = ("tab:gray", "^", "-.")
 INF_GAP = 2.5  # ε = ∞ is drawn this factor right of the largest finite ε (its tick reads ∞)
 DODGE = 0.05   # the methods' points shifted apart by this share of a decade (overlapping error bars)
