@@ -1,4 +1,4 @@
-"""A trial of IncFed, FedIP or (opt-in) FedAvg and FedCLIP-naive under differential privacy
+"""A trial of IncFed, FedIP or (opt-in) FedAvg and FedCLIP (naive, replay) under differential privacy
 (:mod:`esnfed_core.privacy`): the same reservoir, IP and readout code as :mod:`esnfed_core.trial`,
 with the server's sums replaced by the Gaussian mechanism. ε = ∞ is the non-private trial, bit for bit.
 
@@ -6,8 +6,8 @@ IncFed and FedIP: λ is chosen on the validation users (not the training clients
 protects) from the settings' grid, as a retrain with ``retrain.lambda: select`` does: every λ is a
 post-processing of the one released sum. DP-FedAvg releases one readout per λ, so it trains at the
 selected config's λ only (one release; choosing on the grid would cost one release per λ).
-DP-FedCLIP (naive) runs FedIP's private rounds and IncFed's private readout at every context; its
-readout after context t takes λ from the grid on the validation users' contexts 0..t (post-processing).
+DP-FedCLIP (naive, replay) runs FedIP's private rounds and IncFed's private readout at every context;
+its readout at context t takes λ from the grid on the validation users' windows of context t (post-processing).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import numpy as np
 from esnfed_core.method import Method
 from esnfed_core.errors import ConfigError
 from esnfed_core.privacy import DPSpec, fedavg_aggregate, fedip_aggregate, private_stats
-from esnfed_core.readout import Counts, RidgeStats, evaluate, solve
+from esnfed_core.readout import RidgeStats, evaluate, solve
 from esnfed_core.reservoir import Reservoir, iter_states
 from esnfed_core.scoring import pooled_counts
 from esnfed_core.settings import Settings
@@ -29,12 +29,10 @@ from esnfed_core.trial import (
 )
 
 PRIVATE_ALGOS = ("incfed", "fedip")  # the privacy stage's methods (params.yaml privacy.methods)
-EXTRA_ALGOS = ("fedavg", "fedclip-naive")  # opt-in (privacy.extra_methods): their own stage and documents
-# Why the other FedCLIP strategies are refused (one line, privacy.extra_methods).
-UNCOVERED = {"fedclip-replay": "replay releases a client's past windows again at later contexts and its buffer "
-                               "draws depend on the data; its accounting is not implemented",
-             "fedclip-joint": "joint's rounds per context stop on the validation users' accuracy of the noisy "
-                              "model, so the number of releases is adaptive and unbounded (continual.joint.max_rounds "
+EXTRA_ALGOS = ("fedavg", "fedclip-naive", "fedclip-replay")  # opt-in (privacy.extra_methods): own stage and documents
+# Why the other FedCLIP strategy is refused (one line, privacy.extra_methods).
+UNCOVERED = {"fedclip-joint": "joint's rounds per context stop on the validation users' accuracy of the noisy "
+                              "model, so the number of releases is adaptive (unbounded with continual.joint.max_rounds "
                               "null); its accounting is not implemented"}
 
 
@@ -84,7 +82,8 @@ def fit_private(method: str | Method, config: Mapping[str, Any], seed: int, data
     (rounds in order, clients in order within a round; ε = ∞ too); the model is unchanged."""
     m = method if isinstance(method, Method) else Method.parse(method)
     if m.id in UNCOVERED:
-        raise ConfigError(f"privacy.extra_methods: {m.id} is not covered: {UNCOVERED[m.id]} (DP-FedCLIP: fedclip-naive)")
+        raise ConfigError(f"privacy.extra_methods: {m.id} is not covered: {UNCOVERED[m.id]} "
+                          "(DP-FedCLIP: fedclip-naive, fedclip-replay)")
     if m.id not in PRIVATE_ALGOS + EXTRA_ALGOS:
         raise ValueError(f"fit_private: {m.id} is not one of {', '.join(PRIVATE_ALGOS + EXTRA_ALGOS)}")
     if m.algo == "fedavg":
@@ -135,10 +134,12 @@ def _fit_fedavg(m: Method, config: Mapping[str, Any], seed: int, data: TrialData
 
 def _fit_fedclip(m: Method, config: Mapping[str, Any], seed: int, data: TrialData, settings: Settings,
                  spec: DPSpec, norms: list[float] | None) -> FittedModel:
-    """DP-FedCLIP (naive): at every context, ``budget`` FedIP rounds whose server adds the noise of
+    """DP-FedCLIP (naive, replay): at every context, ``budget`` FedIP rounds whose server adds the noise of
     :func:`esnfed_core.privacy.fedip_aggregate` (K fixed: all training clients) and a readout from
     :func:`esnfed_core.privacy.private_stats` of the participants' statistics, λ chosen on the
-    validation users' contexts seen so far; one z for the T·(budget + 1) releases. ``norms``: each
+    validation users' windows of that context; one z for the T·(budget + 1) releases. Replay: a
+    client's buffered past windows enter its later contexts' updates and statistics, which are
+    clipped per client and release all the same (user level: the count is unchanged). ``norms``: each
     IP update's norm before clipping. ε = ∞: the non-private FedCLIP trial, bit for bit."""
     cfg = {k: v for k, v in config.items() if k != "lambda"}
     check_config(m, cfg)
@@ -155,8 +156,8 @@ def _fit_fedclip(m: Method, config: Mapping[str, Any], seed: int, data: TrialDat
 
     def readout(res, stats, t: int) -> np.ndarray:
         readouts = solve(private_stats(list(stats), spec, noise, n_releases), lambdas, settings.solver)
-        counts = sum((evaluate(res, x, y, readouts, settings.batch_size) for x, y in contexts[2][:t + 1]
-                      if len(x)), Counts(np.zeros(len(lambdas), np.int64), 0))
+        x, y = contexts[2][t]  # the validation users' windows of this context (naive: no memory of others)
+        counts = evaluate(res, x, y, readouts, settings.batch_size) if len(x) else None
         return readouts[select_lambda(counts, lambdas)[0]]
 
     server = {"aggregate": fedip_aggregate(spec, noise, n_releases, norms, clients=len(data.train))}

@@ -271,10 +271,11 @@ def _declared_datasets(params: Mapping[str, Any]) -> None:
                 raise Invalid(f"privacy.{key}.{name}: missing (datasets lists {quote(name)}; privacy.{key} is a "
                               f"mapping: give every declared dataset its {key}, or one number for all)")
     extra = (params.get("privacy") or {}).get("extra_methods") or []
-    if isinstance(extra, list) and "fedclip-naive" in extra and isinstance(params.get("continual_datasets"), list):
+    fedclip = [m for m in extra if isinstance(m, str) and m.startswith("fedclip-")] if isinstance(extra, list) else []
+    if fedclip and isinstance(params.get("continual_datasets"), list):
         lacking = [name for name in names if name not in params["continual_datasets"]]
         if lacking:  # privacy-extra runs on every declared dataset; FedCLIP is selected on continual ones only
-            raise Invalid(f"privacy.extra_methods: fedclip-naive runs on every declared dataset, but continual_datasets "
+            raise Invalid(f"privacy.extra_methods: {fedclip[0]} runs on every declared dataset, but continual_datasets "
                           f"lacks {', '.join(map(quote, lacking))} (no FedCLIP selection there)")
     activation = (params.get("assess") or {}).get("activation_datasets")
     for key, listed in (("continual_datasets", params.get("continual_datasets")),

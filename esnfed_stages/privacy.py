@@ -2,7 +2,7 @@
 ``privacy.epsilons`` -> runs/privacy/<dataset>.json (rendered by `esnfed report` as
 reports/tables/privacy.md/.csv and reports/figures/privacy.png; esnfed_stages/privacy_report.py).
 Opt-in (``privacy.extra_methods``, default none; stage `privacy-extra`): DP-FedAvg and DP-FedCLIP
-(naive), one document per dataset and method, runs/privacy/extra/<dataset>/<method>.json, merged into the same table.
+(naive, replay), one document per dataset and method, runs/privacy/extra/<dataset>/<method>.json, merged into the same table.
 
 The selected config of the share ``privacy.pct`` (runs/select/.../best.json) is retrained with the
 retrain stage's seeds (budgets.<budget>.retrains of them), once per ε, with the noise of
@@ -75,7 +75,7 @@ class PrivacyParams:
     ip_clip: PerDataset
     pct: str
     methods: tuple[str, ...]
-    extra_methods: tuple[str, ...] = ()  # opt-in: DP-FedAvg, DP-FedCLIP naive (stage privacy-extra)
+    extra_methods: tuple[str, ...] = ()  # opt-in: DP-FedAvg, DP-FedCLIP naive/replay (stage privacy-extra)
     fedavg_clip: PerDataset = DPSpec.fedavg_clip
 
     def delta_for(self, n_units: int) -> float:
@@ -150,7 +150,7 @@ def privacy_params(params: Mapping[str, Any]) -> PrivacyParams:
     for m in extra if isinstance(extra, list) else ():
         if isinstance(m, str) and m in UNCOVERED:
             raise ConfigError(f"params.yaml: privacy.extra_methods: {m} is not covered: {UNCOVERED[m]} "
-                              "(DP-FedCLIP: fedclip-naive)")
+                              "(DP-FedCLIP: fedclip-naive, fedclip-replay)")
     if (not isinstance(extra, list) or any(m not in EXTRA_ALGOS for m in extra)
             or len(set(extra)) < len(extra)):
         raise ConfigError(f"params.yaml: privacy.extra_methods: must list some of {', '.join(EXTRA_ALGOS)} "

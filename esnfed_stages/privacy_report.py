@@ -168,7 +168,8 @@ def _shares(docs: Iterable[Mapping[str, Any]]) -> str:
     return ", ".join(f"{p}%" for p in pcts) + " training users"
 
 
-METHOD_LABELS = {"incfed": "IncFed", "fedip": "FedIP", "fedavg": "FedAvg", "fedclip-naive": "FedCLIP (naive)"}
+METHOD_LABELS = {"incfed": "IncFed", "fedip": "FedIP", "fedavg": "FedAvg", "fedclip-naive": "FedCLIP (naive)",
+                 "fedclip-replay": "FedCLIP (replay)"}
 
 
 def recorded_budget(doc: Mapping[str, Any]) -> Any:
@@ -255,10 +256,12 @@ def _fedavg_mechanism(docs: Mapping[str, Mapping[str, Any]]) -> str:
         out += (f"; DP-FedAvg: each client's local readout (at the selected config's λ) clipped to "
                 f"{_per_dataset(with_fedavg, 'fedavg_clip')} (Frobenius), noised sum / K, one release "
                 "(its ε = inf: FedAvg at that λ)")
-    if any("fedclip-naive" in d["methods"] for d in docs.values()):
-        out += ("; DP-FedCLIP (naive): at every context the FedIP rounds and the IncFed release above (K: all "
-                "training clients), contexts × (budget + 1) releases under one z, λ on the validation users' "
-                "contexts so far; accuracy of the last context's model on all test windows")
+    strategies = sorted({m.split("-", 1)[1] for d in docs.values() for m in d["methods"] if m.startswith("fedclip-")})
+    if strategies:
+        out += (f"; DP-FedCLIP ({', '.join(strategies)}): at every context the FedIP rounds and the IncFed release "
+                "above (K: all training clients), contexts × (budget + 1) releases under one z, λ on the validation "
+                "users' windows of the context (its ε = inf: FedCLIP at continual.lambda); accuracy of the last "
+                "context's model on all test windows")
     return out
 
 
@@ -300,7 +303,8 @@ def _eps_order(rows) -> list[str]:
 # Each method one colour and marker in every panel; its line without DP dashed (IncFed) or dotted
 # (FedIP) in the same colour, so two nearly equal ε = ∞ accuracies stay told apart where they overlap.
 METHOD_STYLE = {"incfed": ("tab:blue", "o", "--"), "fedip": ("tab:orange", "s", ":"),
-                "fedavg": ("tab:green", "D", (0, (5, 1, 1, 1))), "fedclip-naive": ("tab:red", "v", (0, (3, 1)))}
+                "fedavg": ("tab:green", "D", (0, (5, 1, 1, 1))), "fedclip-naive": ("tab:red", "v", (0, (3, 1))),
+                "fedclip-replay": ("tab:purple", "P", (0, (1, 2)))}
 _OTHER_STYLE = ("tab:gray", "^", "-.")
 INF_GAP = 2.5  # ε = ∞ is drawn this factor right of the largest finite ε (its tick reads ∞)
 DODGE = 0.05   # the methods' points shifted apart by this share of a decade (overlapping error bars)

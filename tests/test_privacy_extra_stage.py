@@ -146,7 +146,6 @@ def test_a_missing_or_stale_extra_document_is_refused_naming_its_command(root, t
 @pytest.mark.parametrize("change, key", [
     ({"extra_methods": []}, "privacy.extra_methods"),              # --extra fedavg not opted in
     ({"extra_methods": ["fedavg", "fedclip-joint"]}, "privacy.extra_methods: fedclip-joint is not covered"),
-    ({"extra_methods": ["fedavg", "fedclip-replay"]}, "privacy.extra_methods: fedclip-replay is not covered"),
     ({"extra_methods": ["fedavg", "clip-naive"]}, "privacy.extra_methods: must list some of"),
     ({"extra_methods": ["fedavg", "fedavg"]}, "privacy.extra_methods"),
     ({"fedavg_clip": 0}, "privacy.fedavg_clip"),
