@@ -29,29 +29,20 @@ STRATEGIES = ["fedclip-naive", "fedclip-replay"]
 
 
 @pytest.mark.parametrize("method", STRATEGIES)
-def test_infinite_epsilon_is_the_nonprivate_fedclip_trial(method):
+@pytest.mark.parametrize("record", [False, True])
+def test_infinite_epsilon_is_the_nonprivate_fedclip_trial(method, record):
+    """Every context's (g, b) and readout, bit for bit. ``record``: the norms path runs the
+    aggregate hook at ε = ∞ (the window-weighted mean, as fedip_round's): still the same bits, and
+    one norm per client, round and context (every toy client has every context)."""
     data, _ = trial_data(pct="100")
-    spec = DPSpec(math.inf, 1e-3)
-    private = fit_private(method, CONFIG, 7, data, SETTINGS, spec)
-    plain = fit(method, CONFIG, 7, data, SETTINGS, score=True)
-    assert np.array_equal(private.readout, plain.readout)
-    assert np.array_equal(private.context_readout, plain.context_readout)
-    assert np.array_equal(private.context_gain, plain.context_gain)
-    assert np.array_equal(private.context_bias, plain.context_bias)
-    assert private.validation["stream_accuracy"] == plain.validation["stream_accuracy"]
-
-
-@pytest.mark.parametrize("method", STRATEGIES)
-def test_recording_the_update_norms_at_infinity_changes_no_bit(method):
-    """The norms path runs the aggregate hook at ε = ∞ (window-weighted mean, as fedip_round's):
-    the same bits; one norm per client, round and context (every toy client has every context)."""
-    data, _ = trial_data(pct="100")
-    norms: list[float] = []
-    private = fit_private(method, CONFIG, 7, data, SETTINGS, DPSpec(math.inf, 1e-3), ip_norms=norms)
-    plain = fit(method, CONFIG, 7, data, SETTINGS, score=True)
-    assert np.array_equal(private.context_gain, plain.context_gain)
-    assert np.array_equal(private.context_readout, plain.context_readout)
-    assert len(norms) == data.n_contexts * CONFIG["budget"] * len(data.train) and min(norms) > 0
+    norms: list[float] | None = [] if record else None
+    pair = (fit_private(method, CONFIG, 7, data, SETTINGS, DPSpec(math.inf, 1e-3), ip_norms=norms),
+            fit(method, CONFIG, 7, data, SETTINGS, score=True))
+    for key in ("readout", "context_readout", "context_gain", "context_bias"):
+        assert np.array_equal(*(getattr(model, key) for model in pair)), key
+    assert pair[0].validation["stream_accuracy"] == pair[1].validation["stream_accuracy"]
+    if record:
+        assert len(norms) == data.n_contexts * CONFIG["budget"] * len(data.train) and min(norms) > 0
 
 
 @pytest.mark.parametrize("method", STRATEGIES)
