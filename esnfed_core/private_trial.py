@@ -154,7 +154,7 @@ def _fit_fedclip(m: Method, config: Mapping[str, Any], seed: int, data: TrialDat
     contexts = continual_contexts(m, data)
     lambdas = [float(x) for x in settings.lambdas]
 
-    def readout(res, stats, t: int) -> np.ndarray:
+    def readout(res, stats, t: int) -> np.ndarray:  # naive and replay solve once a context: t is the context
         readouts = solve(private_stats(list(stats), spec, noise, n_releases), lambdas, settings.solver)
         x, y = contexts[2][t]  # the validation users' windows of this context (naive: no memory of others)
         counts = evaluate(res, x, y, readouts, settings.batch_size) if len(x) else None
