@@ -201,3 +201,18 @@ def test_params_check_refuses_fedclip_on_a_dataset_without_contexts():
     assert "'hhar'" in str(info.value) and "\n" not in str(info.value)
     params["privacy"]["extra_methods"] = ["fedavg"]
     validate(params)  # DP-FedAvg alone runs anywhere
+
+
+def test_the_report_reads_the_opt_in_from_params(root):
+    """`esnfed report`'s options carry privacy.extra_methods and the record with the opt-in keys:
+    add_privacy merges the extra documents into the table and the figure's panel."""
+    from esnfed_stages import report
+
+    options = report.report_params(_params(root))
+    assert options.privacy_extra == ("fedavg", "fedclip-naive")
+    assert options.privacy_record["privacy.fedavg_clip"] == 0.5
+    rep = report.Report()
+    report.add_privacy(rep, root / "runs" / "privacy", "2026-01-01", options)
+    md = rep.tables["privacy.md"].decode()
+    assert "| WESAD | incfed |" in md and "| WESAD | fedavg |" in md and "| WESAD | fedclip-naive |" in md
+    assert rep.missing == [] and rep.figures["privacy.png"][:8] == b"\x89PNG\r\n\x1a\n"
