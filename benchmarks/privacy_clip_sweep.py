@@ -24,11 +24,17 @@ stage's table, not to choose by. ``--seeds`` retrains more seeds than the budget
 retrain_seed(k), the stage's for k < retrains); one seed draws the same standard normals at every
 value of the grid (fit_private's generator), so the values are compared under common noise.
 ``--out``: one JSON line per cell (and per dataset's natural scale).
+
+``--sweep fedavg_clip``: DP-FedAvg (opt-in, privacy.extra_methods; needs esnfed select --algo fedavg),
+``privacy.fedavg_clip`` (the Frobenius bound of one client's local readout) over ``--clips``, as
+``ip_clip``: first the natural scale (every client's readout norm at the selected λ, ε = ∞), then
+per cell the accuracies and the share of readouts clipped.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import sys
@@ -47,8 +53,11 @@ from esnfed_stages.params import load_params  # noqa: E402
 from esnfed_stages.privacy import inputs, privacy_params  # noqa: E402
 from esnfed_stages.retrain import retrain_seed, selected_config  # noqa: E402
 
-SWEEPS = {"clip": "incfed", "ip_clip": "fedip"}  # the swept key of privacy -> the method it bounds
-GRIDS = {"clip": "0.01,0.02,0.05,0.1,0.2,0.5,1", "ip_clip": "0.003,0.007,0.015,0.03,0.05,0.1,0.2,0.5,1"}
+SWEEPS = {"clip": "incfed", "ip_clip": "fedip", "fedavg_clip": "fedavg"}  # the swept key -> the method it bounds
+GRIDS = {"clip": "0.01,0.02,0.05,0.1,0.2,0.5,1", "ip_clip": "0.003,0.007,0.015,0.03,0.05,0.1,0.2,0.5,1",
+         "fedavg_clip": "0.03,0.1,0.3,1,3,10"}
+NORMS = {"ip_clip": "a FedIP client's round update ‖(Δg, Δb)‖₂ (ε = ∞, every client, round and seed)",
+         "fedavg_clip": "a FedAvg client's local readout ‖W_c‖_F at the selected λ (ε = ∞, every client and seed)"}
 
 
 def mean_std(xs) -> str:
@@ -69,11 +78,11 @@ def table(title: str, key: str, clips: list[float], rows: list[tuple[str, float,
 
 
 def cell(method: Method, cfg, seeds: list[int], inp, exp, spec: DPSpec, test: bool) -> dict:
-    """Validation (and test) accuracy of every seed and the FedIP update norms of the cell."""
+    """Validation (and test) accuracy of every seed and the FedIP update (FedAvg readout) norms of the cell."""
     val, tst, norms = [], [], []
     for seed in seeds:
         model = fit_private(method, cfg, seed, inp.data, exp.settings, spec,
-                            norms if method.algo == "fedip" else None)
+                            norms if method.algo in ("fedip", "fedavg") else None)
         val.append(float(model.score))
         if test:
             tst.append(accuracy(model.reservoir, model.readout, inp.test, exp.settings.batch_size))
@@ -102,7 +111,7 @@ def main() -> None:
     if args.smoke:
         args.clips, args.eps, args.seeds, args.test = "0.001,1", "1", 1, True
     clips = [float(c) for c in (args.clips or GRIDS[key]).split(",")]
-    default_eps = [e for e in pp.epsilons if math.isfinite(e)] if key == "ip_clip" else [1.0, 4.0]
+    default_eps = [e for e in pp.epsilons if math.isfinite(e)] if key in NORMS else [1.0, 4.0]
     epss = [float(e) for e in args.eps.split(",")] if args.eps else default_eps
     out = open(args.out, "w") if args.out else None  # noqa: SIM115 (closed below)
     rows, scales = [], []  # rows: (dataset, ε, the reference's grid index or None, each bound's cell)
@@ -111,7 +120,7 @@ def main() -> None:
         cfg = selected_config(Path(args.runs_dir), ds, method.algo, pp.pct, exp.budget_spec)
         seeds = [retrain_seed(exp, ds, pp.pct, k) for k in range(args.seeds or exp.retrains)]
         clip, ip_clip = pp.clip_for(ds), pp.ip_clip_for(ds)
-        reference = args.reference if args.reference is not None else (clip if key == "clip" else ip_clip)
+        reference = args.reference if args.reference is not None else getattr(pp, f"{key}_for")(ds)
         ref = clips.index(reference) if reference in clips else None
 
         def record(rec: dict) -> dict:
@@ -121,7 +130,7 @@ def main() -> None:
                 out.flush()
             return rec
 
-        if key == "ip_clip":  # the natural scale: no noise, nothing clipped
+        if key in NORMS:  # the natural scale: no noise, nothing clipped
             r = record({"eps": "inf", "config": cfg,
                         **cell(method, cfg, seeds, inp, exp, DPSpec(math.inf, inp.delta, pp.relation, clip, 1.0),
                                args.test)})
@@ -131,10 +140,10 @@ def main() -> None:
         for eps in epss:
             cells = []
             for c in clips:
-                spec = DPSpec(eps, inp.delta, pp.relation, c, ip_clip) if key == "clip" else \
-                    DPSpec(eps, inp.delta, pp.relation, clip, c)
+                spec = dataclasses.replace(DPSpec(eps, inp.delta, pp.relation, clip, ip_clip, pp.fedavg_clip_for(ds)),
+                                           **{key: c})
                 r = cell(method, cfg, seeds, inp, exp, spec, args.test)
-                if r["norms"]:  # FedIP: the share of updates longer than the bound
+                if r["norms"]:  # FedIP, FedAvg: the share of updates (readouts) longer than the bound
                     r["clipped"] = float(np.mean(np.asarray(r["norms"]) > c))
                 cells.append(record({"eps": eps, "clip": c, **r}))
             rows.append((ds, eps, ref, cells))
@@ -142,8 +151,7 @@ def main() -> None:
     if out:
         out.close()
     if scales:
-        print("Natural scale of a FedIP client's round update ‖(Δg, Δb)‖₂ (ε = ∞, every client, round and "
-              "seed) and the non-private accuracy (%):\n\n| dataset | updates | min | median | max | "
+        print(f"Natural scale of {NORMS[key]} and the non-private accuracy (%):\n\n| dataset | updates | min | median | max | "
               "validation | test |\n|---|---|---|---|---|---|---|")
         print("\n".join(scales))
     n_seeds = len(rows[0][3][0]["seeds"]) if rows else 0
@@ -157,8 +165,8 @@ def main() -> None:
             table(f"{split.capitalize()} accuracy minus {against_s}'s, paired by seed (points, "
                   "mean ± std; seeds ahead/behind):", key, clips,
                   [(ds, eps, [paired(r[split], cells[ref][split]) for r in cells]) for ds, eps, ref, cells in refs])
-    if key == "ip_clip":
-        table("Updates clipped (norm before clipping > ip_clip):", key, clips,
+    if key in NORMS:
+        table(f"Updates clipped (norm before clipping > {key}):", key, clips,
               [(ds, eps, [f"{100 * r['clipped']:.0f} %" for r in cells]) for ds, eps, _, cells in rows])
 
 

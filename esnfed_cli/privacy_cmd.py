@@ -1,4 +1,5 @@
-"""`esnfed privacy`: IncFed and FedIP test accuracy under differential privacy, per ε."""
+"""`esnfed privacy`: IncFed and FedIP (opt-in: DP-FedAvg, `--extra`) test accuracy under
+differential privacy, per ε."""
 
 from __future__ import annotations
 
@@ -31,6 +32,10 @@ def privacy(
     runs_dir: Annotated[Path, typer.Option("--runs-dir", help="Root of select/ (best.json).")] = Path("runs"),
     out_dir: Annotated[Path, typer.Option("--out-dir", help="Where <dataset>.json goes.")] =
     privacy_stage.PRIVACY_DIR,
+    extra: Annotated[Optional[list[str]], typer.Option(
+        "--extra", help="Instead of IncFed and FedIP, an opt-in method listed in params.yaml "
+        "privacy.extra_methods (fedavg: DP-FedAvg) -> <out-dir>/extra/<dataset>/<method>.json; repeatable "
+        "(dvc.yaml's privacy-extra stages run one each).", show_default=False)] = None,
 ) -> None:
     """Differential privacy: IncFed and FedIP retrained under the Gaussian mechanism -> runs/privacy/<dataset>.json.
 
@@ -40,13 +45,16 @@ def privacy(
     names = [declared_dataset(p, d) for d in dict.fromkeys(dataset or [])] or list(declared(p))
     pp, exp = privacy_stage.privacy_params(p), experiment_params(p)
     for ds in names:
-        with trial_progress() as bar:
-            doc = privacy_stage.run(ds, pp, exp, data_dir=data_dir, runs_dir=runs_dir, out_dir=out_dir,
-                                    progress=bar_task(bar, f"privacy {ds}"))
-        _summary(ds, doc, out_dir)
+        for method in list(dict.fromkeys(extra or [])) or [None]:
+            with trial_progress() as bar:
+                doc = privacy_stage.run(ds, pp, exp, data_dir=data_dir, runs_dir=runs_dir, out_dir=out_dir,
+                                        progress=bar_task(bar, f"privacy {ds}" + (f" {method}" if method else "")),
+                                        extra=method)
+            _summary(ds, doc, privacy_stage.privacy_path(out_dir, ds) if method is None
+                     else privacy_stage.extra_path(out_dir, ds, method))
 
 
-def _summary(ds: str, doc: dict, out_dir: Path) -> None:
+def _summary(ds: str, doc: dict, written: Path) -> None:
     table = Table(title=f"privacy {ds} ({doc['relation']}-level, δ = {doc['delta']:.4g}, "
                   f"{doc['n_users']} users)")
     table.add_column("method")
@@ -60,4 +68,4 @@ def _summary(ds: str, doc: dict, out_dir: Path) -> None:
             cells.append(f"{100 * sum(acc) / len(acc):.2f}")
         table.add_row(m, *cells)
     console.print(table, highlight=False)
-    console.print(f"wrote {privacy_stage.privacy_path(out_dir, ds)}", highlight=False, markup=False, soft_wrap=True)
+    console.print(f"wrote {written}", highlight=False, markup=False, soft_wrap=True)

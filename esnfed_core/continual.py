@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -46,6 +46,13 @@ from esnfed_core.replay import ReplayBuffer, Split, StreamClient, concat_splits,
 from esnfed_core.reservoir import Reservoir
 from esnfed_core.validation import ParameterError, check_param
 from esnfed_core.vocabulary import STRATEGIES
+
+if TYPE_CHECKING:
+    from esnfed_core.plasticity import Aggregate
+
+# The server's readout from the participants' statistics at a context, given the reservoir and the
+# readout's number (0, 1, ... in the run): the DP readout of esnfed_core.private_trial.
+ReadoutFn = Callable[[Reservoir, Sequence[RidgeStats], int], np.ndarray]
 
 ALGORITHM = "fedclip"  # ledger name of FedCLIP's (g, b) messages; readout messages are "incfed"
 
@@ -86,6 +93,10 @@ class ContinualConfig:
     lam: float = 1e-5
     seed: int = 0
     solver: str = "cholesky"
+    # Federated server hooks (None: FedAvg of (g, b), IncFed sum solved at λ): DP-FedCLIP's
+    # private IP rounds (esnfed_core.privacy.fedip_aggregate) and private readout.
+    aggregate: "Aggregate | None" = field(default=None, compare=False)
+    readout: ReadoutFn | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         check_param("local_epochs", self.local_epochs, integer=True, low=1)
@@ -455,6 +466,7 @@ class _Federation:
         self.clients, self.federated, self.ip, self.engine = clients, config.federated, config.ip, engine
         self.epochs = config.local_epochs if config.federated else 1
         self.n_classes, self.lam, self.solver, self.ledger = config.n_classes, config.lam, config.solver, ledger
+        self.aggregate, self.private_readout = config.aggregate, config.readout
         # Each algorithm numbers its own rounds in the ledger: FedCLIP's IP rounds, IncFed's solves.
         self._rounds = 0
         self._solves = 0
@@ -497,7 +509,8 @@ class _Federation:
             down = PlasticityMessage(cur.gain, cur.bias)
             fitted = self.engine.fit_clients(cur.with_ip(down.gain, down.bias), part.fits)
             fits = [lambda _start, r=r: r for r in fitted]
-            cur = fedip_round(cur, fits, part.weights, part.names, self.ledger, ALGORITHM, self._rounds)
+            cur = fedip_round(cur, fits, part.weights, part.names, self.ledger, ALGORITHM, self._rounds,
+                              self.aggregate)
         else:
             cur = part.fits[0](cur)
         self._rounds += 1
@@ -506,7 +519,10 @@ class _Federation:
     def readout(self, cur: Reservoir, part: _Participants) -> np.ndarray:
         """IncFed sums of (A_c, B_c) solved at λ: with one client, the centralised ridge."""
         clients = [_EngineClient(n, x, y, self.n_classes, self.engine) for n, (x, y) in zip(part.names, part.data)]
-        w = incfed(cur, clients, [self.lam], self.ledger, self._solves, self.solver).readouts[0]
+        if self.private_readout is not None:  # the clients' statistics, released by the hook
+            w = self.private_readout(cur, [c.fit_stats(cur).stats for c in clients], self._solves)
+        else:
+            w = incfed(cur, clients, [self.lam], self.ledger, self._solves, self.solver).readouts[0]
         self._solves += 1
         return w
 

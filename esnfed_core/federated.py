@@ -98,8 +98,12 @@ def fedavg(
     lam: float,
     ledger: CommLedger | None = None,
     rnd: int = 0,
+    *,
+    aggregate: Callable[[Sequence[np.ndarray], Sequence[int]], np.ndarray] | None = None,
 ) -> np.ndarray:
-    """FedAvg of readouts: local ridge with the same λ, averaged by window count: (C, N)."""
+    """FedAvg of readouts: local ridge with the same λ, averaged by window count: (C, N).
+    ``aggregate`` (readouts, window counts) -> readout replaces the server's weighted mean (e.g.
+    DP-FedAvg, :func:`esnfed_core.privacy.fedavg_aggregate`)."""
     LAMBDA.check("lambda", lam)
     if not clients:
         raise ValueError("fedavg: no clients")
@@ -109,7 +113,7 @@ def fedavg(
         if ledger is not None:
             ledger.record("fedavg", rnd, c.name, "up", msg)
         msgs.append(msg)
-    w = weighted_average([m.w for m in msgs], [m.num_examples for m in msgs])
+    w = (aggregate or weighted_average)([m.w for m in msgs], [m.num_examples for m in msgs])
     if ledger is not None:
         for c in clients:
             ledger.record("fedavg", rnd, c.name, "down", ReadoutMessage(w))

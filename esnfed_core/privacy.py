@@ -22,6 +22,14 @@ C_ip; the server adds N(0, (z·C_ip)²) to Σ Δ_c and divides by the (public, f
 clients K: sensitivity C_ip per round. R rounds and the final IncFed release are R + 1 Gaussian
 mechanisms with the same z, composed by the accountant (no subsampling: every client, every round).
 
+DP-FedAvg (McMahan et al. 2018, adapted to this project's one-round FedAvg of local ridge
+readouts). Each client releases its local readout W_c (C × N, solved at the config's λ); it is
+clipped to Frobenius norm C_avg = ``fedavg_clip`` and the server adds N(0, (z·C_avg)²) to every
+entry of Σ clip(W_c), then divides by the (public, fixed) number of clients K: the fixed-denominator
+estimator with uniform weights of McMahan et al. (window counts would be a private weight). One
+user moves the sum by at most C_avg: one Gaussian mechanism, user-level only (a window's effect on
+a ridge solution has no bound the clip could state).
+
 Distributed noise (the SecAgg+ Flower apps, esnfed_flower). When no server may see the sum before
 its noise, each client adds a share of it: client c releases clip(x_c) + N(0, σ²/K_min), and the
 secure sum of any K' ≥ K_min clients carries N(0, σ²·K'/K_min), at least the central mechanism's
@@ -50,7 +58,8 @@ from esnfed_core.validation import POSITIVE, Bound, ParameterError
 RELATIONS = ("user", "window")
 # DPSpec's ranges (params.yaml privacy.* is checked against them). ε may also be +inf: no mechanism.
 PRIVACY_BOUNDS = {"epsilon": POSITIVE, "delta": Bound(low=0.0, high=1.0, low_open=True, high_open=True),
-                  "clip": Bound(low=0.0, high=1.0, low_open=True), "ip_clip": POSITIVE}
+                  "clip": Bound(low=0.0, high=1.0, low_open=True), "ip_clip": POSITIVE,
+                  "fedavg_clip": POSITIVE}
 _PLD_GRID = 1e-2  # the PLD accountant's value_discretization_interval
 
 
@@ -63,6 +72,7 @@ class DPSpec:
     relation: str = "user"
     clip: float = 1.0  # IncFed: fraction of the bound √(N + N²) of a unit's mean statistics
     ip_clip: float = 0.03  # FedIP: L2 norm bound of one client's (Δg, Δb) per round (params.yaml's default)
+    fedavg_clip: float = 1.0  # DP-FedAvg: Frobenius norm bound of one client's local readout W_c
 
     def __post_init__(self) -> None:
         for name, bound in PRIVACY_BOUNDS.items():
@@ -195,16 +205,22 @@ def psd_projection(b: np.ndarray) -> np.ndarray:
 
 def private_average(start: np.ndarray, locals_: Sequence[np.ndarray], weights: Sequence[int],
                     spec: DPSpec, rng: np.random.Generator, releases: int = 1,
-                    norms: list[float] | None = None) -> np.ndarray:
-    """FedIP's aggregation of one round: start + (Σ clip(x_c − start) + N(0, (z·C_ip)²)) / K.
+                    norms: list[float] | None = None, bound: float | None = None,
+                    clients: int | None = None) -> np.ndarray:
+    """The server's private mean of the clients' uploads x_c around ``start``:
+    start + (Σ clip(x_c − start) + N(0, (z·C)²)) / K, C = ``bound`` (FedIP's round: C_ip =
+    ``spec.ip_clip``, the default; DP-FedAvg: start 0 and C = ``spec.fedavg_clip``), K = ``clients``
+    (public: the federation's size; default the uploads' number, DP-FedCLIP fixes it because who
+    uploads at a context depends on the users' data).
 
     ε = ∞: the window-count weighted average of :func:`esnfed_core.federated.weighted_average`.
     ``norms``: each client's update norm ‖x_c − start‖₂ before clipping is appended, in order (ε = ∞
-    too: the natural scale C_ip is set against; benchmarks/privacy_clip_sweep.py --sweep ip_clip);
+    too: the natural scale C is set against; benchmarks/privacy_clip_sweep.py --sweep ip_clip);
     the result is unchanged.
     """
     from esnfed_core.federated import weighted_average  # noqa: PLC0415
 
+    bound = spec.ip_clip if bound is None else bound
     start = np.asarray(start, np.float64)
     updates = [np.asarray(x, np.float64) - start for x in locals_] if norms is not None or spec.private else []
     if norms is not None:
@@ -213,21 +229,42 @@ def private_average(start: np.ndarray, locals_: Sequence[np.ndarray], weights: S
         return weighted_average(locals_, weights)
     total = np.zeros_like(start)
     for update in updates:
-        total += clip_norm(update, spec.ip_clip)
-    return start + (total + rng.normal(0.0, ip_sigma(spec, releases), total.shape)) / len(locals_)
+        total += clip_norm(update, bound)
+    sigma = noise_multiplier(spec.epsilon, spec.delta, releases) * bound
+    return start + (total + rng.normal(0.0, sigma, total.shape)) / (clients or len(locals_))
 
 
-def fedip_aggregate(spec: DPSpec, rng: np.random.Generator, releases: int, norms: list[float] | None = None):
+def fedip_aggregate(spec: DPSpec, rng: np.random.Generator, releases: int, norms: list[float] | None = None,
+                    clients: int | None = None):
     """A :data:`esnfed_core.plasticity.Aggregate` applying :func:`private_average` to the
     concatenated (g, b) of every client: one clipped update per client and round (``norms``: each
-    update's norm before clipping is appended, round by round)."""
+    update's norm before clipping is appended, round by round; ``clients``: the fixed K)."""
 
     def aggregate(start, gains, biases, weights):
         n = len(start.gain)
         x0 = np.concatenate([start.gain, start.bias]).astype(np.float64)
         out = private_average(x0, [np.concatenate([g, b]) for g, b in zip(gains, biases)], weights,
-                              spec, rng, releases, norms)
+                              spec, rng, releases, norms, clients=clients)
         return out[:n], out[n:]
+
+    return aggregate
+
+
+def fedavg_sigma(spec: DPSpec, releases: int = 1) -> float:
+    """σ = z·C_avg of DP-FedAvg's sum of clipped local readouts (0 when ε is infinite)."""
+    return noise_multiplier(spec.epsilon, spec.delta, releases) * spec.fedavg_clip
+
+
+def fedavg_aggregate(spec: DPSpec, rng: np.random.Generator, releases: int = 1,
+                     norms: list[float] | None = None):
+    """DP-FedAvg's server aggregation for :func:`esnfed_core.federated.fedavg`'s ``aggregate``:
+    (readouts, window counts) -> (Σ clip(W_c) + N(0, (z·C_avg)²)) / K, each W_c clipped to
+    Frobenius norm ``spec.fedavg_clip`` (:func:`private_average` from 0). ε = ∞: FedAvg's
+    window-weighted mean, bit for bit. ``norms``: each readout's norm before clipping is appended."""
+
+    def aggregate(readouts: Sequence[np.ndarray], weights: Sequence[int]) -> np.ndarray:
+        return private_average(np.zeros(np.shape(readouts[0])), readouts, weights, spec, rng, releases, norms,
+                               bound=spec.fedavg_clip)
 
     return aggregate
 

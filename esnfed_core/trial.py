@@ -301,9 +301,11 @@ def continual_contexts(m: Method, data: TrialData) -> tuple[list, list, list]:
 
 
 def fit_continual(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialData, settings: Settings,
-                  score: bool, *, engine=None, contexts: tuple[list, list] | None = None) -> FittedModel:
+                  score: bool, *, engine=None, contexts: tuple[list, list] | None = None,
+                  server: dict[str, Any] | None = None) -> FittedModel:
     """A continual trial through run_continual; ``engine`` (default: numpy) runs its heavy work,
-    ``contexts`` are :func:`continual_contexts` when the caller shares them between trials."""
+    ``contexts`` are :func:`continual_contexts` when the caller shares them between trials;
+    ``server``: the federated server's hooks (ContinualConfig ``aggregate``, ``readout``: DP-FedCLIP)."""
     from esnfed_core.continual import NUMPY_ENGINE, ContinualConfig, make_strategy, run_continual  # noqa: PLC0415
 
     cs = settings.continual
@@ -318,7 +320,7 @@ def fit_continual(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialData,
     )
     config = ContinualConfig(federated, _ip_config(cfg, settings), data.n_classes,
                              local_epochs=int(cfg.get("local_epochs", 1)), lam=cs.lam,
-                             seed=seeds["ip"], solver=settings.solver)
+                             seed=seeds["ip"], solver=settings.solver, **(server or {}))
     result = run_continual(res, train, strategy, config, validation=validation,
                            evaluate={"validation": pooled} if score else None, ledger=ledger,
                            client_names=list(data.train) if federated else None,

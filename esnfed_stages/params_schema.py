@@ -195,7 +195,8 @@ SCHEMA = Fields(optional={
                      optional={"device": Choice(DEVICES), "tf32": Bool()}),
     "assess": Fields(required={"activation_bins": Num.of(BINS),
                                "activation_datasets": ListOf(Choice(DATASETS), empty=True)}),
-    "privacy": Delegate(_privacy, ("epsilons", "delta", "relation", "clip", "ip_clip", "pct", "methods")),
+    "privacy": Delegate(_privacy, ("epsilons", "delta", "relation", "clip", "ip_clip", "pct", "methods",
+                                   "extra_methods", "fedavg_clip")),
     # issue 13: heterogeneous reservoirs (esnfed_stages/heterogeneity_params.py checks the section)
     "heterogeneity": Delegate(_heterogeneity, ("seed", "mode", "vary", "combine", "alphas", "pcts")),
     # issue 16: declared datasets (esnfed_stages/_datasets.py) and the import options of user ones
@@ -271,6 +272,13 @@ def _declared_datasets(params: Mapping[str, Any]) -> None:
             if name not in value:
                 raise Invalid(f"privacy.{key}.{name}: missing (datasets lists {quote(name)}; privacy.{key} is a "
                               f"mapping: give every declared dataset its {key}, or one number for all)")
+    extra = (params.get("privacy") or {}).get("extra_methods") or []
+    fedclip = [m for m in extra if isinstance(m, str) and m.startswith("fedclip-")] if isinstance(extra, list) else []
+    if fedclip and isinstance(params.get("continual_datasets"), list):
+        lacking = [name for name in names if name not in params["continual_datasets"]]
+        if lacking:  # privacy-extra runs on every declared dataset; FedCLIP is selected on continual ones only
+            raise Invalid(f"privacy.extra_methods: {fedclip[0]} runs on every declared dataset, but continual_datasets "
+                          f"lacks {', '.join(map(quote, lacking))} (no FedCLIP selection there)")
     activation = (params.get("assess") or {}).get("activation_datasets")
     for key, listed in (("continual_datasets", params.get("continual_datasets")),
                         ("study_datasets", params.get("study_datasets")),

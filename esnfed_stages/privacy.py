@@ -1,6 +1,8 @@
 """Stage `privacy`: test accuracy of IncFed and FedIP under the Gaussian mechanism for each ε of
 ``privacy.epsilons`` -> runs/privacy/<dataset>.json (rendered by `esnfed report` as
 reports/tables/privacy.md/.csv and reports/figures/privacy.png; esnfed_stages/privacy_report.py).
+Opt-in (``privacy.extra_methods``, default none; stage `privacy-extra`): DP-FedAvg and DP-FedCLIP
+(naive, replay), one document per dataset and method, runs/privacy/extra/<dataset>/<method>.json, merged into the same table.
 
 The selected config of the share ``privacy.pct`` (runs/select/.../best.json) is retrained with the
 retrain stage's seeds (budgets.<budget>.retrains of them), once per ε, with the noise of
@@ -21,7 +23,7 @@ from esnfed_core import __version__
 from esnfed_core.errors import ConfigError
 from esnfed_core.method import Method
 from esnfed_core.privacy import PRIVACY_BOUNDS, RELATIONS, DPSpec, noise_multiplier
-from esnfed_core.private_trial import PRIVATE_ALGOS, fit_private, releases
+from esnfed_core.private_trial import EXTRA_ALGOS, PRIVATE_ALGOS, UNCOVERED, fit_private, releases
 from esnfed_core.quote import quote
 from esnfed_core.scoring import accuracy
 from esnfed_core.data.processed import UserData
@@ -41,10 +43,20 @@ PRIVACY_DIR = Path("runs/privacy")
 def privacy_path(out_dir: str | Path, dataset: str) -> Path:
     """Where ``run`` writes a dataset's document."""
     return Path(out_dir) / f"{dataset}.json"
+
+
+def extra_path(out_dir: str | Path, dataset: str, method: str) -> Path:
+    """Where ``run(..., extra=method)`` writes an opt-in method's document (``privacy.extra_methods``)."""
+    return Path(out_dir) / "extra" / dataset / f"{method}.json"
+
+
 MECHANISM = "Gaussian mechanism (esnfed_core/privacy.py)"
 ACCOUNTANT = "dp-accounting PLD (calibrate_dp_mechanism), composition over FedIP rounds + IncFed release"
-KEYS = ("epsilons", "delta", "relation", "clip", "ip_clip", "pct", "methods")
-PER_DATASET = ("clip", "ip_clip")  # keys that take one number for every dataset, or one per dataset
+KEYS = ("epsilons", "delta", "relation", "clip", "ip_clip", "pct", "methods", "extra_methods", "fedavg_clip")
+# keys that take one number for every dataset, or one per dataset
+PER_DATASET = ("clip", "ip_clip", "fedavg_clip")
+# the opt-in keys: recorded only in the opt-in methods' documents, so the default documents keep their bytes
+EXTRA_KEYS = ("extra_methods", "fedavg_clip")
 Progress = Callable[[int, int], None]
 # A number for every dataset, or ((dataset, number), ...) from a mapping (_per_dataset).
 PerDataset = float | tuple[tuple[str, float], ...]
@@ -63,6 +75,8 @@ class PrivacyParams:
     ip_clip: PerDataset
     pct: str
     methods: tuple[str, ...]
+    extra_methods: tuple[str, ...] = ()  # opt-in: DP-FedAvg, DP-FedCLIP naive/replay (stage privacy-extra)
+    fedavg_clip: PerDataset = DPSpec.fedavg_clip
 
     def delta_for(self, n_units: int) -> float:
         """δ of ``auto``: 1/n², n = the relation's neighbouring units (``neighbouring_units``)."""
@@ -76,19 +90,29 @@ class PrivacyParams:
         """``dataset``'s ip_clip, as :meth:`clip_for`."""
         return _for_dataset("ip_clip", self.ip_clip, dataset)
 
-    def spec(self, eps: float, delta: float, dataset: str) -> DPSpec:
-        """The mechanism of ``dataset`` at (ε, δ): its clip and ip_clip."""
-        return DPSpec(eps, delta, self.relation, self.clip_for(dataset), self.ip_clip_for(dataset))
+    def fedavg_clip_for(self, dataset: str) -> float:
+        """``dataset``'s fedavg_clip, as :meth:`clip_for`."""
+        return _for_dataset("fedavg_clip", self.fedavg_clip, dataset)
 
-    def record(self, budget: str | None) -> dict[str, Any]:
+    def spec(self, eps: float, delta: float, dataset: str) -> DPSpec:
+        """The mechanism of ``dataset`` at (ε, δ): its clip, ip_clip and fedavg_clip."""
+        return DPSpec(eps, delta, self.relation, self.clip_for(dataset), self.ip_clip_for(dataset),
+                      self.fedavg_clip_for(dataset))
+
+    def record(self, budget: str | None, extra: bool = False) -> dict[str, Any]:
         """What runs/privacy/<dataset>.json is computed with, by params.yaml key (its ``params``;
         the report refuses a file whose values differ from params.yaml's): this section as
         params.yaml has it (ε as the document's keys, δ ``auto`` or a number, clip and ip_clip a
-        number or the mapping) and the budget."""
-        clips = {f"privacy.{key}": v if isinstance(v := getattr(self, key), float) else dict(v) for key in PER_DATASET}
+        number or the mapping) and the budget. ``extra``: with the opt-in keys too (EXTRA_KEYS: an
+        opt-in method's document, and what the report expects; a document without them is not
+        checked on them)."""
+        keys = [k for k in PER_DATASET if extra or k not in EXTRA_KEYS]
+        clips = {f"privacy.{key}": v if isinstance(v := getattr(self, key), float) else dict(v) for key in keys}
+        more = {"privacy.extra_methods": self.extra_methods} if extra else {}
         return provenance.record({"privacy.epsilons": [eps_key(e) for e in self.epsilons],
                                   "privacy.delta": self.delta, "privacy.relation": self.relation, **clips,
-                                  "privacy.pct": self.pct, "privacy.methods": self.methods, "budget": budget})
+                                  "privacy.pct": self.pct, "privacy.methods": self.methods, **more,
+                                  "budget": budget})
 
 
 def _epsilon(value: Any) -> float:
@@ -122,9 +146,22 @@ def privacy_params(params: Mapping[str, Any]) -> PrivacyParams:
     if not isinstance(methods, list) or not methods or any(m not in PRIVATE_ALGOS for m in methods):
         raise ConfigError(f"params.yaml: privacy.methods: must list some of {', '.join(PRIVATE_ALGOS)}, "
                           f"got {quote(methods)}")
+    extra = p.get("extra_methods", [])
+    for m in extra if isinstance(extra, list) else ():
+        if isinstance(m, str) and m in UNCOVERED:
+            raise ConfigError(f"params.yaml: privacy.extra_methods: {m} is not covered: {UNCOVERED[m]} "
+                              "(DP-FedCLIP: fedclip-naive, fedclip-replay)")
+    if (not isinstance(extra, list) or any(m not in EXTRA_ALGOS for m in extra)
+            or len(set(extra)) < len(extra)):
+        raise ConfigError(f"params.yaml: privacy.extra_methods: must list some of {', '.join(EXTRA_ALGOS)} "
+                          f"(each once; [] runs none), got {quote(extra)}")
+    if extra and p["relation"] != "user":
+        raise ConfigError(f"params.yaml: privacy.relation: {', '.join(extra)} (privacy.extra_methods) is user-level "
+                          f"only (a client releases its whole readout), got {quote(p['relation'])}")
     return PrivacyParams(tuple(_epsilon(e) for e in eps), delta, p["relation"],
                          _per_dataset("clip", p.get("clip", 1.0)), _per_dataset("ip_clip", p.get("ip_clip", DPSpec.ip_clip)),
-                         pct, tuple(methods))
+                         pct, tuple(methods), tuple(extra),
+                         _per_dataset("fedavg_clip", p.get("fedavg_clip", DPSpec.fedavg_clip)))
 
 
 def _per_dataset(key: str, value: Any) -> PerDataset:
@@ -192,21 +229,28 @@ def inputs(dataset: str, pp: PrivacyParams, exp: ExperimentParams, data_dir: Pat
 
 def run(dataset: str, privacy: PrivacyParams, exp: ExperimentParams, *, data_dir: Path = Path("data"),
         runs_dir: Path = Path("runs"), out_dir: Path = PRIVACY_DIR,
-        progress: Progress | None = None) -> dict[str, Any]:
+        progress: Progress | None = None, extra: str | None = None) -> dict[str, Any]:
     """Compute and write runs/privacy/<dataset>.json; returns its document. ``privacy`` and ``exp``
-    are params.yaml's sections, parsed once (``privacy_params``, ``experiment_params``)."""
+    are params.yaml's sections, parsed once (``privacy_params``, ``experiment_params``). ``extra``:
+    instead, the opt-in method of ``privacy.extra_methods`` -> runs/privacy/extra/<dataset>/<method>.json
+    (DP-FedAvg's config keeps the selected λ: it trains at it)."""
     pp = privacy
+    if extra is not None and extra not in pp.extra_methods:
+        raise ConfigError(f"params.yaml: privacy.extra_methods: {quote(extra)} is not listed "
+                          f"(lists {quote(list(pp.extra_methods))}; opt-in methods: {', '.join(EXTRA_ALGOS)})")
     clip, ip_clip = pp.clip_for(dataset), pp.ip_clip_for(dataset)
     inp = inputs(dataset, pp, exp, data_dir)
     pct, delta = pp.pct, inp.delta
     seeds = [retrain_seed(exp, dataset, pct, k) for k in range(exp.retrains)]
-    configs = {m: selected_config(runs_dir, dataset, m, pct, exp.budget_spec) for m in pp.methods}
+    methods = pp.methods if extra is None else (extra,)
+    configs = {m: selected_config(runs_dir, dataset, m, pct, exp.budget_spec) for m in methods}
     total, done = len(configs) * len(pp.epsilons) * len(seeds), 0
     results: dict[str, Any] = {}
     for m, cfg in configs.items():
         method = Method.parse(m)
-        rel = releases(method, cfg)
-        rows = results[m] = {"config": {k: v for k, v in cfg.items() if k != "lambda"}, "releases": rel,
+        rel = releases(method, cfg, inp.data.n_contexts)
+        kept = cfg if m == "fedavg" else {k: v for k, v in cfg.items() if k != "lambda"}
+        rows = results[m] = {"config": dict(kept), "releases": rel,
                              "epsilons": {}}
         for eps in pp.epsilons:
             spec = pp.spec(eps, delta, dataset)
@@ -222,9 +266,10 @@ def run(dataset: str, privacy: PrivacyParams, exp: ExperimentParams, *, data_dir
     doc = {"dataset": dataset, "source": inp.source,  # as the assess files: the header's
            "pct": pct, "n_users": len(inp.data.train), "n_units": inp.n_units, "delta": delta,
            "relation": pp.relation, "clip": clip, "ip_clip": ip_clip,
+           **({"fedavg_clip": pp.fedavg_clip_for(dataset)} if extra else {}),
            "mechanism": MECHANISM, "accountant": ACCOUNTANT, "seeds": seeds, "version": __version__,
-           provenance.KEY: pp.record(exp.budget), "methods": results}
-    out = privacy_path(out_dir, dataset)
+           provenance.KEY: pp.record(exp.budget, extra=extra is not None), "methods": results}
+    out = privacy_path(out_dir, dataset) if extra is None else extra_path(out_dir, dataset, extra)
     with output_lock(out):
         write_json(out, doc)
     return doc

@@ -1,5 +1,7 @@
 """The privacy table and figure of `esnfed report`: runs/privacy/<dataset>.json (stage `privacy`)
--> reports/tables/privacy.md/.csv and reports/figures/privacy.png (test accuracy against ε)."""
+and the opt-in methods' runs/privacy/extra/<dataset>/<method>.json (stage `privacy-extra`,
+``privacy.extra_methods``) -> reports/tables/privacy.md/.csv and reports/figures/privacy.png
+(test accuracy against ε)."""
 
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from esnfed_core.tables import dataset_label, papers_first
 from esnfed_core.vocabulary import DATASETS
 from esnfed_stages import figures, provenance
 from esnfed_stages._io import read_json
-from esnfed_stages.privacy import PRIVACY_DIR, privacy_path
+from esnfed_stages.privacy import PRIVACY_DIR, extra_path, privacy_path
 from esnfed_stages.ttest import _fractions
 
 COLUMNS = ("dataset", "method", "epsilon", "delta", "relation", "noise_multiplier", "mean", "std",
@@ -47,6 +49,36 @@ def load(privacy_dir: str | Path = PRIVACY_DIR, expected: Mapping[str, Any] | No
             provenance.check(path, doc, expected or {}, f"`esnfed privacy --dataset {ds}`", TOP_LEVEL)
             out[ds] = doc
     return out
+
+
+def add_extras(privacy_dir: str | Path, docs: Mapping[str, Mapping[str, Any]], methods: Sequence[str],
+               expected: Mapping[str, Any] | None = None, allow_missing: bool = False
+               ) -> tuple[dict[str, dict[str, Any]], list[Path]]:
+    """``docs`` with the opt-in ``methods`` (params.yaml privacy.extra_methods) of each dataset's
+    runs/privacy/extra/<dataset>/<method>.json merged into its ``methods`` (and its ``fedavg_clip``),
+    each checked as :func:`load` checks and computed with ``expected``; and the paths of those not
+    there: an error naming the first and its command unless ``allow_missing`` (their rows left out)."""
+    out, absent = {ds: dict(doc) for ds, doc in docs.items()}, []
+    for ds, doc in out.items():
+        for m in methods:
+            path = extra_path(privacy_dir, ds, m)
+            command = f"`esnfed privacy --dataset {ds} --extra {m}`"
+            if not os.path.lexists(path):
+                if not allow_missing:
+                    raise DataError(f"{path}: not found: run {command} first, or pass --allow-missing")
+                absent.append(path)
+                continue
+            extra = read_json(path)
+            if not isinstance(extra, dict) or not isinstance(extra.get("methods"), dict) or set(extra["methods"]) != {m}:
+                raise DataError(f"{path}: not a privacy stage output of {m} (no 'methods' object with {m} alone)")
+            _check(path, extra)
+            if not _number(extra.get("fedavg_clip")) or extra["fedavg_clip"] <= 0:
+                raise DataError(f"{path}: fedavg_clip: expected a finite number > 0, got {quote(extra.get('fedavg_clip'))} "
+                                f"(rerun {command})")
+            provenance.check(path, extra, expected or {}, command, TOP_LEVEL)
+            doc["methods"] = {**doc["methods"], **extra["methods"]}
+            doc["fedavg_clip"] = extra["fedavg_clip"]
+    return out, absent
 
 
 def missing(privacy_dir: str | Path, datasets: Sequence[str], docs: Mapping[str, Any],
@@ -136,7 +168,8 @@ def _shares(docs: Iterable[Mapping[str, Any]]) -> str:
     return ", ".join(f"{p}%" for p in pcts) + " training users"
 
 
-METHOD_LABELS = {"incfed": "IncFed", "fedip": "FedIP"}
+METHOD_LABELS = {"incfed": "IncFed", "fedip": "FedIP", "fedavg": "FedAvg", "fedclip-naive": "FedCLIP (naive)",
+                 "fedclip-replay": "FedCLIP (replay)"}
 
 
 def recorded_budget(doc: Mapping[str, Any]) -> Any:
@@ -167,11 +200,12 @@ def _sources(docs: Mapping[str, Mapping[str, Any]]) -> list[Any]:
 
 
 def render(docs: Mapping[str, Mapping[str, Any]], run: Sequence[str] = (), stamp: str = "",
-           absent: Mapping[str, Path] | None = None) -> dict[str, bytes]:
+           absent: Mapping[str, Path] | None = None, absent_extra: Sequence[Path] = ()) -> dict[str, bytes]:
     """{"privacy.md", "privacy.csv"}; empty without inputs. ``run``: the header's lines on what was
     run (data source, budget, retrains, comparability: report.py builds them as every table's);
     ``stamp``: its date and versions line; ``absent``: the declared datasets without a document
-    (:func:`missing`), their rows n/a."""
+    (:func:`missing`), their rows n/a; ``absent_extra``: opt-in methods' documents not there
+    (:func:`add_extras`), listed with them."""
     if not docs:
         return {}
     absent = absent or {}
@@ -186,7 +220,8 @@ def render(docs: Mapping[str, Mapping[str, Any]], run: Sequence[str] = (), stamp
         *(f"- {line}" for line in run),
         f"- Mechanism: {first['mechanism']}: per-unit per-step means (Ā, B̄) clipped to "
         f"clip·√(N+N²) (clip = {_per_dataset(docs, 'clip')}), summed, N(0, (z·C)²) added to A and B's upper "
-        f"triangle; FedIP (Δg, Δb) per client and round clipped to {_per_dataset(docs, 'ip_clip')} (L2), noised sum / K",
+        f"triangle; FedIP (Δg, Δb) per client and round clipped to {_per_dataset(docs, 'ip_clip')} (L2), noised sum / K"
+        + _fedavg_mechanism(docs),
         f"- Neighbouring relation: {first['relation']}-level (add/remove one "
         f"{'user = one client' if first['relation'] == 'user' else 'window'}); L2 sensitivity = the clipping norm",
         "- δ = " + ", ".join(f"{dataset_label(ds)} {delta_text(d['delta'])} ({_delta_source(d)})"
@@ -195,7 +230,7 @@ def render(docs: Mapping[str, Mapping[str, Any]], run: Sequence[str] = (), stamp
         "- ε = inf: no mechanism (the non-private trial, bit for bit), so no z; cells: mean ± population std over "
         f"the {_retrains(rows)} retrains (as every table, PROTOCOL §6), ×100, two decimals",
         *([f"- {stamp}"] if stamp else []),
-        "- Missing inputs (n/a cells): " + (", ".join(map(str, absent.values())) or "none"),
+        "- Missing inputs (n/a cells): " + (", ".join(map(str, [*absent.values(), *absent_extra])) or "none"),
         "",
         "| dataset | method | " + " | ".join(f"ε={e}" for e in eps) + " |",
         "|---|---|" + "---:|" * len(eps),
@@ -211,6 +246,23 @@ def render(docs: Mapping[str, Mapping[str, Any]], run: Sequence[str] = (), stamp
     w.writeheader()
     w.writerows(rows)
     return {"privacy.md": ("\n".join(lines) + "\n").encode(), "privacy.csv": buf.getvalue().encode()}
+
+
+def _fedavg_mechanism(docs: Mapping[str, Mapping[str, Any]]) -> str:
+    """The mechanism line's clauses of the opt-in methods some document has, else nothing."""
+    with_fedavg = {ds: d for ds, d in docs.items() if "fedavg" in d["methods"]}
+    out = ""
+    if with_fedavg:
+        out += (f"; DP-FedAvg: each client's local readout (at the selected config's λ) clipped to "
+                f"{_per_dataset(with_fedavg, 'fedavg_clip')} (Frobenius), noised sum / K, one release "
+                "(its ε = inf: FedAvg at that λ)")
+    strategies = sorted({m.split("-", 1)[1] for d in docs.values() for m in d["methods"] if m.startswith("fedclip-")})
+    if strategies:
+        out += (f"; DP-FedCLIP ({', '.join(strategies)}): at every context the FedIP rounds and the IncFed release "
+                "above (K: all training clients), contexts × (budget + 1) releases under one z, λ on the validation "
+                "users' windows of the context (its ε = inf: FedCLIP at continual.lambda); accuracy of the last "
+                "context's model on all test windows")
+    return out
 
 
 def _z(eps: str, value: float | None) -> str:
@@ -250,7 +302,9 @@ def _eps_order(rows) -> list[str]:
 
 # Each method one colour and marker in every panel; its line without DP dashed (IncFed) or dotted
 # (FedIP) in the same colour, so two nearly equal ε = ∞ accuracies stay told apart where they overlap.
-METHOD_STYLE = {"incfed": ("tab:blue", "o", "--"), "fedip": ("tab:orange", "s", ":")}
+METHOD_STYLE = {"incfed": ("tab:blue", "o", "--"), "fedip": ("tab:orange", "s", ":"),
+                "fedavg": ("tab:green", "D", (0, (5, 1, 1, 1))), "fedclip-naive": ("tab:red", "v", (0, (3, 1))),
+                "fedclip-replay": ("tab:purple", "P", (0, (1, 2)))}
 _OTHER_STYLE = ("tab:gray", "^", "-.")
 INF_GAP = 2.5  # ε = ∞ is drawn this factor right of the largest finite ε (its tick reads ∞)
 DODGE = 0.05   # the methods' points shifted apart by this share of a decade (overlapping error bars)

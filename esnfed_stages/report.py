@@ -496,6 +496,9 @@ def add_privacy(rep: Report, privacy_dir: str | Path, date: str, options: "Repor
     protocol (comparability.notice)."""
     docs = privacy_report.load(privacy_dir, options.privacy_record, options.datasets)
     absent = privacy_report.missing(privacy_dir, options.datasets, docs, allow_missing)
+    docs, absent_extra = privacy_report.add_extras(privacy_dir, docs, options.privacy_extra,
+                                                   options.privacy_record, allow_missing)
+    rep.missing += absent_extra
     rep.missing += absent.values()
     facts = privacy_report.run_facts(docs)
     paper = [ds for ds in DATASETS if ds in docs]
@@ -505,7 +508,7 @@ def add_privacy(rep: Report, privacy_dir: str | Path, date: str, options: "Repor
                                    elsewhere=privacy_report.published([docs[ds] for ds in paper]))] if paper else []
     run = [run_line(facts["sources"], facts["budgets"], facts["seeds"], facts["counts"],
                     files=f"{privacy_report.PRIVACY_DIR}/<dataset>.json"), *notice]
-    rep.tables.update(privacy_report.render(docs, run, f"Date: {date}; versions: {versions()}", absent))
+    rep.tables.update(privacy_report.render(docs, run, f"Date: {date}; versions: {versions()}", absent, absent_extra))
     png = privacy_report.figure(docs)
     if png is not None:
         rep.figures["privacy.png"] = png
@@ -642,6 +645,7 @@ class ReportParams:
     mu: float | None = None
     eta: float | None = None
     retrain_lambda: str | None = None
+    privacy_extra: tuple[str, ...] = ()  # params.yaml privacy.extra_methods: their documents join the table
 
 
 def report_params(params: Mapping[str, Any]) -> ReportParams:
@@ -662,8 +666,9 @@ def report_params(params: Mapping[str, Any]) -> ReportParams:
                         {name: len(v["classes"]) for name, v in (params.get("imports") or {}).items()
                          if isinstance(v, Mapping) and v.get("classes")}, budget_spec(params),
                         ttest_params(params).record if "ttest" in params else {}, hetero,
-                        privacy_params(params).record(params.get("budget")) if "privacy" in params else {},
-                        study_declared(params), *_selection_settings(params))
+                        privacy_params(params).record(params.get("budget"), extra=True) if "privacy" in params else {},
+                        study_declared(params), *_selection_settings(params),
+                        privacy_extra=privacy_params(params).extra_methods if "privacy" in params else ())
 
 
 def _selection_settings(params: Mapping[str, Any]) -> tuple[float | None, float | None, str | None]:

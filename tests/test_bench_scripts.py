@@ -228,6 +228,18 @@ def test_privacy_clip_sweep_prints_validation_accuracy_per_clip(tmp_path):
     assert [r[:2] for r in table_rows(out, "dataset | updates")] == [["wesad", str(len(natural["norms"]))]]
     assert table_rows(out, "dataset | ε")[0][:2] == ["wesad", "1"]
     assert "| wesad | 1 | 100 % | 0 % |" in out
+    # --sweep fedavg_clip (DP-FedAvg's readout bound, opt-in): a readout norm per client and seed at
+    # ε = ∞, then every readout clipped at a bound far below them and none far above
+    cli_ok("select", "--algo", "fedavg", "--pct", "100", *stage_options(tmp_path))
+    out = run("privacy_clip_sweep.py", "--sweep", "fedavg_clip", "--datasets", "wesad", "--clips", "0.001,1000",
+              "--eps", "1", "--seeds", "1", "--out", str(tmp_path / "avg.jsonl"), "--params", "params.yaml",
+              cwd=tmp_path)
+    recs = [json.loads(line) for line in (tmp_path / "avg.jsonl").read_text().splitlines()]
+    natural, cells = recs[0], {r["clip"]: r for r in recs[1:]}
+    assert natural["eps"] == "inf" and len(natural["norms"]) == 4 and 0.001 < min(natural["norms"])
+    assert max(natural["norms"]) < 1000 and "lambda" in natural["config"]
+    assert cells[0.001]["clipped"] == 1.0 and cells[1000.0]["clipped"] == 0.0
+    assert "| wesad | 1 | 100 % | 0 % |" in out and "local readout ‖W_c‖_F" in out
 
 
 def test_same_outputs_ignores_timings_and_keys_and_names_what_differs(tmp_path):

@@ -281,3 +281,29 @@ def test_privacy_depends_on_the_selections_of_its_share(tmp_path):
     deps = _expanded(_project(tmp_path, change))["privacy@wesad"]["deps"]
     assert {"runs/select/wesad/incfed/25/best.json", "runs/select/wesad/fedip/25/best.json"} <= set(deps)
     assert not [d for d in deps if d.startswith("runs/select/") and "/25/" not in d]
+
+
+def test_privacy_extra_stages_follow_the_opt_in(tmp_path):
+    """Opt-in DP methods (params privacy.extra_methods) get a stage per declared dataset and method,
+    privacy-extra@<dataset>-<method>, whose deps name the selection of privacy.pct it retrains; with
+    the default [] there is none, and opting in leaves every other stage as it resolves by default."""
+    def project(name, change):
+        (tmp_path / name).mkdir()
+        return _expanded(_project(tmp_path / name, change))
+
+    def opt_in(p, pct="100"):
+        p["privacy"]["extra_methods"] = ["fedavg", "fedclip-naive"]
+        p["privacy"]["pct"] = pct
+
+    default = project("default", lambda p: None)
+    assert not [s for s in default if s.startswith("privacy-extra")]
+    stages = project("opt-in", opt_in)
+    assert {k: v for k, v in stages.items() if not k.startswith("privacy-extra")} == default
+    extra = sorted(s for s in stages if s.startswith("privacy-extra@"))
+    assert extra == sorted(f"privacy-extra@{ds}-{m}" for ds in ("wesad", "hhar", "example")
+                           for m in ("fedavg", "fedclip-naive"))
+    stage = project("opt-in-50", lambda p: opt_in(p, "50"))["privacy-extra@hhar-fedclip-naive"]
+    assert stage["cmd"] == "esnfed privacy --dataset hhar --extra fedclip-naive"
+    assert {"data/processed/hhar", "runs/select/hhar/fedclip-naive/50/best.json"} <= set(stage["deps"])
+    assert not [d for d in stage["deps"] if d.startswith("runs/select/") and "/fedclip-naive/50/" not in d]
+    assert stage["outs"] == ["runs/privacy/extra/hhar/fedclip-naive.json"]
