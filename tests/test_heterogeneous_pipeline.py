@@ -121,7 +121,7 @@ def test_assess_records_the_settings_and_the_report_refuses_other_ones(built, tm
     assert result.exit_code == 1
     assert result.stderr.strip().splitlines() == [
         f"error: {built / 'runs' / 'assess' / 'wesad' / 'local.json'}: computed with combine 'softmax' but "
-        "params.yaml's heterogeneity.combine is 'vote': rerun select, retrain and `esnfed assess --dataset wesad "
+        f"{tmp_path / 'params.yaml'}'s heterogeneity.combine is 'vote': rerun select, retrain and `esnfed assess --dataset wesad "
         "--algo local` under it (dvc repro does)"]
     assert not (tmp_path / "reports").exists()
 
@@ -216,13 +216,13 @@ def test_retrain_and_assess_refuse_a_selection_or_model_of_other_settings(built,
     assert result.exit_code == 1
     assert result.stderr.strip().splitlines() == [
         f"error: {runs / 'models' / 'wesad' / 'local' / '25' / 'seed-0.json'}: retrained with {recorded} but "
-        f"params.yaml's {now}: rerun `esnfed retrain --dataset wesad --algo local --pct 25`"]
+        f"{tmp_path / 'params.yaml'}'s {now}: rerun `esnfed retrain --dataset wesad --algo local --pct 25`"]
     assert (runs / "assess" / "wesad" / "local.json").read_bytes() == assess
     result = runner.invoke(app, ["retrain", "--algo", "align", "--alpha", "0.5", *common])
     assert result.exit_code == 1
     assert result.stderr.strip().splitlines() == [
         f"error: {runs / 'select' / 'wesad' / 'align-0.5' / '25' / 'best.json'}: selected with {recorded} but "
-        f"params.yaml's {now}: rerun `esnfed select --dataset wesad --algo align --alpha 0.5 --pct 25`"]
+        f"{tmp_path / 'params.yaml'}'s {now}: rerun `esnfed select --dataset wesad --algo align --alpha 0.5 --pct 25`"]
 
 
 def test_files_without_the_settings_are_trusted_and_a_resumed_model_records_them(built, tmp_path):
