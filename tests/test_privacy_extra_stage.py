@@ -18,6 +18,7 @@ from esnfed_cli.main import app
 from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.privacy import noise_multiplier
 from esnfed_stages import privacy_report
+from esnfed_stages.params_schema import embedded_read
 from esnfed_stages.privacy import extra_path, privacy_params
 from experiment_data import cli_ok, make_dataset, small_params, stage_options, write_params
 
@@ -35,6 +36,7 @@ def root(tmp_path_factory) -> Path:
     params = small_params()
     params["datasets"] = params["continual_datasets"] = params["study_datasets"] = ["wesad"]
     params["imported"] = {}  # the example not declared: nothing to import
+    params["embedded"] = embedded_read(params)  # wesad's embedded data only
     params["privacy"] = dict(PRIVACY)
     write_params(root, params)
     for algo in ("incfed", "fedavg", "fedip"):
