@@ -529,11 +529,11 @@ def test_a_best_json_of_another_or_an_edited_budget_is_refused_not_reused(run_a,
     the stale best.json and name the select to rerun; nothing is written."""
     if edit == "budget":
         root = _copy_under_budget_small(run_a, tmp_path)
-        why = "but params.yaml's budget is 'small'"
+        why = f"but {root / 'params.yaml'}'s budget is 'small'"
     else:
         root = _copy(run_a, tmp_path)
         _edit_budget(root, edit)
-        why = "with another search space, trials or seed than params.yaml's now"
+        why = f"with another search space, trials or seed than {root / 'params.yaml'}'s now"
     runs = _files(root / "runs")
     best = root / "runs" / "select" / "wesad" / "fedip" / "25" / "best.json"
     assert json.loads(best.read_text())["params_budget"] == "default"
@@ -570,9 +570,9 @@ def test_assess_with_some_models_missing_names_them_and_the_retrain_to_run(run_a
 
 
 @pytest.mark.parametrize("key, value, fragment", [
-    ("params_budget", "paper", "retrained under budget 'paper' but params.yaml's budget is 'default'"),
+    ("params_budget", "paper", "retrained under budget 'paper' but {params}'s budget is 'default'"),
     ("params_budget_digest", "0" * 16, "retrained under budget 'default' with another search space, trials or "
-                                       "seed than params.yaml's now"),
+                                       "seed than {params}'s now"),
     ("train_users", ["S99"], "trained on users ['S99'] but share 50 of the partition now has "),
     ("dataset", "hhar", "dataset is 'hhar', expected 'wesad': a file of another run"),
     ("pct", "100", "pct is '100', expected '50': a file of another run"),
@@ -589,6 +589,7 @@ def test_assess_refuses_a_model_retrained_for_something_else(run_a, tmp_path, ke
     res = _cli(root, "assess", "--algo", "ridge")
     assert res.exit_code == 1
     lines = res.output.strip().splitlines()
+    fragment = fragment.format(params=root / "params.yaml")  # the params file read (--params) named
     assert len(lines) == 1 and lines[0].startswith(f"error: {js}: {fragment}"), res.output
     assert lines[0].endswith(": rerun `esnfed retrain --dataset wesad --algo ridge --pct 50`")
     assert _files(root / "runs" / "assess") == assessed
@@ -622,7 +623,7 @@ def test_assess_refuses_models_of_an_edited_budget(run_a, tmp_path):
     js = root / "runs" / "models" / "wesad" / "ridge" / "25" / "seed-0.json"
     assert res.exit_code == 1 and res.output.strip().splitlines() == [
         f"error: {js}: retrained under budget 'default' with another search space, trials or seed than "
-        "params.yaml's now: rerun `esnfed retrain --dataset wesad --algo ridge --pct 25`"], res.output
+        f"{root / 'params.yaml'}'s now: rerun `esnfed retrain --dataset wesad --algo ridge --pct 25`"], res.output
     assert _files(root / "runs" / "assess") == assessed
 
 
