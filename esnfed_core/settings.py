@@ -69,6 +69,11 @@ class Settings:
             raise ConfigError(f"readout.bias: {what} has no readout bias (only ridge, incfed, fedavg, "
                               "ip, fedip and their deep variants); set readout.bias: false")
 
+    def check_bias(self, method: "Method") -> None:
+        """Refuse ``readout.bias`` for a method whose readout has none (continual, heterogeneous)."""
+        if method.continual or method.heterogeneous:
+            self.refuse_bias(method.id)
+
     def accelerated(self, method: "Method") -> bool:
         """Whether trials of ``method`` run on the torch kernels with these settings."""
         # Deep reservoirs and heterogeneous methods run the numpy path on every device (the torch

@@ -200,3 +200,43 @@ def test_saved_model_with_bias_round_trips(tmp_path):
     plain = fit("incfed", cfg, 11, _data(), Settings())
     save_model(tmp_path, 1, plain, {"dataset": "wesad", "pct": "100"})
     assert "readout_bias" not in load_model(tmp_path, 1)[1]
+
+
+@pytest.mark.pipeline
+def test_select_retrain_assess_with_bias_and_the_communication_table(tmp_path):
+    """The stages end to end with readout.bias: the models' readouts carry the bias column, the
+    assess file's message counts are the N+1 formulas, and a continual select refuses in one line
+    naming the key, writing no trial."""
+    from experiment_data import make_dataset, run_method_stages, small_params, stage_options, write_params  # noqa: PLC0415
+    from typer.testing import CliRunner  # noqa: PLC0415
+
+    from esnfed_cli.main import app  # noqa: PLC0415
+    from esnfed_stages.models import load_model  # noqa: PLC0415
+
+    make_dataset(tmp_path)
+    params = small_params()
+    params["readout"]["bias"] = True
+    write_params(tmp_path, params)
+    run_method_stages(tmp_path, "wesad", [("ridge", None), ("incfed", None), ("fedavg", None)])
+    import json  # noqa: PLC0415
+
+    for method in ("ridge", "incfed", "fedavg"):
+        model, meta = load_model(tmp_path / "runs" / "models" / "wesad" / method / "50", 0)
+        assert meta["readout_bias"] is True and model.readout.shape == (3, model.reservoir.units + 1)
+        doc = json.loads((tmp_path / "runs" / "assess" / "wesad" / f"{method}.json").read_text())
+        share = doc["pcts"]["50"]
+        if method != "ridge":
+            comm = share["communication"]
+            c = Communication("wesad", "50", method, comm["up_floats"], comm["down_floats"], comm["up_bytes"],
+                              comm["down_bytes"], comm["rounds"], comm["clients"], units=share["config"]["units"],
+                              classes=3, readouts=1, readout_bias=comm.get("readout_bias") is True)
+            assert c.readout_bias
+            assert analytic_floats(c)[2:] == (comm["up_floats"], comm["down_floats"])
+    result = CliRunner().invoke(app, ["select", "--algo", "ip", "--pct", "all", *stage_options(tmp_path)])
+    assert result.exit_code == 0  # IP (stationary) takes the bias
+    result = CliRunner().invoke(app, ["select", "--algo", "clip", "--strategy", "naive", "--pct", "all",
+                                      *stage_options(tmp_path)])
+    lines = result.output.strip().splitlines()
+    assert result.exit_code != 0 and len(lines) == 1 and "readout.bias: clip-naive has no readout bias" in lines[0], \
+        result.output
+    assert not (tmp_path / "runs" / "select" / "wesad" / "clip-naive").exists()  # no trial written
