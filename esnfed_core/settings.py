@@ -66,7 +66,7 @@ class Settings:
     def refuse_bias(self, what: str) -> None:
         """One-line ConfigError when ``readout.bias`` is on for ``what``, a path without it."""
         if self.readout_bias:
-            raise ConfigError(f"readout.bias: {what} has no readout bias (only ridge, incfed, fedavg, "
+            raise ConfigError(f"readout.bias: not available for {what} (only ridge, incfed, fedavg, "
                               "ip, fedip and their deep variants); set readout.bias: false")
 
     def check_bias(self, method: "Method") -> None:

@@ -161,13 +161,20 @@ def test_paths_without_a_readout_bias_refuse_it_in_one_line():
     with pytest.raises(ConfigError, match=r"^readout\.bias: expected true or false, got 'yes'"):
         Settings(readout_bias="yes")
     data = _data()
-    with pytest.raises(ConfigError, match=r"^readout\.bias: clip-naive has no readout bias") as exc:
+    with pytest.raises(ConfigError, match=r"^readout\.bias: not available for clip-naive") as exc:
         fit("clip-naive", CFG, 11, data, Settings(readout_bias=True))
     assert "\n" not in str(exc.value)
     from esnfed_core.heterogeneous import fit as fit_heterogeneous  # noqa: PLC0415
 
-    with pytest.raises(ConfigError, match=r"^readout\.bias: local has no readout bias"):
+    with pytest.raises(ConfigError, match=r"^readout\.bias: not available for local"):
         fit_heterogeneous("local", CFG, 11, data, Settings(readout_bias=True))
+    from esnfed_core.private_trial import fit_private  # noqa: PLC0415
+    from esnfed_stages.flower import run_config  # noqa: PLC0415
+
+    with pytest.raises(ConfigError, match=r"^readout\.bias: not available for DP-incfed"):
+        fit_private("incfed", CFG, 11, data, Settings(readout_bias=True), spec=None)
+    with pytest.raises(ConfigError, match=r"^readout\.bias: not available for the Flower apps"):
+        run_config(CFG, {"reservoir": 1}, data, Settings(readout_bias=True), 0.1, "incfed", False)
 
 
 def test_params_readout_bias_is_checked_and_read():
@@ -237,6 +244,6 @@ def test_select_retrain_assess_with_bias_and_the_communication_table(tmp_path):
     result = CliRunner().invoke(app, ["select", "--algo", "clip", "--strategy", "naive", "--pct", "all",
                                       *stage_options(tmp_path)])
     lines = result.output.strip().splitlines()
-    assert result.exit_code != 0 and len(lines) == 1 and "readout.bias: clip-naive has no readout bias" in lines[0], \
+    assert result.exit_code != 0 and len(lines) == 1 and "readout.bias: not available for clip-naive" in lines[0], \
         result.output
     assert not (tmp_path / "runs" / "select" / "wesad" / "clip-naive").exists()  # no trial written
