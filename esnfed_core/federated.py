@@ -26,7 +26,7 @@ class Client:
     """A federation member: holds windows ``x`` (W, T, U) and labels (W, T) privately."""
 
     def __init__(self, name: str, x: np.ndarray, labels: np.ndarray, n_classes: int,
-                 batch_size: int = 256, solver: str = "cholesky"):
+                 batch_size: int = 256, solver: str = "cholesky", bias: bool = False):
         if len(x) != len(labels):
             raise ValueError(f"client {name}: {len(x)} windows but {len(labels)} label rows")
         self.name = name
@@ -35,6 +35,7 @@ class Client:
         self.n_classes = n_classes
         self.batch_size = batch_size
         self.solver = solver  # readout.solve's solver for the local FedAvg readout
+        self.bias = bias  # readout.bias: statistics of the augmented states [S, 1] (RidgeStats.bias)
 
     @property
     def num_examples(self) -> int:
@@ -42,11 +43,12 @@ class Client:
 
     def fit_stats(self, res: Reservoir) -> StatsMessage:
         """IncFed: the client's ridge statistics."""
-        return StatsMessage(ridge_stats(res, self._x, self._labels, self.n_classes, self.batch_size))
+        return StatsMessage(ridge_stats(res, self._x, self._labels, self.n_classes, self.batch_size,
+                                        self.bias))
 
     def fit_readout(self, res: Reservoir, lam: float) -> ReadoutMessage:
         """FedAvg: a readout solved on the client's data alone."""
-        stats = ridge_stats(res, self._x, self._labels, self.n_classes, self.batch_size)
+        stats = ridge_stats(res, self._x, self._labels, self.n_classes, self.batch_size, self.bias)
         return ReadoutMessage(solve(stats, lam, self.solver), num_examples=self.num_examples)
 
     def evaluate(self, res: Reservoir, readouts: np.ndarray) -> Counts:
@@ -101,7 +103,8 @@ def fedavg(
     *,
     aggregate: Callable[[Sequence[np.ndarray], Sequence[int]], np.ndarray] | None = None,
 ) -> np.ndarray:
-    """FedAvg of readouts: local ridge with the same λ, averaged by window count: (C, N).
+    """FedAvg of readouts: local ridge with the same λ, averaged by window count: (C, N), or
+    (C, N+1) with the clients' readout bias (averaged like the weights).
     ``aggregate`` (readouts, window counts) -> readout replaces the server's weighted mean (e.g.
     DP-FedAvg, :func:`esnfed_core.privacy.fedavg_aggregate`)."""
     LAMBDA.check("lambda", lam)

@@ -96,6 +96,7 @@ def fit(method: str | Method, config: dict, seed: int, data: TrialData, settings
     if not m.heterogeneous:
         raise ConfigError(f"{m.id}: not a heterogeneous method (local, ensemble, align-<alpha>)")
     check_config(m, config, need_lambda=not score)
+    settings.check_bias(m)
     return fit_heterogeneous(m, dict(config), int(seed), sub_seeds(seed), data, settings, score)
 
 

@@ -31,12 +31,16 @@ class RidgeStats:
 
     ``n_steps`` counts the time steps (rows of S), ``n_windows`` the windows they came from.
     Statistics add with ``+``; the sum over clients equals the statistics of the pooled data.
+    With ``bias`` (params.yaml readout.bias, the papers' eq. 1) S is the augmented [S, 1]: A is
+    (C, N+1), B (N+1, N+1), the last entry the constant feature (B's corner = n_steps), and
+    :func:`solve` leaves that entry unpenalised.
     """
 
     a: np.ndarray
     b: np.ndarray
     n_steps: int
     n_windows: int
+    bias: bool = False
 
     def __post_init__(self) -> None:
         a, b = np.asarray(self.a), np.asarray(self.b)
@@ -46,11 +50,13 @@ class RidgeStats:
         check_param("RidgeStats.n_windows", self.n_windows, integer=True, low=0)
 
     @classmethod
-    def zeros(cls, units: int, n_classes: int) -> "RidgeStats":
-        return cls(np.zeros((n_classes, units)), np.zeros((units, units)), 0, 0)
+    def zeros(cls, units: int, n_classes: int, bias: bool = False) -> "RidgeStats":
+        n = units + int(bias)
+        return cls(np.zeros((n_classes, n)), np.zeros((n, n)), 0, 0, bias)
 
     @property
     def units(self) -> int:
+        """Columns of the readout: N, or N + 1 with ``bias``."""
         return self.b.shape[0]
 
     @property
@@ -60,11 +66,12 @@ class RidgeStats:
     def __add__(self, other: "RidgeStats") -> "RidgeStats":
         if not isinstance(other, RidgeStats):
             return NotImplemented
-        if other.a.shape != self.a.shape:
-            raise ValueError(f"RidgeStats: cannot add shapes {self.a.shape} and {other.a.shape}")
+        if other.a.shape != self.a.shape or other.bias != self.bias:
+            raise ValueError(f"RidgeStats: cannot add shapes {self.a.shape} and {other.a.shape} "
+                             f"(bias {self.bias} and {other.bias})")
         return RidgeStats(
             self.a + other.a, self.b + other.b,
-            self.n_steps + other.n_steps, self.n_windows + other.n_windows,
+            self.n_steps + other.n_steps, self.n_windows + other.n_windows, self.bias,
         )
 
     def __radd__(self, other):  # lets sum() start from 0
@@ -82,15 +89,24 @@ class StatsAccumulator:
     float32 rounding of each chunk's sums (relative ≲ 1e-7 in practice; tests/test_readout.py
     bounds it). Only numpy's BLAS is used, as in the recurrence: alternating with scipy's
     separately threaded OpenBLAS makes the two thread pools spin against each other on 2 cores.
+
+    With ``bias`` the statistics are those of the augmented states [S, 1] (RidgeStats.bias): the
+    constant column's entries (state sums, class counts, step count) are added in float64 next
+    to the same float32 products, so the (N, N) block is the bits of the statistics without bias.
     """
 
-    def __init__(self, units: int, n_classes: int):
+    def __init__(self, units: int, n_classes: int, bias: bool = False):
         check_param("units", units, integer=True, low=1)
         check_param("n_classes", n_classes, integer=True, low=1)
         self.units = int(units)
         self.n_classes = int(n_classes)
-        self._a = np.zeros((self.n_classes, self.units))
-        self._b = np.zeros((self.units, self.units))
+        self.bias = bool(bias)
+        n = self.units + int(self.bias)
+        self._a = np.zeros((self.n_classes, n))
+        self._b = np.zeros((n, n))
+        # Views of the state block (the whole arrays without bias: the same in-place sums).
+        self._a_states = self._a[:, : self.units]
+        self._b_states = self._b[: self.units, : self.units]
         self._gram = np.empty((self.units, self.units), DTYPE)
         self._n_steps = 0
         self._n_windows = 0
@@ -108,8 +124,14 @@ class StatsAccumulator:
         for lo in range(0, len(s), step):
             chunk = s[lo : lo + step]
             np.matmul(chunk.T, chunk, out=self._gram)
-            self._b += self._gram
-            self._a += _class_sums(chunk, y[lo : lo + step], self.n_classes)
+            self._b_states += self._gram
+            self._a_states += _class_sums(chunk, y[lo : lo + step], self.n_classes)
+            if self.bias:  # the constant feature's row and column: Σs, n, and class counts
+                sums = chunk.sum(axis=0, dtype=np.float64)
+                self._b[: n, n] += sums
+                self._b[n, : n] += sums
+                self._b[n, n] += len(chunk)
+                self._a[:, n] += np.bincount(y[lo : lo + step], minlength=self.n_classes)
         self._n_steps += t_len * b
         self._n_windows += b
 
@@ -123,7 +145,7 @@ class StatsAccumulator:
     def result(self) -> RidgeStats:
         # Symmetrise explicitly so B is exactly symmetric whatever the BLAS did.
         b = 0.5 * (self._b + self._b.T)
-        return RidgeStats(self._a.copy(), b, self._n_steps, self._n_windows)
+        return RidgeStats(self._a.copy(), b, self._n_steps, self._n_windows, self.bias)
 
 
 def _flat_labels(labels: np.ndarray, t_len: int, b: int, n_classes: int) -> np.ndarray:
@@ -156,10 +178,12 @@ def _check_windows(x: np.ndarray, labels: np.ndarray) -> None:
 
 
 def ridge_stats(
-    res: Reservoir, x: np.ndarray, labels: np.ndarray, n_classes: int, batch_size: int = 256
+    res: Reservoir, x: np.ndarray, labels: np.ndarray, n_classes: int, batch_size: int = 256,
+    bias: bool = False,
 ) -> RidgeStats:
-    """Statistics of windows ``x`` (W, T, U) with per-step ``labels`` (W, T), streamed by batch."""
-    acc = StatsAccumulator(res.units, n_classes)
+    """Statistics of windows ``x`` (W, T, U) with per-step ``labels`` (W, T), streamed by batch
+    (of the augmented states [S, 1] with ``bias``)."""
+    acc = StatsAccumulator(res.units, n_classes, bias)
     acc.add_windows(res, x, labels, batch_size)
     return acc.result()
 
@@ -182,6 +206,10 @@ def solve(stats: RidgeStats, lambdas: Sequence[float] | float, solver: str = "ch
         pseudo-inverse in float32 (cut-off rcond = N · eps(float32), torch.linalg.pinv's default
         rtol). At λ = 1e-5 on an ill-conditioned B the float32 cut-off, not λ, sets the effective
         regularisation. The result is returned as float64.
+
+    Statistics with ``bias`` give (C, N+1) readouts whose last column is the bias b_out: the
+    penalty is λ·diag(1, ..., 1, 0), ridge with an unpenalised intercept, which is what
+    reservoirpy's ``Ridge(fit_bias=True)`` computes by centring (tests/test_federated.py).
     """
     check_solver(solver)
     scalar = np.ndim(lambdas) == 0
@@ -193,13 +221,13 @@ def solve(stats: RidgeStats, lambdas: Sequence[float] | float, solver: str = "ch
     if solver == "pinv32":
         a32 = stats.a.astype(np.float32)
         b32 = stats.b.astype(np.float32)
-        eye32 = np.eye(n, dtype=np.float32)
+        eye32 = _penalty(n, stats.bias, np.float32)
         rcond = n * float(np.finfo(np.float32).eps)
         for i, lam in enumerate(lams):
             m = b32 + np.float32(lam) * eye32
             out[i] = a32 @ np.linalg.pinv(m, rcond=rcond)
         return out[0] if scalar else out
-    eye = np.eye(n)
+    eye = _penalty(n, stats.bias, np.float64)
     for i, lam in enumerate(lams):
         m = stats.b + lam * eye
         try:
@@ -208,6 +236,14 @@ def solve(stats: RidgeStats, lambdas: Sequence[float] | float, solver: str = "ch
         except np.linalg.LinAlgError:
             out[i] = scipy.linalg.lstsq(m, stats.a.T)[0].T
     return out[0] if scalar else out
+
+
+def _penalty(n: int, bias: bool, dtype) -> np.ndarray:
+    """The ridge penalty's pattern: the identity, with 0 on the bias entry (the last) when ``bias``."""
+    eye = np.eye(n, dtype=dtype)
+    if bias:
+        eye[-1, -1] = 0
+    return eye
 
 
 @dataclass(frozen=True)
@@ -226,21 +262,28 @@ class Counts:
 
 
 def predict(states: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """Per-step class predictions (argmax) for states (T, B, N) and readout (C, N): (B, T)."""
+    """Per-step class predictions (argmax) for states (T, B, N) and readout (C, N), or (C, N+1)
+    whose last column is the bias: (B, T)."""
     t_len, b, n = states.shape
-    scores = states.reshape(t_len * b, n) @ w.T.astype(DTYPE)
+    scores = states.reshape(t_len * b, n) @ w[:, :n].T.astype(DTYPE)
+    if w.shape[1] == n + 1:
+        scores += w[:, n].astype(DTYPE)
     return scores.argmax(axis=1).reshape(t_len, b).T
 
 
 def count_correct(states: np.ndarray, labels: np.ndarray, readouts: np.ndarray) -> Counts:
-    """Correct steps of each readout in ``readouts`` (L, C, N) on one batch, in one GEMM."""
+    """Correct steps of each readout in ``readouts`` (L, C, N) — or (L, C, N+1), the last column
+    the bias — on one batch, in one GEMM."""
     t_len, b, n = states.shape
-    if np.ndim(readouts) != 3 or readouts.shape[2] != n:
-        raise ParameterError(f"readouts: expected (L, C, {n}), got shape {np.shape(readouts)}")
+    if np.ndim(readouts) != 3 or readouts.shape[2] not in (n, n + 1):
+        raise ParameterError(f"readouts: expected (L, C, {n}) or (L, C, {n + 1}), got shape {np.shape(readouts)}")
     ll, c, _ = readouts.shape
     y = _flat_labels(labels, t_len, b, c)
-    w = readouts.reshape(ll * c, n).T.astype(DTYPE)
-    scores = (states.reshape(t_len * b, n) @ w).reshape(t_len * b, ll, c)
+    w = readouts[:, :, :n].reshape(ll * c, n).T.astype(DTYPE)
+    scores = states.reshape(t_len * b, n) @ w
+    if readouts.shape[2] == n + 1:
+        scores += readouts[:, :, n].reshape(ll * c).astype(DTYPE)
+    scores = scores.reshape(t_len * b, ll, c)
     pred = scores.argmax(axis=2)
     correct = (pred == y[:, None]).sum(axis=0)
     return Counts(correct.astype(np.int64), t_len * b)

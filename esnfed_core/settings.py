@@ -30,6 +30,9 @@ class Settings:
     device: str = "cpu"
     tf32: bool = False  # cuda only: TF32 tensor-core products (10-bit mantissa inputs), opt-in
     solver: str = "cholesky"  # readout.solve: cholesky (float64) | pinv32 (the authors' numerics)
+    # readout.bias: the papers' eq. 1 readout y = W_out h + b_out (an unpenalised bias; readouts
+    # (C, N+1)); off by default, as the authors' code (PROTOCOL §2). Stationary methods on numpy.
+    readout_bias: bool = False
     retrain_lambda: str = "select"  # select: each retrain picks λ on validation | frozen: best.json's
     # How the clients' reservoirs differ (heterogeneous methods): an
     # esnfed_core.heterogeneity.Heterogeneity, None = its default (mode seed).
@@ -51,9 +54,25 @@ class Settings:
         except ValueError as exc:
             raise ConfigError(f"runner.{exc}") from None
         check_solver(self.solver)
+        if not isinstance(self.readout_bias, bool):
+            raise ConfigError(f"readout.bias: expected true or false, got {quote(self.readout_bias)}")
+        if self.readout_bias and self.device != "cpu":
+            raise ConfigError(f"readout.bias: the torch kernels have no readout bias; set runner.device: "
+                              f"cpu (got {self.device}) or readout.bias: false")
         if self.retrain_lambda not in RETRAIN_LAMBDA:
             raise ConfigError(f"retrain.lambda: expected one of {', '.join(RETRAIN_LAMBDA)}, "
                               f"got {quote(self.retrain_lambda)}")
+
+    def refuse_bias(self, what: str) -> None:
+        """One-line ConfigError when ``readout.bias`` is on for ``what``, a path without it."""
+        if self.readout_bias:
+            raise ConfigError(f"readout.bias: not available for {what} (only ridge, incfed, fedavg, "
+                              "ip, fedip and their deep variants); set readout.bias: false")
+
+    def check_bias(self, method: "Method") -> None:
+        """Refuse ``readout.bias`` for a method whose readout has none (continual, heterogeneous)."""
+        if method.continual or method.heterogeneous:
+            self.refuse_bias(method.id)
 
     def accelerated(self, method: "Method") -> bool:
         """Whether trials of ``method`` run on the torch kernels with these settings."""
@@ -79,6 +98,8 @@ class Settings:
             if self.tf32 and self.device == "cuda":
                 out["tf32"] = True
         out["solver"] = self.solver
+        if self.readout_bias:  # absent when off: the keys of every default trial stay as they were
+            out["readout_bias"] = True
         if score and not method.continual:
             out["lambdas"] = list(self.lambdas)
         if method.uses_ip:

@@ -572,6 +572,8 @@ class Communication:
     # and the IP rounds run there; None when not recorded (every client then counts in every round)
     participants: tuple[int, ...] | None = None
     context_rounds: tuple[int, ...] | None = None
+    # readout.bias: the readout's statistics and weights have N+1 columns (the bias entry)
+    readout_bias: bool = False
 
     @property
     def participations(self) -> int:
@@ -676,9 +678,12 @@ def analytic_floats(c: Communication) -> tuple[str, str, int | None, int | None]
     way per IP round, plus an IncFed readout (up N² + N·C, down N·C) per readout solved. Each
     client sends in every round, except FedCLIP's where ``participants`` is recorded: at context t
     only the ``participants[t]`` clients with windows there send, in each of its rounds.
-    Totals are None when a size they need (N, C, rounds, readouts) is unknown.
+    Totals are None when a size they need (N, C, rounds, readouts) is unknown. With
+    ``readout_bias`` the readout's N is N+1 (the bias entry); the IP messages keep 2N.
     """
     n, k, ncls = c.units, c.clients, c.classes
+    r = None if n is None else n + int(c.readout_bias)  # the readout's columns
+    rt = "(N+1)" if c.readout_bias else "N"
     base = _base(c.method)  # a deep method sends as its shallow one
     known = n is not None and ncls is not None
     if base == "local":  # issue 13: each client alone, nothing crosses the network
@@ -688,20 +693,20 @@ def analytic_floats(c: Communication) -> tuple[str, str, int | None, int | None]
         return ("N·U+N²+2N+1 (own reservoir) + N·C (readout)", "0",
                 k * (n * c.inputs + n * n + 2 * n + 1 + n * ncls) if ok else None, 0 if ok else None)
     if base in ("incfed", "align"):  # align-α: IncFed over the aligned reservoirs
-        return ("N²+N·C", "N·C", k * (n * n + n * ncls) if known else None,
-                k * n * ncls if known else None)
+        return (f"{rt}²+{rt}·C", f"{rt}·C", k * (r * r + r * ncls) if known else None,
+                k * r * ncls if known else None)
     if base == "fedavg":
-        return ("N·C", "N·C", k * n * ncls if known else None, k * n * ncls if known else None)
+        return (f"{rt}·C", f"{rt}·C", k * r * ncls if known else None, k * r * ncls if known else None)
     if base in ("fedip", "fedclip"):
-        texts = ("2N per IP round + (N²+N·C) per readout", "2N per IP round + N·C per readout")
+        texts = (f"2N per IP round + ({rt}²+{rt}·C) per readout", f"2N per IP round + {rt}·C per readout")
         per_context = _context_messages(c) if base == "fedclip" else None
         if per_context is not None and known:  # the clients that took part at each context
-            up = sum(p * (2 * n * r + s * (n * n + n * ncls)) for p, (r, s) in zip(c.participants, per_context))
-            down = sum(p * (2 * n * r + s * n * ncls) for p, (r, s) in zip(c.participants, per_context))
+            up = sum(p * (2 * n * ip + s * (r * r + r * ncls)) for p, (ip, s) in zip(c.participants, per_context))
+            down = sum(p * (2 * n * ip + s * r * ncls) for p, (ip, s) in zip(c.participants, per_context))
             return (*texts, up, down)
         ok = known and c.ip_rounds is not None and c.readouts is not None
-        up = k * (2 * n * c.ip_rounds + c.readouts * (n * n + n * ncls)) if ok else None
-        down = k * (2 * n * c.ip_rounds + c.readouts * n * ncls) if ok else None
+        up = k * (2 * n * c.ip_rounds + c.readouts * (r * r + r * ncls)) if ok else None
+        down = k * (2 * n * c.ip_rounds + c.readouts * r * ncls) if ok else None
         return (*texts, up, down)
     return ("", "", None, None)
 

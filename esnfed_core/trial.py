@@ -48,7 +48,7 @@ class TrialData:
 class FittedModel:
     """A trained model and what its training measured.
 
-    ``readout`` is (C, N) float64; continual methods also keep the model after each context in
+    ``readout`` is (C, N) float64 ((C, N+1), the last column the bias, with readout.bias); continual methods also keep the model after each context in
     ``context_gain``/``context_bias`` (T, N) and ``context_readout`` (T, C, N). ``validation``
     holds the selection scores when the trial scored on validation users (``score`` is the one
     model selection maximises). ``communication`` totals every message of a federated method.
@@ -171,13 +171,14 @@ def fit(
         raise ConfigError(f"runner.device: fit is the numpy path; {m.id} on {settings.device} runs "
                           "through esnfed_core.accel.trials.fit_batch")
     if m.continual:
+        settings.check_bias(m)
         return fit_continual(m, cfg, int(seed), seeds, data, settings, score)
     return _fit_stationary(m, cfg, int(seed), seeds, data, settings, score)
 
 
 def clients_of(data: TrialData, settings: Settings, cls: type[Client] = Client) -> list[Client]:
     """The training users as federated clients streaming and solving with ``settings``."""
-    return [cls(name, u.x, u.y, data.n_classes, settings.batch_size, settings.solver)
+    return [cls(name, u.x, u.y, data.n_classes, settings.batch_size, settings.solver, settings.readout_bias)
             for name, u in data.train.items()]
 
 
@@ -201,9 +202,10 @@ class StatsOnceClient(Client):
                               num_examples=self.num_examples)
 
 
-def _pooled_stats(res: Reservoir, users: Sequence[UserData], n_classes: int, batch_size: int):
+def _pooled_stats(res: Reservoir, users: Sequence[UserData], n_classes: int, batch_size: int,
+                  bias: bool = False):
     """Centralised ridge: one accumulator over every training window (the pooled data set)."""
-    acc = StatsAccumulator(res.units, n_classes)
+    acc = StatsAccumulator(res.units, n_classes, bias)
     for u in users:
         acc.add_windows(res, u.x, u.y, batch_size)
     return acc.result()
@@ -234,8 +236,8 @@ def _fit_stationary(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialDat
 
     fed_ledgers: list[CommLedger] = []
     if algo in ("ridge", "ip"):
-        readouts = solve(_pooled_stats(res, users, data.n_classes, settings.batch_size), lambdas,
-                         settings.solver)
+        readouts = solve(_pooled_stats(res, users, data.n_classes, settings.batch_size,
+                                       settings.readout_bias), lambdas, settings.solver)
     elif algo in ("incfed", "fedip"):
         readouts = incfed(res, clients_of(data, settings), lambdas, ledger=ledger,
                           solver=settings.solver).readouts
@@ -260,6 +262,8 @@ def stationary_model(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialDa
     lam = lambdas[best]
     cfg = {**cfg, "lambda": lam}
     comm = communication(ledger, len(data.train)) if ledger is not None else None
+    if comm is not None and readouts.shape[-1] == res.units + 1:  # readout.bias: N+1 readout columns
+        comm["readout_bias"] = True
     return FittedModel(m.id, seed, cfg, data.n_classes, seeds, reservoir=res,
                        readout=np.asarray(readouts[best], np.float64), lam=lam,
                        communication=comm, validation=val)

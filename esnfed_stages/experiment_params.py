@@ -272,13 +272,16 @@ def experiment_params(params: Mapping[str, Any]) -> ExperimentParams:
                         tuple(dict.fromkeys(DATASETS + declared(params) + tuple(params.get("imports") or ())))
                         + ("ip", "fedip", "deep"))  # a user dataset's space may stay while it is not in datasets
 
-    ro = _get(params, "readout", ("lambdas", "batch_size", "solver"))
+    ro = _get(params, "readout", ("lambdas", "batch_size", "solver", "bias"))
     lambdas = section(ro, "lambdas")
     if not isinstance(lambdas, list) or not lambdas:
         raise ConfigError("params.yaml: 'readout.lambdas' must be a non-empty list")
     lambdas = tuple(float(bounded("readout.lambdas", v, LAMBDA)) for v in lambdas)
     batch = int(bounded("readout.batch_size", section(ro, "batch_size"), BATCH_SIZE))
     solver = _choice("readout.solver", section(ro, "solver"), SOLVERS)
+    readout_bias = ro.get("bias", False)  # optional: absent = false, the authors' code (PROTOCOL §2)
+    if not isinstance(readout_bias, bool):
+        raise ConfigError(f"params.yaml: 'readout.bias' must be true or false, got {quote(readout_bias)}")
     retrain_lambda = _choice("retrain.lambda", section(_get(params, "retrain", ("lambda",)), "lambda"),
                              RETRAIN_LAMBDA)
 
@@ -287,7 +290,8 @@ def experiment_params(params: Mapping[str, Any]) -> ExperimentParams:
     runner = RunnerConfig(str(section(rn, "backend")), section(rn, "n_jobs"), section(rn, "blas_threads"),
                           str(rn.get("device", "cpu")), rn.get("tf32", False))  # optional keys
     settings = Settings(lambdas=lambdas, batch_size=batch, ip=ip, continual=continual,
-                        device=runner.device, tf32=runner.tf32, solver=solver, retrain_lambda=retrain_lambda)
+                        device=runner.device, tf32=runner.tf32, solver=solver, retrain_lambda=retrain_lambda,
+                        readout_bias=readout_bias)
 
     asx = _get(params, "assess", ("activation_bins", "activation_datasets"))
     bins = int(bounded("assess.activation_bins", section(asx, "activation_bins"), BINS))

@@ -9,7 +9,8 @@ The .npz (``np.load(path, allow_pickle=False)``) holds, for every method except 
   leak    float64 ()      leak rate a
   gain    float32 (N,)    IP gain g of the final reservoir (all ones without IP)
   bias    float32 (N,)    IP bias b of the final reservoir (all zeros without IP)
-  readout float64 (C, N)  readout W of the final model
+  readout float64 (C, N)  readout W of the final model; (C, N+1) with readout.bias (the .json's
+                          "readout_bias": true): the last column is the bias b_out
   lambda  float64 ()      ridge regularisation λ the readout was solved with
   seed    int64 ()        the retrain seed
 and, for the continual methods (clip-*, fedclip-*), the model after each context t = 0..T-1:
@@ -150,10 +151,17 @@ def save_model(directory: Path, k: int, model: FittedModel, meta: dict[str, Any]
         "n_contexts": None if model.context_gain is None else int(len(model.context_gain)),
         "communication": model.communication, "ip_rounds": model.ip_rounds,
         **({} if model.joint_capped is None else {"joint_capped": model.joint_capped}),  # joint only
+        **({"readout_bias": True} if readout_bias(model) else {}),  # readout.bias only: (C, N+1)
         "arrays": {name: {"shape": list(a.shape), "dtype": str(a.dtype)} for name, a in arrays.items()},
         "npz_sha256": hashlib.sha256(npz.read_bytes()).hexdigest(),
     }
     write_json(js, doc)
+
+
+def readout_bias(model: FittedModel) -> bool:
+    """Whether ``model``'s readout carries the bias column (C, N+1) of readout.bias."""
+    return model.readout is not None and model.reservoir is not None \
+        and model.readout.shape[1] == model.reservoir.units + 1
 
 
 def read_meta(directory: Path, k: int) -> dict[str, Any] | None:
@@ -309,6 +317,9 @@ def load_model(directory: Path, k: int) -> tuple[FittedModel, dict[str, Any]]:
     missing = [a for a in expected if a not in arrays]
     if missing:
         raise DataError(f"{npz}: missing arrays {', '.join(missing)}")
+    bias = meta.get("readout_bias", False)
+    if not isinstance(bias, bool):
+        raise DataError(f"{js}: readout_bias: expected true or false, got {quote(bias)}")
     res = None
     ctx = {}
     readout = lam = None
@@ -325,7 +336,7 @@ def load_model(directory: Path, k: int) -> tuple[FittedModel, dict[str, Any]]:
             lam = float(_scalar(npz, arrays, "lambda"))
     if shared:
         res = _deep_reservoir(npz, arrays) if deep else _reservoir(npz, arrays)
-        readout, lam = _array(npz, arrays, "readout", (c, res.units)), float(_scalar(npz, arrays, "lambda"))
+        readout, lam = _array(npz, arrays, "readout", (c, res.units + bias)), float(_scalar(npz, arrays, "lambda"))
         if t is not None:
             if isinstance(t, bool) or not isinstance(t, int) or t < 1:
                 raise DataError(f"{js}: n_contexts: expected an integer >= 1, got {quote(t)}")

@@ -177,7 +177,8 @@ SCHEMA = Fields(optional={
         }, lambda ds: Space(RESERVOIR_SPACE, CONNECTIVITY_SPACE), required=("ip", "fedip"), examples=EXAMPLES),
     })),
     "readout": Fields(required={"lambdas": ListOf(Num.of(LAMBDA)), "batch_size": Num.of(BATCH_SIZE),
-                                "solver": Choice(SOLVERS)}),
+                                "solver": Choice(SOLVERS)},
+                      optional={"bias": Bool()}),  # the papers' eq. 1 readout bias (absent: false)
     "retrain": Fields(required={"lambda": Choice(RETRAIN_LAMBDA)}),
     "plasticity": Fields(required={"mu": IP["mu"], "eta": IP["eta"], "batch_size": IP["batch_size"],
                                    "normalize_step": Bool()}),

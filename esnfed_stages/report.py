@@ -221,6 +221,7 @@ def communication_items(inputs: Inputs, datasets: Sequence[str] = DATASETS,
                         readouts=opt_int(comm.get("readouts", readouts)),
                         participants=_opt_ints(comm.get("participants")),
                         context_rounds=_opt_ints(comm.get("context_rounds")),
+                        readout_bias=comm.get("readout_bias") is True,
                     ))
                 except (KeyError, TypeError, ValueError) as exc:
                     raise DataError(f"{inputs.paths[(ds, method)]}: pcts.{pct}.communication "

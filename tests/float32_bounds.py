@@ -39,13 +39,17 @@ def stats_bounds(s: np.ndarray, onehot: np.ndarray, *, chunk_rows: int | None = 
     return da, db
 
 
-def readout_rtol(b: np.ndarray, lam: float, sides: int = 1) -> float:
+def readout_rtol(b: np.ndarray, lam: float, sides: int = 1, bias: bool = False) -> float:
     """Practical relative tolerance of a readout solved from streamed statistics against the
     float64 path (or, ``sides`` = 2, against another streamed readout): 2·u·cond(B + λI) per side.
     Each entry of B ends a chunk as a float32 number (relative rounding u), and the solve amplifies
     a relative perturbation of B by at most cond; the factor 2 covers the summation within and
-    over chunks (measured 0.05–0.3·u·cond: tests/test_readout.py)."""
-    return sides * 2 * U32 * np.linalg.cond(b + lam * np.eye(len(b)))
+    over chunks (measured 0.05–0.3·u·cond: tests/test_readout.py). With ``bias`` (the
+    statistics of [S, 1]) the penalty leaves the last entry out, as readout.solve does."""
+    penalty = np.eye(len(b))
+    if bias:
+        penalty[-1, -1] = 0.0
+    return sides * 2 * U32 * np.linalg.cond(b + lam * penalty)
 
 
 def readout_bound(b: np.ndarray, w: np.ndarray, lam: float, da: np.ndarray, db: np.ndarray) -> float:
