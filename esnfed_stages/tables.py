@@ -7,7 +7,7 @@ import csv
 import io
 import math
 from dataclasses import asdict
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from esnfed_core.tables import (
     VALIDATION_COLUMNS, Cell, RowAgreement, TableSpec, dataset_label, paper_marks_table, significance_agreement,
@@ -214,16 +214,31 @@ def render_communication_markdown(rows: Sequence[Mapping[str, Any]], header: Seq
     lines = [f"# {name}: {label}floats and bytes sent per client per round and in total", ""]
     lines += [f"- {h}" for h in header]
     lines.append("")
-    lines.append("| " + " | ".join(h for _, h in cols) + " |")
-    lines.append("|" + "|".join("---" for _ in cols) + "|")
-    for r in rows:
-        cells = []
-        for key, _ in cols:
-            v = r.get(key)
-            cells.append(f"{v}%" if key == "pct" else dataset_label(v) if key == "dataset"
-                         else NOT_APPLICABLE if _not_applicable(r, key) else _num(_match(v) if key == "match" else v))
-        lines.append("| " + " | ".join(cells) + " |")
+    lines += _table_lines(cols, rows, _training_cell)
     return "\n".join(lines) + "\n" + _validation_markdown(rows)
+
+
+def _table_lines(cols: Sequence[tuple[str, str]], rows: Sequence[Mapping[str, Any]],
+                 cell: Callable[[Mapping[str, Any], str], str]) -> list[str]:
+    """A Markdown table: the labels of ``cols``, then a line per row of ``cell(row, key)``."""
+    return (["| " + " | ".join(h for _, h in cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
+            + ["| " + " | ".join(cell(r, key) for key, _ in cols) + " |" for r in rows])
+
+
+def _training_cell(r: Mapping[str, Any], key: str) -> str:
+    v = r.get(key)
+    return (f"{v}%" if key == "pct" else dataset_label(v) if key == "dataset"
+            else NOT_APPLICABLE if _not_applicable(r, key) else _num(_match(v) if key == "match" else v))
+
+
+def _validation_cell(r: Mapping[str, Any], key: str) -> str:
+    """A validation-traffic cell: "—" past V where the retrain sends nothing to validation users."""
+    if key in ("pct", "dataset"):
+        return _training_cell(r, key)
+    if key not in ("method", "validation_clients") and r.get("validation_traffic") is False:
+        return NOT_APPLICABLE
+    v = r.get(key)
+    return _num(_match(v) if key == "validation_match" else v)
 
 
 VALIDATION_NOTE = (
@@ -256,21 +271,5 @@ def _validation_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
              f"- {NOT_APPLICABLE}: the retrain sends nothing to the validation users (FedCLIP naive and replay; "
              "IncFed, FedAvg and FedIP with retrain.lambda: frozen); n/a: not known or not modelled "
              "(the heterogeneous methods' validation clients would need each client's own reservoir)", ""]
-    lines.append("| " + " | ".join(h for _, h in _VALIDATION_CELLS) + " |")
-    lines.append("|" + "|".join("---" for _ in _VALIDATION_CELLS) + "|")
-    for r in rows:
-        cells = []
-        for key, _ in _VALIDATION_CELLS:
-            v = r.get(key)
-            if key == "pct":
-                cells.append(f"{v}%")
-            elif key == "dataset":
-                cells.append(dataset_label(v))
-            elif key in ("method", "validation_clients"):
-                cells.append(_num(v))
-            elif r.get("validation_traffic") is False:
-                cells.append(NOT_APPLICABLE)
-            else:
-                cells.append(_num(_match(v) if key == "validation_match" else v))
-        lines.append("| " + " | ".join(cells) + " |")
+    lines += _table_lines(_VALIDATION_CELLS, rows, _validation_cell)
     return "\n".join(lines) + "\n"
