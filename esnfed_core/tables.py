@@ -18,6 +18,9 @@ from esnfed_core.errors import DataError
 from esnfed_core.quote import quote
 from esnfed_core.stats import Mark, TestResult, pair_marks
 from esnfed_core.validation import ParameterError
+from esnfed_core.validation_traffic import (
+    ValidationPlan, analytic_validation, validation_formulas, validation_ledger,
+)
 from esnfed_core.vocabulary import DATASETS, PCTS
 
 DATASET_LABELS = {"wesad": "WESAD", "hhar": "HHAR"}  # as the papers name them (titles, headers)
@@ -574,6 +577,11 @@ class Communication:
     context_rounds: tuple[int, ...] | None = None
     # readout.bias: the readout's statistics and weights have N+1 columns (the bias entry)
     readout_bias: bool = False
+    # The validation traffic a deployment would add (esnfed_core.validation_traffic), not in the
+    # totals above: V, the validation users (None: unknown), and the λ values each retrain tries on
+    # them (0: λ frozen, not chosen there; None: unknown)
+    validation_clients: int | None = None
+    lambda_grid: int | None = None
 
     @property
     def participations(self) -> int:
@@ -711,6 +719,63 @@ def analytic_floats(c: Communication) -> tuple[str, str, int | None, int | None]
     return ("", "", None, None)
 
 
+# Methods whose validation traffic is modelled: the shared-reservoir ones (the heterogeneous methods'
+# validation clients would need the clients' own reservoirs: not counted, n/a)
+_VALIDATION_COUNTED = ("incfed", "fedavg", "fedip", "fedclip")
+
+
+def validation_plan(c: Communication) -> ValidationPlan | None:
+    """What one retrain of ``c.method`` scores on the validation users (esnfed_core.validation_traffic):
+    IncFed, FedAvg and FedIP choose λ there (one evaluation of ``lambda_grid`` readouts; FedIP's
+    with its (g, b)) unless λ is frozen; FedCLIP joint evaluates (g, b) and the readout after every
+    IP round (its early stopping); naive and replay send nothing there. None: no validation traffic."""
+    base = _base(c.method)
+    if base in ("incfed", "fedavg", "fedip") and c.lambda_grid:
+        return ValidationPlan(1, c.lambda_grid, base == "fedip", c.readout_bias)
+    if c.method == "fedclip-joint" and c.ip_rounds is not None:
+        return ValidationPlan(c.ip_rounds, 1, True, c.readout_bias)
+    return None
+
+
+def validation_columns(c: Communication) -> dict[str, Any]:
+    """The validation-traffic columns of ``c``'s row: counted from the messages of
+    :func:`esnfed_core.validation_traffic.validation_ledger` beside the formula, ``validation_match``
+    whether they agree. ``validation_traffic``: True where counted, False where the retrain sends
+    nothing to validation users (the cells do not apply), None where unknown (V, N, C, the λ grid or
+    the rounds not recorded, or a method whose validation traffic is not modelled)."""
+    out: dict[str, Any] = {k: None for k in VALIDATION_COLUMNS}
+    out["validation_clients"] = c.validation_clients
+    base = _base(c.method)
+    known_grid = c.lambda_grid is not None or base == "fedclip"
+    if base not in _VALIDATION_COUNTED or not known_grid or (c.method == "fedclip-joint" and c.ip_rounds is None):
+        return {**out, "validation_traffic": None}
+    plan = validation_plan(c)
+    if plan is None:
+        return {**out, "validation_traffic": False}
+    if c.validation_clients is None or c.units is None or c.classes is None:
+        return {**out, "validation_traffic": None}
+    totals = validation_ledger(plan, c.validation_clients, c.units, c.classes).totals()
+    a_down, a_up = analytic_validation(plan, c.validation_clients, c.units, c.classes)
+    f_down, f_up = validation_formulas(plan)
+    return {**out, "validation_traffic": True, "validation_evaluations": plan.evaluations,
+            "validation_readouts": plan.readouts,
+            "validation_down_floats": totals["down_floats"], "validation_down_bytes": totals["down_bytes"],
+            "validation_up_floats": totals["up_floats"], "validation_up_bytes": totals["up_bytes"],
+            "validation_formula_down": f_down, "validation_formula_up": f_up,
+            "validation_analytic_down_floats": a_down, "validation_analytic_up_bytes": a_up,
+            "validation_match": a_down == totals["down_floats"] and a_up == totals["up_bytes"]
+            and totals["up_floats"] == 0}
+
+
+# The validation-traffic columns of a communication row, after the training ones
+VALIDATION_COLUMNS = (
+    "validation_clients", "validation_evaluations", "validation_readouts",
+    "validation_down_floats", "validation_down_bytes", "validation_up_floats", "validation_up_bytes",
+    "validation_formula_down", "validation_formula_up",
+    "validation_analytic_down_floats", "validation_analytic_up_bytes", "validation_match",
+)
+
+
 def communication_rows(items: Iterable[Communication]) -> list[dict[str, Any]]:
     """One row per (dataset, pct, method): measured per client per round (per client-round that
     sent: ``participations``; None where none did: local runs no round) and total, analytic, and
@@ -734,6 +799,7 @@ def communication_rows(items: Iterable[Communication]) -> list[dict[str, Any]]:
             "analytic_up_floats": a_up, "analytic_down_floats": a_down,
             "match": match,
             "participations": c.participations, "participants": c.participants,
+            **validation_columns(c),
         })
     return rows
 

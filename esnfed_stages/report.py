@@ -192,10 +192,40 @@ def spec_docs(spec: TableSpec | None, inputs: Inputs) -> list[dict[str, Any]]:
     return [inputs.docs[k] for k in required_inputs([spec] if spec else TABLES) if k in inputs.docs]
 
 
+@dataclass(frozen=True)
+class ValidationSizes:
+    """What the communication table's validation traffic needs besides the assess files: each
+    dataset's validation users (V, data/partitions/<dataset>.json) and the λ values a stationary
+    retrain tries on them (``lambda_grid``: |readout.lambdas| with retrain.lambda select, 0 with
+    frozen, None when params.yaml does not say)."""
+
+    users: Mapping[str, int] = field(default_factory=dict)
+    lambda_grid: int | None = None
+
+
+def validation_users(data_dir: str | Path, dataset: str) -> int | None:
+    """The number of validation users of data/partitions/<dataset>.json (None without the file or
+    its ``validation`` key: the validation traffic is then unknown, n/a)."""
+    path = Path(data_dir) / "partitions" / f"{dataset}.json"
+    if not path.is_file():
+        return None
+    doc = read_json(path)
+    if not isinstance(doc, dict) or "validation" not in doc:
+        return None
+    users = doc["validation"]
+    if not isinstance(users, list):
+        raise DataError(f"{path}: validation must be a list of users, got {quote(users)}; rerun "
+                        f"`esnfed partition --dataset {dataset}`")
+    return len(users)
+
+
 def communication_items(inputs: Inputs, datasets: Sequence[str] = DATASETS,
-                        user_classes: Mapping[str, int] | None = None) -> list[Communication]:
+                        user_classes: Mapping[str, int] | None = None,
+                        validation: ValidationSizes | None = None) -> list[Communication]:
     """The measured messages of every federated method and share, with the sizes N and C (C of a
-    user dataset: ``user_classes``, from params imports.<name>.classes; unknown without it)."""
+    user dataset: ``user_classes``, from params imports.<name>.classes; unknown without it) and
+    what the validation traffic needs (``validation``; unknown without it)."""
+    validation = validation or ValidationSizes()
     items = []
     for ds in datasets:
         for method in COMMUNICATION_METHODS:
@@ -222,6 +252,7 @@ def communication_items(inputs: Inputs, datasets: Sequence[str] = DATASETS,
                         participants=_opt_ints(comm.get("participants")),
                         context_rounds=_opt_ints(comm.get("context_rounds")),
                         readout_bias=comm.get("readout_bias") is True,
+                        validation_clients=validation.users.get(ds), lambda_grid=validation.lambda_grid,
                     ))
                 except (KeyError, TypeError, ValueError) as exc:
                     raise DataError(f"{inputs.paths[(ds, method)]}: pcts.{pct}.communication "
@@ -252,12 +283,12 @@ def build(inputs: Inputs, ttest_doc: Mapping[str, Any], published: Published, da
           continual: Sequence[str] = DATASETS, user_classes: Mapping[str, int] | None = None,
           contexts: Mapping[str, ContextNames] | None = None,
           scale: comparability.BudgetScale | None = None, studies: Sequence[str] | None = None,
-          matrix_pct: str = "100") -> Report:
+          matrix_pct: str = "100", validation: ValidationSizes | None = None) -> Report:
     """Every output in memory; ``contexts``: each dataset's context names (figures and plots);
     ``scale``: the budget's, for the paper tables' headers (comparability.py); ``studies``: params.yaml
     study_datasets (the deep table's; see table_specs). Only what the declared datasets ask for:
     the papers' communication table with one of theirs declared, the heterogeneous table with
-    ``hetero``."""
+    ``hetero``; ``validation``: the communication tables' validation traffic (unknown without it)."""
     rep = Report(missing=list(inputs.missing))
     contexts = contexts or {}
     for spec in table_specs(datasets, continual, studies):
@@ -274,8 +305,8 @@ def build(inputs: Inputs, ttest_doc: Mapping[str, Any], published: Published, da
         if progress:
             progress(f"table {spec.id}")
     if any(ds in DATASETS for ds in datasets):  # the papers' communication table: not for yours alone
-        add_communication(rep, inputs, ttest_doc, date, hetero)
-    add_user_communication(rep, inputs, ttest_doc, date, datasets, continual, user_classes, hetero)
+        add_communication(rep, inputs, ttest_doc, date, hetero, validation)
+    add_user_communication(rep, inputs, ttest_doc, date, datasets, continual, user_classes, hetero, validation)
     add_figures(rep, inputs, datasets, continual, contexts, activation_pct, contexts_pct, matrix_pct, progress)
     add_summaries(rep, inputs, date, datasets, continual, user_classes)
     if hetero is not None:
@@ -391,11 +422,12 @@ def hetero_communication(hetero: HeteroReport | None, datasets: Sequence[str],
 
 
 def add_communication(rep: Report, inputs: Inputs, ttest_doc: Mapping[str, Any], date: str,
-                      hetero: HeteroReport | None) -> None:
+                      hetero: HeteroReport | None, validation: ValidationSizes | None = None) -> None:
     """reports/tables/communication.md/.csv: the measured and analytic messages of the papers'
-    datasets' federated methods (and of the heterogeneous ones, with ``hetero``)."""
+    datasets' federated methods (and of the heterogeneous ones, with ``hetero``), then the
+    validation traffic a deployment would add (``validation``)."""
     hetero_items, hetero_note = hetero_communication(hetero, DATASETS)
-    comm = communication_rows(communication_items(inputs) + hetero_items)
+    comm = communication_rows(communication_items(inputs, validation=validation) + hetero_items)
     comm_header = header_lines(None, inputs, ttest_doc, date)[:1] + [
         "Measured: the floats and bytes of every message of one retrain (setup broadcast of the "
         "reservoir excluded); per client per round = total / (clients × rounds)",
@@ -434,7 +466,8 @@ def add_heterogeneous(rep: Report, het: HeteroReport, inputs: Inputs, ttest_doc:
 def add_user_communication(rep: Report, inputs: Inputs, ttest_doc: Mapping[str, Any], date: str,
                            datasets: Sequence[str], continual: Sequence[str],
                            user_classes: Mapping[str, int] | None = None,
-                           hetero: HeteroReport | None = None) -> None:
+                           hetero: HeteroReport | None = None,
+                           validation: ValidationSizes | None = None) -> None:
     """communication-<name>.md/.csv of each user dataset (issue 16; with its deep and, in
     ``hetero``, heterogeneous methods where study_datasets lists it): the papers' communication
     table stays as it is whatever else is declared."""
@@ -443,7 +476,7 @@ def add_user_communication(rep: Report, inputs: Inputs, ttest_doc: Mapping[str, 
             continue
         spec = table_specs((ds,), continual)[0]
         hetero_items, hetero_note = hetero_communication(hetero, (ds,), user_classes)
-        rows = communication_rows(communication_items(inputs, (ds,), user_classes) + hetero_items)
+        rows = communication_rows(communication_items(inputs, (ds,), user_classes, validation) + hetero_items)
         header = header_lines(spec, inputs, ttest_doc, date)[:1] + [
             "Measured and analytic floats per message as in communication.md (N units, C classes)",
             *hetero_note,
@@ -647,6 +680,8 @@ class ReportParams:
     eta: float | None = None
     retrain_lambda: str | None = None
     privacy_extra: tuple[str, ...] = ()  # params.yaml privacy.extra_methods: their documents join the table
+    # the λ values a stationary retrain tries on the validation users (ValidationSizes.lambda_grid)
+    lambda_grid: int | None = None
 
 
 def report_params(params: Mapping[str, Any]) -> ReportParams:
@@ -669,7 +704,8 @@ def report_params(params: Mapping[str, Any]) -> ReportParams:
                         ttest_params(params).record if "ttest" in params else {}, hetero,
                         privacy_params(params).record(params.get("budget"), extra=True) if "privacy" in params else {},
                         study_declared(params), *_selection_settings(params),
-                        privacy_extra=privacy_params(params).extra_methods if "privacy" in params else ())
+                        privacy_extra=privacy_params(params).extra_methods if "privacy" in params else (),
+                        lambda_grid=_lambda_grid(params))
 
 
 def _selection_settings(params: Mapping[str, Any]) -> tuple[float | None, float | None, str | None]:
@@ -679,6 +715,17 @@ def _selection_settings(params: Mapping[str, Any]) -> tuple[float | None, float 
     plasticity = plasticity if isinstance(plasticity, Mapping) else {}
     retrain = retrain if isinstance(retrain, Mapping) else {}
     return plasticity.get("mu"), plasticity.get("eta"), retrain.get("lambda")
+
+
+def _lambda_grid(params: Mapping[str, Any]) -> int | None:
+    """|readout.lambdas| when retrain.lambda is select (each retrain scores every λ on the
+    validation users), 0 when frozen, None where params.yaml does not say."""
+    rule = _selection_settings(params)[2]
+    readout = params.get("readout")
+    lambdas = readout.get("lambdas") if isinstance(readout, Mapping) else None
+    if rule == "frozen":
+        return 0
+    return len(lambdas) if rule == "select" and isinstance(lambdas, list) else None
 
 
 def index_notice(inputs: Inputs, options: ReportParams) -> str:
@@ -718,7 +765,9 @@ def run(options: ReportParams, *, assess_dir: str | Path = ASSESS_DIR,
     rep = build(inputs, ttest_doc, load_published(), date, options.activation_pct, progress,
                 options.contexts_pct, hetero, options.datasets, options.continual, options.user_classes,
                 {ds: context_names(data_dir, ds) for ds in options.datasets},
-                comparability.budget_scale(options.budget), options.studies, options.matrix_pct)
+                comparability.budget_scale(options.budget), options.studies, options.matrix_pct,
+                ValidationSizes({ds: n for ds in options.datasets if (n := validation_users(data_dir, ds)) is not None},
+                                options.lambda_grid))
     add_claims(rep, inputs, ttest_doc, date, options)
     if selected is not None:
         add_selected(rep, select_dir, selected, date, options)

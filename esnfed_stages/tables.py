@@ -7,10 +7,11 @@ import csv
 import io
 import math
 from dataclasses import asdict
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from esnfed_core.tables import (
-    Cell, RowAgreement, TableSpec, dataset_label, paper_marks_table, significance_agreement, splits_rounds,
+    VALIDATION_COLUMNS, Cell, RowAgreement, TableSpec, dataset_label, paper_marks_table, significance_agreement,
+    splits_rounds,
 )
 from esnfed_core.vocabulary import PCTS
 
@@ -147,7 +148,7 @@ COMMUNICATION_COLUMNS = (
     "up_bytes_per_client_round", "down_bytes_per_client_round",
     "up_floats", "down_floats", "up_bytes", "down_bytes",
     "formula_up", "formula_down", "analytic_up_floats", "analytic_down_floats", "match",
-)
+) + VALIDATION_COLUMNS  # the validation traffic, after (and never in) the training totals
 
 
 def _match(v: bool | None) -> str:
@@ -156,7 +157,8 @@ def _match(v: bool | None) -> str:
 
 def communication_csv(rows: Iterable[Mapping[str, Any]]) -> str:
     """The communication rows as CSV (``match`` as yes / no / empty)."""
-    return to_csv(({**r, "match": _match(r.get("match"))} for r in rows), COMMUNICATION_COLUMNS)
+    return to_csv(({**r, "match": _match(r.get("match")), "validation_match": _match(r.get("validation_match"))}
+                   for r in rows), COMMUNICATION_COLUMNS)
 
 
 def _num(v: Any) -> str:
@@ -212,13 +214,62 @@ def render_communication_markdown(rows: Sequence[Mapping[str, Any]], header: Seq
     lines = [f"# {name}: {label}floats and bytes sent per client per round and in total", ""]
     lines += [f"- {h}" for h in header]
     lines.append("")
-    lines.append("| " + " | ".join(h for _, h in cols) + " |")
-    lines.append("|" + "|".join("---" for _ in cols) + "|")
-    for r in rows:
-        cells = []
-        for key, _ in cols:
-            v = r.get(key)
-            cells.append(f"{v}%" if key == "pct" else dataset_label(v) if key == "dataset"
-                         else NOT_APPLICABLE if _not_applicable(r, key) else _num(_match(v) if key == "match" else v))
-        lines.append("| " + " | ".join(cells) + " |")
+    lines += _table_lines(cols, rows, _training_cell)
+    return "\n".join(lines) + "\n" + _validation_markdown(rows)
+
+
+def _table_lines(cols: Sequence[tuple[str, str]], rows: Sequence[Mapping[str, Any]],
+                 cell: Callable[[Mapping[str, Any], str], str]) -> list[str]:
+    """A Markdown table: the labels of ``cols``, then a line per row of ``cell(row, key)``."""
+    return (["| " + " | ".join(h for _, h in cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
+            + ["| " + " | ".join(cell(r, key) for key, _ in cols) + " |" for r in rows])
+
+
+def _training_cell(r: Mapping[str, Any], key: str) -> str:
+    v = r.get(key)
+    return (f"{v}%" if key == "pct" else dataset_label(v) if key == "dataset"
+            else NOT_APPLICABLE if _not_applicable(r, key) else _num(_match(v) if key == "match" else v))
+
+
+def _validation_cell(r: Mapping[str, Any], key: str) -> str:
+    """A validation-traffic cell: "—" past V where the retrain sends nothing to validation users."""
+    if key in ("pct", "dataset"):
+        return _training_cell(r, key)
+    if key not in ("method", "validation_clients") and r.get("validation_traffic") is False:
+        return NOT_APPLICABLE
+    v = r.get(key)
+    return _num(_match(v) if key == "validation_match" else v)
+
+
+VALIDATION_NOTE = (
+    "What a federated deployment would add to score on the validation users as clients (PROTOCOL §6; "
+    "the simulation scores them centrally), not in the totals above: per evaluation each of the V "
+    "validation clients receives the candidate readouts (N·C floats each; |λ grid| of them where a "
+    "retrain chooses λ there, 1 for FedCLIP joint) and, for IP methods, the trained (g, b) (2N), and "
+    "answers a correct count per readout and its total steps (integers, 8 bytes each, no float); the "
+    "server sums the counts. IncFed, FedAvg and FedIP evaluate once (λ, retrain.lambda: select), FedCLIP "
+    "joint after every IP round (early stopping); the reservoir broadcast is setup, excluded. Counted: "
+    "the messages of esnfed_core.validation_traffic in a ledger; 'match' = the formula gives the counted "
+    "totals. A selection trial of IncFed, FedAvg or FedIP sends what one retrain does here, once per trial")
+
+_VALIDATION_CELLS = [
+    ("pct", "train users"), ("dataset", "dataset"), ("method", "method"), ("validation_clients", "V"),
+    ("validation_evaluations", "evaluations"), ("validation_readouts", "readouts per evaluation"),
+    ("validation_down_floats", "down floats total"), ("validation_down_bytes", "down bytes total"),
+    ("validation_up_floats", "up floats total"), ("validation_up_bytes", "up bytes total"),
+    ("validation_formula_down", "formula down (per client, evaluation)"),
+    ("validation_formula_up", "formula up"), ("validation_analytic_down_floats", "analytic down total"),
+    ("validation_analytic_up_bytes", "analytic up bytes"), ("validation_match", "match")]
+
+
+def _validation_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
+    """The validation-traffic section of a communication table: a row per training row; "—" where the
+    retrain sends nothing to validation users, n/a where unknown (esnfed_core.tables.validation_columns)."""
+    if not rows:
+        return ""
+    lines = ["", "## Validation traffic (not in the totals above)", "", f"- {VALIDATION_NOTE}",
+             f"- {NOT_APPLICABLE}: the retrain sends nothing to the validation users (FedCLIP naive and replay; "
+             "IncFed, FedAvg and FedIP with retrain.lambda: frozen); n/a: not known or not modelled "
+             "(the heterogeneous methods' validation clients would need each client's own reservoir)", ""]
+    lines += _table_lines(_VALIDATION_CELLS, rows, _validation_cell)
     return "\n".join(lines) + "\n"
