@@ -41,7 +41,9 @@ ReportParamsOpt = Annotated[Path, typer.Option("--params", help="The params file
                                                "(every input must be of this budget); imports.<name>.classes "
                                                "(the communication table's class count of your own dataset); "
                                                "plasticity.mu, plasticity.eta and retrain.lambda (the selected-"
-                                               "hyperparameters table).")]
+                                               "hyperparameters table); readout.lambdas (the λ values a retrain "
+                                               "scores on the validation users: the communication table's "
+                                               "validation traffic).")]
 AssessDirOpt = Annotated[Path, typer.Option(
     "--assess-dir", help="Directory of the assess stage's outputs, <dir>/<dataset>/<method>.json.")]
 AllowMissingOpt = Annotated[bool, typer.Option(
