@@ -1,5 +1,6 @@
-"""Replay memory of continual training: each client's reservoir-sampling buffer over its stream, and
-the replay mini-batches that mix current and buffered windows (the replay strategy's IP data)."""
+"""Replay memory of continual training: each client's reservoir-sampling buffer over its stream (one
+uniform sample, or per-context quotas: params continual.replay.policy), and the replay mini-batches
+that mix current and buffered windows (the replay strategy's IP data)."""
 
 from __future__ import annotations
 
