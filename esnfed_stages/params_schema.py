@@ -380,6 +380,10 @@ def _embedded_needs(params: Mapping[str, Any]) -> None:
         return
     synthesized, preprocessed = embedded["synthesize"], embedded["preprocess"]
     read = embedded_read(params)
+    for name in preprocessed:
+        if name not in DATASETS and variant_base(params, name) is None:
+            raise Invalid(f"embedded.preprocess: expected some of {', '.join(DATASETS)} (the papers' datasets, or a "
+                          f"variant of one: preprocess.<name>.base; yours are imported), got {quote(name)}")
     _only_read("embedded.preprocess", preprocessed, read["preprocess"], "datasets does not list it")
     for name in declared(params):
         if reader_of(params, name) is not None and name not in preprocessed:

@@ -118,7 +118,7 @@ def reader_for(params: Mapping[str, Any], dataset: str) -> str:
         return dataset
     raise ConfigError(f"--dataset: expected one of {', '.join(DATASETS)} or a variant of one declared in params.yaml "
                       f"(preprocess.<name> with base: {' | '.join(DATASETS)}), got {quote(dataset)} (import your "
-                      "own data with `esnfed import`)")
+                      "own with `esnfed import`)")
 
 
 def preprocess_params(params: dict[str, Any], dataset: str, source: str | None = None,

@@ -1,7 +1,8 @@
 """Paper tables recomputed under their paper's own protocol (opt-in, docs/protocol.md "ESANN 2022
 protocol variant"): params.yaml ``report.<table>_protocol`` names, per paper dataset, the declared
 dataset whose scores fill its columns (a variant preprocessed as that paper did); the report then
-writes ``reports/tables/<table>-protocol.md/.csv`` beside the single-protocol table."""
+writes that table under the id ``<table>-protocol`` (reports/tables/esann-protocol.md and .csv)
+beside the single-protocol table."""
 
 from __future__ import annotations
 
@@ -42,6 +43,11 @@ def check(params: Mapping[str, Any]) -> None:
         if key not in report:
             continue
         names = declared(params)
+        table = PROTOCOLS[key][0]
+        lacking = [ds for ds in table_spec(table).datasets if ds not in names]
+        if lacking:  # the single-protocol table stands beside it, and its t-tests are borrowed from there
+            raise Invalid(f"report.{key}: needs {', '.join(table_spec(table).datasets)} in datasets (table {table} "
+                          f"stands beside it, its t-tests come from there); datasets lacks {', '.join(map(quote, lacking))}")
         for ds, name in sources(params, key).items():
             where = f"report.{key}.{ds}" if ds in report[key] else f"report.{key}"
             if name not in names:

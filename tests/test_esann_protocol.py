@@ -66,6 +66,11 @@ def test_the_repository_params_declare_no_variant_and_no_protocol_table():
     validate(esann_variant(copy.deepcopy(REPO_PARAMS)))  # README's block is valid as it stands
 
 
+def _without_hhar(p: dict) -> None:
+    p.update(datasets=["wesad", "example", "hhar_esann"], continual_datasets=["wesad"], study_datasets=["wesad"])
+    p["embedded"] = embedded_read(p)
+
+
 @pytest.mark.parametrize("edit, expected", [
     (lambda p: p["preprocess"]["hhar_esann"].update(base="example"),
      "params.yaml: preprocess.hhar_esann.base: expected one of wesad, hhar (a variant is a paper dataset "
@@ -81,6 +86,11 @@ def test_the_repository_params_declare_no_variant_and_no_protocol_table():
     (lambda p: p["report"].update(esann_protocol={"hhar": "example"}),
      "params.yaml: report.esann_protocol.hhar: 'example' is not hhar nor a variant of it "
      "(preprocess.example.base: hhar)"),
+    (lambda p: _without_hhar(p),
+     "params.yaml: report.esann_protocol: needs wesad, hhar in datasets (table esann stands beside it, its "
+     "t-tests come from there); datasets lacks 'hhar'"),
+    (lambda p: p["preprocess"]["hhar_esann"].update(target_rate="fast"),
+     "params.yaml: preprocess.hhar_esann.target_rate: expected a number (Hz) or native (no decimation), got 'fast'"),
     (lambda p: p["report"].update(esann_protocol={"har": "hhar_esann"}),
      "params.yaml: report.esann_protocol: expected some of wesad, hhar as keys, got 'har'"),
 ])
@@ -213,3 +223,24 @@ def test_the_report_writes_the_esann_protocol_table_beside_the_single_protocol_o
     # WESAD's columns are the wesad dataset's, the same cells as the single-protocol table
     assert by[("wesad", "75", "incfed")][head.index("mean")] == esann[("wesad", "75", "incfed")][head.index("mean")]
     assert "esann-protocol" in (reported / "reports" / "README.md").read_text()
+
+
+# ---------------------------------------------------------------- dvc.yaml: the variant's stages only
+@pytest.mark.dvc
+def test_declaring_the_variant_adds_its_stages_and_changes_no_other(tmp_path):
+    from test_dvc_datasets import _expanded, _project  # noqa: PLC0415 - DVC's own expansion of dvc.yaml
+
+    (tmp_path / "default").mkdir()
+    (tmp_path / "variant").mkdir()
+    default = _expanded(_project(tmp_path / "default", lambda p: None))
+    variant = _expanded(_project(tmp_path / "variant", esann_variant))
+    assert not any("esann" in name for name in default)
+    assert {name: variant[name] for name in default} == default  # every default stage as it was
+    added = sorted(set(variant) - set(default))
+    assert added and all("hhar_esann" in name for name in added)
+    code = ["esnfed_cli", "esnfed_stages", "esnfed_core"]
+    assert variant["preprocess@hhar_esann"] == {"cmd": "esnfed preprocess --dataset hhar_esann",
+                                                "deps": [*code, "data/synthetic/HHAR", "params.yaml"],
+                                                "outs": ["data/processed/hhar_esann"]}
+    assert "import@hhar_esann" not in variant and "partition@hhar_esann" in variant
+    assert "select-ip@hhar_esann-fedip" in variant and "assess-esn@hhar_esann-incfed" in variant
