@@ -75,10 +75,6 @@ def _synthetic(dataset: str, fields: Mapping[str, Node]) -> Callable[[str, Any],
     return check
 
 
-def _variant(key: str, value: Any) -> None:
-    check_variant(key, value)  # preprocess.<name> of a protocol variant: base, then the base reader's keys
-
-
 def _partition(dataset: str) -> Callable[[str, Any], None]:
     def check(key: str, value: Any) -> None:
         spec = check_partition(dataset, value).spec  # nested subsets; no user in two splits
@@ -174,9 +170,10 @@ SCHEMA = Fields(optional={
     "data": Fields(required={"source": Choice(SOURCES), "synthetic_dir": Text(), "raw_dir": Text()}),
     "synthetic": Fields(optional={
         ds: Delegate(_synthetic(ds, f), SYNTHETIC_KEYS[ds]) for ds, f in SYNTHETIC.items()}),
-    # preprocess.<name> of another name: a protocol variant of a paper dataset (base: wesad|hhar, _variant)
+    # preprocess.<name> of another name: a protocol variant of a paper dataset (base: wesad|hhar, then
+    # the base reader's keys, checked by its own validation: _datasets.check_variant)
     "preprocess": Named({ds: Delegate(_preprocess(ds), PREPROCESS_KEYS[ds]) for ds in DATASETS},
-                        lambda ds: Delegate(_variant)),
+                        lambda ds: Delegate(check_variant)),
     "partition": Named({ds: Delegate(_partition(ds), ("train", "validation", "test")) for ds in DATASETS},
                        lambda ds: Delegate(_partition(ds), ("fractions.validation", "fractions.test", "seed")),
                        examples=EXAMPLES),

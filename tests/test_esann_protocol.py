@@ -86,6 +86,9 @@ def _without_hhar(p: dict) -> None:
     (lambda p: p["report"].update(esann_protocol={"hhar": "example"}),
      "params.yaml: report.esann_protocol.hhar: 'example' is not hhar nor a variant of it "
      "(preprocess.example.base: hhar)"),
+    (lambda p: p["imports"].update(hhar_esann=dict(p["imports"]["example"])),
+     "params.yaml: imports.hhar_esann: 'hhar_esann' is a variant of hhar (preprocess.hhar_esann.base): "
+     "preprocessed, not imported; remove one of the two"),
     (lambda p: _without_hhar(p),
      "params.yaml: report.esann_protocol: needs wesad, hhar in datasets (table esann stands beside it, its "
      "t-tests come from there); datasets lacks 'hhar'"),
