@@ -327,7 +327,8 @@ def test_partition_before_preprocess(project):
 def test_a_missing_manifest_of_your_own_dataset_points_to_import(tmp_path):
     """`esnfed preprocess` refuses a dataset of your own: the hint names the command that writes it."""
     with pytest.raises(DataError, match=r"mystudy/manifest.json: manifest not found \(run `esnfed import "
-                                        r"--dataset mystudy` first\)"):
+                                        r"--dataset mystudy`, or `esnfed preprocess --dataset mystudy` for a "
+                                        r"protocol variant first\)"):
         checked_manifest(tmp_path / "processed" / "mystudy")
 
 

@@ -247,3 +247,12 @@ def test_declaring_the_variant_adds_its_stages_and_changes_no_other(tmp_path):
                                                 "outs": ["data/processed/hhar_esann"]}
     assert "import@hhar_esann" not in variant and "partition@hhar_esann" in variant
     assert "select-ip@hhar_esann-fedip" in variant and "assess-esn@hhar_esann-incfed" in variant
+
+
+def test_a_missing_variant_folder_names_preprocess_among_the_commands_to_run(tmp_path):
+    from esnfed_core.errors import EsnfedError  # noqa: PLC0415
+    from esnfed_stages.check_data import checked_manifest  # noqa: PLC0415
+
+    with pytest.raises(EsnfedError, match=r"manifest not found \(run `esnfed import --dataset hhar_esann`, or "
+                                          r"`esnfed preprocess --dataset hhar_esann` for a protocol variant first\)"):
+        checked_manifest(tmp_path / "hhar_esann")
