@@ -73,6 +73,10 @@ class TableSpec:
     # False: a table with no published values and no paper column (this project's own, e.g. deep,
     # or a user dataset's generic table)
     has_published: bool = True
+    # a protocol table (protocol_table): the paper table whose published values it shows, and the
+    # paper dataset each of its datasets stands for there ((variant, base) pairs)
+    published_table: str = ""
+    published_as: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         for a, b in self.pairs:
@@ -106,7 +110,7 @@ class TableSpec:
         return tuple(m for m, _ in self.methods)
 
     def published_column(self, dataset: str, label: str, column: str) -> str:
-        return self.published.format(dataset=dataset, label=label, column=column)
+        return self.published.format(dataset=dict(self.published_as).get(dataset, dataset), label=label, column=column)
 
 
 _IJCNN_METHODS = (("random", "random"), ("ridge", "centralized"), ("fedavg", "fedavg"),
@@ -220,6 +224,37 @@ def table_specs(datasets: Sequence[str] = DATASETS, continual: Sequence[str] = D
     return papers + ((deep,) if studies else ()) + tuple(spec for ds in datasets if ds not in DATASETS
                                                          for spec in generic_tables(ds, ds in continual))
 
+
+
+# ---------------------------------------------------------------------------------------------
+# A paper table recomputed under that paper's own protocol (docs/protocol.md, "ESANN 2022 protocol
+# variant"): its columns on protocol variants of the papers' datasets (params.yaml report.<id>_protocol)
+
+PROTOCOL_SUFFIX = "-protocol"
+
+
+def protocol_table(table_id: str, sources: Mapping[str, str], protocol: str) -> TableSpec:
+    """Paper table ``table_id`` with each paper dataset's columns computed on ``sources[dataset]``
+    (itself, or a variant preprocessed as that paper did), the paper's published values beside;
+    ``protocol``: the line saying which protocol it used. Id ``<table_id>-protocol``."""
+    spec = table_spec(table_id)
+    datasets = tuple(sources.get(ds, ds) for ds in spec.datasets)
+    return replace(spec, id=table_id + PROTOCOL_SUFFIX, title=f"{spec.title}, under that paper's protocol",
+                   datasets=datasets, note=protocol, published_table=table_id,
+                   published_as=tuple((sources.get(ds, ds), ds) for ds in spec.datasets))
+
+
+def borrowed_comparisons(spec: TableSpec, comparisons: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The t-tests a protocol table shows, taken from the tables the ttest stage ran: a test depends
+    on the two methods' scores alone (dataset, share, column), whichever table it was run for, so
+    the same pair on the same dataset tested for another table (the paper table, a variant's
+    generic table) is this table's test; each once, relabelled ``spec.id``."""
+    out: dict[tuple, dict[str, Any]] = {}
+    for c in comparisons:
+        key = (c["dataset"], str(c["pct"]), c.get("column", "test"), c["a"], c["b"])
+        if c["dataset"] in spec.datasets and (c["a"], c["b"]) in spec.pairs and key[2] in spec.tested:
+            out.setdefault(key, {**c, "table": spec.id})
+    return list(out.values())
 
 
 def table_spec(table_id: str) -> TableSpec:
@@ -361,7 +396,7 @@ def build_cells(spec: TableSpec, scores: Scores, comparisons: Iterable[Mapping[s
         for key, (mk, ps) in group_marks((c for c in mine if (c["a"], c["b"]) in family), order).items():
             old_mk, old_ps = marked.get(key, ({}, {}))
             marked[key] = ({**old_mk, **mk}, {**old_ps, **ps})
-    pub = published.get(spec.id, {})
+    pub = published.get(spec.published_table or spec.id, {})
     cells = []
     for pct in PCTS:
         for ds in spec.datasets:
