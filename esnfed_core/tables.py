@@ -823,27 +823,24 @@ def communication_rows(items: Iterable[Communication]) -> list[dict[str, Any]]:
 
 
 def participation_notes(rows: Iterable[Mapping[str, Any]]) -> list[str]:
-    """A header line for a communication table where some client sat a context out (FedCLIP, a
-    client without windows there): none where every client sent in every round (the papers')."""
+    """Header lines for a communication table where some client sat a context out (FedCLIP, a
+    client without windows there) or each IP round sampled its clients (federated.client_fraction):
+    none where every client sent in every round (the papers')."""
     rows = list(rows)
     sampled = [r for r in rows if r.get("client_fraction", FULL) != FULL]
     partial = [r for r in rows if r.get("participations") != r["clients"] * r["rounds"] and r not in sampled]
-    notes = []
-    if partial:
-        cases = "; ".join(f"{dataset_label(r['dataset'])} {r['method']} {r['pct']}%: clients per context "
-                          f"{', '.join(map(str, r['participants']))}, {r['participations']} client-rounds of "
-                          f"{r['clients'] * r['rounds']}" for r in partial)
-        notes.append("A client without windows at a context sits it out and sends nothing there, so per client "
-                     "per round divides by the client-rounds that sent and the analytic totals count, at each "
-                     f"context, the clients that took part (the assess file's communication.participants): {cases}")
-    if sampled:
-        cases = "; ".join(f"{dataset_label(r['dataset'])} {r['method']} {r['pct']}%: fraction "
-                          f"{r['client_fraction']:g}, {r['participations']} client-rounds of "
-                          f"{r['clients'] * r['rounds']}" for r in sampled)
-        notes.append("federated.client_fraction < 1: each IP round went to max(1, ⌊fraction·clients⌋) clients "
-                     "sampled uniformly (readouts to every client), so per client per round divides by the "
-                     f"client-rounds that sent and the analytic totals count the sampled clients: {cases}")
-    return notes
+    notes = [(partial, lambda r: f"clients per context {', '.join(map(str, r['participants']))}",
+              "A client without windows at a context sits it out and sends nothing there, so per client per "
+              "round divides by the client-rounds that sent and the analytic totals count, at each context, "
+              "the clients that took part (the assess file's communication.participants)"),
+             (sampled, lambda r: f"fraction {r['client_fraction']:g}",
+              "federated.client_fraction < 1: each IP round went to max(1, ⌊fraction·clients⌋) clients sampled "
+              "uniformly (readouts to every client), so per client per round divides by the client-rounds that "
+              "sent and the analytic totals count the sampled clients")]
+    return [f"{lead}: " + "; ".join(f"{dataset_label(r['dataset'])} {r['method']} {r['pct']}%: {what(r)}, "
+                                    f"{r['participations']} client-rounds of {r['clients'] * r['rounds']}"
+                                    for r in cases)
+            for cases, what, lead in notes if cases]
 
 
 # ---------------------------------------------------------------------------------------------
