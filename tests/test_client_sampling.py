@@ -241,3 +241,56 @@ def test_the_schema_refuses_bad_fractions_in_one_line(bad, why):
         validate(params)
     assert str(exc.value).startswith("params.yaml: federated.client_fraction: ") and why in str(exc.value)
     assert "\n" not in str(exc.value)
+
+
+def test_check_params_refuses_a_fraction_with_the_torch_kernels_in_one_line(tmp_path):
+    from pathlib import Path  # noqa: PLC0415
+
+    from typer.testing import CliRunner  # noqa: PLC0415
+
+    from esnfed_cli.main import app  # noqa: PLC0415
+
+    params = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
+    params["federated"]["client_fraction"] = 0.5
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(params))
+    ok = CliRunner().invoke(app, ["check-params", "--params", str(path)])
+    assert ok.exit_code == 0, ok.output  # on cpu (the default device) a fraction is fine
+    params["runner"]["device"] = "torch-cpu"
+    path.write_text(yaml.safe_dump(params))
+    out = CliRunner().invoke(app, ["check-params", "--params", str(path)])
+    assert out.exit_code != 0
+    lines = [ln for ln in out.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "federated.client_fraction" in lines[0] and "runner.device" in lines[0]
+
+
+def test_select_retrain_assess_with_sampling_and_the_communication_table(tmp_path):
+    """The stages end to end with federated.client_fraction 0.5: the assess files record the
+    fraction and their counts equal the analytic formula with sampling (the default's: the fedip
+    trial test above)."""
+    import json  # noqa: PLC0415
+
+    from esnfed_core.tables import split_rounds  # noqa: PLC0415
+    from experiment_data import make_dataset, run_method_stages, small_params, write_params  # noqa: PLC0415
+
+    make_dataset(tmp_path)
+    params = small_params()
+    params["federated"] = {"client_fraction": 0.5}
+    write_params(tmp_path, params)
+    run_method_stages(tmp_path, "wesad", [("fedip", None), ("fedclip", "naive")])
+    checked = set()
+    for method in ("fedip", "fedclip-naive"):
+        doc = json.loads((tmp_path / "runs" / "assess" / "wesad" / f"{method}.json").read_text())
+        for pct, share in doc["pcts"].items():
+            comm = share["communication"]
+            assert comm["client_fraction"] == 0.5
+            contexts = len(share["stream_accuracy"][0]) if share.get("stream_accuracy") else None
+            ip_rounds, readouts = split_rounds(method, comm["rounds"], contexts)
+            row = communication_rows([_comm_item(method, {**comm, "ip_rounds": ip_rounds, "readouts": readouts},
+                                                 share["config"]["units"], 3)])[0]
+            assert row["match"] is True, (method, pct, row)
+            full = comm["clients"] * comm["rounds"]
+            # fewer clients sent, except with one client (max(1, ⌊0.5⌋) = 1)
+            assert row["participations"] < full if comm["clients"] > 1 else row["participations"] == full
+            checked.add(comm["clients"] > 1)
+    assert checked == {True, False}
