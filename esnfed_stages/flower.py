@@ -229,6 +229,7 @@ def share_inputs(dataset: str, pct: str, params: Mapping[str, Any], data_dir: Pa
     """What every app's pipeline trial of a share uses: the experiment params, the share's
     training and validation users, the test users and the retrain stage's first seed."""
     exp = experiment_params(params)
+    exp.settings.refuse_sampling("the Flower apps")  # before any trial is fitted (run_config checks too)
     data = open_dataset(data_dir, dataset, exp.processed.get(dataset))
     trial_data = TrialData(data.load(data.train_users(pct)), data.load(data.validation_users), data.n_classes,
                            data.n_contexts)

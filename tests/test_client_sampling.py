@@ -294,3 +294,26 @@ def test_select_retrain_assess_with_sampling_and_the_communication_table(tmp_pat
             assert row["participations"] < full if comm["clients"] > 1 else row["participations"] == full
             checked.add(comm["clients"] > 1)
     assert checked == {True, False}
+
+
+def test_esnfed_flower_refuses_sampling_in_one_line_before_fitting(tmp_path):
+    import sys  # noqa: PLC0415
+
+    from typer.testing import CliRunner  # noqa: PLC0415
+
+    from esnfed_cli.main import app  # noqa: PLC0415
+    from experiment_data import make_dataset, small_params, write_params  # noqa: PLC0415
+
+    make_dataset(tmp_path)
+    params = small_params()
+    params["federated"] = {"client_fraction": 0.5}
+    write_params(tmp_path, params)
+    for extra in (["--app", "fedip"], ["--app", "fedclip-naive"]):
+        out = CliRunner().invoke(app, ["flower", "--dataset", "wesad", "--params", str(tmp_path / "params.yaml"),
+                                       "--data-dir", str(tmp_path / "data"), "--runs-dir", str(tmp_path / "runs"),
+                                       "--out-dir", str(tmp_path / "out"), "--flower-python", sys.executable,
+                                       "--pct", "50", *extra])
+        lines = out.output.strip().splitlines()
+        assert out.exit_code != 0 and len(lines) == 1, out.output
+        assert "federated.client_fraction: not available for the Flower apps" in lines[0]
+        assert not (tmp_path / "out").exists()
