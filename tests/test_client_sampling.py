@@ -317,3 +317,20 @@ def test_esnfed_flower_refuses_sampling_in_one_line_before_fitting(tmp_path):
         assert out.exit_code != 0 and len(lines) == 1, out.output
         assert "federated.client_fraction: not available for the Flower apps" in lines[0]
         assert not (tmp_path / "out").exists()
+
+
+def test_esnfed_privacy_refuses_sampling_in_one_line_and_writes_nothing(tmp_path):
+    from typer.testing import CliRunner  # noqa: PLC0415
+
+    from esnfed_cli.main import app  # noqa: PLC0415
+    from experiment_data import make_dataset, small_params, stage_options, write_params  # noqa: PLC0415
+
+    make_dataset(tmp_path)
+    params = small_params()
+    params["federated"] = {"client_fraction": 0.5}
+    write_params(tmp_path, params)
+    out = CliRunner().invoke(app, ["privacy", *stage_options(tmp_path), "--out-dir", str(tmp_path / "privacy")])
+    lines = out.output.strip().splitlines()
+    assert out.exit_code != 0 and len(lines) == 1, out.output
+    assert "federated.client_fraction: not available for the privacy stages (DP)" in lines[0]
+    assert not (tmp_path / "privacy").exists()
