@@ -67,9 +67,6 @@ class Settings:
             CLIENT_FRACTION.check(SAMPLING_KEY, self.client_fraction)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
-        if self.client_fraction != FULL and self.device != "cpu":
-            raise ConfigError(f"{SAMPLING_KEY}: the torch kernels sample no clients; set runner.device: cpu "
-                              f"(got {self.device}) or {SAMPLING_KEY}: 1")
         if self.retrain_lambda not in RETRAIN_LAMBDA:
             raise ConfigError(f"retrain.lambda: expected one of {', '.join(RETRAIN_LAMBDA)}, "
                               f"got {quote(self.retrain_lambda)}")
@@ -84,13 +81,17 @@ class Settings:
         """One-line ConfigError when ``federated.client_fraction`` < 1 for ``what``, a path that
         runs every client in every round (DP: sampling would change the privacy accounting)."""
         if self.client_fraction != FULL:
-            raise ConfigError(f"{SAMPLING_KEY}: not available for {what} (only fedip, deep-fedip and fedclip-* "
-                              f"on runner.device: cpu); set {SAMPLING_KEY}: 1")
+            raise ConfigError(f"{SAMPLING_KEY}: not available for {what} (only fedip, deep-fedip and "
+                              f"fedclip-*); set {SAMPLING_KEY}: 1")
 
     def samples(self, method: "Method") -> bool:
         """Whether a trial of ``method`` samples its rounds' clients: the methods with FedIP rounds
         (FedIP, deep FedIP, FedCLIP) when ``client_fraction`` < 1."""
         return self.client_fraction != FULL and method.kernel in ("fedip", "fedclip")
+
+    def fraction_for(self, method: "Method") -> float:
+        """The client fraction a trial of ``method`` runs its rounds with (1 unless it samples)."""
+        return self.client_fraction if self.samples(method) else FULL
 
     def check_bias(self, method: "Method") -> None:
         """Refuse ``readout.bias`` for a method whose readout has none (continual, heterogeneous)."""

@@ -231,7 +231,7 @@ def _fit_stationary(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialDat
     elif algo == "fedip":
         res = fedip(res, [u.x for u in users], _ip_config(cfg, settings), rounds=int(cfg["rounds"]),
                         local_epochs=int(cfg["local_epochs"]), seed=seeds["ip"], ledger=ledger,
-                        client_names=list(data.train), client_fraction=settings.client_fraction)
+                        client_names=list(data.train), client_fraction=settings.fraction_for(m))
     fixed = "lambda" in cfg
     lambdas = [float(cfg["lambda"])] if fixed else [float(x) for x in settings.lambdas]
 
@@ -249,7 +249,7 @@ def _fit_stationary(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialDat
 
     counts = pooled_counts(res, list(data.validation.values()), readouts, settings.batch_size) if score else None
     return stationary_model(m, cfg, seed, seeds, data, res, readouts, lambdas, ledger, fed_ledgers, counts,
-                            client_fraction=settings.client_fraction if settings.samples(m) else FULL)
+                            client_fraction=settings.fraction_for(m))
 
 
 def stationary_model(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialData, res: Reservoir,
@@ -331,7 +331,7 @@ def fit_continual(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialData,
     config = ContinualConfig(federated, _ip_config(cfg, settings), data.n_classes,
                              local_epochs=int(cfg.get("local_epochs", 1)), lam=cs.lam,
                              seed=seeds["ip"], solver=settings.solver,
-                             client_fraction=settings.client_fraction if settings.samples(m) else FULL,
+                             client_fraction=settings.fraction_for(m),
                              **(server or {}))
     result = run_continual(res, train, strategy, config, validation=validation,
                            evaluate={"validation": pooled} if score else None, ledger=ledger,

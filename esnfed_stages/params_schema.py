@@ -234,11 +234,6 @@ def _combinations(params: Mapping[str, Any]) -> None:
     if "synthetic_dir" in data and Path(data["synthetic_dir"]) == Path(data.get("raw_dir", "")):
         raise Invalid(f"data.raw_dir: must differ from data.synthetic_dir ({quote(data['raw_dir'])}): "
                       "`esnfed synthesize` would overwrite the real files")
-    fraction = (params.get("federated") or {}).get("client_fraction", 1.0)
-    device = (params.get("runner") or {}).get("device", "cpu")
-    if fraction != 1.0 and device != "cpu":  # the torch kernels run every client (Settings refuses too)
-        raise Invalid(f"federated.client_fraction: {quote(fraction)} needs runner.device: cpu (got "
-                      f"{quote(device)}): the torch kernels sample no clients")
     wesad_pre = (params.get("preprocess") or {}).get("wesad") or {}
     subjects = wesad_pre.get("subjects")
     spec = (params.get("partition") or {}).get("wesad")

@@ -17,6 +17,7 @@ from esnfed_core.errors import ConfigError, EsnfedError
 from esnfed_core.federated import fedip
 from esnfed_core.ip_rule import IPConfig
 from esnfed_core.messages import CommLedger
+from esnfed_core.method import Method
 from esnfed_core.plasticity import ip_epoch, train_ip
 from esnfed_core.reservoir import ReservoirConfig, build_reservoir
 from esnfed_core.sampling import sample_clients, sample_size
@@ -201,9 +202,7 @@ def test_fedclip_rounds_average_the_sampled_clients_and_default_is_unchanged():
 
 
 def test_settings_refuse_the_paths_without_sampling():
-    with pytest.raises(ConfigError, match=r"^federated\.client_fraction: the torch kernels") as exc:
-        Settings(device="torch-cpu", client_fraction=0.5)
-    assert "\n" not in str(exc.value)
+    assert Settings(device="torch-cpu", client_fraction=0.5).samples(Method.parse("fedip"))  # torch samples too
     s = Settings(ip=IP, client_fraction=0.5)
     with pytest.raises(ConfigError, match=r"^federated\.client_fraction: not available for DP-fedip"):
         from esnfed_core.privacy import DPSpec  # noqa: PLC0415
@@ -219,8 +218,6 @@ def test_settings_refuse_the_paths_without_sampling():
         with pytest.raises(EsnfedError, match=r"^federated\.client_fraction: "):
             Settings(client_fraction=bad)
     # the trial keys of a default run (and of methods without rounds) do not mention it
-    from esnfed_core.method import Method  # noqa: PLC0415
-
     assert "client_fraction" not in Settings().used_by(Method.parse("fedip"), True)
     assert "client_fraction" not in s.used_by(Method.parse("incfed"), True)
     assert s.used_by(Method.parse("fedclip-joint"), True)["client_fraction"] == 0.5
@@ -243,7 +240,7 @@ def test_the_schema_refuses_bad_fractions_in_one_line(bad, why):
     assert "\n" not in str(exc.value)
 
 
-def test_check_params_refuses_a_fraction_with_the_torch_kernels_in_one_line(tmp_path):
+def test_check_params_takes_a_fraction_and_refuses_a_bad_one_in_one_line(tmp_path):
     from pathlib import Path  # noqa: PLC0415
 
     from typer.testing import CliRunner  # noqa: PLC0415
@@ -251,17 +248,19 @@ def test_check_params_refuses_a_fraction_with_the_torch_kernels_in_one_line(tmp_
     from esnfed_cli.main import app  # noqa: PLC0415
 
     params = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
-    params["federated"]["client_fraction"] = 0.5
     path = tmp_path / "params.yaml"
-    path.write_text(yaml.safe_dump(params))
-    ok = CliRunner().invoke(app, ["check-params", "--params", str(path)])
-    assert ok.exit_code == 0, ok.output  # on cpu (the default device) a fraction is fine
-    params["runner"]["device"] = "torch-cpu"
+    for device in ("cpu", "torch-cpu"):  # the numpy and the torch paths both sample
+        params["federated"]["client_fraction"] = 0.5
+        params["runner"]["device"] = device
+        path.write_text(yaml.safe_dump(params))
+        ok = CliRunner().invoke(app, ["check-params", "--params", str(path)])
+        assert ok.exit_code == 0, ok.output
+    params["federated"]["client_fraction"] = "all"
     path.write_text(yaml.safe_dump(params))
     out = CliRunner().invoke(app, ["check-params", "--params", str(path)])
-    assert out.exit_code != 0
     lines = [ln for ln in out.output.splitlines() if ln.strip()]
-    assert len(lines) == 1 and "federated.client_fraction" in lines[0] and "runner.device" in lines[0]
+    assert out.exit_code != 0 and len(lines) == 1, out.output
+    assert "federated.client_fraction: expected a number, got 'all'" in lines[0]
 
 
 def test_select_retrain_assess_with_sampling_and_the_communication_table(tmp_path):
