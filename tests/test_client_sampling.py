@@ -333,3 +333,24 @@ def test_esnfed_privacy_refuses_sampling_in_one_line_and_writes_nothing(tmp_path
     assert out.exit_code != 0 and len(lines) == 1, out.output
     assert "federated.client_fraction: not available for the privacy stages (DP)" in lines[0]
     assert not (tmp_path / "privacy").exists()
+
+
+def test_trials_at_fraction_one_are_the_default_trials_bit_for_bit():
+    data = trial_data(seed=3, pct="100")[0]
+    for method, extra in (("fedip", {"rounds": 2, "local_epochs": 1}), ("fedclip-joint", {"local_epochs": 1}),
+                          ("fedclip-replay", {"budget": 2, "local_epochs": 1})):
+        a = fit(method, {**CFG, **extra}, 7, data, Settings(ip=IP))
+        b = fit(method, {**CFG, **extra}, 7, data, Settings(ip=IP, client_fraction=1.0))
+        assert a.reservoir.gain.tobytes() == b.reservoir.gain.tobytes()
+        assert a.readout.tobytes() == b.readout.tobytes() and a.communication == b.communication
+        assert a.validation == b.validation and "client_fraction" not in a.communication
+
+
+def test_the_privacy_and_flower_help_name_the_key():
+    from typer.testing import CliRunner  # noqa: PLC0415
+
+    from esnfed_cli.main import app  # noqa: PLC0415
+
+    for command in ("privacy", "flower"):
+        out = CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "200"})
+        assert out.exit_code == 0 and "federated.client_fraction must be 1" in " ".join(out.output.split())
