@@ -23,6 +23,7 @@ from esnfed_core.messages import CommLedger, ReadoutMessage, StatsMessage
 from esnfed_core.method import CONNECTIVITY_KEYS, Method
 from esnfed_core.readout import Counts, StatsAccumulator, solve
 from esnfed_core.reservoir import CONNECTIVITY_BOUNDS, Reservoir, ReservoirConfig, build_reservoir
+from esnfed_core.sampling import FULL
 from esnfed_core.scoring import pooled_counts, random_accuracy
 from esnfed_core.settings import Settings
 
@@ -230,7 +231,7 @@ def _fit_stationary(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialDat
     elif algo == "fedip":
         res = fedip(res, [u.x for u in users], _ip_config(cfg, settings), rounds=int(cfg["rounds"]),
                         local_epochs=int(cfg["local_epochs"]), seed=seeds["ip"], ledger=ledger,
-                        client_names=list(data.train))
+                        client_names=list(data.train), client_fraction=settings.fraction_for(m))
     fixed = "lambda" in cfg
     lambdas = [float(cfg["lambda"])] if fixed else [float(x) for x in settings.lambdas]
 
@@ -247,14 +248,17 @@ def _fit_stationary(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialDat
         readouts = np.stack([fedavg(res, clients, lam, ledger=lg) for lam, lg in zip(lambdas, fed_ledgers)])
 
     counts = pooled_counts(res, list(data.validation.values()), readouts, settings.batch_size) if score else None
-    return stationary_model(m, cfg, seed, seeds, data, res, readouts, lambdas, ledger, fed_ledgers, counts)
+    return stationary_model(m, cfg, seed, seeds, data, res, readouts, lambdas, ledger, fed_ledgers, counts,
+                            client_fraction=settings.fraction_for(m))
 
 
 def stationary_model(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialData, res: Reservoir,
                      readouts: np.ndarray, lambdas: list[float], ledger: CommLedger | None,
-                     fed_ledgers: list[CommLedger], counts: Counts | None) -> FittedModel:
+                     fed_ledgers: list[CommLedger], counts: Counts | None,
+                     client_fraction: float = FULL) -> FittedModel:
     """The FittedModel of a stationary trial from its readouts (L, C, N) for ``lambdas`` and, when
     it was scored, the validation ``counts``: λ is the first best (the given one when fixed).
+    ``client_fraction`` < 1 (FedIP's sampled rounds) is recorded with the message counts.
     Shared by the numpy path and the batched accelerator path (esnfed_core.accel.trials)."""
     best, val = select_lambda(counts, lambdas)
     if fed_ledgers:
@@ -264,6 +268,8 @@ def stationary_model(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialDa
     comm = communication(ledger, len(data.train)) if ledger is not None else None
     if comm is not None and readouts.shape[-1] == res.units + 1:  # readout.bias: N+1 readout columns
         comm["readout_bias"] = True
+    if comm is not None and client_fraction != FULL:  # absent at 1: default records stay as they were
+        comm["client_fraction"] = client_fraction
     return FittedModel(m.id, seed, cfg, data.n_classes, seeds, reservoir=res,
                        readout=np.asarray(readouts[best], np.float64), lam=lam,
                        communication=comm, validation=val)
@@ -325,7 +331,9 @@ def fit_continual(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialData,
     )
     config = ContinualConfig(federated, _ip_config(cfg, settings), data.n_classes,
                              local_epochs=int(cfg.get("local_epochs", 1)), lam=cs.lam,
-                             seed=seeds["ip"], solver=settings.solver, **(server or {}))
+                             seed=seeds["ip"], solver=settings.solver,
+                             client_fraction=settings.fraction_for(m),
+                             **(server or {}))
     result = run_continual(res, train, strategy, config, validation=validation,
                            evaluate={"validation": pooled} if score else None, ledger=ledger,
                            client_names=list(data.train) if federated else None,
@@ -352,7 +360,9 @@ def fit_continual(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialData,
             # who sent at each context, and how many IP rounds: the analytic message counts (a client
             # without windows at a context sends nothing there; esnfed_core/tables.py analytic_floats)
             "participants": [int(p) for p in result.participants],
-            "context_rounds": [int(r) for r in result.context_rounds]},
+            "context_rounds": [int(r) for r in result.context_rounds],
+            # federated.client_fraction < 1: each IP round's clients were sampled (absent at 1)
+            **({"client_fraction": settings.client_fraction} if settings.samples(m) else {})},
         validation=val, ip_rounds=[int(r) for r in result.ip_rounds],
         joint_capped=[bool(c) for c in result.joint_capped] if m.strategy == "joint" else None,
     )

@@ -252,6 +252,7 @@ def communication_items(inputs: Inputs, datasets: Sequence[str] = DATASETS,
                         participants=_opt_ints(comm.get("participants")),
                         context_rounds=_opt_ints(comm.get("context_rounds")),
                         readout_bias=comm.get("readout_bias") is True,
+                        client_fraction=float(comm.get("client_fraction", 1.0)),
                         validation_clients=validation.users.get(ds), lambda_grid=validation.lambda_grid,
                     ))
                 except (KeyError, TypeError, ValueError) as exc:
