@@ -31,7 +31,8 @@ class Settings:
     tf32: bool = False  # cuda only: TF32 tensor-core products (10-bit mantissa inputs), opt-in
     solver: str = "cholesky"  # readout.solve: cholesky (float64) | pinv32 (the authors' numerics)
     # readout.bias: the papers' eq. 1 readout y = W_out h + b_out (an unpenalised bias; readouts
-    # (C, N+1)); off by default, as the authors' code (PROTOCOL §2). Stationary methods on numpy.
+    # (C, N+1)); off by default, as the authors' code (PROTOCOL §2). Stationary and continual
+    # methods on numpy; heterogeneous, DP and Flower refuse it (refuse_bias).
     readout_bias: bool = False
     retrain_lambda: str = "select"  # select: each retrain picks λ on validation | frozen: best.json's
     # How the clients' reservoirs differ (heterogeneous methods): an
@@ -67,11 +68,11 @@ class Settings:
         """One-line ConfigError when ``readout.bias`` is on for ``what``, a path without it."""
         if self.readout_bias:
             raise ConfigError(f"readout.bias: not available for {what} (only ridge, incfed, fedavg, "
-                              "ip, fedip and their deep variants); set readout.bias: false")
+                              "ip, fedip, their deep variants, clip-* and fedclip-*); set readout.bias: false")
 
     def check_bias(self, method: "Method") -> None:
-        """Refuse ``readout.bias`` for a method whose readout has none (continual, heterogeneous)."""
-        if method.continual or method.heterogeneous:
+        """Refuse ``readout.bias`` for a method whose readout has none (heterogeneous)."""
+        if method.heterogeneous:
             self.refuse_bias(method.id)
 
     def accelerated(self, method: "Method") -> bool:

@@ -16,7 +16,7 @@ The .npz (``np.load(path, allow_pickle=False)``) holds, for every method except 
 and, for the continual methods (clip-*, fedclip-*), the model after each context t = 0..T-1:
   context_gain    float32 (T, N)
   context_bias    float32 (T, N)
-  context_readout float64 (T, C, N)
+  context_readout float64 (T, C, N)  ((T, C, N+1) with readout.bias)
 (the last row of each equals gain, bias, readout). ``random`` stores only ``seed``.
 Deep reservoirs (deep-incfed, deep-fedip; esnfed_core.deep) store, instead of w_in, w and leak,
   layer_units int64 (L,)            units N_l of each layer (N = Σ N_l)
@@ -342,7 +342,7 @@ def load_model(directory: Path, k: int) -> tuple[FittedModel, dict[str, Any]]:
                 raise DataError(f"{js}: n_contexts: expected an integer >= 1, got {quote(t)}")
             ctx = {"context_gain": _array(npz, arrays, "context_gain", (t, res.units)),
                    "context_bias": _array(npz, arrays, "context_bias", (t, res.units)),
-                   "context_readout": _array(npz, arrays, "context_readout", (t, c, res.units))}
+                   "context_readout": _array(npz, arrays, "context_readout", (t, c, res.units + bias))}
     model = FittedModel(
         meta["method"], int(meta["seed"]), dict(meta["config"]), int(meta["n_classes"]),
         dict(meta["seeds"]), reservoir=res, readout=readout, lam=lam,

@@ -161,13 +161,11 @@ def test_paths_without_a_readout_bias_refuse_it_in_one_line():
     with pytest.raises(ConfigError, match=r"^readout\.bias: expected true or false, got 'yes'"):
         Settings(readout_bias="yes")
     data = _data()
-    with pytest.raises(ConfigError, match=r"^readout\.bias: not available for clip-naive") as exc:
-        fit("clip-naive", CFG, 11, data, Settings(readout_bias=True))
-    assert "\n" not in str(exc.value)
     from esnfed_core.heterogeneous import fit as fit_heterogeneous  # noqa: PLC0415
 
-    with pytest.raises(ConfigError, match=r"^readout\.bias: not available for local"):
+    with pytest.raises(ConfigError, match=r"^readout\.bias: not available for local") as exc:
         fit_heterogeneous("local", CFG, 11, data, Settings(readout_bias=True))
+    assert "\n" not in str(exc.value)
     from esnfed_core.private_trial import fit_private  # noqa: PLC0415
     from esnfed_stages.flower import run_config  # noqa: PLC0415
 
@@ -212,8 +210,8 @@ def test_saved_model_with_bias_round_trips(tmp_path):
 @pytest.mark.pipeline
 def test_select_retrain_assess_with_bias_and_the_communication_table(tmp_path):
     """The stages end to end with readout.bias: the models' readouts carry the bias column, the
-    assess file's message counts are the N+1 formulas, and a continual select refuses in one line
-    naming the key, writing no trial."""
+    assess file's message counts are the N+1 formulas (a continual method's too), and a
+    heterogeneous select refuses in one line naming the key, writing no trial."""
     from experiment_data import make_dataset, run_method_stages, small_params, stage_options, write_params  # noqa: PLC0415
     from typer.testing import CliRunner  # noqa: PLC0415
 
@@ -225,25 +223,30 @@ def test_select_retrain_assess_with_bias_and_the_communication_table(tmp_path):
     params["readout"]["bias"] = True
     write_params(tmp_path, params)
     run_method_stages(tmp_path, "wesad", [("ridge", None), ("incfed", None), ("fedavg", None)])
+    result = CliRunner().invoke(app, ["select", "--algo", "fedip", "--pct", "all", *stage_options(tmp_path)])
+    assert result.exit_code == 0, result.output  # FedIP (stationary) takes the bias
+    run_method_stages(tmp_path, "wesad", [("fedclip", "naive")])  # from FedIP's best configs
     import json  # noqa: PLC0415
 
-    for method in ("ridge", "incfed", "fedavg"):
+    for method in ("ridge", "incfed", "fedavg", "fedclip-naive"):
         model, meta = load_model(tmp_path / "runs" / "models" / "wesad" / method / "50", 0)
         assert meta["readout_bias"] is True and model.readout.shape == (3, model.reservoir.units + 1)
         doc = json.loads((tmp_path / "runs" / "assess" / "wesad" / f"{method}.json").read_text())
         share = doc["pcts"]["50"]
         if method != "ridge":
             comm = share["communication"]
+            extra = {} if method != "fedclip-naive" else {
+                "participants": tuple(comm["participants"]), "context_rounds": tuple(comm["context_rounds"])}
             c = Communication("wesad", "50", method, comm["up_floats"], comm["down_floats"], comm["up_bytes"],
                               comm["down_bytes"], comm["rounds"], comm["clients"], units=share["config"]["units"],
-                              classes=3, readouts=1, readout_bias=comm.get("readout_bias") is True)
+                              classes=3, readouts=1, readout_bias=comm.get("readout_bias") is True, **extra)
             assert c.readout_bias
             assert analytic_floats(c)[2:] == (comm["up_floats"], comm["down_floats"])
-    result = CliRunner().invoke(app, ["select", "--algo", "ip", "--pct", "all", *stage_options(tmp_path)])
-    assert result.exit_code == 0  # IP (stationary) takes the bias
-    result = CliRunner().invoke(app, ["select", "--algo", "clip", "--strategy", "naive", "--pct", "all",
-                                      *stage_options(tmp_path)])
+    assert model.context_readout.shape == (3, 3, model.reservoir.units + 1)  # fedclip-naive: per context
+    matrix = np.asarray(share["accuracy_matrix"][0])  # assessed with the (C, N+1) context readouts
+    assert matrix.shape == (3, 3) and np.all((0 <= matrix) & (matrix <= 1))
+    result = CliRunner().invoke(app, ["select", "--algo", "local", "--pct", "all", *stage_options(tmp_path)])
     lines = result.output.strip().splitlines()
-    assert result.exit_code != 0 and len(lines) == 1 and "readout.bias: not available for clip-naive" in lines[0], \
+    assert result.exit_code != 0 and len(lines) == 1 and "readout.bias: not available for local" in lines[0], \
         result.output
-    assert not (tmp_path / "runs" / "select" / "wesad" / "clip-naive").exists()  # no trial written
+    assert not (tmp_path / "runs" / "select" / "wesad" / "local").exists()  # no trial written
