@@ -32,7 +32,7 @@ class Settings:
     solver: str = "cholesky"  # readout.solve: cholesky (float64) | pinv32 (the authors' numerics)
     # readout.bias: the papers' eq. 1 readout y = W_out h + b_out (an unpenalised bias; readouts
     # (C, N+1)); off by default, as the authors' code (PROTOCOL §2). Stationary and continual
-    # methods on numpy; heterogeneous, DP and Flower refuse it (refuse_bias).
+    # methods, numpy and torch; heterogeneous, DP and Flower refuse it (refuse_bias).
     readout_bias: bool = False
     retrain_lambda: str = "select"  # select: each retrain picks λ on validation | frozen: best.json's
     # How the clients' reservoirs differ (heterogeneous methods): an
@@ -57,9 +57,6 @@ class Settings:
         check_solver(self.solver)
         if not isinstance(self.readout_bias, bool):
             raise ConfigError(f"readout.bias: expected true or false, got {quote(self.readout_bias)}")
-        if self.readout_bias and self.device != "cpu":
-            raise ConfigError(f"readout.bias: the torch kernels have no readout bias; set runner.device: "
-                              f"cpu (got {self.device}) or readout.bias: false")
         if self.retrain_lambda not in RETRAIN_LAMBDA:
             raise ConfigError(f"retrain.lambda: expected one of {', '.join(RETRAIN_LAMBDA)}, "
                               f"got {quote(self.retrain_lambda)}")
