@@ -176,7 +176,6 @@ def fit(
         raise ConfigError(f"runner.device: fit is the numpy path; {m.id} on {settings.device} runs "
                           "through esnfed_core.accel.trials.fit_batch")
     if m.continual:
-        settings.check_bias(m)
         return fit_continual(m, cfg, int(seed), seeds, data, settings, score)
     return _fit_stationary(m, cfg, int(seed), seeds, data, settings, score)
 

@@ -22,10 +22,11 @@ from esnfed_core.method import Method
 from esnfed_core.plasticity import IPConfig
 from esnfed_core.readout import ridge_stats, solve
 from esnfed_core.replay import concat_splits
-from esnfed_core.reservoir import ReservoirConfig, build_reservoir, iter_states
+from esnfed_core.reservoir import ReservoirConfig, build_reservoir
 from esnfed_core.settings import Settings
 from esnfed_core.tables import Communication, analytic_floats, validation_columns
 from esnfed_core.trial import fit
+from bias_reference import float64_ridge
 from experiment_data import trial_data
 from float32_bounds import readout_rtol
 
@@ -60,18 +61,6 @@ def _run(strategy: str, federated: bool, bias: bool, train=TRAIN, ledger=None, l
     return strat, config, result
 
 
-def _float64_ridge(res, x, y):
-    """Ridge with an unpenalised bias on the float64 augmented states [S, 1] of windows ``x``."""
-    rows = []
-    for sb in iter_states(res, x, 64):  # other batches than the clients': a second rounding side
-        s = sb.states.transpose(1, 0, 2).reshape(-1, N).astype(np.float64)
-        rows.append((np.hstack([s, np.ones((len(s), 1))]), y[sb.index].reshape(-1).astype(int)))
-    s = np.vstack([r for r, _ in rows])
-    onehot = np.eye(C)[np.concatenate([lab for _, lab in rows])]
-    penalty = np.diag([1.0] * N + [0.0])
-    return np.linalg.solve(s.T @ s + LAM * penalty, s.T @ onehot).T, s.T @ s
-
-
 @pytest.mark.parametrize("strategy", ["naive", "replay", "joint"])
 @pytest.mark.parametrize("federated", [True, False])
 def test_each_contexts_readout_is_ridge_with_bias_over_what_the_strategy_sees(strategy, federated):
@@ -86,7 +75,7 @@ def test_each_contexts_readout_is_ridge_with_bias_over_what_the_strategy_sees(st
         parts = [LocalClient.at(strat, config, contexts, t, 0, history=[0] * t).data(t) for contexts in streams]
         x = np.concatenate([p[0] for p in parts])
         y = np.concatenate([p[1] for p in parts])
-        want, gram = _float64_ridge(res_t, x, y)
+        want, gram = float64_ridge([(res_t, x, y)], C, LAM)
         tol = readout_rtol(gram, LAM, sides=2, bias=True)
         assert np.linalg.norm(w - want) <= (1e-9 + tol) * np.linalg.norm(want), (t, tol)
         assert np.abs(w[:, N]).max() > 1e-3  # a bias was fitted (it is not zero)
