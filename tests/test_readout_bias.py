@@ -159,12 +159,8 @@ def test_paths_without_a_readout_bias_refuse_it_in_one_line():
     with pytest.raises(ConfigError, match=r"^readout\.bias: expected true or false, got 'yes'"):
         Settings(readout_bias="yes")
     data = _data()
-    from esnfed_core.private_trial import fit_private  # noqa: PLC0415
     from esnfed_stages.flower import run_config  # noqa: PLC0415
 
-    with pytest.raises(ConfigError, match=r"^readout\.bias: not available for DP-incfed") as exc:
-        fit_private("incfed", CFG, 11, data, Settings(readout_bias=True), spec=None)
-    assert "\n" not in str(exc.value)
     with pytest.raises(ConfigError, match=r"^readout\.bias: not available for the Flower apps"):
         run_config(CFG, {"reservoir": 1}, data, Settings(readout_bias=True), 0.1, "incfed", False)
 
@@ -205,7 +201,7 @@ def test_saved_model_with_bias_round_trips(tmp_path):
 def test_select_retrain_assess_with_bias_and_the_communication_table(tmp_path):
     """The stages end to end with readout.bias: the models' readouts carry the bias column, the
     assess file's message counts are the N+1 formulas (a continual method's too), and the privacy
-    stage (DP has no bias) refuses in one line naming the key, writing nothing."""
+    stage runs and records the bias."""
     from experiment_data import make_dataset, run_method_stages, small_params, stage_options, write_params  # noqa: PLC0415
     from typer.testing import CliRunner  # noqa: PLC0415
 
@@ -239,8 +235,8 @@ def test_select_retrain_assess_with_bias_and_the_communication_table(tmp_path):
     assert model.context_readout.shape == (3, 3, model.reservoir.units + 1)  # fedclip-naive: per context
     matrix = np.asarray(share["accuracy_matrix"][0])  # assessed with the (C, N+1) context readouts
     assert matrix.shape == (3, 3) and np.all((0 <= matrix) & (matrix <= 1))
-    result = CliRunner().invoke(app, ["privacy", *stage_options(tmp_path)])
-    lines = result.output.strip().splitlines()
-    assert result.exit_code != 0 and len(lines) == 1 and "readout.bias: not available for DP-" in lines[0], \
-        result.output
-    assert not (tmp_path / "runs" / "privacy").exists()  # no partial output
+    result = CliRunner().invoke(app, ["privacy", *stage_options(tmp_path), "--out-dir",
+                                      str(tmp_path / "runs" / "privacy")])
+    assert result.exit_code == 0, result.output  # DP with the N+1 bound (docs/privacy.md)
+    doc = json.loads((tmp_path / "runs" / "privacy" / "wesad.json").read_text())
+    assert doc["readout_bias"] is True and set(doc["methods"]) == {"incfed", "fedip"}
