@@ -31,8 +31,8 @@ class Settings:
     tf32: bool = False  # cuda only: TF32 tensor-core products (10-bit mantissa inputs), opt-in
     solver: str = "cholesky"  # readout.solve: cholesky (float64) | pinv32 (the authors' numerics)
     # readout.bias: the papers' eq. 1 readout y = W_out h + b_out (an unpenalised bias; readouts
-    # (C, N+1)); off by default, as the authors' code (PROTOCOL §2). Every method, numpy and
-    # torch, DP too; the Flower apps refuse it (refuse_bias).
+    # (C, N+1)); off by default, as the authors' code (PROTOCOL §2). Every method and device,
+    # DP and the Flower apps too.
     readout_bias: bool = False
     retrain_lambda: str = "select"  # select: each retrain picks λ on validation | frozen: best.json's
     # How the clients' reservoirs differ (heterogeneous methods): an
@@ -60,12 +60,6 @@ class Settings:
         if self.retrain_lambda not in RETRAIN_LAMBDA:
             raise ConfigError(f"retrain.lambda: expected one of {', '.join(RETRAIN_LAMBDA)}, "
                               f"got {quote(self.retrain_lambda)}")
-
-    def refuse_bias(self, what: str) -> None:
-        """One-line ConfigError when ``readout.bias`` is on for ``what``, a path without it."""
-        if self.readout_bias:
-            raise ConfigError(f"readout.bias: not available for {what} (the pipeline's own trials take it); "
-                              "set readout.bias: false")
 
     def accelerated(self, method: "Method") -> bool:
         """Whether trials of ``method`` run on the torch kernels with these settings."""

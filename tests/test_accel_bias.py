@@ -22,11 +22,10 @@ from esnfed_core.accel.trials import fit_batch
 from esnfed_core.method import Method
 from esnfed_core.readout import evaluate, ridge_stats, solve
 from esnfed_core.settings import Settings
-from esnfed_core.trial import fit
 from experiment_data import trial_data
-from test_accel import REL, _configs, _data, _rel, _reservoirs, _same_lambda_up_to_near_ties
+from test_accel import REL, _data, _rel, _reservoirs, check_fit_batch_equals_fit
+from test_accel_continual import SEEDS, check_batched_equal_numpy
 from test_accel_continual import _configs as _continual_configs
-from test_accel_continual import _same_rounds_or_a_tie, _validation_steps
 
 SETTINGS = Settings(ip={"mu": 0.0, "eta": 0.01, "batch_size": 4, "normalize_step": True},
                     continual={"replay_fraction": 0.3, "replay_batch": 2}, readout_bias=True)
@@ -85,43 +84,20 @@ def test_torch_counts_add_the_bias_column():
 
 @pytest.mark.parametrize("algo", ["ridge", "incfed", "fedavg", "ip", "fedip"])
 def test_stationary_batched_trials_with_bias_equal_the_numpy_path(data, algo):
-    cfgs = _configs(algo)
-    got = fit_batch(algo, cfgs, [3, 4], data, TORCH)
-    for cfg, seed, g in zip(cfgs, [3, 4], got):
-        want = fit(algo, cfg, seed, data, SETTINGS)
-        if not _same_lambda_up_to_near_ties(g, want, data):  # the numpy trial at the accelerated λ
-            want = fit(algo, {**cfg, "lambda": g.lam}, seed, data, SETTINGS, score=False)
-        assert g.readout.shape == want.readout.shape == (data.n_classes, cfg["units"] + 1)
-        assert g.config == want.config and g.communication == want.communication
-        np.testing.assert_allclose(g.reservoir.gain, want.reservoir.gain, rtol=0, atol=1e-5)
-        assert _rel(g.readout, want.readout) < 1e-3  # as tests/test_accel.py's stationary trials
-
-
-def _readout_bound(model, data) -> float:
-    """cond(B + λP) of the last context's reservoir on all training windows (with the bias) × 1e-5."""
-    x = np.concatenate([u.x for u in data.train.values()])
-    y = np.concatenate([u.y for u in data.train.values()])
-    b = ridge_stats(model.reservoir, x, y, data.n_classes, bias=True).b
-    return float(np.linalg.cond(b + model.lam * _penalty(len(b)))) * 1e-5
+    for got, want in check_fit_batch_equals_fit(algo, data, SETTINGS):  # tests/test_accel.py's check
+        assert got.readout.shape == want.readout.shape == (data.n_classes, got.reservoir.units + 1)
 
 
 @pytest.mark.parametrize("method", [f"{a}-{s}" for a in ("clip", "fedclip") for s in ("naive", "replay", "joint")])
 def test_continual_batched_trials_with_bias_equal_the_numpy_path(data, method):
-    cfgs = _continual_configs(method)
-    steps = _validation_steps(data)
-    for cfg, seed, got in zip(cfgs, [3, 4], fit_batch(method, cfgs, [3, 4], data, TORCH)):
-        want = fit(method, cfg, seed, data, SETTINGS)
+    batch = fit_batch(method, _continual_configs(method), SEEDS, data, TORCH)
+    # tests/test_accel_continual.py's check: gains, stream accuracies, readouts within the bound
+    # of the augmented statistics' condition number
+    for got, want in check_batched_equal_numpy(method, batch, data, SETTINGS):
         assert got.context_readout.shape == want.context_readout.shape == \
-            (data.n_contexts, data.n_classes, cfg["units"] + 1)
-        t = _same_rounds_or_a_tie(got, want, steps)  # communication equal where every context ran alike
-        np.testing.assert_allclose(got.context_gain[:t], want.context_gain[:t], rtol=0, atol=1e-5)
-        np.testing.assert_allclose(got.validation["stream_accuracy"][:t], want.validation["stream_accuracy"][:t],
-                                   rtol=0, atol=2 / steps)
-        if t == len(want.ip_rounds):
-            rel = np.abs(got.context_readout - want.context_readout).max() / np.abs(want.context_readout).max()
-            assert rel <= _readout_bound(want, data), (rel, _readout_bound(want, data))
-            if want.communication is not None:
-                assert want.communication["readout_bias"] is True
+            (data.n_contexts, data.n_classes, got.reservoir.units + 1)
+        if want.communication is not None:
+            assert want.communication["readout_bias"] is True
 
 
 def test_the_torch_devices_take_the_bias_and_key_it():

@@ -132,3 +132,19 @@ def test_saved_models_with_bias_round_trip(tmp_path, data, method):
     plain = fit(method, CFG, 4, train, OFF)
     save_model(tmp_path, 1, plain, {"dataset": "wesad", "pct": "100"})
     assert "readout_bias" not in load_model(tmp_path, 1)[1]
+
+
+def test_the_report_reads_the_bias_from_the_assess_communication(data):
+    """esnfed_stages.hetero_report's communication items carry the assess file's readout_bias, so
+    the table's formulas (N+1) match the ledger's counts of a run with the bias."""
+    from esnfed_stages import hetero_report  # noqa: PLC0415
+    from esnfed_stages.ttest import Inputs  # noqa: PLC0415
+
+    train, _ = data
+    inputs = Inputs()
+    for m in ("ensemble", "align-0.5"):
+        comm = fit(m, CFG, 4, train, ON).communication
+        inputs.docs[("mine", m)] = {"pcts": {"100": {"config": dict(CFG), "communication": comm}}}
+    items = hetero_report.communication_items(inputs, ("ensemble", "align-0.5"), ("mine",))
+    assert len(items) == 2 and all(c.readout_bias for c in items)
+    assert all(row["match"] is True for row in communication_rows(items))

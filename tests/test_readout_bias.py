@@ -1,6 +1,6 @@
 """Tests of the opt-in readout bias (params.yaml readout.bias, the papers' eq. 1 y = W_out h + b_out):
 the augmented statistics, the solve with an unpenalised bias, predictions, the stationary trials,
-the message formulas, saved models, and the one-line refusals of the paths without it.
+the message formulas, saved models, the Flower run config, and end to end through the stages.
 (IncFed and FedAvg with bias, and reservoirpy's Ridge(fit_bias=True): tests/test_federated.py.)"""
 
 from __future__ import annotations
@@ -155,14 +155,21 @@ def test_trial_key_gets_readout_bias_only_when_on():
         assert Settings(readout_bias=True).used_by(Method.parse(m), True)["readout_bias"] is True
 
 
-def test_paths_without_a_readout_bias_refuse_it_in_one_line():
-    with pytest.raises(ConfigError, match=r"^readout\.bias: expected true or false, got 'yes'"):
+def test_a_non_boolean_is_one_line_and_the_flower_run_config_carries_the_bias_only_when_on():
+    with pytest.raises(ConfigError, match=r"^readout\.bias: expected true or false, got 'yes'") as exc:
         Settings(readout_bias="yes")
+    assert "\n" not in str(exc.value)
     data = _data()
-    from esnfed_stages.flower import run_config  # noqa: PLC0415
+    from esnfed_stages.flower import run_config, vector_entries  # noqa: PLC0415
 
-    with pytest.raises(ConfigError, match=r"^readout\.bias: not available for the Flower apps"):
-        run_config(CFG, {"reservoir": 1}, data, Settings(readout_bias=True), 0.1, "incfed", False)
+    on = run_config(CFG, {"reservoir": 1}, data, Settings(readout_bias=True), 0.1, "incfed", False)
+    off = run_config(CFG, {"reservoir": 1}, data, Settings(), 0.1, "incfed", False)
+    assert on == {**off, "readout-bias": True} and "readout-bias" not in off  # default messages as before
+    doc = {"config": {"units": 12}, "n_classes": 3}
+    assert vector_entries(doc, "stats") == 3 * 12 + 12 * 12
+    doc["readout_bias"] = True  # the apps' statistics and readouts then carry N+1 columns, (g, b) 2N
+    assert (vector_entries(doc, "stats"), vector_entries(doc, "readout"), vector_entries(doc, "ip")) == \
+        (3 * 13 + 13 * 13, 3 * 13, 24)
 
 
 def test_params_readout_bias_is_checked_and_read():

@@ -3,7 +3,8 @@ pipeline's (esnfed_core.continual.run_continual) per-context (g, b) and readouts
 and replay: 3 contexts, 2 IP rounds each, 2 local epochs, clients with no windows at a context
 (they sit it out; under replay, one trains on its buffer there); SecAgg+ replay to quantization.
 Same seeds, partition order, core functions and array shapes on both sides (the stateless
-ClientApps rebuild their generators and buffers with esnfed_core.continual.LocalClient.at)."""
+ClientApps rebuild their generators and buffers with esnfed_core.continual.LocalClient.at); replay
+with the readout bias too (run config ``readout-bias``: readouts (C, N+1))."""
 
 from __future__ import annotations
 
@@ -45,14 +46,15 @@ def setup(tmp_path_factory):
     return root, data, train
 
 
-def _flower(root: Path, data, strategy: str, monkeypatch, secagg: bool = False, drop: int | None = None) -> dict:
+def _flower(root: Path, data, strategy: str, monkeypatch, secagg: bool = False, drop: int | None = None,
+            bias: bool = False) -> dict:
     from flwr.simulation import run_simulation
 
     from esnfed_flower import fedclip, fedclip_joint, secagg_fedclip
 
     app = secagg_fedclip if secagg else fedclip_joint if strategy == "joint" else fedclip
     n_eval = len(data.validation) if strategy == "joint" else 0
-    out = root / f"{strategy}{'-secagg' if secagg else ''}{'' if drop is None else f'-drop{drop}'}.npy"
+    out = root / f"{strategy}{'-secagg' if secagg else ''}{'' if drop is None else f'-drop{drop}'}{'-bias' if bias else ''}.npy"
     steps = max(u.x.shape[0] * u.x.shape[1] for u in data.train.values())  # SecAgg+'s max-weight
     run = {"max-weight": float(steps), **CFG, "reservoir-seed": 5, "n-classes": data.n_classes, "n-inputs": data.n_inputs,
            "n-contexts": data.n_contexts, "num-clients": len(data.train), "strategy": strategy,
@@ -60,7 +62,8 @@ def _flower(root: Path, data, strategy: str, monkeypatch, secagg: bool = False, 
            "sigma": 0.3, "mu": 0.0, "eta": 0.01, "ip-batch-size": 4, "ip-normalize-step": True,
            "ip-seed": 9, "local-epochs": EPOCHS, "lambda": LAM, "solver": "cholesky",
            "patience": PATIENCE, "max-joint-rounds": MAX_ROUNDS, "num-eval-clients": n_eval,
-           "data-dir": str(root), "out": str(out), **({} if drop is None else {"drop-partition": drop})}
+           "data-dir": str(root), "out": str(out), **({} if drop is None else {"drop-partition": drop}),
+           **({"readout-bias": True} if bias else {})}
     cfg = root / f"{out.stem}.json"
     cfg.write_text(json.dumps(run))
     monkeypatch.setenv("ESNFED_FLOWER_RUN", str(cfg))
@@ -73,22 +76,23 @@ def _flower(root: Path, data, strategy: str, monkeypatch, secagg: bool = False, 
     return got
 
 
-def _pipeline(data, train, strategy: str):
+def _pipeline(data, train, strategy: str, bias: bool = False):
     res = make_reservoir(CFG, data.n_inputs, 5)
     strat = make_strategy(strategy, budget=BUDGET, replay_fraction=0.2, replay_batch=2, patience=PATIENCE,
                           max_joint_rounds=MAX_ROUNDS)
     config = ContinualConfig(True, IPConfig(sigma=0.3, batch_size=4), data.n_classes, local_epochs=EPOCHS,
-                             lam=LAM, seed=9)
+                             lam=LAM, seed=9, bias=bias)
     validation = continual_contexts(Method.parse("fedclip-joint"), data)[1]  # user by user, as a trial
     return run_continual(res, train, strat, config, validation=validation if strategy == "joint" else None)
 
 
-@pytest.mark.parametrize("strategy", ["naive", "replay"])
-def test_fedclip_app_equals_the_pipeline(setup, strategy, monkeypatch):
+@pytest.mark.parametrize(("strategy", "bias"), [("naive", False), ("replay", False), ("replay", True)])
+def test_fedclip_app_equals_the_pipeline(setup, strategy, bias, monkeypatch):
     root, data, train = setup
-    got = _flower(root, data, strategy, monkeypatch)
-    want = _pipeline(data, train, strategy)
+    got = _flower(root, data, strategy, monkeypatch, bias=bias)
+    want = _pipeline(data, train, strategy, bias)
     assert got["gain"].shape == (data.n_contexts, CFG["units"])
+    assert got["readout"].shape == (data.n_contexts, data.n_classes, CFG["units"] + bias)
     for t in range(data.n_contexts):
         np.testing.assert_array_equal(got["gain"][t], want.reservoirs[t].gain)
         np.testing.assert_array_equal(got["bias"][t], want.reservoirs[t].bias)
@@ -140,10 +144,12 @@ def _quantization_bound(steps: list[int]) -> float:
     return len(steps) * 2 / 2**22 * max(steps) / sum(steps)
 
 
-def test_secaggplus_fedclip_replay_equals_the_pipeline_to_quantization(setup, monkeypatch):
+@pytest.mark.parametrize("bias", [False, True])
+def test_secaggplus_fedclip_replay_equals_the_pipeline_to_quantization(setup, monkeypatch, bias):
     root, data, train = setup
-    got = _flower(root, data, "replay", monkeypatch, secagg=True)
-    want = _pipeline(data, train, "replay")
+    got = _flower(root, data, "replay", monkeypatch, secagg=True, bias=bias)
+    want = _pipeline(data, train, "replay", bias)
+    assert got["readout"].shape == (data.n_contexts, data.n_classes, CFG["units"] + bias)
     steps = [u.x.shape[0] * u.x.shape[1] for u in data.train.values()]
     bound = _quantization_bound(steps)  # 10 bounds per IP round so far, the contexts' rounds chained
     for t in range(data.n_contexts):
