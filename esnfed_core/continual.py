@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 import numpy as np
 
 from esnfed_core import metrics
-from esnfed_core.continual_settings import BUDGET, CONTINUAL_BOUNDS, JOINT_MAX_ROUNDS  # noqa: F401 (re-exported)
+from esnfed_core.continual_settings import BUDGET, CONTINUAL_BOUNDS, JOINT_MAX_ROUNDS, check_policy  # noqa: F401 (re-exported)
 from esnfed_core.data.windows import Windows
 from esnfed_core.federated import Client, incfed
 from esnfed_core.messages import CommLedger
@@ -198,7 +198,9 @@ class Naive(ContinualStrategy):
 @dataclass(frozen=True)
 class Replay(Naive):
     """As naive, with a per-client reservoir-sampling buffer of capacity max(1, ⌊fraction · the
-    client's windows over all contexts⌋), updated after each context; mini-batches of
+    client's windows over all contexts⌋), updated after each context (``policy``: one uniform
+    sample of all past windows, or per-context quotas in proportion to their sizes, see
+    :class:`esnfed_core.replay.ReplayBuffer`); mini-batches of
     ``ip.batch_size`` current + ``batch`` buffer windows, in order for t > 0 unless ``shuffle``
     (see :func:`esnfed_core.replay.replay_batches`); FedAvg weight |D_t,c| + |M_t,c|; ridge on
     D_t ∪ M_t."""
@@ -206,6 +208,7 @@ class Replay(Naive):
     fraction: float = 0.05
     batch: int = 32
     shuffle: bool = False
+    policy: str = "uniform"
     name = "replay"
 
     def __post_init__(self) -> None:
@@ -214,9 +217,10 @@ class Replay(Naive):
         CONTINUAL_BOUNDS["replay_batch"].check("replay_batch", self.batch)
         if not isinstance(self.shuffle, bool):
             raise ParameterError(f"replay_shuffle: expected true or false, got {quote(self.shuffle)}")
+        check_policy(self.policy)
 
     def buffer(self, n_windows, seed):
-        return ReplayBuffer(max(1, int(self.fraction * n_windows)), np.random.default_rng([seed, 1]))
+        return ReplayBuffer(max(1, int(self.fraction * n_windows)), np.random.default_rng([seed, 1]), self.policy)
 
     def data(self, client, t):
         if len(client.buffer):
@@ -328,13 +332,13 @@ class JointStopping:
 
 
 def make_strategy(name: str, *, budget: int = 0, replay_fraction: float = 0.05, replay_batch: int = 32,
-                  replay_shuffle: bool = False, patience: int | None = None,
+                  replay_shuffle: bool = False, replay_policy: str = "uniform", patience: int | None = None,
                   max_joint_rounds: int | None = JOINT_MAX_ROUNDS) -> ContinualStrategy:
     """The strategy called ``name`` (a method id's suffix) with the settings that concern it."""
     if name == "naive":
         return Naive(budget)
     if name == "replay":
-        return Replay(budget, replay_fraction, replay_batch, replay_shuffle)
+        return Replay(budget, replay_fraction, replay_batch, replay_shuffle, replay_policy)
     if name == "joint":
         return Joint(patience, max_joint_rounds)
     raise ParameterError(f"strategy: expected one of {', '.join(STRATEGIES)}, got {quote(name)}")

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from esnfed_core.quote import quote
 from esnfed_core.readout import LAMBDA
 from esnfed_core.validation import COUNT, Bound, ParameterError
+from esnfed_core.vocabulary import REPLAY_POLICIES
 
 # The continual ranges (params.yaml continual.* is checked against them).
 CONTINUAL_BOUNDS = {"lambda": LAMBDA, "replay_fraction": Bound(low=0.0, high=1.0, low_open=True),
@@ -24,16 +25,24 @@ BUDGET = Bound(integer=True, low=0)
 JOINT_MAX_ROUNDS: int | None = None
 
 
+def check_policy(policy: object, key: str = "replay_policy") -> None:
+    """Refuse a replay policy (esnfed_core.replay.ReplayBuffer) other than uniform or
+    proportional, naming ``key``."""
+    if not isinstance(policy, str) or policy not in REPLAY_POLICIES:
+        raise ParameterError(f"{key}: expected one of {', '.join(REPLAY_POLICIES)}, got {quote(policy)}")
+
+
 @dataclass(frozen=True)
 class ContinualSettings:
     """The fixed settings of every continual trial: the readout's λ, replay's memory fraction,
-    batch and order, joint's patience (None: the protocol's 3 federated / 5 centralised) and cap
+    batch, order and policy, joint's patience (None: the protocol's 3 federated / 5 centralised) and cap
     (None: none)."""
 
     lam: float = 1e-5
     replay_fraction: float = 0.05
     replay_batch: int = 32
     replay_shuffle: bool = False  # replay at t > 0: False = the authors' in-order batches
+    replay_policy: str = "uniform"  # the buffer's sample: uniform (the authors' code) | proportional (paper A.3)
     joint_patience: int | None = None
     joint_max_rounds: int | None = JOINT_MAX_ROUNDS
 
@@ -44,6 +53,7 @@ class ContinualSettings:
         b["replay_batch"].check("replay_batch", self.replay_batch)
         if not isinstance(self.replay_shuffle, bool):
             raise ParameterError(f"replay_shuffle: expected true or false, got {quote(self.replay_shuffle)}")
+        check_policy(self.replay_policy)
         if self.joint_patience is not None:
             b["patience"].check("patience", self.joint_patience)
         if self.joint_max_rounds is not None:

@@ -97,6 +97,8 @@ class Settings:
             if method.strategy == "replay":
                 out.update(replay_fraction=c.replay_fraction, replay_batch=c.replay_batch,
                            replay_shuffle=c.replay_shuffle)
+                if c.replay_policy != "uniform":  # absent at the default: default trials' keys unchanged
+                    out["replay_policy"] = c.replay_policy
             elif method.strategy == "joint":
                 out.update(joint_patience=c.joint_patience, joint_max_rounds=c.joint_max_rounds)
         if method.heterogeneous:  # None: the default spec (esnfed_core.heterogeneity.heterogeneity_of)

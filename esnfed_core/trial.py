@@ -323,6 +323,7 @@ def fit_continual(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialData,
     strategy = make_strategy(
         m.strategy, budget=int(cfg.get("budget", 0)), replay_fraction=cs.replay_fraction,
         replay_batch=cs.replay_batch, replay_shuffle=cs.replay_shuffle,
+        replay_policy=cs.replay_policy,
         patience=cs.joint_patience, max_joint_rounds=cs.joint_max_rounds,
     )
     config = ContinualConfig(federated, _ip_config(cfg, settings), data.n_classes,

@@ -1,5 +1,5 @@
 """The project's names, defined once: datasets, training-user shares, algorithms, continual
-strategies, trial backends and devices, t-test variants and data sources.
+strategies and replay policies, trial backends and devices, t-test variants and data sources.
 
 Each is a str enum, so a member equals (and hashes, formats and serialises as) its value: the
 stages compare them with plain strings from params.yaml and JSON files, and the CLI uses them
@@ -77,6 +77,14 @@ class Strategy(Name):
     joint = "joint"
 
 
+class ReplayPolicy(Name):
+    """How a replay buffer shares its capacity among past contexts (params continual.replay.policy):
+    one uniform sample of all past windows, or a quota per context in proportion to its size."""
+
+    uniform = "uniform"
+    proportional = "proportional"
+
+
 class Backend(Name):
     """joblib backend the trials run on."""
 
@@ -112,6 +120,7 @@ DATASETS = Dataset.values()
 PCTS = Share.values()
 ALGOS = Algo.values()
 STRATEGIES = Strategy.values()
+REPLAY_POLICIES = ReplayPolicy.values()
 BACKENDS = Backend.values()
 DEVICES = Device.values()
 VARIANTS = Variant.values()

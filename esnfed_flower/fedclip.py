@@ -43,7 +43,7 @@ server_app = ServerApp()
 STRATEGIES = ("naive", "replay")
 # What every message's config carries (the server's run config, without paths).
 CONFIG_KEYS = (*RESERVOIR_KEYS, *CONNECTIVITY_KEYS, "reservoir-seed", "n-classes", "n-contexts", "strategy",
-               "budget", "replay-fraction", "replay-batch", "replay-shuffle", "ip-seed", "local-epochs", "lambda",
+               "budget", "replay-fraction", "replay-batch", "replay-shuffle", "replay-policy", "ip-seed", "local-epochs", "lambda",
                "solver", *IP_KEYS)
 CONFIG_KEYS += ("patience", "max-joint-rounds")  # joint (esnfed_flower/fedclip_joint.py)
 CONFIG_KEYS += ("readout-bias",)  # readout.bias, only when on (messages copy present keys)
@@ -59,6 +59,7 @@ def setup(cfg: dict[str, Any], strategies: tuple[str, ...] = STRATEGIES) -> tupl
                              replay_fraction=float(cfg.get("replay-fraction", 0.05)),
                              replay_batch=int(cfg.get("replay-batch", 32)),
                              replay_shuffle=bool(cfg.get("replay-shuffle", False)),
+                             replay_policy=str(cfg.get("replay-policy", "uniform")),
                              patience=None if patience is None else int(patience),
                              max_joint_rounds=JOINT_MAX_ROUNDS if cap is None else int(cap))
     config = ContinualConfig(True, ip_config(cfg), int(cfg["n-classes"]), local_epochs=int(cfg["local-epochs"]),

@@ -22,7 +22,7 @@ from esnfed_core.reservoir import BATCH_SIZE
 from esnfed_core.search import RETRAINS, SEED, TRIALS, Dimension, parse_space
 from esnfed_core.settings import RETRAIN_LAMBDA, Settings
 from esnfed_core.validation import COUNT, Bound, ParameterError
-from esnfed_core.vocabulary import BACKENDS, DATASETS, DEVICES, PCTS
+from esnfed_core.vocabulary import BACKENDS, DATASETS, DEVICES, PCTS, REPLAY_POLICIES
 from esnfed_stages._datasets import check_declared, declared
 from esnfed_stages.heterogeneity_params import HeteroParams, hetero_params
 from esnfed_stages.processed_params import DataParams, data_params
@@ -236,7 +236,7 @@ def _continual(params: Mapping[str, Any]) -> ContinualSettings:
     """The ``continual`` section as the core's ContinualSettings (its bounds: CONTINUAL_BOUNDS)."""
     _get(params, "continual", ("lambda", "naive", "replay", "joint"))
     _get(params, "continual.naive", ())
-    _get(params, "continual.replay", ("fraction", "batch", "shuffle"))
+    replay = _get(params, "continual.replay", ("fraction", "batch", "shuffle", "policy"))
     _get(params, "continual.joint", ("patience", "max_rounds"))
     cb = CONTINUAL_BOUNDS
 
@@ -249,9 +249,11 @@ def _continual(params: Mapping[str, Any]) -> ContinualSettings:
     shuffle = section(params, "continual.replay.shuffle")
     if not isinstance(shuffle, bool):
         raise ConfigError(f"params.yaml: continual.replay.shuffle: expected true or false, got {quote(shuffle)}")
+    # optional: absent = uniform, the authors' buffer (PROTOCOL §5)
+    policy = _choice("continual.replay.policy", replay.get("policy", "uniform"), REPLAY_POLICIES)
     return ContinualSettings(
         lam=value("lambda", "lambda", float), replay_fraction=value("replay.fraction", "replay_fraction", float),
-        replay_batch=value("replay.batch", "replay_batch", int), replay_shuffle=shuffle,
+        replay_batch=value("replay.batch", "replay_batch", int), replay_shuffle=shuffle, replay_policy=policy,
         joint_patience=value("joint.patience", "patience", int),
         joint_max_rounds=value("joint.max_rounds", "max_joint_rounds", int))
 

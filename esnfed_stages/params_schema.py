@@ -26,7 +26,7 @@ from esnfed_core.readout import LAMBDA, SOLVERS
 from esnfed_core.reservoir import BATCH_SIZE, CONNECTIVITY_BOUNDS, RESERVOIR_BOUNDS
 from esnfed_core.settings import RETRAIN_LAMBDA
 from esnfed_core.stats import ALPHA, VARIANCE_TESTS
-from esnfed_core.vocabulary import BACKENDS, DATASETS, DEVICES, PCTS, SOURCES, VARIANTS
+from esnfed_core.vocabulary import BACKENDS, DATASETS, DEVICES, PCTS, REPLAY_POLICIES, SOURCES, VARIANTS
 from esnfed_stages._datasets import (
     DIRNAMES, SYNTHESIZED, bind_kwargs, check_dataset_name, dataset_function, declared,
 )
@@ -186,7 +186,8 @@ SCHEMA = Fields(optional={
         "lambda": CONTINUAL["lambda"],
         "naive": Fields(),
         "replay": Fields(required={"fraction": CONTINUAL["replay_fraction"], "batch": CONTINUAL["replay_batch"],
-                                   "shuffle": Bool()}),
+                                   "shuffle": Bool()},
+                         optional={"policy": Choice(REPLAY_POLICIES)}),  # absent: uniform (the authors' buffer)
         "joint": Fields(required={"patience": Nullable(CONTINUAL["patience"]),
                                   "max_rounds": Nullable(CONTINUAL["max_joint_rounds"])}),
     }),

@@ -7,7 +7,7 @@ from typing import Any
 
 from esnfed_core.continual import ContinualConfig, make_strategy, run_continual
 
-_STRATEGY_KEYS = ("replay_fraction", "replay_batch", "replay_shuffle", "patience", "max_joint_rounds")
+_STRATEGY_KEYS = ("replay_fraction", "replay_batch", "replay_shuffle", "replay_policy", "patience", "max_joint_rounds")
 _RUN_KEYS = ("validation", "evaluate", "ledger", "client_names", "progress")
 
 

@@ -24,7 +24,7 @@ from esnfed_core.readout import evaluate, ridge_stats, solve
 from esnfed_core.settings import Settings
 from experiment_data import trial_data
 from test_accel import REL, _data, _rel, _reservoirs, check_fit_batch_equals_fit
-from test_accel_continual import SEEDS, check_batched_equal_numpy
+from test_accel_continual import SEEDS, _assert_batch_equals_numpy
 from test_accel_continual import _configs as _continual_configs
 
 SETTINGS = Settings(ip={"mu": 0.0, "eta": 0.01, "batch_size": 4, "normalize_step": True},
@@ -93,7 +93,7 @@ def test_continual_batched_trials_with_bias_equal_the_numpy_path(data, method):
     batch = fit_batch(method, _continual_configs(method), SEEDS, data, TORCH)
     # tests/test_accel_continual.py's check: gains, stream accuracies, readouts within the bound
     # of the augmented statistics' condition number
-    for got, want in check_batched_equal_numpy(method, batch, data, SETTINGS):
+    for got, want in zip(batch, _assert_batch_equals_numpy(data, method, batch, SETTINGS)):
         assert got.context_readout.shape == want.context_readout.shape == \
             (data.n_contexts, data.n_classes, got.reservoir.units + 1)
         if want.communication is not None:

@@ -34,8 +34,9 @@ def _streams():
 TRAIN = _streams()
 
 
-def _setup(strategy: str, shuffle: bool = False):
-    strat = make_strategy(strategy, budget=BUDGET, replay_fraction=0.2, replay_batch=4, replay_shuffle=shuffle)
+def _setup(strategy: str, shuffle: bool = False, policy: str = "uniform"):
+    strat = make_strategy(strategy, budget=BUDGET, replay_fraction=0.2, replay_batch=4, replay_shuffle=shuffle,
+                          replay_policy=policy)
     config = ContinualConfig(True, IPConfig(sigma=0.3, batch_size=7), 3, local_epochs=2, lam=1e-3, seed=11)
     return strat, config
 
@@ -45,7 +46,8 @@ def _state(client) -> tuple:
     buf = client.buffer
     out = (repr(client.rng.bit_generator.state),)
     if buf is not None:
-        out += (buf.context.tolist(), buf.index.tolist(), buf._key.tolist(), repr(buf._rng.bit_generator.state))
+        out += (buf.context.tolist(), buf.index.tolist(), buf._key.tolist(), repr(buf._rng.bit_generator.state),
+                [(c, k.tolist()) for c, k in sorted(buf._seen.items())])  # proportional: every key drawn
     return out
 
 
@@ -70,9 +72,10 @@ def _recording(monkeypatch) -> tuple[list[list[tuple]], continual.ContinualEngin
     return snapshots, Recording()
 
 
-@pytest.mark.parametrize("strategy,shuffle", [("naive", False), ("replay", False), ("replay", True)])
-def test_rebuilt_client_holds_the_live_clients_state_at_every_round(strategy, shuffle, monkeypatch):
-    strat, config = _setup(strategy, shuffle)
+@pytest.mark.parametrize("strategy,shuffle,policy", [("naive", False, "uniform"), ("replay", False, "uniform"),
+                                                     ("replay", True, "uniform"), ("replay", False, "proportional")])
+def test_rebuilt_client_holds_the_live_clients_state_at_every_round(strategy, shuffle, policy, monkeypatch):
+    strat, config = _setup(strategy, shuffle, policy)
     snapshots, engine = _recording(monkeypatch)
     run_continual(RES, TRAIN, strat, config, engine=engine)
     assert len(snapshots) == len(TRAIN[0]) * BUDGET
@@ -108,9 +111,10 @@ def _federate(strat, config, train):
     return gains, readouts
 
 
-@pytest.mark.parametrize("strategy,shuffle", [("naive", False), ("replay", False), ("replay", True)])
-def test_a_server_over_rebuilt_clients_gives_the_pipelines_bits(strategy, shuffle):
-    strat, config = _setup(strategy, shuffle)
+@pytest.mark.parametrize("strategy,shuffle,policy", [("naive", False, "uniform"), ("replay", False, "uniform"),
+                                                     ("replay", True, "uniform"), ("replay", False, "proportional")])
+def test_a_server_over_rebuilt_clients_gives_the_pipelines_bits(strategy, shuffle, policy):
+    strat, config = _setup(strategy, shuffle, policy)
     want = run_continual(RES, TRAIN, strat, config)
     reservoirs, readouts = _federate(strat, config, TRAIN)
     for t, (got, w) in enumerate(zip(reservoirs, readouts)):

@@ -97,6 +97,8 @@ CASES = {
     "n_jobs 0": (lambda p: p["runner"].update(n_jobs=0), "runner.n_jobs: must not be 0, got 0"),
     "unknown budget": (lambda p: p.update(budget="huge"),
                        "budget: expected one of default, paper, reduced (the entries of budgets), got 'huge'"),
+    "unknown replay policy": (lambda p: p["continual"]["replay"].update(policy="stratified"),
+                              "continual.replay.policy: expected one of uniform, proportional, got 'stratified'"),
     "unknown backend": (lambda p: p["runner"].update(backend="dask"),
                         "runner.backend: expected one of loky, sequential, ray, got 'dask'"),
     "share not 25/50/75/100": (lambda p: p["report"].update(activation_pct=30),

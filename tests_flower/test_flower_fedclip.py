@@ -47,14 +47,17 @@ def setup(tmp_path_factory):
 
 
 def _flower(root: Path, data, strategy: str, monkeypatch, secagg: bool = False, drop: int | None = None,
-            bias: bool = False) -> dict:
+            replay: dict | None = None, bias: bool = False) -> dict:
+    """The app's per-context arrays; ``replay``: run-config keys over the defaults (replay-fraction,
+    replay-policy); ``bias``: the run config's readout-bias (readout.bias)."""
     from flwr.simulation import run_simulation
 
     from esnfed_flower import fedclip, fedclip_joint, secagg_fedclip
 
     app = secagg_fedclip if secagg else fedclip_joint if strategy == "joint" else fedclip
     n_eval = len(data.validation) if strategy == "joint" else 0
-    out = root / f"{strategy}{'-secagg' if secagg else ''}{'' if drop is None else f'-drop{drop}'}{'-bias' if bias else ''}.npy"
+    out = root / (f"{strategy}{'-secagg' if secagg else ''}{'' if drop is None else f'-drop{drop}'}"
+                  f"{''.join(f'-{v}' for v in (replay or {}).values())}{'-bias' if bias else ''}.npy")
     steps = max(u.x.shape[0] * u.x.shape[1] for u in data.train.values())  # SecAgg+'s max-weight
     run = {"max-weight": float(steps), **CFG, "reservoir-seed": 5, "n-classes": data.n_classes, "n-inputs": data.n_inputs,
            "n-contexts": data.n_contexts, "num-clients": len(data.train), "strategy": strategy,
@@ -63,7 +66,7 @@ def _flower(root: Path, data, strategy: str, monkeypatch, secagg: bool = False, 
            "ip-seed": 9, "local-epochs": EPOCHS, "lambda": LAM, "solver": "cholesky",
            "patience": PATIENCE, "max-joint-rounds": MAX_ROUNDS, "num-eval-clients": n_eval,
            "data-dir": str(root), "out": str(out), **({} if drop is None else {"drop-partition": drop}),
-           **({"readout-bias": True} if bias else {})}
+           **(replay or {}), **({"readout-bias": True} if bias else {})}
     cfg = root / f"{out.stem}.json"
     cfg.write_text(json.dumps(run))
     monkeypatch.setenv("ESNFED_FLOWER_RUN", str(cfg))
@@ -76,10 +79,11 @@ def _flower(root: Path, data, strategy: str, monkeypatch, secagg: bool = False, 
     return got
 
 
-def _pipeline(data, train, strategy: str, bias: bool = False):
+def _pipeline(data, train, strategy: str, replay_fraction: float = 0.2, replay_policy: str = "uniform",
+              bias: bool = False):
     res = make_reservoir(CFG, data.n_inputs, 5)
-    strat = make_strategy(strategy, budget=BUDGET, replay_fraction=0.2, replay_batch=2, patience=PATIENCE,
-                          max_joint_rounds=MAX_ROUNDS)
+    strat = make_strategy(strategy, budget=BUDGET, replay_fraction=replay_fraction, replay_batch=2,
+                          replay_policy=replay_policy, patience=PATIENCE, max_joint_rounds=MAX_ROUNDS)
     config = ContinualConfig(True, IPConfig(sigma=0.3, batch_size=4), data.n_classes, local_epochs=EPOCHS,
                              lam=LAM, seed=9, bias=bias)
     validation = continual_contexts(Method.parse("fedclip-joint"), data)[1]  # user by user, as a trial
@@ -90,7 +94,7 @@ def _pipeline(data, train, strategy: str, bias: bool = False):
 def test_fedclip_app_equals_the_pipeline(setup, strategy, bias, monkeypatch):
     root, data, train = setup
     got = _flower(root, data, strategy, monkeypatch, bias=bias)
-    want = _pipeline(data, train, strategy, bias)
+    want = _pipeline(data, train, strategy, bias=bias)
     assert got["gain"].shape == (data.n_contexts, CFG["units"])
     assert got["readout"].shape == (data.n_contexts, data.n_classes, CFG["units"] + bias)
     for t in range(data.n_contexts):
@@ -101,6 +105,23 @@ def test_fedclip_app_equals_the_pipeline(setup, strategy, bias, monkeypatch):
     assert not np.allclose(want.reservoirs[0].gain, want.reservoirs[1].gain)
     if strategy == "replay":
         assert want.buffer_sizes[1][2] > 0  # client 2 trains on its buffer at context 1
+
+
+def test_fedclip_replay_app_equals_the_pipeline_under_the_proportional_policy(setup, monkeypatch):
+    """continual.replay.policy proportional reaches the app's clients (run config "replay-policy"),
+    whose rebuilt buffers are the pipeline's: the same bits. 60 % of each client's windows buffered
+    (capacity 10 over contexts of 6): before the last context proportional keeps 5 + 5 where uniform
+    keeps another split, so the pipeline's uniform run differs (not vacuous)."""
+    root, data, train = setup
+    got = _flower(root, data, "replay", monkeypatch,
+                  replay={"replay-fraction": 0.6, "replay-policy": "proportional"})
+    want = _pipeline(data, train, "replay", replay_fraction=0.6, replay_policy="proportional")
+    for t in range(data.n_contexts):
+        np.testing.assert_array_equal(got["gain"][t], want.reservoirs[t].gain)
+        np.testing.assert_array_equal(got["bias"][t], want.reservoirs[t].bias)
+        np.testing.assert_array_equal(got["readout"][t], want.readouts[t])
+    uniform = _pipeline(data, train, "replay", replay_fraction=0.6)
+    assert not np.allclose(uniform.readouts[-1], want.readouts[-1], rtol=1e-3, atol=0)
 
 
 def test_fedclip_joint_app_equals_the_pipeline(setup, monkeypatch):
@@ -148,7 +169,7 @@ def _quantization_bound(steps: list[int]) -> float:
 def test_secaggplus_fedclip_replay_equals_the_pipeline_to_quantization(setup, monkeypatch, bias):
     root, data, train = setup
     got = _flower(root, data, "replay", monkeypatch, secagg=True, bias=bias)
-    want = _pipeline(data, train, "replay", bias)
+    want = _pipeline(data, train, "replay", bias=bias)
     assert got["readout"].shape == (data.n_contexts, data.n_classes, CFG["units"] + bias)
     steps = [u.x.shape[0] * u.x.shape[1] for u in data.train.values()]
     bound = _quantization_bound(steps)  # 10 bounds per IP round so far, the contexts' rounds chained
