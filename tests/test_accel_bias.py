@@ -106,3 +106,23 @@ def test_the_torch_devices_take_the_bias_and_key_it():
         used = s.used_by(Method.parse(m), True)
         assert used["device"] == "torch-cpu" and used["readout_bias"] is True
     assert "readout_bias" not in Settings(device="torch-cpu").used_by(Method.parse("incfed"), True)
+
+
+# ---------------------------------------------------------------- GPU (run where one is present)
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cuda_augmented_statistics_and_counts_equal_the_cpu_kernels():
+    """As tests/test_accel.py's CUDA check, with the bias: the same statistics within REL and
+    the same correct counts within ties (the bias column's sums and counts are float64 or exact)."""
+    tr.set_tf32(False)
+    res = _reservoirs()
+    x, y = _data(windows=64, steps=50)
+    grids = torch.from_numpy(np.stack([solve(ridge_stats(r, x, y, 3, bias=True), [1e-3]) for r in res]))
+    out = []
+    for dev in ("cpu", "cuda"):
+        bank = tr.Bank.from_reservoirs(res, dev)
+        u, lab = torch.from_numpy(x)[None].to(dev), torch.from_numpy(y)[None].to(dev)
+        stats = [t.cpu().numpy() for t in tr.ridge_stats(bank, u, lab, 3, bias=True)]
+        out.append((stats, tr.count_correct(bank, u, lab, grids.to(dev)).cpu().numpy()))
+    for g, w in zip(out[1][0], out[0][0]):
+        assert _rel(g, w) < REL
+    assert np.all(np.abs(out[1][1] - out[0][1]) <= max(1, y.size // 1000))
