@@ -15,7 +15,7 @@ import dataclasses
 
 import numpy as np
 import pytest
-import torch  # noqa: F401  (in the [test] extra: a missing torch is an error, not a skip)
+import torch  # in the [test] extra: a missing torch is an error, not a skip
 
 from esnfed_core.accel import torch_reservoir as tr
 from esnfed_core.accel.trials import fit_batch
