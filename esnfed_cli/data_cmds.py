@@ -28,6 +28,10 @@ ParamsOpt = Annotated[Path, typer.Option("--params", help="The params file to re
 # issue 16: stages that run on any dataset params.yaml declares take a plain name, checked there.
 DeclaredOpt = Annotated[str, typer.Option(
     "--dataset", help="A dataset declared in params.yaml datasets (wesad, hhar, or your own).")]
+# preprocess: the papers' datasets, or a protocol variant of one (params.yaml preprocess.<name>.base)
+PreprocessOpt = Annotated[str, typer.Option(
+    "--dataset", help="wesad, hhar, or a variant of one declared in params.yaml preprocess.<name> with "
+    "base: wesad|hhar (e.g. the ESANN 2022 protocol's hhar_esann, docs/protocol.md).")]
 SynthOpt = Annotated[str, typer.Option(
     "--dataset", help="Which embedded dataset: wesad, hhar, or example (a plain CSV for `esnfed import`).")]
 
@@ -89,7 +93,7 @@ def synthesize(
 @app.command()
 @handle_errors
 def preprocess(
-    dataset: DatasetOpt,
+    dataset: PreprocessOpt,
     source: Annotated[Optional[Source], typer.Option(
         "--source", help="synthetic (the files of `esnfed synthesize`) or raw (the real dataset). "
         "Default: params.yaml data.source.", case_sensitive=False)] = None,
@@ -106,13 +110,14 @@ def preprocess(
     the output folder is replaced only when every user succeeded.
     """
     p = load_params(params)
-    total = preprocess_stage.expected_users(p.get("preprocess", {}).get(dataset.value))
+    total = preprocess_stage.expected_users(p.get("preprocess", {}).get(dataset))
+    dataset_option(preprocess_stage.reader_for, p, dataset)  # a usage error (exit 2) naming --dataset
+    options = preprocess_stage.preprocess_params(p, dataset, source.value if source else None, raw_dir)
     with data_progress() as bar:
-        task = bar.add_task(f"preprocess {dataset.value}", total=total, item="")
-        options = preprocess_stage.preprocess_params(p, dataset.value, source.value if source else None, raw_dir)
+        task = bar.add_task(f"preprocess {dataset}", total=total, item="")
         manifest = preprocess_stage.run(options, out_root=out,
                                         on_user=lambda user, data: bar.update(task, advance=1, item=user))
-    console.print(manifest_table(manifest, out / dataset.value))
+    console.print(manifest_table(manifest, out / dataset))
 
 
 def manifest_table(manifest: dict, folder: Path) -> Table:

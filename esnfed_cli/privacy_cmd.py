@@ -27,7 +27,8 @@ DatasetsOpt = Annotated[Optional[list[str]], typer.Option(
 def privacy(
     dataset: DatasetsOpt = None,
     params: Annotated[Path, typer.Option("--params", help="The params file to read (privacy.*, "
-                                         "budgets.*, readout.*, plasticity.*, seed).")] = Path("params.yaml"),
+                                         "budgets.*, readout.*, plasticity.*, seed; "
+                                         "federated.client_fraction must be 1: DP samples no clients).")] = Path("params.yaml"),
     data_dir: Annotated[Path, typer.Option("--data-dir", help="Root of processed/ and partitions/.")] = Path("data"),
     runs_dir: Annotated[Path, typer.Option("--runs-dir", help="Root of select/ (best.json).")] = Path("runs"),
     out_dir: Annotated[Path, typer.Option("--out-dir", help="Where <dataset>.json goes.")] =

@@ -32,7 +32,8 @@ ParamsOpt = Annotated[Path, typer.Option("--params", help="The params file to re
                                          "files must be of these settings); budget, budgets.<budget> and seed "
                                          "(every assess file must be of this budget).")]
 ReportParamsOpt = Annotated[Path, typer.Option("--params", help="The params file to read: report.* (the shares "
-                                               "of the activation and per-context figures); ttest.* "
+                                               "of the activation and per-context figures; esann_protocol: "
+                                               "the opt-in esann-protocol table); ttest.* "
                                                "(reports/ttest.json must be of them); datasets, "
                                                "continual_datasets and study_datasets (the tables and datasets "
                                                "shown, the flower results read); heterogeneity.* (the "
@@ -40,6 +41,8 @@ ReportParamsOpt = Annotated[Path, typer.Option("--params", help="The params file
                                                "(runs/privacy must be of it); budget, budgets.<budget> and seed "
                                                "(every input must be of this budget); imports.<name>.classes "
                                                "(the communication table's class count of your own dataset); "
+                                               "preprocess.<name>.base and preprocess.<name>.* (a protocol "
+                                               "variant's base and, in the esann-protocol table, its settings); "
                                                "plasticity.mu, plasticity.eta and retrain.lambda (the selected-"
                                                "hyperparameters table); readout.lambdas (the λ values a retrain "
                                                "scores on the validation users: the communication table's "

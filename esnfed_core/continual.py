@@ -44,6 +44,7 @@ from esnfed_core.readout import LAMBDA, Counts, RidgeStats, check_solver, ridge_
 from esnfed_core.readout import evaluate as evaluate_counts
 from esnfed_core.replay import ReplayBuffer, Split, StreamClient, concat_splits, replay_batches
 from esnfed_core.reservoir import Reservoir
+from esnfed_core.sampling import CLIENT_FRACTION, FULL, KEY, sample_clients
 from esnfed_core.validation import ParameterError, check_param
 from esnfed_core.vocabulary import STRATEGIES
 
@@ -101,9 +102,13 @@ class ContinualConfig:
     # private IP rounds (esnfed_core.privacy.fedip_aggregate) and private readout.
     aggregate: "Aggregate | None" = field(default=None, compare=False)
     readout: ReadoutFn | None = field(default=None, compare=False)
+    # params.yaml federated.client_fraction: the share of a context's participants each FedCLIP IP
+    # round samples (esnfed_core.sampling; 1 = all of them). Readouts still sum every participant.
+    client_fraction: float = FULL
 
     def __post_init__(self) -> None:
         check_param("local_epochs", self.local_epochs, integer=True, low=1)
+        CLIENT_FRACTION.check(KEY, self.client_fraction)
         check_param("n_classes", self.n_classes, integer=True, low=1)
         check_solver(self.solver)
         if not isinstance(self.bias, bool):
@@ -480,6 +485,7 @@ class _Federation:
         self.n_classes, self.lam, self.solver, self.ledger = config.n_classes, config.lam, config.solver, ledger
         self.bias = config.bias
         self.aggregate, self.private_readout = config.aggregate, config.readout
+        self.client_fraction, self.seed = config.client_fraction, config.seed
         # Each algorithm numbers its own rounds in the ledger: FedCLIP's IP rounds, IncFed's solves.
         self._rounds = 0
         self._solves = 0
@@ -514,9 +520,19 @@ class _Federation:
             return start
         return fit
 
+    def sampled(self, part: _Participants) -> _Participants:
+        """The participants of the next IP round: all of them, or with ``client_fraction`` < 1 those
+        :func:`esnfed_core.sampling.sample_clients` draws for the run's round index (the others
+        neither fit nor send in it)."""
+        if self.client_fraction == FULL:
+            return part
+        s = sample_clients(len(part.names), self.client_fraction, self.seed, self._rounds)
+        return _Participants(*([getattr(part, f)[j] for j in s] for f in ("names", "data", "weights", "fits")))
+
     def ip_round(self, cur: Reservoir, part: _Participants) -> Reservoir:
         """One FedIP round (federated) or one local pass of the single client (centralised)."""
         if self.federated:
+            part = self.sampled(part)
             # The clients' fits first (side by side on an accelerated engine), then the round with
             # its messages: each client starts from the downloaded (g, b), as in fedip_round.
             down = PlasticityMessage(cur.gain, cur.bias)
@@ -590,6 +606,8 @@ class LocalClient:
                  name: str = "client", engine: ContinualEngine = NUMPY_ENGINE):
         if not isinstance(strategy, (Naive, Joint)):
             raise ParameterError(f"strategy: a stateless client runs naive, replay or joint, not {quote(strategy)}")
+        if config.client_fraction != FULL:  # its replay assumes it fitted in every round
+            raise ParameterError(f"{KEY}: a stateless client takes part in every round; set it to 1")
         self.strategy = strategy
         self.client = stream_client(strategy, config, name, contexts, engine.concat)
         self._fed = _Federation([self.client], config, None, engine)

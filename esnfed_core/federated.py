@@ -16,6 +16,7 @@ from esnfed_core.aggregate import weighted_average
 from esnfed_core.messages import CommLedger, ReadoutMessage, StatsMessage
 from esnfed_core.readout import LAMBDA, Counts, RidgeStats, evaluate, ridge_stats, solve
 from esnfed_core.reservoir import Reservoir
+from esnfed_core.sampling import FULL, KEY, CLIENT_FRACTION, sample_clients
 from esnfed_core.validation import check_param
 
 if TYPE_CHECKING:
@@ -135,11 +136,18 @@ def fedip(
     *,
     progress: Progress | None = None,
     aggregate: Aggregate | None = None,
+    client_fraction: float = FULL,
 ) -> Reservoir:
     """FedIP (PROTOCOL §5): ``rounds`` rounds of ``local_epochs`` local IP epochs per client,
     averaged by window count; 2N floats each way per client and round (ledger: "fedip").
     ``aggregate`` replaces the server's weighted mean of (g, b) (e.g. the DP average of
     esnfed_core.privacy); see :func:`esnfed_core.plasticity.fedip_round`.
+
+    ``client_fraction`` < 1 (params.yaml federated.client_fraction): each round only the clients
+    :func:`esnfed_core.sampling.sample_clients` draws from ``seed`` and the round index (among
+    those with windows) download (g, b), fit and upload; the server averages theirs (weights n_c
+    over the sampled ones). A client left out of a round does not fit, so its shuffle generator
+    does not advance.
 
     Every client shuffles with its own generator seeded with ``seed``: a client's batches do not
     depend on which other clients take part, so FedIP on one client is centralised IP
@@ -153,6 +161,7 @@ def fedip(
 
     check_param("rounds", rounds, integer=True, low=0)
     check_param("local_epochs", local_epochs, integer=True, low=1)
+    CLIENT_FRACTION.check(KEY, client_fraction)
     if not client_xs:
         raise ValueError("fedip: no clients")
     names = client_names_or_default(client_names, len(client_xs))
@@ -171,8 +180,14 @@ def fedip(
 
     fits = [local_fit(i, rng) for i, rng in zip(keep, rngs)]
     weights = [len(client_xs[i]) for i in keep]
+    kept_names = [names[i] for i in keep]
     for r in range(rounds):
-        res = fedip_round(res, fits, weights, [names[i] for i in keep], ledger, "fedip", r, aggregate)
+        if client_fraction == FULL:
+            res = fedip_round(res, fits, weights, kept_names, ledger, "fedip", r, aggregate)
+        else:
+            s = sample_clients(len(keep), client_fraction, seed, r)
+            res = fedip_round(res, [fits[j] for j in s], [weights[j] for j in s], [kept_names[j] for j in s],
+                              ledger, "fedip", r, aggregate)
         if progress is not None:
             progress(r + 1, rounds)
     return res

@@ -87,6 +87,8 @@ def fit_private(method: str | Method, config: Mapping[str, Any], seed: int, data
     ``ip_norms`` (FedIP): every client's round update ‖(Δg, Δb)‖₂ before clipping is appended
     (rounds in order, clients in order within a round; ε = ∞ too); the model is unchanged."""
     m = method if isinstance(method, Method) else Method.parse(method)
+    # Sampling would amplify privacy, which the accountant does not model (docs/privacy.md).
+    settings.refuse_sampling(f"DP-{m.id}")
     if m.id in UNCOVERED:
         raise ConfigError(f"privacy.extra_methods: {m.id} is not covered: {UNCOVERED[m.id]} "
                           "(DP-FedCLIP: fedclip-naive, fedclip-replay)")

@@ -12,6 +12,7 @@ from esnfed_core.ip_rule import IPSettings
 from esnfed_core.method import Method
 from esnfed_core.quote import quote
 from esnfed_core.readout import check_solver
+from esnfed_core.sampling import CLIENT_FRACTION, FULL, KEY as SAMPLING_KEY
 
 RETRAIN_LAMBDA = ("select", "frozen")
 
@@ -38,6 +39,9 @@ class Settings:
     # How the clients' reservoirs differ (heterogeneous methods): an
     # esnfed_core.heterogeneity.Heterogeneity, None = its default (mode seed).
     heterogeneity: Any = None
+    # federated.client_fraction: the share of the clients each FedIP / FedCLIP IP round samples
+    # (esnfed_core.sampling); 1 = every client in every round, the papers' and authors' runs.
+    client_fraction: float = FULL
 
     def __post_init__(self) -> None:
         from esnfed_core.accel import check_device  # noqa: PLC0415 (no torch import)
@@ -57,9 +61,29 @@ class Settings:
         check_solver(self.solver)
         if not isinstance(self.readout_bias, bool):
             raise ConfigError(f"readout.bias: expected true or false, got {quote(self.readout_bias)}")
+        try:
+            CLIENT_FRACTION.check(SAMPLING_KEY, self.client_fraction)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
         if self.retrain_lambda not in RETRAIN_LAMBDA:
             raise ConfigError(f"retrain.lambda: expected one of {', '.join(RETRAIN_LAMBDA)}, "
                               f"got {quote(self.retrain_lambda)}")
+
+    def refuse_sampling(self, what: str) -> None:
+        """One-line ConfigError when ``federated.client_fraction`` < 1 for ``what``, a path that
+        runs every client in every round (DP: sampling would change the privacy accounting)."""
+        if self.client_fraction != FULL:
+            raise ConfigError(f"{SAMPLING_KEY}: not available for {what} (only fedip, deep-fedip and "
+                              f"fedclip-*); set {SAMPLING_KEY}: 1")
+
+    def samples(self, method: "Method") -> bool:
+        """Whether a trial of ``method`` samples its rounds' clients: the methods with FedIP rounds
+        (FedIP, deep FedIP, FedCLIP) when ``client_fraction`` < 1."""
+        return self.client_fraction != FULL and method.kernel in ("fedip", "fedclip")
+
+    def fraction_for(self, method: "Method") -> float:
+        """The client fraction a trial of ``method`` runs its rounds with (1 unless it samples)."""
+        return self.client_fraction if self.samples(method) else FULL
 
     def accelerated(self, method: "Method") -> bool:
         """Whether trials of ``method`` run on the torch kernels with these settings."""
@@ -87,6 +111,8 @@ class Settings:
         out["solver"] = self.solver
         if self.readout_bias:  # absent when off: the keys of every default trial stay as they were
             out["readout_bias"] = True
+        if self.samples(method):  # absent at 1: the keys of every default trial stay as they were
+            out["client_fraction"] = self.client_fraction
         if score and not method.continual:
             out["lambdas"] = list(self.lambdas)
         if method.uses_ip:

@@ -16,6 +16,7 @@ import numpy as np
 from esnfed_core.method import CONTINUAL_METHODS as CONTINUAL_NAMES
 from esnfed_core.errors import DataError
 from esnfed_core.quote import quote
+from esnfed_core.sampling import CLIENT_FRACTION, FULL, sample_size
 from esnfed_core.stats import Mark, TestResult, pair_marks
 from esnfed_core.validation import ParameterError
 from esnfed_core.validation_traffic import (
@@ -73,6 +74,10 @@ class TableSpec:
     # False: a table with no published values and no paper column (this project's own, e.g. deep,
     # or a user dataset's generic table)
     has_published: bool = True
+    # a protocol table (protocol_table): the paper table whose published values it shows, and the
+    # paper dataset each of its datasets stands for there ((variant, base) pairs)
+    published_table: str = ""
+    published_as: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         for a, b in self.pairs:
@@ -106,7 +111,7 @@ class TableSpec:
         return tuple(m for m, _ in self.methods)
 
     def published_column(self, dataset: str, label: str, column: str) -> str:
-        return self.published.format(dataset=dataset, label=label, column=column)
+        return self.published.format(dataset=dict(self.published_as).get(dataset, dataset), label=label, column=column)
 
 
 _IJCNN_METHODS = (("random", "random"), ("ridge", "centralized"), ("fedavg", "fedavg"),
@@ -220,6 +225,37 @@ def table_specs(datasets: Sequence[str] = DATASETS, continual: Sequence[str] = D
     return papers + ((deep,) if studies else ()) + tuple(spec for ds in datasets if ds not in DATASETS
                                                          for spec in generic_tables(ds, ds in continual))
 
+
+
+# ---------------------------------------------------------------------------------------------
+# A paper table recomputed under that paper's own protocol (docs/protocol.md, "ESANN 2022 protocol
+# variant"): its columns on protocol variants of the papers' datasets (params.yaml report.<id>_protocol)
+
+PROTOCOL_SUFFIX = "-protocol"
+
+
+def protocol_table(table_id: str, sources: Mapping[str, str], protocol: str) -> TableSpec:
+    """Paper table ``table_id`` with each paper dataset's columns computed on ``sources[dataset]``
+    (itself, or a variant preprocessed as that paper did), the paper's published values beside;
+    ``protocol``: the line saying which protocol it used. Id ``<table_id>-protocol``."""
+    spec = table_spec(table_id)
+    datasets = tuple(sources.get(ds, ds) for ds in spec.datasets)
+    return replace(spec, id=table_id + PROTOCOL_SUFFIX, title=f"{spec.title}, under that paper's protocol",
+                   datasets=datasets, note=protocol, published_table=table_id,
+                   published_as=tuple((sources.get(ds, ds), ds) for ds in spec.datasets))
+
+
+def borrowed_comparisons(spec: TableSpec, comparisons: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The t-tests a protocol table shows, taken from the tables the ttest stage ran: a test depends
+    on the two methods' scores alone (dataset, share, column), whichever table it was run for, so
+    the same pair on the same dataset tested for another table (the paper table, a variant's
+    generic table) is this table's test; each once, relabelled ``spec.id``."""
+    out: dict[tuple, dict[str, Any]] = {}
+    for c in comparisons:
+        key = (c["dataset"], str(c["pct"]), c.get("column", "test"), c["a"], c["b"])
+        if c["dataset"] in spec.datasets and (c["a"], c["b"]) in spec.pairs and key[2] in spec.tested:
+            out.setdefault(key, {**c, "table": spec.id})
+    return list(out.values())
 
 
 def table_spec(table_id: str) -> TableSpec:
@@ -361,7 +397,7 @@ def build_cells(spec: TableSpec, scores: Scores, comparisons: Iterable[Mapping[s
         for key, (mk, ps) in group_marks((c for c in mine if (c["a"], c["b"]) in family), order).items():
             old_mk, old_ps = marked.get(key, ({}, {}))
             marked[key] = ({**old_mk, **mk}, {**old_ps, **ps})
-    pub = published.get(spec.id, {})
+    pub = published.get(spec.published_table or spec.id, {})
     cells = []
     for pct in PCTS:
         for ds in spec.datasets:
@@ -582,16 +618,26 @@ class Communication:
     # them (0: λ frozen, not chosen there; None: unknown)
     validation_clients: int | None = None
     lambda_grid: int | None = None
+    # federated.client_fraction (esnfed_core.sampling): each FedIP/FedCLIP IP round's clients were
+    # sampled, max(1, ⌊f·C⌋) of the C taking part; readouts still go to all C. 1: every client.
+    client_fraction: float = FULL
+
+    def sampled(self, clients: int) -> int:
+        """Clients that send in one IP round when ``clients`` take part (all of them at f = 1)."""
+        return clients if self.client_fraction == FULL else sample_size(clients, self.client_fraction)
 
     @property
     def participations(self) -> int:
         """Client-rounds that sent something: clients × rounds, unless ``participants`` says that
         some clients sat a context out (FedCLIP: at context t, ``participants[t]`` clients in each of
-        its IP rounds and readouts)."""
+        its IP rounds and readouts) or ``client_fraction`` sampled each IP round's clients."""
         per_context = _context_messages(self)
         if per_context is None:
+            if self.client_fraction != FULL and splits_rounds(self.method) and self.ip_rounds is not None \
+                    and self.readouts is not None:
+                return self.sampled(self.clients) * self.ip_rounds + self.clients * self.readouts
             return self.clients * self.rounds
-        return sum(p * (r + s) for p, (r, s) in zip(self.participants, per_context))
+        return sum(self.sampled(p) * r + p * s for p, (r, s) in zip(self.participants, per_context))
 
 
 def opt_int(v: Any) -> int | None:
@@ -636,6 +682,8 @@ def check_communication(key: str, value: Any, federated: bool) -> None:
                                                        for i in v):
             raise ParameterError(f"{key}.{name}: expected a list of integers >= 0, one per context, got {quote(v)}")
         lengths.add(len(v))
+    if "client_fraction" in value:  # federated.client_fraction < 1 (absent: 1)
+        CLIENT_FRACTION.check(f"{key}.client_fraction", value["client_fraction"])
     if len(lengths) > 1:
         raise ParameterError(f"{key}: participants and context_rounds must have one entry per context each, got "
                              f"{len(value['participants'])} and {len(value['context_rounds'])}")
@@ -690,6 +738,7 @@ def analytic_floats(c: Communication) -> tuple[str, str, int | None, int | None]
     ``readout_bias`` the readout's N is N+1 (the bias entry); the IP messages keep 2N.
     """
     n, k, ncls = c.units, c.clients, c.classes
+    ks = c.sampled(k)  # clients per IP round (federated.client_fraction; k at 1)
     r = None if n is None else n + int(c.readout_bias)  # the readout's columns
     rt = "(N+1)" if c.readout_bias else "N"
     base = _base(c.method)  # a deep method sends as its shallow one
@@ -706,15 +755,18 @@ def analytic_floats(c: Communication) -> tuple[str, str, int | None, int | None]
     if base == "fedavg":
         return (f"{rt}·C", f"{rt}·C", k * r * ncls if known else None, k * r * ncls if known else None)
     if base in ("fedip", "fedclip"):
-        texts = (f"2N per IP round + ({rt}²+{rt}·C) per readout", f"2N per IP round + {rt}·C per readout")
+        ip = "2N per IP round" if c.client_fraction == FULL else \
+            f"2N per sampled IP round (max(1, ⌊{c.client_fraction:g}·clients⌋) per round)"
+        texts = (f"{ip} + ({rt}²+{rt}·C) per readout", f"{ip} + {rt}·C per readout")
         per_context = _context_messages(c) if base == "fedclip" else None
         if per_context is not None and known:  # the clients that took part at each context
-            up = sum(p * (2 * n * ip + s * (r * r + r * ncls)) for p, (ip, s) in zip(c.participants, per_context))
-            down = sum(p * (2 * n * ip + s * r * ncls) for p, (ip, s) in zip(c.participants, per_context))
+            up = sum(c.sampled(p) * 2 * n * ip + p * s * (r * r + r * ncls)
+                     for p, (ip, s) in zip(c.participants, per_context))
+            down = sum(c.sampled(p) * 2 * n * ip + p * s * r * ncls for p, (ip, s) in zip(c.participants, per_context))
             return (*texts, up, down)
         ok = known and c.ip_rounds is not None and c.readouts is not None
-        up = k * (2 * n * c.ip_rounds + c.readouts * (r * r + r * ncls)) if ok else None
-        down = k * (2 * n * c.ip_rounds + c.readouts * r * ncls) if ok else None
+        up = ks * 2 * n * c.ip_rounds + k * c.readouts * (r * r + r * ncls) if ok else None
+        down = ks * 2 * n * c.ip_rounds + k * c.readouts * r * ncls if ok else None
         return (*texts, up, down)
     return ("", "", None, None)
 
@@ -799,23 +851,31 @@ def communication_rows(items: Iterable[Communication]) -> list[dict[str, Any]]:
             "analytic_up_floats": a_up, "analytic_down_floats": a_down,
             "match": match,
             "participations": c.participations, "participants": c.participants,
+            "client_fraction": c.client_fraction,  # not a CSV column: the header's note names it
             **validation_columns(c),
         })
     return rows
 
 
 def participation_notes(rows: Iterable[Mapping[str, Any]]) -> list[str]:
-    """A header line for a communication table where some client sat a context out (FedCLIP, a
-    client without windows there): none where every client sent in every round (the papers')."""
-    partial = [r for r in rows if r.get("participations") != r["clients"] * r["rounds"]]
-    if not partial:
-        return []
-    cases = "; ".join(f"{dataset_label(r['dataset'])} {r['method']} {r['pct']}%: clients per context "
-                      f"{', '.join(map(str, r['participants']))}, {r['participations']} client-rounds of "
-                      f"{r['clients'] * r['rounds']}" for r in partial)
-    return ["A client without windows at a context sits it out and sends nothing there, so per client per "
-            "round divides by the client-rounds that sent and the analytic totals count, at each context, "
-            f"the clients that took part (the assess file's communication.participants): {cases}"]
+    """Header lines for a communication table where some client sat a context out (FedCLIP, a
+    client without windows there) or each IP round sampled its clients (federated.client_fraction):
+    none where every client sent in every round (the papers')."""
+    rows = list(rows)
+    sampled = [r for r in rows if r.get("client_fraction", FULL) != FULL]
+    partial = [r for r in rows if r.get("participations") != r["clients"] * r["rounds"] and r not in sampled]
+    notes = [(partial, lambda r: f"clients per context {', '.join(map(str, r['participants']))}",
+              "A client without windows at a context sits it out and sends nothing there, so per client per "
+              "round divides by the client-rounds that sent and the analytic totals count, at each context, "
+              "the clients that took part (the assess file's communication.participants)"),
+             (sampled, lambda r: f"fraction {r['client_fraction']:g}",
+              "federated.client_fraction < 1: each IP round went to max(1, ⌊fraction·clients⌋) clients sampled "
+              "uniformly (readouts to every client), so per client per round divides by the client-rounds that "
+              "sent and the analytic totals count the sampled clients")]
+    return [f"{lead}: " + "; ".join(f"{dataset_label(r['dataset'])} {r['method']} {r['pct']}%: {what(r)}, "
+                                    f"{r['participations']} client-rounds of {r['clients'] * r['rounds']}"
+                                    for r in cases)
+            for cases, what, lead in notes if cases]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from esnfed_core.messages import CommLedger, ReadoutMessage, StatsMessage
 from esnfed_core.method import CONNECTIVITY_KEYS, Method
 from esnfed_core.readout import Counts, StatsAccumulator, solve
 from esnfed_core.reservoir import CONNECTIVITY_BOUNDS, Reservoir, ReservoirConfig, build_reservoir
+from esnfed_core.sampling import FULL
 from esnfed_core.scoring import pooled_counts, random_accuracy
 from esnfed_core.settings import Settings
 
@@ -234,7 +235,7 @@ def _fit_stationary(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialDat
     elif algo == "fedip":
         res = fedip(res, [u.x for u in users], _ip_config(cfg, settings), rounds=int(cfg["rounds"]),
                         local_epochs=int(cfg["local_epochs"]), seed=seeds["ip"], ledger=ledger,
-                        client_names=list(data.train))
+                        client_names=list(data.train), client_fraction=settings.fraction_for(m))
     fixed = "lambda" in cfg
     lambdas = [float(cfg["lambda"])] if fixed else [float(x) for x in settings.lambdas]
 
@@ -251,14 +252,17 @@ def _fit_stationary(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialDat
         readouts = np.stack([fedavg(res, clients, lam, ledger=lg) for lam, lg in zip(lambdas, fed_ledgers)])
 
     counts = pooled_counts(res, list(data.validation.values()), readouts, settings.batch_size) if score else None
-    return stationary_model(m, cfg, seed, seeds, data, res, readouts, lambdas, ledger, fed_ledgers, counts)
+    return stationary_model(m, cfg, seed, seeds, data, res, readouts, lambdas, ledger, fed_ledgers, counts,
+                            client_fraction=settings.fraction_for(m))
 
 
 def stationary_model(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialData, res: Reservoir,
                      readouts: np.ndarray, lambdas: list[float], ledger: CommLedger | None,
-                     fed_ledgers: list[CommLedger], counts: Counts | None) -> FittedModel:
+                     fed_ledgers: list[CommLedger], counts: Counts | None,
+                     client_fraction: float = FULL) -> FittedModel:
     """The FittedModel of a stationary trial from its readouts (L, C, N) for ``lambdas`` and, when
     it was scored, the validation ``counts``: λ is the first best (the given one when fixed).
+    ``client_fraction`` < 1 (FedIP's sampled rounds) is recorded with the message counts.
     Shared by the numpy path and the batched accelerator path (esnfed_core.accel.trials)."""
     best, val = select_lambda(counts, lambdas)
     if fed_ledgers:
@@ -267,6 +271,8 @@ def stationary_model(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialDa
     cfg = {**cfg, "lambda": lam}
     comm = communication(ledger, len(data.train), readout_bias=readouts.shape[-1] == res.units + 1) \
         if ledger is not None else None
+    if comm is not None and client_fraction != FULL:  # absent at 1: default records stay as they were
+        comm["client_fraction"] = client_fraction
     return FittedModel(m.id, seed, cfg, data.n_classes, seeds, reservoir=res,
                        readout=np.asarray(readouts[best], np.float64), lam=lam,
                        communication=comm, validation=val)
@@ -329,6 +335,7 @@ def fit_continual(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialData,
     config = ContinualConfig(federated, _ip_config(cfg, settings), data.n_classes,
                              local_epochs=int(cfg.get("local_epochs", 1)), lam=cs.lam,
                              seed=seeds["ip"], solver=settings.solver, bias=settings.readout_bias,
+                             client_fraction=settings.fraction_for(m),
                              **(server or {}))
     result = run_continual(res, train, strategy, config, validation=validation,
                            evaluate={"validation": pooled} if score else None, ledger=ledger,
@@ -356,7 +363,9 @@ def fit_continual(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialData,
             # who sent at each context, and how many IP rounds: the analytic message counts (a client
             # without windows at a context sends nothing there; esnfed_core/tables.py analytic_floats)
             "participants": [int(p) for p in result.participants],
-            "context_rounds": [int(r) for r in result.context_rounds]},
+            "context_rounds": [int(r) for r in result.context_rounds],
+            # federated.client_fraction < 1: each IP round's clients were sampled (absent at 1)
+            **({"client_fraction": settings.client_fraction} if settings.samples(m) else {})},
         validation=val, ip_rounds=[int(r) for r in result.ip_rounds],
         joint_capped=[bool(c) for c in result.joint_capped] if m.strategy == "joint" else None,
     )

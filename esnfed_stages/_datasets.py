@@ -157,6 +157,54 @@ def is_paper(dataset: str) -> bool:
     return dataset in DATASETS
 
 
+# ---------------------------------------------------------------- protocol variants (ESANN 2022)
+# A variant is a second, differently preprocessed copy of a paper dataset: a declared name whose
+# params.yaml ``preprocess.<name>`` says ``base: wesad|hhar`` and the base reader's own keys. It is
+# preprocessed (not imported) by its base's reader from its base's raw files, into
+# data/processed/<name>, and is otherwise one of your own datasets (partition.<name>,
+# budgets.*.space.<name>, the generic tables).
+BASE_KEY = "base"
+
+
+def variant_base(params: Mapping[str, Any], name: str) -> str | None:
+    """The paper dataset ``name`` is a variant of (``preprocess.<name>.base``), else None (a paper
+    dataset itself, an import, or an undeclared name)."""
+    if name in DATASETS or not isinstance(params, Mapping):
+        return None
+    section = (params.get("preprocess") or {}).get(name) if isinstance(params.get("preprocess"), Mapping) else None
+    base = section.get(BASE_KEY) if isinstance(section, Mapping) else None
+    return base if isinstance(base, str) and base in DATASETS else None
+
+
+def reader_of(params: Mapping[str, Any], name: str) -> str | None:
+    """The paper dataset whose reader preprocesses ``name``: itself or its variant's base; None for
+    a dataset of your own that is imported."""
+    return name if name in DATASETS else variant_base(params, name)
+
+
+def reader_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """``preprocess.<name>`` as the base reader takes it: without ``base``."""
+    return {k: v for k, v in settings.items() if k != BASE_KEY}
+
+
+def check_variant(key: str, settings: Any) -> str:
+    """``preprocess.<name>`` of a variant (``key``), checked: ``base`` one of the papers' datasets,
+    the other keys by the base reader's own validation (its errors name ``key``). Returns the base."""
+    name = key.rsplit(".", 1)[-1]
+    if not isinstance(settings, Mapping):
+        raise ConfigError(f"{key}: expected a mapping with {BASE_KEY}: {' | '.join(DATASETS)} and the base "
+                          f"reader's keys, got {quote(settings)}")
+    base = settings.get(BASE_KEY)
+    if base not in DATASETS:
+        raise ConfigError(f"{key}.{BASE_KEY}: expected one of {', '.join(DATASETS)} (a variant is a paper dataset "
+                          f"preprocessed otherwise; import your own data with imports.{name}), got {quote(base)}")
+    try:
+        dataset_function(base, "describe")(reader_settings(settings))
+    except ConfigError as exc:  # the reader names its own section: name the variant's
+        raise ConfigError(str(exc).replace(f"preprocess.{base}.", f"{key}.")) from None
+    return base
+
+
 def check_declared(params: Mapping[str, Any], dataset: str, option: str = "--dataset") -> str:
     """``dataset`` if params.yaml declares it, else a one-line error listing the declared names."""
     names = declared(params)

@@ -80,8 +80,10 @@ def checked_manifest(folder: str | Path) -> dict[str, Any]:
     first violation of its own fields (``check_manifest``), so a malformed one never gets further."""
     path = Path(folder) / MANIFEST
     name = Path(folder).name
-    stage = "preprocess" if name in DATASETS else "import"  # the papers' datasets are preprocessed, yours imported
-    check_input(path, f"manifest not found (run `esnfed {stage} --dataset {name}` first)")
+    # the papers' datasets are preprocessed, yours imported (a protocol variant, declared in params.yaml, preprocessed)
+    run = (f"`esnfed preprocess --dataset {name}`" if name in DATASETS else
+           f"`esnfed import --dataset {name}`, or `esnfed preprocess --dataset {name}` for a protocol variant")
+    check_input(path, f"manifest not found (run {run} first)")
     manifest = load_manifest(folder)
     problems = check_manifest(path, manifest)
     if problems:

@@ -22,7 +22,9 @@ from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.quote import quote
 from esnfed_core.tables import dataset_label
 from esnfed_core.vocabulary import PCTS, STRATEGIES
-from esnfed_stages._datasets import check_declared, continual_declared, dataset_function, is_paper, study_declared
+from esnfed_stages._datasets import (
+    check_declared, continual_declared, dataset_function, reader_of, reader_settings, study_declared,
+)
 from esnfed_stages._io import write_text
 from esnfed_stages.hetero_report import ALPHA_CSV, alpha_column
 from esnfed_stages.heterogeneity_params import hetero_params
@@ -113,8 +115,9 @@ def _matrix_plots(dataset: str, n_contexts: int | None) -> list[Plot]:
 def contexts_of(params: Mapping[str, Any], dataset: str, data_dir: str | Path = "data") -> int:
     """How many contexts ``dataset`` has: the papers' from their params (WESAD's label runs, HHAR's
     devices), yours from imports.<name>.contexts, else from the processed manifest's context names."""
-    if is_paper(dataset):  # the reader's own description of its output, as preprocess writes it
-        return len(dataset_function(dataset, "describe")(section(params, f"preprocess.{dataset}"))["context_names"])
+    if (reader := reader_of(params, dataset)) is not None:  # the reader's own description, as preprocess writes it
+        settings = reader_settings(section(params, f"preprocess.{dataset}"))  # a variant's: without base
+        return len(dataset_function(reader, "describe")(settings)["context_names"])
     options = import_params(params["imports"][dataset], f"imports.{dataset}")
     if options.contexts is not None:
         return len(options.contexts)

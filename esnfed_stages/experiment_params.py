@@ -19,6 +19,7 @@ from esnfed_core.method import Method
 from esnfed_core.quote import quote
 from esnfed_core.readout import LAMBDA, SOLVERS
 from esnfed_core.reservoir import BATCH_SIZE
+from esnfed_core.sampling import CLIENT_FRACTION, FULL, KEY as SAMPLING_KEY
 from esnfed_core.search import RETRAINS, SEED, TRIALS, Dimension, parse_space
 from esnfed_core.settings import RETRAIN_LAMBDA, Settings
 from esnfed_core.validation import COUNT, Bound, ParameterError
@@ -258,6 +259,15 @@ def _continual(params: Mapping[str, Any]) -> ContinualSettings:
         joint_max_rounds=value("joint.max_rounds", "max_joint_rounds", int))
 
 
+def _client_fraction(params: Mapping[str, Any]) -> float:
+    """``federated.client_fraction`` (optional section and key: absent = 1, every client in every
+    round, the papers' runs), checked against the core's CLIENT_FRACTION."""
+    if "federated" not in params:
+        return FULL
+    fed = _get(params, "federated", ("client_fraction",))
+    return float(bounded(SAMPLING_KEY, fed.get("client_fraction", FULL), CLIENT_FRACTION))
+
+
 def experiment_params(params: Mapping[str, Any]) -> ExperimentParams:
     """Validate and read the experiment sections; every error names the offending key."""
     seed = bounded("seed", section(params, "seed"), SEED)
@@ -293,7 +303,7 @@ def experiment_params(params: Mapping[str, Any]) -> ExperimentParams:
                           str(rn.get("device", "cpu")), rn.get("tf32", False))  # optional keys
     settings = Settings(lambdas=lambdas, batch_size=batch, ip=ip, continual=continual,
                         device=runner.device, tf32=runner.tf32, solver=solver, retrain_lambda=retrain_lambda,
-                        readout_bias=readout_bias)
+                        readout_bias=readout_bias, client_fraction=_client_fraction(params))
 
     asx = _get(params, "assess", ("activation_bins", "activation_datasets"))
     bins = int(bounded("assess.activation_bins", section(asx, "activation_bins"), BINS))

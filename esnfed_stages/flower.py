@@ -154,6 +154,7 @@ def run_config(cfg: Mapping[str, Any], seeds: Mapping[str, int], data: TrialData
                lam: float, app: str, secagg: bool) -> dict[str, Any]:
     """The apps' run config for a trial of ``cfg`` (paths added by the caller); ``readout-bias``
     only with readout.bias (the default run config, hence every message, as before)."""
+    settings.refuse_sampling("the Flower apps")  # their servers broadcast to every client each round
     steps = max(u.x.shape[0] * u.x.shape[1] for u in data.train.values())
     rc = {k: cfg[k] for k in ("units", "spectral_radius", "leak", "input_scaling")}
     rc.update({k: cfg[k] for k in CONNECTIVITY_KEYS if k in cfg})  # a sparse reservoir's (optional)
@@ -230,6 +231,7 @@ def share_inputs(dataset: str, pct: str, params: Mapping[str, Any], data_dir: Pa
     """What every app's pipeline trial of a share uses: the experiment params, the share's
     training and validation users, the test users and the retrain stage's first seed."""
     exp = experiment_params(params)
+    exp.settings.refuse_sampling("the Flower apps")  # before any trial is fitted (run_config checks too)
     data = open_dataset(data_dir, dataset, exp.processed.get(dataset))
     trial_data = TrialData(data.load(data.train_users(pct)), data.load(data.validation_users), data.n_classes,
                            data.n_contexts)

@@ -23,20 +23,23 @@ from esnfed_core.ip_rule import IP_BOUNDS
 from esnfed_core.metrics import BINS
 from esnfed_core.quote import quote
 from esnfed_core.readout import LAMBDA, SOLVERS
+from esnfed_core.sampling import CLIENT_FRACTION
 from esnfed_core.reservoir import BATCH_SIZE, CONNECTIVITY_BOUNDS, RESERVOIR_BOUNDS
 from esnfed_core.settings import RETRAIN_LAMBDA
 from esnfed_core.stats import ALPHA, VARIANCE_TESTS
 from esnfed_core.vocabulary import BACKENDS, DATASETS, DEVICES, PCTS, REPLAY_POLICIES, SOURCES, VARIANTS
 from esnfed_stages._datasets import (
-    DIRNAMES, SYNTHESIZED, bind_kwargs, check_dataset_name, dataset_function, declared,
+    DIRNAMES, SYNTHESIZED, bind_kwargs, check_dataset_name, check_own_name, check_variant, dataset_function, declared,
+    reader_of, variant_base,
 )
 from esnfed_stages.experiment_params import RUNNER_BOUNDS
 from esnfed_stages.import_data import import_params
 from esnfed_stages.partition import check_partition
 from esnfed_stages.processed_params import same_source
 from esnfed_stages.schema_nodes import (
-    Bool, Choice, Delegate, Entries, Fields, Invalid, ListOf, Named, Node, Nullable, Num, Space, Text,
+    Bool, Choice, Delegate, Entries, Fields, Invalid, ListOf, Named, Node, Nullable, Num, OptIn, Space, Text,
 )
+from esnfed_stages import protocol_tables
 
 
 # ---------------------------------------------------------------- delegated sections
@@ -86,13 +89,18 @@ def _import(key: str, value: Any) -> None:
     import_params(value, key)  # the stage's own frozen params object holds the bounds
 
 
-def _embedded(names: tuple[str, ...], what: str) -> Callable[[str, Any], None]:
+def _embedded(names: tuple[str, ...], what: str, variants: bool = False) -> Callable[[str, Any], None]:
     """embedded.<stage>: some of ``names``, each with its folder under data.synthetic_dir (DIRNAMES:
-    dvc.yaml's foreach takes the folder from the value, as DVC cannot compute it from the name)."""
+    dvc.yaml's foreach takes the folder from the value, as DVC cannot compute it from the name).
+    ``variants``: other dataset names too (a protocol variant's folder, its base's, is checked
+    with the params by _embedded_needs)."""
     def check(key: str, value: Any) -> None:
         if not isinstance(value, Mapping):
             raise Invalid(f"{key}: expected a mapping of dataset -> folder ({{}} for none), got {quote(value)}")
         for name, folder in value.items():
+            if variants and name not in names:
+                check_own_name(f"{key}.{name}", name)
+                continue
             if name not in names:
                 raise Invalid(f"{key}: expected some of {', '.join(names)} ({what}), got {quote(name)}")
             if folder != DIRNAMES[name]:
@@ -157,11 +165,16 @@ SCHEMA = Fields(optional={
     "ttest": Fields(required={"variant": Choice(VARIANTS), "alpha": Num.of(ALPHA)},
                     optional={"variance_test": Choice(VARIANCE_TESTS)}),
     "report": Fields(required={"activation_pct": Delegate(_report_share)},
-                     optional={"contexts_pct": Delegate(_report_share), "matrix_pct": Delegate(_report_share)}),
+                     optional={"contexts_pct": Delegate(_report_share), "matrix_pct": Delegate(_report_share),
+                               # opt-in: a paper table under its paper's protocol (protocol_tables.py)
+                               **{key: OptIn(protocol_tables.check_shape) for key in protocol_tables.PROTOCOLS}}),
     "data": Fields(required={"source": Choice(SOURCES), "synthetic_dir": Text(), "raw_dir": Text()}),
     "synthetic": Fields(optional={
         ds: Delegate(_synthetic(ds, f), SYNTHETIC_KEYS[ds]) for ds, f in SYNTHETIC.items()}),
-    "preprocess": Fields(optional={ds: Delegate(_preprocess(ds), PREPROCESS_KEYS[ds]) for ds in DATASETS}),
+    # preprocess.<name> of another name: a protocol variant of a paper dataset (base: wesad|hhar, then
+    # the base reader's keys, checked by its own validation: _datasets.check_variant)
+    "preprocess": Named({ds: Delegate(_preprocess(ds), PREPROCESS_KEYS[ds]) for ds in DATASETS},
+                        lambda ds: Delegate(check_variant)),
     "partition": Named({ds: Delegate(_partition(ds), ("train", "validation", "test")) for ds in DATASETS},
                        lambda ds: Delegate(_partition(ds), ("fractions.validation", "fractions.test", "seed")),
                        examples=EXAMPLES),
@@ -180,6 +193,8 @@ SCHEMA = Fields(optional={
                                 "solver": Choice(SOLVERS)},
                       optional={"bias": Bool()}),  # the papers' eq. 1 readout bias (absent: false)
     "retrain": Fields(required={"lambda": Choice(RETRAIN_LAMBDA)}),
+    # client sampling per FedIP/FedCLIP round (esnfed_core/sampling.py; absent: 1, every client)
+    "federated": Fields(optional={"client_fraction": Num.of(CLIENT_FRACTION)}),
     "plasticity": Fields(required={"mu": IP["mu"], "eta": IP["eta"], "batch_size": IP["batch_size"],
                                    "normalize_step": Bool()}),
     "continual": Fields(required={
@@ -211,7 +226,8 @@ SCHEMA = Fields(optional={
     # the embedded data dvc.yaml's synthesize and preprocess stages write (_embedded_needs: what the run reads)
     "embedded": Fields(required={
         "synthesize": Delegate(_embedded(SYNTHESIZED, "the embedded datasets"), SYNTHESIZED),
-        "preprocess": Delegate(_embedded(DATASETS, "the papers' datasets; yours are imported"), DATASETS),
+        "preprocess": Delegate(_embedded(DATASETS, "the papers' datasets and their variants; yours are imported",
+                                         variants=True), DATASETS),
     }),
 })
 
@@ -256,7 +272,10 @@ def _declared_datasets(params: Mapping[str, Any]) -> None:
     names = declared(params)
     imports, parts = params.get("imports") or {}, params.get("partition") or {}
     for name in names:
-        if name not in DATASETS and name not in imports:
+        if variant_base(params, name) is not None and name in imports:
+            raise Invalid(f"imports.{name}: {quote(name)} is a variant of {variant_base(params, name)} "
+                          f"(preprocess.{name}.base): preprocessed, not imported; remove one of the two")
+        if reader_of(params, name) is None and name not in imports:
             raise Invalid(f"imports.{name}: missing (datasets lists {quote(name)}: say where its files are "
                           "and which columns to read)")
         if name not in DATASETS and "partition" in params and name not in parts:
@@ -295,7 +314,7 @@ def _declared_datasets(params: Mapping[str, Any]) -> None:
             raise Invalid(f"budgets.{budget}.space.deep: missing (study_datasets lists {quote(studies[0])}: "
                           "the deep reservoirs search their layers there)")
     for name in params.get("continual_datasets") or []:
-        if name not in DATASETS and not (imports.get(name) or {}).get("context"):
+        if reader_of(params, name) is None and not (imports.get(name) or {}).get("context"):
             raise Invalid(f"continual_datasets: {quote(name)} has no contexts (imports.{name}.context is not set)")
 
 
@@ -310,7 +329,7 @@ def _imported_needs(params: Mapping[str, Any]) -> None:
     names = declared(params)
     imports = params.get("imports") or {}
     for name in names:
-        if name not in DATASETS and name not in imported:  # imports.<name> is there (_declared_datasets)
+        if reader_of(params, name) is None and name not in imported:  # imports.<name> is there (_declared_datasets)
             raise Invalid(f"imported.{name}: missing (datasets lists {quote(name)}: import@{name} writes "
                           f"data/processed/{name}; give it its source, imports.{name}.source "
                           f"{quote(imports[name]['source'])})")
@@ -339,14 +358,15 @@ def _inside(path: Any, folder: Path) -> bool:
 
 def embedded_read(params: Mapping[str, Any]) -> dict[str, dict[str, str]]:
     """The ``embedded`` section of exactly what the run reads: each paper dataset of ``datasets``
-    preprocessed, and synthesized each preprocessed one and each embedded folder an import of
-    ``imported`` reads (imports.example; none where data.synthetic_dir is absent, a partial file)."""
-    preprocess = [name for name in declared(params) if name in DATASETS]
+    and each protocol variant preprocessed (from its base's folder), and synthesized the base of
+    each preprocessed one and each embedded folder an import of ``imported`` reads (imports.example;
+    none where data.synthetic_dir is absent, a partial file)."""
+    preprocess = {name: base for name in declared(params) if (base := reader_of(params, name)) is not None}
     root = (params.get("data") or {}).get("synthetic_dir")
     imported = {name for source in (_imported_sources(params).values() if root else ())
                 for name, folder in DIRNAMES.items() if _inside(source, Path(root, folder))}
-    return {"synthesize": {n: DIRNAMES[n] for n in DIRNAMES if n in preprocess or n in imported},
-            "preprocess": {n: DIRNAMES[n] for n in preprocess}}
+    return {"synthesize": {n: DIRNAMES[n] for n in DIRNAMES if n in preprocess.values() or n in imported},
+            "preprocess": {n: DIRNAMES[base] for n, base in preprocess.items()}}
 
 
 def _embedded_needs(params: Mapping[str, Any]) -> None:
@@ -361,15 +381,23 @@ def _embedded_needs(params: Mapping[str, Any]) -> None:
         return
     synthesized, preprocessed = embedded["synthesize"], embedded["preprocess"]
     read = embedded_read(params)
+    for name in preprocessed:
+        if name not in DATASETS and variant_base(params, name) is None:
+            raise Invalid(f"embedded.preprocess: expected some of {', '.join(DATASETS)} (the papers' datasets, or a "
+                          f"variant of one: preprocess.<name>.base; yours are imported), got {quote(name)}")
     _only_read("embedded.preprocess", preprocessed, read["preprocess"], "datasets does not list it")
     for name in declared(params):
-        if name in DATASETS and name not in preprocessed:
+        if reader_of(params, name) is not None and name not in preprocessed:
             raise Invalid(f"embedded.preprocess.{name}: missing (datasets lists {quote(name)}: preprocess@{name} "
                           f"writes data/processed/{name})")
-    for name in preprocessed:
-        if name not in synthesized:
-            raise Invalid(f"embedded.synthesize.{name}: missing (embedded.preprocess lists {quote(name)}: "
-                          f"preprocess@{name} depends on data.synthetic_dir/{DIRNAMES[name]})")
+    for name, folder in preprocessed.items():
+        base = reader_of(params, name)  # a variant reads its base's folder
+        if folder != DIRNAMES[base]:
+            raise Invalid(f"embedded.preprocess.{name}: expected {quote(DIRNAMES[base])} (the folder of its base "
+                          f"{base}, preprocess.{name}.base), got {quote(folder)}")
+        if base not in synthesized:
+            raise Invalid(f"embedded.synthesize.{base}: missing (embedded.preprocess lists {quote(name)}: "
+                          f"preprocess@{name} depends on data.synthetic_dir/{DIRNAMES[base]})")
     root = (params.get("data") or {}).get("synthetic_dir")  # absent (a partial file): no import to check
     for dataset, source in _imported_sources(params).items() if root else ():  # what dvc.yaml imports
         for name, folder in DIRNAMES.items():
@@ -403,6 +431,7 @@ def validate(params: Any, source: str | Path = "params.yaml") -> None:
         _declared_datasets(params)
         _imported_needs(params)
         _embedded_needs(params)
+        protocol_tables.check(params)
     except Invalid as exc:
         raise ConfigError(f"{source}: {exc}") from None
 

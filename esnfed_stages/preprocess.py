@@ -18,7 +18,8 @@ from esnfed_core.data.processed import MANIFEST, UserData, save_user, user_path
 from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.quote import quote
 from esnfed_core.vocabulary import SOURCES
-from esnfed_stages._datasets import check_dataset, dataset_function
+from esnfed_core.vocabulary import DATASETS
+from esnfed_stages._datasets import dataset_function, reader_settings, variant_base
 from esnfed_stages._io import atomic_path, file_sha256, output_lock, write_json
 from esnfed_stages.sections import section
 
@@ -104,16 +105,33 @@ class PreprocessParams:
     raw_root: Path
     settings: Mapping[str, Any]  # the preprocess.<dataset> section, read-only
     described: Mapping[str, Any]  # feature_names, classes, context_names of the output
+    reader: str = ""  # the paper dataset whose reader runs: ``dataset``, or a variant's base (default: dataset)
+
+
+def reader_for(params: Mapping[str, Any], dataset: str) -> str:
+    """The paper dataset whose reader preprocesses ``dataset``: itself, or a variant's base; else a
+    one-line error naming --dataset."""
+    base = variant_base(params, dataset)
+    if base is not None:
+        return base
+    if dataset in DATASETS:
+        return dataset
+    raise ConfigError(f"--dataset: expected one of {', '.join(DATASETS)} or a variant of one declared in params.yaml "
+                      f"(preprocess.<name> with base: {' | '.join(DATASETS)}), got {quote(dataset)} (import your "
+                      "own with `esnfed import`)")
 
 
 def preprocess_params(params: dict[str, Any], dataset: str, source: str | None = None,
                       raw_dir: str | Path | None = None) -> PreprocessParams:
-    """``--source`` / ``--raw-dir`` win over params ``data.*``."""
-    check_dataset(dataset)
+    """``--source`` / ``--raw-dir`` win over params ``data.*``. ``dataset``: one of the papers', or a
+    variant of one declared in ``preprocess.<name>`` with ``base`` (docs/protocol.md, "ESANN 2022
+    protocol variant"), read by its base's reader from its base's files."""
+    reader = reader_for(params, dataset)
     source, raw_root = resolve_input(params, source, raw_dir)
     settings = section(params, f"preprocess.{dataset}")
-    described = dataset_function(dataset, "describe")(settings)
-    return PreprocessParams(dataset, source, raw_root, MappingProxyType(settings), MappingProxyType(described))
+    described = dataset_function(reader, "describe")(reader_settings(settings))
+    return PreprocessParams(dataset, source, raw_root, MappingProxyType(settings), MappingProxyType(described),
+                            reader)
 
 
 def run(options: PreprocessParams, out_root: str | Path | None = None,
@@ -123,10 +141,11 @@ def run(options: PreprocessParams, out_root: str | Path | None = None,
     Users are streamed one at a time into a temporary folder that replaces the output folder only
     when everything succeeded. ``on_user(user, data)`` is called after each user is written.
     """
-    dataset, settings = options.dataset, dict(options.settings)
-    fn = dataset_function(dataset, "preprocess")
+    dataset, settings = options.dataset, dict(options.settings)  # recorded whole (a variant: with base)
+    fn = dataset_function(options.reader or dataset, "preprocess")
     out = Path(out_root if out_root is not None else DEFAULT_OUT) / dataset
-    return write_processed(dataset, out, dict(options.described), lambda: fn(options.raw_root, settings),
+    return write_processed(dataset, out, dict(options.described),
+                           lambda: fn(options.raw_root, reader_settings(settings)),
                            options.raw_root, {"params": settings, "source": options.source}, on_user)
 
 

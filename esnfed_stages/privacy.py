@@ -235,6 +235,8 @@ def run(dataset: str, privacy: PrivacyParams, exp: ExperimentParams, *, data_dir
     instead, the opt-in method of ``privacy.extra_methods`` -> runs/privacy/extra/<dataset>/<method>.json
     (DP-FedAvg's config keeps the selected λ: it trains at it)."""
     pp = privacy
+    # DP accounting assumes every client in every round (docs/privacy.md, "No client sampling under DP")
+    exp.settings.refuse_sampling("the privacy stages (DP)")
     if extra is not None and extra not in pp.extra_methods:
         raise ConfigError(f"params.yaml: privacy.extra_methods: {quote(extra)} is not listed "
                           f"(lists {quote(list(pp.extra_methods))}; opt-in methods: {', '.join(EXTRA_ALGOS)})")

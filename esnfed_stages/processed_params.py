@@ -15,7 +15,7 @@ from typing import Any, Mapping
 from esnfed_core.data.processed import MANIFEST
 from esnfed_core.errors import DataError
 from esnfed_core.quote import quote
-from esnfed_stages._datasets import is_paper
+from esnfed_stages._datasets import reader_of
 from esnfed_stages.import_data import import_params
 from esnfed_stages.provenance import plain
 
@@ -80,7 +80,7 @@ def _show(value: Any) -> str:
 
 def data_params(params: Mapping[str, Any], dataset: str) -> DataParams | None:
     """What ``dataset``'s manifest must record under ``params`` (params.yaml's now): a dataset with
-    an ``imports.<name>`` entry, one of the papers' with a ``preprocess.<name>`` section; None for
+    an ``imports.<name>`` entry, one of the papers' (or a variant of one) with a ``preprocess.<name>`` section; None for
     any other (nothing to compare)."""
     imports = params.get("imports") if isinstance(params, Mapping) else None
     if isinstance(imports, Mapping) and dataset in imports:
@@ -89,7 +89,7 @@ def data_params(params: Mapping[str, Any], dataset: str) -> DataParams | None:
         return DataParams(dataset, f"imports.{dataset}", plain(values), False,
                           f"`esnfed import --dataset {dataset}` (or `dvc repro import@{dataset}`)")
     preprocess = params.get("preprocess") if isinstance(params, Mapping) else None
-    if is_paper(dataset) and isinstance(preprocess, Mapping) and isinstance(preprocess.get(dataset), Mapping):
+    if reader_of(params, dataset) and isinstance(preprocess, Mapping) and isinstance(preprocess.get(dataset), Mapping):
         return DataParams(dataset, f"preprocess.{dataset}", plain(dict(preprocess[dataset])), True,
                           f"`esnfed preprocess --dataset {dataset}` (or `dvc repro preprocess@{dataset}`)")
     return None

@@ -23,18 +23,18 @@ from esnfed_core import __version__
 from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.quote import failure, quote
 from esnfed_core.tables import (
-    COMMUNICATION_METHODS, TABLES, Cell, Communication, Published, TableSpec, build_cells, claim_specs,
-    communication_rows, hetero_cells, metrics, opt_int, parse_published, participation_notes, required_inputs,
+    COMMUNICATION_METHODS, TABLES, Cell, Communication, Published, TableSpec, borrowed_comparisons, build_cells,
+    claim_specs, communication_rows, hetero_cells, metrics, opt_int, parse_published, participation_notes, required_inputs,
     split_rounds,
     table_specs,
 )
 from esnfed_core.vocabulary import DATASETS, PCTS, VARIANTS
 from esnfed_stages import (
-    claims_report, comparability, continual_report, hetero_report, ipfit_report, privacy_report, provenance,
-    report_index, secagg_report, selected_report,
+    claims_report, comparability, continual_report, hetero_report, ipfit_report, privacy_report, protocol_tables,
+    provenance, report_index, secagg_report, selected_report,
 )
 from esnfed_stages.heterogeneity_params import hetero_params
-from esnfed_stages._datasets import classes_of, continual_declared, declared, study_declared
+from esnfed_stages._datasets import classes_of, continual_declared, declared, n_classes, study_declared, variant_base
 from esnfed_stages._io import atomic_path, dumps_json, output_lock, read_json
 from esnfed_stages.experiment_params import BudgetSpec, budget_spec
 from esnfed_stages.sections import section
@@ -252,6 +252,7 @@ def communication_items(inputs: Inputs, datasets: Sequence[str] = DATASETS,
                         participants=_opt_ints(comm.get("participants")),
                         context_rounds=_opt_ints(comm.get("context_rounds")),
                         readout_bias=comm.get("readout_bias") is True,
+                        client_fraction=float(comm.get("client_fraction", 1.0)),
                         validation_clients=validation.users.get(ds), lambda_grid=validation.lambda_grid,
                     ))
                 except (KeyError, TypeError, ValueError) as exc:
@@ -283,16 +284,21 @@ def build(inputs: Inputs, ttest_doc: Mapping[str, Any], published: Published, da
           continual: Sequence[str] = DATASETS, user_classes: Mapping[str, int] | None = None,
           contexts: Mapping[str, ContextNames] | None = None,
           scale: comparability.BudgetScale | None = None, studies: Sequence[str] | None = None,
-          matrix_pct: str = "100", validation: ValidationSizes | None = None) -> Report:
+          matrix_pct: str = "100", validation: ValidationSizes | None = None,
+          protocols: Sequence[TableSpec] = ()) -> Report:
     """Every output in memory; ``contexts``: each dataset's context names (figures and plots);
     ``scale``: the budget's, for the paper tables' headers (comparability.py); ``studies``: params.yaml
     study_datasets (the deep table's; see table_specs). Only what the declared datasets ask for:
     the papers' communication table with one of theirs declared, the heterogeneous table with
-    ``hetero``; ``validation``: the communication tables' validation traffic (unknown without it)."""
+    ``hetero``; ``validation``: the communication tables' validation traffic (unknown without it);
+    ``protocols``: paper tables under their paper's protocol (protocol_tables.py; their t-tests
+    are those the ttest stage ran on the same pairs and scores)."""
     rep = Report(missing=list(inputs.missing))
     contexts = contexts or {}
-    for spec in table_specs(datasets, continual, studies):
-        cells = build_cells(spec, inputs.scores, ttest_doc["comparisons"], published)
+    specs = [(spec, ttest_doc["comparisons"]) for spec in table_specs(datasets, continual, studies)]
+    specs += [(spec, borrowed_comparisons(spec, ttest_doc["comparisons"])) for spec in protocols]
+    for spec, comparisons in specs:
+        cells = build_cells(spec, inputs.scores, comparisons, published)
         header = header_lines(spec, inputs, ttest_doc, date, scale)
         rep.cells[spec.id] = cells
         md = render_markdown(spec, cells, header)
@@ -682,6 +688,8 @@ class ReportParams:
     privacy_extra: tuple[str, ...] = ()  # params.yaml privacy.extra_methods: their documents join the table
     # the λ values a stationary retrain tries on the validation users (ValidationSizes.lambda_grid)
     lambda_grid: int | None = None
+    # opt-in report.<table>_protocol: paper tables under their paper's protocol (protocol_tables.py)
+    protocols: tuple[TableSpec, ...] = ()
 
 
 def report_params(params: Mapping[str, Any]) -> ReportParams:
@@ -699,13 +707,15 @@ def report_params(params: Mapping[str, Any]) -> ReportParams:
                         _share(params, "report.contexts_pct", default="25"),
                         _share(params, "report.matrix_pct", default="100"), methods, alphas, settings,
                         declared(params), continual_declared(params),
-                        {name: len(v["classes"]) for name, v in (params.get("imports") or {}).items()
-                         if isinstance(v, Mapping) and v.get("classes")}, budget_spec(params),
+                        {**{name: len(v["classes"]) for name, v in (params.get("imports") or {}).items()
+                            if isinstance(v, Mapping) and v.get("classes")},
+                         **{name: n_classes(base) for name in declared(params)  # a variant: its base's classes
+                            if (base := variant_base(params, name)) is not None}}, budget_spec(params),
                         ttest_params(params).record if "ttest" in params else {}, hetero,
                         privacy_params(params).record(params.get("budget"), extra=True) if "privacy" in params else {},
                         study_declared(params), *_selection_settings(params),
                         privacy_extra=privacy_params(params).extra_methods if "privacy" in params else (),
-                        lambda_grid=_lambda_grid(params))
+                        lambda_grid=_lambda_grid(params), protocols=protocol_tables.specs(params))
 
 
 def _selection_settings(params: Mapping[str, Any]) -> tuple[float | None, float | None, str | None]:
@@ -752,7 +762,7 @@ def run(options: ReportParams, *, assess_dir: str | Path = ASSESS_DIR,
     """Build every report output in memory, then write them; returns what was written."""
     date = report_date()
     specs = table_specs(options.datasets, options.continual, options.studies)
-    inputs = load_inputs(assess_dir, required_inputs(specs), allow_missing, budget=options.budget)
+    inputs = load_inputs(assess_dir, required_inputs(specs + options.protocols), allow_missing, budget=options.budget)
     ttest_doc = load_ttest(ttest_path, options.ttest_record)
     hetero = None
     if options.hetero_methods and options.studies:
@@ -767,7 +777,7 @@ def run(options: ReportParams, *, assess_dir: str | Path = ASSESS_DIR,
                 {ds: context_names(data_dir, ds) for ds in options.datasets},
                 comparability.budget_scale(options.budget), options.studies, options.matrix_pct,
                 ValidationSizes({ds: n for ds in options.datasets if (n := validation_users(data_dir, ds)) is not None},
-                                options.lambda_grid))
+                                options.lambda_grid), options.protocols)
     add_claims(rep, inputs, ttest_doc, date, options)
     if selected is not None:
         add_selected(rep, select_dir, selected, date, options)

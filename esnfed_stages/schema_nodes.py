@@ -200,6 +200,15 @@ class Delegate(Node):
 
 
 @dataclass(frozen=True)
+class OptIn(Delegate):
+    """A Delegate for an opt-in key that the repository's params.yaml leaves out (its comments show
+    it): no key of the file's drift test (declared_keys)."""
+
+    def keys(self, key: str) -> set[str]:
+        return set()
+
+
+@dataclass(frozen=True)
 class Named(Node):
     """A mapping of fixed keys (``known``; those in ``required`` must be present) and of any other
     key, a user dataset's name (issue 16), checked by ``other(name)``. ``examples``: the user

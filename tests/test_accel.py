@@ -519,3 +519,20 @@ def test_gpu_benchmark_smoke_mode_prints_every_case_and_the_projection(tmp_path)
     rec = [r for r in lines if "paper slice" in json.dumps(r)][-1]
     assert "does not fit" in rec["skipped"] and "seconds" not in rec
     assert not [r for r in lines if r.get("case", "").startswith("slice group")]
+
+
+def test_fit_batch_samples_the_clients_of_fedip_rounds_as_the_numpy_path(data):
+    """federated.client_fraction < 1 on torch-cpu: each round's slots are the clients the numpy
+    path samples (same sets, same messages), so the gains agree within the rounding bound above."""
+    fraction = 0.67  # two of the three clients per round: max(1, ⌊0.67·3⌋) = 2
+    cfgs = [{**c, "rounds": 3} for c in _configs("fedip")]
+    torch_sampled = dataclasses.replace(TORCH, client_fraction=fraction)
+    got = fit_batch("fedip", cfgs, [3, 4], data, torch_sampled)
+    for cfg, seed, g in zip(cfgs, [3, 4], got):
+        want = fit("fedip", {**cfg, "lambda": g.lam}, seed, data,
+                   dataclasses.replace(SETTINGS, client_fraction=fraction), score=False)
+        assert g.communication == want.communication and g.communication["client_fraction"] == fraction
+        np.testing.assert_allclose(g.reservoir.gain, want.reservoir.gain, rtol=0, atol=1e-5)
+        np.testing.assert_allclose(g.reservoir.bias, want.reservoir.bias, rtol=0, atol=1e-5)
+        full = fit("fedip", {**cfg, "lambda": g.lam}, seed, data, SETTINGS, score=False)
+        assert np.abs(full.reservoir.gain - want.reservoir.gain).max() > 1e-3  # sampling changed the model

@@ -313,3 +313,22 @@ def test_assess_benchmark_smoke_mode_reports_every_path_and_the_ratios(tmp_path)
     for name in ("numpy (scaled)", "batched", "bare recurrence"):
         assert cases[name]["seconds"] > 0 and cases[name]["M_model_ws_per_s"] > 0, name
     assert cases["ratios"]["batched_over_bare"] > 0 and cases["ratios"]["numpy_over_batched"] > 0
+
+
+@pytest.mark.parametrize("method", ["fedclip-naive", "fedclip-replay"])
+def test_sampled_fedclip_rounds_on_torch_equal_the_numpy_path(data, method):
+    """federated.client_fraction < 1: the trial threads run the numpy server, which samples each
+    round's clients; the torch engine fits only those. Same messages, gains within 1e-5 as above."""
+    steps = _validation_steps(data)
+    sampled = {"client_fraction": 0.67}  # two of the three clients per IP round
+    got = fit_batch(method, _configs(method), SEEDS, data, dataclasses.replace(TORCH, **sampled))
+    for cfg, seed, g in zip(_configs(method), SEEDS, got):
+        want = fit(method, cfg, seed, data, dataclasses.replace(SETTINGS, **sampled))
+        assert g.communication == want.communication and want.communication["client_fraction"] == 0.67
+        np.testing.assert_allclose(g.context_gain, want.context_gain, rtol=0, atol=1e-5)
+        np.testing.assert_allclose(g.context_bias, want.context_bias, rtol=0, atol=1e-5)
+        np.testing.assert_allclose(g.validation["stream_accuracy"], want.validation["stream_accuracy"],
+                                   rtol=0, atol=2 / steps)
+        full = fit(method, cfg, seed, data, SETTINGS)
+        # sampling changed the model: by far more than the 1e-5 rounding tolerance above
+        assert np.abs(full.context_gain - want.context_gain).max() > 1e-4

@@ -150,8 +150,8 @@ def test_integer_user_names_in_fixed_splits_say_to_quote_them():
      "params.yaml: embedded.synthesize.wesad: expected 'WESAD' (the folder under data.synthetic_dir that "
      "`esnfed synthesize --dataset wesad` writes), got 'wesad'"),
     ({"embedded__preprocess__example": "EXAMPLE"},
-     "params.yaml: embedded.preprocess: expected some of wesad, hhar (the papers' datasets; yours are imported), "
-     "got 'example'"),
+     "params.yaml: embedded.preprocess: expected some of wesad, hhar (the papers' datasets, or a variant of one: "
+     "preprocess.<name>.base; yours are imported), got 'example'"),
     ({"embedded__synthesize__mine": "MINE"},
      "params.yaml: embedded.synthesize: expected some of wesad, hhar, example (the embedded datasets), got 'mine'"),
     ({"embedded__synthesize": ["wesad", "hhar", "example"]},  # a list: dvc.yaml takes the folders from the values

@@ -259,8 +259,10 @@ def test_failed_synthesize_keeps_the_earlier_folder(project, monkeypatch):
 @pytest.mark.parametrize("command", ["synthesize", "preprocess"])
 def test_an_unknown_dataset_is_a_usage_error_listing_the_choices(project, command):
     """synthesize refuses a dataset it cannot write as the other data stages do: a usage error
-    (exit 2) naming --dataset and the valid names, before params.yaml is read."""
-    (project / "params.yaml").write_text("not: [valid", encoding="utf-8")
+    (exit 2) naming --dataset and the valid names, before params.yaml is read (preprocess: after,
+    as a protocol variant of a paper dataset is declared there, preprocess.<name>.base)."""
+    if command == "synthesize":
+        (project / "params.yaml").write_text("not: [valid", encoding="utf-8")
     result = invoke(command, "--dataset", "foo")
     assert result.exit_code == 2, result.output + (result.stderr or "")
     text = " ".join(w for w in (result.output + (result.stderr or "")).split() if w not in "│╭╮╰╯─")
@@ -325,7 +327,8 @@ def test_partition_before_preprocess(project):
 def test_a_missing_manifest_of_your_own_dataset_points_to_import(tmp_path):
     """`esnfed preprocess` refuses a dataset of your own: the hint names the command that writes it."""
     with pytest.raises(DataError, match=r"mystudy/manifest.json: manifest not found \(run `esnfed import "
-                                        r"--dataset mystudy` first\)"):
+                                        r"--dataset mystudy`, or `esnfed preprocess --dataset mystudy` for a "
+                                        r"protocol variant first\)"):
         checked_manifest(tmp_path / "processed" / "mystudy")
 
 

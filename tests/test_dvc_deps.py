@@ -114,6 +114,26 @@ def test_runner_is_a_dependency_only_through_blas_threads(project):
     assert all(c == {"params.yaml": {"runner.blas_threads": "modified"}} for c in flagged.values())
 
 
+def test_client_fraction_reruns_exactly_the_stages_with_fedip_rounds(project):
+    """federated.client_fraction samples the clients of FedIP, deep FedIP and FedCLIP rounds: their
+    select and retrain stages declare it (select-ip/retrain-ip run ip and fedip as one matrix), and
+    nothing else (assess reads the models; the DP and Flower stages only refuse a fraction below 1)."""
+    params_path = project / "params.yaml"
+    original = params_path.read_text()
+    params = yaml.safe_load(original)
+    assert params["federated"] == {"client_fraction": 1.0}
+    try:
+        params["federated"]["client_fraction"] = 0.5
+        params_path.write_text(yaml.safe_dump(params))
+        flagged = _flagged(project)
+    finally:
+        params_path.write_text(original)
+    prefixes = ("select-ip@", "retrain-ip@", "select-fedclip@", "retrain-fedclip@", "select-deep@", "retrain-deep@")
+    expected = {s for s in _stages(project) if s.startswith(prefixes)}
+    assert expected and set(flagged) == expected
+    assert all(c == {"params.yaml": {"federated.client_fraction": "modified"}} for c in flagged.values())
+
+
 def test_the_report_reruns_when_the_matrix_share_changes(project):
     """params.yaml report.matrix_pct, the accuracy-matrix figure's share: the report stage declares
     the `report` section, so changing it flags the report and nothing else."""

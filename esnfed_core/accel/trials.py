@@ -28,6 +28,7 @@ from esnfed_core.messages import CommLedger, StatsMessage
 from esnfed_core.method import Method
 from esnfed_core.readout import Counts, solve
 from esnfed_core.reservoir import Reservoir
+from esnfed_core.sampling import sample_clients
 from esnfed_core.settings import Settings
 from esnfed_core.trial import (
     FittedModel, StatsOnceClient, TrialData, check_config, clients_of, make_reservoir, stationary_model,
@@ -115,7 +116,8 @@ def _fit_batch(m: Method, configs, seeds, data: TrialData, settings: Settings, s
         total = int(val.x.shape[0] * val.x.shape[1]) if len(val.x) else 0
         counts = [Counts(correct[i].astype(np.int64), total) for i in range(len(configs))]
     return [
-        stationary_model(m, dict(cfg), int(seed), sd, data, res, readouts, lambdas, ledger, fed, cnt)
+        stationary_model(m, dict(cfg), int(seed), sd, data, res, readouts, lambdas, ledger, fed, cnt,
+                         client_fraction=settings.fraction_for(m))
         for cfg, seed, sd, res, readouts, lambdas, ledger, fed, cnt in zip(
             configs, seeds, subs, reservoirs, out_readouts, out_lambdas, ledgers, out_fed, counts)
     ]
@@ -126,7 +128,10 @@ def _train_ip(m: Method, configs, subs, reservoirs: list[Reservoir], train: Devi
     """IP (one client: the pooled windows, ``rounds`` epochs) or FedIP (every client with
     windows, ``rounds`` rounds of ``local_epochs``) for every trial at once: each SGD step is one
     batched step over (trial, client) slots, each slot on its own mini-batch of its own shuffle;
-    the rounds' averaging and messages are esnfed_core.plasticity.fedip_round itself."""
+    the rounds' averaging and messages are esnfed_core.plasticity.fedip_round itself. With
+    ``settings.client_fraction`` < 1 a FedIP round's slots are the clients
+    :func:`esnfed_core.sampling.sample_clients` draws for the trial (as esnfed_core.federated.fedip
+    draws them), and only their shuffles advance."""
     from esnfed_core.plasticity import broadcast_reservoir, fedip_round  # noqa: PLC0415
 
     ip = settings.ip.config(sigma=1.0)  # the shared fields; σ is per trial
@@ -149,8 +154,10 @@ def _train_ip(m: Method, configs, subs, reservoirs: list[Reservoir], train: Devi
     base = Bank.from_reservoirs(reservoirs, dev)
     current = list(reservoirs)
     bs = ip.batch_size
+    fraction = settings.fraction_for(m)
     for rnd in range(max(rounds)):
-        slots = [(i, j) for i in range(n_trials) if rounds[i] > rnd for j in range(len(spans))]
+        picks = [sample_clients(len(spans), fraction, sd["ip"], rnd) for sd in subs]
+        slots = [(i, j) for i in range(n_trials) if rounds[i] > rnd for j in picks[i]]
         plans = []
         for i, j in slots:
             off, n = spans[j]
@@ -191,6 +198,7 @@ def _train_ip(m: Method, configs, subs, reservoirs: list[Reservoir], train: Devi
                 current[i] = current[i].with_ip(gain[ks[0]], bias[ks[0]])
                 continue
             fits = [lambda start, k=k: start.with_ip(gain[k], bias[k]) for k in ks]
-            current[i] = fedip_round(current[i], fits, [train.counts[c] for c in clients],
-                                     [names[c] for c in clients], ledgers[i], "fedip", rnd)
+            picked = [clients[j] for j in picks[i]]
+            current[i] = fedip_round(current[i], fits, [train.counts[c] for c in picked],
+                                     [names[c] for c in picked], ledgers[i], "fedip", rnd)
     return current

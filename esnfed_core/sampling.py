@@ -1,0 +1,41 @@
+"""Client sampling per round (params.yaml ``federated.client_fraction``): which clients a FedIP or
+FedCLIP round broadcasts (g, b) to, drawn uniformly without replacement as in the FedCLIP paper's
+FedAvg (Appendix A, "a random subset of participants S^r ⊂ C^r sampled uniformly").
+
+The round size follows Flower's FedAvg (``flwr.serverapp.strategy.FedAvg.configure_train``:
+``max(int(C · fraction_train), min_train_nodes)``) with ``min_train_nodes`` = 1: k = max(1,
+⌊fraction · C⌋). The draw of round r comes from a generator seeded with (trial seed, salt, r), so a
+trial's sets are the same on every run and a round's set does not depend on earlier rounds.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from esnfed_core.validation import Bound
+
+# federated.client_fraction's range: (0, 1]; 1 (the default) = every client in every round.
+CLIENT_FRACTION = Bound(low=0.0, high=1.0, low_open=True)
+FULL = 1.0
+# Keeps the sampling stream apart from the other draws seeded with the same trial seed (shuffles).
+_SALT = 0x5A3
+
+KEY = "federated.client_fraction"
+
+
+def sample_size(n_clients: int, fraction: float) -> int:
+    """Clients per round: max(1, ⌊fraction · n_clients⌋) (Flower's rule, at least one client)."""
+    CLIENT_FRACTION.check(KEY, fraction)
+    return max(1, int(n_clients * fraction))
+
+
+def sample_clients(n_clients: int, fraction: float, seed: int, rnd: int) -> list[int]:
+    """The indices (ascending: the server averages in client order) of the clients taking part in
+    round ``rnd``; every index when ``fraction`` is 1, without drawing anything."""
+    if n_clients < 1:
+        raise ValueError(f"sample_clients: no clients (got {n_clients})")
+    k = sample_size(n_clients, fraction)
+    if k >= n_clients:
+        return list(range(n_clients))
+    rng = np.random.default_rng([int(seed), _SALT, int(rnd)])
+    return sorted(int(i) for i in rng.choice(n_clients, size=k, replace=False))
