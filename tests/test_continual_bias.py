@@ -179,3 +179,22 @@ def test_saved_continual_model_with_bias_round_trips(tmp_path, data):
     assert back.context_readout.shape == (data.n_contexts, data.n_classes, cfg["units"] + 1)
     assert np.array_equal(back.context_readout, model.context_readout)
     assert np.array_equal(back.readout, model.context_readout[-1])
+
+
+@pytest.mark.parametrize("method", ["fedip", "fedclip-naive"])
+def test_the_bias_and_client_sampling_combine_in_the_counts(data, method):
+    """federated.client_fraction samples the IP rounds' clients, readout.bias widens the readout's
+    messages: both together, the ledger's totals are the analytic formula with both."""
+    cfg = {k: v for k, v in {**CFG, "sigma": 0.3, "rounds": 2}.items() if k in Method.parse(method).config_keys}
+    model = fit(method, cfg, 3, data, Settings(readout_bias=True, client_fraction=0.5))
+    comm = model.communication
+    assert comm["readout_bias"] is True and comm["client_fraction"] == 0.5
+    extra = {} if method == "fedip" else {"participants": tuple(comm["participants"]),
+                                          "context_rounds": tuple(comm["context_rounds"])}
+    ip_rounds = cfg["rounds"] if method == "fedip" else sum(comm["context_rounds"])
+    row = Communication("wesad", "75", method, comm["up_floats"], comm["down_floats"], comm["up_bytes"],
+                        comm["down_bytes"], comm["rounds"], comm["clients"], units=cfg["units"],
+                        classes=data.n_classes, ip_rounds=ip_rounds, readouts=comm["rounds"] - ip_rounds,
+                        readout_bias=True, client_fraction=0.5, **extra)
+    assert analytic_floats(row)[2:] == (comm["up_floats"], comm["down_floats"])
+    assert model.readout.shape == (data.n_classes, cfg["units"] + 1)
