@@ -61,7 +61,7 @@ ALGORITHM = "fedclip"  # ledger name of FedCLIP's (g, b) messages; readout messa
 @dataclass(frozen=True)
 class ContinualResult:
     reservoirs: list[Reservoir]  # after each context
-    readouts: list[np.ndarray]  # (C,N) after each context
+    readouts: list[np.ndarray]  # (C,N) after each context ((C,N+1) with ContinualConfig.bias)
     correct: dict[str, np.ndarray]  # eval set name -> (T_ctx, T_ctx) int: model after i on context j
     total: dict[str, np.ndarray]  # eval set name -> (T_ctx,) int: steps of context j
     ip_rounds: list[int] = field(default_factory=list)  # IP rounds/epochs behind each model
@@ -85,7 +85,10 @@ class ContinualResult:
 @dataclass(frozen=True)
 class ContinualConfig:
     """What every strategy shares: federated or centralised, the IP rule, local epochs per round
-    (federated), classes, the readout's λ and solver, and the seed of shuffles and buffer keys."""
+    (federated), classes, the readout's λ and solver, and the seed of shuffles and buffer keys.
+    ``bias`` (params.yaml readout.bias): every ridge readout (D_t, D_t ∪ M_t, D_0..t) is solved from
+    the statistics of the augmented states [S, 1] (:class:`esnfed_core.readout.RidgeStats`),
+    readouts (C, N+1) whose last column is the unpenalised b_out."""
 
     federated: bool
     ip: IPConfig
@@ -94,6 +97,7 @@ class ContinualConfig:
     lam: float = 1e-5
     seed: int = 0
     solver: str = "cholesky"
+    bias: bool = False
     # Federated server hooks (None: FedAvg of (g, b), IncFed sum solved at λ): DP-FedCLIP's
     # private IP rounds (esnfed_core.privacy.fedip_aggregate) and private readout.
     aggregate: "Aggregate | None" = field(default=None, compare=False)
@@ -107,6 +111,8 @@ class ContinualConfig:
         CLIENT_FRACTION.check(KEY, self.client_fraction)
         check_param("n_classes", self.n_classes, integer=True, low=1)
         check_solver(self.solver)
+        if not isinstance(self.bias, bool):
+            raise ParameterError(f"bias: expected true or false, got {quote(self.bias)}")
         CONTINUAL_BOUNDS["lambda"].check("lambda", self.lam)
 
 
@@ -132,12 +138,14 @@ class ContinualEngine:
         here; an accelerated engine runs them side by side)."""
         return [fit(start) for fit in fits]
 
-    def stats(self, res: Reservoir, x: np.ndarray, y: np.ndarray, n_classes: int) -> RidgeStats:
-        """A client's ridge statistics (as :meth:`esnfed_core.federated.Client.fit_stats`)."""
-        return ridge_stats(res, x, y, n_classes)
+    def stats(self, res: Reservoir, x: np.ndarray, y: np.ndarray, n_classes: int,
+              bias: bool = False) -> RidgeStats:
+        """A client's ridge statistics (as :meth:`esnfed_core.federated.Client.fit_stats`), of
+        the augmented states [S, 1] with ``bias``."""
+        return ridge_stats(res, x, y, n_classes, bias=bias)
 
     def counts(self, res: Reservoir, x: np.ndarray, y: np.ndarray, w: np.ndarray) -> Counts:
-        """Correct steps of readout ``w`` (C, N) on windows ``x``."""
+        """Correct steps of readout ``w`` (C, N), or (C, N+1) with the bias, on windows ``x``."""
         return evaluate_counts(res, x, y, w)
 
 
@@ -475,6 +483,7 @@ class _Federation:
         self.clients, self.federated, self.ip, self.engine = clients, config.federated, config.ip, engine
         self.epochs = config.local_epochs if config.federated else 1
         self.n_classes, self.lam, self.solver, self.ledger = config.n_classes, config.lam, config.solver, ledger
+        self.bias = config.bias
         self.aggregate, self.private_readout = config.aggregate, config.readout
         self.client_fraction, self.seed = config.client_fraction, config.seed
         # Each algorithm numbers its own rounds in the ledger: FedCLIP's IP rounds, IncFed's solves.
@@ -538,7 +547,8 @@ class _Federation:
 
     def readout(self, cur: Reservoir, part: _Participants) -> np.ndarray:
         """IncFed sums of (A_c, B_c) solved at λ: with one client, the centralised ridge."""
-        clients = [_EngineClient(n, x, y, self.n_classes, self.engine) for n, (x, y) in zip(part.names, part.data)]
+        clients = [_EngineClient(n, x, y, self.n_classes, self.engine, self.bias)
+                   for n, (x, y) in zip(part.names, part.data)]
         if self.private_readout is not None:  # the clients' statistics, released by the hook
             w = self.private_readout(cur, [c.fit_stats(cur).stats for c in clients], self._solves)
         else:
@@ -550,12 +560,13 @@ class _Federation:
 class _EngineClient(Client):
     """An IncFed client whose statistics come from the run's engine."""
 
-    def __init__(self, name: str, x: np.ndarray, y: np.ndarray, n_classes: int, engine: ContinualEngine):
-        super().__init__(name, x, y, n_classes)
+    def __init__(self, name: str, x: np.ndarray, y: np.ndarray, n_classes: int, engine: ContinualEngine,
+                 bias: bool = False):
+        super().__init__(name, x, y, n_classes, bias=bias)
         self.engine = engine
 
     def fit_stats(self, res: Reservoir) -> StatsMessage:
-        return StatsMessage(self.engine.stats(res, self._x, self._labels, self.n_classes))
+        return StatsMessage(self.engine.stats(res, self._x, self._labels, self.n_classes, self.bias))
 
 
 class DryEngine(ContinualEngine):
@@ -653,4 +664,4 @@ class LocalClient:
     def stats(self, res: Reservoir, t: int) -> RidgeStats:
         """The client's ridge statistics at context ``t`` on the trained ``res`` (its IncFed upload)."""
         x, y = self.data(t)
-        return self._fed.engine.stats(res, x, y, self._fed.n_classes)
+        return self._fed.engine.stats(res, x, y, self._fed.n_classes, self._fed.bias)

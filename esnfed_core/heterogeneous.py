@@ -27,8 +27,8 @@ from esnfed_core.federated import incfed
 from esnfed_core.heterogeneity import ClientReservoir, aligned_reservoirs, draw_clients, heterogeneity_of
 from esnfed_core.messages import CommLedger, ModelMessage
 from esnfed_core.method import Method
-from esnfed_core.readout import Counts, solve
-from esnfed_core.reservoir import DTYPE, Reservoir, run_batch
+from esnfed_core.readout import Counts, grid_scores, solve
+from esnfed_core.reservoir import Reservoir, run_batch
 from esnfed_core.scoring import pooled_counts
 from esnfed_core.settings import Settings
 from esnfed_core.trial import (
@@ -39,7 +39,8 @@ from esnfed_core.trial import (
 
 def client_counts(reservoirs: Sequence[Reservoir], readouts: Sequence[np.ndarray],
                   users: Sequence[UserData], batch_size: int) -> list[Counts]:
-    """Each client's counts on ``users`` through its own reservoir and readout(s) ((L, C, N) or (C, N))."""
+    """Each client's counts on ``users`` through its own reservoir and readout(s) ((L, C, N) or
+    (C, N); N+1 columns with readout.bias)."""
     return [pooled_counts(r, list(users), w, batch_size) for r, w in zip(reservoirs, readouts)]
 
 
@@ -65,7 +66,7 @@ def _votes(scores: np.ndarray, combine: str) -> np.ndarray:
 def ensemble_counts(reservoirs: Sequence[Reservoir], readouts: Sequence[np.ndarray],
                     users: Sequence[UserData], batch_size: int, combine: str = "softmax") -> Counts:
     """Counts of the ensemble on ``users``, per λ of the clients' readouts (each (L, C, N_c) or
-    (C, N_c)): every client runs the same batch of windows, its outputs are turned into class
+    (C, N_c), or N_c + 1 columns, the last the bias, with readout.bias): every client runs the same batch of windows, its outputs are turned into class
     probabilities (softmax) or votes, summed over clients, and the argmax is the prediction (ties:
     the lowest class index). Memory: one batch of states and the (steps, L, C) sums."""
     grids = [w if w.ndim == 3 else w[None] for w in readouts]
@@ -80,7 +81,7 @@ def ensemble_counts(reservoirs: Sequence[Reservoir], readouts: Sequence[np.ndarr
             for res, w in zip(reservoirs, grids):
                 states = run_batch(res, xb)
                 t_len, b, n = states.shape
-                scores = (states.reshape(t_len * b, n) @ w.reshape(n_l * n_c, n).T.astype(DTYPE))
+                scores = grid_scores(states.reshape(t_len * b, n), w)
                 v = _votes(scores.reshape(t_len * b, n_l, n_c), combine)
                 sums = v if sums is None else sums + v
             correct += (sums.argmax(axis=2) == y[:, None]).sum(axis=0)
@@ -96,7 +97,6 @@ def fit(method: str | Method, config: dict, seed: int, data: TrialData, settings
     if not m.heterogeneous:
         raise ConfigError(f"{m.id}: not a heterogeneous method (local, ensemble, align-<alpha>)")
     check_config(m, config, need_lambda=not score)
-    settings.check_bias(m)
     return fit_heterogeneous(m, dict(config), int(seed), sub_seeds(seed), data, settings, score)
 
 
@@ -134,7 +134,8 @@ def fit_heterogeneous(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialD
             ledger.record("ensemble", 0, c.name, "up",
                           ModelMessage(r.w_in, r.w, r.gain, r.bias, r.leak, w, num_examples=c.num_examples))
     return FittedModel(m.id, seed, {**cfg, "lambda": lambdas[best]}, data.n_classes, seeds,
-                       readout=None, lam=lambdas[best], communication=_sizes(communication(ledger, len(names)), data),
+                       readout=None, lam=lambdas[best],
+                       communication=_sizes(communication(ledger, len(names), settings.readout_bias), data),
                        validation=val, clients=tuple(reservoirs), client_readouts=chosen,
                        client_configs=tuple(d.config for d in draws))
 

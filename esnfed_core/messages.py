@@ -140,7 +140,7 @@ class ReservoirMessage(Message):
 class ModelMessage(Message):
     """A whole client model (ensemble upload, issue 13): the client's own reservoir (W_in, Ŵ, g, b,
     leak), which the server cannot know when clients are provisioned independently, and its
-    readout W (C×N), with ``num_examples``. Unlike the setup broadcast it is always counted."""
+    readout W (C×N, or C×(N+1) with readout.bias), with ``num_examples``. Unlike the setup broadcast it is always counted."""
 
     w_in: np.ndarray
     w: np.ndarray
@@ -155,8 +155,8 @@ class ModelMessage(Message):
         for name, shape in (("w", (n, n)), ("gain", (n,)), ("bias", (n,))):
             if _payload(self, name, len(shape)).shape != shape:
                 raise ParameterError(f"ModelMessage.{name}: expected shape {shape}, got {getattr(self, name).shape}")
-        if _payload(self, "readout", 2).shape[1] != n:
-            raise ParameterError(f"ModelMessage.readout: expected (C, {n}), got {self.readout.shape}")
+        if _payload(self, "readout", 2).shape[1] not in (n, n + 1):  # N+1: readout.bias
+            raise ParameterError(f"ModelMessage.readout: expected (C, {n}) or (C, {n + 1}), got {self.readout.shape}")
         check_param("ModelMessage.leak", self.leak, low=0.0, high=1.0, low_open=True)
         _count(self, "num_examples")
 

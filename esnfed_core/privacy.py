@@ -12,7 +12,10 @@ B̄ = (1/n) Σ s_t s_tᵀ. Since states lie in [-1, 1]^N and y_t is one-hot,
 ‖y sᵀ‖_F = ‖s‖ ≤ √N and ‖s sᵀ‖_F = ‖s‖² ≤ N, so ‖(Ā, B̄)‖_F ≤ √(N + N²) (a mean of bounded
 terms); it is then clipped to C = clip·√(N + N²) (``clip`` ∈ (0, 1]; 1 never clips). The
 released vector is (Ā, upper triangle of B̄ with its diagonal), whose L2 norm is ≤ ‖(Ā, B̄)‖_F,
-so adding or removing one unit moves the sum by at most C: the L2 sensitivity is C. The noise is
+so adding or removing one unit moves the sum by at most C: the L2 sensitivity is C. With
+``readout.bias`` the states are the augmented [s; 1] ∈ [-1, 1]^(N+1) (the constant 1 lies in the
+same range), so the same argument gives ‖(Ā, B̄)‖_F ≤ √((N+1) + (N+1)²): N is then the
+statistics' N+1 columns throughout (:func:`stats_bound` of ``RidgeStats.units``). The noise is
 drawn on that vector and mirrored, so B stays symmetric; the noisy B is then projected onto the
 positive semi-definite cone (post-processing: no privacy cost) before the ridge solve. Every unit
 weighs the same in the sum (its window count is not released).
@@ -120,13 +123,15 @@ def epsilon_of(z: float, delta: float, releases: int = 1) -> float:
 
 
 def stats_bound(units: int, n_classes: int = 1) -> float:
-    """√(N + N²): the Frobenius bound of one unit's mean statistics (Ā, B̄) (one-hot labels)."""
+    """√(N + N²): the Frobenius bound of one unit's mean statistics (Ā, B̄) (one-hot labels), N =
+    ``units`` the statistics' columns: N + 1 with readout.bias (states [s; 1] ∈ [-1, 1]^(N+1))."""
     del n_classes  # ‖y sᵀ‖_F = ‖s‖ for one-hot y, whatever the number of classes
     return math.sqrt(units + units * units)
 
 
 def stats_sigma(spec: DPSpec, units: int, releases: int = 1) -> float:
-    """σ = z·C of the IncFed release, C = clip·√(N + N²) (0 when ε is infinite)."""
+    """σ = z·C of the IncFed release, C = clip·√(N + N²), N = ``units`` the statistics' columns
+    (N + 1 with readout.bias) (0 when ε is infinite)."""
     return noise_multiplier(spec.epsilon, spec.delta, releases) * (spec.clip * stats_bound(units))  # z·C, as before
 
 
@@ -178,13 +183,14 @@ def private_stats(units_stats: Sequence[RidgeStats], spec: DPSpec, rng: np.rando
         a, b = clipped_mean_stats(s, bound)
         a_sum += a
         b_sum += b
-    return released_stats(*add_noise(a_sum, b_sum, stats_sigma(spec, n, releases), rng))
+    return released_stats(*add_noise(a_sum, b_sum, stats_sigma(spec, n, releases), rng), units_stats[0].bias)
 
 
-def released_stats(a_noisy: np.ndarray, b_noisy: np.ndarray) -> RidgeStats:
+def released_stats(a_noisy: np.ndarray, b_noisy: np.ndarray, bias: bool = False) -> RidgeStats:
     """The ridge statistics of a noisy sum (Ā, B̄): B projected onto the PSD cone
-    (post-processing); the counts are not released."""
-    return RidgeStats(a_noisy, psd_projection(b_noisy), 0, 0)
+    (post-processing); the counts are not released. ``bias``: statistics of the augmented states
+    (readout.bias), whose last entry the solve leaves unpenalised."""
+    return RidgeStats(a_noisy, psd_projection(b_noisy), 0, 0, bias)
 
 
 def add_noise(a: np.ndarray, b: np.ndarray, sigma: float, rng: np.random.Generator

@@ -8,6 +8,8 @@ post-processing of the one released sum. DP-FedAvg releases one readout per λ, 
 selected config's λ only (one release; choosing on the grid would cost one release per λ).
 DP-FedCLIP (naive, replay) runs FedIP's private rounds and IncFed's private readout at every context;
 its readout at context t takes λ from the grid on the validation users' windows of context t (post-processing).
+With readout.bias every released statistic is of the augmented states [s, 1] (sensitivity
+√((N+1) + (N+1)²), esnfed_core.privacy) and DP-FedAvg clips the whole (C, N+1) local readout.
 """
 
 from __future__ import annotations
@@ -52,16 +54,19 @@ def noise_rng(seed: int) -> np.random.Generator:
 
 
 def window_stats(res: Reservoir, x: np.ndarray, labels: np.ndarray, n_classes: int,
-                 batch_size: int) -> list[RidgeStats]:
-    """Each window's own ridge statistics (the units of the ``window`` relation)."""
+                 batch_size: int, bias: bool = False) -> list[RidgeStats]:
+    """Each window's own ridge statistics (the units of the ``window`` relation), of the augmented
+    states [s, 1] with ``bias`` (readout.bias)."""
     out: list[RidgeStats] = []
     eye = np.eye(n_classes)
     for sb in iter_states(res, x, batch_size):
         s = np.asarray(sb.states, np.float64)  # (T, B, N)
+        if bias:
+            s = np.concatenate([s, np.ones(s.shape[:2] + (1,))], axis=2)
         y = eye[np.asarray(labels[sb.index]).T]  # (T, B, C)
         a = np.einsum("tbc,tbn->bcn", y, s)
         b = np.einsum("tbi,tbj->bij", s, s)
-        out.extend(RidgeStats(a[k], b[k], s.shape[0], 1) for k in range(s.shape[1]))
+        out.extend(RidgeStats(a[k], b[k], s.shape[0], 1, bias) for k in range(s.shape[1]))
     return out
 
 
@@ -69,10 +74,11 @@ def unit_stats(res: Reservoir, data: TrialData, settings: Settings, relation: st
     """The neighbouring units' statistics: one per client (``user``) or per window (``window``)."""
     from esnfed_core.readout import ridge_stats  # noqa: PLC0415
 
+    bias = settings.readout_bias
     if relation == "user":
-        return [ridge_stats(res, u.x, u.y, data.n_classes, settings.batch_size) for u in data.train.values()]
+        return [ridge_stats(res, u.x, u.y, data.n_classes, settings.batch_size, bias) for u in data.train.values()]
     return [w for u in data.train.values()
-            for w in window_stats(res, u.x, u.y, data.n_classes, settings.batch_size)]
+            for w in window_stats(res, u.x, u.y, data.n_classes, settings.batch_size, bias)]
 
 
 def fit_private(method: str | Method, config: Mapping[str, Any], seed: int, data: TrialData,
@@ -81,7 +87,6 @@ def fit_private(method: str | Method, config: Mapping[str, Any], seed: int, data
     ``ip_norms`` (FedIP): every client's round update ‖(Δg, Δb)‖₂ before clipping is appended
     (rounds in order, clients in order within a round; ε = ∞ too); the model is unchanged."""
     m = method if isinstance(method, Method) else Method.parse(method)
-    settings.refuse_bias(f"DP-{m.id}")
     # Sampling would amplify privacy, which the accountant does not model (docs/privacy.md).
     settings.refuse_sampling(f"DP-{m.id}")
     if m.id in UNCOVERED:

@@ -271,6 +271,19 @@ def predict(states: np.ndarray, w: np.ndarray) -> np.ndarray:
     return scores.argmax(axis=1).reshape(t_len, b).T
 
 
+def grid_scores(rows: np.ndarray, readouts: np.ndarray) -> np.ndarray:
+    """Float32 outputs (R, L·C) of readouts (L, C, N) — or (L, C, N+1), the last column the bias,
+    added — on state rows (R, N), in one GEMM."""
+    n = rows.shape[1]
+    ll, c, cols = readouts.shape
+    if cols not in (n, n + 1):
+        raise ParameterError(f"readouts: expected (L, C, {n}) or (L, C, {n + 1}), got shape {readouts.shape}")
+    scores = rows @ readouts[:, :, :n].reshape(ll * c, n).T.astype(DTYPE)
+    if cols == n + 1:
+        scores += readouts[:, :, n].reshape(ll * c).astype(DTYPE)
+    return scores
+
+
 def count_correct(states: np.ndarray, labels: np.ndarray, readouts: np.ndarray) -> Counts:
     """Correct steps of each readout in ``readouts`` (L, C, N) — or (L, C, N+1), the last column
     the bias — on one batch, in one GEMM."""
@@ -279,11 +292,7 @@ def count_correct(states: np.ndarray, labels: np.ndarray, readouts: np.ndarray) 
         raise ParameterError(f"readouts: expected (L, C, {n}) or (L, C, {n + 1}), got shape {np.shape(readouts)}")
     ll, c, _ = readouts.shape
     y = _flat_labels(labels, t_len, b, c)
-    w = readouts[:, :, :n].reshape(ll * c, n).T.astype(DTYPE)
-    scores = states.reshape(t_len * b, n) @ w
-    if readouts.shape[2] == n + 1:
-        scores += readouts[:, :, n].reshape(ll * c).astype(DTYPE)
-    scores = scores.reshape(t_len * b, ll, c)
+    scores = grid_scores(states.reshape(t_len * b, n), readouts).reshape(t_len * b, ll, c)
     pred = scores.argmax(axis=2)
     correct = (pred == y[:, None]).sum(axis=0)
     return Counts(correct.astype(np.int64), t_len * b)

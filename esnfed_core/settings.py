@@ -32,7 +32,8 @@ class Settings:
     tf32: bool = False  # cuda only: TF32 tensor-core products (10-bit mantissa inputs), opt-in
     solver: str = "cholesky"  # readout.solve: cholesky (float64) | pinv32 (the authors' numerics)
     # readout.bias: the papers' eq. 1 readout y = W_out h + b_out (an unpenalised bias; readouts
-    # (C, N+1)); off by default, as the authors' code (PROTOCOL §2). Stationary methods on numpy.
+    # (C, N+1)); off by default, as the authors' code (PROTOCOL §2). Every method and device,
+    # DP and the Flower apps too.
     readout_bias: bool = False
     retrain_lambda: str = "select"  # select: each retrain picks λ on validation | frozen: best.json's
     # How the clients' reservoirs differ (heterogeneous methods): an
@@ -60,9 +61,6 @@ class Settings:
         check_solver(self.solver)
         if not isinstance(self.readout_bias, bool):
             raise ConfigError(f"readout.bias: expected true or false, got {quote(self.readout_bias)}")
-        if self.readout_bias and self.device != "cpu":
-            raise ConfigError(f"readout.bias: the torch kernels have no readout bias; set runner.device: "
-                              f"cpu (got {self.device}) or readout.bias: false")
         try:
             CLIENT_FRACTION.check(SAMPLING_KEY, self.client_fraction)
         except ValueError as exc:
@@ -70,12 +68,6 @@ class Settings:
         if self.retrain_lambda not in RETRAIN_LAMBDA:
             raise ConfigError(f"retrain.lambda: expected one of {', '.join(RETRAIN_LAMBDA)}, "
                               f"got {quote(self.retrain_lambda)}")
-
-    def refuse_bias(self, what: str) -> None:
-        """One-line ConfigError when ``readout.bias`` is on for ``what``, a path without it."""
-        if self.readout_bias:
-            raise ConfigError(f"readout.bias: not available for {what} (only ridge, incfed, fedavg, "
-                              "ip, fedip and their deep variants); set readout.bias: false")
 
     def refuse_sampling(self, what: str) -> None:
         """One-line ConfigError when ``federated.client_fraction`` < 1 for ``what``, a path that
@@ -92,11 +84,6 @@ class Settings:
     def fraction_for(self, method: "Method") -> float:
         """The client fraction a trial of ``method`` runs its rounds with (1 unless it samples)."""
         return self.client_fraction if self.samples(method) else FULL
-
-    def check_bias(self, method: "Method") -> None:
-        """Refuse ``readout.bias`` for a method whose readout has none (continual, heterogeneous)."""
-        if method.continual or method.heterogeneous:
-            self.refuse_bias(method.id)
 
     def accelerated(self, method: "Method") -> bool:
         """Whether trials of ``method`` run on the torch kernels with these settings."""

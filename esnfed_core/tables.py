@@ -747,8 +747,8 @@ def analytic_floats(c: Communication) -> tuple[str, str, int | None, int | None]
         return ("0", "0", 0, 0)
     if base == "ensemble":  # each client uploads its model once: reservoir + readout; no download
         ok = known and c.inputs is not None
-        return ("N·U+N²+2N+1 (own reservoir) + N·C (readout)", "0",
-                k * (n * c.inputs + n * n + 2 * n + 1 + n * ncls) if ok else None, 0 if ok else None)
+        return (f"N·U+N²+2N+1 (own reservoir) + {rt}·C (readout)", "0",
+                k * (n * c.inputs + n * n + 2 * n + 1 + r * ncls) if ok else None, 0 if ok else None)
     if base in ("incfed", "align"):  # align-α: IncFed over the aligned reservoirs
         return (f"{rt}²+{rt}·C", f"{rt}·C", k * (r * r + r * ncls) if known else None,
                 k * r * ncls if known else None)

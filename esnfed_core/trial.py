@@ -49,8 +49,9 @@ class TrialData:
 class FittedModel:
     """A trained model and what its training measured.
 
-    ``readout`` is (C, N) float64 ((C, N+1), the last column the bias, with readout.bias); continual methods also keep the model after each context in
-    ``context_gain``/``context_bias`` (T, N) and ``context_readout`` (T, C, N). ``validation``
+    ``readout`` is (C, N) float64 ((C, N+1), the last column the bias, with readout.bias); continual
+    methods also keep the model after each context in ``context_gain``/``context_bias`` (T, N) and
+    ``context_readout`` (T, C, N) ((T, C, N+1) with readout.bias). ``validation``
     holds the selection scores when the trial scored on validation users (``score`` is the one
     model selection maximises). ``communication`` totals every message of a federated method.
     """
@@ -122,16 +123,20 @@ def make_reservoir(config: Mapping[str, Any], n_inputs: int, seed: int | np.rand
     return build_reservoir(rc, seed)
 
 
-def communication(ledger: CommLedger, n_clients: int) -> dict[str, int]:
+def communication(ledger: CommLedger, n_clients: int, readout_bias: bool = False) -> dict[str, Any]:
     """Totals over every algorithm in the ledger (rounds add up: FedIP rounds + the IncFed round).
 
     The one-off reservoir broadcast is excluded (the ledger's default), as in PROTOCOL's counts.
+    ``readout_bias`` (readout.bias: the readouts have N+1 columns) is recorded as
+    ``"readout_bias": true`` for the analytic counts (esnfed_core/tables.py), absent when false.
     """
     out = {"up_floats": 0, "up_bytes": 0, "down_floats": 0, "down_bytes": 0, "rounds": 0}
     for algo in sorted({e.algorithm for e in ledger.entries}):
         for k, v in ledger.totals(algo).items():
             out[k] += v
     out["clients"] = int(n_clients)
+    if readout_bias:  # absent when off: the documents of every default run stay as they were
+        out["readout_bias"] = True
     return out
 
 
@@ -172,7 +177,6 @@ def fit(
         raise ConfigError(f"runner.device: fit is the numpy path; {m.id} on {settings.device} runs "
                           "through esnfed_core.accel.trials.fit_batch")
     if m.continual:
-        settings.check_bias(m)
         return fit_continual(m, cfg, int(seed), seeds, data, settings, score)
     return _fit_stationary(m, cfg, int(seed), seeds, data, settings, score)
 
@@ -265,9 +269,8 @@ def stationary_model(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialDa
         ledger = fed_ledgers[best]
     lam = lambdas[best]
     cfg = {**cfg, "lambda": lam}
-    comm = communication(ledger, len(data.train)) if ledger is not None else None
-    if comm is not None and readouts.shape[-1] == res.units + 1:  # readout.bias: N+1 readout columns
-        comm["readout_bias"] = True
+    comm = communication(ledger, len(data.train), readout_bias=readouts.shape[-1] == res.units + 1) \
+        if ledger is not None else None
     if comm is not None and client_fraction != FULL:  # absent at 1: default records stay as they were
         comm["client_fraction"] = client_fraction
     return FittedModel(m.id, seed, cfg, data.n_classes, seeds, reservoir=res,
@@ -331,7 +334,7 @@ def fit_continual(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialData,
     )
     config = ContinualConfig(federated, _ip_config(cfg, settings), data.n_classes,
                              local_epochs=int(cfg.get("local_epochs", 1)), lam=cs.lam,
-                             seed=seeds["ip"], solver=settings.solver,
+                             seed=seeds["ip"], solver=settings.solver, bias=settings.readout_bias,
                              client_fraction=settings.fraction_for(m),
                              **(server or {}))
     result = run_continual(res, train, strategy, config, validation=validation,
@@ -356,7 +359,7 @@ def fit_continual(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialData,
         context_bias=np.stack([r.bias for r in result.reservoirs]),
         context_readout=np.stack([np.asarray(w, np.float64) for w in result.readouts]),
         communication=None if ledger is None else {
-            **communication(ledger, len(data.train)),
+            **communication(ledger, len(data.train), readout_bias=config.bias),
             # who sent at each context, and how many IP rounds: the analytic message counts (a client
             # without windows at a context sends nothing there; esnfed_core/tables.py analytic_floats)
             "participants": [int(p) for p in result.participants],

@@ -17,8 +17,15 @@ from esnfed_core.trial import make_reservoir
 
 RESERVOIR_KEYS = ("units", "spectral_radius", "leak", "input_scaling")
 # What a client's config needs to rebuild the broadcast reservoir and compute its ridge statistics
-# (a sparse reservoir's connectivity only when the run config has it: messages copy present keys).
-CLIENT_KEYS = (*RESERVOIR_KEYS, *CONNECTIVITY_KEYS, "reservoir-seed", "n-classes", "batch-size")
+# (a sparse reservoir's connectivity and readout-bias only when the run config has them: messages
+# copy present keys).
+CLIENT_KEYS = (*RESERVOIR_KEYS, *CONNECTIVITY_KEYS, "reservoir-seed", "n-classes", "batch-size", "readout-bias")
+
+
+def readout_bias(cfg: Mapping[str, Any]) -> bool:
+    """Whether the run's readout has the bias column (params.yaml readout.bias: ``readout-bias``
+    true in the run config, absent otherwise): statistics of the augmented states [S, 1]."""
+    return cfg.get("readout-bias") is True
 
 
 def to_record(arrays: Mapping[str, np.ndarray]) -> ArrayRecord:

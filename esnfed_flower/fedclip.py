@@ -32,8 +32,8 @@ from esnfed_core.method import CONNECTIVITY_KEYS
 from esnfed_core.readout import solve
 from esnfed_core.reservoir import Reservoir
 from esnfed_flower.common import (
-    RESERVOIR_KEYS, client_reply, from_record, measure_mod, partition_contexts, replies_in_order, reservoir, run_config,
-    to_record, wait_for_nodes,
+    RESERVOIR_KEYS, client_reply, from_record, measure_mod, partition_contexts, readout_bias, replies_in_order,
+    reservoir, run_config, to_record, wait_for_nodes,
 )
 from esnfed_flower.fedip import IP_KEYS, ip_config
 from esnfed_flower.incfed import stats_reply, stats_sum
@@ -46,6 +46,7 @@ CONFIG_KEYS = (*RESERVOIR_KEYS, *CONNECTIVITY_KEYS, "reservoir-seed", "n-classes
                "budget", "replay-fraction", "replay-batch", "replay-shuffle", "replay-policy", "ip-seed", "local-epochs", "lambda",
                "solver", *IP_KEYS)
 CONFIG_KEYS += ("patience", "max-joint-rounds")  # joint (esnfed_flower/fedclip_joint.py)
+CONFIG_KEYS += ("readout-bias",)  # readout.bias, only when on (messages copy present keys)
 
 
 def setup(cfg: dict[str, Any], strategies: tuple[str, ...] = STRATEGIES) -> tuple[Any, ContinualConfig]:
@@ -63,7 +64,7 @@ def setup(cfg: dict[str, Any], strategies: tuple[str, ...] = STRATEGIES) -> tupl
                              max_joint_rounds=JOINT_MAX_ROUNDS if cap is None else int(cap))
     config = ContinualConfig(True, ip_config(cfg), int(cfg["n-classes"]), local_epochs=int(cfg["local-epochs"]),
                              lam=float(cfg["lambda"]), seed=int(cfg["ip-seed"]),
-                             solver=str(cfg.get("solver", "cholesky")))
+                             solver=str(cfg.get("solver", "cholesky")), bias=readout_bias(cfg))
     return strategy, config
 
 

@@ -14,8 +14,8 @@ from flwr.serverapp import Grid, ServerApp
 from esnfed_core.privacy import private_stats
 from esnfed_core.readout import RidgeStats, ridge_stats
 from esnfed_flower.common import (
-    CLIENT_KEYS, client_reply, from_record, measure_mod, partition, replies_in_order, reservoir, run_config,
-    solve_readout, to_record, wait_for_nodes,
+    CLIENT_KEYS, client_reply, from_record, measure_mod, partition, readout_bias, replies_in_order, reservoir,
+    run_config, solve_readout, to_record, wait_for_nodes,
 )
 from esnfed_flower.dp import FlowerDP, flower_dp
 
@@ -29,7 +29,7 @@ def client_stats(cfg: dict, x: np.ndarray, y: np.ndarray, gb: dict | None = None
     res = reservoir(cfg, x.shape[2])
     if gb is not None:
         res = res.with_ip(gb["gain"], gb["bias"])
-    return ridge_stats(res, x, y, int(cfg["n-classes"]), int(cfg["batch-size"]))
+    return ridge_stats(res, x, y, int(cfg["n-classes"]), int(cfg["batch-size"]), readout_bias(cfg))
 
 
 @client_app.train()
@@ -42,8 +42,10 @@ def train(msg: Message, context: Context) -> Message:
 
 
 def stats_reply(msg: Message, s: RidgeStats, pid: int) -> Message:
-    """A client's reply to ``msg``: its statistics (A, B) and counts, and its partition id."""
-    return client_reply(msg, pid, {"num-examples": s.n_windows, "n-steps": s.n_steps}, stats={"a": s.a, "b": s.b})
+    """A client's reply to ``msg``: its statistics (A, B) and counts, and its partition id (and,
+    with readout.bias, ``readout-bias`` 1: the statistics are of [S, 1])."""
+    metrics = {"num-examples": s.n_windows, "n-steps": s.n_steps, **({"readout-bias": 1} if s.bias else {})}
+    return client_reply(msg, pid, metrics, stats={"a": s.a, "b": s.b})
 
 
 def stats_list(replies: list[Message]) -> list[RidgeStats]:
@@ -54,7 +56,8 @@ def stats_list(replies: list[Message]) -> list[RidgeStats]:
             continue
         arr = from_record(r.content["stats"])
         m = r.content["metrics"]
-        out.append(RidgeStats(arr["a"], arr["b"], int(m["n-steps"]), int(m["num-examples"])))
+        bias = "readout-bias" in m and int(m["readout-bias"]) == 1
+        out.append(RidgeStats(arr["a"], arr["b"], int(m["n-steps"]), int(m["num-examples"]), bias))
     return out
 
 

@@ -34,7 +34,9 @@ from flwr.server.workflow import DefaultWorkflow, SecAggPlusWorkflow
 
 from esnfed_core.privacy import released_stats
 from esnfed_core.readout import RidgeStats
-from esnfed_flower.common import measure_mod, partition, run_config, secagg_threshold, solve_readout, within_range
+from esnfed_flower.common import (
+    measure_mod, partition, readout_bias, run_config, secagg_threshold, solve_readout, within_range,
+)
 from esnfed_flower.dp import FlowerDP, flower_dp
 from esnfed_flower.incfed import client_stats
 
@@ -51,7 +53,7 @@ def mean_stats(rc: dict, x: np.ndarray, y: np.ndarray, gb: dict | None = None) -
 
 def dp_range(rc: dict, dp: FlowerDP) -> float:
     """SecAgg+'s clipping range under distributed DP (esnfed_flower.dp.FlowerDP.clipping_range)."""
-    return dp.clipping_range(int(rc["units"]))
+    return dp.clipping_range(int(rc["units"]) + readout_bias(rc))  # the statistics' columns
 
 
 def encode_stats(s: RidgeStats) -> tuple[list, int]:
@@ -70,10 +72,10 @@ def write_readout(rc: dict, results: list) -> np.ndarray:
     n = sum(fit_res.num_examples for _, fit_res in results)
     a, b = a_mean * n, 0.5 * (b_mean + b_mean.T) * n
     if flower_dp(rc, "distributed") is None:
-        stats = RidgeStats(a, b, n, 0)
+        stats = RidgeStats(a, b, n, 0, readout_bias(rc))
     else:
         np.savez(str(rc["out"]) + ".dp.npz", a=a, b=b)
-        stats = released_stats(a, b)
+        stats = released_stats(a, b, readout_bias(rc))
     w = solve_readout(rc, stats)
     np.save(str(rc["out"]), w)
     k = int(rc["num-clients"])

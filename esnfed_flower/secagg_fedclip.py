@@ -17,7 +17,7 @@ import numpy as np
 from flwr.common import ndarrays_to_parameters
 from flwr.server import ServerApp
 
-from esnfed_flower.common import run_config
+from esnfed_flower.common import readout_bias, run_config
 from esnfed_flower.fedclip import client_at, setup
 from esnfed_flower.secagg import SecAggClient, client_apps, encode_stats, run_secagg, write_readout
 from esnfed_flower.secagg_fedip import FedIPStrategy, ip_update
@@ -35,7 +35,8 @@ class FedCLIPClient(SecAggClient):
         t, steps = int(cfg["context"]), client.client.contexts[0][0].shape[1]
         if cfg["phase"] == "stats":
             if not client.takes_part(t):
-                return [np.zeros((int(rc["n-classes"]), res.units)), np.zeros((res.units, res.units))], 0, {}
+                m = res.units + readout_bias(rc)  # the statistics' columns
+                return [np.zeros((int(rc["n-classes"]), m)), np.zeros((m, m))], 0, {}
             vec, n = encode_stats(client.stats(res, t))
             return vec, n, {}
         if not client.takes_part(t):

@@ -152,8 +152,8 @@ def dp_record(spec: DPSpec, noise: str, n_releases: int, units: int, fedip: bool
 
 def run_config(cfg: Mapping[str, Any], seeds: Mapping[str, int], data: TrialData, settings: Any,
                lam: float, app: str, secagg: bool) -> dict[str, Any]:
-    """The apps' run config for a trial of ``cfg`` (paths added by the caller)."""
-    settings.refuse_bias("the Flower apps")
+    """The apps' run config for a trial of ``cfg`` (paths added by the caller); ``readout-bias``
+    only with readout.bias (the default run config, hence every message, as before)."""
     settings.refuse_sampling("the Flower apps")  # their servers broadcast to every client each round
     steps = max(u.x.shape[0] * u.x.shape[1] for u in data.train.values())
     rc = {k: cfg[k] for k in ("units", "spectral_radius", "leak", "input_scaling")}
@@ -162,6 +162,8 @@ def run_config(cfg: Mapping[str, Any], seeds: Mapping[str, int], data: TrialData
                "n-classes": data.n_classes, "n-inputs": data.n_inputs, "batch-size": settings.batch_size,
                "num-clients": len(data.train), "lambda": float(lam), "solver": settings.solver,
                "max-weight": float(steps), "clipping-range": 1.0})
+    if settings.readout_bias:
+        rc["readout-bias"] = True
     if app == "fedip":
         rc.update({**ip_run_config(cfg, seeds, settings), "rounds": int(cfg["rounds"])})
     return rc
@@ -348,6 +350,7 @@ def run_many(dataset: str, apps: Sequence[tuple[str, bool]], pct: str, params: M
         doc = {"dataset": dataset, "app": app, "secagg": secagg, "pct": pct, "seed": seed, "config": cfg,
                "lambda": lam, "n_clients": len(trial_data.train), "n_classes": trial_data.n_classes,
                "version": __version__, provenance.KEY: provenance.record({"budget": exp.budget}),
+               **({"readout_bias": True} if exp.settings.readout_bias else {}),  # readout.bias: N+1 columns
                "flower": {"test_accuracy": flower_acc, "readout_relative_difference": diff,
                           "bytes": got["bytes"], **({"secagg": got["secagg"]} if "secagg" in got else {})},
                "pipeline": {"test_accuracy": pipeline_acc, "communication": trials[app][1].communication}}
@@ -356,8 +359,8 @@ def run_many(dataset: str, apps: Sequence[tuple[str, bool]], pct: str, params: M
                                                                np.max(np.abs(got["bias"] - model.reservoir.bias))))
         if spec is not None:
             n_rel = releases(Method.parse(app), cfg)
-            doc["dp"] = dp_record(spec, dp.noise_for(secagg), n_rel, int(cfg["units"]), app == "fedip",
-                                  got.get("secagg"))
+            doc["dp"] = dp_record(spec, dp.noise_for(secagg), n_rel, int(cfg["units"]) + exp.settings.readout_bias,
+                                  app == "fedip", got.get("secagg"))
             doc["pipeline"].update({"lambda": float(model.lam), "nonprivate_test_accuracy": trials[app][2]})
         docs.append(doc)
     for doc in docs:
@@ -377,9 +380,11 @@ STAGE_NAMES = {"plain": "plain", "get_parameters": "initial parameters (server a
 
 def vector_entries(doc: Mapping[str, Any], phase: str) -> int:
     """Floats a client's vector holds in a phase: (g, b) = 2N, statistics C·N + N², readout C·N;
-    FedCLIP joint's evaluation (down: (g, b) and the readout) 2N + C·N, its role query none."""
+    FedCLIP joint's evaluation (down: (g, b) and the readout) 2N + C·N, its role query none. With
+    readout.bias (the document's ``readout_bias``) the readout's N is N+1; (g, b) keep 2N."""
     n, c = int(doc["config"]["units"]), int(doc["n_classes"])
-    return {"ip": 2 * n, "stats": c * n + n * n, "readout": c * n, "eval": 2 * n + c * n, "role": 0}[phase]
+    r = n + int(doc.get("readout_bias") is True)  # the readout's columns
+    return {"ip": 2 * n, "stats": c * r + r * r, "readout": c * r, "eval": 2 * n + c * r, "role": 0}[phase]
 
 
 def app_label(doc: Mapping[str, Any]) -> str:

@@ -111,6 +111,7 @@ def run(dataset: str, app: str, secagg: bool, pct: str, params: Mapping[str, Any
            "lambda": float(model.lam), "n_clients": len(data.train), "n_classes": data.n_classes,
            "n_contexts": data.n_contexts, "version": __version__,
            provenance.KEY: provenance.record({"budget": exp.budget}),
+           **({"readout_bias": True} if exp.settings.readout_bias else {}),  # readout.bias: N+1 columns
            "flower": {"test_accuracy": flower_stream[-1], "stream_accuracy": flower_stream,
                       "readout_relative_difference": max(diffs), "context_readout_relative_difference": diffs,
                       "ip_max_abs_difference": ip_diff, "bytes": got["bytes"], **_joint(got["contexts"]),

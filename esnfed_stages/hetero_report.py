@@ -149,7 +149,8 @@ def communication_items(inputs: Inputs, methods: Sequence[str], datasets: Sequen
                         int(comm["up_bytes"]), int(comm["down_bytes"]), int(comm["rounds"]),
                         int(comm["clients"]), units=int((entry.get("config") or {})["units"]),
                         classes=opt_int(comm["classes"] if "classes" in comm else classes_of(ds, user_classes)),
-                        inputs=opt_int(comm.get("inputs"))))
+                        inputs=opt_int(comm.get("inputs")),
+                        readout_bias=comm.get("readout_bias") is True))  # readout.bias: N+1 columns
                 except (KeyError, TypeError, ValueError) as exc:
                     raise DataError(f"{inputs.paths[(ds, method)]}: pcts.{pct}.communication is "
                                     f"malformed ({failure(exc)})") from None

@@ -16,7 +16,7 @@ The .npz (``np.load(path, allow_pickle=False)``) holds, for every method except 
 and, for the continual methods (clip-*, fedclip-*), the model after each context t = 0..T-1:
   context_gain    float32 (T, N)
   context_bias    float32 (T, N)
-  context_readout float64 (T, C, N)
+  context_readout float64 (T, C, N)  ((T, C, N+1) with readout.bias)
 (the last row of each equals gain, bias, readout). ``random`` stores only ``seed``.
 Deep reservoirs (deep-incfed, deep-fedip; esnfed_core.deep) store, instead of w_in, w and leak,
   layer_units int64 (L,)            units N_l of each layer (N = Σ N_l)
@@ -27,7 +27,7 @@ with gain, bias (N,) and readout (C, N) over the concatenated states of the laye
 layer l runs the recurrence below on layer l−1's states x_{l−1}(t) as its input u(t).
 The heterogeneous methods (local, ensemble, align-α; docs/heterogeneous.md) also store each
 client c's own reservoir: client<c>_w_in, client<c>_w, client<c>_leak, client<c>_gain,
-client<c>_bias (as above), and (local, ensemble) its readout client<c>_readout float64 (C, N_c).
+client<c>_bias (as above), and (local, ensemble) its readout client<c>_readout float64 (C, N_c) ((C, N_c + 1) with readout.bias).
 align-α's w_in ... readout are the server's target reservoir and the shared readout;
 local/ensemble store no target reservoir (w_in ... bias absent, readout absent).
 
@@ -159,7 +159,10 @@ def save_model(directory: Path, k: int, model: FittedModel, meta: dict[str, Any]
 
 
 def readout_bias(model: FittedModel) -> bool:
-    """Whether ``model``'s readout carries the bias column (C, N+1) of readout.bias."""
+    """Whether ``model``'s readout (or, local and ensemble, its clients' readouts) carries the bias
+    column (C, N+1) of readout.bias."""
+    if model.client_readouts is not None and model.clients is not None:
+        return model.client_readouts[0].shape[1] == model.clients[0].units + 1
     return model.readout is not None and model.reservoir is not None \
         and model.readout.shape[1] == model.reservoir.units + 1
 
@@ -331,7 +334,7 @@ def load_model(directory: Path, k: int) -> tuple[FittedModel, dict[str, Any]]:
             raise DataError(f"{js}: n_clients: expected an integer >= 1, got {quote(n_clients)}")
         clients = tuple(_reservoir(npz, arrays, f"client{i}_") for i in range(n_clients))
         if not shared:
-            client_readouts = tuple(_array(npz, arrays, f"client{i}_readout", (c, clients[i].units))
+            client_readouts = tuple(_array(npz, arrays, f"client{i}_readout", (c, clients[i].units + bias))
                                     for i in range(n_clients))
             lam = float(_scalar(npz, arrays, "lambda"))
     if shared:
@@ -342,7 +345,7 @@ def load_model(directory: Path, k: int) -> tuple[FittedModel, dict[str, Any]]:
                 raise DataError(f"{js}: n_contexts: expected an integer >= 1, got {quote(t)}")
             ctx = {"context_gain": _array(npz, arrays, "context_gain", (t, res.units)),
                    "context_bias": _array(npz, arrays, "context_bias", (t, res.units)),
-                   "context_readout": _array(npz, arrays, "context_readout", (t, c, res.units))}
+                   "context_readout": _array(npz, arrays, "context_readout", (t, c, res.units + bias))}
     model = FittedModel(
         meta["method"], int(meta["seed"]), dict(meta["config"]), int(meta["n_classes"]),
         dict(meta["seeds"]), reservoir=res, readout=readout, lam=lam,

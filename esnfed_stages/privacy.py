@@ -270,6 +270,8 @@ def run(dataset: str, privacy: PrivacyParams, exp: ExperimentParams, *, data_dir
            "relation": pp.relation, "clip": clip, "ip_clip": ip_clip,
            **({"fedavg_clip": pp.fedavg_clip_for(dataset)} if extra else {}),
            "mechanism": MECHANISM, "accountant": ACCOUNTANT, "seeds": seeds, "version": __version__,
+           # readout.bias: the statistics have N+1 columns (clipping norm clip·√((N+1) + (N+1)²))
+           **({"readout_bias": True} if exp.settings.readout_bias else {}),
            provenance.KEY: pp.record(exp.budget, extra=extra is not None), "methods": results}
     out = privacy_path(out_dir, dataset) if extra is None else extra_path(out_dir, dataset, extra)
     with output_lock(out):

@@ -219,7 +219,7 @@ def render(docs: Mapping[str, Mapping[str, Any]], run: Sequence[str] = (), stamp
         "",
         *(f"- {line}" for line in run),
         f"- Mechanism: {first['mechanism']}: per-unit per-step means (Ā, B̄) clipped to "
-        f"clip·√(N+N²) (clip = {_per_dataset(docs, 'clip')}), summed, N(0, (z·C)²) added to A and B's upper "
+        f"{_clip_bound(docs)} (clip = {_per_dataset(docs, 'clip')}), summed, N(0, (z·C)²) added to A and B's upper "
         f"triangle; FedIP (Δg, Δb) per client and round clipped to {_per_dataset(docs, 'ip_clip')} (L2), noised sum / K"
         + _fedavg_mechanism(docs),
         f"- Neighbouring relation: {first['relation']}-level (add/remove one "
@@ -246,6 +246,17 @@ def render(docs: Mapping[str, Mapping[str, Any]], run: Sequence[str] = (), stamp
     w.writeheader()
     w.writerows(rows)
     return {"privacy.md": ("\n".join(lines) + "\n").encode(), "privacy.csv": buf.getvalue().encode()}
+
+
+def _clip_bound(docs: Mapping[str, Mapping[str, Any]]) -> str:
+    """The clipping norm's formula: N+1 columns where a document was run with readout.bias."""
+    flags = {d.get("readout_bias") is True for d in docs.values()}
+    if flags == {True}:
+        return "clip·√((N+1)+(N+1)²) (readout.bias)"
+    if True in flags:
+        return "clip·√(N+N²) (with readout.bias: N+1 for N, " + ", ".join(
+            dataset_label(ds) for ds, d in docs.items() if d.get("readout_bias") is True) + ")"
+    return "clip·√(N+N²)"
 
 
 def _fedavg_mechanism(docs: Mapping[str, Mapping[str, Any]]) -> str:

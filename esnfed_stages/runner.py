@@ -194,8 +194,6 @@ def run_tasks(
     """
     if not tasks:
         return
-    for t in tasks:  # readout.bias on a method without it: one line before any trial runs
-        t.settings.check_bias(Method.parse(t.method))
     accelerated = [t for t in tasks if t.settings.accelerated(Method.parse(t.method))]
     if accelerated:
         require_torch(accelerated[0].settings.device)

@@ -289,16 +289,25 @@ def _same_lambda_up_to_near_ties(got, want, data) -> bool:
 def test_fit_batch_equals_fit_on_every_trial(data, algo):
     """Two trials batched (different σ, rounds, local epochs) against fit on the numpy path:
     same λ, validation accuracies, communication; IP gains and readouts within rounding."""
+    check_fit_batch_equals_fit(algo, data, SETTINGS)
+
+
+def check_fit_batch_equals_fit(algo: str, data, settings: Settings) -> list:
+    """fit_batch of two trials on torch-cpu against fit on numpy with ``settings`` (see
+    test_fit_batch_equals_fit_on_every_trial); returns the (batched, numpy) model pairs."""
     cfgs = _configs(algo)
-    got = fit_batch(algo, cfgs, [3, 4], data, TORCH)
+    got = fit_batch(algo, cfgs, [3, 4], data, dataclasses.replace(settings, device="torch-cpu"))
+    pairs = []
     for cfg, seed, g in zip(cfgs, [3, 4], got):
-        want = fit(algo, cfg, seed, data, SETTINGS)
+        want = fit(algo, cfg, seed, data, settings)
         if not _same_lambda_up_to_near_ties(g, want, data):  # the numpy trial at the accelerated λ
-            want = fit(algo, {**cfg, "lambda": g.lam}, seed, data, SETTINGS, score=False)
+            want = fit(algo, {**cfg, "lambda": g.lam}, seed, data, settings, score=False)
+        pairs.append((g, want))
         assert g.config == want.config and g.communication == want.communication
         np.testing.assert_allclose(g.reservoir.gain, want.reservoir.gain, rtol=0, atol=1e-5)
         np.testing.assert_allclose(g.reservoir.bias, want.reservoir.bias, rtol=0, atol=1e-5)
         assert _rel(g.readout, want.readout) < 1e-3
+    return pairs
 
 
 # Sparse reservoirs (docs/protocol.md §2): the numpy core draws them into dense matrices with zeros,

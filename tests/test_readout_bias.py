@@ -1,6 +1,6 @@
 """Tests of the opt-in readout bias (params.yaml readout.bias, the papers' eq. 1 y = W_out h + b_out):
 the augmented statistics, the solve with an unpenalised bias, predictions, the stationary trials,
-the message formulas, saved models, and the one-line refusals of the paths without it.
+the message formulas, saved models, the Flower run config, and end to end through the stages.
 (IncFed and FedAvg with bias, and reservoirpy's Ridge(fit_bias=True): tests/test_federated.py.)"""
 
 from __future__ import annotations
@@ -155,26 +155,21 @@ def test_trial_key_gets_readout_bias_only_when_on():
         assert Settings(readout_bias=True).used_by(Method.parse(m), True)["readout_bias"] is True
 
 
-def test_paths_without_a_readout_bias_refuse_it_in_one_line():
-    with pytest.raises(ConfigError, match=r"^readout\.bias: the torch kernels .*runner\.device: cpu \(got torch-cpu\)"):
-        Settings(device="torch-cpu", readout_bias=True)
-    with pytest.raises(ConfigError, match=r"^readout\.bias: expected true or false, got 'yes'"):
+def test_a_non_boolean_is_one_line_and_the_flower_run_config_carries_the_bias_only_when_on():
+    with pytest.raises(ConfigError, match=r"^readout\.bias: expected true or false, got 'yes'") as exc:
         Settings(readout_bias="yes")
-    data = _data()
-    with pytest.raises(ConfigError, match=r"^readout\.bias: not available for clip-naive") as exc:
-        fit("clip-naive", CFG, 11, data, Settings(readout_bias=True))
     assert "\n" not in str(exc.value)
-    from esnfed_core.heterogeneous import fit as fit_heterogeneous  # noqa: PLC0415
+    data = _data()
+    from esnfed_stages.flower import run_config, vector_entries  # noqa: PLC0415
 
-    with pytest.raises(ConfigError, match=r"^readout\.bias: not available for local"):
-        fit_heterogeneous("local", CFG, 11, data, Settings(readout_bias=True))
-    from esnfed_core.private_trial import fit_private  # noqa: PLC0415
-    from esnfed_stages.flower import run_config  # noqa: PLC0415
-
-    with pytest.raises(ConfigError, match=r"^readout\.bias: not available for DP-incfed"):
-        fit_private("incfed", CFG, 11, data, Settings(readout_bias=True), spec=None)
-    with pytest.raises(ConfigError, match=r"^readout\.bias: not available for the Flower apps"):
-        run_config(CFG, {"reservoir": 1}, data, Settings(readout_bias=True), 0.1, "incfed", False)
+    on = run_config(CFG, {"reservoir": 1}, data, Settings(readout_bias=True), 0.1, "incfed", False)
+    off = run_config(CFG, {"reservoir": 1}, data, Settings(), 0.1, "incfed", False)
+    assert on == {**off, "readout-bias": True} and "readout-bias" not in off  # default messages as before
+    doc = {"config": {"units": 12}, "n_classes": 3}
+    assert vector_entries(doc, "stats") == 3 * 12 + 12 * 12
+    doc["readout_bias"] = True  # the apps' statistics and readouts then carry N+1 columns, (g, b) 2N
+    assert (vector_entries(doc, "stats"), vector_entries(doc, "readout"), vector_entries(doc, "ip")) == \
+        (3 * 13 + 13 * 13, 3 * 13, 24)
 
 
 def test_params_readout_bias_is_checked_and_read():
@@ -212,8 +207,8 @@ def test_saved_model_with_bias_round_trips(tmp_path):
 @pytest.mark.pipeline
 def test_select_retrain_assess_with_bias_and_the_communication_table(tmp_path):
     """The stages end to end with readout.bias: the models' readouts carry the bias column, the
-    assess file's message counts are the N+1 formulas, and a continual select refuses in one line
-    naming the key, writing no trial."""
+    assess file's message counts are the N+1 formulas (a continual method's too), and the privacy
+    stage runs and records the bias."""
     from experiment_data import make_dataset, run_method_stages, small_params, stage_options, write_params  # noqa: PLC0415
     from typer.testing import CliRunner  # noqa: PLC0415
 
@@ -225,25 +220,30 @@ def test_select_retrain_assess_with_bias_and_the_communication_table(tmp_path):
     params["readout"]["bias"] = True
     write_params(tmp_path, params)
     run_method_stages(tmp_path, "wesad", [("ridge", None), ("incfed", None), ("fedavg", None)])
+    result = CliRunner().invoke(app, ["select", "--algo", "fedip", "--pct", "all", *stage_options(tmp_path)])
+    assert result.exit_code == 0, result.output  # FedIP (stationary) takes the bias
+    run_method_stages(tmp_path, "wesad", [("fedclip", "naive")])  # from FedIP's best configs
     import json  # noqa: PLC0415
 
-    for method in ("ridge", "incfed", "fedavg"):
+    for method in ("ridge", "incfed", "fedavg", "fedclip-naive"):
         model, meta = load_model(tmp_path / "runs" / "models" / "wesad" / method / "50", 0)
         assert meta["readout_bias"] is True and model.readout.shape == (3, model.reservoir.units + 1)
         doc = json.loads((tmp_path / "runs" / "assess" / "wesad" / f"{method}.json").read_text())
         share = doc["pcts"]["50"]
         if method != "ridge":
             comm = share["communication"]
+            extra = {} if method != "fedclip-naive" else {
+                "participants": tuple(comm["participants"]), "context_rounds": tuple(comm["context_rounds"])}
             c = Communication("wesad", "50", method, comm["up_floats"], comm["down_floats"], comm["up_bytes"],
                               comm["down_bytes"], comm["rounds"], comm["clients"], units=share["config"]["units"],
-                              classes=3, readouts=1, readout_bias=comm.get("readout_bias") is True)
+                              classes=3, readouts=1, readout_bias=comm.get("readout_bias") is True, **extra)
             assert c.readout_bias
             assert analytic_floats(c)[2:] == (comm["up_floats"], comm["down_floats"])
-    result = CliRunner().invoke(app, ["select", "--algo", "ip", "--pct", "all", *stage_options(tmp_path)])
-    assert result.exit_code == 0  # IP (stationary) takes the bias
-    result = CliRunner().invoke(app, ["select", "--algo", "clip", "--strategy", "naive", "--pct", "all",
-                                      *stage_options(tmp_path)])
-    lines = result.output.strip().splitlines()
-    assert result.exit_code != 0 and len(lines) == 1 and "readout.bias: not available for clip-naive" in lines[0], \
-        result.output
-    assert not (tmp_path / "runs" / "select" / "wesad" / "clip-naive").exists()  # no trial written
+    assert model.context_readout.shape == (3, 3, model.reservoir.units + 1)  # fedclip-naive: per context
+    matrix = np.asarray(share["accuracy_matrix"][0])  # assessed with the (C, N+1) context readouts
+    assert matrix.shape == (3, 3) and np.all((0 <= matrix) & (matrix <= 1))
+    result = CliRunner().invoke(app, ["privacy", *stage_options(tmp_path), "--out-dir",
+                                      str(tmp_path / "runs" / "privacy")])
+    assert result.exit_code == 0, result.output  # DP with the N+1 bound (docs/privacy.md)
+    doc = json.loads((tmp_path / "runs" / "privacy" / "wesad.json").read_text())
+    assert doc["readout_bias"] is True and set(doc["methods"]) == {"incfed", "fedip"}

@@ -1,6 +1,7 @@
 """The Flower apps (esnfed_flower) in Flower's simulation engine equal the in-process pipeline:
 IncFed's readout to float rounding, FedIP's (g, b) and readout bit for bit (same seeds, partition
-order and core functions). Runs in the Flower environment (`make test-flower`), not the main one:
+order and core functions), with and without the readout bias (run config ``readout-bias``,
+params.yaml readout.bias: readouts (C, N+1)). Runs in the Flower environment (`make test-flower`), not the main one:
 flwr 1.42 cannot be installed beside this project's typer/rich/protobuf pins (README)."""
 
 from __future__ import annotations
@@ -61,26 +62,34 @@ def _max_weight(users) -> dict:
     return {"max-weight": float(max(u.x.shape[0] * u.x.shape[1] for u in users))}
 
 
-def _clients(data, users):
-    """The pipeline's IncFed clients over the same users as the apps' ClientApps."""
-    return [Client(f"c{i}", u.x, u.y, data.n_classes, batch_size=5) for i, u in enumerate(users)]
+def _clients(data, users, bias: bool = False):
+    """The pipeline's IncFed clients over the same users as the apps' ClientApps (``bias``:
+    readout.bias's augmented statistics)."""
+    return [Client(f"c{i}", u.x, u.y, data.n_classes, batch_size=5, bias=bias) for i, u in enumerate(users)]
 
 
-def _plain_fedip(data, users):
+def _bias(bias: bool) -> dict:
+    """The run config's readout-bias key: present only with the bias (as esnfed_stages.flower's)."""
+    return {"readout-bias": True} if bias else {}
+
+
+def _plain_fedip(data, users, bias: bool = False):
     """The pipeline's FedIP (``IP``'s settings) and IncFed on its reservoir: (initial reservoir,
     trained reservoir, readout)."""
     res = make_reservoir(CFG, data.n_inputs, SEED)
     trained = fedip(res, [u.x for u in users], IPConfig(sigma=0.3, batch_size=4), rounds=3, local_epochs=2, seed=9)
-    return res, trained, incfed(trained, _clients(data, users), [LAM]).readouts[0]
+    return res, trained, incfed(trained, _clients(data, users, bias), [LAM]).readouts[0]
 
 
-def test_incfed_app_equals_the_pipeline(setup, monkeypatch):
+@pytest.mark.parametrize("bias", [False, True])
+def test_incfed_app_equals_the_pipeline(setup, monkeypatch, bias):
     from esnfed_flower import incfed as app
 
     root, data, users = setup
-    out = root / "incfed.npy"
-    _simulate(app, root, _run_config(root, data, out), len(users), monkeypatch)
-    expected = incfed(make_reservoir(CFG, data.n_inputs, SEED), _clients(data, users), [LAM]).readouts[0]
+    out = root / f"incfed-{bias}.npy"
+    _simulate(app, root, _run_config(root, data, out, **_bias(bias)), len(users), monkeypatch)
+    expected = incfed(make_reservoir(CFG, data.n_inputs, SEED), _clients(data, users, bias), [LAM]).readouts[0]
+    assert expected.shape == (data.n_classes, CFG["units"] + bias)
     # Same sums in the same order from the same float32 products of the same shapes: equal bits
     # (one BLAS thread here, conftest.py, as in the Ray workers and the pipeline's trials).
     np.testing.assert_array_equal(np.load(out), expected)
@@ -103,13 +112,14 @@ def test_a_sparse_reservoir_reaches_every_client(setup, monkeypatch):
     assert not np.allclose(expected, dense)  # the comparison is not the dense one's
 
 
-def test_fedip_app_equals_the_pipeline(setup, monkeypatch):
+@pytest.mark.parametrize("bias", [False, True])
+def test_fedip_app_equals_the_pipeline(setup, monkeypatch, bias):
     from esnfed_flower import fedip as app
 
     root, data, users = setup
-    out = root / "fedip.npy"
-    _simulate(app, root, _run_config(root, data, out, **IP), len(users), monkeypatch)
-    res, trained, expected = _plain_fedip(data, users)
+    out = root / f"fedip-{bias}.npy"
+    _simulate(app, root, _run_config(root, data, out, **IP, **_bias(bias)), len(users), monkeypatch)
+    res, trained, expected = _plain_fedip(data, users, bias)
     got = np.load(str(out) + ".ip.npz")
     np.testing.assert_array_equal(got["gain"], trained.gain)
     np.testing.assert_array_equal(got["bias"], trained.bias)
@@ -117,14 +127,17 @@ def test_fedip_app_equals_the_pipeline(setup, monkeypatch):
     np.testing.assert_array_equal(np.load(out), expected)
 
 
-def test_secaggplus_incfed_equals_the_pipeline_to_quantization(setup, monkeypatch):
+@pytest.mark.parametrize("bias", [False, True])
+def test_secaggplus_incfed_equals_the_pipeline_to_quantization(setup, monkeypatch, bias):
     from esnfed_flower import secagg as app
 
     root, data, users = setup
-    out = root / "secagg.npy"
-    _simulate(app, root, _run_config(root, data, out, **_max_weight(users)), len(users), monkeypatch)
+    out = root / f"secagg-{bias}.npy"
+    _simulate(app, root, _run_config(root, data, out, **_max_weight(users), **_bias(bias)), len(users), monkeypatch,
+              config=f"run-secagg-{bias}.json")
     res = make_reservoir(CFG, data.n_inputs, SEED)
-    plain = incfed(res, _clients(data, users), [LAM])
+    plain = incfed(res, _clients(data, users, bias), [LAM])
+    assert plain.readouts[0].shape == (data.n_classes, CFG["units"] + bias)
     got = np.load(out)
     err = np.linalg.norm(got - plain.readouts[0]) / np.linalg.norm(plain.readouts[0])
     print(f"SecAgg+ relative readout error: {err:.3g}")
@@ -208,15 +221,17 @@ def test_secaggplus_fedip_survives_a_dropout_after_key_sharing(setup, monkeypatc
     assert np.linalg.norm(readout - plain) / np.linalg.norm(plain) < 1e-3
 
 
-def test_fedavg_app_equals_the_pipeline(setup, monkeypatch):
+@pytest.mark.parametrize("bias", [False, True])
+def test_fedavg_app_equals_the_pipeline(setup, monkeypatch, bias):
     from esnfed_core.federated import fedavg
     from esnfed_flower import fedavg as app
 
     root, data, users = setup
-    out = root / "fedavg.npy"
-    _simulate(app, root, _run_config(root, data, out), len(users), monkeypatch)
+    out = root / f"fedavg-{bias}.npy"
+    _simulate(app, root, _run_config(root, data, out, **_bias(bias)), len(users), monkeypatch)
     res = make_reservoir(CFG, data.n_inputs, SEED)
-    expected = fedavg(res, _clients(data, users), LAM)
+    expected = fedavg(res, _clients(data, users, bias), LAM)
+    assert expected.shape == (data.n_classes, CFG["units"] + bias)
     # Same local solves of the same statistics, averaged in the same order: equal bits.
     np.testing.assert_array_equal(np.load(out), expected)
-    assert not np.allclose(expected, incfed(res, _clients(data, users), [LAM]).readouts[0])  # not IncFed
+    assert not np.allclose(expected, incfed(res, _clients(data, users, bias), [LAM]).readouts[0])  # not IncFed

@@ -3,7 +3,8 @@ pipeline's (esnfed_core.continual.run_continual) per-context (g, b) and readouts
 and replay: 3 contexts, 2 IP rounds each, 2 local epochs, clients with no windows at a context
 (they sit it out; under replay, one trains on its buffer there); SecAgg+ replay to quantization.
 Same seeds, partition order, core functions and array shapes on both sides (the stateless
-ClientApps rebuild their generators and buffers with esnfed_core.continual.LocalClient.at)."""
+ClientApps rebuild their generators and buffers with esnfed_core.continual.LocalClient.at); replay
+with the readout bias too (run config ``readout-bias``: readouts (C, N+1))."""
 
 from __future__ import annotations
 
@@ -46,9 +47,9 @@ def setup(tmp_path_factory):
 
 
 def _flower(root: Path, data, strategy: str, monkeypatch, secagg: bool = False, drop: int | None = None,
-            replay: dict | None = None) -> dict:
+            replay: dict | None = None, bias: bool = False) -> dict:
     """The app's per-context arrays; ``replay``: run-config keys over the defaults (replay-fraction,
-    replay-policy)."""
+    replay-policy); ``bias``: the run config's readout-bias (readout.bias)."""
     from flwr.simulation import run_simulation
 
     from esnfed_flower import fedclip, fedclip_joint, secagg_fedclip
@@ -56,7 +57,7 @@ def _flower(root: Path, data, strategy: str, monkeypatch, secagg: bool = False, 
     app = secagg_fedclip if secagg else fedclip_joint if strategy == "joint" else fedclip
     n_eval = len(data.validation) if strategy == "joint" else 0
     out = root / (f"{strategy}{'-secagg' if secagg else ''}{'' if drop is None else f'-drop{drop}'}"
-                  f"{''.join(f'-{v}' for v in (replay or {}).values())}.npy")
+                  f"{''.join(f'-{v}' for v in (replay or {}).values())}{'-bias' if bias else ''}.npy")
     steps = max(u.x.shape[0] * u.x.shape[1] for u in data.train.values())  # SecAgg+'s max-weight
     run = {"max-weight": float(steps), **CFG, "reservoir-seed": 5, "n-classes": data.n_classes, "n-inputs": data.n_inputs,
            "n-contexts": data.n_contexts, "num-clients": len(data.train), "strategy": strategy,
@@ -65,7 +66,7 @@ def _flower(root: Path, data, strategy: str, monkeypatch, secagg: bool = False, 
            "ip-seed": 9, "local-epochs": EPOCHS, "lambda": LAM, "solver": "cholesky",
            "patience": PATIENCE, "max-joint-rounds": MAX_ROUNDS, "num-eval-clients": n_eval,
            "data-dir": str(root), "out": str(out), **({} if drop is None else {"drop-partition": drop}),
-           **(replay or {})}
+           **(replay or {}), **({"readout-bias": True} if bias else {})}
     cfg = root / f"{out.stem}.json"
     cfg.write_text(json.dumps(run))
     monkeypatch.setenv("ESNFED_FLOWER_RUN", str(cfg))
@@ -78,22 +79,24 @@ def _flower(root: Path, data, strategy: str, monkeypatch, secagg: bool = False, 
     return got
 
 
-def _pipeline(data, train, strategy: str, replay_fraction: float = 0.2, replay_policy: str = "uniform"):
+def _pipeline(data, train, strategy: str, replay_fraction: float = 0.2, replay_policy: str = "uniform",
+              bias: bool = False):
     res = make_reservoir(CFG, data.n_inputs, 5)
     strat = make_strategy(strategy, budget=BUDGET, replay_fraction=replay_fraction, replay_batch=2,
                           replay_policy=replay_policy, patience=PATIENCE, max_joint_rounds=MAX_ROUNDS)
     config = ContinualConfig(True, IPConfig(sigma=0.3, batch_size=4), data.n_classes, local_epochs=EPOCHS,
-                             lam=LAM, seed=9)
+                             lam=LAM, seed=9, bias=bias)
     validation = continual_contexts(Method.parse("fedclip-joint"), data)[1]  # user by user, as a trial
     return run_continual(res, train, strat, config, validation=validation if strategy == "joint" else None)
 
 
-@pytest.mark.parametrize("strategy", ["naive", "replay"])
-def test_fedclip_app_equals_the_pipeline(setup, strategy, monkeypatch):
+@pytest.mark.parametrize(("strategy", "bias"), [("naive", False), ("replay", False), ("replay", True)])
+def test_fedclip_app_equals_the_pipeline(setup, strategy, bias, monkeypatch):
     root, data, train = setup
-    got = _flower(root, data, strategy, monkeypatch)
-    want = _pipeline(data, train, strategy)
+    got = _flower(root, data, strategy, monkeypatch, bias=bias)
+    want = _pipeline(data, train, strategy, bias=bias)
     assert got["gain"].shape == (data.n_contexts, CFG["units"])
+    assert got["readout"].shape == (data.n_contexts, data.n_classes, CFG["units"] + bias)
     for t in range(data.n_contexts):
         np.testing.assert_array_equal(got["gain"][t], want.reservoirs[t].gain)
         np.testing.assert_array_equal(got["bias"][t], want.reservoirs[t].bias)
@@ -162,10 +165,12 @@ def _quantization_bound(steps: list[int]) -> float:
     return len(steps) * 2 / 2**22 * max(steps) / sum(steps)
 
 
-def test_secaggplus_fedclip_replay_equals_the_pipeline_to_quantization(setup, monkeypatch):
+@pytest.mark.parametrize("bias", [False, True])
+def test_secaggplus_fedclip_replay_equals_the_pipeline_to_quantization(setup, monkeypatch, bias):
     root, data, train = setup
-    got = _flower(root, data, "replay", monkeypatch, secagg=True)
-    want = _pipeline(data, train, "replay")
+    got = _flower(root, data, "replay", monkeypatch, secagg=True, bias=bias)
+    want = _pipeline(data, train, "replay", bias=bias)
+    assert got["readout"].shape == (data.n_contexts, data.n_classes, CFG["units"] + bias)
     steps = [u.x.shape[0] * u.x.shape[1] for u in data.train.values()]
     bound = _quantization_bound(steps)  # 10 bounds per IP round so far, the contexts' rounds chained
     for t in range(data.n_contexts):

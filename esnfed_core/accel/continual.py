@@ -67,6 +67,7 @@ class _Request:
     cfg: IPConfig | None = None
     n_classes: int = 0
     w: np.ndarray | None = None
+    bias: bool = False  # "stats": of the augmented states [S, 1] (readout.bias)
 
 
 class _Lockstep:
@@ -192,8 +193,9 @@ class TorchEngine(ContinualEngine):
             res = self._ip(res, batch, None, cfg)
         return res
 
-    def stats(self, res, x, y, n_classes) -> RidgeStats:
-        return self._lock.ask(_Request("stats", self._trial, self._slot, res, x, y, n_classes=n_classes))
+    def stats(self, res, x, y, n_classes, bias=False) -> RidgeStats:
+        return self._lock.ask(_Request("stats", self._trial, self._slot, res, x, y, n_classes=n_classes,
+                                       bias=bias))
 
     def counts(self, res, x, y, w) -> Counts:
         return self._lock.ask(_Request("counts", self._trial, self._slot, res, x, y, w=np.asarray(w)))
@@ -329,7 +331,7 @@ class _Driver:
         by_part: OrderedDict[tuple, tuple[Any, np.ndarray, list[_Request]]] = OrderedDict()
         for r in reqs:
             for part, labels in self._parts(r.x, np.asarray(r.y)):
-                extra = (r.n_classes,) if r.kind == "stats" else (r.w.shape,)
+                extra = (r.n_classes, r.bias) if r.kind == "stats" else (r.w.shape,)
                 key = (id(part),) + extra
                 by_part.setdefault(key, (part, labels, []))[2].append(r)
         out: dict[tuple, Any] = {}
@@ -340,10 +342,10 @@ class _Driver:
 
     def _stats(self, part: Any, labels: np.ndarray, reqs: list[_Request]) -> list[RidgeStats]:
         if len(part) == 0:
-            n = reqs[0].res.units
-            return [RidgeStats(np.zeros((r.n_classes, n)), np.zeros((n, n)), 0, 0) for r in reqs]
+            return [RidgeStats.zeros(r.res.units, r.n_classes, r.bias) for r in reqs]
         self.window_steps["stats"] += len(reqs) * int(np.shape(part)[0] * np.shape(part)[1])
-        return stats_of(self._bank(reqs), self._x(part), self._y(part, labels), reqs[0].n_classes)
+        return stats_of(self._bank(reqs), self._x(part), self._y(part, labels), reqs[0].n_classes,
+                        reqs[0].bias)
 
     def _counts(self, part: Any, labels: np.ndarray, reqs: list[_Request]) -> list[Counts]:
         grid = np.stack([np.asarray(r.w, np.float64).reshape((-1,) + r.w.shape[-2:]) for r in reqs])

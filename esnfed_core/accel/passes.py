@@ -47,23 +47,27 @@ def window_batch(reservoirs: int, units: int, windows: int) -> int:
     return int(max(1, min(windows, CHUNK_ELEMENTS // max(1, 8 * reservoirs * units))))
 
 
-def stats_of(bank: Bank, x: torch.Tensor, y: torch.Tensor, n_classes: int) -> list[RidgeStats]:
-    """Each reservoir's ridge statistics of the windows x (W, T, U), streamed by window batch."""
+def stats_of(bank: Bank, x: torch.Tensor, y: torch.Tensor, n_classes: int, bias: bool = False
+             ) -> list[RidgeStats]:
+    """Each reservoir's ridge statistics of the windows x (W, T, U), streamed by window batch
+    (of the augmented states [S, 1] with ``bias``: RidgeStats.bias)."""
     r, n = bank.reservoirs, bank.units
-    a = torch.zeros((r, n_classes, n), dtype=torch.float64, device=bank.device)
-    b = torch.zeros((r, n, n), dtype=torch.float64, device=bank.device)
+    m = n + int(bias)
+    a = torch.zeros((r, n_classes, m), dtype=torch.float64, device=bank.device)
+    b = torch.zeros((r, m, m), dtype=torch.float64, device=bank.device)
     step = window_batch(r, n, len(x))
     for lo in range(0, len(x), step):
-        da, db = ridge_stats(bank, x[lo : lo + step][None], y[lo : lo + step][None], n_classes)
+        da, db = ridge_stats(bank, x[lo : lo + step][None], y[lo : lo + step][None], n_classes, bias)
         a += da
         b += db
     a_np, b_np = a.cpu().numpy(), b.cpu().numpy()
     w, t = (int(x.shape[0]), int(x.shape[1])) if x.ndim == 3 else (0, 0)
-    return [RidgeStats(a_np[i], b_np[i], w * t, w) for i in range(r)]
+    return [RidgeStats(a_np[i], b_np[i], w * t, w, bias) for i in range(r)]
 
 
 def counts_of(bank: Bank, x: torch.Tensor, y: torch.Tensor, readouts: torch.Tensor) -> torch.Tensor:
-    """Correct steps (R, L) of readouts (R, L, C, N) on windows x, streamed by window batch."""
+    """Correct steps (R, L) of readouts (R, L, C, N) — or (R, L, C, N+1), the last column the
+    bias — on windows x, streamed by window batch."""
     r, n = bank.reservoirs, bank.units
     correct = torch.zeros((r, readouts.shape[1]), dtype=torch.int64, device=bank.device)
     step = window_batch(r, n, len(x))

@@ -184,37 +184,54 @@ def _chunk_labels(labels: torch.Tensor, t0: int, k: int) -> torch.Tensor:
     return labels[:, :, t0 : t0 + k].transpose(1, 2).reshape(labels.shape[0], -1).long()
 
 
-def ridge_stats(bank: Bank, u: torch.Tensor, labels: torch.Tensor, n_classes: int
+def ridge_stats(bank: Bank, u: torch.Tensor, labels: torch.Tensor, n_classes: int, bias: bool = False
                 ) -> tuple[torch.Tensor, torch.Tensor]:
     """A = YᵀS (R, C, N) and B = SᵀS (R, N, N) of windows ``u`` (R', B, T, U) with per-step
     labels (R', B, T): products and sums in float32 within a chunk (k·B rows, one bmm), added
-    into float64 across chunks (PROTOCOL §3)."""
+    into float64 across chunks (PROTOCOL §3). With ``bias`` (readout.bias) those of the augmented
+    states [S, 1], (R, C, N+1) and (R, N+1, N+1): the constant column's entries (state sums in
+    float64, class counts, steps) beside the same float32 products, as readout.StatsAccumulator."""
     r, n = bank.reservoirs, bank.units
-    a64 = torch.zeros((r, n_classes, n), dtype=torch.float64, device=bank.device)
-    b64 = torch.zeros((r, n, n), dtype=torch.float64, device=bank.device)
+    m = n + int(bias)
+    a64 = torch.zeros((r, n_classes, m), dtype=torch.float64, device=bank.device)
+    b64 = torch.zeros((r, m, m), dtype=torch.float64, device=bank.device)
+    a_states, b_states = a64[:, :, :n], b64[:, :n, :n]  # the whole arrays without bias
     gram = torch.empty((r, n, n), dtype=DTYPE, device=bank.device)
     for c in iter_chunks(bank, u):
         k = c.states.shape[1]
         s = c.states.reshape(r, -1, n)
         torch.bmm(s.transpose(1, 2), s, out=gram)
-        b64 += gram
+        b_states += gram
         y = _chunk_labels(labels, c.t0, k)
         onehot = torch.nn.functional.one_hot(y, n_classes).to(DTYPE)  # (R', k·B, C)
-        a64 += torch.matmul(onehot.transpose(1, 2), s)
+        a_states += torch.matmul(onehot.transpose(1, 2), s)
+        if bias:  # the constant feature's row and column: Σs, steps, and class counts
+            sums = s.sum(dim=1, dtype=torch.float64)
+            b64[:, :n, n] += sums
+            b64[:, n, :n] += sums
+            b64[:, n, n] += s.shape[1]
+            a64[:, :, n] += onehot.sum(dim=1, dtype=torch.float64)
     b64 = 0.5 * (b64 + b64.transpose(1, 2))  # exactly symmetric, as StatsAccumulator.result
     return a64, b64
 
 
 def count_correct(bank: Bank, u: torch.Tensor, labels: torch.Tensor, readouts: torch.Tensor) -> torch.Tensor:
     """Correct steps (R, L) of each reservoir's readouts ``readouts`` (R, L, C, N) on windows
-    ``u`` (R', B, T, U) with labels (R', B, T): argmax of the float32 scores, as readout.predict."""
+    ``u`` (R', B, T, U) with labels (R', B, T): argmax of the float32 scores, as readout.predict.
+    Readouts (R, L, C, N+1) (readout.bias) add their last column, the bias, to the scores."""
     r, n = bank.reservoirs, bank.units
-    _, ll, c, _ = readouts.shape
-    w = readouts.to(DTYPE).reshape(r, ll * c, n).transpose(1, 2)  # (R, N, L·C)
+    _, ll, c, cols = readouts.shape
+    if cols not in (n, n + 1):
+        raise ValueError(f"readouts: expected (R, L, C, {n}) or (R, L, C, {n + 1}), got {tuple(readouts.shape)}")
+    b_out = readouts[..., n].to(DTYPE).reshape(r, 1, ll * c) if cols == n + 1 else None
+    w = (readouts if cols == n else readouts[..., :n]).to(DTYPE).reshape(r, ll * c, n).transpose(1, 2)  # (R, N, L·C)
     correct = torch.zeros((r, ll), dtype=torch.int64, device=bank.device)
     for ch in iter_chunks(bank, u):
         k = ch.states.shape[1]
-        scores = torch.bmm(ch.states.reshape(r, -1, n), w).view(r, -1, ll, c)
+        scores = torch.bmm(ch.states.reshape(r, -1, n), w)
+        if b_out is not None:
+            scores += b_out
+        scores = scores.view(r, -1, ll, c)
         pred = scores.argmax(dim=3)
         y = _chunk_labels(labels, ch.t0, k).unsqueeze(2)  # (R', k·B, 1)
         correct += (pred == y).sum(dim=1)

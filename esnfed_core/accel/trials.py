@@ -86,7 +86,8 @@ def _fit_batch(m: Method, configs, seeds, data: TrialData, settings: Settings, s
     if m.uses_ip:
         reservoirs = _train_ip(m, configs, subs, reservoirs, train, names, settings, ledgers, dev)
     bank = Bank.from_reservoirs(reservoirs, dev)
-    client_stats = [stats_of(bank, *train.user(c), data.n_classes) for c in range(len(users))]
+    client_stats = [stats_of(bank, *train.user(c), data.n_classes, settings.readout_bias)
+                    for c in range(len(users))]
 
     out_readouts, out_lambdas, out_fed = [], [], []
     for i, (res, cfg) in enumerate(zip(reservoirs, configs)):
@@ -110,7 +111,7 @@ def _fit_batch(m: Method, configs, seeds, data: TrialData, settings: Settings, s
     counts: list[Counts | None] = [None] * len(configs)
     if score:
         val = DeviceWindows.of(list(data.validation.values()), dev)
-        grid = torch.from_numpy(np.stack(out_readouts)).to(dev)  # (R, L, C, N): one λ grid per trial
+        grid = torch.from_numpy(np.stack(out_readouts)).to(dev)  # (R, L, C, N or N+1): one λ grid per trial
         correct = counts_of(bank, val.x, val.y, grid).cpu().numpy() if len(val.x) else np.zeros(grid.shape[:2], np.int64)
         total = int(val.x.shape[0] * val.x.shape[1]) if len(val.x) else 0
         counts = [Counts(correct[i].astype(np.int64), total) for i in range(len(configs))]
