@@ -146,7 +146,8 @@ fi
 # more on a cold compile cache.
 # The accel files had 78 tests on 2026-11-28 (65 done when 110 s ran out): 240 s.
 step tests 240 "$PY" -m pytest -q -p no:cacheprovider ${TESTS_K:+-k "$TESTS_K"} \
-    tests/test_accel.py tests/test_accel_continual.py tests/test_accel_refusals.py tests/test_accel_fused.py
+    tests/test_accel.py tests/test_accel_continual.py tests/test_accel_refusals.py tests/test_accel_fused.py \
+    tests/test_accel_bias.py
 step ip_step 90 "$PY" benchmarks/bench_ip_epoch.py --device "$DEV" $IP_SIZES --mu 0 0.1 --out "$RES/ip_step.jsonl"
 step gpu 120 "$PY" benchmarks/bench_gpu.py $SMOKE --no-tf32 --ip-fused --out "$RES/gpu.jsonl"
 # Joint at one round per context: with the default 3, the three methods' window-steps at the last
