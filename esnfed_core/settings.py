@@ -30,6 +30,9 @@ class Settings:
     # always run the numpy path).
     device: str = "cpu"
     tf32: bool = False  # cuda only: TF32 tensor-core products (10-bit mantissa inputs), opt-in
+    # runner.fused_ip_sums: the torch kernels' IP sums as one compiled kernel per chunk
+    # (torch_plasticity.fused_chunk_sums; torch-cpu and cuda), opt-in
+    fused_ip_sums: bool = False
     solver: str = "cholesky"  # readout.solve: cholesky (float64) | pinv32 (the authors' numerics)
     # readout.bias: the papers' eq. 1 readout y = W_out h + b_out (an unpenalised bias; readouts
     # (C, N+1)); off by default, as the authors' code (PROTOCOL §2). Every method and device,
@@ -59,6 +62,8 @@ class Settings:
         except ValueError as exc:
             raise ConfigError(f"runner.{exc}") from None
         check_solver(self.solver)
+        if not isinstance(self.fused_ip_sums, bool):
+            raise ConfigError(f"runner.fused_ip_sums: expected true or false, got {quote(self.fused_ip_sums)}")
         if not isinstance(self.readout_bias, bool):
             raise ConfigError(f"readout.bias: expected true or false, got {quote(self.readout_bias)}")
         try:
@@ -108,6 +113,8 @@ class Settings:
             out["device"] = self.device
             if self.tf32 and self.device == "cuda":
                 out["tf32"] = True
+            if self.fused_ip_sums and method.uses_ip:  # float32 sums in another order
+                out["fused_ip_sums"] = True
         out["solver"] = self.solver
         if self.readout_bias:  # absent when off: the keys of every default trial stay as they were
             out["readout_bias"] = True

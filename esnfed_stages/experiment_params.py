@@ -44,6 +44,7 @@ class RunnerConfig:
     blas_threads: int = 1
     device: str = "cpu"
     tf32: bool = False
+    fused_ip_sums: bool = False
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
@@ -56,6 +57,8 @@ class RunnerConfig:
             raise ConfigError(f"runner.device: unknown device {quote(self.device)} (expected {', '.join(DEVICES)})")
         if not isinstance(self.tf32, bool):
             raise ConfigError(f"params.yaml: 'runner.tf32' must be true or false, got {quote(self.tf32)}")
+        if not isinstance(self.fused_ip_sums, bool):
+            raise ConfigError(f"params.yaml: 'runner.fused_ip_sums' must be true or false, got {quote(self.fused_ip_sums)}")
 
     def with_overrides(self, backend: str | None = None, n_jobs: int | None = None,
                        device: str | None = None) -> "RunnerConfig":
@@ -298,11 +301,12 @@ def experiment_params(params: Mapping[str, Any]) -> ExperimentParams:
                              RETRAIN_LAMBDA)
 
     ip, continual = _plasticity(params), _continual(params)
-    rn = _get(params, "runner", ("backend", "n_jobs", "blas_threads", "device", "tf32"))
+    rn = _get(params, "runner", ("backend", "n_jobs", "blas_threads", "device", "tf32", "fused_ip_sums"))
     runner = RunnerConfig(str(section(rn, "backend")), section(rn, "n_jobs"), section(rn, "blas_threads"),
-                          str(rn.get("device", "cpu")), rn.get("tf32", False))  # optional keys
+                          str(rn.get("device", "cpu")), rn.get("tf32", False),  # optional keys
+                          rn.get("fused_ip_sums", False))
     settings = Settings(lambdas=lambdas, batch_size=batch, ip=ip, continual=continual,
-                        device=runner.device, tf32=runner.tf32, solver=solver, retrain_lambda=retrain_lambda,
+                        device=runner.device, tf32=runner.tf32, fused_ip_sums=runner.fused_ip_sums, solver=solver, retrain_lambda=retrain_lambda,
                         readout_bias=readout_bias, client_fraction=_client_fraction(params))
 
     asx = _get(params, "assess", ("activation_bins", "activation_datasets"))

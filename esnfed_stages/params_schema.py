@@ -209,7 +209,7 @@ SCHEMA = Fields(optional={
     "runner": Fields(required={"backend": Choice(BACKENDS),
                                "n_jobs": replace(Num.of(RUNNER_BOUNDS["n_jobs"]), nonzero=True),
                                "blas_threads": Num.of(RUNNER_BOUNDS["blas_threads"])},
-                     optional={"device": Choice(DEVICES), "tf32": Bool()}),
+                     optional={"device": Choice(DEVICES), "tf32": Bool(), "fused_ip_sums": Bool()}),
     "assess": Fields(required={"activation_bins": Num.of(BINS),
                                "activation_datasets": ListOf(Choice(DATASETS), empty=True)}),
     "privacy": Delegate(_privacy, ("epsilons", "delta", "relation", "clip", "ip_clip", "pct", "methods",

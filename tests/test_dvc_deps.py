@@ -374,7 +374,8 @@ def test_each_experiment_stage_declares_the_runner_settings_its_methods_read(pro
     kernels when runner.device is torch-cpu | cuda) without declaring it, so a device change left
     its assess files as they were. Whether a method runs on the device is the code's own rule
     (Settings.accelerated): each select, retrain and assess stage of such a method declares
-    runner.device, and select and retrain (whose trials read it: Settings.used_by) runner.tf32;
+    runner.device, and select and retrain (whose trials read it: Settings.used_by) runner.tf32,
+    and runner.fused_ip_sums where the method runs IP;
     the numpy-only ones (random, deep and heterogeneous reservoirs, as dvc.yaml's comments say)
     declare neither, so a device change reruns nothing of theirs. Every one declares `budget`:
     each records the budget it ran under and the next stage refuses another (select-random did not,
@@ -392,6 +393,8 @@ def test_each_experiment_stage_declares_the_runner_settings_its_methods_read(pro
         accelerated = any(on_device.accelerated(Method.parse(m)) for m in methods)
         assert ("runner.device" in params) == accelerated, (stage, methods, params)
         assert ("runner.tf32" in params) == (accelerated and cmd.split()[1] != "assess"), (stage, params)
+        ip = any(on_device.accelerated(Method.parse(m)) and Method.parse(m).uses_ip for m in methods)
+        assert ("runner.fused_ip_sums" in params) == (ip and cmd.split()[1] != "assess"), (stage, params)
         assert "budget" in params, (stage, params)
     assert checked == {"select", "retrain", "assess"}
     stages = _commands_and_params(project)

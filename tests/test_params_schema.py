@@ -49,7 +49,7 @@ SELECT = ["select", "--dataset", "wesad", "--algo", "ridge"]
 CASES = {
     "unknown top-level key": (lambda p: p.update(partiton={}), "partiton: unknown key (expected seed, "),
     "unknown nested key": (lambda p: p["runner"].update(threads=2),
-                           "runner.threads: unknown key (expected backend, n_jobs, blas_threads, device, tf32)"),
+                           "runner.threads: unknown key (expected backend, n_jobs, blas_threads, device, tf32, fused_ip_sums)"),
     "unknown hyperparameter": (lambda p: _space(p).update(spectral_raduis=[0.9]),
                                "budgets.default.space.wesad.spectral_raduis: unknown key"),
     "missing key": (lambda p: p["plasticity"].pop("eta"), "plasticity.eta: missing"),

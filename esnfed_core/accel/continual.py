@@ -204,8 +204,9 @@ class TorchEngine(ContinualEngine):
 class _Driver:
     """Answers a tick's requests on ``device``, batched over the trials."""
 
-    def __init__(self, device: str):
+    def __init__(self, device: str, fused_ip_sums: bool = False):
         self.device = device
+        self.fused_ip_sums = fused_ip_sums  # runner.fused_ip_sums: ip_step's fused sums
         self._cache: OrderedDict[tuple, tuple[Any, torch.Tensor]] = OrderedDict()
         self._cached_bytes = 0
         self._weights: dict[int, Bank] = {}
@@ -319,7 +320,7 @@ class _Driver:
         sigma = self._upload(np.array([r.cfg.sigma for r in reqs], np.float64))
         n_win = self._upload(np.array(sizes, np.float64))
         new = ip_step(self._bank(reqs), u, mask, n_win, sigma, mu=cfg.mu, eta=cfg.eta,
-                      normalize_step=cfg.normalize_step)
+                      normalize_step=cfg.normalize_step, fused=self.fused_ip_sums)
         gain, bias = new.gain.cpu().numpy(), new.bias.cpu().numpy()
         return {r.slot: r.res.with_ip(gain[k], bias[k]) for k, r in enumerate(reqs)}
 
@@ -389,7 +390,7 @@ def fit_continual_batch(method: str | Method, configs: Sequence[Mapping[str, Any
 
     threads = [threading.Thread(target=run_trial, args=(i,), name=f"continual-trial-{i}", daemon=True)
                for i in range(len(configs))]
-    driver = _Driver(dev)
+    driver = _Driver(dev, settings.fused_ip_sums)
     with tf32(settings.tf32 and dev == "cuda"):
         for t in threads:
             t.start()

@@ -10,9 +10,10 @@ a zero ``mask`` removes them from every sum, and ``n_win`` counts the real ones.
 The sums of a chunk run eagerly (five to nine kernels, each reading the chunk's buffers), or,
 with ``fused=True`` (default: the module constant FUSED_SUMS), as one function compiled by
 ``torch.compile`` (inductor: Triton on CUDA, C++ via the system's g++ on the CPU) that reads h and
-net once. FUSED_SUMS stays False until a GPU measures the fused sums faster (BENCHMARKS.md, "Fused
-IP sums"); it is a constant of the source, not a param, so turning it on changes this module's
-source and with it every trial key of the torch path.
+net once. The pipeline passes ``fused`` from params.yaml ``runner.fused_ip_sums`` (opt-in, a
+DVC param and part of the key of a torch trial with IP); FUSED_SUMS stays False: on one H200 the
+fused sums made the 32-trial IP epoch 6 % and 13 % faster in two calls but the IP step alone was
+not faster in every case (BENCHMARKS.md, "Third GPU measurement").
 """
 
 from __future__ import annotations
@@ -78,8 +79,8 @@ def _compiling(dev: torch.device) -> Iterator[None]:
         cause = next((line for line in lines if not line.endswith("raised:")), "")
         raise FusedSumsError(
             f"torch_plasticity.FUSED_SUMS: torch.compile (inductor) could not build the fused IP sums on "
-            f"{dev.type}: {type(err).__name__}: {cause[:300]}; set FUSED_SUMS = False (or fused=False) "
-            "for the eager sums") from err
+            f"{dev.type}: {type(err).__name__}: {cause[:300]}; set params.yaml runner.fused_ip_sums: false "
+            "(in code: fused=False or FUSED_SUMS = False) for the eager sums") from err
 
 
 def _eager_chunk_sums(ch: Chunk, c4: torch.Tensor, m4: torch.Tensor | None, mu: float, with_net: bool

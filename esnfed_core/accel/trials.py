@@ -189,7 +189,7 @@ def _train_ip(m: Method, configs, subs, reservoirs: list[Reservoir], train: Devi
             u = train.x[torch.from_numpy(idx).to(dev)]  # (live slots, bs, T, U)
             bank = ip_step(bank, u, None if mask.all() else torch.from_numpy(mask).to(dev),
                            torch.from_numpy(mask.sum(axis=1)).to(dev), sig, mu=ip.mu, eta=ip.eta,
-                           normalize_step=ip.normalize_step)
+                           normalize_step=ip.normalize_step, fused=settings.fused_ip_sums)
         gain_all[live], bias_all[live] = bank.gain, bank.bias
         gain, bias = gain_all.cpu().numpy(), bias_all.cpu().numpy()
         for i in sorted(set(trial_of)):
