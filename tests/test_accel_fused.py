@@ -156,7 +156,9 @@ def test_ip_step_fused_equals_eager(small_chunks, mu):
     assert torch.equal(fused.gain[2], bank.gain[2]) and torch.equal(fused.bias[2], bank.bias[2])  # inactive
 
 
-def test_fused_none_follows_the_module_constant(monkeypatch, small_chunks):
+def spy_fused_calls(monkeypatch) -> list:
+    """A list that gains one entry per call of the fused chunk sums from now on (the test's end
+    undoes the spy)."""
     calls = []
     real = tp.fused_chunk_sums
 
@@ -165,6 +167,11 @@ def test_fused_none_follows_the_module_constant(monkeypatch, small_chunks):
         return lambda *a: calls.append(1) or compiled(*a)
 
     monkeypatch.setattr(tp, "fused_chunk_sums", spy)
+    return calls
+
+
+def test_fused_none_follows_the_module_constant(monkeypatch, small_chunks):
+    calls = spy_fused_calls(monkeypatch)
     bank, u = _bank(), _inputs()
     assert tp.FUSED_SUMS is False  # off until a GPU measures it (BENCHMARKS.md)
     tp.ip_sums(bank, u, None, C, 0.0)
@@ -181,6 +188,10 @@ def test_past_the_recompile_limit_it_fails_instead_of_running_eagerly(monkeypatc
     """A new graph beyond _FUSED_RECOMPILE_LIMIT raises FusedSumsError, where dynamo's default
     would run the function eagerly, silently. One reservoir of six windows is a size of 1 that no
     other test here uses: a graph of its own. Afterwards, under the real limit, it compiles."""
+    # Graphs compiled earlier in this process (other test files run fused trials) may already hold
+    # the one-reservoir pattern: start from an empty cache, so the new pattern below is new.
+    torch._dynamo.reset()
+    tp.fused_chunk_sums.cache_clear()
     bank, u = _bank(), _inputs()
     tp.ip_sums(bank, u, None, C, 0.0, fused=True)  # at least one graph in the cache
     one = (bank.select([1]), u[1:2], None, C[1:2], 0.0)

@@ -13,13 +13,13 @@ import dataclasses
 
 import pytest
 
-from esnfed_core.accel import torch_plasticity as tp
 from esnfed_core.accel.trials import fit_batch
 from esnfed_core.errors import ConfigError
 from esnfed_core.method import Method
 from esnfed_stages.experiment_params import experiment_params
 from experiment_data import small_params, trial_data
 from test_accel import SETTINGS, check_fit_batch_equals_fit
+from test_accel_fused import spy_fused_calls
 from test_accel_continual import SEEDS, _assert_batch_equals_numpy
 from test_accel_continual import SETTINGS as CONTINUAL
 from test_accel_continual import _configs as _continual_configs
@@ -34,16 +34,8 @@ def data():
 
 @pytest.fixture
 def fused_calls(monkeypatch):
-    """The number of fused chunk-sum calls made while the test runs."""
-    calls = []
-    real = tp.fused_chunk_sums
-
-    def spy():
-        compiled = real()
-        return lambda *a: calls.append(1) or compiled(*a)
-
-    monkeypatch.setattr(tp, "fused_chunk_sums", spy)
-    return calls
+    """One entry per fused chunk-sum call made while the test runs."""
+    return spy_fused_calls(monkeypatch)
 
 
 @pytest.mark.parametrize("algo", ["ip", "fedip"])
