@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +20,7 @@ from esnfed_core.data.processed import load_manifest
 from esnfed_core.data.wesad import preprocess_wesad
 from esnfed_core.errors import ConfigError
 from esnfed_stages.params_schema import embedded_read, validate
-from experiment_data import cli_ok, run_method_stages, small_params, write_params
+from experiment_data import cli_ok, run_method_stages, small_params, ttest_and_report, write_params
 
 ROOT = Path(__file__).resolve().parents[1]
 REPO_PARAMS = yaml.safe_load((ROOT / "params.yaml").read_text())
@@ -30,7 +31,7 @@ HHAR_VARIANT = {"base": "hhar", "features": "ijcnn32", "stats_window": 200, "sta
 def ijcnn_variants(p: dict) -> dict:
     """README's "IJCNN 2021 protocol variant" params, added to ``p``: wesad_ijcnn and hhar_ijcnn
     declared with their preprocessing, the papers' splits (3/3 and 2/2 held out, as the default
-    ones), a space in every budget (as their base's)."""
+    ones), a space in every budget (as their base's), the extra tables."""
     for name, variant in (("wesad_ijcnn", WESAD_VARIANT), ("hhar_ijcnn", HHAR_VARIANT)):
         base = variant["base"]
         p["preprocess"][name] = copy.deepcopy(variant)
@@ -39,6 +40,7 @@ def ijcnn_variants(p: dict) -> dict:
             b["space"][name] = copy.deepcopy(b["space"][base])
         p["datasets"] = [*p["datasets"], name]
     p["embedded"] = embedded_read(p)
+    p["report"]["ijcnn_protocol"] = {"wesad": "wesad_ijcnn", "hhar": "hhar_ijcnn"}
     return p
 
 
@@ -109,6 +111,11 @@ def test_the_repository_params_declare_neither_variant():
     validate(ijcnn_variants(copy.deepcopy(REPO_PARAMS)))  # README's block is valid as it stands
 
 
+def _declare(p: dict, names: list[str]) -> None:
+    p.update(datasets=names, continual_datasets=["wesad"], study_datasets=["wesad"])
+    p["embedded"] = embedded_read(p)
+
+
 @pytest.mark.parametrize("edit, expected", [
     (lambda p: p["preprocess"]["hhar_ijcnn"].update(features="sozinov"),
      "params.yaml: preprocess.hhar_ijcnn.features: expected one of raw, ijcnn32, got 'sozinov'"),
@@ -116,13 +123,23 @@ def test_the_repository_params_declare_neither_variant():
      "params.yaml: preprocess.hhar_ijcnn.stats_hop: must be >= 1, got 0"),
     (lambda p: p["preprocess"]["wesad_ijcnn"].update(window=0),
      "params.yaml: preprocess.wesad_ijcnn.window: must be >= 1, got 0"),
+    (lambda p: p["report"].update(ijcnn_protocol={"wesad": "hhar_ijcnn"}),
+     "params.yaml: report.ijcnn_protocol.wesad: 'hhar_ijcnn' is not wesad nor a variant of it "
+     "(preprocess.hhar_ijcnn.base: wesad)"),
+    (lambda p: p["report"].update(ijcnn_protocol={"har": "hhar_ijcnn"}),
+     "params.yaml: report.ijcnn_protocol: expected some of wesad, hhar as keys, got 'har'"),
+    (lambda p: p["report"].update(ijcnn_protocol=[]),
+     "params.yaml: report.ijcnn_protocol: expected a mapping of some of wesad, hhar to the declared dataset "
+     "computing its columns, e.g. {wesad: wesad_ijcnn, hhar: hhar_ijcnn}, got an empty list"),
+    (lambda p: _declare(p, ["wesad", "example", "wesad_ijcnn", "hhar_ijcnn"]),
+     "params.yaml: report.ijcnn_protocol: needs wesad, hhar in datasets (tables ijcnn-wesad, ijcnn-hhar stand "
+     "beside it, its t-tests come from there); datasets lacks 'hhar'"),
 ])
 def test_a_bad_variant_is_refused_in_one_line_naming_the_key(edit, expected):
     p = ijcnn_variants(copy.deepcopy(REPO_PARAMS))
     edit(p)
-    with pytest.raises(ConfigError) as exc:
+    with pytest.raises(ConfigError, match=f"^{re.escape(expected)}$"):  # the whole message, one line
         validate(p)
-    assert str(exc.value) == expected
 
 
 # ---------------------------------------------------------------- preprocess on tiny embedded data
@@ -194,18 +211,95 @@ def test_wesad_variant_cuts_windows_of_350(variant_root):
         assert data.windows >= 2 * halves[subject] > 0
 
 
-def test_both_variants_run_through_select_retrain_assess(variant_root):
+METHODS = [("random", None), ("ridge", None), ("fedavg", None), ("incfed", None)]  # the IncFed tables' rows
+
+
+@pytest.fixture(scope="module")
+def reported(variant_root):
     root, _ = variant_root
-    methods = [("random", None), ("ridge", None), ("fedavg", None), ("incfed", None)]
+    for name in ("wesad_ijcnn", "hhar_ijcnn"):
+        run_method_stages(root, name, METHODS)
+    ttest_and_report(root)
+    return root
+
+
+def test_both_variants_run_through_select_retrain_assess(reported):
+    root = reported
     for name in ("wesad_ijcnn", "hhar_ijcnn"):
         part = json.loads((root / "data" / "partitions" / f"{name}.json").read_text())
         held = (3, 3) if name == "wesad_ijcnn" else (2, 2)
         assert (len(part["validation"]), len(part["test"])) == held  # the paper's held-out users
-        run_method_stages(root, name, methods)
-        for algo, _ in methods:
+        for algo, _ in METHODS:
             doc = json.loads((root / "runs" / "assess" / name / f"{algo}.json").read_text())
             scores = doc["pcts"]["100"]
             assert len(scores["test_accuracy"]) == 2  # the budget's retrains
             # the IncFed tables' train column: assess scores these methods on their training users too
             assert len(scores["train_accuracy"]) == 2
             assert all(0.0 <= a <= 1.0 for a in scores["test_accuracy"] + scores["train_accuracy"])
+
+
+def _csv(path: Path) -> dict[tuple[str, str, str, str], dict[str, str]]:
+    lines = [line.split(",") for line in path.read_text().splitlines()]
+    head = lines[0]
+    rows = [dict(zip(head, r)) for r in lines[1:]]
+    return {(r["dataset"], r["pct"], r["method"], r["column"]): r for r in rows}
+
+
+@pytest.mark.parametrize("paper, variant, roman", [("wesad", "wesad_ijcnn", "V"), ("hhar", "hhar_ijcnn", "VI")])
+def test_the_report_writes_the_ijcnn_protocol_tables_beside_the_published_values(reported, paper, variant, roman):
+    tables = reported / "reports" / "tables"
+    text = (tables / f"ijcnn-protocol-{paper}.md").read_text()
+    assert f"IncFed (IJCNN 2021), Table {roman}" in text and "under that paper's protocol" in text
+    assert "Protocol: IncFed (IJCNN 2021) (docs/protocol.md, \"IJCNN 2021 protocol variant\")" in text
+    settings = ", ".join(f"{k} {v}" for k, v in (WESAD_VARIANT if paper == "wesad" else HHAR_VARIANT).items()
+                         if k != "base")
+    assert f"{paper} columns from `{variant}` (preprocess.{variant}: {settings}); budget `default`" in text
+    assert f"The single-protocol recomputation is table ijcnn-{paper}." in text
+    published = yaml.safe_load((ROOT / "esnfed_stages" / "paper_results.yaml").read_text())[f"ijcnn-{paper}"]
+    cells = _csv(tables / f"ijcnn-protocol-{paper}.csv")
+    assessed = {m: json.loads((reported / "runs" / "assess" / variant / f"{m}.json").read_text()) for m, _ in METHODS}
+    for method, _ in METHODS:  # random, centralised, FedAvg, IncFed; train and test
+        for column in ("train", "test"):
+            cell = cells[(variant, "100", method, column)]
+            scores = assessed[method]["pcts"]["100"][f"{column}_accuracy"]
+            # the cell is the mean of the variant's retrains, in percent, printed with two decimals
+            assert float(cell["mean"]) == pytest.approx(100 * np.mean(scores), abs=0.005)
+            label = {"ridge": "centralized"}.get(method, method)
+            row = {str(k): v for k, v in published["rows"].items()}["100"]
+            mean = row[published["columns"].index(f"{label}/{column}")][0]
+            assert float(cell["published_mean"]) == pytest.approx(mean, abs=0.005)  # the paper's Table V/VI
+
+
+# ---------------------------------------------------------------- dvc.yaml: the variants' stages only
+@pytest.mark.dvc
+def test_declaring_the_variants_adds_their_stages_and_changes_no_other(tmp_path):
+    from test_dvc_datasets import variant_stages  # noqa: PLC0415 - DVC's own expansion of dvc.yaml
+
+    variant = variant_stages(tmp_path, ijcnn_variants, ("wesad_ijcnn", "hhar_ijcnn"))
+    for name, folder in (("wesad_ijcnn", "WESAD"), ("hhar_ijcnn", "HHAR")):
+        assert f"data/synthetic/{folder}" in variant[f"preprocess@{name}"]["deps"]  # its base's embedded files
+        assert f"assess-esn@{name}-incfed" in variant and f"assess-esn@{name}-fedavg" in variant
+
+
+# ---------------------------------------------------------------- README's blocks
+def _readme_blocks() -> list[dict]:
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("## IJCNN 2021 protocol variant"):]
+    return [yaml.safe_load(block.split("```", 1)[0]) for block in section.split("```yaml\n")[1:]]
+
+
+def test_readme_blocks_are_the_tested_variants_and_a_valid_ijcnn_budget():
+    variants, budget = _readme_blocks()
+    assert variants["preprocess"] == {"wesad_ijcnn": WESAD_VARIANT, "hhar_ijcnn": HHAR_VARIANT}
+    p = ijcnn_variants(copy.deepcopy(REPO_PARAMS))
+    assert {k: p[k] for k in ("datasets", "embedded")} == {k: variants[k] for k in ("datasets", "embedded")}
+    assert {name: p["partition"][name] for name in variants["partition"]} == variants["partition"]
+    assert p["report"]["ijcnn_protocol"] == variants["report"]["ijcnn_protocol"]
+    p["budgets"].update(budget["budgets"])
+    p["budget"] = budget["budget"]
+    validate(p)  # the budget as README gives it, with the variants declared
+    ijcnn = budget["budgets"]["ijcnn"]
+    assert ijcnn["retrains"] == 3  # "3 repetitions of the experiments"
+    space = ijcnn["space"]
+    assert space["wesad_ijcnn"] == space["wesad"] and space["hhar_ijcnn"] == space["hhar"]
+    assert (space["wesad"]["units"], space["hhar"]["units"]) == ([100, 250], [100, 500])  # Tables I, II
