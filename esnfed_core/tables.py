@@ -229,7 +229,8 @@ def table_specs(datasets: Sequence[str] = DATASETS, continual: Sequence[str] = D
 
 # ---------------------------------------------------------------------------------------------
 # A paper table recomputed under that paper's own protocol (docs/protocol.md, "ESANN 2022 protocol
-# variant"): its columns on protocol variants of the papers' datasets (params.yaml report.<id>_protocol)
+# variant", "IJCNN 2021 protocol variant"): its columns on protocol variants of the papers' datasets
+# (params.yaml report.<paper>_protocol)
 
 def protocol_table(table_id: str, sources: Mapping[str, str], protocol: str, protocol_id: str) -> TableSpec:
     """Paper table ``table_id`` with each paper dataset's columns computed on ``sources[dataset]``

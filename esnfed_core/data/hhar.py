@@ -5,8 +5,8 @@ Pipeline per user and device model: chunked CSV reading with explicit dtypes, ke
 of the requested models; per physical copy (`nexus4_1`, `nexus4_2`) a nearest as-of join of
 gyroscope onto accelerometer rows on Arrival_Time within the tolerance, unmatched gyroscope rows
 appended; the copy whose worst column has the lower NaN fraction is kept (tie: copy 1); index
-decimation to the target rate; rows with any NaN dropped; per-column z-score; non-overlapping
-windows, tail dropped. `null`-activity rows are dropped as the files are read, before the join
+decimation to the target rate; rows with any NaN dropped; with ``features: ijcnn32`` the IncFed
+paper's 32 features (:func:`ijcnn32`); per-column z-score; non-overlapping windows, tail dropped. `null`-activity rows are dropped as the files are read, before the join
 (as the authors' code), or with ``drop_null: after_decimation`` together with the NaN rows.
 
 Memory: only the kept models' rows of one sensor pair (phones, then watches) are held at a time,
