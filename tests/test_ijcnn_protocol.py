@@ -19,6 +19,7 @@ from esnfed_core.data.hhar import FEATURE_NAMES, IJCNN32_NAMES, ijcnn32, preproc
 from esnfed_core.data.processed import load_manifest
 from esnfed_core.data.wesad import preprocess_wesad
 from esnfed_core.errors import ConfigError
+from esnfed_stages import protocol_tables
 from esnfed_stages.params_schema import embedded_read, validate
 from experiment_data import cli_ok, run_method_stages, small_params, ttest_and_report, write_params
 
@@ -104,6 +105,19 @@ def test_feature_keys_are_checked_naming_the_key():
 
 
 # ---------------------------------------------------------------- params: opt-in and refusals
+def test_ijcnn_protocol_asks_for_both_tables_an_unnamed_dataset_keeping_its_own_columns():
+    p = ijcnn_variants(copy.deepcopy(REPO_PARAMS))
+    p["report"]["ijcnn_protocol"] = {"hhar": "hhar_ijcnn"}
+    specs = {spec.id: spec for spec in protocol_tables.specs(p)}
+    assert sorted(specs) == ["ijcnn-protocol-hhar", "ijcnn-protocol-wesad"]
+    assert specs["ijcnn-protocol-wesad"].datasets == ("wesad",)
+    assert specs["ijcnn-protocol-hhar"].datasets == ("hhar_ijcnn",)
+    assert specs["ijcnn-protocol-hhar"].published_table == "ijcnn-hhar"  # Table VI beside the variant's cells
+    assert specs["ijcnn-protocol-hhar"].columns == ("train", "test") and specs["ijcnn-protocol-hhar"].pairs == (
+        ("incfed", "fedavg"),)
+    assert "wesad columns from `wesad` (preprocess.wesad, as the single protocol)" in specs["ijcnn-protocol-wesad"].note
+
+
 def test_the_repository_params_declare_neither_variant():
     assert not any(name.endswith("_ijcnn") for name in REPO_PARAMS["preprocess"])
     assert "features" not in REPO_PARAMS["preprocess"]["hhar"]

@@ -6,8 +6,9 @@ of the requested models; per physical copy (`nexus4_1`, `nexus4_2`) a nearest as
 gyroscope onto accelerometer rows on Arrival_Time within the tolerance, unmatched gyroscope rows
 appended; the copy whose worst column has the lower NaN fraction is kept (tie: copy 1); index
 decimation to the target rate; rows with any NaN dropped; with ``features: ijcnn32`` the IncFed
-paper's 32 features (:func:`ijcnn32`); per-column z-score; non-overlapping windows, tail dropped. `null`-activity rows are dropped as the files are read, before the join
-(as the authors' code), or with ``drop_null: after_decimation`` together with the NaN rows.
+paper's 32 features (:func:`ijcnn32`); per-column z-score; non-overlapping windows, tail dropped.
+`null`-activity rows are dropped as the files are read, before the join (as the authors' code), or
+with ``drop_null: after_decimation`` together with the NaN rows.
 
 Memory: only the kept models' rows of one sensor pair (phones, then watches) are held at a time,
 33 bytes per row (int64 time, 3 float64 values, int8 label), plus one CSV chunk.
@@ -658,8 +659,8 @@ def preprocess_hhar(raw_root: Path, params: dict | None = None, *,
                     ) -> Iterator[tuple[str, UserData, dict]]:
     """Yield ``(user, UserData, info)`` per user present (sorted), per PROTOCOL §1.
 
-    ``x`` float32 (W, window, F) (F: 6, or 32 with ``features: ijcnn32``), ``y`` int8 (W, window) classes ``CLASSES``, ``context`` int8
-    (W,) = position of the device in ``params["devices"]``; windows ordered by device, then time.
+    ``x`` float32 (W, window, F) (F: 6, or 32 with ``features: ijcnn32``), ``y`` int8 (W, window)
+    classes ``CLASSES``, ``context`` int8 (W,) = position of the device in ``params["devices"]``; windows ordered by device, then time.
     ``info``: per device the copy kept, NaN fractions of both copies, row counts and windows, plus
     ``windows_per_device`` (list in device order) and ``sources`` (CSV names read). Everything is
     validated before the first user is yielded, so a DataError leaves nothing half-written.
