@@ -660,7 +660,8 @@ def preprocess_hhar(raw_root: Path, params: dict | None = None, *,
     """Yield ``(user, UserData, info)`` per user present (sorted), per PROTOCOL §1.
 
     ``x`` float32 (W, window, F) (F: 6, or 32 with ``features: ijcnn32``), ``y`` int8 (W, window)
-    classes ``CLASSES``, ``context`` int8 (W,) = position of the device in ``params["devices"]``; windows ordered by device, then time.
+    classes ``CLASSES``, ``context`` int8 (W,) = position of the device in ``params["devices"]``;
+    windows ordered by device, then time.
     ``info``: per device the copy kept, NaN fractions of both copies, row counts and windows, plus
     ``windows_per_device`` (list in device order) and ``sources`` (CSV names read). Everything is
     validated before the first user is yielded, so a DataError leaves nothing half-written.
