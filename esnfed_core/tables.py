@@ -229,18 +229,16 @@ def table_specs(datasets: Sequence[str] = DATASETS, continual: Sequence[str] = D
 
 # ---------------------------------------------------------------------------------------------
 # A paper table recomputed under that paper's own protocol (docs/protocol.md, "ESANN 2022 protocol
-# variant"): its columns on protocol variants of the papers' datasets (params.yaml report.<id>_protocol)
+# variant", "IJCNN 2021 protocol variant"): its columns on protocol variants of the papers' datasets
+# (params.yaml report.<paper>_protocol)
 
-PROTOCOL_SUFFIX = "-protocol"
-
-
-def protocol_table(table_id: str, sources: Mapping[str, str], protocol: str) -> TableSpec:
+def protocol_table(table_id: str, sources: Mapping[str, str], protocol: str, protocol_id: str) -> TableSpec:
     """Paper table ``table_id`` with each paper dataset's columns computed on ``sources[dataset]``
     (itself, or a variant preprocessed as that paper did), the paper's published values beside;
-    ``protocol``: the line saying which protocol it used. Id ``<table_id>-protocol``."""
+    ``protocol``: the line saying which protocol it used; ``protocol_id``: its id (esann-protocol, ...)."""
     spec = table_spec(table_id)
     datasets = tuple(sources.get(ds, ds) for ds in spec.datasets)
-    return replace(spec, id=table_id + PROTOCOL_SUFFIX, title=f"{spec.title}, under that paper's protocol",
+    return replace(spec, id=protocol_id, title=f"{spec.title}, under that paper's protocol",
                    datasets=datasets, note=protocol, published_table=table_id,
                    published_as=tuple((sources.get(ds, ds), ds) for ds in spec.datasets))
 

@@ -13,6 +13,7 @@ from typing import Any, Callable, Mapping
 from esnfed_core.errors import ConfigError
 from esnfed_core.quote import quote
 from esnfed_core.tables import papers_first
+from esnfed_core.validation import ParameterError
 from esnfed_core.vocabulary import DATASETS
 
 DIRNAMES = {"wesad": "WESAD", "hhar": "HHAR", "example": "EXAMPLE"}  # folder under the raw root
@@ -32,11 +33,13 @@ SYNTHESIZED = DATASETS + ("example",)  # what `esnfed synthesize` writes
 
 
 def describe_hhar(params: Mapping[str, Any]) -> dict[str, Any]:
-    """HHAR's processed output: six inertial channels, six activities, one context per device."""
+    """HHAR's processed output: six inertial channels (or the IncFed paper's 32 features,
+    ``features: ijcnn32``), six activities, one context per device."""
     hhar = dataset_function("hhar", "preprocess").__module__
     module = importlib.import_module(hhar)
-    return {"feature_names": list(module.FEATURE_NAMES), "classes": list(module.CLASSES),
-            "context_names": list(module.resolve_params(dict(params))["devices"])}
+    resolved = module.resolve_params(dict(params))
+    return {"feature_names": list(module.feature_names(resolved)), "classes": list(module.CLASSES),
+            "context_names": list(resolved["devices"])}
 
 
 def n_classes(dataset: str) -> int:
@@ -200,8 +203,8 @@ def check_variant(key: str, settings: Any) -> str:
                           f"preprocessed otherwise; import your own data with imports.{name}), got {quote(base)}")
     try:
         dataset_function(base, "describe")(reader_settings(settings))
-    except ConfigError as exc:  # the reader names its own section: name the variant's
-        raise ConfigError(str(exc).replace(f"preprocess.{base}.", f"{key}.")) from None
+    except (ConfigError, ParameterError) as exc:  # the reader names its own section: name the variant's
+        raise type(exc)(str(exc).replace(f"preprocess.{base}.", f"{key}.")) from None
     return base
 
 

@@ -1,11 +1,12 @@
 """Paper tables recomputed under their paper's own protocol (opt-in, docs/protocol.md "ESANN 2022
-protocol variant"): params.yaml ``report.<table>_protocol`` names, per paper dataset, the declared
-dataset whose scores fill its columns (a variant preprocessed as that paper did); the report then
-writes that table under the id ``<table>-protocol`` (reports/tables/esann-protocol.md and .csv)
-beside the single-protocol table."""
+protocol variant" and "IJCNN 2021 protocol variant"): params.yaml ``report.<table>_protocol`` names,
+per paper dataset, the declared dataset whose scores fill its columns (a variant preprocessed as that
+paper did); the report then writes each of that paper's tables under its protocol id
+(reports/tables/esann-protocol.md, ijcnn-protocol-wesad.md, ...) beside the single-protocol table."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 from esnfed_core.quote import quote
@@ -13,16 +14,45 @@ from esnfed_core.tables import TableSpec, protocol_table, table_spec
 from esnfed_stages._datasets import declared, reader_of
 from esnfed_stages.schema_nodes import Invalid
 
-# report.<key>: the paper table it recomputes and the paper's name in the protocol line
-PROTOCOLS = {"esann_protocol": ("esann", "ESANN 2022")}
+
+@dataclass(frozen=True)
+class Protocol:
+    """What ``report.<key>`` recomputes: ``tables``, (paper table, id of its protocol table) pairs;
+    ``paper``, its name in the protocol line; ``section``, the docs/protocol.md section saying what
+    differs; ``example``, a value for the error messages."""
+
+    tables: tuple[tuple[str, str], ...]
+    paper: str
+    section: str
+    example: str
+
+    @property
+    def datasets(self) -> tuple[str, ...]:
+        """The paper datasets of its tables, in table order, each once."""
+        return tuple(dict.fromkeys(ds for table, _ in self.tables for ds in table_spec(table).datasets))
+
+    @property
+    def table_ids(self) -> tuple[str, ...]:
+        return tuple(table for table, _ in self.tables)
+
+
+# report.<key>: the paper tables it recomputes
+PROTOCOLS = {
+    "esann_protocol": Protocol((("esann", "esann-protocol"),), "ESANN 2022", "ESANN 2022 protocol variant",
+                               "{hhar: hhar_esann}"),
+    "ijcnn_protocol": Protocol((("ijcnn-wesad", "ijcnn-protocol-wesad"), ("ijcnn-hhar", "ijcnn-protocol-hhar")),
+                               "IncFed (IJCNN 2021)", "IJCNN 2021 protocol variant",
+                               "{wesad: wesad_ijcnn, hhar: hhar_ijcnn}"),
+}
 
 
 def check_shape(key: str, value: Any) -> None:
     """``report.<table>_protocol`` alone: a mapping of some of the table's paper datasets to names."""
-    datasets = table_spec(PROTOCOLS[key.rsplit(".", 1)[-1]][0]).datasets
+    protocol = PROTOCOLS[key.rsplit(".", 1)[-1]]
+    datasets = protocol.datasets
     if not isinstance(value, Mapping) or not value:
         raise Invalid(f"{key}: expected a mapping of some of {', '.join(datasets)} to the declared dataset "
-                      f"computing its columns, e.g. {{hhar: hhar_esann}}, got {quote(value)}")
+                      f"computing its columns, e.g. {protocol.example}, got {quote(value)}")
     for ds, name in value.items():
         if ds not in datasets:
             raise Invalid(f"{key}: expected some of {', '.join(datasets)} as keys, got {quote(ds)}")
@@ -33,7 +63,7 @@ def check_shape(key: str, value: Any) -> None:
 def sources(params: Mapping[str, Any], key: str) -> dict[str, str]:
     """Each paper dataset of the table -> the dataset computing its columns (itself where not named)."""
     given = ((params.get("report") or {}).get(key)) or {}
-    return {ds: given.get(ds, ds) for ds in table_spec(PROTOCOLS[key][0]).datasets}
+    return {ds: given.get(ds, ds) for ds in PROTOCOLS[key].datasets}
 
 
 def check(params: Mapping[str, Any]) -> None:
@@ -43,11 +73,14 @@ def check(params: Mapping[str, Any]) -> None:
         if key not in report:
             continue
         names = declared(params)
-        table = PROTOCOLS[key][0]
-        lacking = [ds for ds in table_spec(table).datasets if ds not in names]
-        if lacking:  # the single-protocol table stands beside it, and its t-tests are borrowed from there
-            raise Invalid(f"report.{key}: needs {', '.join(table_spec(table).datasets)} in datasets (table {table} "
-                          f"stands beside it, its t-tests come from there); datasets lacks {', '.join(map(quote, lacking))}")
+        protocol = PROTOCOLS[key]
+        lacking = [ds for ds in protocol.datasets if ds not in names]
+        if lacking:  # the single-protocol tables stand beside it, and their t-tests are borrowed from there
+            tables = protocol.table_ids
+            raise Invalid(f"report.{key}: needs {', '.join(protocol.datasets)} in datasets (table"
+                          f"{'s' if len(tables) > 1 else ''} {', '.join(tables)} "
+                          f"{'stand' if len(tables) > 1 else 'stands'} beside it, its t-tests come from there); "
+                          f"datasets lacks {', '.join(map(quote, lacking))}")
         for ds, name in sources(params, key).items():
             where = f"report.{key}.{ds}" if ds in report[key] else f"report.{key}"
             if name not in names:
@@ -57,23 +90,26 @@ def check(params: Mapping[str, Any]) -> None:
                 raise Invalid(f"{where}: {quote(name)} is not {ds} nor a variant of it (preprocess.{name}.base: {ds})")
 
 
-def protocol_line(params: Mapping[str, Any], key: str) -> str:
-    """Which protocol the table used: each column's dataset with its preprocessing, and the budget."""
-    table, paper = PROTOCOLS[key]
+def protocol_line(params: Mapping[str, Any], key: str, table: str) -> str:
+    """Which protocol paper table ``table`` used: each column's dataset with its preprocessing, and the budget."""
+    protocol = PROTOCOLS[key]
     pre = params.get("preprocess") or {}
     parts = []
     for ds, name in sources(params, key).items():
+        if ds not in table_spec(table).datasets:
+            continue
         if name == ds:  # the paper dataset itself: the single protocol's preprocessing
             parts.append(f"{ds} columns from `{ds}` (preprocess.{ds}, as the single protocol)")
             continue
         settings = ", ".join(f"{k} {v}" for k, v in (pre.get(name) or {}).items() if k != "base")
         parts.append(f"{ds} columns from `{name}` (preprocess.{name}: {settings})")
-    return (f"Protocol: {paper} (docs/protocol.md, \"ESANN 2022 protocol variant\"): " + "; ".join(parts)
+    return (f"Protocol: {protocol.paper} (docs/protocol.md, \"{protocol.section}\"): " + "; ".join(parts)
             + f"; budget `{params.get('budget')}`. The single-protocol recomputation is table {table}.")
 
 
 def specs(params: Mapping[str, Any]) -> tuple[TableSpec, ...]:
     """The protocol tables params.yaml asks for (none by default)."""
     report = params.get("report")
-    return tuple(protocol_table(PROTOCOLS[key][0], sources(params, key), protocol_line(params, key))
-                 for key in PROTOCOLS if isinstance(report, Mapping) and key in report)
+    return tuple(protocol_table(table, sources(params, key), protocol_line(params, key, table), table_id)
+                 for key, protocol in PROTOCOLS.items() if isinstance(report, Mapping) and key in report
+                 for table, table_id in protocol.tables)

@@ -130,3 +130,17 @@ def run_method_stages(root: Path, dataset: str, methods) -> None:
         cli_ok("select", "--algo", algo, *extra, "--pct", "all", *common)
         cli_ok("retrain", "--algo", algo, *extra, *common)
         cli_ok("assess", "--algo", algo, *extra, *common)
+
+
+
+def ttest_and_report(root: Path) -> None:
+    """`esnfed ttest` then `esnfed report` on ``root``'s params.yaml and runs/assess (missing inputs
+    allowed), run from ``root`` with a fixed date: reports/ttest.json and reports/tables/ there."""
+    import pytest  # noqa: PLC0415
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SOURCE_DATE_EPOCH", "1700000000")
+        mp.chdir(root)
+        common = ["--params", "params.yaml", "--assess-dir", "runs/assess", "--allow-missing"]
+        cli_ok("ttest", *common, "--out", "reports/ttest.json")
+        cli_ok("report", *common, "--ttest", "reports/ttest.json", "--out-dir", "reports")

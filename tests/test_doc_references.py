@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from esnfed_core.tables import PROTOCOL_SUFFIX, TABLES
+from esnfed_core.tables import TABLES
 from esnfed_stages import claims_report, continual_report, ipfit_report, protocol_tables, selected_report
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -23,7 +23,7 @@ GENERATED_MD = {f"{spec.id}.md" for spec in TABLES} | {"communication.md", "priv
 GENERATED_MD |= {"flower-table.md"}  # issue 14: `esnfed flower-table` writes runs/flower-table.md
 GENERATED_MD |= {f"{claims_report.NAME}.md", f"{selected_report.NAME}.md"}  # the claims, the selected hyperparameters
 GENERATED_MD |= {f"{m.TABLE}.md" for m in (continual_report, ipfit_report)}  # the gap audit's tables
-GENERATED_MD |= {f"{table}{PROTOCOL_SUFFIX}.md" for table, _ in protocol_tables.PROTOCOLS.values()}  # opt-in
+GENERATED_MD |= {f"{table_id}.md" for p in protocol_tables.PROTOCOLS.values() for _, table_id in p.tables}  # opt-in
 # issue 16: the generic tables of a user's dataset <name> (esnfed_core.tables.generic_tables)
 GENERATED_USER_MD = re.compile(
     r"(communication-[a-z][a-z0-9_]*|[a-z][a-z0-9_]*-(stationary-(incfed|fedip|ip)|continual|continual-metrics|selected))\.md")

@@ -42,6 +42,27 @@ def _project(tmp_path: Path, change) -> Path:
     return tmp_path
 
 
+def variant_stages(tmp_path: Path, change, names: tuple[str, ...]) -> dict[str, dict]:
+    """DVC's expansion with ``change`` made to the repository's params (protocol variants ``names``
+    declared), checked against the repository's own: none of ``names`` in it, every one of its stages
+    as it was, and every added stage one of a variant's; returns the changed expansion."""
+    (tmp_path / "default").mkdir()
+    (tmp_path / "variant").mkdir()
+    default = _expanded(_project(tmp_path / "default", lambda p: None))
+    variant = _expanded(_project(tmp_path / "variant", change))
+    assert not any(n in stage for stage in default for n in names)
+    assert {stage: variant[stage] for stage in default} == default  # every default stage as it was
+    added = set(variant) - set(default)
+    assert added and all(any(n in stage for n in names) for stage in added)
+    code = ["esnfed_cli", "esnfed_stages", "esnfed_core"]
+    for n in names:  # preprocessed from its base's embedded folder, never imported
+        assert f"import@{n}" not in variant and f"partition@{n}" in variant
+        assert variant[f"preprocess@{n}"]["cmd"] == f"esnfed preprocess --dataset {n}"
+        assert variant[f"preprocess@{n}"]["deps"][:3] == code and variant[f"preprocess@{n}"]["outs"] == [
+            f"data/processed/{n}"]
+    return variant
+
+
 def test_repository_pipeline_runs_the_example_everywhere(tmp_path):
     stages = _stages(_project(tmp_path, lambda p: None))
     assert stages["import@example"] == "esnfed import --dataset example"

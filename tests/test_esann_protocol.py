@@ -22,7 +22,7 @@ from esnfed_core.data.processed import load_manifest
 from esnfed_core.errors import ConfigError
 from esnfed_stages import protocol_tables
 from esnfed_stages.params_schema import embedded_read, validate
-from experiment_data import cli_ok, make_dataset, run_method_stages, small_params, write_params
+from experiment_data import cli_ok, make_dataset, run_method_stages, small_params, ttest_and_report, write_params
 
 ROOT = Path(__file__).resolve().parents[1]
 REPO_PARAMS = yaml.safe_load((ROOT / "params.yaml").read_text())
@@ -165,29 +165,21 @@ STATIONARY = [("incfed", None), ("fedip", None)]
 def reported(variant_root, tmp_path_factory):
     src, p = variant_root
     root = tmp_path_factory.mktemp("esann-e2e")
-    mp = pytest.MonkeyPatch()
-    mp.setenv("SOURCE_DATE_EPOCH", "1700000000")
-    try:
-        p = copy.deepcopy(p)
-        for b in p["budgets"].values():
-            b["space"]["hhar_esann"]["units"] = [8, 12]
-        write_params(root, p)
-        params = str(root / "params.yaml")
-        make_dataset(root, "wesad")
-        make_dataset(root, "hhar")
-        cli_ok("preprocess", "--dataset", "hhar_esann", "--source", "synthetic", "--raw-dir", str(src / "raw"),
-               "--out", str(root / "data" / "processed"), "--params", params)
-        cli_ok("partition", "--dataset", "hhar_esann", "--params", params,
-               "--processed-dir", str(root / "data" / "processed"), "--out", str(root / "data" / "partitions"))
-        for ds in ("wesad", "hhar", "hhar_esann"):
-            run_method_stages(root, ds, STATIONARY)
-        mp.chdir(root)
-        common = ["--params", "params.yaml", "--assess-dir", "runs/assess", "--allow-missing"]
-        cli_ok("ttest", *common, "--out", "reports/ttest.json")
-        cli_ok("report", *common, "--ttest", "reports/ttest.json", "--out-dir", "reports")
-        yield root
-    finally:
-        mp.undo()
+    p = copy.deepcopy(p)
+    for b in p["budgets"].values():
+        b["space"]["hhar_esann"]["units"] = [8, 12]
+    write_params(root, p)
+    params = str(root / "params.yaml")
+    make_dataset(root, "wesad")
+    make_dataset(root, "hhar")
+    cli_ok("preprocess", "--dataset", "hhar_esann", "--source", "synthetic", "--raw-dir", str(src / "raw"),
+           "--out", str(root / "data" / "processed"), "--params", params)
+    cli_ok("partition", "--dataset", "hhar_esann", "--params", params,
+           "--processed-dir", str(root / "data" / "processed"), "--out", str(root / "data" / "partitions"))
+    for ds in ("wesad", "hhar", "hhar_esann"):
+        run_method_stages(root, ds, STATIONARY)
+    ttest_and_report(root)
+    return root
 
 
 def test_the_variant_runs_through_partition_select_retrain_assess(reported):
@@ -231,21 +223,13 @@ def test_the_report_writes_the_esann_protocol_table_beside_the_single_protocol_o
 # ---------------------------------------------------------------- dvc.yaml: the variant's stages only
 @pytest.mark.dvc
 def test_declaring_the_variant_adds_its_stages_and_changes_no_other(tmp_path):
-    from test_dvc_datasets import _expanded, _project  # noqa: PLC0415 - DVC's own expansion of dvc.yaml
+    from test_dvc_datasets import variant_stages  # noqa: PLC0415 - DVC's own expansion of dvc.yaml
 
-    (tmp_path / "default").mkdir()
-    (tmp_path / "variant").mkdir()
-    default = _expanded(_project(tmp_path / "default", lambda p: None))
-    variant = _expanded(_project(tmp_path / "variant", esann_variant))
-    assert not any("esann" in name for name in default)
-    assert {name: variant[name] for name in default} == default  # every default stage as it was
-    added = sorted(set(variant) - set(default))
-    assert added and all("hhar_esann" in name for name in added)
+    variant = variant_stages(tmp_path, esann_variant, ("hhar_esann",))
     code = ["esnfed_cli", "esnfed_stages", "esnfed_core"]
     assert variant["preprocess@hhar_esann"] == {"cmd": "esnfed preprocess --dataset hhar_esann",
                                                 "deps": [*code, "data/synthetic/HHAR", "params.yaml"],
                                                 "outs": ["data/processed/hhar_esann"]}
-    assert "import@hhar_esann" not in variant and "partition@hhar_esann" in variant
     assert "select-ip@hhar_esann-fedip" in variant and "assess-esn@hhar_esann-incfed" in variant
 
 

@@ -5,9 +5,10 @@ Pipeline per user and device model: chunked CSV reading with explicit dtypes, ke
 of the requested models; per physical copy (`nexus4_1`, `nexus4_2`) a nearest as-of join of
 gyroscope onto accelerometer rows on Arrival_Time within the tolerance, unmatched gyroscope rows
 appended; the copy whose worst column has the lower NaN fraction is kept (tie: copy 1); index
-decimation to the target rate; rows with any NaN dropped; per-column z-score; non-overlapping
-windows, tail dropped. `null`-activity rows are dropped as the files are read, before the join
-(as the authors' code), or with ``drop_null: after_decimation`` together with the NaN rows.
+decimation to the target rate; rows with any NaN dropped; with ``features: ijcnn32`` the IncFed
+paper's 32 features (:func:`ijcnn32`); per-column z-score; non-overlapping windows, tail dropped.
+`null`-activity rows are dropped as the files are read, before the join (as the authors' code), or
+with ``drop_null: after_decimation`` together with the NaN rows.
 
 Memory: only the kept models' rows of one sensor pair (phones, then watches) are held at a time,
 33 bytes per row (int64 time, 3 float64 values, int8 label), plus one CSV chunk.
@@ -31,6 +32,12 @@ Params (``params["preprocess"]["hhar"]`` in params.yaml; missing keys take these
   max_nan_fraction   1.0     skip a user-device whose kept copy has a worst-column NaN fraction
                      >= this (the authors' code: 0.1); 1.0 never skips
   std_ddof           0       0 = population std (PROTOCOL); 1 = pandas' default in the authors' code
+  features           raw     raw: the 6 axes. ijcnn32: the IncFed paper's (IJCNN 2021) 32 features, computed
+                     after the NaN drop and before the z-score (:func:`ijcnn32`, docs/protocol.md "IJCNN
+                     2021 protocol variant"): the 6 axes; the mean, std, min and max of each axis over the
+                     last ``stats_window`` rows, held for ``stats_hop`` rows (causal); |acc| and |gyro|
+  stats_window       200     rows per statistics window (ijcnn32)
+  stats_hop          100     rows between statistics windows (ijcnn32; 100 of 200: 50 % overlap)
 """
 
 from __future__ import annotations
@@ -57,6 +64,10 @@ from esnfed_core.validation import ParameterError, check_param
 
 CLASSES = ("stand", "sit", "walk", "stairsup", "stairsdown", "bike")
 FEATURE_NAMES = ("acc_x", "acc_y", "acc_z", "gyro_x", "gyro_y", "gyro_z")
+FEATURE_SETS = ("raw", "ijcnn32")
+STATISTICS = ("mean", "std", "min", "max")  # ijcnn32's windowed statistics, in column order
+IJCNN32_NAMES = (FEATURE_NAMES + tuple(f"{a}_{s}" for s in STATISTICS for a in FEATURE_NAMES)
+                 + ("acc_mag", "gyro_mag"))
 PHONE_MODELS = ("nexus4", "s3", "s3mini", "samsungold")
 WATCH_MODELS = ("gear", "lgwatch")
 COLUMNS = ("Index", "Arrival_Time", "Creation_Time", "x", "y", "z", "User", "Model", "Device", "gt")
@@ -89,6 +100,9 @@ DEFAULT_PARAMS: dict = {
     "drop_null": "at_read",
     "max_nan_fraction": 1.0,
     "std_ddof": 0,
+    "features": "raw",
+    "stats_window": 200,
+    "stats_hop": 100,
 }
 
 # Strings read as a missing signal value (then reported as NaN); `gt` keeps "null" as a string.
@@ -504,6 +518,34 @@ def zscore(values: np.ndarray, ddof: int = 0) -> tuple[np.ndarray, np.ndarray, n
         return (values - mean) / std, mean, std
 
 
+def feature_names(p: dict) -> tuple[str, ...]:
+    """The columns of the processed ``x`` under resolved params ``p`` (``features``)."""
+    return IJCNN32_NAMES if p["features"] == "ijcnn32" else FEATURE_NAMES
+
+
+def ijcnn32(values: np.ndarray, stats_window: int, stats_hop: int) -> np.ndarray:
+    """The IncFed paper's 32 features of ``values`` (n, 6) (acc x, y, z, gyro x, y, z), one row per
+    step t >= ``stats_window`` - 1, so (n - stats_window + 1, 32); (0, 32) when n < stats_window.
+
+    Columns: the 6 axes at t; the mean, std (population), min and max of each axis (stat-major,
+    :data:`IJCNN32_NAMES`) over the statistics window k = (t - stats_window + 1) // stats_hop, rows
+    [k·hop, k·hop + stats_window): the latest window ending at or before t, so a statistic is held
+    for the ``stats_hop`` steps from its window's last row and never reads a row after t (causal);
+    |acc| and |gyro| at t (per step, not windowed).
+    """
+    n = values.shape[0]
+    if n < stats_window:
+        return np.zeros((0, 32), dtype=values.dtype)
+    # (K, 6, stats_window) view of windows k at rows k·hop .. k·hop + stats_window - 1
+    win = np.lib.stride_tricks.sliding_window_view(values, stats_window, axis=0)[::stats_hop]
+    stats = np.concatenate([win.mean(axis=2), win.std(axis=2), win.min(axis=2), win.max(axis=2)], axis=1)
+    steps = np.arange(stats_window - 1, n)
+    held = stats[(steps - stats_window + 1) // stats_hop]
+    now = values[steps]
+    mags = np.stack([np.linalg.norm(now[:, :3], axis=1), np.linalg.norm(now[:, 3:], axis=1)], axis=1)
+    return np.concatenate([now, held, mags], axis=1)
+
+
 def to_windows(values: np.ndarray, label: np.ndarray, window: int) -> tuple[np.ndarray, np.ndarray]:
     """Non-overlapping windows of ``window`` steps; the tail that does not fill one is dropped."""
     w = values.shape[0] // window
@@ -526,7 +568,8 @@ def process_device(copies: dict[str, Joined], rate: float, p: dict, where: str) 
     info = {"copy": chosen, "nan_fraction": fractions}
     if fractions[chosen] >= p["max_nan_fraction"] and p["max_nan_fraction"] < 1.0:
         info.update(skipped=f"NaN fraction {fractions[chosen]:.3f} >= max_nan_fraction", windows=0)
-        return DeviceResult(np.zeros((0, p["window"], 6), np.float32), np.zeros((0, p["window"]), np.int8), info)
+        return DeviceResult(np.zeros((0, p["window"], len(feature_names(p))), np.float32),
+                            np.zeros((0, p["window"]), np.int8), info)
     j = copies[chosen]
     idx = kept_rows(j.time.size, rate, p["target_rate"])
     values, label = j.values[idx], j.label[idx]
@@ -536,13 +579,23 @@ def process_device(copies: dict[str, Joined], rate: float, p: dict, where: str) 
     if values.shape[0] == 0:
         raise DataError(f"{where}: no usable rows ({j.time.size} joined rows of {chosen}, all with "
                         "null activity or a missing sensor)")
+    if p["features"] == "ijcnn32":  # features before the z-score, as the paper's order of steps
+        # the first stats_window - 1 rows have no complete statistics window and are dropped
+        need = p["window"] + p["stats_window"] - 1
+        if values.shape[0] < need:
+            raise DataError(f"{where}: only {values.shape[0]} usable rows after decimation, fewer than one "
+                            f"window of {p['window']} feature rows ({need} rows with stats_window "
+                            f"{p['stats_window']})")
+        label = label[p["stats_window"] - 1:]
+        values = ijcnn32(values, p["stats_window"], p["stats_hop"])
+        info.update(rows_featured=int(values.shape[0]))
     if values.shape[0] < p["window"]:
         raise DataError(f"{where}: only {values.shape[0]} usable rows after decimation, fewer than one "
                         f"window of {p['window']}")
     z, mean, std = zscore(values, p["std_ddof"])
     flat = np.flatnonzero(~(std > 0) | ~np.isfinite(std))
     if flat.size:
-        raise DataError(f"{where}: column {FEATURE_NAMES[flat[0]]} is constant over the kept rows "
+        raise DataError(f"{where}: column {feature_names(p)[flat[0]]} is constant over the kept rows "
                         "(cannot z-score)")
     x, y = to_windows(z, label, p["window"])
     info.update(windows=int(x.shape[0]), mean=mean.tolist(), std=std.tolist())
@@ -587,6 +640,11 @@ def resolve_params(params: dict | None) -> dict:
         check_param(f"{pre}chunk_rows", p["chunk_rows"], integer=True, low=1)
         check_param(f"{pre}max_nan_fraction", p["max_nan_fraction"], low=0, high=1, low_open=True)
         check_param(f"{pre}std_ddof", p["std_ddof"], integer=True, low=0, high=1)
+        if p["features"] not in FEATURE_SETS:
+            raise ConfigError(f"params.yaml: {pre}features: expected one of {', '.join(FEATURE_SETS)}, "
+                              f"got {quote(p['features'])}")
+        check_param(f"{pre}stats_window", p["stats_window"], integer=True, low=1)
+        check_param(f"{pre}stats_hop", p["stats_hop"], integer=True, low=1, high=p["stats_window"])
         if p["drop_null"] not in ("after_decimation", "at_read"):
             raise ConfigError(f"params.yaml: {pre}drop_null must be 'after_decimation' or 'at_read', "
                               f"got {quote(p['drop_null'])}")
@@ -601,8 +659,9 @@ def preprocess_hhar(raw_root: Path, params: dict | None = None, *,
                     ) -> Iterator[tuple[str, UserData, dict]]:
     """Yield ``(user, UserData, info)`` per user present (sorted), per PROTOCOL §1.
 
-    ``x`` float32 (W, window, 6), ``y`` int8 (W, window) classes ``CLASSES``, ``context`` int8
-    (W,) = position of the device in ``params["devices"]``; windows ordered by device, then time.
+    ``x`` float32 (W, window, F) (F: 6, or 32 with ``features: ijcnn32``), ``y`` int8 (W, window)
+    classes ``CLASSES``, ``context`` int8 (W,) = position of the device in ``params["devices"]``;
+    windows ordered by device, then time.
     ``info``: per device the copy kept, NaN fractions of both copies, row counts and windows, plus
     ``windows_per_device`` (list in device order) and ``sources`` (CSV names read). Everything is
     validated before the first user is yielded, so a DataError leaves nothing half-written.
