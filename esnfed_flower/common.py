@@ -13,6 +13,7 @@ from flwr.app import Array, ArrayRecord, Message, MetricRecord, RecordDict
 from esnfed_core.method import CONNECTIVITY_KEYS
 from esnfed_core.readout import RidgeStats, solve
 from esnfed_core.reservoir import Reservoir
+from esnfed_core.sampling import FULL, sample_clients
 from esnfed_core.trial import make_reservoir
 
 RESERVOIR_KEYS = ("units", "spectral_radius", "leak", "input_scaling")
@@ -109,6 +110,21 @@ def secagg_threshold(k: int) -> int:
     """SecAgg+'s reconstruction threshold for ``k`` clients: max(2, k − 1), so one may drop out;
     the fewest vectors an unmasked sum can hold (distributed DP's K_min)."""
     return max(2, int(k) - 1)
+
+
+# Run config: params.yaml federated.client_fraction, present only when < 1 (default messages unchanged).
+FRACTION_KEY = "client-fraction"
+
+
+def client_fraction(rc: Mapping[str, Any]) -> float:
+    """The share of the participants each IP round samples (``client-fraction``; absent: 1)."""
+    return float(rc.get(FRACTION_KEY, FULL))
+
+
+def sampled_nodes(participants: list[int], fraction: float, seed: int, rnd: int) -> list[int]:
+    """The node ids of IP round ``rnd``: those of ``participants`` (node ids in partition order)
+    that esnfed_core.sampling.sample_clients draws, as the pipeline's round draws its clients."""
+    return [participants[j] for j in sample_clients(len(participants), fraction, seed, rnd)]
 
 
 def within_range(values: list[np.ndarray], limit: float, what: str) -> list[np.ndarray]:
