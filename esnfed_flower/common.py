@@ -127,6 +127,40 @@ def sampled_nodes(participants: list[int], fraction: float, seed: int, rnd: int)
     return [participants[j] for j in sample_clients(len(participants), fraction, seed, rnd)]
 
 
+class Sampling:
+    """The server's client sampling over a FedIP or FedCLIP run (``client-fraction`` < 1): the
+    ``nodes`` in partition order with ``flags``, for each, whether it takes part at each context
+    (FedIP: one context, whether it has windows), the run's IP round index (the pipeline's, over
+    all contexts) and each node's fits per context, which its messages carry so that the stateless
+    client replays only the rounds it fitted."""
+
+    def __init__(self, nodes: list[int], flags: list[list[int]], fraction: float, seed: int):
+        self.nodes = list(nodes)
+        self.flags = dict(zip(self.nodes, flags))
+        self.fraction, self.seed, self.rounds = fraction, seed, 0
+        self.fitted = {n: [0] * len(self.flags[n]) for n in self.nodes}
+
+    def where(self, node: int, t: int) -> dict[str, Any]:
+        """The node's own ``history`` (fits at each earlier context) and ``round`` (fits at ``t``)."""
+        return {"history": ",".join(str(h) for h in self.fitted[node][:t]), "round": self.fitted[node][t]}
+
+    def next_round(self, t: int) -> dict[int, dict[str, Any]]:
+        """The next IP round's sampled nodes (partition order) among context ``t``'s participants,
+        each with its ``where``; counts their fits."""
+        part = [n for n in self.nodes if self.flags[n][t]]
+        if not part:
+            raise RuntimeError(f"context {t}: no client has windows to train on")
+        chosen = {n: self.where(n, t) for n in sampled_nodes(part, self.fraction, self.seed, self.rounds)}
+        for n in chosen:
+            self.fitted[n][t] += 1
+        self.rounds += 1
+        return chosen
+
+    def all_at(self, nodes: list[int], t: int) -> dict[int, dict[str, Any]]:
+        """Every node of ``nodes`` with its ``where`` at ``t`` (the readout round)."""
+        return {n: self.where(n, t) for n in nodes}
+
+
 def within_range(values: list[np.ndarray], limit: float, what: str) -> list[np.ndarray]:
     """``values`` when every entry lies within SecAgg+'s clipping range ``limit``; a ValueError
     naming ``what`` otherwise (Flower's quantizer would clip it silently)."""

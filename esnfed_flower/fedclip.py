@@ -43,8 +43,8 @@ from esnfed_core.method import CONNECTIVITY_KEYS
 from esnfed_core.readout import solve
 from esnfed_core.reservoir import Reservoir
 from esnfed_flower.common import (
-    FRACTION_KEY, FULL, RESERVOIR_KEYS, client_fraction, client_reply, from_record, measure_mod, partition_contexts,
-    readout_bias, replies_in_order, reservoir, run_config, sampled_nodes, to_record, wait_for_nodes,
+    FRACTION_KEY, FULL, RESERVOIR_KEYS, Sampling, client_fraction, client_reply, from_record, measure_mod,
+    partition_contexts, readout_bias, replies_in_order, reservoir, run_config, to_record, wait_for_nodes,
 )
 from esnfed_flower.fedip import IP_KEYS, ip_config
 from esnfed_flower.incfed import stats_reply, stats_sum
@@ -124,44 +124,15 @@ def role_reply(msg: Message, context: Context, strategies: tuple[str, ...] = STR
     pid = int(context.node_config["partition-id"])
     if client_fraction(cfg) == FULL:
         return client_reply(msg, pid, {})
-    contexts = partition_contexts(context, pid, int(cfg["n-contexts"]))
+    return client_reply(msg, pid, {"takes-part": participation(cfg, context, strategies)})
+
+
+def participation(cfg: dict[str, Any], context: Context, strategies: tuple[str, ...] = STRATEGIES) -> list[int]:
+    """Whether this node has windows to train on at each context (1/0; replay: D_t ∪ M_t)."""
+    contexts = partition_contexts(context, int(context.node_config["partition-id"]), int(cfg["n-contexts"]))
     strategy, config = setup(cfg, strategies)
-    flags = [int(LocalClient.at(strategy, config, contexts, t, 0, history=[0] * t).takes_part(t))
-             for t in range(len(contexts))]
-    return client_reply(msg, pid, {"takes-part": flags})
-
-
-class Sampling:
-    """The server's client sampling over a FedCLIP run (``client-fraction`` < 1): the nodes in
-    partition order with the contexts each takes part in (their role replies), the run's IP round
-    index (the pipeline's, over all contexts) and each node's fits per context, which its messages
-    carry so that the stateless client replays only the rounds it fitted."""
-
-    def __init__(self, roles: list[Message], fraction: float, seed: int):
-        self.nodes = [int(r.metadata.src_node_id) for r in roles]
-        self.flags = {n: [int(v) for v in r.content["metrics"]["takes-part"]] for n, r in zip(self.nodes, roles)}
-        self.fraction, self.seed, self.rounds = fraction, seed, 0
-        self.fitted = {n: [0] * len(self.flags[n]) for n in self.nodes}
-
-    def where(self, node: int, t: int) -> dict[str, Any]:
-        """The node's own ``history`` (fits at each earlier context) and ``round`` (fits at ``t``)."""
-        return {"history": ",".join(str(h) for h in self.fitted[node][:t]), "round": self.fitted[node][t]}
-
-    def next_round(self, t: int) -> dict[int, dict[str, Any]]:
-        """The next IP round's sampled nodes (partition order) among context ``t``'s participants,
-        each with its ``where``; counts their fits."""
-        part = [n for n in self.nodes if self.flags[n][t]]
-        if not part:
-            raise RuntimeError(f"context {t}: no client has windows to train on")
-        chosen = {n: self.where(n, t) for n in sampled_nodes(part, self.fraction, self.seed, self.rounds)}
-        for n in chosen:
-            self.fitted[n][t] += 1
-        self.rounds += 1
-        return chosen
-
-    def all_at(self, nodes: list[int], t: int) -> dict[int, dict[str, Any]]:
-        """Every node of ``nodes`` with its ``where`` at ``t`` (the readout round)."""
-        return {n: self.where(n, t) for n in nodes}
+    return [int(LocalClient.at(strategy, config, contexts, t, 0, history=[0] * t).takes_part(t))
+            for t in range(len(contexts))]
 
 
 def sampling(grid: Grid, nodes: list[int], config: dict, res: Reservoir) -> Sampling | None:
@@ -170,8 +141,14 @@ def sampling(grid: Grid, nodes: list[int], config: dict, res: Reservoir) -> Samp
     fraction = client_fraction(config)
     if fraction == FULL:
         return None
-    return Sampling(_round(grid, nodes, config, res, 0, context=0, round=0, phase="role"), fraction,
-                    int(config["ip-seed"]))
+    return from_roles(_round(grid, nodes, config, res, 0, context=0, round=0, phase="role"), fraction,
+                      int(config["ip-seed"]))
+
+
+def from_roles(roles: list[Message], fraction: float, seed: int) -> Sampling:
+    """The Sampling of the role replies ``roles`` (partition order; ``takes-part`` each)."""
+    return Sampling([int(r.metadata.src_node_id) for r in roles],
+                    [[int(v) for v in r.content["metrics"]["takes-part"]] for r in roles], fraction, seed)
 
 
 def _round(grid: Grid, nodes: list[int], config: dict, res: Reservoir, group: int, extra: dict | None = None,

@@ -16,7 +16,7 @@ stopping and the kept model are the pipeline's. Training ClientApps are stateles
 esnfed_core.continual.LocalClient.at replay their shuffle generators. Client sampling (run config
 ``client-fraction`` < 1): the role replies of the training nodes also say at which contexts they
 take part, each IP round goes to the sampled ones only, and every training message carries the
-node's own fits (esnfed_flower.fedclip.Sampling), as in the naive and replay app.
+node's own fits (esnfed_flower.common.Sampling), as in the naive and replay app.
 
 Outputs: ``out`` (the last readout, .npy) and ``out``.contexts.npz: gain, bias (T, N) and readout
 (T, C, N) of the kept model per context, ip_rounds (T,) (rounds up to the best), rounds (T,) (rounds
@@ -36,8 +36,8 @@ from esnfed_core.readout import solve
 from esnfed_flower.common import (
     client_reply, from_record, measure_mod, partition_contexts, reservoir, run_config, to_record, wait_for_nodes,
 )
-from esnfed_flower.common import FULL, client_fraction
-from esnfed_flower.fedclip import CONFIG_KEYS, Sampling, _round, ip_round, reply, role_reply, setup
+from esnfed_flower.common import FULL, Sampling, client_fraction
+from esnfed_flower.fedclip import CONFIG_KEYS, _round, from_roles, ip_round, reply, role_reply, setup
 from esnfed_flower.incfed import stats_sum
 
 client_app = ClientApp(mods=[measure_mod])
@@ -75,7 +75,7 @@ def _roles(grid: Grid, nodes: list[int], config: dict, res, n_train: int
     ids = [int(r.metadata.src_node_id) for r in replies]
     pids = [int(r.content["metrics"]["partition-id"]) for r in replies]
     fraction = client_fraction(config)
-    sample = None if fraction == FULL else Sampling(training, fraction, int(config["ip-seed"]))
+    sample = None if fraction == FULL else from_roles(training, fraction, int(config["ip-seed"]))
     return [n for n, p in zip(ids, pids) if p < n_train], [n for n, p in zip(ids, pids) if p >= n_train], sample
 
 

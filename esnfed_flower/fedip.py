@@ -29,8 +29,8 @@ from esnfed_core.plasticity import IPConfig, ip_epoch
 from esnfed_core.privacy import fedip_aggregate
 from esnfed_core.reservoir import Reservoir
 from esnfed_flower.common import (
-    CLIENT_KEYS, FULL, client_fraction, client_reply, from_record, measure_mod, partition, replies_in_order,
-    reservoir, run_config, sampled_nodes, solve_readout, to_record, wait_for_nodes,
+    CLIENT_KEYS, FULL, Sampling, client_fraction, client_reply, from_record, measure_mod, partition,
+    replies_in_order, reservoir, run_config, solve_readout, to_record, wait_for_nodes,
 )
 from esnfed_flower.dp import flower_dp
 from esnfed_flower.incfed import collect_stats, release
@@ -96,20 +96,19 @@ def main(grid: Grid, context: Context) -> None:
     config = {k: rc[k] for k in (*CLIENT_KEYS, "num-clients", "ip-seed", "local-epochs", *IP_KEYS) if k in rc}
     res = reservoir(config, int(rc["n-inputs"]))
     nodes = wait_for_nodes(grid, int(rc["num-clients"]))
-    fraction = client_fraction(rc)
-    if fraction != FULL:
+    sample = None
+    if client_fraction(rc) != FULL:
         if dp is not None:
             raise ValueError("client-fraction: the DP Flower apps run every client in every round; set it to 1")
-        participants = with_windows(grid, nodes, config)
-    fitted = dict.fromkeys(nodes, 0)  # the rounds each node fitted so far
+        with_x = with_windows(grid, nodes, config)
+        sample = Sampling(with_x, [[1]] * len(with_x), client_fraction(rc), int(rc["ip-seed"]))
     for rnd in range(int(rc["rounds"])):
         down = to_record({"gain": res.gain, "bias": res.bias})
-        chosen = nodes if fraction == FULL else sampled_nodes(participants, fraction, int(rc["ip-seed"]), rnd)
-        msgs = [Message(RecordDict({"config": ConfigRecord({**config, "round": fitted[n]}), "ip": down}),
+        # Sampling: the round's nodes, each with its own fits so far as its round
+        chosen = {n: {"round": rnd} for n in nodes} if sample is None else sample.next_round(0)
+        msgs = [Message(RecordDict({"config": ConfigRecord({**config, **where}), "ip": down}),
                         dst_node_id=n, message_type=MessageType.TRAIN, group_id=str(rnd + 1))
-                for n in chosen]
-        for n in chosen:
-            fitted[n] += 1
+                for n, where in chosen.items()]
         replies = replies_in_order(grid.send_and_receive(msgs))
         ups = [from_record(r.content["ip"]) for r in replies]
         weights = [int(r.content["metrics"]["num-examples"]) for r in replies]
