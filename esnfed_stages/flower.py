@@ -45,7 +45,7 @@ from esnfed_core.method import CONNECTIVITY_KEYS, Method
 from esnfed_core.privacy import DPSpec, epsilon_of, ip_sigma, noise_multiplier, stats_bound, stats_sigma, sum_std
 from esnfed_core.private_trial import PRIVATE_ALGOS, fit_private, releases
 from esnfed_core.quote import quote
-from esnfed_core.sampling import FULL, KEY as SAMPLING_KEY
+from esnfed_core.sampling import FULL, KEY as SAMPLING_KEY, SECAGG_MIN_CLIENTS, sample_size
 from esnfed_core.scoring import pooled_counts
 from esnfed_core.vocabulary import PCTS
 from esnfed_core.trial import TrialData, fit, make_reservoir, select_lambda, sub_seeds
@@ -164,7 +164,7 @@ def run_config(cfg: Mapping[str, Any], seeds: Mapping[str, int], data: TrialData
                "max-weight": float(steps), "clipping-range": 1.0})
     if settings.readout_bias:
         rc["readout-bias"] = True
-    rc.update(sampling_run_config(settings, app, secagg))
+    rc.update(sampling_run_config(settings, app, secagg, len(data.train)))
     if app == "fedip":
         rc.update({**ip_run_config(cfg, seeds, settings), "rounds": int(cfg["rounds"])})
     return rc
@@ -175,28 +175,29 @@ def run_config(cfg: Mapping[str, Any], seeds: Mapping[str, int], data: TrialData
 FRACTION_KEY = "client-fraction"
 
 
-def sampling_run_config(settings: Any, app: str, secagg: bool) -> dict[str, Any]:
+def sampling_run_config(settings: Any, app: str, secagg: bool, n_clients: int) -> dict[str, Any]:
     """The run config's ``client-fraction``: federated.client_fraction, present only below 1 and
-    for the apps whose pipeline trial samples its IP rounds (FedIP, FedCLIP; the plain apps' servers
-    then send each round to the pipeline's sampled clients). One-line ConfigError naming the key for
-    SecAgg+, whose apps send every round to every client."""
+    for the apps whose pipeline trial samples its IP rounds (FedIP, FedCLIP: their servers send
+    each IP round to the pipeline's sampled clients). One-line ConfigError naming the key when a
+    SecAgg+ round of the ``n_clients`` would go to fewer than SecAgg+'s minimum."""
     if not settings.samples(Method.parse(app)):
         return {}
-    if secagg:
-        raise ConfigError(f"{SAMPLING_KEY}: the SecAgg+ Flower apps send every round to every client (not "
-                          f"sampled); run the plain app or set {SAMPLING_KEY}: 1")
+    k = sample_size(n_clients, settings.client_fraction)
+    if secagg and k < SECAGG_MIN_CLIENTS:
+        raise ConfigError(f"{SAMPLING_KEY}: {settings.client_fraction:g} of {n_clients} clients samples {k} per "
+                          f"round; SecAgg+ needs at least {SECAGG_MIN_CLIENTS}")
     return {FRACTION_KEY: settings.client_fraction}
 
 
-def check_sampling(settings: Any, pairs: Sequence[tuple[str, bool]], dp: bool) -> None:
-    """Before any trial is fitted: one line naming federated.client_fraction when it is below 1 for
-    a pair whose Flower app does not sample (SecAgg+, :func:`sampling_run_config`) or under DP (the
-    DP apps run every client in every round, as the private pipeline's trial)."""
+def check_sampling(settings: Any, pairs: Sequence[tuple[str, bool]], dp: bool, n_clients: int) -> None:
+    """Before any trial is fitted: one line naming federated.client_fraction when it is below 1
+    under DP (the DP apps run every client in every round, as the private pipeline's trial) or too
+    small for SecAgg+ (:func:`sampling_run_config`)."""
     if dp and settings.client_fraction != FULL:
         raise ConfigError(f"{SAMPLING_KEY}: not available for the DP Flower apps (every client in every "
                           f"round); set {SAMPLING_KEY}: 1")
     for app, secagg in pairs:
-        sampling_run_config(settings, app, secagg)
+        sampling_run_config(settings, app, secagg, n_clients)
 
 
 def ip_run_config(cfg: Mapping[str, Any], seeds: Mapping[str, int], settings: Any) -> dict[str, Any]:
@@ -260,12 +261,12 @@ def share_inputs(dataset: str, pct: str, params: Mapping[str, Any], data_dir: Pa
                  pairs: Sequence[tuple[str, bool]] = (), dp: bool = False) -> tuple[Any, TrialData, list, int]:
     """What every app's pipeline trial of a share uses: the experiment params, the share's
     training and validation users, the test users and the retrain stage's first seed; the
-    client fraction checked for the (app, SecAgg+) ``pairs`` (and ``dp``) first (:func:`check_sampling`)."""
+    client fraction checked for the (app, SecAgg+) ``pairs`` (and ``dp``) (:func:`check_sampling`)."""
     exp = experiment_params(params)
-    check_sampling(exp.settings, pairs, dp)  # before any input is read or trial fitted
     data = open_dataset(data_dir, dataset, exp.processed.get(dataset))
     trial_data = TrialData(data.load(data.train_users(pct)), data.load(data.validation_users), data.n_classes,
                            data.n_contexts)
+    check_sampling(exp.settings, pairs, dp, len(trial_data.train))  # before any trial is fitted
     test = list(data.load(data.test_users).values())
     return exp, trial_data, test, retrain_seed(exp, dataset, pct, 0)
 
@@ -404,6 +405,7 @@ def run_many(dataset: str, apps: Sequence[tuple[str, bool]], pct: str, params: M
 # get_parameters: Flower's legacy workflow asks one client for the initial parameters (the strategy gives
 # none) before the first round (esnfed_flower.common.secagg_stage).
 STAGE_NAMES = {"plain": "plain", "get_parameters": "initial parameters (server asks one client)",
+               "get_properties": "partition and participation (server asks every client; client sampling)",
                "setup": "SecAgg+ setup (public keys)",
                "share_keys": "SecAgg+ share keys (encrypted shares)",
                "collect_masked_vectors": "SecAgg+ masked vector", "unmask": "SecAgg+ unmask (shares)"}
