@@ -157,6 +157,17 @@ def test_fedip_app_equals_the_pipeline(setup, monkeypatch, bias, fraction):
     flower = _flower_rounds(bytes_dir)
     assert {r - 1: c for r, c in flower.items() if 1 <= r <= IP["rounds"]} == sent
     assert (0 in flower) == (fraction < 1)  # the role query only when sampling
+    # The stage's summary (esnfed_flower.run): the IP messages are the ledger's, each client-round
+    # averaged over the messages sent (not over every client when sampling).
+    from esnfed_flower.run import summarise
+
+    records = [json.loads(line) for f in bytes_dir.glob("client-*.jsonl") for line in f.read_text().splitlines()]
+    rows = {r["phase"]: r for r in summarise(records, "fedip", IP["rounds"], len(users), sampled=fraction < 1)["rows"]}
+    assert set(rows) == ({"ip", "stats"} | ({"role"} if fraction < 1 else set()))
+    ip_up = sum(r["up"] for r in records if 1 <= int(r["round"]) <= IP["rounds"])
+    assert rows["ip"]["messages"] == sum(map(len, sent.values())) and rows["ip"]["rounds"] == IP["rounds"]
+    assert rows["ip"]["up_per_client_round"] == pytest.approx(ip_up / rows["ip"]["messages"], rel=1e-12)
+    assert rows["stats"]["messages"] == len(users)
     if fraction < 1:
         assert len(set(map(frozenset, sent.values()))) > 1  # the rounds sampled different clients
         assert not np.allclose(trained.gain, _plain_fedip(data, users)[1].gain)  # sampling changed (g, b)
@@ -229,15 +240,28 @@ def _quantization_bound(users) -> float:
     return len(users) * 2 / 2**22 * max(steps) / sum(steps)
 
 
-def test_secaggplus_fedip_equals_the_pipeline_to_quantization(setup, monkeypatch):
+@pytest.mark.parametrize("fraction", [1.0, 0.75])
+def test_secaggplus_fedip_equals_the_pipeline_to_quantization(setup, monkeypatch, fraction):
+    """Every client, or (fraction 0.75 of 4) the pipeline's 3 sampled clients a round, each round
+    through SecAgg+ sized to them; the statistics round goes to every client."""
     root, data, users = setup
-    readout, gain, bias, info = _secagg_fedip(root, data, users, monkeypatch, "secagg-fedip")
-    res, trained, plain = _plain_fedip(data, users)
+    bytes_dir = root / f"secagg-fedip-{fraction}-bytes"
+    bytes_dir.mkdir()
+    readout, gain, bias, info = _secagg_fedip(root, data, users, monkeypatch, f"secagg-fedip-{fraction}",
+                                              **_fraction(fraction), **{"bytes-dir": str(bytes_dir)})
+    ledger = CommLedger()
+    res, trained, plain = _plain_fedip(data, users, fraction=fraction, ledger=ledger)
     assert info == {"clients": len(users), "sampled": len(users), "min_clients": len(users) - 1}
+    sent = _ledger_rounds(ledger, "fedip")
+    assert {r - 1: c for r, c in _flower_rounds(bytes_dir).items() if 1 <= r <= IP["rounds"]} == sent
+    assert all(len(c) == (3 if fraction < 1 else len(users)) for c in sent.values())
+    if fraction < 1:
+        assert len(set(map(frozenset, sent.values()))) > 1  # the rounds sampled different clients
     moved = max(np.max(np.abs(trained.gain - res.gain)), np.max(np.abs(trained.bias - res.bias)))
     assert moved > 1e-3  # IP moved (g, b) well beyond the tolerance below: not vacuous
     # R = 3 rounds of at most one quantization bound each, propagated through the IP epochs
-    # (near-identity maps for these small steps): 10·R bounds, well below the IP movement.
+    # (near-identity maps for these small steps): 10·R bounds, well below the IP movement. A
+    # round's bound over its sampled clients is at most the one over all here (equal step counts).
     tol = 10 * 3 * _quantization_bound(users)
     err = max(np.max(np.abs(gain - trained.gain)), np.max(np.abs(bias - trained.bias)))
     print(f"SecAgg+ FedIP: max |Δ(g, b)| {err:.3g} (tolerance {tol:.3g}), IP moved {moved:.3g}")
@@ -275,3 +299,18 @@ def test_fedavg_app_equals_the_pipeline(setup, monkeypatch, bias):
     # Same local solves of the same statistics, averaged in the same order: equal bits.
     np.testing.assert_array_equal(np.load(out), expected)
     assert not np.allclose(expected, incfed(res, _clients(data, users, bias), [LAM]).readouts[0])  # not IncFed
+
+
+def test_secaggplus_refuses_a_round_under_its_minimum_in_one_line():
+    """SecAgg+ takes integer shares above 2: a sampled round of 2 clients is refused naming the run
+    config's client-fraction; 3 sizes the workflow to 3 shares, threshold 2."""
+    from flwr.server.workflow import SecAggPlusWorkflow
+
+    from esnfed_flower.secagg import size_round
+
+    fit = SecAggPlusWorkflow(num_shares=4, reconstruction_threshold=3)
+    with pytest.raises(ValueError, match=r"^client-fraction: SecAgg\+ needs at least 3 clients per round, "
+                                         r"a round samples 2$"):
+        size_round(fit, 2)
+    size_round(fit, 3)
+    assert (fit.num_shares, fit.reconstruction_threshold) == (3, 2)

@@ -23,6 +23,7 @@ from esnfed_core.plasticity import IPConfig  # noqa: E402
 from esnfed_core.method import Method  # noqa: E402
 from esnfed_core.trial import continual_contexts, make_reservoir  # noqa: E402
 from experiment_data import trial_data  # noqa: E402
+from test_flower_apps import _flower_rounds as flower_rounds, _ledger_rounds as ledger_rounds  # noqa: E402
 
 CFG = {"units": 10, "spectral_radius": 0.9, "leak": 0.5, "input_scaling": 0.8}
 BUDGET, EPOCHS, LAM = 2, 2, 1e-3
@@ -34,12 +35,23 @@ PATIENCE, MAX_ROUNDS = 2, 4  # joint: stops early at some context, keeps a later
 def setup(tmp_path_factory):
     """The training users' streams of three contexts (6 windows each; client 1 none at context 0,
     client 2 none at context 1), written as the app reads them."""
-    root = tmp_path_factory.mktemp("fedclip")
+    return _streams(tmp_path_factory.mktemp("fedclip"), SITS_OUT)
+
+
+@pytest.fixture(scope="module")
+def everyone(tmp_path_factory):
+    """As ``setup`` with windows for every client at every context: SecAgg+ with client sampling
+    (0.75 of 4) then has its minimum of 3 clients in every IP round."""
+    return _streams(tmp_path_factory.mktemp("fedclip-everyone"), {})
+
+
+def _streams(root: Path, sits_out: dict[int, int]):
+    """The streams, written to ``root``; client i has no windows at context ``sits_out[i]``."""
     data, _ = trial_data(pct="100", windows_per_context=6)
     train = []
     for i, u in enumerate(data.train.values()):
-        if i in SITS_OUT:
-            u = u.select(u.context != SITS_OUT[i])
+        if i in sits_out:
+            u = u.select(u.context != sits_out[i])
         np.savez(root / f"client-{i}.npz", x=u.x, y=u.y, context=u.context)
         train.append([(u.of_context(t).x, u.of_context(t).y) for t in range(data.n_contexts)])
     for j, u in enumerate(data.validation.values()):  # joint's evaluation nodes, after the training ones
@@ -92,22 +104,12 @@ def _ip_rounds(bytes_dir: Path, app: str) -> list[set[int]]:
     esnfed_flower.run.phase calls "ip")."""
     from esnfed_flower.run import phase
 
-    groups: dict[int, set[int]] = {}
-    for f in bytes_dir.glob("client-*.jsonl"):
-        for line in f.read_text().splitlines():
-            r = json.loads(line)
-            if phase(app, int(r["round"]), BUDGET) == "ip":
-                groups.setdefault(int(r["round"]), set()).add(int(r["partition"]))
-    return [groups[g] for g in sorted(groups)]
+    return [c for g, c in sorted(flower_rounds(bytes_dir).items()) if phase(app, g, BUDGET) == "ip"]
 
 
 def _ledger_rounds(ledger: CommLedger) -> list[set[int]]:
     """The clients (c<i>: partition i) the pipeline's ledger sends (g, b) to, per IP round."""
-    rounds: dict[int, set[int]] = {}
-    for e in ledger.entries:
-        if e.algorithm == ALGORITHM and e.kind == "PlasticityMessage" and e.direction == "down":
-            rounds.setdefault(e.round, set()).add(int(e.client[1:]))
-    return [rounds[r] for r in sorted(rounds)]
+    return [c for _, c in sorted(ledger_rounds(ledger, ALGORITHM).items())]
 
 
 def _pipeline(data, train, strategy: str, replay_fraction: float = 0.2, replay_policy: str = "uniform",
@@ -225,11 +227,17 @@ def _quantization_bound(steps: list[int]) -> float:
     return len(steps) * 2 / 2**22 * max(steps) / sum(steps)
 
 
-@pytest.mark.parametrize("bias", [False, True])
-def test_secaggplus_fedclip_replay_equals_the_pipeline_to_quantization(setup, monkeypatch, bias):
-    root, data, train = setup
-    got = _flower(root, data, "replay", monkeypatch, secagg=True, bias=bias)
-    want = _pipeline(data, train, "replay", bias=bias)
+@pytest.mark.parametrize(("bias", "fraction"), [(False, 1.0), (True, 1.0), (False, 0.75)])
+def test_secaggplus_fedclip_replay_equals_the_pipeline_to_quantization(request, monkeypatch, bias, fraction):
+    """Every client, or (fraction 0.75, clients with windows at every context) the pipeline's 3
+    sampled clients per IP round, SecAgg+ sized to them."""
+    root, data, train = request.getfixturevalue("setup" if fraction == 1 else "everyone")
+    got = _flower(root, data, "replay", monkeypatch, secagg=True, bias=bias, fraction=fraction)
+    ledger = CommLedger()
+    want = _pipeline(data, train, "replay", bias=bias, fraction=fraction, ledger=ledger)
+    if fraction < 1:
+        sent = _ledger_rounds(ledger)
+        assert got["sent"] == sent and {len(c) for c in sent} == {3} and len(set(map(frozenset, sent))) > 1
     assert got["readout"].shape == (data.n_contexts, data.n_classes, CFG["units"] + bias)
     steps = [u.x.shape[0] * u.x.shape[1] for u in data.train.values()]
     bound = _quantization_bound(steps)  # 10 bounds per IP round so far, the contexts' rounds chained
