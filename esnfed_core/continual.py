@@ -606,8 +606,9 @@ class LocalClient:
                  name: str = "client", engine: ContinualEngine = NUMPY_ENGINE):
         if not isinstance(strategy, (Naive, Joint)):
             raise ParameterError(f"strategy: a stateless client runs naive, replay or joint, not {quote(strategy)}")
-        if config.client_fraction != FULL:  # its replay assumes it fitted in every round
-            raise ParameterError(f"{KEY}: a stateless client takes part in every round; set it to 1")
+        if config.client_fraction != FULL:  # it replays the fits it is told (at), not a sample
+            raise ParameterError(f"{KEY}: a stateless client replays the rounds it fitted (history, round), "
+                                 f"its server samples; set it to 1")
         self.strategy = strategy
         self.client = stream_client(strategy, config, name, contexts, engine.concat)
         self._fed = _Federation([self.client], config, None, engine)
@@ -617,10 +618,11 @@ class LocalClient:
     def at(cls, strategy: ContinualStrategy, config: ContinualConfig, contexts: list[Split], t: int, r: int,
            name: str = "client", engine: ContinualEngine = NUMPY_ENGINE,
            history: Sequence[int] | None = None) -> "LocalClient":
-        """The client as the pipeline's is before IP round ``r`` (0-based) of context ``t``: its
-        shuffle generator advanced past every earlier local fit (at each earlier context s it took
-        part in, ``history[s]`` rounds, the rounds the server ran there; without ``history``, the
-        strategy's ``budget``; then ``r``), its buffer updated after each earlier context."""
+        """The client as the pipeline's is before its local fit ``r`` (0-based) of context ``t``:
+        its shuffle generator advanced past every earlier local fit (at each earlier context s it
+        took part in, ``history[s]`` fits: the rounds the server ran there, or under client
+        sampling those it was sampled in; without ``history``, the strategy's ``budget``; then
+        ``r``), its buffer updated after each earlier context."""
         check_param("context", t, integer=True, low=0, high=len(contexts) - 1)
         budget = getattr(strategy, "budget", None)
         if history is None:

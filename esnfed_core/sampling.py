@@ -21,6 +21,9 @@ FULL = 1.0
 _SALT = 0x5A3
 
 KEY = "federated.client_fraction"
+# The fewest clients a sampled SecAgg+ round may go to: Flower's SecAggPlusWorkflow takes an
+# integer number of shares above 2 (esnfed_flower.secagg sizes each round's shares to its clients).
+SECAGG_MIN_CLIENTS = 3
 
 
 def sample_size(n_clients: int, fraction: float) -> int:

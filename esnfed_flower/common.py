@@ -13,6 +13,7 @@ from flwr.app import Array, ArrayRecord, Message, MetricRecord, RecordDict
 from esnfed_core.method import CONNECTIVITY_KEYS
 from esnfed_core.readout import RidgeStats, solve
 from esnfed_core.reservoir import Reservoir
+from esnfed_core.sampling import FULL, sample_clients
 from esnfed_core.trial import make_reservoir
 
 RESERVOIR_KEYS = ("units", "spectral_radius", "leak", "input_scaling")
@@ -109,6 +110,55 @@ def secagg_threshold(k: int) -> int:
     """SecAgg+'s reconstruction threshold for ``k`` clients: max(2, k − 1), so one may drop out;
     the fewest vectors an unmasked sum can hold (distributed DP's K_min)."""
     return max(2, int(k) - 1)
+
+
+# Run config: params.yaml federated.client_fraction, present only when < 1 (default messages unchanged).
+FRACTION_KEY = "client-fraction"
+
+
+def client_fraction(rc: Mapping[str, Any]) -> float:
+    """The share of the participants each IP round samples (``client-fraction``; absent: 1)."""
+    return float(rc.get(FRACTION_KEY, FULL))
+
+
+def sampled_nodes(participants: list[int], fraction: float, seed: int, rnd: int) -> list[int]:
+    """The node ids of IP round ``rnd``: those of ``participants`` (node ids in partition order)
+    that esnfed_core.sampling.sample_clients draws, as the pipeline's round draws its clients."""
+    return [participants[j] for j in sample_clients(len(participants), fraction, seed, rnd)]
+
+
+class Sampling:
+    """The server's client sampling over a FedIP or FedCLIP run (``client-fraction`` < 1): the
+    ``nodes`` in partition order with ``flags``, for each, whether it takes part at each context
+    (FedIP: one context, whether it has windows), the run's IP round index (the pipeline's, over
+    all contexts) and each node's fits per context, which its messages carry so that the stateless
+    client replays only the rounds it fitted."""
+
+    def __init__(self, nodes: list[int], flags: list[list[int]], fraction: float, seed: int):
+        self.nodes = list(nodes)
+        self.flags = dict(zip(self.nodes, flags))
+        self.fraction, self.seed, self.rounds = fraction, seed, 0
+        self.fitted = {n: [0] * len(self.flags[n]) for n in self.nodes}
+
+    def where(self, node: int, t: int) -> dict[str, Any]:
+        """The node's own ``history`` (fits at each earlier context) and ``round`` (fits at ``t``)."""
+        return {"history": ",".join(str(h) for h in self.fitted[node][:t]), "round": self.fitted[node][t]}
+
+    def next_round(self, t: int) -> dict[int, dict[str, Any]]:
+        """The next IP round's sampled nodes (partition order) among context ``t``'s participants,
+        each with its ``where``; counts their fits."""
+        part = [n for n in self.nodes if self.flags[n][t]]
+        if not part:
+            raise RuntimeError(f"context {t}: no client has windows to train on")
+        chosen = {n: self.where(n, t) for n in sampled_nodes(part, self.fraction, self.seed, self.rounds)}
+        for n in chosen:
+            self.fitted[n][t] += 1
+        self.rounds += 1
+        return chosen
+
+    def all_at(self, nodes: list[int], t: int) -> dict[int, dict[str, Any]]:
+        """Every node of ``nodes`` with its ``where`` at ``t`` (the readout round)."""
+        return {n: self.where(n, t) for n in nodes}
 
 
 def within_range(values: list[np.ndarray], limit: float, what: str) -> list[np.ndarray]:

@@ -13,7 +13,10 @@ and total time steps on its windows of contexts 0..t (esnfed_core.readout.evalua
 pipeline's engine.counts). The server sums the integers (exact), so the accuracy of each round, the
 stopping and the kept model are the pipeline's. Training ClientApps are stateless: the config's
 ``history`` (the IP rounds run at each earlier context, comma-separated) lets
-esnfed_core.continual.LocalClient.at replay their shuffle generators.
+esnfed_core.continual.LocalClient.at replay their shuffle generators. Client sampling (run config
+``client-fraction`` < 1): the role replies of the training nodes also say at which contexts they
+take part, each IP round goes to the sampled ones only, and every training message carries the
+node's own fits (esnfed_flower.common.Sampling), as in the naive and replay app.
 
 Outputs: ``out`` (the last readout, .npy) and ``out``.contexts.npz: gain, bias (T, N) and readout
 (T, C, N) of the kept model per context, ip_rounds (T,) (rounds up to the best), rounds (T,) (rounds
@@ -33,7 +36,8 @@ from esnfed_core.readout import solve
 from esnfed_flower.common import (
     client_reply, from_record, measure_mod, partition_contexts, reservoir, run_config, to_record, wait_for_nodes,
 )
-from esnfed_flower.fedclip import CONFIG_KEYS, _round, ip_round, reply, setup
+from esnfed_flower.common import FULL, Sampling, client_fraction
+from esnfed_flower.fedclip import CONFIG_KEYS, _round, from_roles, ip_round, reply, role_reply, setup
 from esnfed_flower.incfed import stats_sum
 
 client_app = ClientApp(mods=[measure_mod])
@@ -46,7 +50,7 @@ def train(msg: Message, context: Context) -> Message:
     cfg = dict(msg.content["config"])
     pid = int(context.node_config["partition-id"])
     if cfg["phase"] == "role":
-        return client_reply(msg, pid, {})
+        return role_reply(msg, context, STRATEGIES)
     if cfg["phase"] != "eval":
         return reply(msg, context, STRATEGIES)
     # An evaluation node: correct and total steps of the candidate on its contexts 0..t.
@@ -62,12 +66,17 @@ def train(msg: Message, context: Context) -> Message:
     return client_reply(msg, pid, {"correct": correct, "total": total})
 
 
-def _roles(grid: Grid, nodes: list[int], config: dict, res, n_train: int) -> tuple[list[int], list[int]]:
-    """(training node ids, evaluation node ids), each in partition order."""
+def _roles(grid: Grid, nodes: list[int], config: dict, res, n_train: int
+           ) -> tuple[list[int], list[int], Sampling | None]:
+    """(training node ids, evaluation node ids), each in partition order, and with client
+    sampling the training nodes' Sampling."""
     replies = _round(grid, nodes, config, res, 0, context=0, round=0, phase="role")
+    training = [r for r in replies if int(r.content["metrics"]["partition-id"]) < n_train]
     ids = [int(r.metadata.src_node_id) for r in replies]
     pids = [int(r.content["metrics"]["partition-id"]) for r in replies]
-    return [n for n, p in zip(ids, pids) if p < n_train], [n for n, p in zip(ids, pids) if p >= n_train]
+    fraction = client_fraction(config)
+    sample = None if fraction == FULL else from_roles(training, fraction, int(config["ip-seed"]))
+    return [n for n, p in zip(ids, pids) if p < n_train], [n for n, p in zip(ids, pids) if p >= n_train], sample
 
 
 @server_app.main()
@@ -78,7 +87,7 @@ def main(grid: Grid, context: Context) -> None:
     patience = strategy.patience_for(True)
     res = reservoir(config, int(rc["n-inputs"]))
     n_train, n_eval = int(rc["num-clients"]), int(rc["num-eval-clients"])
-    train_nodes, eval_nodes = _roles(grid, wait_for_nodes(grid, n_train + n_eval), config, res, n_train)
+    train_nodes, eval_nodes, sample = _roles(grid, wait_for_nodes(grid, n_train + n_eval), config, res, n_train)
     if len(train_nodes) != n_train or len(eval_nodes) != n_eval:
         raise RuntimeError(f"expected {n_train} training and {n_eval} evaluation nodes, "
                            f"got {len(train_nodes)} and {len(eval_nodes)}")
@@ -88,8 +97,10 @@ def main(grid: Grid, context: Context) -> None:
         stop, best = JointStopping(patience), None
         where = {"context": t, "history": ",".join(str(h) for h in history)}
         for r in strategy.rounds():  # as Joint.train_context: without end unless max-joint-rounds is set
-            cand = ip_round(grid, train_nodes, config, cand, group + 1, round=r, **where)
-            total = stats_sum(_round(grid, train_nodes, config, cand, group + 2, round=r, phase="stats", **where))
+            cand = ip_round(grid, train_nodes, config, cand, group + 1, sample, round=r, **where)
+            total = stats_sum(_round(grid, train_nodes, config, cand, group + 2,
+                                     per_node=sample and sample.all_at(train_nodes, t), round=r, phase="stats",
+                                     **where))
             w = solve(total, [cc.lam], cc.solver)[0]
             evals = _round(grid, eval_nodes, config, cand, group + 3, extra={"readout": to_record({"readout": w})},
                            round=r, phase="eval", **where)

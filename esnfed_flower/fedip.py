@@ -8,6 +8,13 @@ private_stats, all drawn from one server generator, as the private pipeline's tr
 ClientApps are stateless (Flower's convention): a client's shuffling generator is rebuilt from
 the seed and advanced past the permutations of its earlier epochs, so it draws exactly what the
 pipeline's long-lived generator draws (esnfed_core.federated.fedip).
+
+Client sampling (run config ``client-fraction`` < 1, params.yaml federated.client_fraction): the
+server first asks every node its partition id and window count (group 0, ``role``), then sends
+round r only to the nodes esnfed_core.sampling.sample_clients draws among those with windows, in
+partition order (the pipeline's sets), and averages their replies. A client's ``round`` is then the
+number of rounds it fitted before (the server counts them), so its generator skips only the
+permutations it drew: a client left out of a round does not fit, as in the pipeline.
 """
 
 from __future__ import annotations
@@ -22,8 +29,8 @@ from esnfed_core.plasticity import IPConfig, ip_epoch
 from esnfed_core.privacy import fedip_aggregate
 from esnfed_core.reservoir import Reservoir
 from esnfed_flower.common import (
-    CLIENT_KEYS, client_reply, from_record, measure_mod, partition, replies_in_order, reservoir, run_config,
-    solve_readout, to_record, wait_for_nodes,
+    CLIENT_KEYS, FULL, Sampling, client_fraction, client_reply, from_record, measure_mod, partition,
+    replies_in_order, reservoir, run_config, solve_readout, to_record, wait_for_nodes,
 )
 from esnfed_flower.dp import flower_dp
 from esnfed_flower.incfed import collect_stats, release
@@ -42,9 +49,10 @@ def ip_config(cfg: dict) -> IPConfig:
 
 
 def local_ip(cfg: dict, x: np.ndarray, gain: np.ndarray, bias: np.ndarray, rnd: int) -> Reservoir:
-    """Round ``rnd`` (0-based) of a client's local IP epochs from the broadcast (g, b): the
-    reservoir after ``local-epochs`` ip_epoch calls, the shuffling generator rebuilt from
-    ``ip-seed`` and advanced past the permutations of the earlier rounds' epochs."""
+    """Local fit ``rnd`` (0-based: the rounds this client fitted before; every earlier round unless
+    the server samples) of a client's IP epochs from the broadcast (g, b): the reservoir after
+    ``local-epochs`` ip_epoch calls, the shuffling generator rebuilt from ``ip-seed`` and advanced
+    past the permutations of its earlier fits' epochs."""
     res = reservoir(cfg, x.shape[2]).with_ip(gain, bias)
     ip = ip_config(cfg)
     rng = np.random.default_rng(int(cfg["ip-seed"]))
@@ -59,13 +67,24 @@ def local_ip(cfg: dict, x: np.ndarray, gain: np.ndarray, bias: np.ndarray, rnd: 
 @client_app.train()
 def train(msg: Message, context: Context) -> Message:
     cfg = dict(msg.content["config"])
+    pid = int(context.node_config["partition-id"])
+    if cfg.get("phase") == "role":  # client sampling: the server's partition order
+        return client_reply(msg, pid, {"windows": len(partition(context, pid)[0])})
     if "ip" not in msg.content:  # the final IncFed round
         return incfed_train(msg, context)
-    pid = int(context.node_config["partition-id"])
     x, _ = partition(context, pid)
     gb = from_record(msg.content["ip"])
     res = local_ip(cfg, x, gb["gain"], gb["bias"], int(cfg["round"]))
     return client_reply(msg, pid, {"num-examples": len(x)}, ip={"gain": res.gain, "bias": res.bias})
+
+
+def with_windows(grid: Grid, nodes: list[int], config: dict) -> list[int]:
+    """The ids of the nodes with windows in partition order (group 0, phase ``role``): the
+    clients the pipeline's FedIP samples its rounds from."""
+    msgs = [Message(RecordDict({"config": ConfigRecord({**config, "phase": "role"})}), dst_node_id=n,
+                    message_type=MessageType.TRAIN, group_id="0") for n in nodes]
+    replies = replies_in_order(grid.send_and_receive(msgs))
+    return [int(r.metadata.src_node_id) for r in replies if int(r.content["metrics"]["windows"]) > 0]
 
 
 @server_app.main()
@@ -77,11 +96,19 @@ def main(grid: Grid, context: Context) -> None:
     config = {k: rc[k] for k in (*CLIENT_KEYS, "num-clients", "ip-seed", "local-epochs", *IP_KEYS) if k in rc}
     res = reservoir(config, int(rc["n-inputs"]))
     nodes = wait_for_nodes(grid, int(rc["num-clients"]))
+    sample = None
+    if client_fraction(rc) != FULL:
+        if dp is not None:
+            raise ValueError("client-fraction: the DP Flower apps run every client in every round; set it to 1")
+        with_x = with_windows(grid, nodes, config)
+        sample = Sampling(with_x, [[1]] * len(with_x), client_fraction(rc), int(rc["ip-seed"]))
     for rnd in range(int(rc["rounds"])):
         down = to_record({"gain": res.gain, "bias": res.bias})
-        msgs = [Message(RecordDict({"config": ConfigRecord({**config, "round": rnd}), "ip": down}),
+        # Sampling: the round's nodes, each with its own fits so far as its round
+        chosen = {n: {"round": rnd} for n in nodes} if sample is None else sample.next_round(0)
+        msgs = [Message(RecordDict({"config": ConfigRecord({**config, **where}), "ip": down}),
                         dst_node_id=n, message_type=MessageType.TRAIN, group_id=str(rnd + 1))
-                for n in nodes]
+                for n, where in chosen.items()]
         replies = replies_in_order(grid.send_and_receive(msgs))
         ups = [from_record(r.content["ip"]) for r in replies]
         weights = [int(r.content["metrics"]["num-examples"]) for r in replies]

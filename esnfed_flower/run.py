@@ -18,7 +18,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from esnfed_flower.common import BYTES_KEY
+from esnfed_flower.common import BYTES_KEY, FRACTION_KEY
 from esnfed_flower.session import shared_ray, use_run
 
 APPS = {("incfed", False): "incfed", ("fedip", False): "fedip", ("fedavg", False): "fedavg",
@@ -33,9 +33,12 @@ def phase(app: str, rnd: int, rounds: int) -> str:
     """What a round sends: FedIP's rounds 1..R update (g, b) ("ip"); the last round (every
     round of IncFed/FedAvg) is the readout's ("stats" or "readout"); FedCLIP's rounds run
     context by context, ``rounds`` IP rounds then one statistics round each; FedCLIP joint's
-    group 0 asks the nodes' roles, then each round is an IP, a statistics and an evaluation group."""
+    group 0 asks the nodes' roles, then each round is an IP, a statistics and an evaluation group.
+    Group 0 is the role query wherever it runs (joint; FedIP and FedCLIP under client sampling)."""
+    if rnd == 0:
+        return "role"
     if app == "fedclip-joint":
-        return "role" if rnd == 0 else ("ip", "stats", "eval")[(rnd - 1) % 3]
+        return ("ip", "stats", "eval")[(rnd - 1) % 3]
     if app.startswith("fedclip"):
         return "ip" if (rnd - 1) % (rounds + 1) < rounds else "stats"
     if app == "fedip" and rnd <= rounds:
@@ -43,11 +46,14 @@ def phase(app: str, rnd: int, rounds: int) -> str:
     return "readout" if app == "fedavg" else "stats"
 
 
-def summarise(records: list[dict[str, Any]], app: str, rounds: int, n_clients: int) -> dict[str, Any]:
+def summarise(records: list[dict[str, Any]], app: str, rounds: int, n_clients: int,
+              sampled: bool = False) -> dict[str, Any]:
     """Bytes per client per round by (phase, stage), averaged over clients (joint: the nodes the
-    phase reaches) and rounds, and each training client's totals (mean and max over clients)."""
+    phase reaches; ``sampled``, client sampling: the (client, round) pairs that had a message) and
+    rounds, and each training client's totals (mean and max over clients)."""
     cells: dict[tuple[str, str], dict[str, Any]] = defaultdict(lambda: {"up": 0, "down": 0, "msgs": 0,
-                                                                         "rounds": set(), "nodes": set()})
+                                                                         "rounds": set(), "nodes": set(),
+                                                                         "pairs": set()})
     totals: dict[int, dict[str, int]] = defaultdict(lambda: {"up": 0, "down": 0})
     for r in records:
         c = cells[(phase(app, int(r["round"]), rounds), r["stage"])]
@@ -56,13 +62,15 @@ def summarise(records: list[dict[str, Any]], app: str, rounds: int, n_clients: i
         c["msgs"] += 1
         c["rounds"].add(int(r["round"]))
         c["nodes"].add(r["partition"])
+        c["pairs"].add((r["partition"], int(r["round"])))
         if r["partition"] < n_clients:  # joint's evaluation nodes (the ids after) only in their rows
             totals[r["partition"]]["up"] += r["up"]
             totals[r["partition"]]["down"] += r["down"]
     rows = []
     for (ph, stage), c in sorted(cells.items()):
         # FedCLIP joint: a phase reaches either the training or the evaluation nodes, not both.
-        per = (len(c["nodes"]) if app == "fedclip-joint" else n_clients) * len(c["rounds"])
+        per = (len(c["pairs"]) if sampled else
+               (len(c["nodes"]) if app == "fedclip-joint" else n_clients) * len(c["rounds"]))
         rows.append({"phase": ph, "stage": stage, "rounds": len(c["rounds"]), "messages": c["msgs"],
                      "up_per_client_round": c["up"] / per, "down_per_client_round": c["down"] / per})
     ups = [t["up"] for t in totals.values()]
@@ -96,7 +104,7 @@ def simulate(path: str, rc: dict[str, Any], session_config: Path) -> int:
         return 1
     records = [json.loads(line) for f in sorted(Path(str(rc[BYTES_KEY])).glob("client-*.jsonl"))
                for line in f.read_text().splitlines() if line.strip()]
-    summary = summarise(records, key[0], int(rc.get("rounds", 0)), n)
+    summary = summarise(records, key[0], int(rc.get("rounds", 0)), n, sampled=FRACTION_KEY in rc)
     Path(str(out) + ".bytes.json").write_text(json.dumps(summary, indent=2))
     return 0
 

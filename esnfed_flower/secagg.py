@@ -34,6 +34,7 @@ from flwr.server.workflow import DefaultWorkflow, SecAggPlusWorkflow
 
 from esnfed_core.privacy import released_stats
 from esnfed_core.readout import RidgeStats
+from esnfed_core.sampling import SECAGG_MIN_CLIENTS
 from esnfed_flower.common import (
     measure_mod, partition, readout_bias, run_config, secagg_threshold, solve_readout, within_range,
 )
@@ -99,6 +100,16 @@ class SecAggClient(NumPyClient):
         x, y = partition(self.context, int(self.context.node_config["partition-id"]))
         return run_config(self.context), x, y
 
+    def get_properties(self, config):
+        """Its partition id and ``takes-part`` (1/0 per context, comma-separated): what the server
+        samples among under ``client-fraction`` < 1 (esnfed_flower.secagg_fedip.FedIPStrategy)."""
+        return {"partition-id": int(self.context.node_config["partition-id"]),
+                "takes-part": ",".join(str(f) for f in self.participation())}
+
+    def participation(self) -> list[int]:
+        """Whether it has windows to train on (one context)."""
+        return [int(len(self.data()[1]) > 0)]
+
 
 class StatsClient(SecAggClient):
     """Uploads its per-step mean statistics with the step count as the weight."""
@@ -140,9 +151,20 @@ def run_secagg(grid, context, strategy, rounds: int) -> None:
     if dp is not None:
         clip, max_weight = dp_range(rc, dp), 1.0
     legacy = LegacyContext(context=context, config=ServerConfig(num_rounds=rounds), strategy=strategy)
-    workflow = DefaultWorkflow(fit_workflow=SecAggPlusWorkflow(
-        num_shares=k, reconstruction_threshold=secagg_threshold(k), clipping_range=clip, max_weight=max_weight))
-    workflow(grid, legacy)
+    fit = SecAggPlusWorkflow(num_shares=k, reconstruction_threshold=secagg_threshold(k), clipping_range=clip,
+                             max_weight=max_weight)
+    strategy.secagg = fit  # a sampling strategy sizes each round's shares and threshold (FedIPStrategy)
+    DefaultWorkflow(fit_workflow=fit)(grid, legacy)
+
+
+def size_round(fit: SecAggPlusWorkflow, k: int) -> None:
+    """Shares and threshold of the next SecAgg+ round for its ``k`` clients, as run_secagg's for
+    all (k shares, threshold max(2, k − 1)); the workflow reads them after configure_fit. A
+    ValueError naming client-fraction when ``k`` is below SecAgg+'s minimum."""
+    if k < SECAGG_MIN_CLIENTS:
+        raise ValueError(f"client-fraction: SecAgg+ needs at least {SECAGG_MIN_CLIENTS} clients per round, "
+                         f"a round samples {k}")
+    fit.num_shares, fit.reconstruction_threshold = k, secagg_threshold(k)
 
 
 def all_clients(rc: dict) -> dict:

@@ -9,6 +9,9 @@ Weights: step counts (windows × window length: the pipeline's window weights, |
 under replay, up to the common window length). A client that sits a context out sends zeros with
 weight 0 (SecAgg+ needs every sampled client's vector; zero lies on the quantization grid, so it
 adds no rounding error). The result equals the plain app's to SecAgg+'s quantization (tests_flower).
+Client sampling (``client-fraction`` < 1): as SecAgg+ FedIP's, each IP round among the context's
+participants (their get_properties reply says at which contexts they take part), every message
+with the client's own fits (``history``, ``round``) for LocalClient.at.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from flwr.common import ndarrays_to_parameters
 from flwr.server import ServerApp
 
 from esnfed_flower.common import readout_bias, run_config
-from esnfed_flower.fedclip import client_at, setup
+from esnfed_flower.fedclip import client_at, participation, setup
 from esnfed_flower.secagg import SecAggClient, client_apps, encode_stats, run_secagg, write_readout
 from esnfed_flower.secagg_fedip import FedIPStrategy, ip_update
 
@@ -26,6 +29,9 @@ from esnfed_flower.secagg_fedip import FedIPStrategy, ip_update
 class FedCLIPClient(SecAggClient):
     """IP phase: its local fit at (t, r), uploading (Δg, Δb); readout phase: its per-step mean
     statistics at t; zeros with weight 0 when it has nothing to train on at t."""
+
+    def participation(self) -> list[int]:
+        return participation(run_config(self.context), self.context)
 
     def fit(self, parameters, config):
         rc = run_config(self.context)
@@ -59,6 +65,10 @@ class FedCLIPStrategy(FedIPStrategy):
     def fit_config(self, server_round: int) -> dict:
         t, r, phase = self.schedule[server_round - 1]
         return {"context": t, "round": r, "phase": phase}
+
+    def ip_context(self, server_round: int) -> int | None:
+        t, _, phase = self.schedule[server_round - 1]
+        return t if phase == "ip" else None
 
     def aggregate_fit(self, server_round, results, failures):
         if self.schedule[server_round - 1][2] == "ip":

@@ -3,6 +3,13 @@
 weighted mean update to the broadcast (g, b). Round R + 1 is SecAgg+ IncFed on the trained
 reservoir (esnfed_flower.secagg's per-step means). The server never holds a client's (g_c, b_c).
 
+Client sampling (run config ``client-fraction`` < 1): before the first round the server asks every
+client its partition id and whether it has windows (legacy get_properties, group 0); each IP round
+then goes to the clients esnfed_core.sampling.sample_clients draws among those (the pipeline's
+sets), with its shares and threshold sized to them (k shares, threshold max(2, k − 1); at least
+SECAGG_MIN_CLIENTS, else one line naming client-fraction), and each client's ``round`` is its own
+count of earlier fits (esnfed_flower.common.Sampling). The statistics round goes to every client.
+
 Weights: n_steps = windows × window length in both phases (one max-weight covers both; every
 window has the same length, so step weights give the pipeline's window-weighted mean).
 Range: an update entry beyond the clipping range (default 1) would be clipped, so the client
@@ -17,15 +24,15 @@ of the noisy clipped updates; the statistics round as SecAgg+ IncFed's.
 from __future__ import annotations
 
 import numpy as np
-from flwr.common import ndarrays_to_parameters, parameters_to_ndarrays
+from flwr.common import FitIns, GetPropertiesIns, ndarrays_to_parameters, parameters_to_ndarrays
 from flwr.server import ServerApp
 from flwr.server.strategy import FedAvg
 
-from esnfed_flower.common import reservoir, run_config, within_range
+from esnfed_flower.common import FULL, Sampling, client_fraction, reservoir, run_config, within_range
 from esnfed_flower.dp import flower_dp
 from esnfed_flower.fedip import local_ip
 from esnfed_flower.secagg import (
-    SecAggClient, all_clients, client_apps, dp_range, mean_stats, run_secagg, write_readout,
+    SecAggClient, all_clients, client_apps, dp_range, mean_stats, run_secagg, size_round, write_readout,
 )
 
 
@@ -57,15 +64,49 @@ class FedIPStrategy(FedAvg):
     """Rounds 1..R: (g, b) += SecAgg+'s weighted mean update; round R + 1: the readout
     (write_readout) and the trained (g, b) to ``out``.ip.npz."""
 
+    secagg = None  # run_secagg's SecAggPlusWorkflow (sized per round when sampling)
+
     def __init__(self, rc: dict):
         res = reservoir(rc, int(rc["n-inputs"]))
         self.rc, self.rounds = rc, int(rc["rounds"])
         self.gain, self.bias = res.gain, res.bias
+        self.fraction, self.sample = client_fraction(rc), None
+        if self.fraction != FULL and flower_dp(rc, "distributed") is not None:
+            raise ValueError("client-fraction: the DP Flower apps run every client in every round; set it to 1")
         super().__init__(**all_clients(rc), initial_parameters=ndarrays_to_parameters([res.gain, res.bias]),
                          on_fit_config_fn=self.fit_config)
 
     def fit_config(self, server_round: int) -> dict:
         return {"round": server_round - 1, "phase": "ip" if server_round <= self.rounds else "stats"}
+
+    def ip_context(self, server_round: int) -> int | None:
+        """The context of ``server_round`` when it is an IP round (FedIP: 0), None otherwise."""
+        return 0 if server_round <= self.rounds else None
+
+    def configure_fit(self, server_round, parameters, client_manager):
+        """Every client (FedAvg's); with ``client-fraction`` < 1, an IP round's sampled clients
+        (each with its own fits as ``round``, FedCLIP also ``history``), the SecAgg+ round sized
+        to the clients it goes to."""
+        if self.fraction == FULL:
+            return super().configure_fit(server_round, parameters, client_manager)
+        if self.sample is None:
+            self.sample = self.sampling(client_manager)
+        proxies = {p.node_id: p for p in client_manager.all().values()}
+        t = self.ip_context(server_round)
+        chosen = {n: {} for n in self.sample.nodes} if t is None else self.sample.next_round(t)
+        size_round(self.secagg, len(chosen))
+        config = self.fit_config(server_round)
+        return [(proxies[n], FitIns(parameters, {**config, **where})) for n, where in chosen.items()]
+
+    def sampling(self, client_manager) -> Sampling:
+        """Every client's partition id and participation (get_properties, group 0): the run's
+        Sampling over the clients in partition order."""
+        client_manager.wait_for(int(self.rc["num-clients"]))
+        # group_id "0", not 0: the proxy drops a falsy group id (measure_mod records the group as the round)
+        props = sorted(((p.node_id, p.get_properties(GetPropertiesIns({}), timeout=None, group_id="0").properties)
+                        for p in client_manager.all().values()), key=lambda item: int(item[1]["partition-id"]))
+        return Sampling([n for n, _ in props], [[int(v) for v in str(p["takes-part"]).split(",")] for _, p in props],
+                        self.fraction, int(self.rc["ip-seed"]))
 
     def aggregate_fit(self, server_round, results, failures):
         if server_round > self.rounds:

@@ -45,6 +45,7 @@ from esnfed_core.method import CONNECTIVITY_KEYS, Method
 from esnfed_core.privacy import DPSpec, epsilon_of, ip_sigma, noise_multiplier, stats_bound, stats_sigma, sum_std
 from esnfed_core.private_trial import PRIVATE_ALGOS, fit_private, releases
 from esnfed_core.quote import quote
+from esnfed_core.sampling import FULL, KEY as SAMPLING_KEY, SECAGG_MIN_CLIENTS, sample_size
 from esnfed_core.scoring import pooled_counts
 from esnfed_core.vocabulary import PCTS
 from esnfed_core.trial import TrialData, fit, make_reservoir, select_lambda, sub_seeds
@@ -154,7 +155,6 @@ def run_config(cfg: Mapping[str, Any], seeds: Mapping[str, int], data: TrialData
                lam: float, app: str, secagg: bool) -> dict[str, Any]:
     """The apps' run config for a trial of ``cfg`` (paths added by the caller); ``readout-bias``
     only with readout.bias (the default run config, hence every message, as before)."""
-    settings.refuse_sampling("the Flower apps")  # their servers broadcast to every client each round
     steps = max(u.x.shape[0] * u.x.shape[1] for u in data.train.values())
     rc = {k: cfg[k] for k in ("units", "spectral_radius", "leak", "input_scaling")}
     rc.update({k: cfg[k] for k in CONNECTIVITY_KEYS if k in cfg})  # a sparse reservoir's (optional)
@@ -164,9 +164,40 @@ def run_config(cfg: Mapping[str, Any], seeds: Mapping[str, int], data: TrialData
                "max-weight": float(steps), "clipping-range": 1.0})
     if settings.readout_bias:
         rc["readout-bias"] = True
+    rc.update(sampling_run_config(settings, app, secagg, len(data.train)))
     if app == "fedip":
         rc.update({**ip_run_config(cfg, seeds, settings), "rounds": int(cfg["rounds"])})
     return rc
+
+
+# The run config's key of federated.client_fraction (esnfed_flower.common.FRACTION_KEY; this layer
+# does not import flwr).
+FRACTION_KEY = "client-fraction"
+
+
+def sampling_run_config(settings: Any, app: str, secagg: bool, n_clients: int) -> dict[str, Any]:
+    """The run config's ``client-fraction``: federated.client_fraction, present only below 1 and
+    for the apps whose pipeline trial samples its IP rounds (FedIP, FedCLIP: their servers send
+    each IP round to the pipeline's sampled clients). One-line ConfigError naming the key when a
+    SecAgg+ round of the ``n_clients`` would go to fewer than SecAgg+'s minimum."""
+    if not settings.samples(Method.parse(app)):
+        return {}
+    k = sample_size(n_clients, settings.client_fraction)
+    if secagg and k < SECAGG_MIN_CLIENTS:
+        raise ConfigError(f"{SAMPLING_KEY}: {settings.client_fraction:g} of {n_clients} clients samples {k} per "
+                          f"round; SecAgg+ needs at least {SECAGG_MIN_CLIENTS}")
+    return {FRACTION_KEY: settings.client_fraction}
+
+
+def check_sampling(settings: Any, pairs: Sequence[tuple[str, bool]], dp: bool, n_clients: int) -> None:
+    """Before any trial is fitted: one line naming federated.client_fraction when it is below 1
+    under DP (the DP apps run every client in every round, as the private pipeline's trial) or too
+    small for SecAgg+ (:func:`sampling_run_config`)."""
+    if dp and settings.client_fraction != FULL:
+        raise ConfigError(f"{SAMPLING_KEY}: not available for the DP Flower apps (every client in every "
+                          f"round); set {SAMPLING_KEY}: 1")
+    for app, secagg in pairs:
+        sampling_run_config(settings, app, secagg, n_clients)
 
 
 def ip_run_config(cfg: Mapping[str, Any], seeds: Mapping[str, int], settings: Any) -> dict[str, Any]:
@@ -226,15 +257,16 @@ def _simulation_outputs(run_dir: Path) -> dict[str, Any]:
     return out
 
 
-def share_inputs(dataset: str, pct: str, params: Mapping[str, Any], data_dir: Path
-                 ) -> tuple[Any, TrialData, list, int]:
+def share_inputs(dataset: str, pct: str, params: Mapping[str, Any], data_dir: Path,
+                 pairs: Sequence[tuple[str, bool]] = (), dp: bool = False) -> tuple[Any, TrialData, list, int]:
     """What every app's pipeline trial of a share uses: the experiment params, the share's
-    training and validation users, the test users and the retrain stage's first seed."""
+    training and validation users, the test users and the retrain stage's first seed; the
+    client fraction checked for the (app, SecAgg+) ``pairs`` (and ``dp``) (:func:`check_sampling`)."""
     exp = experiment_params(params)
-    exp.settings.refuse_sampling("the Flower apps")  # before any trial is fitted (run_config checks too)
     data = open_dataset(data_dir, dataset, exp.processed.get(dataset))
     trial_data = TrialData(data.load(data.train_users(pct)), data.load(data.validation_users), data.n_classes,
                            data.n_contexts)
+    check_sampling(exp.settings, pairs, dp, len(trial_data.train))  # before any trial is fitted
     test = list(data.load(data.test_users).values())
     return exp, trial_data, test, retrain_seed(exp, dataset, pct, 0)
 
@@ -246,9 +278,9 @@ def app_config(runs_dir: Path, dataset: str, method: str, pct: str, budget: Budg
 
 
 def trial_inputs(dataset: str, method: str, pct: str, params: Mapping[str, Any], data_dir: Path,
-                 runs_dir: Path) -> tuple[Any, TrialData, list, dict[str, Any], int]:
-    """:func:`share_inputs` with the selected config of ``method`` (one app's trial)."""
-    exp, trial_data, test, seed = share_inputs(dataset, pct, params, data_dir)
+                 runs_dir: Path, secagg: bool = False) -> tuple[Any, TrialData, list, dict[str, Any], int]:
+    """:func:`share_inputs` with the selected config of ``method`` (one app's trial, plain or SecAgg+)."""
+    exp, trial_data, test, seed = share_inputs(dataset, pct, params, data_dir, [(method, secagg)])
     return exp, trial_data, test, app_config(runs_dir, dataset, method, pct, exp.budget_spec), seed
 
 
@@ -306,7 +338,7 @@ def run_many(dataset: str, apps: Sequence[tuple[str, bool]], pct: str, params: M
         if app in FEDCLIP_APPS:
             raise ConfigError(f"esnfed flower: {app} runs through esnfed_stages.flower_fedclip.run")
     apps = list(dict.fromkeys(apps))
-    exp, trial_data, test, seed = share_inputs(dataset, pct, params, data_dir)
+    exp, trial_data, test, seed = share_inputs(dataset, pct, params, data_dir, apps, dp is not None)
     spec = dp_spec(params, dataset, trial_data, dp.epsilon) if dp is not None else None
     seeds = sub_seeds(seed)
     bs = exp.settings.batch_size
@@ -373,6 +405,7 @@ def run_many(dataset: str, apps: Sequence[tuple[str, bool]], pct: str, params: M
 # get_parameters: Flower's legacy workflow asks one client for the initial parameters (the strategy gives
 # none) before the first round (esnfed_flower.common.secagg_stage).
 STAGE_NAMES = {"plain": "plain", "get_parameters": "initial parameters (server asks one client)",
+               "get_properties": "partition and participation (server asks every client; client sampling)",
                "setup": "SecAgg+ setup (public keys)",
                "share_keys": "SecAgg+ share keys (encrypted shares)",
                "collect_masked_vectors": "SecAgg+ masked vector", "unmask": "SecAgg+ unmask (shares)"}

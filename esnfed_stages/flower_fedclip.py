@@ -87,7 +87,7 @@ def run(dataset: str, app: str, secagg: bool, pct: str, params: Mapping[str, Any
     flower.check_args([(app, secagg)], pct, python)
     if app not in flower.FEDCLIP_APPS:
         raise ConfigError(f"esnfed flower: {app} runs through esnfed_stages.flower.run")
-    exp, data, test, cfg, seed = flower.trial_inputs(dataset, app, pct, params, data_dir, runs_dir)
+    exp, data, test, cfg, seed = flower.trial_inputs(dataset, app, pct, params, data_dir, runs_dir, secagg)
     seeds = sub_seeds(seed)
     total = flower.progress_steps([(app, secagg)])
     if progress:

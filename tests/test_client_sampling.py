@@ -210,10 +210,19 @@ def test_settings_refuse_the_paths_without_sampling():
 
         fit_private("fedip", {**CFG, "rounds": 1, "local_epochs": 1}, 0, trial_data()[0], s,
                     DPSpec(epsilon=1.0, delta=1e-3))
-    with pytest.raises(ConfigError, match=r"^federated\.client_fraction: not available for the Flower apps"):
-        from esnfed_stages.flower import run_config  # noqa: PLC0415
+    from esnfed_stages.flower import run_config  # noqa: PLC0415
 
-        run_config({**CFG, "rounds": 1}, {"reservoir": 0, "ip": 0}, trial_data()[0], s, 1e-3, "fedip", False)
+    # The Flower apps sample (their run config carries the fraction, only below 1 and only for the
+    # methods whose trial samples); SecAgg+ needs 3 clients a round: 0.5 of 4 (2) is refused.
+    args = ({**CFG, "rounds": 1, "local_epochs": 1}, {"reservoir": 0, "ip": 0}, trial_data(pct="100")[0])
+    assert len(args[2].train) == 4
+    assert run_config(*args, s, 1e-3, "fedip", False)["client-fraction"] == 0.5
+    assert "client-fraction" not in run_config(*args, s, 1e-3, "incfed", False)
+    assert "client-fraction" not in run_config(*args, Settings(ip=IP), 1e-3, "fedip", False)
+    assert run_config(*args, Settings(ip=IP, client_fraction=0.75), 1e-3, "fedip", True)["client-fraction"] == 0.75
+    with pytest.raises(ConfigError, match=r"^federated\.client_fraction: 0\.5 of 4 clients samples 2 per round; "
+                                          r"SecAgg\+ needs at least 3$"):
+        run_config(*args, s, 1e-3, "fedip", True)
     for bad in (0, 1.5, "half", float("nan")):
         with pytest.raises(EsnfedError, match=r"^federated\.client_fraction: "):
             Settings(client_fraction=bad)
@@ -295,7 +304,10 @@ def test_select_retrain_assess_with_sampling_and_the_communication_table(tmp_pat
     assert checked == {True, False}
 
 
-def test_esnfed_flower_refuses_sampling_in_one_line_before_fitting(tmp_path):
+def test_esnfed_flower_refuses_sampling_under_secaggplus_and_dp_in_one_line_before_fitting(tmp_path):
+    """The Flower apps sample (tests_flower); a fraction too small for SecAgg+ (0.5 of the share's
+    clients: under 3 a round) and any fraction below 1 under DP are refused with one line naming the
+    key, before any fit, writing nothing."""
     import sys  # noqa: PLC0415
 
     from typer.testing import CliRunner  # noqa: PLC0415
@@ -307,14 +319,16 @@ def test_esnfed_flower_refuses_sampling_in_one_line_before_fitting(tmp_path):
     params = small_params()
     params["federated"] = {"client_fraction": 0.5}
     write_params(tmp_path, params)
-    for extra in (["--app", "fedip"], ["--app", "fedclip-naive"]):
+    for extra, why in ((["--app", "fedip", "--secagg"], "SecAgg+ needs at least 3"),
+                       (["--app", "fedclip-naive", "--secagg"], "SecAgg+ needs at least 3"),
+                       (["--app", "fedip", "--epsilon", "1"], "not available for the DP Flower apps")):
         out = CliRunner().invoke(app, ["flower", "--dataset", "wesad", "--params", str(tmp_path / "params.yaml"),
                                        "--data-dir", str(tmp_path / "data"), "--runs-dir", str(tmp_path / "runs"),
                                        "--out-dir", str(tmp_path / "out"), "--flower-python", sys.executable,
                                        "--pct", "50", *extra])
         lines = out.output.strip().splitlines()
         assert out.exit_code != 0 and len(lines) == 1, out.output
-        assert "federated.client_fraction: not available for the Flower apps" in lines[0]
+        assert "federated.client_fraction: " in lines[0] and why in lines[0], lines[0]
         assert not (tmp_path / "out").exists()
 
 

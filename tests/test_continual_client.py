@@ -173,3 +173,14 @@ def test_rebuilt_joint_client_holds_the_live_clients_state_at_every_round(monkey
             k += 1
     assert not LocalClient.at(strat, config, TRAIN[2], 0, 0, history=[]).takes_part(0)
     assert LocalClient.at(strat, config, TRAIN[2], 1, 0, history=ran[:1]).weight(1) == 12  # D_0 ∪ D_1
+
+
+def test_a_client_config_with_a_client_fraction_is_refused_in_one_line():
+    """A stateless client replays the fits its server tells it (history, round; the Flower apps'
+    servers sample, esnfed_flower.common.Sampling): a config of its own with a fraction below 1 is
+    refused naming the key."""
+    strat, config = _setup("naive")
+    sampled = ContinualConfig(True, config.ip, 3, local_epochs=2, lam=1e-3, seed=11, client_fraction=0.5)
+    with pytest.raises(ParameterError, match=r"^federated\.client_fraction: a stateless client replays"):
+        LocalClient(strat, sampled, TRAIN[0])
+    assert LocalClient(strat, config, TRAIN[0]).takes_part(0)  # at 1 it is built

@@ -17,6 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from esnfed_core.federated import Client, incfed  # noqa: E402
 from esnfed_core.federated import fedip  # noqa: E402
+from esnfed_core.messages import CommLedger  # noqa: E402
 from esnfed_core.plasticity import IPConfig  # noqa: E402
 from esnfed_core.trial import make_reservoir  # noqa: E402
 from experiment_data import trial_data  # noqa: E402
@@ -73,12 +74,37 @@ def _bias(bias: bool) -> dict:
     return {"readout-bias": True} if bias else {}
 
 
-def _plain_fedip(data, users, bias: bool = False):
-    """The pipeline's FedIP (``IP``'s settings) and IncFed on its reservoir: (initial reservoir,
-    trained reservoir, readout)."""
+def _plain_fedip(data, users, bias: bool = False, fraction: float = 1.0, ledger: CommLedger | None = None):
+    """The pipeline's FedIP (``IP``'s settings, ``fraction`` of the clients per round) and IncFed on
+    its reservoir: (initial reservoir, trained reservoir, readout)."""
     res = make_reservoir(CFG, data.n_inputs, SEED)
-    trained = fedip(res, [u.x for u in users], IPConfig(sigma=0.3, batch_size=4), rounds=3, local_epochs=2, seed=9)
+    trained = fedip(res, [u.x for u in users], IPConfig(sigma=0.3, batch_size=4), rounds=3, local_epochs=2, seed=9,
+                    ledger=ledger, client_names=[f"c{i}" for i in range(len(users))], client_fraction=fraction)
     return res, trained, incfed(trained, _clients(data, users, bias), [LAM]).readouts[0]
+
+
+def _fraction(fraction: float) -> dict:
+    """The run config's client-fraction key: present only below 1 (as esnfed_stages.flower's)."""
+    return {} if fraction == 1.0 else {"client-fraction": fraction}
+
+
+def _flower_rounds(bytes_dir: Path) -> dict[int, set[int]]:
+    """The partitions measure_mod saw a message to, by round (group id; 0: the role query)."""
+    out: dict[int, set[int]] = {}
+    for f in bytes_dir.glob("client-*.jsonl"):
+        for line in f.read_text().splitlines():
+            r = json.loads(line)
+            out.setdefault(int(r["round"]), set()).add(int(r["partition"]))
+    return out
+
+
+def _ledger_rounds(ledger: CommLedger, algorithm: str) -> dict[int, set[int]]:
+    """The clients (c<i>: partition i) the pipeline's ledger sends (g, b) to, by round."""
+    out: dict[int, set[int]] = {}
+    for e in ledger.entries:
+        if e.algorithm == algorithm and e.kind == "PlasticityMessage" and e.direction == "down":
+            out.setdefault(e.round, set()).add(int(e.client[1:]))
+    return out
 
 
 @pytest.mark.parametrize("bias", [False, True])
@@ -112,14 +138,39 @@ def test_a_sparse_reservoir_reaches_every_client(setup, monkeypatch):
     assert not np.allclose(expected, dense)  # the comparison is not the dense one's
 
 
-@pytest.mark.parametrize("bias", [False, True])
-def test_fedip_app_equals_the_pipeline(setup, monkeypatch, bias):
+@pytest.mark.parametrize(("bias", "fraction"), [(False, 1.0), (True, 1.0), (False, 0.5), (True, 0.5)])
+def test_fedip_app_equals_the_pipeline(setup, monkeypatch, bias, fraction):
+    """Every client in every round, or (fraction 0.5 of 4) the pipeline's sampled pairs: the same
+    (g, b), readout and IP messages (round by round, the same clients)."""
     from esnfed_flower import fedip as app
 
     root, data, users = setup
-    out = root / f"fedip-{bias}.npy"
-    _simulate(app, root, _run_config(root, data, out, **IP, **_bias(bias)), len(users), monkeypatch)
-    res, trained, expected = _plain_fedip(data, users, bias)
+    out = root / f"fedip-{bias}-{fraction}.npy"
+    bytes_dir = root / f"fedip-{bias}-{fraction}-bytes"
+    bytes_dir.mkdir()
+    _simulate(app, root, _run_config(root, data, out, **IP, **_bias(bias), **_fraction(fraction),
+                                     **{"bytes-dir": str(bytes_dir)}), len(users), monkeypatch)
+    ledger = CommLedger()
+    res, trained, expected = _plain_fedip(data, users, bias, fraction, ledger)
+    sent = _ledger_rounds(ledger, "fedip")
+    assert len(sent) == IP["rounds"] and all(len(c) == len(users) * min(fraction, 1) for c in sent.values())
+    flower = _flower_rounds(bytes_dir)
+    assert {r - 1: c for r, c in flower.items() if 1 <= r <= IP["rounds"]} == sent
+    assert (0 in flower) == (fraction < 1)  # the role query only when sampling
+    # The stage's summary (esnfed_flower.run): the IP messages are the ledger's, each client-round
+    # averaged over the messages sent (not over every client when sampling).
+    from esnfed_flower.run import summarise
+
+    records = [json.loads(line) for f in bytes_dir.glob("client-*.jsonl") for line in f.read_text().splitlines()]
+    rows = {r["phase"]: r for r in summarise(records, "fedip", IP["rounds"], len(users), sampled=fraction < 1)["rows"]}
+    assert set(rows) == ({"ip", "stats"} | ({"role"} if fraction < 1 else set()))
+    ip_up = sum(r["up"] for r in records if 1 <= int(r["round"]) <= IP["rounds"])
+    assert rows["ip"]["messages"] == sum(map(len, sent.values())) and rows["ip"]["rounds"] == IP["rounds"]
+    assert rows["ip"]["up_per_client_round"] == pytest.approx(ip_up / rows["ip"]["messages"], rel=1e-12)
+    assert rows["stats"]["messages"] == len(users)
+    if fraction < 1:
+        assert len(set(map(frozenset, sent.values()))) > 1  # the rounds sampled different clients
+        assert not np.allclose(trained.gain, _plain_fedip(data, users)[1].gain)  # sampling changed (g, b)
     got = np.load(str(out) + ".ip.npz")
     np.testing.assert_array_equal(got["gain"], trained.gain)
     np.testing.assert_array_equal(got["bias"], trained.bias)
@@ -189,15 +240,28 @@ def _quantization_bound(users) -> float:
     return len(users) * 2 / 2**22 * max(steps) / sum(steps)
 
 
-def test_secaggplus_fedip_equals_the_pipeline_to_quantization(setup, monkeypatch):
+@pytest.mark.parametrize("fraction", [1.0, 0.75])
+def test_secaggplus_fedip_equals_the_pipeline_to_quantization(setup, monkeypatch, fraction):
+    """Every client, or (fraction 0.75 of 4) the pipeline's 3 sampled clients a round, each round
+    through SecAgg+ sized to them; the statistics round goes to every client."""
     root, data, users = setup
-    readout, gain, bias, info = _secagg_fedip(root, data, users, monkeypatch, "secagg-fedip")
-    res, trained, plain = _plain_fedip(data, users)
+    bytes_dir = root / f"secagg-fedip-{fraction}-bytes"
+    bytes_dir.mkdir()
+    readout, gain, bias, info = _secagg_fedip(root, data, users, monkeypatch, f"secagg-fedip-{fraction}",
+                                              **_fraction(fraction), **{"bytes-dir": str(bytes_dir)})
+    ledger = CommLedger()
+    res, trained, plain = _plain_fedip(data, users, fraction=fraction, ledger=ledger)
     assert info == {"clients": len(users), "sampled": len(users), "min_clients": len(users) - 1}
+    sent = _ledger_rounds(ledger, "fedip")
+    assert {r - 1: c for r, c in _flower_rounds(bytes_dir).items() if 1 <= r <= IP["rounds"]} == sent
+    assert all(len(c) == (3 if fraction < 1 else len(users)) for c in sent.values())
+    if fraction < 1:
+        assert len(set(map(frozenset, sent.values()))) > 1  # the rounds sampled different clients
     moved = max(np.max(np.abs(trained.gain - res.gain)), np.max(np.abs(trained.bias - res.bias)))
     assert moved > 1e-3  # IP moved (g, b) well beyond the tolerance below: not vacuous
     # R = 3 rounds of at most one quantization bound each, propagated through the IP epochs
-    # (near-identity maps for these small steps): 10·R bounds, well below the IP movement.
+    # (near-identity maps for these small steps): 10·R bounds, well below the IP movement. A
+    # round's bound over its sampled clients is at most the one over all here (equal step counts).
     tol = 10 * 3 * _quantization_bound(users)
     err = max(np.max(np.abs(gain - trained.gain)), np.max(np.abs(bias - trained.bias)))
     print(f"SecAgg+ FedIP: max |Δ(g, b)| {err:.3g} (tolerance {tol:.3g}), IP moved {moved:.3g}")
@@ -235,3 +299,18 @@ def test_fedavg_app_equals_the_pipeline(setup, monkeypatch, bias):
     # Same local solves of the same statistics, averaged in the same order: equal bits.
     np.testing.assert_array_equal(np.load(out), expected)
     assert not np.allclose(expected, incfed(res, _clients(data, users, bias), [LAM]).readouts[0])  # not IncFed
+
+
+def test_secaggplus_refuses_a_round_under_its_minimum_in_one_line():
+    """SecAgg+ takes integer shares above 2: a sampled round of 2 clients is refused naming the run
+    config's client-fraction; 3 sizes the workflow to 3 shares, threshold 2."""
+    from flwr.server.workflow import SecAggPlusWorkflow
+
+    from esnfed_flower.secagg import size_round
+
+    fit = SecAggPlusWorkflow(num_shares=4, reconstruction_threshold=3)
+    with pytest.raises(ValueError, match=r"^client-fraction: SecAgg\+ needs at least 3 clients per round, "
+                                         r"a round samples 2$"):
+        size_round(fit, 2)
+    size_round(fit, 3)
+    assert (fit.num_shares, fit.reconstruction_threshold) == (3, 2)

@@ -17,11 +17,13 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from esnfed_core.continual import ContinualConfig, make_strategy, run_continual  # noqa: E402
+from esnfed_core.continual import ALGORITHM, ContinualConfig, make_strategy, run_continual  # noqa: E402
+from esnfed_core.messages import CommLedger  # noqa: E402
 from esnfed_core.plasticity import IPConfig  # noqa: E402
 from esnfed_core.method import Method  # noqa: E402
 from esnfed_core.trial import continual_contexts, make_reservoir  # noqa: E402
 from experiment_data import trial_data  # noqa: E402
+from test_flower_apps import _flower_rounds as flower_rounds, _ledger_rounds as ledger_rounds  # noqa: E402
 
 CFG = {"units": 10, "spectral_radius": 0.9, "leak": 0.5, "input_scaling": 0.8}
 BUDGET, EPOCHS, LAM = 2, 2, 1e-3
@@ -33,12 +35,23 @@ PATIENCE, MAX_ROUNDS = 2, 4  # joint: stops early at some context, keeps a later
 def setup(tmp_path_factory):
     """The training users' streams of three contexts (6 windows each; client 1 none at context 0,
     client 2 none at context 1), written as the app reads them."""
-    root = tmp_path_factory.mktemp("fedclip")
+    return _streams(tmp_path_factory.mktemp("fedclip"), SITS_OUT)
+
+
+@pytest.fixture(scope="module")
+def everyone(tmp_path_factory):
+    """As ``setup`` with windows for every client at every context: SecAgg+ with client sampling
+    (0.75 of 4) then has its minimum of 3 clients in every IP round."""
+    return _streams(tmp_path_factory.mktemp("fedclip-everyone"), {})
+
+
+def _streams(root: Path, sits_out: dict[int, int]):
+    """The streams, written to ``root``; client i has no windows at context ``sits_out[i]``."""
     data, _ = trial_data(pct="100", windows_per_context=6)
     train = []
     for i, u in enumerate(data.train.values()):
-        if i in SITS_OUT:
-            u = u.select(u.context != SITS_OUT[i])
+        if i in sits_out:
+            u = u.select(u.context != sits_out[i])
         np.savez(root / f"client-{i}.npz", x=u.x, y=u.y, context=u.context)
         train.append([(u.of_context(t).x, u.of_context(t).y) for t in range(data.n_contexts)])
     for j, u in enumerate(data.validation.values()):  # joint's evaluation nodes, after the training ones
@@ -47,9 +60,11 @@ def setup(tmp_path_factory):
 
 
 def _flower(root: Path, data, strategy: str, monkeypatch, secagg: bool = False, drop: int | None = None,
-            replay: dict | None = None, bias: bool = False) -> dict:
-    """The app's per-context arrays; ``replay``: run-config keys over the defaults (replay-fraction,
-    replay-policy); ``bias``: the run config's readout-bias (readout.bias)."""
+            replay: dict | None = None, bias: bool = False, fraction: float = 1.0) -> dict:
+    """The app's per-context arrays and ``sent``: the partitions each IP round (0, 1, ... over the
+    run) went to; ``replay``: run-config keys over the defaults (replay-fraction, replay-policy);
+    ``bias``: the run config's readout-bias (readout.bias); ``fraction``: its client-fraction
+    (federated.client_fraction, present only below 1)."""
     from flwr.simulation import run_simulation
 
     from esnfed_flower import fedclip, fedclip_joint, secagg_fedclip
@@ -57,7 +72,10 @@ def _flower(root: Path, data, strategy: str, monkeypatch, secagg: bool = False, 
     app = secagg_fedclip if secagg else fedclip_joint if strategy == "joint" else fedclip
     n_eval = len(data.validation) if strategy == "joint" else 0
     out = root / (f"{strategy}{'-secagg' if secagg else ''}{'' if drop is None else f'-drop{drop}'}"
-                  f"{''.join(f'-{v}' for v in (replay or {}).values())}{'-bias' if bias else ''}.npy")
+                  f"{''.join(f'-{v}' for v in (replay or {}).values())}{'-bias' if bias else ''}"
+                  f"{'' if fraction == 1 else f'-f{fraction}'}.npy")
+    bytes_dir = root / f"{out.stem}-bytes"
+    bytes_dir.mkdir()
     steps = max(u.x.shape[0] * u.x.shape[1] for u in data.train.values())  # SecAgg+'s max-weight
     run = {"max-weight": float(steps), **CFG, "reservoir-seed": 5, "n-classes": data.n_classes, "n-inputs": data.n_inputs,
            "n-contexts": data.n_contexts, "num-clients": len(data.train), "strategy": strategy,
@@ -66,7 +84,8 @@ def _flower(root: Path, data, strategy: str, monkeypatch, secagg: bool = False, 
            "ip-seed": 9, "local-epochs": EPOCHS, "lambda": LAM, "solver": "cholesky",
            "patience": PATIENCE, "max-joint-rounds": MAX_ROUNDS, "num-eval-clients": n_eval,
            "data-dir": str(root), "out": str(out), **({} if drop is None else {"drop-partition": drop}),
-           **(replay or {}), **({"readout-bias": True} if bias else {})}
+           **(replay or {}), **({"readout-bias": True} if bias else {}),
+           **({} if fraction == 1 else {"client-fraction": fraction}), "bytes-dir": str(bytes_dir)}
     cfg = root / f"{out.stem}.json"
     cfg.write_text(json.dumps(run))
     monkeypatch.setenv("ESNFED_FLOWER_RUN", str(cfg))
@@ -76,25 +95,62 @@ def _flower(root: Path, data, strategy: str, monkeypatch, secagg: bool = False, 
     with np.load(str(out) + ".contexts.npz") as f:
         got = {k: f[k] for k in f.files}
     np.testing.assert_array_equal(np.load(out), got["readout"][-1])
+    got["sent"] = _ip_rounds(bytes_dir, "fedclip-joint" if strategy == "joint" else f"fedclip-{strategy}")
     return got
 
 
+def _ip_rounds(bytes_dir: Path, app: str) -> list[set[int]]:
+    """The partitions measure_mod saw an IP message to, per IP round in run order (the groups
+    esnfed_flower.run.phase calls "ip")."""
+    from esnfed_flower.run import phase
+
+    return [c for g, c in sorted(flower_rounds(bytes_dir).items()) if phase(app, g, BUDGET) == "ip"]
+
+
+def _ledger_rounds(ledger: CommLedger) -> list[set[int]]:
+    """The clients (c<i>: partition i) the pipeline's ledger sends (g, b) to, per IP round."""
+    return [c for _, c in sorted(ledger_rounds(ledger, ALGORITHM).items())]
+
+
 def _pipeline(data, train, strategy: str, replay_fraction: float = 0.2, replay_policy: str = "uniform",
-              bias: bool = False):
+              bias: bool = False, fraction: float = 1.0, ledger: CommLedger | None = None):
     res = make_reservoir(CFG, data.n_inputs, 5)
     strat = make_strategy(strategy, budget=BUDGET, replay_fraction=replay_fraction, replay_batch=2,
                           replay_policy=replay_policy, patience=PATIENCE, max_joint_rounds=MAX_ROUNDS)
     config = ContinualConfig(True, IPConfig(sigma=0.3, batch_size=4), data.n_classes, local_epochs=EPOCHS,
-                             lam=LAM, seed=9, bias=bias)
+                             lam=LAM, seed=9, bias=bias, client_fraction=fraction)
     validation = continual_contexts(Method.parse("fedclip-joint"), data)[1]  # user by user, as a trial
-    return run_continual(res, train, strat, config, validation=validation if strategy == "joint" else None)
+    return run_continual(res, train, strat, config, validation=validation if strategy == "joint" else None,
+                         ledger=ledger, client_names=[f"c{i}" for i in range(len(train))])
 
 
-@pytest.mark.parametrize(("strategy", "bias"), [("naive", False), ("replay", False), ("replay", True)])
-def test_fedclip_app_equals_the_pipeline(setup, strategy, bias, monkeypatch):
+def _assert_sampled(got: dict, ledger: CommLedger, fraction: float) -> None:
+    """Below 1, the Flower run's IP rounds went to the pipeline's clients, round by round: at
+    most max(1, ⌊fraction · 4⌋) of the 4 clients, not the same ones every round. At 1 every
+    round goes to every node (one that sits the context out replies with no vector; the ledger
+    counts the participants only)."""
+    sent = _ledger_rounds(ledger)
+    assert len(got["sent"]) == len(sent) > 0
+    if fraction < 1:
+        assert got["sent"] == sent
+        assert len(set(map(frozenset, sent))) > 1 and max(map(len, sent)) <= max(1, int(fraction * 4))
+    else:
+        assert all(g == {0, 1, 2, 3} and s <= g for g, s in zip(got["sent"], sent))
+
+
+@pytest.mark.parametrize(("strategy", "bias", "fraction"),
+                         [("naive", False, 1.0), ("replay", False, 1.0), ("replay", True, 1.0),
+                          ("naive", False, 0.5), ("replay", False, 0.5)])
+def test_fedclip_app_equals_the_pipeline(setup, strategy, bias, fraction, monkeypatch):
+    """Every participant in every IP round, or (fraction 0.5) the pipeline's sampled ones: the
+    stateless clients replay only the rounds they fitted; the same IP messages round by round."""
     root, data, train = setup
-    got = _flower(root, data, strategy, monkeypatch, bias=bias)
-    want = _pipeline(data, train, strategy, bias=bias)
+    got = _flower(root, data, strategy, monkeypatch, bias=bias, fraction=fraction)
+    ledger = CommLedger()
+    want = _pipeline(data, train, strategy, bias=bias, fraction=fraction, ledger=ledger)
+    _assert_sampled(got, ledger, fraction)
+    if fraction < 1:  # sampling changed the model: the comparison is not the full run's
+        assert not np.allclose(want.readouts[-1], _pipeline(data, train, strategy, bias=bias).readouts[-1])
     assert got["gain"].shape == (data.n_contexts, CFG["units"])
     assert got["readout"].shape == (data.n_contexts, data.n_classes, CFG["units"] + bias)
     for t in range(data.n_contexts):
@@ -124,13 +180,16 @@ def test_fedclip_replay_app_equals_the_pipeline_under_the_proportional_policy(se
     assert not np.allclose(uniform.readouts[-1], want.readouts[-1], rtol=1e-3, atol=0)
 
 
-def test_fedclip_joint_app_equals_the_pipeline(setup, monkeypatch):
+@pytest.mark.parametrize("fraction", [1.0, 0.5])
+def test_fedclip_joint_app_equals_the_pipeline(setup, monkeypatch, fraction):
     """Joint: the validation users are evaluation nodes; the per-context (g, b) and readouts, the
     rounds kept (ip_rounds) and run, and every round's validation accuracy are the pipeline's.
-    Client 1 has no windows at context 0 and sits it out."""
+    Client 1 has no windows at context 0 and sits it out. Fraction 0.5: the sampled IP rounds too."""
     root, data, train = setup
-    got = _flower(root, data, "joint", monkeypatch)
-    want = _pipeline(data, train, "joint")
+    got = _flower(root, data, "joint", monkeypatch, fraction=fraction)
+    ledger = CommLedger()
+    want = _pipeline(data, train, "joint", fraction=fraction, ledger=ledger)
+    _assert_sampled(got, ledger, fraction)
     for t in range(data.n_contexts):
         np.testing.assert_array_equal(got["gain"][t], want.reservoirs[t].gain)
         np.testing.assert_array_equal(got["bias"][t], want.reservoirs[t].bias)
@@ -138,7 +197,10 @@ def test_fedclip_joint_app_equals_the_pipeline(setup, monkeypatch):
     assert got["ip_rounds"].tolist() == want.ip_rounds
     assert got["rounds"].tolist() == [len(tr) for tr in want.joint_trace]
     np.testing.assert_array_equal(got["trace"], np.concatenate(want.joint_trace))
-    assert got["capped"].tolist() == want.joint_capped and True in want.joint_capped  # the set cap fired
+    assert got["capped"].tolist() == want.joint_capped
+    if fraction < 1:
+        return
+    assert True in want.joint_capped  # the set cap fired
     # Not vacuous: early stopping stopped some context before the max rounds, the kept round is
     # not always the last one run nor always the first, and the rounds run differ between contexts
     # (the training clients' history).
@@ -165,11 +227,17 @@ def _quantization_bound(steps: list[int]) -> float:
     return len(steps) * 2 / 2**22 * max(steps) / sum(steps)
 
 
-@pytest.mark.parametrize("bias", [False, True])
-def test_secaggplus_fedclip_replay_equals_the_pipeline_to_quantization(setup, monkeypatch, bias):
-    root, data, train = setup
-    got = _flower(root, data, "replay", monkeypatch, secagg=True, bias=bias)
-    want = _pipeline(data, train, "replay", bias=bias)
+@pytest.mark.parametrize(("bias", "fraction"), [(False, 1.0), (True, 1.0), (False, 0.75)])
+def test_secaggplus_fedclip_replay_equals_the_pipeline_to_quantization(request, monkeypatch, bias, fraction):
+    """Every client, or (fraction 0.75, clients with windows at every context) the pipeline's 3
+    sampled clients per IP round, SecAgg+ sized to them."""
+    root, data, train = request.getfixturevalue("setup" if fraction == 1 else "everyone")
+    got = _flower(root, data, "replay", monkeypatch, secagg=True, bias=bias, fraction=fraction)
+    ledger = CommLedger()
+    want = _pipeline(data, train, "replay", bias=bias, fraction=fraction, ledger=ledger)
+    if fraction < 1:
+        sent = _ledger_rounds(ledger)
+        assert got["sent"] == sent and {len(c) for c in sent} == {3} and len(set(map(frozenset, sent))) > 1
     assert got["readout"].shape == (data.n_contexts, data.n_classes, CFG["units"] + bias)
     steps = [u.x.shape[0] * u.x.shape[1] for u in data.train.values()]
     bound = _quantization_bound(steps)  # 10 bounds per IP round so far, the contexts' rounds chained
