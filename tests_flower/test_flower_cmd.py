@@ -240,7 +240,7 @@ def test_dp_fedavg_is_the_private_trial_at_best_json_lambda(root):
     _esnfed(root, "select", "--algo", "fedavg", "--pct", "100")
     out = root / "dp-fedavg"
     # One BLAS thread in the CLI process too, as in Ray's workers: FedAvg's local solves then have
-    # equal bits (docs/flower.md "Accuracy"), so the release is the private trial's exactly.
+    # equal bits (the Accuracy paragraph of docs/flower.md), so the release is the private trial's exactly.
     shown = _esnfed(root, "flower", "--app", "fedavg", "--epsilon", "4", "--out-dir", str(out),
                     env={**os.environ, "OPENBLAS_NUM_THREADS": "1"})
     doc = json.loads((out / "wesad-fedavg-eps4-100.json").read_text())
