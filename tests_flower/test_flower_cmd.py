@@ -227,3 +227,29 @@ def test_dp_central_is_the_private_trial_and_the_results_record_the_mechanism(ro
                           capture_output=True, timeout=120).returncode == 0
     text = md.read_text()
     assert "| wesad | incfed (ε = 4, central) | no |" in text and "| wesad | incfed (ε = 4, distributed) | yes |" in text
+
+
+def test_dp_fedavg_is_the_private_trial_at_best_json_lambda(root):
+    """`esnfed flower --app fedavg --epsilon 4`: DP-FedAvg on the plain app (central noise) is the
+    in-process private FedAvg trial (the privacy-extra stage's) at best.json's λ, one release: readout
+    difference 0, its test accuracy; the dp record carries fedavg_clip and σ = z·fedavg_clip."""
+    import yaml
+
+    from esnfed_stages.layout import best_path
+
+    _esnfed(root, "select", "--algo", "fedavg", "--pct", "100")
+    out = root / "dp-fedavg"
+    # One BLAS thread in the CLI process too, as in Ray's workers: FedAvg's local solves then have
+    # equal bits (the Accuracy paragraph of docs/flower.md), so the release is the private trial's exactly.
+    shown = _esnfed(root, "flower", "--app", "fedavg", "--epsilon", "4", "--out-dir", str(out),
+                    env={**os.environ, "OPENBLAS_NUM_THREADS": "1"})
+    doc = json.loads((out / "wesad-fedavg-eps4-100.json").read_text())
+    best = json.loads(best_path(root / "runs", "wesad", "fedavg", "100").read_text())
+    clip = yaml.safe_load((root / "params.yaml").read_text())["privacy"].get("fedavg_clip", 1.0)
+    f, p, d = doc["flower"], doc["pipeline"], doc["dp"]
+    assert f["readout_relative_difference"] == 0.0 and f["test_accuracy"] == p["test_accuracy"]
+    assert doc["lambda"] == p["lambda"] == best["config"]["lambda"] and "nonprivate_test_accuracy" in p
+    assert (d["noise"], d["epsilon"], d["relation"], d["releases"]) == ("central", "4", "user", 1)
+    assert d["fedavg_clip"] == d["clip_norm"] == clip and d["sigma"] == d["noise_multiplier"] * clip
+    assert "clip" not in d and "fedavg_clip" in d["mechanism"]
+    assert f"wesad fedavg ε = 4 (central, σ = {d['sigma']:.3g})" in shown
