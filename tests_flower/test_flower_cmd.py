@@ -191,8 +191,8 @@ def test_plain_fedip_at_a_client_fraction_is_the_sampled_pipeline_end_to_end(roo
     """federated.client_fraction 0.5 (2 of the 4 clients a round) through the command, on the
     config selected at 1: the result records the fraction, the plain app's (g, b), readout and test
     accuracy are the pipeline's trial of the same seed and fraction bit for bit, its IP rounds went
-    to 2 clients each where the f = 1 run's (`many`) went to 4, and the summary and flower-table
-    show the fraction."""
+    to 2 clients each where the f = 1 run's (`many`) went to 4, its model is not that run's, and
+    the summary and flower-table show the fraction."""
     import yaml
 
     params = yaml.safe_load((root / "params.yaml").read_text())
@@ -207,16 +207,17 @@ def test_plain_fedip_at_a_client_fraction_is_the_sampled_pipeline_end_to_end(roo
     assert doc["client_fraction"] == p["communication"]["client_fraction"] == 0.5 and "client_fraction" not in full
     assert f["readout_relative_difference"] == 0.0 and f["ip_max_abs_difference"] == 0.0
     assert f["test_accuracy"] == p["test_accuracy"]
-    assert doc["seed"] == full["seed"] and doc["config"] == full["config"] and doc["lambda"] == full["lambda"]
+    assert doc["seed"] == full["seed"] and doc["config"] == full["config"]  # λ: chosen after each run's FedIP
     rounds = doc["config"]["rounds"]
     assert rounds >= 1  # FedIP ran IP rounds: the fraction had rounds to sample
     ip = {r["phase"]: r for r in f["bytes"]["rows"]}["ip"]
     ip_full = {r["phase"]: r for r in full["flower"]["bytes"]["rows"]}["ip"]
     assert (ip["rounds"], ip["messages"]) == (rounds, 2 * rounds) and ip_full["messages"] == 4 * rounds
     assert p["communication"]["up_bytes"] < full["pipeline"]["communication"]["up_bytes"]  # the ledger's too
-    print("test accuracy at f = 0.5:", f["test_accuracy"], "at f = 1:", full["flower"]["test_accuracy"])
+    # the sampled FedIP gave another model (measured: λ 0.01 against 1, accuracy 58.33 against 56.60 %)
+    assert (doc["lambda"], f["test_accuracy"]) != (full["lambda"], full["flower"]["test_accuracy"])
     assert shown.rstrip().splitlines()[-1].startswith("wesad fedip f = 0.5 100 %: test accuracy")
-    md = root / "flower-table-sampled.md"
+    md = folder / "flower-table.md"
     table = [str(ESNFED), "flower-table", "--flower-dir", str(folder), "--out", str(md)]
     assert subprocess.run(table, capture_output=True, timeout=120).returncode == 0
     assert "| wesad | fedip (f = 0.5) | no | 4 |" in md.read_text()
