@@ -101,7 +101,9 @@ def flower(
         f, p = doc["flower"], doc["pipeline"]
         d = doc.get("dp")
         dp_text = f" ε = {d['epsilon']} ({d['noise']}, σ = {d['sigma']:.3g})" if d else ""
-        console.print(f"{doc['dataset']} {doc['app']}{' + SecAgg+' if doc['secagg'] else ''}{dp_text} {doc['pct']} %: "
+        sampled = flower_stage.fraction_text(doc)  # federated.client_fraction < 1: "f = 0.5"
+        console.print(f"{doc['dataset']} {doc['app']}{' + SecAgg+' if doc['secagg'] else ''}"
+                      f"{' ' + sampled if sampled else ''}{dp_text} {doc['pct']} %: "
                       f"test accuracy {100 * f['test_accuracy']:.2f} (pipeline {100 * p['test_accuracy']:.2f}), "
                       f"readout difference {f['readout_relative_difference']:.2g}, "
                       f"{f['bytes']['up_per_client']['mean']:.0f} B up / "

@@ -217,6 +217,18 @@ def sampling_run_config(settings: Any, app: str, secagg: bool, n_clients: int) -
     return {FRACTION_KEY: settings.client_fraction}
 
 
+def fraction_record(rc: Mapping[str, Any]) -> dict[str, Any]:
+    """What a result records of the run config's client fraction: ``client_fraction`` when the
+    app's IP rounds were sampled (below 1), nothing otherwise (every client in every round)."""
+    return {"client_fraction": float(rc[FRACTION_KEY])} if FRACTION_KEY in rc else {}
+
+
+def fraction_text(doc: Mapping[str, Any]) -> str:
+    """A sampled run's fraction as tables and summaries show it ("f = 0.5"); "" without sampling."""
+    f = doc.get("client_fraction")
+    return "" if f is None else f"f = {f:g}"
+
+
 def check_sampling(settings: Any, pairs: Sequence[tuple[str, bool]], dp: bool, n_clients: int) -> None:
     """Before any trial is fitted: one line naming federated.client_fraction when it is below 1
     under DP (the DP apps run every client in every round, as the private pipeline's trial) or too
@@ -407,7 +419,7 @@ def run_many(dataset: str, apps: Sequence[tuple[str, bool]], pct: str, params: M
     if progress:
         progress(total, total)
     docs = []
-    for (app, secagg), got in zip(apps, gots):
+    for (app, secagg), got, rc in zip(apps, gots, rcs):
         cfg, model, pipeline_acc = trials[app]
         res = make_reservoir(cfg, trial_data.n_inputs, seeds["reservoir"])
         if "gain" in got:
@@ -424,7 +436,7 @@ def run_many(dataset: str, apps: Sequence[tuple[str, bool]], pct: str, params: M
         diff = float(np.linalg.norm(readout - model.readout) / np.linalg.norm(model.readout))
         doc = {"dataset": dataset, "app": app, "secagg": secagg, "pct": pct, "seed": seed, "config": cfg,
                "lambda": lam, "n_clients": len(trial_data.train), "n_classes": trial_data.n_classes,
-               "version": __version__, provenance.KEY: provenance.record({"budget": exp.budget}),
+               **fraction_record(rc), "version": __version__, provenance.KEY: provenance.record({"budget": exp.budget}),
                **({"readout_bias": True} if exp.settings.readout_bias else {}),  # readout.bias: N+1 columns
                "flower": {"test_accuracy": flower_acc, "readout_relative_difference": diff,
                           "bytes": got["bytes"], **({"secagg": got["secagg"]} if "secagg" in got else {})},
@@ -464,10 +476,13 @@ def vector_entries(doc: Mapping[str, Any], phase: str) -> int:
 
 
 def app_label(doc: Mapping[str, Any]) -> str:
-    """The app's table cell: its name, and a DP run's ε and noise (the pipeline column is then the
-    private trial's)."""
+    """The app's table cell: its name, a sampled run's client fraction (federated.client_fraction:
+    each IP round went to max(1, ⌊f·K⌋) clients) and a DP run's ε and noise (the pipeline column is
+    then the private trial's)."""
     dp = doc.get("dp")
-    return doc["app"] + (f" (ε = {dp['epsilon']}, {dp['noise']})" if isinstance(dp, dict) else "")
+    notes = [fraction_text(doc)] + ([f"ε = {dp['epsilon']}", dp["noise"]] if isinstance(dp, dict) else [])
+    notes = [n for n in notes if n]
+    return doc["app"] + (f" ({', '.join(notes)})" if notes else "")
 
 
 def render_table(docs: list[Mapping[str, Any]]) -> str:
@@ -558,6 +573,9 @@ def load_docs(out_dir: Path = FLOWER_DIR, *, table: bool = True,
             if not isinstance(row, dict):
                 raise DataError(f"{path}: flower.bytes.rows[{i}]: expected an object, got {quote(row)}")
             _check_fields(path, row, _ROW_FIELDS, f"flower.bytes.rows[{i}].")
+        if "client_fraction" in doc and not (_number(doc["client_fraction"]) and 0 < doc["client_fraction"] < 1):
+            raise DataError(f"{path}: client_fraction: expected a number in (0, 1) (recorded only when sampling), "
+                            f"got {quote(doc['client_fraction'])}")
         provenance.check(path, doc, expected or {}, rerun_command(doc, path.parent))
         docs.append(doc)
     apps = FLOWER_APPS + FEDCLIP_APPS

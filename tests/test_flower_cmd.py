@@ -151,6 +151,31 @@ def test_table_puts_the_masked_vector_beside_its_formula():
     assert "| SecAgg+ setup (public keys) | 800 | 480 | 130 |  |" in md
 
 
+def test_a_sampled_run_shows_its_client_fraction_and_a_bad_one_is_refused_naming_the_key(tmp_path):
+    """A result recorded under federated.client_fraction < 1 (``client_fraction``) shows it in its
+    table cell (beside a DP run's label, as the same list); flower-table refuses a recorded fraction
+    outside (0, 1) in one line naming the file and key, writing no table."""
+    import json
+
+    from esnfed_stages.flower import app_label, render_table
+
+    sampled = {**_result("wesad", "fedip"), "client_fraction": 0.5}
+    assert app_label(sampled) == "fedip (f = 0.5)" and app_label(_result("wesad", "fedip")) == "fedip"
+    assert app_label({**sampled, "dp": {"epsilon": "4", "noise": "central"}}) == "fedip (f = 0.5, ε = 4, central)"
+    md = render_table([sampled])
+    assert "| wesad | fedip (f = 0.5) | no | 4 |" in md and "| wesad | fedip (f = 0.5) | no | stats |" in md
+    flower = tmp_path / "flower"
+    flower.mkdir()
+    path = flower / "wesad-fedip-100.json"
+    out = tmp_path / "flower-table.md"
+    for bad in (1.0, 0, "0.5", None):
+        path.write_text(json.dumps({**sampled, "client_fraction": bad}))
+        result = runner.invoke(app, ["flower-table", "--flower-dir", str(flower), "--out", str(out)],
+                               env={"COLUMNS": "300"})
+        assert result.exit_code == 1 and len(result.output.strip().splitlines()) == 1, (bad, result.output)
+        assert f"{path}: client_fraction:" in result.output and not out.exists()
+
+
 def test_table_lists_fedclip_after_the_stationary_apps(tmp_path):
     import json
 

@@ -26,8 +26,8 @@ ESNFED = REPO / ".venv" / "bin" / "esnfed"
 STAGES = ("setup", "share_keys", "collect_masked_vectors", "unmask")
 
 
-def _esnfed(root: Path, *args: str, env: dict | None = None) -> str:
-    proc = subprocess.run([str(ESNFED), *args, "--dataset", "wesad", "--params", str(root / "params.yaml"),
+def _esnfed(root: Path, *args: str, env: dict | None = None, params: Path | None = None) -> str:
+    proc = subprocess.run([str(ESNFED), *args, "--dataset", "wesad", "--params", str(params or root / "params.yaml"),
                            "--data-dir", str(root / "data"), "--runs-dir", str(root / "runs")],
                           cwd=root, capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -185,6 +185,42 @@ def test_several_apps_in_one_session_give_the_separate_runs(many, separate):
     for a, b in zip(rows, ref):  # random run/node/message ids: a few bytes of varint length
         assert abs(a["up_per_client_round"] - b["up_per_client_round"]) <= 16
         assert abs(a["down_per_client_round"] - b["down_per_client_round"]) <= 16
+
+
+def test_plain_fedip_at_a_client_fraction_is_the_sampled_pipeline_end_to_end(root, many):
+    """federated.client_fraction 0.5 (2 of the 4 clients a round) through the command, on the
+    config selected at 1: the result records the fraction, the plain app's (g, b), readout and test
+    accuracy are the pipeline's trial of the same seed and fraction bit for bit, its IP rounds went
+    to 2 clients each where the f = 1 run's (`many`) went to 4, its model is not that run's, and
+    the summary and flower-table show the fraction."""
+    import yaml
+
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["federated"] = {"client_fraction": 0.5}
+    folder = root / "sampled"
+    folder.mkdir()
+    shown = _esnfed(root, "flower", "--app", "fedip", "--out-dir", str(folder),
+                    params=write_params(folder, params))
+    doc = json.loads((folder / "wesad-fedip-100.json").read_text())
+    full = many[("fedip", False)]
+    f, p = doc["flower"], doc["pipeline"]
+    assert doc["client_fraction"] == p["communication"]["client_fraction"] == 0.5 and "client_fraction" not in full
+    assert f["readout_relative_difference"] == 0.0 and f["ip_max_abs_difference"] == 0.0
+    assert f["test_accuracy"] == p["test_accuracy"]
+    assert doc["seed"] == full["seed"] and doc["config"] == full["config"]  # λ: chosen after each run's FedIP
+    rounds = doc["config"]["rounds"]
+    assert rounds >= 1  # FedIP ran IP rounds: the fraction had rounds to sample
+    ip = {r["phase"]: r for r in f["bytes"]["rows"]}["ip"]
+    ip_full = {r["phase"]: r for r in full["flower"]["bytes"]["rows"]}["ip"]
+    assert (ip["rounds"], ip["messages"]) == (rounds, 2 * rounds) and ip_full["messages"] == 4 * rounds
+    assert p["communication"]["up_bytes"] < full["pipeline"]["communication"]["up_bytes"]  # the ledger's too
+    # the sampled FedIP gave another model (measured: λ 0.01 against 1, accuracy 58.33 against 56.60 %)
+    assert (doc["lambda"], f["test_accuracy"]) != (full["lambda"], full["flower"]["test_accuracy"])
+    assert shown.rstrip().splitlines()[-1].startswith("wesad fedip f = 0.5 100 %: test accuracy")
+    md = folder / "flower-table.md"
+    table = [str(ESNFED), "flower-table", "--flower-dir", str(folder), "--out", str(md)]
+    assert subprocess.run(table, capture_output=True, timeout=120).returncode == 0
+    assert "| wesad | fedip (f = 0.5) | no | 4 |" in md.read_text()
 
 
 @pytest.fixture(scope="module")
