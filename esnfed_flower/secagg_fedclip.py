@@ -58,6 +58,7 @@ class FedCLIPStrategy(FedIPStrategy):
     def __init__(self, rc: dict):
         budget = setup(rc)[0].budget
         super().__init__({**rc, "rounds": budget})  # rounds: IP rounds per context (esnfed_flower.run)
+        self.n_contexts = int(rc["n-contexts"])
         self.schedule = [(t, r, "ip" if r < budget else "stats")
                          for t in range(int(rc["n-contexts"])) for r in range(budget + 1)]
         self.kept: dict[str, list] = {"gain": [], "bias": [], "readout": []}
