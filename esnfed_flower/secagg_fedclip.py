@@ -11,7 +11,9 @@ weight 0 (SecAgg+ needs every sampled client's vector; zero lies on the quantiza
 adds no rounding error). The result equals the plain app's to SecAgg+'s quantization (tests_flower).
 Client sampling (``client-fraction`` < 1): as SecAgg+ FedIP's, each IP round among the context's
 participants (their get_properties reply says at which contexts they take part), every message
-with the client's own fits (``history``, ``round``) for LocalClient.at.
+with the client's own fits (``history``, ``round``) for LocalClient.at. At fraction 1 the counts are
+kept too (a client that dropped out of a round replays only the fits it made); ``history`` is sent
+only where it differs from LocalClient.at's default (``budget`` fits per earlier context).
 """
 
 from __future__ import annotations

@@ -9,6 +9,10 @@ then goes to the clients esnfed_core.sampling.sample_clients draws among those (
 sets), with its shares and threshold sized to them (k shares, threshold max(2, k − 1); at least
 SECAGG_MIN_CLIENTS, else one line naming client-fraction), and each client's ``round`` is its own
 count of earlier fits (esnfed_flower.common.Sampling). The statistics round goes to every client.
+At fraction 1 every IP round goes to every client (no query) and the counts are kept all the same:
+a client that drops out of a round (SecAgg+ leaves it out of the sum) does not count its fit, so
+when it comes back it replays the fits it made; without dropouts ``round`` is the round index, as
+before.
 
 Weights: n_steps = windows × window length in both phases (one max-weight covers both; every
 window has the same length, so step weights give the pipeline's window-weighted mean).
