@@ -23,7 +23,9 @@ weighs the same in the sum (its window count is not released).
 FedIP. In each round every client's update Δ_c = (g_c − g, b_c − b) is clipped to L2 norm
 C_ip; the server adds N(0, (z·C_ip)²) to Σ Δ_c and divides by the (public, fixed) number of
 clients K: sensitivity C_ip per round. R rounds and the final IncFed release are R + 1 Gaussian
-mechanisms with the same z, composed by the accountant (no subsampling: every client, every round).
+mechanisms with the same z, composed by the accountant. With client sampling (a round sums its m
+sampled clients and divides by the public m) the same accounting holds, no amplification claimed:
+the sets are data-independent (docs/privacy.md, "Client sampling under DP").
 
 DP-FedAvg (McMahan et al. 2018, adapted to this project's one-round FedAvg of local ridge
 readouts). Each client releases its local readout W_c (C × N, solved at the config's λ); it is

@@ -10,6 +10,8 @@ retrain stage's seeds (budgets.<budget>.retrains of them), once per ε, with the
 trial, bit for bit. δ: ``auto`` = 1 / n², n the training users of the share (relation ``user``)
 or their windows (``window``). The document records what it was computed with (``params``: this
 section and the budget, esnfed_stages/provenance.py); the report refuses it under other values.
+federated.client_fraction < 1: FedIP's rounds sample their clients (no amplification claimed;
+the document records the fraction).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from esnfed_core.method import Method
 from esnfed_core.privacy import PRIVACY_BOUNDS, RELATIONS, DPSpec, noise_multiplier
 from esnfed_core.private_trial import EXTRA_ALGOS, PRIVATE_ALGOS, UNCOVERED, fit_private, releases
 from esnfed_core.quote import quote
+from esnfed_core.sampling import FULL
 from esnfed_core.scoring import accuracy
 from esnfed_core.data.processed import UserData
 from esnfed_core.trial import TrialData
@@ -235,8 +238,6 @@ def run(dataset: str, privacy: PrivacyParams, exp: ExperimentParams, *, data_dir
     instead, the opt-in method of ``privacy.extra_methods`` -> runs/privacy/extra/<dataset>/<method>.json
     (DP-FedAvg's config keeps the selected λ: it trains at it)."""
     pp = privacy
-    # DP accounting assumes every client in every round (docs/privacy.md, "No client sampling under DP")
-    exp.settings.refuse_sampling("the privacy stages (DP)")
     if extra is not None and extra not in pp.extra_methods:
         raise ConfigError(f"params.yaml: privacy.extra_methods: {quote(extra)} is not listed "
                           f"(lists {quote(list(pp.extra_methods))}; opt-in methods: {', '.join(EXTRA_ALGOS)})")
@@ -272,6 +273,10 @@ def run(dataset: str, privacy: PrivacyParams, exp: ExperimentParams, *, data_dir
            "mechanism": MECHANISM, "accountant": ACCOUNTANT, "seeds": seeds, "version": __version__,
            # readout.bias: the statistics have N+1 columns (clipping norm clip·√((N+1) + (N+1)²))
            **({"readout_bias": True} if exp.settings.readout_bias else {}),
+           # federated.client_fraction < 1: FedIP's rounds sampled their clients, accounted without
+           # amplification (docs/privacy.md, "Client sampling under DP"); absent at 1
+           **({"client_fraction": exp.settings.client_fraction, "amplification": "none"}
+              if exp.settings.client_fraction != FULL else {}),
            provenance.KEY: pp.record(exp.budget, extra=extra is not None), "methods": results}
     out = privacy_path(out_dir, dataset) if extra is None else extra_path(out_dir, dataset, extra)
     with output_lock(out):

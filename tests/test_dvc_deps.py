@@ -117,7 +117,8 @@ def test_runner_is_a_dependency_only_through_blas_threads(project):
 def test_client_fraction_reruns_exactly_the_stages_with_fedip_rounds(project):
     """federated.client_fraction samples the clients of FedIP, deep FedIP and FedCLIP rounds: their
     select and retrain stages declare it (select-ip/retrain-ip run ip and fedip as one matrix), and
-    nothing else (assess reads the models; the DP and Flower stages only refuse a fraction below 1)."""
+    the privacy stage (DP-FedIP samples its rounds), and nothing else (assess reads the models;
+    DP-FedCLIP and the Flower stage only refuse a fraction below 1)."""
     params_path = project / "params.yaml"
     original = params_path.read_text()
     params = yaml.safe_load(original)
@@ -128,7 +129,8 @@ def test_client_fraction_reruns_exactly_the_stages_with_fedip_rounds(project):
         flagged = _flagged(project)
     finally:
         params_path.write_text(original)
-    prefixes = ("select-ip@", "retrain-ip@", "select-fedclip@", "retrain-fedclip@", "select-deep@", "retrain-deep@")
+    prefixes = ("select-ip@", "retrain-ip@", "select-fedclip@", "retrain-fedclip@", "select-deep@", "retrain-deep@",
+                "privacy@")
     expected = {s for s in _stages(project) if s.startswith(prefixes)}
     assert expected and set(flagged) == expected
     assert all(c == {"params.yaml": {"federated.client_fraction": "modified"}} for c in flagged.values())
