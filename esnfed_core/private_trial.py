@@ -9,13 +9,15 @@ selected config's λ only (one release; choosing on the grid would cost one rele
 DP-FedCLIP (naive, replay) runs FedIP's private rounds and IncFed's private readout at every context;
 its readout at context t takes λ from the grid on the validation users' windows of context t (post-processing).
 federated.client_fraction < 1: DP-FedIP's rounds sample their clients and divide by the public m,
-accounted as without sampling (no amplification); DP-FedCLIP refuses it (docs/privacy.md).
+accounted as without sampling (no amplification) unless privacy.amplification is ``sampling``
+(replace-one, RDP: :func:`trial_spec`); DP-FedCLIP refuses it (docs/privacy.md).
 With readout.bias every released statistic is of the augmented states [s, 1] (sensitivity
 √((N+1) + (N+1)²), esnfed_core.privacy) and DP-FedAvg clips the whole (C, N+1) local readout.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Mapping
 
 import numpy as np
@@ -63,6 +65,22 @@ def sampled_denominator(method: Method, data: TrialData, settings: Settings) -> 
         raise ConfigError(f"{SAMPLING_KEY}: DP-{method.id} samples over every training client, but "
                           f"{quote(empty[0])} has no windows; set {SAMPLING_KEY}: 1")
     return sample_size(len(data.train), fraction)
+
+
+def trial_spec(method: Method, config: Mapping[str, Any], data: TrialData, settings: Settings, spec: DPSpec) -> DPSpec:
+    """``spec`` for one trial: with ``privacy.amplification: sampling`` and sampled DP-FedIP rounds
+    (federated.client_fraction < 1, user level) it carries (R, m, K), so its z is the amplified one
+    (:func:`esnfed_core.privacy.sampled_noise_multiplier`); otherwise ``spec`` itself (f = 1: the
+    unamplified path)."""
+    if spec.amplification == "none" or not spec.private or method.algo != "fedip":
+        return spec
+    m = sampled_denominator(method, data, settings)
+    if m is None:
+        return spec
+    if spec.relation != "user":
+        raise ConfigError(f"privacy.amplification: sampling is user-level only (the rounds sample clients), "
+                          f"got privacy.relation {spec.relation!r}")
+    return dataclasses.replace(spec, sampled=(int(config["rounds"]), m, len(data.train)))
 
 
 def noise_rng(seed: int) -> np.random.Generator:
@@ -120,6 +138,7 @@ def fit_private(method: str | Method, config: Mapping[str, Any], seed: int, data
         return _fit_fedclip(m, config, seed, data, settings, spec, ip_norms)
     cfg = {k: v for k, v in config.items() if k != "lambda"}
     check_config(m, cfg)
+    spec = trial_spec(m, cfg, data, settings, spec)
     seeds = sub_seeds(seed)
     noise = noise_rng(seed)
     n_releases = releases(m, cfg)

@@ -261,12 +261,17 @@ def _clip_bound(docs: Mapping[str, Mapping[str, Any]]) -> str:
 
 def _sampling(docs: Mapping[str, Mapping[str, Any]]) -> str:
     """The mechanism line's clause for documents run with federated.client_fraction < 1 (the stage
-    records ``client_fraction``, absent at 1), else nothing."""
+    records ``client_fraction``, absent at 1, and ``amplification``: none or sampling), else nothing."""
     sampled = {ds: d for ds, d in docs.items() if "client_fraction" in d}
     if not sampled:
         return ""
+    amplified = [dataset_label(ds) for ds, d in sampled.items() if d.get("amplification") == "sampling"]
+    accounting = ("accounted as without sampling: no amplification" if not amplified else
+                  "accounted with amplification by sampling without replacement (RDP, replace-one neighbours: "
+                  "sensitivity 2·clip)" + ("" if len(amplified) == len(sampled) else f" for {', '.join(amplified)}, "
+                                           "the others without amplification"))
     return (f" (federated.client_fraction {_per_dataset(sampled, 'client_fraction')}: each round's m = "
-            "max(1, ⌊fraction·K⌋) sampled clients, noised sum / m, accounted as without sampling: no amplification"
+            f"max(1, ⌊fraction·K⌋) sampled clients, noised sum / m, {accounting}"
             + ("" if len(sampled) == len(docs) else
                f"; {', '.join(dataset_label(ds) for ds in sampled)} only") + ")")
 
