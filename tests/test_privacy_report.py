@@ -277,3 +277,14 @@ def test_a_sampled_fedip_run_says_so_in_the_mechanism_line(tmp_path):
             "noised sum / m, accounted as without sampling: no amplification; WESAD only)") in md
     _, rep = _report(_write(tmp_path / "default", {"wesad": privacy_doc(), "hhar": privacy_doc("hhar", 5)}))
     assert "client_fraction" not in rep.tables["privacy.md"].decode()
+
+
+def test_an_amplified_sampled_run_says_which_accounting_in_the_mechanism_line(tmp_path):
+    """privacy.amplification: sampling: the document's "amplification": "sampling" turns the clause
+    into the amplified accounting's (RDP, replace-one, sensitivity 2·clip), per dataset where they differ."""
+    amplified = {**privacy_doc(), "client_fraction": 0.5, "amplification": "sampling"}
+    plain = {**privacy_doc("hhar", 5), "client_fraction": 0.5, "amplification": "none"}
+    _, rep = _report(_write(tmp_path, {"wesad": amplified, "hhar": plain}))
+    md = rep.tables["privacy.md"].decode()
+    assert ("noised sum / m, accounted with amplification by sampling without replacement (RDP, replace-one "
+            "neighbours: sensitivity 2·clip) for WESAD, the others without amplification)") in md
