@@ -47,9 +47,10 @@ def flower(
     flower_python: Annotated[Path, typer.Option("--flower-python", help="The Flower environment's "
                                                 "interpreter (`make flower-env` builds it).")] =
     flower_stage.FLOWER_PYTHON,
-    epsilon: Annotated[float | None, typer.Option("--epsilon", help="Differential privacy (incfed, fedip): "
-                       "user-level (ε, δ) with δ, clip and ip_clip from params.yaml privacy, noise scale from the "
-                       "dp-accounting PLD accountant; inf: no noise. The result (…-eps<ε>-<pct>.json) is beside "
+    epsilon: Annotated[float | None, typer.Option("--epsilon", help="Differential privacy (incfed, fedip; "
+                       "fedavg plain: DP-FedAvg, central): user-level (ε, δ) with δ, clip, ip_clip and fedavg_clip "
+                       "from params.yaml privacy, noise scale from the dp-accounting PLD accountant; inf: no noise. "
+                       "The result (…-eps<ε>-<pct>.json) is beside "
                        "the in-process private trial of the same seed and records mechanism, ε, δ, σ, clip and "
                        "accountant (docs/privacy.md, \"Flower apps\"). Without it: no DP.")] = None,
     noise: Annotated[str | None, typer.Option("--noise", metavar="[central|distributed]", help="With --epsilon: "
@@ -63,7 +64,8 @@ def flower(
     readout difference and the bytes Flower sent per client -> <out-dir>/<name>.json. Several
     stationary apps share one Flower process and Ray session, and plain and SecAgg+ one trial fit;
     each FedCLIP app runs on its own after them. --epsilon: IncFed and FedIP under differential
-    privacy (central noise on the plain apps, distributed under SecAgg+)."""
+    privacy (central noise on the plain apps, distributed under SecAgg+), FedAvg as DP-FedAvg
+    (plain app, central noise)."""
     if secagg and plain_and_secagg:
         raise ValueError("--secagg and --plain-and-secagg: give one of them")
     if noise is not None and epsilon is None:
@@ -99,7 +101,9 @@ def flower(
         f, p = doc["flower"], doc["pipeline"]
         d = doc.get("dp")
         dp_text = f" ε = {d['epsilon']} ({d['noise']}, σ = {d['sigma']:.3g})" if d else ""
-        console.print(f"{doc['dataset']} {doc['app']}{' + SecAgg+' if doc['secagg'] else ''}{dp_text} {doc['pct']} %: "
+        sampled = flower_stage.fraction_text(doc)  # federated.client_fraction < 1: "f = 0.5"
+        console.print(f"{doc['dataset']} {doc['app']}{' + SecAgg+' if doc['secagg'] else ''}"
+                      f"{' ' + sampled if sampled else ''}{dp_text} {doc['pct']} %: "
                       f"test accuracy {100 * f['test_accuracy']:.2f} (pipeline {100 * p['test_accuracy']:.2f}), "
                       f"readout difference {f['readout_relative_difference']:.2g}, "
                       f"{f['bytes']['up_per_client']['mean']:.0f} B up / "

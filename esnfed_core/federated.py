@@ -182,12 +182,9 @@ def fedip(
     weights = [len(client_xs[i]) for i in keep]
     kept_names = [names[i] for i in keep]
     for r in range(rounds):
-        if client_fraction == FULL:
-            res = fedip_round(res, fits, weights, kept_names, ledger, "fedip", r, aggregate)
-        else:
-            s = sample_clients(len(keep), client_fraction, seed, r)
-            res = fedip_round(res, [fits[j] for j in s], [weights[j] for j in s], [kept_names[j] for j in s],
-                              ledger, "fedip", r, aggregate)
+        s = sample_clients(len(keep), client_fraction, seed, r)  # every client at fraction 1, nothing drawn
+        res = fedip_round(res, [fits[j] for j in s], [weights[j] for j in s], [kept_names[j] for j in s],
+                          ledger, "fedip", r, aggregate)
         if progress is not None:
             progress(r + 1, rounds)
     return res

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 import numpy as np
 from flwr.app import Array, ArrayRecord, Message, MetricRecord, RecordDict
@@ -139,6 +139,7 @@ class Sampling:
         self.flags = dict(zip(self.nodes, flags))
         self.fraction, self.seed, self.rounds = fraction, seed, 0
         self.fitted = {n: [0] * len(self.flags[n]) for n in self.nodes}
+        self.last: tuple[int, list[int]] = (0, [])  # the last round's context and nodes
 
     def where(self, node: int, t: int) -> dict[str, Any]:
         """The node's own ``history`` (fits at each earlier context) and ``round`` (fits at ``t``)."""
@@ -146,7 +147,7 @@ class Sampling:
 
     def next_round(self, t: int) -> dict[int, dict[str, Any]]:
         """The next IP round's sampled nodes (partition order) among context ``t``'s participants,
-        each with its ``where``; counts their fits."""
+        each with its ``where``; counts their fits (:meth:`only_fitted` takes back a dropout's)."""
         part = [n for n in self.nodes if self.flags[n][t]]
         if not part:
             raise RuntimeError(f"context {t}: no client has windows to train on")
@@ -154,7 +155,18 @@ class Sampling:
         for n in chosen:
             self.fitted[n][t] += 1
         self.rounds += 1
+        self.last = t, list(chosen)
         return chosen
+
+    def only_fitted(self, nodes: Iterable[int]) -> None:
+        """After the last :meth:`next_round`: of its nodes, only ``nodes`` fitted (SecAgg+: those
+        whose vectors made the sum). A sampled node that dropped out did not fit, so its count
+        goes back: its next round replays the fits it made, its generator unmoved by the lost one."""
+        t, chosen = self.last
+        kept = set(nodes)
+        for n in set(chosen) - kept:
+            self.fitted[n][t] -= 1
+        self.last = t, [n for n in chosen if n in kept]
 
     def all_at(self, nodes: list[int], t: int) -> dict[int, dict[str, Any]]:
         """Every node of ``nodes`` with its ``where`` at ``t`` (the readout round)."""

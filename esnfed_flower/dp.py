@@ -1,6 +1,7 @@
 """Differential privacy in the Flower apps: the run config's ``dp-*`` keys as esnfed_core.privacy's
 DPSpec, the trusted server's generator (central noise, the plain apps) and the SecAgg+ clients'
-noise shares and quantization range (distributed noise). The mechanism is esnfed_core.privacy's."""
+noise shares and quantization range (distributed noise). The mechanism is esnfed_core.privacy's
+(DP-FedAvg's clipping norm: ``dp-fedavg-clip``, absent from the IncFed and FedIP runs)."""
 
 from __future__ import annotations
 
@@ -67,7 +68,7 @@ def flower_dp(rc: Mapping[str, Any], noise: str | None = None) -> FlowerDP | Non
     if "dp-epsilon" not in rc:
         return None
     spec = DPSpec(float(rc["dp-epsilon"]), float(rc["dp-delta"]), "user", float(rc["dp-clip"]),
-                  float(rc["dp-ip-clip"]))
+                  float(rc["dp-ip-clip"]), float(rc.get("dp-fedavg-clip", DPSpec.fedavg_clip)))
     if not spec.private:
         return None
     want, noise = noise, str(rc.get("dp-noise", "central"))

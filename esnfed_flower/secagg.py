@@ -122,13 +122,16 @@ class StatsClient(SecAggClient):
 
 def dropout_mod(msg, context, call_next):
     """Simulates a device lost after sharing its keys: the client whose partition id is the run
-    config's ``drop-partition`` fails at SecAgg+'s collect-masked-vectors stage (tests)."""
+    config's ``drop-partition`` fails at SecAgg+'s collect-masked-vectors stage (tests), before it
+    fits; in every round, or only in the legacy round ``drop-round`` (1-based, the message's group)."""
     from flwr.common.secure_aggregation.secaggplus_constants import RECORD_KEY_CONFIGS, Key, Stage
 
     configs = msg.content.config_records.get(RECORD_KEY_CONFIGS)
-    drop = run_config(context).get("drop-partition")
+    rc = run_config(context)
+    drop, in_round = rc.get("drop-partition"), rc.get("drop-round")
     if (drop is not None and configs is not None and configs.get(Key.STAGE) == Stage.COLLECT_MASKED_VECTORS
-            and int(context.node_config["partition-id"]) == int(drop)):
+            and int(context.node_config["partition-id"]) == int(drop)
+            and (in_round is None or str(msg.metadata.group_id) == str(int(in_round)))):
         raise ConnectionError("simulated dropout after key sharing")
     return call_next(msg, context)
 

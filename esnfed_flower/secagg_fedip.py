@@ -117,7 +117,10 @@ class FedIPStrategy(FedAvg):
 
     def add_update(self, results):
         """(g, b) += SecAgg+'s weighted mean update (every result carries it); the new (g, b) as
-        the next round's parameters."""
+        the next round's parameters. When sampling, only the clients whose vectors made the sum
+        (``results``) count a fit: one that dropped out replays none for this round."""
+        if self.sample is not None:
+            self.sample.only_fitted(proxy.node_id for proxy, _ in results)
         dg, db = parameters_to_ndarrays(results[0][1].parameters)
         self.gain = (self.gain + dg).astype(self.gain.dtype)
         self.bias = (self.bias + db).astype(self.bias.dtype)

@@ -21,6 +21,9 @@ user-level; central noise on the plain apps (the server draws the private trial'
 readout is the in-process private trial's), distributed noise on the SecAgg+ apps (each client adds
 σ/√K_min). The app solves every λ of readout.lambdas and λ is chosen here on the validation users,
 as the private trial chooses it; the pipeline side is that trial (esnfed_core.private_trial).
+DP-FedAvg (plain app, central noise only): the clients' readouts clipped to params.yaml
+``privacy.fedavg_clip``, noised and averaged by the server; one release at the selected config's λ
+(best.json's, as the privacy-extra stage's trial trains), so there is no λ to choose here.
 -> <dataset>-<app>[-secagg]-eps<ε>-<pct>.json with a ``dp`` record (mechanism, ε, δ, σ, clip, accountant).
 """
 
@@ -42,7 +45,9 @@ from esnfed_core import __version__
 from esnfed_core.data.npz import read_npy, read_npz
 from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.method import CONNECTIVITY_KEYS, Method
-from esnfed_core.privacy import DPSpec, epsilon_of, ip_sigma, noise_multiplier, stats_bound, stats_sigma, sum_std
+from esnfed_core.privacy import (
+    DPSpec, epsilon_of, fedavg_sigma, ip_sigma, noise_multiplier, stats_bound, stats_sigma, sum_std,
+)
 from esnfed_core.private_trial import PRIVATE_ALGOS, fit_private, releases
 from esnfed_core.quote import quote
 from esnfed_core.sampling import FULL, KEY as SAMPLING_KEY, SECAGG_MIN_CLIENTS, sample_size
@@ -76,6 +81,9 @@ def out_name(dataset: str, app: str, secagg: bool, pct: str, epsilon: float | No
 
 
 NOISE = ("central", "distributed")
+# The apps --epsilon runs on: the private trial's methods, and DP-FedAvg on the plain app (central
+# noise: there is no SecAgg+ FedAvg app, so --secagg stays refused for it by check_args).
+DP_APPS = (*PRIVATE_ALGOS, "fedavg")
 
 
 @dataclass(frozen=True)
@@ -97,8 +105,8 @@ def check_dp(pairs: Sequence[tuple[str, bool]], dp: DPRequest) -> None:
     if dp.noise is not None and dp.noise not in NOISE:
         raise ConfigError(f"esnfed flower: --noise must be one of {', '.join(NOISE)}, got {quote(dp.noise)}")
     for app, secagg in pairs:
-        if app not in PRIVATE_ALGOS:
-            raise ConfigError(f"esnfed flower: --epsilon is for {', '.join(PRIVATE_ALGOS)}, not {app}")
+        if app not in DP_APPS:
+            raise ConfigError(f"esnfed flower: --epsilon is for {', '.join(DP_APPS)}, not {app}")
         noise = dp.noise_for(secagg)
         if secagg and noise == "central":
             raise ConfigError("esnfed flower: --noise central runs on the plain apps; with --secagg the clients "
@@ -109,8 +117,8 @@ def check_dp(pairs: Sequence[tuple[str, bool]], dp: DPRequest) -> None:
 
 
 def dp_spec(params: Mapping[str, Any], dataset: str, data: TrialData, epsilon: float) -> DPSpec:
-    """The mechanism at ``epsilon`` from params.yaml ``privacy`` (δ, clip, ip_clip as the privacy
-    stage's): user-level only, one client per user (a window relation is one line naming the key)."""
+    """The mechanism at ``epsilon`` from params.yaml ``privacy`` (δ, clip, ip_clip, fedavg_clip as
+    the privacy stages'): user-level only, one client per user (a window relation is one line naming the key)."""
     pp = privacy_params(params)
     if pp.relation != "user":
         raise ConfigError(f"params.yaml: privacy.relation: esnfed flower --epsilon protects users (one client "
@@ -118,22 +126,31 @@ def dp_spec(params: Mapping[str, Any], dataset: str, data: TrialData, epsilon: f
     return pp.spec(epsilon, pp.delta_for(neighbouring_units("user", data)), dataset)
 
 
-def dp_run_config(spec: DPSpec, noise: str, n_releases: int, seed: int, settings: Any) -> dict[str, Any]:
+def dp_run_config(spec: DPSpec, noise: str, n_releases: int, seed: int, settings: Any,
+                  app: str = "incfed") -> dict[str, Any]:
     """The apps' ``dp-*`` keys (esnfed_flower.dp) and the λ grid they solve (λ is chosen here on the
-    validation users); central: the seed of the private trial's noise generator."""
+    validation users); central: the seed of the private trial's noise generator. FedAvg: its
+    clipping norm ``dp-fedavg-clip`` and no grid (one release at the run config's ``lambda``)."""
     rc = {"dp-epsilon": spec.epsilon, "dp-delta": spec.delta, "dp-clip": spec.clip, "dp-ip-clip": spec.ip_clip,
-          "dp-noise": noise, "dp-releases": n_releases, "lambdas": [float(x) for x in settings.lambdas]}
+          "dp-noise": noise, "dp-releases": n_releases}
+    if app == "fedavg":
+        rc["dp-fedavg-clip"] = spec.fedavg_clip
+    else:
+        rc["lambdas"] = [float(x) for x in settings.lambdas]
     if noise == "central":
         rc["dp-noise-seed"] = int(seed)
     return rc
 
 
 def dp_record(spec: DPSpec, noise: str, n_releases: int, units: int, fedip: bool,
-              secagg: Mapping[str, Any] | None) -> dict[str, Any]:
+              secagg: Mapping[str, Any] | None, *, fedavg: bool = False) -> dict[str, Any]:
     """What a DP result records: the mechanism, ε, δ, z, σ, the clipping and the accountant;
     distributed: K_min, each client's σ/√K_min and what the sum of the K' clients it held carries
-    (std σ·√(K'/K_min) and the ε that buys, ≤ ε)."""
+    (std σ·√(K'/K_min) and the ε that buys, ≤ ε). ``fedavg``: DP-FedAvg's (central) record, whose
+    clipping norm is ``fedavg_clip`` and σ = z·fedavg_clip (:func:`dp_fedavg_record`)."""
     z = noise_multiplier(spec.epsilon, spec.delta, n_releases)
+    if fedavg:
+        return dp_fedavg_record(spec, n_releases, z)
     rec = {"noise": noise, "epsilon": eps_key(spec.epsilon), "delta": spec.delta, "relation": "user",
            "releases": n_releases, "noise_multiplier": z, "clip": spec.clip,
            "clip_norm": spec.clip * stats_bound(units), "sigma": stats_sigma(spec, units, n_releases),
@@ -149,6 +166,17 @@ def dp_record(spec: DPSpec, noise: str, n_releases: int, units: int, fedip: bool
                     "sum_sigma": sum_std(rec["sigma"], k, k_min),
                     "epsilon_spent": epsilon_of(z * (k / k_min) ** 0.5, spec.delta, n_releases)})
     return rec
+
+
+def dp_fedavg_record(spec: DPSpec, n_releases: int, z: float) -> dict[str, Any]:
+    """DP-FedAvg's ``dp`` record (central noise: no SecAgg+ FedAvg app): each local readout W_c
+    clipped to Frobenius norm C_avg = ``fedavg_clip`` (also ``clip_norm``), σ = z·C_avg on the sum
+    (esnfed_core.privacy.fedavg_sigma), divided by K."""
+    return {"noise": "central", "epsilon": eps_key(spec.epsilon), "delta": spec.delta, "relation": "user",
+            "releases": n_releases, "noise_multiplier": z, "fedavg_clip": spec.fedavg_clip,
+            "clip_norm": spec.fedavg_clip, "sigma": fedavg_sigma(spec, n_releases), "accountant": ACCOUNTANT,
+            "mechanism": "Gaussian (esnfed_core/privacy.py), central: the trusted server clips each local readout to "
+                         "Frobenius norm fedavg_clip, adds N(0, σ²) to their sum and divides by K"}
 
 
 def run_config(cfg: Mapping[str, Any], seeds: Mapping[str, int], data: TrialData, settings: Any,
@@ -187,6 +215,18 @@ def sampling_run_config(settings: Any, app: str, secagg: bool, n_clients: int) -
         raise ConfigError(f"{SAMPLING_KEY}: {settings.client_fraction:g} of {n_clients} clients samples {k} per "
                           f"round; SecAgg+ needs at least {SECAGG_MIN_CLIENTS}")
     return {FRACTION_KEY: settings.client_fraction}
+
+
+def fraction_record(rc: Mapping[str, Any]) -> dict[str, Any]:
+    """What a result records of the run config's client fraction: ``client_fraction`` when the
+    app's IP rounds were sampled (below 1), nothing otherwise (every client in every round)."""
+    return {"client_fraction": float(rc[FRACTION_KEY])} if FRACTION_KEY in rc else {}
+
+
+def fraction_text(doc: Mapping[str, Any]) -> str:
+    """A sampled run's fraction as tables and summaries show it ("f = 0.5"); "" without sampling."""
+    f = doc.get("client_fraction")
+    return "" if f is None else f"f = {f:g}"
 
 
 def check_sampling(settings: Any, pairs: Sequence[tuple[str, bool]], dp: bool, n_clients: int) -> None:
@@ -277,6 +317,16 @@ def app_config(runs_dir: Path, dataset: str, method: str, pct: str, budget: Budg
     return {k: v for k, v in selected_config(runs_dir, dataset, method, pct, budget).items() if k != "lambda"}
 
 
+def private_config(runs_dir: Path, dataset: str, app: str, pct: str, budget: BudgetSpec,
+                   cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """The private trial's config of ``app``: ``cfg`` (λ left out: IncFed and FedIP choose it on the
+    validation users after their one release); DP-FedAvg's keeps best.json's λ, at which it trains
+    its one release, as the privacy-extra stage's trial does (esnfed_stages.privacy)."""
+    if app != "fedavg":
+        return dict(cfg)
+    return {**cfg, "lambda": selected_config(runs_dir, dataset, app, pct, budget)["lambda"]}
+
+
 def trial_inputs(dataset: str, method: str, pct: str, params: Mapping[str, Any], data_dir: Path,
                  runs_dir: Path, secagg: bool = False) -> tuple[Any, TrialData, list, dict[str, Any], int]:
     """:func:`share_inputs` with the selected config of ``method`` (one app's trial, plain or SecAgg+)."""
@@ -352,27 +402,32 @@ def run_many(dataset: str, apps: Sequence[tuple[str, bool]], pct: str, params: M
         model = fit(Method.parse(app), cfg, seed, trial_data, exp.settings, score=True)
         trials[app] = cfg, model, float(pooled_counts(model.reservoir, test, model.readout, bs).accuracy[0])
         if spec is not None:
-            pm = fit_private(Method.parse(app), cfg, seed, trial_data, exp.settings, spec)
+            pcfg = private_config(runs_dir, dataset, app, pct, exp.budget_spec, cfg)
+            pm = fit_private(Method.parse(app), pcfg, seed, trial_data, exp.settings, spec)
             private[app] = pm, float(pooled_counts(pm.reservoir, test, pm.readout, bs).accuracy[0])
     if progress:
         progress(len(trials), total)
-    rcs = [run_config(trials[app][0], seeds, trial_data, exp.settings, float(trials[app][1].lam), app, secagg)
-           for app, secagg in apps]
+    lams = {app: float(trials[app][1].lam) for app, _ in apps}  # the trial's λ (DP: the apps solve the grid)
+    if "fedavg" in private:  # DP-FedAvg releases one readout, at the private trial's λ
+        lams["fedavg"] = float(private["fedavg"][0].lam)
+    rcs = [run_config(trials[app][0], seeds, trial_data, exp.settings, lams[app], app, secagg) for app, secagg in apps]
     if spec is not None:
         rcs = [{**rc, **dp_run_config(spec, dp.noise_for(secagg), releases(Method.parse(app), trials[app][0]),
-                                      seed, exp.settings)} for rc, (app, secagg) in zip(rcs, apps)]
+                                      seed, exp.settings, app)} for rc, (app, secagg) in zip(rcs, apps)]
     with tempfile.TemporaryDirectory(prefix="esnfed-flower-") as tmp:
         gots = simulate(Path(python), rcs, trial_data, Path(tmp), timeout_s * len(apps))
     if progress:
         progress(total, total)
     docs = []
-    for (app, secagg), got in zip(apps, gots):
+    for (app, secagg), got, rc in zip(apps, gots, rcs):
         cfg, model, pipeline_acc = trials[app]
         res = make_reservoir(cfg, trial_data.n_inputs, seeds["reservoir"])
         if "gain" in got:
             res = res.with_ip(got["gain"], got["bias"])
-        readout, lam = got["readout"], float(model.lam)
-        if spec is not None:  # one readout per λ: chosen on the validation users, as fit_private chooses
+        readout, lam = got["readout"], lams[app]
+        if spec is not None and app == "fedavg":  # one release at the private trial's λ: nothing to choose
+            model, pipeline_acc = private[app]
+        elif spec is not None:  # one readout per λ: chosen on the validation users, as fit_private chooses
             lambdas = [float(x) for x in exp.settings.lambdas]
             best, _ = select_lambda(pooled_counts(res, list(trial_data.validation.values()), readout, bs), lambdas)
             readout, lam = readout[best], lambdas[best]
@@ -381,7 +436,7 @@ def run_many(dataset: str, apps: Sequence[tuple[str, bool]], pct: str, params: M
         diff = float(np.linalg.norm(readout - model.readout) / np.linalg.norm(model.readout))
         doc = {"dataset": dataset, "app": app, "secagg": secagg, "pct": pct, "seed": seed, "config": cfg,
                "lambda": lam, "n_clients": len(trial_data.train), "n_classes": trial_data.n_classes,
-               "version": __version__, provenance.KEY: provenance.record({"budget": exp.budget}),
+               **fraction_record(rc), "version": __version__, provenance.KEY: provenance.record({"budget": exp.budget}),
                **({"readout_bias": True} if exp.settings.readout_bias else {}),  # readout.bias: N+1 columns
                "flower": {"test_accuracy": flower_acc, "readout_relative_difference": diff,
                           "bytes": got["bytes"], **({"secagg": got["secagg"]} if "secagg" in got else {})},
@@ -392,7 +447,7 @@ def run_many(dataset: str, apps: Sequence[tuple[str, bool]], pct: str, params: M
         if spec is not None:
             n_rel = releases(Method.parse(app), cfg)
             doc["dp"] = dp_record(spec, dp.noise_for(secagg), n_rel, int(cfg["units"]) + exp.settings.readout_bias,
-                                  app == "fedip", got.get("secagg"))
+                                  app == "fedip", got.get("secagg"), fedavg=app == "fedavg")
             doc["pipeline"].update({"lambda": float(model.lam), "nonprivate_test_accuracy": trials[app][2]})
         docs.append(doc)
     for doc in docs:
@@ -421,10 +476,13 @@ def vector_entries(doc: Mapping[str, Any], phase: str) -> int:
 
 
 def app_label(doc: Mapping[str, Any]) -> str:
-    """The app's table cell: its name, and a DP run's ε and noise (the pipeline column is then the
-    private trial's)."""
+    """The app's table cell: its name, a sampled run's client fraction (federated.client_fraction:
+    each IP round went to max(1, ⌊f·K⌋) clients) and a DP run's ε and noise (the pipeline column is
+    then the private trial's)."""
     dp = doc.get("dp")
-    return doc["app"] + (f" (ε = {dp['epsilon']}, {dp['noise']})" if isinstance(dp, dict) else "")
+    notes = [fraction_text(doc)] + ([f"ε = {dp['epsilon']}", dp["noise"]] if isinstance(dp, dict) else [])
+    notes = [n for n in notes if n]
+    return doc["app"] + (f" ({', '.join(notes)})" if notes else "")
 
 
 def render_table(docs: list[Mapping[str, Any]]) -> str:
@@ -515,6 +573,9 @@ def load_docs(out_dir: Path = FLOWER_DIR, *, table: bool = True,
             if not isinstance(row, dict):
                 raise DataError(f"{path}: flower.bytes.rows[{i}]: expected an object, got {quote(row)}")
             _check_fields(path, row, _ROW_FIELDS, f"flower.bytes.rows[{i}].")
+        if "client_fraction" in doc and not (_number(doc["client_fraction"]) and 0 < doc["client_fraction"] < 1):
+            raise DataError(f"{path}: client_fraction: expected a number in (0, 1) (recorded only when sampling), "
+                            f"got {quote(doc['client_fraction'])}")
         provenance.check(path, doc, expected or {}, rerun_command(doc, path.parent))
         docs.append(doc)
     apps = FLOWER_APPS + FEDCLIP_APPS

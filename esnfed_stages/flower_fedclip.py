@@ -109,7 +109,7 @@ def run(dataset: str, app: str, secagg: bool, pct: str, params: Mapping[str, Any
     ip_diff = float(max(np.max(np.abs(gains - model.context_gain)), np.max(np.abs(biases - model.context_bias))))
     doc = {"dataset": dataset, "app": app, "secagg": secagg, "pct": pct, "seed": seed, "config": cfg,
            "lambda": float(model.lam), "n_clients": len(data.train), "n_classes": data.n_classes,
-           "n_contexts": data.n_contexts, "version": __version__,
+           "n_contexts": data.n_contexts, **flower.fraction_record(rc), "version": __version__,
            provenance.KEY: provenance.record({"budget": exp.budget}),
            **({"readout_bias": True} if exp.settings.readout_bias else {}),  # readout.bias: N+1 columns
            "flower": {"test_accuracy": flower_stream[-1], "stream_accuracy": flower_stream,

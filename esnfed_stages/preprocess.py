@@ -17,9 +17,8 @@ from esnfed_core.data.paths import path_problem
 from esnfed_core.data.processed import MANIFEST, UserData, save_user, user_path
 from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.quote import quote
-from esnfed_core.vocabulary import SOURCES
-from esnfed_core.vocabulary import DATASETS
-from esnfed_stages._datasets import dataset_function, reader_settings, variant_base
+from esnfed_core.vocabulary import DATASETS, SOURCES
+from esnfed_stages._datasets import dataset_function, reader_of, reader_settings
 from esnfed_stages._io import atomic_path, file_sha256, output_lock, write_json
 from esnfed_stages.sections import section
 
@@ -111,11 +110,9 @@ class PreprocessParams:
 def reader_for(params: Mapping[str, Any], dataset: str) -> str:
     """The paper dataset whose reader preprocesses ``dataset``: itself, or a variant's base; else a
     one-line error naming --dataset."""
-    base = variant_base(params, dataset)
-    if base is not None:
-        return base
-    if dataset in DATASETS:
-        return dataset
+    reader = reader_of(params, dataset)
+    if reader is not None:
+        return reader
     raise ConfigError(f"--dataset: expected one of {', '.join(DATASETS)} or a variant of one declared in params.yaml "
                       f"(preprocess.<name> with base: {' | '.join(DATASETS)}), got {quote(dataset)} (import your "
                       "own with `esnfed import`)")

@@ -19,12 +19,15 @@ from esnfed_stages.schema_nodes import Invalid
 class Protocol:
     """What ``report.<key>`` recomputes: ``tables``, (paper table, id of its protocol table) pairs;
     ``paper``, its name in the protocol line; ``section``, the docs/protocol.md section saying what
-    differs; ``example``, a value for the error messages."""
+    differs; ``example``, a value for the error messages; ``budget``, the params.yaml budget name
+    of that paper's own budget (README: ``budget: esann``), which is, besides budget ``paper``, the
+    protocol of its tables and of theirs alone (comparability.py)."""
 
     tables: tuple[tuple[str, str], ...]
     paper: str
     section: str
     example: str
+    budget: str
 
     @property
     def datasets(self) -> tuple[str, ...]:
@@ -35,14 +38,19 @@ class Protocol:
     def table_ids(self) -> tuple[str, ...]:
         return tuple(table for table, _ in self.tables)
 
+    @property
+    def all_table_ids(self) -> tuple[str, ...]:
+        """Every table taken from the paper: each paper table, then its protocol table."""
+        return tuple(t for pair in self.tables for t in pair)
+
 
 # report.<key>: the paper tables it recomputes
 PROTOCOLS = {
     "esann_protocol": Protocol((("esann", "esann-protocol"),), "ESANN 2022", "ESANN 2022 protocol variant",
-                               "{hhar: hhar_esann}"),
+                               "{hhar: hhar_esann}", "esann"),
     "ijcnn_protocol": Protocol((("ijcnn-wesad", "ijcnn-protocol-wesad"), ("ijcnn-hhar", "ijcnn-protocol-hhar")),
                                "IncFed (IJCNN 2021)", "IJCNN 2021 protocol variant",
-                               "{wesad: wesad_ijcnn, hhar: hhar_ijcnn}"),
+                               "{wesad: wesad_ijcnn, hhar: hhar_ijcnn}", "ijcnn"),
 }
 
 

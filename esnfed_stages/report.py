@@ -161,7 +161,7 @@ def run_line(sources: Sequence[Any], budgets: Sequence[Any], seeds: Sequence[tup
 def header_lines(spec: TableSpec | None, inputs: Inputs, ttest_doc: Mapping[str, Any],
                  date: str, scale: comparability.BudgetScale | None = None) -> list[str]:
     """Data source, budget, seeds, test variant, date and versions (and missing inputs); a table
-    with a paper column adds, second, whether the run is the papers' protocol (comparability.py)."""
+    with a paper column adds, second, whether the run is its paper's protocol (comparability.py)."""
     keys = [(ds, m) for ds, m in required_inputs([spec] if spec else TABLES)]
     docs = spec_docs(spec, inputs)
     seeds = [tuple(d["pcts"][p].get("seeds") or ()) for d in docs for p in PCTS]
@@ -171,7 +171,7 @@ def header_lines(spec: TableSpec | None, inputs: Inputs, ttest_doc: Mapping[str,
     missing = [str(p) for p in inputs.missing if (p.parent.name, p.stem) in keys]
     paper = spec is None or spec.has_published  # a user dataset's generic table has no paper
     comparable = [comparability.notice([d.get("source") for d in docs], [d.get("budget") for d in docs],
-                                       scale, spec.datasets)] if spec is not None and spec.has_published else []
+                                       scale, spec.datasets, table=spec.id)] if spec is not None and spec.has_published else []
     return [
         run_line([d.get("source") for d in docs], [d.get("budget") for d in docs], seeds, counts),
         *comparable,
@@ -305,7 +305,7 @@ def build(inputs: Inputs, ttest_doc: Mapping[str, Any], published: Published, da
         if spec.has_published:  # the difference to the published values and the significance pattern
             docs = spec_docs(spec, inputs)
             md += render_agreement(spec, cells, comparability.papers_protocol(
-                [d.get("source") for d in docs], [d.get("budget") for d in docs]))
+                [d.get("source") for d in docs], [d.get("budget") for d in docs], spec.id))
         rep.tables[f"{spec.id}.md"] = md.encode()
         rep.tables[f"{spec.id}.csv"] = cells_csv(cells).encode()
         if progress:
@@ -739,17 +739,17 @@ def _lambda_grid(params: Mapping[str, Any]) -> int | None:
 
 
 def index_notice(inputs: Inputs, options: ReportParams) -> str:
-    """The index's line on comparability (comparability.notice) over the assess files of the paper
-    tables; empty when no table has a paper column."""
+    """The index's line on comparability (comparability.index_notice) over the assess files of the
+    paper tables (the protocol tables included); empty when no table has a paper column."""
     specs = [s for s in table_specs(options.datasets, options.continual) if s.has_published]
+    specs += list(options.protocols)
     if not specs:
         return ""
     keys = set(required_inputs(specs))
     docs = [d for k, d in inputs.docs.items() if k in keys]
     shown = [ds for ds in DATASETS if any(ds in s.datasets for s in specs)]
-    return comparability.notice([d.get("source") for d in docs], [d.get("budget") for d in docs],
-                                comparability.budget_scale(options.budget), shown,
-                                columns="The tables' 'paper' columns")
+    return comparability.index_notice([d.get("source") for d in docs], [d.get("budget") for d in docs],
+                                      comparability.budget_scale(options.budget), [s.id for s in specs], shown)
 
 
 def run(options: ReportParams, *, assess_dir: str | Path = ASSESS_DIR,

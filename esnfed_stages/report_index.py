@@ -99,8 +99,8 @@ def anchor(heading: str) -> str:
 def render(tables: Mapping[str, bytes], figures: Mapping[str, bytes], plots: Mapping[str, bytes],
            metrics: Mapping[str, bytes], date: str, versions: str, *, notice: str = "",
            activation_pct: str = "100", matrix_pct: str = "100") -> str:
-    """The index's Markdown: what the run was against the papers' protocol (``notice``,
-    comparability.py), a row per table (Markdown and CSV together; a CSV of a section, with the
+    """The index's Markdown: what the run was against the papers' protocols (``notice``,
+    comparability.index_notice), a row per table (Markdown and CSV together; a CSV of a section, with the
     section), per figure, and what the plot data and metrics hold: only what was written (no
     figures: no figure section)."""
     lines = ["# Report", "",

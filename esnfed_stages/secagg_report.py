@@ -17,7 +17,7 @@ from typing import Any, Mapping, Sequence
 
 from esnfed_core.errors import DataError
 from esnfed_core.tables import dataset_label
-from esnfed_stages.flower import FLOWER_DIR, STAGE_NAMES, load_docs, out_name
+from esnfed_stages.flower import FLOWER_DIR, STAGE_NAMES, fraction_text, load_docs, out_name
 from esnfed_stages.tables import to_csv
 
 CSV_NAME = "secagg-overhead.csv"
@@ -89,7 +89,7 @@ def rows(docs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
             p_up = sum(r["up_per_client_round"] for r in theirs) if theirs else None
             p_down = sum(r["down_per_client_round"] for r in theirs) if theirs else None
             base = {"dataset": d["dataset"], "method": d["app"], "pct": d["pct"], "clients": d["n_clients"],
-                    "phase": ph, "rounds": max(r["rounds"] for r in mine)}
+                    "phase": ph, "rounds": max(r["rounds"] for r in mine), "sampled": fraction_text(d)}
             for r in mine:
                 out.append({**base, "stage": r["stage"], "stage_label": STAGE_NAMES.get(r["stage"], r["stage"]),
                             "plain_up_bytes": None, "plain_down_bytes": None,
@@ -147,7 +147,8 @@ def markdown(table: Sequence[Mapping[str, Any]], flower_dir: str | Path = FLOWER
         stage = "**total**" if total else r["stage_label"]
         plain = (f"{_cell(r['plain_up_bytes'], BYTES)} | {_cell(r['plain_down_bytes'], BYTES)}" if total
                  else " | ")  # the plain bytes: on the phase's total row
-        lines.append(f"| {dataset_label(r['dataset'])} | {r['method']} | {r['pct']}% | {r['clients']} | {r['phase']} "
+        method = f"{r['method']} ({r['sampled']})" if r.get("sampled") else r["method"]  # its client fraction
+        lines.append(f"| {dataset_label(r['dataset'])} | {method} | {r['pct']}% | {r['clients']} | {r['phase']} "
                      f"| {r['rounds']} | {stage} | {plain} | {r['secagg_up_bytes']:{BYTES}} "
                      f"| {r['secagg_down_bytes']:{BYTES}} | {_cell(r['ratio_up'], '.2f')} "
                      f"| {_cell(r['ratio_down'], '.2f')} |")

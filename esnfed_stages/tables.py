@@ -106,8 +106,8 @@ def render_agreement(spec: TableSpec, cells: Sequence[Cell], comparable: bool) -
     """The paper table's comparison with the published values, appended below it: the difference
     of every cell to the published mean (a table in the same layout) and one line saying whether the
     significance pattern agrees with the paper's, naming the rows that do not (``comparable``:
-    whether the run is the papers' protocol, comparability.papers_protocol; else the line says that
-    agreement is not expected)."""
+    whether the run is this table's paper's protocol, comparability.papers_protocol; else the line
+    says that agreement is not expected)."""
     keys = [(ds, m, label, col) for ds in spec.datasets for m, label in spec.methods for col in spec.columns]
     lookup = {(c.pct, c.dataset, c.method, c.column): c for c in cells}
     lines = ["", "## Difference to the paper", "",

@@ -1,18 +1,21 @@
 """Reader audit: a paper table put our numbers beside the published ones with only "Data source:
 synthetic; budget: default", inviting a "failed reproduction" reading. Every table with a paper
 column, and the report's index, now say what was run (source, budget's trials, retrains and units)
-and, unless it is the real data under budget `paper`, that the paper columns are not a target."""
+and, unless it is the real data under budget `paper` (or under the budget of the paper the table is
+taken from: `esann` for the ESANN 2022 tables, `ijcnn` for the IJCNN 2021 ones), that the paper
+columns are not a target."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
 
 from esnfed_core.tables import TABLES, table_specs
 from esnfed_core.vocabulary import PCTS
-from esnfed_stages import report, report_index
-from esnfed_stages.comparability import BudgetScale, budget_scale, notice
+from esnfed_stages import protocol_tables, report, report_index
+from esnfed_stages.comparability import BudgetScale, budget_scale, notice, papers_protocol, table_budgets
 from esnfed_stages.experiment_params import budget_spec
 from esnfed_stages.ttest import Inputs
 
@@ -70,8 +73,8 @@ def test_real_data_under_the_paper_budget_states_the_protocol_without_a_warning(
     assert "comparable" not in line.lower()
 
 
-def _inputs(source: str, budget: str) -> Inputs:
-    specs = table_specs(("wesad", "hhar", "mine"), ("wesad", "hhar", "mine"))
+def _inputs(source: str, budget: str, extra=()) -> Inputs:
+    specs = table_specs(("wesad", "hhar", "mine"), ("wesad", "hhar", "mine")) + tuple(extra)
     keys = {(ds, m) for s in specs for ds in s.datasets for m in s.method_ids}
     entry = {"seeds": [0, 1], "test_accuracy": [0.5, 0.6]}
     return Inputs(docs={k: {"source": source, "budget": budget, "pcts": {p: entry for p in PCTS}} for k in keys})
@@ -105,3 +108,117 @@ def test_the_index_leads_with_the_line_over_the_paper_tables_inputs():
     index = report_index.render({}, {}, {}, {}, "2023-11-14", "v", notice=line)
     assert index.split("\n\n")[2] == line
     assert "Not comparable" not in report_index.render({}, {}, {}, {}, "2023-11-14", "v")
+
+
+# ---------------------------------------------------------------- a paper's own budget (esann, ijcnn)
+ESANN = BudgetScale("esann", 30, 3, (("wesad", "200–400"), ("hhar", "100–500")))
+IJCNN = BudgetScale("ijcnn", 100, 3, (("wesad", "100–250"), ("hhar", "100–500")))
+ESANN_TABLES = {"esann", "esann-protocol"}
+TABLE_DATASETS = {"esann": ("wesad", "hhar"), "ijcnn-hhar": ("hhar",)}
+IJCNN_TABLES = {"ijcnn-wesad", "ijcnn-hhar", "ijcnn-protocol-wesad", "ijcnn-protocol-hhar"}
+# both opt-in protocol tables (README "ESANN 2022 protocol variant", "IJCNN 2021 protocol variant")
+PROTOCOL_PARAMS = {"report": {"esann_protocol": {"hhar": "hhar_esann"},
+                              "ijcnn_protocol": {"wesad": "wesad_ijcnn", "hhar": "hhar_ijcnn"}},
+                   "preprocess": {"hhar_esann": {"base": "hhar", "window": 400},
+                                  "wesad_ijcnn": {"base": "wesad", "window": 350},
+                                  "hhar_ijcnn": {"base": "hhar", "features": "ijcnn32"}}}
+
+
+def test_each_table_knows_its_papers_budgets_from_the_protocol_registry():
+    # protocol_tables.PROTOCOLS is the one place a table maps to its paper's own budget
+    assert {p.budget: set(p.all_table_ids) for p in protocol_tables.PROTOCOLS.values()} == {
+        "esann": ESANN_TABLES, "ijcnn": IJCNN_TABLES}
+    for t in ESANN_TABLES:
+        assert table_budgets(t) == ("paper", "esann")
+    for t in IJCNN_TABLES:
+        assert table_budgets(t) == ("paper", "ijcnn")
+    for t in ("fedip", "fedclip", "ip-centralized", "clip-centralized", None):
+        assert table_budgets(t) == ("paper",)
+    assert papers_protocol(["raw"], ["esann"], "esann") and not papers_protocol(["raw"], ["esann"], "fedclip")
+    assert papers_protocol(["raw"], ["ijcnn"], "ijcnn-hhar") and not papers_protocol(["raw"], ["ijcnn"], "esann")
+    assert not papers_protocol(["raw"], ["esann", "paper"], "esann")  # two budgets: neither protocol
+    assert not papers_protocol(["synthetic"], ["esann"], "esann")
+    assert not papers_protocol(["raw"], ["esann"])  # a line over several papers' tables: `paper` alone
+
+
+def _headers(source: str, budget: str, scale: BudgetScale) -> dict[str, str]:
+    """Each paper table's comparability line (its header's second line), the protocol tables included."""
+    protocols = protocol_tables.specs({**PROTOCOL_PARAMS, "budget": budget})
+    inputs = _inputs(source, budget, protocols)
+    specs = [s for s in table_specs(("wesad", "hhar", "mine"), ("wesad", "hhar", "mine")) if s.has_published]
+    lines = {s.id: report.header_lines(s, inputs, TTEST, "d", scale)[1] for s in specs + list(protocols)}
+    assert set(lines) == {t.id for t in TABLES if t.has_published} | {"esann-protocol", "ijcnn-protocol-wesad",
+                                                                      "ijcnn-protocol-hhar"}
+    return lines
+
+
+@pytest.mark.parametrize("budget, scale, own, paper, section, listed", [
+    ("esann", ESANN, ESANN_TABLES, "ESANN 2022", "ESANN 2022 protocol variant", "esann, esann-protocol"),
+    ("ijcnn", IJCNN, IJCNN_TABLES, "IncFed (IJCNN 2021)", "IJCNN 2021 protocol variant",
+     "ijcnn-wesad, ijcnn-protocol-wesad, ijcnn-hhar, ijcnn-protocol-hhar"),
+])
+def test_a_papers_own_budget_on_the_real_data_is_the_protocol_of_its_tables_alone(budget, scale, own, paper,
+                                                                                  section, listed):
+    lines = _headers("raw", budget, scale)
+    for table, line in lines.items():
+        if table in own:  # the scale's units: those of the table's paper datasets (a variant's: none)
+            assert line.startswith(f"Protocol: the {paper} paper's (docs/protocol.md, \"{section}\"): the real "
+                                   f"recordings (data.source: raw) under budget `{budget}` ({scale.trials} trials, "
+                                   "3 retrains"), table
+            assert line.endswith("). The 'paper' columns are the published values beside ours."), table
+            assert "Not comparable" not in line
+        else:  # another paper's table: not comparable, and why
+            assert line.startswith("**Not comparable with the published values:** this run used the real "
+                                   f"recordings (data.source: raw) and budget `{budget}` ("), table
+            assert (f"), the {paper} paper's protocol for tables {listed} alone, not this table's paper's (budget "
+                    "`paper`, PROTOCOL §6") in line, table
+            assert "not a target for this run" in line, table
+    # the other paper's tables name their own budget among the alternatives
+    other = "ijcnn-hhar" if budget == "esann" else "esann"
+    alternative = ("`ijcnn`, the IncFed (IJCNN 2021) paper's" if budget == "esann"
+                   else "`esann`, the ESANN 2022 paper's")
+    assert lines[other].count("(budget `paper`, PROTOCOL §6, or " + alternative + ")") == 1
+    full = "esann" if budget == "esann" else "ijcnn-hhar"
+    assert lines[full] == (f"Protocol: the {paper} paper's (docs/protocol.md, \"{section}\"): the real recordings "
+                           f"(data.source: raw) under budget `{budget}` ({scale.text(TABLE_DATASETS[full])}). "
+                           "The 'paper' columns are the published values beside ours.")
+    assert lines["fedclip"].endswith("alone, not this table's paper's (budget `paper`, PROTOCOL §6). The 'paper' "
+                                     "columns are the published values, shown for reference, not a target for "
+                                     "this run: absolute accuracies differ with the data and the budget; compare "
+                                     "the methods within this run.")
+
+
+def test_budget_paper_on_the_real_data_stays_every_tables_protocol_and_synthetic_data_none():
+    for line in _headers("raw", "paper", PAPER).values():
+        assert line.startswith("Protocol: the papers' (PROTOCOL §6): the real recordings (data.source: raw) under "
+                               "budget `paper` (100 trials, 5 retrains")
+    for budget, scale in (("esann", ESANN), ("ijcnn", IJCNN), ("paper", PAPER)):
+        for table, line in _headers("synthetic", budget, scale).items():
+            assert line.startswith("**Not comparable with the published values:** this run used the embedded "
+                                   "synthetic data (data.source: synthetic), not the real recordings,"), table
+    # the synthetic data under the table's own budget: only the data departs from the protocol
+    esann = _headers("synthetic", "esann", ESANN)["esann"]
+    assert f"and budget `esann` ({ESANN.text()}), the ESANN 2022 paper's protocol. The 'paper' columns" in esann
+
+
+def test_the_index_lists_the_comparable_tables_when_they_differ():
+    protocols = protocol_tables.specs({**PROTOCOL_PARAMS, "budget": "esann"})
+    options = report.ReportParams("100", datasets=("wesad", "hhar", "mine"), continual=("wesad", "hhar"),
+                                  budget=budget_spec({"budget": "esann", "budgets": {"esann": {
+                                      "trials": 30, "retrains": 3,
+                                      "space": {"wesad": {"units": [200, 300, 400]},
+                                                "hhar": {"units": [100, 200, 300, 400, 500]}}}}}),
+                                  protocols=protocols)
+    line = report.index_notice(_inputs("raw", "esann", protocols), options)
+    assert line == ("Protocol: the ESANN 2022 paper's (docs/protocol.md, \"ESANN 2022 protocol variant\") in tables "
+                    "esann, esann-protocol alone: the real recordings (data.source: raw) under budget `esann` "
+                    "(30 trials, 3 retrains, units 200–400 (WESAD), 100–500 (HHAR)). **Not comparable** with the "
+                    "published values in tables ijcnn-wesad, ijcnn-hhar, fedip, fedclip, ip-centralized, "
+                    "clip-centralized, ijcnn-protocol-wesad, ijcnn-protocol-hhar: not their paper's protocol "
+                    "(each header says why). The tables' 'paper' columns are the published values, beside ours "
+                    "in the comparable tables.")
+    # one verdict for every table: the single line as before
+    assert report.index_notice(_inputs("raw", "paper", protocols), options).startswith("Protocol: the papers'")
+    synthetic = report.index_notice(_inputs("synthetic", "esann", protocols), options)
+    assert synthetic.startswith("**Not comparable with the published values:** this run used the embedded synthetic")
+    assert "tables esann, esann-protocol alone, not the papers' protocol (budget `paper`, PROTOCOL §6)" in synthetic

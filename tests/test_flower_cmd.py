@@ -151,6 +151,31 @@ def test_table_puts_the_masked_vector_beside_its_formula():
     assert "| SecAgg+ setup (public keys) | 800 | 480 | 130 |  |" in md
 
 
+def test_a_sampled_run_shows_its_client_fraction_and_a_bad_one_is_refused_naming_the_key(tmp_path):
+    """A result recorded under federated.client_fraction < 1 (``client_fraction``) shows it in its
+    table cell (beside a DP run's label, as the same list); flower-table refuses a recorded fraction
+    outside (0, 1) in one line naming the file and key, writing no table."""
+    import json
+
+    from esnfed_stages.flower import app_label, render_table
+
+    sampled = {**_result("wesad", "fedip"), "client_fraction": 0.5}
+    assert app_label(sampled) == "fedip (f = 0.5)" and app_label(_result("wesad", "fedip")) == "fedip"
+    assert app_label({**sampled, "dp": {"epsilon": "4", "noise": "central"}}) == "fedip (f = 0.5, ε = 4, central)"
+    md = render_table([sampled])
+    assert "| wesad | fedip (f = 0.5) | no | 4 |" in md and "| wesad | fedip (f = 0.5) | no | stats |" in md
+    flower = tmp_path / "flower"
+    flower.mkdir()
+    path = flower / "wesad-fedip-100.json"
+    out = tmp_path / "flower-table.md"
+    for bad in (1.0, 0, "0.5", None):
+        path.write_text(json.dumps({**sampled, "client_fraction": bad}))
+        result = runner.invoke(app, ["flower-table", "--flower-dir", str(flower), "--out", str(out)],
+                               env={"COLUMNS": "300"})
+        assert result.exit_code == 1 and len(result.output.strip().splitlines()) == 1, (bad, result.output)
+        assert f"{path}: client_fraction:" in result.output and not out.exists()
+
+
 def test_table_lists_fedclip_after_the_stationary_apps(tmp_path):
     import json
 
@@ -276,13 +301,15 @@ def test_dp_options_reach_run_many_and_default_the_noise_per_app(tmp_path, monke
     python.touch()
     for extra in (["--app", "incfed", "--app", "fedip", "--plain-and-secagg", "--epsilon", "2"],
                   ["--app", "fedip", "--secagg", "--epsilon", "0.5", "--noise", "distributed"],
-                  ["--epsilon", "inf"], []):
+                  ["--epsilon", "inf"], [], ["--app", "fedavg", "--plain-and-secagg", "--epsilon", "1"]):
         result = _invoke(tmp_path, *extra, "--flower-python", str(python))
         assert result.exit_code == 0, (extra, result.output)
-    (pairs, dp), (_, dp2), (_, dp3), (_, dp4) = calls
+    (pairs, dp), (_, dp2), (_, dp3), (_, dp4), (pairs5, dp5) = calls
     assert dp == flower_stage.DPRequest(2.0) and dp2 == flower_stage.DPRequest(0.5, "distributed")
     assert [dp.noise_for(s) for _, s in pairs] == ["central", "distributed", "central", "distributed"]
     assert math.isinf(dp3.epsilon) and dp4 is None
+    # DP-FedAvg: the plain app only (there is no SecAgg+ FedAvg app), central noise
+    assert pairs5 == [("fedavg", False)] and dp5.noise_for(False) == "central"
 
 
 def test_bad_dp_options_are_one_line_naming_the_option(tmp_path):
@@ -296,8 +323,12 @@ def test_bad_dp_options_are_one_line_naming_the_option(tmp_path):
              (["--noise", "central"], "--noise: give --epsilon too"),
              (["--secagg", "--epsilon", "1", "--noise", "central"], "--noise central runs on the plain apps"),
              (["--epsilon", "1", "--noise", "distributed"], "--noise distributed needs --secagg"),
-             (["--app", "fedavg", "--epsilon", "1"], "--epsilon is for incfed, fedip, not fedavg"),
-             (["--app", "fedclip-replay", "--epsilon", "1"], "--epsilon is for incfed, fedip, not fedclip-replay"))
+             (["--app", "fedavg", "--secagg", "--epsilon", "1"], "--secagg is for incfed, fedip, fedclip-naive, "
+              "fedclip-replay, not fedavg"),
+             (["--app", "fedavg", "--secagg", "--epsilon", "1", "--noise", "distributed"], "--secagg is for"),
+             (["--app", "fedavg", "--epsilon", "1", "--noise", "distributed"], "--noise distributed needs --secagg"),
+             (["--app", "fedclip-replay", "--epsilon", "1"],
+              "--epsilon is for incfed, fedip, fedavg, not fedclip-replay"))
     for extra, words in cases:
         result = _invoke(tmp_path, *extra, "--flower-python", str(python))
         assert result.exit_code == 1, (extra, result.output)
@@ -349,3 +380,39 @@ def test_dp_record_states_the_mechanism_and_what_the_distributed_sum_carries():
     assert dist["sum_sigma"] == pytest.approx(dist["sigma"] * math.sqrt(9 / 8))
     assert dist["epsilon_spent"] == pytest.approx(epsilon_of(z * math.sqrt(9 / 8), 1e-3, 3))
     assert 1.5 < dist["epsilon_spent"] < 2.0  # more noise than needed: a smaller ε, not a larger one
+
+
+def test_dp_fedavg_record_and_run_config_carry_its_clip_and_sigma():
+    """DP-FedAvg's dp record: central, one release, σ = z·fedavg_clip (esnfed_core.privacy.fedavg_sigma)
+    with fedavg_clip as its clipping norm and nothing of IncFed's statistics or FedIP's updates; its run
+    config carries dp-fedavg-clip and no λ grid (one release at the run's λ), the others' a grid."""
+    import pytest
+
+    from esnfed_core.privacy import DPSpec, fedavg_sigma, noise_multiplier
+    from esnfed_core.settings import Settings
+    from esnfed_stages.flower import dp_record, dp_run_config
+
+    spec = DPSpec(2.0, 1e-3, "user", 0.01, 0.05, fedavg_clip=0.4)
+    rec = dp_record(spec, "central", 1, 20, False, None, fedavg=True)
+    z = noise_multiplier(2.0, 1e-3, 1)
+    assert (rec["noise"], rec["epsilon"], rec["releases"], rec["noise_multiplier"]) == ("central", "2", 1, z)
+    assert rec["fedavg_clip"] == rec["clip_norm"] == 0.4 and rec["sigma"] == fedavg_sigma(spec, 1)
+    assert rec["sigma"] == pytest.approx(z * 0.4, rel=1e-12) and "PLD" in rec["accountant"]
+    assert "fedavg_clip" in rec["mechanism"] and not {"clip", "ip_clip", "sigma_ip"} & set(rec)
+    settings = Settings(lambdas=(1e-4, 1e-2), batch_size=5)
+    rc = dp_run_config(spec, "central", 1, 7, settings, "fedavg")
+    assert rc["dp-fedavg-clip"] == 0.4 and rc["dp-noise-seed"] == 7 and "lambdas" not in rc
+    other = dp_run_config(spec, "central", 1, 7, settings, "incfed")
+    assert other["lambdas"] == [1e-4, 1e-2] and "dp-fedavg-clip" not in other
+
+
+def test_dp_fedavg_trains_at_best_json_lambda_as_the_privacy_stage(tmp_path, monkeypatch):
+    """The private FedAvg trial's config keeps best.json's λ (its one release; the privacy-extra stage's
+    trial trains at it); IncFed's and FedIP's leave λ out (chosen on the validation users)."""
+    from esnfed_stages import flower as flower_stage
+
+    best = {"units": 10, "leak": 0.5, "lambda": 0.01}
+    monkeypatch.setattr(flower_stage, "selected_config", lambda *a: dict(best))
+    cfg = {"units": 10, "leak": 0.5}
+    assert flower_stage.private_config(tmp_path, "wesad", "fedavg", "100", None, cfg) == best
+    assert flower_stage.private_config(tmp_path, "wesad", "incfed", "100", None, cfg) == cfg

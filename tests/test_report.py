@@ -725,6 +725,34 @@ def test_ttest_and_report_refuse_assess_files_of_another_budget(workdir):
     assert sorted(p.name for p in (workdir / "reports").iterdir()) == ["ttest.json"]
 
 
+def test_a_papers_own_budget_makes_its_tables_alone_comparable_down_to_the_agreement_line(workdir):
+    """budget `esann` on the real recordings (README "ESANN 2022 protocol variant") is the protocol
+    of the ESANN 2022 table, not of the others: esann.md states the protocol and expects its
+    significance pattern to agree; fedip.md says why it is not comparable; the index names both."""
+    write_assess(workdir)
+    for path in (workdir / "runs" / "assess").rglob("*.json"):
+        path.write_text(path.read_text().replace('"budget": "default"', '"budget": "esann"')
+                        .replace('"source": "synthetic"', '"source": "raw"'))
+    _write_params(workdir, extra={"budget": "esann"})
+    _ok(["ttest"])
+    _ok(["report"])
+    tables = workdir / "reports" / "tables"
+    esann, fedip = ((tables / f"{t}.md").read_text("utf-8") for t in ("esann", "fedip"))
+    assert ("- Protocol: the ESANN 2022 paper's (docs/protocol.md, \"ESANN 2022 protocol variant\"): the real "
+            "recordings (data.source: raw) under budget `esann`. The 'paper' columns are the published values "
+            "beside ours.\n") in esann
+    assert "Not comparable" not in esann and "**Agreement with the paper**: " in esann
+    assert ("- **Not comparable with the published values:** this run used the real recordings (data.source: raw) "
+            "and budget `esann`, the ESANN 2022 paper's protocol for tables esann, esann-protocol alone, not this "
+            "table's paper's (budget `paper`, PROTOCOL §6).") in fedip
+    assert "**Agreement with the paper** (not expected to agree: this run is not the papers' protocol" in fedip
+    index = (workdir / "reports" / "README.md").read_text("utf-8").split("\n\n")[2]
+    assert index.startswith("Protocol: the ESANN 2022 paper's (docs/protocol.md, \"ESANN 2022 protocol variant\") "
+                            "in tables esann alone: the real recordings (data.source: raw) under budget `esann`. "
+                            "**Not comparable** with the published values in tables ijcnn-wesad, ijcnn-hhar, fedip, "
+                            "fedclip, ip-centralized, clip-centralized: not their paper's protocol"), index
+
+
 # ---------------------------------------------------------------- inputs of other params than params.yaml's
 def _reports(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in (root / "reports").rglob("*") if p.is_file()}

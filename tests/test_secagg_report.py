@@ -87,6 +87,18 @@ def test_flowers_request_for_the_initial_parameters_has_a_label_too():
     assert "| initial parameters (server asks one client) |  |  | 90 | 37 |" in secagg_report.markdown([row])
 
 
+def test_a_sampled_run_names_its_client_fraction_in_the_section():
+    """A flower stage result under federated.client_fraction < 1 (its IP rounds went to ⌊f·K⌋
+    clients) says so beside its method; the CSV keeps its columns."""
+    doc = {"dataset": "wesad", "app": "fedip", "pct": "100", "secagg": True, "n_clients": 4, "client_fraction": 0.75,
+           "flower": {"bytes": {"rows": [{"phase": "ip", "stage": "setup", "rounds": 3,
+                                          "up_per_client_round": 90.0, "down_per_client_round": 37.0}]}}}
+    rows = secagg_report.rows([doc])
+    assert "| fedip (f = 0.75) | 100% | 4 | ip | 3 |" in secagg_report.markdown(rows)
+    assert "| fedip | 100% |" in secagg_report.markdown(secagg_report.rows([{**doc, "client_fraction": None}]))
+    assert secagg_report.csv(rows).splitlines()[0] == ",".join(secagg_report.COLUMNS)
+
+
 def test_the_section_says_why_plain_is_not_the_table_above(flower_dir):
     """Reader audit: WESAD IncFed 100 % read 3,856 B up / 648 B down in the table above and 5,288 /
     477 as "plain" here, unexplained: the Flower apps never send the readout back (incfed.py saves

@@ -285,6 +285,70 @@ def test_secaggplus_fedip_survives_a_dropout_after_key_sharing(setup, monkeypatc
     assert np.linalg.norm(readout - plain) / np.linalg.norm(plain) < 1e-3
 
 
+def _hand_fedip(data, users, sets: list[list[int]], dropped_fits: bool = False):
+    """FedIP by hand from the core's round (esnfed_core.plasticity.fedip_round): round r averages
+    (weights: windows) the local fits of ``sets[r]`` = (sampled, survivors), each client with its
+    own long-lived generator seeded with ``IP``'s seed, as the pipeline's fedip keeps them. A
+    sampled client that dropped did not fit, so its generator stays; ``dropped_fits``: it moves
+    anyway (what a server counting the dropped client's fit would make it replay next time)."""
+    from esnfed_core.plasticity import fedip_round, ip_epoch
+
+    cfg = IPConfig(sigma=0.3, batch_size=4)
+    res = make_reservoir(CFG, data.n_inputs, SEED)
+    rngs = [np.random.default_rng(IP["ip-seed"]) for _ in users]
+
+    def local(i):
+        def fit(start):
+            for _ in range(IP["local-epochs"]):
+                start = ip_epoch(start, users[i].x, cfg, rngs[i])
+            return start
+        return fit
+
+    for sampled, survivors in sets:
+        res = fedip_round(res, [local(i) for i in survivors], [len(users[i].x) for i in survivors],
+                          [f"c{i}" for i in survivors])
+        if dropped_fits:
+            for i in set(sampled) - set(survivors):
+                local(i)(res)  # the fit it never sent: only its generator's move matters
+    return res
+
+
+def test_secaggplus_fedip_survives_a_dropout_in_a_sampled_round(setup, monkeypatch):
+    """Fraction 0.75 of 4 (3 a round, threshold 2): client 1 is sampled in rounds 1 and 3 and drops
+    at the masked-vector stage of round 1 only. Round 1 completes with its 2 survivors; the
+    server's (g, b) is the hand-built FedIP whose round 1 averages exactly the survivors, to the
+    quantization tolerance of the full runs; and in round 3 client 1 fits from a generator that
+    its lost round did not move (the server counts only the fits that made a sum), which differs
+    from the one a counted dropout would give by far more than the tolerance."""
+    from esnfed_core.sampling import sample_clients
+
+    root, data, users = setup
+    drop, fraction = 1, 0.75
+    sampled = [sample_clients(len(users), fraction, IP["ip-seed"], r) for r in range(IP["rounds"])]
+    assert drop in sampled[0] and drop not in sampled[1] and drop in sampled[2]  # sampled, out, back
+    assert len(sampled[0]) - 1 >= 2  # the survivors reach the threshold max(2, 3 - 1)
+    bytes_dir = root / "secagg-fedip-sampled-drop-bytes"
+    bytes_dir.mkdir()
+    readout, gain, bias, info = _secagg_fedip(root, data, users, monkeypatch, "secagg-fedip-sampled-drop",
+                                              **_fraction(fraction), **{"drop-partition": drop, "drop-round": 1,
+                                                                        "bytes-dir": str(bytes_dir)})
+    assert info == {"clients": len(users), "sampled": len(users), "min_clients": len(users) - 1}  # stats: all
+    assert {r - 1: c for r, c in _flower_rounds(bytes_dir).items() if 1 <= r <= IP["rounds"]} == \
+        {r: set(c) for r, c in enumerate(sampled)}  # the pipeline's sets reached (the dropped client too)
+    sets = [(s, [i for i in s if not (r == 0 and i == drop)]) for r, s in enumerate(sampled)]
+    want = _hand_fedip(data, users, sets)
+    counted = _hand_fedip(data, users, sets, dropped_fits=True)
+    everyone = _plain_fedip(data, users, fraction=fraction)[1]  # no dropout: the pipeline's sampled FedIP
+    tol = 10 * 3 * _quantization_bound(users)
+    err = max(np.max(np.abs(gain - want.gain)), np.max(np.abs(bias - want.bias)))
+    print(f"sampled SecAgg+ FedIP with a dropout: max |Δ(g, b)| {err:.3g} (tolerance {tol:.3g})")
+    assert err < tol
+    for other in (counted, everyone):  # the comparison tells these apart
+        assert max(np.max(np.abs(other.gain - want.gain)), np.max(np.abs(other.bias - want.bias))) > 10 * tol
+    plain = incfed(want, _clients(data, users), [LAM]).readouts[0]  # the statistics round: every client
+    assert np.linalg.norm(readout - plain) / np.linalg.norm(plain) < 1e-3
+
+
 @pytest.mark.parametrize("bias", [False, True])
 def test_fedavg_app_equals_the_pipeline(setup, monkeypatch, bias):
     from esnfed_core.federated import fedavg
@@ -314,3 +378,18 @@ def test_secaggplus_refuses_a_round_under_its_minimum_in_one_line():
         size_round(fit, 2)
     size_round(fit, 3)
     assert (fit.num_shares, fit.reconstruction_threshold) == (3, 2)
+
+
+def test_sampling_takes_back_the_fit_of_a_client_that_dropped():
+    """The server's fit counts (esnfed_flower.common.Sampling): a round counts its sampled nodes'
+    fits; only_fitted takes back those that did not make the sum (once), so the dropped node's next
+    message carries the fits it made."""
+    from esnfed_flower.common import Sampling
+
+    s = Sampling([10, 11, 12, 13], [[1]] * 4, 0.75, IP["ip-seed"])
+    first = s.next_round(0)
+    assert len(first) == 3 and all(w["round"] == 0 for w in first.values())
+    lost, *kept = list(first)
+    s.only_fitted(kept)
+    s.only_fitted(kept)  # idempotent: the count goes back once
+    assert s.where(lost, 0)["round"] == 0 and all(s.where(n, 0)["round"] == 1 for n in kept)

@@ -26,8 +26,8 @@ ESNFED = REPO / ".venv" / "bin" / "esnfed"
 STAGES = ("setup", "share_keys", "collect_masked_vectors", "unmask")
 
 
-def _esnfed(root: Path, *args: str, env: dict | None = None) -> str:
-    proc = subprocess.run([str(ESNFED), *args, "--dataset", "wesad", "--params", str(root / "params.yaml"),
+def _esnfed(root: Path, *args: str, env: dict | None = None, params: Path | None = None) -> str:
+    proc = subprocess.run([str(ESNFED), *args, "--dataset", "wesad", "--params", str(params or root / "params.yaml"),
                            "--data-dir", str(root / "data"), "--runs-dir", str(root / "runs")],
                           cwd=root, capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -187,6 +187,42 @@ def test_several_apps_in_one_session_give_the_separate_runs(many, separate):
         assert abs(a["down_per_client_round"] - b["down_per_client_round"]) <= 16
 
 
+def test_plain_fedip_at_a_client_fraction_is_the_sampled_pipeline_end_to_end(root, many):
+    """federated.client_fraction 0.5 (2 of the 4 clients a round) through the command, on the
+    config selected at 1: the result records the fraction, the plain app's (g, b), readout and test
+    accuracy are the pipeline's trial of the same seed and fraction bit for bit, its IP rounds went
+    to 2 clients each where the f = 1 run's (`many`) went to 4, its model is not that run's, and
+    the summary and flower-table show the fraction."""
+    import yaml
+
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["federated"] = {"client_fraction": 0.5}
+    folder = root / "sampled"
+    folder.mkdir()
+    shown = _esnfed(root, "flower", "--app", "fedip", "--out-dir", str(folder),
+                    params=write_params(folder, params))
+    doc = json.loads((folder / "wesad-fedip-100.json").read_text())
+    full = many[("fedip", False)]
+    f, p = doc["flower"], doc["pipeline"]
+    assert doc["client_fraction"] == p["communication"]["client_fraction"] == 0.5 and "client_fraction" not in full
+    assert f["readout_relative_difference"] == 0.0 and f["ip_max_abs_difference"] == 0.0
+    assert f["test_accuracy"] == p["test_accuracy"]
+    assert doc["seed"] == full["seed"] and doc["config"] == full["config"]  # λ: chosen after each run's FedIP
+    rounds = doc["config"]["rounds"]
+    assert rounds >= 1  # FedIP ran IP rounds: the fraction had rounds to sample
+    ip = {r["phase"]: r for r in f["bytes"]["rows"]}["ip"]
+    ip_full = {r["phase"]: r for r in full["flower"]["bytes"]["rows"]}["ip"]
+    assert (ip["rounds"], ip["messages"]) == (rounds, 2 * rounds) and ip_full["messages"] == 4 * rounds
+    assert p["communication"]["up_bytes"] < full["pipeline"]["communication"]["up_bytes"]  # the ledger's too
+    # the sampled FedIP gave another model (measured: λ 0.01 against 1, accuracy 58.33 against 56.60 %)
+    assert (doc["lambda"], f["test_accuracy"]) != (full["lambda"], full["flower"]["test_accuracy"])
+    assert shown.rstrip().splitlines()[-1].startswith("wesad fedip f = 0.5 100 %: test accuracy")
+    md = folder / "flower-table.md"
+    table = [str(ESNFED), "flower-table", "--flower-dir", str(folder), "--out", str(md)]
+    assert subprocess.run(table, capture_output=True, timeout=120).returncode == 0
+    assert "| wesad | fedip (f = 0.5) | no | 4 |" in md.read_text()
+
+
 @pytest.fixture(scope="module")
 def private(root) -> dict:
     """`esnfed flower --epsilon 4`: IncFed plain (central noise) and SecAgg+ (distributed noise) in
@@ -227,3 +263,29 @@ def test_dp_central_is_the_private_trial_and_the_results_record_the_mechanism(ro
                           capture_output=True, timeout=120).returncode == 0
     text = md.read_text()
     assert "| wesad | incfed (ε = 4, central) | no |" in text and "| wesad | incfed (ε = 4, distributed) | yes |" in text
+
+
+def test_dp_fedavg_is_the_private_trial_at_best_json_lambda(root):
+    """`esnfed flower --app fedavg --epsilon 4`: DP-FedAvg on the plain app (central noise) is the
+    in-process private FedAvg trial (the privacy-extra stage's) at best.json's λ, one release: readout
+    difference 0, its test accuracy; the dp record carries fedavg_clip and σ = z·fedavg_clip."""
+    import yaml
+
+    from esnfed_stages.layout import best_path
+
+    _esnfed(root, "select", "--algo", "fedavg", "--pct", "100")
+    out = root / "dp-fedavg"
+    # One BLAS thread in the CLI process too, as in Ray's workers: FedAvg's local solves then have
+    # equal bits (the Accuracy paragraph of docs/flower.md), so the release is the private trial's exactly.
+    shown = _esnfed(root, "flower", "--app", "fedavg", "--epsilon", "4", "--out-dir", str(out),
+                    env={**os.environ, "OPENBLAS_NUM_THREADS": "1"})
+    doc = json.loads((out / "wesad-fedavg-eps4-100.json").read_text())
+    best = json.loads(best_path(root / "runs", "wesad", "fedavg", "100").read_text())
+    clip = yaml.safe_load((root / "params.yaml").read_text())["privacy"].get("fedavg_clip", 1.0)
+    f, p, d = doc["flower"], doc["pipeline"], doc["dp"]
+    assert f["readout_relative_difference"] == 0.0 and f["test_accuracy"] == p["test_accuracy"]
+    assert doc["lambda"] == p["lambda"] == best["config"]["lambda"] and "nonprivate_test_accuracy" in p
+    assert (d["noise"], d["epsilon"], d["relation"], d["releases"]) == ("central", "4", "user", 1)
+    assert d["fedavg_clip"] == d["clip_norm"] == clip and d["sigma"] == d["noise_multiplier"] * clip
+    assert "clip" not in d and "fedavg_clip" in d["mechanism"]
+    assert f"wesad fedavg ε = 4 (central, σ = {d['sigma']:.3g})" in shown

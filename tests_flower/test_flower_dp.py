@@ -1,8 +1,8 @@
 """Differential privacy in the Flower apps (esnfed_flower.dp, esnfed_core.privacy): at ε = ∞ the
-apps are the plain apps bit for bit; central noise (plain apps) is the in-process private trial's
-release bit for bit (the server draws from the trial's noise generator); distributed noise (SecAgg+
-apps, each client N(0, σ²/K_min)) leaves the plain clipped sum of the K' clients that stayed plus
-noise of std σ·√(K'/K_min), σ when one dropped (K' = K_min)."""
+apps are the plain apps bit for bit; central noise (plain apps: IncFed, FedIP, DP-FedAvg) is the
+in-process private trial's release bit for bit (the server draws from the trial's noise
+generator); distributed noise (SecAgg+ apps, each client N(0, σ²/K_min)) leaves the plain clipped
+sum of the K' clients that stayed plus noise of std σ·√(K'/K_min), σ when one dropped (K' = K_min)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,10 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from esnfed_core.federated import incfed
+from esnfed_core.federated import fedavg, incfed
 from esnfed_core.privacy import (
-    DPSpec, clip_norm, clipped_mean_stats, ip_sigma, private_stats, released_stats, stats_bound, stats_sigma,
+    DPSpec, clip_norm, clipped_mean_stats, fedavg_aggregate, fedavg_sigma, ip_sigma, private_stats, released_stats,
+    stats_bound, stats_sigma,
 )
 from esnfed_core.private_trial import fit_private, noise_rng, releases, unit_stats
 from esnfed_core.method import Method
@@ -33,8 +34,9 @@ FEDIP_CFG = {**CFG, "sigma": 0.3, "rounds": 2, "local_epochs": 2}
 def _dp(eps: float, noise: str, **spec) -> dict:
     """The run config's dp-* keys (as esnfed_stages.flower.dp_run_config writes them)."""
     s = DPSpec(eps, 1e-3, "user", spec.get("clip", 0.05), spec.get("ip_clip", 0.03))
+    fedavg_clip = {"dp-fedavg-clip": spec["fedavg_clip"]} if "fedavg_clip" in spec else {}  # DP-FedAvg's only
     return {"dp-epsilon": s.epsilon, "dp-delta": s.delta, "dp-clip": s.clip, "dp-ip-clip": s.ip_clip,
-            "dp-noise": noise, "dp-releases": spec.get("releases", 1)}
+            "dp-noise": noise, "dp-releases": spec.get("releases", 1), **fedavg_clip}
 
 
 def _trial_run(data, root, out, cfg: dict, **extra) -> dict:
@@ -55,7 +57,7 @@ def _variance_in(noise: np.ndarray, sigma: float, alpha: float) -> bool:
     return lo <= stat <= hi
 
 
-@pytest.mark.parametrize("app_name", ["incfed", "fedip"])
+@pytest.mark.parametrize("app_name", ["incfed", "fedip", "fedavg"])
 def test_infinite_epsilon_is_the_plain_app_bit_for_bit(setup, monkeypatch, app_name):  # noqa: F811
     """ε = ∞ is no mechanism: the apps' readout (and FedIP's (g, b)) equal the plain apps' (which
     equal the pipeline's bit for bit, test_flower_apps.py)."""
@@ -64,10 +66,13 @@ def test_infinite_epsilon_is_the_plain_app_bit_for_bit(setup, monkeypatch, app_n
     app = importlib.import_module(f"esnfed_flower.{app_name}")
     root, data, users = setup
     out = root / f"{app_name}-inf.npy"
-    extra = {**(IP if app_name == "fedip" else {}), **_dp(math.inf, "central"), "dp-noise-seed": 3}
+    extra = {**(IP if app_name == "fedip" else {}), "dp-noise-seed": 3,
+             **_dp(math.inf, "central", **({"fedavg_clip": 1e-3} if app_name == "fedavg" else {}))}
     _simulate(app, root, _run_config(root, data, out, **extra), len(users), monkeypatch, config=f"{app_name}-inf.json")
     if app_name == "incfed":
         expected = incfed(make_reservoir(CFG, data.n_inputs, SEED), _clients(data, users), [LAM]).readouts[0]
+    elif app_name == "fedavg":  # a clip far below every readout's norm would change it if it were applied
+        expected = fedavg(make_reservoir(CFG, data.n_inputs, SEED), _clients(data, users), LAM)
     else:
         _, trained, expected = _plain_fedip(data, users)
         got = np.load(str(out) + ".ip.npz")
@@ -108,6 +113,40 @@ def test_central_noise_is_the_private_trials_release_bit_for_bit(setup, monkeypa
     units = unit_stats(res, data, SETTINGS, "user")
     plain = solve(sum(units[1:], units[0]), list(SETTINGS.lambdas))
     assert np.linalg.norm(got - plain) > 0.1 * np.linalg.norm(plain)  # the noise is there: not vacuous
+
+
+def test_central_dp_fedavg_is_the_private_trials_release_bit_for_bit(setup, monkeypatch):  # noqa: F811
+    """The plain FedAvg app with central DP: the clients' readouts at the run's λ, clipped to
+    fedavg_clip, summed with the noise of the private trial's generator and divided by K, are
+    fit_private's DP-FedAvg readout bit for bit (one release at the config's λ). The clip binds for some
+    clients and not others (the median norm), and the noise is there: the noiseless clipped mean differs."""
+    from esnfed_flower import fedavg as app
+
+    root, data, users = setup
+    cfg = {**CFG, "lambda": LAM}  # DP-FedAvg trains at the config's λ: the app's run config λ
+    norms: list[float] = []
+    fit_private("fedavg", cfg, TRIAL_SEED, data, SETTINGS, DPSpec(math.inf, 1e-3), ip_norms=norms)
+    clip = float(np.median(norms))
+    assert min(norms) < clip < max(norms)  # clipping changes some readouts only
+    spec = DPSpec(4.0, 1e-3, "user", 0.05, 0.03, fedavg_clip=clip)
+    n_rel = releases(Method.parse("fedavg"), cfg)
+    assert n_rel == 1
+    out = root / "fedavg-central.npy"
+    rc = _trial_run(data, root, out, cfg, **_dp(4.0, "central", releases=n_rel, fedavg_clip=clip),
+                    **{"dp-noise-seed": TRIAL_SEED})
+    _simulate(app, root, rc, len(users), monkeypatch, config="fedavg-central.json")
+    got = np.load(out)
+    model = fit_private("fedavg", cfg, TRIAL_SEED, data, SETTINGS, spec)
+    assert got.shape == (data.n_classes, cfg["units"]) and model.lam == LAM
+    np.testing.assert_array_equal(got, model.readout)
+    res = make_reservoir(cfg, data.n_inputs, sub_seeds(TRIAL_SEED)["reservoir"])
+    msgs = [c.fit_readout(res, LAM) for c in _clients(data, users)]
+    locals_, weights = [m.w for m in msgs], [m.num_examples for m in msgs]
+    np.testing.assert_array_equal(got, fedavg_aggregate(spec, noise_rng(TRIAL_SEED))(locals_, weights))
+    clean = sum(clip_norm(w, clip) for w in locals_) / len(users)
+    noise = (got - clean) * len(users)  # N(0, σ²) per entry, σ = z·clip
+    assert np.linalg.norm(got - clean) > 0.1 * np.linalg.norm(clean)
+    assert 0.5 < float(noise.std()) / fedavg_sigma(spec) < 1.5  # 3·10 draws: the scale, loosely
 
 
 def _secagg_run(app_module, setup, monkeypatch, name: str, cfg: dict, eps: float, n_rel: int,  # noqa: F811
