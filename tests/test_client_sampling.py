@@ -374,7 +374,9 @@ def test_the_privacy_and_flower_help_name_the_key():
     from esnfed_cli.main import app  # noqa: PLC0415
 
     out = CliRunner().invoke(app, ["flower", "--help"], env={"COLUMNS": "200"})
-    assert out.exit_code == 0 and "federated.client_fraction must be 1" in " ".join(out.output.split())
+    text = " ".join(w for w in out.output.split() if w.strip("│╭╮╰╯─"))  # without the box's borders
+    assert out.exit_code == 0 and ("federated.client_fraction: the share of clients each FedIP/FedCLIP round "
+                                   "samples, 1 under --epsilon, at least 3 a round with --secagg") in text
     out = CliRunner().invoke(app, ["privacy", "--help"], env={"COLUMNS": "200"})
     text = " ".join(w for w in out.output.split() if w.strip("│╭╮╰╯─"))  # without the box's borders
     assert out.exit_code == 0 and ("federated.client_fraction: FedIP's rounds sample, no amplification claimed; "
