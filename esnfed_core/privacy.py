@@ -23,7 +23,10 @@ weighs the same in the sum (its window count is not released).
 FedIP. In each round every client's update Δ_c = (g_c − g, b_c − b) is clipped to L2 norm
 C_ip; the server adds N(0, (z·C_ip)²) to Σ Δ_c and divides by the (public, fixed) number of
 clients K: sensitivity C_ip per round. R rounds and the final IncFed release are R + 1 Gaussian
-mechanisms with the same z, composed by the accountant (no subsampling: every client, every round).
+mechanisms with the same z, composed by the accountant. With client sampling (a round sums its m
+sampled clients and divides by the public m) the same accounting holds, no amplification claimed:
+the sets are data-independent (docs/privacy.md, "Client sampling under DP"). Opt-in
+(``amplification="sampling"``): :func:`sampled_noise_multiplier`, amplified, RDP, replace-one neighbours.
 
 DP-FedAvg (McMahan et al. 2018, adapted to this project's one-round FedAvg of local ridge
 readouts). Each client releases its local readout W_c (C × N, solved at the config's λ); it is
@@ -59,6 +62,9 @@ from esnfed_core.readout import RidgeStats
 from esnfed_core.validation import POSITIVE, Bound, ParameterError
 
 RELATIONS = ("user", "window")
+# privacy.amplification: none = sampled FedIP rounds accounted as if every client took part (PLD,
+# add/remove); sampling = amplification by sampling without replacement (RDP, replace-one).
+AMPLIFICATIONS = ("none", "sampling")
 # DPSpec's ranges (params.yaml privacy.* is checked against them). ε may also be +inf: no mechanism.
 PRIVACY_BOUNDS = {"epsilon": POSITIVE, "delta": Bound(low=0.0, high=1.0, low_open=True, high_open=True),
                   "clip": Bound(low=0.0, high=1.0, low_open=True), "ip_clip": POSITIVE,
@@ -76,6 +82,10 @@ class DPSpec:
     clip: float = 1.0  # IncFed: fraction of the bound √(N + N²) of a unit's mean statistics
     ip_clip: float = 0.03  # FedIP: L2 norm bound of one client's (Δg, Δb) per round (params.yaml's default)
     fedavg_clip: float = 1.0  # DP-FedAvg: Frobenius norm bound of one client's local readout W_c
+    amplification: str = "none"  # privacy.amplification (AMPLIFICATIONS)
+    # (R, m, K) of a trial whose R FedIP rounds each sample m of K clients, accounted with
+    # amplification (set by esnfed_core.private_trial.trial_spec; None: every release unsampled)
+    sampled: tuple[int, int, int] | None = None
 
     def __post_init__(self) -> None:
         for name, bound in PRIVACY_BOUNDS.items():
@@ -84,10 +94,23 @@ class DPSpec:
                 bound.check(name, value)
         if self.relation not in RELATIONS:
             raise ParameterError(f"relation: expected one of {', '.join(RELATIONS)}, got {quote(self.relation)}")
+        if self.amplification not in AMPLIFICATIONS:
+            raise ParameterError(f"amplification: expected one of {', '.join(AMPLIFICATIONS)}, "
+                                 f"got {quote(self.amplification)}")
 
     @property
     def private(self) -> bool:
         return math.isfinite(self.epsilon)
+
+    def multiplier(self, releases: int = 1) -> float:
+        """z of this spec's ``releases`` mechanisms: :func:`noise_multiplier` (PLD), or with
+        ``sampled`` = (R, m, K) :func:`sampled_noise_multiplier` (``releases`` must be R + 1)."""
+        if self.sampled is None or not self.private:
+            return noise_multiplier(self.epsilon, self.delta, releases)
+        rounds, m, k = self.sampled
+        if releases != rounds + 1:
+            raise ParameterError(f"releases: {releases}, but the sampled trial has {rounds} rounds + 1 release")
+        return sampled_noise_multiplier(self.epsilon, self.delta, rounds, m, k)
 
 
 @functools.lru_cache(maxsize=256)
@@ -112,6 +135,52 @@ def noise_multiplier(epsilon: float, delta: float, releases: int = 1) -> float:
         bracket_interval=dp_accounting.ExplicitBracketInterval(0.1, 1e3), tol=1e-5))
 
 
+def _sampled_event(z_replace: float, rounds: int, sample_size: int, clients: int):
+    """R rounds, each the Gaussian mechanism on m of K clients sampled without replacement, and the
+    IncFed release on all K; ``z_replace`` = σ / (the replace-one sensitivity 2·C)."""
+    import dp_accounting  # noqa: PLC0415
+
+    gauss = dp_accounting.GaussianDpEvent(z_replace)
+    return dp_accounting.ComposedDpEvent([dp_accounting.SelfComposedDpEvent(
+        dp_accounting.SampledWithoutReplacementDpEvent(int(clients), int(sample_size), gauss), int(rounds)), gauss])
+
+
+def _replace_one_rdp():
+    from dp_accounting import NeighboringRelation  # noqa: PLC0415
+    from dp_accounting.rdp import rdp_privacy_accountant  # noqa: PLC0415
+
+    return rdp_privacy_accountant.RdpAccountant(neighboring_relation=NeighboringRelation.REPLACE_ONE)
+
+
+@functools.lru_cache(maxsize=256)
+def sampled_noise_multiplier(epsilon: float, delta: float, rounds: int, sample_size: int, clients: int) -> float:
+    """z (σ = z·C, C the clipping norm, as :func:`noise_multiplier`'s) such that R FedIP rounds, each
+    on m = ``sample_size`` of K = ``clients`` clients sampled uniformly without replacement, and one
+    IncFed release on all K are (ε, δ)-DP under *replace-one* neighbours (K public), with
+    amplification by sampling: dp_accounting's RDP accountant (SampledWithoutReplacementDpEvent,
+    Wang, Balle & Kasiviswanathan 2019, Thm. 27; supported for REPLACE_ONE only). Its noise
+    multiplier is σ over the replace-one L2 sensitivity, which is 2·C for a sum of terms each
+    clipped to C (one term replaced by another), so z = 2·z_accountant. 0 when ε is infinite."""
+    if math.isinf(epsilon):
+        return 0.0
+    if not 1 <= int(sample_size) <= int(clients) or int(rounds) < 0:
+        raise ParameterError(f"sampled rounds: expected 0 <= rounds and 1 <= m <= K, "
+                             f"got rounds {rounds}, m {sample_size}, K {clients}")
+    import dp_accounting  # noqa: PLC0415
+
+    z_replace = dp_accounting.calibrate_dp_mechanism(
+        _replace_one_rdp, functools.partial(_sampled_event, rounds=rounds, sample_size=sample_size, clients=clients),
+        float(epsilon), float(delta), bracket_interval=dp_accounting.ExplicitBracketInterval(0.05, 1e3), tol=1e-5)
+    return 2.0 * float(z_replace)
+
+
+def sampled_epsilon_of(z: float, delta: float, rounds: int, sample_size: int, clients: int) -> float:
+    """ε at δ of :func:`sampled_noise_multiplier`'s mechanisms at multiplier z (σ = z·C), replace-one, RDP."""
+    acc = _replace_one_rdp()
+    acc.compose(_sampled_event(z / 2.0, rounds, sample_size, clients))
+    return float(acc.get_epsilon(delta))
+
+
 def epsilon_of(z: float, delta: float, releases: int = 1) -> float:
     """ε spent by ``releases`` Gaussian mechanisms of noise multiplier z at δ (PLD accountant)."""
     import dp_accounting  # noqa: PLC0415
@@ -132,12 +201,12 @@ def stats_bound(units: int, n_classes: int = 1) -> float:
 def stats_sigma(spec: DPSpec, units: int, releases: int = 1) -> float:
     """σ = z·C of the IncFed release, C = clip·√(N + N²), N = ``units`` the statistics' columns
     (N + 1 with readout.bias) (0 when ε is infinite)."""
-    return noise_multiplier(spec.epsilon, spec.delta, releases) * (spec.clip * stats_bound(units))  # z·C, as before
+    return spec.multiplier(releases) * (spec.clip * stats_bound(units))  # z·C, as before
 
 
 def ip_sigma(spec: DPSpec, releases: int = 1) -> float:
     """σ = z·C_ip of one FedIP round's sum of clipped updates (0 when ε is infinite)."""
-    return noise_multiplier(spec.epsilon, spec.delta, releases) * spec.ip_clip
+    return spec.multiplier(releases) * spec.ip_clip
 
 
 def clip_norm(x: np.ndarray, bound: float) -> np.ndarray:
@@ -236,7 +305,7 @@ def private_average(start: np.ndarray, locals_: Sequence[np.ndarray], weights: S
     total = np.zeros_like(start)
     for update in updates:
         total += clip_norm(update, bound)
-    sigma = noise_multiplier(spec.epsilon, spec.delta, releases) * bound
+    sigma = spec.multiplier(releases) * bound
     return start + (total + rng.normal(0.0, sigma, total.shape)) / (clients or len(locals_))
 
 
@@ -258,7 +327,7 @@ def fedip_aggregate(spec: DPSpec, rng: np.random.Generator, releases: int, norms
 
 def fedavg_sigma(spec: DPSpec, releases: int = 1) -> float:
     """σ = z·C_avg of DP-FedAvg's sum of clipped local readouts (0 when ε is infinite)."""
-    return noise_multiplier(spec.epsilon, spec.delta, releases) * spec.fedavg_clip
+    return spec.multiplier(releases) * spec.fedavg_clip
 
 
 def fedavg_aggregate(spec: DPSpec, rng: np.random.Generator, releases: int = 1,

@@ -8,12 +8,16 @@ post-processing of the one released sum. DP-FedAvg releases one readout per λ, 
 selected config's λ only (one release; choosing on the grid would cost one release per λ).
 DP-FedCLIP (naive, replay) runs FedIP's private rounds and IncFed's private readout at every context;
 its readout at context t takes λ from the grid on the validation users' windows of context t (post-processing).
+federated.client_fraction < 1: DP-FedIP's rounds sample their clients and divide by the public m,
+accounted as without sampling (no amplification) unless privacy.amplification is ``sampling``
+(replace-one, RDP: :func:`trial_spec`); DP-FedCLIP refuses it (docs/privacy.md).
 With readout.bias every released statistic is of the augmented states [s, 1] (sensitivity
 √((N+1) + (N+1)²), esnfed_core.privacy) and DP-FedAvg clips the whole (C, N+1) local readout.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Mapping
 
 import numpy as np
@@ -21,8 +25,10 @@ import numpy as np
 from esnfed_core.method import Method
 from esnfed_core.errors import ConfigError
 from esnfed_core.privacy import DPSpec, fedavg_aggregate, fedip_aggregate, private_stats
+from esnfed_core.quote import quote
 from esnfed_core.readout import RidgeStats, evaluate, solve
 from esnfed_core.reservoir import Reservoir, iter_states
+from esnfed_core.sampling import FULL, KEY as SAMPLING_KEY, sample_size
 from esnfed_core.scoring import pooled_counts
 from esnfed_core.settings import Settings
 from esnfed_core.trial import (
@@ -45,6 +51,36 @@ def releases(method: Method, config: Mapping[str, Any], n_contexts: int = 1) -> 
     if method.algo == "fedclip":
         return int(n_contexts) * (int(config["budget"]) + 1)
     return 1 + (int(config["rounds"]) if method.algo == "fedip" else 0)
+
+
+def sampled_denominator(method: Method, data: TrialData, settings: Settings) -> int | None:
+    """K of a sampled DP-FedIP round: the public m = max(1, ⌊f·K⌋) of the K training clients
+    (federated.client_fraction f < 1), None at f = 1 (the round's uploads, as before). The rounds
+    draw over every training client, so each must hold windows (one without would leave the draw)."""
+    fraction = settings.fraction_for(method)
+    if fraction == FULL:
+        return None
+    empty = [name for name, u in data.train.items() if len(u.x) == 0]
+    if empty:
+        raise ConfigError(f"{SAMPLING_KEY}: DP-{method.id} samples over every training client, but "
+                          f"{quote(empty[0])} has no windows; set {SAMPLING_KEY}: 1")
+    return sample_size(len(data.train), fraction)
+
+
+def trial_spec(method: Method, config: Mapping[str, Any], data: TrialData, settings: Settings, spec: DPSpec) -> DPSpec:
+    """``spec`` for one trial: with ``privacy.amplification: sampling`` and sampled DP-FedIP rounds
+    (federated.client_fraction < 1, user level) it carries (R, m, K), so its z is the amplified one
+    (:func:`esnfed_core.privacy.sampled_noise_multiplier`); otherwise ``spec`` itself (f = 1: the
+    unamplified path)."""
+    if spec.amplification == "none" or not spec.private or method.algo != "fedip":
+        return spec
+    m = sampled_denominator(method, data, settings)
+    if m is None:
+        return spec
+    if spec.relation != "user":
+        raise ConfigError(f"privacy.amplification: sampling is user-level only (the rounds sample clients), "
+                          f"got privacy.relation {spec.relation!r}")
+    return dataclasses.replace(spec, sampled=(int(config["rounds"]), m, len(data.train)))
 
 
 def noise_rng(seed: int) -> np.random.Generator:
@@ -87,8 +123,10 @@ def fit_private(method: str | Method, config: Mapping[str, Any], seed: int, data
     ``ip_norms`` (FedIP): every client's round update ‖(Δg, Δb)‖₂ before clipping is appended
     (rounds in order, clients in order within a round; ε = ∞ too); the model is unchanged."""
     m = method if isinstance(method, Method) else Method.parse(method)
-    # Sampling would amplify privacy, which the accountant does not model (docs/privacy.md).
-    settings.refuse_sampling(f"DP-{m.id}")
+    if m.algo == "fedclip" and settings.client_fraction != FULL:
+        raise ConfigError(f"{SAMPLING_KEY}: not available for DP-{m.id} (its IP rounds sample among a context's "
+                          "participants, who depend on the users' data; DP sampling: fedip); "
+                          f"set {SAMPLING_KEY}: 1")
     if m.id in UNCOVERED:
         raise ConfigError(f"privacy.extra_methods: {m.id} is not covered: {UNCOVERED[m.id]} "
                           "(DP-FedCLIP: fedclip-naive, fedclip-replay)")
@@ -100,6 +138,7 @@ def fit_private(method: str | Method, config: Mapping[str, Any], seed: int, data
         return _fit_fedclip(m, config, seed, data, settings, spec, ip_norms)
     cfg = {k: v for k, v in config.items() if k != "lambda"}
     check_config(m, cfg)
+    spec = trial_spec(m, cfg, data, settings, spec)
     seeds = sub_seeds(seed)
     noise = noise_rng(seed)
     n_releases = releases(m, cfg)
@@ -107,10 +146,12 @@ def fit_private(method: str | Method, config: Mapping[str, Any], seed: int, data
     if m.algo == "fedip":
         from esnfed_core.federated import fedip  # noqa: PLC0415
 
-        agg = fedip_aggregate(spec, noise, n_releases, ip_norms) if spec.private or ip_norms is not None else None
+        fraction = settings.fraction_for(m)
+        agg = (fedip_aggregate(spec, noise, n_releases, ip_norms, clients=sampled_denominator(m, data, settings))
+               if spec.private or ip_norms is not None else None)
         res = fedip(res, [u.x for u in data.train.values()], _ip_config(cfg, settings),
                     rounds=int(cfg["rounds"]), local_epochs=int(cfg["local_epochs"]), seed=seeds["ip"],
-                    client_names=list(data.train), aggregate=agg)
+                    client_names=list(data.train), aggregate=agg, client_fraction=fraction)
     stats = private_stats(unit_stats(res, data, settings, spec.relation if spec.private else "user"),
                           spec, noise, n_releases)
     lambdas = [float(x) for x in settings.lambdas]

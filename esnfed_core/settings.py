@@ -74,13 +74,6 @@ class Settings:
             raise ConfigError(f"retrain.lambda: expected one of {', '.join(RETRAIN_LAMBDA)}, "
                               f"got {quote(self.retrain_lambda)}")
 
-    def refuse_sampling(self, what: str) -> None:
-        """One-line ConfigError when ``federated.client_fraction`` < 1 for ``what``, a path that
-        runs every client in every round (DP: sampling would change the privacy accounting)."""
-        if self.client_fraction != FULL:
-            raise ConfigError(f"{SAMPLING_KEY}: not available for {what} (only fedip, deep-fedip and "
-                              f"fedclip-*); set {SAMPLING_KEY}: 1")
-
     def samples(self, method: "Method") -> bool:
         """Whether a trial of ``method`` samples its rounds' clients: the methods with FedIP rounds
         (FedIP, deep FedIP, FedCLIP) when ``client_fraction`` < 1."""

@@ -10,6 +10,8 @@ retrain stage's seeds (budgets.<budget>.retrains of them), once per ε, with the
 trial, bit for bit. δ: ``auto`` = 1 / n², n the training users of the share (relation ``user``)
 or their windows (``window``). The document records what it was computed with (``params``: this
 section and the budget, esnfed_stages/provenance.py); the report refuses it under other values.
+federated.client_fraction < 1: FedIP's rounds sample their clients (no amplification claimed unless
+``privacy.amplification: sampling``; the document records the fraction and which).
 """
 
 from __future__ import annotations
@@ -22,9 +24,10 @@ from typing import Any, Callable, Mapping
 from esnfed_core import __version__
 from esnfed_core.errors import ConfigError
 from esnfed_core.method import Method
-from esnfed_core.privacy import PRIVACY_BOUNDS, RELATIONS, DPSpec, noise_multiplier
-from esnfed_core.private_trial import EXTRA_ALGOS, PRIVATE_ALGOS, UNCOVERED, fit_private, releases
+from esnfed_core.privacy import AMPLIFICATIONS, PRIVACY_BOUNDS, RELATIONS, DPSpec
+from esnfed_core.private_trial import EXTRA_ALGOS, PRIVATE_ALGOS, UNCOVERED, fit_private, releases, trial_spec
 from esnfed_core.quote import quote
+from esnfed_core.sampling import FULL
 from esnfed_core.scoring import accuracy
 from esnfed_core.data.processed import UserData
 from esnfed_core.trial import TrialData
@@ -52,7 +55,11 @@ def extra_path(out_dir: str | Path, dataset: str, method: str) -> Path:
 
 MECHANISM = "Gaussian mechanism (esnfed_core/privacy.py)"
 ACCOUNTANT = "dp-accounting PLD (calibrate_dp_mechanism), composition over FedIP rounds + IncFed release"
-KEYS = ("epsilons", "delta", "relation", "clip", "ip_clip", "pct", "methods", "extra_methods", "fedavg_clip")
+KEYS = ("epsilons", "delta", "relation", "clip", "ip_clip", "pct", "methods", "extra_methods", "fedavg_clip",
+        "amplification")
+# the amplified accountant (privacy.amplification: sampling, with sampled FedIP rounds)
+SAMPLED_ACCOUNTANT = ("dp-accounting RDP (calibrate_dp_mechanism), replace-one: FedIP rounds sampled without "
+                      "replacement (amplified) + IncFed release; z = σ / clip, twice the accountant's σ / (2·clip)")
 # keys that take one number for every dataset, or one per dataset
 PER_DATASET = ("clip", "ip_clip", "fedavg_clip")
 # the opt-in keys: recorded only in the opt-in methods' documents, so the default documents keep their bytes
@@ -77,6 +84,7 @@ class PrivacyParams:
     methods: tuple[str, ...]
     extra_methods: tuple[str, ...] = ()  # opt-in: DP-FedAvg, DP-FedCLIP naive/replay (stage privacy-extra)
     fedavg_clip: PerDataset = DPSpec.fedavg_clip
+    amplification: str = "none"  # sampling: sampled FedIP rounds accounted with amplification (replace-one)
 
     def delta_for(self, n_units: int) -> float:
         """δ of ``auto``: 1/n², n = the relation's neighbouring units (``neighbouring_units``)."""
@@ -97,7 +105,7 @@ class PrivacyParams:
     def spec(self, eps: float, delta: float, dataset: str) -> DPSpec:
         """The mechanism of ``dataset`` at (ε, δ): its clip, ip_clip and fedavg_clip."""
         return DPSpec(eps, delta, self.relation, self.clip_for(dataset), self.ip_clip_for(dataset),
-                      self.fedavg_clip_for(dataset))
+                      self.fedavg_clip_for(dataset), self.amplification)
 
     def record(self, budget: str | None, extra: bool = False) -> dict[str, Any]:
         """What runs/privacy/<dataset>.json is computed with, by params.yaml key (its ``params``;
@@ -109,6 +117,8 @@ class PrivacyParams:
         keys = [k for k in PER_DATASET if extra or k not in EXTRA_KEYS]
         clips = {f"privacy.{key}": v if isinstance(v := getattr(self, key), float) else dict(v) for key in keys}
         more = {"privacy.extra_methods": self.extra_methods} if extra else {}
+        if self.amplification != "none":  # absent at the default: the default documents keep their bytes
+            more["privacy.amplification"] = self.amplification
         return provenance.record({"privacy.epsilons": [eps_key(e) for e in self.epsilons],
                                   "privacy.delta": self.delta, "privacy.relation": self.relation, **clips,
                                   "privacy.pct": self.pct, "privacy.methods": self.methods, **more,
@@ -158,10 +168,17 @@ def privacy_params(params: Mapping[str, Any]) -> PrivacyParams:
     if extra and p["relation"] != "user":
         raise ConfigError(f"params.yaml: privacy.relation: {', '.join(extra)} (privacy.extra_methods) is user-level "
                           f"only (a client releases its whole readout), got {quote(p['relation'])}")
+    amplification = p.get("amplification", "none")
+    if amplification not in AMPLIFICATIONS:
+        raise ConfigError(f"params.yaml: privacy.amplification: must be one of {', '.join(AMPLIFICATIONS)}, "
+                          f"got {quote(amplification)}")
+    if amplification != "none" and p["relation"] != "user":
+        raise ConfigError(f"params.yaml: privacy.amplification: sampling is user-level only (the rounds sample "
+                          f"clients), got privacy.relation {quote(p['relation'])}")
     return PrivacyParams(tuple(_epsilon(e) for e in eps), delta, p["relation"],
                          _per_dataset("clip", p.get("clip", 1.0)), _per_dataset("ip_clip", p.get("ip_clip", DPSpec.ip_clip)),
                          pct, tuple(methods), tuple(extra),
-                         _per_dataset("fedavg_clip", p.get("fedavg_clip", DPSpec.fedavg_clip)))
+                         _per_dataset("fedavg_clip", p.get("fedavg_clip", DPSpec.fedavg_clip)), amplification)
 
 
 def _per_dataset(key: str, value: Any) -> PerDataset:
@@ -235,8 +252,6 @@ def run(dataset: str, privacy: PrivacyParams, exp: ExperimentParams, *, data_dir
     instead, the opt-in method of ``privacy.extra_methods`` -> runs/privacy/extra/<dataset>/<method>.json
     (DP-FedAvg's config keeps the selected λ: it trains at it)."""
     pp = privacy
-    # DP accounting assumes every client in every round (docs/privacy.md, "No client sampling under DP")
-    exp.settings.refuse_sampling("the privacy stages (DP)")
     if extra is not None and extra not in pp.extra_methods:
         raise ConfigError(f"params.yaml: privacy.extra_methods: {quote(extra)} is not listed "
                           f"(lists {quote(list(pp.extra_methods))}; opt-in methods: {', '.join(EXTRA_ALGOS)})")
@@ -248,6 +263,7 @@ def run(dataset: str, privacy: PrivacyParams, exp: ExperimentParams, *, data_dir
     configs = {m: selected_config(runs_dir, dataset, m, pct, exp.budget_spec) for m in methods}
     total, done = len(configs) * len(pp.epsilons) * len(seeds), 0
     results: dict[str, Any] = {}
+    amplified = False  # some method's sampled rounds were accounted with amplification
     for m, cfg in configs.items():
         method = Method.parse(m)
         rel = releases(method, cfg, inp.data.n_contexts)
@@ -255,7 +271,8 @@ def run(dataset: str, privacy: PrivacyParams, exp: ExperimentParams, *, data_dir
         rows = results[m] = {"config": dict(kept), "releases": rel,
                              "epsilons": {}}
         for eps in pp.epsilons:
-            spec = pp.spec(eps, delta, dataset)
+            spec = trial_spec(method, cfg, inp.data, exp.settings, pp.spec(eps, delta, dataset))
+            amplified = amplified or spec.sampled is not None
             accs = []
             for seed in seeds:
                 model = fit_private(method, cfg, seed, inp.data, exp.settings, spec)
@@ -264,14 +281,19 @@ def run(dataset: str, privacy: PrivacyParams, exp: ExperimentParams, *, data_dir
                 if progress:
                     progress(done, total)
             rows["epsilons"][eps_key(eps)] = {
-                "noise_multiplier": noise_multiplier(eps, delta, rel), "test_accuracy": accs}
+                "noise_multiplier": spec.multiplier(rel), "test_accuracy": accs}
     doc = {"dataset": dataset, "source": inp.source,  # as the assess files: the header's
            "pct": pct, "n_users": len(inp.data.train), "n_units": inp.n_units, "delta": delta,
            "relation": pp.relation, "clip": clip, "ip_clip": ip_clip,
            **({"fedavg_clip": pp.fedavg_clip_for(dataset)} if extra else {}),
-           "mechanism": MECHANISM, "accountant": ACCOUNTANT, "seeds": seeds, "version": __version__,
+           "mechanism": MECHANISM, "accountant": ACCOUNTANT,
+           **({"sampled_accountant": SAMPLED_ACCOUNTANT} if amplified else {}), "seeds": seeds, "version": __version__,
            # readout.bias: the statistics have N+1 columns (clipping norm clip·√((N+1) + (N+1)²))
            **({"readout_bias": True} if exp.settings.readout_bias else {}),
+           # federated.client_fraction < 1: FedIP's rounds sampled their clients, accounted without
+           # amplification (docs/privacy.md, "Client sampling under DP"); absent at 1
+           **({"client_fraction": exp.settings.client_fraction, "amplification": "sampling" if amplified else "none"}
+              if exp.settings.client_fraction != FULL else {}),
            provenance.KEY: pp.record(exp.budget, extra=extra is not None), "methods": results}
     out = privacy_path(out_dir, dataset) if extra is None else extra_path(out_dir, dataset, extra)
     with output_lock(out):

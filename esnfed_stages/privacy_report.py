@@ -221,7 +221,7 @@ def render(docs: Mapping[str, Mapping[str, Any]], run: Sequence[str] = (), stamp
         f"- Mechanism: {first['mechanism']}: per-unit per-step means (Ā, B̄) clipped to "
         f"{_clip_bound(docs)} (clip = {_per_dataset(docs, 'clip')}), summed, N(0, (z·C)²) added to A and B's upper "
         f"triangle; FedIP (Δg, Δb) per client and round clipped to {_per_dataset(docs, 'ip_clip')} (L2), noised sum / K"
-        + _fedavg_mechanism(docs),
+        + _sampling(docs) + _fedavg_mechanism(docs),
         f"- Neighbouring relation: {first['relation']}-level (add/remove one "
         f"{'user = one client' if first['relation'] == 'user' else 'window'}); L2 sensitivity = the clipping norm",
         "- δ = " + ", ".join(f"{dataset_label(ds)} {delta_text(d['delta'])} ({_delta_source(d)})"
@@ -257,6 +257,23 @@ def _clip_bound(docs: Mapping[str, Mapping[str, Any]]) -> str:
         return "clip·√(N+N²) (with readout.bias: N+1 for N, " + ", ".join(
             dataset_label(ds) for ds, d in docs.items() if d.get("readout_bias") is True) + ")"
     return "clip·√(N+N²)"
+
+
+def _sampling(docs: Mapping[str, Mapping[str, Any]]) -> str:
+    """The mechanism line's clause for documents run with federated.client_fraction < 1 (the stage
+    records ``client_fraction``, absent at 1, and ``amplification``: none or sampling), else nothing."""
+    sampled = {ds: d for ds, d in docs.items() if "client_fraction" in d}
+    if not sampled:
+        return ""
+    amplified = [dataset_label(ds) for ds, d in sampled.items() if d.get("amplification") == "sampling"]
+    accounting = ("accounted as without sampling: no amplification" if not amplified else
+                  "accounted with amplification by sampling without replacement (RDP, replace-one neighbours: "
+                  "sensitivity 2·clip)" + ("" if len(amplified) == len(sampled) else f" for {', '.join(amplified)}, "
+                                           "the others without amplification"))
+    return (f" (federated.client_fraction {_per_dataset(sampled, 'client_fraction')}: each round's m = "
+            f"max(1, ⌊fraction·K⌋) sampled clients, noised sum / m, {accounting}"
+            + ("" if len(sampled) == len(docs) else
+               f"; {', '.join(dataset_label(ds) for ds in sampled)} only") + ")")
 
 
 def _fedavg_mechanism(docs: Mapping[str, Mapping[str, Any]]) -> str:

@@ -204,11 +204,12 @@ def test_fedclip_rounds_average_the_sampled_clients_and_default_is_unchanged():
 def test_settings_refuse_the_paths_without_sampling():
     assert Settings(device="torch-cpu", client_fraction=0.5).samples(Method.parse("fedip"))  # torch samples too
     s = Settings(ip=IP, client_fraction=0.5)
-    with pytest.raises(ConfigError, match=r"^federated\.client_fraction: not available for DP-fedip"):
+    # DP-FedIP samples (tests/test_privacy_sampling.py); DP-FedCLIP refuses
+    with pytest.raises(ConfigError, match=r"^federated\.client_fraction: not available for DP-fedclip-naive"):
         from esnfed_core.privacy import DPSpec  # noqa: PLC0415
         from esnfed_core.private_trial import fit_private  # noqa: PLC0415
 
-        fit_private("fedip", {**CFG, "rounds": 1, "local_epochs": 1}, 0, trial_data()[0], s,
+        fit_private("fedclip-naive", {**CFG, "budget": 1, "local_epochs": 1}, 0, trial_data()[0], s,
                     DPSpec(epsilon=1.0, delta=1e-3))
     from esnfed_stages.flower import run_config  # noqa: PLC0415
 
@@ -332,20 +333,27 @@ def test_esnfed_flower_refuses_sampling_under_secaggplus_and_dp_in_one_line_befo
         assert not (tmp_path / "out").exists()
 
 
-def test_esnfed_privacy_refuses_sampling_in_one_line_and_writes_nothing(tmp_path):
+def test_esnfed_privacy_extra_fedclip_refuses_sampling_in_one_line_and_writes_nothing(tmp_path):
+    """The privacy stage takes a fraction below 1 (DP-FedIP samples: tests/test_privacy_sampling.py);
+    DP-FedCLIP refuses it, naming the key, before it writes anything."""
     from typer.testing import CliRunner  # noqa: PLC0415
 
     from esnfed_cli.main import app  # noqa: PLC0415
-    from experiment_data import make_dataset, small_params, stage_options, write_params  # noqa: PLC0415
+    from experiment_data import cli_ok, make_dataset, small_params, stage_options, write_params  # noqa: PLC0415
 
     make_dataset(tmp_path)
     params = small_params()
     params["federated"] = {"client_fraction": 0.5}
+    params["privacy"]["extra_methods"] = ["fedclip-naive"]
     write_params(tmp_path, params)
-    out = CliRunner().invoke(app, ["privacy", *stage_options(tmp_path), "--out-dir", str(tmp_path / "privacy")])
+    common = stage_options(tmp_path)
+    for algo in (["fedip"], ["fedclip", "--strategy", "naive"]):  # fedclip's grid starts from fedip's best
+        cli_ok("select", "--algo", *algo, "--pct", str(params["privacy"]["pct"]), *common)
+    out = CliRunner().invoke(app, ["privacy", *common, "--extra", "fedclip-naive",
+                                   "--out-dir", str(tmp_path / "privacy")])
     lines = out.output.strip().splitlines()
     assert out.exit_code != 0 and len(lines) == 1, out.output
-    assert "federated.client_fraction: not available for the privacy stages (DP)" in lines[0]
+    assert "federated.client_fraction: not available for DP-fedclip-naive" in lines[0]
     assert not (tmp_path / "privacy").exists()
 
 
@@ -365,6 +373,11 @@ def test_the_privacy_and_flower_help_name_the_key():
 
     from esnfed_cli.main import app  # noqa: PLC0415
 
-    for command in ("privacy", "flower"):
-        out = CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "200"})
-        assert out.exit_code == 0 and "federated.client_fraction must be 1" in " ".join(out.output.split())
+    out = CliRunner().invoke(app, ["flower", "--help"], env={"COLUMNS": "200"})
+    text = " ".join(w for w in out.output.split() if w.strip("│╭╮╰╯─"))  # without the box's borders
+    assert out.exit_code == 0 and ("federated.client_fraction: the share of clients each FedIP/FedCLIP round "
+                                   "samples, 1 under --epsilon, at least 3 a round with --secagg") in text
+    out = CliRunner().invoke(app, ["privacy", "--help"], env={"COLUMNS": "200"})
+    text = " ".join(w for w in out.output.split() if w.strip("│╭╮╰╯─"))  # without the box's borders
+    assert out.exit_code == 0 and ("federated.client_fraction: FedIP's rounds sample, no amplification claimed; "
+                                   "DP-FedCLIP needs 1") in text

@@ -117,8 +117,9 @@ def test_runner_is_a_dependency_only_through_blas_threads(project):
 def test_client_fraction_reruns_exactly_the_stages_with_fedip_rounds(project):
     """federated.client_fraction samples the clients of FedIP, deep FedIP and FedCLIP rounds: their
     select and retrain stages declare it (select-ip/retrain-ip run ip and fedip as one matrix), as
-    does the flower stage (its FedIP apps sample the same rounds), and nothing else (assess reads
-    the models; the DP stages only refuse a fraction below 1)."""
+    do the flower stage (its FedIP apps sample the same rounds) and the privacy stage (DP-FedIP
+    samples its rounds), and nothing else (assess reads the models; DP-FedCLIP only refuses a
+    fraction below 1)."""
     params_path = project / "params.yaml"
     original = params_path.read_text()
     params = yaml.safe_load(original)
@@ -130,7 +131,7 @@ def test_client_fraction_reruns_exactly_the_stages_with_fedip_rounds(project):
     finally:
         params_path.write_text(original)
     prefixes = ("select-ip@", "retrain-ip@", "select-fedclip@", "retrain-fedclip@", "select-deep@", "retrain-deep@",
-                "flower@")
+                "flower@", "privacy@")
     expected = {s for s in _stages(project) if s.startswith(prefixes)}
     assert expected and set(flagged) == expected
     assert all(c == {"params.yaml": {"federated.client_fraction": "modified"}} for c in flagged.values())

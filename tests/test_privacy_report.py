@@ -265,3 +265,26 @@ def test_a_fixed_delta_is_not_called_one_over_n_squared(tmp_path):
     docs = {"wesad": privacy_doc(params=fixed), "hhar": privacy_doc("hhar", 5, params=fixed)}
     _, rep = _report(_write(tmp_path, docs), _options(privacy=fixed))
     assert "- δ = WESAD 1e-05 (privacy.delta), HHAR 1e-05 (privacy.delta)" in rep.tables["privacy.md"].decode()
+
+
+def test_a_sampled_fedip_run_says_so_in_the_mechanism_line(tmp_path):
+    """federated.client_fraction < 1: the document records the fraction and "amplification": "none"
+    (esnfed_stages/privacy.py); the mechanism line names them, and a default run's does not."""
+    sampled = {**privacy_doc(), "client_fraction": 0.5, "amplification": "none"}
+    _, rep = _report(_write(tmp_path / "sampled", {"wesad": sampled, "hhar": privacy_doc("hhar", 5)}))
+    md = rep.tables["privacy.md"].decode()
+    assert ("noised sum / K (federated.client_fraction 0.5: each round's m = max(1, ⌊fraction·K⌋) sampled clients, "
+            "noised sum / m, accounted as without sampling: no amplification; WESAD only)") in md
+    _, rep = _report(_write(tmp_path / "default", {"wesad": privacy_doc(), "hhar": privacy_doc("hhar", 5)}))
+    assert "client_fraction" not in rep.tables["privacy.md"].decode()
+
+
+def test_an_amplified_sampled_run_says_which_accounting_in_the_mechanism_line(tmp_path):
+    """privacy.amplification: sampling: the document's "amplification": "sampling" turns the clause
+    into the amplified accounting's (RDP, replace-one, sensitivity 2·clip), per dataset where they differ."""
+    amplified = {**privacy_doc(), "client_fraction": 0.5, "amplification": "sampling"}
+    plain = {**privacy_doc("hhar", 5), "client_fraction": 0.5, "amplification": "none"}
+    _, rep = _report(_write(tmp_path, {"wesad": amplified, "hhar": plain}))
+    md = rep.tables["privacy.md"].decode()
+    assert ("noised sum / m, accounted with amplification by sampling without replacement (RDP, replace-one "
+            "neighbours: sensitivity 2·clip) for WESAD, the others without amplification)") in md
