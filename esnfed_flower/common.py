@@ -128,7 +128,8 @@ def sampled_nodes(participants: list[int], fraction: float, seed: int, rnd: int)
 
 
 class Sampling:
-    """The server's client sampling over a FedIP or FedCLIP run (``client-fraction`` < 1): the
+    """The server's client sampling over a FedIP or FedCLIP run (``client-fraction`` < 1; the
+    SecAgg+ apps keep one at fraction 1 too, to count the fits of clients that drop out): the
     ``nodes`` in partition order with ``flags``, for each, whether it takes part at each context
     (FedIP: one context, whether it has windows), the run's IP round index (the pipeline's, over
     all contexts) and each node's fits per context, which its messages carry so that the stateless

@@ -11,7 +11,9 @@ weight 0 (SecAgg+ needs every sampled client's vector; zero lies on the quantiza
 adds no rounding error). The result equals the plain app's to SecAgg+'s quantization (tests_flower).
 Client sampling (``client-fraction`` < 1): as SecAgg+ FedIP's, each IP round among the context's
 participants (their get_properties reply says at which contexts they take part), every message
-with the client's own fits (``history``, ``round``) for LocalClient.at.
+with the client's own fits (``history``, ``round``) for LocalClient.at. At fraction 1 the counts are
+kept too (a client that dropped out of a round replays only the fits it made); ``history`` is sent
+only where it differs from LocalClient.at's default (``budget`` fits per earlier context).
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ class FedCLIPStrategy(FedIPStrategy):
     def __init__(self, rc: dict):
         budget = setup(rc)[0].budget
         super().__init__({**rc, "rounds": budget})  # rounds: IP rounds per context (esnfed_flower.run)
+        self.n_contexts = int(rc["n-contexts"])
         self.schedule = [(t, r, "ip" if r < budget else "stats")
                          for t in range(int(rc["n-contexts"])) for r in range(budget + 1)]
         self.kept: dict[str, list] = {"gain": [], "bias": [], "readout": []}

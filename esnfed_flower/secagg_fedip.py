@@ -9,6 +9,10 @@ then goes to the clients esnfed_core.sampling.sample_clients draws among those (
 sets), with its shares and threshold sized to them (k shares, threshold max(2, k − 1); at least
 SECAGG_MIN_CLIENTS, else one line naming client-fraction), and each client's ``round`` is its own
 count of earlier fits (esnfed_flower.common.Sampling). The statistics round goes to every client.
+At fraction 1 every IP round goes to every client (no query) and the counts are kept all the same:
+a client that drops out of a round (SecAgg+ leaves it out of the sum) does not count its fit, so
+when it comes back it replays the fits it made; without dropouts ``round`` is the round index, as
+before.
 
 Weights: n_steps = windows × window length in both phases (one max-weight covers both; every
 window has the same length, so step weights give the pipeline's window-weighted mean).
@@ -68,7 +72,7 @@ class FedIPStrategy(FedAvg):
 
     def __init__(self, rc: dict):
         res = reservoir(rc, int(rc["n-inputs"]))
-        self.rc, self.rounds = rc, int(rc["rounds"])
+        self.rc, self.rounds, self.n_contexts = rc, int(rc["rounds"]), 1  # FedCLIP: its contexts
         self.gain, self.bias = res.gain, res.bias
         self.fraction, self.sample = client_fraction(rc), None
         if self.fraction != FULL and flower_dp(rc, "distributed") is not None:
@@ -84,24 +88,38 @@ class FedIPStrategy(FedAvg):
         return 0 if server_round <= self.rounds else None
 
     def configure_fit(self, server_round, parameters, client_manager):
-        """Every client (FedAvg's); with ``client-fraction`` < 1, an IP round's sampled clients
-        (each with its own fits as ``round``, FedCLIP also ``history``), the SecAgg+ round sized
-        to the clients it goes to."""
-        if self.fraction == FULL:
-            return super().configure_fit(server_round, parameters, client_manager)
+        """Every client, or with ``client-fraction`` < 1 an IP round's sampled clients (the SecAgg+
+        round sized to the clients it goes to); each IP message with the client's own fits as
+        ``round`` (FedCLIP also ``history``: :meth:`own_fits`), so that a client which dropped out
+        of a round replays only the fits it made (at fraction 1 too)."""
         if self.sample is None:
             self.sample = self.sampling(client_manager)
         proxies = {p.node_id: p for p in client_manager.all().values()}
         t = self.ip_context(server_round)
         chosen = {n: {} for n in self.sample.nodes} if t is None else self.sample.next_round(t)
-        size_round(self.secagg, len(chosen))
+        if self.fraction != FULL:
+            size_round(self.secagg, len(chosen))
         config = self.fit_config(server_round)
-        return [(proxies[n], FitIns(parameters, {**config, **where})) for n, where in chosen.items()]
+        return [(proxies[n], FitIns(parameters, {**config, **self.own_fits(where)})) for n, where in chosen.items()]
+
+    def own_fits(self, where: dict) -> dict:
+        """A node's ``where`` as its message carries it: at fraction 1 without ``history`` while it
+        fitted every IP round at each earlier context (``rounds`` each: the client's default,
+        LocalClient.at), so a run without dropouts sends the messages it sent before."""
+        fits = [int(h) for h in str(where.get("history", "")).split(",") if h]
+        if self.fraction == FULL and all(h == self.rounds for h in fits):
+            return {k: v for k, v in where.items() if k != "history"}
+        return where
 
     def sampling(self, client_manager) -> Sampling:
-        """Every client's partition id and participation (get_properties, group 0): the run's
-        Sampling over the clients in partition order."""
+        """The run's Sampling: with ``client-fraction`` < 1 over every client's partition id and
+        participation (get_properties, group 0), in partition order; at fraction 1 over every
+        node, each taking part at every context (FedAvg's rounds: all clients, one with nothing to
+        train on sends zeros), with no query, so every round goes to all and counts their fits."""
         client_manager.wait_for(int(self.rc["num-clients"]))
+        if self.fraction == FULL:
+            nodes = sorted(p.node_id for p in client_manager.all().values())
+            return Sampling(nodes, [[1] * self.n_contexts] * len(nodes), FULL, int(self.rc["ip-seed"]))
         # group_id "0", not 0: the proxy drops a falsy group id (measure_mod records the group as the round)
         props = sorted(((p.node_id, p.get_properties(GetPropertiesIns({}), timeout=None, group_id="0").properties)
                         for p in client_manager.all().values()), key=lambda item: int(item[1]["partition-id"]))
@@ -117,10 +135,9 @@ class FedIPStrategy(FedAvg):
 
     def add_update(self, results):
         """(g, b) += SecAgg+'s weighted mean update (every result carries it); the new (g, b) as
-        the next round's parameters. When sampling, only the clients whose vectors made the sum
-        (``results``) count a fit: one that dropped out replays none for this round."""
-        if self.sample is not None:
-            self.sample.only_fitted(proxy.node_id for proxy, _ in results)
+        the next round's parameters. Only the clients whose vectors made the sum (``results``)
+        count a fit: one that dropped out replays none for this round."""
+        self.sample.only_fitted(proxy.node_id for proxy, _ in results)
         dg, db = parameters_to_ndarrays(results[0][1].parameters)
         self.gain = (self.gain + dg).astype(self.gain.dtype)
         self.bias = (self.bias + db).astype(self.bias.dtype)

@@ -349,6 +349,32 @@ def test_secaggplus_fedip_survives_a_dropout_in_a_sampled_round(setup, monkeypat
     assert np.linalg.norm(readout - plain) / np.linalg.norm(plain) < 1e-3
 
 
+def test_secaggplus_fedip_replays_its_own_fits_after_a_dropout_at_fraction_1(setup, monkeypatch):
+    """Every client in every round (fraction 1, threshold 3 of 4): client 1 drops at the
+    masked-vector stage of round 1 only and is back for rounds 2 and 3. Round 1 completes with its
+    3 survivors; the server's (g, b) is the hand-built FedIP whose round 1 averages exactly them,
+    each client with its own long-lived generator, to the quantization tolerance of the full runs:
+    client 1 replays the one fit it made before round 3, not the round index (which would count
+    its lost round 1 as a fit: the hand-built run with its generator moved lies far away)."""
+    root, data, users = setup
+    drop, everyone = 1, list(range(len(users)))
+    readout, gain, bias, info = _secagg_fedip(root, data, users, monkeypatch, "secagg-fedip-drop-round",
+                                              **{"drop-partition": drop, "drop-round": 1})
+    assert info == {"clients": len(users), "sampled": len(users), "min_clients": len(users) - 1}  # stats: all
+    sets = [(everyone, [i for i in everyone if not (r == 0 and i == drop)]) for r in range(IP["rounds"])]
+    want = _hand_fedip(data, users, sets)
+    counted = _hand_fedip(data, users, sets, dropped_fits=True)
+    tol = 10 * 3 * _quantization_bound(users)
+    err = max(np.max(np.abs(gain - want.gain)), np.max(np.abs(bias - want.bias)))
+    off = max(np.max(np.abs(counted.gain - want.gain)), np.max(np.abs(counted.bias - want.bias)))
+    print(f"f = 1 SecAgg+ FedIP with a round-1 dropout: max |Δ(g, b)| {err:.3g} (tolerance {tol:.3g}); "
+          f"a counted dropout's run lies {off:.3g} away")
+    assert err < tol
+    assert off > 10 * tol  # the comparison tells the two apart
+    plain = incfed(want, _clients(data, users), [LAM]).readouts[0]  # the statistics round: every client
+    assert np.linalg.norm(readout - plain) / np.linalg.norm(plain) < 1e-3
+
+
 @pytest.mark.parametrize("bias", [False, True])
 def test_fedavg_app_equals_the_pipeline(setup, monkeypatch, bias):
     from esnfed_core.federated import fedavg

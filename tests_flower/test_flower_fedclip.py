@@ -60,11 +60,13 @@ def _streams(root: Path, sits_out: dict[int, int]):
 
 
 def _flower(root: Path, data, strategy: str, monkeypatch, secagg: bool = False, drop: int | None = None,
-            replay: dict | None = None, bias: bool = False, fraction: float = 1.0) -> dict:
+            replay: dict | None = None, bias: bool = False, fraction: float = 1.0,
+            drop_round: int | None = None) -> dict:
     """The app's per-context arrays and ``sent``: the partitions each IP round (0, 1, ... over the
     run) went to; ``replay``: run-config keys over the defaults (replay-fraction, replay-policy);
     ``bias``: the run config's readout-bias (readout.bias); ``fraction``: its client-fraction
-    (federated.client_fraction, present only below 1)."""
+    (federated.client_fraction, present only below 1); ``drop``: the partition that drops out at
+    SecAgg+'s masked-vector stage of every round, or with ``drop_round`` of that round only."""
     from flwr.simulation import run_simulation
 
     from esnfed_flower import fedclip, fedclip_joint, secagg_fedclip
@@ -72,6 +74,7 @@ def _flower(root: Path, data, strategy: str, monkeypatch, secagg: bool = False, 
     app = secagg_fedclip if secagg else fedclip_joint if strategy == "joint" else fedclip
     n_eval = len(data.validation) if strategy == "joint" else 0
     out = root / (f"{strategy}{'-secagg' if secagg else ''}{'' if drop is None else f'-drop{drop}'}"
+                  f"{'' if drop_round is None else f'-round{drop_round}'}"
                   f"{''.join(f'-{v}' for v in (replay or {}).values())}{'-bias' if bias else ''}"
                   f"{'' if fraction == 1 else f'-f{fraction}'}.npy")
     bytes_dir = root / f"{out.stem}-bytes"
@@ -84,6 +87,7 @@ def _flower(root: Path, data, strategy: str, monkeypatch, secagg: bool = False, 
            "ip-seed": 9, "local-epochs": EPOCHS, "lambda": LAM, "solver": "cholesky",
            "patience": PATIENCE, "max-joint-rounds": MAX_ROUNDS, "num-eval-clients": n_eval,
            "data-dir": str(root), "out": str(out), **({} if drop is None else {"drop-partition": drop}),
+           **({} if drop_round is None else {"drop-round": drop_round}),
            **(replay or {}), **({"readout-bias": True} if bias else {}),
            **({} if fraction == 1 else {"client-fraction": fraction}), "bytes-dir": str(bytes_dir)}
     cfg = root / f"{out.stem}.json"
@@ -273,3 +277,67 @@ def test_secaggplus_fedclip_survives_a_dropout_in_every_round(setup, monkeypatch
     # The survivors' run, not everyone's: client 0's windows move (g, b) well beyond the tolerance
     # (as SecAgg+ FedIP's dropout test: > 10 tolerances; measured ~70).
     assert np.max(np.abs(got["gain"][-1] - everyone.reservoirs[-1].gain)) > 10 * tol
+
+
+def _hand_naive(data, train, lost: set[tuple[int, int]] = frozenset(), lost_fits: bool = False):
+    """SecAgg+ FedCLIP naive by hand from the core's round (esnfed_core.plasticity.fedip_round):
+    per context ``BUDGET`` IP rounds (numbered 1, 2, ... over the run, as the legacy rounds without
+    the readout rounds), each averaging (weights: windows at the context) the local fits of the
+    clients with windows there, except those whose (client, IP round) is in ``lost``, each client
+    with its own long-lived generator seeded with the IP seed (esnfed_core.continual.stream_client);
+    then IncFed over the context's clients. ``lost_fits``: a lost client's generator moves anyway
+    (what replaying the round index would give). Per context: (reservoir, readout)."""
+    from esnfed_core.federated import Client, incfed
+    from esnfed_core.plasticity import fedip_round, ip_epoch
+
+    cfg = IPConfig(sigma=0.3, batch_size=4)
+    res = make_reservoir(CFG, data.n_inputs, 5)
+    rngs = [np.random.default_rng(9) for _ in train]
+
+    def local(i, t):
+        def fit(start):
+            for _ in range(EPOCHS):
+                start = ip_epoch(start, train[i][t][0], cfg, rngs[i])
+            return start
+        return fit
+
+    out, k = [], 0
+    for t in range(data.n_contexts):
+        part = [i for i in range(len(train)) if len(train[i][t][0])]
+        for _ in range(BUDGET):
+            k += 1
+            kept = [i for i in part if (i, k) not in lost]
+            res = fedip_round(res, [local(i, t) for i in kept], [len(train[i][t][0]) for i in kept],
+                              [f"c{i}" for i in kept])
+            if lost_fits:
+                for i in set(part) - set(kept):
+                    local(i, t)(res)  # the fit it never sent: only its generator's move matters
+        clients = [Client(f"c{i}", *train[i][t], data.n_classes) for i in part]
+        out.append((res, incfed(res, clients, [LAM]).readouts[0]))
+    return out
+
+
+def test_secaggplus_fedclip_replays_its_own_fits_after_a_dropout_at_fraction_1(setup, monkeypatch):
+    """Naive, every client in every round (fraction 1, threshold 3 of 4): client 0 drops at the
+    masked-vector stage of the run's first round (context 0's first IP round) only. That round
+    completes with the 3 survivors (client 1, without windows at context 0, sends zeros); the
+    server then sends client 0 its own fits (``round`` 0 in the next round, ``history`` 1 at
+    context 0 afterwards), so every context's (g, b) is the hand-built FedCLIP whose first round
+    averages the others, each client with its own long-lived generator, to the tolerance of the
+    full runs; the hand-built run whose lost round moved client 0's generator lies far away."""
+    root, data, train = setup
+    assert all(len(train[0][t][0]) for t in range(data.n_contexts))  # client 0 trains at every context
+    got = _flower(root, data, "naive", monkeypatch, secagg=True, drop=0, drop_round=1)
+    want = _hand_naive(data, train, {(0, 1)})
+    counted = _hand_naive(data, train, {(0, 1)}, lost_fits=True)
+    bound = _quantization_bound([u.x.shape[0] * u.x.shape[1] for u in data.train.values()])
+    for t, (res, readout) in enumerate(want):
+        tol = 10 * BUDGET * (t + 1) * bound
+        err = max(np.max(np.abs(got["gain"][t] - res.gain)), np.max(np.abs(got["bias"][t] - res.bias)))
+        off = max(np.max(np.abs(counted[t][0].gain - res.gain)), np.max(np.abs(counted[t][0].bias - res.bias)))
+        rel = np.linalg.norm(got["readout"][t] - readout) / np.linalg.norm(readout)
+        print(f"f = 1 SecAgg+ FedCLIP naive, round-1 dropout, context {t}: max |Δ(g, b)| {err:.3g} "
+              f"(tolerance {tol:.3g}), readout {rel:.3g}; a counted dropout's run lies {off:.3g} away")
+        assert err < tol
+        assert off > 10 * tol  # the comparison tells the two apart at every context
+        assert rel < 1e-3  # the statistics' quantization through the solve (SecAgg+ IncFed: < 1e-3)
