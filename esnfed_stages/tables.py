@@ -10,8 +10,8 @@ from dataclasses import asdict
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from esnfed_core.tables import (
-    LAMBDA_SELECTION_COLUMNS, SELECTION_COLUMNS, VALIDATION_COLUMNS, Cell, RowAgreement, TableSpec, dataset_label, paper_marks_table, significance_agreement,
-    splits_rounds,
+    LAMBDA_SELECTION_COLUMNS, SELECTION_COLUMNS, VALIDATION_COLUMNS, Cell, RowAgreement, TableSpec, dataset_label,
+    paper_marks_table, significance_agreement, splits_rounds,
 )
 from esnfed_core.vocabulary import PCTS
 
@@ -286,8 +286,8 @@ SELECTION_NOTE = " ".join((
     "λ selection: FedAvg runs a round per λ of readout.lambdas (esnfed_core.federated.fedavg), each training client",
     "uploading a local readout and downloading the average (N·C float64 each way, and a count); the totals above keep",
     "the chosen λ's round, these are the other L − 1 (retrain.lambda: select), counted from the messages of",
-    "esnfed_core.validation_traffic.lambda_selection_ledger; 'match' = K·(L − 1)·N·C gives the counted floats each",
-    "way. Selection bytes: the model selection of IncFed, FedAvg and FedIP in total, the budget's trials × what one",
+    "esnfed_core.validation_traffic.lambda_selection_ledger; 'match' = K·(L − 1)·N·C gives the counted floats",
+    "each way. Selection bytes: the model selection of IncFed, FedAvg and FedIP in total, the budget's trials × what one",
     "trial sends up and down at this row's sizes: the training messages above, the validation clients' scoring of",
     "every λ of readout.lambdas and FedAvg's other λ rounds (a selection trial chooses λ on the validation users",
     "whatever retrain.lambda says); an estimate where trials drew other sizes (N, rounds) than the selected one"))

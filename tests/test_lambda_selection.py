@@ -150,4 +150,5 @@ def test_the_report_reads_the_lambda_values_whatever_the_rule():
 
 def test_the_trials_come_from_the_budget():
     assert _trials(BudgetSpec("default", 0, 12)) == 12
-    assert _trials(BudgetSpec("default")) is None and _trials(None) is None and _trials(BudgetSpec("x", 0, True)) is None
+    assert _trials(BudgetSpec("default")) is None and _trials(None) is None
+    assert _trials(BudgetSpec("x", 0, True)) is None  # not a count
