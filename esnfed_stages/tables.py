@@ -287,10 +287,11 @@ SELECTION_NOTE = " ".join((
     "uploading a local readout and downloading the average (N·C float64 each way, and a count); the totals above keep",
     "the chosen λ's round, these are the other L − 1 (retrain.lambda: select), counted from the messages of",
     "esnfed_core.validation_traffic.lambda_selection_ledger; 'match' = K·(L − 1)·N·C gives the counted floats",
-    "each way. Selection bytes: the model selection of IncFed, FedAvg and FedIP in total, the budget's trials × what one",
-    "trial sends up and down at this row's sizes: the training messages above, the validation clients' scoring of",
-    "every λ of readout.lambdas and FedAvg's other λ rounds (a selection trial chooses λ on the validation users",
-    "whatever retrain.lambda says); an estimate where trials drew other sizes (N, rounds) than the selected one"))
+    "each way. Selection bytes: the model selection of IncFed, FedAvg and FedIP in total, the budget's trials ×",
+    "what one trial sends up and down at this row's sizes: the training messages above, the validation clients'",
+    "scoring of every λ of readout.lambdas and FedAvg's other λ rounds (a selection trial chooses λ on the",
+    "validation users whatever retrain.lambda says); an estimate where trials drew other sizes (N, rounds) than",
+    "the selected one"))
 
 _SELECTION_CELLS = [
     ("pct", "train users"), ("dataset", "dataset"), ("method", "method"), ("clients", "K"),
