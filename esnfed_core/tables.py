@@ -20,7 +20,8 @@ from esnfed_core.sampling import CLIENT_FRACTION, FULL, sample_size
 from esnfed_core.stats import Mark, TestResult, pair_marks
 from esnfed_core.validation import ParameterError
 from esnfed_core.validation_traffic import (
-    ValidationPlan, analytic_validation, validation_formulas, validation_ledger,
+    ValidationPlan, analytic_lambda_selection, analytic_validation, lambda_selection_formula,
+    lambda_selection_ledger, validation_formulas, validation_ledger,
 )
 from esnfed_core.vocabulary import DATASETS, PCTS
 
@@ -616,6 +617,10 @@ class Communication:
     # them (0: λ frozen, not chosen there; None: unknown)
     validation_clients: int | None = None
     lambda_grid: int | None = None
+    # Model selection (IncFed, FedAvg, FedIP): |readout.lambdas|, the λ values each selection trial
+    # scores whatever retrain.lambda says, and the trials of the budget (None: unknown)
+    lambda_values: int | None = None
+    selection_trials: int | None = None
     # federated.client_fraction (esnfed_core.sampling): each FedIP/FedCLIP IP round's clients were
     # sampled, max(1, ⌊f·C⌋) of the C taking part; readouts still go to all C. 1: every client.
     client_fraction: float = FULL
@@ -817,13 +822,68 @@ def validation_columns(c: Communication) -> dict[str, Any]:
             and totals["up_floats"] == 0}
 
 
-# The validation-traffic columns of a communication row, after the training ones
+def lambda_selection_columns(c: Communication) -> dict[str, Any]:
+    """FedAvg's λ selection (retrain.lambda: select): the rounds of the L − 1 λ values the training
+    totals leave out (esnfed_core.validation_traffic.lambda_selection_ledger), counted beside the
+    formula, ``validation_lambda_match`` whether they agree. ``validation_lambda_traffic``: True where
+    counted, False where the training clients send nothing per λ (every method but FedAvg, whose
+    clients send statistics or (g, b) once; FedAvg with λ frozen), None where unknown."""
+    out: dict[str, Any] = {k: None for k in LAMBDA_SELECTION_COLUMNS}
+    base = _base(c.method)
+    if base not in _VALIDATION_COUNTED or (base == "fedavg" and c.lambda_grid is None):
+        return {**out, "validation_lambda_traffic": None}
+    if base != "fedavg" or c.lambda_grid == 0:
+        return {**out, "validation_lambda_traffic": False}
+    if c.units is None or c.classes is None:
+        return {**out, "validation_lambda_traffic": None}
+    extra = c.lambda_grid - 1
+    totals = lambda_selection_ledger(extra, c.clients, c.units, c.classes, c.readout_bias).totals()
+    analytic = analytic_lambda_selection(extra, c.clients, c.units, c.classes, c.readout_bias)
+    return {"validation_lambda_traffic": True, "validation_lambda_rounds": extra,
+            "validation_lambda_up_floats": totals["up_floats"], "validation_lambda_down_floats": totals["down_floats"],
+            "validation_lambda_up_bytes": totals["up_bytes"], "validation_lambda_down_bytes": totals["down_bytes"],
+            "validation_lambda_formula": lambda_selection_formula(extra, c.readout_bias),
+            "validation_lambda_analytic_floats": analytic,
+            "validation_lambda_match": totals["up_floats"] == analytic == totals["down_floats"]}
+
+
+# The model selection the communication table totals: IncFed, FedAvg and FedIP (deep ones too); a
+# FedCLIP selection is a grid on the best FedIP trial's seed, not modelled here (None)
+_SELECTION_COUNTED = ("incfed", "fedavg", "fedip")
+
+
+def selection_columns(c: Communication) -> dict[str, Any]:
+    """``selection_trials`` and ``selection_bytes``: trials × what one trial sends, up and down, at
+    ``c``'s sizes: its training messages as recorded, the validation clients' evaluation of the
+    ``lambda_values`` readouts and FedAvg's other λ rounds (a selection trial always scores λ on the
+    validation users). None where unknown or not modelled (FedCLIP, heterogeneous methods)."""
+    none = {"selection_trials": None, "selection_bytes": None}
+    base = _base(c.method)
+    if base not in _SELECTION_COUNTED or c.selection_trials is None or not c.lambda_values \
+            or c.validation_clients is None or c.units is None or c.classes is None:
+        return none
+    plan = ValidationPlan(1, c.lambda_values, base == "fedip", c.readout_bias)
+    val = validation_ledger(plan, c.validation_clients, c.units, c.classes).totals()
+    lam = lambda_selection_ledger(c.lambda_values - 1 if base == "fedavg" else 0, c.clients, c.units, c.classes,
+                                  c.readout_bias).totals()
+    per_trial = sum(t["up_bytes"] + t["down_bytes"] for t in (val, lam)) + c.up_bytes + c.down_bytes
+    return {"selection_trials": c.selection_trials, "selection_bytes": c.selection_trials * per_trial}
+
+
+# The validation-traffic columns of a communication row, after the training ones: the validation
+# clients', FedAvg's λ selection, then the model selection's total
 VALIDATION_COLUMNS = (
     "validation_clients", "validation_evaluations", "validation_readouts",
     "validation_down_floats", "validation_down_bytes", "validation_up_floats", "validation_up_bytes",
     "validation_formula_down", "validation_formula_up",
     "validation_analytic_down_floats", "validation_analytic_up_bytes", "validation_match",
 )
+LAMBDA_SELECTION_COLUMNS = (
+    "validation_lambda_rounds", "validation_lambda_up_floats", "validation_lambda_down_floats",
+    "validation_lambda_up_bytes", "validation_lambda_down_bytes", "validation_lambda_formula",
+    "validation_lambda_analytic_floats", "validation_lambda_match",
+)
+SELECTION_COLUMNS = ("selection_trials", "selection_bytes")
 
 
 def communication_rows(items: Iterable[Communication]) -> list[dict[str, Any]]:
@@ -850,7 +910,7 @@ def communication_rows(items: Iterable[Communication]) -> list[dict[str, Any]]:
             "match": match,
             "participations": c.participations, "participants": c.participants,
             "client_fraction": c.client_fraction,  # not a CSV column: the header's note names it
-            **validation_columns(c),
+            **validation_columns(c), **lambda_selection_columns(c), **selection_columns(c),
         })
     return rows
 

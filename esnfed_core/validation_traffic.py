@@ -12,6 +12,10 @@ total steps (R + 1 integers, 8 bytes each, no float). Sending the summed ridge s
 (N² + N·C floats, each client solving every λ itself) costs more whenever |grid|·C < N + C, i.e.
 for every reservoir of the papers' spaces (N >= 100, C <= 6, 7 λ values). The reservoir
 broadcast a validation client needs first is setup, excluded as the training's is.
+
+FedAvg choosing λ there adds training traffic too: every training client uploads a local readout
+per λ and downloads each average (esnfed_core.federated.fedavg, one round per λ); the training
+totals keep the chosen λ's round, so the other L − 1 rounds are counted here (λ selection).
 This module is not a trial module: the report computes it from what the retrains recorded.
 """
 
@@ -26,6 +30,7 @@ from esnfed_core.reservoir import DTYPE
 from esnfed_core.validation import ParameterError, check_param
 
 ALGORITHM = "validation"  # the ledger name of the validation traffic
+LAMBDA_ALGORITHM = "lambda-selection"  # FedAvg's rounds for the λ values not kept
 INT_BYTES = 8  # a count on the wire, as esnfed_core.messages counts them
 
 
@@ -98,3 +103,31 @@ def analytic_validation(plan: ValidationPlan, clients: int, units: int, classes:
     of counts up (V clients, E evaluations, R readouts each; N+1 in R·N·C with ``plan.bias``)."""
     per = (2 * units if plan.ip else 0) + plan.readouts * (units + int(plan.bias)) * classes
     return (clients * plan.evaluations * per, clients * plan.evaluations * INT_BYTES * (plan.readouts + 1))
+
+
+def lambda_selection_ledger(extra: int, clients: int, units: int, classes: int, bias: bool = False) -> CommLedger:
+    """FedAvg's ``extra`` rounds for the λ values of the grid other than the one kept (L − 1), as
+    esnfed_core.federated.fedavg records each: every one of ``clients`` training clients uploads its
+    local readout (float64, with its window count) and downloads the average. ``bias``: N+1 columns."""
+    check_param("λ-selection rounds", extra, integer=True, low=0)
+    check_param("training clients", clients, integer=True, low=0)
+    readout = np.zeros((classes, units + int(bias)), np.float64)
+    ledger = CommLedger()
+    for rnd in range(extra):
+        for k in range(clients):
+            ledger.record(LAMBDA_ALGORITHM, rnd, f"client-{k}", "up", ReadoutMessage(readout, num_examples=1))
+        for k in range(clients):
+            ledger.record(LAMBDA_ALGORITHM, rnd, f"client-{k}", "down", ReadoutMessage(readout))
+    return ledger
+
+
+def lambda_selection_formula(extra: int, bias: bool = False) -> str:
+    """FedAvg's λ selection per training client, each way, as the table prints it."""
+    n = "(N+1)" if bias else "N"
+    return f"{extra}·{n}·C each way"
+
+
+def analytic_lambda_selection(extra: int, clients: int, units: int, classes: int, bias: bool = False) -> int:
+    """Floats each way in total: K·(L − 1)·N·C (K training clients, ``extra`` = L − 1 rounds; N+1
+    with ``bias``)."""
+    return clients * extra * (units + int(bias)) * classes

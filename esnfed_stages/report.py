@@ -197,10 +197,14 @@ class ValidationSizes:
     """What the communication table's validation traffic needs besides the assess files: each
     dataset's validation users (V, data/partitions/<dataset>.json) and the λ values a stationary
     retrain tries on them (``lambda_grid``: |readout.lambdas| with retrain.lambda select, 0 with
-    frozen, None when params.yaml does not say)."""
+    frozen, None when params.yaml does not say); for the model selection's total, |readout.lambdas|
+    (``lambda_values``, what each selection trial scores whatever retrain.lambda says) and the
+    budget's ``trials`` (None: unknown)."""
 
     users: Mapping[str, int] = field(default_factory=dict)
     lambda_grid: int | None = None
+    lambda_values: int | None = None
+    trials: int | None = None
 
 
 def validation_users(data_dir: str | Path, dataset: str) -> int | None:
@@ -254,6 +258,7 @@ def communication_items(inputs: Inputs, datasets: Sequence[str] = DATASETS,
                         readout_bias=comm.get("readout_bias") is True,
                         client_fraction=float(comm.get("client_fraction", 1.0)),
                         validation_clients=validation.users.get(ds), lambda_grid=validation.lambda_grid,
+                        lambda_values=validation.lambda_values, selection_trials=validation.trials,
                     ))
                 except (KeyError, TypeError, ValueError) as exc:
                     raise DataError(f"{inputs.paths[(ds, method)]}: pcts.{pct}.communication "
@@ -688,6 +693,7 @@ class ReportParams:
     privacy_extra: tuple[str, ...] = ()  # params.yaml privacy.extra_methods: their documents join the table
     # the λ values a stationary retrain tries on the validation users (ValidationSizes.lambda_grid)
     lambda_grid: int | None = None
+    lambda_values: int | None = None  # |readout.lambdas| (ValidationSizes.lambda_values)
     # opt-in report.<table>_protocol: paper tables under their paper's protocol (protocol_tables.py)
     protocols: tuple[TableSpec, ...] = ()
 
@@ -715,7 +721,8 @@ def report_params(params: Mapping[str, Any]) -> ReportParams:
                         privacy_params(params).record(params.get("budget"), extra=True) if "privacy" in params else {},
                         study_declared(params), *_selection_settings(params),
                         privacy_extra=privacy_params(params).extra_methods if "privacy" in params else (),
-                        lambda_grid=_lambda_grid(params), protocols=protocol_tables.specs(params))
+                        lambda_grid=_lambda_grid(params), lambda_values=_lambda_values(params),
+                        protocols=protocol_tables.specs(params))
 
 
 def _selection_settings(params: Mapping[str, Any]) -> tuple[float | None, float | None, str | None]:
@@ -727,15 +734,27 @@ def _selection_settings(params: Mapping[str, Any]) -> tuple[float | None, float 
     return plasticity.get("mu"), plasticity.get("eta"), retrain.get("lambda")
 
 
+def _lambda_values(params: Mapping[str, Any]) -> int | None:
+    """|readout.lambdas| (the λ values a selection trial scores on the validation users), None where
+    params.yaml does not list them."""
+    readout = params.get("readout")
+    lambdas = readout.get("lambdas") if isinstance(readout, Mapping) else None
+    return len(lambdas) if isinstance(lambdas, list) else None
+
+
 def _lambda_grid(params: Mapping[str, Any]) -> int | None:
     """|readout.lambdas| when retrain.lambda is select (each retrain scores every λ on the
     validation users), 0 when frozen, None where params.yaml does not say."""
     rule = _selection_settings(params)[2]
-    readout = params.get("readout")
-    lambdas = readout.get("lambdas") if isinstance(readout, Mapping) else None
     if rule == "frozen":
         return 0
-    return len(lambdas) if rule == "select" and isinstance(lambdas, list) else None
+    return _lambda_values(params) if rule == "select" else None
+
+
+def _trials(budget: BudgetSpec | None) -> int | None:
+    """The budget's trials per share of a searched method (None where unknown)."""
+    trials = None if budget is None else budget.trials
+    return trials if isinstance(trials, int) and not isinstance(trials, bool) else None
 
 
 def index_notice(inputs: Inputs, options: ReportParams) -> str:
@@ -777,7 +796,8 @@ def run(options: ReportParams, *, assess_dir: str | Path = ASSESS_DIR,
                 {ds: context_names(data_dir, ds) for ds in options.datasets},
                 comparability.budget_scale(options.budget), options.studies, options.matrix_pct,
                 ValidationSizes({ds: n for ds in options.datasets if (n := validation_users(data_dir, ds)) is not None},
-                                options.lambda_grid), options.protocols)
+                                options.lambda_grid, options.lambda_values, _trials(options.budget)),
+                options.protocols)
     add_claims(rep, inputs, ttest_doc, date, options)
     if selected is not None:
         add_selected(rep, select_dir, selected, date, options)

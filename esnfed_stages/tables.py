@@ -10,8 +10,8 @@ from dataclasses import asdict
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from esnfed_core.tables import (
-    VALIDATION_COLUMNS, Cell, RowAgreement, TableSpec, dataset_label, paper_marks_table, significance_agreement,
-    splits_rounds,
+    LAMBDA_SELECTION_COLUMNS, SELECTION_COLUMNS, VALIDATION_COLUMNS, Cell, RowAgreement, TableSpec, dataset_label,
+    paper_marks_table, significance_agreement, splits_rounds,
 )
 from esnfed_core.vocabulary import PCTS
 
@@ -148,7 +148,7 @@ COMMUNICATION_COLUMNS = (
     "up_bytes_per_client_round", "down_bytes_per_client_round",
     "up_floats", "down_floats", "up_bytes", "down_bytes",
     "formula_up", "formula_down", "analytic_up_floats", "analytic_down_floats", "match",
-) + VALIDATION_COLUMNS  # the validation traffic, after (and never in) the training totals
+) + VALIDATION_COLUMNS + LAMBDA_SELECTION_COLUMNS + SELECTION_COLUMNS  # after (never in) the training totals
 
 
 def _match(v: bool | None) -> str:
@@ -157,8 +157,10 @@ def _match(v: bool | None) -> str:
 
 def communication_csv(rows: Iterable[Mapping[str, Any]]) -> str:
     """The communication rows as CSV (``match`` as yes / no / empty)."""
-    return to_csv(({**r, "match": _match(r.get("match")), "validation_match": _match(r.get("validation_match"))}
-                   for r in rows), COMMUNICATION_COLUMNS)
+    return to_csv(({**r, **{k: _match(r.get(k)) for k in _MATCHES}} for r in rows), COMMUNICATION_COLUMNS)
+
+
+_MATCHES = ("match", "validation_match", "validation_lambda_match")
 
 
 def _num(v: Any) -> str:
@@ -272,4 +274,43 @@ def _validation_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
              "IncFed, FedAvg and FedIP with retrain.lambda: frozen); n/a: not known or not modelled "
              "(the heterogeneous methods' validation clients would need each client's own reservoir)", ""]
     lines += _table_lines(_VALIDATION_CELLS, rows, _validation_cell)
+    lines += ["", "## λ selection and model selection (not in the totals above)", "", f"- {SELECTION_NOTE}",
+              f"- {NOT_APPLICABLE}: nothing sent (λ selection: every method but FedAvg, whose training clients "
+              "send nothing per λ, and FedAvg with retrain.lambda: frozen; selection: FedCLIP, whose grid "
+              "selection is not modelled here); n/a: not known or not modelled", ""]
+    lines += _table_lines(_SELECTION_CELLS, rows, _selection_cell)
     return "\n".join(lines) + "\n"
+
+
+SELECTION_NOTE = " ".join((
+    "λ selection: FedAvg runs a round per λ of readout.lambdas (esnfed_core.federated.fedavg), each training client",
+    "uploading a local readout and downloading the average (N·C float64 each way, and a count); the totals above keep",
+    "the chosen λ's round, these are the other L − 1 (retrain.lambda: select), counted from the messages of",
+    "esnfed_core.validation_traffic.lambda_selection_ledger; 'match' = K·(L − 1)·N·C gives the counted floats",
+    "each way. Selection bytes: the model selection of IncFed, FedAvg and FedIP in total, the budget's trials ×",
+    "what one trial sends up and down at this row's sizes: the training messages above, the validation clients'",
+    "scoring of every λ of readout.lambdas and FedAvg's other λ rounds (a selection trial chooses λ on the",
+    "validation users whatever retrain.lambda says); an estimate where trials drew other sizes (N, rounds) than",
+    "the selected one"))
+
+_SELECTION_CELLS = [
+    ("pct", "train users"), ("dataset", "dataset"), ("method", "method"), ("clients", "K"),
+    ("validation_lambda_rounds", "λ rounds (L − 1)"),
+    ("validation_lambda_up_floats", "up floats total"), ("validation_lambda_down_floats", "down floats total"),
+    ("validation_lambda_up_bytes", "up bytes total"), ("validation_lambda_down_bytes", "down bytes total"),
+    ("validation_lambda_formula", "formula (per client)"),
+    ("validation_lambda_analytic_floats", "analytic floats each way"), ("validation_lambda_match", "match"),
+    ("selection_trials", "selection trials"), ("selection_bytes", "selection bytes total")]
+
+
+def _selection_cell(r: Mapping[str, Any], key: str) -> str:
+    """A λ-selection or selection cell: "—" where nothing is sent (validation_lambda_traffic False;
+    a FedCLIP selection), n/a where unknown."""
+    if key in ("pct", "dataset", "method", "clients"):
+        return _training_cell(r, key)
+    if key.startswith("validation_lambda") and r.get("validation_lambda_traffic") is False:
+        return NOT_APPLICABLE
+    if key in SELECTION_COLUMNS and r["method"].startswith("fedclip"):
+        return NOT_APPLICABLE
+    v = r.get(key)
+    return _num(_match(v) if key == "validation_lambda_match" else v)

@@ -99,6 +99,7 @@ def test_the_tables_show_a_dash_where_nothing_is_sent_and_na_where_unknown():
     rows = communication_rows(_items(2, 0))
     md = render_communication_markdown(rows, ["Date: today"])
     head, section = md.split("## Validation traffic (not in the totals above)")
+    section = section.split("## λ selection and model selection")[0]  # the next section (test_lambda_selection)
     assert "validation" not in head.lower()  # the training table as it was
     body = {line.split(" | ")[2]: line.split(" | ") for line in section.splitlines() if line.startswith("| 100%")}
     assert body["incfed"][3:] == ["2"] + ["—"] * 10 + ["— |"]  # λ frozen: no validation traffic
