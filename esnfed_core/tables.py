@@ -853,11 +853,11 @@ _SELECTION_COUNTED = ("incfed", "fedavg", "fedip")
 
 
 def selection_columns(c: Communication) -> dict[str, Any]:
-    """``selection_trials`` and ``selection_bytes``: trials × what one trial sends, up and down, at
+    """``selection_trials`` and ``selection_bytes_estimate``: trials × what one trial sends, up and down, at
     ``c``'s sizes: its training messages as recorded, the validation clients' evaluation of the
     ``lambda_values`` readouts and FedAvg's other λ rounds (a selection trial always scores λ on the
     validation users). None where unknown or not modelled (FedCLIP, heterogeneous methods)."""
-    none = {"selection_trials": None, "selection_bytes": None}
+    none = {"selection_trials": None, "selection_bytes_estimate": None}
     base = _base(c.method)
     if base not in _SELECTION_COUNTED or c.selection_trials is None or not c.lambda_values \
             or c.validation_clients is None or c.units is None or c.classes is None:
@@ -867,7 +867,7 @@ def selection_columns(c: Communication) -> dict[str, Any]:
     lam = lambda_selection_ledger(c.lambda_values - 1 if base == "fedavg" else 0, c.clients, c.units, c.classes,
                                   c.readout_bias).totals()
     per_trial = sum(t["up_bytes"] + t["down_bytes"] for t in (val, lam)) + c.up_bytes + c.down_bytes
-    return {"selection_trials": c.selection_trials, "selection_bytes": c.selection_trials * per_trial}
+    return {"selection_trials": c.selection_trials, "selection_bytes_estimate": c.selection_trials * per_trial}
 
 
 # The validation-traffic columns of a communication row, after the training ones: the validation
@@ -883,7 +883,7 @@ LAMBDA_SELECTION_COLUMNS = (
     "validation_lambda_up_bytes", "validation_lambda_down_bytes", "validation_lambda_formula",
     "validation_lambda_analytic_floats", "validation_lambda_match",
 )
-SELECTION_COLUMNS = ("selection_trials", "selection_bytes")
+SELECTION_COLUMNS = ("selection_trials", "selection_bytes_estimate")
 
 
 def communication_rows(items: Iterable[Communication]) -> list[dict[str, Any]]:

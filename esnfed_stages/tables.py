@@ -300,7 +300,7 @@ _SELECTION_CELLS = [
     ("validation_lambda_up_bytes", "up bytes total"), ("validation_lambda_down_bytes", "down bytes total"),
     ("validation_lambda_formula", "formula (per client)"),
     ("validation_lambda_analytic_floats", "analytic floats each way"), ("validation_lambda_match", "match"),
-    ("selection_trials", "selection trials"), ("selection_bytes", "selection bytes total")]
+    ("selection_trials", "selection trials"), ("selection_bytes_estimate", "selection bytes (estimate)")]
 
 
 def _selection_cell(r: Mapping[str, Any], key: str) -> str:

@@ -96,23 +96,23 @@ def test_the_selection_total_is_trials_times_what_one_trial_sends():
     avg, inc, fip, joint, local = communication_rows(_items(L))
     validation = V * L * READOUT_BYTES + V * 8 * (L + 1)  # L readouts down to each of V, L + 1 counts up
     lam = 2 * K * (L - 1) * READOUT_BYTES  # FedAvg's other λ rounds, both ways
-    assert (avg["selection_trials"], avg["selection_bytes"]) == (TRIALS, TRIALS * (2 * K * READOUT_BYTES
+    assert (avg["selection_trials"], avg["selection_bytes_estimate"]) == (TRIALS, TRIALS * (2 * K * READOUT_BYTES
                                                                                    + validation + lam))
-    assert avg["selection_bytes"] == 56064  # 4 × (1488 + 3600 + 8928), by hand
-    assert inc["selection_bytes"] == TRIALS * (1000 + 100 + validation)
+    assert avg["selection_bytes_estimate"] == 56064  # 4 × (1488 + 3600 + 8928), by hand
+    assert inc["selection_bytes_estimate"] == TRIALS * (1000 + 100 + validation)
     ip = V * (4 * 2 * N + 8)  # FedIP's validation clients also receive (g, b): 2N float32 and a count
-    assert fip["selection_bytes"] == TRIALS * (2000 + 200 + validation + ip)
-    assert joint["selection_bytes"] is None and local["selection_bytes"] is None  # not modelled
+    assert fip["selection_bytes_estimate"] == TRIALS * (2000 + 200 + validation + ip)
+    assert joint["selection_bytes_estimate"] is None and local["selection_bytes_estimate"] is None  # not modelled
     # λ frozen in the retrains: a selection trial still scores every λ, so the total is the same
-    assert [r["selection_bytes"] for r in communication_rows(_items(0))] == \
-        [r["selection_bytes"] for r in communication_rows(_items(L))]
+    assert [r["selection_bytes_estimate"] for r in communication_rows(_items(0))] == \
+        [r["selection_bytes_estimate"] for r in communication_rows(_items(L))]
     for missing in (dict(trials=None), dict(values=None), dict(v=None)):
-        assert communication_rows(_items(L, **missing))[0]["selection_bytes"] is None
+        assert communication_rows(_items(L, **missing))[0]["selection_bytes_estimate"] is None
 
 
 NUMERIC = ("validation_lambda_rounds", "validation_lambda_up_floats", "validation_lambda_down_floats",
            "validation_lambda_up_bytes", "validation_lambda_down_bytes", "validation_lambda_analytic_floats",
-           "selection_trials", "selection_bytes")
+           "selection_trials", "selection_bytes_estimate")
 
 
 def test_the_csv_columns_are_numeric_with_empty_fields_where_not_applicable():
@@ -123,9 +123,9 @@ def test_the_csv_columns_are_numeric_with_empty_fields_where_not_applicable():
         for k in NUMERIC:
             assert r[k] == "" or float(r[k]) >= 0, (r["method"], k, r[k])
     assert (by["fedavg"]["validation_lambda_up_floats"], by["fedavg"]["validation_lambda_match"],
-            by["fedavg"]["selection_bytes"]) == ("540", "yes", "56064")
+            by["fedavg"]["selection_bytes_estimate"]) == ("540", "yes", "56064")
     assert by["incfed"]["validation_lambda_up_floats"] == "" and by["incfed"]["validation_lambda_match"] == ""
-    assert by["fedclip-joint"]["selection_bytes"] == "" and by["local"]["selection_trials"] == ""
+    assert by["fedclip-joint"]["selection_bytes_estimate"] == "" and by["local"]["selection_trials"] == ""
 
 
 def test_the_markdown_section_shows_a_dash_where_nothing_is_sent():
