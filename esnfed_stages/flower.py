@@ -461,8 +461,9 @@ def run_many(dataset: str, apps: Sequence[tuple[str, bool]], pct: str, params: M
                                                                np.max(np.abs(got["bias"] - model.reservoir.bias))))
         if spec is not None:
             n_rel = releases(Method.parse(app), cfg)
-            doc["dp"] = dp_record(specs[app], dp.noise_for(secagg), n_rel, int(cfg["units"]) + exp.settings.readout_bias,
-                                  app == "fedip", got.get("secagg"), fedavg=app == "fedavg")
+            doc["dp"] = dp_record(specs[app], dp.noise_for(secagg), n_rel,
+                                  int(cfg["units"]) + exp.settings.readout_bias, app == "fedip", got.get("secagg"),
+                                  fedavg=app == "fedavg")
             doc["pipeline"].update({"lambda": float(model.lam), "nonprivate_test_accuracy": trials[app][2]})
         docs.append(doc)
     for doc in docs:
