@@ -1,11 +1,12 @@
 """Differential privacy in the Flower apps: the run config's ``dp-*`` keys as esnfed_core.privacy's
 DPSpec, the trusted server's generator (central noise, the plain apps) and the SecAgg+ clients'
 noise shares and quantization range (distributed noise). The mechanism is esnfed_core.privacy's
-(DP-FedAvg's clipping norm: ``dp-fedavg-clip``, absent from the IncFed and FedIP runs)."""
+(DP-FedAvg's clipping norm: ``dp-fedavg-clip``, absent from the IncFed and FedIP runs; ``dp-amplification``:
+privacy.amplification, present only as ``sampling`` on a sampled central FedIP run)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
 import numpy as np
@@ -15,8 +16,9 @@ from esnfed_core.privacy import (
 )
 from esnfed_core.private_trial import noise_rng
 from esnfed_core.readout import RidgeStats
+from esnfed_core.sampling import FULL, sample_size
 from esnfed_core.validation import ParameterError
-from esnfed_flower.common import secagg_threshold
+from esnfed_flower.common import client_fraction, secagg_threshold
 
 NOISE = ("central", "distributed")  # the plain apps: central; the SecAgg+ apps: distributed
 # How far a noise share may reach in SecAgg+'s quantization range, in share stds: beyond it the
@@ -68,9 +70,14 @@ def flower_dp(rc: Mapping[str, Any], noise: str | None = None) -> FlowerDP | Non
     if "dp-epsilon" not in rc:
         return None
     spec = DPSpec(float(rc["dp-epsilon"]), float(rc["dp-delta"]), "user", float(rc["dp-clip"]),
-                  float(rc["dp-ip-clip"]), float(rc.get("dp-fedavg-clip", DPSpec.fedavg_clip)))
+                  float(rc["dp-ip-clip"]), float(rc.get("dp-fedavg-clip", DPSpec.fedavg_clip)),
+                  str(rc.get("dp-amplification", "none")))
     if not spec.private:
         return None
+    if spec.amplification != "none" and client_fraction(rc) != FULL and "rounds" in rc:
+        # as esnfed_core.private_trial.trial_spec: R rounds each sampling m of the K clients
+        k = int(rc["num-clients"])
+        spec = replace(spec, sampled=(int(rc["rounds"]), sample_size(k, client_fraction(rc)), k))
     want, noise = noise, str(rc.get("dp-noise", "central"))
     if noise not in NOISE:
         raise ParameterError(f"dp-noise: expected one of {', '.join(NOISE)}, got {noise!r}")

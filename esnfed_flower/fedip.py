@@ -14,7 +14,10 @@ server first asks every node its partition id and window count (group 0, ``role`
 round r only to the nodes esnfed_core.sampling.sample_clients draws among those with windows, in
 partition order (the pipeline's sets), and averages their replies. A client's ``round`` is then the
 number of rounds it fitted before (the server counts them), so its generator skips only the
-permutations it drew: a client left out of a round does not fit, as in the pipeline.
+permutations it drew: a client left out of a round does not fit, as in the pipeline. Under central
+DP the sampled round's private average divides by the public m = max(1, ⌊f·K⌋) of the K clients
+(each must have windows), with z of the run config's accounting (``dp-amplification``,
+esnfed_flower.dp): the private trial's sampled rounds, draw for draw.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from esnfed_core.federated import weighted_average
 from esnfed_core.plasticity import IPConfig, ip_epoch
 from esnfed_core.privacy import fedip_aggregate
 from esnfed_core.reservoir import Reservoir
+from esnfed_core.sampling import sample_size
 from esnfed_flower.common import (
     CLIENT_KEYS, FULL, Sampling, client_fraction, client_reply, from_record, measure_mod, partition,
     replies_in_order, reservoir, run_config, solve_readout, to_record, wait_for_nodes,
@@ -78,12 +82,18 @@ def train(msg: Message, context: Context) -> Message:
     return client_reply(msg, pid, {"num-examples": len(x)}, ip={"gain": res.gain, "bias": res.bias})
 
 
-def with_windows(grid: Grid, nodes: list[int], config: dict) -> list[int]:
+def with_windows(grid: Grid, nodes: list[int], config: dict, every: bool = False) -> list[int]:
     """The ids of the nodes with windows in partition order (group 0, phase ``role``): the
-    clients the pipeline's FedIP samples its rounds from."""
+    clients the pipeline's FedIP samples its rounds from. ``every`` (DP-FedIP: the rounds draw
+    over every training client, so the public m is of all of them): a node without windows is a
+    ValueError naming its partition, the pipeline's refusal (esnfed_core.private_trial.sampled_denominator)."""
     msgs = [Message(RecordDict({"config": ConfigRecord({**config, "phase": "role"})}), dst_node_id=n,
                     message_type=MessageType.TRAIN, group_id="0") for n in nodes]
     replies = replies_in_order(grid.send_and_receive(msgs))
+    empty = [int(r.content["metrics"]["partition-id"]) for r in replies if int(r.content["metrics"]["windows"]) == 0]
+    if every and empty:
+        raise ValueError(f"client-fraction: DP-FedIP samples over every training client, but partition "
+                         f"{empty[0]} has no windows; set it to 1")
     return [int(r.metadata.src_node_id) for r in replies if int(r.content["metrics"]["windows"]) > 0]
 
 
@@ -98,10 +108,10 @@ def main(grid: Grid, context: Context) -> None:
     nodes = wait_for_nodes(grid, int(rc["num-clients"]))
     sample = None
     if client_fraction(rc) != FULL:
-        if dp is not None:
-            raise ValueError("client-fraction: the DP Flower apps run every client in every round; set it to 1")
-        with_x = with_windows(grid, nodes, config)
+        with_x = with_windows(grid, nodes, config, every=dp is not None)
         sample = Sampling(with_x, [[1]] * len(with_x), client_fraction(rc), int(rc["ip-seed"]))
+        if dp is not None:  # divide by the public m, as esnfed_core.private_trial.sampled_denominator
+            private = fedip_aggregate(dp.spec, rng, dp.releases, clients=sample_size(len(nodes), client_fraction(rc)))
     for rnd in range(int(rc["rounds"])):
         down = to_record({"gain": res.gain, "bias": res.bias})
         # Sampling: the round's nodes, each with its own fits so far as its round

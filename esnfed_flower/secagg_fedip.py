@@ -76,7 +76,8 @@ class FedIPStrategy(FedAvg):
         self.gain, self.bias = res.gain, res.bias
         self.fraction, self.sample = client_fraction(rc), None
         if self.fraction != FULL and flower_dp(rc, "distributed") is not None:
-            raise ValueError("client-fraction: the DP Flower apps run every client in every round; set it to 1")
+            raise ValueError("client-fraction: distributed DP under SecAgg+ runs every client in every round "
+                             "(central DP on the plain FedIP app samples); set it to 1")
         super().__init__(**all_clients(rc), initial_parameters=ndarrays_to_parameters([res.gain, res.bias]),
                          on_fit_config_fn=self.fit_config)
 

@@ -24,6 +24,9 @@ as the private trial chooses it; the pipeline side is that trial (esnfed_core.pr
 DP-FedAvg (plain app, central noise only): the clients' readouts clipped to params.yaml
 ``privacy.fedavg_clip``, noised and averaged by the server; one release at the selected config's λ
 (best.json's, as the privacy-extra stage's trial trains), so there is no λ to choose here.
+federated.client_fraction < 1: the plain FedIP app's central DP rounds sample as the private trial's
+(divided by the public m; z amplified under privacy.amplification: sampling, ``dp-amplification``);
+SecAgg+ (distributed noise) refuses it.
 -> <dataset>-<app>[-secagg]-eps<ε>-<pct>.json with a ``dp`` record (mechanism, ε, δ, σ, clip, accountant).
 """
 
@@ -46,9 +49,9 @@ from esnfed_core.data.npz import read_npy, read_npz
 from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.method import CONNECTIVITY_KEYS, Method
 from esnfed_core.privacy import (
-    DPSpec, epsilon_of, fedavg_sigma, ip_sigma, noise_multiplier, stats_bound, stats_sigma, sum_std,
+    DPSpec, epsilon_of, fedavg_sigma, ip_sigma, stats_bound, stats_sigma, sum_std,
 )
-from esnfed_core.private_trial import PRIVATE_ALGOS, fit_private, releases
+from esnfed_core.private_trial import PRIVATE_ALGOS, fit_private, releases, trial_spec
 from esnfed_core.quote import quote
 from esnfed_core.sampling import FULL, KEY as SAMPLING_KEY, SECAGG_MIN_CLIENTS, sample_size
 from esnfed_core.scoring import pooled_counts
@@ -57,7 +60,7 @@ from esnfed_core.trial import TrialData, fit, make_reservoir, select_lambda, sub
 from esnfed_stages import provenance
 from esnfed_stages._io import output_lock, read_json, write_json
 from esnfed_stages.experiment_params import BudgetSpec, experiment_params
-from esnfed_stages.privacy import ACCOUNTANT, eps_key, neighbouring_units, privacy_params
+from esnfed_stages.privacy import ACCOUNTANT, SAMPLED_ACCOUNTANT, eps_key, neighbouring_units, privacy_params
 from esnfed_stages.retrain import retrain_seed, selected_config
 from esnfed_stages.trial_data import open_dataset
 
@@ -130,9 +133,13 @@ def dp_run_config(spec: DPSpec, noise: str, n_releases: int, seed: int, settings
                   app: str = "incfed") -> dict[str, Any]:
     """The apps' ``dp-*`` keys (esnfed_flower.dp) and the λ grid they solve (λ is chosen here on the
     validation users); central: the seed of the private trial's noise generator. FedAvg: its
-    clipping norm ``dp-fedavg-clip`` and no grid (one release at the run config's ``lambda``)."""
+    clipping norm ``dp-fedavg-clip`` and no grid (one release at the run config's ``lambda``).
+    ``spec`` with ``sampled`` (esnfed_core.private_trial.trial_spec: privacy.amplification sampling,
+    sampled FedIP rounds): ``dp-amplification``, absent otherwise (the run config as before)."""
     rc = {"dp-epsilon": spec.epsilon, "dp-delta": spec.delta, "dp-clip": spec.clip, "dp-ip-clip": spec.ip_clip,
           "dp-noise": noise, "dp-releases": n_releases}
+    if spec.sampled is not None:  # amplified sampled rounds: the app derives (R, m, K) from its run config
+        rc["dp-amplification"] = spec.amplification
     if app == "fedavg":
         rc["dp-fedavg-clip"] = spec.fedavg_clip
     else:
@@ -147,8 +154,10 @@ def dp_record(spec: DPSpec, noise: str, n_releases: int, units: int, fedip: bool
     """What a DP result records: the mechanism, ε, δ, z, σ, the clipping and the accountant;
     distributed: K_min, each client's σ/√K_min and what the sum of the K' clients it held carries
     (std σ·√(K'/K_min) and the ε that buys, ≤ ε). ``fedavg``: DP-FedAvg's (central) record, whose
-    clipping norm is ``fedavg_clip`` and σ = z·fedavg_clip (:func:`dp_fedavg_record`)."""
-    z = noise_multiplier(spec.epsilon, spec.delta, n_releases)
+    clipping norm is ``fedavg_clip`` and σ = z·fedavg_clip (:func:`dp_fedavg_record`). ``spec`` with
+    ``sampled`` (R, m, K): z is the amplified one, and the record says so (``amplification``,
+    ``sampled_accountant``)."""
+    z = spec.multiplier(n_releases)
     if fedavg:
         return dp_fedavg_record(spec, n_releases, z)
     rec = {"noise": noise, "epsilon": eps_key(spec.epsilon), "delta": spec.delta, "relation": "user",
@@ -160,6 +169,8 @@ def dp_record(spec: DPSpec, noise: str, n_releases: int, units: int, fedip: bool
                          "adds N(0, σ²/K_min) to its clipped contribution, summed by SecAgg+")}
     if fedip:
         rec.update({"ip_clip": spec.ip_clip, "sigma_ip": ip_sigma(spec, n_releases)})
+    if spec.sampled is not None:
+        rec.update({"amplification": spec.amplification, "sampled_accountant": SAMPLED_ACCOUNTANT})
     if noise == "distributed" and secagg is not None and spec.private:
         k_min, k = int(secagg["min_clients"]), int(secagg["clients"])
         rec.update({"min_clients": k_min, "clients_in_sum": k, "client_sigma": rec["sigma"] / k_min ** 0.5,
@@ -231,12 +242,13 @@ def fraction_text(doc: Mapping[str, Any]) -> str:
 
 def check_sampling(settings: Any, pairs: Sequence[tuple[str, bool]], dp: bool, n_clients: int) -> None:
     """Before any trial is fitted: one line naming federated.client_fraction when it is below 1
-    under DP (the DP apps run every client in every round, as the private pipeline's trial) or too
-    small for SecAgg+ (:func:`sampling_run_config`)."""
-    if dp and settings.client_fraction != FULL:
-        raise ConfigError(f"{SAMPLING_KEY}: not available for the DP Flower apps (every client in every "
-                          f"round); set {SAMPLING_KEY}: 1")
+    for a DP app that samples under SecAgg+ (distributed noise: every client in every round; central
+    DP-FedIP on the plain app samples, as the private trial) or too small for SecAgg+
+    (:func:`sampling_run_config`)."""
     for app, secagg in pairs:
+        if dp and secagg and settings.samples(Method.parse(app)):
+            raise ConfigError(f"{SAMPLING_KEY}: not available for distributed DP under SecAgg+ (every client in "
+                              f"every round; central DP-FedIP on the plain app samples); set {SAMPLING_KEY}: 1")
         sampling_run_config(settings, app, secagg, n_clients)
 
 
@@ -411,8 +423,11 @@ def run_many(dataset: str, apps: Sequence[tuple[str, bool]], pct: str, params: M
     if "fedavg" in private:  # DP-FedAvg releases one readout, at the private trial's λ
         lams["fedavg"] = float(private["fedavg"][0].lam)
     rcs = [run_config(trials[app][0], seeds, trial_data, exp.settings, lams[app], app, secagg) for app, secagg in apps]
+    # each app's spec as its private trial's (sampled FedIP under privacy.amplification: sampling: amplified z)
+    specs = {app: trial_spec(Method.parse(app), trials[app][0], trial_data, exp.settings, spec)
+             for app in trials} if spec is not None else {}
     if spec is not None:
-        rcs = [{**rc, **dp_run_config(spec, dp.noise_for(secagg), releases(Method.parse(app), trials[app][0]),
+        rcs = [{**rc, **dp_run_config(specs[app], dp.noise_for(secagg), releases(Method.parse(app), trials[app][0]),
                                       seed, exp.settings, app)} for rc, (app, secagg) in zip(rcs, apps)]
     with tempfile.TemporaryDirectory(prefix="esnfed-flower-") as tmp:
         gots = simulate(Path(python), rcs, trial_data, Path(tmp), timeout_s * len(apps))
@@ -446,8 +461,9 @@ def run_many(dataset: str, apps: Sequence[tuple[str, bool]], pct: str, params: M
                                                                np.max(np.abs(got["bias"] - model.reservoir.bias))))
         if spec is not None:
             n_rel = releases(Method.parse(app), cfg)
-            doc["dp"] = dp_record(spec, dp.noise_for(secagg), n_rel, int(cfg["units"]) + exp.settings.readout_bias,
-                                  app == "fedip", got.get("secagg"), fedavg=app == "fedavg")
+            doc["dp"] = dp_record(specs[app], dp.noise_for(secagg), n_rel,
+                                  int(cfg["units"]) + exp.settings.readout_bias, app == "fedip", got.get("secagg"),
+                                  fedavg=app == "fedavg")
             doc["pipeline"].update({"lambda": float(model.lam), "nonprivate_test_accuracy": trials[app][2]})
         docs.append(doc)
     for doc in docs:

@@ -307,8 +307,8 @@ def test_select_retrain_assess_with_sampling_and_the_communication_table(tmp_pat
 
 def test_esnfed_flower_refuses_sampling_under_secaggplus_and_dp_in_one_line_before_fitting(tmp_path):
     """The Flower apps sample (tests_flower); a fraction too small for SecAgg+ (0.5 of the share's
-    clients: under 3 a round) and any fraction below 1 under DP are refused with one line naming the
-    key, before any fit, writing nothing."""
+    clients: under 3 a round) and any fraction below 1 under distributed DP (SecAgg+) are refused with
+    one line naming the key, before any fit, writing nothing (central DP-FedIP samples: tests_flower)."""
     import sys  # noqa: PLC0415
 
     from typer.testing import CliRunner  # noqa: PLC0415
@@ -322,7 +322,8 @@ def test_esnfed_flower_refuses_sampling_under_secaggplus_and_dp_in_one_line_befo
     write_params(tmp_path, params)
     for extra, why in ((["--app", "fedip", "--secagg"], "SecAgg+ needs at least 3"),
                        (["--app", "fedclip-naive", "--secagg"], "SecAgg+ needs at least 3"),
-                       (["--app", "fedip", "--epsilon", "1"], "not available for the DP Flower apps")):
+                       (["--app", "fedip", "--secagg", "--epsilon", "1"],
+                        "not available for distributed DP under SecAgg+")):
         out = CliRunner().invoke(app, ["flower", "--dataset", "wesad", "--params", str(tmp_path / "params.yaml"),
                                        "--data-dir", str(tmp_path / "data"), "--runs-dir", str(tmp_path / "runs"),
                                        "--out-dir", str(tmp_path / "out"), "--flower-python", sys.executable,
@@ -376,7 +377,7 @@ def test_the_privacy_and_flower_help_name_the_key():
     out = CliRunner().invoke(app, ["flower", "--help"], env={"COLUMNS": "200"})
     text = " ".join(w for w in out.output.split() if w.strip("│╭╮╰╯─"))  # without the box's borders
     assert out.exit_code == 0 and ("federated.client_fraction: the share of clients each FedIP/FedCLIP round "
-                                   "samples, 1 under --epsilon, at least 3 a round with --secagg") in text
+                                   "samples, at least 3 a round with --secagg, 1 with --secagg --epsilon") in text
     out = CliRunner().invoke(app, ["privacy", "--help"], env={"COLUMNS": "200"})
     text = " ".join(w for w in out.output.split() if w.strip("│╭╮╰╯─"))  # without the box's borders
     assert out.exit_code == 0 and ("federated.client_fraction: FedIP's rounds sample, no amplification claimed; "

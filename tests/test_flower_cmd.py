@@ -406,6 +406,33 @@ def test_dp_fedavg_record_and_run_config_carry_its_clip_and_sigma():
     assert other["lambdas"] == [1e-4, 1e-2] and "dp-fedavg-clip" not in other
 
 
+def test_sampled_amplified_fedip_record_and_run_config_carry_the_amplified_z():
+    """Sampled DP-FedIP under privacy.amplification: sampling (the spec trial_spec gives: R rounds of
+    m of K clients): the run config carries dp-amplification (the app rebuilds (R, m, K) from it), the
+    dp record the amplified z (its σs with it) and the RDP accountant; unsampled, neither appears and
+    z is the PLD one, as before."""
+    import dataclasses
+
+    import pytest
+
+    from esnfed_core.privacy import DPSpec, noise_multiplier, sampled_noise_multiplier
+    from esnfed_core.settings import Settings
+    from esnfed_stages.flower import dp_record, dp_run_config
+
+    spec = dataclasses.replace(DPSpec(2.0, 1e-3, "user", 0.01, 0.05, amplification="sampling"), sampled=(3, 2, 4))
+    rec = dp_record(spec, "central", 4, 20, True, None)
+    z = sampled_noise_multiplier(2.0, 1e-3, 3, 2, 4)
+    assert rec["noise_multiplier"] == z and z != pytest.approx(noise_multiplier(2.0, 1e-3, 4), rel=1e-2)
+    assert rec["sigma_ip"] == pytest.approx(z * 0.05) and rec["sigma"] == pytest.approx(z * 0.01 * (420 ** 0.5))
+    assert rec["amplification"] == "sampling" and "RDP" in rec["sampled_accountant"]
+    rc = dp_run_config(spec, "central", 4, 7, Settings(lambdas=(1e-2,), batch_size=5), "fedip")
+    assert rc["dp-amplification"] == "sampling"
+    plain = DPSpec(2.0, 1e-3, "user", 0.01, 0.05, amplification="sampling")  # f = 1: trial_spec leaves it
+    assert "dp-amplification" not in dp_run_config(plain, "central", 4, 7, Settings(batch_size=5), "fedip")
+    unsampled = dp_record(plain, "central", 4, 20, True, None)
+    assert unsampled["noise_multiplier"] == noise_multiplier(2.0, 1e-3, 4) and "amplification" not in unsampled
+
+
 def test_dp_fedavg_trains_at_best_json_lambda_as_the_privacy_stage(tmp_path, monkeypatch):
     """The private FedAvg trial's config keeps best.json's λ (its one release; the privacy-extra stage's
     trial trains at it); IncFed's and FedIP's leave λ out (chosen on the validation users)."""

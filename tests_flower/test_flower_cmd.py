@@ -223,6 +223,38 @@ def test_plain_fedip_at_a_client_fraction_is_the_sampled_pipeline_end_to_end(roo
     assert "| wesad | fedip (f = 0.5) | no | 4 |" in md.read_text()
 
 
+def test_central_dp_fedip_at_a_client_fraction_is_the_sampled_private_trial_end_to_end(root):
+    """`esnfed flower --app fedip --epsilon 4` under federated.client_fraction 0.5 and
+    privacy.amplification: sampling: the plain app's (g, b), readout, λ and test accuracy are the
+    sampled private trial's bit for bit, and the result records the fraction, the amplification and
+    the amplified z of (R, m = 2, K = 4) (not the unsampled PLD z), its σs with it."""
+    import yaml
+
+    from esnfed_core.privacy import noise_multiplier, sampled_noise_multiplier
+
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["federated"] = {"client_fraction": 0.5}
+    params["privacy"]["amplification"] = "sampling"
+    folder = root / "dp-sampled"
+    folder.mkdir()
+    _esnfed(root, "flower", "--app", "fedip", "--epsilon", "4", "--out-dir", str(folder),
+            params=write_params(folder, params))
+    doc = json.loads((folder / "wesad-fedip-eps4-100.json").read_text())
+    f, p, d = doc["flower"], doc["pipeline"], doc["dp"]
+    assert doc["client_fraction"] == 0.5 and d["amplification"] == "sampling" and "RDP" in d["sampled_accountant"]
+    assert f["readout_relative_difference"] == 0.0 and f["ip_max_abs_difference"] == 0.0
+    assert f["test_accuracy"] == p["test_accuracy"] and doc["lambda"] == p["lambda"]
+    rounds = doc["config"]["rounds"]
+    assert d["releases"] == rounds + 1 and d["delta"] == 1 / 16
+    z = sampled_noise_multiplier(4.0, 1 / 16, rounds, 2, 4)
+    # the stage's z is the same calibration in another process: equal to float rounding
+    assert d["noise_multiplier"] == pytest.approx(z, rel=1e-9)
+    assert abs(z - noise_multiplier(4.0, 1 / 16, rounds + 1)) > 1e-3 * z  # not the unsampled z
+    assert d["sigma_ip"] == pytest.approx(z * d["ip_clip"], rel=1e-9)
+    ip = {r["phase"]: r for r in f["bytes"]["rows"]}["ip"]
+    assert (ip["rounds"], ip["messages"]) == (rounds, 2 * rounds)  # 2 of the 4 clients a round
+
+
 @pytest.fixture(scope="module")
 def private(root) -> dict:
     """`esnfed flower --epsilon 4`: IncFed plain (central noise) and SecAgg+ (distributed noise) in

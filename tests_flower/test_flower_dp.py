@@ -18,7 +18,7 @@ from esnfed_core.privacy import (
     DPSpec, clip_norm, clipped_mean_stats, fedavg_aggregate, fedavg_sigma, ip_sigma, private_stats, released_stats,
     stats_bound, stats_sigma,
 )
-from esnfed_core.private_trial import fit_private, noise_rng, releases, unit_stats
+from esnfed_core.private_trial import fit_private, noise_rng, releases, trial_spec, unit_stats
 from esnfed_core.method import Method
 from esnfed_core.readout import ridge_stats, solve
 from esnfed_core.settings import Settings
@@ -223,3 +223,72 @@ def test_distributed_noise_under_secaggplus_fedip_has_the_stated_scale(setup, mo
     z = np.concatenate([ip_noise / ip_std, stats_noise / st_std])
     assert _variance_in(z, 1.0, ALPHA)
     assert not _variance_in(ip_noise, ip_std * K, ALPHA)  # the central σ_ip per client would be K² the variance
+
+
+@pytest.mark.parametrize("amplification", ["none", "sampling"])
+def test_sampled_central_dp_fedip_is_the_private_trials_sampled_release_bit_for_bit(setup, monkeypatch,  # noqa: F811
+                                                                                     amplification):
+    """client-fraction 0.5 of 4 under central DP: each round the server privately averages the 2
+    sampled replies (clipped, noised, divided by the public m = 2) from the trial's generator, so
+    the (g, b), every λ's readout and the trial's chosen one are fit_private's sampled trial's bits;
+    with ``dp-amplification: sampling`` both take z from the amplified accountant (R = 2, m = 2, K = 4),
+    not the unamplified z. The sampled model is not the f = 1 one (sampling changed the rounds)."""
+    from esnfed_flower import fedip as app
+    from esnfed_flower.dp import flower_dp
+
+    root, data, users = setup
+    assert len(users) == 4 and all(len(u.x) for u in users)
+    settings = Settings(lambdas=SETTINGS.lambdas, batch_size=5, ip={"batch_size": 4, "mu": 0.0, "eta": 0.01},
+                        client_fraction=0.5)
+    spec = DPSpec(4.0, 1e-3, "user", 0.05, 0.03, amplification=amplification)
+    n_rel = releases(Method.parse("fedip"), FEDIP_CFG)
+    out = root / f"fedip-sampled-{amplification}.npy"
+    amp = {"dp-amplification": "sampling"} if amplification == "sampling" else {}
+    rc = _trial_run(data, root, out, FEDIP_CFG, **_dp(4.0, "central", releases=n_rel), **amp,
+                    **{"dp-noise-seed": TRIAL_SEED, "client-fraction": 0.5}, lambdas=list(SETTINGS.lambdas))
+    _simulate(app, root, rc, len(users), monkeypatch, config=f"fedip-sampled-{amplification}.json")
+    model = fit_private("fedip", FEDIP_CFG, TRIAL_SEED, data, settings, spec)
+    gb = np.load(str(out) + ".ip.npz")
+    np.testing.assert_array_equal(gb["gain"], model.reservoir.gain)
+    np.testing.assert_array_equal(gb["bias"], model.reservoir.bias)
+    got = np.load(out)
+    np.testing.assert_array_equal(got[list(SETTINGS.lambdas).index(model.lam)], model.readout)
+    # the accounting the app ran with is the trial's
+    used = trial_spec(Method.parse("fedip"), FEDIP_CFG, data, settings, spec)
+    z_app, z_plain = flower_dp(rc, "central").spec.multiplier(n_rel), DPSpec(4.0, 1e-3).multiplier(n_rel)
+    assert z_app == used.multiplier(n_rel)
+    if amplification == "sampling":
+        assert used.sampled == (2, 2, 4) and abs(z_app - z_plain) > 0.01 * z_plain
+    else:
+        assert used.sampled is None and z_app == z_plain
+    full = fit_private("fedip", FEDIP_CFG, TRIAL_SEED, data, SETTINGS, spec)
+    assert np.max(np.abs(full.reservoir.gain - model.reservoir.gain)) > 1e-6  # sampling changed the rounds
+
+
+class _Reply:
+    """A role reply as replies_in_order reads it: partition id, window count, sender."""
+
+    def __init__(self, node: int, pid: int, windows: int):
+        self.content = {"metrics": {"partition-id": pid, "windows": windows}}
+        self.metadata = type("Meta", (), {"src_node_id": node})()
+
+    @staticmethod
+    def has_content() -> bool:
+        return True
+
+
+def test_sampled_dp_fedip_refuses_a_client_without_windows_in_one_line():
+    """DP-FedIP's sampled rounds draw over every training client (the public m is of all K): a
+    node without windows is one line naming client-fraction and its partition, as the pipeline's
+    trial refuses (esnfed_core.private_trial.sampled_denominator); without DP it is left out."""
+    from esnfed_flower.fedip import with_windows
+
+    class Grid:
+        def send_and_receive(self, msgs):
+            return [_Reply(m.metadata.dst_node_id, i, 0 if i == 2 else 5) for i, m in enumerate(msgs)]
+
+    nodes = [11, 12, 13, 14]
+    assert with_windows(Grid(), nodes, {}) == [11, 12, 14]
+    with pytest.raises(ValueError, match=r"^client-fraction: DP-FedIP samples over every training client, but "
+                                         r"partition 2 has no windows; set it to 1$"):
+        with_windows(Grid(), nodes, {}, every=True)
