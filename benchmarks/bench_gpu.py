@@ -6,9 +6,14 @@ on the same shapes, the CPU run_batch on the same machine, and the paper budget 
     .venv/bin/python benchmarks/bench_gpu.py --smoke                 # tiny, on the CPU (tests)
 
 ``--ip-fused`` adds the IP epoch case once more with the IP sums fused into one torch.compile'd
-kernel per chunk (torch_plasticity.FUSED_SUMS on for that case only; its compile falls in the
-warm-up run, which is not timed): the whole 32-trial epoch both ways in one run. A compile that
-fails is that case's ``error`` (FusedSumsError naming the cause), the other cases still run.
+kernel per chunk (runner.fused_ip_sums on for that case only; its compile falls in the
+warm-up run, which is not timed), and once without CUDA graphs (accel.ip_rounds.GRAPHS off): the
+whole 32-trial epoch three ways in one run. A compile that fails is that case's ``error``
+(FusedSumsError naming the cause), the other cases still run.
+
+``--ip-variants R`` instead times only the 32-trial IP epoch four ways (eager, CUDA graphs, fused
+sums, both), interleaved for R rounds after one untimed round: per variant each round's time
+and the median (ip_epoch_variants).
 
 ``--slice K`` instead measures one paper-scale slice end to end: K FedIP selection trials of
 WESAD 25 % (3 training clients, 3 validation users, 2,990 windows of 700 × 8 each, random data)
@@ -197,6 +202,8 @@ def cases(sc: Scale, dev: torch.device, out, tf32: bool, ip_fused: bool = False)
     if ip_fused:  # the epoch short of its goal (issue 15), with the fused IP sums
         results.append(guarded(f"IP epoch, {sc.epoch_trials} trials, fused IP sums",
                                lambda: ip_epoch(sc, "ip", dev, fused=True), dev, out))
+        results.append(guarded(f"IP epoch, {sc.epoch_trials} trials, no CUDA graphs",
+                               lambda: ip_epoch(sc, "ip", dev, graphs=False), dev, out))
     results.append(guarded("CPU run_batch, 1 reservoir (all cores)", lambda: cpu_baseline(sc, n), dev, out))
     results.append(guarded(f"CPU run_batch, 1 reservoir, {sc.small_units} units",
                            lambda: cpu_baseline(sc, sc.small_units), dev, out))
@@ -225,10 +232,14 @@ def tf32_accuracy(sc: Scale, dev: torch.device) -> dict:
             "readout_rel_diff_lambda_1e-5_1e-3_1": [round(r, 8) for r in rel]}
 
 
-def ip_epoch(sc: Scale, algo: str, dev: torch.device, fused: bool = False) -> dict:
-    """One IP epoch (pooled windows) or one FedIP round of one local epoch (``epoch_clients``
-    clients) for ``epoch_trials`` trials at once, through the trial batcher's IP driver; with
-    ``fused``, torch_plasticity.FUSED_SUMS on for this call (restored after)."""
+def _ip_epoch_run(sc: Scale, algo: str, dev: torch.device, fused: bool, graphs: bool | None
+                  ) -> tuple[Callable[[], dict], int]:
+    """(run, window-steps) of one IP epoch (pooled windows) or one FedIP round of one local epoch
+    (``epoch_clients`` clients) for ``epoch_trials`` trials at once, through the trial batcher's
+    IP driver: runner.fused_ip_sums = ``fused``; accel.ip_rounds.GRAPHS = ``graphs`` during the
+    run (None: as it is, on by default). ``run`` returns ip_rounds.COUNTS' change: what ran
+    captured, replayed or eager."""
+    from esnfed_core.accel import ip_rounds  # noqa: PLC0415
     from esnfed_core.accel.passes import DeviceWindows  # noqa: PLC0415
     from esnfed_core.accel.trials import _train_ip  # noqa: PLC0415
     from esnfed_core.messages import CommLedger  # noqa: PLC0415
@@ -244,24 +255,73 @@ def ip_epoch(sc: Scale, algo: str, dev: torch.device, fused: bool = False) -> di
     subs = [sub_seeds(i) for i in range(k)]
     res = [build_reservoir(ReservoirConfig(sc.inputs, sc.units, 0.9, LEAK, 1.0), i) for i in range(k)]
     settings = Settings(ip={"mu": 0.0, "eta": 0.01, "batch_size": 100, "normalize_step": True},
-                        device="cuda" if dev.type == "cuda" else "torch-cpu")
+                        device="cuda" if dev.type == "cuda" else "torch-cpu", fused_ip_sums=fused)
     names = [f"c{i}" for i in range(c)]
     m = Method(algo)
 
-    def run():
+    def run() -> dict:
         ledgers = [CommLedger() if m.federated else None for _ in range(k)]
-        return _train_ip(m, cfgs, subs, res, data, names, settings, ledgers, str(dev))
+        saved, before = ip_rounds.GRAPHS, dict(ip_rounds.COUNTS)
+        ip_rounds.GRAPHS = saved if graphs is None else graphs
+        try:
+            _train_ip(m, cfgs, subs, res, data, names, settings, ledgers, str(dev))
+        finally:
+            ip_rounds.GRAPHS = saved
+        return {key: ip_rounds.COUNTS[key] - before[key] for key in before}
 
-    ws = k * c * w * t
-    saved = tp.FUSED_SUMS
-    tp.FUSED_SUMS = fused
-    try:
-        sec = best_time(run, dev, 1)
-    finally:
-        tp.FUSED_SUMS = saved
-    return {"trials": k, "clients": c if algo == "fedip" else 1, "windows": c * w, "units": sc.units, "steps": t,
+    return run, k * c * w * t
+
+
+def ip_epoch(sc: Scale, algo: str, dev: torch.device, fused: bool = False, graphs: bool | None = None) -> dict:
+    """The best of one timed epoch after a warm-up (see _ip_epoch_run)."""
+    run, ws = _ip_epoch_run(sc, algo, dev, fused, graphs)
+    steps: dict = {}
+    sec = best_time(lambda: steps.update(run()), dev, 1)
+    return {"trials": sc.epoch_trials, "clients": sc.epoch_clients if algo == "fedip" else 1,
+            "windows": sc.epoch_clients * sc.client_windows, "units": sc.units, "steps": sc.steps,
             "window_steps": ws, "seconds": round(sec, 4), "M_ws_per_s": round(ws / sec / 1e6, 3),
-            "fused_ip_sums": fused}
+            "fused_ip_sums": fused, "graph_counts": steps}
+
+
+# The IP epoch's variants: (runner.fused_ip_sums, accel.ip_rounds.GRAPHS).
+IP_VARIANTS = {"eager": (False, False), "CUDA graphs": (False, True), "fused sums": (True, False),
+               "fused sums + CUDA graphs": (True, True)}
+
+
+def ip_epoch_variants(sc: Scale, dev: torch.device, out, rounds: int) -> list[dict]:
+    """The IP epoch of ``epoch_trials`` trials each way of IP_VARIANTS, interleaved so that the
+    host's drift (the launch-bound part follows its load) falls on all alike: every variant run
+    once untimed (the fused sums' compile, cuBLAS handles), then ``rounds`` rounds of one timed
+    epoch per variant in turn. One record per variant: each round's seconds, the median, and the
+    graph counts of its last run (captured/replayed/eager segments' steps)."""
+    runs = {name: _ip_epoch_run(sc, "ip", dev, fused, graphs) for name, (fused, graphs) in IP_VARIANTS.items()}
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    counts: dict[str, dict] = {}
+    errors: dict[str, str] = {}
+    for rnd in range(rounds + 1):
+        for name, (run, _) in runs.items():
+            if name in errors:
+                continue
+            try:
+                t0 = time.perf_counter()
+                counts[name] = run()
+                sync(dev)
+                if rnd:  # round 0 is the warm-up
+                    times[name].append(time.perf_counter() - t0)
+            except Exception as exc:  # noqa: BLE001 - one variant failing (no Triton) leaves the others
+                errors[name] = f"{type(exc).__name__}: {str(exc)[:300]}"
+    out_recs = []
+    for name, (run, ws) in runs.items():
+        rec = {"case": f"IP epoch, {sc.epoch_trials} trials, {name}", "variant": name, "window_steps": ws}
+        if name in errors:
+            rec["error"] = errors[name]
+        else:
+            med = float(np.median(times[name]))
+            rec.update(seconds=[round(x, 4) for x in times[name]], median_seconds=round(med, 4),
+                       M_ws_per_s=round(ws / med / 1e6, 3),
+                       M_ws_per_s_each=[round(ws / x / 1e6, 3) for x in times[name]], graph_counts=counts[name])
+        out_recs.append(emit(rec, out))
+    return out_recs
 
 
 def cpu_baseline(sc: Scale, units: int) -> dict:
@@ -437,6 +497,8 @@ def main() -> None:
     ap.add_argument("--no-tf32", action="store_true", help="skip the TF32 state-pass throughput case (the TF32 accuracy case still runs)")
     ap.add_argument("--ip-fused", action="store_true",
                     help="also run the IP epoch case with the IP sums fused by torch.compile (FUSED_SUMS on)")
+    ap.add_argument("--ip-variants", type=int, metavar="R",
+                    help="instead: the IP epoch eager / CUDA graphs / fused / both, R interleaved timed rounds")
     ap.add_argument("--slice", type=int, metavar="K", help="instead: K paper-scale FedIP trials end to end")
     ap.add_argument("--slice-units", type=int, metavar="N", help="with --slice: only the trials of N units")
     ap.add_argument("--time-limit", type=float, metavar="S",
@@ -454,6 +516,10 @@ def main() -> None:
     emit({"torch": torch.__version__, "cuda": torch.version.cuda, "device": str(dev), "device_name": name,
           "numpy": np.__version__, "python": platform.python_version(), "scale": dataclasses.asdict(sc),
           **precision_state()}, out)
+    if args.ip_variants:
+        ip_epoch_variants(sc, dev, out, args.ip_variants)
+        emit({"total_seconds": round(time.perf_counter() - start, 1)}, out)
+        return
     if args.slice:
         # With --slice-units only that size's costs are needed (the projection of its batch).
         sizes = (args.slice_units,) if args.slice_units and sc is not SMOKE else None

@@ -6,6 +6,8 @@
 #   3. bench_gpu.py's cases and cost table (the IP epoch of 32 trials against the 40 M goal, also
 #      with the fused IP sums (--ip-fused); the GPU-hour projection on the new costs; the TF32
 #      accuracy line: states and readouts with TF32 products against float32),
+#   3b. (ipepoch) the 32-trial IP epoch four ways, interleaved: eager, CUDA graphs (accel.ip_rounds),
+#      fused IP sums, both,
 #   4. CLIP/FedCLIP batched on cuda, end to end against the projection (bench_continual.py;
 #      joint at one round per context, to fit its 120 s),
 #   5. JAX (one jitted lax.scan per case) on the shapes of step 3's cases: the numbers behind
@@ -31,7 +33,7 @@
 # The end of the output repeats each step's last lines and the summary. Each step has its own
 # timeout, so one slow step cannot eat the others' time; the total stays under TOTAL_S (470 s).
 #
-# ONLY="step ..." runs only the named steps (tests ip_step gpu continual jax slice<N>... assess), e.g.
+# ONLY="step ..." runs only the named steps (tests ip_step gpu ipepoch continual jax slice<N>... assess), e.g.
 # ONLY=slice300 for the slice with all the time; SLICE_UNITS="200 400" with ONLY="slice200 slice400"
 # for those two batches. REHEARSE=1 runs the same script on the CPU with
 # tiny sizes (torch-cpu, --smoke): a check of the script itself (tests/test_gpu_session.py), no
@@ -147,9 +149,12 @@ fi
 # The accel files had 78 tests on 2026-11-28 (65 done when 110 s ran out): 240 s.
 step tests 240 "$PY" -m pytest -q -p no:cacheprovider ${TESTS_K:+-k "$TESTS_K"} \
     tests/test_accel.py tests/test_accel_continual.py tests/test_accel_refusals.py tests/test_accel_fused.py \
-    tests/test_accel_bias.py
+    tests/test_accel_bias.py tests/test_accel_ip_rounds.py
 step ip_step 90 "$PY" benchmarks/bench_ip_epoch.py --device "$DEV" $IP_SIZES --mu 0 0.1 --out "$RES/ip_step.jsonl"
-step gpu 120 "$PY" benchmarks/bench_gpu.py $SMOKE --no-tf32 --ip-fused --out "$RES/gpu.jsonl"
+step gpu 150 "$PY" benchmarks/bench_gpu.py $SMOKE --no-tf32 --ip-fused --out "$RES/gpu.jsonl"
+# The 32-trial IP epoch eager / CUDA graphs / fused sums / both, 3 interleaved timed rounds after an
+# untimed one: 16 epochs of ~5.5 s, the fused compile apart (~11 s cold).
+step ipepoch 150 "$PY" benchmarks/bench_gpu.py $SMOKE --ip-variants 3 --out "$RES/ipepoch.jsonl"
 # Joint at one round per context: with the default 3, the three methods' window-steps at the last
 # cost table's prices come to ~150 s (fedclip-joint ~100 s of it) against this step's 120 s, and
 # joint, last, would write nothing; its measured ÷ projected needs its path, not its rounds.

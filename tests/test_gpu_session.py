@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_session.sh"
-STEPS = ["tests", "ip_step", "gpu", "continual", "jax", "slice300", "assess"]
+STEPS = ["tests", "ip_step", "gpu", "ipepoch", "continual", "jax", "slice300", "assess"]
 
 
 def _run(tmp_path: Path, **env: str) -> tuple[subprocess.CompletedProcess, Path, Path]:
@@ -73,7 +73,7 @@ def test_slice_units_runs_one_step_per_batch_and_shares_the_time(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     summary = (out / "summary.txt").read_text().splitlines()
     steps = [line.split()[0] for line in summary[:-1]]
-    assert steps == ["tests", "ip_step", "gpu", "continual", "jax", "slice200", "slice400", "assess"], summary
+    assert steps == ["tests", "ip_step", "gpu", "ipepoch", "continual", "jax", "slice200", "slice400", "assess"], summary
     ran = {line.split()[0]: line for line in summary if " rc=" in line}
     assert set(ran) == {"slice200", "slice400"} and all(" rc=0 " in v for v in ran.values()), summary
     # the first slice step gets about half the time left (no assess wanted), not all of it

@@ -8,8 +8,10 @@ statistics, validation counts) run on the device. The servers' work (FedIP avera
 sums, FedAvg, the solves) is the numpy code itself, fed with the batched clients' results.
 
 Memory on the device: the training and validation windows (float32), the bank of weights
-(trials × clients × N² floats during FedIP), and the chunk buffers of torch_reservoir (≤ 3 × 128
-MiB unless one step of slots × windows × N is larger). ``max_trials`` bounds a batch.
+(trials × clients × N² floats during FedIP), the chunk buffers of torch_reservoir (≤ 3 × 128
+MiB unless one step of slots × windows × N is larger; a CUDA graph of accel.ip_rounds holds its
+own while its segment runs), and an IP round's mini-batch plan (steps × slots × 100 × 12 bytes:
+~0.2 GB for 576 slots of 300 steps). ``max_trials`` bounds a batch.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import numpy as np
 import torch
 
 from esnfed_core.accel import check_supported, torch_device
-from esnfed_core.accel.torch_plasticity import ip_step
+from esnfed_core.accel.ip_rounds import RoundPlan, run_round
 from esnfed_core.accel.passes import DeviceWindows, counts_of, stats_of
 from esnfed_core.accel.torch_reservoir import Bank, tf32
 from esnfed_core.federated import fedavg, incfed
@@ -169,28 +171,10 @@ def _train_ip(m: Method, configs, subs, reservoirs: list[Reservoir], train: Devi
         trial_of = [i for i, _ in slots]
         gain_all = torch.from_numpy(np.stack([current[i].gain for i in trial_of])).to(dev)
         bias_all = torch.from_numpy(np.stack([current[i].bias for i in trial_of])).to(dev)
-        live: list[int] = []
-        for s in range(max(len(p) for p in plans)):
-            # Slots whose epochs are done (fewer local epochs, smaller clients) leave the bank, so
-            # no product is spent on them; it is rebuilt only when that set changes.
-            now = [k for k, p in enumerate(plans) if s < len(p)]
-            if now != live:
-                if live:
-                    gain_all[live], bias_all[live] = bank.gain, bank.bias
-                live = now
-                at = torch.tensor(live, device=dev)
-                bank = base.select([trial_of[k] for k in live]).with_ip(gain_all[at], bias_all[at])
-                sig = sigma[torch.tensor([trial_of[k] for k in live], device=dev)]
-            idx = np.zeros((len(live), bs), np.int64)
-            mask = np.zeros((len(live), bs), np.float32)
-            for row, k in enumerate(live):
-                idx[row, : len(plans[k][s])] = plans[k][s]
-                mask[row, : len(plans[k][s])] = 1.0
-            u = train.x[torch.from_numpy(idx).to(dev)]  # (live slots, bs, T, U)
-            bank = ip_step(bank, u, None if mask.all() else torch.from_numpy(mask).to(dev),
-                           torch.from_numpy(mask.sum(axis=1)).to(dev), sig, mu=ip.mu, eta=ip.eta,
-                           normalize_step=ip.normalize_step, fused=settings.fused_ip_sums)
-        gain_all[live], bias_all[live] = bank.gain, bank.bias
+        # Slots whose epochs are done (fewer local epochs, smaller clients) leave the steps, so
+        # no product is spent on them (ip_rounds: the plan on the device, CUDA graphs on cuda).
+        run_round(base, trial_of, sigma, train.x, RoundPlan.of(plans, bs, dev), gain_all, bias_all,
+                  mu=ip.mu, eta=ip.eta, normalize_step=ip.normalize_step, fused=settings.fused_ip_sums)
         gain, bias = gain_all.cpu().numpy(), bias_all.cpu().numpy()
         for i in sorted(set(trial_of)):
             ks = [k for k, t in enumerate(trial_of) if t == i]
