@@ -148,23 +148,11 @@ def test_cuda_graphs_with_the_fused_sums_equal_the_eager_fused_steps(monkeypatch
 def test_cuda_fedip_trials_replay_graphs_and_equal_numpy(monkeypatch):
     """fit_batch's FedIP on cuda with every segment of ≥ 2 steps captured: the same bounds as
     tests/test_accel.py's test_cuda_fit_batch_equals_fit (gains 1e-5, readouts 1e-3 relative)."""
-    import dataclasses
-
-    from esnfed_core.accel.trials import fit_batch
-    from esnfed_core.trial import fit
     from experiment_data import trial_data
-    from test_accel import SETTINGS, _configs, _rel, _same_lambda_up_to_near_ties
+    from test_accel import check_cuda_fedip_equals_fit
 
-    data = trial_data(seed=1, pct="75")[0]
     monkeypatch.setattr(ip_rounds, "COUNTS", dict.fromkeys(ip_rounds.COUNTS, 0))
     monkeypatch.setattr(ip_rounds, "MIN_GRAPH_STEPS", 2)
-    cfgs = _configs("fedip")
-    got = fit_batch("fedip", cfgs, [3, 4], data, dataclasses.replace(SETTINGS, device="cuda"))
+    check_cuda_fedip_equals_fit(trial_data(seed=1, pct="75")[0])
     assert ip_rounds.COUNTS["captured"] > 0 and ip_rounds.COUNTS["replayed"] > 0
     assert ip_rounds.COUNTS["failed"] == 0
-    for cfg, seed, g in zip(cfgs, [3, 4], got):
-        want = fit("fedip", cfg, seed, data, SETTINGS)
-        if not _same_lambda_up_to_near_ties(g, want, data):  # the numpy trial at the GPU's λ
-            want = fit("fedip", {**cfg, "lambda": g.lam}, seed, data, SETTINGS, score=False)
-        np.testing.assert_allclose(g.reservoir.gain, want.reservoir.gain, rtol=0, atol=1e-5)
-        assert _rel(g.readout, want.readout) < 1e-3
