@@ -323,10 +323,10 @@ def test_gpu_session_runs_every_step_with_options_its_scripts_have(tmp_path):
     assert proc.returncode == 0, proc.stderr
     summary = (tmp_path / "out" / "summary.txt").read_text()
     steps = re.findall(r"^(\w+) rc=0 ", summary, re.MULTILINE)
-    assert steps == ["tests", "ip_step", "gpu", "continual", "jax", "slice300", "assess"], summary
+    assert steps == ["tests", "ip_step", "gpu", "ipepoch", "continual", "jax", "slice300", "assess"], summary
     calls = [line.split() for line in log.read_text().splitlines()]
     scripts = [c for c in calls if c[0].startswith("benchmarks/")]
-    assert len(scripts) == 6
+    assert len(scripts) == 7
     for script, *args in scripts:
         defined = set(re.findall(r"add_argument\(\s*\"(--[\w-]+)\"", (ROOT / script).read_text()))
         assert {a for a in args if a.startswith("--")} <= defined, (script, args)
