@@ -56,14 +56,27 @@ def test_plan_holds_each_slots_mini_batches():
             assert plan.mask[s, k].tolist() == [1.0] * len(rows) + [0.0] * (BS - len(rows))
             assert plan.n_win[s, k].item() == len(rows)
             assert plan.full[s, k] == (len(rows) == BS)
-    assert plan.segments() == [(0, 2, (0, 1, 2), False), (2, 3, (0, 2), True), (3, 4, (2,), True)]
+    assert plan.segments() == [(0, 2, (0, 1, 2)), (2, 3, (0, 2)), (3, 4, (2,))]
+    assert [plan.masked(s, live) for s, live in enumerate(plan.live)] == [False, False, True, True]
     with pytest.raises(ValueError, match="slot 0 step 0 has 5 windows"):
         RoundPlan.of([[np.arange(5)]], BS, "cpu")
 
 
-def test_segments_split_on_the_mask_need_with_the_same_live_slots():
+def test_a_short_mini_batch_does_not_split_a_segment():
     plan = RoundPlan.of([[np.arange(4), np.arange(3), np.arange(4), np.arange(4)]], BS, "cpu")
-    assert plan.segments() == [(0, 1, (0,), False), (1, 2, (0,), True), (2, 4, (0,), False)]
+    assert plan.segments() == [(0, 4, (0,))]
+    assert [plan.masked(s, (0,)) for s in range(4)] == [False, True, False, False]
+
+
+class _FakeGraph:
+    """Stands in for a CUDA graph on the CPU: replay runs the captured (full, unmasked) step."""
+
+    def __init__(self, seg):
+        self.seg, self.replays = seg, 0
+
+    def replay(self):
+        self.replays += 1
+        self.seg.step()
 
 
 def _step_by_step(base, trial_of, sigma, x, plans, gain, bias):
@@ -95,6 +108,7 @@ def _step_by_step(base, trial_of, sigma, x, plans, gain, bias):
 def test_run_round_on_the_cpu_equals_ip_step_by_step_bit_for_bit():
     base, x, sigma = _setup()
     plans = _plans()
+    plans[1] = plans[1] + [plans[1][0][:3], plans[1][1]]  # a short step inside slot 1's run
     trial_of = [0, 1, 1]  # FedIP-like: slots 1 and 2 are two clients of trial 1
     rng = np.random.default_rng(8)
     gain = torch.from_numpy(rng.uniform(0.7, 1.3, (3, 12)).astype(np.float32))
@@ -104,6 +118,35 @@ def test_run_round_on_the_cpu_equals_ip_step_by_step_bit_for_bit():
     run_round(base, trial_of, sigma, x, RoundPlan.of(plans, BS, "cpu"), got_g, got_b, **STEP)
     assert torch.equal(got_g, want_g) and torch.equal(got_b, want_b)
     assert not torch.equal(got_g, gain)  # the steps moved (g, b)
+
+
+
+def test_capture_flow_replays_full_steps_and_runs_short_ones_between(monkeypatch):
+    """run_segments with capture on, the capture faked on the CPU (a replay runs the loaded full
+    step): which steps replay, which run eagerly, and the same bytes as step by step."""
+    base, x, sigma = _setup()
+    plans = [[np.arange(s, s + BS) for s in range(0, 12, BS)] + [np.arange(12, 15)] + [np.arange(16, 20)] * 2,
+             [np.arange(s, s + BS) for s in range(0, 24, BS)]]  # slot 0: full ×3, short, full ×2
+    trial_of = [0, 1]
+    gain, bias = torch.ones((2, 12)), torch.zeros((2, 12))
+    want_g, want_b = _step_by_step(base, trial_of, sigma, x, plans, gain, bias)
+    graphs = []
+
+    def fake_capture(seg):
+        seg.step()  # the warm-up is the step itself
+        ip_rounds.COUNTS["captured"] += 1
+        graphs.append(_FakeGraph(seg))
+        return graphs[-1]
+
+    monkeypatch.setattr(ip_rounds, "_capture", fake_capture)
+    monkeypatch.setattr(ip_rounds, "COUNTS", dict.fromkeys(ip_rounds.COUNTS, 0))
+    got_g, got_b = gain.clone(), bias.clone()
+    ip_rounds.run_segments(base, trial_of, sigma, x, RoundPlan.of(plans, BS, "cpu"), got_g, got_b, capture=True,
+                           step_args={**STEP, "fused": None})
+    assert torch.equal(got_g, want_g) and torch.equal(got_b, want_b)
+    # one segment of 6 steps: step 0 captured, steps 1, 2, 4, 5 replayed, the short step 3 eager
+    assert ip_rounds.COUNTS == {"captured": 1, "replayed": 4, "eager": 2, "failed": 0}
+    assert len(graphs) == 1 and graphs[0].replays == 4
 
 
 @cuda

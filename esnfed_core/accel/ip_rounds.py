@@ -1,7 +1,8 @@
 """The IP mini-batch steps of one IP epoch or FedIP round on the device, driven from a plan held
 there: every slot's mini-batch indices, masks and window counts copied to the device once per
-round, and each run of consecutive steps with the same live slots and the same mask pattern
-(a *segment*) replayed as one CUDA graph on cuda.
+round, and in each run of consecutive steps with the same live slots (a *segment*) the steps
+whose mini-batches are all full replayed as one CUDA graph on cuda (the short last mini-batch
+of a client's epoch runs eagerly between the replays).
 
 Why: the trial batcher's IP driver (accel.trials._train_ip) used to copy each step's indices
 from pageable host memory, which makes the host wait for the device at every mini-batch step,
@@ -9,7 +10,7 @@ and a 32-trial IP step launches ~2,100 small kernels whose launch gaps were ~6 %
 one H200 (BENCHMARKS.md, "Third GPU measurement": the step captured once and replayed took 0.94×
 the eager one). A segment's first step runs eagerly on a side stream (the warm-up a capture
 needs: cuBLAS handles, the fused sums' compile), the same step is then captured, and the
-segment's other steps replay it with their indices copied into the graph's static inputs.
+segment's other full steps replay it with their indices copied into the graph's static inputs.
 
 The graph replays the eager step's kernels, so the result is the eager one (float32 rounding at
 most, should cuBLAS choose another algorithm under capture; the CUDA test bounds it). On the CPU
@@ -69,16 +70,18 @@ class RoundPlan:
         return cls(torch.from_numpy(idx).to(dev), torch.from_numpy(mask).to(dev),
                    torch.from_numpy(mask.sum(axis=2)).to(dev), live, mask.all(axis=2))
 
-    def segments(self) -> list[tuple[int, int, tuple[int, ...], bool]]:
-        """(first step, end step, live slots, masked) of each run of steps with the same live
-        slots and the same need of a mask (some live slot's mini-batch is not full)."""
-        out: list[tuple[int, int, tuple[int, ...], bool]] = []
+    def masked(self, s: int, live: Sequence[int]) -> bool:
+        """Whether step s needs a mask: some live slot's mini-batch is not full."""
+        return not bool(self.full[s, list(live)].all())
+
+    def segments(self) -> list[tuple[int, int, tuple[int, ...]]]:
+        """(first step, end step, live slots) of each run of steps with the same live slots."""
+        out: list[tuple[int, int, tuple[int, ...]]] = []
         for s, live in enumerate(self.live):
-            masked = not bool(self.full[s, list(live)].all())
-            if out and out[-1][2] == live and out[-1][3] == masked:
-                out[-1] = (out[-1][0], s + 1, live, masked)
+            if out and out[-1][2] == live:
+                out[-1] = (out[-1][0], s + 1, live)
             else:
-                out.append((s, s + 1, live, masked))
+                out.append((s, s + 1, live))
         return out
 
 
@@ -87,7 +90,7 @@ class _Segment:
     rows of their trials), σ, (g, b), and one step's indices, mask and counts."""
 
     def __init__(self, base: Bank, trials: Sequence[int], sigma: torch.Tensor, gain: torch.Tensor,
-                 bias: torch.Tensor, x: torch.Tensor, batch_size: int, masked: bool, step_args: dict):
+                 bias: torch.Tensor, x: torch.Tensor, batch_size: int, step_args: dict):
         dev = base.device
         at = torch.tensor(list(trials), device=dev)
         self.bank = base.select(at)
@@ -96,23 +99,23 @@ class _Segment:
         r = len(trials)
         self.x = x
         self.idx = torch.zeros((r, batch_size), dtype=torch.int64, device=dev)
-        self.mask = torch.ones((r, batch_size), dtype=torch.float32, device=dev) if masked else None
+        self.mask = torch.ones((r, batch_size), dtype=torch.float32, device=dev)
         self.n_win = torch.zeros((r,), dtype=torch.float32, device=dev)
         self.step_args = step_args
 
-    def load(self, plan: RoundPlan, s: int, at: torch.Tensor) -> None:
+    def load(self, plan: RoundPlan, s: int, at: torch.Tensor, masked: bool) -> None:
         self.idx.copy_(plan.idx[s].index_select(0, at))
         self.n_win.copy_(plan.n_win[s].index_select(0, at))
-        if self.mask is not None:
+        if masked:
             self.mask.copy_(plan.mask[s].index_select(0, at))
 
-    def step(self) -> None:
-        """One SGD step of every live slot, (g, b) updated in place: only device work, no host
-        sync, so it can be captured."""
+    def step(self, masked: bool = False) -> None:
+        """One SGD step of every live slot, (g, b) updated in place (``masked``: with the loaded
+        mask, else none): only device work, no host sync, so it can be captured."""
         r, bs = self.idx.shape
         u = self.x.index_select(0, self.idx.view(-1)).view(r, bs, *self.x.shape[1:])
-        new = ip_step(self.bank.with_ip(self.gain, self.bias), u, self.mask, self.n_win, self.sigma,
-                      **self.step_args)
+        new = ip_step(self.bank.with_ip(self.gain, self.bias), u, self.mask if masked else None, self.n_win,
+                      self.sigma, **self.step_args)
         self.gain.copy_(new.gain)
         self.bias.copy_(new.bias)
 
@@ -146,29 +149,37 @@ def run_round(base: Bank, trial_of: Sequence[int], sigma: torch.Tensor, x: torch
     """Every step of ``plan``: slot k trains the reservoir ``base`` row ``trial_of[k]`` with σ
     ``sigma[trial_of[k]]`` on its mini-batches of windows ``x`` (W, T, U), starting from and
     updating in place ``gain[k]``, ``bias[k]`` (slots, N) float32. The same arithmetic as
-    ``ip_step`` called step by step on each step's live slots (mask None where all are full);
-    ``graphs`` (None: GRAPHS) replays each segment of ≥ MIN_GRAPH_STEPS steps as a CUDA graph."""
+    ``ip_step`` called step by step on each step's live slots (mask None where all are full).
+    ``graphs`` (None: GRAPHS), on cuda: in each segment with ≥ MIN_GRAPH_STEPS full steps, the
+    first full step is captured and the later full ones replay it; the steps with a short
+    mini-batch (one per client and epoch) run eagerly between the replays, on the same buffers."""
     graphs = GRAPHS if graphs is None else bool(graphs)
-    use_graphs = graphs and base.device.type == "cuda"
-    args = {"mu": mu, "eta": eta, "normalize_step": normalize_step, "fused": fused}
-    for start, end, live, masked in plan.segments():
+    run_segments(base, trial_of, sigma, x, plan, gain, bias, capture=graphs and base.device.type == "cuda",
+                 step_args={"mu": mu, "eta": eta, "normalize_step": normalize_step, "fused": fused})
+
+
+def run_segments(base: Bank, trial_of: Sequence[int], sigma: torch.Tensor, x: torch.Tensor, plan: RoundPlan,
+                 gain: torch.Tensor, bias: torch.Tensor, *, capture: bool, step_args: dict) -> None:
+    """:func:`run_round`'s loop over ``plan.segments()``, capturing (``capture``: cuda) as it
+    says; ``step_args`` are ip_step's keywords."""
+    for start, end, live in plan.segments():
         at = torch.tensor(list(live), device=base.device)
         seg = _Segment(base, [trial_of[k] for k in live], sigma, gain.index_select(0, at), bias.index_select(0, at),
-                       x, plan.idx.shape[2], masked, args)
-        seg.load(plan, start, at)
+                       x, plan.idx.shape[2], step_args)
+        masked = [plan.masked(s, live) for s in range(start, end)]
+        want = capture and masked.count(False) >= MIN_GRAPH_STEPS and COUNTS["failed"] == 0
         graph = None
-        if use_graphs and end - start >= MIN_GRAPH_STEPS and COUNTS["failed"] == 0:
-            graph = _capture(seg)  # runs the first step (its warm-up), then captures it
-        else:
-            seg.step()
-        COUNTS["eager"] += 1
-        for s in range(start + 1, end):
-            seg.load(plan, s, at)
-            if graph is None:
-                seg.step()
-                COUNTS["eager"] += 1
-            else:
+        for s, mask_it in zip(range(start, end), masked):
+            seg.load(plan, s, at, mask_it)
+            if graph is not None and not mask_it:
                 graph.replay()
                 COUNTS["replayed"] += 1
+                continue
+            if want and graph is None and not mask_it:
+                graph = _capture(seg)  # runs this step (its warm-up), then captures it
+                want = graph is not None
+            else:
+                seg.step(mask_it)
+            COUNTS["eager"] += 1
         gain[at], bias[at] = seg.gain, seg.bias
         del graph
