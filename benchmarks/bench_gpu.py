@@ -51,6 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import bench_paper_budget as budget  # noqa: E402
 from gpu_scale import SMOKE, Scale  # noqa: E402
 from esnfed_core.accel import torch_plasticity as tp  # noqa: E402
+from esnfed_core.accel.ip_rounds import RoundPlan, run_round  # noqa: E402
 from esnfed_core.accel import torch_reservoir as tr  # noqa: E402
 from esnfed_core.reservoir import ReservoirConfig, build_reservoir  # noqa: E402
 
@@ -337,11 +338,18 @@ def cpu_baseline(sc: Scale, units: int) -> dict:
             "seconds": round(sec, 4), "M_ws_per_s": round(ws / sec / 1e6, 3), "device": "cpu (numpy)"}
 
 
+# Steps of the IP segment kernel_costs times: one capture (with its eager warm-up step) and 7
+# replays on cuda, as a short segment of the pipeline's (an epoch's segments run 30-360 steps).
+IP_COST_STEPS = 8
+
+
 def kernel_costs(sc: Scale, dev: torch.device, out, datasets: tuple[str, ...] = tuple(budget.DATA),
                  units: tuple[int, ...] | None = None) -> dict[str, dict[int, dict[str, float]]]:
     """Seconds per trial-window-step of stats, eval (7 λ) and an IP step, batched over
     ``cost_trials`` trials, at every (dataset, units) of bench_paper_budget.DATA (only the sizes
-    ``units`` when given)."""
+    ``units`` when given). The IP step is priced within a segment of IP_COST_STEPS steps run as
+    the trial batcher runs them (accel.ip_rounds: CUDA graphs on cuda); until 2026-11-28 it was
+    one eager ``ip_step`` (the BENCHMARKS.md tables up to the fourth GPU measurement)."""
     costs: dict[str, dict[int, dict[str, float]]] = {}
     for ds, d in budget.DATA.items():
         if ds not in datasets:
@@ -358,15 +366,21 @@ def kernel_costs(sc: Scale, dev: torch.device, out, datasets: tuple[str, ...] = 
                 u = torch.randn(1, b, t, u_in).to(dev)
                 y = torch.randint(0, ncls, (1, b, t)).to(torch.int8).to(dev)
                 grid = torch.randn(r, len(budget.LAMBDAS), ncls, n_run, dtype=torch.float64).to(dev)
-                ub = torch.randn(r, sc.ip_windows, t, u_in).to(dev)
-                nw = torch.full((r,), float(sc.ip_windows), dtype=torch.float64, device=dev)
                 sig = torch.full((r,), 0.5, dtype=torch.float64, device=dev)
-                ws, ws_ip = r * b * t, r * sc.ip_windows * t
+                ws, ws_ip = r * b * t, r * sc.ip_windows * t * IP_COST_STEPS
+                # The IP price as the trial batcher pays it (accel.ip_rounds: on cuda a segment of
+                # full steps replayed as a CUDA graph), per step of a segment of IP_COST_STEPS.
+                x_ip = torch.randn(sc.ip_windows, t, u_in).to(dev)
+                plan = RoundPlan.of([[np.arange(sc.ip_windows)] * IP_COST_STEPS] * r, sc.ip_windows, dev)
+
+                def ip_segment() -> None:
+                    g, b_ip = bk.gain.clone(), bk.bias.clone()
+                    run_round(bk, list(range(r)), sig, x_ip, plan, g, b_ip, mu=0.0, eta=0.01, normalize_step=True)
+
                 c = {
                     "stats": best_time(lambda: tr.ridge_stats(bk, u, y, ncls), dev, sc.reps) / ws,
                     "eval": best_time(lambda: tr.count_correct(bk, u, y, grid), dev, sc.reps) / ws,
-                    "ip_epoch": best_time(lambda: tp.ip_step(bk, ub, None, nw, sig, mu=0.0, eta=0.01,
-                                                             normalize_step=True), dev, sc.reps) / ws_ip,
+                    "ip_epoch": best_time(ip_segment, dev, sc.reps) / ws_ip,
                 }
                 costs[ds][n] = c
                 return {"dataset": ds, "units": n, "steps": t, "trials": r,
