@@ -15,12 +15,16 @@ import pytest
 import yaml
 
 from esnfed_core.errors import DataError
+from esnfed_core.method import Method
 from esnfed_core.tables import Communication, communication_rows, required_inputs
 from esnfed_core.vocabulary import PCTS
+from esnfed_stages import select as select_stage
 from esnfed_stages import selection_traffic
+from esnfed_stages.experiment_params import experiment_params
 from esnfed_stages.report import communication_items, report_params, validation_sizes
 from esnfed_stages.tables import communication_csv
 from esnfed_stages.ttest import load_inputs
+from experiment_data import VALIDATION, make_dataset, small_params
 from test_report import PARAMS, write_assess
 
 K, C, V = 3, 4, 2  # training clients, classes (WESAD's), validation users
@@ -184,3 +188,30 @@ def test_a_damaged_trial_record_is_one_error_naming_it(tmp_path, edit, problem):
     with pytest.raises(DataError, match=problem) as err:
         selection_traffic.load(tmp_path, [("wesad", "fedip")])
     assert str(path) in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_real_fedip_selection_sums_its_trials_as_they_ran(tmp_path):
+    """select itself writes the records: 4 FedIP trials over units {8, 12} and rounds {1, 2}; each
+    trial's recorded training bytes are its own config's (by hand from the message shapes) and the
+    total adds each one's validation scoring of every λ."""
+    make_dataset(tmp_path)  # 3 classes
+    params = small_params()
+    params["budgets"]["default"]["trials"] = 4
+    select_stage.run("wesad", Method("fedip"), ["25"], experiment_params(params), data_dir=tmp_path / "data",
+                     runs_dir=tmp_path / "runs")
+    trials = selection_traffic.share_trials(tmp_path / "runs" / "select", "wesad", "fedip", "25")
+    records = [json.loads(p.read_text())
+               for p in sorted((tmp_path / "runs" / "select" / "wesad" / "fedip" / "25").glob("trial-*.json"))]
+    sizes = [(r["selected_config"]["units"], r["selected_config"]["rounds"]) for r in records]
+    assert len(trials) == 4 and len(set(sizes)) > 1  # the trials drew other sizes than one another
+    c, v, lam = 3, len(VALIDATION), len(params["readout"]["lambdas"])
+    total = 0
+    for t, (n, rounds) in zip(trials, sizes):
+        k = t.clients
+        ip = rounds * k * (2 * n * F32 + INT)
+        assert (t.units, t.lambdas, t.up_bytes, t.down_bytes) == (
+            n, lam, ip + k * ((n * n + n * c) * F64 + 2 * INT), ip + k * (n * c * F64 + INT))
+        total += t.up_bytes + t.down_bytes + v * ((2 * n * F32 + INT) + lam * (n * c * F64 + INT)) + v * INT * (lam + 1)
+    row = communication_rows([Communication("wesad", "25", "fedip", 1, 1, 1, 1, 1, trials[0].clients, 8, c,
+                                            validation_clients=v, selection=trials)])[0]
+    assert row["selection_bytes"] == total
