@@ -252,7 +252,7 @@ VALIDATION_NOTE = (
     "server sums the counts. IncFed, FedAvg and FedIP evaluate once (λ, retrain.lambda: select), FedCLIP "
     "joint after every IP round (early stopping); the reservoir broadcast is setup, excluded. Counted: "
     "the messages of esnfed_core.validation_traffic in a ledger; 'match' = the formula gives the counted "
-    "totals. A selection trial of IncFed, FedAvg or FedIP sends what one retrain does here, once per trial")
+    "totals. A selection trial of IncFed, FedAvg or FedIP sends these messages at its own N, once per trial")
 
 _VALIDATION_CELLS = [
     ("pct", "train users"), ("dataset", "dataset"), ("method", "method"), ("validation_clients", "V"),
@@ -277,7 +277,8 @@ def _validation_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
     lines += ["", "## λ selection and model selection (not in the totals above)", "", f"- {SELECTION_NOTE}",
               f"- {NOT_APPLICABLE}: nothing sent (λ selection: every method but FedAvg, whose training clients "
               "send nothing per λ, and FedAvg with retrain.lambda: frozen); n/a: not known (selection: no "
-              "finished selection, best.json absent) or not modelled", *_fedclip_selection(rows), ""]
+              "finished selection, best.json or its trial records absent) or not modelled (the heterogeneous "
+              "methods, as above)", *_fedclip_selection(rows), ""]
     lines += _table_lines(_SELECTION_CELLS, rows, _selection_cell)
     return "\n".join(lines) + "\n"
 
