@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from esnfed_core.errors import DataError
+from esnfed_core.method import Method
 from esnfed_core.quote import quote
 from esnfed_core.tables import SelectionTrial, check_communication, counts_selection
 from esnfed_core.validation import ParameterError
@@ -35,7 +36,7 @@ def read_trial(path: Path, method: str) -> SelectionTrial:
     """One finished trial record of ``method``: its training bytes (``communication``), N (its
     ``selected_config.units``: a deep method's total) and, where its selection is totalled, the λ
     values it scored (``scores.per_lambda``); DataError naming ``path`` otherwise."""
-    rec = read_json(path, "not found (best.json counts it: rerun select)")
+    rec = read_json(path, "not found (best.json counts it)")
     if not isinstance(rec, dict):
         raise DataError(f"{path}: expected a trial record (an object), got {quote(rec)}")
     if rec.get("status") != "ok":
@@ -63,8 +64,8 @@ def read_trial(path: Path, method: str) -> SelectionTrial:
 def share_trials(select_dir: str | Path, dataset: str, method: str, pct: str) -> tuple[SelectionTrial, ...] | None:
     """The trials of one share's finished selection (``n_trials`` of its best.json), None where
     best.json is absent (the selection did not run or finish) or no trial record is beside it (a
-    folder of best.json files alone): unknown. Some records but not all: DataError naming the first
-    missing one."""
+    folder of best.json files alone): unknown. Some records but not all, or a damaged one: DataError
+    naming the file and the select command that rewrites it."""
     best_file = best_under(select_dir, dataset, method, pct)
     if not best_file.exists() and not best_file.is_symlink():
         return None
@@ -73,7 +74,11 @@ def share_trials(select_dir: str | Path, dataset: str, method: str, pct: str) ->
     paths = [trial_path(best_file.parent, i) for i in range(n)]
     if not any(p.exists() or p.is_symlink() for p in paths):
         return None
-    return tuple(read_trial(p, method) for p in paths)
+    try:
+        return tuple(read_trial(p, method) for p in paths)
+    except DataError as exc:
+        raise DataError(f"{exc}; rerun `esnfed select --dataset {dataset} {Method.parse(method).cli_options} "
+                        f"--pct {pct}`") from None
 
 
 def load(select_dir: str | Path, pairs: Iterable[tuple[str, str]]) -> dict[Share, tuple[SelectionTrial, ...] | None]:

@@ -188,6 +188,7 @@ def test_a_damaged_trial_record_is_one_error_naming_it(tmp_path, edit, problem):
     with pytest.raises(DataError, match=problem) as err:
         selection_traffic.load(tmp_path, [("wesad", "fedip")])
     assert str(path) in str(err.value) and "\n" not in str(err.value)
+    assert str(err.value).endswith("rerun `esnfed select --dataset wesad --algo fedip --pct 25`")
 
 
 def test_a_real_fedip_selection_sums_its_trials_as_they_ran(tmp_path):
