@@ -634,7 +634,7 @@ class Communication:
     validation_clients: int | None = None
     lambda_grid: int | None = None
     # Model selection: the share's trial records (runs/select/<dataset>/<method>/<pct>/trial-*.json),
-    # each with its own sizes (None: no records, or a trial failed: unknown)
+    # each with its own sizes (None: unknown, no finished selection or no trial record read)
     selection: tuple[SelectionTrial, ...] | None = None
     # federated.client_fraction (esnfed_core.sampling): each FedIP/FedCLIP IP round's clients were
     # sampled, max(1, ⌊f·C⌋) of the C taking part; readouts still go to all C. 1: every client.
@@ -888,8 +888,7 @@ def selection_columns(c: Communication) -> dict[str, Any]:
     scores λ on the validation users, whatever retrain.lambda says). None where unknown (no trial
     records, V or C unknown) or not modelled (FedCLIP's bytes, heterogeneous methods)."""
     trials = None if c.selection is None else len(c.selection)
-    if _base(c.method) not in _SELECTION_COUNTED or c.selection is None or c.validation_clients is None \
-            or c.classes is None:
+    if not counts_selection(c.method) or c.selection is None or c.validation_clients is None or c.classes is None:
         return {"selection_trials": trials, "selection_bytes": None}
     return {"selection_trials": trials,
             "selection_bytes": sum(trial_bytes(c.method, t, c.validation_clients, c.classes) for t in c.selection)}
