@@ -133,7 +133,7 @@ def report(
     select_dir: Annotated[Path, typer.Option(
         "--select-dir", help="The select stage's outputs, <dir>/<dataset>/<method>/<share>/best.json (the "
         "selected-hyperparameters table; the default folder absent: not rendered; a folder named here must "
-        "exist).", callback=folder_if_named(SELECT_DIR))] = SELECT_DIR,
+        "exist) and trial-*.json (the communication tables' selection bytes, summed over the trials).", callback=folder_if_named(SELECT_DIR))] = SELECT_DIR,
     flower_dir: Annotated[Path, typer.Option(
         "--flower-dir", help="The flower stage's outputs, <dir>/<dataset>/*.json (the SecAgg+ overhead "
         "section of communication.md; the default folder absent: \"not run\"; a folder named here must "

@@ -589,6 +589,22 @@ COMMUNICATION_METHODS: tuple[str, ...] = ("incfed", "fedavg", "fedip", "fedclip-
 
 
 @dataclass(frozen=True)
+class SelectionTrial:
+    """What one model-selection trial recorded (its trial-XXXX.json): the bytes of its training
+    messages as counted, and the sizes its validation scoring and FedAvg's other λ rounds follow
+    from: N (``units``, its own config's), K training ``clients``, the λ values it scored on the
+    validation users (``lambdas``; None where it scores no λ grid: a continual trial) and
+    readout.bias (``bias``: N+1 readout columns)."""
+
+    up_bytes: int
+    down_bytes: int
+    units: int
+    clients: int
+    lambdas: int | None
+    bias: bool = False
+
+
+@dataclass(frozen=True)
 class Communication:
     """What one retrain of a federated method sent, as counted from its messages."""
 
@@ -617,10 +633,9 @@ class Communication:
     # them (0: λ frozen, not chosen there; None: unknown)
     validation_clients: int | None = None
     lambda_grid: int | None = None
-    # Model selection (IncFed, FedAvg, FedIP): |readout.lambdas|, the λ values each selection trial
-    # scores whatever retrain.lambda says, and the trials of the budget (None: unknown)
-    lambda_values: int | None = None
-    selection_trials: int | None = None
+    # Model selection: the share's trial records (runs/select/<dataset>/<method>/<pct>/trial-*.json),
+    # each with its own sizes (None: unknown, no finished selection or no trial record read)
+    selection: tuple[SelectionTrial, ...] | None = None
     # federated.client_fraction (esnfed_core.sampling): each FedIP/FedCLIP IP round's clients were
     # sampled, max(1, ⌊f·C⌋) of the C taking part; readouts still go to all C. 1: every client.
     client_fraction: float = FULL
@@ -848,26 +863,41 @@ def lambda_selection_columns(c: Communication) -> dict[str, Any]:
 
 
 # The model selection the communication table totals: IncFed, FedAvg and FedIP (deep ones too); a
-# FedCLIP selection is a grid on the best FedIP trial's seed, not modelled here (None)
+# FedCLIP trial's scoring on the validation users is not modelled (esnfed_core.validation_traffic), so
+# its trials are counted and their bytes not totalled (None)
 _SELECTION_COUNTED = ("incfed", "fedavg", "fedip")
 
 
+def trial_bytes(method: str, t: SelectionTrial, validation_clients: int, classes: int) -> int:
+    """What one selection trial of ``method`` sent, up and down, at its own sizes: its training
+    messages as recorded, the ``validation_clients``' scoring of its ``t.lambdas`` readouts
+    (:func:`esnfed_core.validation_traffic.validation_ledger`, one evaluation; FedIP's with its (g, b))
+    and FedAvg's rounds for its other λ values (``lambda_selection_ledger``: the trial's training
+    totals keep the chosen λ's round only)."""
+    base = _base(method)
+    plan = ValidationPlan(1, t.lambdas, base == "fedip", t.bias)
+    val = validation_ledger(plan, validation_clients, t.units, classes).totals()
+    lam = lambda_selection_ledger(t.lambdas - 1 if base == "fedavg" else 0, t.clients, t.units, classes,
+                                  t.bias).totals()
+    return sum(x["up_bytes"] + x["down_bytes"] for x in (val, lam)) + t.up_bytes + t.down_bytes
+
+
 def selection_columns(c: Communication) -> dict[str, Any]:
-    """``selection_trials`` and ``selection_bytes_estimate``: trials × what one trial sends, up and down, at
-    ``c``'s sizes: its training messages as recorded, the validation clients' evaluation of the
-    ``lambda_values`` readouts and FedAvg's other λ rounds (a selection trial always scores λ on the
-    validation users). None where unknown or not modelled (FedCLIP, heterogeneous methods)."""
-    none = {"selection_trials": None, "selection_bytes_estimate": None}
-    base = _base(c.method)
-    if base not in _SELECTION_COUNTED or c.selection_trials is None or not c.lambda_values \
-            or c.validation_clients is None or c.units is None or c.classes is None:
-        return none
-    plan = ValidationPlan(1, c.lambda_values, base == "fedip", c.readout_bias)
-    val = validation_ledger(plan, c.validation_clients, c.units, c.classes).totals()
-    lam = lambda_selection_ledger(c.lambda_values - 1 if base == "fedavg" else 0, c.clients, c.units, c.classes,
-                                  c.readout_bias).totals()
-    per_trial = sum(t["up_bytes"] + t["down_bytes"] for t in (val, lam)) + c.up_bytes + c.down_bytes
-    return {"selection_trials": c.selection_trials, "selection_bytes_estimate": c.selection_trials * per_trial}
+    """``selection_trials``, the share's trial records, and ``selection_bytes``, the sum over them of
+    :func:`trial_bytes`, each trial at its own N, K, λ values and bias (a selection trial always
+    scores λ on the validation users, whatever retrain.lambda says). None where unknown (no trial
+    records, V or C unknown) or not modelled (FedCLIP's bytes, heterogeneous methods)."""
+    trials = None if c.selection is None else len(c.selection)
+    if not counts_selection(c.method) or c.selection is None or c.validation_clients is None or c.classes is None:
+        return {"selection_trials": trials, "selection_bytes": None}
+    return {"selection_trials": trials,
+            "selection_bytes": sum(trial_bytes(c.method, t, c.validation_clients, c.classes) for t in c.selection)}
+
+
+def counts_selection(method: str) -> bool:
+    """Whether ``method``'s selection trials are totalled (IncFed, FedAvg, FedIP and their deep ones):
+    each trial record must then say what λ values it scored."""
+    return _base(method) in _SELECTION_COUNTED
 
 
 # The validation-traffic columns of a communication row, after the training ones: the validation
@@ -883,7 +913,7 @@ LAMBDA_SELECTION_COLUMNS = (
     "validation_lambda_up_bytes", "validation_lambda_down_bytes", "validation_lambda_formula",
     "validation_lambda_analytic_floats", "validation_lambda_match",
 )
-SELECTION_COLUMNS = ("selection_trials", "selection_bytes_estimate")
+SELECTION_COLUMNS = ("selection_trials", "selection_bytes")
 
 
 def communication_rows(items: Iterable[Communication]) -> list[dict[str, Any]]:

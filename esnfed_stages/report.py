@@ -23,15 +23,15 @@ from esnfed_core import __version__
 from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.quote import failure, quote
 from esnfed_core.tables import (
-    COMMUNICATION_METHODS, TABLES, Cell, Communication, Published, TableSpec, borrowed_comparisons, build_cells,
-    claim_specs, communication_rows, hetero_cells, metrics, opt_int, parse_published, participation_notes, required_inputs,
-    split_rounds,
+    COMMUNICATION_METHODS, TABLES, Cell, Communication, Published, SelectionTrial, TableSpec, borrowed_comparisons,
+    build_cells, claim_specs, communication_rows, hetero_cells, metrics, opt_int, parse_published, participation_notes,
+    required_inputs, split_rounds,
     table_specs,
 )
 from esnfed_core.vocabulary import DATASETS, PCTS, VARIANTS
 from esnfed_stages import (
     claims_report, comparability, continual_report, hetero_report, ipfit_report, privacy_report, protocol_tables,
-    provenance, report_index, secagg_report, selected_report,
+    provenance, report_index, secagg_report, selected_report, selection_traffic,
 )
 from esnfed_stages.heterogeneity_params import hetero_params
 from esnfed_stages._datasets import classes_of, continual_declared, declared, n_classes, study_declared, variant_base
@@ -197,14 +197,13 @@ class ValidationSizes:
     """What the communication table's validation traffic needs besides the assess files: each
     dataset's validation users (V, data/partitions/<dataset>.json) and the λ values a stationary
     retrain tries on them (``lambda_grid``: |readout.lambdas| with retrain.lambda select, 0 with
-    frozen, None when params.yaml does not say); for the model selection's total, |readout.lambdas|
-    (``lambda_values``, what each selection trial scores whatever retrain.lambda says) and the
-    budget's ``trials`` (None: unknown)."""
+    frozen, None when params.yaml does not say); for the model selection's total, each share's
+    trial records (``selection``, by (dataset, method, pct): selection_traffic.load; a share absent
+    or None: unknown)."""
 
     users: Mapping[str, int] = field(default_factory=dict)
     lambda_grid: int | None = None
-    lambda_values: int | None = None
-    trials: int | None = None
+    selection: Mapping[tuple[str, str, str], tuple[SelectionTrial, ...] | None] = field(default_factory=dict)
 
 
 def validation_users(data_dir: str | Path, dataset: str) -> int | None:
@@ -258,12 +257,22 @@ def communication_items(inputs: Inputs, datasets: Sequence[str] = DATASETS,
                         readout_bias=comm.get("readout_bias") is True,
                         client_fraction=float(comm.get("client_fraction", 1.0)),
                         validation_clients=validation.users.get(ds), lambda_grid=validation.lambda_grid,
-                        lambda_values=validation.lambda_values, selection_trials=validation.trials,
+                        selection=validation.selection.get((ds, method, pct)),
                     ))
                 except (KeyError, TypeError, ValueError) as exc:
                     raise DataError(f"{inputs.paths[(ds, method)]}: pcts.{pct}.communication "
                                     f"is malformed ({failure(exc)})") from None
     return items
+
+
+def validation_sizes(options: "ReportParams", inputs: Inputs, data_dir: str | Path,
+                     select_dir: str | Path) -> ValidationSizes:
+    """What the communication tables' validation traffic needs: each declared dataset's validation
+    users (its partition), the retrains' λ grid and the trial records of every federated method's
+    shares read (selection_traffic.load; none without ``select_dir``)."""
+    users = {ds: n for ds in options.datasets if (n := validation_users(data_dir, ds)) is not None}
+    federated = [k for k in inputs.docs if k[1] in COMMUNICATION_METHODS]
+    return ValidationSizes(users, options.lambda_grid, selection_traffic.load(select_dir, federated))
 
 
 def _opt_ints(v: Any) -> tuple[int, ...] | None:
@@ -693,7 +702,6 @@ class ReportParams:
     privacy_extra: tuple[str, ...] = ()  # params.yaml privacy.extra_methods: their documents join the table
     # the λ values a stationary retrain tries on the validation users (ValidationSizes.lambda_grid)
     lambda_grid: int | None = None
-    lambda_values: int | None = None  # |readout.lambdas| (ValidationSizes.lambda_values)
     # opt-in report.<table>_protocol: paper tables under their paper's protocol (protocol_tables.py)
     protocols: tuple[TableSpec, ...] = ()
 
@@ -721,7 +729,7 @@ def report_params(params: Mapping[str, Any]) -> ReportParams:
                         privacy_params(params).record(params.get("budget"), extra=True) if "privacy" in params else {},
                         study_declared(params), *_selection_settings(params),
                         privacy_extra=privacy_params(params).extra_methods if "privacy" in params else (),
-                        lambda_grid=_lambda_grid(params), lambda_values=_lambda_values(params),
+                        lambda_grid=_lambda_grid(params),
                         protocols=protocol_tables.specs(params))
 
 
@@ -735,8 +743,7 @@ def _selection_settings(params: Mapping[str, Any]) -> tuple[float | None, float 
 
 
 def _lambda_values(params: Mapping[str, Any]) -> int | None:
-    """|readout.lambdas| (the λ values a selection trial scores on the validation users), None where
-    params.yaml does not list them."""
+    """|readout.lambdas|, None where params.yaml does not list them."""
     readout = params.get("readout")
     lambdas = readout.get("lambdas") if isinstance(readout, Mapping) else None
     return len(lambdas) if isinstance(lambdas, list) else None
@@ -749,12 +756,6 @@ def _lambda_grid(params: Mapping[str, Any]) -> int | None:
     if rule == "frozen":
         return 0
     return _lambda_values(params) if rule == "select" else None
-
-
-def _trials(budget: BudgetSpec | None) -> int | None:
-    """The budget's trials per share of a searched method (None where unknown)."""
-    trials = None if budget is None else budget.trials
-    return trials if isinstance(trials, int) and not isinstance(trials, bool) else None
 
 
 def index_notice(inputs: Inputs, options: ReportParams) -> str:
@@ -795,8 +796,7 @@ def run(options: ReportParams, *, assess_dir: str | Path = ASSESS_DIR,
                 options.contexts_pct, hetero, options.datasets, options.continual, options.user_classes,
                 {ds: context_names(data_dir, ds) for ds in options.datasets},
                 comparability.budget_scale(options.budget), options.studies, options.matrix_pct,
-                ValidationSizes({ds: n for ds in options.datasets if (n := validation_users(data_dir, ds)) is not None},
-                                options.lambda_grid, options.lambda_values, _trials(options.budget)),
+                validation_sizes(options, inputs, data_dir, select_dir),
                 options.protocols)
     add_claims(rep, inputs, ttest_doc, date, options)
     if selected is not None:

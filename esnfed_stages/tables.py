@@ -252,7 +252,7 @@ VALIDATION_NOTE = (
     "server sums the counts. IncFed, FedAvg and FedIP evaluate once (λ, retrain.lambda: select), FedCLIP "
     "joint after every IP round (early stopping); the reservoir broadcast is setup, excluded. Counted: "
     "the messages of esnfed_core.validation_traffic in a ledger; 'match' = the formula gives the counted "
-    "totals. A selection trial of IncFed, FedAvg or FedIP sends what one retrain does here, once per trial")
+    "totals. A selection trial of IncFed, FedAvg or FedIP sends these messages at its own N, once per trial")
 
 _VALIDATION_CELLS = [
     ("pct", "train users"), ("dataset", "dataset"), ("method", "method"), ("validation_clients", "V"),
@@ -276,10 +276,16 @@ def _validation_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
     lines += _table_lines(_VALIDATION_CELLS, rows, _validation_cell)
     lines += ["", "## λ selection and model selection (not in the totals above)", "", f"- {SELECTION_NOTE}",
               f"- {NOT_APPLICABLE}: nothing sent (λ selection: every method but FedAvg, whose training clients "
-              "send nothing per λ, and FedAvg with retrain.lambda: frozen; selection: FedCLIP, whose grid "
-              "selection is not modelled here); n/a: not known or not modelled", ""]
+              "send nothing per λ, and FedAvg with retrain.lambda: frozen); n/a: not known (selection: no "
+              "finished selection, best.json or its trial records absent) or not modelled (the heterogeneous "
+              "methods, as above)", *_fedclip_selection(rows), ""]
     lines += _table_lines(_SELECTION_CELLS, rows, _selection_cell)
     return "\n".join(lines) + "\n"
+
+
+def _fedclip_selection(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The selection section's FedCLIP line, where the table has a FedCLIP row."""
+    return [f"- {SELECTION_FEDCLIP_NOTE}"] if any(r["method"].startswith("fedclip") for r in rows) else []
 
 
 SELECTION_NOTE = " ".join((
@@ -287,11 +293,16 @@ SELECTION_NOTE = " ".join((
     "uploading a local readout and downloading the average (N·C float64 each way, and a count); the totals above keep",
     "the chosen λ's round, these are the other L − 1 (retrain.lambda: select), counted from the messages of",
     "esnfed_core.validation_traffic.lambda_selection_ledger; 'match' = K·(L − 1)·N·C gives the counted floats",
-    "each way. Selection bytes: the model selection of IncFed, FedAvg and FedIP in total, the budget's trials ×",
-    "what one trial sends up and down at this row's sizes: the training messages above, the validation clients'",
-    "scoring of every λ of readout.lambdas and FedAvg's other λ rounds (a selection trial chooses λ on the",
-    "validation users whatever retrain.lambda says); an estimate where trials drew other sizes (N, rounds) than",
-    "the selected one"))
+    "each way. Selection trials: the trial records of the share's finished selection",
+    "(runs/select/<dataset>/<method>/<pct>/trial-*.json). Selection bytes: the model selection of IncFed, FedAvg and",
+    "FedIP in total, up and down, summed over those trials, each at its own N and K: its training messages as",
+    "recorded, the validation clients' scoring of every λ it scored and FedAvg's rounds for its other λ values (a",
+    "selection trial chooses λ on the validation users whatever retrain.lambda says), counted with the ledgers above"))
+
+SELECTION_FEDCLIP_NOTE = (
+    "FedCLIP: its selection starts from the best FedIP trial (the FedIP row's selection) and runs its budget grid "
+    "on that trial's seed; the grid's trials are counted, their bytes are not totalled (n/a): scoring a continual "
+    "candidate on the validation users is not modelled (esnfed_core.validation_traffic)")
 
 _SELECTION_CELLS = [
     ("pct", "train users"), ("dataset", "dataset"), ("method", "method"), ("clients", "K"),
@@ -300,17 +311,15 @@ _SELECTION_CELLS = [
     ("validation_lambda_up_bytes", "up bytes total"), ("validation_lambda_down_bytes", "down bytes total"),
     ("validation_lambda_formula", "formula (per client)"),
     ("validation_lambda_analytic_floats", "analytic floats each way"), ("validation_lambda_match", "match"),
-    ("selection_trials", "selection trials"), ("selection_bytes_estimate", "selection bytes (estimate)")]
+    ("selection_trials", "selection trials"), ("selection_bytes", "selection bytes")]
 
 
 def _selection_cell(r: Mapping[str, Any], key: str) -> str:
-    """A λ-selection or selection cell: "—" where nothing is sent (validation_lambda_traffic False;
-    a FedCLIP selection), n/a where unknown."""
+    """A λ-selection or selection cell: "—" where nothing is sent (validation_lambda_traffic False),
+    n/a where unknown or not modelled."""
     if key in ("pct", "dataset", "method", "clients"):
         return _training_cell(r, key)
     if key.startswith("validation_lambda") and r.get("validation_lambda_traffic") is False:
-        return NOT_APPLICABLE
-    if key in SELECTION_COLUMNS and r["method"].startswith("fedclip"):
         return NOT_APPLICABLE
     v = r.get(key)
     return _num(_match(v) if key == "validation_lambda_match" else v)

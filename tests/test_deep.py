@@ -334,7 +334,8 @@ def test_deep_methods_flow_select_retrain_assess_report(tmp_path):
         (root / "runs" / stage).mkdir(parents=True, exist_ok=True)
     cli_ok("report", "--assess-dir", str(root / "runs/assess"), "--ttest", str(root / "reports/ttest.json"),
            "--out-dir", str(root / "reports"), "--allow-missing", "--params", str(root / "params.yaml"),
-           "--privacy-dir", str(root / "runs/privacy"), "--flower-dir", str(root / "runs/flower"))
+           "--privacy-dir", str(root / "runs/privacy"), "--flower-dir", str(root / "runs/flower"),
+           "--select-dir", str(root / "runs/select"), "--data-dir", str(root / "data"))
     md = (root / "reports/tables/deep.md").read_text()
     assert "WESAD deep-fedip" in md and "n/a" in md  # HHAR cells not run here
     import csv
@@ -347,3 +348,15 @@ def test_deep_methods_flow_select_retrain_assess_report(tmp_path):
         ip = int(r["ip_rounds"] or 0)
         assert int(r["up_floats"]) == k * (2 * n * ip + n * n + n * c)
         assert int(r["down_floats"]) == k * (2 * n * ip + n * c)
+    # the selection's total from the trial records: deep-incfed's 2 trials at the pinned N, each its
+    # IncFed messages as measured (statistics and 2 counts up, the readout and a count down, float64;
+    # the tiny data's 3 classes) and the 2 validation users' scoring of the 7 λ values (a readout each
+    # down, 8 counts up) at the report's C for WESAD (4, esnfed_stages._datasets.classes_of)
+    for r in rows:
+        if r["method"] == "deep-incfed":
+            n, k, c, v, lam, cv = int(r["units"]), int(r["clients"]), 3, 2, 7, 4
+            trial = (k * (8 * (n * n + n * c) + 16) + k * (8 * n * c + 8)
+                     + v * lam * (8 * n * cv + 8) + v * 8 * (lam + 1))
+            assert (r["selection_trials"], r["selection_bytes"]) == ("2", str(2 * trial))
+        else:
+            assert r["selection_trials"] == "2" and int(r["selection_bytes"]) > 0

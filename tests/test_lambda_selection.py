@@ -1,7 +1,8 @@
 """The communication table's λ selection and model selection (esnfed_core.tables.lambda_selection_columns,
 selection_columns): FedAvg's rounds for the λ values the training totals leave out, counted from the
-messages fedavg itself records and equal to K·(L − 1)·N·C; the selection's total bytes, trials × one
-trial; "—" / empty where nothing is sent, n/a / empty where unknown."""
+messages fedavg itself records and equal to K·(L − 1)·N·C; the selection's total bytes, summed over
+the trials at each one's own sizes (tests/test_selection_traffic.py reads them from runs/select);
+"—" / empty where nothing is sent, n/a / empty where unknown."""
 
 from __future__ import annotations
 
@@ -10,19 +11,15 @@ import io
 
 import numpy as np
 import pytest
-import yaml
 
 from esnfed_core.federated import Client, fedavg
 from esnfed_core.messages import CommLedger
 from esnfed_core.reservoir import ReservoirConfig, build_reservoir
-from esnfed_core.tables import Communication, communication_rows
+from esnfed_core.tables import Communication, SelectionTrial, communication_rows
 from esnfed_core.validation_traffic import (
     analytic_lambda_selection, lambda_selection_formula, lambda_selection_ledger,
 )
-from esnfed_stages.experiment_params import BudgetSpec
-from esnfed_stages.report import _trials, report_params
 from esnfed_stages.tables import COMMUNICATION_COLUMNS, communication_csv, render_communication_markdown
-from test_report import PARAMS
 
 K, N, C, L, V, TRIALS = 3, 10, 3, 7, 2, 4  # training clients, units, classes, |λ grid|, validation users, trials
 READOUT_BYTES = 8 * N * C + 8  # a float64 readout and its count (ReadoutMessage)
@@ -51,15 +48,26 @@ def test_the_counted_rounds_are_fedavgs_own_messages_for_the_other_lambdas(make_
     assert lambda_selection_formula(L - 1, bias) == ("6·(N+1)·C each way" if bias else "6·N·C each way")
 
 
-def _items(grid: int | None, values: int | None = L, trials: int | None = TRIALS, v: int | None = V):
-    """FedAvg's training traffic as one recorded round (K·N·C each way), and the other methods'."""
-    sizes = dict(validation_clients=v, lambda_grid=grid, lambda_values=values, selection_trials=trials)
+def _trial(up: int, down: int, lambdas: int | None = L) -> SelectionTrial:
+    return SelectionTrial(up, down, N, K, lambdas)
+
+
+def _items(grid: int | None, trials: int | None = TRIALS, v: int | None = V):
+    """FedAvg's training traffic as one recorded round (K·N·C each way), and the other methods';
+    ``trials`` selection trials each at the row's sizes (None: no records)."""
+    def sel(up: int, down: int, lambdas: int | None = L):
+        return None if trials is None else (_trial(up, down, lambdas),) * trials
+
+    sizes = dict(validation_clients=v, lambda_grid=grid)
     return [
         Communication("wesad", "100", "fedavg", K * N * C, K * N * C, K * READOUT_BYTES, K * READOUT_BYTES, 1, K, N, C,
-                      **sizes),
-        Communication("wesad", "100", "incfed", K * (N * N + N * C), K * N * C, 1000, 100, 1, K, N, C, **sizes),
-        Communication("wesad", "100", "fedip", 1, 1, 2000, 200, 8, K, N, C, ip_rounds=7, readouts=1, **sizes),
-        Communication("wesad", "100", "fedclip-joint", 1, 1, 1, 1, 12, K, N, C, ip_rounds=6, readouts=6, **sizes),
+                      selection=sel(K * READOUT_BYTES, K * READOUT_BYTES), **sizes),
+        Communication("wesad", "100", "incfed", K * (N * N + N * C), K * N * C, 1000, 100, 1, K, N, C,
+                      selection=sel(1000, 100), **sizes),
+        Communication("wesad", "100", "fedip", 1, 1, 2000, 200, 8, K, N, C, ip_rounds=7, readouts=1,
+                      selection=sel(2000, 200), **sizes),
+        Communication("wesad", "100", "fedclip-joint", 1, 1, 1, 1, 12, K, N, C, ip_rounds=6, readouts=6,
+                      selection=sel(1, 1, None), **sizes),
         Communication("wesad", "100", "local", 0, 0, 0, 0, 0, K, N, C, **sizes),
     ]
 
@@ -92,27 +100,29 @@ def test_frozen_lambda_sends_no_lambda_selection_traffic_and_unknown_is_unknown(
         (0, 0, True)
 
 
-def test_the_selection_total_is_trials_times_what_one_trial_sends():
+def test_the_selection_total_sums_what_each_trial_sends():
     avg, inc, fip, joint, local = communication_rows(_items(L))
     validation = V * L * READOUT_BYTES + V * 8 * (L + 1)  # L readouts down to each of V, L + 1 counts up
     lam = 2 * K * (L - 1) * READOUT_BYTES  # FedAvg's other λ rounds, both ways
-    assert (avg["selection_trials"], avg["selection_bytes_estimate"]) == (TRIALS, TRIALS * (2 * K * READOUT_BYTES
+    assert (avg["selection_trials"], avg["selection_bytes"]) == (TRIALS, TRIALS * (2 * K * READOUT_BYTES
                                                                                    + validation + lam))
-    assert avg["selection_bytes_estimate"] == 56064  # 4 × (1488 + 3600 + 8928), by hand
-    assert inc["selection_bytes_estimate"] == TRIALS * (1000 + 100 + validation)
+    assert avg["selection_bytes"] == 56064  # 4 × (1488 + 3600 + 8928), by hand
+    assert inc["selection_bytes"] == TRIALS * (1000 + 100 + validation)
     ip = V * (4 * 2 * N + 8)  # FedIP's validation clients also receive (g, b): 2N float32 and a count
-    assert fip["selection_bytes_estimate"] == TRIALS * (2000 + 200 + validation + ip)
-    assert joint["selection_bytes_estimate"] is None and local["selection_bytes_estimate"] is None  # not modelled
+    assert fip["selection_bytes"] == TRIALS * (2000 + 200 + validation + ip)
+    # FedCLIP's grid trials are counted, their bytes not totalled; the heterogeneous methods' unknown
+    assert (joint["selection_trials"], joint["selection_bytes"]) == (TRIALS, None)
+    assert (local["selection_trials"], local["selection_bytes"]) == (None, None)
     # λ frozen in the retrains: a selection trial still scores every λ, so the total is the same
-    assert [r["selection_bytes_estimate"] for r in communication_rows(_items(0))] == \
-        [r["selection_bytes_estimate"] for r in communication_rows(_items(L))]
-    for missing in (dict(trials=None), dict(values=None), dict(v=None)):
-        assert communication_rows(_items(L, **missing))[0]["selection_bytes_estimate"] is None
+    assert [r["selection_bytes"] for r in communication_rows(_items(0))] == \
+        [r["selection_bytes"] for r in communication_rows(_items(L))]
+    for missing in (dict(trials=None), dict(v=None)):
+        assert communication_rows(_items(L, **missing))[0]["selection_bytes"] is None
 
 
 NUMERIC = ("validation_lambda_rounds", "validation_lambda_up_floats", "validation_lambda_down_floats",
            "validation_lambda_up_bytes", "validation_lambda_down_bytes", "validation_lambda_analytic_floats",
-           "selection_trials", "selection_bytes_estimate")
+           "selection_trials", "selection_bytes")
 
 
 def test_the_csv_columns_are_numeric_with_empty_fields_where_not_applicable():
@@ -123,9 +133,9 @@ def test_the_csv_columns_are_numeric_with_empty_fields_where_not_applicable():
         for k in NUMERIC:
             assert r[k] == "" or float(r[k]) >= 0, (r["method"], k, r[k])
     assert (by["fedavg"]["validation_lambda_up_floats"], by["fedavg"]["validation_lambda_match"],
-            by["fedavg"]["selection_bytes_estimate"]) == ("540", "yes", "56064")
+            by["fedavg"]["selection_bytes"]) == ("540", "yes", "56064")
     assert by["incfed"]["validation_lambda_up_floats"] == "" and by["incfed"]["validation_lambda_match"] == ""
-    assert by["fedclip-joint"]["selection_bytes_estimate"] == "" and by["local"]["selection_trials"] == ""
+    assert by["fedclip-joint"]["selection_bytes"] == "" and by["local"]["selection_trials"] == ""
 
 
 def test_the_markdown_section_shows_a_dash_where_nothing_is_sent():
@@ -134,21 +144,8 @@ def test_the_markdown_section_shows_a_dash_where_nothing_is_sent():
     assert "## Validation traffic" in before and "λ rounds" not in before
     body = {line.split(" | ")[2]: line.split(" | ") for line in section.splitlines() if line.startswith("| 100%")}
     assert body["fedavg"][3:12] == ["3"] + ["—"] * 8 and body["fedavg"][12:] == ["4", "56,064 |"]  # frozen
-    assert body["fedclip-joint"][12:] == ["—", "— |"] and body["local"][4] == "n/a"
+    assert body["fedclip-joint"][12:] == ["4", "n/a |"] and body["local"][4] == "n/a"
+    assert "FedCLIP: its selection starts from the best FedIP trial" in section
     selected = render_communication_markdown(communication_rows(_items(L)), ["Date: today"])
     avg = next(line for line in selected.split("## λ selection")[1].splitlines() if "| fedavg |" in line)
     assert "| 6 | 540 | 540 |" in avg and "| 6·N·C each way | 540 | yes |" in avg
-
-
-def test_the_report_reads_the_lambda_values_whatever_the_rule():
-    frozen = "readout:\n  lambdas: [1.0e-5, 0.1, 1.0]\nretrain:\n  lambda: frozen\n"
-    values = {extra: report_params(yaml.safe_load(PARAMS + extra)).lambda_values
-              for extra in (frozen, "readout:\n  lambdas: [1.0e-5, 0.1]\n", "")}
-    assert list(values.values()) == [3, 2, None]
-    assert report_params(yaml.safe_load(PARAMS + frozen)).lambda_grid == 0  # the retrains' rule unchanged
-
-
-def test_the_trials_come_from_the_budget():
-    assert _trials(BudgetSpec("default", 0, 12)) == 12
-    assert _trials(BudgetSpec("default")) is None and _trials(None) is None
-    assert _trials(BudgetSpec("x", 0, True)) is None  # not a count
