@@ -124,8 +124,9 @@ class StatsClient(SecAggClient):
 
 def dropout_mod(msg, context, call_next):
     """Simulates a device lost after sharing its keys: the client whose partition id is the run
-    config's ``drop-partition`` (one id, or several comma-separated) fails at SecAgg+'s collect-masked-vectors stage (tests), before it
-    fits; in every round, or only in the legacy round ``drop-round`` (1-based, the message's group)."""
+    config's ``drop-partition`` (one id, or several comma-separated) fails at SecAgg+'s
+    collect-masked-vectors stage (tests), before it fits; in every round, or only in the legacy
+    round ``drop-round`` (1-based, the message's group)."""
     from flwr.common.secure_aggregation.secaggplus_constants import RECORD_KEY_CONFIGS, Key, Stage
 
     configs = msg.content.config_records.get(RECORD_KEY_CONFIGS)

@@ -383,7 +383,8 @@ def progress_steps(pairs: Sequence[tuple[str, bool]]) -> int:
 def run(dataset: str, app: str, secagg: bool, pct: str, params: Mapping[str, Any], *,
         data_dir: Path = Path("data"), runs_dir: Path = Path("runs"), out_dir: Path = MANUAL_DIR,
         python: Path = FLOWER_PYTHON, timeout_s: float = 1800.0) -> dict[str, Any]:
-    """Compute and write <out_dir>/<dataset>-<app>[-secagg][-f<f>]-<pct>.json (:func:`out_name`); returns its document."""
+    """Compute and write <out_dir>/<dataset>-<app>[-secagg][-f<f>]-<pct>.json (:func:`out_name`);
+    returns its document."""
     return run_many(dataset, [(app, secagg)], pct, params, data_dir=data_dir, runs_dir=runs_dir,
                     out_dir=out_dir, python=python, timeout_s=timeout_s)[0]
 

@@ -314,6 +314,6 @@ def test_runs_at_two_client_fractions_pair_with_their_own_plain_run_and_count_as
     for secagg in (False, True):
         (folder / out_name("wesad", "fedip", secagg, "100")).write_text(
             json.dumps(_doc("fedip", secagg, [("ip", "plain", 2, 100.0 + 100 * secagg, 8.0)])))
-    ratios = {r["sampled"]: r["ratio_up"] for r in secagg_report.rows(secagg_report.load(tmp_path / "flower", ("wesad",)))
-              if r["method"] == "fedip" and r["stage"] == "total"}
+    table = secagg_report.rows(secagg_report.load(tmp_path / "flower", ("wesad",)))
+    ratios = {r["sampled"]: r["ratio_up"] for r in table if r["method"] == "fedip" and r["stage"] == "total"}
     assert ratios == {"": 2.0, "f = 0.5": 1.25}
