@@ -44,7 +44,8 @@ def flower(
     runs_dir: Annotated[Path, typer.Option("--runs-dir", help="Root of select/ (best.json).")] = Path("runs"),
     out_dir: Annotated[Path, typer.Option("--out-dir", help="Where the JSONs go. The default is outside "
                                           "runs/flower, the flower stage's folder that the report depends on "
-                                          "(dvc.yaml passes runs/flower/<dataset>).")] = flower_stage.MANUAL_DIR,
+                                          "(dvc.yaml passes runs/flower/<dataset>). A run whose IP rounds sample "
+                                          "federated.client_fraction f < 1 is named with -f<f>.")] = flower_stage.MANUAL_DIR,
     flower_python: Annotated[Path, typer.Option("--flower-python", help="The Flower environment's "
                                                 "interpreter (`make flower-env` builds it).")] =
     flower_stage.FLOWER_PYTHON,

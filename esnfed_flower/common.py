@@ -174,6 +174,18 @@ class Sampling:
         return {n: self.where(n, t) for n in nodes}
 
 
+def plain_dropout_mod(msg: Message, context: Any, call_next: Any) -> Message:
+    """Simulates a device lost in a plain app's round (tests): the client whose partition id is the
+    run config's ``drop-partition`` fails the train message of group ``drop-round`` (the round,
+    1-based) instead of replying (SecAgg+'s twin: esnfed_flower.secagg.dropout_mod)."""
+    rc = run_config(context)
+    drop, in_round = rc.get("drop-partition"), rc.get("drop-round")
+    if (drop is not None and int(context.node_config["partition-id"]) == int(drop)
+            and str(msg.metadata.group_id) == str(in_round)):
+        raise ConnectionError("simulated dropout")
+    return call_next(msg, context)
+
+
 def within_range(values: list[np.ndarray], limit: float, what: str) -> list[np.ndarray]:
     """``values`` when every entry lies within SecAgg+'s clipping range ``limit``; a ValueError
     naming ``what`` otherwise (Flower's quantizer would clip it silently)."""
@@ -192,11 +204,16 @@ def client_reply(msg: Message, pid: int, metrics: Mapping[str, int],
     return Message(RecordDict(content), reply_to=msg)
 
 
-def replies_in_order(replies: Any) -> list[Any]:
-    """Replies with content, sorted by the partition id they report; an error reply raises."""
+def replies_in_order(replies: Any, where: str = "") -> list[Any]:
+    """Replies with content, sorted by the partition id they report; an error reply raises,
+    naming ``where`` (e.g. "round 2") when given: the plain apps need every reply (no dropouts)."""
     out = []
     for r in replies:
         if not r.has_content():
+            if where:
+                reason = (str(getattr(r.error, "reason", r.error)).strip().splitlines() or ["?"])[-1]
+                raise RuntimeError(f"{where}: node {r.metadata.src_node_id} sent no reply ({reason}); the plain "
+                                   f"apps need every sampled client's reply (a dropout stops the run)")
             raise RuntimeError(f"a client failed: {r.error}")
         out.append((int(r.content["metrics"]["partition-id"]), r))
     return [r for _, r in sorted(out, key=lambda t: t[0])]

@@ -17,7 +17,8 @@ number of rounds it fitted before (the server counts them), so its generator ski
 permutations it drew: a client left out of a round does not fit, as in the pipeline. Under central
 DP the sampled round's private average divides by the public m = max(1, ⌊f·K⌋) of the K clients
 (each must have windows), with z of the run config's accounting (``dp-amplification``,
-esnfed_flower.dp): the private trial's sampled rounds, draw for draw.
+esnfed_flower.dp): the private trial's sampled rounds, draw for draw. No dropouts: a round missing a
+reply stops the run in one line naming it (``dropout_client_app``: tests, a client lost in a round).
 """
 
 from __future__ import annotations
@@ -34,13 +35,14 @@ from esnfed_core.reservoir import Reservoir
 from esnfed_core.sampling import sample_size
 from esnfed_flower.common import (
     CLIENT_KEYS, FULL, Sampling, client_fraction, client_reply, from_record, measure_mod, partition,
-    replies_in_order, reservoir, run_config, solve_readout, to_record, wait_for_nodes,
+    plain_dropout_mod, replies_in_order, reservoir, run_config, solve_readout, to_record, wait_for_nodes,
 )
 from esnfed_flower.dp import flower_dp
 from esnfed_flower.incfed import collect_stats, release
 from esnfed_flower.incfed import train as incfed_train
 
 client_app = ClientApp(mods=[measure_mod])
+dropout_client_app = ClientApp(mods=[measure_mod, plain_dropout_mod])  # tests: a client lost in a round
 server_app = ServerApp()
 IP_KEYS = ("sigma", "mu", "eta", "ip-batch-size", "ip-normalize-step")
 
@@ -82,6 +84,9 @@ def train(msg: Message, context: Context) -> Message:
     return client_reply(msg, pid, {"num-examples": len(x)}, ip={"gain": res.gain, "bias": res.bias})
 
 
+dropout_client_app.train()(train)
+
+
 def with_windows(grid: Grid, nodes: list[int], config: dict, every: bool = False) -> list[int]:
     """The ids of the nodes with windows in partition order (group 0, phase ``role``): the
     clients the pipeline's FedIP samples its rounds from. ``every`` (DP-FedIP: the rounds draw
@@ -119,7 +124,7 @@ def main(grid: Grid, context: Context) -> None:
         msgs = [Message(RecordDict({"config": ConfigRecord({**config, **where}), "ip": down}),
                         dst_node_id=n, message_type=MessageType.TRAIN, group_id=str(rnd + 1))
                 for n, where in chosen.items()]
-        replies = replies_in_order(grid.send_and_receive(msgs))
+        replies = replies_in_order(grid.send_and_receive(msgs), f"round {rnd + 1}")
         ups = [from_record(r.content["ip"]) for r in replies]
         weights = [int(r.content["metrics"]["num-examples"]) for r in replies]
         gains, biases = [u["gain"] for u in ups], [u["bias"] for u in ups]

@@ -31,6 +31,8 @@ from flwr.common import parameters_to_ndarrays
 from flwr.server import LegacyContext, ServerApp, ServerConfig
 from flwr.server.strategy import FedAvg
 from flwr.server.workflow import DefaultWorkflow, SecAggPlusWorkflow
+from flwr.server.workflow.constant import MAIN_CONFIGS_RECORD
+from flwr.server.workflow.constant import Key as WorkflowKey
 
 from esnfed_core.privacy import released_stats
 from esnfed_core.readout import RidgeStats
@@ -122,15 +124,16 @@ class StatsClient(SecAggClient):
 
 def dropout_mod(msg, context, call_next):
     """Simulates a device lost after sharing its keys: the client whose partition id is the run
-    config's ``drop-partition`` fails at SecAgg+'s collect-masked-vectors stage (tests), before it
-    fits; in every round, or only in the legacy round ``drop-round`` (1-based, the message's group)."""
+    config's ``drop-partition`` (one id, or several comma-separated) fails at SecAgg+'s
+    collect-masked-vectors stage (tests), before it fits; in every round, or only in the legacy
+    round ``drop-round`` (1-based, the message's group)."""
     from flwr.common.secure_aggregation.secaggplus_constants import RECORD_KEY_CONFIGS, Key, Stage
 
     configs = msg.content.config_records.get(RECORD_KEY_CONFIGS)
     rc = run_config(context)
     drop, in_round = rc.get("drop-partition"), rc.get("drop-round")
     if (drop is not None and configs is not None and configs.get(Key.STAGE) == Stage.COLLECT_MASKED_VECTORS
-            and int(context.node_config["partition-id"]) == int(drop)
+            and int(context.node_config["partition-id"]) in {int(p) for p in str(drop).split(",")}
             and (in_round is None or str(msg.metadata.group_id) == str(int(in_round)))):
         raise ConnectionError("simulated dropout after key sharing")
     return call_next(msg, context)
@@ -154,10 +157,39 @@ def run_secagg(grid, context, strategy, rounds: int) -> None:
     if dp is not None:
         clip, max_weight = dp_range(rc, dp), 1.0
     legacy = LegacyContext(context=context, config=ServerConfig(num_rounds=rounds), strategy=strategy)
-    fit = SecAggPlusWorkflow(num_shares=k, reconstruction_threshold=secagg_threshold(k), clipping_range=clip,
-                             max_weight=max_weight)
+    fit = CompleteOrFail(num_shares=k, reconstruction_threshold=secagg_threshold(k), clipping_range=clip,
+                         max_weight=max_weight)
     strategy.secagg = fit  # a sampling strategy sizes each round's shares and threshold (FedIPStrategy)
     DefaultWorkflow(fit_workflow=fit)(grid, legacy)
+
+
+class CompleteOrFail(SecAggPlusWorkflow):
+    """SecAggPlusWorkflow whose round either completes or fails in one line naming it. Flower's
+    halts a round when fewer clients than its reconstruction threshold are left at a stage (e.g.
+    two dropouts in a round of 3, threshold 2): it logs "Secure aggregation halted." and the legacy
+    workflow goes on to the next round without the strategy's aggregate_fit, so the round would be
+    skipped silently (FedIP/FedCLIP: (g, b) not updated, every sampled client's fit counted; the
+    statistics round: no readout). The pipeline's trial has no such round, so the run stops."""
+
+    def _ok(self, stage: str, ok: bool, context, state) -> bool:
+        if not ok:
+            rnd = context.state.config_records[MAIN_CONFIGS_RECORD][WorkflowKey.CURRENT_ROUND]
+            raise RuntimeError(f"round {rnd}: SecAgg+ cannot complete it: {len(state.active_node_ids)} of its "
+                               f"{len(state.sampled_node_ids)} clients left at the {stage} stage, below the "
+                               f"reconstruction threshold {state.threshold} (clients dropped out)")
+        return ok
+
+    def setup_stage(self, grid, context, state) -> bool:
+        return self._ok("setup", super().setup_stage(grid, context, state), context, state)
+
+    def share_keys_stage(self, grid, context, state) -> bool:
+        return self._ok("share keys", super().share_keys_stage(grid, context, state), context, state)
+
+    def collect_masked_vectors_stage(self, grid, context, state) -> bool:
+        return self._ok("masked vector", super().collect_masked_vectors_stage(grid, context, state), context, state)
+
+    def unmask_stage(self, grid, context, state) -> bool:
+        return self._ok("unmask", super().unmask_stage(grid, context, state), context, state)
 
 
 def size_round(fit: SecAggPlusWorkflow, k: int) -> None:

@@ -1,6 +1,7 @@
 """`esnfed flower`: Flower apps (esnfed_flower: incfed | fedip | fedavg, plain or SecAgg+) in
 Flower's simulation engine on the processed data, beside the in-process pipeline's trial of the
-same config and seed -> <out_dir>/<dataset>-<app>[-secagg]-<pct>.json (runs/flower-manual by
+same config and seed -> <out_dir>/<dataset>-<app>[-secagg][-f<f>]-<pct>.json (-f<f>: a run whose IP
+rounds sampled a client fraction f < 1, :func:`out_name`; runs/flower-manual by
 default; dvc.yaml's flower stage: runs/flower/<dataset>/, which the report reads). Several apps of one
 dataset and share (`run_many`) share each app's trial fit, the clients' data files and one Flower
 process with one Ray session (esnfed_flower/session.py).
@@ -27,7 +28,7 @@ DP-FedAvg (plain app, central noise only): the clients' readouts clipped to para
 federated.client_fraction < 1: the plain FedIP app's central DP rounds sample as the private trial's
 (divided by the public m; z amplified under privacy.amplification: sampling, ``dp-amplification``);
 SecAgg+ (distributed noise) refuses it.
--> <dataset>-<app>[-secagg]-eps<ε>-<pct>.json with a ``dp`` record (mechanism, ε, δ, σ, clip, accountant).
+-> <dataset>-<app>[-secagg][-f<f>]-eps<ε>-<pct>.json with a ``dp`` record (mechanism, ε, δ, σ, clip, accountant).
 """
 
 from __future__ import annotations
@@ -78,9 +79,15 @@ FLOWER_PYTHON = REPO / ".venv-flower" / "bin" / "python"
 ENV_HINT = "run `make flower-env` (requirements/flower.txt) or pass --flower-python"
 
 
-def out_name(dataset: str, app: str, secagg: bool, pct: str, epsilon: float | None = None) -> str:
+def out_name(dataset: str, app: str, secagg: bool, pct: str, epsilon: float | None = None,
+             fraction: float | None = None) -> str:
+    """<dataset>-<app>[-secagg][-f<fraction>][-eps<ε>]-<pct>.json; ``fraction``: the client fraction
+    a result records (``client_fraction``: its IP rounds sampled, below 1), spelled exactly (the
+    shortest repr of the float: 0.5 -> f0.5), so runs at two fractions do not share a name; None
+    (every client in every round): no suffix, the names as before."""
     dp = "" if epsilon is None else f"-eps{eps_key(epsilon)}"
-    return f"{dataset}-{app}{'-secagg' if secagg else ''}{dp}-{pct}.json"
+    sampled = "" if fraction is None else f"-f{float(fraction)!r}"
+    return f"{dataset}-{app}{'-secagg' if secagg else ''}{sampled}{dp}-{pct}.json"
 
 
 NOISE = ("central", "distributed")
@@ -376,7 +383,8 @@ def progress_steps(pairs: Sequence[tuple[str, bool]]) -> int:
 def run(dataset: str, app: str, secagg: bool, pct: str, params: Mapping[str, Any], *,
         data_dir: Path = Path("data"), runs_dir: Path = Path("runs"), out_dir: Path = MANUAL_DIR,
         python: Path = FLOWER_PYTHON, timeout_s: float = 1800.0) -> dict[str, Any]:
-    """Compute and write <out_dir>/<dataset>-<app>[-secagg]-<pct>.json; returns its document."""
+    """Compute and write <out_dir>/<dataset>-<app>[-secagg][-f<f>]-<pct>.json (:func:`out_name`);
+    returns its document."""
     return run_many(dataset, [(app, secagg)], pct, params, data_dir=data_dir, runs_dir=runs_dir,
                     out_dir=out_dir, python=python, timeout_s=timeout_s)[0]
 
@@ -467,7 +475,8 @@ def run_many(dataset: str, apps: Sequence[tuple[str, bool]], pct: str, params: M
             doc["pipeline"].update({"lambda": float(model.lam), "nonprivate_test_accuracy": trials[app][2]})
         docs.append(doc)
     for doc in docs:
-        out = Path(out_dir) / out_name(dataset, doc["app"], doc["secagg"], pct, dp.epsilon if dp else None)
+        out = Path(out_dir) / out_name(dataset, doc["app"], doc["secagg"], pct, dp.epsilon if dp else None,
+                                       doc.get("client_fraction"))
         with output_lock(out):
             write_json(out, doc)
     return docs
@@ -595,7 +604,9 @@ def load_docs(out_dir: Path = FLOWER_DIR, *, table: bool = True,
         provenance.check(path, doc, expected or {}, rerun_command(doc, path.parent))
         docs.append(doc)
     apps = FLOWER_APPS + FEDCLIP_APPS
-    return sorted(docs, key=lambda d: (d["dataset"], apps.index(d["app"]), d["secagg"], d["pct"], _dp_order(d)))
+    # every client first, then the sampled runs by falling fraction
+    return sorted(docs, key=lambda d: (d["dataset"], apps.index(d["app"]), d["secagg"], d["pct"],
+                                       -d.get("client_fraction", 1.0), _dp_order(d)))
 
 
 def _dp_order(doc: Mapping[str, Any]) -> float:

@@ -119,7 +119,7 @@ def run(dataset: str, app: str, secagg: bool, pct: str, params: Mapping[str, Any
            "pipeline": {"test_accuracy": pipeline_stream[-1], "stream_accuracy": pipeline_stream,
                         "ip_rounds": model.ip_rounds, "communication": model.communication,
                         **({} if model.joint_capped is None else {"joint_capped": model.joint_capped})}}
-    out = Path(out_dir) / flower.out_name(dataset, app, secagg, pct)
+    out = Path(out_dir) / flower.out_name(dataset, app, secagg, pct, fraction=doc.get("client_fraction"))
     with output_lock(out):
         write_json(out, doc)
     return doc

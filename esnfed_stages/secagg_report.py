@@ -5,7 +5,7 @@ communication-<name>.md for one of your own) and reports/tables/secagg-overhead.
 
 Bytes are what Flower delivered per client per round (esnfed_flower/run.py, measure_mod), by phase
 (FedIP's IP rounds, the readout's statistics round) and SecAgg+ stage; the plain reference is the
-plain app's run of the same dataset, method and share. Without the stage's outputs the section
+plain app's run of the same dataset, method, share and client fraction. Without the stage's outputs the section
 says "not run" and the CSV holds only its header.
 """
 
@@ -47,9 +47,9 @@ def missing(flower_dir: str | Path, datasets: Sequence[str], allow_missing: bool
     their rows left out). None of them there: the stage did not run ("not run"), nothing missing."""
     expected = [(ds, Path(flower_dir) / ds / out_name(ds, app, secagg, PIPELINE_PCT))
                 for ds in datasets for app in PIPELINE_APPS for secagg in (False, True)]
-    if not any(os.path.lexists(p) for _, p in expected):
+    if not any(_present(p) for _, p in expected):
         return []
-    absent = [(ds, p) for ds, p in expected if not os.path.lexists(p)]
+    absent = [(ds, p) for ds, p in expected if not _present(p)]
     if absent and not allow_missing:
         (ds, path), more = absent[0], len(absent) - 1
         apps = " ".join(f"--app {a}" for a in PIPELINE_APPS)
@@ -57,6 +57,15 @@ def missing(flower_dir: str | Path, datasets: Sequence[str], allow_missing: bool
                         f"--out-dir {Path(flower_dir) / ds}` first, or pass --allow-missing"
                         + (f" ({more} more Flower result(s) missing)" if more else ""))
     return [p for _, p in absent]
+
+
+def _present(path: Path) -> bool:
+    """Whether the result named ``path`` (out_name without a fraction) is there, or the same run's
+    under federated.client_fraction < 1 (out_name's -f<f> before the share; a DP run's -eps<ε> is
+    not the stage's)."""
+    stem = path.name.removesuffix(f"-{PIPELINE_PCT}.json")
+    return os.path.lexists(path) or any("-eps" not in p.name[len(stem):]
+                                        for p in path.parent.glob(f"{stem}-f*-{PIPELINE_PCT}.json"))
 
 
 def load(flower_dir: str | Path = FLOWER_DIR, datasets: Sequence[str] = PIPELINE_DATASETS,
@@ -78,10 +87,11 @@ def _ratio(num: float, den: float | None) -> float | None:
 def rows(docs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Per SecAgg+ run and phase: each SecAgg+ stage's bytes per client per round, then their total,
     beside the plain run's bytes of that phase (None without a plain run); ratio = SecAgg+ / plain."""
-    plain = {(d["dataset"], d["app"], d["pct"]): d for d in docs if not d["secagg"]}
+    # the plain run of the same client fraction (a folder may hold runs at two: out_name's -f<f>)
+    plain = {(d["dataset"], d["app"], d["pct"], d.get("client_fraction")): d for d in docs if not d["secagg"]}
     out = []
     for d in (d for d in docs if d["secagg"]):
-        ref = plain.get((d["dataset"], d["app"], d["pct"]))
+        ref = plain.get((d["dataset"], d["app"], d["pct"], d.get("client_fraction")))
         phases = list(dict.fromkeys(r["phase"] for r in d["flower"]["bytes"]["rows"]))
         for ph in phases:
             mine = [r for r in d["flower"]["bytes"]["rows"] if r["phase"] == ph]

@@ -443,3 +443,37 @@ def test_dp_fedavg_trains_at_best_json_lambda_as_the_privacy_stage(tmp_path, mon
     cfg = {"units": 10, "leak": 0.5}
     assert flower_stage.private_config(tmp_path, "wesad", "fedavg", "100", None, cfg) == best
     assert flower_stage.private_config(tmp_path, "wesad", "incfed", "100", None, cfg) == cfg
+
+
+def test_a_sampled_result_carries_its_fraction_in_its_name_and_every_client_keeps_the_old_name(tmp_path):
+    """Runs of one app at two client fractions went to the same name (two --out-dirs needed): a
+    result recording ``client_fraction`` is named with it (-f<f>, the float's shortest repr, before
+    the share and a DP run's ε); without it (every client in every round) the names are those the
+    dvc.yaml flower stage, the report and flower-table always read, byte for byte. Two fractions
+    and f = 1 of one app in one folder: three files, all read by flower-table, f = 1 first."""
+    import json
+
+    from esnfed_stages.flower import out_name
+
+    assert out_name("wesad", "fedip", False, "100") == "wesad-fedip-100.json"
+    assert out_name("wesad", "fedip", True, "100", fraction=None) == "wesad-fedip-secagg-100.json"
+    assert out_name("wesad", "incfed", True, "25", 4.0) == "wesad-incfed-secagg-eps4-25.json"
+    assert out_name("wesad", "fedip", True, "100", fraction=0.75) == "wesad-fedip-secagg-f0.75-100.json"
+    assert out_name("hhar", "fedip", False, "50", 4.0, 0.5) == "hhar-fedip-f0.5-eps4-50.json"
+    # exact: two fractions that print alike at 6 digits (":g") still get two names
+    assert out_name("wesad", "fedip", False, "100", fraction=1 / 3) != out_name("wesad", "fedip", False, "100",
+                                                                                fraction=0.333333)
+    flower = tmp_path / "flower"
+    flower.mkdir()
+    for f, acc in ((None, 0.5), (0.5, 0.25), (0.75, 0.375)):
+        doc = {**_result("wesad", "fedip"), **({} if f is None else {"client_fraction": f})}
+        doc["flower"]["test_accuracy"] = acc
+        (flower / out_name("wesad", "fedip", False, "100", fraction=f)).write_text(json.dumps(doc))
+    assert sorted(p.name for p in flower.iterdir()) == ["wesad-fedip-100.json", "wesad-fedip-f0.5-100.json",
+                                                         "wesad-fedip-f0.75-100.json"]
+    out = tmp_path / "flower-table.md"
+    result = runner.invoke(app, ["flower-table", "--flower-dir", str(flower), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    rows = [line for line in out.read_text().splitlines() if line.startswith("| wesad | fedip")][:3]
+    assert [r.split(" | ")[1] for r in rows] == ["fedip", "fedip (f = 0.75)", "fedip (f = 0.5)"]
+    assert [r.split(" | ")[6] for r in rows] == ["50.00", "37.50", "25.00"]  # each file's own result

@@ -5,11 +5,9 @@ own temporaries are removed; atomic replaces fsync and never leave a folder miss
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import re
-import signal
 import subprocess
 import sys
 import textwrap
@@ -22,6 +20,7 @@ import pytest
 from esnfed_core.data.paths import path_problem
 from esnfed_stages import _io, preprocess as preprocess_stage
 from test_data_stages import invoke, ok, one_line_error, project, snapshot, synthetic_root  # noqa: F401
+from time_limit import time_limit
 
 PROCESSED = Path("data/processed/wesad")
 
@@ -325,19 +324,9 @@ def test_folder_replace_without_an_atomic_swap_still_replaces(tmp_path, monkeypa
 
 
 # ----------------------------------------------- leftovers of the input audit: what an input path is
-@contextlib.contextmanager
 def _no_blocking(seconds: int = 60):
     """Fail, instead of hanging the suite, if the code under test opens a FIFO for reading."""
-    def alarm(signum, frame):
-        raise AssertionError(f"blocked for {seconds} s: a FIFO was opened for reading")
-
-    old = signal.signal(signal.SIGALRM, alarm)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
+    return time_limit(seconds, AssertionError(f"blocked for {seconds} s: a FIFO was opened for reading"))
 
 
 def _replace_with(path: Path, kind: str) -> None:

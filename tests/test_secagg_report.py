@@ -286,3 +286,34 @@ def test_once_the_stage_ran_a_missing_result_is_an_error_naming_it_and_the_comma
     empty.tables["communication.md"] = b"# communication\n"
     report.add_secagg(empty, tmp_path / "none", datasets=("wesad", "hhar"))
     assert empty.missing == [] and "Not run: no SecAgg+ results" in empty.tables["communication.md"].decode()
+
+
+def test_runs_at_two_client_fractions_pair_with_their_own_plain_run_and_count_as_the_stage_result(tmp_path):
+    """A sampled result is named with its fraction (esnfed_stages.flower.out_name: -f<f>): the
+    stage under federated.client_fraction < 1 writes wesad-fedip-f0.5-100.json where f = 1 wrote
+    wesad-fedip-100.json, and the report counts it as the stage's FedIP result (a DP run's name,
+    -eps<ε>, does not); a folder holding both fractions pairs each SecAgg+ run with the plain run
+    of its own fraction."""
+    from esnfed_stages.flower import out_name
+
+    folder = tmp_path / "flower" / "wesad"
+    folder.mkdir(parents=True)
+    for app in ("incfed", "fedip"):
+        for secagg in (False, True):
+            f = 0.5 if app == "fedip" else None  # IncFed has no IP rounds to sample: no fraction
+            doc = {**_doc(app, secagg, [("ip", "plain", 2, 40.0 + 10 * secagg, 8.0)]),
+                   **({} if f is None else {"client_fraction": f})}
+            (folder / out_name("wesad", app, secagg, "100", fraction=f)).write_text(json.dumps(doc))
+    assert not (folder / "wesad-fedip-100.json").exists()
+    assert secagg_report.missing(tmp_path / "flower", ("wesad",)) == []
+    (folder / "wesad-fedip-f0.5-100.json").rename(folder / "wesad-fedip-f0.5-eps4-100.json")
+    assert secagg_report.missing(tmp_path / "flower", ("wesad",), allow_missing=True) == [
+        folder / "wesad-fedip-100.json"]
+    (folder / "wesad-fedip-f0.5-eps4-100.json").rename(folder / "wesad-fedip-f0.5-100.json")
+    # the f = 1 runs beside them, with other bytes: each SecAgg+ run's ratio is against its own fraction
+    for secagg in (False, True):
+        (folder / out_name("wesad", "fedip", secagg, "100")).write_text(
+            json.dumps(_doc("fedip", secagg, [("ip", "plain", 2, 100.0 + 100 * secagg, 8.0)])))
+    table = secagg_report.rows(secagg_report.load(tmp_path / "flower", ("wesad",)))
+    ratios = {r["sampled"]: r["ratio_up"] for r in table if r["method"] == "fedip" and r["stage"] == "total"}
+    assert ratios == {"": 2.0, "f = 0.5": 1.25}

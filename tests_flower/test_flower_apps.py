@@ -21,6 +21,7 @@ from esnfed_core.messages import CommLedger  # noqa: E402
 from esnfed_core.plasticity import IPConfig  # noqa: E402
 from esnfed_core.trial import make_reservoir  # noqa: E402
 from experiment_data import trial_data  # noqa: E402
+from time_limit import time_limit  # noqa: E402
 
 CFG = {"units": 10, "spectral_radius": 0.9, "leak": 0.5, "input_scaling": 0.8}
 SEED = 5  # the reservoir's
@@ -50,6 +51,11 @@ def _simulate(app_module, root: Path, run: dict, n: int, monkeypatch, *, dropout
     client = app_module.dropout_client_app if dropout else app_module.client_app
     run_simulation(app_module.server_app, client, num_supernodes=n,
                    backend_config={"client_resources": {"num_cpus": 1}, "init_args": {"num_cpus": 2}})
+
+
+def bounded(seconds: int):
+    """A test of a run that must stop fails after ``seconds`` instead of hanging (tests/time_limit.py)."""
+    return time_limit(seconds, TimeoutError(f"the simulation ran past {seconds} s"))
 
 
 def _run_config(root, data, out, **extra):
@@ -347,6 +353,26 @@ def test_secaggplus_fedip_survives_a_dropout_in_a_sampled_round(setup, monkeypat
         assert max(np.max(np.abs(other.gain - want.gain)), np.max(np.abs(other.bias - want.bias))) > 10 * tol
     plain = incfed(want, _clients(data, users), [LAM]).readouts[0]  # the statistics round: every client
     assert np.linalg.norm(readout - plain) / np.linalg.norm(plain) < 1e-3
+
+
+def test_two_dropouts_in_a_sampled_secaggplus_round_of_3_stop_the_run_in_one_line(setup, monkeypatch):
+    """Fraction 0.75 of 4 (3 a round, threshold 2): two of round 1's sampled clients drop at the
+    masked-vector stage, so 1 vector is left, below the threshold: the round cannot complete.
+    Flower's workflow halts it and went on to round 2 (the round skipped silently: (g, b) not
+    updated, the three fits counted); now the run stops with one line naming the round and why,
+    within a bounded time (SIGALRM: no hang), and writes no readout."""
+    from esnfed_core.sampling import sample_clients
+
+    root, data, users = setup
+    first = sample_clients(len(users), 0.75, IP["ip-seed"], 0)
+    assert len(first) == 3
+    out = root / "secagg-fedip-two-drops.npy"
+    with bounded(300), pytest.raises(RuntimeError) as info:  # a full SecAgg+ FedIP run here takes ~20 s
+        _secagg_fedip(root, data, users, monkeypatch, "secagg-fedip-two-drops", **_fraction(0.75),
+                      **{"drop-partition": f"{first[0]},{first[1]}", "drop-round": 1})
+    assert str(info.value) == ("round 1: SecAgg+ cannot complete it: 1 of its 3 clients left at the masked vector "
+                               "stage, below the reconstruction threshold 2 (clients dropped out)")
+    assert not out.exists()
 
 
 def test_secaggplus_fedip_replays_its_own_fits_after_a_dropout_at_fraction_1(setup, monkeypatch):

@@ -192,16 +192,21 @@ def test_plain_fedip_at_a_client_fraction_is_the_sampled_pipeline_end_to_end(roo
     config selected at 1: the result records the fraction, the plain app's (g, b), readout and test
     accuracy are the pipeline's trial of the same seed and fraction bit for bit, its IP rounds went
     to 2 clients each where the f = 1 run's (`many`) went to 4, its model is not that run's, and
-    the summary and flower-table show the fraction."""
+    the summary and flower-table show the fraction. Written beside the f = 1 run (`many`'s folder):
+    its name carries the fraction (wesad-fedip-f0.5-100.json), the f = 1 file stays as it was, and
+    flower-table reads both."""
     import yaml
 
     params = yaml.safe_load((root / "params.yaml").read_text())
     params["federated"] = {"client_fraction": 0.5}
-    folder = root / "sampled"
+    folder, out = root / "sampled", root / "many"
     folder.mkdir()
-    shown = _esnfed(root, "flower", "--app", "fedip", "--out-dir", str(folder),
+    before = {p.name: p.read_bytes() for p in out.glob("*.json")}
+    shown = _esnfed(root, "flower", "--app", "fedip", "--out-dir", str(out),
                     params=write_params(folder, params))
-    doc = json.loads((folder / "wesad-fedip-100.json").read_text())
+    doc = json.loads((out / "wesad-fedip-f0.5-100.json").read_text())
+    assert {p.name: p.read_bytes() for p in out.glob("*.json") if p.name in before} == before
+    assert sorted(set(p.name for p in out.glob("*.json")) - set(before)) == ["wesad-fedip-f0.5-100.json"]
     full = many[("fedip", False)]
     f, p = doc["flower"], doc["pipeline"]
     assert doc["client_fraction"] == p["communication"]["client_fraction"] == 0.5 and "client_fraction" not in full
@@ -218,9 +223,9 @@ def test_plain_fedip_at_a_client_fraction_is_the_sampled_pipeline_end_to_end(roo
     assert (doc["lambda"], f["test_accuracy"]) != (full["lambda"], full["flower"]["test_accuracy"])
     assert shown.rstrip().splitlines()[-1].startswith("wesad fedip f = 0.5 100 %: test accuracy")
     md = folder / "flower-table.md"
-    table = [str(ESNFED), "flower-table", "--flower-dir", str(folder), "--out", str(md)]
+    table = [str(ESNFED), "flower-table", "--flower-dir", str(out), "--out", str(md)]
     assert subprocess.run(table, capture_output=True, timeout=120).returncode == 0
-    assert "| wesad | fedip (f = 0.5) | no | 4 |" in md.read_text()
+    assert "| wesad | fedip (f = 0.5) | no | 4 |" in md.read_text() and "| wesad | fedip | no | 4 |" in md.read_text()
 
 
 def test_central_dp_fedip_at_a_client_fraction_is_the_sampled_private_trial_end_to_end(root):
@@ -239,7 +244,7 @@ def test_central_dp_fedip_at_a_client_fraction_is_the_sampled_private_trial_end_
     folder.mkdir()
     _esnfed(root, "flower", "--app", "fedip", "--epsilon", "4", "--out-dir", str(folder),
             params=write_params(folder, params))
-    doc = json.loads((folder / "wesad-fedip-eps4-100.json").read_text())
+    doc = json.loads((folder / "wesad-fedip-f0.5-eps4-100.json").read_text())
     f, p, d = doc["flower"], doc["pipeline"], doc["dp"]
     assert doc["client_fraction"] == 0.5 and d["amplification"] == "sampling" and "RDP" in d["sampled_accountant"]
     assert f["readout_relative_difference"] == 0.0 and f["ip_max_abs_difference"] == 0.0

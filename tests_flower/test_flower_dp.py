@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -23,7 +24,7 @@ from esnfed_core.method import Method
 from esnfed_core.readout import ridge_stats, solve
 from esnfed_core.settings import Settings
 from esnfed_core.trial import make_reservoir, sub_seeds
-from test_flower_apps import CFG, IP, LAM, SEED, _clients, _max_weight, _plain_fedip, _run_config, _simulate
+from test_flower_apps import CFG, IP, LAM, SEED, _clients, _max_weight, _plain_fedip, _run_config, _simulate, bounded
 from test_flower_apps import setup  # noqa: F401 (the module's fixture)
 
 TRIAL_SEED = 7  # the private trial's: its reservoir, IP and noise seeds (esnfed_core.trial.sub_seeds)
@@ -275,6 +276,30 @@ class _Reply:
     @staticmethod
     def has_content() -> bool:
         return True
+
+
+def test_a_dropout_in_a_sampled_central_dp_round_stops_the_run_in_one_line(setup, monkeypatch):  # noqa: F811
+    """Central DP at client-fraction 0.5 of 4: a client sampled in round 1 fails instead of replying
+    (replies < m = 2). The release would divide the clipped sum of the 1 reply plus the noise by the
+    public m, a sound release, but the plain apps take no dropouts (any missing reply stops them,
+    with or without DP) and the private trial has none to match: the run stops in one line naming
+    the round, within a bounded time, and writes no readout."""
+    from esnfed_core.sampling import sample_clients
+    from esnfed_flower import fedip as app
+
+    root, data, users = setup
+    out = root / "fedip-sampled-dropout.npy"
+    rc = _trial_run(data, root, out, FEDIP_CFG, **_dp(4.0, "central", releases=releases(Method.parse("fedip"),
+                                                                                          FEDIP_CFG)),
+                    **{"dp-noise-seed": TRIAL_SEED, "client-fraction": 0.5}, lambdas=list(SETTINGS.lambdas))
+    first = sample_clients(len(users), 0.5, rc["ip-seed"], 0)
+    assert len(first) == 2  # m = 2: the dropout leaves 1 reply
+    with bounded(300), pytest.raises(RuntimeError) as info:  # a full run here takes ~15 s
+        _simulate(app, root, {**rc, "drop-partition": first[0], "drop-round": 1}, len(users), monkeypatch,
+                  dropout=True, config="fedip-sampled-dropout.json")
+    assert re.fullmatch(r"round 1: node \d+ sent no reply \(.+\); the plain apps need every sampled client's "
+                        r"reply \(a dropout stops the run\)", str(info.value)), str(info.value)
+    assert "\n" not in str(info.value) and not out.exists()
 
 
 def test_sampled_dp_fedip_refuses_a_client_without_windows_in_one_line():

@@ -341,3 +341,78 @@ def test_secaggplus_fedclip_replays_its_own_fits_after_a_dropout_at_fraction_1(s
         assert err < tol
         assert off > 10 * tol  # the comparison tells the two apart at every context
         assert rel < 1e-3  # the statistics' quantization through the solve (SecAgg+ IncFed: < 1e-3)
+
+
+def _hand_replay(data, train, sets: list[list[int]], lost: set[tuple[int, int]] = frozenset(),
+                 lost_fits: bool = False):
+    """SecAgg+ FedCLIP replay by hand: each client a long-lived esnfed_core.continual.LocalClient
+    (its own shuffle generator seeded with the IP seed and its own replay buffer, updated after each
+    context by the strategy), fitted only in the IP rounds it was sampled in and not lost. IP round
+    k (1, 2, ... over the run; ``sets[k - 1]``: its sampled clients) averages with fedip_round
+    (weights: the clients' FedAvg weights at the context, |D_t,c| + |M_t,c|) the fits of the
+    sampled clients except those whose (client, k) is in ``lost``; ``lost_fits``: a lost client's
+    generator moves anyway (what a server counting its fit would make it replay). Then IncFed over
+    the context's data (D_t ∪ M_t). Per context: (reservoir, readout)."""
+    from esnfed_core.continual import LocalClient
+    from esnfed_core.federated import Client, incfed
+    from esnfed_core.plasticity import fedip_round
+
+    strat = make_strategy("replay", budget=BUDGET, replay_fraction=0.2, replay_batch=2)
+    config = ContinualConfig(True, IPConfig(sigma=0.3, batch_size=4), data.n_classes, local_epochs=EPOCHS,
+                             lam=LAM, seed=9)
+    clients = [LocalClient(strat, config, list(train[i]), f"c{i}") for i in range(len(train))]
+    res = make_reservoir(CFG, data.n_inputs, 5)
+    out, k = [], 0
+    for t in range(data.n_contexts):
+        for _ in range(BUDGET):
+            k += 1
+            kept = [i for i in sets[k - 1] if (i, k) not in lost]
+            res = fedip_round(res, [lambda s, i=i: clients[i].fit(s, t) for i in kept],
+                              [clients[i].weight(t) for i in kept], [f"c{i}" for i in kept])
+            if lost_fits:
+                for i in set(sets[k - 1]) - set(kept):
+                    clients[i].fit(res, t)  # the fit it never sent: only its generator's move matters
+        part = [Client(f"c{i}", *clients[i].data(t), data.n_classes) for i in range(len(train))
+                if clients[i].takes_part(t)]
+        out.append((res, incfed(res, part, [LAM]).readouts[0]))
+        for c in clients:
+            strat.end_context(c.client, t)
+    return out
+
+
+def test_secaggplus_fedclip_replay_replays_its_own_fits_after_a_dropout_in_a_sampled_round(everyone, monkeypatch):
+    """Replay at fraction 0.75 (3 of 4 clients each IP round, threshold 2; every client has windows
+    at every context): client 0, sampled in IP rounds 1 to 5, drops at the masked-vector stage of
+    the run's first round only. That round completes with its 2 survivors; the server counts only
+    the fits that made the sum, so client 0's next message carries ``round`` 0 at context 0 and
+    ``history`` 1 afterwards, and every context's (g, b) is the hand-built replay FedCLIP (each
+    client its own long-lived generator and buffer, fitted only when sampled and not lost) to the
+    full runs' tolerance; the hand-built run whose lost round moved client 0's generator, and the
+    sampled pipeline without a dropout, lie far away."""
+    from esnfed_core.sampling import sample_clients
+
+    root, data, train = everyone
+    fraction, drop = 0.75, 0
+    sets = [sample_clients(len(train), fraction, 9, k) for k in range(BUDGET * data.n_contexts)]
+    assert all(drop in s for s in sets[:5]) and len(sets[0]) - 1 >= 2  # sampled again; survivors at the threshold
+    got = _flower(root, data, "replay", monkeypatch, secagg=True, drop=drop, drop_round=1, fraction=fraction)
+    assert got["sent"] == [set(s) for s in sets]  # the sampled sets reached (client 0 in round 1 too)
+    want = _hand_replay(data, train, sets, {(drop, 1)})
+    counted = _hand_replay(data, train, sets, {(drop, 1)}, lost_fits=True)
+    nodrop = _pipeline(data, train, "replay", fraction=fraction)
+    bound = _quantization_bound([u.x.shape[0] * u.x.shape[1] for u in data.train.values()])
+    for t, (res, readout) in enumerate(want):
+        # as the full runs': 10 quantization bounds per IP round so far, the contexts' rounds chained
+        # (a sampled round of 3 clients rounds less than the bound over all 4)
+        tol = 10 * BUDGET * (t + 1) * bound
+        err = max(np.max(np.abs(got["gain"][t] - res.gain)), np.max(np.abs(got["bias"][t] - res.bias)))
+        off = max(np.max(np.abs(counted[t][0].gain - res.gain)), np.max(np.abs(counted[t][0].bias - res.bias)))
+        away = max(np.max(np.abs(nodrop.reservoirs[t].gain - res.gain)),
+                   np.max(np.abs(nodrop.reservoirs[t].bias - res.bias)))
+        rel = np.linalg.norm(got["readout"][t] - readout) / np.linalg.norm(readout)
+        print(f"sampled SecAgg+ FedCLIP replay, round-1 dropout, context {t}: max |Δ(g, b)| {err:.3g} "
+              f"(tolerance {tol:.3g}), readout {rel:.3g}; a counted dropout's run lies {off:.3g} away, "
+              f"the run without a dropout {away:.3g}")
+        assert err < tol
+        assert off > 10 * tol and away > 10 * tol  # the comparison tells them apart at every context
+        assert rel < 1e-3  # the statistics' quantization through the solve (SecAgg+ IncFed: < 1e-3)
