@@ -39,7 +39,8 @@ def flower(
     params: Annotated[Path, typer.Option("--params", help="The params file (budgets.*, readout.*, "
                                          "plasticity.*, seed; federated.client_fraction: the share "
                                          "of clients each FedIP/FedCLIP round samples, at least 3 "
-                                         "a round with --secagg, 1 with --secagg --epsilon).")] = Path("params.yaml"),
+                                         "a round with --secagg; with --secagg --epsilon privacy.amplification "
+                                         "must be none).")] = Path("params.yaml"),
     data_dir: Annotated[Path, typer.Option("--data-dir", help="Root of processed/ and partitions/.")] = Path("data"),
     runs_dir: Annotated[Path, typer.Option("--runs-dir", help="Root of select/ (best.json).")] = Path("runs"),
     out_dir: Annotated[Path, typer.Option("--out-dir", help="Where the JSONs go. The default is outside "

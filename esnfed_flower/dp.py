@@ -2,7 +2,14 @@
 DPSpec, the trusted server's generator (central noise, the plain apps) and the SecAgg+ clients'
 noise shares and quantization range (distributed noise). The mechanism is esnfed_core.privacy's
 (DP-FedAvg's clipping norm: ``dp-fedavg-clip``, absent from the IncFed and FedIP runs; ``dp-amplification``:
-privacy.amplification, present only as ``sampling`` on a sampled central FedIP run)."""
+privacy.amplification, present only as ``sampling`` on a sampled central FedIP run: distributed noise
+refuses it, :func:`flower_dp`).
+
+Distributed noise with client sampling (``client-fraction`` < 1, SecAgg+ FedIP): every IP round
+sends to the public m = max(1, ⌊f·K⌋) of the K clients (DP: each must hold windows), through a
+SecAgg+ round sized to them (esnfed_flower.secagg.size_round: threshold max(2, m − 1)), so an IP
+round's share is sized for that threshold, K_min(m) (``ip_min_clients``), which each client derives
+from the run config, not from the server; the statistics round goes to all K (``min_clients``)."""
 
 from __future__ import annotations
 
@@ -31,13 +38,16 @@ class FlowerDP:
     """A run's mechanism: the spec (user-level: one client per user), central or distributed
     noise, the releases z is shared by (FedIP's rounds + the IncFed release), the central
     generator's seed (None: fresh entropy) and, distributed, K_min: SecAgg+'s reconstruction
-    threshold (esnfed_flower.common.secagg_threshold), the fewest vectors a completed sum holds."""
+    threshold (esnfed_flower.common.secagg_threshold), the fewest vectors a completed sum holds:
+    ``min_clients`` of the statistics round (all K clients), ``ip_min_clients`` of an IP round (K_min
+    of its m sampled clients; K's at fraction 1)."""
 
     spec: DPSpec
     noise: str
     releases: int
     noise_seed: int | None = None
     min_clients: int = 1
+    ip_min_clients: int = 1
 
     def server_rng(self) -> np.random.Generator:
         """The trusted server's generator: the pipeline's (esnfed_core.private_trial.noise_rng) of
@@ -51,22 +61,25 @@ class FlowerDP:
     def update_share(self, delta: list[np.ndarray], rng: np.random.Generator) -> list[np.ndarray]:
         """A SecAgg+ client's FedIP upload: its clipped (Δg, Δb) plus its noise share."""
         n = len(delta[0])
-        out = client_update_share(np.concatenate(delta), self.spec, self.min_clients, rng, self.releases)
+        out = client_update_share(np.concatenate(delta), self.spec, self.ip_min_clients, rng, self.releases)
         return [out[:n], out[n:]]
 
     def clipping_range(self, units: int) -> float:
         """SecAgg+'s quantization range for the shares: every entry of a clipped contribution is at
-        most its clipping norm, plus RANGE_STDS share stds (of the statistics and, FedIP, the updates)."""
+        most its clipping norm, plus RANGE_STDS share stds (of the statistics and, FedIP, the updates,
+        whose shares are sized for an IP round's threshold)."""
         stats = self.spec.clip * stats_bound(units) + RANGE_STDS * share_std(
             stats_sigma(self.spec, units, self.releases), self.min_clients)
-        ip = self.spec.ip_clip + RANGE_STDS * share_std(ip_sigma(self.spec, self.releases), self.min_clients)
+        ip = self.spec.ip_clip + RANGE_STDS * share_std(ip_sigma(self.spec, self.releases), self.ip_min_clients)
         return max(stats, ip)
 
 
 def flower_dp(rc: Mapping[str, Any], noise: str | None = None) -> FlowerDP | None:
     """The run config's mechanism; None without ``dp-epsilon`` or at ε = ∞ (no mechanism: the app
     runs as without DP, bit for bit). A bad value is a ParameterError naming its key; ``noise``:
-    the only kind the calling app adds (a plain app central, a SecAgg+ app distributed)."""
+    the only kind the calling app adds (a plain app central, a SecAgg+ app distributed). Distributed
+    noise refuses ``dp-amplification: sampling``: amplification needs the sampled set secret from
+    the adversary, and under SecAgg+ that adversary is the server, which picks the set."""
     if "dp-epsilon" not in rc:
         return None
     spec = DPSpec(float(rc["dp-epsilon"]), float(rc["dp-delta"]), "user", float(rc["dp-clip"]),
@@ -84,7 +97,17 @@ def flower_dp(rc: Mapping[str, Any], noise: str | None = None) -> FlowerDP | Non
     if want is not None and noise != want:
         raise ParameterError(f"dp-noise: {noise} noise does not run on this app (it adds {want} noise: "
                              "central on the plain apps, distributed on the SecAgg+ apps)")
+    if noise == "distributed" and spec.amplification != "none":
+        raise ParameterError(f"dp-amplification: {spec.amplification} is not available with distributed noise "
+                             "(SecAgg+): the server picks each round's clients, so the sample is not secret "
+                             "from it and amplification does not hold; use none")
     seed = rc.get("dp-noise-seed")
-    # Distributed: K_min = SecAgg+'s threshold, the fewest vectors a completed sum holds (run_secagg's).
-    min_clients = secagg_threshold(int(rc["num-clients"])) if noise == "distributed" else 1
-    return FlowerDP(spec, noise, int(rc.get("dp-releases", 1)), None if seed is None else int(seed), min_clients)
+    # Distributed: K_min = SecAgg+'s threshold, the fewest vectors a completed sum holds (run_secagg's);
+    # an IP round's of its public m sampled clients (size_round's), as the client derives it itself.
+    k = int(rc["num-clients"])
+    min_clients = secagg_threshold(k) if noise == "distributed" else 1
+    ip_min_clients = min_clients
+    if noise == "distributed" and client_fraction(rc) != FULL:
+        ip_min_clients = secagg_threshold(sample_size(k, client_fraction(rc)))
+    return FlowerDP(spec, noise, int(rc.get("dp-releases", 1)), None if seed is None else int(seed), min_clients,
+                    ip_min_clients)

@@ -95,11 +95,19 @@ def with_windows(grid: Grid, nodes: list[int], config: dict, every: bool = False
     msgs = [Message(RecordDict({"config": ConfigRecord({**config, "phase": "role"})}), dst_node_id=n,
                     message_type=MessageType.TRAIN, group_id="0") for n in nodes]
     replies = replies_in_order(grid.send_and_receive(msgs))
-    empty = [int(r.content["metrics"]["partition-id"]) for r in replies if int(r.content["metrics"]["windows"]) == 0]
-    if every and empty:
+    if every:
+        refuse_empty([int(r.content["metrics"]["partition-id"]) for r in replies
+                      if int(r.content["metrics"]["windows"]) == 0])
+    return [int(r.metadata.src_node_id) for r in replies if int(r.content["metrics"]["windows"]) > 0]
+
+
+def refuse_empty(empty: list[int]) -> None:
+    """A ValueError naming client-fraction and the first of the partitions ``empty`` (those without
+    windows) when there is one: DP-FedIP's sampled rounds draw over every training client (plain
+    and SecAgg+ apps), as the pipeline's trial refuses (esnfed_core.private_trial.sampled_denominator)."""
+    if empty:
         raise ValueError(f"client-fraction: DP-FedIP samples over every training client, but partition "
                          f"{empty[0]} has no windows; set it to 1")
-    return [int(r.metadata.src_node_id) for r in replies if int(r.content["metrics"]["windows"]) > 0]
 
 
 @server_app.main()

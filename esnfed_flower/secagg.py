@@ -64,11 +64,11 @@ def encode_stats(s: RidgeStats) -> tuple[list, int]:
     return [s.a / s.n_steps, s.b / s.n_steps], s.n_steps
 
 
-def write_readout(rc: dict, results: list) -> np.ndarray:
+def write_readout(rc: dict, results: list, extra: dict | None = None) -> np.ndarray:
     """From SecAgg+'s weighted mean of the statistics (every result carries it) to the readout:
     rescale by Σ n_c, solve with λ (or each λ of ``lambdas``), save to ``out`` and return it;
     ``out``.json: the clients whose vectors made the sum, of the ``num-clients`` sampled (Flower's
-    own failure list counts a dropout twice), and the fewest it could hold (the threshold).
+    own failure list counts a dropout twice), the fewest it could hold (the threshold) and ``extra``.
     Distributed DP: the weights are 1, so Σ n_c = K' and the sum is the noisy release, kept in
     ``out``.dp.npz (a, b before the PSD projection)."""
     a_mean, b_mean = parameters_to_ndarrays(results[0][1].parameters)
@@ -83,7 +83,7 @@ def write_readout(rc: dict, results: list) -> np.ndarray:
     np.save(str(rc["out"]), w)
     k = int(rc["num-clients"])
     Path(str(rc["out"]) + ".json").write_text(json.dumps({"clients": len(results), "sampled": k,
-                                                          "min_clients": secagg_threshold(k)}))
+                                                          "min_clients": secagg_threshold(k), **(extra or {})}))
     return w
 
 

@@ -22,7 +22,15 @@ Error: stochastic rounding to 2·clip/2^22 per entry of n_c/max-weight · Δ_c, 
 K·2·clip/2^22 · max-weight/Σ n_c on the mean update per round (≈ 1e-6 for the tests' data).
 Distributed DP (esnfed_flower.secagg): each client's update clipped to ip_clip plus its noise share
 N(0, σ_ip²/K_min) (esnfed_core.privacy.client_update_share), weight 1, so the server adds the mean
-of the noisy clipped updates; the statistics round as SecAgg+ IncFed's.
+of the noisy clipped updates; the statistics round as SecAgg+ IncFed's. With client sampling each IP
+round goes to the public m = max(1, ⌊f·K⌋) clients (every client must hold windows, as the private
+trial's rounds draw over all K: one line naming client-fraction otherwise), each share is sized for
+that round's threshold K_min(m) = max(2, m − 1) (esnfed_flower.dp.FlowerDP.ip_min_clients), so any
+sum SecAgg+ completes carries std ≥ σ_ip, and the server adds the noisy sum divided by m (the
+central path's public divisor, esnfed_core.private_trial.sampled_denominator), not the survivors'
+mean; ``out``.json then adds each IP round's survivors (``ip_clients``), m (``ip_sampled``) and
+K_min(m) (``ip_min_clients``). No amplification
+(esnfed_flower.dp.flower_dp refuses it: the server knows whom it sampled).
 """
 
 from __future__ import annotations
@@ -32,9 +40,10 @@ from flwr.common import FitIns, GetPropertiesIns, ndarrays_to_parameters, parame
 from flwr.server import ServerApp
 from flwr.server.strategy import FedAvg
 
+from esnfed_core.sampling import sample_size
 from esnfed_flower.common import FULL, Sampling, client_fraction, reservoir, run_config, within_range
 from esnfed_flower.dp import flower_dp
-from esnfed_flower.fedip import local_ip
+from esnfed_flower.fedip import local_ip, refuse_empty
 from esnfed_flower.secagg import (
     SecAggClient, all_clients, client_apps, dp_range, mean_stats, run_secagg, size_round, write_readout,
 )
@@ -75,9 +84,10 @@ class FedIPStrategy(FedAvg):
         self.rc, self.rounds, self.n_contexts = rc, int(rc["rounds"]), 1  # FedCLIP: its contexts
         self.gain, self.bias = res.gain, res.bias
         self.fraction, self.sample = client_fraction(rc), None
+        # Distributed DP, sampled: the public m each round's noisy sum is divided by; each IP round's survivors
+        self.public_m = None
         if self.fraction != FULL and flower_dp(rc, "distributed") is not None:
-            raise ValueError("client-fraction: distributed DP under SecAgg+ runs every client in every round "
-                             "(central DP on the plain FedIP app samples); set it to 1")
+            self.public_m, self.ip_clients = sample_size(int(rc["num-clients"]), self.fraction), []
         super().__init__(**all_clients(rc), initial_parameters=ndarrays_to_parameters([res.gain, res.bias]),
                          on_fit_config_fn=self.fit_config)
 
@@ -124,12 +134,16 @@ class FedIPStrategy(FedAvg):
         # group_id "0", not 0: the proxy drops a falsy group id (measure_mod records the group as the round)
         props = sorted(((p.node_id, p.get_properties(GetPropertiesIns({}), timeout=None, group_id="0").properties)
                         for p in client_manager.all().values()), key=lambda item: int(item[1]["partition-id"]))
+        if self.public_m is not None:  # DP: the rounds draw over every client (the public m is of all K)
+            refuse_empty([int(p["partition-id"]) for _, p in props if not int(str(p["takes-part"]).split(",")[0])])
         return Sampling([n for n, _ in props], [[int(v) for v in str(p["takes-part"]).split(",")] for _, p in props],
                         self.fraction, int(self.rc["ip-seed"]))
 
     def aggregate_fit(self, server_round, results, failures):
         if server_round > self.rounds:
-            write_readout(self.rc, results)
+            write_readout(self.rc, results, {} if self.public_m is None else {
+                "ip_clients": self.ip_clients, "ip_sampled": self.public_m,
+                "ip_min_clients": flower_dp(self.rc, "distributed").ip_min_clients})
             np.savez(str(self.rc["out"]) + ".ip.npz", gain=self.gain, bias=self.bias)
             return None, {}
         return self.add_update(results), {}
@@ -137,9 +151,14 @@ class FedIPStrategy(FedAvg):
     def add_update(self, results):
         """(g, b) += SecAgg+'s weighted mean update (every result carries it); the new (g, b) as
         the next round's parameters. Only the clients whose vectors made the sum (``results``)
-        count a fit: one that dropped out replays none for this round."""
+        count a fit: one that dropped out replays none for this round. Distributed DP, sampled: the
+        mean of the K' survivors' noisy clipped updates times K' (weights 1: their noisy sum) over
+        the public m."""
         self.sample.only_fitted(proxy.node_id for proxy, _ in results)
         dg, db = parameters_to_ndarrays(results[0][1].parameters)
+        if self.public_m is not None:
+            self.ip_clients.append(len(results))
+            dg, db = dg * len(results) / self.public_m, db * len(results) / self.public_m
         self.gain = (self.gain + dg).astype(self.gain.dtype)
         self.bias = (self.bias + db).astype(self.bias.dtype)
         return ndarrays_to_parameters([self.gain, self.bias])

@@ -25,9 +25,10 @@ as the private trial chooses it; the pipeline side is that trial (esnfed_core.pr
 DP-FedAvg (plain app, central noise only): the clients' readouts clipped to params.yaml
 ``privacy.fedavg_clip``, noised and averaged by the server; one release at the selected config's λ
 (best.json's, as the privacy-extra stage's trial trains), so there is no λ to choose here.
-federated.client_fraction < 1: the plain FedIP app's central DP rounds sample as the private trial's
-(divided by the public m; z amplified under privacy.amplification: sampling, ``dp-amplification``);
-SecAgg+ (distributed noise) refuses it.
+federated.client_fraction < 1: the FedIP apps' DP rounds sample as the private trial's, divided by
+the public m; central (plain app): z amplified under privacy.amplification: sampling
+(``dp-amplification``); distributed (SecAgg+): each IP round's shares sized for its m clients'
+threshold, and privacy.amplification: sampling refused (the server knows whom it sampled).
 -> <dataset>-<app>[-secagg][-f<f>]-eps<ε>-<pct>.json with a ``dp`` record (mechanism, ε, δ, σ, clip, accountant).
 """
 
@@ -160,7 +161,10 @@ def dp_record(spec: DPSpec, noise: str, n_releases: int, units: int, fedip: bool
               secagg: Mapping[str, Any] | None, *, fedavg: bool = False) -> dict[str, Any]:
     """What a DP result records: the mechanism, ε, δ, z, σ, the clipping and the accountant;
     distributed: K_min, each client's σ/√K_min and what the sum of the K' clients it held carries
-    (std σ·√(K'/K_min) and the ε that buys, ≤ ε). ``fedavg``: DP-FedAvg's (central) record, whose
+    (std σ·√(K'/K_min) and the ε that buys, ≤ ε); sampled (``secagg`` with ``ip_clients``): also
+    each IP round's m, K_min(m), σ_ip/√K_min(m) per client and K' per round, and ``epsilon_spent``
+    then bounds ε from the smallest of all the releases' √(K'/K_min) (each release at least that
+    multiplier). ``fedavg``: DP-FedAvg's (central) record, whose
     clipping norm is ``fedavg_clip`` and σ = z·fedavg_clip (:func:`dp_fedavg_record`). ``spec`` with
     ``sampled`` (R, m, K): z is the amplified one, and the record says so (``amplification``,
     ``sampled_accountant``)."""
@@ -180,9 +184,16 @@ def dp_record(spec: DPSpec, noise: str, n_releases: int, units: int, fedip: bool
         rec.update({"amplification": spec.amplification, "sampled_accountant": SAMPLED_ACCOUNTANT})
     if noise == "distributed" and secagg is not None and spec.private:
         k_min, k = int(secagg["min_clients"]), int(secagg["clients"])
+        ratio = k / k_min
+        if "ip_clients" in secagg:  # sampled IP rounds: K_min(m) of each round's m sampled clients
+            ip_min = int(secagg["ip_min_clients"])
+            ratio = min([ratio, *(int(c) / ip_min for c in secagg["ip_clients"])])
+            rec.update({"ip_sampled": int(secagg["ip_sampled"]), "ip_min_clients": ip_min,
+                        "ip_clients_in_sum": [int(c) for c in secagg["ip_clients"]],
+                        "ip_client_sigma": rec["sigma_ip"] / ip_min ** 0.5})
         rec.update({"min_clients": k_min, "clients_in_sum": k, "client_sigma": rec["sigma"] / k_min ** 0.5,
                     "sum_sigma": sum_std(rec["sigma"], k, k_min),
-                    "epsilon_spent": epsilon_of(z * (k / k_min) ** 0.5, spec.delta, n_releases)})
+                    "epsilon_spent": epsilon_of(z * ratio ** 0.5, spec.delta, n_releases)})
     return rec
 
 
@@ -247,15 +258,17 @@ def fraction_text(doc: Mapping[str, Any]) -> str:
     return "" if f is None else f"f = {f:g}"
 
 
-def check_sampling(settings: Any, pairs: Sequence[tuple[str, bool]], dp: bool, n_clients: int) -> None:
-    """Before any trial is fitted: one line naming federated.client_fraction when it is below 1
-    for a DP app that samples under SecAgg+ (distributed noise: every client in every round; central
-    DP-FedIP on the plain app samples, as the private trial) or too small for SecAgg+
-    (:func:`sampling_run_config`)."""
+def check_sampling(settings: Any, pairs: Sequence[tuple[str, bool]], dp: bool, n_clients: int,
+                   amplification: str = "none") -> None:
+    """Before any trial is fitted: one line naming federated.client_fraction when it is too small for
+    SecAgg+ (:func:`sampling_run_config`), or privacy.amplification when it is ``sampling`` for a DP
+    app that samples under SecAgg+ (distributed noise: amplification needs the sampled set secret
+    from the adversary, and the adversary SecAgg+ guards against is the server, which picks it)."""
     for app, secagg in pairs:
-        if dp and secagg and settings.samples(Method.parse(app)):
-            raise ConfigError(f"{SAMPLING_KEY}: not available for distributed DP under SecAgg+ (every client in "
-                              f"every round; central DP-FedIP on the plain app samples); set {SAMPLING_KEY}: 1")
+        if dp and secagg and amplification != "none" and settings.samples(Method.parse(app)):
+            raise ConfigError(f"params.yaml: privacy.amplification: {amplification} is not available under SecAgg+ "
+                              "(distributed noise): the server picks each round's clients, so the sample is not "
+                              "secret from it and amplification does not hold; set it to none")
         sampling_run_config(settings, app, secagg, n_clients)
 
 
@@ -325,7 +338,8 @@ def share_inputs(dataset: str, pct: str, params: Mapping[str, Any], data_dir: Pa
     data = open_dataset(data_dir, dataset, exp.processed.get(dataset))
     trial_data = TrialData(data.load(data.train_users(pct)), data.load(data.validation_users), data.n_classes,
                            data.n_contexts)
-    check_sampling(exp.settings, pairs, dp, len(trial_data.train))  # before any trial is fitted
+    amplification = privacy_params(params).amplification if dp else "none"
+    check_sampling(exp.settings, pairs, dp, len(trial_data.train), amplification)  # before any trial is fitted
     test = list(data.load(data.test_users).values())
     return exp, trial_data, test, retrain_seed(exp, dataset, pct, 0)
 

@@ -307,8 +307,9 @@ def test_select_retrain_assess_with_sampling_and_the_communication_table(tmp_pat
 
 def test_esnfed_flower_refuses_sampling_under_secaggplus_and_dp_in_one_line_before_fitting(tmp_path):
     """The Flower apps sample (tests_flower); a fraction too small for SecAgg+ (0.5 of the share's
-    clients: under 3 a round) and any fraction below 1 under distributed DP (SecAgg+) are refused with
-    one line naming the key, before any fit, writing nothing (central DP-FedIP samples: tests_flower)."""
+    clients: under 3 a round, DP or not) and privacy.amplification: sampling under distributed DP
+    (SecAgg+: the server knows whom it sampled) are refused with one line naming the key, before any
+    fit, writing nothing (DP-FedIP samples, central and distributed: tests_flower)."""
     import sys  # noqa: PLC0415
 
     from typer.testing import CliRunner  # noqa: PLC0415
@@ -320,17 +321,23 @@ def test_esnfed_flower_refuses_sampling_under_secaggplus_and_dp_in_one_line_befo
     params = small_params()
     params["federated"] = {"client_fraction": 0.5}
     write_params(tmp_path, params)
-    for extra, why in ((["--app", "fedip", "--secagg"], "SecAgg+ needs at least 3"),
-                       (["--app", "fedclip-naive", "--secagg"], "SecAgg+ needs at least 3"),
-                       (["--app", "fedip", "--secagg", "--epsilon", "1"],
-                        "not available for distributed DP under SecAgg+")):
-        out = CliRunner().invoke(app, ["flower", "--dataset", "wesad", "--params", str(tmp_path / "params.yaml"),
+    amplified = {**params, "privacy": {**params["privacy"], "amplification": "sampling"}}
+    (tmp_path / "amp").mkdir()
+    write_params(tmp_path / "amp", amplified)
+    key = "federated.client_fraction: "
+    for extra, file, why in ((["--app", "fedip", "--secagg"], "params.yaml", key + "0.5 of "),
+                             (["--app", "fedclip-naive", "--secagg"], "params.yaml", key + "0.5 of "),
+                             (["--app", "fedip", "--secagg", "--epsilon", "1"], "params.yaml", key + "0.5 of "),
+                             (["--app", "fedip", "--secagg", "--epsilon", "1"], "amp/params.yaml",
+                              "privacy.amplification: sampling is not available under SecAgg+")):
+        out = CliRunner().invoke(app, ["flower", "--dataset", "wesad", "--params", str(tmp_path / file),
                                        "--data-dir", str(tmp_path / "data"), "--runs-dir", str(tmp_path / "runs"),
                                        "--out-dir", str(tmp_path / "out"), "--flower-python", sys.executable,
                                        "--pct", "50", *extra])
         lines = out.output.strip().splitlines()
         assert out.exit_code != 0 and len(lines) == 1, out.output
-        assert "federated.client_fraction: " in lines[0] and why in lines[0], lines[0]
+        assert why in lines[0], lines[0]
+        assert "SecAgg+" in lines[0] and ("needs at least 3" in lines[0] or "amplification" in why), lines[0]
         assert not (tmp_path / "out").exists()
 
 
@@ -377,7 +384,8 @@ def test_the_privacy_and_flower_help_name_the_key():
     out = CliRunner().invoke(app, ["flower", "--help"], env={"COLUMNS": "200"})
     text = " ".join(w for w in out.output.split() if w.strip("│╭╮╰╯─"))  # without the box's borders
     assert out.exit_code == 0 and ("federated.client_fraction: the share of clients each FedIP/FedCLIP round "
-                                   "samples, at least 3 a round with --secagg, 1 with --secagg --epsilon") in text
+                                   "samples, at least 3 a round with --secagg; with --secagg --epsilon "
+                                   "privacy.amplification must be none") in text
     out = CliRunner().invoke(app, ["privacy", "--help"], env={"COLUMNS": "200"})
     text = " ".join(w for w in out.output.split() if w.strip("│╭╮╰╯─"))  # without the box's borders
     assert out.exit_code == 0 and ("federated.client_fraction: FedIP's rounds sample, no amplification claimed; "

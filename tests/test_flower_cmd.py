@@ -382,6 +382,34 @@ def test_dp_record_states_the_mechanism_and_what_the_distributed_sum_carries():
     assert 1.5 < dist["epsilon_spent"] < 2.0  # more noise than needed: a smaller ε, not a larger one
 
 
+def test_dp_record_of_sampled_distributed_rounds_states_each_rounds_threshold():
+    """Sampled SecAgg+ DP-FedIP (the app's out.json with ip_clients): the record adds m, K_min(m),
+    σ_ip/√K_min(m) per client and each IP round's K'; epsilon_spent is the PLD ε at z times the
+    smallest √(K'/K_min) over all releases (a round where one dropped: K' = K_min(m), exactly z, so ε);
+    at fraction 1 (no ip_clients) the record is as before."""
+    import math
+
+    import pytest
+
+    from esnfed_core.privacy import DPSpec, epsilon_of, noise_multiplier
+    from esnfed_stages.flower import dp_record
+
+    spec = DPSpec(2.0, 1e-3, "user", 0.01, 0.05)
+    z = noise_multiplier(2.0, 1e-3, 3)
+    stats = {"clients": 10, "sampled": 10, "min_clients": 9}
+    full = dp_record(spec, "distributed", 3, 20, True, stats)
+    assert "ip_min_clients" not in full and full["epsilon_spent"] == pytest.approx(epsilon_of(z * math.sqrt(10 / 9),
+                                                                                              1e-3, 3))
+    rec = dp_record(spec, "distributed", 3, 20, True, {**stats, "ip_clients": [5, 5], "ip_sampled": 5,
+                                                       "ip_min_clients": 4})
+    assert (rec["ip_sampled"], rec["ip_min_clients"], rec["ip_clients_in_sum"]) == (5, 4, [5, 5])
+    assert rec["ip_client_sigma"] == pytest.approx(z * 0.05 / 2)  # σ_ip/√4
+    assert rec["epsilon_spent"] == pytest.approx(epsilon_of(z * math.sqrt(10 / 9), 1e-3, 3))  # 10/9 < 5/4
+    dropped = dp_record(spec, "distributed", 3, 20, True, {**stats, "ip_clients": [5, 4], "ip_sampled": 5,
+                                                           "ip_min_clients": 4})
+    assert dropped["epsilon_spent"] == pytest.approx(epsilon_of(z, 1e-3, 3)) and dropped["epsilon_spent"] <= 2.0 + 1e-6
+
+
 def test_dp_fedavg_record_and_run_config_carry_its_clip_and_sigma():
     """DP-FedAvg's dp record: central, one release, σ = z·fedavg_clip (esnfed_core.privacy.fedavg_sigma)
     with fedavg_clip as its clipping norm and nothing of IncFed's statistics or FedIP's updates; its run

@@ -260,6 +260,36 @@ def test_central_dp_fedip_at_a_client_fraction_is_the_sampled_private_trial_end_
     assert (ip["rounds"], ip["messages"]) == (rounds, 2 * rounds)  # 2 of the 4 clients a round
 
 
+def test_distributed_dp_fedip_at_a_client_fraction_records_each_rounds_threshold_end_to_end(root):
+    """`esnfed flower --app fedip --secagg --epsilon 4` under federated.client_fraction 0.75 (3 of the
+    4 clients a round, SecAgg+ threshold 2): the result records the fraction, the unamplified z of the
+    R + 1 releases (privacy.amplification none, the private trial's), each IP round's m = 3, K_min(m) = 2,
+    σ_ip/√2 per client and its 3 survivors, and an ε spent below 4 (every sum held more than its
+    K_min); the IP rounds' SecAgg+ messages went to 3 clients a round."""
+    import math
+
+    import yaml
+
+    from esnfed_core.privacy import noise_multiplier
+
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["federated"] = {"client_fraction": 0.75}
+    folder = root / "dp-secagg-sampled"
+    folder.mkdir()
+    _esnfed(root, "flower", "--app", "fedip", "--secagg", "--epsilon", "4", "--out-dir", str(folder),
+            params=write_params(folder, params))
+    doc = json.loads((folder / "wesad-fedip-secagg-eps4-100.json").read_text())
+    d, rounds = doc["dp"], doc["config"]["rounds"]
+    assert doc["client_fraction"] == 0.75 and d["noise"] == "distributed" and "amplification" not in d
+    # the stage's z is the same calibration in another process: equal to float rounding
+    assert d["noise_multiplier"] == pytest.approx(noise_multiplier(4.0, 1 / 16, rounds + 1), rel=1e-9)
+    assert (d["ip_sampled"], d["ip_min_clients"], d["ip_clients_in_sum"]) == (3, 2, [3] * rounds)
+    assert d["ip_client_sigma"] == pytest.approx(d["sigma_ip"] / math.sqrt(2), rel=1e-12)
+    assert (d["min_clients"], d["clients_in_sum"]) == (3, 4) and d["epsilon_spent"] < 4
+    ip = {(r["phase"], r["stage"]): r for r in doc["flower"]["bytes"]["rows"]}[("ip", "collect_masked_vectors")]
+    assert (ip["rounds"], ip["messages"]) == (rounds, 3 * rounds)
+
+
 @pytest.fixture(scope="module")
 def private(root) -> dict:
     """`esnfed flower --epsilon 4`: IncFed plain (central noise) and SecAgg+ (distributed noise) in

@@ -317,3 +317,143 @@ def test_sampled_dp_fedip_refuses_a_client_without_windows_in_one_line():
     with pytest.raises(ValueError, match=r"^client-fraction: DP-FedIP samples over every training client, but "
                                          r"partition 2 has no windows; set it to 1$"):
         with_windows(Grid(), nodes, {}, every=True)
+
+
+def _sampled_rc(k: int, fraction: float | None, eps: float = 2.0, **extra) -> dict:
+    """A SecAgg+ FedIP run config's keys flower_dp reads: K clients, ``client-fraction`` (None: 1)."""
+    frac = {} if fraction is None else {"client-fraction": fraction}
+    return {"num-clients": k, "rounds": 2, **frac, **_dp(eps, "distributed", releases=3), **extra}
+
+
+# (K, f) -> K_min of an IP round, by hand: m = ⌊f·K⌋ sampled, SecAgg+'s threshold max(2, m − 1)
+ROUND_K_MIN = {(4, 0.75): 2, (10, 0.5): 4, (7, 0.5): 2, (12, 0.75): 8}
+
+
+@pytest.mark.parametrize("k, fraction", sorted(ROUND_K_MIN))
+def test_sampled_distributed_shares_are_sized_for_the_rounds_threshold(k, fraction):
+    """Client sampling under distributed DP: an IP round's share is N(0, σ_ip²/K_min(m)) with K_min(m)
+    the threshold of the round's m sampled clients (ROUND_K_MIN, by hand), the statistics round's
+    N(0, σ²/K_min(K)); σ_ip = z·C_ip from the accountant. Checked on the bits (the share is the
+    clipped update plus exactly those normal draws of the client's generator) and on the std (χ²,
+    20000 draws). A dropout leaves K' ≥ K_min(m) survivors: K_min(m) shares sum to std σ_ip (χ²), and
+    every K' up to m to σ_ip·√(K'/K_min(m)) ≥ σ_ip. SecAgg+'s range covers RANGE_STDS of the larger share."""
+    from esnfed_core.privacy import sum_std
+    from esnfed_flower.dp import RANGE_STDS, flower_dp
+
+    dp = flower_dp(_sampled_rc(k, fraction), "distributed")
+    k_min = ROUND_K_MIN[(k, fraction)]
+    assert (dp.min_clients, dp.ip_min_clients) == (max(2, k - 1), k_min)
+    sigma_ip = DPSpec(2.0, 1e-3).multiplier(3) * 0.03
+    n = 10_000
+    zero = [np.zeros(n), np.zeros(n)]
+    share = np.concatenate(dp.update_share(zero, np.random.default_rng(5)))
+    np.testing.assert_array_equal(share, np.random.default_rng(5).normal(0.0, sigma_ip / math.sqrt(k_min), 2 * n))
+    assert _variance_in(share, sigma_ip / math.sqrt(k_min), ALPHA)
+    assert not _variance_in(share, sigma_ip / math.sqrt(dp.min_clients), ALPHA) or k_min == dp.min_clients
+    survivors = sum(np.concatenate(dp.update_share(zero, np.random.default_rng(100 + i))) for i in range(k_min))
+    assert _variance_in(survivors, sigma_ip, ALPHA)  # a round where the most clients SecAgg+ allows dropped
+    m = int(k * fraction)
+    assert all(sum_std(sigma_ip, kept, k_min) >= sigma_ip * (1 - 1e-12) for kept in range(k_min, m + 1))
+    assert dp.clipping_range(10) >= 0.03 + RANGE_STDS * sigma_ip / math.sqrt(k_min)
+
+
+def test_distributed_dp_at_fraction_1_sizes_its_ip_shares_as_before():
+    """At fraction 1 an IP round's K_min is the full roster's, and a share is client_update_share's
+    at that K_min bit for bit (the default path unchanged)."""
+    from esnfed_core.privacy import client_update_share
+    from esnfed_flower.dp import flower_dp
+
+    dp = flower_dp(_sampled_rc(4, None), "distributed")
+    assert dp.ip_min_clients == dp.min_clients == 3
+    update = np.linspace(-0.1, 0.1, 20)
+    got = np.concatenate(dp.update_share([update[:10], update[10:]], np.random.default_rng(3)))
+    np.testing.assert_array_equal(got, client_update_share(update, dp.spec, 3, np.random.default_rng(3), 3))
+
+
+def test_distributed_dp_refuses_amplification_in_one_line():
+    """Amplification by sampling needs the sampled set secret from the adversary; under SecAgg+ the
+    adversary is the server, which picks it: dp-amplification sampling is one line naming the key
+    (central noise takes it: test above)."""
+    from esnfed_core.validation import ParameterError
+    from esnfed_flower.dp import flower_dp
+
+    rc = _sampled_rc(4, 0.75, **{"dp-amplification": "sampling"})
+    with pytest.raises(ParameterError, match=r"^dp-amplification: sampling is not available with distributed noise "
+                                             r"\(SecAgg\+\): the server picks each round's clients, so the sample is "
+                                             r"not secret from it and amplification does not hold; use none$"):
+        flower_dp(rc, "distributed")
+    assert flower_dp({**rc, "dp-noise": "central"}, "central").spec.sampled == (2, 3, 4)
+
+
+@pytest.mark.parametrize("drop", [None, "sampled"])
+def test_sampled_distributed_dp_fedip_is_the_central_release_up_to_noise_of_the_rounds_size(  # noqa: F811
+        setup, monkeypatch, drop):
+    """client-fraction 0.75 of 4 under distributed DP, one IP round of 400 units: the round reaches the
+    private trial's sampled set (its m = 3 clients), the app's z is the trial's (unamplified), and its
+    (g, b) differs from fit_private's sampled central release (g_c, b_c) only by noise: with the
+    central draw n_c recomputed from the trial's generator, r = m·((g, b) − (g_c, b_c)) + n_c (plus,
+    when a sampled client dropped after key sharing, its clipped update, which the central release
+    holds) is the noise of the survivors' shares: N(0, σ_ip²·K'/K_min(m)), K_min(m) = 2, K' = 3, or 2
+    when one dropped (exactly σ_ip: the accounted noise), by χ² (α = 1e-4, 800 entries), told apart
+    from shares sized for the full roster's K_min = 3 (variance ×2/3) and, with the dropout, from a
+    server dividing by K' instead of the public m (×9/4). The statistics round (every client, K_min = 3)
+    carries σ·√(4/3) as at fraction 1."""
+    from esnfed_core.sampling import sample_clients
+    from esnfed_flower import secagg_fedip as app
+    from esnfed_flower.dp import flower_dp
+    from esnfed_flower.fedip import local_ip
+
+    root, data, users = setup
+    units, fraction, m, k_min = 400, 0.75, 3, 2
+    cfg = {**FEDIP_CFG, "units": units, "rounds": 1}
+    spec = DPSpec(2.0, 1e-3, "user", 0.05, 0.03)
+    n_rel = releases(Method.parse("fedip"), cfg)
+    settings = Settings(lambdas=SETTINGS.lambdas, batch_size=5, ip={"batch_size": 4, "mu": 0.0, "eta": 0.01},
+                        client_fraction=fraction)
+    seeds = sub_seeds(TRIAL_SEED)
+    sampled = sample_clients(len(users), fraction, seeds["ip"], 0)  # the pipeline's round 0 set
+    drop_pid = None if drop is None else sampled[1]
+    extra = {} if drop is None else {"drop-partition": drop_pid, "drop-round": 1}
+    bytes_dir = root / f"secagg-fedip-dp-sampled-{drop}-bytes"
+    bytes_dir.mkdir()
+    root, data, users, out, rc = _secagg_run(app, setup, monkeypatch, f"secagg-fedip-dp-sampled-{drop}", cfg, 2.0,
+                                             n_rel, **{"client-fraction": fraction, "bytes-dir": str(bytes_dir)},
+                                             **extra)
+    from test_flower_apps import _flower_rounds
+    assert _flower_rounds(bytes_dir)[1] == set(sampled) and len(sampled) == m
+    kept = [i for i in sampled if i != drop_pid]
+    info = json.loads((root / f"secagg-fedip-dp-sampled-{drop}.npy.json").read_text())
+    assert info == {"clients": 4, "sampled": 4, "min_clients": 3, "ip_clients": [len(kept)], "ip_sampled": m,
+                    "ip_min_clients": k_min}
+    used = trial_spec(Method.parse("fedip"), cfg, data, settings, spec)
+    assert flower_dp(rc, "distributed").spec.multiplier(n_rel) == used.multiplier(n_rel) == spec.multiplier(n_rel)
+    model = fit_private("fedip", cfg, TRIAL_SEED, data, settings, spec)  # the sampled central release
+    res0 = make_reservoir(cfg, data.n_inputs, seeds["reservoir"])
+    start = np.concatenate([res0.gain, res0.bias]).astype(np.float64)
+    clipped = {}
+    for i in sampled:
+        fitted = local_ip(rc, users[i].x, res0.gain, res0.bias, 0)
+        clipped[i] = clip_norm(np.concatenate([fitted.gain, fitted.bias]) - start, spec.ip_clip)
+    sigma_ip = ip_sigma(spec, n_rel)
+    n_c = noise_rng(TRIAL_SEED).normal(0.0, sigma_ip, start.shape)  # the trial's first draw: round 1's noise
+    central = np.concatenate([model.reservoir.gain, model.reservoir.bias]).astype(np.float64)
+    # the reconstruction of the central release is exact up to float64 rounding (and the float32 cast, if any)
+    np.testing.assert_allclose(central, start + (sum(clipped.values()) + n_c) / m, rtol=0, atol=1e-6)
+    gb = np.load(str(out) + ".ip.npz")
+    got = np.concatenate([gb["gain"], gb["bias"]]).astype(np.float64)
+    r = m * (got - central) + n_c + sum(clipped[i] for i in sampled if i not in kept)
+    want = sigma_ip * math.sqrt(len(kept) / k_min)
+    print(f"sampled distributed FedIP, K' = {len(kept)}: residual std {r.std():.4g}, stated {want:.4g}")
+    assert want >= sigma_ip * (1 - 1e-12)
+    assert _variance_in(r, want, ALPHA)
+    assert not _variance_in(r, sigma_ip * math.sqrt(len(kept) / 3), ALPHA)  # shares sized for the full roster
+    if drop is not None:
+        assert not _variance_in(r, want * m / len(kept), ALPHA)  # divided by K' = 2, not the public m = 3
+    trained = res0.with_ip(gb["gain"], gb["bias"])
+    bound = spec.clip * stats_bound(units)
+    clean = [clipped_mean_stats(ridge_stats(trained, u.x, u.y, data.n_classes, 5), bound) for u in users]
+    st = np.load(str(out) + ".dp.npz")
+    iu = np.triu_indices(units)
+    stats_noise = np.concatenate([(st["a"] - sum(a for a, _ in clean)).ravel(),
+                                  (st["b"] - sum(b for _, b in clean))[iu]])
+    assert _variance_in(stats_noise, stats_sigma(spec, units, n_rel) * math.sqrt(4 / 3), ALPHA)
