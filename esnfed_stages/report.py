@@ -30,7 +30,8 @@ from esnfed_core.tables import (
 )
 from esnfed_core.vocabulary import DATASETS, PCTS, VARIANTS
 from esnfed_stages import (
-    claims_report, comparability, continual_report, hetero_report, ipfit_report, privacy_report, protocol_tables,
+    claims_report, comparability, continual_report, hetero_report, ipfit_report, privacy_report,
+    privacy_sampling_report, protocol_tables,
     provenance, report_index, secagg_report, selected_report,
 )
 from esnfed_stages.heterogeneity_params import hetero_params
@@ -557,6 +558,15 @@ def add_privacy(rep: Report, privacy_dir: str | Path, date: str, options: "Repor
     png = privacy_report.figure(docs)
     if png is not None:
         rep.figures["privacy.png"] = png
+    if docs and options.privacy_fractions:  # opt-in privacy.sampling_study: its own table, beside
+        study, gone = privacy_sampling_report.load(privacy_dir, list(docs), options.privacy_fractions,
+                                                   options.privacy_record, allow_missing)
+        rep.missing += gone
+        facts = privacy_sampling_report.run_facts(study)
+        run = [run_line(facts["sources"], facts["budgets"], facts["seeds"], facts["counts"],
+                        files=f"{privacy_report.PRIVACY_DIR}/sampling/<dataset>/<f>.json")]
+        rep.tables.update(privacy_sampling_report.render(docs, study, run, f"Date: {date}; versions: {versions()}",
+                                                         gone))
 
 
 def add_secagg(rep: Report, flower_dir: str | Path, budget: str | None = None,
@@ -691,6 +701,7 @@ class ReportParams:
     eta: float | None = None
     retrain_lambda: str | None = None
     privacy_extra: tuple[str, ...] = ()  # params.yaml privacy.extra_methods: their documents join the table
+    privacy_fractions: tuple[float, ...] = ()  # params.yaml privacy.sampling_study.fractions: privacy-sampling.md
     # the λ values a stationary retrain tries on the validation users (ValidationSizes.lambda_grid)
     lambda_grid: int | None = None
     lambda_values: int | None = None  # |readout.lambdas| (ValidationSizes.lambda_values)
@@ -718,9 +729,11 @@ def report_params(params: Mapping[str, Any]) -> ReportParams:
                          **{name: n_classes(base) for name in declared(params)  # a variant: its base's classes
                             if (base := variant_base(params, name)) is not None}}, budget_spec(params),
                         ttest_params(params).record if "ttest" in params else {}, hetero,
-                        privacy_params(params).record(params.get("budget"), extra=True) if "privacy" in params else {},
+                        privacy_params(params).record(params.get("budget"), extra=True, study=True)
+                        if "privacy" in params else {},
                         study_declared(params), *_selection_settings(params),
                         privacy_extra=privacy_params(params).extra_methods if "privacy" in params else (),
+                        privacy_fractions=privacy_params(params).study_fractions if "privacy" in params else (),
                         lambda_grid=_lambda_grid(params), lambda_values=_lambda_values(params),
                         protocols=protocol_tables.specs(params))
 
