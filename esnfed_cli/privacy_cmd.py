@@ -1,5 +1,5 @@
-"""`esnfed privacy`: IncFed and FedIP (opt-in: DP-FedAvg, `--extra`) test accuracy under
-differential privacy, per ε."""
+"""`esnfed privacy`: IncFed and FedIP (opt-in: DP-FedAvg, `--extra`; DP-FedIP at other client
+fractions, `--sampling`) test accuracy under differential privacy, per ε."""
 
 from __future__ import annotations
 
@@ -37,6 +37,11 @@ def privacy(
         "--extra", help="Instead of IncFed and FedIP, an opt-in method listed in params.yaml "
         "privacy.extra_methods (fedavg: DP-FedAvg) -> <out-dir>/extra/<dataset>/<method>.json; repeatable "
         "(dvc.yaml's privacy-extra stages run one each).", show_default=False)] = None,
+    sampling: Annotated[Optional[list[str]], typer.Option(
+        "--sampling", help="Instead of IncFed and FedIP, DP-FedIP at a client fraction listed in params.yaml "
+        "privacy.sampling_study.fractions, as written there (0.5), under each accounting of "
+        "privacy.sampling_study.amplification -> <out-dir>/sampling/<dataset>/<fraction>.json; repeatable "
+        "(dvc.yaml's privacy-sampling stages run one each).", show_default=False)] = None,
 ) -> None:
     """Differential privacy: IncFed and FedIP retrained under the Gaussian mechanism -> runs/privacy/<dataset>.json.
 
@@ -45,7 +50,16 @@ def privacy(
     p = load_params(params)  # read once; each stage gets its sections as frozen objects
     names = [declared_dataset(p, d) for d in dict.fromkeys(dataset or [])] or list(declared(p))
     pp, exp = privacy_stage.privacy_params(p), experiment_params(p)
+    if extra and sampling:
+        raise typer.BadParameter("give --extra or --sampling, not both", param_hint="--sampling")
     for ds in names:
+        for fraction in dict.fromkeys(sampling or []):
+            with trial_progress() as bar:
+                doc = privacy_stage.run_sampling(ds, pp, exp, fraction, data_dir=data_dir, runs_dir=runs_dir,
+                                                 out_dir=out_dir, progress=bar_task(bar, f"privacy {ds} f={fraction}"))
+            _sampling_summary(ds, doc, privacy_stage.sampling_path(out_dir, ds, fraction))
+        if sampling:
+            continue
         for method in list(dict.fromkeys(extra or [])) or [None]:
             with trial_progress() as bar:
                 doc = privacy_stage.run(ds, pp, exp, data_dir=data_dir, runs_dir=runs_dir, out_dir=out_dir,
@@ -53,6 +67,23 @@ def privacy(
                                         extra=method)
             _summary(ds, doc, privacy_stage.privacy_path(out_dir, ds) if method is None
                      else privacy_stage.extra_path(out_dir, ds, method))
+
+
+def _sampling_summary(ds: str, doc: dict, written: Path) -> None:
+    table = Table(title=f"privacy {ds}: DP-FedIP at client fraction {doc['client_fraction']} "
+                  f"(m = {doc['sample_size']} of {doc['n_users']} clients, δ = {doc['delta']:.4g})")
+    table.add_column("accounting")
+    eps = list(next(iter(doc["accountings"].values())))
+    for e in eps:
+        table.add_column(f"ε={e}", justify="right")
+    for acc, cells in doc["accountings"].items():
+        table.add_row(acc, *(_mean(cells[e]["test_accuracy"]) for e in eps))
+    console.print(table, highlight=False)
+    console.print(f"wrote {written}", highlight=False, markup=False, soft_wrap=True)
+
+
+def _mean(acc: list[float]) -> str:
+    return f"{100 * sum(acc) / len(acc):.2f}"
 
 
 def _summary(ds: str, doc: dict, written: Path) -> None:
@@ -63,10 +94,6 @@ def _summary(ds: str, doc: dict, written: Path) -> None:
     for e in eps:
         table.add_column(f"ε={e}", justify="right")
     for m, row in doc["methods"].items():
-        cells = []
-        for e in eps:
-            acc = row["epsilons"][e]["test_accuracy"]
-            cells.append(f"{100 * sum(acc) / len(acc):.2f}")
-        table.add_row(m, *cells)
+        table.add_row(m, *(_mean(row["epsilons"][e]["test_accuracy"]) for e in eps))
     console.print(table, highlight=False)
     console.print(f"wrote {written}", highlight=False, markup=False, soft_wrap=True)

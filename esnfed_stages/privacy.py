@@ -12,22 +12,26 @@ or their windows (``window``). The document records what it was computed with (`
 section and the budget, esnfed_stages/provenance.py); the report refuses it under other values.
 federated.client_fraction < 1: FedIP's rounds sample their clients (no amplification claimed unless
 ``privacy.amplification: sampling``; the document records the fraction and which).
+Opt-in (``privacy.sampling_study``, default no fractions; stage `privacy-sampling`): DP-FedIP retrained
+at each listed client fraction under each listed accounting, one document per dataset and fraction,
+runs/privacy/sampling/<dataset>/<fraction>.json (``run_sampling``; rendered as
+reports/tables/privacy-sampling.md by esnfed_stages/privacy_sampling_report.py).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from esnfed_core import __version__
 from esnfed_core.errors import ConfigError
 from esnfed_core.method import Method
-from esnfed_core.privacy import AMPLIFICATIONS, PRIVACY_BOUNDS, RELATIONS, DPSpec
+from esnfed_core.privacy import AMPLIFICATIONS, PRIVACY_BOUNDS, RELATIONS, DPSpec, ip_sigma, stats_sigma
 from esnfed_core.private_trial import EXTRA_ALGOS, PRIVATE_ALGOS, UNCOVERED, fit_private, releases, trial_spec
 from esnfed_core.quote import quote
-from esnfed_core.sampling import FULL
+from esnfed_core.sampling import CLIENT_FRACTION, FULL, sample_size
 from esnfed_core.scoring import accuracy
 from esnfed_core.data.processed import UserData
 from esnfed_core.trial import TrialData
@@ -56,7 +60,11 @@ def extra_path(out_dir: str | Path, dataset: str, method: str) -> Path:
 MECHANISM = "Gaussian mechanism (esnfed_core/privacy.py)"
 ACCOUNTANT = "dp-accounting PLD (calibrate_dp_mechanism), composition over FedIP rounds + IncFed release"
 KEYS = ("epsilons", "delta", "relation", "clip", "ip_clip", "pct", "methods", "extra_methods", "fedavg_clip",
-        "amplification")
+        "amplification", "sampling_study")
+# privacy.sampling_study's keys (opt-in: DP-FedIP at other client fractions, stage privacy-sampling)
+STUDY_KEYS = ("fractions", "amplification")
+# the method the sampling study retrains: the only private method whose rounds sample clients
+STUDY_METHOD = "fedip"
 # the amplified accountant (privacy.amplification: sampling, with sampled FedIP rounds)
 SAMPLED_ACCOUNTANT = ("dp-accounting RDP (calibrate_dp_mechanism), replace-one: FedIP rounds sampled without "
                       "replacement (amplified) + IncFed release; z = σ / clip, twice the accountant's σ / (2·clip)")
@@ -85,6 +93,10 @@ class PrivacyParams:
     extra_methods: tuple[str, ...] = ()  # opt-in: DP-FedAvg, DP-FedCLIP naive/replay (stage privacy-extra)
     fedavg_clip: PerDataset = DPSpec.fedavg_clip
     amplification: str = "none"  # sampling: sampled FedIP rounds accounted with amplification (replace-one)
+    # privacy.sampling_study (opt-in, stage privacy-sampling): the client fractions as params.yaml gives
+    # them (their str() names the documents, as dvc.yaml's ${item.fraction}) and the accountings
+    study_fractions: tuple[float | int, ...] = ()
+    study_amplification: tuple[str, ...] = AMPLIFICATIONS
 
     def delta_for(self, n_units: int) -> float:
         """δ of ``auto``: 1/n², n = the relation's neighbouring units (``neighbouring_units``)."""
@@ -107,18 +119,22 @@ class PrivacyParams:
         return DPSpec(eps, delta, self.relation, self.clip_for(dataset), self.ip_clip_for(dataset),
                       self.fedavg_clip_for(dataset), self.amplification)
 
-    def record(self, budget: str | None, extra: bool = False) -> dict[str, Any]:
+    def record(self, budget: str | None, extra: bool = False, study: bool = False) -> dict[str, Any]:
         """What runs/privacy/<dataset>.json is computed with, by params.yaml key (its ``params``;
         the report refuses a file whose values differ from params.yaml's): this section as
         params.yaml has it (ε as the document's keys, δ ``auto`` or a number, clip and ip_clip a
         number or the mapping) and the budget. ``extra``: with the opt-in keys too (EXTRA_KEYS: an
         opt-in method's document, and what the report expects; a document without them is not
-        checked on them)."""
+        checked on them). ``study``: with ``privacy.sampling_study`` too, when it lists fractions (a
+        sampling study's document, and what the report expects)."""
         keys = [k for k in PER_DATASET if extra or k not in EXTRA_KEYS]
         clips = {f"privacy.{key}": v if isinstance(v := getattr(self, key), float) else dict(v) for key in keys}
         more = {"privacy.extra_methods": self.extra_methods} if extra else {}
         if self.amplification != "none":  # absent at the default: the default documents keep their bytes
             more["privacy.amplification"] = self.amplification
+        if study and self.study_fractions:
+            more["privacy.sampling_study"] = {"fractions": self.study_fractions,
+                                              "amplification": self.study_amplification}
         return provenance.record({"privacy.epsilons": [eps_key(e) for e in self.epsilons],
                                   "privacy.delta": self.delta, "privacy.relation": self.relation, **clips,
                                   "privacy.pct": self.pct, "privacy.methods": self.methods, **more,
@@ -175,10 +191,41 @@ def privacy_params(params: Mapping[str, Any]) -> PrivacyParams:
     if amplification != "none" and p["relation"] != "user":
         raise ConfigError(f"params.yaml: privacy.amplification: sampling is user-level only (the rounds sample "
                           f"clients), got privacy.relation {quote(p['relation'])}")
+    fractions, accountings = _sampling_study(p.get("sampling_study", {}), p["relation"])
     return PrivacyParams(tuple(_epsilon(e) for e in eps), delta, p["relation"],
                          _per_dataset("clip", p.get("clip", 1.0)), _per_dataset("ip_clip", p.get("ip_clip", DPSpec.ip_clip)),
                          pct, tuple(methods), tuple(extra),
-                         _per_dataset("fedavg_clip", p.get("fedavg_clip", DPSpec.fedavg_clip)), amplification)
+                         _per_dataset("fedavg_clip", p.get("fedavg_clip", DPSpec.fedavg_clip)), amplification,
+                         fractions, accountings)
+
+
+def _sampling_study(value: Any, relation: str) -> tuple[tuple[float | int, ...], tuple[str, ...]]:
+    """``privacy.sampling_study``: {fractions: [f, ...] each in (0, 1], each once ([] or the key
+    absent: no study), amplification: some of AMPLIFICATIONS, each once (default both)}; sampling
+    is user-level only, as ``privacy.amplification``."""
+    key = "params.yaml: privacy.sampling_study"
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{key}: must be a mapping with fractions and amplification, got {quote(value)}")
+    unknown = sorted(set(value) - set(STUDY_KEYS))
+    if unknown:
+        raise ConfigError(f"{key}.{unknown[0]}: unknown key (expected {', '.join(STUDY_KEYS)})")
+    fractions = value.get("fractions", [])
+    if not isinstance(fractions, list):
+        raise ConfigError(f"{key}.fractions: must be a list of client fractions in (0, 1] ([] runs none), "
+                          f"got {quote(fractions)}")
+    for f in fractions:
+        bounded("privacy.sampling_study.fractions", f, CLIENT_FRACTION)
+    if len({float(f) for f in fractions}) < len(fractions):
+        raise ConfigError(f"{key}.fractions: each fraction once, got {quote(fractions)}")
+    accountings = value.get("amplification", list(AMPLIFICATIONS))
+    if (not isinstance(accountings, list) or not accountings or any(a not in AMPLIFICATIONS for a in accountings)
+            or len(set(accountings)) < len(accountings)):
+        raise ConfigError(f"{key}.amplification: must list some of {', '.join(AMPLIFICATIONS)} (each once), "
+                          f"got {quote(accountings)}")
+    if fractions and "sampling" in accountings and relation != "user":
+        raise ConfigError(f"{key}.amplification: sampling is user-level only (the rounds sample clients), "
+                          f"got privacy.relation {quote(relation)}")
+    return tuple(fractions), tuple(accountings)
 
 
 def _per_dataset(key: str, value: Any) -> PerDataset:
@@ -255,13 +302,12 @@ def run(dataset: str, privacy: PrivacyParams, exp: ExperimentParams, *, data_dir
     if extra is not None and extra not in pp.extra_methods:
         raise ConfigError(f"params.yaml: privacy.extra_methods: {quote(extra)} is not listed "
                           f"(lists {quote(list(pp.extra_methods))}; opt-in methods: {', '.join(EXTRA_ALGOS)})")
-    clip, ip_clip = pp.clip_for(dataset), pp.ip_clip_for(dataset)
     inp = inputs(dataset, pp, exp, data_dir)
     pct, delta = pp.pct, inp.delta
     seeds = [retrain_seed(exp, dataset, pct, k) for k in range(exp.retrains)]
     methods = pp.methods if extra is None else (extra,)
     configs = {m: selected_config(runs_dir, dataset, m, pct, exp.budget_spec) for m in methods}
-    total, done = len(configs) * len(pp.epsilons) * len(seeds), 0
+    tick = _ticker(progress, len(configs) * len(pp.epsilons) * len(seeds))
     results: dict[str, Any] = {}
     amplified = False  # some method's sampled rounds were accounted with amplification
     for m, cfg in configs.items():
@@ -273,18 +319,10 @@ def run(dataset: str, privacy: PrivacyParams, exp: ExperimentParams, *, data_dir
         for eps in pp.epsilons:
             spec = trial_spec(method, cfg, inp.data, exp.settings, pp.spec(eps, delta, dataset))
             amplified = amplified or spec.sampled is not None
-            accs = []
-            for seed in seeds:
-                model = fit_private(method, cfg, seed, inp.data, exp.settings, spec)
-                accs.append(accuracy(model.reservoir, model.readout, inp.test, exp.settings.batch_size))
-                done += 1
-                if progress:
-                    progress(done, total)
+            accs = _test_accuracies(method, cfg, seeds, inp, exp, spec, tick)
             rows["epsilons"][eps_key(eps)] = {
                 "noise_multiplier": spec.multiplier(rel), "test_accuracy": accs}
-    doc = {"dataset": dataset, "source": inp.source,  # as the assess files: the header's
-           "pct": pct, "n_users": len(inp.data.train), "n_units": inp.n_units, "delta": delta,
-           "relation": pp.relation, "clip": clip, "ip_clip": ip_clip,
+    doc = {**_data_fields(dataset, inp, pp),
            **({"fedavg_clip": pp.fedavg_clip_for(dataset)} if extra else {}),
            "mechanism": MECHANISM, "accountant": ACCOUNTANT,
            **({"sampled_accountant": SAMPLED_ACCOUNTANT} if amplified else {}), "seeds": seeds, "version": __version__,
@@ -296,6 +334,106 @@ def run(dataset: str, privacy: PrivacyParams, exp: ExperimentParams, *, data_dir
               if exp.settings.client_fraction != FULL else {}),
            provenance.KEY: pp.record(exp.budget, extra=extra is not None), "methods": results}
     out = privacy_path(out_dir, dataset) if extra is None else extra_path(out_dir, dataset, extra)
+    with output_lock(out):
+        write_json(out, doc)
+    return doc
+
+
+def _data_fields(dataset: str, inp: Inputs, pp: PrivacyParams) -> dict[str, Any]:
+    """A document's first fields: what it was trained on and the mechanism's δ, relation and clips."""
+    return {"dataset": dataset, "source": inp.source,  # as the assess files: the header's
+            "pct": pp.pct, "n_users": len(inp.data.train), "n_units": inp.n_units, "delta": inp.delta,
+            "relation": pp.relation, "clip": pp.clip_for(dataset), "ip_clip": pp.ip_clip_for(dataset)}
+
+
+def _ticker(progress: Progress | None, total: int) -> Callable[[], None]:
+    """A callback counting finished retrains towards ``total`` for ``progress`` (none: does nothing)."""
+    done = 0
+
+    def tick() -> None:
+        nonlocal done
+        done += 1
+        if progress:
+            progress(done, total)
+
+    return tick
+
+
+def _test_accuracies(method: Method, cfg: Mapping[str, Any], seeds: list[int], inp: Inputs, exp: ExperimentParams,
+                     spec: DPSpec, tick: Callable[[], None]) -> list[float]:
+    """The test accuracy of ``method`` retrained under ``spec`` from each of ``seeds``."""
+    accs = []
+    for seed in seeds:
+        model = fit_private(method, cfg, seed, inp.data, exp.settings, spec)
+        accs.append(accuracy(model.reservoir, model.readout, inp.test, exp.settings.batch_size))
+        tick()
+    return accs
+
+
+def fraction_name(fraction: float | int) -> str:
+    """A study fraction's name (its document's file name, ``--sampling``'s value): as params.yaml
+    gives it, the way dvc.yaml's ``${item.fraction}`` writes it (0.5, 1)."""
+    return str(fraction)
+
+
+def sampling_path(out_dir: str | Path, dataset: str, fraction: str) -> Path:
+    """Where ``run_sampling`` writes a dataset's document at the fraction named ``fraction``."""
+    return Path(out_dir) / "sampling" / dataset / f"{fraction}.json"
+
+
+STUDY_ACCOUNTANTS = {"none": ACCOUNTANT, "sampling": SAMPLED_ACCOUNTANT}
+
+
+def run_sampling(dataset: str, privacy: PrivacyParams, exp: ExperimentParams, fraction: str, *,
+                 data_dir: Path = Path("data"), runs_dir: Path = Path("runs"), out_dir: Path = PRIVACY_DIR,
+                 progress: Progress | None = None) -> dict[str, Any]:
+    """The sampling study (``privacy.sampling_study``): the selected FedIP config of ``privacy.pct``
+    retrained as :func:`run` retrains it, with federated.client_fraction set to the study's fraction
+    named ``fraction`` (:func:`fraction_name`; params.yaml's own fraction is not read) and
+    ``privacy.amplification`` set to each listed accounting, for every ε of ``privacy.epsilons``
+    -> runs/privacy/sampling/<dataset>/<fraction>.json; returns its document. Per accounting and ε:
+    z, σ of a round's sum (z·ip_clip) and of the IncFed release (z·clip·√(N + N²)) and the test
+    accuracies. At f = 1 no round samples and the accountings coincide: only ``none`` is run. ε = ∞
+    (no mechanism) is retrained once and shared by the accountings."""
+    pp = privacy
+    listed = {fraction_name(f): f for f in pp.study_fractions}
+    if fraction not in listed:
+        raise ConfigError(f"params.yaml: privacy.sampling_study.fractions: {quote(fraction)} is not listed "
+                          f"(lists {quote(list(listed))})")
+    f = float(listed[fraction])
+    exp = replace(exp, settings=replace(exp.settings, client_fraction=f))
+    inp = inputs(dataset, pp, exp, data_dir)
+    seeds = [retrain_seed(exp, dataset, pp.pct, k) for k in range(exp.retrains)]
+    method = Method.parse(STUDY_METHOD)
+    cfg = selected_config(runs_dir, dataset, STUDY_METHOD, pp.pct, exp.budget_spec)
+    rel = releases(method, cfg)
+    units = int(cfg["units"]) + (1 if exp.settings.readout_bias else 0)  # the statistics' columns
+    accountings = pp.study_amplification if f != FULL else ("none",)
+    finite = [e for e in pp.epsilons if math.isfinite(e)]
+    tick = _ticker(progress, len(seeds) * (len(accountings) * len(finite) + len(pp.epsilons) - len(finite)))
+    plain: dict[str, Any] = {}  # ε = ∞: no mechanism, the same trial under every accounting
+    rows: dict[str, Any] = {}
+    for acc in accountings:
+        cells = rows[acc] = {}
+        for eps in pp.epsilons:
+            if not math.isfinite(eps) and plain:
+                cells[eps_key(eps)] = plain
+                continue
+            spec = trial_spec(method, cfg, inp.data, exp.settings, replace(pp, amplification=acc).spec(
+                eps, inp.delta, dataset))
+            cells[eps_key(eps)] = cell = {
+                "noise_multiplier": spec.multiplier(rel), "sigma_round": ip_sigma(spec, rel),
+                "sigma_release": stats_sigma(spec, units, rel),
+                "test_accuracy": _test_accuracies(method, cfg, seeds, inp, exp, spec, tick)}
+            if not math.isfinite(eps):
+                plain = cell
+    doc = {**_data_fields(dataset, inp, pp), "client_fraction": listed[fraction],
+           "sample_size": sample_size(len(inp.data.train), f), "mechanism": MECHANISM,
+           "accountants": {acc: STUDY_ACCOUNTANTS[acc] for acc in accountings}, "seeds": seeds,
+           "version": __version__, **({"readout_bias": True} if exp.settings.readout_bias else {}),
+           provenance.KEY: pp.record(exp.budget, extra=True, study=True), "method": STUDY_METHOD,
+           "config": {k: v for k, v in cfg.items() if k != "lambda"}, "releases": rel, "accountings": rows}
+    out = sampling_path(out_dir, dataset, fraction)
     with output_lock(out):
         write_json(out, doc)
     return doc

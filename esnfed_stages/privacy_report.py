@@ -10,7 +10,7 @@ import io
 import math
 import os
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -63,12 +63,9 @@ def add_extras(privacy_dir: str | Path, docs: Mapping[str, Mapping[str, Any]], m
         for m in methods:
             path = extra_path(privacy_dir, ds, m)
             command = f"`esnfed privacy --dataset {ds} --extra {m}`"
-            if not os.path.lexists(path):
-                if not allow_missing:
-                    raise DataError(f"{path}: not found: run {command} first, or pass --allow-missing")
-                absent.append(path)
+            extra = read_opt_in(path, command, absent, allow_missing)
+            if extra is None:
                 continue
-            extra = read_json(path)
             if not isinstance(extra, dict) or not isinstance(extra.get("methods"), dict) or set(extra["methods"]) != {m}:
                 raise DataError(f"{path}: not a privacy stage output of {m} (no 'methods' object with {m} alone)")
             _check(path, extra)
@@ -79,6 +76,18 @@ def add_extras(privacy_dir: str | Path, docs: Mapping[str, Mapping[str, Any]], m
             doc["methods"] = {**doc["methods"], **extra["methods"]}
             doc["fedavg_clip"] = extra["fedavg_clip"]
     return out, absent
+
+
+def read_opt_in(path: Path, command: str, absent: list[Path], allow_missing: bool = False) -> Any:
+    """An opt-in stage's document at ``path`` (privacy-extra, privacy-sampling), as read from JSON;
+    when it is not there, None with ``path`` appended to ``absent`` if ``allow_missing``, else an
+    error naming it and ``command`` (what writes it)."""
+    if not os.path.lexists(path):  # a folder or a FIFO there is named by read_json, not skipped
+        if not allow_missing:
+            raise DataError(f"{path}: not found: run {command} first, or pass --allow-missing")
+        absent.append(path)
+        return None
+    return read_json(path)
 
 
 def missing(privacy_dir: str | Path, datasets: Sequence[str], docs: Mapping[str, Any],
@@ -120,17 +129,25 @@ def _check(path: Path, doc: Mapping[str, Any]) -> None:
     if not doc["methods"]:
         raise bad("methods", "at least one method", doc["methods"])
     for m, res in doc["methods"].items():
-        eps = res.get("epsilons") if isinstance(res, dict) else None
-        if not isinstance(eps, dict) or not eps:
-            raise bad(f"methods.{m}.epsilons", "an object of ε -> results", eps)
-        for e, cell in eps.items():
-            where = f"methods.{m}.epsilons.{e}"
-            if not isinstance(cell, dict):
-                raise bad(where, "an object", cell)
-            _fractions(path, f"{where}.test_accuracy", cell.get("test_accuracy"))
-            z = cell.get("noise_multiplier")
-            if z is not None and not (_number(z) and z >= 0):
-                raise bad(f"{where}.noise_multiplier", "a finite number >= 0 or null", z)
+        check_epsilons(path, f"methods.{m}.epsilons", res.get("epsilons") if isinstance(res, dict) else None, bad)
+
+
+def check_epsilons(path: Path, where: str, cells: Any, bad: Callable[[str, str, Any], DataError],
+                   required: Sequence[str] = ()) -> None:
+    """``cells`` (at ``where`` in ``path``): a non-empty object ε -> {test_accuracy, noise_multiplier,
+    ...}, each cell's accuracies fractions, its noise multiplier a finite number >= 0 or null, and each
+    key of ``required`` a finite number >= 0; else the DataError of ``bad(key, expected, value)``."""
+    if not isinstance(cells, dict) or not cells:
+        raise bad(where, "an object of ε -> results", cells)
+    for e, cell in cells.items():
+        at = f"{where}.{e}"
+        if not isinstance(cell, dict):
+            raise bad(at, "an object", cell)
+        _fractions(path, f"{at}.test_accuracy", cell.get("test_accuracy"))
+        for key in dict.fromkeys(("noise_multiplier", *required)):
+            value = cell.get(key)
+            if (value is not None or key in required) and not (_number(value) and value >= 0):
+                raise bad(f"{at}.{key}", "a finite number >= 0" + ("" if key in required else " or null"), value)
 
 
 def _methods(doc: Mapping[str, Any]) -> list[tuple[str, Any]]:

@@ -30,8 +30,9 @@ from esnfed_core.tables import (
 )
 from esnfed_core.vocabulary import DATASETS, PCTS, VARIANTS
 from esnfed_stages import (
-    claims_report, comparability, continual_report, hetero_report, ipfit_report, privacy_report, protocol_tables,
-    provenance, report_index, secagg_report, selected_report, selection_traffic,
+    claims_report, comparability, continual_report, hetero_report, ipfit_report, privacy_report,
+    privacy_sampling_report, protocol_tables, provenance, report_index, secagg_report, selected_report,
+    selection_traffic,
 )
 from esnfed_stages.heterogeneity_params import hetero_params
 from esnfed_stages._datasets import classes_of, continual_declared, declared, n_classes, study_declared, variant_base
@@ -566,6 +567,15 @@ def add_privacy(rep: Report, privacy_dir: str | Path, date: str, options: "Repor
     png = privacy_report.figure(docs)
     if png is not None:
         rep.figures["privacy.png"] = png
+    if docs and options.privacy_fractions:  # opt-in privacy.sampling_study: its own table, beside
+        study, gone = privacy_sampling_report.load(privacy_dir, list(docs), options.privacy_fractions,
+                                                   options.privacy_record, allow_missing)
+        rep.missing += gone
+        facts = privacy_sampling_report.run_facts(study)
+        run = [run_line(facts["sources"], facts["budgets"], facts["seeds"], facts["counts"],
+                        files=f"{privacy_report.PRIVACY_DIR}/sampling/<dataset>/<f>.json")]
+        rep.tables.update(privacy_sampling_report.render(docs, study, run, f"Date: {date}; versions: {versions()}",
+                                                         gone))
 
 
 def add_secagg(rep: Report, flower_dir: str | Path, budget: str | None = None,
@@ -700,6 +710,7 @@ class ReportParams:
     eta: float | None = None
     retrain_lambda: str | None = None
     privacy_extra: tuple[str, ...] = ()  # params.yaml privacy.extra_methods: their documents join the table
+    privacy_fractions: tuple[float, ...] = ()  # params.yaml privacy.sampling_study.fractions: privacy-sampling.md
     # the λ values a stationary retrain tries on the validation users (ValidationSizes.lambda_grid)
     lambda_grid: int | None = None
     # opt-in report.<table>_protocol: paper tables under their paper's protocol (protocol_tables.py)
@@ -726,9 +737,11 @@ def report_params(params: Mapping[str, Any]) -> ReportParams:
                          **{name: n_classes(base) for name in declared(params)  # a variant: its base's classes
                             if (base := variant_base(params, name)) is not None}}, budget_spec(params),
                         ttest_params(params).record if "ttest" in params else {}, hetero,
-                        privacy_params(params).record(params.get("budget"), extra=True) if "privacy" in params else {},
+                        privacy_params(params).record(params.get("budget"), extra=True, study=True)
+                        if "privacy" in params else {},
                         study_declared(params), *_selection_settings(params),
                         privacy_extra=privacy_params(params).extra_methods if "privacy" in params else (),
+                        privacy_fractions=privacy_params(params).study_fractions if "privacy" in params else (),
                         lambda_grid=_lambda_grid(params),
                         protocols=protocol_tables.specs(params))
 

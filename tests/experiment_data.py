@@ -103,6 +103,13 @@ def write_params(root: Path, params: dict) -> Path:
     return path
 
 
+def read_params(root: Path) -> dict:
+    """``root``'s params.yaml as written by :func:`write_params`."""
+    import yaml
+
+    return yaml.safe_load((root / "params.yaml").read_text())
+
+
 def cli_ok(*args: str) -> str:
     """``esnfed ARGS`` through Typer's runner; asserts exit 0 and returns the output."""
     from typer.testing import CliRunner  # noqa: PLC0415 - the Flower tests import this module too
@@ -112,6 +119,18 @@ def cli_ok(*args: str) -> str:
     result = CliRunner().invoke(app, list(args))
     assert result.exit_code == 0, result.output
     return result.output
+
+
+def cli_fails(*args: str) -> str:
+    """``esnfed ARGS`` through Typer's runner; asserts a non-zero exit and returns the output as one
+    line of words (the error box's frame dropped)."""
+    from typer.testing import CliRunner  # noqa: PLC0415
+
+    from esnfed_cli.main import app  # noqa: PLC0415
+
+    result = CliRunner().invoke(app, list(args))
+    assert result.exit_code != 0, result.output
+    return " ".join(w for w in result.output.split() if w not in "│╭╮╰╯─")
 
 
 def stage_options(root: Path, dataset: str = "wesad") -> list[str]:

@@ -328,3 +328,39 @@ def test_privacy_extra_stages_follow_the_opt_in(tmp_path):
     assert {"data/processed/hhar", "runs/select/hhar/fedclip-naive/50/best.json"} <= set(stage["deps"])
     assert not [d for d in stage["deps"] if d.startswith("runs/select/") and "/fedclip-naive/50/" not in d]
     assert stage["outs"] == ["runs/privacy/extra/hhar/fedclip-naive.json"]
+
+
+def test_privacy_sampling_stages_follow_the_opt_in(tmp_path):
+    """The sampling study (params privacy.sampling_study.fractions) gets a stage per declared dataset
+    and fraction, privacy-sampling@<dataset>-<fraction>, whose cmd names the fraction as its output
+    file does (as params.yaml writes it: esnfed_stages.privacy.fraction_name), whose deps name the FedIP
+    selection of privacy.pct and whose params are those it reads (federated.client_fraction: not
+    read, the study sets it); with the default [] there is none, and opting in leaves every other
+    stage as it resolves by default."""
+    from esnfed_stages.privacy import fraction_name
+
+    def project(name, change):
+        (tmp_path / name).mkdir()
+        return _expanded(_project(tmp_path / name, change))
+
+    def opt_in(p, pct="100"):
+        p["privacy"]["sampling_study"]["fractions"] = [0.5, 1, 0.25]
+        p["privacy"]["pct"] = pct
+
+    default = project("default", lambda p: None)
+    assert not [s for s in default if s.startswith("privacy-sampling")]
+    stages = project("opt-in", opt_in)
+    assert {k: v for k, v in stages.items() if not k.startswith("privacy-sampling")} == default
+    names = [fraction_name(f) for f in (0.5, 1, 0.25)]
+    assert names == ["0.5", "1", "0.25"]
+    assert sorted(s for s in stages if s.startswith("privacy-sampling@")) == sorted(
+        f"privacy-sampling@{ds}-{f}" for ds in ("wesad", "hhar", "example") for f in names)
+    stage = project("opt-in-50", lambda p: opt_in(p, "50"))["privacy-sampling@hhar-0.25"]
+    assert stage["cmd"] == "esnfed privacy --dataset hhar --sampling 0.25"
+    assert stage["outs"] == ["runs/privacy/sampling/hhar/0.25.json"]
+    assert {"esnfed_cli", "esnfed_stages", "esnfed_core", "data/processed/hhar", "data/partitions/hhar.json",
+            "runs/select/hhar/fedip/50/best.json"} <= set(stage["deps"])
+    assert not [d for d in stage["deps"] if d.startswith("runs/select/") and d != "runs/select/hhar/fedip/50/best.json"]
+    stage_params = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["privacy-sampling"]["params"]
+    main_params = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["privacy"]["do"]["params"]
+    assert stage_params == [p for p in main_params if p != "federated.client_fraction"]
