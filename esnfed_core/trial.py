@@ -336,6 +336,7 @@ def fit_continual(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialData,
                              local_epochs=int(cfg.get("local_epochs", 1)), lam=cs.lam,
                              seed=seeds["ip"], solver=settings.solver, bias=settings.readout_bias,
                              client_fraction=settings.fraction_for(m),
+                             **({"sampling_pool": settings.sampling_pool} if settings.roster_for(m) else {}),
                              **(server or {}))
     result = run_continual(res, train, strategy, config, validation=validation,
                            evaluate={"validation": pooled} if score else None, ledger=ledger,
@@ -365,7 +366,9 @@ def fit_continual(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialData,
             "participants": [int(p) for p in result.participants],
             "context_rounds": [int(r) for r in result.context_rounds],
             # federated.client_fraction < 1: each IP round's clients were sampled (absent at 1)
-            **({"client_fraction": settings.client_fraction} if settings.samples(m) else {})},
+            **({"client_fraction": settings.client_fraction} if settings.samples(m) else {}),
+            # federated.sampling_pool roster: each round drew over all clients (absent at context)
+            **({"sampling_pool": settings.sampling_pool} if settings.roster_for(m) else {})},
         validation=val, ip_rounds=[int(r) for r in result.ip_rounds],
         joint_capped=[bool(c) for c in result.joint_capped] if m.strategy == "joint" else None,
     )

@@ -123,7 +123,7 @@ def test_client_fraction_reruns_exactly_the_stages_with_fedip_rounds(project):
     params_path = project / "params.yaml"
     original = params_path.read_text()
     params = yaml.safe_load(original)
-    assert params["federated"] == {"client_fraction": 1.0}
+    assert params["federated"] == {"client_fraction": 1.0, "sampling_pool": "context"}
     try:
         params["federated"]["client_fraction"] = 0.5
         params_path.write_text(yaml.safe_dump(params))
@@ -135,6 +135,24 @@ def test_client_fraction_reruns_exactly_the_stages_with_fedip_rounds(project):
     expected = {s for s in _stages(project) if s.startswith(prefixes)}
     assert expected and set(flagged) == expected
     assert all(c == {"params.yaml": {"federated.client_fraction": "modified"}} for c in flagged.values())
+
+
+def test_sampling_pool_reruns_exactly_the_fedclip_stages(project):
+    """federated.sampling_pool says whom FedCLIP's sampled rounds draw from: the select and retrain
+    FedCLIP stages declare it (and privacy-extra, through its whole `federated` section: an empty
+    matrix by default), nothing else (FedIP's rounds draw over every client either way)."""
+    params_path = project / "params.yaml"
+    original = params_path.read_text()
+    params = yaml.safe_load(original)
+    try:
+        params["federated"]["sampling_pool"] = "roster"
+        params_path.write_text(yaml.safe_dump(params))
+        flagged = _flagged(project)
+    finally:
+        params_path.write_text(original)
+    expected = {s for s in _stages(project) if s.startswith(("select-fedclip@", "retrain-fedclip@"))}
+    assert expected and set(flagged) == expected
+    assert all(c == {"params.yaml": {"federated.sampling_pool": "modified"}} for c in flagged.values())
 
 
 def test_the_report_reruns_when_the_matrix_share_changes(project):

@@ -1,7 +1,8 @@
 """Tests of DP-FedIP with client sampling (federated.client_fraction < 1, esnfed_core.private_trial):
 f = 1 is the unsampled private trial bit for bit, ε = ∞ is the non-private sampled trial bit for bit,
 each round clips and sums exactly the sampled clients and divides by the public m, the accounting
-is the unsampled one (no amplification), and DP-FedCLIP still refuses a fraction below 1 in one line.
+is the unsampled one (no amplification), and DP-FedCLIP refuses a fraction below 1 with the context
+pool in one line naming federated.sampling_pool (its roster pool: tests/test_privacy_fedclip_sampling.py).
 Opt-in privacy.amplification: sampling: the replace-one sensitivity convention (2·clip), the amplified z
 meets its target tightly, is below the unamplified z only where sampling pays, f = 1 keeps the
 unamplified path, and the stage records it."""
@@ -116,8 +117,9 @@ def test_dp_fedclip_refuses_sampling_in_one_line(method):
     with pytest.raises(ConfigError) as err:
         fit_private(method, cfg, 0, data, _settings(0.5), SPEC)
     msg = str(err.value)
-    assert "\n" not in msg and msg.startswith(f"federated.client_fraction: not available for DP-{method} ")
-    assert msg.endswith("set federated.client_fraction: 1")
+    assert "\n" not in msg and msg.startswith(f"federated.client_fraction: DP-{method} needs "
+                                              "federated.sampling_pool: roster ")
+    assert msg.endswith("or set federated.client_fraction: 1")
 
 
 def test_incfed_and_fedavg_ignore_the_fraction_under_dp():
