@@ -310,3 +310,29 @@ def test_the_privacy_stage_runs_roster_sampled_dp_fedclip_and_records_it(tmp_pat
     assert row["releases"] == 3 * (int(row["config"]["budget"]) + 1)  # make_dataset: 3 contexts
     assert row["epsilons"]["4"]["noise_multiplier"] == noise_multiplier(4.0, doc["delta"], row["releases"])
     assert all(0.0 <= a <= 1.0 for cell in row["epsilons"].values() for a in cell["test_accuracy"])
+
+
+@pytest.mark.parametrize("method", STRATEGIES)
+def test_the_communication_record_counts_the_roster_senders(method):
+    """A roster trial records the client-rounds that sent (g, b) at each context (``ip_senders``:
+    the drawn participants, which max(1, ⌊f·P_t⌋) would not give); the communication table's
+    analytic totals from it match the counted messages, and its participations add the readouts'."""
+    from esnfed_core.tables import Communication, check_communication, communication_rows  # noqa: PLC0415
+
+    data, settings = _gappy(), _settings(0.5, "roster")
+    comm = fit(method, CONFIG, 7, data, settings, score=True).communication
+    sent = _senders(method, data, settings, sub_seeds(7)["ip"])
+    b = CONFIG["budget"]
+    assert comm["ip_senders"] == [sum(len(s) for s in sent[t * b:(t + 1) * b]) for t in range(data.n_contexts)]
+    check_communication("communication", comm, True)
+    item = Communication("mine", "100", method, comm["up_floats"], comm["down_floats"], comm["up_bytes"],
+                         comm["down_bytes"], comm["rounds"], comm["clients"], units=CONFIG["units"],
+                         classes=data.n_classes, participants=tuple(comm["participants"]),
+                         context_rounds=tuple(comm["context_rounds"]), client_fraction=comm["client_fraction"],
+                         ip_senders=tuple(comm["ip_senders"]))
+    row = communication_rows([item])[0]
+    assert row["match"] is True and (row["analytic_up_floats"], row["analytic_down_floats"]) == (
+        comm["up_floats"], comm["down_floats"])
+    assert row["participations"] == sum(comm["ip_senders"]) + sum(comm["participants"])
+    # the context pool's rule would count other senders here (so the record is needed)
+    assert comm["ip_senders"] != [sample_size(p, 0.5) * b for p in comm["participants"]]
