@@ -15,7 +15,6 @@ import math
 import numpy as np
 import pytest
 
-from esnfed_core import private_trial
 from esnfed_core.continual import ContinualConfig, make_strategy, run_continual
 from esnfed_core.errors import ConfigError
 from esnfed_core.messages import CommLedger
@@ -26,6 +25,7 @@ from esnfed_core.reservoir import DTYPE
 from esnfed_core.sampling import sample_clients, sample_size
 from esnfed_core.settings import Settings
 from esnfed_core.trial import _ip_config, continual_contexts, fit, make_reservoir, sub_seeds
+from dp_spies import spy_aggregate, spy_multipliers
 from experiment_data import trial_data
 
 CONFIG = {"units": 10, "spectral_radius": 0.9, "leak": 0.5, "input_scaling": 0.8, "sigma": 0.3,
@@ -164,19 +164,7 @@ def test_private_rounds_divide_by_the_public_m_and_sum_the_drawn_participants(fr
     round receives exactly the drawn participants' uploads (possibly none); the count of releases
     and z are the unsampled ones."""
     data, settings = _gappy(), _settings(fraction, "roster")
-    seen: dict[str, object] = {}
-    original = private_trial.fedip_aggregate
-
-    def spy(spec, rng, n_releases, norms=None, clients=None):
-        seen["clients"], seen["releases"] = clients, n_releases
-        inner = original(spec, rng, n_releases, norms, clients=clients)
-
-        def aggregate(start, gains, biases, weights):
-            seen.setdefault("uploads", []).append(len(gains))
-            return inner(start, gains, biases, weights)
-        return aggregate
-
-    monkeypatch.setattr(private_trial, "fedip_aggregate", spy)
+    seen = spy_aggregate(monkeypatch)
     model = fit_private("fedclip-replay", CONFIG, 7, data, settings, SPEC)
     assert seen["clients"] == sample_size(4, fraction) < 4
     assert seen["uploads"] == [len(s) for s in _senders("fedclip-replay", data, settings, sub_seeds(7)["ip"])]
@@ -218,19 +206,7 @@ def test_amplified_accounting_counts_t_budget_sampled_rounds_and_t_readouts(monk
         spec.multiplier(n_rel - 2)
     assert trial_spec(m, CONFIG, data, _settings(1.0, "roster"), amp).sampled is None  # f = 1: unamplified
     assert trial_spec(m, CONFIG, data, settings, SPEC) is SPEC  # amplification none
-    zs: list[tuple[str, float]] = []
-    agg, stats = private_trial.fedip_aggregate, private_trial.private_stats
-
-    def spy_agg(s, rng, n, *args, **kw):
-        zs.append(("rounds", s.multiplier(n)))
-        return agg(s, rng, n, *args, **kw)
-
-    def spy_stats(units, s, rng, n=1):
-        zs.append(("readout", s.multiplier(n)))
-        return stats(units, s, rng, n)
-
-    monkeypatch.setattr(private_trial, "fedip_aggregate", spy_agg)
-    monkeypatch.setattr(private_trial, "private_stats", spy_stats)
+    zs = spy_multipliers(monkeypatch)
     fit_private("fedclip-naive", CONFIG, 7, data, settings, amp)
     assert zs == [("rounds", z)] + [("readout", z)] * t
     zs.clear()
@@ -271,6 +247,11 @@ def test_a_bad_pool_is_refused_in_one_line(pool):
         experiment_params(params)
     assert "\n" not in str(err.value)
     assert str(err.value).startswith("params.yaml: 'federated.sampling_pool' must be one of context, roster, got ")
+    from esnfed_stages.params_schema import validate  # noqa: PLC0415 (esnfed check-params)
+
+    with pytest.raises(ConfigError) as err:
+        validate(params)
+    assert "\n" not in str(err.value) and str(err.value).startswith("params.yaml: federated.sampling_pool: ")
 
 
 def test_the_flower_fedclip_apps_refuse_the_roster_in_one_line():

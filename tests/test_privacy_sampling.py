@@ -22,6 +22,7 @@ from esnfed_core.private_trial import fit_private, sampled_denominator
 from esnfed_core.sampling import sample_size
 from esnfed_core.settings import Settings
 from esnfed_core.trial import fit
+from dp_spies import spy_aggregate, spy_multipliers
 from experiment_data import trial_data
 
 CFG = {"units": 12, "spectral_radius": 0.9, "leak": 0.5, "input_scaling": 0.8, "sigma": 0.3,
@@ -68,19 +69,7 @@ def test_private_rounds_clip_the_sampled_clients_and_divide_by_the_public_m(frac
     (the `clients` the aggregate is built with); the release count and z are the unsampled ones."""
     data = trial_data(pct="100")[0]
     k, m = len(data.train), sample_size(len(data.train), fraction)
-    seen: dict[str, object] = {}
-    original = private_trial.fedip_aggregate
-
-    def spy(spec, rng, releases, norms=None, clients=None):
-        seen["clients"], seen["releases"] = clients, releases
-        inner = original(spec, rng, releases, norms, clients=clients)
-
-        def aggregate(start, gains, biases, weights):
-            seen.setdefault("uploads", []).append(len(gains))
-            return inner(start, gains, biases, weights)
-        return aggregate
-
-    monkeypatch.setattr(private_trial, "fedip_aggregate", spy)
+    seen = spy_aggregate(monkeypatch)
     norms: list[float] = []
     model = fit_private("fedip", CFG, 3, data, _settings(fraction), SPEC, ip_norms=norms)
     assert seen["clients"] == m == sampled_denominator(Method.parse("fedip"), data, _settings(fraction)) < k
@@ -265,19 +254,7 @@ def test_an_amplified_trial_noises_its_rounds_and_readout_with_the_amplified_z(m
     data = trial_data(pct="100")[0]
     inf = fit_private("fedip", CFG, 4, data, _settings(0.5), DPSpec(math.inf, 1e-3, amplification="sampling"))
     _same(inf, fit_private("fedip", CFG, 4, data, _settings(0.5), DPSpec(math.inf, 1e-3)))
-    zs: list[tuple[str, float]] = []
-    agg, stats = private_trial.fedip_aggregate, private_trial.private_stats
-
-    def spy_agg(spec, rng, releases, *args, **kw):
-        zs.append(("rounds", spec.multiplier(releases)))
-        return agg(spec, rng, releases, *args, **kw)
-
-    def spy_stats(units, spec, rng, releases=1):
-        zs.append(("readout", spec.multiplier(releases)))
-        return stats(units, spec, rng, releases)
-
-    monkeypatch.setattr(private_trial, "fedip_aggregate", spy_agg)
-    monkeypatch.setattr(private_trial, "private_stats", spy_stats)
+    zs = spy_multipliers(monkeypatch)
     k, r = len(data.train), CFG["rounds"]
     fit_private("fedip", CFG, 4, data, _settings(0.5), _amplified())
     z_amp = sampled_noise_multiplier(4.0, 1e-3, r, sample_size(k, 0.5), k)
