@@ -317,3 +317,15 @@ def test_the_communication_record_counts_the_roster_senders(method):
     assert row["participations"] == sum(comm["ip_senders"]) + sum(comm["participants"])
     # the context pool's rule would count other senders here (so the record is needed)
     assert comm["ip_senders"] != [sample_size(p, 0.5) * b for p in comm["participants"]]
+
+
+def test_the_report_mechanism_line_says_which_fedclip_rounds_drew_over_the_roster():
+    """The privacy table's mechanism line: K for the default; the datasets whose DP-FedCLIP document
+    records the roster pool are named with their public m."""
+    from esnfed_stages.privacy_report import _fedavg_mechanism  # noqa: PLC0415
+
+    plain = {"methods": {"fedclip-naive": {}}}
+    assert "(K: all training clients)" in _fedavg_mechanism({"wesad": plain})
+    line = _fedavg_mechanism({"wesad": plain, "hhar": {**plain, "sampling_pool": "roster"}})
+    assert "HHAR: each round m of them drawn over the roster, / m (federated.sampling_pool roster)" in line
+    assert "WESAD" not in line
