@@ -26,8 +26,8 @@ KEY = "federated.client_fraction"
 # federated.sampling_pool: whom a FedCLIP IP round draws its clients from. ``context`` (default): the
 # context's participants (the clients with windows there); ``roster``: all K training clients, the
 # drawn ones without windows at the context sending nothing (data-independent sets: DP-FedCLIP
-# samples only with it, docs/privacy.md "Client sampling under DP"). FedIP's rounds draw over every
-# client either way.
+# samples only with it, docs/privacy.md "Client sampling under DP"). FedIP has no contexts: its
+# rounds draw among the clients with windows whatever the pool.
 POOL_KEY = "federated.sampling_pool"
 POOLS = ("context", "roster")
 CONTEXT_POOL, ROSTER_POOL = POOLS

@@ -89,7 +89,8 @@ class Settings:
 
     def roster_for(self, method: "Method") -> bool:
         """Whether a trial of ``method`` draws its sampled IP rounds over the whole roster: FedCLIP
-        (federated, sampling) with ``sampling_pool`` roster (FedIP always does: every client trains)."""
+        (federated, sampling) with ``sampling_pool`` roster (FedIP's rounds have no contexts: they draw
+        among the clients with windows, all of them under DP)."""
         return self.sampling_pool == ROSTER_POOL and method.algo == "fedclip" and self.samples(method)
 
     def accelerated(self, method: "Method") -> bool:

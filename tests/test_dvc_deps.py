@@ -146,7 +146,7 @@ def test_client_fraction_reruns_exactly_the_stages_with_fedip_rounds(project):
 def test_sampling_pool_reruns_exactly_the_fedclip_stages(project):
     """federated.sampling_pool says whom FedCLIP's sampled rounds draw from: the select and retrain
     FedCLIP stages declare it (and privacy-extra, through its whole `federated` section: an empty
-    matrix by default), nothing else (FedIP's rounds draw over every client either way)."""
+    matrix by default), nothing else (FedIP, without contexts, has no pool to choose)."""
     flagged = _flagged_with(project, "federated", "sampling_pool", "roster")
     expected = {s for s in _stages(project) if s.startswith(("select-fedclip@", "retrain-fedclip@"))}
     assert expected and set(flagged) == expected

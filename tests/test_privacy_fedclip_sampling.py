@@ -217,7 +217,7 @@ def test_amplified_accounting_counts_t_budget_sampled_rounds_and_t_readouts(monk
 def test_defaults_are_unchanged_and_fedip_ignores_the_pool():
     """The default pool is context: a default trial's keys and records name no pool, an explicit
     context pool is the default bit for bit, and the roster does not touch FedIP (its rounds
-    already draw over every client) or a sampled FedCLIP's trial keys at f = 1."""
+    have no contexts) or a sampled FedCLIP's trial keys at f = 1."""
     data = _gappy()
     assert Settings().sampling_pool == "context"
     for method in ("fedclip-naive", "fedip"):
