@@ -13,7 +13,6 @@ from __future__ import annotations
 import numpy as np
 
 from esnfed_core.quote import quote
-
 from esnfed_core.validation import Bound
 
 # federated.client_fraction's range: (0, 1]; 1 (the default) = every client in every round.

@@ -146,6 +146,11 @@ def test_a_round_without_drawn_participants_leaves_the_model_and_releases_noise_
     plain = fit("fedclip-naive", cfg, seed, data, settings, score=True)
     assert np.array_equal(plain.context_gain[0], np.ones(10, DTYPE)) and not plain.context_bias[0].any()
     assert plain.communication["participants"] == [3] and np.any(plain.context_readout[0])
+    assert plain.communication["ip_senders"] == [0]
+    # ε = ∞ through the DP hook (norms recorded: none, nobody uploaded): the same bits
+    norms: list[float] = []
+    _same_model(fit_private("fedclip-naive", cfg, seed, data, settings, DPSpec(math.inf, 1e-3), ip_norms=norms), plain)
+    assert norms == []
     spec = DPSpec(2.0, 1e-3, ip_clip=0.02)
     private = fit_private("fedclip-naive", cfg, seed, data, settings, spec)
     n_rel = releases(Method.parse("fedclip-naive"), cfg, 1)
