@@ -28,7 +28,8 @@ def privacy(
     dataset: DatasetsOpt = None,
     params: Annotated[Path, typer.Option("--params", help="The params file to read (privacy.*, "
                                          "budgets.*, readout.*, plasticity.*, seed; "
-                                         "federated.client_fraction: FedIP's rounds sample, no amplification claimed; DP-FedCLIP needs 1).")] = Path("params.yaml"),
+                                         "federated.client_fraction: FedIP's rounds sample, no amplification claimed; DP-FedCLIP "
+                                         "needs 1 or federated.sampling_pool: roster).")] = Path("params.yaml"),
     data_dir: Annotated[Path, typer.Option("--data-dir", help="Root of processed/ and partitions/.")] = Path("data"),
     runs_dir: Annotated[Path, typer.Option("--runs-dir", help="Root of select/ (best.json).")] = Path("runs"),
     out_dir: Annotated[Path, typer.Option("--out-dir", help="Where <dataset>.json goes.")] =

@@ -44,7 +44,7 @@ from esnfed_core.readout import LAMBDA, Counts, RidgeStats, check_solver, ridge_
 from esnfed_core.readout import evaluate as evaluate_counts
 from esnfed_core.replay import ReplayBuffer, Split, StreamClient, concat_splits, replay_batches
 from esnfed_core.reservoir import Reservoir
-from esnfed_core.sampling import CLIENT_FRACTION, FULL, KEY, sample_clients
+from esnfed_core.sampling import CLIENT_FRACTION, CONTEXT_POOL, FULL, KEY, ROSTER_POOL, check_pool, sample_clients
 from esnfed_core.validation import ParameterError, check_param
 from esnfed_core.vocabulary import STRATEGIES
 
@@ -105,10 +105,15 @@ class ContinualConfig:
     # params.yaml federated.client_fraction: the share of a context's participants each FedCLIP IP
     # round samples (esnfed_core.sampling; 1 = all of them). Readouts still sum every participant.
     client_fraction: float = FULL
+    # federated.sampling_pool: ``context`` draws max(1, ⌊f·P_t⌋) of the P_t participants of context t;
+    # ``roster`` draws max(1, ⌊f·K⌋) of all K clients (data-independent sets) and the drawn
+    # participants train (a drawn client without windows there sends nothing; none: no update).
+    sampling_pool: str = CONTEXT_POOL
 
     def __post_init__(self) -> None:
         check_param("local_epochs", self.local_epochs, integer=True, low=1)
         CLIENT_FRACTION.check(KEY, self.client_fraction)
+        check_pool(self.sampling_pool)
         check_param("n_classes", self.n_classes, integer=True, low=1)
         check_solver(self.solver)
         if not isinstance(self.bias, bool):
@@ -485,7 +490,7 @@ class _Federation:
         self.n_classes, self.lam, self.solver, self.ledger = config.n_classes, config.lam, config.solver, ledger
         self.bias = config.bias
         self.aggregate, self.private_readout = config.aggregate, config.readout
-        self.client_fraction, self.seed = config.client_fraction, config.seed
+        self.client_fraction, self.seed, self.pool = config.client_fraction, config.seed, config.sampling_pool
         # Each algorithm numbers its own rounds in the ledger: FedCLIP's IP rounds, IncFed's solves.
         self._rounds = 0
         self._solves = 0
@@ -523,16 +528,27 @@ class _Federation:
     def sampled(self, part: _Participants) -> _Participants:
         """The participants of the next IP round: all of them, or with ``client_fraction`` < 1 those
         :func:`esnfed_core.sampling.sample_clients` draws for the run's round index (the others
-        neither fit nor send in it)."""
+        neither fit nor send in it): among the participants, or with the ``roster`` pool among all
+        clients, keeping the drawn participants (possibly none)."""
         if self.client_fraction == FULL:
             return part
-        s = sample_clients(len(part.names), self.client_fraction, self.seed, self._rounds)
+        if self.pool == ROSTER_POOL:  # over all K clients, whoever has windows: the drawn participants
+            drawn = {self.clients[i].name for i in sample_clients(len(self.clients), self.client_fraction,
+                                                                  self.seed, self._rounds)}
+            s = [j for j, name in enumerate(part.names) if name in drawn]
+        else:
+            s = sample_clients(len(part.names), self.client_fraction, self.seed, self._rounds)
         return _Participants(*([getattr(part, f)[j] for j in s] for f in ("names", "data", "weights", "fits")))
 
     def ip_round(self, cur: Reservoir, part: _Participants) -> Reservoir:
         """One FedIP round (federated) or one local pass of the single client (centralised)."""
         if self.federated:
             part = self.sampled(part)
+            if not part.names:  # roster: no drawn client has windows here (DP: the noise alone, / m)
+                if self.aggregate is not None:
+                    cur = cur.with_ip(*self.aggregate(cur, [], [], []))
+                self._rounds += 1
+                return cur
             # The clients' fits first (side by side on an accelerated engine), then the round with
             # its messages: each client starts from the downloaded (g, b), as in fedip_round.
             down = PlasticityMessage(cur.gain, cur.bias)

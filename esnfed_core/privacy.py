@@ -84,8 +84,9 @@ class DPSpec:
     fedavg_clip: float = 1.0  # DP-FedAvg: Frobenius norm bound of one client's local readout W_c
     amplification: str = "none"  # privacy.amplification (AMPLIFICATIONS)
     # (R, m, K) of a trial whose R FedIP rounds each sample m of K clients, accounted with
-    # amplification (set by esnfed_core.private_trial.trial_spec; None: every release unsampled)
-    sampled: tuple[int, int, int] | None = None
+    # amplification (set by esnfed_core.private_trial.trial_spec; None: every release unsampled);
+    # (R, m, K, F): F unsampled releases beside them (DP-FedCLIP: T readouts; 1 when absent)
+    sampled: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         for name, bound in PRIVACY_BOUNDS.items():
@@ -104,13 +105,16 @@ class DPSpec:
 
     def multiplier(self, releases: int = 1) -> float:
         """z of this spec's ``releases`` mechanisms: :func:`noise_multiplier` (PLD), or with
-        ``sampled`` = (R, m, K) :func:`sampled_noise_multiplier` (``releases`` must be R + 1)."""
+        ``sampled`` = (R, m, K[, F]) :func:`sampled_noise_multiplier` (``releases`` must be R + F,
+        F = 1 when absent)."""
         if self.sampled is None or not self.private:
             return noise_multiplier(self.epsilon, self.delta, releases)
-        rounds, m, k = self.sampled
-        if releases != rounds + 1:
-            raise ParameterError(f"releases: {releases}, but the sampled trial has {rounds} rounds + 1 release")
-        return sampled_noise_multiplier(self.epsilon, self.delta, rounds, m, k)
+        rounds, m, k, *full = self.sampled
+        full = int(full[0]) if full else 1
+        if releases != rounds + full:
+            raise ParameterError(f"releases: {releases}, but the sampled trial has {rounds} rounds + {full} "
+                                 f"release{'s' if full > 1 else ''}")
+        return sampled_noise_multiplier(self.epsilon, self.delta, rounds, m, k, full)
 
 
 @functools.lru_cache(maxsize=256)
@@ -135,14 +139,17 @@ def noise_multiplier(epsilon: float, delta: float, releases: int = 1) -> float:
         bracket_interval=dp_accounting.ExplicitBracketInterval(0.1, 1e3), tol=1e-5))
 
 
-def _sampled_event(z_replace: float, rounds: int, sample_size: int, clients: int):
-    """R rounds, each the Gaussian mechanism on m of K clients sampled without replacement, and the
-    IncFed release on all K; ``z_replace`` = σ / (the replace-one sensitivity 2·C)."""
+def _sampled_event(z_replace: float, rounds: int, sample_size: int, clients: int, full: int = 1):
+    """R rounds, each the Gaussian mechanism on m of K clients sampled without replacement, and
+    ``full`` unsampled releases on all K (FedIP: the IncFed release; DP-FedCLIP: a readout per
+    context); ``z_replace`` = σ / (the replace-one sensitivity 2·C)."""
     import dp_accounting  # noqa: PLC0415
 
     gauss = dp_accounting.GaussianDpEvent(z_replace)
+    unsampled = gauss if int(full) == 1 else dp_accounting.SelfComposedDpEvent(gauss, int(full))
     return dp_accounting.ComposedDpEvent([dp_accounting.SelfComposedDpEvent(
-        dp_accounting.SampledWithoutReplacementDpEvent(int(clients), int(sample_size), gauss), int(rounds)), gauss])
+        dp_accounting.SampledWithoutReplacementDpEvent(int(clients), int(sample_size), gauss), int(rounds)),
+        unsampled])
 
 
 def _replace_one_rdp():
@@ -153,31 +160,34 @@ def _replace_one_rdp():
 
 
 @functools.lru_cache(maxsize=256)
-def sampled_noise_multiplier(epsilon: float, delta: float, rounds: int, sample_size: int, clients: int) -> float:
+def sampled_noise_multiplier(epsilon: float, delta: float, rounds: int, sample_size: int, clients: int,
+                             full: int = 1) -> float:
     """z (σ = z·C, C the clipping norm, as :func:`noise_multiplier`'s) such that R FedIP rounds, each
-    on m = ``sample_size`` of K = ``clients`` clients sampled uniformly without replacement, and one
-    IncFed release on all K are (ε, δ)-DP under *replace-one* neighbours (K public), with
+    on m = ``sample_size`` of K = ``clients`` clients sampled uniformly without replacement, and
+    ``full`` unsampled releases on all K (FedIP: its one IncFed release; DP-FedCLIP: its T readouts)
+    are (ε, δ)-DP under *replace-one* neighbours (K public), with
     amplification by sampling: dp_accounting's RDP accountant (SampledWithoutReplacementDpEvent,
     Wang, Balle & Kasiviswanathan 2019, Thm. 27; supported for REPLACE_ONE only). Its noise
     multiplier is σ over the replace-one L2 sensitivity, which is 2·C for a sum of terms each
     clipped to C (one term replaced by another), so z = 2·z_accountant. 0 when ε is infinite."""
     if math.isinf(epsilon):
         return 0.0
-    if not 1 <= int(sample_size) <= int(clients) or int(rounds) < 0:
-        raise ParameterError(f"sampled rounds: expected 0 <= rounds and 1 <= m <= K, "
-                             f"got rounds {rounds}, m {sample_size}, K {clients}")
+    if not 1 <= int(sample_size) <= int(clients) or int(rounds) < 0 or int(full) < 1:
+        raise ParameterError(f"sampled rounds: expected 0 <= rounds, 1 <= m <= K and 1 <= unsampled releases, "
+                             f"got rounds {rounds}, m {sample_size}, K {clients}, unsampled {full}")
     import dp_accounting  # noqa: PLC0415
 
     z_replace = dp_accounting.calibrate_dp_mechanism(
-        _replace_one_rdp, functools.partial(_sampled_event, rounds=rounds, sample_size=sample_size, clients=clients),
+        _replace_one_rdp, functools.partial(_sampled_event, rounds=rounds, sample_size=sample_size, clients=clients,
+                                            full=full),
         float(epsilon), float(delta), bracket_interval=dp_accounting.ExplicitBracketInterval(0.05, 1e3), tol=1e-5)
     return 2.0 * float(z_replace)
 
 
-def sampled_epsilon_of(z: float, delta: float, rounds: int, sample_size: int, clients: int) -> float:
+def sampled_epsilon_of(z: float, delta: float, rounds: int, sample_size: int, clients: int, full: int = 1) -> float:
     """ε at δ of :func:`sampled_noise_multiplier`'s mechanisms at multiplier z (σ = z·C), replace-one, RDP."""
     acc = _replace_one_rdp()
-    acc.compose(_sampled_event(z / 2.0, rounds, sample_size, clients))
+    acc.compose(_sampled_event(z / 2.0, rounds, sample_size, clients, full))
     return float(acc.get_epsilon(delta))
 
 
@@ -286,7 +296,8 @@ def private_average(start: np.ndarray, locals_: Sequence[np.ndarray], weights: S
     start + (Σ clip(x_c − start) + N(0, (z·C)²)) / K, C = ``bound`` (FedIP's round: C_ip =
     ``spec.ip_clip``, the default; DP-FedAvg: start 0 and C = ``spec.fedavg_clip``), K = ``clients``
     (public: the federation's size; default the uploads' number, DP-FedCLIP fixes it because who
-    uploads at a context depends on the users' data).
+    uploads at a context depends on the users' data; a roster-sampled DP-FedCLIP round divides by
+    its public m, even when none of the drawn clients uploads: start + noise / m).
 
     ε = ∞: the window-count weighted average of :func:`esnfed_core.federated.weighted_average`.
     ``norms``: each client's update norm ‖x_c − start‖₂ before clipping is appended, in order (ε = ∞
@@ -300,8 +311,8 @@ def private_average(start: np.ndarray, locals_: Sequence[np.ndarray], weights: S
     updates = [np.asarray(x, np.float64) - start for x in locals_] if norms is not None or spec.private else []
     if norms is not None:
         norms.extend(float(np.linalg.norm(u)) for u in updates)
-    if not spec.private:
-        return weighted_average(locals_, weights)
+    if not spec.private:  # no uploads (a roster-sampled FedCLIP round without drawn participants): no update
+        return weighted_average(locals_, weights) if len(locals_) else start
     total = np.zeros_like(start)
     for update in updates:
         total += clip_norm(update, bound)

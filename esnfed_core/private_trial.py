@@ -10,7 +10,9 @@ DP-FedCLIP (naive, replay) runs FedIP's private rounds and IncFed's private read
 its readout at context t takes λ from the grid on the validation users' windows of context t (post-processing).
 federated.client_fraction < 1: DP-FedIP's rounds sample their clients and divide by the public m,
 accounted as without sampling (no amplification) unless privacy.amplification is ``sampling``
-(replace-one, RDP: :func:`trial_spec`); DP-FedCLIP refuses it (docs/privacy.md).
+(replace-one, RDP: :func:`trial_spec`); DP-FedCLIP's rounds do so only with federated.sampling_pool
+``roster`` (a draw over all training clients, data-independent), and refuse the ``context`` pool
+(docs/privacy.md).
 With readout.bias every released statistic is of the augmented states [s, 1] (sensitivity
 √((N+1) + (N+1)²), esnfed_core.privacy) and DP-FedAvg clips the whole (C, N+1) local readout.
 """
@@ -28,7 +30,7 @@ from esnfed_core.privacy import DPSpec, fedavg_aggregate, fedip_aggregate, priva
 from esnfed_core.quote import quote
 from esnfed_core.readout import RidgeStats, evaluate, solve
 from esnfed_core.reservoir import Reservoir, iter_states
-from esnfed_core.sampling import FULL, KEY as SAMPLING_KEY, sample_size
+from esnfed_core.sampling import FULL, KEY as SAMPLING_KEY, POOL_KEY, ROSTER_POOL, sample_size
 from esnfed_core.scoring import pooled_counts
 from esnfed_core.settings import Settings
 from esnfed_core.trial import (
@@ -67,20 +69,33 @@ def sampled_denominator(method: Method, data: TrialData, settings: Settings) -> 
     return sample_size(len(data.train), fraction)
 
 
+def roster_denominator(method: Method, data: TrialData, settings: Settings) -> int | None:
+    """m of a sampled DP-FedCLIP round: max(1, ⌊f·K⌋) of the K training clients when its rounds draw
+    over the roster (federated.sampling_pool ``roster``, f < 1), None otherwise (K, every round)."""
+    return sample_size(len(data.train), settings.client_fraction) if settings.roster_for(method) else None
+
+
 def trial_spec(method: Method, config: Mapping[str, Any], data: TrialData, settings: Settings, spec: DPSpec) -> DPSpec:
-    """``spec`` for one trial: with ``privacy.amplification: sampling`` and sampled DP-FedIP rounds
-    (federated.client_fraction < 1, user level) it carries (R, m, K), so its z is the amplified one
-    (:func:`esnfed_core.privacy.sampled_noise_multiplier`); otherwise ``spec`` itself (f = 1: the
-    unamplified path)."""
-    if spec.amplification == "none" or not spec.private or method.algo != "fedip":
+    """``spec`` for one trial: with ``privacy.amplification: sampling`` and sampled rounds
+    (federated.client_fraction < 1, user level) it carries (R, m, K) for DP-FedIP's R rounds and
+    one IncFed release, (T·budget, m, K, T) for DP-FedCLIP's roster-sampled rounds and T readouts
+    (T contexts), so its z is the amplified one (:func:`esnfed_core.privacy.sampled_noise_multiplier`);
+    otherwise ``spec`` itself (f = 1: the unamplified path)."""
+    if spec.amplification == "none" or not spec.private or method.algo not in ("fedip", "fedclip"):
         return spec
-    m = sampled_denominator(method, data, settings)
+    if method.algo == "fedclip":
+        m = roster_denominator(method, data, settings)
+        contexts = int(data.n_contexts)
+        shape = (contexts * int(config["budget"]), m, len(data.train), contexts)
+    else:
+        m = sampled_denominator(method, data, settings)
+        shape = (int(config["rounds"]), m, len(data.train))
     if m is None:
         return spec
     if spec.relation != "user":
         raise ConfigError(f"privacy.amplification: sampling is user-level only (the rounds sample clients), "
                           f"got privacy.relation {spec.relation!r}")
-    return dataclasses.replace(spec, sampled=(int(config["rounds"]), m, len(data.train)))
+    return dataclasses.replace(spec, sampled=shape)
 
 
 def noise_rng(seed: int) -> np.random.Generator:
@@ -123,10 +138,9 @@ def fit_private(method: str | Method, config: Mapping[str, Any], seed: int, data
     ``ip_norms`` (FedIP): every client's round update ‖(Δg, Δb)‖₂ before clipping is appended
     (rounds in order, clients in order within a round; ε = ∞ too); the model is unchanged."""
     m = method if isinstance(method, Method) else Method.parse(method)
-    if m.algo == "fedclip" and settings.client_fraction != FULL:
-        raise ConfigError(f"{SAMPLING_KEY}: not available for DP-{m.id} (its IP rounds sample among a context's "
-                          "participants, who depend on the users' data; DP sampling: fedip); "
-                          f"set {SAMPLING_KEY}: 1")
+    if m.algo == "fedclip" and settings.client_fraction != FULL and not settings.roster_for(m):
+        raise ConfigError(f"{SAMPLING_KEY}: DP-{m.id} needs {POOL_KEY}: {ROSTER_POOL} (the context pool samples among "
+                          f"a context's participants, who depend on the users' data), or set {SAMPLING_KEY}: 1")
     if m.id in UNCOVERED:
         raise ConfigError(f"privacy.extra_methods: {m.id} is not covered: {UNCOVERED[m.id]} "
                           "(DP-FedCLIP: fedclip-naive, fedclip-replay)")
@@ -184,7 +198,8 @@ def _fit_fedavg(m: Method, config: Mapping[str, Any], seed: int, data: TrialData
 def _fit_fedclip(m: Method, config: Mapping[str, Any], seed: int, data: TrialData, settings: Settings,
                  spec: DPSpec, norms: list[float] | None) -> FittedModel:
     """DP-FedCLIP (naive, replay): at every context, ``budget`` FedIP rounds whose server adds the noise of
-    :func:`esnfed_core.privacy.fedip_aggregate` (K fixed: all training clients) and a readout from
+    :func:`esnfed_core.privacy.fedip_aggregate` (K fixed: all training clients; sampled over the
+    roster, federated.sampling_pool ``roster``: the public m, :func:`roster_denominator`) and a readout from
     :func:`esnfed_core.privacy.private_stats` of the participants' statistics, λ chosen on the
     validation users' windows of that context; one z for the T·(budget + 1) releases. Replay: a
     client's buffered past windows enter its later contexts' updates and statistics, which are
@@ -195,6 +210,7 @@ def _fit_fedclip(m: Method, config: Mapping[str, Any], seed: int, data: TrialDat
     if spec.private and spec.relation != "user":
         raise ConfigError(f"privacy.relation: DP-FedCLIP is user-level only (a client's statistics per context are "
                           f"one release unit), got {spec.relation!r}")
+    spec = trial_spec(m, cfg, data, settings, spec)
     seeds = sub_seeds(seed)
     if not spec.private and norms is None:
         return fit_continual(m, cfg, int(seed), seeds, data, settings, True)
@@ -209,7 +225,8 @@ def _fit_fedclip(m: Method, config: Mapping[str, Any], seed: int, data: TrialDat
         counts = evaluate(res, x, y, readouts, settings.batch_size) if len(x) else None
         return readouts[select_lambda(counts, lambdas)[0]]
 
-    server = {"aggregate": fedip_aggregate(spec, noise, n_releases, norms, clients=len(data.train))}
+    clients = roster_denominator(m, data, settings) or len(data.train)
+    server = {"aggregate": fedip_aggregate(spec, noise, n_releases, norms, clients=clients)}
     if spec.private:
         server["readout"] = readout
     return fit_continual(m, cfg, int(seed), seeds, data, settings, True, contexts=contexts, server=server)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from esnfed_core.quote import quote
 from esnfed_core.validation import Bound
 
 # federated.client_fraction's range: (0, 1]; 1 (the default) = every client in every round.
@@ -21,6 +22,14 @@ FULL = 1.0
 _SALT = 0x5A3
 
 KEY = "federated.client_fraction"
+# federated.sampling_pool: whom a FedCLIP IP round draws its clients from. ``context`` (default): the
+# context's participants (the clients with windows there); ``roster``: all K training clients, the
+# drawn ones without windows at the context sending nothing (data-independent sets: DP-FedCLIP
+# samples only with it, docs/privacy.md "Client sampling under DP"). FedIP has no contexts: its
+# rounds draw among the clients with windows whatever the pool.
+POOL_KEY = "federated.sampling_pool"
+POOLS = ("context", "roster")
+CONTEXT_POOL, ROSTER_POOL = POOLS
 # The fewest clients a sampled SecAgg+ round may go to: Flower's SecAggPlusWorkflow takes an
 # integer number of shares above 2 (esnfed_flower.secagg sizes each round's shares to its clients).
 SECAGG_MIN_CLIENTS = 3
@@ -30,6 +39,13 @@ def sample_size(n_clients: int, fraction: float) -> int:
     """Clients per round: max(1, ⌊fraction · n_clients⌋) (Flower's rule, at least one client)."""
     CLIENT_FRACTION.check(KEY, fraction)
     return max(1, int(n_clients * fraction))
+
+
+def check_pool(pool: object) -> str:
+    """``pool`` when it is one of :data:`POOLS`, else ValueError naming :data:`POOL_KEY`."""
+    if pool not in POOLS:
+        raise ValueError(f"{POOL_KEY}: expected one of {', '.join(POOLS)}, got {quote(pool)}")
+    return str(pool)
 
 
 def sample_clients(n_clients: int, fraction: float, seed: int, rnd: int) -> list[int]:

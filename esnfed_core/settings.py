@@ -12,7 +12,7 @@ from esnfed_core.ip_rule import IPSettings
 from esnfed_core.method import Method
 from esnfed_core.quote import quote
 from esnfed_core.readout import check_solver
-from esnfed_core.sampling import CLIENT_FRACTION, FULL, KEY as SAMPLING_KEY
+from esnfed_core.sampling import CLIENT_FRACTION, CONTEXT_POOL, FULL, KEY as SAMPLING_KEY, ROSTER_POOL, check_pool
 
 RETRAIN_LAMBDA = ("select", "frozen")
 
@@ -45,6 +45,9 @@ class Settings:
     # federated.client_fraction: the share of the clients each FedIP / FedCLIP IP round samples
     # (esnfed_core.sampling); 1 = every client in every round, the papers' and authors' runs.
     client_fraction: float = FULL
+    # federated.sampling_pool: whom a sampled FedCLIP IP round draws from (esnfed_core.sampling.POOLS):
+    # the context's participants (context, the default) or all training clients (roster)
+    sampling_pool: str = CONTEXT_POOL
 
     def __post_init__(self) -> None:
         from esnfed_core.accel import check_device  # noqa: PLC0415 (no torch import)
@@ -68,6 +71,7 @@ class Settings:
             raise ConfigError(f"readout.bias: expected true or false, got {quote(self.readout_bias)}")
         try:
             CLIENT_FRACTION.check(SAMPLING_KEY, self.client_fraction)
+            check_pool(self.sampling_pool)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
         if self.retrain_lambda not in RETRAIN_LAMBDA:
@@ -82,6 +86,12 @@ class Settings:
     def fraction_for(self, method: "Method") -> float:
         """The client fraction a trial of ``method`` runs its rounds with (1 unless it samples)."""
         return self.client_fraction if self.samples(method) else FULL
+
+    def roster_for(self, method: "Method") -> bool:
+        """Whether a trial of ``method`` draws its sampled IP rounds over the whole roster: FedCLIP
+        (federated, sampling) with ``sampling_pool`` roster (FedIP's rounds have no contexts: they draw
+        among the clients with windows, all of them under DP)."""
+        return self.sampling_pool == ROSTER_POOL and method.algo == "fedclip" and self.samples(method)
 
     def accelerated(self, method: "Method") -> bool:
         """Whether trials of ``method`` run on the torch kernels with these settings."""
@@ -113,6 +123,8 @@ class Settings:
             out["readout_bias"] = True
         if self.samples(method):  # absent at 1: the keys of every default trial stay as they were
             out["client_fraction"] = self.client_fraction
+        if self.roster_for(method):  # absent at context: the keys of every default trial stay as they were
+            out["sampling_pool"] = self.sampling_pool
         if score and not method.continual:
             out["lambdas"] = list(self.lambdas)
         if method.uses_ip:

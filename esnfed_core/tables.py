@@ -639,10 +639,18 @@ class Communication:
     # federated.client_fraction (esnfed_core.sampling): each FedIP/FedCLIP IP round's clients were
     # sampled, max(1, ⌊f·C⌋) of the C taking part; readouts still go to all C. 1: every client.
     client_fraction: float = FULL
+    # FedCLIP with federated.sampling_pool roster: the client-rounds that sent (g, b) at each context
+    # (a round draws over all clients, so how many of the drawn have windows varies); None otherwise
+    ip_senders: tuple[int, ...] | None = None
 
     def sampled(self, clients: int) -> int:
         """Clients that send in one IP round when ``clients`` take part (all of them at f = 1)."""
         return clients if self.client_fraction == FULL else sample_size(clients, self.client_fraction)
+
+    def ip_sends(self, t: int, clients: int, rounds: int) -> int:
+        """Client-rounds that sent (g, b) at context ``t`` where ``clients`` took part in ``rounds`` IP
+        rounds: the recorded ``ip_senders[t]`` (roster sampling), else sampled(clients) per round."""
+        return self.ip_senders[t] if self.ip_senders is not None else self.sampled(clients) * rounds
 
     @property
     def participations(self) -> int:
@@ -655,7 +663,7 @@ class Communication:
                     and self.readouts is not None:
                 return self.sampled(self.clients) * self.ip_rounds + self.clients * self.readouts
             return self.clients * self.rounds
-        return sum(self.sampled(p) * r + p * s for p, (r, s) in zip(self.participants, per_context))
+        return sum(self.ip_sends(t, p, r) + p * s for t, (p, (r, s)) in enumerate(zip(self.participants, per_context)))
 
 
 def opt_int(v: Any) -> int | None:
@@ -671,7 +679,7 @@ COMMUNICATION_COUNTS = ("up_floats", "down_floats", "up_bytes", "down_bytes", "r
 COMMUNICATION_SIZES = ("units", "classes", "ip_rounds", "readouts", "inputs")
 # FedCLIP's, one integer per context (absent or null when not recorded): the clients that trained
 # at the context and the IP rounds run there (esnfed_core.trial.fit_continual)
-COMMUNICATION_CONTEXTS = ("participants", "context_rounds")
+COMMUNICATION_CONTEXTS = ("participants", "context_rounds", "ip_senders")
 
 
 def check_communication(key: str, value: Any, federated: bool) -> None:
@@ -703,8 +711,9 @@ def check_communication(key: str, value: Any, federated: bool) -> None:
     if "client_fraction" in value:  # federated.client_fraction < 1 (absent: 1)
         CLIENT_FRACTION.check(f"{key}.client_fraction", value["client_fraction"])
     if len(lengths) > 1:
-        raise ParameterError(f"{key}: participants and context_rounds must have one entry per context each, got "
-                             f"{len(value['participants'])} and {len(value['context_rounds'])}")
+        names = [name for name in COMMUNICATION_CONTEXTS if value.get(name) is not None]
+        raise ParameterError(f"{key}: {' and '.join(names)} must have one entry per context each, got "
+                             f"{' and '.join(str(len(value[name])) for name in names)}")
 
 
 def _base(method: str) -> str:
@@ -778,9 +787,10 @@ def analytic_floats(c: Communication) -> tuple[str, str, int | None, int | None]
         texts = (f"{ip} + ({rt}²+{rt}·C) per readout", f"{ip} + {rt}·C per readout")
         per_context = _context_messages(c) if base == "fedclip" else None
         if per_context is not None and known:  # the clients that took part at each context
-            up = sum(c.sampled(p) * 2 * n * ip + p * s * (r * r + r * ncls)
-                     for p, (ip, s) in zip(c.participants, per_context))
-            down = sum(c.sampled(p) * 2 * n * ip + p * s * r * ncls for p, (ip, s) in zip(c.participants, per_context))
+            up = sum(c.ip_sends(t, p, ip) * 2 * n + p * s * (r * r + r * ncls)
+                     for t, (p, (ip, s)) in enumerate(zip(c.participants, per_context)))
+            down = sum(c.ip_sends(t, p, ip) * 2 * n + p * s * r * ncls
+                       for t, (p, (ip, s)) in enumerate(zip(c.participants, per_context)))
             return (*texts, up, down)
         ok = known and c.ip_rounds is not None and c.readouts is not None
         up = ks * 2 * n * c.ip_rounds + k * c.readouts * (r * r + r * ncls) if ok else None

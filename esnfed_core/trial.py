@@ -313,6 +313,16 @@ def continual_contexts(m: Method, data: TrialData) -> tuple[list, list, list]:
             _contexts(validation, data.n_contexts))
 
 
+def ip_senders(ledger: CommLedger, context_rounds: Sequence[int]) -> list[int]:
+    """The client-rounds that uploaded FedCLIP (g, b) at each context (the rounds are numbered
+    across the run, ``context_rounds[t]`` of them at context t), from the ledger."""
+    from esnfed_core.continual import ALGORITHM  # noqa: PLC0415
+
+    ups = [e.round for e in ledger.entries if e.algorithm == ALGORITHM and e.direction == "up"]
+    ends = np.cumsum(context_rounds)
+    return [sum(1 for r in ups if end - n <= r < end) for n, end in zip(context_rounds, ends)]
+
+
 def fit_continual(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialData, settings: Settings,
                   score: bool, *, engine=None, contexts: tuple[list, list] | None = None,
                   server: dict[str, Any] | None = None) -> FittedModel:
@@ -336,6 +346,7 @@ def fit_continual(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialData,
                              local_epochs=int(cfg.get("local_epochs", 1)), lam=cs.lam,
                              seed=seeds["ip"], solver=settings.solver, bias=settings.readout_bias,
                              client_fraction=settings.fraction_for(m),
+                             **({"sampling_pool": settings.sampling_pool} if settings.roster_for(m) else {}),
                              **(server or {}))
     result = run_continual(res, train, strategy, config, validation=validation,
                            evaluate={"validation": pooled} if score else None, ledger=ledger,
@@ -365,7 +376,11 @@ def fit_continual(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialData,
             "participants": [int(p) for p in result.participants],
             "context_rounds": [int(r) for r in result.context_rounds],
             # federated.client_fraction < 1: each IP round's clients were sampled (absent at 1)
-            **({"client_fraction": settings.client_fraction} if settings.samples(m) else {})},
+            **({"client_fraction": settings.client_fraction} if settings.samples(m) else {}),
+            # federated.sampling_pool roster: each round drew over all clients (absent at context) and
+            # how many of the drawn had windows varies: the client-rounds that sent (g, b) per context
+            **({"sampling_pool": settings.sampling_pool, "ip_senders": ip_senders(ledger, result.context_rounds)}
+               if settings.roster_for(m) else {})},
         validation=val, ip_rounds=[int(r) for r in result.ip_rounds],
         joint_capped=[bool(c) for c in result.joint_capped] if m.strategy == "joint" else None,
     )

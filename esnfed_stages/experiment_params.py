@@ -19,7 +19,7 @@ from esnfed_core.method import Method
 from esnfed_core.quote import quote
 from esnfed_core.readout import LAMBDA, SOLVERS
 from esnfed_core.reservoir import BATCH_SIZE
-from esnfed_core.sampling import CLIENT_FRACTION, FULL, KEY as SAMPLING_KEY
+from esnfed_core.sampling import CLIENT_FRACTION, CONTEXT_POOL, FULL, KEY as SAMPLING_KEY, POOL_KEY, POOLS
 from esnfed_core.search import RETRAINS, SEED, TRIALS, Dimension, parse_space
 from esnfed_core.settings import RETRAIN_LAMBDA, Settings
 from esnfed_core.validation import COUNT, Bound, ParameterError
@@ -267,8 +267,17 @@ def _client_fraction(params: Mapping[str, Any]) -> float:
     round, the papers' runs), checked against the core's CLIENT_FRACTION."""
     if "federated" not in params:
         return FULL
-    fed = _get(params, "federated", ("client_fraction",))
+    fed = _get(params, "federated", ("client_fraction", "sampling_pool"))
     return float(bounded(SAMPLING_KEY, fed.get("client_fraction", FULL), CLIENT_FRACTION))
+
+
+def _sampling_pool(params: Mapping[str, Any]) -> str:
+    """``federated.sampling_pool`` (optional: absent = context, FedCLIP's rounds draw among a
+    context's participants; roster: among all training clients, esnfed_core.sampling)."""
+    if "federated" not in params:
+        return CONTEXT_POOL
+    fed = _get(params, "federated", ("client_fraction", "sampling_pool"))
+    return _choice(POOL_KEY, fed.get("sampling_pool", CONTEXT_POOL), POOLS)
 
 
 def experiment_params(params: Mapping[str, Any]) -> ExperimentParams:
@@ -307,7 +316,8 @@ def experiment_params(params: Mapping[str, Any]) -> ExperimentParams:
                           rn.get("fused_ip_sums", False))
     settings = Settings(lambdas=lambdas, batch_size=batch, ip=ip, continual=continual,
                         device=runner.device, tf32=runner.tf32, fused_ip_sums=runner.fused_ip_sums, solver=solver, retrain_lambda=retrain_lambda,
-                        readout_bias=readout_bias, client_fraction=_client_fraction(params))
+                        readout_bias=readout_bias, client_fraction=_client_fraction(params),
+                        sampling_pool=_sampling_pool(params))
 
     asx = _get(params, "assess", ("activation_bins", "activation_datasets"))
     bins = int(bounded("assess.activation_bins", section(asx, "activation_bins"), BINS))

@@ -55,7 +55,7 @@ from esnfed_core.privacy import (
 )
 from esnfed_core.private_trial import PRIVATE_ALGOS, fit_private, releases, trial_spec
 from esnfed_core.quote import quote
-from esnfed_core.sampling import FULL, KEY as SAMPLING_KEY, SECAGG_MIN_CLIENTS, sample_size
+from esnfed_core.sampling import FULL, KEY as SAMPLING_KEY, POOL_KEY, SECAGG_MIN_CLIENTS, sample_size
 from esnfed_core.scoring import pooled_counts
 from esnfed_core.vocabulary import PCTS
 from esnfed_core.trial import TrialData, fit, make_reservoir, select_lambda, sub_seeds
@@ -236,9 +236,13 @@ def sampling_run_config(settings: Any, app: str, secagg: bool, n_clients: int) -
     """The run config's ``client-fraction``: federated.client_fraction, present only below 1 and
     for the apps whose pipeline trial samples its IP rounds (FedIP, FedCLIP: their servers send
     each IP round to the pipeline's sampled clients). One-line ConfigError naming the key when a
-    SecAgg+ round of the ``n_clients`` would go to fewer than SecAgg+'s minimum."""
+    SecAgg+ round of the ``n_clients`` would go to fewer than SecAgg+'s minimum, or naming
+    federated.sampling_pool when a FedCLIP app would have to draw over the roster."""
     if not settings.samples(Method.parse(app)):
         return {}
+    if settings.roster_for(Method.parse(app)):  # the apps' Sampling draws among a context's participants
+        raise ConfigError(f"{POOL_KEY}: roster is not available for the Flower FedCLIP apps (their server draws "
+                          f"among a context's participants); set {POOL_KEY}: context or {SAMPLING_KEY}: 1")
     k = sample_size(n_clients, settings.client_fraction)
     if secagg and k < SECAGG_MIN_CLIENTS:
         raise ConfigError(f"{SAMPLING_KEY}: {settings.client_fraction:g} of {n_clients} clients samples {k} per "

@@ -23,7 +23,7 @@ from esnfed_core.ip_rule import IP_BOUNDS
 from esnfed_core.metrics import BINS
 from esnfed_core.quote import quote
 from esnfed_core.readout import LAMBDA, SOLVERS
-from esnfed_core.sampling import CLIENT_FRACTION
+from esnfed_core.sampling import CLIENT_FRACTION, POOLS
 from esnfed_core.reservoir import BATCH_SIZE, CONNECTIVITY_BOUNDS, RESERVOIR_BOUNDS
 from esnfed_core.settings import RETRAIN_LAMBDA
 from esnfed_core.stats import ALPHA, VARIANCE_TESTS
@@ -193,8 +193,9 @@ SCHEMA = Fields(optional={
                                 "solver": Choice(SOLVERS)},
                       optional={"bias": Bool()}),  # the papers' eq. 1 readout bias (absent: false)
     "retrain": Fields(required={"lambda": Choice(RETRAIN_LAMBDA)}),
-    # client sampling per FedIP/FedCLIP round (esnfed_core/sampling.py; absent: 1, every client)
-    "federated": Fields(optional={"client_fraction": Num.of(CLIENT_FRACTION)}),
+    # client sampling per FedIP/FedCLIP round (esnfed_core/sampling.py; absent: 1, every client) and
+    # whom a FedCLIP round draws from (absent: context, the participants)
+    "federated": Fields(optional={"client_fraction": Num.of(CLIENT_FRACTION), "sampling_pool": Choice(POOLS)}),
     "plasticity": Fields(required={"mu": IP["mu"], "eta": IP["eta"], "batch_size": IP["batch_size"],
                                    "normalize_step": Bool()}),
     "continual": Fields(required={

@@ -332,6 +332,9 @@ def run(dataset: str, privacy: PrivacyParams, exp: ExperimentParams, *, data_dir
            # amplification (docs/privacy.md, "Client sampling under DP"); absent at 1
            **({"client_fraction": exp.settings.client_fraction, "amplification": "sampling" if amplified else "none"}
               if exp.settings.client_fraction != FULL else {}),
+           # DP-FedCLIP's rounds drew over the roster (federated.sampling_pool; absent otherwise)
+           **({"sampling_pool": exp.settings.sampling_pool}
+              if any(exp.settings.roster_for(Method.parse(m)) for m in methods) else {}),
            provenance.KEY: pp.record(exp.budget, extra=extra is not None), "methods": results}
     out = privacy_path(out_dir, dataset) if extra is None else extra_path(out_dir, dataset, extra)
     with output_lock(out):

@@ -303,8 +303,11 @@ def _fedavg_mechanism(docs: Mapping[str, Mapping[str, Any]]) -> str:
                 "(its ε = inf: FedAvg at that λ)")
     strategies = sorted({m.split("-", 1)[1] for d in docs.values() for m in d["methods"] if m.startswith("fedclip-")})
     if strategies:
+        roster = [dataset_label(ds) for ds, d in docs.items() if d.get("sampling_pool") == "roster"]
+        k = "K: all training clients" + (f"; {', '.join(roster)}: each round m of them drawn over the roster, / m "
+                                         "(federated.sampling_pool roster)" if roster else "")
         out += (f"; DP-FedCLIP ({', '.join(strategies)}): at every context the FedIP rounds and the IncFed release "
-                "above (K: all training clients), contexts × (budget + 1) releases under one z, λ on the validation "
+                f"above ({k}), contexts × (budget + 1) releases under one z, λ on the validation "
                 "users' windows of the context (its ε = inf: FedCLIP at continual.lambda); accuracy of the last "
                 "context's model on all test windows")
     return out

@@ -257,6 +257,7 @@ def communication_items(inputs: Inputs, datasets: Sequence[str] = DATASETS,
                         context_rounds=_opt_ints(comm.get("context_rounds")),
                         readout_bias=comm.get("readout_bias") is True,
                         client_fraction=float(comm.get("client_fraction", 1.0)),
+                        ip_senders=_opt_ints(comm.get("ip_senders")),
                         validation_clients=validation.users.get(ds), lambda_grid=validation.lambda_grid,
                         selection=validation.selection.get((ds, method, pct)),
                     ))

@@ -315,16 +315,19 @@ def test_assess_benchmark_smoke_mode_reports_every_path_and_the_ratios(tmp_path)
     assert cases["ratios"]["batched_over_bare"] > 0 and cases["ratios"]["numpy_over_batched"] > 0
 
 
+@pytest.mark.parametrize("pool", ["context", "roster"])
 @pytest.mark.parametrize("method", ["fedclip-naive", "fedclip-replay"])
-def test_sampled_fedclip_rounds_on_torch_equal_the_numpy_path(data, method):
+def test_sampled_fedclip_rounds_on_torch_equal_the_numpy_path(data, method, pool):
     """federated.client_fraction < 1: the trial threads run the numpy server, which samples each
-    round's clients; the torch engine fits only those. Same messages, gains within 1e-5 as above."""
+    round's clients (among the participants, or over the roster: federated.sampling_pool); the
+    torch engine fits only those. Same messages, gains within 1e-5 as above."""
     steps = _validation_steps(data)
-    sampled = {"client_fraction": 0.67}  # two of the three clients per IP round
+    sampled = {"client_fraction": 0.67, "sampling_pool": pool}  # two of the three clients per IP round
     got = fit_batch(method, _configs(method), SEEDS, data, dataclasses.replace(TORCH, **sampled))
     for cfg, seed, g in zip(_configs(method), SEEDS, got):
         want = fit(method, cfg, seed, data, dataclasses.replace(SETTINGS, **sampled))
         assert g.communication == want.communication and want.communication["client_fraction"] == 0.67
+        assert want.communication.get("sampling_pool", "context") == pool
         np.testing.assert_allclose(g.context_gain, want.context_gain, rtol=0, atol=1e-5)
         np.testing.assert_allclose(g.context_bias, want.context_bias, rtol=0, atol=1e-5)
         np.testing.assert_allclose(g.validation["stream_accuracy"], want.validation["stream_accuracy"],

@@ -204,8 +204,9 @@ def test_fedclip_rounds_average_the_sampled_clients_and_default_is_unchanged():
 def test_settings_refuse_the_paths_without_sampling():
     assert Settings(device="torch-cpu", client_fraction=0.5).samples(Method.parse("fedip"))  # torch samples too
     s = Settings(ip=IP, client_fraction=0.5)
-    # DP-FedIP samples (tests/test_privacy_sampling.py); DP-FedCLIP refuses
-    with pytest.raises(ConfigError, match=r"^federated\.client_fraction: not available for DP-fedclip-naive"):
+    # DP-FedIP samples (tests/test_privacy_sampling.py); DP-FedCLIP refuses the context pool (the
+    # roster pool samples: tests/test_privacy_fedclip_sampling.py)
+    with pytest.raises(ConfigError, match=r"^federated\.client_fraction: DP-fedclip-naive needs federated\.sampling_pool"):
         from esnfed_core.privacy import DPSpec  # noqa: PLC0415
         from esnfed_core.private_trial import fit_private  # noqa: PLC0415
 
@@ -241,7 +242,7 @@ def test_the_schema_refuses_bad_fractions_in_one_line(bad, why):
     from esnfed_stages.params_schema import validate  # noqa: PLC0415
 
     params = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
-    assert params["federated"] == {"client_fraction": 1.0}  # the default: every client
+    assert params["federated"] == {"client_fraction": 1.0, "sampling_pool": "context"}  # the default: every client
     params = copy.deepcopy(params)
     params["federated"]["client_fraction"] = bad
     with pytest.raises(ConfigError) as exc:
@@ -343,7 +344,8 @@ def test_esnfed_flower_refuses_sampling_under_secaggplus_and_dp_in_one_line_befo
 
 def test_esnfed_privacy_extra_fedclip_refuses_sampling_in_one_line_and_writes_nothing(tmp_path):
     """The privacy stage takes a fraction below 1 (DP-FedIP samples: tests/test_privacy_sampling.py);
-    DP-FedCLIP refuses it, naming the key, before it writes anything."""
+    DP-FedCLIP refuses it with the context pool, naming the pool's key, before it writes anything
+    (the roster pool: tests/test_privacy_fedclip_sampling.py)."""
     from typer.testing import CliRunner  # noqa: PLC0415
 
     from esnfed_cli.main import app  # noqa: PLC0415
@@ -361,7 +363,7 @@ def test_esnfed_privacy_extra_fedclip_refuses_sampling_in_one_line_and_writes_no
                                    "--out-dir", str(tmp_path / "privacy")])
     lines = out.output.strip().splitlines()
     assert out.exit_code != 0 and len(lines) == 1, out.output
-    assert "federated.client_fraction: not available for DP-fedclip-naive" in lines[0]
+    assert "federated.client_fraction: DP-fedclip-naive needs federated.sampling_pool: roster" in lines[0]
     assert not (tmp_path / "privacy").exists()
 
 

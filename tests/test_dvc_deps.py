@@ -45,6 +45,19 @@ def _flagged(root: Path) -> dict[str, dict]:
     return out
 
 
+def _flagged_with(root: Path, section: str, key: str, value) -> dict[str, dict]:
+    """:func:`_flagged` with params.yaml's ``section.key`` set to ``value`` (restored after)."""
+    params_path = root / "params.yaml"
+    original = params_path.read_text()
+    params = yaml.safe_load(original)
+    try:
+        params[section][key] = value
+        params_path.write_text(yaml.safe_dump(params))
+        return _flagged(root)
+    finally:
+        params_path.write_text(original)
+
+
 @pytest.fixture(scope="module")
 def project(tmp_path_factory) -> Path:
     """A copy of the code, dvc.yaml and params.yaml with a dvc.lock recorded for the current
@@ -120,16 +133,9 @@ def test_client_fraction_reruns_exactly_the_stages_with_fedip_rounds(project):
     do the flower stage (its FedIP apps sample the same rounds) and the privacy stage (DP-FedIP
     samples its rounds), and nothing else (assess reads the models; DP-FedCLIP only refuses a
     fraction below 1)."""
-    params_path = project / "params.yaml"
-    original = params_path.read_text()
-    params = yaml.safe_load(original)
-    assert params["federated"] == {"client_fraction": 1.0}
-    try:
-        params["federated"]["client_fraction"] = 0.5
-        params_path.write_text(yaml.safe_dump(params))
-        flagged = _flagged(project)
-    finally:
-        params_path.write_text(original)
+    assert yaml.safe_load((project / "params.yaml").read_text())["federated"] == {
+        "client_fraction": 1.0, "sampling_pool": "context"}
+    flagged = _flagged_with(project, "federated", "client_fraction", 0.5)
     prefixes = ("select-ip@", "retrain-ip@", "select-fedclip@", "retrain-fedclip@", "select-deep@", "retrain-deep@",
                 "flower@", "privacy@")
     expected = {s for s in _stages(project) if s.startswith(prefixes)}
@@ -137,18 +143,20 @@ def test_client_fraction_reruns_exactly_the_stages_with_fedip_rounds(project):
     assert all(c == {"params.yaml": {"federated.client_fraction": "modified"}} for c in flagged.values())
 
 
+def test_sampling_pool_reruns_exactly_the_fedclip_stages(project):
+    """federated.sampling_pool says whom FedCLIP's sampled rounds draw from: the select and retrain
+    FedCLIP stages declare it (and privacy-extra, through its whole `federated` section: an empty
+    matrix by default), nothing else (FedIP, without contexts, has no pool to choose)."""
+    flagged = _flagged_with(project, "federated", "sampling_pool", "roster")
+    expected = {s for s in _stages(project) if s.startswith(("select-fedclip@", "retrain-fedclip@"))}
+    assert expected and set(flagged) == expected
+    assert all(c == {"params.yaml": {"federated.sampling_pool": "modified"}} for c in flagged.values())
+
+
 def test_the_report_reruns_when_the_matrix_share_changes(project):
     """params.yaml report.matrix_pct, the accuracy-matrix figure's share: the report stage declares
     the `report` section, so changing it flags the report and nothing else."""
-    params_path = project / "params.yaml"
-    original = params_path.read_text()
-    params = yaml.safe_load(original)
-    try:
-        params["report"]["matrix_pct"] = "50"
-        params_path.write_text(yaml.safe_dump(params))
-        flagged = _flagged(project)
-    finally:
-        params_path.write_text(original)
+    flagged = _flagged_with(project, "report", "matrix_pct", "50")
     assert flagged == {"report": {"params.yaml": {"report": "modified"}}}  # the section, as declared
 
 

@@ -1,7 +1,8 @@
 """Tests of DP-FedIP with client sampling (federated.client_fraction < 1, esnfed_core.private_trial):
 f = 1 is the unsampled private trial bit for bit, ε = ∞ is the non-private sampled trial bit for bit,
 each round clips and sums exactly the sampled clients and divides by the public m, the accounting
-is the unsampled one (no amplification), and DP-FedCLIP still refuses a fraction below 1 in one line.
+is the unsampled one (no amplification), and DP-FedCLIP refuses a fraction below 1 with the context
+pool in one line naming federated.sampling_pool (its roster pool: tests/test_privacy_fedclip_sampling.py).
 Opt-in privacy.amplification: sampling: the replace-one sensitivity convention (2·clip), the amplified z
 meets its target tightly, is below the unamplified z only where sampling pays, f = 1 keeps the
 unamplified path, and the stage records it."""
@@ -21,6 +22,7 @@ from esnfed_core.private_trial import fit_private, sampled_denominator
 from esnfed_core.sampling import sample_size
 from esnfed_core.settings import Settings
 from esnfed_core.trial import fit
+from dp_spies import spy_aggregate, spy_multipliers
 from experiment_data import trial_data
 
 CFG = {"units": 12, "spectral_radius": 0.9, "leak": 0.5, "input_scaling": 0.8, "sigma": 0.3,
@@ -67,19 +69,7 @@ def test_private_rounds_clip_the_sampled_clients_and_divide_by_the_public_m(frac
     (the `clients` the aggregate is built with); the release count and z are the unsampled ones."""
     data = trial_data(pct="100")[0]
     k, m = len(data.train), sample_size(len(data.train), fraction)
-    seen: dict[str, object] = {}
-    original = private_trial.fedip_aggregate
-
-    def spy(spec, rng, releases, norms=None, clients=None):
-        seen["clients"], seen["releases"] = clients, releases
-        inner = original(spec, rng, releases, norms, clients=clients)
-
-        def aggregate(start, gains, biases, weights):
-            seen.setdefault("uploads", []).append(len(gains))
-            return inner(start, gains, biases, weights)
-        return aggregate
-
-    monkeypatch.setattr(private_trial, "fedip_aggregate", spy)
+    seen = spy_aggregate(monkeypatch)
     norms: list[float] = []
     model = fit_private("fedip", CFG, 3, data, _settings(fraction), SPEC, ip_norms=norms)
     assert seen["clients"] == m == sampled_denominator(Method.parse("fedip"), data, _settings(fraction)) < k
@@ -116,8 +106,9 @@ def test_dp_fedclip_refuses_sampling_in_one_line(method):
     with pytest.raises(ConfigError) as err:
         fit_private(method, cfg, 0, data, _settings(0.5), SPEC)
     msg = str(err.value)
-    assert "\n" not in msg and msg.startswith(f"federated.client_fraction: not available for DP-{method} ")
-    assert msg.endswith("set federated.client_fraction: 1")
+    assert "\n" not in msg and msg.startswith(f"federated.client_fraction: DP-{method} needs "
+                                              "federated.sampling_pool: roster ")
+    assert msg.endswith("or set federated.client_fraction: 1")
 
 
 def test_incfed_and_fedavg_ignore_the_fraction_under_dp():
@@ -263,19 +254,7 @@ def test_an_amplified_trial_noises_its_rounds_and_readout_with_the_amplified_z(m
     data = trial_data(pct="100")[0]
     inf = fit_private("fedip", CFG, 4, data, _settings(0.5), DPSpec(math.inf, 1e-3, amplification="sampling"))
     _same(inf, fit_private("fedip", CFG, 4, data, _settings(0.5), DPSpec(math.inf, 1e-3)))
-    zs: list[tuple[str, float]] = []
-    agg, stats = private_trial.fedip_aggregate, private_trial.private_stats
-
-    def spy_agg(spec, rng, releases, *args, **kw):
-        zs.append(("rounds", spec.multiplier(releases)))
-        return agg(spec, rng, releases, *args, **kw)
-
-    def spy_stats(units, spec, rng, releases=1):
-        zs.append(("readout", spec.multiplier(releases)))
-        return stats(units, spec, rng, releases)
-
-    monkeypatch.setattr(private_trial, "fedip_aggregate", spy_agg)
-    monkeypatch.setattr(private_trial, "private_stats", spy_stats)
+    zs = spy_multipliers(monkeypatch)
     k, r = len(data.train), CFG["rounds"]
     fit_private("fedip", CFG, 4, data, _settings(0.5), _amplified())
     z_amp = sampled_noise_multiplier(4.0, 1e-3, r, sample_size(k, 0.5), k)
