@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from esnfed_core.tables import TABLES
-from esnfed_stages import claims_report, continual_report, ipfit_report, protocol_tables, selected_report
+from esnfed_stages import (claims_report, continual_report, ipfit_report, privacy_sampling_report, protocol_tables,
+                           selected_report)
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -24,6 +25,7 @@ GENERATED_MD |= {"flower-table.md"}  # issue 14: `esnfed flower-table` writes ru
 GENERATED_MD |= {f"{claims_report.NAME}.md", f"{selected_report.NAME}.md"}  # the claims, the selected hyperparameters
 GENERATED_MD |= {f"{m.TABLE}.md" for m in (continual_report, ipfit_report)}  # the gap audit's tables
 GENERATED_MD |= {f"{table_id}.md" for p in protocol_tables.PROTOCOLS.values() for _, table_id in p.tables}  # opt-in
+GENERATED_MD |= {f"{privacy_sampling_report.NAME}.md"}  # opt-in: privacy.sampling_study's table
 # issue 16: the generic tables of a user's dataset <name> (esnfed_core.tables.generic_tables)
 GENERATED_USER_MD = re.compile(
     r"(communication-[a-z][a-z0-9_]*|[a-z][a-z0-9_]*-(stationary-(incfed|fedip|ip)|continual|continual-metrics|selected))\.md")

@@ -278,7 +278,7 @@ def test_distributed_dp_fedip_at_a_client_fraction_records_each_rounds_threshold
     folder.mkdir()
     _esnfed(root, "flower", "--app", "fedip", "--secagg", "--epsilon", "4", "--out-dir", str(folder),
             params=write_params(folder, params))
-    doc = json.loads((folder / "wesad-fedip-secagg-eps4-100.json").read_text())
+    doc = json.loads((folder / "wesad-fedip-secagg-f0.75-eps4-100.json").read_text())
     d, rounds = doc["dp"], doc["config"]["rounds"]
     assert doc["client_fraction"] == 0.75 and d["noise"] == "distributed" and "amplification" not in d
     # the stage's z is the same calibration in another process: equal to float rounding
