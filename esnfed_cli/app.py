@@ -5,13 +5,13 @@ module can be imported first without an import cycle)."""
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated, Optional
 
 import typer
 from typer.core import TyperCommand, TyperGroup
 
 from esnfed_cli._common import DEBUG_ENV, set_debug
-from esnfed_stages._io import set_lock_wait
 from esnfed_core import __version__
 
 
@@ -79,4 +79,9 @@ def main(
 ) -> None:
     """Federated and continual Echo State Networks on WESAD and HHAR."""
     set_debug(debug)
-    set_lock_wait(wait)
+    # Not loaded yet, the output module starts with waiting off: importing it here only for that
+    # would load numpy for every `--help`.
+    if wait or "esnfed_stages._io" in sys.modules:
+        from esnfed_stages._io import set_lock_wait
+
+        set_lock_wait(wait)

@@ -15,11 +15,7 @@ from rich.table import Table
 from esnfed_cli._common import console, dataset_option, declared_dataset, handle_errors, progress_bar
 from esnfed_cli.app import app
 from esnfed_core.vocabulary import Dataset, Source
-from esnfed_stages import partition as partition_stage
-from esnfed_stages import preprocess as preprocess_stage
-from esnfed_stages import synthesize as synthesize_stage
-from esnfed_stages._datasets import check_synthesized
-from esnfed_stages.params import load_params
+from esnfed_stages import layout
 
 
 DatasetOpt = Annotated[Dataset, typer.Option("--dataset", help="Which dataset: wesad or hhar.",
@@ -72,6 +68,10 @@ def synthesize(
 
     Size and seed come from params.yaml synthetic.<dataset>; the folder is replaced only once complete.
     """
+    from esnfed_stages import synthesize as synthesize_stage
+    from esnfed_stages._datasets import check_synthesized
+    from esnfed_stages.params import load_params
+
     dataset_option(check_synthesized, dataset)  # a usage error (exit 2), before params.yaml is read
     options = synthesize_stage.synthesize_params(load_params(params), dataset, seed, out)
     with data_progress() as bar:
@@ -101,7 +101,7 @@ def preprocess(
         "--raw-dir", help="Root folder holding WESAD/ or HHAR/. Default: params.yaml "
         "data.synthetic_dir or data.raw_dir, by source.")] = None,
     out: Annotated[Path, typer.Option(
-        "--out", "--out-dir", help="Root of the processed data; writes <out>/<dataset>/.")] = preprocess_stage.DEFAULT_OUT,
+        "--out", "--out-dir", help="Root of the processed data; writes <out>/<dataset>/.")] = layout.PROCESSED_DIR,
     params: ParamsOpt = Path("params.yaml"),
 ) -> None:
     """Windows, labels, contexts and per-user z-scores -> <out>/<dataset>/<user>.npz + manifest.json.
@@ -109,6 +109,9 @@ def preprocess(
     Follows PROTOCOL §1 with params.yaml preprocess.<dataset>. Users are processed one at a time;
     the output folder is replaced only when every user succeeded.
     """
+    from esnfed_stages import preprocess as preprocess_stage
+    from esnfed_stages.params import load_params
+
     p = load_params(params)
     total = preprocess_stage.expected_users(p.get("preprocess", {}).get(dataset))
     dataset_option(preprocess_stage.reader_for, p, dataset)  # a usage error (exit 2) naming --dataset
@@ -148,9 +151,9 @@ def partition(
     dataset: DeclaredOpt,
     processed_dir: Annotated[Path, typer.Option(
         "--processed-dir", help="Root of the processed data (reads <dir>/<dataset>/manifest.json).")]
-    = preprocess_stage.DEFAULT_OUT,
+    = layout.PROCESSED_DIR,
     out: Annotated[Path, typer.Option(
-        "--out", "--out-dir", help="Folder of the partition files; writes <out>/<dataset>.json.")] = partition_stage.DEFAULT_OUT,
+        "--out", "--out-dir", help="Folder of the partition files; writes <out>/<dataset>.json.")] = layout.PARTITIONS_DIR,
     params: ParamsOpt = Path("params.yaml"),
 ) -> None:
     """User splits (nested training subsets, validation, test) -> <out>/<dataset>.json.
@@ -158,6 +161,9 @@ def partition(
     The splits are params.yaml partition.<dataset> (PROTOCOL §1): fixed lists, or fractions with a
     seed drawn from the manifest's users; every user must be in the manifest.
     """
+    from esnfed_stages import partition as partition_stage
+    from esnfed_stages.params import load_params
+
     p = load_params(params)
     options = partition_stage.partition_params(p, declared_dataset(p, dataset))
     doc = partition_stage.run(options, processed_root=processed_dir, out_root=out)

@@ -16,13 +16,13 @@ from esnfed_cli._common import console, handle_errors, progress_bar
 from esnfed_cli.data_cmds import DatasetOpt
 from esnfed_cli.app import app
 from esnfed_core.errors import ConfigError
-from esnfed_stages import download as download_stage
-from esnfed_stages.params import load_params
-from esnfed_stages.sections import section
 
 
 def _default_out(params: Path) -> Path:
     """params.yaml data.raw_dir when there is a params file, else data/raw."""
+    from esnfed_stages.params import load_params
+    from esnfed_stages.sections import section
+
     if not params.is_file():
         return Path("data/raw")
     try:
@@ -60,9 +60,9 @@ def download(
         "--retries", min=0, help="Resume attempts after a dropped connection.")] = 3,
     timeout: Annotated[float, typer.Option(
         "--timeout", min=1.0, help="Network timeout in seconds.")] = 60.0,
-    deadline: Annotated[float, typer.Option(
+    deadline: Annotated[Optional[float], typer.Option(
         "--deadline", min=1.0, help="Give up after this many seconds in all (retries included); "
-        "the same command resumes.")] = download_stage.DEADLINE,
+        "the same command resumes. Default: 6 hours.", show_default=False)] = None,
     params: Annotated[Path, typer.Option("--params", help="The params file (for data.raw_dir).")] = Path("params.yaml"),
 ) -> None:
     """Download, verify and unpack the official archive of a dataset (needs internet; run by hand).
@@ -70,6 +70,8 @@ def download(
     An interrupted download resumes where it stopped when the same command runs again. Nothing is
     unpacked unless the archive passes its checks; the dataset folder appears only when complete.
     """
+    from esnfed_stages import download as download_stage
+
     out_root = out if out is not None else _default_out(params)
     spec = download_stage.spec_for(dataset.value, url, sha256, size)
     console.print(f"{spec.note}\nfrom {spec.url}", highlight=False, markup=False, soft_wrap=True)
@@ -85,7 +87,8 @@ def download(
 
         result = download_stage.run(
             dataset.value, out_root, url=url, sha256=sha256, size=size, cache_dir=cache, unpack=unpack,
-            keep_archive=keep_archive, force=force, retries=retries, timeout=timeout, deadline=deadline,
+            keep_archive=keep_archive, force=force, retries=retries, timeout=timeout,
+            deadline=download_stage.DEADLINE if deadline is None else deadline,
             progress=progress)
     table = Table(title=f"{dataset.value} downloaded -> {escape(str(result.folder))}")
     table.add_column("item")

@@ -13,16 +13,8 @@ from esnfed_cli._common import (EXIT_FAILURE, bar_task, console, declared_datase
                                 in_range, trial_progress)
 from esnfed_cli.app import app
 from esnfed_core.errors import ConfigError
-from esnfed_core.method import Method
 from esnfed_core.vocabulary import Algo, Backend, Device, ShareOrAll, Strategy
-from esnfed_stages import assess as assess_stage
-from esnfed_stages import retrain as retrain_stage
-from esnfed_stages import select as select_stage
-from esnfed_stages.experiment_params import experiment_params, parse_pcts
-from esnfed_stages._datasets import method_datasets
-from esnfed_stages.heterogeneity_params import hetero_params
 from esnfed_stages.layout import assess_dir, assess_path
-from esnfed_stages.params import load_params
 
 
 DatasetOpt = Annotated[Optional[list[str]], typer.Option(
@@ -64,6 +56,8 @@ JobsOpt = Annotated[Optional[int], typer.Option(
 
 def _method(algo: Algo, strategy: Optional[Strategy]) -> Method:
     """The method; a strategy missing (continual) or extra (stationary) is a usage error."""
+    from esnfed_core.method import Method
+
     try:
         return Method(algo.value, strategy.value if strategy else None)
     except ConfigError as exc:
@@ -84,6 +78,9 @@ def _methods(algos: list[Algo], strategy: Optional[Strategy], alpha: Optional[fl
 def _methods_of(algo: Algo, strategy: Optional[Strategy], alpha: Optional[float], params: dict) -> list[Method]:
     """``--algo align`` is one method per α (``--alpha``, or every α of heterogeneity.alphas); any
     other algorithm is one method and takes no --alpha."""
+    from esnfed_core.method import Method
+    from esnfed_stages.heterogeneity_params import hetero_params
+
     if algo.value != "align":
         return [_method(algo, strategy)]
     if strategy is not None:
@@ -97,6 +94,8 @@ def _runs(params: dict, datasets: Optional[list[str]], algos: list[Algo], strate
     """The (dataset, method) pairs one command runs, method by method in the order of ``--algo``
     (align: one method per α): on each ``--dataset`` given (checked first), or else on every
     dataset the pipeline runs that method on (esnfed_stages._datasets.method_datasets)."""
+    from esnfed_stages._datasets import method_datasets
+
     given = [declared_dataset(params, d) for d in dict.fromkeys(datasets or [])]
     return [(ds, method) for method in _methods(algos, strategy, alpha, params)
             for ds in (given or method_datasets(params, method))]
@@ -107,6 +106,9 @@ def _prepare(datasets: Optional[list[str]], algo: list[Algo], strategy: Optional
              device: Optional[Device] = None, alpha: Optional[float] = None):
     """What select and retrain start from: the (dataset, method) pairs, shares, the experiment
     params (the file read once), and the runner with the command-line overrides."""
+    from esnfed_stages.params import load_params
+    from esnfed_stages.experiment_params import experiment_params, parse_pcts
+
     p = load_params(params)
     exp = experiment_params(p)
     runner = exp.runner.with_overrides(backend.value if backend else None, n_jobs,
@@ -188,9 +190,21 @@ def _run_label(runs: list[tuple[str, Method]], ds: str, method: Method) -> str:
     return f"{method.id} " if len(runs) > 1 else ""
 
 
-def _stage_command(verb: str, stage, table, what: str, doc: str) -> None:
+def _select_run(*args, **kwargs):
+    from esnfed_stages import select as select_stage
+
+    return select_stage.run(*args, **kwargs)
+
+
+def _retrain_run(*args, **kwargs):
+    from esnfed_stages import retrain as retrain_stage
+
+    return retrain_stage.run(*args, **kwargs)
+
+
+def _stage_command(verb: str, run, table, what: str, doc: str) -> None:
     """Register `esnfed <verb>`: select and retrain take the same options. Each method (align: one
-    per α) runs ``stage.run`` under a progress bar and ``table`` prints its summary; then every
+    per α) runs ``run`` (the stage's) under a progress bar and ``table`` prints its summary; then every
     failed ``what`` is listed (with its method when there are several) and the exit code is 1."""
 
     def command(
@@ -210,8 +224,8 @@ def _stage_command(verb: str, stage, table, what: str, doc: str) -> None:
         failed = []
         for ds, method in runs:
             with trial_progress() as bar:
-                result = stage.run(ds, method, pcts, exp, data_dir=data_dir, runs_dir=runs_dir, runner=runner,
-                                   progress=bar_task(bar, f"{verb} {ds}/{method.id}"))
+                result = run(ds, method, pcts, exp, data_dir=data_dir, runs_dir=runs_dir, runner=runner,
+                             progress=bar_task(bar, f"{verb} {ds}/{method.id}"))
             table(ds, method, runner, result)
             label = _run_label(runs, ds, method)
             failed += [(f"{label}{share}", i, e) for share, i, e in result.failed]
@@ -223,7 +237,7 @@ def _stage_command(verb: str, stage, table, what: str, doc: str) -> None:
     app.command(verb)(handle_errors(command))
 
 
-_stage_command("select", select_stage, _select_table, "trial(s)", """
+_stage_command("select", _select_run, _select_table, "trial(s)", """
     Model selection: seeded random search scored on the validation users.
 
     Continual methods search the budget grid built from the best IP/FedIP config.
@@ -232,7 +246,7 @@ _stage_command("select", select_stage, _select_table, "trial(s)", """
     a rerun skips the trials already done. best.json is written per share when all its trials
     succeeded; failed trials are recorded and listed, and the command then exits with code 1.
     """)
-_stage_command("retrain", retrain_stage, _retrain_table, "retrain(s)", """
+_stage_command("retrain", _retrain_run, _retrain_table, "retrain(s)", """
     Retrain the selected config with budgets.<budget>.retrains new seeds per share.
 
     Models go to runs/models/<dataset>/<method>/<pct>/seed-<k>.npz + .json (an open format: see
@@ -259,6 +273,10 @@ def assess(
     Continual methods also get the accuracy matrix and stream accuracy per context; IP methods
     on the datasets in assess.activation_datasets get activation densities per context.
     """
+    from esnfed_stages import assess as assess_stage
+    from esnfed_stages.experiment_params import experiment_params
+    from esnfed_stages.params import load_params
+
     p = load_params(params)
     exp = experiment_params(p)
     for ds, method in _runs(p, dataset, algo, strategy, alpha):

@@ -15,10 +15,7 @@ from esnfed_cli._common import bar_task, console, declared_dataset, handle_error
 from esnfed_cli.data_cmds import DeclaredOpt
 from esnfed_cli.app import app
 from esnfed_core.vocabulary import Share
-from esnfed_stages import flower as flower_stage
-from esnfed_stages import flower_fedclip
-from esnfed_stages._io import write_text
-from esnfed_stages.params import load_params
+from esnfed_stages import layout
 
 
 @app.command()
@@ -26,8 +23,8 @@ from esnfed_stages.params import load_params
 def flower(
     dataset: DeclaredOpt,
     flower_apps: Annotated[list[str] | None, typer.Option(
-        "--app", metavar="[" + "|".join(flower_stage.FLOWER_APPS + flower_stage.FEDCLIP_APPS) + "]",
-        help="The app: " + ", ".join(flower_stage.FLOWER_APPS + flower_stage.FEDCLIP_APPS) + " (FedCLIP: "
+        "--app", metavar="[" + "|".join(layout.FLOWER_APPS + layout.FEDCLIP_APPS) + "]",
+        help="The app: " + ", ".join(layout.FLOWER_APPS + layout.FEDCLIP_APPS) + " (FedCLIP: "
         "per-context models and stream accuracy beside the continual trial's; joint: the validation users are "
         "evaluation nodes); repeat it for several (default incfed).")] = None,
     secagg: Annotated[bool, typer.Option("--secagg", help="Through Flower's SecAgg+ (incfed, fedip, "
@@ -46,10 +43,10 @@ def flower(
     out_dir: Annotated[Path, typer.Option("--out-dir", help="Where the JSONs go. The default is outside "
                                           "runs/flower, the flower stage's folder that the report depends on "
                                           "(dvc.yaml passes runs/flower/<dataset>). A run whose IP rounds sample "
-                                          "federated.client_fraction f < 1 is named with -f<f>.")] = flower_stage.MANUAL_DIR,
+                                          "federated.client_fraction f < 1 is named with -f<f>.")] = layout.FLOWER_MANUAL_DIR,
     flower_python: Annotated[Path, typer.Option("--flower-python", help="The Flower environment's "
                                                 "interpreter (`make flower-env` builds it).")] =
-    flower_stage.FLOWER_PYTHON,
+    layout.FLOWER_PYTHON,
     epsilon: Annotated[float | None, typer.Option("--epsilon", help="Differential privacy (incfed, fedip; "
                        "fedavg plain: DP-FedAvg, central): user-level (ε, δ) with δ, clip, ip_clip and fedavg_clip "
                        "from params.yaml privacy, noise scale from the dp-accounting PLD accountant; inf: no noise. "
@@ -69,6 +66,10 @@ def flower(
     each FedCLIP app runs on its own after them. --epsilon: IncFed and FedIP under differential
     privacy (central noise on the plain apps, distributed under SecAgg+), FedAvg as DP-FedAvg
     (plain app, central noise)."""
+    from esnfed_stages import flower as flower_stage
+    from esnfed_stages import flower_fedclip
+    from esnfed_stages.params import load_params
+
     if secagg and plain_and_secagg:
         raise ValueError("--secagg and --plain-and-secagg: give one of them")
     if noise is not None and epsilon is None:
@@ -123,7 +124,7 @@ def flower_table(
     runs_dir: Annotated[Path, typer.Option("--flower-dir", "--runs-dir", help="Where esnfed flower wrote its JSONs: the "
                                            "folder's *.json and those of its sub-folders (the flower stage's "
                                            "runs/flower/<dataset>/); runs/flower-manual for `esnfed flower`'s "
-                                           "default --out-dir (--runs-dir: its former name).")] = flower_stage.FLOWER_DIR,
+                                           "default --out-dir (--runs-dir: its former name).")] = layout.FLOWER_DIR,
     out: Annotated[Path, typer.Option("--out", help="The Markdown table (outside runs/flower, which the report "
                                       "depends on).")] = TABLE_PATH,
 ) -> None:
@@ -131,6 +132,9 @@ def flower_table(
 
     Accuracy beside the pipeline's, bytes per client beside the ledger's, SecAgg+ bytes by stage
     with the masked vector's formula."""
+    from esnfed_stages import flower as flower_stage
+    from esnfed_stages._io import write_text
+
     docs = flower_stage.load_docs(runs_dir, nested=True)
     if not docs:
         raise ValueError(f"{runs_dir}: no esnfed flower results in {runs_dir / '*.json'} or {runs_dir / '*' / '*.json'} "

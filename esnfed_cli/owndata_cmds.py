@@ -13,10 +13,8 @@ from rich.markup import escape
 from esnfed_cli._common import EXIT_FAILURE, console, dataset_option, err_console, fail, handle_errors, in_range
 from esnfed_cli.data_cmds import data_progress, manifest_table
 from esnfed_cli.app import app
-from esnfed_stages import check_data as check_stage
-from esnfed_stages import import_data as import_stage
-from esnfed_stages._datasets import check_own_name
-from esnfed_stages.params import DEFAULT_PARAMS, load_params
+from esnfed_core.data.import_options import MISSING, TIME_UNITS
+from esnfed_stages import layout
 
 
 @app.command("check-data")
@@ -30,6 +28,8 @@ def check_data(
 
     Example: esnfed check-data data/processed/example
     """
+    from esnfed_stages import check_data as check_stage
+
     problems = check_stage.check_folder(folder)
     if len(problems) == 1:
         fail(problems[0])
@@ -61,7 +61,7 @@ def import_(
     label: Annotated[Optional[str], typer.Option("--label", help="Label column (default: label).")] = None,
     context: Annotated[Optional[str], typer.Option(
         "--context", help="Context column (continual experiences); none by default.")] = None,
-    time_unit: Annotated[Optional[Literal[tuple(import_stage.TIME_UNITS)]], typer.Option(  # type: ignore[misc]
+    time_unit: Annotated[Optional[Literal[tuple(TIME_UNITS)]], typer.Option(  # type: ignore[misc]
         "--time-unit", help="Unit of the time column: s, ms, us or ns (default: s).")] = None,
     rate: Annotated[Optional[float], typer.Option(
         "--rate", callback=in_range(0.0, low_open=True),
@@ -72,7 +72,7 @@ def import_(
         "--max-gap", callback=in_range(0.0, low_open=True),
         help="Seconds between two rows of one context beyond which the recording is cut there, not filled "
         "in (default: 5 sampling intervals, at least 1 s).")] = None,
-    missing: Annotated[Optional[Literal[tuple(import_stage.MISSING)]], typer.Option(  # type: ignore[misc]
+    missing: Annotated[Optional[Literal[tuple(MISSING)]], typer.Option(  # type: ignore[misc]
         "--missing", help="A missing (empty or NaN) feature value: refuse it (the default), interpolate it "
         "linearly in time where its run of missing values spans at most --max-gap (a longer run cuts the "
         "recording, as a gap does; none at a recording's start or end), or drop its row.")] = None,
@@ -83,7 +83,7 @@ def import_(
         "e.g. the recording order (default: sorted).")] = None,
     drop_labels: Annotated[Optional[str], typer.Option(
         "--drop-labels", help="Label values whose rows are dropped, comma-separated (default: none).")] = None,
-    out: Annotated[Path, typer.Option("--out", "--out-dir", help="Root of the processed data.")] = Path("data/processed"),
+    out: Annotated[Path, typer.Option("--out", "--out-dir", help="Root of the processed data.")] = layout.PROCESSED_DIR,
     params: Annotated[Path, typer.Option(
         "--params", help="Params file whose imports.<dataset> gives the defaults (the default params.yaml is "
         "used if it exists; a file named here must exist).")]
@@ -108,10 +108,14 @@ def import_(
     To run it through the pipeline, declare it in params.yaml (datasets, imports.mystudy,
     partition.mystudy, budgets.*.space.mystudy; see the `example` dataset there) and run dvc repro.
     """
+    from esnfed_stages import import_data as import_stage
+    from esnfed_stages._datasets import check_own_name
+    from esnfed_stages.params import load_params
+
     # the default params.yaml may be absent; a file given by --params, or anything at the path (a
     # folder, a FIFO: load_params names it), is read
     dataset_option(check_own_name, "--dataset", dataset)  # before imports.<dataset> is read (run checks it too)
-    p = load_params(params) if os.path.lexists(params) or params != DEFAULT_PARAMS else {}
+    p = load_params(params) if os.path.lexists(params) or params != layout.PARAMS_FILE else {}
     declared = (p.get("imports") or {}).get(dataset, {})
     for name, value in (("source", source), ("--features", features), ("--window", window)):
         key = name.lower().lstrip("-")

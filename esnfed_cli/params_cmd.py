@@ -10,8 +10,6 @@ import typer
 
 from esnfed_cli._common import console, handle_errors
 from esnfed_cli.app import app
-from esnfed_stages._datasets import declared
-from esnfed_stages.params import load_params
 
 
 @app.command("check-params")
@@ -29,6 +27,9 @@ def check_params(
 
     Example: esnfed check-params --params params.yaml
     """
+    from esnfed_stages._datasets import declared
+    from esnfed_stages.params import load_params
+
     loaded = load_params(params)
     embedded = loaded.get("embedded") or {}
     parts = [f"datasets {', '.join(declared(loaded))}"] + [

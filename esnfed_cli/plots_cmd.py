@@ -10,9 +10,6 @@ import typer
 
 from esnfed_cli._common import console, dataset_option, handle_errors
 from esnfed_cli.app import app
-from esnfed_stages import dvc_plots as plots_stage
-from esnfed_stages._datasets import check_declared
-from esnfed_stages.params import load_params
 
 
 @app.command("dvc-plots")
@@ -56,6 +53,10 @@ def dvc_plots(
 
     Example: esnfed dvc-plots --dataset mystudy --write
     """
+    from esnfed_stages import dvc_plots as plots_stage
+    from esnfed_stages._datasets import check_declared
+    from esnfed_stages.params import load_params
+
     p = load_params(params)
     names = [dataset_option(check_declared, p, name) for name in dict.fromkeys(dataset)]
     declared = {name: plots_stage.declared_plots(p, name, data_dir) for name in names}

@@ -10,11 +10,8 @@ import typer
 from rich.table import Table
 
 from esnfed_cli._common import bar_task, console, declared_dataset, handle_errors, trial_progress
+from esnfed_stages import layout
 from esnfed_cli.app import app
-from esnfed_stages import privacy as privacy_stage
-from esnfed_stages._datasets import declared
-from esnfed_stages.experiment_params import experiment_params
-from esnfed_stages.params import load_params
 
 DatasetsOpt = Annotated[Optional[list[str]], typer.Option(
     "--dataset", help="A dataset declared in params.yaml datasets (wesad, hhar, or your own); repeat "
@@ -33,7 +30,7 @@ def privacy(
     data_dir: Annotated[Path, typer.Option("--data-dir", help="Root of processed/ and partitions/.")] = Path("data"),
     runs_dir: Annotated[Path, typer.Option("--runs-dir", help="Root of select/ (best.json).")] = Path("runs"),
     out_dir: Annotated[Path, typer.Option("--out-dir", help="Where <dataset>.json goes.")] =
-    privacy_stage.PRIVACY_DIR,
+    layout.PRIVACY_DIR,
     extra: Annotated[Optional[list[str]], typer.Option(
         "--extra", help="Instead of IncFed and FedIP, an opt-in method listed in params.yaml "
         "privacy.extra_methods (fedavg: DP-FedAvg) -> <out-dir>/extra/<dataset>/<method>.json; repeatable "
@@ -48,6 +45,11 @@ def privacy(
 
     The selected configs are retrained once per ε of privacy.epsilons; `esnfed report` renders
     reports/tables/privacy.md/.csv and reports/figures/privacy.png."""
+    from esnfed_stages import privacy as privacy_stage
+    from esnfed_stages._datasets import declared
+    from esnfed_stages.experiment_params import experiment_params
+    from esnfed_stages.params import load_params
+
     p = load_params(params)  # read once; each stage gets its sections as frozen objects
     names = [declared_dataset(p, d) for d in dict.fromkeys(dataset or [])] or list(declared(p))
     pp, exp = privacy_stage.privacy_params(p), experiment_params(p)

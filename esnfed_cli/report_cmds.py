@@ -13,16 +13,10 @@ from rich.table import Table
 
 from esnfed_cli._common import console, folder_if_named, handle_errors, in_range, progress_bar
 from esnfed_cli.app import app
-from esnfed_core.tables import table_specs
-from esnfed_core.stats import VarianceTest
+from esnfed_core.stats_names import VarianceTest
 from esnfed_core.vocabulary import DATASETS, PCTS, Variant
-from esnfed_stages import report as report_stage
-from esnfed_stages import ttest as ttest_stage
-from esnfed_stages.flower import FLOWER_DIR
-from esnfed_stages.privacy import PRIVACY_DIR
-from esnfed_stages.selected_report import SELECT_DIR
-from esnfed_stages.params import load_params
-from esnfed_stages.tables import format_value
+from esnfed_stages import layout
+from esnfed_stages.layout import FLOWER_DIR, PRIVACY_DIR, SELECT_DIR
 
 
 ParamsOpt = Annotated[Path, typer.Option("--params", help="The params file to read: ttest.* (variant, alpha, "
@@ -75,9 +69,9 @@ def ttest(
         "(median-centred) or levene (mean-centred). Default: params.yaml ttest.variance_test (the report "
         "refuses a ttest.json of another).", case_sensitive=False)] = None,
     params: ParamsOpt = Path("params.yaml"),
-    assess_dir: AssessDirOpt = ttest_stage.ASSESS_DIR,
+    assess_dir: AssessDirOpt = layout.ASSESS_DIR,
     out: Annotated[Path, typer.Option("--out", help="Where to write the tests (JSON).")] =
-    ttest_stage.TTEST_PATH,
+    layout.TTEST_PATH,
     allow_missing: AllowMissingOpt = False,
 ) -> None:
     """Two-sided t-tests between the methods each paper table compares -> reports/ttest.json.
@@ -88,6 +82,9 @@ def ttest(
     different from it). The papers' claims across tables are tested too: federated against
     centralised with the same t-test, the spread of the retrains with the variance test.
     """
+    from esnfed_stages import ttest as ttest_stage
+    from esnfed_stages.params import load_params
+
     options = ttest_stage.ttest_params(load_params(params), variant.value if variant else None, alpha,
                                        variance_test.value if variance_test else None)
     with _progress() as bar:
@@ -115,17 +112,17 @@ def ttest(
 @handle_errors
 def report(
     params: ReportParamsOpt = Path("params.yaml"),
-    assess_dir: AssessDirOpt = ttest_stage.ASSESS_DIR,
+    assess_dir: AssessDirOpt = layout.ASSESS_DIR,
     ttest_file: Annotated[Path, typer.Option(
-        "--ttest", help="The t-tests written by `esnfed ttest`.")] = ttest_stage.TTEST_PATH,
+        "--ttest", help="The t-tests written by `esnfed ttest`.")] = layout.TTEST_PATH,
     out_dir: Annotated[Path, typer.Option(
         "--out-dir", help="Reports directory: tables/, figures/, plots/, metrics/ "
-        "(<dataset>-<method>.json) and the index README.md are replaced atomically inside it.")] = report_stage.REPORTS_DIR,
+        "(<dataset>-<method>.json) and the index README.md are replaced atomically inside it.")] = layout.REPORTS_DIR,
     allow_missing: AllowMissingOpt = False,
     data_dir: Annotated[Path, typer.Option(
         "--data-dir", help="Data root holding partitions/<dataset>.json: the figures name each context "
         "after its context_names (without the file, by number only; a folder named here must exist).",
-        callback=folder_if_named(report_stage.DATA_DIR))] = report_stage.DATA_DIR,
+        callback=folder_if_named(layout.DATA_DIR))] = layout.DATA_DIR,
     privacy_dir: Annotated[Path, typer.Option(
         "--privacy-dir", help="The privacy stage's outputs, <dir>/<dataset>.json (the privacy table and "
         "figure; the default folder absent: not rendered; a folder named here must exist).",
@@ -145,6 +142,11 @@ def report(
 
     Set SOURCE_DATE_EPOCH to fix the date printed in the table headers (reproducible builds).
     """
+    from esnfed_core.tables import table_specs
+    from esnfed_stages import report as report_stage
+    from esnfed_stages.params import load_params
+    from esnfed_stages.tables import format_value
+
     options = report_stage.report_params(load_params(params))
     steps = len(table_specs(options.datasets, options.continual, options.studies)) + 2 * len(options.continual) + 2
     with _progress() as bar:
@@ -170,7 +172,7 @@ def report(
         console.print(summary, highlight=False)
     console.print(f"wrote {len(rep.tables)} table files, {len(rep.figures)} figures, "
                   f"{len(rep.plots)} plot data files and {len(rep.metrics)} metrics files under {out_dir}/ "
-                  f"(index: {out_dir / report_stage.report_index.INDEX_NAME})",
+                  f"(index: {out_dir / layout.REPORT_INDEX_NAME})",
                   highlight=False, markup=False, soft_wrap=True)
     if rep.missing:
         console.print(f"[yellow]missing inputs ({len(rep.missing)}), shown as n/a:[/] "

@@ -36,8 +36,9 @@ from typing import Literal, Mapping, Sequence
 import numpy as np
 
 from esnfed_core.quote import quote
+from esnfed_core.stats_names import VarianceTest
 from esnfed_core.validation import Bound, ParameterError, check_finite
-from esnfed_core.vocabulary import VARIANTS, Name
+from esnfed_core.vocabulary import VARIANTS
 
 Variant = Literal["welch", "student", "paired"]
 Mark = Literal["bold", "italic", ""]
@@ -136,16 +137,6 @@ class VarianceResult:
     statistic: float | None
     p: float | None
     significant: bool
-
-
-class VarianceTest(Name):
-    """Two-sample test of equal variances (scipy.stats.levene): Brown–Forsythe centres each group
-    on its median (scipy's default, robust to skewed scores), Levene on its mean. Named here, not
-    in esnfed_core.vocabulary: that module is part of every trial's code fingerprint
-    (esnfed_stages/fingerprint.py), and a name no trial uses must not invalidate every saved trial."""
-
-    brown_forsythe = "brown-forsythe"
-    levene = "levene"
 
 
 VARIANCE_TESTS = VarianceTest.values()

@@ -65,18 +65,10 @@ from esnfed_stages.experiment_params import BudgetSpec, experiment_params
 from esnfed_stages.privacy import ACCOUNTANT, SAMPLED_ACCOUNTANT, eps_key, neighbouring_units, privacy_params
 from esnfed_stages.retrain import retrain_seed, selected_config
 from esnfed_stages.trial_data import open_dataset
+from esnfed_stages.layout import (FEDCLIP_APPS, FLOWER_APPS, FLOWER_DIR, FLOWER_PYTHON,
+                                  SECAGG_APPS, FLOWER_MANUAL_DIR as MANUAL_DIR)
 
-FLOWER_DIR = Path("runs/flower")  # the flower stage's: runs/flower/<dataset>/ (dvc.yaml), a report dependency
-# `esnfed flower`'s own default: outside runs/flower, so a run by hand neither makes the report stale
-# (dvc status) nor mixes into the stage's results that the report reads
-MANUAL_DIR = Path("runs/flower-manual")
-FLOWER_APPS = ("incfed", "fedip", "fedavg")
-FEDCLIP_APPS = ("fedclip-naive", "fedclip-replay")  # issue 14: FedCLIP (esnfed_stages/flower_fedclip.py)
-SECAGG_APPS = ("incfed", "fedip")
-SECAGG_APPS += FEDCLIP_APPS  # issue 14: FedCLIP through SecAgg+ (esnfed_flower/secagg_fedclip.py)
-FEDCLIP_APPS += ("fedclip-joint",)  # FedCLIP joint (esnfed_flower/fedclip_joint.py): plain only
 REPO = Path(esnfed_core.__file__).resolve().parents[1]
-FLOWER_PYTHON = REPO / ".venv-flower" / "bin" / "python"
 ENV_HINT = "run `make flower-env` (requirements/flower.txt) or pass --flower-python"
 
 

@@ -27,7 +27,8 @@ if TYPE_CHECKING:  # pandas is imported by the functions that read (every esnfed
 from esnfed_core.data.npz import MAX_EXPANSION, SLACK_BYTES, npz_names, read_npz
 from esnfed_core.data.paths import check_input
 from esnfed_core.data.processed import UserData
-from esnfed_core.data.tabular import MISSING, Cuts, Rows, user_windows
+from esnfed_core.data.import_options import MISSING, TIME_UNITS
+from esnfed_core.data.tabular import Cuts, Rows, user_windows
 from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.quote import brief, quote
 from esnfed_core.validation import Bound, ParameterError
@@ -37,7 +38,6 @@ from esnfed_stages._io import made_folder
 
 FORMATS = ("auto", "csv", "parquet", "npz")
 SUFFIXES = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet", ".npz": "npz"}
-TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
 # Bounds of the numeric import options, in one place (the schema checks params.yaml through
 # import_params, so params.yaml and the command line meet the same bounds).
 BOUNDS = {"window": Bound(integer=True, low=1), "rate": Bound(low=0.0, low_open=True),

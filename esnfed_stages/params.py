@@ -12,8 +12,7 @@ from esnfed_core.data.paths import path_problem
 from esnfed_core.errors import ConfigError
 from esnfed_core.quote import brief, quote
 from esnfed_stages.params_schema import validate
-
-DEFAULT_PARAMS = Path("params.yaml")
+from esnfed_stages.layout import PARAMS_FILE as DEFAULT_PARAMS
 
 
 class _UniqueKeyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):

@@ -33,8 +33,8 @@ from esnfed_stages.check_data import checked_manifest, context_windows
 from esnfed_stages.processed_params import DataParams, check_processed, data_params
 from esnfed_stages.sections import section
 from esnfed_stages.preprocess import DEFAULT_OUT as DEFAULT_PROCESSED
+from esnfed_stages.layout import PARTITIONS_DIR as DEFAULT_OUT
 
-DEFAULT_OUT = Path("data/partitions")
 _PLAIN = __import__("re").compile(r"[A-Za-z0-9_-]+")
 FRACTION = Bound(low=0.0, high=1.0, low_open=True, high_open=True)  # of the users, per split
 SEED = Bound(integer=True, low=0)

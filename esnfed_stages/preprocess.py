@@ -21,8 +21,8 @@ from esnfed_core.vocabulary import DATASETS, SOURCES
 from esnfed_stages._datasets import dataset_function, reader_of, reader_settings
 from esnfed_stages._io import atomic_path, file_sha256, output_lock, write_json
 from esnfed_stages.sections import section
+from esnfed_stages.layout import PROCESSED_DIR as DEFAULT_OUT
 
-DEFAULT_OUT = Path("data/processed")
 _USER_NAME = re.compile(r"^[A-Za-z0-9_-]+$")  # becomes a file name
 _META_KEYS = ("feature_names", "classes", "context_names")
 

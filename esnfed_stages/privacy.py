@@ -43,8 +43,8 @@ from esnfed_stages.experiment_params import ExperimentParams
 from esnfed_stages.sections import bounded, section
 from esnfed_stages.trial_data import open_dataset
 from esnfed_stages.retrain import retrain_seed, selected_config
+from esnfed_stages.layout import PRIVACY_DIR
 
-PRIVACY_DIR = Path("runs/privacy")
 
 
 def privacy_path(out_dir: str | Path, dataset: str) -> Path:

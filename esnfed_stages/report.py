@@ -53,9 +53,8 @@ from esnfed_stages.ttest import (
     ASSESS_DIR, TTEST_PATH, VARIANCE_TEXT, VARIANT_TEXT, Inputs, check_computed_from, hetero_table_methods, load_inputs,
     ttest_params,
 )
+from esnfed_stages.layout import DATA_DIR, REPORTS_DIR
 
-REPORTS_DIR = Path("reports")
-DATA_DIR = Path("data")  # processed/ and partitions/: the report reads each partition's context names
 
 
 def load_published() -> Published:

@@ -13,8 +13,8 @@ from esnfed_stages.figures import png_title
 from esnfed_stages.hetero_report import ALPHA_CSV
 from esnfed_stages.report_figures import SETTINGS, matrix_csv, shares_csv, stream_csv
 from esnfed_stages.secagg_report import CSV_NAME as SECAGG_CSV, SECTION_TITLE as SECAGG_TITLE
+from esnfed_stages.layout import REPORT_INDEX_NAME as INDEX_NAME
 
-INDEX_NAME = "README.md"
 
 # A CSV whose Markdown is a section of other tables: the section's heading (the SecAgg+ overhead: in
 # the communication table of each study dataset, communication.md and/or communication-<name>.md).

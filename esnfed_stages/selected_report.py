@@ -20,9 +20,9 @@ from esnfed_stages.layout import best_under
 from esnfed_stages.select import check_best
 from esnfed_stages.tables import NA, NOT_APPLICABLE, to_csv
 from esnfed_stages.ttest import Inputs
+from esnfed_stages.layout import SELECT_DIR  # the select stage's outputs (report --select-dir)
 
 NAME = "selected"
-SELECT_DIR = Path("runs/select")  # the select stage's outputs (report --select-dir)
 
 # The searched hyperparameters as the Markdown heads them (config keys of best.json), in order.
 HYPERPARAMETERS = (("units", "N"), ("spectral_radius", "ρ"), ("leak", "leak"), ("input_scaling", "input scaling"),

@@ -33,10 +33,8 @@ from esnfed_stages._datasets import continual_declared, declared, study_declared
 from esnfed_stages._io import output_lock, read_json, write_json
 from esnfed_stages.experiment_params import BudgetSpec, budget_spec
 from esnfed_stages.heterogeneity_params import hetero_params
-from esnfed_stages.layout import assess_path
+from esnfed_stages.layout import ASSESS_DIR, TTEST_PATH, assess_path
 from esnfed_stages.sections import section
-
-ASSESS_DIR = Path("runs/assess")
 
 
 def hetero_table_methods(params: Mapping[str, Any]) -> tuple[str, ...]:
@@ -45,7 +43,8 @@ def hetero_table_methods(params: Mapping[str, Any]) -> tuple[str, ...]:
     if not isinstance(params, Mapping) or "heterogeneity" not in params:
         return ()
     return tuple(m.id for m in hetero_params(params).methods()) + ("incfed",)
-TTEST_PATH = Path("reports/ttest.json")
+
+
 # How a table's header names reports/ttest.json's variant (every table's, heterogeneous.md's too).
 VARIANT_TEXT = {"welch": "Welch t-test (scipy.stats.ttest_ind, equal_var=False)",
                 "student": "Student t-test (scipy.stats.ttest_ind, pooled variance)",

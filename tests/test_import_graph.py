@@ -146,3 +146,24 @@ def test_every_cli_module_imports_first_in_a_fresh_interpreter():
         if run.returncode:
             failed.append(f"{name}: {run.stderr.strip().splitlines()[-1]}")
     assert not failed, "\n".join(failed)
+
+
+@pytest.mark.parametrize("argv", [["--version"], ["--help"], ["select", "--help"], ["report", "--help"]])
+def test_version_and_help_import_no_numeric_library(argv):
+    """`esnfed --version` and every `--help` stay under half a second: the stage modules, and with
+    them numpy, scipy, pandas, yaml, torch and dvc, load only inside the command that runs."""
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    code = ("import sys\n"
+            f"sys.argv = ['esnfed'] + {argv!r}\n"
+            "from esnfed_cli.main import app\n"
+            "try:\n"
+            "    app(prog_name='esnfed')\n"
+            "except SystemExit:\n"
+            "    pass\n"
+            "print('LOADED', ' '.join(m for m in ('numpy', 'scipy', 'pandas', 'yaml', 'torch', 'dvc')"
+            " if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         check=True).stdout
+    assert "LOADED" in out and out.split("LOADED", 1)[1].split() == [], out[-300:]

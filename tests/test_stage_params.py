@@ -136,9 +136,9 @@ def test_the_cli_reads_params_once_and_passes_the_parsed_objects(monkeypatch, tm
     """`esnfed assess` and `esnfed privacy` hand their stage the frozen objects, not the dict."""
     from typer.testing import CliRunner
 
-    from esnfed_cli import experiment_cmds, privacy_cmd
     from esnfed_cli.main import app
     from esnfed_stages import assess as assess_stage
+    from esnfed_stages import params as params_module
     from esnfed_stages import privacy as privacy_stage
     from esnfed_stages.params import load_params
 
@@ -157,8 +157,7 @@ def test_the_cli_reads_params_once_and_passes_the_parsed_objects(monkeypatch, tm
         return {"relation": pp.relation, "delta": 0.1, "n_users": 3,
                 "methods": {"incfed": {"epsilons": {"inf": {"test_accuracy": [0.5]}}}}}
 
-    for module in (experiment_cmds, privacy_cmd):
-        monkeypatch.setattr(module, "load_params", counting_load)
+    monkeypatch.setattr(params_module, "load_params", counting_load)  # the commands import it when they run
     monkeypatch.setattr(assess_stage, "run", fake_assess)
     monkeypatch.setattr(privacy_stage, "run", fake_privacy)
     params = str(Path(__file__).resolve().parents[1] / "params.yaml")

@@ -35,6 +35,7 @@ import numpy as np
 from esnfed_core.data.processed import UserData
 from esnfed_core.errors import DataError
 from esnfed_core.quote import quote
+from esnfed_core.data.import_options import MISSING
 
 # Relative slack on the last grid point: t0 + k/rate may exceed the last time by float rounding.
 _GRID_EPS = 1e-9
@@ -50,9 +51,6 @@ MAX_UPSAMPLE = 100
 # movement; slower data (1 Hz heart rate) gets five of its own intervals.
 GAP_INTERVALS = 5
 MIN_GAP = 1.0
-# What a missing feature value (NaN) does (``imports.<name>.missing``): refused while reading (the
-# default), its value interpolated (fill_missing), or its row dropped.
-MISSING = ("refuse", "interpolate", "drop")
 
 
 @dataclass(frozen=True)
