@@ -46,10 +46,10 @@ def built(tmp_path_factory) -> Path:
 def _elsewhere(root: Path) -> list[str]:
     """The report's other inputs under ``root`` (empty folders: those stages not run), never the
     current folder's runs/ (a folder named on the command line must be there)."""
-    folders = [root / "runs" / "privacy", root / "runs" / "flower"]
+    folders = [root / "runs" / "privacy", root / "runs" / "flower", root / "runs" / "select"]
     for f in folders:
         f.mkdir(parents=True, exist_ok=True)
-    return ["--privacy-dir", str(folders[0]), "--flower-dir", str(folders[1])]
+    return ["--privacy-dir", str(folders[0]), "--flower-dir", str(folders[1]), "--select-dir", str(folders[2])]
 
 
 def _assess(root: Path, method: str) -> dict:
