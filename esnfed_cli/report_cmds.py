@@ -135,6 +135,10 @@ def report(
         "--flower-dir", help="The flower stage's outputs, <dir>/<dataset>/*.json (the SecAgg+ overhead "
         "section of communication.md; the default folder absent: \"not run\"; a folder named here must "
         "exist).", callback=folder_if_named(FLOWER_DIR))] = FLOWER_DIR,
+    runs_dir: Annotated[Optional[Path], typer.Option(
+        "--runs-dir", help="Root of the experiment outputs, as select, retrain and assess take it: the "
+        "folders not named by their own option are read under it (<runs>/assess, select, privacy, flower) "
+        "instead of under the current folder's runs/.", show_default=False)] = None,
 ) -> None:
     """The papers' tables (Markdown + CSV), communication table, figures and metrics/ -> reports/.
 
@@ -147,6 +151,11 @@ def report(
     from esnfed_stages.params import load_params
     from esnfed_stages.tables import format_value
 
+    if runs_dir is not None:  # the folders left at their defaults (runs/<name>) move under --runs-dir
+        assess_dir, select_dir, privacy_dir, flower_dir = (
+            Path(runs_dir) / default.name if folder == default else folder
+            for folder, default in ((assess_dir, layout.ASSESS_DIR), (select_dir, SELECT_DIR),
+                                    (privacy_dir, PRIVACY_DIR), (flower_dir, FLOWER_DIR)))
     options = report_stage.report_params(load_params(params))
     steps = len(table_specs(options.datasets, options.continual, options.studies)) + 2 * len(options.continual) + 2
     with _progress() as bar:

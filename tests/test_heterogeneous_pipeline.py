@@ -45,11 +45,12 @@ def built(tmp_path_factory) -> Path:
 
 def _elsewhere(root: Path) -> list[str]:
     """The report's other inputs under ``root`` (empty folders: those stages not run), never the
-    current folder's runs/ (a folder named on the command line must be there)."""
-    folders = [root / "runs" / "privacy", root / "runs" / "flower", root / "runs" / "select"]
+    current folder's runs/ or data/ (a folder named on the command line must be there)."""
+    folders = [root / "runs" / "privacy", root / "runs" / "flower", root / "runs" / "select", root / "data"]
     for f in folders:
         f.mkdir(parents=True, exist_ok=True)
-    return ["--privacy-dir", str(folders[0]), "--flower-dir", str(folders[1]), "--select-dir", str(folders[2])]
+    return ["--privacy-dir", str(folders[0]), "--flower-dir", str(folders[1]), "--select-dir", str(folders[2]),
+            "--data-dir", str(folders[3])]
 
 
 def _assess(root: Path, method: str) -> dict:
@@ -103,6 +104,26 @@ def test_report_table_figure_and_communication(built):
     comm = list(csv.DictReader(io.StringIO((tables / "communication.csv").read_text())))
     new = [r for r in comm if r["method"] in ("local", "ensemble") or r["method"].startswith("align-")]
     assert len(new) == 8 * 2 and all(r["match"] == "yes" for r in new)
+
+
+def test_report_under_runs_dir_reads_no_folder_of_the_current_one(built, tmp_path, monkeypatch):
+    """`esnfed report --runs-dir R` reads assess/, select/, privacy/ and flower/ under R: in a
+    current folder holding another run's runs/ (a decoy whose best.json is not JSON, as a
+    `make repro` of another budget would leave one the report refuses), it writes the same tables
+    as the fixture's report, which named every folder."""
+    decoy = tmp_path / "cwd"
+    for sub in ("select/wesad/incfed/25", "assess/wesad", "privacy", "flower/wesad"):
+        (decoy / "runs" / sub).mkdir(parents=True)
+    (decoy / "runs" / "select" / "wesad" / "incfed" / "25" / "best.json").write_text("not json")
+    (decoy / "runs" / "assess" / "wesad" / "incfed.json").write_text("not json")
+    monkeypatch.chdir(decoy)
+    out = tmp_path / "reports"
+    cli_ok("report", "--params", str(built / "params.yaml"), "--runs-dir", str(built / "runs"),
+           "--ttest", str(built / "ttest.json"), "--out-dir", str(out), "--allow-missing",
+           "--data-dir", str(built / "data"))
+    for name in ("heterogeneous.csv", "communication.csv", "selected.csv"):
+        mine, fixture = out / "tables" / name, built / "reports" / "tables" / name
+        assert mine.read_bytes() == fixture.read_bytes(), name
 
 
 def test_assess_records_the_settings_and_the_report_refuses_other_ones(built, tmp_path):
