@@ -21,7 +21,7 @@ install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test
 
 # The stages call `esnfed`: put the venv's bin first on PATH so it works without activation.
-# The flower stage (issue 14 item 2) runs the Flower apps in .venv-flower.
+# The flower stage (SecAgg+ overhead) runs the Flower apps in .venv-flower.
 # The code is byte-compiled first: ~135 commands and their workers import it, and where
 # PYTHONDONTWRITEBYTECODE is set each would compile it from source again (~0.1 s per process;
 # .dvcignore keeps __pycache__ out of the stages' code hashes).

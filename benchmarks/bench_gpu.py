@@ -200,7 +200,7 @@ def cases(sc: Scale, dev: torch.device, out, tf32: bool, ip_fused: bool = False)
     for algo in ("ip", "fedip"):
         results.append(guarded(f"{algo.upper() if algo == 'ip' else 'FedIP'} epoch, {sc.epoch_trials} trials",
                                lambda algo=algo: ip_epoch(sc, algo, dev), dev, out))
-    if ip_fused:  # the epoch short of its goal (issue 15), with the fused IP sums
+    if ip_fused:  # the epoch short of its 40 M goal, with the fused IP sums
         results.append(guarded(f"IP epoch, {sc.epoch_trials} trials, fused IP sums",
                                lambda: ip_epoch(sc, "ip", dev, fused=True), dev, out))
         results.append(guarded(f"IP epoch, {sc.epoch_trials} trials, no CUDA graphs",

@@ -1,4 +1,4 @@
-"""JAX on the shapes of bench_gpu.py's cases: the numbers behind issue 15's library choice.
+"""JAX on the shapes of bench_gpu.py's cases: the numbers behind the accelerator's library choice.
 
 BENCHMARKS.md "Accelerator path" chose torch over JAX without a JAX number (JAX was not installed
 where it was decided). This script runs the bare reservoir recurrence of bench_gpu.py's cases in

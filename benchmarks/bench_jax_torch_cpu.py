@@ -1,4 +1,4 @@
-"""JAX against torch on the CPU build: the one measured basis for issue 15's library choice until
+"""JAX against torch on the CPU build: the one measured basis for the accelerator's library choice until
 benchmarks/gpu_session.sh's jax step runs on a GPU.
 
 The accelerated path also runs on the CPU (``runner.device: torch-cpu``, the CI path), so this

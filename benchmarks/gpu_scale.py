@@ -1,4 +1,4 @@
-"""The sizes of the GPU benchmarks' cases (issue 15's cases at full scale; SMOKE shrinks every one
+"""The sizes of the GPU benchmarks' cases (the GPU goals' cases at full scale; SMOKE shrinks every one
 to run on a CPU in seconds). Shared by bench_gpu.py (torch) and bench_jax_anchor.py (JAX), so the
 two measure the same shapes; this module imports neither library."""
 
@@ -9,7 +9,7 @@ import dataclasses
 
 @dataclasses.dataclass(frozen=True)
 class Scale:
-    """Sizes of every case (the full scale follows issue 15; --smoke shrinks everything)."""
+    """Sizes of every case (the full scale of the GPU goals; --smoke shrinks everything)."""
 
     steps: int = 700
     units: int = 400

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Everything of issue 15 not yet measured on a GPU, in one call of at most 8 minutes:
+# Everything of the accelerator path not yet measured on a GPU, in one call of at most 8 minutes:
 #   1. the accel tests on the GPU (the CUDA-only ones included; the fused IP sums' too),
 #   2. the IP mini-batch step against the bare GEMM of the same shapes (after the kernel changes),
 #      and with the IP sums fused by torch.compile (--fused-sums: Triton; its compile timed apart),

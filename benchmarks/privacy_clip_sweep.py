@@ -3,7 +3,7 @@ privacy.pct retrained under the Gaussian mechanism for each value of a small gri
 the retrain seeds; prints the mean ± std validation accuracy (λ chosen on validation, as the privacy
 stage does). Needs the processed data and runs/select (esnfed select --algo incfed|fedip --pct 100).
 
-``--sweep clip`` (default, issue 14): IncFed, ``privacy.clip`` (the fraction of √(N + N²) one
+``--sweep clip`` (default): IncFed, ``privacy.clip`` (the fraction of √(N + N²) one
 user's mean statistics are clipped to) over ``--clips``.
 
 ``--sweep ip_clip``: FedIP, ``privacy.ip_clip`` (the L2 bound of one client's round update

@@ -21,7 +21,7 @@ from esnfed_stages import layout
 DatasetOpt = Annotated[Dataset, typer.Option("--dataset", help="Which dataset: wesad or hhar.",
                                              case_sensitive=False)]
 ParamsOpt = Annotated[Path, typer.Option("--params", help="The params file to read.")]
-# issue 16: stages that run on any dataset params.yaml declares take a plain name, checked there.
+# Stages that run on any dataset params.yaml declares take a plain name, checked there.
 DeclaredOpt = Annotated[str, typer.Option(
     "--dataset", help="A dataset declared in params.yaml datasets (wesad, hhar, or your own).")]
 # preprocess: the papers' datasets, or a protocol variant of one (params.yaml preprocess.<name>.base)

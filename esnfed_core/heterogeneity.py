@@ -1,4 +1,4 @@
-"""How independently provisioned clients' reservoirs differ (issue 13), and structural alignment.
+"""How independently provisioned clients' reservoirs differ, and structural alignment.
 
 A :class:`Heterogeneity` spec says what each client draws on its own: mode ``seed`` = the trial's
 hyperparameters with the client's own reservoir seed; mode ``space`` = also some of units,

@@ -1,4 +1,4 @@
-"""The heterogeneous-reservoir methods (issue 13; docs/heterogeneous.md): every client draws its
+"""The heterogeneous-reservoir methods (docs/heterogeneous.md): every client draws its
 own reservoir (esnfed_core.heterogeneity), so readouts live in different spaces.
 
   local      each client alone: its own ridge readout; the score is the mean over clients

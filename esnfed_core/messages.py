@@ -138,7 +138,7 @@ class ReservoirMessage(Message):
 
 @dataclass(frozen=True, eq=False)
 class ModelMessage(Message):
-    """A whole client model (ensemble upload, issue 13): the client's own reservoir (W_in, Ŵ, g, b,
+    """A whole client model (ensemble upload): the client's own reservoir (W_in, Ŵ, g, b,
     leak), which the server cannot know when clients are provisioned independently, and its
     readout W (C×N, or C×(N+1) with readout.bias), with ``num_examples``. Unlike the setup broadcast it is always counted."""
 

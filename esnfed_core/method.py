@@ -28,7 +28,7 @@ CONTINUAL_METHODS = tuple(f"{a}-{s}" for a in ("clip", "fedclip") for s in STRAT
 METHODS = ("random", "ridge", "incfed", "fedavg", "ip", "fedip") + CONTINUAL_METHODS + (
     "deep-incfed", "deep-fedip") + ("local", "ensemble", "align-0.5")
 # align-<α> for any α in [0, 1]: 0.5 stands for them.
-# Heterogeneous methods (issue 13): every client its own reservoir (esnfed_core.heterogeneous).
+# Heterogeneous methods: every client its own reservoir (esnfed_core.heterogeneous).
 HETERO_ALGOS = ("local", "ensemble", "align")
 RESERVOIR_KEYS = ("units", "spectral_radius", "leak", "input_scaling")
 # Optional reservoir hyperparameters: sparse W_in and Ŵ (percent nonzero; absent = dense, PROTOCOL §2).
@@ -86,7 +86,7 @@ class Method:
 
     @property
     def heterogeneous(self) -> bool:
-        """Every client its own reservoir (issue 13): local, ensemble, align-α."""
+        """Every client its own reservoir: local, ensemble, align-α."""
         return self.algo in HETERO_ALGOS
 
     @property

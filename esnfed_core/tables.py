@@ -153,7 +153,7 @@ TABLES: tuple[TableSpec, ...] = tuple(
                   (("clip-naive", "naive"), ("clip-replay", "replay"), ("clip-joint", "joint")),
                   pairs=(("clip-replay", "clip-naive"), ("clip-replay", "clip-joint"))),
     ]
-    # deep reservoirs (issue 13, docs/deep.md): not in the papers
+    # deep reservoirs (docs/deep.md): not in the papers
     + [
         TableSpec("deep", "Deep vs shallow reservoirs at the same total units: IncFed "
                   "readout (= centralised ridge), without and with FedIP", DATASETS,
@@ -173,7 +173,7 @@ DEEP_TABLE = "deep"  # the deep reservoirs' table: on params.yaml study_datasets
 
 
 # ---------------------------------------------------------------------------------------------
-# Generic tables of a user's own dataset (issue 16)
+# Generic tables of a user's own dataset
 
 CONTINUAL_METHODS = tuple((m, m.replace("-", " ")) for m in CONTINUAL_NAMES)  # (name, label)
 
@@ -585,7 +585,7 @@ def metrics(scores: Scores, column: str = "test", digits: int = 6) -> dict[str, 
 
 COMMUNICATION_METHODS: tuple[str, ...] = ("incfed", "fedavg", "fedip", "fedclip-naive",
                                           "fedclip-replay", "fedclip-joint") + (
-    "deep-incfed", "deep-fedip")  # deep reservoirs (issue 13): N = the total units of the layers
+    "deep-incfed", "deep-fedip")  # deep reservoirs: N = the total units of the layers
 
 
 @dataclass(frozen=True)
@@ -770,7 +770,7 @@ def analytic_floats(c: Communication) -> tuple[str, str, int | None, int | None]
     rt = "(N+1)" if c.readout_bias else "N"
     base = _base(c.method)  # a deep method sends as its shallow one
     known = n is not None and ncls is not None
-    if base == "local":  # issue 13: each client alone, nothing crosses the network
+    if base == "local":  # heterogeneous: each client alone, nothing crosses the network
         return ("0", "0", 0, 0)
     if base == "ensemble":  # each client uploads its model once: reservoir + readout; no download
         ok = known and c.inputs is not None
@@ -977,7 +977,7 @@ def participation_notes(rows: Iterable[Mapping[str, Any]]) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------------------
-# Heterogeneous reservoirs (issue 13): methods against the ensemble
+# Heterogeneous reservoirs: methods against the ensemble
 
 HETERO_TABLE = "heterogeneous"
 HETERO_REFERENCE = "ensemble"  # every method is t-tested against it

@@ -60,10 +60,10 @@ class Algo(Name):
     fedip = "fedip"
     clip = "clip"
     fedclip = "fedclip"
-    # deep reservoirs (issue 13, docs/deep.md): IncFed and FedIP on L stacked reservoirs
+    # deep reservoirs (docs/deep.md): IncFed and FedIP on L stacked reservoirs
     deep_incfed = "deep-incfed"
     deep_fedip = "deep-fedip"
-    # Heterogeneous reservoirs (issue 13, docs/heterogeneous.md): each client its own reservoir.
+    # Heterogeneous reservoirs (docs/heterogeneous.md): each client its own reservoir.
     local = "local"
     ensemble = "ensemble"
     align = "align"

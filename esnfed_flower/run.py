@@ -23,7 +23,7 @@ from esnfed_flower.session import shared_ray, use_run
 
 APPS = {("incfed", False): "incfed", ("fedip", False): "fedip", ("fedavg", False): "fedavg",
         ("incfed", True): "secagg", ("fedip", True): "secagg_fedip"}
-# FedCLIP (issue 14): one app for both strategies; ``rounds`` = the IP rounds per context (budget).
+# FedCLIP: one app for both strategies; ``rounds`` = the IP rounds per context (budget).
 APPS.update({(f"fedclip-{s}", secagg): "secagg_fedclip" if secagg else "fedclip"
              for s in ("naive", "replay") for secagg in (False, True)})
 APPS[("fedclip-joint", False)] = "fedclip_joint"  # joint: evaluation nodes, plain only

@@ -1,6 +1,6 @@
 """Which dataset module implements each data stage: looked up lazily, so one dataset's stages work
 while another's module is missing, and a missing module is a one-line error. Also the datasets
-params.yaml declares (issue 16): the papers' two, read by `preprocess`, and the user's own,
+params.yaml declares: the papers' two, read by `preprocess`, and the user's own,
 imported by `import`; every stage, the CLI's --dataset and the report take them from here."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ _FUNCTIONS = {
     # describe(params) -> {"feature_names", "classes", "context_names"} of the processed output
     ("wesad", "describe"): ("esnfed_core.data.wesad", "describe"),
     ("hhar", "describe"): ("esnfed_stages._datasets", "describe_hhar"),
-    # issue 16: the embedded example of a user dataset (a plain CSV, imported by `esnfed import`)
+    # the embedded example of a user dataset (a plain CSV, imported by `esnfed import`)
     ("example", "synthesize"): ("esnfed_core.data.example_synth", "synthesize_example"),
 }
 SYNTHESIZED = DATASETS + ("example",)  # what `esnfed synthesize` writes
@@ -97,7 +97,7 @@ def bind_kwargs(fn: Callable, kwargs: Mapping[str, Any], key: str) -> None:
             raise ConfigError(f"params.yaml: {key}.{name} is not a parameter (expected one of {allowed})")
 
 
-# ---------------------------------------------------------------- declared datasets (issue 16)
+# ---------------------------------------------------------------- declared datasets
 NAME = re.compile(r"[a-z][a-z0-9_]*")  # a user dataset's name: a folder, a dvc stage suffix, a key
 RESERVED = ("ip", "fedip", "deep")  # keys of budgets.*.space beside the datasets'
 
@@ -138,7 +138,7 @@ def continual_declared(params: Mapping[str, Any]) -> tuple[str, ...]:
 
 def study_declared(params: Mapping[str, Any]) -> tuple[str, ...]:
     """params.yaml ``study_datasets``: the declared datasets this project's own studies run on (deep
-    and heterogeneous reservoirs, issue 13; the Flower apps and SecAgg+, issue 14), the papers' or
+    and heterogeneous reservoirs; the Flower apps and SecAgg+), the papers' or
     your own (the papers' first: the tables' order); absent: the declared papers' datasets."""
     value = params.get("study_datasets") if isinstance(params, Mapping) else None
     return tuple(d for d in DATASETS if d in declared(params)) if value is None else tuple(papers_first(value))

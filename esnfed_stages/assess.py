@@ -279,7 +279,7 @@ def run(
     if exp.settings.accelerated(method):
         require_torch(exp.settings.device)
     data = open_dataset(data_dir, dataset, exp.processed.get(dataset))
-    pcts = heterogeneity.shares(exp, method, list(PCTS))  # issue 13: the budget's shares
+    pcts = heterogeneity.shares(exp, method, list(PCTS))  # heterogeneous methods: the budget's shares
     exp = heterogeneity.settings_for(exp, method, dataset)
     check_retrained(runs_dir, data, method, pcts, exp)
     test = data.load(data.test_users)

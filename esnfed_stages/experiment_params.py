@@ -81,7 +81,7 @@ class ExperimentParams:
     runner: RunnerConfig
     activation_bins: int
     activation_datasets: tuple[str, ...]
-    # issue 13: params.yaml ``heterogeneity`` (esnfed_stages.heterogeneity); None without the section
+    # params.yaml ``heterogeneity`` (esnfed_stages.heterogeneity); None without the section
     heterogeneity: HeteroParams | None = None
     # per declared dataset, the import or preprocess settings its manifest must record (a folder
     # written under others is refused where it is opened: esnfed_stages/processed_params.py)
@@ -128,7 +128,7 @@ class ExperimentParams:
 def space_names(dataset: str, method: Method) -> list[str]:
     """The entries of ``budgets.<budget>.space`` a stationary ``method`` searches on ``dataset``:
     the dataset's reservoir space, then space.ip / space.fedip for IP methods, and space.deep
-    (layers) for deep ones (issue 13; deep-fedip adds space.fedip too)."""
+    (layers) for deep ones (deep-fedip adds space.fedip too)."""
     return [dataset] + ([method.kernel] if method.kernel in ("ip", "fedip") else []) \
         + (["deep"] if method.deep else [])
 
@@ -340,7 +340,7 @@ def parse_pcts(pct: str) -> list[str]:
 
 
 def parse_dataset(dataset: str, params: Mapping[str, Any] | None = None) -> str:
-    """``--dataset``: one of the datasets params.yaml declares (issue 16; without params, the papers')."""
+    """``--dataset``: one of the datasets params.yaml declares (without params, the papers')."""
     if params is not None:
         return check_declared(params, dataset)
     if dataset not in DATASETS:

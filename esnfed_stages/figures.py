@@ -296,7 +296,7 @@ _BAND_LABELS = {"incfed": "IncFed"}
 
 def alpha_bands(title: str, panels: Sequence[AlphaPanel], cols: int | None = None) -> bytes:
     """One panel per (dataset, share): align's test accuracy against α (mean ± population std over
-    retrains) and each band method as a horizontal line at its mean with a ± std band (issue 13).
+    retrains) and each band method as a horizontal line at its mean with a ± std band.
     ``cols`` panels a row (the shares: a row per dataset), at most 4 by default."""
     n = max(len(panels), 1)
     cols = min(n, cols or 4)

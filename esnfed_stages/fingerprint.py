@@ -25,16 +25,16 @@ TRIAL_MODULES = (
     "esnfed_core.messages", "esnfed_core.metrics", "esnfed_core.plasticity", "esnfed_core.quote",
     "esnfed_core.readout", "esnfed_core.replay", "esnfed_core.reservoir", "esnfed_core.scoring",
     "esnfed_core.search", "esnfed_core.trial", "esnfed_core.validation", "esnfed_core.vocabulary",
-    "esnfed_core.deep",  # deep reservoirs (issue 13): deep methods only
+    "esnfed_core.deep",  # deep reservoirs: deep methods only
     "esnfed_core.heterogeneity", "esnfed_core.heterogeneous",
-    "esnfed_core.method", "esnfed_core.settings",  # split out of esnfed_core.trial (issue 11)
+    "esnfed_core.method", "esnfed_core.settings",  # split out of esnfed_core.trial
     "esnfed_core.sampling",  # federated.client_fraction: the clients of each FedIP/FedCLIP round
 )
 # What an accelerated trial (runner.device torch-cpu | cuda) runs besides (they import torch).
 ACCEL_MODULES = (
     "esnfed_core.accel.torch_reservoir", "esnfed_core.accel.torch_plasticity",
     "esnfed_core.accel.trials",
-    "esnfed_core.accel.passes", "esnfed_core.accel.continual",  # continual trials batched (issue 15, accel)
+    "esnfed_core.accel.passes", "esnfed_core.accel.continual",  # continual trials batched on the accelerator
 )
 
 

@@ -1,4 +1,4 @@
-"""The heterogeneous-reservoir outputs of `esnfed report` (issue 13, docs/heterogeneous.md):
+"""The heterogeneous-reservoir outputs of `esnfed report` (docs/heterogeneous.md):
 reports/tables/heterogeneous.md/.csv (datasets × shares × methods, mean ± std over retrains, marks
 of each method's t-test against the ensemble from reports/ttest.json), the figure of test accuracy
 against α with the ensemble, local and homogeneous IncFed as horizontal bands

@@ -1,4 +1,4 @@
-"""The trial settings of a heterogeneous method (issue 13, docs/heterogeneous.md) on one dataset,
+"""The trial settings of a heterogeneous method (docs/heterogeneous.md) on one dataset,
 from the parsed ``heterogeneity`` section (:class:`HeteroParams`, in ``exp.heterogeneity``): mode
 ``space`` draws from that dataset's search space; the shares such a method runs; and the settings
 its outputs record and are checked against (trial files, best.json, models, assess file)."""

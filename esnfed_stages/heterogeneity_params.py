@@ -1,4 +1,4 @@
-"""params.yaml ``heterogeneity`` (issue 13, docs/heterogeneous.md), checked into a frozen
+"""params.yaml ``heterogeneity`` (docs/heterogeneous.md), checked into a frozen
 :class:`HeteroParams`: how the clients' reservoirs differ, the ensemble's combination, the alignment
 strengths α of the align methods and the training shares the heterogeneous methods run under each
 budget. Part of :class:`esnfed_stages.experiment_params.ExperimentParams`."""

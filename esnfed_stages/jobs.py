@@ -57,7 +57,7 @@ def run_shares(share_dir: Callable[[Path, str, str, str], Path], dataset: str, m
     method (default ``exp.runner``; ``for_method``), ``exp`` on its device with the method's
     settings for the dataset (``heterogeneity.settings_for``), and the dataset opened (for a
     continual method, its splits checked to cover every context: ``Dataset.check_contexts``)."""
-    pcts = heterogeneity.shares(exp, method, pcts)  # issue 13: the budget's shares
+    pcts = heterogeneity.shares(exp, method, pcts)  # heterogeneous methods: the budget's shares
     with output_locks([share_dir(runs_dir, dataset, method.id, p) for p in pcts]):
         runner = for_method(runner or exp.runner, method)
         exp = heterogeneity.settings_for(exp.on_device(runner.device), method, dataset)

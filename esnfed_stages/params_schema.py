@@ -149,7 +149,7 @@ SYNTHETIC = {
 }
 SYNTHETIC_KEYS = {"wesad": ("seed", "scale", "protocol"),
                   "hhar": ("seed", "seconds_per_activity", "gap_seconds", "watch_duty")}
-# issue 16: the embedded example of a user dataset (a plain CSV written by `esnfed synthesize`)
+# the embedded example of a user dataset (a plain CSV written by `esnfed synthesize`)
 SYNTHETIC["example"] = {"subjects": COUNT, "seconds_per_activity": POSITIVE, "rate": POSITIVE}
 SYNTHETIC_KEYS["example"] = ("seed", "subjects", "seconds_per_activity", "rate")
 EXAMPLES = ("example",)  # the user datasets of the repository's params.yaml
@@ -185,7 +185,7 @@ SCHEMA = Fields(optional={
             "wesad": Space(RESERVOIR_SPACE, CONNECTIVITY_SPACE), "hhar": Space(RESERVOIR_SPACE, CONNECTIVITY_SPACE),
             "ip": Space({n: HYPER[n] for n in ("sigma", "rounds")}),
             "fedip": Space({n: HYPER[n] for n in ("sigma", "rounds", "local_epochs")}),
-            "deep": Space({"layers": HYPER["layers"]}),  # deep reservoirs (issue 13): added for deep-* methods
+            "deep": Space({"layers": HYPER["layers"]}),  # deep reservoirs: added for deep-* methods
         # space.<dataset>: required of each declared dataset only (_declared_datasets says why)
         }, lambda ds: Space(RESERVOIR_SPACE, CONNECTIVITY_SPACE), required=("ip", "fedip"), examples=EXAMPLES),
     })),
@@ -215,9 +215,9 @@ SCHEMA = Fields(optional={
                                "activation_datasets": ListOf(Choice(DATASETS), empty=True)}),
     "privacy": Delegate(_privacy, ("epsilons", "delta", "relation", "clip", "ip_clip", "pct", "methods",
                                    "extra_methods", "fedavg_clip", "amplification", "sampling_study")),
-    # issue 13: heterogeneous reservoirs (esnfed_stages/heterogeneity_params.py checks the section)
+    # heterogeneous reservoirs (esnfed_stages/heterogeneity_params.py checks the section)
     "heterogeneity": Delegate(_heterogeneity, ("seed", "mode", "vary", "combine", "alphas", "pcts")),
-    # issue 16: declared datasets (esnfed_stages/_datasets.py) and the import options of user ones
+    # declared datasets (esnfed_stages/_datasets.py) and the import options of user ones
     "datasets": ListOf(Delegate(check_dataset_name)),
     "continual_datasets": ListOf(Delegate(check_dataset_name), empty=True),
     "study_datasets": ListOf(Delegate(check_dataset_name), empty=True),

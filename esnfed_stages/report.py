@@ -415,7 +415,7 @@ def add_figures(rep: Report, inputs: Inputs, datasets: Sequence[str], continual:
 
 @dataclass(frozen=True)
 class HeteroReport:
-    """The heterogeneous table's inputs (issue 13): its methods, the α of the align methods, the
+    """The heterogeneous table's inputs: its methods, the α of the align methods, the
     heterogeneity settings as one header line, and the assess files found."""
 
     methods: tuple[str, ...]
@@ -427,7 +427,7 @@ class HeteroReport:
 
 def communication_table(dataset: str) -> str:
     """The communication table holding ``dataset``'s rows: the papers' datasets share
-    communication.md, a dataset of your own has communication-<name>.md (issue 16)."""
+    communication.md, a dataset of your own has communication-<name>.md."""
     return "communication.md" if dataset in DATASETS else f"communication-{dataset}.md"
 
 
@@ -489,7 +489,7 @@ def add_user_communication(rep: Report, inputs: Inputs, ttest_doc: Mapping[str, 
                            user_classes: Mapping[str, int] | None = None,
                            hetero: HeteroReport | None = None,
                            validation: ValidationSizes | None = None) -> None:
-    """communication-<name>.md/.csv of each user dataset (issue 16; with its deep and, in
+    """communication-<name>.md/.csv of each user dataset (with its deep and, in
     ``hetero``, heterogeneous methods where study_datasets lists it): the papers' communication
     table stays as it is whatever else is declared."""
     for ds in datasets:
@@ -580,7 +580,7 @@ def add_privacy(rep: Report, privacy_dir: str | Path, date: str, options: "Repor
 
 def add_secagg(rep: Report, flower_dir: str | Path, budget: str | None = None,
                datasets: Sequence[str] = secagg_report.PIPELINE_DATASETS, allow_missing: bool = False) -> None:
-    """issue 14 item 2: the SecAgg+ overhead section of each communication table holding one of
+    """The SecAgg+ overhead section of each communication table holding one of
     ``datasets`` (params.yaml study_datasets: the papers' in communication.md, one of your own in
     communication-<name>.md; see communication_table), with that table's datasets' results, and
     secagg-overhead.csv with all of them (esnfed_stages/secagg_report.py; "not run" without the
@@ -687,12 +687,12 @@ class ReportParams:
     activation_pct: str
     contexts_pct: str = "25"
     matrix_pct: str = "100"  # all the training users, the tables' last row
-    # issue 13: the heterogeneous table's methods, align's α and the settings line; () without a
+    # the heterogeneous table's methods, align's α and the settings line; () without a
     # ``heterogeneity`` section
     hetero_methods: tuple[str, ...] = ()
     alphas: tuple[float, ...] = ()
     hetero_settings: str = ""
-    datasets: tuple[str, ...] = DATASETS  # params.yaml datasets / continual_datasets (issue 16)
+    datasets: tuple[str, ...] = DATASETS  # params.yaml datasets / continual_datasets
     continual: tuple[str, ...] = DATASETS
     user_classes: Mapping[str, int] = field(default_factory=dict)  # imports.<name>.classes counts
     budget: BudgetSpec | None = None  # params.yaml budget: every assess file read must be of it

@@ -211,7 +211,7 @@ class OptIn(Delegate):
 @dataclass(frozen=True)
 class Named(Node):
     """A mapping of fixed keys (``known``; those in ``required`` must be present) and of any other
-    key, a user dataset's name (issue 16), checked by ``other(name)``. ``examples``: the user
+    key, a user dataset's name, checked by ``other(name)``. ``examples``: the user
     datasets of the repository's params.yaml (for the drift test of declared_keys)."""
 
     known: Mapping[str, Node]

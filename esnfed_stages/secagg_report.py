@@ -1,4 +1,4 @@
-"""The SecAgg+ overhead part of the communication table (issue 14, item 2): the `flower` stage's
+"""The SecAgg+ overhead part of the communication table: the `flower` stage's
 runs/flower/<dataset>/*.json (esnfed flower, plain and --secagg) -> a section appended to
 the communication table of each dataset (reports/tables/communication.md for the papers',
 communication-<name>.md for one of your own) and reports/tables/secagg-overhead.csv.

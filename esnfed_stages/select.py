@@ -169,7 +169,7 @@ def plan_share(exp: ExperimentParams, data: Dataset, method: Method, pct: str,
         seeds = [base_seed(runs, data.name, method, pct, base)] * len(configs)  # only the budget varies
     else:
         dims = exp.method_space(data.name, method)
-        if method.deep:  # issue 13: deep at the shallow counterpart's selected total units
+        if method.deep:  # deep at the shallow counterpart's selected total units
             base = _base_config(runs, data.name, method, pct, exp.budget_spec)
             dims = pin_units(dims, base["config"], best_path(runs, data.name, method.base, pct))
         configs = [sample_config(dims, exp.seed, data.name, pct, i) for i in range(exp.n_trials(method))]

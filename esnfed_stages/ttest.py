@@ -294,8 +294,8 @@ class TTestParams:
 
     variant: str
     alpha: float
-    hetero_methods: tuple[str, ...] = ()  # issue 13: the heterogeneous table's methods (if any)
-    datasets: tuple[str, ...] = DATASETS  # params.yaml datasets / continual_datasets (issue 16)
+    hetero_methods: tuple[str, ...] = ()  # the heterogeneous table's methods (if any)
+    datasets: tuple[str, ...] = DATASETS  # params.yaml datasets / continual_datasets
     continual: tuple[str, ...] = DATASETS
     budget: BudgetSpec | None = None  # params.yaml budget: every assess file read must be of it
     alphas: tuple[float, ...] = ()  # heterogeneity.alphas (the align methods of hetero_methods)
@@ -360,7 +360,7 @@ def run(options: TTestParams, *, assess_dir: str | Path = ASSESS_DIR, out: str |
             progress(spec.id)
     missing = [str(p) for p in inputs.missing]
     het_digests: dict[str, str] = {}
-    if options.hetero_methods and options.studies:  # issue 13: every method against the ensemble; absent files allowed
+    if options.hetero_methods and options.studies:  # every method against the ensemble; absent files allowed
         spec = hetero_spec(options.hetero_methods, options.studies)
         het = load_inputs(assess_dir, required_inputs([spec]), allow_missing=True, partial=True,
                           budget=options.budget)

@@ -61,7 +61,7 @@ def pickle2(body: bytes) -> bytes:
     return b"\x80\x02" + body + b"."
 
 
-# ---------------------------------------------------------------- the two attacks of issue 10
+# ---------------------------------------------------------------- the two attacks
 
 def zeroed_flags_object_array() -> bytes:
     """numpy.dtype('O8') with a version-3 state whose flags are 0: numpy then takes the raw bytes

@@ -26,7 +26,7 @@ CFG = {"units": 8, "spectral_radius": 0.9, "leak": 0.5, "input_scaling": 1.0, "s
 def test_every_shared_shallow_reservoir_method_but_the_random_baseline_is_supported_with_its_own_keys():
     for mid in METHODS:
         m = Method.parse(mid)
-        if m.algo == "random" or m.deep or m.heterogeneous:  # numpy path on every device (issue 13)
+        if m.algo == "random" or m.deep or m.heterogeneous:  # numpy path on every device
             assert m.algo not in ALGOS and not TORCH.accelerated(m)
             continue
         assert TORCH.accelerated(m)

@@ -39,7 +39,7 @@ def test_report_help_names_its_metrics_folder():
 
 @pytest.mark.parametrize("command, reads", [("report", "report_params"), ("ttest", "ttest_params")])
 def test_the_params_help_of_ttest_and_report_names_every_section_they_read(command, reads):
-    """Audit item 14: report's --params help said "(ttest.* / report.* sections)"; it reads and
+    """Report's --params help said "(ttest.* / report.* sections)"; it reads and
     checks privacy, heterogeneity, the budget, the dataset lists and imports too (ttest no report.*)."""
     from esnfed_stages import report, ttest  # noqa: PLC0415
     from esnfed_stages.params import load_params  # noqa: PLC0415

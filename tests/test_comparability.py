@@ -48,7 +48,7 @@ def test_synthetic_default_run_is_flagged_as_not_comparable():
                            "synthetic data (data.source: synthetic), not the real recordings, and budget "
                            "`default` (3 trials, 2 retrains, units 20–40), not the papers' protocol")
     assert "The 'paper' columns are the published values, shown for reference, not a target for this run" in line
-    assert line.endswith("compare the methods within this run.")  # audit item 23: its last sentence ends
+    assert line.endswith("compare the methods within this run.")  # its last sentence ends
 
 
 def test_each_departure_from_the_papers_protocol_is_named():

@@ -304,7 +304,7 @@ def _recorded_replay_batches(monkeypatch, shuffle: bool) -> list[list[list[int]]
 
 
 def test_replay_batches_after_the_first_context_are_the_authors_in_order_batches(monkeypatch):
-    """Issue 12, item 3: for t > 0 batch k = current windows [4k, 4k+4) then buffer windows
+    """docs/fidelity.md §3: for t > 0 batch k = current windows [4k, 4k+4) then buffer windows
     [2k, 2k+2), in order; once the current side runs out, buffer windows alone."""
     t0, t1 = _recorded_replay_batches(monkeypatch, shuffle=False)
     assert sorted(v for b in t0 for v in b) == list(range(10))  # t = 0: a shuffled pass

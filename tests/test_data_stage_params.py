@@ -1,4 +1,4 @@
-"""The data stages' params (issue 16 with issue 11 item 1): synthesize, preprocess, partition and
+"""The data stages' params: synthesize, preprocess, partition and
 import take frozen objects, checked once; the schema reports the same problems with the
 `params.yaml: <key>: ...` messages; declared datasets are cross-checked."""
 

@@ -1,4 +1,4 @@
-"""Deep reservoirs (issue 13, esnfed_core.deep): the stacked recurrence, one layer = the shallow
+"""Deep reservoirs (esnfed_core.deep): the stacked recurrence, one layer = the shallow
 reservoir byte for byte, IncFed exact, IP per layer, FedIP on one client = centralised IP, seeds,
 the saved-model format, the numpy fallback of accelerated devices, the search at the shallow
 selection's units, and the pipeline select -> retrain -> assess -> ttest -> report with the deep

@@ -21,12 +21,12 @@ SKIP_DIRS = {".git", ".venv", ".venv-flower", ".dvc", "data", "runs", "reports",
 SUFFIXES = {".py", ".md", ".yaml", ".yml", ".toml"}
 # Markdown files the report stage writes (reports/tables/<id>.md): named in code, not documents.
 GENERATED_MD = {f"{spec.id}.md" for spec in TABLES} | {"communication.md", "privacy.md", "heterogeneous.md"}
-GENERATED_MD |= {"flower-table.md"}  # issue 14: `esnfed flower-table` writes runs/flower-table.md
+GENERATED_MD |= {"flower-table.md"}  # `esnfed flower-table` writes runs/flower-table.md
 GENERATED_MD |= {f"{claims_report.NAME}.md", f"{selected_report.NAME}.md"}  # the claims, the selected hyperparameters
 GENERATED_MD |= {f"{m.TABLE}.md" for m in (continual_report, ipfit_report)}  # the gap audit's tables
 GENERATED_MD |= {f"{table_id}.md" for p in protocol_tables.PROTOCOLS.values() for _, table_id in p.tables}  # opt-in
 GENERATED_MD |= {f"{privacy_sampling_report.NAME}.md"}  # opt-in: privacy.sampling_study's table
-# issue 16: the generic tables of a user's dataset <name> (esnfed_core.tables.generic_tables)
+# the generic tables of a user's dataset <name> (esnfed_core.tables.generic_tables)
 GENERATED_USER_MD = re.compile(
     r"(communication-[a-z][a-z0-9_]*|[a-z][a-z0-9_]*-(stationary-(incfed|fedip|ip)|continual|continual-metrics|selected))\.md")
 GENERATED_PATHS = {"reports/README.md"}  # the report's index (esnfed_stages/report_index.py)
@@ -162,7 +162,7 @@ _CODE_PATH = re.compile(r"`((?:[\w.-]+/)+[\w.-]+\.(?:py|sh|yaml|toml|txt))`")
 
 
 def test_every_code_path_the_documents_quote_is_in_the_repository():
-    """Audit item 19: BENCHMARKS.md quoted `shared/bench/gpu_reservoir.py` as a path, a file of the
+    """BENCHMARKS.md quoted `shared/bench/gpu_reservoir.py` as a path, a file of the
     team's shared folder outside the repository (a clone has no such file). A quoted path to a
     script, config or requirements file is the repository's; a file outside it is named as such
     in words, not as a path."""

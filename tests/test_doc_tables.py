@@ -1,6 +1,6 @@
 """The tables docs/deep.md and docs/heterogeneous.md copy from the report have the report's columns,
 their prose says what the numbers show, and docs/privacy.md's non-private accuracies are the same
-run's IncFed cells (audit items 16-18: docs quoted `incfed` for the report's `shallow-incfed`, "rises
+run's IncFed cells (before, docs quoted `incfed` for the report's `shallow-incfed`, "rises
 with α in every row" over a row that dips, and flower.md's first seed as the non-private mean)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""dvc.yaml takes its datasets from params.yaml (issue 16): the foreach/matrix stages expand over
+"""dvc.yaml takes its datasets from params.yaml: the foreach/matrix stages expand over
 `datasets`, `continual_datasets`, `study_datasets`, `imported` and `embedded`, so declaring a
 dataset adds its stages and removing one drops them, without editing dvc.yaml."""
 

@@ -204,7 +204,7 @@ def test_every_plot_reads_its_own_data_file():
     for p, plot_id in zip(plots[:-1], ids):
         spec = p[plot_id]
         columns = next(iter(spec["y"].values()))
-        if plot_id.startswith("heterogeneous-alpha-"):  # issue 13: a plot per study dataset, a line per default share
+        if plot_id.startswith("heterogeneous-alpha-"):  # a plot per study dataset, a line per default share
             shares = yaml.safe_load((ROOT / "params.yaml").read_text())["heterogeneity"]["pcts"]["default"]
             ds = plot_id.removeprefix("heterogeneous-alpha-")
             assert list(spec["y"]) == ["reports/plots/heterogeneous-alpha.csv"], plot_id
@@ -313,7 +313,7 @@ def test_the_report_stage_tracks_what_the_selected_table_reads():
 
 
 def test_flower_stage_feeds_the_report(project):
-    """issue 14 item 2: the flower stage depends on the Flower apps' code, environment and the
+    """The flower stage depends on the Flower apps' code, environment and the
     selected IncFed/FedIP configs, and its outputs are the report's deps (SecAgg+ overhead). The
     pipeline measures params.yaml study_datasets (both papers' datasets), those the report reads
     (report_params.studies; secagg_report.PIPELINE_DATASETS is the repository's value)."""
@@ -345,7 +345,7 @@ def test_flower_stage_feeds_the_report(project):
 
 
 def test_privacy_stages_feed_the_report(project):
-    """Part of issue 16: `esnfed privacy` runs on every declared dataset (privacy@<name>, the
+    """`esnfed privacy` runs on every declared dataset (privacy@<name>, the
     embedded example too) and the report depends on each output (runs/privacy holds them all, as
     runs/assess the assess files), so a rerun privacy stage reruns the report."""
     params = yaml.safe_load((ROOT / "params.yaml").read_text())

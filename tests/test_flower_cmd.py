@@ -37,7 +37,7 @@ def test_bad_app_and_secagg_are_one_line(tmp_path):
 
 
 def test_pct_is_a_choice_of_the_shares_as_in_select_and_the_help_lists_pct_and_app_choices(tmp_path):
-    """Audit item 9: --pct was a plain string (its help listed no choices, `all` was refused only
+    """--pct was a plain string (its help listed no choices, `all` was refused only
     after the options were read); it is a choice like select's --pct (one share a call: no `all`),
     a usage error otherwise; --app's help lists every app."""
     for extra in (["--pct", "30"], ["--pct", "all"], ["--app", "fedclip-replay", "--pct", "30"]):
@@ -50,7 +50,7 @@ def test_pct_is_a_choice_of_the_shares_as_in_select_and_the_help_lists_pct_and_a
 
 
 def test_the_default_out_dir_is_outside_the_stage_folder_the_report_depends_on(tmp_path, monkeypatch):
-    """Audit item 2: `esnfed flower` wrote runs/flower/*.json by default, inside the report stage's
+    """`esnfed flower` wrote runs/flower/*.json by default, inside the report stage's
     dependency runs/flower (dvc status: report stale; the manual run mixed into flower-table);
     dvc.yaml's flower stage passes its own --out-dir runs/flower/<dataset>."""
     import yaml
@@ -82,7 +82,7 @@ def _result(dataset: str, app_name: str, secagg: bool = False) -> dict:
 
 
 def test_flower_table_reads_the_stage_folders_and_names_where_it_looked(tmp_path):
-    """Audit item 1: after `dvc repro`, flower-table said "runs/flower: no esnfed flower results":
+    """After `dvc repro`, flower-table said "runs/flower: no esnfed flower results":
     the stage writes runs/flower/<dataset>/*.json and the table read only runs/flower/*.json."""
     import json
 

@@ -46,7 +46,7 @@ def test_incfed_is_the_homogeneous_reference_not_a_bound(rendered):
 
 
 def test_the_significance_line_names_the_test_as_every_table_does(rendered):
-    """The audit (item 21): "welch t-test" here, "Welch t-test (scipy.stats.ttest_ind, equal_var=False)"
+    """The audit: "welch t-test" here, "Welch t-test (scipy.stats.ttest_ind, equal_var=False)"
     in every other table's header: one wording, ttest.VARIANT_TEXT."""
     from esnfed_stages.ttest import VARIANT_TEXT
 

@@ -1,4 +1,4 @@
-"""Heterogeneous reservoirs (issue 13): per-client draws, structural alignment, the ensemble,
+"""Heterogeneous reservoirs: per-client draws, structural alignment, the ensemble,
 local training, their messages and their saved models."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The heterogeneous methods (issue 13) through the CLI on a tiny dataset: select -> retrain ->
+"""The heterogeneous methods through the CLI on a tiny dataset: select -> retrain ->
 assess -> ttest -> report, the budget's shares only, align-1 equal to IncFed, the table, the α
 figure and the communication rows; and dvc.yaml's align stages match params.yaml's alphas."""
 

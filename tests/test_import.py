@@ -257,7 +257,7 @@ def test_cli_import_option_mistakes_name_the_option(tmp_path, monkeypatch, optio
     (["--features", "a,who"], "error: --user and --features: a column is named twice"),
 ])
 def test_cli_values_are_named_by_their_option_not_a_params_key(tmp_path, monkeypatch, extra, needle):
-    """Audit item 12: values given on the command line were named imports.mine.<key> though
+    """Values given on the command line were named imports.mine.<key> though
     params.yaml has no imports.mine (here no params.yaml at all)."""
     monkeypatch.chdir(tmp_path)
     _table(shuffle=False).to_csv(tmp_path / "rec.csv", index=False)
@@ -272,7 +272,7 @@ def test_cli_values_are_named_by_their_option_not_a_params_key(tmp_path, monkeyp
 
 
 def test_a_missing_source_names_the_argument_or_the_params_key(tmp_path, monkeypatch):
-    """Audit item 12: a missing file given as the argument was named imports.mine.source."""
+    """A missing file given as the argument was named imports.mine.source."""
     monkeypatch.chdir(tmp_path)
     args = _cli_args(tmp_path)
     res = CliRunner().invoke(app, args, env={"COLUMNS": "300"})
@@ -284,7 +284,7 @@ def test_a_missing_source_names_the_argument_or_the_params_key(tmp_path, monkeyp
 
 @pytest.mark.parametrize("cut, fields", [(",s2,", 5), (",s", 4), ("", 3)])
 def test_a_csv_cut_short_names_the_row_and_its_field_count(tmp_path, cut, fields):
-    """Audit item 13: a truncated last line read as empty cells ("'' is not a finite number")."""
+    """A truncated last line read as empty cells ("'' is not a finite number")."""
     lines = _table(shuffle=False).to_csv(index=False).splitlines()  # who,t,act,sess,a,b
     last = lines[-1].split(",")
     lines[-1] = ",".join(last[:3]) + cut
@@ -625,7 +625,7 @@ def test_import_and_params_yaml_share_one_dataset_name_rule(tmp_path, monkeypatc
     args = _cli_args(tmp_path)
     args[args.index("mine")] = name
     res = CliRunner().invoke(app, args, env={"COLUMNS": "300"})
-    # audit item 11: a usage error naming --dataset (exit 2), as every other command's bad --dataset
+    # a usage error naming --dataset (exit 2), as every other command's bad --dataset
     assert res.exit_code == 2 and f"Invalid value for --dataset: {problem}" in " ".join(res.output.split()), res.output
     assert not (tmp_path / "out").exists()
     entry = {"source": "rec.csv", "features": ["a"], "window": 2}

@@ -29,7 +29,7 @@ def _tmp_leftovers(folder: Path) -> list[str]:
     return [p.name for p in folder.iterdir() if p.name.endswith((".tmp", ".lock"))]
 
 
-# ---------------------------------------------------------------------------------- item 5
+# ----------------------------------------------------------------------------- OS failures
 def _fail_fsync(monkeypatch, err: int):
     real = os.fsync
 
@@ -128,7 +128,7 @@ def test_real_os_error_in_a_subprocess(tmp_path):
     assert proc.returncode == 1 and "Traceback (most recent call last)" in proc.stderr
 
 
-# ---------------------------------------------------------------------------------- item 6
+# --------------------------------------------------------- a second run on the same output
 HOLD = textwrap.dedent("""
     import sys
     from esnfed_stages._io import output_lock

@@ -1,4 +1,4 @@
-"""A user's own dataset through the whole pipeline (issue 16): a plain CSV written by
+"""A user's own dataset through the whole pipeline: a plain CSV written by
 `esnfed synthesize --dataset example`, imported, split by fractions, selected, retrained, assessed,
 t-tested and reported in the generic tables; the papers' outputs byte-identical whether or not
 a user dataset is declared; and a pipeline of that dataset alone (`datasets: [mine]`) reported with

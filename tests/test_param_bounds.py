@@ -133,7 +133,7 @@ def test_epsilon_infinity_means_no_mechanism_in_both():
 
 
 def test_plasticity_mu_one_is_refused_at_stage_start():
-    """The bug of issue 11: mu 1.0 passed params.yaml and then failed every IP trial."""
+    """A former bug: mu 1.0 passed params.yaml and then failed every IP trial."""
     assert not stage_accepts("plasticity.mu", 1.0, False)
     with pytest.raises(ConfigError, match=r"^params.yaml: plasticity.mu: must be < 1.0, got 1.0$"):
         validate(_set(PARAMS, "plasticity.mu", 1.0))

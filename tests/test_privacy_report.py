@@ -54,9 +54,9 @@ def test_cells_are_mean_and_population_std_as_every_other_table():
 
 
 def test_the_noise_multiplier_is_printed_at_a_finite_eps_only_and_no_column_repeats_eps_inf():
-    """The audit (item 20): the ε=inf cells read `(z=0.00)`, a noise multiplier of no mechanism, and a
+    """The audit: the ε=inf cells read `(z=0.00)`, a noise multiplier of no mechanism, and a
     'non-private' column, never explained, repeated their means without ±; the title wrote
-    `100 % share` where every other table writes `100%` (item 21)."""
+    `100 % share` where every other table writes `100%`."""
     md = privacy_report.render({"wesad": privacy_doc()})["privacy.md"].decode().splitlines()
     assert md[0] == "# Test accuracy (%) under differential privacy, 100% training users: IncFed and FedIP"
     head = next(line for line in md if line.startswith("| dataset"))
@@ -111,7 +111,7 @@ def test_the_header_says_what_every_table_header_says(tmp_path):
     assert header[1].startswith("**Not comparable with the published values:** this run used the embedded "
                                 "synthetic data (data.source: synthetic), not the real recordings, and budget "
                                 "`default` (3 trials, 2 retrains, units 20–40), not the papers' protocol")
-    # The audit (item 20): it spoke of "'paper' columns" as if this table had one.
+    # The audit: it spoke of "'paper' columns" as if this table had one.
     assert "This table has no 'paper' column (the papers publish no private results); its ε=inf cells are the " \
            "non-private runs that the IncFed and FedIP tables (ijcnn-*.md, fedip.md) show at 100% training users " \
            "beside the published values: absolute accuracies differ" in header[1]
@@ -196,7 +196,7 @@ def test_the_figure_names_its_share_of_training_users():
 
 
 def test_a_declared_dataset_of_your_own_gets_its_rows_after_the_papers(tmp_path):
-    """Part of issue 16: the report read runs/privacy/{wesad,hhar}.json only (DATASET_ORDER); now
+    """The report read runs/privacy/{wesad,hhar}.json only (DATASET_ORDER); now
     every declared dataset, the papers' first, then the user's in params.yaml order."""
     docs = {"zeta": privacy_doc("zeta", 6, source="import"), "wesad": privacy_doc(),
             "alpha": privacy_doc("alpha", 4, source="import"), "hhar": privacy_doc("hhar", 5)}
@@ -209,7 +209,7 @@ def test_a_declared_dataset_of_your_own_gets_its_rows_after_the_papers(tmp_path)
     assert [r["dataset"] for r in _csv(rep.tables)][::6] == ["wesad", "hhar", "zeta", "alpha"]
     assert "δ = WESAD 0.01235 (1/n², n = 9 users), HHAR 0.04 (1/n², n = 5 users), zeta 0.02778 (1/n², n = 6 " \
            "users), alpha 0.0625 (1/n², n = 4 users)" in md
-    # The audit (item 20): "Data source: import, synthetic" above "this run used ... (data.source:
+    # The audit: "Data source: import, synthetic" above "this run used ... (data.source:
     # synthetic)": the run line names the datasets of each source where they differ.
     assert header[0].startswith("Data source: import (zeta, alpha), synthetic (WESAD, HHAR); budget: default")
     assert "(data.source: synthetic)" in header[1]

@@ -28,7 +28,7 @@ OUTPUT: dict[str, str] = {}  # what `esnfed privacy` printed in the fixture
 
 
 def declare_own(params: dict, name: str = "mine") -> dict:
-    """``params`` with a dataset of the user's own declared beside wesad (issue 16), as the
+    """``params`` with a dataset of the user's own declared beside wesad, as the
     embedded example is: its import, partition and search space (its processed files: make_dataset)."""
     params["datasets"], params["continual_datasets"] = ["wesad", name], ["wesad"]
     params["study_datasets"] = ["wesad"]  # the papers' studies on the declared paper dataset only
@@ -67,7 +67,7 @@ def test_the_command_ends_saying_where_it_wrote(root):
 
 
 def test_privacy_runs_on_a_declared_dataset_of_your_own(root):
-    """Part of issue 16: `esnfed privacy --dataset` took wesad or hhar only (an enum); a declared
+    """`esnfed privacy --dataset` took wesad or hhar only (an enum); a declared
     dataset of the user's own runs as the papers' do (δ = 1/n² of its training users), one
     undeclared is a usage error listing the declared, and the report renders its rows."""
     doc = json.loads((root / "runs" / "privacy" / "mine.json").read_text())

@@ -231,7 +231,7 @@ def test_random_baseline_is_seeded_and_near_chance():
     assert abs(float(constant.accuracy[0]) - 1 / 4) < 5 * np.sqrt(0.25 * 0.75 / 20_000)
 
 
-# ------------------------------------------------------------ readout.solver (issue 12, item 4)
+# ------------------------------------------------------------ readout.solver (docs/fidelity.md §4)
 def _stats_from(s: np.ndarray, y: np.ndarray, n_classes: int) -> RidgeStats:
     onehot = np.eye(n_classes)[y]
     return RidgeStats(onehot.T @ s, s.T @ s, len(s), 1)

@@ -29,7 +29,7 @@ SCORES = {"random": [0.25, 0.26, 0.24], "ridge": LOW, "incfed": LOW, "fedavg": [
           "ip": WIDE, "fedip": HIGH, "clip-naive": [0.3, 0.32, 0.31], "clip-replay": WIDE,
           "clip-joint": HIGH, "fedclip-naive": [0.3, 0.32, 0.31], "fedclip-replay": LOW,
           "fedclip-joint": HIGH,
-          "deep-incfed": HIGH, "deep-fedip": HIGH}  # deep (issue 13): better than incfed, equal to fedip
+          "deep-incfed": HIGH, "deep-fedip": HIGH}  # deep: better than incfed, equal to fedip
 N_UNITS, N_CLASSES = {"wesad": 20, "hhar": 30}, {"wesad": 4, "hhar": 6}
 CONTEXTS = {"wesad": 5, "hhar": 4}
 HHAR_CONTEXTS = ["nexus4", "s3", "s3mini", "lgwatch"]
@@ -281,7 +281,7 @@ def test_communication_table(built):
                and r["method"] == "fedip")
     assert int(fip["analytic_down_floats"]) == 5 * (2 * 20 * IP_ROUNDS + 20 * 4)
     md = (workdir / "reports" / "tables" / "communication.md").read_text()
-    # the dataset's display name, as every other table's rows (audit item 21); the CSV keeps its id
+    # the dataset's display name, as every other table's rows; the CSV keeps its id
     assert "N²+N·C" in md and "| HHAR | 50% | incfed | 30 | 6 | 3 | 1 |" in md
     joint = next(r for r in rows if r["dataset"] == "hhar" and r["pct"] == "25"
                  and r["method"] == "fedclip-joint")
@@ -289,7 +289,7 @@ def test_communication_table(built):
 
 
 def test_deep_table_marks_each_pair_and_has_no_paper_column(built):
-    """Issue 13: reports/tables/deep.md/.csv, shallow vs deep within IncFed and within FedIP,
+    """Deep reservoirs: reports/tables/deep.md/.csv, shallow vs deep within IncFed and within FedIP,
     each pair marked on its own (deep-incfed beats incfed: bold; deep-fedip = fedip: both
     italic); no published values, so no paper column."""
     workdir = built[0]
@@ -528,7 +528,7 @@ def test_bad_assess_file_is_one_line_error(workdir, mutate, needle):
     ([[0.5, 0.4], []], "pcts.100.client_test_accuracy[1] must be a non-empty list of accuracies"),
 ])
 def test_a_heterogeneous_file_s_client_accuracies_are_checked_as_its_test_accuracies(tmp_path, clients, problem):
-    """Audit item 5: NaN in pcts.<pct>.client_test_accuracy passed `esnfed ttest` and `esnfed report`
+    """NaN in pcts.<pct>.client_test_accuracy passed `esnfed ttest` and `esnfed report`
     (the heterogeneous table's spread printed nan); it is refused as NaN in test_accuracy is."""
     from esnfed_core.errors import DataError
     from esnfed_stages.ttest import load_assess

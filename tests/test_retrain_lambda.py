@@ -1,4 +1,4 @@
-"""Retraining's λ (issue 12, item 1): by default each retrained reservoir solves the whole λ grid
+"""Retraining's λ (docs/fidelity.md §1): by default each retrained reservoir solves the whole λ grid
 and keeps the λ with the best validation accuracy (the authors' retraining); ``retrain.lambda:
 frozen`` reuses the selection trial's λ. The expected λ is computed here from the saved reservoir."""
 

@@ -1,4 +1,4 @@
-"""The SecAgg+ overhead section of the communication table (issue 14 item 2): rows and ratios from
+"""The SecAgg+ overhead section of the communication table: rows and ratios from
 small fake `esnfed flower` documents, and the "not run" section without them."""
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def test_rows_and_ratios_from_the_flower_documents(flower_dir):
     # FedIP has no plain run here: its plain bytes and ratios are empty / n/a, its SecAgg+ bytes shown
     fedip_total = [r for r in got if r["method"] == "fedip" and r["stage"] == "total"][0]
     assert fedip_total["plain_up_bytes"] == "" and fedip_total["ratio_up"] == "" and fedip_total["rounds"] == "2"
-    # The audit (item 21): the datasets as every other table names them, the byte counts as the table above writes
+    # The audit: the datasets as every other table names them, the byte counts as the table above writes
     # its own (thousands separated; it read 1000 | 200 | 1500 beside 1,760.0)
     assert "| WESAD | incfed | 100% | 3 | stats | 1 | **total** | 1,000 | 200 | 1,500 | 600 | 1.50 | 3.00 |" in md
     assert "| WESAD | fedip | 100% | 3 | ip | 2 | **total** | n/a | n/a | 50 | 10 | n/a | n/a |" in md
@@ -77,7 +77,7 @@ def test_the_csv_names_each_stage_as_the_markdown_does(flower_dir):
 
 
 def test_flowers_request_for_the_initial_parameters_has_a_label_too():
-    """The audit (item 22): the raw id `get_parameters` stood among the readable labels: Flower's
+    """The audit: the raw id `get_parameters` stood among the readable labels: Flower's
     legacy workflow asks one client for the initial parameters before the first round."""
     doc = {"dataset": "wesad", "app": "incfed", "pct": "100", "secagg": True, "n_clients": 9,
            "flower": {"bytes": {"rows": [{"phase": "stats", "stage": "get_parameters", "rounds": 1,
@@ -162,7 +162,7 @@ def test_both_pipeline_datasets_render_and_an_untracked_folder_is_not_read(flowe
     (lambda d: d["flower"].pop("bytes"), "flower.bytes.rows missing"),
     (lambda d: d["flower"]["bytes"]["rows"][0].update(up_per_client_round="x"),
      "flower.bytes.rows[0].up_per_client_round: expected a finite number >= 0, got 'x'"),
-    # audit item 6: a negative byte count was accepted (NaN was refused)
+    # a negative byte count was accepted (NaN was refused)
     (lambda d: d["flower"]["bytes"]["rows"][0].update(up_per_client_round=-5.0),
      "flower.bytes.rows[0].up_per_client_round: expected a finite number >= 0, got -5.0"),
     (lambda d: d["flower"]["bytes"]["rows"][0].update(down_per_client_round=-1),
@@ -195,7 +195,7 @@ def test_flower_table_checks_the_fields_it_prints(flower_dir):
 @pytest.mark.parametrize("key", ["flower.bytes.up_per_client.mean", "flower.bytes.down_per_client.mean",
                                  "pipeline.communication.up_bytes", "pipeline.communication.down_bytes"])
 def test_flower_table_refuses_a_negative_byte_count(tmp_path, key):
-    """Audit item 6: every byte field of a result is a count >= 0 (NaN was refused, -1 was not)."""
+    """Every byte field of a result is a count >= 0 (NaN was refused, -1 was not)."""
     from esnfed_stages.flower import load_docs
 
     doc = _doc("incfed", False, [("stats", "plain", 1, 1000.0, 200.0)])

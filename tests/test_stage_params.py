@@ -111,7 +111,7 @@ def test_privacy_params_frozen_with_defaults_and_delta():
 
 @pytest.mark.parametrize("key", ["clip", "ip_clip"])
 def test_privacy_clip_is_one_number_or_one_per_dataset(key):
-    """Part of issue 16: privacy.clip was tuned on the papers' data (docs/privacy.md); a mapping
+    """privacy.clip was tuned on the papers' data (docs/privacy.md); a mapping
     dataset -> number lets a dataset of your own have its own while the number form stays.
     FedIP's ip_clip takes the same forms (it was one number only: a mapping was refused)."""
     p = _params()

@@ -107,7 +107,7 @@ def test_untestable_comparison_is_italic():
     assert marks(best, tests) == {"a": "italic", "b": "italic"}
 
 
-# ------------------------------------------------------------------ paired (issue 12, item 5)
+# ------------------------------------------------------------------ paired (docs/fidelity.md §5)
 P_A = [0.70, 0.74, 0.69, 0.77, 0.72]
 P_B = [0.68, 0.735, 0.67, 0.76, 0.705]  # every retrain a little below A: pairing matters
 

@@ -32,12 +32,12 @@ def _expected(values):
 
 def test_table_ids_are_protocol_section_7():
     assert set(TABLE_IDS) == {"ijcnn-wesad", "ijcnn-hhar", "esann", "fedip", "fedclip",
-                              "ip-centralized", "clip-centralized", "deep"}  # deep: issue 13
+                              "ip-centralized", "clip-centralized", "deep"}  # deep: not in the papers
 
 
 def test_required_inputs_cover_every_method_once():
     needed = required_inputs()
-    assert len(needed) == len(set(needed)) == 28  # 24 of the papers + deep-{incfed,fedip} (issue 13)
+    assert len(needed) == len(set(needed)) == 28  # 24 of the papers + deep-{incfed,fedip}
     assert ("wesad", "fedclip-joint") in needed and ("hhar", "random") in needed
 
 
@@ -181,7 +181,7 @@ def test_communication_formulas():
 
 
 def test_communication_cells_that_do_not_apply_read_a_dash_the_header_says_why():
-    """The audit (item 22): local read 0.0 per client per round over 0 rounds; IP rounds / readouts
+    """The audit: local read 0.0 per client per round over 0 rounds; IP rounds / readouts
     read n/a / n/a for IncFed but n/a / 0 or n/a / 1 for the heterogeneous methods, unexplained.
     Where the count does not apply the cell reads "—", an unknown one n/a, and one header line says
     which is which; the CSV leaves a per-round figure of no round empty."""

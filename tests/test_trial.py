@@ -37,7 +37,7 @@ def test_method_ids_round_trip():
     assert [m for m in METHODS if Method.parse(m).federated] == [
         "incfed", "fedavg", "fedip", "fedclip-naive", "fedclip-replay", "fedclip-joint",
         "deep-incfed", "deep-fedip",
-        "local", "ensemble", "align-0.5"]  # issue 13: local's ledger is empty (0 floats), but measured
+        "local", "ensemble", "align-0.5"]  # local's ledger is empty (0 floats), but measured
 
 
 @pytest.mark.parametrize("algo, strategy, fragment", [
@@ -258,7 +258,7 @@ def test_pooling_users_keeps_one_state_block_alive():
 @pytest.mark.parametrize("method", [m for m in METHODS if m != "random"])
 def test_the_solver_setting_reaches_every_readout_solve(data, method, monkeypatch):
     """readout.solver: pinv32 solves every readout of every method with numpy's pinv (the
-    authors' numerics) and the default Cholesky never calls it (issue 12, item 4)."""
+    authors' numerics) and the default Cholesky never calls it (docs/fidelity.md §4)."""
     from dataclasses import replace
 
     calls = []

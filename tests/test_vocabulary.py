@@ -20,7 +20,7 @@ def test_members_are_their_values():
 def test_tuples_and_choices():
     assert DATASETS == ("wesad", "hhar") and PCTS == ("25", "50", "75", "100")
     assert STRATEGIES == ("naive", "replay", "joint") and ALGOS[6:8] == ("clip", "fedclip")
-    assert ALGOS[8:] == ("deep-incfed", "deep-fedip", "local", "ensemble", "align")  # issue 13
+    assert ALGOS[8:] == ("deep-incfed", "deep-fedip", "local", "ensemble", "align")  # deep, then heterogeneous
     assert ShareOrAll.values() == PCTS + ("all",)
 
 

@@ -1,4 +1,4 @@
-"""README "Flower apps": the run_simulation snippet runs as printed (audit item 7: it named a
+"""README "Flower apps": the run_simulation snippet runs as printed (before, it named a
 run.json nobody wrote, FileNotFoundError), from a folder holding only the packages it imports."""
 
 from __future__ import annotations

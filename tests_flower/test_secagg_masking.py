@@ -1,4 +1,4 @@
-"""SecAgg+ hides a client's data from the server (issue 14, item 3): the masked vector a client
+"""SecAgg+ hides a client's data from the server: the masked vector a client
 uploads has the same distribution, uniform over the field Z_(2^32), whatever the client's data.
 
 Flower's own client-side stages (secaggplus_mod's _setup, _share_keys, _collect_masked_vectors:

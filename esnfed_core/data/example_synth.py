@@ -1,4 +1,4 @@
-"""The embedded example of a user's own dataset (issue 16): a plain CSV of wearable recordings,
+"""The embedded example of a user's own dataset: a plain CSV of wearable recordings,
 as a study might export it, for `esnfed import` (params.yaml imports.example).
 
 Layout: <root>/EXAMPLE/recordings.csv with the columns subject, t_ms, session, activity, acc_x,
