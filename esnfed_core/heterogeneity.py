@@ -9,8 +9,9 @@ for its weights (so mode ``seed`` and mode ``space`` draw the same Ŵ and W_in s
 
 :func:`align` interpolates a client's reservoir toward the server's target (docs/heterogeneous.md):
 W(α) = (1−α)W_c + αW_T and W_in(α) = (1−α)W_in,c + αW_in,T, Ŵ rescaled to the interpolated radius
-(1−α)ρ_c + αρ_T, leak (1−α)a_c + αa_T. α = 0 is the client's reservoir and α = 1 the target, bit
-for bit. Alignment needs equal units: a spec that varies ``units`` serves local and ensemble only.
+(1−α)ρ_c + αρ_T, W_in rescaled to the interpolated Frobenius norm (1−α)‖W_in,c‖ + α‖W_in,T‖, leak
+(1−α)a_c + αa_T. α = 0 is the client's reservoir and α = 1 the target, bit for bit. Alignment
+needs equal units: a spec that varies ``units`` serves local and ensemble only.
 """
 
 from __future__ import annotations
@@ -99,7 +100,20 @@ def draw_clients(het: Heterogeneity, config: Mapping[str, Any], n_inputs: int, n
 
 
 def align(client: ClientReservoir, target: ClientReservoir, alpha: float) -> Reservoir:
-    """The client's reservoir moved a fraction ``alpha`` toward ``target`` (module docstring)."""
+    """The client's reservoir moved a fraction ``alpha`` toward ``target`` (module docstring).
+
+    Both matrices are rescaled after the interpolation, because a convex combination of two
+    independent draws is smaller than either: entrywise, (1−α)X_c + αX_T has √((1−α)² + α²) times
+    their scale (0.71 at α = 0.5), so without a rescale a mid-α reservoir would be less recurrent
+    and less driven than both the client's and the target's. Ŵ goes to the interpolated spectral radius.
+    W_in (U(−1, 1)·input_scaling, masked when sparse) goes to the interpolated Frobenius norm
+    (1−α)‖W_in,c‖_F + α‖W_in,T‖_F: the Frobenius norm sets the input drive (E‖W_in u‖² =
+    σ²‖W_in‖²_F for inputs of independent components of variance σ²) and is proportional to the
+    input scaling of a given draw, so the target is (1−α)s_c‖U_c‖_F + αs_T‖U_T‖_F for the unit
+    draws U, ≈ the norm a fresh draw has at the interpolated input scaling (1−α)s_c + αs_T (equal
+    shapes and connectivity give ‖U_c‖_F ≈ ‖U_T‖_F); and as Ŵ's radius it is exactly the
+    client's at α = 0 and the target's at α = 1, so W_in(α) tends to W_in,T as α → 1.
+    """
     if alpha == 0.0:
         return client.reservoir
     if alpha == 1.0:
@@ -113,7 +127,12 @@ def align(client: ClientReservoir, target: ClientReservoir, alpha: float) -> Res
     current = spectral_radius(w)
     if current > 0.0:
         w *= rho / current
-    w_in = (1.0 - a) * c.w_in.astype(np.float64) + a * t.w_in.astype(np.float64)
+    w_in_c, w_in_t = c.w_in.astype(np.float64), t.w_in.astype(np.float64)
+    w_in = (1.0 - a) * w_in_c + a * w_in_t
+    norm = (1.0 - a) * np.linalg.norm(w_in_c) + a * np.linalg.norm(w_in_t)
+    interpolated = float(np.linalg.norm(w_in))
+    if interpolated > 0.0:
+        w_in *= norm / interpolated
     leak = (1.0 - a) * float(c.leak) + a * float(t.leak)
     return Reservoir(w_in=w_in, w=w, leak=leak, gain=np.ones(c.units), bias=np.zeros(c.units))
 

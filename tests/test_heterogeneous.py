@@ -86,7 +86,10 @@ def test_alignment_interpolates_and_rescales():
     rho = 0.5 * client.config["spectral_radius"] + 0.5 * CFG["spectral_radius"]
     assert spectral_radius(mid.w) == pytest.approx(rho, rel=1e-5)
     assert mid.leak == pytest.approx(0.5 * client.config["leak"] + 0.5 * CFG["leak"])
-    np.testing.assert_allclose(mid.w_in, 0.5 * client.reservoir.w_in + 0.5 * target.reservoir.w_in, rtol=1e-6)
+    # W_in is the plain interpolation up to one positive factor (its rescale, tested below)
+    plain = 0.5 * client.reservoir.w_in.astype(float) + 0.5 * target.reservoir.w_in.astype(float)
+    factor = np.linalg.norm(mid.w_in.astype(float)) / np.linalg.norm(plain)
+    np.testing.assert_allclose(mid.w_in, factor * plain, rtol=1e-6, atol=1e-7)
     wider = draw_clients(Heterogeneity("seed", 1), {**CFG, "units": 12}, 3, 1, 5)
     with pytest.raises(ConfigError, match="equal units"):
         aligned_reservoirs(wider, target, 0.5)
@@ -94,8 +97,45 @@ def test_alignment_interpolates_and_rescales():
         Heterogeneity("seed", 0, tuple(SPACE))
 
 
+@pytest.mark.parametrize("alpha", [0.25, 0.5, 0.75, 0.9])
+def test_alignment_keeps_the_input_scale_at_intermediate_alpha(alpha):
+    # A client at input scaling 0.5 toward a target at 1.0, 200 units × 3 inputs (600 entries).
+    client, = draw_clients(Heterogeneity("seed", 1), {**CFG, "units": 200, "input_scaling": 0.5}, 3, 1, 5)
+    target, = draw_clients(Heterogeneity("seed", 99), {**CFG, "units": 200}, 3, 1, 6)
+    got = np.linalg.norm(align(client, target, alpha).w_in.astype(float))
+    norm_c, norm_t = (np.linalg.norm(r.reservoir.w_in.astype(float)) for r in (client, target))
+    # Exactly the interpolated Frobenius norm (to the float32 rounding of the stored matrix); the
+    # plain interpolation of the two independent draws has √((1−α)²·0.25 + α²)/((1−α)·0.5 + α) of
+    # it: 0.72, 0.75, 0.87, 0.95 at these α.
+    assert got == pytest.approx((1 - alpha) * norm_c + alpha * norm_t, rel=1e-6)
+    # ... which is the norm a fresh U(−1, 1)·s draw has at the interpolated scaling s: √(600/3)·s,
+    # within 8 % (the norm of a 600-entry draw has a relative std of ½√(0.8/600) ≈ 1.8 %).
+    s = (1 - alpha) * 0.5 + alpha * 1.0
+    assert got == pytest.approx(np.sqrt(600 / 3) * s, rel=0.08)
+
+
+def test_alignment_tends_to_its_endpoints_through_the_arithmetic():
+    # α = 0 and α = 1 return the client's and the target's reservoir objects; just inside them the
+    # interpolation and both rescales run and must land on those reservoirs to float32 rounding
+    # (the target's stored float32 Ŵ has its radius only to ~1e-7; 1e-5 of the largest entry
+    # leaves room for the eigenvalue's conditioning).
+    client, = draw_clients(SPACE_HET, CFG, 3, 1, 5)
+    target = draw_clients(Heterogeneity("seed", 99), CFG, 3, 1, 6)[0]
+    for alpha, end in ((1 - 1e-9, target), (1e-9, client)):
+        near = align(client, target, alpha)
+        assert near is not end.reservoir
+        for key in ("w_in", "w"):
+            want = getattr(end.reservoir, key)
+            np.testing.assert_allclose(getattr(near, key), want, rtol=0, atol=1e-5 * np.abs(want).max())
+        assert near.leak == pytest.approx(end.reservoir.leak, rel=1e-8)
+    assert spectral_radius(align(client, target, 1 - 1e-9).w) == pytest.approx(CFG["spectral_radius"], rel=1e-6)
+
+
 @pytest.mark.parametrize("het", [Heterogeneity(), SPACE_HET])
 def test_align_at_one_is_incfed_bit_for_bit(data, het):
+    # align returns the target reservoir itself at α = 1, so this checks the method's plumbing
+    # (λ, scores, messages) rather than the interpolation; its continuity toward α = 1 is tested
+    # above.
     train, _ = data
     settings = Settings(heterogeneity=het)
     inc = fit("incfed", CFG, 11, train, settings)

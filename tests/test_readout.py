@@ -241,7 +241,7 @@ def test_pinv32_is_numpy_pinv_in_float32():
     rng = np.random.default_rng(3)
     s = rng.standard_normal((400, 12))
     stats = _stats_from(s, rng.integers(0, C, 400), C)
-    rcond = 12 * float(np.finfo(np.float32).eps)  # torch.linalg.pinv's default rtol
+    rcond = 1e-15  # torch's Tensor.pinverse default, the authors' call
     for lam in (1e-5, 0.5):
         m32 = stats.b.astype(np.float32) + np.float32(lam) * np.eye(12, dtype=np.float32)
         want = stats.a.astype(np.float32) @ np.linalg.pinv(m32, rcond=rcond)
@@ -252,15 +252,66 @@ def test_pinv32_is_numpy_pinv_in_float32():
     np.testing.assert_array_equal(grid[1], solve(stats, 0.5, solver="pinv32"))
 
 
-def test_pinv32_differs_from_cholesky_only_where_float32_cuts_the_spectrum():
+def _exact_spectrum_stats(n_classes: int = C) -> tuple[RidgeStats, np.ndarray]:
+    """Statistics whose B = P·diag(d)·Pᵀ (P a signed permutation) holds singular values d that
+    float32 represents exactly and that its SVD finds exactly (each column one nonzero), spread
+    from 1 down to 1e-12: below pinv's old cut-off N·eps32·σ_max ≈ 1e-6 and above 1e-15·σ_max."""
+    rng = np.random.default_rng(6)
+    d = np.float32([1.0, 0.5, 0.25, 1e-3, 1e-5, 1e-7, 1e-9, 1e-12]).astype(np.float64)
+    n = len(d)
+    p = np.zeros((n, n))
+    p[np.arange(n), rng.permutation(n)] = rng.choice([-1.0, 1.0], n)
+    a = rng.integers(1, 9, (n_classes, n)) / 8.0  # float32-exact
+    return RidgeStats(a, (p * d) @ p.T, 1000, 1), np.linalg.inv((p * d) @ p.T)
+
+
+def test_pinv32_cuts_no_singular_value_above_1e_15():
+    # The authors' Tensor.pinverse() (rcond = 1e-15) inverts every singular value here, 1e-12
+    # included; the exact readout is A·B⁻¹. Each entry of the float32 result is one rounded product
+    # a·(1/σ) (B⁻¹ has one nonzero a row): two float32 roundings, 2·eps32 ≈ 2.4e-7 relative.
+    stats, inv = _exact_spectrum_stats()
+    want = stats.a @ inv
+    got = solve(stats, 0.0, solver="pinv32")
+    np.testing.assert_allclose(got, want, rtol=4 * float(np.finfo(np.float32).eps), atol=0)
+    # The same as numpy's float32 pinv at rcond = 1e-15 (to the same float32 rounding)
+    ref = stats.a.astype(np.float32) @ np.linalg.pinv(stats.b.astype(np.float32), rcond=1e-15)
+    np.testing.assert_allclose(got, ref, rtol=4 * float(np.finfo(np.float32).eps), atol=0)
+
+
+def test_pinv32_equals_torchs_tensor_pinverse():
+    torch = pytest.importorskip("torch")
+    eps32 = float(np.finfo(np.float32).eps)
+    # Exact spectrum: both inverse every singular value to float32 rounding (as above).
+    stats, _ = _exact_spectrum_stats()
+    a32, b32 = (torch.from_numpy(m.astype(np.float32)) for m in (stats.a, stats.b))
+    want = (a32 @ b32.pinverse()).numpy()  # the authors' call, default rcond
+    np.testing.assert_allclose(solve(stats, 0.0, solver="pinv32"), want, rtol=4 * eps32, atol=0)
+    # States with λ on the diagonal: two float32 pseudo-inverses by different LAPACK builds agree
+    # to eps32·cond(B + λI) per side (×10, as tests/test_readout_bias.py), in norm.
+    rng = np.random.default_rng(7)
+    stats = _stats_from(rng.standard_normal((400, 12)) @ rng.standard_normal((12, 12)), rng.integers(0, C, 400), C)
+    lam = 0.5
+    m32 = stats.b.astype(np.float32) + np.float32(lam) * np.eye(12, dtype=np.float32)
+    want = (torch.from_numpy(stats.a.astype(np.float32)) @ torch.from_numpy(m32).pinverse()).numpy()
+    got = solve(stats, lam, solver="pinv32")
+    tol = 10 * eps32 * np.linalg.cond(m32.astype(np.float64))
+    assert np.linalg.norm(got - want) <= tol * np.linalg.norm(want)
+
+
+def test_pinv32_loses_small_lambdas_to_float32_rounding():
     rng = np.random.default_rng(4)
     n = 20
-    # Nearly collinear columns: B's small eigenvalues (~5e-4) lie below pinv's float32 cut-off
-    # (n·eps32·λmax ≈ 2e-2) but above λ = 1e-5, so Cholesky keeps them and pinv32 drops them.
-    s = rng.standard_normal((500, 1)) @ np.ones((1, n)) + 1e-3 * rng.standard_normal((500, n))
+    # Nearly collinear columns: B's diagonal ≈ 500 and its small eigenvalues ≈ 3e-8. In float32
+    # B_ii + 1e-5 rounds to B_ii (λ under half the float spacing at B_ii ≥ 2²⁵·λ ≈ 336), so pinv32
+    # at λ = 1e-5 is λ = 0's, bit for bit, and inverts B's float32 rounding noise (entries ≈ 500
+    # to ±3e-5, far above its small eigenvalues), while the float64 Cholesky keeps λ.
+    s = rng.standard_normal((500, 1)) @ np.ones((1, n)) + 1e-5 * rng.standard_normal((500, n))
     stats = _stats_from(s, rng.integers(0, C, 500), C)
-    chol, pinv = solve(stats, 1e-5), solve(stats, 1e-5, solver="pinv32")
-    assert np.linalg.norm(chol - pinv) > 0.5 * np.linalg.norm(chol)
+    assert np.diag(stats.b).min() >= 2**25 * 1e-5
+    pinv = solve(stats, 1e-5, solver="pinv32")
+    np.testing.assert_array_equal(pinv, solve(stats, 0.0, solver="pinv32"))
+    chol = solve(stats, 1e-5)
+    assert np.linalg.norm(chol - pinv) > 10 * np.linalg.norm(chol)
     # Well conditioned: the two agree to float32 accuracy.
     good = _stats_from(rng.standard_normal((500, n)), rng.integers(0, C, 500), C)
     np.testing.assert_allclose(solve(good, 1.0, solver="pinv32"), solve(good, 1.0), rtol=1e-4, atol=1e-6)

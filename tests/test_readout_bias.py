@@ -74,7 +74,6 @@ def test_solve_with_bias_leaves_the_bias_unpenalised(res, make_windows):
     np.testing.assert_allclose(w[:, N], freq, rtol=0, atol=1e-6)
     # pinv32 spares it too: equal to the float64 solve within float32 pseudo-inverse rounding
     # (eps32·cond per side, ×10), at a λ where penalising the bias would move it far more.
-    # (Not at λ = 1e9: pinv's float32 cut-off N·eps32·σmax then drops the bias direction itself.)
     lam = 1e3
     m = stats.b + lam * np.diag([1.0] * N + [0.0])
     tol = 10 * float(np.finfo(np.float32).eps) * np.linalg.cond(m)
@@ -82,6 +81,9 @@ def test_solve_with_bias_leaves_the_bias_unpenalised(res, make_windows):
     assert np.linalg.norm(pinv - chol) <= tol * np.linalg.norm(chol)
     penalised = np.linalg.solve(stats.b + lam * np.eye(N + 1), stats.a.T).T
     assert np.linalg.norm(penalised - chol) > 10 * tol * np.linalg.norm(chol)
+    # At λ = 1e9 the bias direction's singular value (≈ n_steps = 360) is ~4e-7·σmax: kept by the
+    # authors' cut-off 1e-15·σmax, so pinv32's bias is the class frequencies as the float64 one.
+    np.testing.assert_allclose(solve(stats, 1e9, solver="pinv32")[:, N], freq, rtol=0, atol=1e-6)
 
 
 def test_predictions_add_the_bias_column():
