@@ -70,6 +70,17 @@ PRIVACY_BOUNDS = {"epsilon": POSITIVE, "delta": Bound(low=0.0, high=1.0, low_ope
                   "clip": Bound(low=0.0, high=1.0, low_open=True), "ip_clip": POSITIVE,
                   "fedavg_clip": POSITIVE}
 _PLD_GRID = 1e-2  # the PLD accountant's value_discretization_interval
+# privacy.delta: auto's cap: δ ≪ 1/n needs δ well below 1/n, and 1e-5 is the usual ceiling
+AUTO_DELTA_CAP = 1e-5
+
+
+def auto_delta(n_units: int) -> float:
+    """δ of ``privacy.delta: auto``: min(1e-5, 1/(10·n)), n the protected units (the training users):
+    a δ near 1/n would allow a mechanism that publishes one unit's data outright with probability
+    about δ·n, so δ is kept an order of magnitude below 1/n and never above 1e-5."""
+    if int(n_units) < 1:
+        raise ParameterError(f"n_units: expected >= 1, got {n_units}")
+    return min(AUTO_DELTA_CAP, 1.0 / (10 * int(n_units)))
 
 
 @dataclass(frozen=True)

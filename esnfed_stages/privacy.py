@@ -7,8 +7,8 @@ Opt-in (``privacy.extra_methods``, default none; stage `privacy-extra`): DP-FedA
 The selected config of the share ``privacy.pct`` (runs/select/.../best.json) is retrained with the
 retrain stage's seeds (budgets.<budget>.retrains of them), once per ε, with the noise of
 :mod:`esnfed_core.privacy`; λ is chosen on the validation users. ε = .inf is the non-private
-trial, bit for bit. δ: ``auto`` = 1 / n², n the training users of the share (relation ``user``)
-or their windows (``window``). The document records what it was computed with (``params``: this
+trial, bit for bit. δ: ``auto`` = min(1e-5, 1/(10·n)), n the training users of the share (the
+protected units). The document records what it was computed with (``params``: this
 section and the budget, esnfed_stages/provenance.py); the report refuses it under other values.
 federated.client_fraction < 1: FedIP's rounds sample their clients (no amplification claimed unless
 ``privacy.amplification: sampling``; the document records the fraction and which).
@@ -28,7 +28,7 @@ from typing import Any, Callable, Mapping
 from esnfed_core import __version__
 from esnfed_core.errors import ConfigError
 from esnfed_core.method import Method
-from esnfed_core.privacy import AMPLIFICATIONS, PRIVACY_BOUNDS, RELATIONS, DPSpec, ip_sigma, stats_sigma
+from esnfed_core.privacy import AMPLIFICATIONS, PRIVACY_BOUNDS, RELATIONS, DPSpec, auto_delta, ip_sigma, stats_sigma
 from esnfed_core.private_trial import EXTRA_ALGOS, PRIVATE_ALGOS, UNCOVERED, fit_private, releases, trial_spec
 from esnfed_core.quote import quote
 from esnfed_core.sampling import CLIENT_FRACTION, FULL, sample_size
@@ -79,8 +79,8 @@ PerDataset = float | tuple[tuple[str, float], ...]
 
 @dataclass(frozen=True)
 class PrivacyParams:
-    """The ``privacy`` section, checked: ε list (+inf: no mechanism), δ (``auto``: 1 / n², n the
-    share's training users), relation, clipping (``clip`` and FedIP's ``ip_clip``: each one number
+    """The ``privacy`` section, checked: ε list (+inf: no mechanism), δ (``auto``: min(1e-5, 1/(10·n)), n
+    the share's training users), relation, clipping (``clip`` and FedIP's ``ip_clip``: each one number
     for every dataset, or ((dataset, number), ...) from a mapping), the share and the methods."""
 
     epsilons: tuple[float, ...]
@@ -99,8 +99,9 @@ class PrivacyParams:
     study_amplification: tuple[str, ...] = AMPLIFICATIONS
 
     def delta_for(self, n_units: int) -> float:
-        """δ of ``auto``: 1/n², n = the relation's neighbouring units (``neighbouring_units``)."""
-        return 1.0 / n_units ** 2 if self.delta == "auto" else float(self.delta)
+        """δ of ``auto``: :func:`esnfed_core.privacy.auto_delta` of n = the protected units
+        (``neighbouring_units``); otherwise the number params.yaml gives."""
+        return auto_delta(n_units) if self.delta == "auto" else float(self.delta)
 
     def clip_for(self, dataset: str) -> float:
         """``dataset``'s clip: the number, or its entry of the mapping (none: a ConfigError)."""

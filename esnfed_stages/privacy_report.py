@@ -15,6 +15,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from esnfed_core.errors import DataError
+from esnfed_core.privacy import auto_delta
 from esnfed_core.private_trial import PRIVATE_ALGOS
 from esnfed_core.quote import quote
 from esnfed_core.tables import dataset_label, papers_first
@@ -126,6 +127,8 @@ def _check(path: Path, doc: Mapping[str, Any]) -> None:
     n = doc.get("n_units", doc.get("n_users"))
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise bad("n_units" if "n_units" in doc else "n_users", "an integer >= 1", n)
+    if is_auto_delta(doc) and doc["delta"] != auto_delta(n):  # e.g. written under the former rule δ = 1/n²
+        raise bad("delta", f"min(1e-5, 1/(10·{n})) = {auto_delta(n):g} of privacy.delta: auto", doc["delta"])
     if not doc["methods"]:
         raise bad("methods", "at least one method", doc["methods"])
     for m, res in doc["methods"].items():
@@ -329,13 +332,19 @@ def _per_dataset(docs: Mapping[str, Mapping[str, Any]], key: str) -> str:
     return ", ".join(f"{dataset_label(ds)} {v}" for ds, v in values.items())
 
 
-def _delta_source(doc: Mapping[str, Any]) -> str:
-    """Where a document's δ came from: 1/n² of ``privacy.delta: auto`` (the default, and what a
-    document recorded before ``params`` was) or the number params.yaml gave."""
+def is_auto_delta(doc: Mapping[str, Any]) -> bool:
+    """Whether a document's δ is ``privacy.delta: auto``'s (the default, and what a document
+    recorded before ``params`` was) rather than a number params.yaml gave."""
     rec = doc.get(provenance.KEY)
-    if isinstance(rec, Mapping) and rec.get("privacy.delta", "auto") != "auto":
+    return not (isinstance(rec, Mapping) and rec.get("privacy.delta", "auto") != "auto")
+
+
+def _delta_source(doc: Mapping[str, Any]) -> str:
+    """Where a document's δ came from: min(1e-5, 1/(10·n)) of ``privacy.delta: auto``, or the
+    number params.yaml gave."""
+    if not is_auto_delta(doc):
         return "privacy.delta"
-    return f"1/n², n = {doc.get('n_units', doc['n_users'])} {'windows' if doc['relation'] == 'window' else 'users'}"
+    return f"min(1e-5, 1/(10·n)), n = {doc.get('n_units', doc['n_users'])} users"
 
 
 def _retrains(rows: Sequence[Mapping[str, Any]]) -> str:

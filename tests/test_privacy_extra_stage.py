@@ -74,7 +74,7 @@ def test_the_extra_document_is_dp_fedavg_with_one_release(root):
     row = doc["methods"]["fedavg"]
     assert row["releases"] == 1 and "lambda" in row["config"]
     z = row["epsilons"]["1"]["noise_multiplier"]
-    assert z == noise_multiplier(1.0, doc["delta"], 1) and z > 0 and doc["delta"] == 1 / 16
+    assert z == noise_multiplier(1.0, doc["delta"], 1) and z > 0 and doc["delta"] == 1e-5
     assert row["epsilons"]["inf"]["noise_multiplier"] == 0.0
 
 
