@@ -1,10 +1,10 @@
 """Differential privacy of what clients release: the Gaussian mechanism on IncFed's (A, B) and on
 FedIP's (g, b) updates, with the noise scale calibrated by Google's ``dp_accounting`` (PLD).
 
-Privacy model (README, "Differential privacy"). Neighbouring data sets differ in one *unit*: ``relation="user"``
-(default) one user's whole data = one client, as the papers' clients; ``relation="window"`` one
-window. Each unit's contribution is bounded by clipping, the server sums the clipped contributions
-and adds N(0, σ²) noise with σ = z·C (z the noise multiplier, C the clipping norm). The aggregator
+Privacy model (README, "Differential privacy"). Neighbouring data sets differ in one *unit*: one
+user's whole data = one client, as the papers' clients (``relation="user"``, the only relation;
+window level is refused, :data:`WINDOW_REFUSED`). Each unit's contribution is bounded by clipping,
+the server sums the clipped contributions and adds N(0, σ²) noise with σ = z·C (z the noise multiplier, C the clipping norm). The aggregator
 is trusted (or is SecAgg+: the server then only sees the sum, to which the noise is added).
 
 IncFed. A unit with steps t = 1..n contributes its per-step *means* Ā = (1/n) Σ y_t s_tᵀ and
@@ -61,7 +61,13 @@ from esnfed_core.quote import quote
 from esnfed_core.readout import RidgeStats
 from esnfed_core.validation import POSITIVE, Bound, ParameterError
 
-RELATIONS = ("user", "window")
+RELATIONS = ("user",)
+# Why privacy.relation: window is refused (one line): a window-level guarantee would need
+# normalisation constants independent of the protected windows and FedIP rounds noised for the
+# replace-one sensitivity of a client's clipped update; neither holds.
+WINDOW_REFUSED = ("window level is not implemented: every dataset is z-scored per user over all of the user's "
+                  "windows, so one window changes every window of its user, and a client that stays moves its "
+                  "clipped FedIP update by up to 2·ip_clip, not ip_clip; use user")
 # privacy.amplification: none = sampled FedIP rounds accounted as if every client took part (PLD,
 # add/remove); sampling = amplification by sampling without replacement (RDP, replace-one).
 AMPLIFICATIONS = ("none", "sampling")
@@ -104,6 +110,8 @@ class DPSpec:
             value = getattr(self, name)
             if not (name == "epsilon" and value == math.inf):
                 bound.check(name, value)
+        if self.relation == "window":
+            raise ParameterError(f"relation: {WINDOW_REFUSED}")
         if self.relation not in RELATIONS:
             raise ParameterError(f"relation: expected one of {', '.join(RELATIONS)}, got {quote(self.relation)}")
         if self.amplification not in AMPLIFICATIONS:
@@ -254,8 +262,8 @@ def clipped_mean_stats(stats: RidgeStats, bound: float) -> tuple[np.ndarray, np.
 
 def private_stats(units_stats: Sequence[RidgeStats], spec: DPSpec, rng: np.random.Generator,
                   releases: int = 1) -> RidgeStats:
-    """The Gaussian mechanism on Σ clipped (Ā, B̄) over the neighbouring units (clients for
-    ``user``, windows for ``window``); ``releases``: mechanisms the budget is shared by.
+    """The Gaussian mechanism on Σ clipped (Ā, B̄) over the neighbouring units (the clients);
+    ``releases``: mechanisms the budget is shared by.
 
     ε = ∞: the plain sum Σ (A, B) of the units, bit for bit what IncFed sums.
     """

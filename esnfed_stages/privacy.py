@@ -28,7 +28,7 @@ from typing import Any, Callable, Mapping
 from esnfed_core import __version__
 from esnfed_core.errors import ConfigError
 from esnfed_core.method import Method
-from esnfed_core.privacy import AMPLIFICATIONS, PRIVACY_BOUNDS, RELATIONS, DPSpec, auto_delta, ip_sigma, stats_sigma
+from esnfed_core.privacy import AMPLIFICATIONS, PRIVACY_BOUNDS, RELATIONS, WINDOW_REFUSED, DPSpec, auto_delta, ip_sigma, stats_sigma
 from esnfed_core.private_trial import EXTRA_ALGOS, PRIVATE_ALGOS, UNCOVERED, fit_private, releases, trial_spec
 from esnfed_core.quote import quote
 from esnfed_core.sampling import CLIENT_FRACTION, FULL, sample_size
@@ -163,6 +163,8 @@ def privacy_params(params: Mapping[str, Any]) -> PrivacyParams:
     delta = p.get("delta", "auto")
     if delta != "auto":
         bounded("privacy.delta", delta, PRIVACY_BOUNDS["delta"])
+    if p.get("relation") == "window":
+        raise ConfigError(f"params.yaml: privacy.relation: {WINDOW_REFUSED}")
     if p.get("relation") not in RELATIONS:
         raise ConfigError(f"params.yaml: privacy.relation: must be one of {', '.join(RELATIONS)}, "
                           f"got {quote(p.get('relation'))}")
@@ -182,17 +184,11 @@ def privacy_params(params: Mapping[str, Any]) -> PrivacyParams:
             or len(set(extra)) < len(extra)):
         raise ConfigError(f"params.yaml: privacy.extra_methods: must list some of {', '.join(EXTRA_ALGOS)} "
                           f"(each once; [] runs none), got {quote(extra)}")
-    if extra and p["relation"] != "user":
-        raise ConfigError(f"params.yaml: privacy.relation: {', '.join(extra)} (privacy.extra_methods) is user-level "
-                          f"only (a client releases its whole readout), got {quote(p['relation'])}")
     amplification = p.get("amplification", "none")
     if amplification not in AMPLIFICATIONS:
         raise ConfigError(f"params.yaml: privacy.amplification: must be one of {', '.join(AMPLIFICATIONS)}, "
                           f"got {quote(amplification)}")
-    if amplification != "none" and p["relation"] != "user":
-        raise ConfigError(f"params.yaml: privacy.amplification: sampling is user-level only (the rounds sample "
-                          f"clients), got privacy.relation {quote(p['relation'])}")
-    fractions, accountings = _sampling_study(p.get("sampling_study", {}), p["relation"])
+    fractions, accountings = _sampling_study(p.get("sampling_study", {}))
     return PrivacyParams(tuple(_epsilon(e) for e in eps), delta, p["relation"],
                          _per_dataset("clip", p.get("clip", 1.0)), _per_dataset("ip_clip", p.get("ip_clip", DPSpec.ip_clip)),
                          pct, tuple(methods), tuple(extra),
@@ -200,10 +196,9 @@ def privacy_params(params: Mapping[str, Any]) -> PrivacyParams:
                          fractions, accountings)
 
 
-def _sampling_study(value: Any, relation: str) -> tuple[tuple[float | int, ...], tuple[str, ...]]:
+def _sampling_study(value: Any) -> tuple[tuple[float | int, ...], tuple[str, ...]]:
     """``privacy.sampling_study``: {fractions: [f, ...] each in (0, 1], each once ([] or the key
-    absent: no study), amplification: some of AMPLIFICATIONS, each once (default both)}; sampling
-    is user-level only, as ``privacy.amplification``."""
+    absent: no study), amplification: some of AMPLIFICATIONS, each once (default both)}."""
     key = "params.yaml: privacy.sampling_study"
     if not isinstance(value, Mapping):
         raise ConfigError(f"{key}: must be a mapping with fractions and amplification, got {quote(value)}")
@@ -223,9 +218,6 @@ def _sampling_study(value: Any, relation: str) -> tuple[tuple[float | int, ...],
             or len(set(accountings)) < len(accountings)):
         raise ConfigError(f"{key}.amplification: must list some of {', '.join(AMPLIFICATIONS)} (each once), "
                           f"got {quote(accountings)}")
-    if fractions and "sampling" in accountings and relation != "user":
-        raise ConfigError(f"{key}.amplification: sampling is user-level only (the rounds sample clients), "
-                          f"got privacy.relation {quote(relation)}")
     return tuple(fractions), tuple(accountings)
 
 
@@ -257,12 +249,9 @@ def _for_dataset(key: str, value: PerDataset, dataset: str) -> float:
     return values[dataset]
 
 
-def neighbouring_units(relation: str, data: TrialData) -> int:
-    """n of δ = 1/n² (``privacy.delta: auto``): the training users (``user``) or their windows
-    (``window``): δ stays below 1/n for the relation's own units."""
-    if relation == "user":
-        return len(data.train)
-    return int(sum(len(u.x) for u in data.train.values()))
+def neighbouring_units(data: TrialData) -> int:
+    """n of ``privacy.delta: auto``: the protected units, the training users (user level)."""
+    return len(data.train)
 
 
 def eps_key(eps: float) -> str:
@@ -287,7 +276,7 @@ def inputs(dataset: str, pp: PrivacyParams, exp: ExperimentParams, data_dir: Pat
     data = open_dataset(data_dir, dataset, exp.processed.get(dataset))
     trial_data = TrialData(data.load(data.train_users(pp.pct)), data.load(data.validation_users),
                            data.n_classes, data.n_contexts)
-    n_units = neighbouring_units(pp.relation, trial_data)
+    n_units = neighbouring_units(trial_data)
     return Inputs(trial_data, list(data.load(data.test_users).values()), n_units, pp.delta_for(n_units),
                   data.manifest.get("source"))
 

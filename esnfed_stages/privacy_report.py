@@ -119,8 +119,8 @@ def _check(path: Path, doc: Mapping[str, Any]) -> None:
     for key in ("mechanism", "accountant"):
         if not isinstance(doc.get(key), str):
             raise bad(key, "a string", doc.get(key))
-    if doc.get("relation") not in ("user", "window"):
-        raise bad("relation", "'user' or 'window'", doc.get("relation"))
+    if doc.get("relation") != "user":  # window level is refused (esnfed_core.privacy.WINDOW_REFUSED)
+        raise bad("relation", "'user'", doc.get("relation"))
     for key in ("delta", "clip", "ip_clip"):
         if not _number(doc.get(key)) or doc[key] <= 0:
             raise bad(key, "a finite number > 0", doc.get(key))
@@ -242,8 +242,7 @@ def render(docs: Mapping[str, Mapping[str, Any]], run: Sequence[str] = (), stamp
         f"{_clip_bound(docs)} (clip = {_per_dataset(docs, 'clip')}), summed, N(0, (z·C)²) added to A and B's upper "
         f"triangle; FedIP (Δg, Δb) per client and round clipped to {_per_dataset(docs, 'ip_clip')} (L2), noised sum / K"
         + _sampling(docs) + _fedavg_mechanism(docs),
-        f"- Neighbouring relation: {first['relation']}-level (add/remove one "
-        f"{'user = one client' if first['relation'] == 'user' else 'window'}); L2 sensitivity = the clipping norm",
+        "- Neighbouring relation: user-level (add/remove one user = one client); L2 sensitivity = the clipping norm",
         "- δ = " + ", ".join(f"{dataset_label(ds)} {delta_text(d['delta'])} ({_delta_source(d)})"
                              for ds, d in docs.items()),
         f"- Accountant: {first['accountant']}; z = noise multiplier (σ / sensitivity)",

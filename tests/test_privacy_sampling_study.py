@@ -227,14 +227,6 @@ def test_bad_params_fail_in_one_line_naming_the_key(root, tmp_path, study, key):
     assert not out.exists()  # no partial output
 
 
-def test_window_level_sampling_accounting_is_refused():
-    with pytest.raises(ConfigError, match=r"^params.yaml: privacy.sampling_study.amplification: sampling is "
-                                          r"user-level only[^\n]*$"):
-        privacy_params({"privacy": {**PRIVACY, "relation": "window"}})
-    privacy_params({"privacy": {**PRIVACY, "relation": "window", "sampling_study": {"fractions": [0.5],
-                                                                                    "amplification": ["none"]}}})
-
-
 def test_a_fraction_not_listed_is_refused(root, tmp_path):
     out = tmp_path / "out"
     line = cli_fails("privacy", *stage_options(root), "--sampling", "0.50", "--out-dir", str(out))

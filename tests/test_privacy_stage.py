@@ -163,7 +163,7 @@ def test_bad_privacy_param_fails_naming_the_key(root, tmp_path):
 
 @pytest.mark.parametrize("edit, problem", [
     (lambda d: d.update(delta="1/16"), "delta: expected a finite number > 0, got '1/16'"),
-    (lambda d: d.update(relation=None), "relation: expected 'user' or 'window', got None"),
+    (lambda d: d.update(relation=None), "relation: expected 'user', got None"),
     (lambda d: d["methods"]["incfed"].update(epsilons=[]), "methods.incfed.epsilons: expected an object"),
     (lambda d: d["methods"]["incfed"]["epsilons"]["1"].update(test_accuracy=[float("nan")]),
      "methods.incfed.epsilons.1.test_accuracy holds nan, expected a fraction in [0, 1]"),

@@ -103,8 +103,8 @@ def test_privacy_params_frozen_with_defaults_and_delta():
     assert pp.delta_for(4) == 1e-5
     with pytest.raises(dataclasses.FrozenInstanceError):
         pp.pct = "25"  # type: ignore[misc]
-    short = {"privacy": {"epsilons": [1], "relation": "window"}}
-    assert privacy_params(short) == PrivacyParams((1.0,), "auto", "window", 1.0, 0.03, "100", ("incfed", "fedip"))
+    short = {"privacy": {"epsilons": [1], "relation": "user"}}
+    assert privacy_params(short) == PrivacyParams((1.0,), "auto", "user", 1.0, 0.03, "100", ("incfed", "fedip"))
     with pytest.raises(ConfigError, match=r"^params.yaml: privacy.delta: must be < 1.0, got 1.0$"):
         privacy_params({"privacy": {**p["privacy"], "delta": 1.0}})
 
