@@ -274,14 +274,27 @@ def private_stats(units_stats: Sequence[RidgeStats], spec: DPSpec, rng: np.rando
         for s in units_stats[1:]:
             total = total + s
         return total
+    n = units_stats[0].units
+    a_sum, b_sum = clipped_stats_sum(units_stats, spec.clip * stats_bound(n))
+    return released_stats(*add_noise(a_sum, b_sum, stats_sigma(spec, n, releases), rng), units_stats[0].bias)
+
+
+def clipped_stats_sum(units_stats: Sequence[RidgeStats], bound: float) -> tuple[np.ndarray, np.ndarray]:
+    """Σ over the units of their (Ā, B̄) clipped to Frobenius norm ``bound``: what
+    :func:`private_stats` noises (its deterministic part, whose sensitivity the noise is for)."""
     n, c = units_stats[0].units, units_stats[0].n_classes
-    bound = spec.clip * stats_bound(n, c)
     a_sum, b_sum = np.zeros((c, n)), np.zeros((n, n))
     for s in units_stats:
         a, b = clipped_mean_stats(s, bound)
         a_sum += a
         b_sum += b
-    return released_stats(*add_noise(a_sum, b_sum, stats_sigma(spec, n, releases), rng), units_stats[0].bias)
+    return a_sum, b_sum
+
+
+def released_vector(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The numbers a statistics release draws noise for: A's entries, then B's upper triangle with
+    its diagonal (:func:`add_noise`); the L2 distance of two of them is what the sensitivity bounds."""
+    return np.concatenate([np.ravel(a), b[np.triu_indices(b.shape[0])]])
 
 
 def released_stats(a_noisy: np.ndarray, b_noisy: np.ndarray, bias: bool = False) -> RidgeStats:
@@ -332,11 +345,18 @@ def private_average(start: np.ndarray, locals_: Sequence[np.ndarray], weights: S
         norms.extend(float(np.linalg.norm(u)) for u in updates)
     if not spec.private:  # no uploads (a roster-sampled FedCLIP round without drawn participants): no update
         return weighted_average(locals_, weights) if len(locals_) else start
-    total = np.zeros_like(start)
-    for update in updates:
-        total += clip_norm(update, bound)
+    total = clipped_update_sum(start, updates, bound)
     sigma = spec.multiplier(releases) * bound
     return start + (total + rng.normal(0.0, sigma, total.shape)) / (clients or len(locals_))
+
+
+def clipped_update_sum(start: np.ndarray, updates: Sequence[np.ndarray], bound: float) -> np.ndarray:
+    """Σ_c clip(u_c) of the clients' updates u_c = x_c − start, each clipped to L2 norm ``bound``:
+    what :func:`private_average` noises (its deterministic part, whose sensitivity the noise is for)."""
+    total = np.zeros_like(np.asarray(start, np.float64))
+    for update in updates:
+        total += clip_norm(update, bound)
+    return total
 
 
 def fedip_aggregate(spec: DPSpec, rng: np.random.Generator, releases: int, norms: list[float] | None = None,
