@@ -23,7 +23,7 @@ from esnfed_core.reservoir import ReservoirConfig, build_reservoir
 from esnfed_core.settings import Settings
 from esnfed_core.trial import fit
 from esnfed_core.validation import ParameterError
-from experiment_data import trial_data
+from experiment_data import leave_one_out_moves, trial_data
 
 CONFIG = {"units": 10, "spectral_radius": 0.9, "leak": 0.5, "input_scaling": 0.8, "sigma": 0.3,
           "rounds": 2, "local_epochs": 1}
@@ -125,10 +125,22 @@ def test_fedip_average_noise_has_the_stated_variance():
 
 
 def test_fedip_update_clipping_bounds_one_client():
-    spec = DPSpec(math.inf, 1e-4)  # no noise: the sums themselves
-    start = np.zeros(6)
-    assert np.array_equal(private_average(start, [np.ones(6), 3 * np.ones(6)], [1, 3], spec,
-                                          np.random.default_rng(0)), 2.5 * np.ones(6))
+    """At a finite ε, with clipping active (every update longer than C_ip = 0.5), removing one
+    client (K public: 3) moves the released round average by at most C_ip / K, the same noise
+    drawn on both sides; the longest update moves it by exactly that."""
+    spec = DPSpec(2.0, 1e-5, ip_clip=0.5)
+    start = np.linspace(-1.0, 1.0, 6)
+    rng = np.random.default_rng(4)
+    locals_ = [start + rng.normal(0.0, s, 6) for s in (1.0, 2.0, 5.0)]
+    assert all(np.linalg.norm(x - start) > spec.ip_clip for x in locals_)
+
+    def release(clients):
+        return private_average(start, clients, [1] * len(clients), spec, np.random.default_rng(9), clients=3)
+
+    full = release(locals_)
+    for i in range(3):
+        moved = float(np.linalg.norm(full - release(locals_[:i] + locals_[i + 1:])))
+        assert moved == pytest.approx(spec.ip_clip / 3, rel=1e-9)
 
 
 @pytest.mark.parametrize("eps", [math.inf, 2.0])
@@ -175,9 +187,8 @@ def test_one_unit_moves_the_clipped_sum_by_at_most_the_clipping_norm():
     assert len(units) == 4
     bound = 0.05 * stats_bound(10)
     clipped = [clipped_mean_stats(u, bound) for u in units]
-    for a, b in clipped:
-        released = np.concatenate([a.ravel(), b[np.triu_indices(10)]])
-        assert np.linalg.norm(released) <= bound * (1 + 1e-12)
+    # the released sums of the neighbouring data sets (each user left out in turn): at most C apart
+    assert all(0 < moved <= bound * (1 + 1e-12) for moved in leave_one_out_moves(units, bound))
     assert any(math.isclose(math.sqrt(np.sum(a * a) + np.sum(b * b)), bound) for a, b in clipped)
 
 
