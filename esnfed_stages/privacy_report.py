@@ -29,6 +29,14 @@ COLUMNS = ("dataset", "method", "epsilon", "delta", "relation", "noise_multiplie
            "n", "non_private_mean")
 
 
+# The header lines every privacy table carries (privacy.md, privacy-sampling.md): what ε does not
+# cover, and that the noise is a seeded simulation.
+NOT_ACCOUNTED = ("Not accounted (ε covers the training of the reported model only): its hyperparameters, taken from "
+                 "the non-private selection on the same training users, and clip / ip_clip, tuned by runs on them "
+                 "(docs/privacy.md)")
+SEEDED = ("Noise: simulation, seeded noise (drawn from each retrain's seed, so the tables are reproducible; "
+          "a deployment must draw it from a secret source)")
+
 # What a privacy output held at its top level before it recorded ``params`` ({params.yaml key: field}).
 TOP_LEVEL = {"privacy.relation": "relation", "privacy.clip": "clip", "privacy.ip_clip": "ip_clip",
              "privacy.pct": "pct"}
@@ -246,6 +254,8 @@ def render(docs: Mapping[str, Mapping[str, Any]], run: Sequence[str] = (), stamp
         "- δ = " + ", ".join(f"{dataset_label(ds)} {delta_text(d['delta'])} ({_delta_source(d)})"
                              for ds, d in docs.items()),
         f"- Accountant: {first['accountant']}; z = noise multiplier (σ / sensitivity)",
+        f"- ε: {', '.join(eps)} (columns); {NOT_ACCOUNTED}",
+        f"- {SEEDED}",
         "- ε = inf: no mechanism (the non-private trial, bit for bit), so no z; cells: mean ± population std over "
         f"the {_retrains(rows)} retrains (as every table, PROTOCOL §6), ×100, two decimals",
         *([f"- {stamp}"] if stamp else []),

@@ -21,7 +21,7 @@ from esnfed_core.sampling import sample_size
 from esnfed_core.tables import dataset_label
 from esnfed_stages import provenance
 from esnfed_stages.privacy import STUDY_METHOD, fraction_name, sampling_path
-from esnfed_stages.privacy_report import TOP_LEVEL, is_auto_delta, check_epsilons, delta_text, read_opt_in
+from esnfed_stages.privacy_report import NOT_ACCOUNTED, SEEDED, TOP_LEVEL, is_auto_delta, check_epsilons, delta_text, read_opt_in
 
 NAME = "privacy-sampling"
 COLUMNS = ("dataset", "epsilon", "client_fraction", "sample_size", "n_users", "accounting", "from",
@@ -142,7 +142,11 @@ def render(main: Mapping[str, Mapping[str, Any]], study: Study, run: Sequence[st
         f"- From: `{MAIN}` = runs/privacy/<dataset>.json's FedIP (the pipeline's federated.client_fraction), "
         f"`{STUDY}` = runs/privacy/sampling/<dataset>/<f>.json; the selected FedIP config of "
         f"{first.get('pct', '100')}% training users (selected at the pipeline's fraction) retrained at each f",
+        "- Neighbouring relation: user-level (accounting `none`: add/remove one user = one client; `sampling`: "
+        "replace-one user)",
         *(f"- Accounting `{acc}`: {text}" for acc, text in accountants.items()),
+        f"- ε: the rows' (ε = inf: no mechanism); {NOT_ACCOUNTED}",
+        f"- {SEEDED}",
         "- z = noise multiplier (σ / clip), σ_round = z·ip_clip; f = 1 has no sampled round (accounting none alone)",
         "- δ = " + ", ".join(f"{dataset_label(ds)} {delta_text(d['delta'])}"
                              for ds, d in {ds: d for (ds, _), d in study.items()}.items()),

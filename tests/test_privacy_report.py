@@ -270,9 +270,20 @@ def test_auto_delta_is_well_below_one_over_n_and_the_header_states_it(tmp_path):
     assert auto_delta(20_000) == 1 / 200_000  # 1/(10·n) once it is below the cap
     assert all(auto_delta(n) <= 0.1 / n for n in (1, 5, 9, 100, 20_000))
     docs = {"wesad": privacy_doc(), "hhar": privacy_doc("hhar", 5)}
-    _, rep = _report(_write(tmp_path, docs))
-    assert ("- δ = WESAD 1e-05 (min(1e-5, 1/(10·n)), n = 9 users), HHAR 1e-05 (min(1e-5, 1/(10·n)), n = 5 users)"
-            in rep.tables["privacy.md"].decode())
+    header, rep = _report(_write(tmp_path, docs))
+    assert ("δ = WESAD 1e-05 (min(1e-5, 1/(10·n)), n = 9 users), HHAR 1e-05 (min(1e-5, 1/(10·n)), n = 5 users)"
+            in header)
+
+
+def test_the_header_states_relation_accountant_epsilon_what_is_not_accounted_and_seeded_noise(tmp_path):
+    header, _ = _report(_write(tmp_path, {"wesad": privacy_doc(), "hhar": privacy_doc("hhar", 5)}))
+    assert "Neighbouring relation: user-level (add/remove one user = one client); L2 sensitivity = the clipping norm" \
+        in header
+    assert any(line.startswith("Accountant: dp-accounting PLD") for line in header)
+    eps_line = next(line for line in header if line.startswith("ε: "))
+    assert eps_line.startswith("ε: 1, 8, inf (columns); Not accounted") and "non-private selection on the same " \
+        "training users" in eps_line and "clip / ip_clip, tuned by runs on them" in eps_line
+    assert any(line.startswith("Noise: simulation, seeded noise") for line in header)
 
 
 def test_a_document_computed_under_the_former_auto_delta_is_refused(tmp_path):

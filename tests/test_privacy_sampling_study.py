@@ -165,6 +165,12 @@ def test_the_report_renders_the_table(root):
     assert rep.missing == [] and "privacy.md" in rep.tables
     md = rep.tables["privacy-sampling.md"].decode()
     lines = [line for line in md.splitlines() if line.startswith("| WESAD |")]
+    header = md.splitlines()
+    assert "- Neighbouring relation: user-level (accounting `none`: add/remove one user = one client; `sampling`: " \
+        "replace-one user)" in header
+    assert f"- δ = WESAD {_doc(root, '0.5')['delta']:.4g}" in md and _doc(root, "0.5")["delta"] == 1e-5
+    assert any(line.startswith("- ε: the rows'") and "Not accounted" in line for line in header)
+    assert "- Noise: simulation, seeded noise" in md
     # per ε: the privacy stage's row, then f = 0.5 under none and sampling, then f = 1; ε = inf (no
     # mechanism, the same trial under either accounting) once per fraction
     assert [line.split(" | ")[1:6] for line in lines] == [
