@@ -154,7 +154,7 @@ def test_the_cli_reads_params_once_and_passes_the_parsed_objects(monkeypatch, tm
 
     def fake_privacy(ds, pp, exp, **kw):
         seen["privacy"] = (pp, exp)
-        return {"relation": pp.relation, "delta": 0.1, "n_users": 3,
+        return {"relation": pp.relation, "delta": 0.1, "n_users": 3, "accountant": "dp-accounting PLD",
                 "methods": {"incfed": {"epsilons": {"inf": {"test_accuracy": [0.5]}}}}}
 
     for module in (experiment_cmds, privacy_cmd):
