@@ -74,7 +74,8 @@ def privacy(
 
 def _sampling_summary(ds: str, doc: dict, written: Path) -> None:
     table = Table(title=f"privacy {ds}: DP-FedIP at client fraction {doc['client_fraction']} "
-                  f"(m = {doc['sample_size']} of {doc['n_users']} clients, δ = {doc['delta']:.4g})")
+                  f"(m = {doc['sample_size']} of {doc['n_users']} clients, user-level, δ = {doc['delta']:.4g}; "
+                  "simulation, seeded noise; hyperparameters and clips not accounted)")
     table.add_column("accounting")
     eps = list(next(iter(doc["accountings"].values())))
     for e in eps:
@@ -91,7 +92,8 @@ def _mean(acc: list[float]) -> str:
 
 def _summary(ds: str, doc: dict, written: Path) -> None:
     table = Table(title=f"privacy {ds} ({doc['relation']}-level, δ = {doc['delta']:.4g}, "
-                  f"{doc['n_users']} users)")
+                  f"{doc['n_users']} users; {doc['accountant']}; simulation, seeded noise; hyperparameters and "
+                  "clips not accounted)")
     table.add_column("method")
     eps = list(next(iter(doc["methods"].values()))["epsilons"])
     for e in eps:

@@ -1,10 +1,10 @@
 """Differential privacy of what clients release: the Gaussian mechanism on IncFed's (A, B) and on
 FedIP's (g, b) updates, with the noise scale calibrated by Google's ``dp_accounting`` (PLD).
 
-Privacy model (README, "Differential privacy"). Neighbouring data sets differ in one *unit*: ``relation="user"``
-(default) one user's whole data = one client, as the papers' clients; ``relation="window"`` one
-window. Each unit's contribution is bounded by clipping, the server sums the clipped contributions
-and adds N(0, σ²) noise with σ = z·C (z the noise multiplier, C the clipping norm). The aggregator
+Privacy model (README, "Differential privacy"). Neighbouring data sets differ in one *unit*: one
+user's whole data = one client, as the papers' clients (``relation="user"``, the only relation;
+window level is refused, :data:`WINDOW_REFUSED`). Each unit's contribution is bounded by clipping,
+the server sums the clipped contributions and adds N(0, σ²) noise with σ = z·C (z the noise multiplier, C the clipping norm). The aggregator
 is trusted (or is SecAgg+: the server then only sees the sum, to which the noise is added).
 
 IncFed. A unit with steps t = 1..n contributes its per-step *means* Ā = (1/n) Σ y_t s_tᵀ and
@@ -61,7 +61,13 @@ from esnfed_core.quote import quote
 from esnfed_core.readout import RidgeStats
 from esnfed_core.validation import POSITIVE, Bound, ParameterError
 
-RELATIONS = ("user", "window")
+RELATIONS = ("user",)
+# Why privacy.relation: window is refused (one line): a window-level guarantee would need
+# normalisation constants independent of the protected windows and FedIP rounds noised for the
+# replace-one sensitivity of a client's clipped update; neither holds.
+WINDOW_REFUSED = ("window level is not implemented: every dataset is z-scored per user over all of the user's "
+                  "windows, so one window changes every window of its user, and a client that stays moves its "
+                  "clipped FedIP update by up to 2·ip_clip, not ip_clip; use user")
 # privacy.amplification: none = sampled FedIP rounds accounted as if every client took part (PLD,
 # add/remove); sampling = amplification by sampling without replacement (RDP, replace-one).
 AMPLIFICATIONS = ("none", "sampling")
@@ -70,6 +76,17 @@ PRIVACY_BOUNDS = {"epsilon": POSITIVE, "delta": Bound(low=0.0, high=1.0, low_ope
                   "clip": Bound(low=0.0, high=1.0, low_open=True), "ip_clip": POSITIVE,
                   "fedavg_clip": POSITIVE}
 _PLD_GRID = 1e-2  # the PLD accountant's value_discretization_interval
+# privacy.delta: auto's cap: δ ≪ 1/n needs δ well below 1/n, and 1e-5 is the usual ceiling
+AUTO_DELTA_CAP = 1e-5
+
+
+def auto_delta(n_units: int) -> float:
+    """δ of ``privacy.delta: auto``: min(1e-5, 1/(10·n)), n the protected units (the training users):
+    a δ near 1/n would allow a mechanism that publishes one unit's data outright with probability
+    about δ·n, so δ is kept an order of magnitude below 1/n and never above 1e-5."""
+    if int(n_units) < 1:
+        raise ParameterError(f"n_units: expected >= 1, got {n_units}")
+    return min(AUTO_DELTA_CAP, 1.0 / (10 * int(n_units)))
 
 
 @dataclass(frozen=True)
@@ -93,6 +110,8 @@ class DPSpec:
             value = getattr(self, name)
             if not (name == "epsilon" and value == math.inf):
                 bound.check(name, value)
+        if self.relation == "window":
+            raise ParameterError(f"relation: {WINDOW_REFUSED}")
         if self.relation not in RELATIONS:
             raise ParameterError(f"relation: expected one of {', '.join(RELATIONS)}, got {quote(self.relation)}")
         if self.amplification not in AMPLIFICATIONS:
@@ -243,8 +262,8 @@ def clipped_mean_stats(stats: RidgeStats, bound: float) -> tuple[np.ndarray, np.
 
 def private_stats(units_stats: Sequence[RidgeStats], spec: DPSpec, rng: np.random.Generator,
                   releases: int = 1) -> RidgeStats:
-    """The Gaussian mechanism on Σ clipped (Ā, B̄) over the neighbouring units (clients for
-    ``user``, windows for ``window``); ``releases``: mechanisms the budget is shared by.
+    """The Gaussian mechanism on Σ clipped (Ā, B̄) over the neighbouring units (the clients);
+    ``releases``: mechanisms the budget is shared by.
 
     ε = ∞: the plain sum Σ (A, B) of the units, bit for bit what IncFed sums.
     """
@@ -255,14 +274,27 @@ def private_stats(units_stats: Sequence[RidgeStats], spec: DPSpec, rng: np.rando
         for s in units_stats[1:]:
             total = total + s
         return total
+    n = units_stats[0].units
+    a_sum, b_sum = clipped_stats_sum(units_stats, spec.clip * stats_bound(n))
+    return released_stats(*add_noise(a_sum, b_sum, stats_sigma(spec, n, releases), rng), units_stats[0].bias)
+
+
+def clipped_stats_sum(units_stats: Sequence[RidgeStats], bound: float) -> tuple[np.ndarray, np.ndarray]:
+    """Σ over the units of their (Ā, B̄) clipped to Frobenius norm ``bound``: what
+    :func:`private_stats` noises (its deterministic part, whose sensitivity the noise is for)."""
     n, c = units_stats[0].units, units_stats[0].n_classes
-    bound = spec.clip * stats_bound(n, c)
     a_sum, b_sum = np.zeros((c, n)), np.zeros((n, n))
     for s in units_stats:
         a, b = clipped_mean_stats(s, bound)
         a_sum += a
         b_sum += b
-    return released_stats(*add_noise(a_sum, b_sum, stats_sigma(spec, n, releases), rng), units_stats[0].bias)
+    return a_sum, b_sum
+
+
+def released_vector(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The numbers a statistics release draws noise for: A's entries, then B's upper triangle with
+    its diagonal (:func:`add_noise`); the L2 distance of two of them is what the sensitivity bounds."""
+    return np.concatenate([np.ravel(a), b[np.triu_indices(b.shape[0])]])
 
 
 def released_stats(a_noisy: np.ndarray, b_noisy: np.ndarray, bias: bool = False) -> RidgeStats:
@@ -313,11 +345,18 @@ def private_average(start: np.ndarray, locals_: Sequence[np.ndarray], weights: S
         norms.extend(float(np.linalg.norm(u)) for u in updates)
     if not spec.private:  # no uploads (a roster-sampled FedCLIP round without drawn participants): no update
         return weighted_average(locals_, weights) if len(locals_) else start
-    total = np.zeros_like(start)
-    for update in updates:
-        total += clip_norm(update, bound)
+    total = clipped_update_sum(start, updates, bound)
     sigma = spec.multiplier(releases) * bound
     return start + (total + rng.normal(0.0, sigma, total.shape)) / (clients or len(locals_))
+
+
+def clipped_update_sum(start: np.ndarray, updates: Sequence[np.ndarray], bound: float) -> np.ndarray:
+    """Σ_c clip(u_c) of the clients' updates u_c = x_c − start, each clipped to L2 norm ``bound``:
+    what :func:`private_average` noises (its deterministic part, whose sensitivity the noise is for)."""
+    total = np.zeros_like(np.asarray(start, np.float64))
+    for update in updates:
+        total += clip_norm(update, bound)
+    return total
 
 
 def fedip_aggregate(spec: DPSpec, rng: np.random.Generator, releases: int, norms: list[float] | None = None,

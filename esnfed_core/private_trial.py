@@ -28,8 +28,8 @@ from esnfed_core.method import Method
 from esnfed_core.errors import ConfigError
 from esnfed_core.privacy import DPSpec, fedavg_aggregate, fedip_aggregate, private_stats
 from esnfed_core.quote import quote
-from esnfed_core.readout import RidgeStats, evaluate, solve
-from esnfed_core.reservoir import Reservoir, iter_states
+from esnfed_core.readout import RidgeStats, evaluate, ridge_stats, solve
+from esnfed_core.reservoir import Reservoir
 from esnfed_core.sampling import FULL, KEY as SAMPLING_KEY, POOL_KEY, ROSTER_POOL, sample_size
 from esnfed_core.scoring import pooled_counts
 from esnfed_core.settings import Settings
@@ -92,9 +92,6 @@ def trial_spec(method: Method, config: Mapping[str, Any], data: TrialData, setti
         shape = (int(config["rounds"]), m, len(data.train))
     if m is None:
         return spec
-    if spec.relation != "user":
-        raise ConfigError(f"privacy.amplification: sampling is user-level only (the rounds sample clients), "
-                          f"got privacy.relation {spec.relation!r}")
     return dataclasses.replace(spec, sampled=shape)
 
 
@@ -104,32 +101,10 @@ def noise_rng(seed: int) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence([int(seed), 0x5EED_D9]))
 
 
-def window_stats(res: Reservoir, x: np.ndarray, labels: np.ndarray, n_classes: int,
-                 batch_size: int, bias: bool = False) -> list[RidgeStats]:
-    """Each window's own ridge statistics (the units of the ``window`` relation), of the augmented
-    states [s, 1] with ``bias`` (readout.bias)."""
-    out: list[RidgeStats] = []
-    eye = np.eye(n_classes)
-    for sb in iter_states(res, x, batch_size):
-        s = np.asarray(sb.states, np.float64)  # (T, B, N)
-        if bias:
-            s = np.concatenate([s, np.ones(s.shape[:2] + (1,))], axis=2)
-        y = eye[np.asarray(labels[sb.index]).T]  # (T, B, C)
-        a = np.einsum("tbc,tbn->bcn", y, s)
-        b = np.einsum("tbi,tbj->bij", s, s)
-        out.extend(RidgeStats(a[k], b[k], s.shape[0], 1, bias) for k in range(s.shape[1]))
-    return out
-
-
-def unit_stats(res: Reservoir, data: TrialData, settings: Settings, relation: str) -> list[RidgeStats]:
-    """The neighbouring units' statistics: one per client (``user``) or per window (``window``)."""
-    from esnfed_core.readout import ridge_stats  # noqa: PLC0415
-
-    bias = settings.readout_bias
-    if relation == "user":
-        return [ridge_stats(res, u.x, u.y, data.n_classes, settings.batch_size, bias) for u in data.train.values()]
-    return [w for u in data.train.values()
-            for w in window_stats(res, u.x, u.y, data.n_classes, settings.batch_size, bias)]
+def unit_stats(res: Reservoir, data: TrialData, settings: Settings) -> list[RidgeStats]:
+    """The neighbouring units' statistics: one per training client (user level)."""
+    return [ridge_stats(res, u.x, u.y, data.n_classes, settings.batch_size, settings.readout_bias)
+            for u in data.train.values()]
 
 
 def fit_private(method: str | Method, config: Mapping[str, Any], seed: int, data: TrialData,
@@ -166,8 +141,7 @@ def fit_private(method: str | Method, config: Mapping[str, Any], seed: int, data
         res = fedip(res, [u.x for u in data.train.values()], _ip_config(cfg, settings),
                     rounds=int(cfg["rounds"]), local_epochs=int(cfg["local_epochs"]), seed=seeds["ip"],
                     client_names=list(data.train), aggregate=agg, client_fraction=fraction)
-    stats = private_stats(unit_stats(res, data, settings, spec.relation if spec.private else "user"),
-                          spec, noise, n_releases)
+    stats = private_stats(unit_stats(res, data, settings), spec, noise, n_releases)
     lambdas = [float(x) for x in settings.lambdas]
     readouts = solve(stats, lambdas, settings.solver)
     counts = pooled_counts(res, list(data.validation.values()), readouts, settings.batch_size)
@@ -182,9 +156,6 @@ def _fit_fedavg(m: Method, config: Mapping[str, Any], seed: int, data: TrialData
     from esnfed_core.federated import fedavg  # noqa: PLC0415
 
     check_config(m, config, need_lambda=True)
-    if spec.private and spec.relation != "user":
-        raise ConfigError(f"privacy.relation: DP-FedAvg is user-level only (a client releases its whole readout), "
-                          f"got {spec.relation!r}")
     cfg = dict(config)
     lam = float(cfg["lambda"])
     seeds = sub_seeds(seed)
@@ -207,9 +178,6 @@ def _fit_fedclip(m: Method, config: Mapping[str, Any], seed: int, data: TrialDat
     IP update's norm before clipping. ε = ∞: the non-private FedCLIP trial, bit for bit."""
     cfg = {k: v for k, v in config.items() if k != "lambda"}
     check_config(m, cfg)
-    if spec.private and spec.relation != "user":
-        raise ConfigError(f"privacy.relation: DP-FedCLIP is user-level only (a client's statistics per context are "
-                          f"one release unit), got {spec.relation!r}")
     spec = trial_spec(m, cfg, data, settings, spec)
     seeds = sub_seeds(seed)
     if not spec.private and norms is None:

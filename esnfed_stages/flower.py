@@ -121,12 +121,9 @@ def check_dp(pairs: Sequence[tuple[str, bool]], dp: DPRequest) -> None:
 
 def dp_spec(params: Mapping[str, Any], dataset: str, data: TrialData, epsilon: float) -> DPSpec:
     """The mechanism at ``epsilon`` from params.yaml ``privacy`` (δ, clip, ip_clip, fedavg_clip as
-    the privacy stages'): user-level only, one client per user (a window relation is one line naming the key)."""
+    the privacy stages'): user level, one client per user (privacy_params refuses the window relation)."""
     pp = privacy_params(params)
-    if pp.relation != "user":
-        raise ConfigError(f"params.yaml: privacy.relation: esnfed flower --epsilon protects users (one client "
-                          f"each): needs user, got {quote(pp.relation)}")
-    return pp.spec(epsilon, pp.delta_for(neighbouring_units("user", data)), dataset)
+    return pp.spec(epsilon, pp.delta_for(neighbouring_units(data)), dataset)
 
 
 def dp_run_config(spec: DPSpec, noise: str, n_releases: int, seed: int, settings: Any,

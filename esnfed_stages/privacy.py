@@ -7,8 +7,8 @@ Opt-in (``privacy.extra_methods``, default none; stage `privacy-extra`): DP-FedA
 The selected config of the share ``privacy.pct`` (runs/select/.../best.json) is retrained with the
 retrain stage's seeds (budgets.<budget>.retrains of them), once per ε, with the noise of
 :mod:`esnfed_core.privacy`; λ is chosen on the validation users. ε = .inf is the non-private
-trial, bit for bit. δ: ``auto`` = 1 / n², n the training users of the share (relation ``user``)
-or their windows (``window``). The document records what it was computed with (``params``: this
+trial, bit for bit. δ: ``auto`` = min(1e-5, 1/(10·n)), n the training users of the share (the
+protected units). The document records what it was computed with (``params``: this
 section and the budget, esnfed_stages/provenance.py); the report refuses it under other values.
 federated.client_fraction < 1: FedIP's rounds sample their clients (no amplification claimed unless
 ``privacy.amplification: sampling``; the document records the fraction and which).
@@ -28,7 +28,7 @@ from typing import Any, Callable, Mapping
 from esnfed_core import __version__
 from esnfed_core.errors import ConfigError
 from esnfed_core.method import Method
-from esnfed_core.privacy import AMPLIFICATIONS, PRIVACY_BOUNDS, RELATIONS, DPSpec, ip_sigma, stats_sigma
+from esnfed_core.privacy import AMPLIFICATIONS, PRIVACY_BOUNDS, RELATIONS, WINDOW_REFUSED, DPSpec, auto_delta, ip_sigma, stats_sigma
 from esnfed_core.private_trial import EXTRA_ALGOS, PRIVATE_ALGOS, UNCOVERED, fit_private, releases, trial_spec
 from esnfed_core.quote import quote
 from esnfed_core.sampling import CLIENT_FRACTION, FULL, sample_size
@@ -79,8 +79,8 @@ PerDataset = float | tuple[tuple[str, float], ...]
 
 @dataclass(frozen=True)
 class PrivacyParams:
-    """The ``privacy`` section, checked: ε list (+inf: no mechanism), δ (``auto``: 1 / n², n the
-    share's training users), relation, clipping (``clip`` and FedIP's ``ip_clip``: each one number
+    """The ``privacy`` section, checked: ε list (+inf: no mechanism), δ (``auto``: min(1e-5, 1/(10·n)), n
+    the share's training users), relation, clipping (``clip`` and FedIP's ``ip_clip``: each one number
     for every dataset, or ((dataset, number), ...) from a mapping), the share and the methods."""
 
     epsilons: tuple[float, ...]
@@ -99,8 +99,9 @@ class PrivacyParams:
     study_amplification: tuple[str, ...] = AMPLIFICATIONS
 
     def delta_for(self, n_units: int) -> float:
-        """δ of ``auto``: 1/n², n = the relation's neighbouring units (``neighbouring_units``)."""
-        return 1.0 / n_units ** 2 if self.delta == "auto" else float(self.delta)
+        """δ of ``auto``: :func:`esnfed_core.privacy.auto_delta` of n = the protected units
+        (``neighbouring_units``); otherwise the number params.yaml gives."""
+        return auto_delta(n_units) if self.delta == "auto" else float(self.delta)
 
     def clip_for(self, dataset: str) -> float:
         """``dataset``'s clip: the number, or its entry of the mapping (none: a ConfigError)."""
@@ -162,6 +163,8 @@ def privacy_params(params: Mapping[str, Any]) -> PrivacyParams:
     delta = p.get("delta", "auto")
     if delta != "auto":
         bounded("privacy.delta", delta, PRIVACY_BOUNDS["delta"])
+    if p.get("relation") == "window":
+        raise ConfigError(f"params.yaml: privacy.relation: {WINDOW_REFUSED}")
     if p.get("relation") not in RELATIONS:
         raise ConfigError(f"params.yaml: privacy.relation: must be one of {', '.join(RELATIONS)}, "
                           f"got {quote(p.get('relation'))}")
@@ -181,17 +184,11 @@ def privacy_params(params: Mapping[str, Any]) -> PrivacyParams:
             or len(set(extra)) < len(extra)):
         raise ConfigError(f"params.yaml: privacy.extra_methods: must list some of {', '.join(EXTRA_ALGOS)} "
                           f"(each once; [] runs none), got {quote(extra)}")
-    if extra and p["relation"] != "user":
-        raise ConfigError(f"params.yaml: privacy.relation: {', '.join(extra)} (privacy.extra_methods) is user-level "
-                          f"only (a client releases its whole readout), got {quote(p['relation'])}")
     amplification = p.get("amplification", "none")
     if amplification not in AMPLIFICATIONS:
         raise ConfigError(f"params.yaml: privacy.amplification: must be one of {', '.join(AMPLIFICATIONS)}, "
                           f"got {quote(amplification)}")
-    if amplification != "none" and p["relation"] != "user":
-        raise ConfigError(f"params.yaml: privacy.amplification: sampling is user-level only (the rounds sample "
-                          f"clients), got privacy.relation {quote(p['relation'])}")
-    fractions, accountings = _sampling_study(p.get("sampling_study", {}), p["relation"])
+    fractions, accountings = _sampling_study(p.get("sampling_study", {}))
     return PrivacyParams(tuple(_epsilon(e) for e in eps), delta, p["relation"],
                          _per_dataset("clip", p.get("clip", 1.0)), _per_dataset("ip_clip", p.get("ip_clip", DPSpec.ip_clip)),
                          pct, tuple(methods), tuple(extra),
@@ -199,10 +196,9 @@ def privacy_params(params: Mapping[str, Any]) -> PrivacyParams:
                          fractions, accountings)
 
 
-def _sampling_study(value: Any, relation: str) -> tuple[tuple[float | int, ...], tuple[str, ...]]:
+def _sampling_study(value: Any) -> tuple[tuple[float | int, ...], tuple[str, ...]]:
     """``privacy.sampling_study``: {fractions: [f, ...] each in (0, 1], each once ([] or the key
-    absent: no study), amplification: some of AMPLIFICATIONS, each once (default both)}; sampling
-    is user-level only, as ``privacy.amplification``."""
+    absent: no study), amplification: some of AMPLIFICATIONS, each once (default both)}."""
     key = "params.yaml: privacy.sampling_study"
     if not isinstance(value, Mapping):
         raise ConfigError(f"{key}: must be a mapping with fractions and amplification, got {quote(value)}")
@@ -222,9 +218,6 @@ def _sampling_study(value: Any, relation: str) -> tuple[tuple[float | int, ...],
             or len(set(accountings)) < len(accountings)):
         raise ConfigError(f"{key}.amplification: must list some of {', '.join(AMPLIFICATIONS)} (each once), "
                           f"got {quote(accountings)}")
-    if fractions and "sampling" in accountings and relation != "user":
-        raise ConfigError(f"{key}.amplification: sampling is user-level only (the rounds sample clients), "
-                          f"got privacy.relation {quote(relation)}")
     return tuple(fractions), tuple(accountings)
 
 
@@ -256,12 +249,9 @@ def _for_dataset(key: str, value: PerDataset, dataset: str) -> float:
     return values[dataset]
 
 
-def neighbouring_units(relation: str, data: TrialData) -> int:
-    """n of δ = 1/n² (``privacy.delta: auto``): the training users (``user``) or their windows
-    (``window``): δ stays below 1/n for the relation's own units."""
-    if relation == "user":
-        return len(data.train)
-    return int(sum(len(u.x) for u in data.train.values()))
+def neighbouring_units(data: TrialData) -> int:
+    """n of ``privacy.delta: auto``: the protected units, the training users (user level)."""
+    return len(data.train)
 
 
 def eps_key(eps: float) -> str:
@@ -286,7 +276,7 @@ def inputs(dataset: str, pp: PrivacyParams, exp: ExperimentParams, data_dir: Pat
     data = open_dataset(data_dir, dataset, exp.processed.get(dataset))
     trial_data = TrialData(data.load(data.train_users(pp.pct)), data.load(data.validation_users),
                            data.n_classes, data.n_contexts)
-    n_units = neighbouring_units(pp.relation, trial_data)
+    n_units = neighbouring_units(trial_data)
     return Inputs(trial_data, list(data.load(data.test_users).values()), n_units, pp.delta_for(n_units),
                   data.manifest.get("source"))
 

@@ -15,6 +15,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from esnfed_core.errors import DataError
+from esnfed_core.privacy import auto_delta
 from esnfed_core.private_trial import PRIVATE_ALGOS
 from esnfed_core.quote import quote
 from esnfed_core.tables import dataset_label, papers_first
@@ -27,6 +28,14 @@ from esnfed_stages.ttest import _fractions
 COLUMNS = ("dataset", "method", "epsilon", "delta", "relation", "noise_multiplier", "mean", "std",
            "n", "non_private_mean")
 
+
+# The header lines every privacy table carries (privacy.md, privacy-sampling.md): what ε does not
+# cover, and that the noise is a seeded simulation.
+NOT_ACCOUNTED = ("Not accounted (ε covers the training of the reported model only): its hyperparameters, taken from "
+                 "the non-private selection on the same training users, and clip / ip_clip, tuned by runs on them "
+                 "(docs/privacy.md)")
+SEEDED = ("Noise: simulation, seeded noise (drawn from each retrain's seed, so the tables are reproducible; "
+          "a deployment must draw it from a secret source)")
 
 # What a privacy output held at its top level before it recorded ``params`` ({params.yaml key: field}).
 TOP_LEVEL = {"privacy.relation": "relation", "privacy.clip": "clip", "privacy.ip_clip": "ip_clip",
@@ -118,14 +127,16 @@ def _check(path: Path, doc: Mapping[str, Any]) -> None:
     for key in ("mechanism", "accountant"):
         if not isinstance(doc.get(key), str):
             raise bad(key, "a string", doc.get(key))
-    if doc.get("relation") not in ("user", "window"):
-        raise bad("relation", "'user' or 'window'", doc.get("relation"))
+    if doc.get("relation") != "user":  # window level is refused (esnfed_core.privacy.WINDOW_REFUSED)
+        raise bad("relation", "'user'", doc.get("relation"))
     for key in ("delta", "clip", "ip_clip"):
         if not _number(doc.get(key)) or doc[key] <= 0:
             raise bad(key, "a finite number > 0", doc.get(key))
     n = doc.get("n_units", doc.get("n_users"))
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise bad("n_units" if "n_units" in doc else "n_users", "an integer >= 1", n)
+    if is_auto_delta(doc) and doc["delta"] != auto_delta(n):  # e.g. written under the former rule δ = 1/n²
+        raise bad("delta", f"min(1e-5, 1/(10·{n})) = {auto_delta(n):g} of privacy.delta: auto", doc["delta"])
     if not doc["methods"]:
         raise bad("methods", "at least one method", doc["methods"])
     for m, res in doc["methods"].items():
@@ -239,11 +250,12 @@ def render(docs: Mapping[str, Mapping[str, Any]], run: Sequence[str] = (), stamp
         f"{_clip_bound(docs)} (clip = {_per_dataset(docs, 'clip')}), summed, N(0, (z·C)²) added to A and B's upper "
         f"triangle; FedIP (Δg, Δb) per client and round clipped to {_per_dataset(docs, 'ip_clip')} (L2), noised sum / K"
         + _sampling(docs) + _fedavg_mechanism(docs),
-        f"- Neighbouring relation: {first['relation']}-level (add/remove one "
-        f"{'user = one client' if first['relation'] == 'user' else 'window'}); L2 sensitivity = the clipping norm",
+        "- Neighbouring relation: user-level (add/remove one user = one client); L2 sensitivity = the clipping norm",
         "- δ = " + ", ".join(f"{dataset_label(ds)} {delta_text(d['delta'])} ({_delta_source(d)})"
                              for ds, d in docs.items()),
         f"- Accountant: {first['accountant']}; z = noise multiplier (σ / sensitivity)",
+        f"- ε: {', '.join(eps)} (columns); {NOT_ACCOUNTED}",
+        f"- {SEEDED}",
         "- ε = inf: no mechanism (the non-private trial, bit for bit), so no z; cells: mean ± population std over "
         f"the {_retrains(rows)} retrains (as every table, PROTOCOL §6), ×100, two decimals",
         *([f"- {stamp}"] if stamp else []),
@@ -329,13 +341,19 @@ def _per_dataset(docs: Mapping[str, Mapping[str, Any]], key: str) -> str:
     return ", ".join(f"{dataset_label(ds)} {v}" for ds, v in values.items())
 
 
-def _delta_source(doc: Mapping[str, Any]) -> str:
-    """Where a document's δ came from: 1/n² of ``privacy.delta: auto`` (the default, and what a
-    document recorded before ``params`` was) or the number params.yaml gave."""
+def is_auto_delta(doc: Mapping[str, Any]) -> bool:
+    """Whether a document's δ is ``privacy.delta: auto``'s (the default, and what a document
+    recorded before ``params`` was) rather than a number params.yaml gave."""
     rec = doc.get(provenance.KEY)
-    if isinstance(rec, Mapping) and rec.get("privacy.delta", "auto") != "auto":
+    return not (isinstance(rec, Mapping) and rec.get("privacy.delta", "auto") != "auto")
+
+
+def _delta_source(doc: Mapping[str, Any]) -> str:
+    """Where a document's δ came from: min(1e-5, 1/(10·n)) of ``privacy.delta: auto``, or the
+    number params.yaml gave."""
+    if not is_auto_delta(doc):
         return "privacy.delta"
-    return f"1/n², n = {doc.get('n_units', doc['n_users'])} {'windows' if doc['relation'] == 'window' else 'users'}"
+    return f"min(1e-5, 1/(10·n)), n = {doc.get('n_units', doc['n_users'])} users"
 
 
 def _retrains(rows: Sequence[Mapping[str, Any]]) -> str:

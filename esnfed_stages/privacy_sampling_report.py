@@ -15,13 +15,13 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from esnfed_core.errors import DataError
-from esnfed_core.privacy import AMPLIFICATIONS
+from esnfed_core.privacy import AMPLIFICATIONS, auto_delta
 from esnfed_core.quote import quote
 from esnfed_core.sampling import sample_size
 from esnfed_core.tables import dataset_label
 from esnfed_stages import provenance
 from esnfed_stages.privacy import STUDY_METHOD, fraction_name, sampling_path
-from esnfed_stages.privacy_report import TOP_LEVEL, check_epsilons, delta_text, read_opt_in
+from esnfed_stages.privacy_report import NOT_ACCOUNTED, SEEDED, TOP_LEVEL, is_auto_delta, check_epsilons, delta_text, read_opt_in
 
 NAME = "privacy-sampling"
 COLUMNS = ("dataset", "epsilon", "client_fraction", "sample_size", "n_users", "accounting", "from",
@@ -76,6 +76,9 @@ def _check(path: Path, doc: Any, dataset: str, fraction: float | int, command: s
     for key in ("delta", "ip_clip"):
         if not _number(doc.get(key)) or doc[key] <= 0:
             raise bad(key, "a finite number > 0", doc.get(key))
+    if is_auto_delta(doc) and doc["delta"] != auto_delta(doc["n_users"]):  # e.g. the former rule δ = 1/n²
+        raise bad("delta", f"min(1e-5, 1/(10·{doc['n_users']})) = {auto_delta(doc['n_users']):g} of "
+                  "privacy.delta: auto", doc["delta"])
     for acc, cells in doc["accountings"].items():
         if acc not in AMPLIFICATIONS:
             raise bad("accountings", f"keys among {', '.join(AMPLIFICATIONS)}", acc)
@@ -139,7 +142,11 @@ def render(main: Mapping[str, Mapping[str, Any]], study: Study, run: Sequence[st
         f"- From: `{MAIN}` = runs/privacy/<dataset>.json's FedIP (the pipeline's federated.client_fraction), "
         f"`{STUDY}` = runs/privacy/sampling/<dataset>/<f>.json; the selected FedIP config of "
         f"{first.get('pct', '100')}% training users (selected at the pipeline's fraction) retrained at each f",
+        "- Neighbouring relation: user-level (accounting `none`: add/remove one user = one client; `sampling`: "
+        "replace-one user)",
         *(f"- Accounting `{acc}`: {text}" for acc, text in accountants.items()),
+        f"- ε: the rows' (ε = inf: no mechanism); {NOT_ACCOUNTED}",
+        f"- {SEEDED}",
         "- z = noise multiplier (σ / clip), σ_round = z·ip_clip; f = 1 has no sampled round (accounting none alone)",
         "- δ = " + ", ".join(f"{dataset_label(ds)} {delta_text(d['delta'])}"
                              for ds, d in {ds: d for (ds, _), d in study.items()}.items()),

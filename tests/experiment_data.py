@@ -163,3 +163,13 @@ def ttest_and_report(root: Path) -> None:
         common = ["--params", "params.yaml", "--assess-dir", "runs/assess", "--allow-missing"]
         cli_ok("ttest", *common, "--out", "reports/ttest.json")
         cli_ok("report", *common, "--ttest", "reports/ttest.json", "--out-dir", "reports")
+
+
+def leave_one_out_moves(units, bound: float) -> list[float]:
+    """For each unit, ‖released(Σ clipped, all units) − released(Σ clipped, that unit removed)‖₂: how
+    far removing it moves the numbers the IncFed release noises (esnfed_core.privacy)."""
+    from esnfed_core.privacy import clipped_stats_sum, released_vector
+
+    full = released_vector(*clipped_stats_sum(units, bound))
+    return [float(np.linalg.norm(full - released_vector(*clipped_stats_sum(units[:i] + units[i + 1:], bound))))
+            for i in range(len(units))]

@@ -338,7 +338,7 @@ def test_bad_dp_options_are_one_line_naming_the_option(tmp_path):
 
 
 def test_dp_spec_takes_delta_and_clips_from_params_and_refuses_the_window_relation():
-    """δ = 1/n² of the training users (privacy.delta auto), the dataset's clip and ip_clip; the
+    """δ = min(1e-5, 1/(10·n)) of the training users (privacy.delta auto), the dataset's clip and ip_clip; the
     Flower apps protect users (one client each), so relation window is one line naming the key."""
     import pytest
 
@@ -350,9 +350,9 @@ def test_dp_spec_takes_delta_and_clips_from_params_and_refuses_the_window_relati
     params["privacy"].update(clip={"wesad": 0.01, "hhar": 0.02, "example": 0.03}, ip_clip=0.2)
     data, _ = trial_data(pct="100")
     spec = dp_spec(params, "wesad", data, 3.0)
-    assert (spec.epsilon, spec.delta, spec.relation, spec.clip, spec.ip_clip) == (3.0, 1 / 16, "user", 0.01, 0.2)
+    assert (spec.epsilon, spec.delta, spec.relation, spec.clip, spec.ip_clip) == (3.0, 1e-5, "user", 0.01, 0.2)
     params["privacy"]["relation"] = "window"
-    with pytest.raises(ConfigError, match=r"^params.yaml: privacy.relation: .* needs user, got 'window'$"):
+    with pytest.raises(ConfigError, match=r"^params.yaml: privacy.relation: window level is not implemented: "):
         dp_spec(params, "wesad", data, 3.0)
 
 

@@ -23,7 +23,7 @@ from esnfed_core.reservoir import ReservoirConfig, build_reservoir
 from esnfed_core.settings import Settings
 from esnfed_core.trial import fit
 from esnfed_core.validation import ParameterError
-from experiment_data import trial_data
+from experiment_data import leave_one_out_moves, trial_data
 
 CONFIG = {"units": 10, "spectral_radius": 0.9, "leak": 0.5, "input_scaling": 0.8, "sigma": 0.3,
           "rounds": 2, "local_epochs": 1}
@@ -84,7 +84,7 @@ def test_spec_rejects_bad_values():
     for kw, message in (({"epsilon": 0.0, "delta": 1e-3}, "epsilon: must be > 0.0, got 0.0"),
                         ({"epsilon": 1.0, "delta": 1.0}, "delta: must be < 1.0, got 1.0"),
                         ({"epsilon": 1.0, "delta": 1e-3, "relation": "group"},
-                         "relation: expected one of user, window, got 'group'"),
+                         "relation: expected one of user, got 'group'"),
                         ({"epsilon": 1.0, "delta": 1e-3, "clip": 1.5}, "clip: must be <= 1.0, got 1.5")):
         with pytest.raises(ParameterError, match=f"^{re.escape(message)}$"):
             DPSpec(**kw)
@@ -125,10 +125,22 @@ def test_fedip_average_noise_has_the_stated_variance():
 
 
 def test_fedip_update_clipping_bounds_one_client():
-    spec = DPSpec(math.inf, 1e-4)  # no noise: the sums themselves
-    start = np.zeros(6)
-    assert np.array_equal(private_average(start, [np.ones(6), 3 * np.ones(6)], [1, 3], spec,
-                                          np.random.default_rng(0)), 2.5 * np.ones(6))
+    """At a finite ε, with clipping active (every update longer than C_ip = 0.5), removing one
+    client (K public: 3) moves the released round average by at most C_ip / K, the same noise
+    drawn on both sides; the longest update moves it by exactly that."""
+    spec = DPSpec(2.0, 1e-5, ip_clip=0.5)
+    start = np.linspace(-1.0, 1.0, 6)
+    rng = np.random.default_rng(4)
+    locals_ = [start + rng.normal(0.0, s, 6) for s in (1.0, 2.0, 5.0)]
+    assert all(np.linalg.norm(x - start) > spec.ip_clip for x in locals_)
+
+    def release(clients):
+        return private_average(start, clients, [1] * len(clients), spec, np.random.default_rng(9), clients=3)
+
+    full = release(locals_)
+    for i in range(3):
+        moved = float(np.linalg.norm(full - release(locals_[:i] + locals_[i + 1:])))
+        assert moved == pytest.approx(spec.ip_clip / 3, rel=1e-9)
 
 
 @pytest.mark.parametrize("eps", [math.inf, 2.0])
@@ -168,17 +180,15 @@ def test_states_in_unit_cube_bound_the_mean_statistics(make_windows):
     assert np.trace(b) > 0.8 * 15  # mean ‖s‖² near its bound N: the states do reach the corners
 
 
-@pytest.mark.parametrize("relation", ["user", "window"])
-def test_one_unit_moves_the_clipped_sum_by_at_most_the_clipping_norm(relation):
+def test_one_unit_moves_the_clipped_sum_by_at_most_the_clipping_norm():
     data, _ = trial_data(pct="100")
     res = build_reservoir(ReservoirConfig(3, 10, 0.9, 0.5, 0.8), 2)
-    units = unit_stats(res, data, SETTINGS, relation)
-    assert len(units) == (4 if relation == "user" else sum(len(u.x) for u in data.train.values()))
+    units = unit_stats(res, data, SETTINGS)
+    assert len(units) == 4
     bound = 0.05 * stats_bound(10)
     clipped = [clipped_mean_stats(u, bound) for u in units]
-    for a, b in clipped:
-        released = np.concatenate([a.ravel(), b[np.triu_indices(10)]])
-        assert np.linalg.norm(released) <= bound * (1 + 1e-12)
+    # the released sums of the neighbouring data sets (each user left out in turn): at most C apart
+    assert all(0 < moved <= bound * (1 + 1e-12) for moved in leave_one_out_moves(units, bound))
     assert any(math.isclose(math.sqrt(np.sum(a * a) + np.sum(b * b)), bound) for a, b in clipped)
 
 
@@ -227,12 +237,23 @@ def test_noise_is_independent_across_rounds_releases_and_entries():
     assert not _uncorrelated(*reseeded)
 
 
-def test_auto_delta_counts_the_relations_units():
-    from esnfed_stages.privacy import neighbouring_units
+def test_window_level_is_refused_in_one_line_naming_the_key_and_why():
+    """privacy.relation: window claimed a guarantee it lacks: per-user z-scoring makes one raw window
+    change every window of its user, and a FedIP client that stays moves its clipped update by up
+    to 2·ip_clip while the rounds are noised for ip_clip. It is refused by the params check (the
+    schema delegates to it) and by DPSpec for a caller of the core that skips it."""
+    from esnfed_core.errors import ConfigError
+    from esnfed_stages.privacy import neighbouring_units, privacy_params
 
+    with pytest.raises(ConfigError) as err:
+        privacy_params({"privacy": {"epsilons": [1.0], "relation": "window"}})
+    line = str(err.value)
+    assert line.startswith("params.yaml: privacy.relation: window level is not implemented: ") and "\n" not in line
+    assert "z-scored per user" in line and "2·ip_clip" in line and line.endswith("use user")
+    with pytest.raises(ParameterError, match=r"^relation: window level is not implemented: [^\n]*2·ip_clip"):
+        DPSpec(1.0, 1e-3, "window")
     data, _ = trial_data(pct="100")
-    assert neighbouring_units("user", data) == len(data.train) == 4
-    assert neighbouring_units("window", data) == sum(len(u.x) for u in data.train.values()) > 4
+    assert neighbouring_units(data) == len(data.train) == 4  # δ's n: the users
 
 
 # Distributed noise (the SecAgg+ Flower apps): each client adds N(0, σ²/K_min) to its clipped
@@ -261,7 +282,7 @@ def four_units():
     """Four users' statistics on one reservoir: two below the clipping norm, two above it."""
     data, _ = trial_data(pct="100")
     res = build_reservoir(ReservoirConfig(data.n_inputs, 12, 0.9, 0.5, 0.8), 3)
-    return unit_stats(res, data, SETTINGS, "user")
+    return unit_stats(res, data, SETTINGS)
 
 
 def test_distributed_shares_sum_to_the_central_noise_variance(four_units):
@@ -341,6 +362,6 @@ def test_noise_rng_is_the_private_trials_generator():
     from esnfed_core.trial import make_reservoir, sub_seeds
 
     res = make_reservoir(CONFIG, data.n_inputs, sub_seeds(7)["reservoir"])
-    stats = private_stats(unit_stats(res, data, SETTINGS, "user"), spec, noise_rng(7))
+    stats = private_stats(unit_stats(res, data, SETTINGS), spec, noise_rng(7))
     readouts = solve(stats, list(SETTINGS.lambdas))
     np.testing.assert_array_equal(model.readout, readouts[list(SETTINGS.lambdas).index(model.lam)])

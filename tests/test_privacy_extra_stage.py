@@ -6,10 +6,8 @@ the report's table merging them, and bad params or a stale document refused in o
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
-import numpy as np
 import pytest
 import yaml
 from typer.testing import CliRunner
@@ -74,7 +72,7 @@ def test_the_extra_document_is_dp_fedavg_with_one_release(root):
     row = doc["methods"]["fedavg"]
     assert row["releases"] == 1 and "lambda" in row["config"]
     z = row["epsilons"]["1"]["noise_multiplier"]
-    assert z == noise_multiplier(1.0, doc["delta"], 1) and z > 0 and doc["delta"] == 1 / 16
+    assert z == noise_multiplier(1.0, doc["delta"], 1) and z > 0 and doc["delta"] == 1e-5
     assert row["epsilons"]["inf"]["noise_multiplier"] == 0.0
 
 
@@ -152,7 +150,7 @@ def test_a_missing_or_stale_extra_document_is_refused_naming_its_command(root, t
     ({"extra_methods": ["fedavg", "fedavg"]}, "privacy.extra_methods"),
     ({"fedavg_clip": 0}, "privacy.fedavg_clip"),
     ({"fedavg_clip": {"hhar": 0.5}}, "privacy.fedavg_clip"),       # the mapping misses wesad
-    ({"relation": "window"}, "privacy.relation"),                  # DP-FedAvg is user-level only
+    ({"relation": "window"}, "privacy.relation: window level is not implemented"),
 ])
 def test_bad_opt_in_params_fail_in_one_line_naming_the_key(root, tmp_path, change, key):
     params = _params(root)
@@ -166,23 +164,6 @@ def test_bad_opt_in_params_fail_in_one_line_naming_the_key(root, tmp_path, chang
     line = " ".join(w for w in result.output.split() if w not in "│╭╮╰╯─")
     assert key in line, result.output
     assert not out.exists()  # no partial output
-
-
-def test_dp_fedavg_window_level_is_refused_in_the_core_too():
-    """A caller of the core that skips the params check still gets the refusal, naming the key."""
-    from esnfed_core.privacy import DPSpec
-    from esnfed_core.private_trial import fit_private
-    from esnfed_core.settings import Settings
-    from experiment_data import trial_data
-
-    data, _ = trial_data(pct="100")
-    with pytest.raises(ConfigError, match="^privacy.relation:"):
-        fit_private("fedavg", {"units": 5, "spectral_radius": 0.9, "leak": 0.5, "input_scaling": 1.0,
-                               "lambda": 1e-2}, 0, data, Settings(), DPSpec(1.0, 1e-3, "window"))
-    assert math.isinf(DPSpec(math.inf, 1e-3, "window").epsilon)  # ε = ∞ at window level: no mechanism, allowed
-    assert np.isfinite(fit_private("fedavg", {"units": 5, "spectral_radius": 0.9, "leak": 0.5, "input_scaling": 1.0,
-                                              "lambda": 1e-2}, 0, data, Settings(),
-                                   DPSpec(math.inf, 1e-3, "window")).readout).all()
 
 
 def test_params_check_refuses_fedclip_on_a_dataset_without_contexts():

@@ -111,8 +111,6 @@ def test_bad_values_are_refused_by_name():
     with pytest.raises(ParameterError, match=f"^{re.escape('fedavg_clip: must be > 0.0, got 0.0')}$"):
         DPSpec(1.0, 1e-3, fedavg_clip=0.0)
     data, _ = trial_data(pct="100")
-    with pytest.raises(ConfigError, match="^privacy.relation: DP-FedAvg is user-level only"):
-        fit_private("fedavg", CONFIG, 7, data, SETTINGS, DPSpec(1.0, 1e-3, "window"))
     with pytest.raises(ConfigError, match="missing hyperparameter.*lambda"):
         fit_private("fedavg", {k: v for k, v in CONFIG.items() if k != "lambda"}, 7, data, SETTINGS,
                     DPSpec(1.0, 1e-3))

@@ -142,12 +142,3 @@ def test_uncovered_strategies_are_refused_in_one_line(method):
     data, _ = trial_data(pct="100")
     with pytest.raises(ConfigError, match=f"^privacy.extra_methods: {method} is not covered: [^\\n]*$"):
         fit_private(method, CONFIG, 7, data, SETTINGS, DPSpec(1.0, 1e-3))
-
-
-@pytest.mark.parametrize("method", STRATEGIES)
-def test_window_level_is_refused(method):
-    """A replayed window enters several contexts' releases: window level would need that count per
-    window; only user level is implemented, for both strategies."""
-    data, _ = trial_data(pct="100")
-    with pytest.raises(ConfigError, match="^privacy.relation: DP-FedCLIP is user-level only"):
-        fit_private(method, CONFIG, 7, data, SETTINGS, DPSpec(1.0, 1e-3, "window"))

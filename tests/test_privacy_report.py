@@ -183,7 +183,7 @@ def test_the_figure_keeps_the_legend_off_the_panels_and_both_lines_without_dp_in
         assert [t.get_text() for t in ax.get_xticklabels()][-1] == "∞"
         delta = f"{doc['delta']:.4g}"
         assert f"δ = {delta})" in ax.get_title() and f"{'WESAD' if ds == 'wesad' else 'HHAR'} {delta} (" in table
-    assert "δ = 0.01235" in axes[0].get_title()
+    assert "δ = 1e-05" in axes[0].get_title()
 
 
 def test_the_figure_names_its_share_of_training_users():
@@ -207,8 +207,8 @@ def test_a_declared_dataset_of_your_own_gets_its_rows_after_the_papers(tmp_path)
     assert rows == [["| WESAD", "incfed"], ["| WESAD", "fedip"], ["| HHAR", "incfed"], ["| HHAR", "fedip"],
                     ["| zeta", "incfed"], ["| zeta", "fedip"], ["| alpha", "incfed"], ["| alpha", "fedip"]]
     assert [r["dataset"] for r in _csv(rep.tables)][::6] == ["wesad", "hhar", "zeta", "alpha"]
-    assert "δ = WESAD 0.01235 (1/n², n = 9 users), HHAR 0.04 (1/n², n = 5 users), zeta 0.02778 (1/n², n = 6 " \
-           "users), alpha 0.0625 (1/n², n = 4 users)" in md
+    assert "δ = WESAD 1e-05 (min(1e-5, 1/(10·n)), n = 9 users), HHAR 1e-05 (min(1e-5, 1/(10·n)), n = 5 users), " \
+           "zeta 1e-05 (min(1e-5, 1/(10·n)), n = 6 users), alpha 1e-05 (min(1e-5, 1/(10·n)), n = 4 users)" in md
     # The audit: "Data source: import, synthetic" above "this run used ... (data.source:
     # synthetic)": the run line names the datasets of each source where they differ.
     assert header[0].startswith("Data source: import (zeta, alpha), synthetic (WESAD, HHAR); budget: default")
@@ -258,6 +258,43 @@ def test_a_clip_per_dataset_is_printed_per_dataset_and_one_clip_once(tmp_path, k
     assert per_dataset in rep.tables["privacy.md"].decode()
     _, rep = _report(_write(tmp_path / "number", {"wesad": privacy_doc(), "hhar": privacy_doc("hhar", 5)}))
     assert once in rep.tables["privacy.md"].decode()
+
+
+def test_auto_delta_is_well_below_one_over_n_and_the_header_states_it(tmp_path):
+    """privacy.delta: auto = min(1e-5, 1/(10·n)): the papers' 9 WESAD and 5 HHAR training users get
+    δ = 1e-5 (the former 1/n² gave 1/81 and 1/25, not ≪ 1/n); the header names δ and its rule."""
+    from esnfed_core.privacy import auto_delta
+
+    pp = privacy_params({"privacy": PRIVACY})
+    assert pp.delta_for(9) == auto_delta(9) == 1e-5 and pp.delta_for(5) == auto_delta(5) == 1e-5
+    assert auto_delta(20_000) == 1 / 200_000  # 1/(10·n) once it is below the cap
+    assert all(auto_delta(n) <= 0.1 / n for n in (1, 5, 9, 100, 20_000))
+    docs = {"wesad": privacy_doc(), "hhar": privacy_doc("hhar", 5)}
+    header, rep = _report(_write(tmp_path, docs))
+    assert ("δ = WESAD 1e-05 (min(1e-5, 1/(10·n)), n = 9 users), HHAR 1e-05 (min(1e-5, 1/(10·n)), n = 5 users)"
+            in header)
+
+
+def test_the_header_states_relation_accountant_epsilon_what_is_not_accounted_and_seeded_noise(tmp_path):
+    header, _ = _report(_write(tmp_path, {"wesad": privacy_doc(), "hhar": privacy_doc("hhar", 5)}))
+    assert "Neighbouring relation: user-level (add/remove one user = one client); L2 sensitivity = the clipping norm" \
+        in header
+    assert any(line.startswith("Accountant: dp-accounting PLD") for line in header)
+    eps_line = next(line for line in header if line.startswith("ε: "))
+    assert eps_line.startswith("ε: 1, 8, inf (columns); Not accounted") and "non-private selection on the same " \
+        "training users" in eps_line and "clip / ip_clip, tuned by runs on them" in eps_line
+    assert any(line.startswith("Noise: simulation, seeded noise") for line in header)
+
+
+def test_a_document_computed_under_the_former_auto_delta_is_refused(tmp_path):
+    """A runs/privacy document of privacy.delta: auto whose δ is not min(1e-5, 1/(10·n)) (the former
+    1/n²) is not rendered under the new rule's name: one line naming the key and the rerun."""
+    from esnfed_core.errors import DataError
+
+    old = {**privacy_doc(), "delta": 1 / 81}
+    with pytest.raises(DataError, match=r"delta: expected min\(1e-5, 1/\(10·9\)\) = 1e-05 of privacy.delta: auto, "
+                                        r"got 0.012345679012345678 \(rerun `esnfed privacy`\)$"):
+        _report(_write(tmp_path, {"wesad": old}))
 
 
 def test_a_fixed_delta_is_not_called_one_over_n_squared(tmp_path):

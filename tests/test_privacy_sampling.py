@@ -220,8 +220,8 @@ def test_without_sampling_the_amplified_event_is_r_plus_1_gaussians_at_half_z():
     assert got > 1.5 * rdp(z, r + 1)
 
 
-def _amplified(relation: str = "user") -> DPSpec:
-    return DPSpec(epsilon=4.0, delta=1e-3, relation=relation, ip_clip=0.01, amplification="sampling")
+def _amplified() -> DPSpec:
+    return DPSpec(epsilon=4.0, delta=1e-3, ip_clip=0.01, amplification="sampling")
 
 
 def test_trials_use_the_amplified_z_only_with_sampled_rounds():
@@ -241,8 +241,6 @@ def test_trials_use_the_amplified_z_only_with_sampled_rounds():
     _same(fit_private("fedip", CFG, 4, data, _settings(1.0), _amplified()),
           fit_private("fedip", CFG, 4, data, _settings(1.0), SPEC))
     assert trial_spec(Method.parse("incfed"), CFG, data, _settings(0.5), _amplified()).sampled is None
-    with pytest.raises(ConfigError, match=r"^privacy\.amplification: sampling is user-level only"):
-        trial_spec(fedip, CFG, data, _settings(0.5), _amplified("window"))
 
 
 def test_an_amplified_trial_noises_its_rounds_and_readout_with_the_amplified_z(monkeypatch):
@@ -291,7 +289,6 @@ def test_the_privacy_stage_records_amplification(tmp_path):
 
 @pytest.mark.parametrize("section, why", [
     ({"amplification": "poisson"}, "privacy.amplification: must be one of none, sampling, got 'poisson'"),
-    ({"amplification": "sampling", "relation": "window"}, "privacy.amplification: sampling is user-level only"),
 ])
 def test_bad_amplification_is_refused_in_one_line(section, why):
     from esnfed_stages.privacy import privacy_params  # noqa: PLC0415

@@ -68,10 +68,10 @@ def test_the_command_ends_saying_where_it_wrote(root):
 
 def test_privacy_runs_on_a_declared_dataset_of_your_own(root):
     """`esnfed privacy --dataset` took wesad or hhar only (an enum); a declared
-    dataset of the user's own runs as the papers' do (δ = 1/n² of its training users), one
+    dataset of the user's own runs as the papers' do (δ = min(1e-5, 1/(10·n)) of its training users), one
     undeclared is a usage error listing the declared, and the report renders its rows."""
     doc = json.loads((root / "runs" / "privacy" / "mine.json").read_text())
-    assert doc["dataset"] == "mine" and doc["n_users"] == 4 and doc["delta"] == 1 / 16
+    assert doc["dataset"] == "mine" and doc["n_users"] == 4 and doc["delta"] == 1e-5
     assert set(doc["methods"]) == {"incfed", "fedip"} and doc["clip"] == 0.05
     assert doc["ip_clip"] == 0.2 and _doc(root)["ip_clip"] == 0.1  # each dataset's own
     assert all(len(c["test_accuracy"]) == 2 for r in doc["methods"].values() for c in r["epsilons"].values())
@@ -85,7 +85,7 @@ def test_privacy_runs_on_a_declared_dataset_of_your_own(root):
         w for w in result.output.split() if w not in "│╭╮╰╯─")
     docs = privacy_report.load(root / "runs" / "privacy", datasets=("wesad", "mine"))
     md = privacy_report.render(docs)["privacy.md"].decode()
-    assert "| mine | incfed |" in md and "δ = WESAD 0.0625 (1/n², n = 4 users), mine 0.0625" in md
+    assert "| mine | incfed |" in md and "δ = WESAD 1e-05 (min(1e-5, 1/(10·n)), n = 4 users), mine 1e-05" in md
 
 
 def _doc(root: Path) -> dict:
@@ -125,12 +125,12 @@ def test_the_output_records_the_privacy_section_and_budget_it_was_computed_with(
 
 def test_noise_multipliers_are_the_accountants(root):
     doc = _doc(root)
-    assert doc["n_users"] == 4 and doc["delta"] == 1 / 16
+    assert doc["n_users"] == 4 and doc["delta"] == 1e-5
     for algo, row in doc["methods"].items():
         assert row["releases"] == (1 if algo == "incfed" else 1 + row["config"]["rounds"])
         for eps in ("1", "4"):
             z = row["epsilons"][eps]["noise_multiplier"]
-            assert z == noise_multiplier(float(eps), 1 / 16, row["releases"]) and z > 0
+            assert z == noise_multiplier(float(eps), 1e-5, row["releases"]) and z > 0
             assert len(row["epsilons"][eps]["test_accuracy"]) == 2
 
 
@@ -138,7 +138,7 @@ def test_report_renders_the_privacy_table_and_figure(root):
     docs = privacy_report.load(root / "runs" / "privacy")
     files = privacy_report.render(docs)
     md = files["privacy.md"].decode()
-    for needle in ("Gaussian mechanism", "user-level", "δ = WESAD 0.0625", "dp-accounting PLD", "ε=inf",
+    for needle in ("Gaussian mechanism", "user-level", "δ = WESAD 1e-05", "dp-accounting PLD", "ε=inf",
                    "no mechanism"):
         assert needle in md
     csv_lines = files["privacy.csv"].decode().splitlines()
@@ -163,7 +163,7 @@ def test_bad_privacy_param_fails_naming_the_key(root, tmp_path):
 
 @pytest.mark.parametrize("edit, problem", [
     (lambda d: d.update(delta="1/16"), "delta: expected a finite number > 0, got '1/16'"),
-    (lambda d: d.update(relation=None), "relation: expected 'user' or 'window', got None"),
+    (lambda d: d.update(relation=None), "relation: expected 'user', got None"),
     (lambda d: d["methods"]["incfed"].update(epsilons=[]), "methods.incfed.epsilons: expected an object"),
     (lambda d: d["methods"]["incfed"]["epsilons"]["1"].update(test_accuracy=[float("nan")]),
      "methods.incfed.epsilons.1.test_accuracy holds nan, expected a fraction in [0, 1]"),

@@ -885,7 +885,6 @@ def _privacy_output(root: Path, params: dict, record: bool = True, dataset: str 
     (lambda p: p.update(epsilons=[1, 2, float("inf")]), "epsilons ['1', 'inf']",
      "privacy.epsilons is ['1', '2', 'inf']"),
     (lambda p: p.update(delta=1e-5), "delta 'auto'", "privacy.delta is 1e-05"),
-    (lambda p: p.update(relation="window"), "relation 'user'", "privacy.relation is 'window'"),
     (lambda p: p.update(pct="50"), "pct '100'", "privacy.pct is '50'"),
     (lambda p: p.update(methods=["incfed"]), "methods ['incfed', 'fedip']", "privacy.methods is ['incfed']"),
 ])

@@ -100,11 +100,11 @@ def test_privacy_params_frozen_with_defaults_and_delta():
     p = _params()
     pp = privacy_params(p)
     assert isinstance(pp, PrivacyParams) and pp.epsilons[-1] == float("inf") and pp.delta == "auto"
-    assert pp.delta_for(4) == 1 / 16
+    assert pp.delta_for(4) == 1e-5
     with pytest.raises(dataclasses.FrozenInstanceError):
         pp.pct = "25"  # type: ignore[misc]
-    short = {"privacy": {"epsilons": [1], "relation": "window"}}
-    assert privacy_params(short) == PrivacyParams((1.0,), "auto", "window", 1.0, 0.03, "100", ("incfed", "fedip"))
+    short = {"privacy": {"epsilons": [1], "relation": "user"}}
+    assert privacy_params(short) == PrivacyParams((1.0,), "auto", "user", 1.0, 0.03, "100", ("incfed", "fedip"))
     with pytest.raises(ConfigError, match=r"^params.yaml: privacy.delta: must be < 1.0, got 1.0$"):
         privacy_params({"privacy": {**p["privacy"], "delta": 1.0}})
 
@@ -154,7 +154,7 @@ def test_the_cli_reads_params_once_and_passes_the_parsed_objects(monkeypatch, tm
 
     def fake_privacy(ds, pp, exp, **kw):
         seen["privacy"] = (pp, exp)
-        return {"relation": pp.relation, "delta": 0.1, "n_users": 3,
+        return {"relation": pp.relation, "delta": 0.1, "n_users": 3, "accountant": "dp-accounting PLD",
                 "methods": {"incfed": {"epsilons": {"inf": {"test_accuracy": [0.5]}}}}}
 
     monkeypatch.setattr(params_module, "load_params", counting_load)  # the commands import it when they run

@@ -250,11 +250,11 @@ def test_central_dp_fedip_at_a_client_fraction_is_the_sampled_private_trial_end_
     assert f["readout_relative_difference"] == 0.0 and f["ip_max_abs_difference"] == 0.0
     assert f["test_accuracy"] == p["test_accuracy"] and doc["lambda"] == p["lambda"]
     rounds = doc["config"]["rounds"]
-    assert d["releases"] == rounds + 1 and d["delta"] == 1 / 16
-    z = sampled_noise_multiplier(4.0, 1 / 16, rounds, 2, 4)
+    assert d["releases"] == rounds + 1 and d["delta"] == 1e-5
+    z = sampled_noise_multiplier(4.0, 1e-5, rounds, 2, 4)
     # the stage's z is the same calibration in another process: equal to float rounding
     assert d["noise_multiplier"] == pytest.approx(z, rel=1e-9)
-    assert abs(z - noise_multiplier(4.0, 1 / 16, rounds + 1)) > 1e-3 * z  # not the unsampled z
+    assert abs(z - noise_multiplier(4.0, 1e-5, rounds + 1)) > 1e-3 * z  # not the unsampled z
     assert d["sigma_ip"] == pytest.approx(z * d["ip_clip"], rel=1e-9)
     ip = {r["phase"]: r for r in f["bytes"]["rows"]}["ip"]
     assert (ip["rounds"], ip["messages"]) == (rounds, 2 * rounds)  # 2 of the 4 clients a round
@@ -282,7 +282,7 @@ def test_distributed_dp_fedip_at_a_client_fraction_records_each_rounds_threshold
     d, rounds = doc["dp"], doc["config"]["rounds"]
     assert doc["client_fraction"] == 0.75 and d["noise"] == "distributed" and "amplification" not in d
     # the stage's z is the same calibration in another process: equal to float rounding
-    assert d["noise_multiplier"] == pytest.approx(noise_multiplier(4.0, 1 / 16, rounds + 1), rel=1e-9)
+    assert d["noise_multiplier"] == pytest.approx(noise_multiplier(4.0, 1e-5, rounds + 1), rel=1e-9)
     assert (d["ip_sampled"], d["ip_min_clients"], d["ip_clients_in_sum"]) == (3, 2, [3] * rounds)
     assert d["ip_client_sigma"] == pytest.approx(d["sigma_ip"] / math.sqrt(2), rel=1e-12)
     assert (d["min_clients"], d["clients_in_sum"]) == (3, 4) and d["epsilon_spent"] < 4
@@ -315,7 +315,7 @@ def test_dp_central_is_the_private_trial_and_the_results_record_the_mechanism(ro
     assert f["readout_relative_difference"] == 0.0 and f["test_accuracy"] == p["test_accuracy"]
     assert central["lambda"] == p["lambda"] and "nonprivate_test_accuracy" in p
     assert (d["noise"], d["epsilon"], d["relation"], d["releases"], d["clip"]) == ("central", "4", "user", 1, clip)
-    assert d["delta"] == 1 / 16  # privacy.delta auto: 1/n², 4 training users
+    assert d["delta"] == 1e-5  # privacy.delta auto: min(1e-5, 1/(10·n)), 4 training users
     units = central["config"]["units"]
     assert d["clip_norm"] == clip * math.sqrt(units + units**2) and d["sigma"] == d["noise_multiplier"] * d["clip_norm"]
     assert "Gaussian" in d["mechanism"] and "PLD" in d["accountant"]

@@ -109,9 +109,9 @@ def test_central_noise_is_the_private_trials_release_bit_for_bit(setup, monkeypa
         np.testing.assert_array_equal(gb["bias"], model.reservoir.bias)
         res = model.reservoir
     else:  # every λ: the release itself, drawn from the trial's generator
-        stats = private_stats(unit_stats(res, data, SETTINGS, "user"), spec, noise_rng(TRIAL_SEED), n_rel)
+        stats = private_stats(unit_stats(res, data, SETTINGS), spec, noise_rng(TRIAL_SEED), n_rel)
         np.testing.assert_array_equal(got, solve(stats, list(SETTINGS.lambdas)))
-    units = unit_stats(res, data, SETTINGS, "user")
+    units = unit_stats(res, data, SETTINGS)
     plain = solve(sum(units[1:], units[0]), list(SETTINGS.lambdas))
     assert np.linalg.norm(got - plain) > 0.1 * np.linalg.norm(plain)  # the noise is there: not vacuous
 
