@@ -47,7 +47,7 @@ from _measure import folder_bytes, run  # benchmarks/ is the script's folder, fi
 
 REPO = Path(__file__).resolve().parents[1]
 ESNFED = Path(sys.executable).parent / "esnfed"
-PAPER_EPOCHS = 20 * 5  # the issue's trial: 20 rounds x 5 local epochs
+PAPER_EPOCHS = 20 * 5  # a paper-scale FedIP trial: 20 rounds x 5 local epochs
 
 
 # `esnfed` with the experiment stages' data loader patched to load the windows into memory.
