@@ -87,7 +87,7 @@ def test_every_stage_depends_on_every_package_its_command_imports(project):
     imported = {m.split(".")[0] for m in loaded}
     assert imported == set(PACKAGES)  # the entry point loads every package (any stage, any command)
     stages = _stages(project)
-    assert len(stages) > 50 and "select-ip@wesad-fedip" in stages
+    assert len(stages) > 50 and "select-ip@wesad" in stages
     for stage, deps in stages.items():
         assert imported <= set(deps), (stage, deps)
 
@@ -121,22 +121,24 @@ def test_runner_is_a_dependency_only_through_blas_threads(project):
         flagged = _flagged(project)
     finally:
         params_path.write_text(original)
-    # the stages whose trials run reservoirs (the random baseline runs none)
-    runs_reservoirs = {s for s in _stages(project) if s.startswith(("select", "retrain")) and "random" not in s}
+    # the stages whose trials run reservoirs (every one: the random baseline, which runs none,
+    # shares its stages with the ESN readouts)
+    runs_reservoirs = {s for s in _stages(project) if s.startswith(("select", "retrain"))}
     assert flagged and set(flagged) == runs_reservoirs
     assert all(c == {"params.yaml": {"runner.blas_threads": "modified"}} for c in flagged.values())
 
 
 def test_client_fraction_reruns_exactly_the_stages_with_fedip_rounds(project):
     """federated.client_fraction samples the clients of FedIP, deep FedIP and FedCLIP rounds: their
-    select and retrain stages declare it (select-ip/retrain-ip run ip and fedip as one matrix), as
+    select and retrain stages declare it (select-ip/retrain-ip run ip and fedip in one command, the
+    continual stages clip and fedclip), as
     do the flower stage (its FedIP apps sample the same rounds) and the privacy stage (DP-FedIP
     samples its rounds), and nothing else (assess reads the models; DP-FedCLIP only refuses a
     fraction below 1)."""
     assert yaml.safe_load((project / "params.yaml").read_text())["federated"] == {
         "client_fraction": 1.0, "sampling_pool": "context"}
     flagged = _flagged_with(project, "federated", "client_fraction", 0.5)
-    prefixes = ("select-ip@", "retrain-ip@", "select-fedclip@", "retrain-fedclip@", "select-deep@", "retrain-deep@",
+    prefixes = ("select-ip@", "retrain-ip@", "select-continual@", "retrain-continual@", "select-deep@", "retrain-deep@",
                 "flower@", "privacy@")
     expected = {s for s in _stages(project) if s.startswith(prefixes)}
     assert expected and set(flagged) == expected
@@ -145,10 +147,10 @@ def test_client_fraction_reruns_exactly_the_stages_with_fedip_rounds(project):
 
 def test_sampling_pool_reruns_exactly_the_fedclip_stages(project):
     """federated.sampling_pool says whom FedCLIP's sampled rounds draw from: the select and retrain
-    FedCLIP stages declare it (and privacy-extra, through its whole `federated` section: an empty
+    continual stages (CLIP and FedCLIP in one command) declare it (and privacy-extra, through its whole `federated` section: an empty
     matrix by default), nothing else (FedIP, without contexts, has no pool to choose)."""
     flagged = _flagged_with(project, "federated", "sampling_pool", "roster")
-    expected = {s for s in _stages(project) if s.startswith(("select-fedclip@", "retrain-fedclip@"))}
+    expected = {s for s in _stages(project) if s.startswith(("select-continual@", "retrain-continual@"))}
     assert expected and set(flagged) == expected
     assert all(c == {"params.yaml": {"federated.sampling_pool": "modified"}} for c in flagged.values())
 
@@ -387,8 +389,9 @@ def test_each_experiment_stage_declares_the_runner_settings_its_methods_read(pro
     (Settings.accelerated): each select, retrain and assess stage of such a method declares
     runner.device, and select and retrain (whose trials read it: Settings.used_by) runner.tf32,
     and runner.fused_ip_sums where the method runs IP;
-    the numpy-only ones (random, deep and heterogeneous reservoirs, as dvc.yaml's comments say)
-    declare neither, so a device change reruns nothing of theirs. Every one declares `budget`:
+    the numpy-only ones (deep and heterogeneous reservoirs, as dvc.yaml's comments say) declare
+    neither, so a device change reruns nothing of theirs (the random baseline shares the ESN
+    readouts' stages, whose trials it resumes). Every one declares `budget`:
     each records the budget it ran under and the next stage refuses another (select-random did not,
     so a new budget name reran retrain-random, which refused the old best.json)."""
     from esnfed_core.method import Method
@@ -409,5 +412,5 @@ def test_each_experiment_stage_declares_the_runner_settings_its_methods_read(pro
         assert "budget" in params, (stage, params)
     assert checked == {"select", "retrain", "assess"}
     stages = _commands_and_params(project)
-    assert "runner.device" in stages["assess-continual@wesad-fedclip-naive"][1]
+    assert "runner.device" in stages["assess-continual@wesad-naive"][1]
     assert "runner.device" not in stages["assess-deep@wesad"][1]

@@ -292,7 +292,7 @@ def test_declaring_the_variants_adds_their_stages_and_changes_no_other(tmp_path)
     variant = variant_stages(tmp_path, ijcnn_variants, ("wesad_ijcnn", "hhar_ijcnn"))
     for name, folder in (("wesad_ijcnn", "WESAD"), ("hhar_ijcnn", "HHAR")):
         assert f"data/synthetic/{folder}" in variant[f"preprocess@{name}"]["deps"]  # its base's embedded files
-        assert f"assess-esn@{name}-incfed" in variant and f"assess-esn@{name}-fedavg" in variant
+        assert f"assess-esn@{name}" in variant and f"assess-ip@{name}" in variant
 
 
 # ---------------------------------------------------------------- README's blocks
