@@ -10,7 +10,7 @@ Flower's SecAgg+ runs on its legacy (LegacyContext, NumPyClient) API in flwr 1.4
 
 Distributed DP (run config ``dp-*`` with ``dp-noise: distributed``, esnfed_flower.dp): each client
 sends its clipped (Ā, B̄) plus its noise share N(0, σ²/K_min) (esnfed_core.privacy.client_stats_share,
-its generator fresh from the OS: the server must not know it), every client with weight 1 (the
+its noise from the OS CSPRNG: the server must not be able to replay it), every client with weight 1 (the
 mechanism weighs users alike and releases no counts); the workflow returns the mean over the K'
 clients whose vectors made the sum, the server multiplies by K' and solves from the noisy sum after
 the PSD projection (esnfed_core.privacy.released_stats). K_min is the workflow's reconstruction
@@ -51,7 +51,7 @@ def mean_stats(rc: dict, x: np.ndarray, y: np.ndarray, gb: dict | None = None) -
     dp = flower_dp(rc, "distributed")
     if dp is None:
         return encode_stats(stats)
-    return within_range(dp.stats_share(stats, np.random.default_rng()), dp_range(rc, dp), "noisy statistics"), 1
+    return within_range(dp.stats_share(stats), dp_range(rc, dp), "noisy statistics"), 1
 
 
 def dp_range(rc: dict, dp: FlowerDP) -> float:

@@ -140,7 +140,8 @@ def dp_spec(params: Mapping[str, Any], dataset: str, data: TrialData, epsilon: f
 def dp_run_config(spec: DPSpec, noise: str, n_releases: int, seed: int, settings: Any,
                   app: str = "incfed") -> dict[str, Any]:
     """The apps' ``dp-*`` keys (esnfed_flower.dp) and the λ grid they solve (λ is chosen here on the
-    validation users); central: the seed of the private trial's noise generator. FedAvg: its
+    validation users); central: the seed of the private trial's noise generator (``dp-noise-seed``:
+    this command is a simulation beside that trial; the dp record's ``noise_source`` says so). FedAvg: its
     clipping norm ``dp-fedavg-clip`` and no grid (one release at the run config's ``lambda``).
     ``spec`` with ``sampled`` (esnfed_core.private_trial.trial_spec: privacy.amplification sampling,
     sampled FedIP rounds): ``dp-amplification``, absent otherwise (the run config as before)."""
@@ -155,6 +156,13 @@ def dp_run_config(spec: DPSpec, noise: str, n_releases: int, seed: int, settings
     if noise == "central":
         rc["dp-noise-seed"] = int(seed)
     return rc
+
+
+# Where a DP result's noise came from: esnfed flower seeds the central apps' (dp_run_config) so the
+# release equals the in-process trial's; the SecAgg+ clients draw theirs from the OS CSPRNG.
+NOISE_SOURCES = {"central": "seeded (dp-noise-seed = the trial's seed): a simulation, anyone who knows the seed "
+                            "can subtract the noise; a deployment leaves dp-noise-seed unset (OS CSPRNG)",
+                 "distributed": "OS CSPRNG on every client (os.urandom): not reproducible, not seedable"}
 
 
 def dp_record(spec: DPSpec, noise: str, n_releases: int, units: int, fedip: bool,
@@ -174,7 +182,7 @@ def dp_record(spec: DPSpec, noise: str, n_releases: int, units: int, fedip: bool
     rec = {"noise": noise, "epsilon": eps_key(spec.epsilon), "delta": spec.delta, "relation": "user",
            "releases": n_releases, "noise_multiplier": z, "clip": spec.clip,
            "clip_norm": spec.clip * stats_bound(units), "sigma": stats_sigma(spec, units, n_releases),
-           "accountant": ACCOUNTANT,
+           "accountant": ACCOUNTANT, "noise_source": NOISE_SOURCES[noise],
            "mechanism": ("Gaussian (esnfed_core/privacy.py), central: the trusted server adds N(0, σ²) to the sum"
                          if noise == "central" else "Gaussian (esnfed_core/privacy.py), distributed: each client "
                          "adds N(0, σ²/K_min) to its clipped contribution, summed by SecAgg+")}
@@ -204,6 +212,7 @@ def dp_fedavg_record(spec: DPSpec, n_releases: int, z: float) -> dict[str, Any]:
     return {"noise": "central", "epsilon": eps_key(spec.epsilon), "delta": spec.delta, "relation": "user",
             "releases": n_releases, "noise_multiplier": z, "fedavg_clip": spec.fedavg_clip,
             "clip_norm": spec.fedavg_clip, "sigma": fedavg_sigma(spec, n_releases), "accountant": ACCOUNTANT,
+            "noise_source": NOISE_SOURCES["central"],
             "mechanism": "Gaussian (esnfed_core/privacy.py), central: the trusted server clips each local readout to "
                          "Frobenius norm fedavg_clip, adds N(0, σ²) to their sum and divides by K"}
 

@@ -374,7 +374,9 @@ def test_dp_record_states_the_mechanism_and_what_the_distributed_sum_carries():
     assert central["sigma"] == pytest.approx(z * 0.01 * math.sqrt(20 + 400))
     assert central["sigma_ip"] == pytest.approx(z * 0.05) and "PLD" in central["accountant"]
     assert "min_clients" not in central
+    assert central["noise_source"].startswith("seeded") and "simulation" in central["noise_source"]
     dist = dp_record(spec, "distributed", 3, 20, False, {"clients": 9, "sampled": 9, "min_clients": 8})
+    assert dist["noise_source"].startswith("OS CSPRNG")
     assert "sigma_ip" not in dist and dist["min_clients"] == 8 and dist["clients_in_sum"] == 9
     assert dist["client_sigma"] == pytest.approx(dist["sigma"] / math.sqrt(8))
     assert dist["sum_sigma"] == pytest.approx(dist["sigma"] * math.sqrt(9 / 8))
