@@ -36,9 +36,11 @@ from flwr.server.workflow.constant import Key as WorkflowKey
 
 from esnfed_core.privacy import released_stats
 from esnfed_core.readout import RidgeStats
-from esnfed_core.sampling import SECAGG_MIN_CLIENTS
+from esnfed_core.sampling import (
+    FULL, SECAGG_MIN_CLIENTS, SURVIVORS_KEY, check_survivors, min_survivors, sample_size,
+)
 from esnfed_flower.common import (
-    measure_mod, partition, readout_bias, run_config, secagg_threshold, solve_readout, within_range,
+    client_fraction, measure_mod, partition, readout_bias, run_config, secagg_threshold, solve_readout, within_range,
 )
 from esnfed_flower.dp import FlowerDP, flower_dp
 from esnfed_flower.incfed import client_stats
@@ -149,9 +151,16 @@ def run_secagg(grid, context, strategy, rounds: int) -> None:
     """Run ``rounds`` legacy rounds of ``strategy`` with every fit through SecAgg+: shares and
     threshold for all ``num-clients`` (one may drop), ``clipping-range`` (default 1) and
     ``max-weight`` (default Flower's 1000; set it to the largest step count) from the run config;
-    distributed DP: the range of its shares and weight 1."""
+    distributed DP: the range of its shares and weight 1. Before any round: a ValueError naming
+    ``secagg-min-survivors`` when a round of all K clients, or of the m = max(1, ⌊f·K⌋) a sampled
+    round goes to, could complete with fewer survivors than it (esnfed_core.sampling.check_survivors;
+    absent: 5, the deployment bound); each sampled round is checked again as size_round sizes it."""
     rc = run_config(context)
     k = int(rc["num-clients"])
+    least = min_survivors(rc.get(SURVIVORS_KEY))
+    check_survivors(k, least)
+    if client_fraction(rc) != FULL:
+        check_survivors(sample_size(k, client_fraction(rc)), least)
     dp = flower_dp(rc, "distributed")
     clip, max_weight = float(rc.get("clipping-range", 1.0)), float(rc.get("max-weight", 1000.0))
     if dp is not None:
@@ -159,6 +168,7 @@ def run_secagg(grid, context, strategy, rounds: int) -> None:
     legacy = LegacyContext(context=context, config=ServerConfig(num_rounds=rounds), strategy=strategy)
     fit = CompleteOrFail(num_shares=k, reconstruction_threshold=secagg_threshold(k), clipping_range=clip,
                          max_weight=max_weight)
+    fit.min_survivors = least  # size_round's bound for a sampled round
     strategy.secagg = fit  # a sampling strategy sizes each round's shares and threshold (FedIPStrategy)
     DefaultWorkflow(fit_workflow=fit)(grid, legacy)
 
@@ -195,10 +205,13 @@ class CompleteOrFail(SecAggPlusWorkflow):
 def size_round(fit: SecAggPlusWorkflow, k: int) -> None:
     """Shares and threshold of the next SecAgg+ round for its ``k`` clients, as run_secagg's for
     all (k shares, threshold max(2, k − 1)); the workflow reads them after configure_fit. A
-    ValueError naming client-fraction when ``k`` is below SecAgg+'s minimum."""
+    ValueError naming client-fraction when ``k`` is below SecAgg+'s minimum, or naming
+    secagg-min-survivors when its threshold is below run_secagg's bound (FedCLIP: a context's
+    participants may be fewer than the m run_secagg checked)."""
     if k < SECAGG_MIN_CLIENTS:
         raise ValueError(f"client-fraction: SecAgg+ needs at least {SECAGG_MIN_CLIENTS} clients per round, "
                          f"a round samples {k}")
+    check_survivors(k, getattr(fit, "min_survivors", min_survivors()))
     fit.num_shares, fit.reconstruction_threshold = k, secagg_threshold(k)
 
 

@@ -55,7 +55,10 @@ from esnfed_core.privacy import (
 )
 from esnfed_core.private_trial import PRIVATE_ALGOS, fit_private, releases, trial_spec
 from esnfed_core.quote import quote
-from esnfed_core.sampling import FULL, KEY as SAMPLING_KEY, POOL_KEY, SECAGG_MIN_CLIENTS, sample_size
+from esnfed_core.sampling import (
+    FULL, KEY as SAMPLING_KEY, POOL_KEY, SECAGG_MIN_CLIENTS, SECAGG_MIN_SURVIVORS, SIMULATION_MIN_SURVIVORS,
+    SURVIVORS_KEY, sample_size, secagg_threshold,
+)
 from esnfed_core.scoring import pooled_counts
 from esnfed_core.vocabulary import PCTS
 from esnfed_core.trial import TrialData, fit, make_reservoir, select_lambda, sub_seeds
@@ -231,6 +234,8 @@ def run_config(cfg: Mapping[str, Any], seeds: Mapping[str, int], data: TrialData
     if settings.readout_bias:
         rc["readout-bias"] = True
     rc.update(sampling_run_config(settings, app, secagg, len(data.train)))
+    if secagg:  # a simulation: no survivor bound beyond Flower's (masks_note labels the results)
+        rc[SURVIVORS_KEY] = SIMULATION_MIN_SURVIVORS
     if app == "fedip":
         rc.update({**ip_run_config(cfg, seeds, settings), "rounds": int(cfg["rounds"])})
     return rc
@@ -537,11 +542,28 @@ def app_label(doc: Mapping[str, Any]) -> str:
     return doc["app"] + (f" ({', '.join(notes)})" if notes else "")
 
 
+def masks_note(runs: Sequence[tuple[str, int, float]]) -> list[str]:
+    """The SecAgg+ results' caveat, one bullet: ``runs`` = (dataset, K, client fraction) of each
+    SecAgg+ result; those whose rounds (of K, or of max(1, ⌊f·K⌋) sampled) may complete with fewer
+    than SECAGG_MIN_SURVIVORS survivors are named. [] without SecAgg+ results."""
+    if not runs:
+        return []
+    weak = sorted({f"{name} (K = {k})" for name, k, f in runs
+                   if secagg_threshold(min(k, sample_size(k, f))) < SECAGG_MIN_SURVIVORS})
+    return [f"- SecAgg+ masks: Flower 1.42 expands 32-bit mask seeds, so a round that completes with K' "
+            f"survivors hides each vector behind 32·(K' − 1) bits; below {SECAGG_MIN_SURVIVORS} survivors "
+            f"(threshold max(2, K − 1): K ≤ {SECAGG_MIN_SURVIVORS} clients) the masks are brute-forceable. These "
+            f"runs ({SURVIVORS_KEY} {SIMULATION_MIN_SURVIVORS}) are a simulation of the protocol, not a privacy "
+            f"guarantee{': below the bound here: ' + ', '.join(weak) if weak else ''} (docs/flower.md)"]
+
+
 def render_table(docs: list[Mapping[str, Any]]) -> str:
     """`esnfed flower` results as Markdown: accuracy beside the pipeline's, bytes per client beside the
     ledger's, and each round's bytes by phase and stage; the masked vector beside its formula
     8·(d + 1) (int64 entries after the modulus, plus SecAgg+'s weight entry)."""
-    lines = ["# Flower apps: accuracy and bytes per client (esnfed flower)", "",
+    runs = [(d["dataset"], int(d["n_clients"]), float(d.get("client_fraction", FULL))) for d in docs if d["secagg"]]
+    note = masks_note(runs)
+    lines = ["# Flower apps: accuracy and bytes per client (esnfed flower)", "", *note, *([""] if note else []),
              "| dataset | app | SecAgg+ | K | N | λ | test acc. Flower | test acc. pipeline | readout rel. diff. "
              "| ledger up / down B | Flower up / down B |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for d in docs:
