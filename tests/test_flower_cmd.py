@@ -533,8 +533,15 @@ def test_the_pipelines_secagg_runs_are_labelled_a_simulation_of_the_protocol():
     """esnfed flower's SecAgg+ run configs carry secagg-min-survivors 2 (no bound: the embedded
     datasets have 3-9 training users), and its tables say the masks of rounds with fewer than 5
     survivors are brute-forceable, naming those runs (a sampled round's m counts)."""
-    from esnfed_stages.flower import masks_note
+    from esnfed_core.settings import Settings
+    from esnfed_stages.flower import masks_note, run_config
+    from experiment_data import trial_data
 
+    data, _ = trial_data(pct="100")
+    cfg = {"units": 10, "spectral_radius": 0.9, "leak": 0.5, "input_scaling": 0.8}
+    settings = Settings(lambdas=(1.0,), batch_size=5)
+    assert run_config(cfg, {"reservoir": 1}, data, settings, 1.0, "incfed", True)["secagg-min-survivors"] == 2
+    assert "secagg-min-survivors" not in run_config(cfg, {"reservoir": 1}, data, settings, 1.0, "incfed", False)
     assert masks_note([]) == []
     (note,) = masks_note([("wesad", 3, 1.0), ("hhar", 9, 1.0), ("hhar", 9, 0.5)])
     assert "brute-forceable" in note and "simulation of the protocol, not a privacy guarantee" in note
