@@ -45,6 +45,13 @@ assumes honest clients (each adds its share) and holds for zero-out neighbours (
 replaced by none: the client still takes part and adds its share), as the distributed DP
 literature states it (Kairouz, Liu & Steinke 2021).
 
+Noise source. Every function that adds noise takes ``rng``: a seeded ``np.random.Generator`` (the
+pipeline's trials pass esnfed_core.private_trial.noise_rng(seed): a simulation, reproducible, and
+anyone who knows the seed can subtract the noise) or None, the default, :class:`SystemGaussian`:
+draws from the operating system's CSPRNG (os.urandom), which nobody can replay. numpy's generators
+are not cryptographic even when seeded from fresh entropy (PCG64's state follows from its outputs),
+so a deployment must not use them.
+
 ε = ∞ means no mechanism: the functions return their input unchanged (tests check the bits).
 """
 
@@ -52,8 +59,9 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Protocol, Sequence
 
 import numpy as np
 
@@ -87,6 +95,40 @@ def auto_delta(n_units: int) -> float:
     if int(n_units) < 1:
         raise ParameterError(f"n_units: expected >= 1, got {n_units}")
     return min(AUTO_DELTA_CAP, 1.0 / (10 * int(n_units)))
+
+
+_UNIFORM_BITS = 53  # a float64's mantissa: uniforms on the grid k·2^-53
+
+
+class NoiseSource(Protocol):
+    """What the mechanisms draw from: ``normal(loc, scale, size)`` as numpy's Generator has it."""
+
+    def normal(self, loc: float = 0.0, scale: float = 1.0, size=None): ...
+
+
+class SystemGaussian:
+    """N(loc, scale²) from the operating system's CSPRNG: Box–Muller on pairs of 53-bit uniforms
+    read from os.urandom, u₁ ∈ (0, 1] (so log u₁ is finite) and u₂ ∈ [0, 1). Unseeded by design:
+    no seed reproduces it. The 53-bit grid bounds |x − loc| by scale·√(2·53·ln 2) ≈ 8.57·scale
+    (a tail of mass ~1e-17 per draw never drawn); floating-point Gaussians are not the exact
+    distribution (docs/privacy.md, "Noise sources")."""
+
+    def normal(self, loc: float = 0.0, scale: float = 1.0, size=None):
+        shape = () if size is None else tuple(np.atleast_1d(np.asarray(size, dtype=np.int64)).tolist())
+        n = math.prod(shape)
+        pairs = (n + 1) // 2
+        words = np.frombuffer(os.urandom(16 * pairs), dtype="<u8").reshape(2, pairs) >> np.uint64(64 - _UNIFORM_BITS)
+        u1 = (words[0] + 1.0) * 2.0 ** -_UNIFORM_BITS
+        u2 = words[1] * 2.0 ** -_UNIFORM_BITS
+        r = np.sqrt(-2.0 * np.log(u1))
+        z = np.concatenate([r * np.cos(2.0 * np.pi * u2), r * np.sin(2.0 * np.pi * u2)])[:n]
+        out = loc + scale * z.reshape(shape)
+        return float(out) if size is None else out
+
+
+def noise_source(rng: NoiseSource | None) -> NoiseSource:
+    """``rng`` when the caller passes one (a seeded generator: a simulation), else the CSPRNG."""
+    return SystemGaussian() if rng is None else rng
 
 
 @dataclass(frozen=True)
@@ -260,10 +302,11 @@ def clipped_mean_stats(stats: RidgeStats, bound: float) -> tuple[np.ndarray, np.
     return a * scale, b * scale
 
 
-def private_stats(units_stats: Sequence[RidgeStats], spec: DPSpec, rng: np.random.Generator,
+def private_stats(units_stats: Sequence[RidgeStats], spec: DPSpec, rng: NoiseSource | None = None,
                   releases: int = 1) -> RidgeStats:
     """The Gaussian mechanism on Σ clipped (Ā, B̄) over the neighbouring units (the clients);
-    ``releases``: mechanisms the budget is shared by.
+    ``releases``: mechanisms the budget is shared by; ``rng``: the noise's source (None: the
+    CSPRNG, :func:`noise_source`).
 
     ε = ∞: the plain sum Σ (A, B) of the units, bit for bit what IncFed sums.
     """
@@ -304,10 +347,11 @@ def released_stats(a_noisy: np.ndarray, b_noisy: np.ndarray, bias: bool = False)
     return RidgeStats(a_noisy, psd_projection(b_noisy), 0, 0, bias)
 
 
-def add_noise(a: np.ndarray, b: np.ndarray, sigma: float, rng: np.random.Generator
+def add_noise(a: np.ndarray, b: np.ndarray, sigma: float, rng: NoiseSource | None = None
               ) -> tuple[np.ndarray, np.ndarray]:
     """A + N(0, σ²) per entry; B + N(0, σ²) per entry of its upper triangle (diagonal included),
-    mirrored below so B stays symmetric: one draw per released number."""
+    mirrored below so B stays symmetric: one draw per released number (``rng`` None: the CSPRNG)."""
+    rng = noise_source(rng)
     upper = rng.normal(0.0, sigma, b.shape)
     sym = np.triu(upper) + np.triu(upper, 1).T
     return a + rng.normal(0.0, sigma, a.shape), b + sym
@@ -321,7 +365,7 @@ def psd_projection(b: np.ndarray) -> np.ndarray:
 
 
 def private_average(start: np.ndarray, locals_: Sequence[np.ndarray], weights: Sequence[int],
-                    spec: DPSpec, rng: np.random.Generator, releases: int = 1,
+                    spec: DPSpec, rng: NoiseSource | None = None, releases: int = 1,
                     norms: list[float] | None = None, bound: float | None = None,
                     clients: int | None = None) -> np.ndarray:
     """The server's private mean of the clients' uploads x_c around ``start``:
@@ -347,7 +391,7 @@ def private_average(start: np.ndarray, locals_: Sequence[np.ndarray], weights: S
         return weighted_average(locals_, weights) if len(locals_) else start
     total = clipped_update_sum(start, updates, bound)
     sigma = spec.multiplier(releases) * bound
-    return start + (total + rng.normal(0.0, sigma, total.shape)) / (clients or len(locals_))
+    return start + (total + noise_source(rng).normal(0.0, sigma, total.shape)) / (clients or len(locals_))
 
 
 def clipped_update_sum(start: np.ndarray, updates: Sequence[np.ndarray], bound: float) -> np.ndarray:
@@ -359,11 +403,13 @@ def clipped_update_sum(start: np.ndarray, updates: Sequence[np.ndarray], bound: 
     return total
 
 
-def fedip_aggregate(spec: DPSpec, rng: np.random.Generator, releases: int, norms: list[float] | None = None,
-                    clients: int | None = None):
+def fedip_aggregate(spec: DPSpec, rng: NoiseSource | None = None, releases: int = 1,
+                    norms: list[float] | None = None, clients: int | None = None):
     """A :data:`esnfed_core.plasticity.Aggregate` applying :func:`private_average` to the
     concatenated (g, b) of every client: one clipped update per client and round (``norms``: each
-    update's norm before clipping is appended, round by round; ``clients``: the fixed K)."""
+    update's norm before clipping is appended, round by round; ``clients``: the fixed K; ``rng``
+    None: one CSPRNG source for every round)."""
+    rng = noise_source(rng)
 
     def aggregate(start, gains, biases, weights):
         n = len(start.gain)
@@ -380,7 +426,7 @@ def fedavg_sigma(spec: DPSpec, releases: int = 1) -> float:
     return spec.multiplier(releases) * spec.fedavg_clip
 
 
-def fedavg_aggregate(spec: DPSpec, rng: np.random.Generator, releases: int = 1,
+def fedavg_aggregate(spec: DPSpec, rng: NoiseSource | None = None, releases: int = 1,
                      norms: list[float] | None = None):
     """DP-FedAvg's server aggregation for :func:`esnfed_core.federated.fedavg`'s ``aggregate``:
     (readouts, window counts) -> (Σ clip(W_c) + N(0, (z·C_avg)²)) / K, each W_c clipped to
@@ -406,7 +452,7 @@ def sum_std(sigma: float, clients: int, min_clients: int) -> float:
     return share_std(sigma, min_clients) * math.sqrt(int(clients))
 
 
-def client_stats_share(stats: RidgeStats, spec: DPSpec, min_clients: int, rng: np.random.Generator,
+def client_stats_share(stats: RidgeStats, spec: DPSpec, min_clients: int, rng: NoiseSource | None = None,
                        releases: int = 1) -> tuple[np.ndarray, np.ndarray]:
     """Distributed noise, IncFed: one client's (Ā, B̄) clipped as :func:`private_stats` clips it, plus
     its share N(0, σ²/K_min) of the release's noise (B̄'s upper triangle, mirrored: :func:`add_noise`).
@@ -419,7 +465,7 @@ def client_stats_share(stats: RidgeStats, spec: DPSpec, min_clients: int, rng: n
     return add_noise(a, b, share_std(stats_sigma(spec, stats.units, releases), min_clients), rng)
 
 
-def client_update_share(update: np.ndarray, spec: DPSpec, min_clients: int, rng: np.random.Generator,
+def client_update_share(update: np.ndarray, spec: DPSpec, min_clients: int, rng: NoiseSource | None = None,
                         releases: int = 1) -> np.ndarray:
     """Distributed noise, FedIP: one client's round update (Δg, Δb) clipped to C_ip, as
     :func:`private_average` clips it, plus its share N(0, σ_ip²/K_min) per entry.
@@ -430,4 +476,4 @@ def client_update_share(update: np.ndarray, spec: DPSpec, min_clients: int, rng:
     if not spec.private:
         return update
     std = share_std(ip_sigma(spec, releases), min_clients)
-    return clip_norm(update, spec.ip_clip) + rng.normal(0.0, std, update.shape)
+    return clip_norm(update, spec.ip_clip) + noise_source(rng).normal(0.0, std, update.shape)

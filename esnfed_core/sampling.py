@@ -33,6 +33,42 @@ CONTEXT_POOL, ROSTER_POOL = POOLS
 # The fewest clients a sampled SecAgg+ round may go to: Flower's SecAggPlusWorkflow takes an
 # integer number of shares above 2 (esnfed_flower.secagg sizes each round's shares to its clients).
 SECAGG_MIN_CLIENTS = 3
+# SecAgg+ survivors. Flower 1.42 folds each 32-byte mask seed to 32 bits before expanding it with
+# Mersenne Twister, so after unmasking a survivor's vector is hidden only by its K' − 1 pairwise masks
+# with the other survivors: 32·(K' − 1) bits of search (K' = 2: 2^32, practical). Deployment
+# requires K' − 1 ≥ 4 (≥ 128 bits), i.e. a reconstruction threshold of at least 5; each client that
+# colludes with the server removes 32 bits. The run config's key, absent = this deployment bound.
+SURVIVORS_KEY = "secagg-min-survivors"
+SECAGG_MIN_SURVIVORS = 5
+# What esnfed flower (the pipeline's simulation) sets: Flower's own floor (a threshold ≥ 2), no
+# bound; its SecAgg+ results are labelled a simulation of the protocol (esnfed_stages.flower).
+SIMULATION_MIN_SURVIVORS = 2
+
+
+def secagg_threshold(k: int) -> int:
+    """SecAgg+'s reconstruction threshold for ``k`` clients: max(2, k − 1), so one may drop out;
+    the fewest vectors an unmasked sum can hold (distributed DP's K_min), i.e. the fewest survivors."""
+    return max(2, int(k) - 1)
+
+
+def min_survivors(value: object = None) -> int:
+    """The run config's ``secagg-min-survivors`` (None: SECAGG_MIN_SURVIVORS), an integer ≥ 2; a
+    ValueError naming the key otherwise."""
+    if value is None:
+        return SECAGG_MIN_SURVIVORS
+    if isinstance(value, bool) or not isinstance(value, int) or value < SIMULATION_MIN_SURVIVORS:
+        raise ValueError(f"{SURVIVORS_KEY}: expected an integer >= {SIMULATION_MIN_SURVIVORS}, got {quote(value)}")
+    return value
+
+
+def check_survivors(k: int, least: int) -> None:
+    """A ValueError naming ``secagg-min-survivors`` when a SecAgg+ round of ``k`` clients could
+    complete with fewer than ``least`` survivors (its threshold max(2, k − 1) below it)."""
+    if secagg_threshold(k) < least:
+        raise ValueError(f"{SURVIVORS_KEY}: a SecAgg+ round of {k} clients may complete with "
+                         f"{secagg_threshold(k)} survivors, below {least}: Flower 1.42's 32-bit mask seeds leave a "
+                         f"survivor hidden by {32 * (secagg_threshold(k) - 1)} bits (needs {least + 1} or more clients "
+                         f"per round, or {SURVIVORS_KEY}: {SIMULATION_MIN_SURVIVORS} for a simulation)")
 
 
 def sample_size(n_clients: int, fraction: float) -> int:

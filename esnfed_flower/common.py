@@ -13,7 +13,7 @@ from flwr.app import Array, ArrayRecord, Message, MetricRecord, RecordDict
 from esnfed_core.method import CONNECTIVITY_KEYS
 from esnfed_core.readout import RidgeStats, solve
 from esnfed_core.reservoir import Reservoir
-from esnfed_core.sampling import FULL, sample_clients
+from esnfed_core.sampling import FULL, sample_clients, secagg_threshold  # noqa: F401 (the apps' import)
 from esnfed_core.trial import make_reservoir
 
 RESERVOIR_KEYS = ("units", "spectral_radius", "leak", "input_scaling")
@@ -104,12 +104,6 @@ def wait_for_nodes(grid: Any, n: int, timeout_s: float = 120.0) -> list[int]:
         if time.monotonic() > deadline:
             raise TimeoutError(f"only {len(ids)} of {n} SuperNodes connected in {timeout_s:.0f} s")
         time.sleep(0.2)
-
-
-def secagg_threshold(k: int) -> int:
-    """SecAgg+'s reconstruction threshold for ``k`` clients: max(2, k − 1), so one may drop out;
-    the fewest vectors an unmasked sum can hold (distributed DP's K_min)."""
-    return max(2, int(k) - 1)
 
 
 # Run config: params.yaml federated.client_fraction, present only when < 1 (default messages unchanged).

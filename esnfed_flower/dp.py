@@ -14,12 +14,14 @@ from the run config, not from the server; the statistics round goes to all K (``
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from logging import WARNING
 from typing import Any, Mapping
 
 import numpy as np
 
 from esnfed_core.privacy import (
-    DPSpec, client_stats_share, client_update_share, ip_sigma, share_std, stats_bound, stats_sigma,
+    DPSpec, NoiseSource, SystemGaussian, client_stats_share, client_update_share, ip_sigma, share_std, stats_bound,
+    stats_sigma,
 )
 from esnfed_core.private_trial import noise_rng
 from esnfed_core.readout import RidgeStats
@@ -37,7 +39,7 @@ RANGE_STDS = 10.0
 class FlowerDP:
     """A run's mechanism: the spec (user-level: one client per user), central or distributed
     noise, the releases z is shared by (FedIP's rounds + the IncFed release), the central
-    generator's seed (None: fresh entropy) and, distributed, K_min: SecAgg+'s reconstruction
+    generator's seed (None, a deployment's: the OS CSPRNG; set: a simulation) and, distributed, K_min: SecAgg+'s reconstruction
     threshold (esnfed_flower.common.secagg_threshold), the fewest vectors a completed sum holds:
     ``min_clients`` of the statistics round (all K clients), ``ip_min_clients`` of an IP round (K_min
     of its m sampled clients; K's at fraction 1)."""
@@ -49,17 +51,29 @@ class FlowerDP:
     min_clients: int = 1
     ip_min_clients: int = 1
 
-    def server_rng(self) -> np.random.Generator:
-        """The trusted server's generator: the pipeline's (esnfed_core.private_trial.noise_rng) of
-        the seed, so the release equals the in-process trial's; fresh entropy without one."""
-        return noise_rng(self.noise_seed) if self.noise_seed is not None else np.random.default_rng()
+    def server_rng(self) -> NoiseSource:
+        """The trusted server's noise source: without ``dp-noise-seed`` (the default, a deployment)
+        the OS CSPRNG (esnfed_core.privacy.SystemGaussian), which no run config can replay; with it
+        the pipeline's generator of that seed (esnfed_core.private_trial.noise_rng), so the release
+        equals the in-process trial's: a simulation, since anyone who knows the seed can subtract
+        the noise (logged as such)."""
+        if self.noise_seed is None:
+            return SystemGaussian()
+        from flwr.common.logger import log  # noqa: PLC0415 (this module's checks run without flwr too)
 
-    def stats_share(self, stats: RidgeStats, rng: np.random.Generator) -> list[np.ndarray]:
-        """A SecAgg+ client's IncFed upload: its clipped (Ā, B̄) plus its noise share."""
+        log(WARNING, "dp-noise-seed %d: the central DP noise is seeded, reproducible and subtractable by anyone "
+            "who knows the seed: a simulation, not a private release (unset it to draw from the OS CSPRNG)",
+            self.noise_seed)
+        return noise_rng(self.noise_seed)
+
+    def stats_share(self, stats: RidgeStats, rng: NoiseSource | None = None) -> list[np.ndarray]:
+        """A SecAgg+ client's IncFed upload: its clipped (Ā, B̄) plus its noise share (``rng``
+        None, as the apps call it: the OS CSPRNG; the server must not be able to replay it)."""
         return list(client_stats_share(stats, self.spec, self.min_clients, rng, self.releases))
 
-    def update_share(self, delta: list[np.ndarray], rng: np.random.Generator) -> list[np.ndarray]:
-        """A SecAgg+ client's FedIP upload: its clipped (Δg, Δb) plus its noise share."""
+    def update_share(self, delta: list[np.ndarray], rng: NoiseSource | None = None) -> list[np.ndarray]:
+        """A SecAgg+ client's FedIP upload: its clipped (Δg, Δb) plus its noise share (``rng`` as
+        :meth:`stats_share`'s)."""
         n = len(delta[0])
         out = client_update_share(np.concatenate(delta), self.spec, self.ip_min_clients, rng, self.releases)
         return [out[:n], out[n:]]

@@ -10,7 +10,7 @@ Flower's SecAgg+ runs on its legacy (LegacyContext, NumPyClient) API in flwr 1.4
 
 Distributed DP (run config ``dp-*`` with ``dp-noise: distributed``, esnfed_flower.dp): each client
 sends its clipped (Ā, B̄) plus its noise share N(0, σ²/K_min) (esnfed_core.privacy.client_stats_share,
-its generator fresh from the OS: the server must not know it), every client with weight 1 (the
+its noise from the OS CSPRNG: the server must not be able to replay it), every client with weight 1 (the
 mechanism weighs users alike and releases no counts); the workflow returns the mean over the K'
 clients whose vectors made the sum, the server multiplies by K' and solves from the noisy sum after
 the PSD projection (esnfed_core.privacy.released_stats). K_min is the workflow's reconstruction
@@ -36,9 +36,11 @@ from flwr.server.workflow.constant import Key as WorkflowKey
 
 from esnfed_core.privacy import released_stats
 from esnfed_core.readout import RidgeStats
-from esnfed_core.sampling import SECAGG_MIN_CLIENTS
+from esnfed_core.sampling import (
+    FULL, SECAGG_MIN_CLIENTS, SURVIVORS_KEY, check_survivors, min_survivors, sample_size,
+)
 from esnfed_flower.common import (
-    measure_mod, partition, readout_bias, run_config, secagg_threshold, solve_readout, within_range,
+    client_fraction, measure_mod, partition, readout_bias, run_config, secagg_threshold, solve_readout, within_range,
 )
 from esnfed_flower.dp import FlowerDP, flower_dp
 from esnfed_flower.incfed import client_stats
@@ -51,7 +53,7 @@ def mean_stats(rc: dict, x: np.ndarray, y: np.ndarray, gb: dict | None = None) -
     dp = flower_dp(rc, "distributed")
     if dp is None:
         return encode_stats(stats)
-    return within_range(dp.stats_share(stats, np.random.default_rng()), dp_range(rc, dp), "noisy statistics"), 1
+    return within_range(dp.stats_share(stats), dp_range(rc, dp), "noisy statistics"), 1
 
 
 def dp_range(rc: dict, dp: FlowerDP) -> float:
@@ -149,9 +151,16 @@ def run_secagg(grid, context, strategy, rounds: int) -> None:
     """Run ``rounds`` legacy rounds of ``strategy`` with every fit through SecAgg+: shares and
     threshold for all ``num-clients`` (one may drop), ``clipping-range`` (default 1) and
     ``max-weight`` (default Flower's 1000; set it to the largest step count) from the run config;
-    distributed DP: the range of its shares and weight 1."""
+    distributed DP: the range of its shares and weight 1. Before any round: a ValueError naming
+    ``secagg-min-survivors`` when a round of all K clients, or of the m = max(1, ⌊f·K⌋) a sampled
+    round goes to, could complete with fewer survivors than it (esnfed_core.sampling.check_survivors;
+    absent: 5, the deployment bound); each sampled round is checked again as size_round sizes it."""
     rc = run_config(context)
     k = int(rc["num-clients"])
+    least = min_survivors(rc.get(SURVIVORS_KEY))
+    check_survivors(k, least)
+    if client_fraction(rc) != FULL:
+        check_survivors(sample_size(k, client_fraction(rc)), least)
     dp = flower_dp(rc, "distributed")
     clip, max_weight = float(rc.get("clipping-range", 1.0)), float(rc.get("max-weight", 1000.0))
     if dp is not None:
@@ -159,6 +168,7 @@ def run_secagg(grid, context, strategy, rounds: int) -> None:
     legacy = LegacyContext(context=context, config=ServerConfig(num_rounds=rounds), strategy=strategy)
     fit = CompleteOrFail(num_shares=k, reconstruction_threshold=secagg_threshold(k), clipping_range=clip,
                          max_weight=max_weight)
+    fit.min_survivors = least  # size_round's bound for a sampled round
     strategy.secagg = fit  # a sampling strategy sizes each round's shares and threshold (FedIPStrategy)
     DefaultWorkflow(fit_workflow=fit)(grid, legacy)
 
@@ -195,10 +205,13 @@ class CompleteOrFail(SecAggPlusWorkflow):
 def size_round(fit: SecAggPlusWorkflow, k: int) -> None:
     """Shares and threshold of the next SecAgg+ round for its ``k`` clients, as run_secagg's for
     all (k shares, threshold max(2, k − 1)); the workflow reads them after configure_fit. A
-    ValueError naming client-fraction when ``k`` is below SecAgg+'s minimum."""
+    ValueError naming client-fraction when ``k`` is below SecAgg+'s minimum, or naming
+    secagg-min-survivors when its threshold is below run_secagg's bound (FedCLIP: a context's
+    participants may be fewer than the m run_secagg checked)."""
     if k < SECAGG_MIN_CLIENTS:
         raise ValueError(f"client-fraction: SecAgg+ needs at least {SECAGG_MIN_CLIENTS} clients per round, "
                          f"a round samples {k}")
+    check_survivors(k, getattr(fit, "min_survivors", min_survivors()))
     fit.num_shares, fit.reconstruction_threshold = k, secagg_threshold(k)
 
 

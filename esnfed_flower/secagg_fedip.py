@@ -62,7 +62,7 @@ class FedIPClient(SecAggClient):
         res = local_ip(rc, x, gain, bias, int(config["round"]))
         dp = flower_dp(rc, "distributed")
         if dp is not None:  # its generator fresh from the OS: the server must not know it
-            noisy = dp.update_share([res.gain - gain, res.bias - bias], np.random.default_rng())
+            noisy = dp.update_share([res.gain - gain, res.bias - bias])
             return within_range(noisy, dp_range(rc, dp), "noisy FedIP update"), 1, {}
         return ip_update(rc, res, gain, bias), int(x.shape[0] * x.shape[1]), {}
 

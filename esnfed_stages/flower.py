@@ -55,7 +55,10 @@ from esnfed_core.privacy import (
 )
 from esnfed_core.private_trial import PRIVATE_ALGOS, fit_private, releases, trial_spec
 from esnfed_core.quote import quote
-from esnfed_core.sampling import FULL, KEY as SAMPLING_KEY, POOL_KEY, SECAGG_MIN_CLIENTS, sample_size
+from esnfed_core.sampling import (
+    FULL, KEY as SAMPLING_KEY, POOL_KEY, SECAGG_MIN_CLIENTS, SECAGG_MIN_SURVIVORS, SIMULATION_MIN_SURVIVORS,
+    SURVIVORS_KEY, sample_size, secagg_threshold,
+)
 from esnfed_core.scoring import pooled_counts
 from esnfed_core.vocabulary import PCTS
 from esnfed_core.trial import TrialData, fit, make_reservoir, select_lambda, sub_seeds
@@ -129,7 +132,8 @@ def dp_spec(params: Mapping[str, Any], dataset: str, data: TrialData, epsilon: f
 def dp_run_config(spec: DPSpec, noise: str, n_releases: int, seed: int, settings: Any,
                   app: str = "incfed") -> dict[str, Any]:
     """The apps' ``dp-*`` keys (esnfed_flower.dp) and the λ grid they solve (λ is chosen here on the
-    validation users); central: the seed of the private trial's noise generator. FedAvg: its
+    validation users); central: the seed of the private trial's noise generator (``dp-noise-seed``:
+    this command is a simulation beside that trial; the dp record's ``noise_source`` says so). FedAvg: its
     clipping norm ``dp-fedavg-clip`` and no grid (one release at the run config's ``lambda``).
     ``spec`` with ``sampled`` (esnfed_core.private_trial.trial_spec: privacy.amplification sampling,
     sampled FedIP rounds): ``dp-amplification``, absent otherwise (the run config as before)."""
@@ -144,6 +148,13 @@ def dp_run_config(spec: DPSpec, noise: str, n_releases: int, seed: int, settings
     if noise == "central":
         rc["dp-noise-seed"] = int(seed)
     return rc
+
+
+# Where a DP result's noise came from: esnfed flower seeds the central apps' (dp_run_config) so the
+# release equals the in-process trial's; the SecAgg+ clients draw theirs from the OS CSPRNG.
+NOISE_SOURCES = {"central": "seeded (dp-noise-seed = the trial's seed): a simulation, anyone who knows the seed "
+                            "can subtract the noise; a deployment leaves dp-noise-seed unset (OS CSPRNG)",
+                 "distributed": "OS CSPRNG on every client (os.urandom): not reproducible, not seedable"}
 
 
 def dp_record(spec: DPSpec, noise: str, n_releases: int, units: int, fedip: bool,
@@ -163,7 +174,7 @@ def dp_record(spec: DPSpec, noise: str, n_releases: int, units: int, fedip: bool
     rec = {"noise": noise, "epsilon": eps_key(spec.epsilon), "delta": spec.delta, "relation": "user",
            "releases": n_releases, "noise_multiplier": z, "clip": spec.clip,
            "clip_norm": spec.clip * stats_bound(units), "sigma": stats_sigma(spec, units, n_releases),
-           "accountant": ACCOUNTANT,
+           "accountant": ACCOUNTANT, "noise_source": NOISE_SOURCES[noise],
            "mechanism": ("Gaussian (esnfed_core/privacy.py), central: the trusted server adds N(0, σ²) to the sum"
                          if noise == "central" else "Gaussian (esnfed_core/privacy.py), distributed: each client "
                          "adds N(0, σ²/K_min) to its clipped contribution, summed by SecAgg+")}
@@ -193,6 +204,7 @@ def dp_fedavg_record(spec: DPSpec, n_releases: int, z: float) -> dict[str, Any]:
     return {"noise": "central", "epsilon": eps_key(spec.epsilon), "delta": spec.delta, "relation": "user",
             "releases": n_releases, "noise_multiplier": z, "fedavg_clip": spec.fedavg_clip,
             "clip_norm": spec.fedavg_clip, "sigma": fedavg_sigma(spec, n_releases), "accountant": ACCOUNTANT,
+            "noise_source": NOISE_SOURCES["central"],
             "mechanism": "Gaussian (esnfed_core/privacy.py), central: the trusted server clips each local readout to "
                          "Frobenius norm fedavg_clip, adds N(0, σ²) to their sum and divides by K"}
 
@@ -211,6 +223,8 @@ def run_config(cfg: Mapping[str, Any], seeds: Mapping[str, int], data: TrialData
     if settings.readout_bias:
         rc["readout-bias"] = True
     rc.update(sampling_run_config(settings, app, secagg, len(data.train)))
+    if secagg:  # a simulation: no survivor bound beyond Flower's (masks_note labels the results)
+        rc[SURVIVORS_KEY] = SIMULATION_MIN_SURVIVORS
     if app == "fedip":
         rc.update({**ip_run_config(cfg, seeds, settings), "rounds": int(cfg["rounds"])})
     return rc
@@ -517,11 +531,28 @@ def app_label(doc: Mapping[str, Any]) -> str:
     return doc["app"] + (f" ({', '.join(notes)})" if notes else "")
 
 
+def masks_note(runs: Sequence[tuple[str, int, float]]) -> list[str]:
+    """The SecAgg+ results' caveat, one bullet: ``runs`` = (dataset, K, client fraction) of each
+    SecAgg+ result; those whose rounds (of K, or of max(1, ⌊f·K⌋) sampled) may complete with fewer
+    than SECAGG_MIN_SURVIVORS survivors are named. [] without SecAgg+ results."""
+    if not runs:
+        return []
+    weak = sorted({f"{name} (K = {k})" for name, k, f in runs
+                   if secagg_threshold(min(k, sample_size(k, f))) < SECAGG_MIN_SURVIVORS})
+    return [f"- SecAgg+ masks: Flower 1.42 expands 32-bit mask seeds, so a round that completes with K' "
+            f"survivors hides each vector behind 32·(K' − 1) bits; below {SECAGG_MIN_SURVIVORS} survivors "
+            f"(threshold max(2, K − 1): K ≤ {SECAGG_MIN_SURVIVORS} clients) the masks are brute-forceable. These "
+            f"runs ({SURVIVORS_KEY} {SIMULATION_MIN_SURVIVORS}) are a simulation of the protocol, not a privacy "
+            f"guarantee{': below the bound here: ' + ', '.join(weak) if weak else ''} (docs/flower.md)"]
+
+
 def render_table(docs: list[Mapping[str, Any]]) -> str:
     """`esnfed flower` results as Markdown: accuracy beside the pipeline's, bytes per client beside the
     ledger's, and each round's bytes by phase and stage; the masked vector beside its formula
     8·(d + 1) (int64 entries after the modulus, plus SecAgg+'s weight entry)."""
-    lines = ["# Flower apps: accuracy and bytes per client (esnfed flower)", "",
+    runs = [(d["dataset"], int(d["n_clients"]), float(d.get("client_fraction", FULL))) for d in docs if d["secagg"]]
+    note = masks_note(runs)
+    lines = ["# Flower apps: accuracy and bytes per client (esnfed flower)", "", *note, *([""] if note else []),
              "| dataset | app | SecAgg+ | K | N | λ | test acc. Flower | test acc. pipeline | readout rel. diff. "
              "| ledger up / down B | Flower up / down B |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for d in docs:

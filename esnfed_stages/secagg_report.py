@@ -17,7 +17,7 @@ from typing import Any, Mapping, Sequence
 
 from esnfed_core.errors import DataError
 from esnfed_core.tables import dataset_label
-from esnfed_stages.flower import FLOWER_DIR, STAGE_NAMES, fraction_text, load_docs, out_name
+from esnfed_stages.flower import FLOWER_DIR, STAGE_NAMES, fraction_text, load_docs, masks_note, out_name
 from esnfed_stages.tables import to_csv
 
 CSV_NAME = "secagg-overhead.csv"
@@ -120,6 +120,11 @@ def rows(docs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 BYTES = ",.0f"
 
 
+def _fraction(row: Mapping[str, Any]) -> float:
+    """A row's client fraction from its ``sampled`` text ("f = 0.5"; "" at 1, fraction_text's)."""
+    return float(str(row["sampled"]).removeprefix("f = ")) if row.get("sampled") else 1.0
+
+
 def _cell(v: Any, fmt: str) -> str:
     return "n/a" if v is None else format(v, fmt)
 
@@ -147,6 +152,7 @@ def markdown(table: Sequence[Mapping[str, Any]], flower_dir: str | Path = FLOWER
               "Every message also carries Flower's framing on top of the payload: an upload of statistics "
               "is about 1.4 KB more than the table above's (a 128-byte .npy header per array, object "
               "headers and ids; docs/flower.md)",
+              *masks_note(list(dict.fromkeys((r["dataset"], int(r["clients"]), _fraction(r)) for r in table))),
               f"- {CSV_NAME}: these rows; its `stage` is Flower's stage id (`collect_masked_vectors`, `setup`, "
               "`share_keys`, `unmask`, ...) and `stage_label` the name used here", "",
               "| dataset | method | train users | clients | phase | rounds | stage | plain up B | plain down B "

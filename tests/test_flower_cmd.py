@@ -374,7 +374,9 @@ def test_dp_record_states_the_mechanism_and_what_the_distributed_sum_carries():
     assert central["sigma"] == pytest.approx(z * 0.01 * math.sqrt(20 + 400))
     assert central["sigma_ip"] == pytest.approx(z * 0.05) and "PLD" in central["accountant"]
     assert "min_clients" not in central
+    assert central["noise_source"].startswith("seeded") and "simulation" in central["noise_source"]
     dist = dp_record(spec, "distributed", 3, 20, False, {"clients": 9, "sampled": 9, "min_clients": 8})
+    assert dist["noise_source"].startswith("OS CSPRNG")
     assert "sigma_ip" not in dist and dist["min_clients"] == 8 and dist["clients_in_sum"] == 9
     assert dist["client_sigma"] == pytest.approx(dist["sigma"] / math.sqrt(8))
     assert dist["sum_sigma"] == pytest.approx(dist["sigma"] * math.sqrt(9 / 8))
@@ -505,3 +507,44 @@ def test_a_sampled_result_carries_its_fraction_in_its_name_and_every_client_keep
     rows = [line for line in out.read_text().splitlines() if line.startswith("| wesad | fedip")][:3]
     assert [r.split(" | ")[1] for r in rows] == ["fedip", "fedip (f = 0.75)", "fedip (f = 0.5)"]
     assert [r.split(" | ")[6] for r in rows] == ["50.00", "37.50", "25.00"]  # each file's own result
+
+
+def test_secagg_survivor_bound_refuses_below_and_accepts_at_it():
+    """esnfed_core.sampling.check_survivors: threshold max(2, K − 1) below the bound is one line
+    naming secagg-min-survivors; at or above it nothing is raised. The key's default is 5."""
+    import pytest
+
+    from esnfed_core.sampling import SECAGG_MIN_SURVIVORS, check_survivors, min_survivors
+
+    assert min_survivors() == SECAGG_MIN_SURVIVORS == 5 and min_survivors(2) == 2
+    for k in (3, 4, 5):
+        with pytest.raises(ValueError, match=rf"^secagg-min-survivors: a SecAgg\+ round of {k} clients may complete "
+                                             rf"with {max(2, k - 1)} survivors, below 5: .*needs 6 or more clients"):
+            check_survivors(k, 5)
+    for k in (6, 9, 40):
+        check_survivors(k, 5)
+    check_survivors(3, 2)
+    for bad in (1, 2.5, True, "5"):
+        with pytest.raises(ValueError, match=r"^secagg-min-survivors: expected an integer >= 2, got "):
+            min_survivors(bad)
+
+
+def test_the_pipelines_secagg_runs_are_labelled_a_simulation_of_the_protocol():
+    """esnfed flower's SecAgg+ run configs carry secagg-min-survivors 2 (no bound: the embedded
+    datasets have 3-9 training users), and its tables say the masks of rounds with fewer than 5
+    survivors are brute-forceable, naming those runs (a sampled round's m counts)."""
+    from esnfed_core.settings import Settings
+    from esnfed_stages.flower import masks_note, run_config
+    from experiment_data import trial_data
+
+    data, _ = trial_data(pct="100")
+    cfg = {"units": 10, "spectral_radius": 0.9, "leak": 0.5, "input_scaling": 0.8}
+    settings = Settings(lambdas=(1.0,), batch_size=5)
+    assert run_config(cfg, {"reservoir": 1}, data, settings, 1.0, "incfed", True)["secagg-min-survivors"] == 2
+    assert "secagg-min-survivors" not in run_config(cfg, {"reservoir": 1}, data, settings, 1.0, "incfed", False)
+    assert masks_note([]) == []
+    (note,) = masks_note([("wesad", 3, 1.0), ("hhar", 9, 1.0), ("hhar", 9, 0.5)])
+    assert "brute-forceable" in note and "simulation of the protocol, not a privacy guarantee" in note
+    assert "secagg-min-survivors 2" in note and "wesad (K = 3)" in note and "hhar (K = 9)" in note
+    (strong,) = masks_note([("hhar", 9, 1.0)])
+    assert "below the bound here" not in strong and "simulation" in strong

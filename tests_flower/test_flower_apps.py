@@ -58,10 +58,14 @@ def bounded(seconds: int):
     return time_limit(seconds, TimeoutError(f"the simulation ran past {seconds} s"))
 
 
+# The tests' federations have 4 clients: SecAgg+ runs are simulations below the deployment bound.
+SIMULATION = {"secagg-min-survivors": 2}
+
+
 def _run_config(root, data, out, **extra):
     return {**CFG, "reservoir-seed": SEED, "n-classes": data.n_classes, "batch-size": 5, "lambda": LAM,
             "data-dir": str(root), "out": str(out), "n-inputs": data.n_inputs, "num-clients": len(data.train),
-            **extra}
+            **SIMULATION, **extra}
 
 
 def _max_weight(users) -> dict:
@@ -425,11 +429,64 @@ def test_secaggplus_refuses_a_round_under_its_minimum_in_one_line():
     from esnfed_flower.secagg import size_round
 
     fit = SecAggPlusWorkflow(num_shares=4, reconstruction_threshold=3)
+    fit.min_survivors = 2  # a simulation's bound (run_secagg sets it from secagg-min-survivors)
     with pytest.raises(ValueError, match=r"^client-fraction: SecAgg\+ needs at least 3 clients per round, "
                                          r"a round samples 2$"):
         size_round(fit, 2)
     size_round(fit, 3)
     assert (fit.num_shares, fit.reconstruction_threshold) == (3, 2)
+
+
+@pytest.mark.parametrize("k, least, ok", [(3, None, False), (5, None, False), (6, None, True), (9, None, True),
+                                          (3, 2, True), (6, 6, False), (7, 6, True)])
+def test_secaggplus_refuses_rounds_below_the_survivor_bound_before_any_round(monkeypatch, k, least, ok):
+    """Flower 1.42's 32-bit mask seeds: a round that may complete with fewer survivors than
+    secagg-min-survivors (absent: 5) is refused in one line naming the key, before the workflow
+    runs a round; at or above it the workflow starts. K clients give threshold max(2, K − 1)."""
+    from types import SimpleNamespace
+
+    import esnfed_flower.secagg as secagg
+
+    started = []
+    monkeypatch.setattr(secagg, "LegacyContext", lambda **kw: kw)
+    monkeypatch.setattr(secagg, "DefaultWorkflow", lambda fit_workflow: lambda grid, legacy: started.append(fit_workflow))
+    monkeypatch.delenv("ESNFED_FLOWER_RUN", raising=False)
+    rc = {"num-clients": k, **({} if least is None else {"secagg-min-survivors": least})}
+    strategy = SimpleNamespace()
+    if ok:
+        secagg.run_secagg(None, SimpleNamespace(run_config=rc), strategy, rounds=1)
+        assert started and started[0].reconstruction_threshold == max(2, k - 1) >= (least or 5)
+        return
+    with pytest.raises(ValueError) as err:
+        secagg.run_secagg(None, SimpleNamespace(run_config=rc), strategy, rounds=1)
+    msg = str(err.value)
+    assert msg.startswith(f"secagg-min-survivors: a SecAgg+ round of {k} clients may complete with {max(2, k - 1)} "
+                          f"survivors, below {least or 5}") and "\n" not in msg
+    assert not started
+
+
+def test_secaggplus_checks_a_sampled_rounds_survivors_before_any_round(monkeypatch):
+    """client-fraction 0.5 of 10 clients: rounds of 5, threshold 4 < 5, refused before any round;
+    at 0.6 (rounds of 6, threshold 5) it starts; size_round refuses a later smaller round."""
+    from types import SimpleNamespace
+
+    import esnfed_flower.secagg as secagg
+
+    monkeypatch.setattr(secagg, "LegacyContext", lambda **kw: kw)
+    monkeypatch.setattr(secagg, "DefaultWorkflow", lambda fit_workflow: lambda grid, legacy: None)
+    monkeypatch.delenv("ESNFED_FLOWER_RUN", raising=False)
+    with pytest.raises(ValueError, match=r"^secagg-min-survivors: a SecAgg\+ round of 5 clients may complete with 4"):
+        secagg.run_secagg(None, SimpleNamespace(run_config={"num-clients": 10, "client-fraction": 0.5}),
+                          SimpleNamespace(), rounds=1)
+    strategy = SimpleNamespace()
+    secagg.run_secagg(None, SimpleNamespace(run_config={"num-clients": 10, "client-fraction": 0.6}), strategy, 1)
+    assert strategy.secagg.min_survivors == 5
+    secagg.size_round(strategy.secagg, 6)
+    with pytest.raises(ValueError, match=r"^secagg-min-survivors: a SecAgg\+ round of 4 clients"):
+        secagg.size_round(strategy.secagg, 4)
+    with pytest.raises(ValueError, match=r"^secagg-min-survivors: expected an integer >= 2, got 1$"):
+        secagg.run_secagg(None, SimpleNamespace(run_config={"num-clients": 10, "secagg-min-survivors": 1}),
+                          SimpleNamespace(), 1)
 
 
 def test_sampling_takes_back_the_fit_of_a_client_that_dropped():

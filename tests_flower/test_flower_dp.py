@@ -370,6 +370,38 @@ def test_distributed_dp_at_fraction_1_sizes_its_ip_shares_as_before():
     np.testing.assert_array_equal(got, client_update_share(update, dp.spec, 3, np.random.default_rng(3), 3))
 
 
+def test_the_apps_default_noise_is_the_os_csprng_whatever_the_run_configs_seeds():
+    """A deployment's run config without dp-noise-seed: the central server's source is the OS
+    CSPRNG, so two runs of the same config (its reservoir and IP seeds included) draw different
+    noise; the SecAgg+ clients' shares likewise. dp-noise-seed set: the pipeline's noise_rng of it
+    (the in-process trial's draws) and a warning that the noise is seeded (a simulation)."""
+    import logging
+
+    from esnfed_core.privacy import SystemGaussian
+    from esnfed_flower.dp import flower_dp
+
+    rc = {"num-clients": 6, "reservoir-seed": 3, "ip-seed": 5, **_dp(2.0, "central", releases=3)}
+    first, second = flower_dp(rc, "central"), flower_dp(dict(rc), "central")
+    assert first == second and first.noise_seed is None
+    assert isinstance(first.server_rng(), SystemGaussian)
+    assert not np.array_equal(first.server_rng().normal(0.0, 1.0, 50), second.server_rng().normal(0.0, 1.0, 50))
+    dist = flower_dp({**rc, **_dp(2.0, "distributed", releases=3)}, "distributed")
+    zero = [np.zeros(20), np.zeros(20)]
+    assert not np.array_equal(np.concatenate(dist.update_share(zero)), np.concatenate(dist.update_share(zero)))
+
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    logger = logging.getLogger("flwr")
+    logger.addHandler(handler)
+    try:
+        seeded = flower_dp({**rc, "dp-noise-seed": TRIAL_SEED}, "central").server_rng()
+    finally:
+        logger.removeHandler(handler)
+    np.testing.assert_array_equal(seeded.normal(0.0, 1.0, 50), noise_rng(TRIAL_SEED).normal(0.0, 1.0, 50))
+    assert any("dp-noise-seed" in r.getMessage() and "simulation" in r.getMessage() for r in records)
+
+
 def test_distributed_dp_refuses_amplification_in_one_line():
     """Amplification by sampling needs the sampled set secret from the adversary; under SecAgg+ the
     adversary is the server, which picks it: dp-amplification sampling is one line naming the key

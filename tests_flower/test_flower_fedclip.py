@@ -82,6 +82,7 @@ def _flower(root: Path, data, strategy: str, monkeypatch, secagg: bool = False, 
     steps = max(u.x.shape[0] * u.x.shape[1] for u in data.train.values())  # SecAgg+'s max-weight
     run = {"max-weight": float(steps), **CFG, "reservoir-seed": 5, "n-classes": data.n_classes, "n-inputs": data.n_inputs,
            "n-contexts": data.n_contexts, "num-clients": len(data.train), "strategy": strategy,
+           "secagg-min-survivors": 2,  # 4 clients: a simulation below the deployment bound
            "budget": BUDGET, "replay-fraction": 0.2, "replay-batch": 2, "replay-shuffle": False,
            "sigma": 0.3, "mu": 0.0, "eta": 0.01, "ip-batch-size": 4, "ip-normalize-step": True,
            "ip-seed": 9, "local-epochs": EPOCHS, "lambda": LAM, "solver": "cholesky",
