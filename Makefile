@@ -33,7 +33,7 @@ repro: install $(FLOWER_VENV)/.installed
 
 # The whole suite: the package's tests, then the Flower apps' tests in their own environment.
 test: install-test $(FLOWER_VENV)/.installed
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=25  # the 25 slowest tests close the log: where the suite's time goes
 	PYTHONPATH="$(CURDIR)" $(FLOWER_VENV)/bin/python -m pytest -q -p no:cacheprovider tests_flower
 
 # The unit tests only: no pipeline, Ray, SIGKILL or DVC runs (markers in pyproject.toml).
