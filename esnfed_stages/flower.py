@@ -45,7 +45,6 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-import esnfed_core
 from esnfed_core import __version__
 from esnfed_core.data.npz import read_npy, read_npz
 from esnfed_core.errors import ConfigError, DataError
@@ -69,9 +68,9 @@ from esnfed_stages.privacy import ACCOUNTANT, SAMPLED_ACCOUNTANT, eps_key, neigh
 from esnfed_stages.retrain import retrain_seed, selected_config
 from esnfed_stages.trial_data import open_dataset
 from esnfed_stages.layout import (FEDCLIP_APPS, FLOWER_APPS, FLOWER_DIR, FLOWER_PYTHON,
-                                  SECAGG_APPS, FLOWER_MANUAL_DIR as MANUAL_DIR)
+                                  SECAGG_APPS, SOURCE_ROOT, FLOWER_MANUAL_DIR as MANUAL_DIR)
 
-REPO = Path(esnfed_core.__file__).resolve().parents[1]
+REPO = SOURCE_ROOT
 ENV_HINT = "run `make flower-env` (requirements/flower.txt) or pass --flower-python"
 
 

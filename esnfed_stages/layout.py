@@ -31,8 +31,10 @@ REPORT_INDEX_NAME = "README.md"  # the report's index page inside the reports fo
 FLOWER_APPS = ("incfed", "fedip", "fedavg")
 FEDCLIP_APPS = ("fedclip-naive", "fedclip-replay", "fedclip-joint")  # esnfed_stages/flower_fedclip.py
 SECAGG_APPS = ("incfed", "fedip", "fedclip-naive", "fedclip-replay")  # also through SecAgg+ (joint: plain only)
-# The Flower apps' own environment (requirements/flower.txt), beside the source tree.
-FLOWER_PYTHON = Path(__file__).resolve().parents[1] / ".venv-flower" / "bin" / "python"
+# The source tree (the Flower apps' processes import it) and the apps' own environment beside it
+# (requirements/flower.txt).
+SOURCE_ROOT = Path(__file__).resolve().parents[1]
+FLOWER_PYTHON = SOURCE_ROOT / ".venv-flower" / "bin" / "python"
 
 
 def select_dir(runs: str | Path, dataset: str, method: str, pct: str) -> Path:
