@@ -414,3 +414,10 @@ def test_each_experiment_stage_declares_the_runner_settings_its_methods_read(pro
     stages = _commands_and_params(project)
     assert "runner.device" in stages["assess-continual@wesad-naive"][1]
     assert "runner.device" not in stages["assess-deep@wesad"][1]
+
+
+def test_dvc_lock_is_not_git_ignored():
+    """`dvc repro` refuses to start in a git work tree that ignores dvc.lock ("'dvc.lock' is
+    git-ignored"): the lock is left untracked, never ignored."""
+    out = subprocess.run(["git", "check-ignore", "-q", "dvc.lock"], cwd=ROOT)
+    assert out.returncode == 1, "dvc.lock is git-ignored: dvc repro would refuse to run"
