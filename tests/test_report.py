@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 import statistics
 from importlib import resources
 from pathlib import Path
@@ -120,11 +121,19 @@ PARAMS = "ttest:\n  variant: welch\n  alpha: 0.05\nreport:\n  activation_pct: \"
 
 
 @pytest.fixture
-def workdir(tmp_path, monkeypatch):
+def rendering_workdir(tmp_path, monkeypatch):
+    """A folder with PARAMS as params.yaml, the current folder, at a fixed SOURCE_DATE_EPOCH."""
     (tmp_path / "params.yaml").write_text(PARAMS)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")  # 2023-11-14
     return tmp_path
+
+
+@pytest.fixture
+def workdir(rendering_workdir, title_only_figures):
+    """rendering_workdir with title-only figures: the tests that take it check tables, plots'
+    CSVs, the index and refusals; `built` and the determinism test render the figures."""
+    return rendering_workdir
 
 
 @pytest.fixture(scope="module")
@@ -422,10 +431,11 @@ def test_the_index_names_every_table_and_figure_with_its_title(built):
     assert "trained on 100% of the training users only (params.yaml `report.activation_pct`" in index
 
 
-def test_metrics_deterministic_and_dated_headers_reproducible(workdir, monkeypatch):
-    write_assess(workdir)
-    _ok(["ttest"])
-    _ok(["report"])
+def test_metrics_deterministic_and_dated_headers_reproducible(built, tmp_path, monkeypatch, request):
+    """`built`'s ttest + report rerun on a copy of its folder: the same bytes, figures included;
+    at another SOURCE_DATE_EPOCH only the dated headers move."""
+    workdir = tmp_path / "again"
+    shutil.copytree(built[0], workdir)
     reports = workdir / "reports"
     first = {p: (reports / p).read_bytes() for p in ("metrics/wesad-fedip.json", "ttest.json",
                                                       "tables/fedclip.md", "figures/stream-hhar-federated.png")}
@@ -440,9 +450,12 @@ def test_metrics_deterministic_and_dated_headers_reproducible(workdir, monkeypat
     files = {f"reports/metrics/{n}": {"data": json.loads((reports / "metrics" / n).read_text())} for n in names}
     shown = {"workspace": {"data": files}}
     assert list(metrics_table(shown).keys()) == ["Path", "test.025", "test.050", "test.075", "test.100"]
+    monkeypatch.chdir(workdir)
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
     _ok(["ttest"])
     _ok(["report"])
     assert {p: (reports / p).read_bytes() for p in first} == first
+    request.getfixturevalue("title_only_figures")  # the dated headers are the tables'
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "1800000000")
     _ok(["report"])
     assert (reports / "metrics/wesad-fedip.json").read_bytes() == first["metrics/wesad-fedip.json"]
