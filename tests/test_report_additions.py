@@ -20,6 +20,7 @@ from esnfed_core.tables import Cell, TableSpec, required_inputs, significance_ag
 from esnfed_core.vocabulary import PCTS
 from esnfed_stages.selected_report import methods
 from esnfed_stages.tables import render_agreement
+from figure_stub import title_only_figures
 from test_report import HIGH, LOW, SCORES, WIDE, write_assess
 
 runner = CliRunner()
@@ -84,13 +85,14 @@ def built(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         mp.chdir(root)
         mp.setenv("SOURCE_DATE_EPOCH", "1700000000")
+        title_only_figures(mp)  # the tests read tables only
         _ok(["ttest"])
         _ok(["report", "--allow-missing"])
     return root / "reports" / "tables"
 
 
 @pytest.fixture
-def workdir(tmp_path, monkeypatch):
+def workdir(tmp_path, monkeypatch, title_only_figures):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
     _project(tmp_path)
