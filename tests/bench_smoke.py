@@ -44,3 +44,19 @@ def table_rows(stdout: str, first_cell: str) -> list[list[str]]:
     with ``| first_cell |``."""
     lines = stdout[stdout.index(f"| {first_cell} |"):].split("\n\n", 1)[0].splitlines()[2:]
     return [[c.strip() for c in line.strip().strip("|").split("|")] for line in lines]
+
+
+def gpu_session(root: Path, **env: str) -> tuple[subprocess.CompletedProcess, Path, Path]:
+    """benchmarks/gpu_session.sh with OUT=<root>/out, RES=<root>/res and ``env``, this Python as
+    its PYTHON: (the completed process, OUT, RES)."""
+    out, res = root / "out", root / "res"
+    proc = subprocess.run(["bash", str(BENCHMARKS / "gpu_session.sh")], capture_output=True, text=True,
+                          timeout=900, env={**os.environ, "PYTHON": sys.executable, "OUT": str(out),
+                                            "RES": str(res), **env})
+    return proc, out, res
+
+
+def step_records(res: Path, step: str) -> tuple[list[dict], str]:
+    """(records of <step>.jsonl, output of <step>.txt) of a gpu_session.sh run's RES folder."""
+    lines = (res / f"{step}.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines], (res / f"{step}.txt").read_text()

@@ -494,11 +494,12 @@ def test_cli_select_retrain_assess_on_torch_cpu_agree_with_cpu(tmp_path):
             np.testing.assert_allclose(rb["test_accuracy"], ra["test_accuracy"], atol=1e-3)
 
 
-def test_gpu_benchmark_smoke_mode_prints_every_case_and_the_projection(tmp_path):
-    """benchmarks/bench_gpu.py --smoke: the same code as on the GPU, tiny, on the CPU."""
-    from bench_smoke import smoke
+def test_gpu_benchmark_smoke_mode_prints_every_case_and_the_projection(gpu_rehearsal, tmp_path):
+    """benchmarks/bench_gpu.py --smoke: the same code as on the GPU, tiny, on the CPU (the
+    rehearsal's `gpu` step, --smoke --ip-fused, and its `slice300` step, --smoke --slice 3)."""
+    from bench_smoke import smoke, step_records
 
-    lines, stdout = smoke("bench_gpu.py", tmp_path / "gpu.jsonl", "--ip-fused")
+    lines, stdout = step_records(gpu_rehearsal[2], "gpu")
     assert lines[0]["torch"] == torch.__version__ and lines[0]["device"] == "cpu"
     cases = {r["case"]: r for r in lines if "case" in r}
     assert not [r for r in cases.values() if "error" in r]
@@ -515,7 +516,7 @@ def test_gpu_benchmark_smoke_mode_prints_every_case_and_the_projection(tmp_path)
     assert cases["state pass, 1 reservoir"]["project_over_bare"] > 0
     assert "Paper budget projected" in stdout and "| **all** |" in stdout
     # --slice: paper-scale FedIP trials end to end through fit_batch, against the projection
-    lines, _ = smoke("bench_gpu.py", tmp_path / "gpu.jsonl", "--slice", "3")
+    lines, _ = step_records(gpu_rehearsal[2], "slice300")
     rec = [r for r in lines if "paper slice" in json.dumps(r)][-1]
     assert "error" not in rec and rec["trials"] == 3 and rec["seconds"] > 0 and rec["projected_seconds"] > 0
     plan = [r for r in lines if r.get("case") == "slice plan"]  # written before the run

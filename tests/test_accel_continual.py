@@ -224,10 +224,11 @@ def test_cuda_continual_batch_equals_the_numpy_path(data, method):
         np.testing.assert_allclose(g.context_gain[:t], want.context_gain[:t], rtol=0, atol=1e-5)
 
 
-def test_continual_benchmark_smoke_mode_reports_every_method_and_its_projection(tmp_path):
-    from bench_smoke import smoke
+def test_continual_benchmark_smoke_mode_reports_every_method_and_its_projection(gpu_rehearsal):
+    """benchmarks/bench_continual.py --smoke (the rehearsal's `continual` step)."""
+    from bench_smoke import step_records
 
-    recs, stdout = smoke("bench_continual.py", tmp_path / "c.jsonl", timeout=300)
+    recs, stdout = step_records(gpu_rehearsal[2], "continual")
     cases = {r["case"]: r for r in recs if "case" in r}
     assert set(cases) == {"kernel prices", "fedclip-naive", "clip-replay", "fedclip-joint"}
     for m in ("fedclip-naive", "clip-replay", "fedclip-joint"):
@@ -303,11 +304,12 @@ def test_activation_densities_batch_the_models_and_equal_the_numpy_densities(dat
         np.testing.assert_allclose(g.target_kl(0.0, 0.3), w.target_kl(0.0, 0.3), rtol=1e-3)
 
 
-def test_assess_benchmark_smoke_mode_reports_every_path_and_the_ratios(tmp_path):
-    """benchmarks/bench_assess.py --smoke: the script gpu_session.sh runs on the GPU, tiny, here."""
-    from bench_smoke import smoke
+def test_assess_benchmark_smoke_mode_reports_every_path_and_the_ratios(gpu_rehearsal):
+    """benchmarks/bench_assess.py --smoke: the script gpu_session.sh runs on the GPU, tiny, here
+    (the rehearsal's `assess` step)."""
+    from bench_smoke import step_records
 
-    recs, _ = smoke("bench_assess.py", tmp_path / "assess.jsonl", timeout=300)
+    recs, _ = step_records(gpu_rehearsal[2], "assess")
     cases = {r["case"]: r for r in recs if "case" in r}
     assert recs[0]["device"] == "torch-cpu" and recs[0]["retrains"] == 2
     for name in ("numpy (scaled)", "batched", "bare recurrence"):

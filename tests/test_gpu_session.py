@@ -5,28 +5,18 @@ once (exit 3) rather than run the full sizes on the CPU."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import tarfile
 from pathlib import Path
 
 import pytest
+from bench_smoke import gpu_session
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_session.sh"
 STEPS = ["tests", "ip_step", "gpu", "ipepoch", "continual", "jax", "slice300", "assess"]
 
 
-def _run(tmp_path: Path, **env: str) -> tuple[subprocess.CompletedProcess, Path, Path]:
-    out, res = tmp_path / "out", tmp_path / "res"
-    proc = subprocess.run(["bash", str(SCRIPT)], capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "PYTHON": sys.executable, "OUT": str(out), "RES": str(res), **env})
-    return proc, out, res
-
-
 @pytest.mark.slow
-def test_rehearsal_runs_every_step_and_packs_the_results_into_few_files(tmp_path):
-    proc, out, _ = _run(tmp_path, REHEARSE="1", TOTAL_S="400")
+def test_rehearsal_runs_every_step_and_packs_the_results_into_few_files(gpu_rehearsal):
+    proc, out, _ = gpu_rehearsal
     assert proc.returncode == 0, proc.stdout + proc.stderr
     # The device tool brings back at most 8 files from $OUT: the steps' 15 are packed into one.
     assert sorted(p.name for p in out.iterdir()) == ["env.txt", "results.tar.gz", "summary.txt"]
@@ -52,7 +42,7 @@ def test_without_a_gpu_the_preflight_stops_it_at_once(tmp_path):
 
     if torch.cuda.is_available():
         pytest.skip("a GPU is present: the preflight passes")
-    proc, out, res = _run(tmp_path)
+    proc, out, res = gpu_session(tmp_path)
     assert proc.returncode == 3
     assert (out / "summary.txt").read_text().startswith("preflight rc=3: no step run")
     assert "sees no CUDA device" in (out / "env.txt").read_text()
@@ -60,7 +50,7 @@ def test_without_a_gpu_the_preflight_stops_it_at_once(tmp_path):
 
 
 def test_only_runs_the_named_steps(tmp_path):
-    proc, out, _ = _run(tmp_path, REHEARSE="1", ONLY="ip_step")
+    proc, out, _ = gpu_session(tmp_path, REHEARSE="1", ONLY="ip_step")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     summary = (out / "summary.txt").read_text().splitlines()
     assert [line.split()[0] for line in summary[:-1]] == STEPS
@@ -69,7 +59,7 @@ def test_only_runs_the_named_steps(tmp_path):
 
 
 def test_slice_units_runs_one_step_per_batch_and_shares_the_time(tmp_path):
-    proc, out, res = _run(tmp_path, REHEARSE="1", ONLY="slice200 slice400", SLICE_UNITS="200 400", TOTAL_S="200")
+    proc, out, res = gpu_session(tmp_path, REHEARSE="1", ONLY="slice200 slice400", SLICE_UNITS="200 400", TOTAL_S="200")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     summary = (out / "summary.txt").read_text().splitlines()
     steps = [line.split()[0] for line in summary[:-1]]
