@@ -29,9 +29,10 @@ AlgoOpt = Annotated[list[Algo], typer.Option(
     "select needs incfed / fedip selected first); heterogeneous reservoirs: local, ensemble, align (every α of heterogeneity.alphas, or --alpha). "
     "Repeat --algo to run several methods in one command (one process and worker pool).",
     case_sensitive=False)]
-StrategyOpt = Annotated[Optional[Strategy], typer.Option(
+StrategyOpt = Annotated[Optional[list[Strategy]], typer.Option(
     "--strategy", help="Continual strategy of clip/fedclip: naive, replay or joint (required for them; "
-    "the other methods take none).", case_sensitive=False)]
+    "the other methods take none). Repeat --strategy to run each continual --algo under several.",
+    case_sensitive=False, show_default=False)]
 AlphaOpt = Annotated[Optional[float], typer.Option(
     "--alpha", min=0.0, max=1.0,
     help="align only: one alignment strength α in [0, 1] (default: every α of heterogeneity.alphas).")]
@@ -54,17 +55,18 @@ JobsOpt = Annotated[Optional[int], typer.Option(
     "Default: params.yaml runner.n_jobs.")]
 
 
-def _method(algo: Algo, strategy: Optional[Strategy]) -> Method:
-    """The method; a strategy missing (continual) or extra (stationary) is a usage error."""
+def _method(algo: Algo, strategies: Optional[list[Strategy]]) -> list[Method]:
+    """The methods of ``algo``: one per strategy, in the order given (repeats dropped), or the one
+    without; a strategy missing (continual) or extra (stationary) is a usage error."""
     from esnfed_core.method import Method
 
     try:
-        return Method(algo.value, strategy.value if strategy else None)
+        return [Method(algo.value, s.value if s else None) for s in dict.fromkeys(strategies or [None])]
     except ConfigError as exc:
         raise typer.BadParameter(str(exc).removeprefix("strategy: "), param_hint="--strategy") from None
 
 
-def _methods(algos: list[Algo], strategy: Optional[Strategy], alpha: Optional[float],
+def _methods(algos: list[Algo], strategy: Optional[list[Strategy]], alpha: Optional[float],
              params: dict) -> list[Method]:
     """The methods one command runs, in the order of the ``--algo`` options (repeats dropped)."""
     if alpha is not None and Algo.align not in algos:
@@ -75,24 +77,24 @@ def _methods(algos: list[Algo], strategy: Optional[Strategy], alpha: Optional[fl
     return out
 
 
-def _methods_of(algo: Algo, strategy: Optional[Strategy], alpha: Optional[float], params: dict) -> list[Method]:
+def _methods_of(algo: Algo, strategy: Optional[list[Strategy]], alpha: Optional[float], params: dict) -> list[Method]:
     """``--algo align`` is one method per α (``--alpha``, or every α of heterogeneity.alphas); any
     other algorithm is one method and takes no --alpha."""
     from esnfed_core.method import Method
     from esnfed_stages.heterogeneity_params import hetero_params
 
     if algo.value != "align":
-        return [_method(algo, strategy)]
-    if strategy is not None:
+        return _method(algo, strategy)
+    if strategy:
         raise typer.BadParameter("align takes no strategy", param_hint="--strategy")
     alphas = [alpha] if alpha is not None else list(hetero_params(params).alphas)
     return [Method("align", alpha=float(a)) for a in alphas]
 
 
-def _runs(params: dict, datasets: Optional[list[str]], algos: list[Algo], strategy: Optional[Strategy],
+def _runs(params: dict, datasets: Optional[list[str]], algos: list[Algo], strategy: Optional[list[Strategy]],
           alpha: Optional[float]) -> list[tuple[str, Method]]:
     """The (dataset, method) pairs one command runs, method by method in the order of ``--algo``
-    (align: one method per α): on each ``--dataset`` given (checked first), or else on every
+    (continual: one method per ``--strategy``; align: one method per α): on each ``--dataset`` given (checked first), or else on every
     dataset the pipeline runs that method on (esnfed_stages._datasets.method_datasets)."""
     from esnfed_stages._datasets import method_datasets
 
@@ -101,7 +103,7 @@ def _runs(params: dict, datasets: Optional[list[str]], algos: list[Algo], strate
             for ds in (given or method_datasets(params, method))]
 
 
-def _prepare(datasets: Optional[list[str]], algo: list[Algo], strategy: Optional[Strategy], pct: ShareOrAll,
+def _prepare(datasets: Optional[list[str]], algo: list[Algo], strategy: Optional[list[Strategy]], pct: ShareOrAll,
              params: Path, backend: Optional[Backend], n_jobs: Optional[int],
              device: Optional[Device] = None, alpha: Optional[float] = None):
     """What select and retrain start from: the (dataset, method) pairs, shares, the experiment

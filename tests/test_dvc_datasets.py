@@ -67,7 +67,7 @@ def test_repository_pipeline_runs_the_example_everywhere(tmp_path):
     stages = _stages(_project(tmp_path, lambda p: None))
     assert stages["import@example"] == "esnfed import --dataset example"
     assert stages["partition@example"] == "esnfed partition --dataset example"
-    assert stages["assess-continual@example-joint"].startswith("esnfed assess --dataset example")
+    assert stages["assess-continual@example"].startswith("esnfed assess --dataset example")
     assert "preprocess@example" not in stages
     assert stages["privacy@example"] == "esnfed privacy --dataset example"  # every declared dataset
 
@@ -196,9 +196,9 @@ def test_your_data_alone_runs_no_embedded_data_stage_it_does_not_read(tmp_path, 
     others = [s for s in stages if s not in data]
     assert all(s.split("@")[1].startswith(name) for s in others if "@" in s)
     assert sorted(s for s in others if "@" not in s) == ["report", "ttest"]
-    # partition; select, retrain and assess each: esn, ip and one continual stage per strategy (3);
+    # partition; select, retrain and assess each: esn, ip and continual (every strategy in one);
     # privacy; ttest, report
-    assert len(stages) == len(data) + 1 + 3 * 5 + 1 + 2
+    assert len(stages) == len(data) + 1 + 3 * 3 + 1 + 2
 
 
 def _report_upstream(root: Path) -> list[str]:
@@ -225,7 +225,7 @@ def test_a_pipeline_of_your_own_data_only_has_no_stage_of_the_papers_upstream_of
     assert [s for s in stages if s.endswith(("@wesad", "@hhar", "@example"))] == []
     assert not [s for s in stages if s.startswith(("synthesize", "preprocess"))]
     assert not [s for s in stages if s.startswith(("flower", "select-deep", "select-hetero"))]
-    assert {"import@mine", "partition@mine", "assess-ip@mine", "assess-continual@mine-joint",
+    assert {"import@mine", "partition@mine", "assess-ip@mine", "assess-continual@mine",
             "privacy@mine"} <= set(stages)
     upstream = _report_upstream(root)
     assert {"assess-esn@mine", "privacy@mine", "ttest"} <= set(upstream)
@@ -243,10 +243,11 @@ def _select_datasets(stages: dict[str, str]) -> dict[str, set[str]]:
         args = cmd.split()
         opts = list(zip(args[2::2], args[3::2]))
         dataset = dict(opts)["--dataset"]
-        strategy = dict(opts).get("--strategy")
+        strategies = [v for k, v in opts if k == "--strategy"] or [None]
         for algo in (v for k, v in opts if k == "--algo"):
-            method = Method(algo, strategy, alpha=0.5 if algo == "align" else None)
-            out.setdefault(method.id, set()).add(dataset)
+            for strategy in strategies:
+                method = Method(algo, strategy, alpha=0.5 if algo == "align" else None)
+                out.setdefault(method.id, set()).add(dataset)
     return out
 
 

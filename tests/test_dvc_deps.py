@@ -310,7 +310,7 @@ def test_the_report_stage_tracks_what_the_selected_table_reads():
     assert {"plasticity.mu", "plasticity.eta", "retrain", "ttest"} <= set(report["params"])
     assert "ttest" in stages["ttest"]["params"]
     assert "variance_test" in yaml.safe_load((ROOT / "params.yaml").read_text())["ttest"]
-    outs = [o for s in stages.values() for o in (s.get("outs") or []) if isinstance(o, dict)]
+    outs = [o for s in stages.values() for o in (s.get("do", s).get("outs") or []) if isinstance(o, dict)]
     assert any(next(iter(o)).startswith("runs/select/") for o in outs)  # best.json lives under it
 
 
@@ -372,14 +372,17 @@ def _commands_and_params(root: Path) -> dict[str, tuple[str, list[str]]]:
 
 
 def _methods_of(cmd: str) -> list[str] | None:
-    """The method ids of an `esnfed select|retrain|assess` command (--algo, with its --strategy);
-    None for another command. `--algo align` stands for its every α: align-0 is one of them."""
+    """The method ids of an `esnfed select|retrain|assess` command (each --algo under each
+    --strategy); None for another command. `--algo align` stands for its every α: align-0 is one
+    of them."""
     words = cmd.split()
     if words[:1] != ["esnfed"] or words[1] not in ("select", "retrain", "assess"):
         return None
     algos = [words[i + 1] for i, w in enumerate(words) if w == "--algo"]
-    strategy = next((words[i + 1] for i, w in enumerate(words) if w == "--strategy"), None)
-    return [f"{a}-{strategy}" if strategy else ("align-0" if a == "align" else a) for a in algos]
+    strategies = [words[i + 1] for i, w in enumerate(words) if w == "--strategy"]
+    if strategies:
+        return [f"{a}-{s}" for a in algos for s in strategies]
+    return ["align-0" if a == "align" else a for a in algos]
 
 
 def test_each_experiment_stage_declares_the_runner_settings_its_methods_read(project):
@@ -412,7 +415,7 @@ def test_each_experiment_stage_declares_the_runner_settings_its_methods_read(pro
         assert "budget" in params, (stage, params)
     assert checked == {"select", "retrain", "assess"}
     stages = _commands_and_params(project)
-    assert "runner.device" in stages["assess-continual@wesad-naive"][1]
+    assert "runner.device" in stages["assess-continual@wesad"][1]
     assert "runner.device" not in stages["assess-deep@wesad"][1]
 
 

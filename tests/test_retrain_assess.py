@@ -372,6 +372,26 @@ def _assess_with_an_edited_model_json(run_a, tmp_path, edit, message) -> None:
                          runs_dir=root / "runs")
 
 
+def test_repeated_strategies_run_each_continual_algo_under_each_in_the_order_given():
+    """`--algo clip --algo fedclip --strategy naive --strategy joint` (dvc.yaml's continual stages
+    give all three): every continual algo under every strategy, algo by algo, repeats dropped; a
+    stationary algo given a strategy, or a continual one none, is a usage error."""
+    import typer
+
+    from esnfed_cli.experiment_cmds import _runs
+    from esnfed_core.vocabulary import Algo, Strategy
+
+    params = small_params()
+    runs = _runs(params, ["wesad"], [Algo.clip, Algo.fedclip],
+                 [Strategy.naive, Strategy.joint, Strategy.naive], None)
+    assert [(ds, m.id) for ds, m in runs] == [("wesad", "clip-naive"), ("wesad", "clip-joint"),
+                                            ("wesad", "fedclip-naive"), ("wesad", "fedclip-joint")]
+    with pytest.raises(typer.BadParameter, match="ip is not a continual method and takes no strategy"):
+        _runs(params, ["wesad"], [Algo.ip], [Strategy.naive, Strategy.replay], None)
+    with pytest.raises(typer.BadParameter, match="clip needs --strategy"):
+        _runs(params, ["wesad"], [Algo.clip], None, None)
+
+
 def test_cli_usage_and_input_errors(run_a):
     res = runner.invoke(app, ["select", "--dataset", "wesad", "--algo", "clip", "--runs-dir", str(run_a / "runs")])
     assert res.exit_code == 2 and "--strategy" in res.output  # usage errors (Typer's exit 2)
