@@ -15,7 +15,7 @@ $(VENV)/.installed: pyproject.toml requirements/constraints.txt
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed
-	$(PIP) -e '.[test]'
+	$(PIP) -e '.[test,docs]'  # docs: mkdocs, for the strict build of the user guide (tests/test_docs_site.py)
 	touch $@
 
 install: $(VENV)/.installed
