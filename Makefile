@@ -1,5 +1,6 @@
 # Set-up and entry points. `make repro` runs the pipeline, `make test` the test suite;
-# both create .venv and install the pinned dependencies first.
+# both create .venv and install the pinned dependencies first (README, "Quick start"; the user
+# guide: docs/getting-started.md).
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -14,7 +15,7 @@ $(VENV)/.installed: pyproject.toml requirements/constraints.txt
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed
-	$(PIP) -e '.[test]'
+	$(PIP) -e '.[test,docs]'  # docs: mkdocs, for the strict build of the user guide (tests/test_docs_site.py)
 	touch $@
 
 install: $(VENV)/.installed
@@ -40,8 +41,8 @@ test: install-test $(FLOWER_VENV)/.installed
 test-fast: install-test
 	$(PY) -m pytest -q -m "not slow"
 
-# The Flower apps (esnfed_flower/) in their own environment: flwr's pins clash with ours (README,
-# "Flower apps"); esnfed_core comes from the source tree.
+# The Flower apps (esnfed_flower/) in their own environment: flwr's pins clash with ours
+# (docs/flower-apps.md, "Flower apps"); esnfed_core comes from the source tree.
 $(FLOWER_VENV)/.installed: requirements/flower.txt
 	$(PYTHON) -m venv $(FLOWER_VENV)
 	$(FLOWER_VENV)/bin/python -m pip install --disable-pip-version-check -q -r requirements/flower.txt

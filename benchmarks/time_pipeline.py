@@ -46,7 +46,7 @@ def main() -> None:
     work = args.keep or Path(tempfile.mkdtemp(prefix="esnfed-pipeline-"))
     clone = work / "repo"
     subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
-    if (ROOT / ".venv-flower").exists():  # the flower stage's environment (README "Flower apps")
+    if (ROOT / ".venv-flower").exists():  # the flower stage's environment (docs/flower-apps.md "Flower apps")
         (clone / ".venv-flower").symlink_to((ROOT / ".venv-flower").resolve())
     shim_dir = work / "shim"
     shim_dir.mkdir()

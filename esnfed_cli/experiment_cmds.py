@@ -252,7 +252,7 @@ _stage_command("retrain", _retrain_run, _retrain_table, "retrain(s)", """
     Retrain the selected config with budgets.<budget>.retrains new seeds per share.
 
     Models go to runs/models/<dataset>/<method>/<pct>/seed-<k>.npz + .json (an open format: see
-    the README, "Saved models"); a rerun skips models already trained with the same inputs.
+    docs/reference.md, "Saved models"); a rerun skips models already trained with the same inputs.
     """)
 
 

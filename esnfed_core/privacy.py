@@ -1,7 +1,7 @@
 """Differential privacy of what clients release: the Gaussian mechanism on IncFed's (A, B) and on
 FedIP's (g, b) updates, with the noise scale calibrated by Google's ``dp_accounting`` (PLD).
 
-Privacy model (README, "Differential privacy"). Neighbouring data sets differ in one *unit*: one
+Privacy model (docs/privacy-stage.md, "Differential privacy"). Neighbouring data sets differ in one *unit*: one
 user's whole data = one client, as the papers' clients (``relation="user"``, the only relation;
 window level is refused, :data:`WINDOW_REFUSED`). Each unit's contribution is bounded by clipping,
 the server sums the clipped contributions and adds N(0, σ²) noise with σ = z·C (z the noise multiplier, C the clipping norm). The aggregator

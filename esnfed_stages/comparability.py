@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 PAPER_BUDGET = "paper"  # params.yaml budgets.paper: the papers' protocol (PROTOCOL §6)
 REAL_SOURCE = "raw"     # an assess file's `source` when it was made from the real files
-# a paper's own budget (README "ESANN 2022 protocol variant", "IJCNN 2021 ..."): budget name -> its paper
+# a paper's own budget (docs/protocol-variants.md "ESANN 2022 protocol variant", "IJCNN 2021 ..."): budget name -> its paper
 PAPER_OWN_BUDGETS: dict[str, Protocol] = {p.budget: p for p in PROTOCOLS.values()}
 
 

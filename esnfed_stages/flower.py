@@ -10,7 +10,7 @@ The selected config of the share (runs/select/.../best.json) is trained from the
 first seed: the pipeline's trial (fit, λ chosen on the validation users) gives λ, its test
 accuracy and its ledger's bytes; the Flower app then runs with that λ and the same seeds on the
 training users (one SuperNode each, data written to a temporary folder) through the Flower
-environment's interpreter (.venv-flower: flwr's pins clash with this one's; README "Flower apps"),
+environment's interpreter (.venv-flower: flwr's pins clash with this one's; docs/flower-apps.md "Flower apps"),
 and its readout is scored on the test users here. Bytes: what measure_mod counted on the messages
 Flower sent (esnfed_flower/run.py). FedCLIP's apps: esnfed_stages/flower_fedclip.py, on this
 module's helpers. Each result records the budget its config was selected under (``params``,

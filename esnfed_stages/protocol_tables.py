@@ -20,7 +20,7 @@ class Protocol:
     """What ``report.<key>`` recomputes: ``tables``, (paper table, id of its protocol table) pairs;
     ``paper``, its name in the protocol line; ``section``, the docs/protocol.md section saying what
     differs; ``example``, a value for the error messages; ``budget``, the params.yaml budget name
-    of that paper's own budget (README: ``budget: esann``), which is, besides budget ``paper``, the
+    of that paper's own budget (docs/protocol-variants.md: ``budget: esann``), which is, besides budget ``paper``, the
     protocol of its tables and of theirs alone (comparability.py)."""
 
     tables: tuple[tuple[str, str], ...]

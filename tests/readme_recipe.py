@@ -1,4 +1,4 @@
-"""README "Your data alone": its params.yaml recipe applied to the repository's params.yaml, as
+"""docs/own-data.md "Your data alone": its params.yaml recipe applied to the repository's params.yaml, as
 its text says (the entries of `partition` and `budgets` added to theirs, every other key
 replaced, every other budget given mystudy's space as its comment asks), for the tests of the
 schema and of the stages DVC expands from it."""
@@ -15,8 +15,8 @@ MERGED = ("partition", "budgets")  # the recipe's sections that take an entry mo
 
 
 def recipe() -> dict:
-    """The README's yaml block under **Your data alone.**"""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    """The user guide's yaml block under **Your data alone.** (docs/own-data.md)."""
+    readme = (ROOT / "docs" / "own-data.md").read_text(encoding="utf-8")
     block = readme.split("**Your data alone.**", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
     return yaml.safe_load(block)
 

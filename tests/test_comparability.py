@@ -116,7 +116,7 @@ IJCNN = BudgetScale("ijcnn", 100, 3, (("wesad", "100–250"), ("hhar", "100–50
 ESANN_TABLES = {"esann", "esann-protocol"}
 TABLE_DATASETS = {"esann": ("wesad", "hhar"), "ijcnn-hhar": ("hhar",)}
 IJCNN_TABLES = {"ijcnn-wesad", "ijcnn-hhar", "ijcnn-protocol-wesad", "ijcnn-protocol-hhar"}
-# both opt-in protocol tables (README "ESANN 2022 protocol variant", "IJCNN 2021 protocol variant")
+# both opt-in protocol tables (docs/protocol-variants.md "ESANN 2022 protocol variant", "IJCNN 2021 protocol variant")
 PROTOCOL_PARAMS = {"report": {"esann_protocol": {"hhar": "hhar_esann"},
                               "ijcnn_protocol": {"wesad": "wesad_ijcnn", "hhar": "hhar_ijcnn"}},
                    "preprocess": {"hhar_esann": {"base": "hhar", "window": 400},

@@ -225,7 +225,7 @@ def test_a_dataset_of_your_own_can_be_a_study_dataset():
 
 
 def test_the_readme_recipe_for_your_data_alone_validates():
-    """README "Your data alone": its keys set in the repository's params.yaml as its text says
+    """docs/own-data.md "Your data alone": its keys set in the repository's params.yaml as its text says
     (tests/readme_recipe.py) pass the schema. Before assess.activation_datasets was in the recipe,
     the default [wesad] was refused there (an undeclared dataset); imports is replaced, not merged:
     imports.example would read the embedded CSV the recipe's `embedded` no longer writes."""
@@ -280,7 +280,7 @@ def test_a_dataset_of_your_own_taken_out_of_datasets_and_imported_is_paused_with
 
 
 def test_the_shipped_example_alone_writes_its_embedded_csv_only():
-    """README "Your data alone" on the shipped example: `datasets: [example]` with
+    """docs/own-data.md "Your data alone" on the shipped example: `datasets: [example]` with
     embedded.synthesize {example: EXAMPLE} validates without the papers' embedded data; declaring
     a paper dataset again asks for its embedded data, naming the key."""
     p = _params(datasets=["example"], continual_datasets=["example"], study_datasets=[],

@@ -141,8 +141,9 @@ def test_no_reference_in_the_repository_dangles():
     ("see docs/assess-contract.md and docs/protocol.md §7", []),
     ("see docs/protocol.md §12", ["docs/protocol.md §12"]),
     ("writes reports/tables/fedclip.md", []),
-    ('(README, "Flower apps")', []),  # the start of "Flower apps (esnfed_flower/)"
-    ('(README, "Privacy")', ['README "Privacy"']),  # the heading is "Differential privacy ..."
+    ('(docs/flower-apps.md, "Flower apps")', []),  # the start of "Flower apps (esnfed_flower/)"
+    ('(docs/privacy-stage.md, "Privacy")', ['docs/privacy-stage.md "Privacy"']),  # "Differential privacy ..."
+    ('(README, "Flower apps")', ['README "Flower apps"']),  # the section moved to docs/flower-apps.md
     ('cost in BENCHMARKS.md\n  ("Reduced budget")', []),  # "Reduced budget, projected"
     ('BENCHMARKS.md, "Reduced"', []),  # up to a non-word character: "Reduced budget" starts so
     ('BENCHMARKS.md, "Reduce"', ['BENCHMARKS.md "Reduce"']),  # not a word prefix

@@ -112,7 +112,7 @@ def test_a_dataset_paused_in_datasets_but_left_in_imported_is_refused_before_dvc
 
 
 def _user_only(p: dict) -> None:
-    """Only a dataset of your own declared (README "Your own data"): no space.wesad or space.hhar
+    """Only a dataset of your own declared (docs/own-data.md "Your own data"): no space.wesad or space.hhar
     in the budgets, no study on the papers' datasets, no embedded data."""
     p["imports"] = {"mine": dict(p["imports"]["example"], source="mine.csv")}
     p["imported"] = {"mine": "mine.csv"}
@@ -160,7 +160,7 @@ def test_the_repository_params_import_the_example_as_dvc_yaml_did_over_imports(t
 
 @pytest.mark.parametrize("alone", ["readme recipe", "example"])
 def test_your_data_alone_runs_no_embedded_data_stage_it_does_not_read(tmp_path, alone):
-    """README "Your data alone" (its recipe, tests/readme_recipe.py, and the shipped example in its
+    """docs/own-data.md "Your data alone" (its recipe, tests/readme_recipe.py, and the shipped example in its
     place): the params validate and DVC expands no stage of the papers' datasets (before:
     synthesize@wesad, @hhar and preprocess@wesad, @hhar ran, minutes of data read by nothing); the
     example keeps the one embedded stage its import reads."""

@@ -45,7 +45,7 @@ def _contexts(ds: str, params: dict = PARAMS) -> int:
 
 def with_mine(contexts: int) -> dict:
     """The repository's params.yaml with a continual dataset of your own, `mine`, of ``contexts``
-    contexts declared beside the others (as README "Your own data" says)."""
+    contexts declared beside the others (as docs/own-data.md "Your own data" says)."""
     p = copy.deepcopy(PARAMS)
     p["imports"]["mine"] = dict(p["imports"]["example"], source="mine.csv", contexts=[f"c{i}" for i in range(contexts)])
     p["imported"]["mine"] = "mine.csv"

@@ -109,7 +109,7 @@ def test_a_study_dataset_of_your_own_gets_its_alignment_plot_written_too(project
 
 
 def test_a_plot_declared_otherwise_that_differs_is_refused_naming_it_and_nothing_is_written(project):
-    """A plot of mine added by hand (as README asked before the command) with another title: the
+    """A plot of mine added by hand (as the README asked before the command) with another title: the
     command will not overwrite what it did not write."""
     text = DVC_YAML + ("  - stream-mine-federated-25:\n"
                        "      {x: context, y: {reports/plots/stream-mine-federated-25.csv: [naive]}}\n")

@@ -31,7 +31,7 @@ runner = CliRunner()
 
 
 def esann_variant(p: dict) -> dict:
-    """README's "ESANN 2022 protocol variant" params, added to ``p``: hhar_esann declared with its
+    """docs/protocol-variants.md's "ESANN 2022 protocol variant" params, added to ``p``: hhar_esann declared with its
     preprocessing, the HHAR split (5-2-2, as the paper), a space in every budget, the extra table."""
     p["preprocess"]["hhar_esann"] = copy.deepcopy(VARIANT)
     p["partition"]["hhar_esann"] = copy.deepcopy(p["partition"]["hhar"])
@@ -63,7 +63,7 @@ def test_the_repository_params_declare_no_variant_and_no_protocol_table():
     assert "esann_protocol" not in REPO_PARAMS["report"]
     assert protocol_tables.specs(REPO_PARAMS) == ()
     assert embedded_read(REPO_PARAMS) == REPO_PARAMS["embedded"]  # no preprocess stage added
-    validate(esann_variant(copy.deepcopy(REPO_PARAMS)))  # README's block is valid as it stands
+    validate(esann_variant(copy.deepcopy(REPO_PARAMS)))  # the guide's block is valid as it stands
 
 
 def _without_hhar(p: dict) -> None:

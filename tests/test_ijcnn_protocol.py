@@ -30,7 +30,7 @@ HHAR_VARIANT = {"base": "hhar", "features": "ijcnn32", "stats_window": 200, "sta
 
 
 def ijcnn_variants(p: dict) -> dict:
-    """README's "IJCNN 2021 protocol variant" params, added to ``p``: wesad_ijcnn and hhar_ijcnn
+    """docs/protocol-variants.md's "IJCNN 2021 protocol variant" params, added to ``p``: wesad_ijcnn and hhar_ijcnn
     declared with their preprocessing, the papers' splits (3/3 and 2/2 held out, as the default
     ones), a space in every budget (as their base's), the extra tables."""
     for name, variant in (("wesad_ijcnn", WESAD_VARIANT), ("hhar_ijcnn", HHAR_VARIANT)):
@@ -122,7 +122,7 @@ def test_the_repository_params_declare_neither_variant():
     assert not any(name.endswith("_ijcnn") for name in REPO_PARAMS["preprocess"])
     assert "features" not in REPO_PARAMS["preprocess"]["hhar"]
     assert "ijcnn_protocol" not in REPO_PARAMS["report"]
-    validate(ijcnn_variants(copy.deepcopy(REPO_PARAMS)))  # README's block is valid as it stands
+    validate(ijcnn_variants(copy.deepcopy(REPO_PARAMS)))  # the guide's block is valid as it stands
 
 
 def _declare(p: dict, names: list[str]) -> None:
@@ -295,9 +295,9 @@ def test_declaring_the_variants_adds_their_stages_and_changes_no_other(tmp_path)
         assert f"assess-esn@{name}" in variant and f"assess-ip@{name}" in variant
 
 
-# ---------------------------------------------------------------- README's blocks
+# ---------------------------------------------------------------- the guide's blocks (docs/protocol-variants.md)
 def _readme_blocks() -> list[dict]:
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / "docs" / "protocol-variants.md").read_text()
     section = text[text.index("## IJCNN 2021 protocol variant"):]
     return [yaml.safe_load(block.split("```", 1)[0]) for block in section.split("```yaml\n")[1:]]
 
@@ -311,7 +311,7 @@ def test_readme_blocks_are_the_tested_variants_and_a_valid_ijcnn_budget():
     assert p["report"]["ijcnn_protocol"] == variants["report"]["ijcnn_protocol"]
     p["budgets"].update(budget["budgets"])
     p["budget"] = budget["budget"]
-    validate(p)  # the budget as README gives it, with the variants declared
+    validate(p)  # the budget as the guide gives it, with the variants declared
     ijcnn = budget["budgets"]["ijcnn"]
     assert ijcnn["retrains"] == 3  # "3 repetitions of the experiments"
     space = ijcnn["space"]

@@ -162,7 +162,7 @@ def test_undeclared_dataset_is_a_usage_error_listing_the_declared(roots):
 
 # ---------------------------------------------------------------- your own data only
 def _user_only_params(root: Path) -> Path:
-    """README "Your own data": only `mine` declared (the example's CSV imported under another name,
+    """docs/own-data.md "Your own data": only `mine` declared (the example's CSV imported under another name,
     so nothing can lean on the name `example`), no space.wesad / space.hhar in the budget, no study
     of the papers' datasets (study_datasets: [])."""
     p = small_params()
@@ -177,8 +177,8 @@ def _user_only_params(root: Path) -> Path:
         del space["wesad"], space["hhar"]
     p["continual"]["joint"]["max_rounds"] = 3
     p.update(datasets=["mine"], continual_datasets=["mine"], study_datasets=[],
-             embedded={"synthesize": {}, "preprocess": {}})  # README: no embedded data written
-    p["assess"]["activation_datasets"] = []  # README: the papers' datasets only have activation densities
+             embedded={"synthesize": {}, "preprocess": {}})  # docs/own-data.md: no embedded data written
+    p["assess"]["activation_datasets"] = []  # docs/own-data.md: the papers' datasets only have activation densities
     return write_params(root, p)
 
 

@@ -739,7 +739,7 @@ def test_ttest_and_report_refuse_assess_files_of_another_budget(workdir):
 
 
 def test_a_papers_own_budget_makes_its_tables_alone_comparable_down_to_the_agreement_line(workdir):
-    """budget `esann` on the real recordings (README "ESANN 2022 protocol variant") is the protocol
+    """budget `esann` on the real recordings (docs/protocol-variants.md "ESANN 2022 protocol variant") is the protocol
     of the ESANN 2022 table, not of the others: esann.md states the protocol and expects its
     significance pattern to agree; fedip.md says why it is not comparable; the index names both."""
     write_assess(workdir)

@@ -161,7 +161,7 @@ def test_stream_accuracy_is_consistent_with_the_accuracy_matrix(run_a):
 
 
 def _numpy_accuracy(npz: Path, users: list[Path]) -> float:
-    """The README's recipe, with numpy only: no esnfed code."""
+    """The recipe of docs/reference.md, "Saved models", with numpy only: no esnfed code."""
     m = np.load(npz, allow_pickle=False)
     w_in, w, a = m["w_in"].astype(np.float64), m["w"].astype(np.float64), float(m["leak"])
     g, b, readout = m["gain"].astype(np.float64), m["bias"].astype(np.float64), m["readout"]

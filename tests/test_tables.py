@@ -208,7 +208,7 @@ def test_communication_cells_that_do_not_apply_read_a_dash_the_header_says_why()
     assert not_applicable_note(rows[1:2]) == []
     local = list(csv.DictReader(io.StringIO(communication_csv(rows))))[3]
     assert local["up_floats_per_client_round"] == "" and local["up_floats"] == "0"
-    # README: the CSV leaves "—" and n/a alike empty, so its count columns stay numbers (NaN to pandas)
+    # docs/reports.md: the CSV leaves "—" and n/a alike empty, so its count columns stay numbers (NaN to pandas)
     table = {r["method"]: r for r in csv.DictReader(io.StringIO(communication_csv(rows)))}
     assert [table[m]["ip_rounds"] for m in ("incfed", "fedip", "fedclip-naive", "align-0.5")] == ["", "7", "", ""]
     assert all(v == "" or float(v) >= 0 for r in table.values() for k, v in r.items()

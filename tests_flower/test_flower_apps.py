@@ -2,7 +2,7 @@
 IncFed's readout to float rounding, FedIP's (g, b) and readout bit for bit (same seeds, partition
 order and core functions), with and without the readout bias (run config ``readout-bias``,
 params.yaml readout.bias: readouts (C, N+1)). Runs in the Flower environment (`make test-flower`), not the main one:
-flwr 1.42 cannot be installed beside this project's typer/rich/protobuf pins (README)."""
+flwr 1.42 cannot be installed beside this project's typer/rich/protobuf pins (docs/flower-apps.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""README "Flower apps": the run_simulation snippet runs as printed (before, it named a
+"""docs/flower-apps.md "Flower apps": the run_simulation snippet runs as printed (before, it named a
 run.json nobody wrote, FileNotFoundError), from a folder holding only the packages it imports."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_the_readme_run_simulation_snippet_runs(tmp_path):
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    text = (ROOT / "docs" / "flower-apps.md").read_text(encoding="utf-8")
     start = text.index("export PYTHONPATH=$PWD ESNFED_FLOWER_RUN=")
     end = text.index("```", start)
     script = text[start:end].replace(".venv-flower/bin/python", sys.executable)
