@@ -316,6 +316,7 @@ def test_privacy_extra_stages_follow_the_opt_in(tmp_path):
 
     def opt_in(p, pct="100"):
         p["privacy"]["extra_methods"] = ["fedavg", "fedclip-naive"]
+        p["privacy"]["config"] = "select"  # the opt-in methods retrain the select stage's configs
         p["privacy"]["pct"] = pct
 
     default = project("default", lambda p: None)
@@ -347,6 +348,7 @@ def test_privacy_sampling_stages_follow_the_opt_in(tmp_path):
 
     def opt_in(p, pct="100"):
         p["privacy"]["sampling_study"]["fractions"] = [0.5, 1, 0.25]
+        p["privacy"]["config"] = "select"  # the study retrains the select stage's FedIP config
         p["privacy"]["pct"] = pct
 
     default = project("default", lambda p: None)
