@@ -83,7 +83,8 @@ PerDataset = float | tuple[tuple[str, float], ...]
 class PrivacyParams:
     """The ``privacy`` section, checked: ε list (+inf: no mechanism), δ (``auto``: min(1e-5, 1/(10·n)), n
     the share's training users), relation, clipping (``clip`` and FedIP's ``ip_clip``: each one number
-    for every dataset, or ((dataset, number), ...) from a mapping), the share and the methods."""
+    for every dataset, or ((dataset, number), ...) from a mapping), the share, the methods and where
+    their configs and clips come from (``config``: esnfed_stages/privacy_config.py)."""
 
     epsilons: tuple[float, ...]
     delta: float | str
