@@ -330,9 +330,6 @@ def test_flower_stage_feeds_the_report(project):
         stage = f"flower@{ds}"
         assert {"esnfed_flower", "requirements/flower.txt", f"runs/select/{ds}/incfed/100/best.json",
                 f"runs/select/{ds}/fedip/100/best.json"} <= set(deps[stage])
-        budget = f"budgets.{params['budget']}"
-        assert {"privacy", "seed", "budget", f"{budget}.retrains", f"{budget}.trials", f"{budget}.space.{ds}",
-                f"{budget}.space.fedip", "readout.lambdas", "plasticity"} <= set(declared[stage][1]), stage
         assert outs[stage] == [f"runs/flower/{ds}"]
     # what the report requires once the stage ran (secagg_report.missing) is what the stage writes
     from esnfed_stages.secagg_report import PIPELINE_APPS, PIPELINE_PCT
