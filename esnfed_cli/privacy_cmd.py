@@ -23,12 +23,15 @@ DatasetsOpt = Annotated[Optional[list[str]], typer.Option(
 @handle_errors
 def privacy(
     dataset: DatasetsOpt = None,
-    params: Annotated[Path, typer.Option("--params", help="The params file to read (privacy.*, "
+    params: Annotated[Path, typer.Option("--params", help="The params file to read (privacy.*: "
+                                         "privacy.config public chooses the configs and clips on the validation "
+                                         "users alone, select takes runs/select's and clip / ip_clip; "
                                          "budgets.*, readout.*, plasticity.*, seed; "
                                          "federated.client_fraction: FedIP's rounds sample, no amplification claimed; DP-FedCLIP "
                                          "needs 1 or federated.sampling_pool: roster).")] = Path("params.yaml"),
     data_dir: Annotated[Path, typer.Option("--data-dir", help="Root of processed/ and partitions/.")] = Path("data"),
-    runs_dir: Annotated[Path, typer.Option("--runs-dir", help="Root of select/ (best.json).")] = Path("runs"),
+    runs_dir: Annotated[Path, typer.Option("--runs-dir", help="Root of select/ (best.json; read under "
+                                           "privacy.config: select and by --extra / --sampling).")] = Path("runs"),
     out_dir: Annotated[Path, typer.Option("--out-dir", help="Where <dataset>.json goes.")] =
     layout.PRIVACY_DIR,
     extra: Annotated[Optional[list[str]], typer.Option(
@@ -43,7 +46,10 @@ def privacy(
 ) -> None:
     """Differential privacy: IncFed and FedIP retrained under the Gaussian mechanism -> runs/privacy/<dataset>.json.
 
-    The selected configs are retrained once per ε of privacy.epsilons; `esnfed report` renders
+    Each method's config and the clips come from privacy.config: public (the select stage's
+    candidates scored on the validation users split by user, clip chosen likewise, ip_clip from
+    their FedIP updates: no training user's data) or select (runs/select's best.json, clip and
+    ip_clip as given). They are retrained once per ε of privacy.epsilons; `esnfed report` renders
     reports/tables/privacy.md/.csv and reports/figures/privacy.png."""
     from esnfed_stages import privacy as privacy_stage
     from esnfed_stages._datasets import declared
@@ -75,7 +81,7 @@ def privacy(
 def _sampling_summary(ds: str, doc: dict, written: Path) -> None:
     table = Table(title=f"privacy {ds}: DP-FedIP at client fraction {doc['client_fraction']} "
                   f"(m = {doc['sample_size']} of {doc['n_users']} clients, user-level, δ = {doc['delta']:.4g}; "
-                  "simulation, seeded noise; hyperparameters and clips not accounted)")
+                  f"simulation, seeded noise; {_configured(doc)})")
     table.add_column("accounting")
     eps = list(next(iter(doc["accountings"].values())))
     for e in eps:
@@ -86,14 +92,20 @@ def _sampling_summary(ds: str, doc: dict, written: Path) -> None:
     console.print(f"wrote {written}", highlight=False, markup=False, soft_wrap=True)
 
 
+def _configured(doc: dict) -> str:
+    """How the document's configuration was chosen (privacy.config), in a few words."""
+    if doc["configuration"]["mode"] == "public":
+        return f"configuration public: chosen on the validation users alone, clip {doc['clip']:g}, ip_clip {doc['ip_clip']:.4g}"
+    return "configuration select: hyperparameters and clips chosen on the training users, not accounted"
+
+
 def _mean(acc: list[float]) -> str:
     return f"{100 * sum(acc) / len(acc):.2f}"
 
 
 def _summary(ds: str, doc: dict, written: Path) -> None:
     table = Table(title=f"privacy {ds} ({doc['relation']}-level, δ = {doc['delta']:.4g}, "
-                  f"{doc['n_users']} users; {doc['accountant']}; simulation, seeded noise; hyperparameters and "
-                  "clips not accounted)")
+                  f"{doc['n_users']} users; {doc['accountant']}; simulation, seeded noise; {_configured(doc)})")
     table.add_column("method")
     eps = list(next(iter(doc["methods"].values()))["epsilons"])
     for e in eps:

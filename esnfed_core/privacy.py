@@ -317,9 +317,15 @@ def private_stats(units_stats: Sequence[RidgeStats], spec: DPSpec, rng: NoiseSou
         for s in units_stats[1:]:
             total = total + s
         return total
-    n = units_stats[0].units
-    a_sum, b_sum = clipped_stats_sum(units_stats, spec.clip * stats_bound(n))
-    return released_stats(*add_noise(a_sum, b_sum, stats_sigma(spec, n, releases), rng), units_stats[0].bias)
+    return noised_stats(units_stats, spec.clip, stats_sigma(spec, units_stats[0].units, releases), rng)
+
+
+def noised_stats(units_stats: Sequence[RidgeStats], clip: float, sigma: float,
+                 rng: NoiseSource | None = None) -> RidgeStats:
+    """Σ over the units of their (Ā, B̄) clipped to clip·√(N + N²), with N(0, σ²) added (B's upper
+    triangle, mirrored) and B projected onto the PSD cone: :func:`private_stats` at a given σ."""
+    a_sum, b_sum = clipped_stats_sum(units_stats, clip * stats_bound(units_stats[0].units))
+    return released_stats(*add_noise(a_sum, b_sum, sigma, rng), units_stats[0].bias)
 
 
 def clipped_stats_sum(units_stats: Sequence[RidgeStats], bound: float) -> tuple[np.ndarray, np.ndarray]:

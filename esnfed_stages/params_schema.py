@@ -214,7 +214,7 @@ SCHEMA = Fields(optional={
     "assess": Fields(required={"activation_bins": Num.of(BINS),
                                "activation_datasets": ListOf(Choice(DATASETS), empty=True)}),
     "privacy": Delegate(_privacy, ("epsilons", "delta", "relation", "clip", "ip_clip", "pct", "methods",
-                                   "extra_methods", "fedavg_clip", "amplification", "sampling_study")),
+                                   "extra_methods", "fedavg_clip", "amplification", "sampling_study", "config")),
     # heterogeneous reservoirs (esnfed_stages/heterogeneity_params.py checks the section)
     "heterogeneity": Delegate(_heterogeneity, ("seed", "mode", "vary", "combine", "alphas", "pcts")),
     # declared datasets (esnfed_stages/_datasets.py) and the import options of user ones

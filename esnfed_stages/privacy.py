@@ -4,7 +4,9 @@ reports/tables/privacy.md/.csv and reports/figures/privacy.png; esnfed_stages/pr
 Opt-in (``privacy.extra_methods``, default none; stage `privacy-extra`): DP-FedAvg and DP-FedCLIP
 (naive, replay), one document per dataset and method, runs/privacy/extra/<dataset>/<method>.json, merged into the same table.
 
-The selected config of the share ``privacy.pct`` (runs/select/.../best.json) is retrained with the
+Each method's config and the clipping bounds come from ``privacy.config`` (esnfed_stages/privacy_config.py):
+``public``, chosen on the validation users alone; ``select``, the selected config of the share
+``privacy.pct`` (runs/select/.../best.json) and params.yaml's clip and ip_clip. It is retrained with the
 retrain stage's seeds (budgets.<budget>.retrains of them), once per ε, with the noise of
 :mod:`esnfed_core.privacy`; λ is chosen on the validation users. ε = .inf is the non-private
 trial, bit for bit. δ: ``auto`` = min(1e-5, 1/(10·n)), n the training users of the share (the
@@ -35,7 +37,7 @@ from esnfed_core.sampling import CLIENT_FRACTION, FULL, sample_size
 from esnfed_core.scoring import accuracy
 from esnfed_core.data.processed import UserData
 from esnfed_core.trial import TrialData
-from esnfed_stages import provenance
+from esnfed_stages import privacy_config, provenance
 from esnfed_stages._datasets import NAME
 from esnfed_stages._io import output_lock, write_json
 from esnfed_core.vocabulary import PCTS
@@ -60,7 +62,7 @@ def extra_path(out_dir: str | Path, dataset: str, method: str) -> Path:
 MECHANISM = "Gaussian mechanism (esnfed_core/privacy.py)"
 ACCOUNTANT = "dp-accounting PLD (calibrate_dp_mechanism), composition over FedIP rounds + IncFed release"
 KEYS = ("epsilons", "delta", "relation", "clip", "ip_clip", "pct", "methods", "extra_methods", "fedavg_clip",
-        "amplification", "sampling_study")
+        "amplification", "sampling_study", "config")
 # privacy.sampling_study's keys (opt-in: DP-FedIP at other client fractions, stage privacy-sampling)
 STUDY_KEYS = ("fractions", "amplification")
 # the method the sampling study retrains: the only private method whose rounds sample clients
@@ -81,7 +83,8 @@ PerDataset = float | tuple[tuple[str, float], ...]
 class PrivacyParams:
     """The ``privacy`` section, checked: ε list (+inf: no mechanism), δ (``auto``: min(1e-5, 1/(10·n)), n
     the share's training users), relation, clipping (``clip`` and FedIP's ``ip_clip``: each one number
-    for every dataset, or ((dataset, number), ...) from a mapping), the share and the methods."""
+    for every dataset, or ((dataset, number), ...) from a mapping), the share, the methods and where
+    their configs and clips come from (``config``: esnfed_stages/privacy_config.py)."""
 
     epsilons: tuple[float, ...]
     delta: float | str
@@ -97,6 +100,9 @@ class PrivacyParams:
     # them (their str() names the documents, as dvc.yaml's ${item.fraction}) and the accountings
     study_fractions: tuple[float | int, ...] = ()
     study_amplification: tuple[str, ...] = AMPLIFICATIONS
+    # privacy.config: public = hyperparameters and clips from the validation users alone; select = the
+    # select stage's configs and the clips above (esnfed_stages/privacy_config.py)
+    config: str = privacy_config.ABSENT
 
     def delta_for(self, n_units: int) -> float:
         """δ of ``auto``: :func:`esnfed_core.privacy.auto_delta` of n = the protected units
@@ -139,7 +145,7 @@ class PrivacyParams:
         return provenance.record({"privacy.epsilons": [eps_key(e) for e in self.epsilons],
                                   "privacy.delta": self.delta, "privacy.relation": self.relation, **clips,
                                   "privacy.pct": self.pct, "privacy.methods": self.methods, **more,
-                                  "budget": budget})
+                                  privacy_config.KEY: self.config, "budget": budget})
 
 
 def _epsilon(value: Any) -> float:
@@ -189,11 +195,16 @@ def privacy_params(params: Mapping[str, Any]) -> PrivacyParams:
         raise ConfigError(f"params.yaml: privacy.amplification: must be one of {', '.join(AMPLIFICATIONS)}, "
                           f"got {quote(amplification)}")
     fractions, accountings = _sampling_study(p.get("sampling_study", {}))
+    config = privacy_config.mode_of(p.get("config", privacy_config.ABSENT))
+    if config == privacy_config.PUBLIC and (extra or fractions):
+        opted = "privacy.extra_methods" if extra else "privacy.sampling_study.fractions"
+        raise ConfigError(f"params.yaml: {privacy_config.KEY}: public chooses the configs of privacy.methods only; "
+                          f"{opted} retrain the select stage's: set {privacy_config.KEY}: select to run them")
     return PrivacyParams(tuple(_epsilon(e) for e in eps), delta, p["relation"],
                          _per_dataset("clip", p.get("clip", 1.0)), _per_dataset("ip_clip", p.get("ip_clip", DPSpec.ip_clip)),
                          pct, tuple(methods), tuple(extra),
                          _per_dataset("fedavg_clip", p.get("fedavg_clip", DPSpec.fedavg_clip)), amplification,
-                         fractions, accountings)
+                         fractions, accountings, config)
 
 
 def _sampling_study(value: Any) -> tuple[tuple[float | int, ...], tuple[str, ...]]:
@@ -296,7 +307,9 @@ def run(dataset: str, privacy: PrivacyParams, exp: ExperimentParams, *, data_dir
     pct, delta = pp.pct, inp.delta
     seeds = [retrain_seed(exp, dataset, pct, k) for k in range(exp.retrains)]
     methods = pp.methods if extra is None else (extra,)
-    configs = {m: selected_config(runs_dir, dataset, m, pct, exp.budget_spec) for m in methods}
+    chosen = privacy_config.choose(pp.config, dataset, methods, exp, inp.data, seeds, delta, pp.epsilons, pct=pct,
+                                   clip=pp.clip_for(dataset), ip_clip=pp.ip_clip_for(dataset), runs_dir=runs_dir)
+    configs = chosen.configs
     tick = _ticker(progress, len(configs) * len(pp.epsilons) * len(seeds))
     results: dict[str, Any] = {}
     amplified = False  # some method's sampled rounds were accounted with amplification
@@ -307,12 +320,13 @@ def run(dataset: str, privacy: PrivacyParams, exp: ExperimentParams, *, data_dir
         rows = results[m] = {"config": dict(kept), "releases": rel,
                              "epsilons": {}}
         for eps in pp.epsilons:
-            spec = trial_spec(method, cfg, inp.data, exp.settings, pp.spec(eps, delta, dataset))
+            spec = trial_spec(method, cfg, inp.data, exp.settings,
+                              replace(pp.spec(eps, delta, dataset), clip=chosen.clip, ip_clip=chosen.ip_clip))
             amplified = amplified or spec.sampled is not None
             accs = _test_accuracies(method, cfg, seeds, inp, exp, spec, tick)
             rows["epsilons"][eps_key(eps)] = {
                 "noise_multiplier": spec.multiplier(rel), "test_accuracy": accs}
-    doc = {**_data_fields(dataset, inp, pp),
+    doc = {**_data_fields(dataset, inp, pp, chosen.clip, chosen.ip_clip), "configuration": chosen.record,
            **({"fedavg_clip": pp.fedavg_clip_for(dataset)} if extra else {}),
            "mechanism": MECHANISM, "accountant": ACCOUNTANT,
            **({"sampled_accountant": SAMPLED_ACCOUNTANT} if amplified else {}), "seeds": seeds, "version": __version__,
@@ -332,11 +346,11 @@ def run(dataset: str, privacy: PrivacyParams, exp: ExperimentParams, *, data_dir
     return doc
 
 
-def _data_fields(dataset: str, inp: Inputs, pp: PrivacyParams) -> dict[str, Any]:
+def _data_fields(dataset: str, inp: Inputs, pp: PrivacyParams, clip: float, ip_clip: float) -> dict[str, Any]:
     """A document's first fields: what it was trained on and the mechanism's δ, relation and clips."""
     return {"dataset": dataset, "source": inp.source,  # as the assess files: the header's
             "pct": pp.pct, "n_users": len(inp.data.train), "n_units": inp.n_units, "delta": inp.delta,
-            "relation": pp.relation, "clip": pp.clip_for(dataset), "ip_clip": pp.ip_clip_for(dataset)}
+            "relation": pp.relation, "clip": clip, "ip_clip": ip_clip}
 
 
 def _ticker(progress: Progress | None, total: int) -> Callable[[], None]:
@@ -420,7 +434,8 @@ def run_sampling(dataset: str, privacy: PrivacyParams, exp: ExperimentParams, fr
                 "test_accuracy": _test_accuracies(method, cfg, seeds, inp, exp, spec, tick)}
             if not math.isfinite(eps):
                 plain = cell
-    doc = {**_data_fields(dataset, inp, pp), "client_fraction": listed[fraction],
+    doc = {**_data_fields(dataset, inp, pp, pp.clip_for(dataset), pp.ip_clip_for(dataset)),
+           "configuration": {"mode": privacy_config.SELECT}, "client_fraction": listed[fraction],
            "sample_size": sample_size(len(inp.data.train), f), "mechanism": MECHANISM,
            "accountants": {acc: STUDY_ACCOUNTANTS[acc] for acc in accountings}, "seeds": seeds,
            "version": __version__, **({"readout_bias": True} if exp.settings.readout_bias else {}),

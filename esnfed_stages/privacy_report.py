@@ -20,7 +20,7 @@ from esnfed_core.private_trial import PRIVATE_ALGOS
 from esnfed_core.quote import quote
 from esnfed_core.tables import dataset_label, papers_first
 from esnfed_core.vocabulary import DATASETS
-from esnfed_stages import figures, provenance
+from esnfed_stages import figures, privacy_config, provenance
 from esnfed_stages._io import read_json
 from esnfed_stages.privacy import PRIVACY_DIR, extra_path, privacy_path
 from esnfed_stages.ttest import _fractions
@@ -29,11 +29,18 @@ COLUMNS = ("dataset", "method", "epsilon", "delta", "relation", "noise_multiplie
            "n", "non_private_mean")
 
 
-# The header lines every privacy table carries (privacy.md, privacy-sampling.md): what ε does not
-# cover, and that the noise is a seeded simulation.
-NOT_ACCOUNTED = ("Not accounted (ε covers the training of the reported model only): its hyperparameters, taken from "
-                 "the non-private selection on the same training users, and clip / ip_clip, tuned by runs on them "
-                 "(docs/privacy.md)")
+# The header lines every privacy table carries (privacy.md, privacy-sampling.md): how the configuration
+# was chosen (privacy.config) and what ε does not cover, and that the noise is a seeded simulation.
+CONFIGURATION = {
+    privacy_config.SELECT: (
+        "Not accounted (ε covers the training of the reported model only; privacy.config: select): its "
+        "hyperparameters, taken from the non-private selection on the same training users, and clip / ip_clip, "
+        "tuned by runs on them (docs/privacy.md; privacy.config: public chooses them on the validation users alone)"),
+    privacy_config.PUBLIC: (
+        "Configuration (privacy.config: public): the hyperparameters and clip selected on the validation users "
+        "alone (split by user into clients and scorers), ip_clip the largest FedIP update of the validation users; "
+        "no training user's data enters them, so nothing outside ε depends on the protected users (docs/privacy.md)"),
+}
 SEEDED = ("Noise: simulation, seeded noise (drawn from each retrain's seed, so the tables are reproducible; "
           "a deployment must draw it from a secret source)")
 
@@ -55,7 +62,7 @@ def load(privacy_dir: str | Path = PRIVACY_DIR, expected: Mapping[str, Any] | No
             if not isinstance(doc, dict) or not isinstance(doc.get("methods"), dict):
                 raise DataError(f"{path}: not a privacy stage output (no 'methods' object)")
             _check(path, doc)
-            provenance.check(path, doc, expected or {}, f"`esnfed privacy --dataset {ds}`", TOP_LEVEL)
+            provenance.check(path, configured(doc), expected or {}, f"`esnfed privacy --dataset {ds}`", TOP_LEVEL)
             out[ds] = doc
     return out
 
@@ -81,10 +88,26 @@ def add_extras(privacy_dir: str | Path, docs: Mapping[str, Mapping[str, Any]], m
             if not _number(extra.get("fedavg_clip")) or extra["fedavg_clip"] <= 0:
                 raise DataError(f"{path}: fedavg_clip: expected a finite number > 0, got {quote(extra.get('fedavg_clip'))} "
                                 f"(rerun {command})")
-            provenance.check(path, extra, expected or {}, command, TOP_LEVEL)
+            provenance.check(path, configured(extra), expected or {}, command, TOP_LEVEL)
             doc["methods"] = {**doc["methods"], **extra["methods"]}
             doc["fedavg_clip"] = extra["fedavg_clip"]
     return out, absent
+
+
+def configured(doc: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``doc`` as the checks read it: one whose ``params`` do not record ``privacy.config`` was
+    computed before the key existed, from the select stage's configs (privacy_config.ABSENT)."""
+    rec = doc.get(provenance.KEY, {})
+    if not isinstance(rec, Mapping) or privacy_config.KEY in rec:
+        return doc
+    return {**doc, provenance.KEY: {**rec, privacy_config.KEY: privacy_config.ABSENT}}
+
+
+def configuration(docs: Iterable[Mapping[str, Any]]) -> str:
+    """The header's clause on how the documents' configurations were chosen (CONFIGURATION), one
+    per ``privacy.config`` they were computed under."""
+    modes = dict.fromkeys(configured(d).get(provenance.KEY, {}).get(privacy_config.KEY) for d in docs)
+    return "; ".join(CONFIGURATION.get(m, f"privacy.config: {quote(m)}") for m in modes)
 
 
 def read_opt_in(path: Path, command: str, absent: list[Path], allow_missing: bool = False) -> Any:
@@ -254,7 +277,7 @@ def render(docs: Mapping[str, Mapping[str, Any]], run: Sequence[str] = (), stamp
         "- δ = " + ", ".join(f"{dataset_label(ds)} {delta_text(d['delta'])} ({_delta_source(d)})"
                              for ds, d in docs.items()),
         f"- Accountant: {first['accountant']}; z = noise multiplier (σ / sensitivity)",
-        f"- ε: {', '.join(eps)} (columns); {NOT_ACCOUNTED}",
+        f"- ε: {', '.join(eps)} (columns); {configuration(docs.values())}",
         f"- {SEEDED}",
         "- ε = inf: no mechanism (the non-private trial, bit for bit), so no z; cells: mean ± population std over "
         f"the {_retrains(rows)} retrains (as every table, PROTOCOL §6), ×100, two decimals",

@@ -21,7 +21,7 @@ from esnfed_core.sampling import sample_size
 from esnfed_core.tables import dataset_label
 from esnfed_stages import provenance
 from esnfed_stages.privacy import STUDY_METHOD, fraction_name, sampling_path
-from esnfed_stages.privacy_report import NOT_ACCOUNTED, SEEDED, TOP_LEVEL, is_auto_delta, check_epsilons, delta_text, read_opt_in
+from esnfed_stages.privacy_report import SEEDED, TOP_LEVEL, configuration, configured, is_auto_delta, check_epsilons, delta_text, read_opt_in
 
 NAME = "privacy-sampling"
 COLUMNS = ("dataset", "epsilon", "client_fraction", "sample_size", "n_users", "accounting", "from",
@@ -49,7 +49,7 @@ def load(privacy_dir: str | Path, datasets: Sequence[str], fractions: Sequence[f
             if doc is None:
                 continue
             _check(path, doc, ds, f, command)
-            provenance.check(path, doc, expected or {}, command, TOP_LEVEL)
+            provenance.check(path, configured(doc), expected or {}, command, TOP_LEVEL)
             docs[(ds, name)] = doc
     return docs, absent
 
@@ -145,7 +145,7 @@ def render(main: Mapping[str, Mapping[str, Any]], study: Study, run: Sequence[st
         "- Neighbouring relation: user-level (accounting `none`: add/remove one user = one client; `sampling`: "
         "replace-one user)",
         *(f"- Accounting `{acc}`: {text}" for acc, text in accountants.items()),
-        f"- ε: the rows' (ε = inf: no mechanism); {NOT_ACCOUNTED}",
+        f"- ε: the rows' (ε = inf: no mechanism); {configuration(study.values())}",
         f"- {SEEDED}",
         "- z = noise multiplier (σ / clip), σ_round = z·ip_clip; f = 1 has no sampled round (accounting none alone)",
         "- δ = " + ", ".join(f"{dataset_label(ds)} {delta_text(d['delta'])}"

@@ -148,6 +148,15 @@ def pin_units(dims: list[Dimension], shallow: dict[str, Any], where: Path) -> li
     return [Dimension("units", values=(units,)) if d.name == "units" else d for d in dims]
 
 
+def search_trials(exp: ExperimentParams, dataset: str, method: Method, pct: str,
+                  dims: list[Dimension]) -> tuple[list[dict[str, Any]], list[int]]:
+    """The random search's candidates of one share: trial i's config drawn from ``dims`` and its
+    seed (:func:`trial_seed`), for the budget's trials (the privacy stage's public configuration
+    scores the same candidates on other users: esnfed_stages/privacy_config.py)."""
+    configs = [sample_config(dims, exp.seed, dataset, pct, i) for i in range(exp.n_trials(method))]
+    return configs, [trial_seed(exp, dataset, pct, i) for i in range(len(configs))]
+
+
 def plan_share(exp: ExperimentParams, data: Dataset, method: Method, pct: str,
                runs: Path) -> tuple[list[PlannedTrial], dict[str, Any] | None]:
     """The trials of one share (and, for continual methods, the best stationary trial reused)."""
@@ -172,8 +181,7 @@ def plan_share(exp: ExperimentParams, data: Dataset, method: Method, pct: str,
         if method.deep:  # deep at the shallow counterpart's selected total units
             base = _base_config(runs, data.name, method, pct, exp.budget_spec)
             dims = pin_units(dims, base["config"], best_path(runs, data.name, method.base, pct))
-        configs = [sample_config(dims, exp.seed, data.name, pct, i) for i in range(exp.n_trials(method))]
-        seeds = [trial_seed(exp, data.name, pct, i) for i in range(len(configs))]
+        configs, seeds = search_trials(exp, data.name, method, pct, dims)
     ref = data.ref(data.train_users(pct), data.validation_users)
     out = []
     for i, (config, seed) in enumerate(zip(configs, seeds)):

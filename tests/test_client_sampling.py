@@ -355,6 +355,7 @@ def test_esnfed_privacy_extra_fedclip_refuses_sampling_in_one_line_and_writes_no
     params = small_params()
     params["federated"] = {"client_fraction": 0.5}
     params["privacy"]["extra_methods"] = ["fedclip-naive"]
+    params["privacy"]["config"] = "select"  # the opt-in methods retrain the select stage's configs
     write_params(tmp_path, params)
     common = stage_options(tmp_path)
     for algo in (["fedip"], ["fedclip", "--strategy", "naive"]):  # fedclip's grid starts from fedip's best

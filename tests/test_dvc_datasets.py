@@ -317,6 +317,7 @@ def test_privacy_extra_stages_follow_the_opt_in(tmp_path):
 
     def opt_in(p, pct="100"):
         p["privacy"]["extra_methods"] = ["fedavg", "fedclip-naive"]
+        p["privacy"]["config"] = "select"  # the opt-in methods retrain the select stage's configs
         p["privacy"]["pct"] = pct
 
     default = project("default", lambda p: None)
@@ -348,6 +349,7 @@ def test_privacy_sampling_stages_follow_the_opt_in(tmp_path):
 
     def opt_in(p, pct="100"):
         p["privacy"]["sampling_study"]["fractions"] = [0.5, 1, 0.25]
+        p["privacy"]["config"] = "select"  # the study retrains the select stage's FedIP config
         p["privacy"]["pct"] = pct
 
     default = project("default", lambda p: None)
@@ -366,4 +368,6 @@ def test_privacy_sampling_stages_follow_the_opt_in(tmp_path):
     assert not [d for d in stage["deps"] if d.startswith("runs/select/") and d != "runs/select/hhar/fedip/50/best.json"]
     stage_params = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["privacy-sampling"]["params"]
     main_params = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["privacy"]["do"]["params"]
-    assert stage_params == [p for p in main_params if p != "federated.client_fraction"]
+    # the privacy stage's search keys are read under privacy.config: public only, which refuses the study
+    public = ("budgets.${budget}.trials", "budgets.${budget}.space.${item}", "budgets.${budget}.space.fedip")
+    assert stage_params == [p for p in main_params if p != "federated.client_fraction" and p not in public]

@@ -349,9 +349,11 @@ def test_flower_stage_feeds_the_report(project):
 def test_privacy_stages_feed_the_report(project):
     """`esnfed privacy` runs on every declared dataset (privacy@<name>, the
     embedded example too) and the report depends on each output (runs/privacy holds them all, as
-    runs/assess the assess files), so a rerun privacy stage reruns the report."""
+    runs/assess the assess files), so a rerun privacy stage reruns the report. What it reads in
+    either privacy.config is declared: select, the best.json of privacy.pct; public, the select
+    stage's search (seed, trials, the dataset's space and FedIP's) scored on the validation users."""
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
-    deps, outs = _stages(project), _stages(project, "outs")
+    deps, outs, declared = _stages(project), _stages(project, "outs"), _commands_and_params(project)
     privacy = [s for s in deps if s.startswith("privacy@")]
     assert privacy == [f"privacy@{ds}" for ds in params["datasets"]] and "privacy@example" in privacy
     for stage in privacy:
@@ -359,6 +361,9 @@ def test_privacy_stages_feed_the_report(project):
         assert outs[stage] == [f"runs/privacy/{ds}.json"]
         assert {f"data/processed/{ds}", f"data/partitions/{ds}.json", f"runs/select/{ds}/incfed/100/best.json",
                 f"runs/select/{ds}/fedip/100/best.json"} <= set(deps[stage])
+        budget = f"budgets.{params['budget']}"
+        assert {"privacy", "seed", "budget", f"{budget}.retrains", f"{budget}.trials", f"{budget}.space.{ds}",
+                f"{budget}.space.fedip", "readout.lambdas", "plasticity"} <= set(declared[stage][1]), stage
         assert any(outs[stage][0].startswith(f"{dep}/") for dep in deps["report"]), stage
 
 

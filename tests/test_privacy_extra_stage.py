@@ -176,6 +176,7 @@ def test_params_check_refuses_fedclip_on_a_dataset_without_contexts():
     repo = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
     params = copy.deepcopy(repo)
     params["privacy"]["extra_methods"] = ["fedavg", "fedclip-naive"]
+    params["privacy"]["config"] = "select"  # the opt-in methods retrain the select stage's configs
     validate(params)  # every declared dataset is continual in the repository's params
     params["continual_datasets"] = ["wesad"]
     with pytest.raises(ConfigError) as info:

@@ -284,6 +284,7 @@ def test_the_privacy_stage_runs_roster_sampled_dp_fedclip_and_records_it(tmp_pat
     params = small_params()
     params["federated"] = {"client_fraction": 0.5, "sampling_pool": "roster"}
     params["privacy"]["extra_methods"] = ["fedclip-naive"]
+    params["privacy"]["config"] = "select"  # the opt-in methods retrain the select stage's configs
     params["privacy"]["epsilons"] = [4.0]
     write_params(tmp_path, params)
     common = stage_options(tmp_path)

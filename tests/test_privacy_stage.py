@@ -118,7 +118,7 @@ def test_the_output_records_the_privacy_section_and_budget_it_was_computed_with(
     assert _doc(root)["params"] == privacy_params(params).record("default") == {
         "privacy.epsilons": ["1", "4", "inf"], "privacy.delta": "auto", "privacy.relation": "user",
         "privacy.clip": 0.05, "privacy.ip_clip": IP_CLIP, "privacy.pct": "100", "privacy.methods": ["incfed", "fedip"],
-        "budget": "default"}
+        "privacy.config": "select", "budget": "default"}  # the section names no config: select
     assert _doc(root)["source"] == "synthetic"  # the manifest's, as an assess file records it (the header's)
     assert list(privacy_report.load(root / "runs" / "privacy", _doc(root)["params"])) == ["wesad"]
 
