@@ -38,7 +38,7 @@ def check_data(
     if problems:
         err_console.print(f"[bold red]error:[/] {len(problems)} violation(s) of the data contract in "
                           f"{escape(str(folder))}",
-                          highlight=False)
+                          highlight=False, soft_wrap=True)
         raise typer.Exit(EXIT_FAILURE)
     console.print(f"{folder}: conforms to the processed-data contract", highlight=False, markup=False, soft_wrap=True)
 

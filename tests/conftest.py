@@ -37,14 +37,3 @@ def pytest_collection_modifyitems(config, items):
 def title_only_figures(monkeypatch):
     """figure_stub.title_only_figures for one test."""
     title_only(monkeypatch)
-
-
-@pytest.fixture(scope="session")
-def gpu_rehearsal(tmp_path_factory):
-    """benchmarks/gpu_session.sh run once with REHEARSE=1 (every step tiny, on torch-cpu): the
-    completed process, its $OUT and its $RES (each step's stdout as <step>.txt, its records as
-    <step>.jsonl). tests/test_gpu_session.py checks the script; the benchmark scripts' smoke tests
-    read the steps' records here instead of running the same scripts again with the same sizes."""
-    from bench_smoke import gpu_session
-
-    return gpu_session(tmp_path_factory.mktemp("gpu_rehearsal"), REHEARSE="1", TOTAL_S="400")

@@ -89,7 +89,6 @@ def test_tf32_is_opt_in_and_part_of_the_key_on_cuda_only():
         experiment_params(small_params(tf32="yes"))
 
 
-
 def test_tf32_flags_are_restored_both_as_they_were(data):
     """fit_batch and fit_continual_batch switch TF32 for their call only: afterwards matmul's and
     cuDNN's flags are what they were (torch's defaults: matmul off, cuDNN on), also after a
@@ -492,40 +491,6 @@ def test_cli_select_retrain_assess_on_torch_cpu_agree_with_cpu(tmp_path):
             assert ra["seeds"] == rb["seeds"] and ra["config"] == rb["config"]
             assert ra["communication"] == rb["communication"]
             np.testing.assert_allclose(rb["test_accuracy"], ra["test_accuracy"], atol=1e-3)
-
-
-def test_gpu_benchmark_smoke_mode_prints_every_case_and_the_projection(gpu_rehearsal, tmp_path):
-    """benchmarks/bench_gpu.py --smoke: the same code as on the GPU, tiny, on the CPU (the
-    rehearsal's `gpu` step, --smoke --ip-fused, and its `slice300` step, --smoke --slice 3)."""
-    from bench_smoke import smoke, step_records
-
-    lines, stdout = step_records(gpu_rehearsal[2], "gpu")
-    assert lines[0]["torch"] == torch.__version__ and lines[0]["device"] == "cpu"
-    cases = {r["case"]: r for r in lines if "case" in r}
-    assert not [r for r in cases.values() if "error" in r]
-    for name in ("state pass, 1 reservoir", "IP mini-batch, 1 reservoir", "IP mini-batches, 3 reservoirs",
-                 "3 reservoirs + ridge statistics", "IP epoch, 2 trials", "FedIP epoch, 2 trials",
-                 "IP epoch, 2 trials, fused IP sums",
-                 "CPU run_batch, 1 reservoir (all cores)", "cost wesad 400 units", "cost hhar 500 units"):
-        assert cases[name]["M_ws_per_s" if "cost" not in name else "ip_epoch_ns_per_ws"] > 0, name
-    # --ip-fused: the IP epoch once more with FUSED_SUMS on, that case only
-    assert cases["IP epoch, 2 trials, fused IP sums"]["fused_ip_sums"] is True
-    assert cases["IP epoch, 2 trials"]["fused_ip_sums"] is False
-    assert cases["FedIP epoch, 2 trials"]["fused_ip_sums"] is False
-    assert cases["IP epoch, 2 trials, fused IP sums"]["window_steps"] == cases["IP epoch, 2 trials"]["window_steps"]
-    assert cases["state pass, 1 reservoir"]["project_over_bare"] > 0
-    assert "Paper budget projected" in stdout and "| **all** |" in stdout
-    # --slice: paper-scale FedIP trials end to end through fit_batch, against the projection
-    lines, _ = step_records(gpu_rehearsal[2], "slice300")
-    rec = [r for r in lines if "paper slice" in json.dumps(r)][-1]
-    assert "error" not in rec and rec["trials"] == 3 and rec["seconds"] > 0 and rec["projected_seconds"] > 0
-    plan = [r for r in lines if r.get("case") == "slice plan"]  # written before the run
-    assert len(plan) == 1 and plan[0]["projected_seconds"] == rec["projected_seconds"]
-    # --time-limit: a run whose projection does not fit is not started (a timeout measures nothing)
-    lines, _ = smoke("bench_gpu.py", tmp_path / "gpu.jsonl", "--slice", "3", "--time-limit", "0")
-    rec = [r for r in lines if "paper slice" in json.dumps(r)][-1]
-    assert "does not fit" in rec["skipped"] and "seconds" not in rec
-    assert not [r for r in lines if r.get("case", "").startswith("slice group")]
 
 
 def test_fit_batch_samples_the_clients_of_fedip_rounds_as_the_numpy_path(data):

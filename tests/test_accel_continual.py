@@ -224,18 +224,6 @@ def test_cuda_continual_batch_equals_the_numpy_path(data, method):
         np.testing.assert_allclose(g.context_gain[:t], want.context_gain[:t], rtol=0, atol=1e-5)
 
 
-def test_continual_benchmark_smoke_mode_reports_every_method_and_its_projection(gpu_rehearsal):
-    """benchmarks/bench_continual.py --smoke (the rehearsal's `continual` step)."""
-    from bench_smoke import step_records
-
-    recs, stdout = step_records(gpu_rehearsal[2], "continual")
-    cases = {r["case"]: r for r in recs if "case" in r}
-    assert set(cases) == {"kernel prices", "fedclip-naive", "clip-replay", "fedclip-joint"}
-    for m in ("fedclip-naive", "clip-replay", "fedclip-joint"):
-        assert cases[m]["ip_window_steps"] > 0 and cases[m]["projected_seconds"] > 0
-    assert "| fedclip-joint |" in stdout
-
-
 def test_fedclip_clients_of_a_trial_share_the_ticks(data, monkeypatch):
     """A FedCLIP round's clients fit in threads of their own: their IP steps are answered in the
     same ticks (one batched step for all of them), and the result is still the numpy path's."""
@@ -302,19 +290,6 @@ def test_activation_densities_batch_the_models_and_equal_the_numpy_densities(dat
         # KL to a target within the bin-edge rounding above, tests/test_retrain_assess.py KL_RTOL)
         assert [t.n_values for t in g.totals] == [t.n_values for t in w.totals] != [0] * len(res)
         np.testing.assert_allclose(g.target_kl(0.0, 0.3), w.target_kl(0.0, 0.3), rtol=1e-3)
-
-
-def test_assess_benchmark_smoke_mode_reports_every_path_and_the_ratios(gpu_rehearsal):
-    """benchmarks/bench_assess.py --smoke: the script gpu_session.sh runs on the GPU, tiny, here
-    (the rehearsal's `assess` step)."""
-    from bench_smoke import step_records
-
-    recs, _ = step_records(gpu_rehearsal[2], "assess")
-    cases = {r["case"]: r for r in recs if "case" in r}
-    assert recs[0]["device"] == "torch-cpu" and recs[0]["retrains"] == 2
-    for name in ("numpy (scaled)", "batched", "bare recurrence"):
-        assert cases[name]["seconds"] > 0 and cases[name]["M_model_ws_per_s"] > 0, name
-    assert cases["ratios"]["batched_over_bare"] > 0 and cases["ratios"]["numpy_over_batched"] > 0
 
 
 @pytest.mark.parametrize("pool", ["context", "roster"])

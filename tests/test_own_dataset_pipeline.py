@@ -179,6 +179,8 @@ def _user_only_params(root: Path) -> Path:
     p.update(datasets=["mine"], continual_datasets=["mine"], study_datasets=[],
              embedded={"synthesize": {}, "preprocess": {}})  # docs/own-data.md: no embedded data written
     p["assess"]["activation_datasets"] = []  # docs/own-data.md: the papers' datasets only have activation densities
+    # one validation user of 6: privacy.config public needs two (docs/own-data.md), select runs it
+    p["privacy"]["config"] = "select"
     return write_params(root, p)
 
 

@@ -155,7 +155,7 @@ def test_the_cli_reads_params_once_and_passes_the_parsed_objects(monkeypatch, tm
     def fake_privacy(ds, pp, exp, **kw):
         seen["privacy"] = (pp, exp)
         return {"relation": pp.relation, "delta": 0.1, "n_users": 3, "accountant": "dp-accounting PLD",
-                "methods": {"incfed": {"epsilons": {"inf": {"test_accuracy": [0.5]}}}}}
+                "configuration": {"mode": "select"}, "methods": {"incfed": {"epsilons": {"inf": {"test_accuracy": [0.5]}}}}}
 
     monkeypatch.setattr(params_module, "load_params", counting_load)  # the commands import it when they run
     monkeypatch.setattr(assess_stage, "run", fake_assess)
