@@ -34,12 +34,14 @@ repro: install $(FLOWER_VENV)/.installed
 
 # The whole suite: the package's tests, then the Flower apps' tests in their own environment.
 test: install-test $(FLOWER_VENV)/.installed
-	$(PY) -m pytest -q --durations=25  # the 25 slowest tests close the log: where the suite's time goes
+	# Two workers (pytest-xdist), a test file to one worker: its module fixtures are built once.
+	# The 25 slowest tests close the log: where the suite's time goes.
+	$(PY) -m pytest -q -n 2 --dist loadfile --durations=25
 	PYTHONPATH="$(CURDIR)" $(FLOWER_VENV)/bin/python -m pytest -q -p no:cacheprovider tests_flower
 
 # The unit tests only: no pipeline, Ray, SIGKILL or DVC runs (markers in pyproject.toml).
 test-fast: install-test
-	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q -n 2 --dist loadfile -m "not slow"
 
 # The Flower apps (esnfed_flower/) in their own environment: flwr's pins clash with ours
 # (docs/flower-apps.md, "Flower apps"); esnfed_core comes from the source tree.
