@@ -147,10 +147,11 @@ def flower_table(
 @handle_errors
 def flower_export(
     dataset: DeclaredOpt,
-    flower_app: Annotated[str, typer.Option("--app", metavar="[" + "|".join(layout.FLOWER_APPS) + "]",
-                                            help="The app to run with `flwr run esnfed_flower/app`: "
-                                            + ", ".join(layout.FLOWER_APPS) + ".")] = "incfed",
-    secagg: Annotated[bool, typer.Option("--secagg", help="The run config of the SecAgg+ app (incfed, fedip).")] = False,
+    flower_app: Annotated[str, typer.Option("--app", metavar="[incfed|fedip|fedavg|fedclip-naive|fedclip-replay]",
+                                            help="The app to run with `flwr run esnfed_flower/app`: incfed, fedip, "
+                                            "fedavg, fedclip-naive or fedclip-replay.")] = "incfed",
+    secagg: Annotated[bool, typer.Option("--secagg", help="The run config of the SecAgg+ app (incfed, fedip, "
+                                         "fedclip-naive, fedclip-replay).")] = False,
     pct: Annotated[Share, typer.Option("--pct", help="The training share of the selected config.")] = Share.p100,
     params: Annotated[Path, typer.Option("--params", help="The params file (budgets.*, readout.*, plasticity.*, "
                                          "seed).")] = Path("params.yaml"),

@@ -1,7 +1,8 @@
 """The apps through Flower's own tooling: `esnfed flower-export` writes a share's deployment inputs,
-`flwr run esnfed_flower/app` runs them, on a SuperLink in simulation mode (the Simulation Engine)
-and on a SuperLink with four SuperNode processes on loopback sockets, each SuperNode reading only
-its own client's file (--node-config). The readout is the pipeline trial's of the same config and
+`flwr run esnfed_flower/app` runs them on a SuperLink in simulation mode (the Simulation Engine:
+IncFed, FedIP, FedAvg, FedCLIP naive and replay, and IncFed through SecAgg+) and on a SuperLink
+with four SuperNode processes on loopback sockets (IncFed, FedIP), each SuperNode reading only its
+own client's file (--node-config). The readout is the pipeline trial's of the same config and
 seed: equal bits for the plain apps (one BLAS thread everywhere, as tests_flower/conftest.py's),
 within SecAgg+'s quantization through SecAgg+. Every process is started here, on free ports chosen
 at run time, and stopped in a finally; every wait is bounded."""
@@ -55,8 +56,8 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def exports(tmp_path_factory) -> dict:
-    """One dataset, the selected IncFed, FedIP and FedAvg configs and their exports (IncFed and
-    FedIP also through SecAgg+): {(app, secagg): folder}."""
+    """One dataset, the selected IncFed, FedIP, FedAvg and FedCLIP (naive, replay) configs and their
+    exports (IncFed and FedIP also through SecAgg+): {(app, secagg): folder}."""
     root = tmp_path_factory.mktemp("flwr-run")
     make_dataset(root)
     write_params(root, small_params())
@@ -67,6 +68,11 @@ def exports(tmp_path_factory) -> dict:
             folder = root / f"export-{app}{'-secagg' if secagg else ''}"
             _esnfed(root, "flower-export", "--app", app, *(["--secagg"] if secagg else []), "--out", str(folder))
             out[(app, secagg)] = folder
+    for strategy in ("naive", "replay"):  # FedCLIP, plain
+        _esnfed(root, "select", "--algo", "fedclip", "--strategy", strategy)
+        folder = root / f"export-fedclip-{strategy}"
+        _esnfed(root, "flower-export", "--app", f"fedclip-{strategy}", "--out", str(folder))
+        out[(f"fedclip-{strategy}", False)] = folder
     return out
 
 
@@ -146,6 +152,12 @@ def _check(export: Path, got: np.ndarray) -> None:
                     np.testing.assert_allclose(f[k], p[k], **tol)
                 else:
                     np.testing.assert_array_equal(f[k], p[k])
+    if "pipeline_contexts" in expected:  # FedCLIP: the model after every context, not only the last
+        with (np.load(str(export / "flower-readout.npy") + ".contexts.npz") as f,
+              np.load(export / "pipeline-contexts.npz") as p):
+            assert p["readout"].shape[0] > 1
+            for k in ("gain", "bias", "readout"):
+                np.testing.assert_array_equal(f[k], p[k])
 
 
 def test_export_writes_one_file_and_node_config_per_client(exports):
@@ -165,7 +177,8 @@ def test_export_writes_one_file_and_node_config_per_client(exports):
 def test_flwr_run_in_the_simulation_engine_equals_the_pipeline(exports, tmp_path):
     with _processes() as procs:
         _superlink(procs, tmp_path / "home", simulation=True)
-        for key in (("incfed", False), ("fedip", False), ("fedavg", False), ("incfed", True)):
+        for key in (("incfed", False), ("fedip", False), ("fedavg", False), ("fedclip-naive", False),
+                    ("fedclip-replay", False), ("incfed", True)):
             _check(exports[key], _flwr_run(tmp_path / "home", exports[key], "--federation-config",
                                            "num-supernodes=4"))
 
