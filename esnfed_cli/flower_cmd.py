@@ -141,3 +141,39 @@ def flower_table(
                          f"(run `esnfed flower` or `dvc repro flower` first)")
     write_text(out, flower_stage.render_table(docs))
     console.print(f"{out}: {len(docs)} runs", highlight=False, markup=False, soft_wrap=True)
+
+
+@app.command("flower-export")
+@handle_errors
+def flower_export(
+    dataset: DeclaredOpt,
+    flower_app: Annotated[str, typer.Option("--app", metavar="[incfed|fedip|fedavg|fedclip-naive|fedclip-replay]",
+                                            help="The app to run with `flwr run esnfed_flower/app`: incfed, fedip, "
+                                            "fedavg, fedclip-naive or fedclip-replay.")] = "incfed",
+    secagg: Annotated[bool, typer.Option("--secagg", help="The run config of the SecAgg+ app (incfed, fedip, "
+                                         "fedclip-naive, fedclip-replay).")] = False,
+    pct: Annotated[Share, typer.Option("--pct", help="The training share of the selected config.")] = Share.p100,
+    params: Annotated[Path, typer.Option("--params", help="The params file (budgets.*, readout.*, plasticity.*, "
+                                         "seed).")] = Path("params.yaml"),
+    data_dir: Annotated[Path, typer.Option("--data-dir", help="Root of processed/ and partitions/.")] = Path("data"),
+    runs_dir: Annotated[Path, typer.Option("--runs-dir", help="Root of select/ (best.json).")] = Path("runs"),
+    out: Annotated[Path, typer.Option("--out", help="The folder to write (replaced as a whole when it "
+                                      "exists): clients/, node-config.txt, run-config.toml, expected.json.")]
+    = Path("runs/flower-export"),
+) -> None:
+    """Export one app's deployment inputs for Flower's own tooling (`flwr run`, flower-supernode).
+
+    Per training user its data file and its --node-config line, the run config of the selected
+    config (runs/select/.../best.json) and the pipeline's result of the same seed to compare
+    with (docs/flower-deploy.md)."""
+    from esnfed_stages import flower_export as export_stage
+    from esnfed_stages.params import load_params
+
+    loaded = load_params(params)
+    dataset = declared_dataset(loaded, dataset)
+    doc = export_stage.export(dataset, flower_app, secagg, pct.value, loaded, out, data_dir=data_dir,
+                              runs_dir=runs_dir)
+    console.print(f"{out}: {doc['num-clients']} clients, {flower_app}{' + SecAgg+' if secagg else ''}, "
+                  f"λ = {doc['lambda']:g}, pipeline test accuracy {100 * doc['pipeline_test_accuracy']:.2f}; "
+                  f"run it with `flwr run esnfed_flower/app -c {out / 'run-config.toml'}`",
+                  highlight=False, markup=False, soft_wrap=True)

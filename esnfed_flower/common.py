@@ -41,12 +41,17 @@ def from_record(record: ArrayRecord) -> dict[str, np.ndarray]:
 CONFIG_ENV = "ESNFED_FLOWER_RUN"  # a JSON file of run config (run_simulation takes none)
 
 
+UNSET = ""  # a key the app project declares (Flower accepts only declared keys) but leaves unset
+
+
 def run_config(context: Any) -> dict[str, Any]:
-    """The run config: the JSON file named by $ESNFED_FLOWER_RUN, then `flwr run`'s on top."""
+    """The run config: the JSON file named by $ESNFED_FLOWER_RUN, then `flwr run`'s on top, without
+    the keys left unset ("": esnfed_flower/app/pyproject.toml declares every key the apps read,
+    and an absent key keeps its meaning)."""
     out: dict[str, Any] = {}
     if os.environ.get(CONFIG_ENV):
         out.update(json.loads(Path(os.environ[CONFIG_ENV]).read_text()))
-    out.update(dict(context.run_config))
+    out.update({k: v for k, v in dict(context.run_config).items() if v != UNSET})
     return out
 
 
@@ -61,7 +66,11 @@ def partition(context: Any, partition_id: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def partition_file(context: Any, partition_id: int) -> Path:
-    """<data-dir>/client-<id>.npz, data-dir from the node config, else from the run config."""
+    """The node config's ``data-file`` (a SuperNode started with its own client's file, as
+    `esnfed flower-export` writes its --node-config line), else <data-dir>/client-<id>.npz,
+    data-dir from the node config, else from the run config."""
+    if context.node_config.get("data-file"):
+        return Path(str(context.node_config["data-file"]))
     data_dir = context.node_config.get("data-dir") or run_config(context)["data-dir"]
     return Path(str(data_dir)) / f"client-{partition_id}.npz"
 
