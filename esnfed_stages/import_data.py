@@ -602,6 +602,10 @@ def _imported(dataset: str, p: ImportParams, files: list[tuple[Path, str]], out:
                 yield from each_user(f)
             if len(short) == len(spill.pieces):
                 raise DataError(no_user_left(cuts, p))
+            if p.context and (empty := [c for c, n in zip(contexts, windows) if n == 0]):
+                raise DataError(f"{p.source}: context {quote(empty[0], QUOTED)} of {p.name('context')} has rows but "
+                                f"no whole window in any user (too few rows in one run); drop its rows or shorten "
+                                f"{p.name('window')}")
 
         def each_user(f):
             for user in sorted(spill.pieces, key=_natural):
@@ -614,8 +618,10 @@ def _imported(dataset: str, p: ImportParams, files: list[tuple[Path, str]], out:
                 if data is None:
                     short.append(user)
                     continue
+                windows[:] += np.bincount(data.context.astype(np.int64), minlength=len(contexts))
                 yield user, data, {"sources": sorted(spill.sources[user])}
 
+        windows = np.zeros(len(contexts), dtype=np.int64)  # of each context, over the users
         described = {"feature_names": list(p.features), "classes": classes, "context_names": contexts}
         root = Path(p.source) if Path(p.source).is_dir() else Path(p.source).parent
         settings = {k: (list(v) if isinstance(v, tuple) else v) for k, v in p.recorded().items()}
@@ -657,10 +663,10 @@ def no_user_left(cuts: Mapping[str, Cuts], p: ImportParams) -> str:
     user, longest = max(((u, c.longest) for u, c in cuts.items()), key=lambda t: t[1])
     unit = {"s": "seconds", "ms": "milliseconds", "us": "microseconds", "ns": "nanoseconds"}[p.time_unit]
     return (f"{p.source}: no user has a whole window of {_seconds(p.window, p.rate)} in a run of one context "
-            f"without a gap (the longest: {longest:.3g} s, user {quote(user)}); is {p.name('time_unit')} right (the "
-            f"time column is read in {unit}{'' if 'time_unit' in p.given else ': --time-unit'})? else shorten "
+            f"without a gap (longest: {longest:.3g} s, user {quote(user, QUOTED)}); is {p.name('time_unit')} right "
+            f"(time read in {unit}{'' if 'time_unit' in p.given else ': --time-unit'})? else shorten "
             f"{p.name('window')}"
-            + (f" or raise {p.name('max_gap')} (gaps split the runs)" if any(c.gaps for c in cuts.values()) else ""))
+            + (f" or raise {p.name('max_gap')} (gaps cut the runs)" if any(c.gaps for c in cuts.values()) else ""))
 
 
 def _listed(items: list[str], most: int = 5, sep: str = ", ") -> str:

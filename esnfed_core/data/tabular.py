@@ -189,7 +189,7 @@ def user_windows(rows: Rows, window: int, rate: float | None, max_gap: float | N
                 continue
             if rate is not None and n > MAX_UPSAMPLE * (b - a):
                 raise DataError(f"the {b - a} rows from time {time[a]:.6g} s to {time[b - 1]:.6g} s (one context, "
-                                f"no gap over {limit:.6g} s) span {float(n):.6g} steps at {rate:.6g} Hz, over "
+                                f"no gap over {limit:.6g} s) span {np.floor(float(time[b - 1] - time[a]) * rate) + 1:.6g} steps at {rate:.6g} Hz, over "
                                 f"{MAX_UPSAMPLE} per "
                                 "row: a time far off? (check the time column and time_unit)")
             f, y = (feats[a:b], label[a:b]) if rate is None else resample(time[a:b], feats[a:b], label[a:b], rate)
