@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # pandas is imported by the functions that read (every esnfed
 
 from esnfed_core.data.npz import MAX_EXPANSION, SLACK_BYTES, npz_names, read_npz
 from esnfed_core.data.paths import check_input
-from esnfed_core.data.processed import UserData
+from esnfed_core.data.processed import MAX_USER_CHARS, UserData
 from esnfed_core.data.import_options import MISSING, TIME_UNITS
 from esnfed_core.data.tabular import Cuts, Rows, user_windows
 from esnfed_core.errors import ConfigError, DataError
@@ -46,7 +46,6 @@ _PLAIN = re.compile(r"[A-Za-z0-9_-]+")  # a user name: it becomes a file name
 # file, row or column that crosses it, before memory or the file system pay for it.
 MAX_CODES = 127  # distinct classes, and contexts: the contract stores them as int8
 MAX_USERS = 100_000  # each user becomes a file of the output folder
-MAX_USER_CHARS = 64  # a user id becomes a file name (<user>.npz, well under NAME_MAX)
 MAX_COLUMNS = 10_000  # columns of a CSV header (names of a Parquet schema or an .npz)
 MAX_HEADER_BYTES = 1 << 20  # bytes of a CSV's header line
 MAX_FIELD_CHARS = 10_000  # characters of one field of a wanted column

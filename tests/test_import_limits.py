@@ -6,6 +6,7 @@ whose cost does not grow with users times rows."""
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import signal
@@ -265,3 +266,21 @@ def test_spilling_a_chunk_costs_no_scan_per_user(tmp_path):
         rows = spill.rows("u123", np.arange(2), np.zeros(1, np.int64), f)
     np.testing.assert_array_equal(rows.time, [0.0, 1.0])
     np.testing.assert_array_equal(rows.features[:, 0], [123 % 7, 123 % 5])
+
+
+def test_check_data_lines_stay_short_whatever_the_user_names(tmp_path):
+    """Before: a 400-character user name was quoted whole in each of three lines (up to 1,067
+    characters)."""
+    folder = tmp_path / "f"
+    folder.mkdir()
+    long_name = "u" * 400
+    manifest = {"dataset": "x", "window": 1, "n_features": 1, "feature_names": ["a"], "classes": ["a", "b"],
+                "n_classes": 2, "context_names": ["all"], "n_contexts": 1,
+                "users": {long_name: {"file": "z" * 300, "sha256": "0", "windows": 1, "windows_per_context": [1],
+                                      "class_counts": [1, 0]}}}
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    problems = check_folder(folder)
+    assert len(problems) == 1, problems
+    assert problems[0].startswith(f"{folder / 'manifest.json'}: a user name of 400 characters, 'uuu")
+    assert problems[0].endswith(f"...(400 in all) (at most {MAX_USER_CHARS}: it becomes a file name)")
+    assert all(len(line) <= LINE for line in problems)

@@ -107,6 +107,10 @@ def load_user(directory: str | Path, user: str, *, lazy: bool = False) -> UserDa
         raise DataError(f"{path}: {brief(exc)}") from None
 
 
+# The longest user name of the contract: it becomes a file name (<user>.npz, well under NAME_MAX).
+MAX_USER_CHARS = 64
+
+
 def save_user(path: str | Path | IO[bytes], data: UserData) -> None:
     """Write one user's windows as an uncompressed .npz (the caller makes it atomic); ``path`` may
     be a binary file object (the same bytes as written to a file)."""
