@@ -44,8 +44,9 @@ class _OneLineUsage(_Command):
 
 def _usage_line(exc: UsageError, command: str | None) -> None:
     message = " ".join(exc.format_message().split())
-    err_console.print(f"[bold red]error:[/] {escape(message)} (see `esnfed {command} --help`)",
-                      highlight=False, soft_wrap=True)
+    usage = " ".join(exc.ctx.get_usage().split()).removeprefix("Usage: ") if exc.ctx is not None else ""
+    err_console.print(f"[bold red]error:[/] {escape(message)} ({escape(usage) + '; ' if usage else ''}"
+                      f"see `esnfed {command} --help`)", highlight=False, soft_wrap=True)
     raise typer.Exit(EXIT_USAGE)
 
 

@@ -188,7 +188,7 @@ def test_option_errors_are_one_line_in_one_style(tmp_path, option, value, proble
     res = _cli(tmp_path, str(tmp_path / "r.csv"), *[t for kv in args.items() for t in kv])
     assert res.exit_code == 2, res.output
     line = _one_line(res.stderr)
-    assert line.startswith(f"error: {problem}") and line.endswith("(see `esnfed import --help`)"), line
+    assert line.startswith(f"error: {problem}") and line.endswith("(esnfed import [OPTIONS] [SOURCE]; see `esnfed import --help`)"), line
     assert not (tmp_path / "out").exists()
 
 
