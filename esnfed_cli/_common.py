@@ -3,14 +3,18 @@ exit codes) and the consoles."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import inspect
+import math
 import os
 import re
+import signal
+import threading
 import traceback
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import Callable, Iterator, TypeVar
 
 import typer
 from rich.console import Console
@@ -122,14 +126,45 @@ def handle_errors(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+class _Terminated(BaseException):
+    """SIGTERM inside ``cleanup_on_sigterm`` (a BaseException: no ``except Exception`` swallows it)."""
+
+
+@contextlib.contextmanager
+def cleanup_on_sigterm(command: str) -> Iterator[None]:
+    """For the block, SIGTERM unwinds the stack like an exception instead of ending the process
+    where it stands, so every ``finally`` runs (temporary folders are removed, locks released);
+    then one line and exit 143 (128 + SIGTERM), as a process killed by the signal would have."""
+    if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
+        yield
+        return
+
+    def stop(signum, frame):
+        raise _Terminated()
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    except _Terminated:
+        signal.signal(signal.SIGTERM, previous)
+        err_console.print(f"[bold red]error:[/] `esnfed {command}` stopped by SIGTERM; its temporary files were "
+                          "removed and earlier outputs are untouched", highlight=False, soft_wrap=True)
+        raise typer.Exit(128 + signal.SIGTERM) from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def in_range(low: float | None = None, high: float | None = None, *, low_open: bool = False,
-             high_open: bool = False, not_zero: bool = False) -> Callable:
-    """An option callback: a value outside [low, high] (or (low, high) where open), or 0 with
-    ``not_zero``, is a usage error (exit 2) naming the option, before params.yaml is read."""
+             high_open: bool = False, not_zero: bool = False, finite: bool = False) -> Callable:
+    """An option callback: a value outside [low, high] (or (low, high) where open), 0 with
+    ``not_zero``, or nan or infinity with ``finite``, is a usage error (exit 2) naming the option,
+    before params.yaml is read."""
 
     def callback(value):
         if value is None:
             return value
+        if finite and not math.isfinite(value):
+            raise typer.BadParameter(f"must be a finite number, got {value}")
         if (low is not None and (value <= low if low_open else value < low)) or (
             high is not None and (value >= high if high_open else value > high)
         ):

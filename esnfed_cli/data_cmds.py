@@ -123,6 +123,11 @@ def preprocess(
     console.print(manifest_table(manifest, out / dataset))
 
 
+# Users the summary lists one row each (the rest in one line; "all" counts every user): tens of
+# thousands of rows took longer to print than to import.
+TABLE_USERS = 50
+
+
 def manifest_table(manifest: dict, folder: Path) -> Table:
     """The summary of a processed folder (preprocess, import): windows per user and context, class shares."""
     classes = manifest["classes"]
@@ -134,11 +139,14 @@ def manifest_table(manifest: dict, folder: Path) -> Table:
     table.add_column(escape("per context (" + ", ".join(manifest["context_names"]) + ")"), justify="right")
     table.add_column(escape("class shares (" + ", ".join(classes) + ")"), justify="right")
     totals = [0] * len(classes)
-    for user, entry in manifest["users"].items():
+    for i, (user, entry) in enumerate(manifest["users"].items()):
         counts = entry["class_counts"]
         totals = [a + b for a, b in zip(totals, counts)]
-        table.add_row(user, str(entry["windows"]), " ".join(map(str, entry["windows_per_context"])),
-                      " ".join(f"{c / max(sum(counts), 1):.0%}" for c in counts))
+        if i < TABLE_USERS:
+            table.add_row(user, str(entry["windows"]), " ".join(map(str, entry["windows_per_context"])),
+                          " ".join(f"{c / max(sum(counts), 1):.0%}" for c in counts))
+    if len(manifest["users"]) > TABLE_USERS:
+        table.add_row(f"... {len(manifest['users']) - TABLE_USERS} more", "", "", "")
     all_windows = sum(e["windows"] for e in manifest["users"].values())
     table.add_row("[bold]all", f"[bold]{all_windows}", "",
                   " ".join(f"{c / max(sum(totals), 1):.0%}" for c in totals))

@@ -10,14 +10,47 @@ from typing import Annotated, Literal, Optional
 import typer
 from rich.markup import escape
 
-from esnfed_cli._common import EXIT_FAILURE, console, dataset_option, err_console, fail, handle_errors, in_range
+# Typer (0.29, pinned) raises the usage errors of the click it vendors, not of a click installed beside it.
+from typer._click.exceptions import UsageError
+
+from esnfed_cli._common import (EXIT_FAILURE, cleanup_on_sigterm, console, dataset_option, err_console, fail,
+                                handle_errors, in_range)
 from esnfed_cli.data_cmds import data_progress, manifest_table
-from esnfed_cli.app import app
+from esnfed_cli.app import _Command, app
 from esnfed_core.data.import_options import MISSING, TIME_UNITS
 from esnfed_stages import layout
 
 
-@app.command("check-data")
+# Exit code of a usage error, as click's own.
+EXIT_USAGE = 2
+
+
+class _OneLineUsage(_Command):
+    """A usage error (a bad or missing option or argument) as one line ``error: ...`` and exit 2,
+    in the style of the command's other failures, instead of click's boxed usage text."""
+
+    def make_context(self, info_name, args, parent=None, **extra):
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except UsageError as exc:
+            _usage_line(exc, info_name)
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except UsageError as exc:
+            _usage_line(exc, ctx.info_name)
+
+
+def _usage_line(exc: UsageError, command: str | None) -> None:
+    message = " ".join(exc.format_message().split())
+    usage = " ".join(exc.ctx.get_usage().split()).removeprefix("Usage: ") if exc.ctx is not None else ""
+    err_console.print(f"[bold red]error:[/] {escape(message)} ({escape(usage) + '; ' if usage else ''}"
+                      f"see `esnfed {command} --help`)", highlight=False, soft_wrap=True)
+    raise typer.Exit(EXIT_USAGE)
+
+
+@app.command("check-data", cls=_OneLineUsage)
 @handle_errors
 def check_data(
     folder: Annotated[Path, typer.Argument(help="A processed folder: manifest.json and <user>.npz files.")],
@@ -47,7 +80,7 @@ def _split(value: Optional[str]) -> Optional[list[str]]:
     return None if value is None else [v.strip() for v in value.split(",") if v.strip()]
 
 
-@app.command("import")
+@app.command("import", cls=_OneLineUsage)
 @handle_errors
 def import_(
     source: Annotated[Optional[Path], typer.Argument(
@@ -64,12 +97,12 @@ def import_(
     time_unit: Annotated[Optional[Literal[tuple(TIME_UNITS)]], typer.Option(  # type: ignore[misc]
         "--time-unit", help="Unit of the time column: s, ms, us or ns (default: s).")] = None,
     rate: Annotated[Optional[float], typer.Option(
-        "--rate", callback=in_range(0.0, low_open=True),
+        "--rate", callback=in_range(0.0, low_open=True, finite=True),
         help="Resample to this rate (Hz, > 0); default: the rows as they are.")] = None,
     window: Annotated[Optional[int], typer.Option(
         "--window", min=1, help="Steps per window (required unless imports.<dataset> gives it).")] = None,
     max_gap: Annotated[Optional[float], typer.Option(
-        "--max-gap", callback=in_range(0.0, low_open=True),
+        "--max-gap", callback=in_range(0.0, low_open=True, finite=True),
         help="Seconds between two rows of one context beyond which the recording is cut there, not filled "
         "in (default: 5 sampling intervals, at least 1 s).")] = None,
     missing: Annotated[Optional[Literal[tuple(MISSING)]], typer.Option(  # type: ignore[misc]
@@ -108,13 +141,20 @@ def import_(
     To run it through the pipeline, declare it in params.yaml (datasets, imports.mystudy,
     partition.mystudy, budgets.*.space.mystudy; see the `example` dataset there) and run dvc repro.
     """
+    with cleanup_on_sigterm("import"):  # a stopped import leaves no scratch folder behind
+        _import(source, dataset, features, user, time, label, context, time_unit, rate, window, max_gap, missing,
+                classes, contexts, drop_labels, out, params)
+
+
+def _import(source, dataset, features, user, time, label, context, time_unit, rate, window, max_gap, missing,
+            classes, contexts, drop_labels, out, params) -> None:
     from esnfed_stages import import_data as import_stage
     from esnfed_stages._datasets import check_own_name
     from esnfed_stages.params import load_params
 
+    dataset_option(check_own_name, "--dataset", dataset)  # before imports.<dataset> is read (run checks it too)
     # the default params.yaml may be absent; a file given by --params, or anything at the path (a
     # folder, a FIFO: load_params names it), is read
-    dataset_option(check_own_name, "--dataset", dataset)  # before imports.<dataset> is read (run checks it too)
     p = load_params(params) if os.path.lexists(params) or params != layout.PARAMS_FILE else {}
     declared = (p.get("imports") or {}).get(dataset, {})
     for name, value in (("source", source), ("--features", features), ("--window", window)):

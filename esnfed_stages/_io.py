@@ -61,9 +61,36 @@ def fsync_dir(folder: str | os.PathLike) -> None:
         os.close(fd)
 
 
+# A folder of more files than this is made durable with one syncfs(2) of its file system (Linux)
+# rather than an fsync per file: an import of 50,000 users spent most of its time in fsyncs.
+_SYNCFS_FILES = 64
+
+
+def _syncfs(folder: Path) -> bool:
+    """syncfs(2) on ``folder``'s file system; False where the system has none."""
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).syncfs
+    except (OSError, AttributeError):
+        return False
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        if fn(fd) != 0:
+            err = ctypes.get_errno()
+            if err in (errno.ENOSYS, errno.EINVAL):
+                return False
+            raise OSError(err, os.strerror(err), str(folder))
+    finally:
+        os.close(fd)
+    return True
+
+
 def _fsync_tree(path: Path) -> None:
-    """fsync a file, or every file and folder under a folder (deepest first)."""
+    """fsync a file, or every file and folder under a folder (deepest first; a folder of many
+    files: one syncfs)."""
     if path.is_symlink():
+        return
+    if path.is_dir() and sum(1 for _ in zip(range(_SYNCFS_FILES + 1), path.iterdir())) > _SYNCFS_FILES \
+            and _syncfs(path):
         return
     if not path.is_dir():
         fd = os.open(path, os.O_RDONLY)
@@ -151,10 +178,24 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def clean_stale_tmp(folder: str | os.PathLike) -> list[Path]:
-    """Remove this package's temporaries in ``folder`` whose writing process no longer runs.
+@contextlib.contextmanager
+def scratch_folder(path: str | os.PathLike) -> Iterator[Path]:
+    """A scratch folder beside ``path``, named as atomic_path's temporaries (so ``clean_stale_tmp``
+    reclaims it after a run killed outright), removed when the block ends, however it ends."""
+    tmp = _tmp_sibling(Path(path))
+    tmp.mkdir()
+    try:
+        yield tmp
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
-    Call it only while holding ``output_lock`` on the folder. Other files are never touched.
+
+def clean_stale_tmp(folder: str | os.PathLike, prefix: str = "") -> list[Path]:
+    """Remove this package's temporaries in ``folder`` (those whose name starts with ``prefix``)
+    whose writing process no longer runs.
+
+    Call it only while holding ``output_lock`` on the folder, or on the output the temporaries
+    named by ``prefix`` belong to. Other files are never touched.
     """
     folder = Path(folder)
     removed = []
@@ -162,7 +203,7 @@ def clean_stale_tmp(folder: str | os.PathLike) -> list[Path]:
         return removed
     for p in folder.iterdir():
         m = _TMP.match(p.name)
-        if m is None or int(m.group(1)) == os.getpid() or _pid_alive(int(m.group(1))):
+        if m is None or not p.name.startswith(prefix) or int(m.group(1)) == os.getpid() or _pid_alive(int(m.group(1))):
             continue
         if p.is_dir() and not p.is_symlink():
             shutil.rmtree(p, ignore_errors=True)

@@ -19,7 +19,7 @@ import numpy as np
 from esnfed_core.data.jsonfile import read_json
 from esnfed_core.data.npz import npz_names, read_npz
 from esnfed_core.data.paths import check_input, path_problem
-from esnfed_core.data.processed import MANIFEST, load_manifest
+from esnfed_core.data.processed import MANIFEST, MAX_USER_CHARS, load_manifest
 from esnfed_core.errors import DataError
 from esnfed_core.quote import quote
 from esnfed_core.vocabulary import DATASETS
@@ -129,7 +129,7 @@ def _entry(path: Path, user: str, entry: Any, k: int | None, c: int | None) -> l
         elif not isinstance(entry[key], typ) or (typ is int and not _is_int(entry[key])):
             out.append(f"{where}.{key} has the wrong type: {quote(entry[key])}")
     if isinstance(entry.get("file"), str) and entry["file"] != f"{user}.npz":
-        out.append(f"{where}.file is {quote(entry['file'])}, expected '{user}.npz'")
+        out.append(f"{where}.file is {quote(entry['file'], 40)}, expected '{user}.npz'")
     if isinstance(entry.get("sha256"), str) and not _SHA.fullmatch(entry["sha256"]):
         out.append(f"{where}.sha256 is not 64 lowercase hex digits: {quote(entry['sha256'])}")
     for key, n in (("windows_per_context", k), ("class_counts", c)):
@@ -225,8 +225,12 @@ def check_folder(folder: str | Path) -> list[str]:
     k = len(manifest["context_names"]) if isinstance(manifest.get("context_names"), list) else None
     c = len(manifest["classes"]) if isinstance(manifest.get("classes"), list) else None
     for user, entry in users.items():
+        if len(user) > MAX_USER_CHARS:  # its lines would quote it whole, and its file name may not exist
+            out.append(f"{path}: a user name of {len(user)} characters, {quote(user, 40)} (at most "
+                       f"{MAX_USER_CHARS}: it becomes a file name)")
+            continue
         if not _PLAIN.fullmatch(user):
-            out.append(f"{path}: user {quote(user)} is not a plain name (letters, digits, _ or -)")
+            out.append(f"{path}: user {quote(user, 40)} is not a plain name (letters, digits, _ or -)")
             continue
         problems = _entry(path, user, entry, k, c)
         out += problems

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import csv
 import re
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
@@ -26,7 +25,7 @@ if TYPE_CHECKING:  # pandas is imported by the functions that read (every esnfed
 
 from esnfed_core.data.npz import MAX_EXPANSION, SLACK_BYTES, npz_names, read_npz
 from esnfed_core.data.paths import check_input
-from esnfed_core.data.processed import UserData
+from esnfed_core.data.processed import MAX_USER_CHARS, UserData
 from esnfed_core.data.import_options import MISSING, TIME_UNITS
 from esnfed_core.data.tabular import Cuts, Rows, user_windows
 from esnfed_core.errors import ConfigError, DataError
@@ -34,7 +33,7 @@ from esnfed_core.quote import brief, quote
 from esnfed_core.validation import Bound, ParameterError
 from esnfed_stages._datasets import check_own_name
 from esnfed_stages.preprocess import DEFAULT_OUT, write_processed
-from esnfed_stages._io import made_folder
+from esnfed_stages._io import clean_stale_tmp, made_folder, output_lock, scratch_folder
 
 FORMATS = ("auto", "csv", "parquet", "npz")
 SUFFIXES = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet", ".npz": "npz"}
@@ -43,6 +42,17 @@ SUFFIXES = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet", ".npz": "npz
 BOUNDS = {"window": Bound(integer=True, low=1), "rate": Bound(low=0.0, low_open=True),
           "max_gap": Bound(low=0.0, low_open=True), "chunk_rows": Bound(integer=True, low=1)}
 _PLAIN = re.compile(r"[A-Za-z0-9_-]+")  # a user name: it becomes a file name
+# Bounds checked as the input is read (docs/data-contract.md §5, "Limits"): each is refused at the
+# file, row or column that crosses it, before memory or the file system pay for it.
+MAX_CODES = 127  # distinct classes, and contexts: the contract stores them as int8
+MAX_USERS = 100_000  # each user becomes a file of the output folder
+MAX_COLUMNS = 10_000  # columns of a CSV header (names of a Parquet schema or an .npz)
+MAX_HEADER_BYTES = 1 << 20  # bytes of a CSV's header line
+MAX_FIELD_CHARS = 10_000  # characters of one field of a wanted column
+# Cells (rows x header columns) of one chunk read from a CSV: a wide header reads fewer rows per
+# chunk, so memory follows the input's size, not chunk_rows times the columns the header declares.
+CHUNK_CELLS = 2_000_000
+QUOTED = 40  # characters of a cell value an error quotes (the line stays short whatever the cell)
 # How a message names a value given on the command line (`esnfed import`), not in params.yaml
 CLI_NAMES = {"source": "argument SOURCE"}
 
@@ -187,10 +197,13 @@ def input_files(p: ImportParams) -> list[tuple[Path, str]]:
 
 def _missing_columns(file: Path, have: list[str], want: list[str], hint: str = "") -> None:
     """A wanted column absent, or named twice in the header (which one would be read?): DataError."""
+    if len(have) > MAX_COLUMNS:
+        raise DataError(f"{file}: {len(have)} columns, over {MAX_COLUMNS}; expected the columns of a table")
     missing = [c for c in want if c not in have]
     if missing:
-        raise DataError(f"{file}: column {quote(missing[0])} not found (columns: {', '.join(map(str, have))[:300]})"
-                        + hint)
+        listed = ", ".join(map(str, have))
+        listed = listed if len(listed) <= 120 else listed[:120] + f"... ({len(have)} in all)"
+        raise DataError(f"{file}: column {quote(missing[0], QUOTED)} not found (columns: {listed})" + hint)
     twice = [c for c in want if have.count(c) > 1]
     if twice:
         raise DataError(f"{file}: column {quote(twice[0])} appears {have.count(twice[0])} times in the header")
@@ -216,34 +229,54 @@ def _delimiter_hint(header: list[str], p: ImportParams) -> str:
             if found else "")
 
 
+def _csv_header(file: Path, p: ImportParams) -> list[str]:
+    """The header row of a CSV, read from at most MAX_HEADER_BYTES bytes (a header of a million
+    names, or a file without a newline, is refused before it is parsed) and at most MAX_COLUMNS
+    names. Blank lines before it are skipped, as pandas does; a UTF-8 byte order mark is dropped."""
+    with open(file, "rb") as f:
+        raw = f.read(MAX_HEADER_BYTES + 1)
+    start = len(raw) - len(raw.lstrip(b"\r\n"))
+    end = raw.find(b"\n", start)
+    if end < 0:
+        if len(raw) > MAX_HEADER_BYTES:
+            raise DataError(f"{file}: the header (line 1) is longer than {MAX_HEADER_BYTES} bytes; expected a "
+                            "line of column names")
+        end = len(raw)
+    if not raw[start:end].strip():
+        raise DataError(f"{file}: the file is empty (expected a header row, then one row per sample)")
+    try:
+        text = raw[start:end].rstrip(b"\r").decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError:
+        raise _not_utf8(file) from None
+    if text.count(p.delimiter) >= MAX_COLUMNS:
+        raise DataError(f"{file}: the header has {text.count(p.delimiter) + 1} columns, over {MAX_COLUMNS}; "
+                        "expected a line of column names")
+    try:
+        return next(csv.reader([text], delimiter=p.delimiter, strict=True), [])
+    except csv.Error as exc:
+        raise DataError(f"{file}: cannot read the CSV header ({brief(exc)})") from None
+
+
 def _csv_chunks(file: Path, p: ImportParams) -> Iterator[Chunk]:
     import pandas as pd  # noqa: PLC0415 (see the module imports)
 
-    try:
-        # The header row as data: pandas would rename a repeated name (a, a.1), hiding the repeat.
-        head = pd.read_csv(file, nrows=1, header=None, sep=p.delimiter, dtype=str, keep_default_na=False,
-                           engine="c")
-        header = head.iloc[0].tolist() if len(head) else []
-    except UnicodeDecodeError:
-        raise _not_utf8(file) from None
-    except pd.errors.EmptyDataError:
-        raise DataError(f"{file}: the file is empty (expected a header row, then one row per sample)") from None
-    except (ValueError, pd.errors.ParserError) as exc:
-        raise DataError(f"{file}: cannot read the CSV header ({brief(exc)})") from None
+    # The header row read as text: pandas would rename a repeated name (a, a.1), hiding the repeat.
+    header = _csv_header(file, p)
     _missing_columns(file, header, p.columns, _delimiter_hint(header, p))
     first = 1
+    rows = max(1, min(p.chunk_rows, CHUNK_CELLS // max(len(header), 1)))
     try:
         # No usecols: with it pandas silently drops the fields of a row longer than the header, so a
         # decimal comma ("0,6") would shift that row's values; without it such a row is an error.
         reader = pd.read_csv(file, sep=p.delimiter, dtype=str, keep_default_na=False,
-                             chunksize=p.chunk_rows, engine="c", quoting=csv.QUOTE_MINIMAL)
+                             chunksize=rows, engine="c", quoting=csv.QUOTE_MINIMAL)
         for frame in reader:
             yield Chunk(file, first, frame[p.columns], tuple(header), p.delimiter)
             first += len(frame)
     except UnicodeDecodeError:
         raise _not_utf8(file) from None
-    except (ValueError, pd.errors.ParserError) as exc:
-        raise DataError(f"{file}: row {first} or after (line {first + 1}+): cannot parse ({brief(exc)})") from None
+    except (ValueError, pd.errors.ParserError, OverflowError) as exc:
+        raise DataError(f"{file}: row {first} or after (line {first + 1}+): cannot parse ({brief(exc, 120)})") from None
 
 
 def _parquet_chunks(file: Path, p: ImportParams) -> Iterator[Chunk]:
@@ -318,6 +351,14 @@ def _short_row(chunk: Chunk, row: int) -> DataError | None:
     does): only on the way to an error."""
     if chunk.header is None:
         return None
+    try:
+        return _count_fields(chunk, row)
+    except csv.Error:  # a field over csv's limit: no count, the caller's message stands
+        return None
+
+
+def _count_fields(chunk: Chunk, row: int) -> DataError | None:
+    assert chunk.header is not None
     with open(chunk.file, newline="", encoding="utf-8", errors="replace") as f:
         reader = csv.reader(f, delimiter=chunk.delimiter)
         records = (r for r in reader if r)
@@ -355,10 +396,10 @@ def _numbers(chunk: Chunk, column: str, limit: float | None = None, missing: boo
         bad &= ~(raw.isna() | text.isin(("", "nan"))).to_numpy()
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise _bad(chunk, i, column, f"{quote(str(raw.iloc[i]))} is not a finite number")
+        raise _bad(chunk, i, column, f"{quote(str(raw.iloc[i]), QUOTED)} is not a finite number")
     if limit is not None and (big := np.abs(num) > limit).any():
         i = int(np.flatnonzero(big)[0])
-        raise _bad(chunk, i, column, f"{quote(str(raw.iloc[i]))} is beyond float32's range "
+        raise _bad(chunk, i, column, f"{quote(str(raw.iloc[i]), QUOTED)} is beyond float32's range "
                    f"(magnitude at most {limit:.4g}): features are stored as float32")
     return num
 
@@ -373,14 +414,35 @@ def _texts(chunk: Chunk, column: str) -> np.ndarray:
     return raw
 
 
+def _long_fields(chunk: Chunk) -> None:
+    """A text cell over MAX_FIELD_CHARS characters (a lost quote or newline joins lines into one
+    field): one error naming its row and column, before it is parsed or quoted."""
+    for column in chunk.frame.columns:
+        col = chunk.frame[column]
+        if getattr(col.dtype, "kind", "O") not in "OSU":
+            continue
+        lengths = col.map(lambda v: len(v) if isinstance(v, (str, bytes)) else 0).to_numpy(dtype=np.int64)
+        if lengths.size and lengths.max() > MAX_FIELD_CHARS:
+            i = int(np.argmax(lengths > MAX_FIELD_CHARS))
+            raise _bad(chunk, i, str(column), f"a field of {lengths[i]} characters, over {MAX_FIELD_CHARS} (a "
+                       "quote or a line break lost?)")
+
+
 # ---------------------------------------------------------------- spilling rows per user
 class Spill:
-    """Rows of each user appended to a scratch file (float64: time, label code, context code,
-    features), and the label and context values coded in first-seen order."""
+    """Rows of every chunk appended to one scratch file (float64: time, label code, context code,
+    features), each chunk's rows grouped by user, with per user the (first row, rows) pieces it
+    holds there; the label and context values coded in first-seen order. One file and one write
+    per chunk, not a file per user: 50,000 users cost 50,000 index entries, not 50,000 files
+    opened once per chunk (and the grouping is a sort, not a scan of the chunk per user)."""
 
     def __init__(self, folder: Path, p: ImportParams) -> None:
-        self.folder, self.p = folder, p
-        self.files: dict[str, Path] = {}
+        self.p = p
+        self.width = 3 + len(p.features)
+        self.path = folder / "rows.bin"
+        self.path.touch()
+        self.written = 0  # rows in the scratch file
+        self.pieces: dict[str, list[tuple[int, int]]] = {}
         self.sources: dict[str, set[str]] = {}
         self.labels: dict[str, int] = {l: i for i, l in enumerate(p.classes)} if p.classes else {}
         self.contexts: dict[str, int] = {c: i for i, c in enumerate(p.contexts)} if p.contexts else {}
@@ -389,26 +451,49 @@ class Spill:
 
     def _codes(self, chunk: Chunk, column: str, values: np.ndarray, rows: np.ndarray,
                codes: dict[str, int], fixed: tuple[str, ...] | None, what: str) -> np.ndarray:
-        """Codes of ``values`` (the chunk's rows ``rows``); a value outside a fixed list is an error."""
-        uniq, inverse = np.unique(values, return_inverse=True)
+        """Codes of ``values`` (the chunk's rows ``rows``); a value outside a fixed list is an
+        error, and so is the value past MAX_CODES (int8), at the first row holding it."""
+        uniq, first, inverse = np.unique(values, return_index=True, return_inverse=True)
         mapped = np.empty(uniq.size, dtype=np.float64)
-        for j, u in enumerate(uniq):
+        for j in np.argsort(first, kind="stable"):  # in row order: an error names the earliest row
+            u = uniq[j]
             if u not in codes:
+                i = int(rows[first[j]])
                 if fixed is not None:
-                    i = int(rows[np.flatnonzero(inverse == j)[0]])
-                    raise _bad(chunk, i, column, f"{quote(u)} is not among {self.p.name(what)} "
-                               f"({', '.join(fixed)})")
+                    raise _bad(chunk, i, column, f"{quote(u, QUOTED)} is not among {self.p.name(what)} "
+                               f"({_listed(list(fixed), 10)})")
+                if len(codes) >= MAX_CODES:
+                    raise _bad(chunk, i, column, f"{quote(u, QUOTED)} is value {len(codes) + 1} of the column: "
+                               f"the contract stores {what} as int8 (at most {MAX_CODES})")
                 codes[u] = len(codes)
             mapped[j] = codes[u]
         return mapped[inverse]
 
+    def _users(self, chunk: Chunk) -> np.ndarray:
+        """The chunk's user column, each value checked as a file name: plain, at most
+        MAX_USER_CHARS characters, and no more than MAX_USERS users in all."""
+        users = _texts(chunk, self.p.user)
+        lengths = np.fromiter((len(u) for u in users), dtype=np.int64, count=users.size)
+        for i in np.flatnonzero((lengths > MAX_USER_CHARS) | ~np.fromiter(
+                (bool(_PLAIN.fullmatch(u)) for u in users), dtype=bool, count=users.size))[:1]:
+            u = users[i]
+            problem = (f"a user id of {len(u)} characters (at most {MAX_USER_CHARS}: it becomes a file name)"
+                       if len(u) > MAX_USER_CHARS else
+                       f"user {quote(u, QUOTED)} is not a plain name (letters, digits, _ or -): it becomes a file name")
+            raise _bad(chunk, int(i), self.p.user, problem)
+        if len(self.pieces) + users.size > MAX_USERS:  # the exact count only when it may be over
+            new = [u for u in dict.fromkeys(users.tolist()) if u not in self.pieces]
+            if len(self.pieces) + len(new) > MAX_USERS:
+                u = new[MAX_USERS - len(self.pieces)]
+                raise _bad(chunk, int(np.flatnonzero(users == u)[0]), self.p.user,
+                           f"user {quote(u, QUOTED)} is user {MAX_USERS + 1}: at most {MAX_USERS} users are "
+                           "imported (each becomes a file); is it the right column?")
+        return users
+
     def add(self, chunk: Chunk) -> None:
         p = self.p
-        users = _texts(chunk, p.user)
-        bad = np.flatnonzero([not _PLAIN.fullmatch(u) for u in users])
-        if bad.size:
-            raise _bad(chunk, int(bad[0]), p.user, f"user {quote(users[bad[0]])} is not a plain name "
-                       "(letters, digits, _ or -): it becomes a file name")
+        _long_fields(chunk)
+        users = self._users(chunk)
         labels = _texts(chunk, p.label)
         time = _numbers(chunk, p.time) * TIME_UNITS[p.time_unit]
         feats = np.stack([_numbers(chunk, f, FEATURE_LIMIT, p.missing != "refuse") for f in p.features], axis=1)
@@ -421,17 +506,27 @@ class Spill:
         ctx = (self._codes(chunk, p.context, ctx_values[rows], rows, self.contexts, p.contexts, "contexts")
                if p.context else np.zeros(rows.size))
         self.seen_contexts.update(np.unique(ctx).astype(np.int64).tolist())
-        table = np.column_stack([time[rows], label, ctx, feats[rows]])
-        users = users[rows]
-        for u in np.unique(users):
-            path = self.files.setdefault(u, self.folder / f"{len(self.files)}.bin")
-            with open(path, "ab") as f:
-                f.write(np.ascontiguousarray(table[users == u]).tobytes())
-            self.sources.setdefault(u, set()).add(str(chunk.file))
+        names, code = np.unique(users[rows], return_inverse=True)
+        order = np.argsort(code, kind="stable")  # grouped by user, each user's rows in file order
+        table = np.column_stack([time[rows], label, ctx, feats[rows]])[order]
+        with open(self.path, "ab") as f:
+            f.write(np.ascontiguousarray(table).tobytes())
+        counts = np.bincount(code, minlength=names.size)
+        starts = self.written + np.concatenate([[0], np.cumsum(counts)[:-1]])
+        source = str(chunk.file)
+        for u, start, n in zip(names.tolist(), starts.tolist(), counts.tolist()):
+            self.pieces.setdefault(u, []).append((start, n))
+            self.sources.setdefault(u, set()).add(source)
+        self.written += table.shape[0]
 
-    def rows(self, user: str, class_order: np.ndarray, context_order: np.ndarray) -> Rows:
-        """The user's rows, with label and context codes renumbered to the final order."""
-        table = np.fromfile(self.files[user], dtype=np.float64).reshape(-1, 3 + len(self.p.features))
+    def rows(self, user: str, class_order: np.ndarray, context_order: np.ndarray, f: Any) -> Rows:
+        """The user's rows (read from ``f``, the scratch file open for reading), with label and
+        context codes renumbered to the final order."""
+        parts = []
+        for start, n in self.pieces[user]:
+            f.seek(start * self.width * 8)
+            parts.append(np.fromfile(f, dtype=np.float64, count=n * self.width))
+        table = (parts[0] if len(parts) == 1 else np.concatenate(parts)).reshape(-1, self.width)
         return Rows(table[:, 0], class_order[table[:, 1].astype(np.int64)],
                     context_order[table[:, 2].astype(np.int64)], table[:, 3:])
 
@@ -461,15 +556,30 @@ def run(dataset: str, p: ImportParams, out_root: str | Path | None = None,
     check_own_name("--dataset", dataset)  # the rule of params.yaml imports.<name> (and never a path)
     files = input_files(p)
     out = Path(out_root if out_root is not None else DEFAULT_OUT) / dataset
-    with made_folder(out.parent), \
-            tempfile.TemporaryDirectory(dir=out.parent, prefix=f".{dataset}.import.") as scratch:
-        spill = Spill(Path(scratch), p)
+    # The lock from the first read: the temporaries of this dataset that a killed run left (its
+    # scratch folder, a half-written output) are reclaimed under it, and a second import of the
+    # same dataset stops before reading instead of after.
+    with made_folder(out.parent), output_lock(out):
+        clean_stale_tmp(out.parent, prefix=f".{dataset}.")
+        manifest, lines = _imported(dataset, p, files, out, on_user, on_read)
+    for line in lines:
+        if warn is not None:
+            warn(line)
+    return manifest
+
+
+def _imported(dataset: str, p: ImportParams, files: list[tuple[Path, str]], out: Path,
+              on_user: Callable[[str, UserData], None] | None, on_read: Callable[[Path, int], None] | None
+              ) -> tuple[dict, list[str]]:
+    """run() under the output's lock: (the manifest written, the warning lines)."""
+    with scratch_folder(out.with_name(f"{dataset}.import")) as scratch:
+        spill = Spill(scratch, p)
         for file, fmt in files:
             for chunk in READERS[fmt](file, p):
                 spill.add(chunk)
                 if on_read is not None:
                     on_read(file, chunk.first - 1 + len(chunk.frame))
-        if not spill.files:
+        if not spill.pieces:
             raise DataError(f"{p.source}: no rows to import")
         if len(spill.seen_labels) < 2:  # every step the same class: any classifier scores 100 %
             only = [name for name, code in spill.labels.items() if code in spill.seen_labels]
@@ -487,8 +597,18 @@ def run(dataset: str, p: ImportParams, out_root: str | Path | None = None,
         short: list[str] = []  # users without a whole window, skipped
 
         def users():
-            for user in sorted(spill.files, key=_natural):
-                rows = spill.rows(user, class_order, context_order)
+            with open(spill.path, "rb") as f:
+                yield from each_user(f)
+            if len(short) == len(spill.pieces):
+                raise DataError(no_user_left(cuts, p))
+            if p.context and (empty := [c for c, n in zip(contexts, windows) if n == 0]):
+                raise DataError(f"{p.source}: context {quote(empty[0], QUOTED)} of {p.name('context')} has rows but "
+                                f"no whole window in any user (too few rows in one run); drop its rows or shorten "
+                                f"{p.name('window')}")
+
+        def each_user(f):
+            for user in sorted(spill.pieces, key=_natural):
+                rows = spill.rows(user, class_order, context_order, f)
                 sampling[user] = user_sampling(rows.time)
                 try:
                     data, cuts[user] = user_windows(rows, p.window, p.rate, p.max_gap, p.missing)
@@ -497,23 +617,19 @@ def run(dataset: str, p: ImportParams, out_root: str | Path | None = None,
                 if data is None:
                     short.append(user)
                     continue
+                windows[:] += np.bincount(data.context.astype(np.int64), minlength=len(contexts))
                 yield user, data, {"sources": sorted(spill.sources[user])}
-            if len(short) == len(spill.files):
-                raise DataError(no_user_left(cuts, p))
 
+        windows = np.zeros(len(contexts), dtype=np.int64)  # of each context, over the users
         described = {"feature_names": list(p.features), "classes": classes, "context_names": contexts}
         root = Path(p.source) if Path(p.source).is_dir() else Path(p.source).parent
         settings = {k: (list(v) if isinstance(v, tuple) else v) for k, v in p.recorded().items()}
         extra = {"params": settings, "source": "import",
                  "label_map": {name: i for i, name in enumerate(classes)},
                  "context_map": {name: i for i, name in enumerate(contexts)} if p.context else None}
-        manifest = write_processed(dataset, out, described, users, root, extra, on_user)
-    lines = [*sampling_warnings(sampling, p), *missing_warnings(cuts, p), *gap_warnings(cuts, p),
-             *short_warnings(short, cuts, p), *empty_class_warnings(manifest, p)]
-    for line in lines:
-        if warn is not None:
-            warn(line)
-    return manifest
+        manifest = write_processed(dataset, out, described, users, root, extra, on_user, locked=True)
+    return manifest, [*sampling_warnings(sampling, p), *missing_warnings(cuts, p), *gap_warnings(cuts, p),
+                      *short_warnings(short, cuts, p), *empty_class_warnings(manifest, p)]
 
 
 def _dropped(p: ImportParams) -> str:
@@ -546,10 +662,10 @@ def no_user_left(cuts: Mapping[str, Cuts], p: ImportParams) -> str:
     user, longest = max(((u, c.longest) for u, c in cuts.items()), key=lambda t: t[1])
     unit = {"s": "seconds", "ms": "milliseconds", "us": "microseconds", "ns": "nanoseconds"}[p.time_unit]
     return (f"{p.source}: no user has a whole window of {_seconds(p.window, p.rate)} in a run of one context "
-            f"without a gap (the longest: {longest:.3g} s, user {quote(user)}); is {p.name('time_unit')} right (the "
-            f"time column is read in {unit}{'' if 'time_unit' in p.given else ': --time-unit'})? else shorten "
+            f"without a gap (longest: {longest:.3g} s, user {quote(user, QUOTED)}); is {p.name('time_unit')} right "
+            f"(time read in {unit}{'' if 'time_unit' in p.given else ': --time-unit'})? else shorten "
             f"{p.name('window')}"
-            + (f" or raise {p.name('max_gap')} (gaps split the runs)" if any(c.gaps for c in cuts.values()) else ""))
+            + (f" or raise {p.name('max_gap')} (gaps cut the runs)" if any(c.gaps for c in cuts.values()) else ""))
 
 
 def _listed(items: list[str], most: int = 5, sep: str = ", ") -> str:

@@ -5,6 +5,9 @@ contract's writer, shared with `import` (esnfed_stages/import_data.py)."""
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import io
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -146,21 +149,38 @@ def run(options: PreprocessParams, out_root: str | Path | None = None,
                            options.raw_root, {"params": settings, "source": options.source}, on_user)
 
 
+# A user's .npz up to this size is built in memory and hashed from there, one open per user
+# (tens of thousands of small users: the second open and read to hash each file doubled the time).
+_HASHED_IN_MEMORY = 16 << 20
+
+
+def _save_hashed(path: Path, data: UserData) -> str:
+    """save_user, returning the file's sha256."""
+    if data.x.nbytes > _HASHED_IN_MEMORY:
+        save_user(path, data)
+        return file_sha256(path)
+    buffer = io.BytesIO()
+    save_user(buffer, data)
+    path.write_bytes(buffer.getbuffer())
+    return hashlib.sha256(buffer.getbuffer()).hexdigest()
+
+
 def write_processed(dataset: str, out: Path, described: dict[str, Any], users_of: Callable[[], Any],
                     raw_root: Path, extra: dict[str, Any],
-                    on_user: Callable[[str, UserData], None] | None = None) -> dict:
+                    on_user: Callable[[str, UserData], None] | None = None, locked: bool = False) -> dict:
     """Write the processed folder ``out`` (docs/data-contract.md) from the (user, UserData, info)
     triples of ``users_of()``, checked one by one; ``extra`` ends the manifest (params, source, ...).
-    Shared by preprocess (the papers' readers) and import (your own tables)."""
+    Shared by preprocess (the papers' readers) and import (your own tables). ``locked``: the
+    caller holds ``output_lock(out)`` already (import holds it from its first read)."""
     meta = {k: list(described[k]) for k in _META_KEYS}
     users: dict[str, dict] = {}
     checksums: dict[str, str] = {}
     hashed: set[Path] = set()
-    with output_lock(out), atomic_path(out) as tmp:
+    with (contextlib.nullcontext() if locked else output_lock(out)), atomic_path(out) as tmp:
         tmp.mkdir()
         for user, data, info in users_of():
             _check_user(user, data, info, users, meta, dataset)
-            save_user(user_path(tmp, user), data)
+            sha256 = _save_hashed(user_path(tmp, user), data)
             for src in (f for s in info["sources"] for f in source_files(s)):
                 if src.resolve() not in hashed:  # shared files (HHAR's CSVs) are hashed once
                     hashed.add(src.resolve())
@@ -168,7 +188,7 @@ def write_processed(dataset: str, out: Path, described: dict[str, Any], users_of
             n_ctx, n_cls = len(meta["context_names"]), len(meta["classes"])
             entry = {
                 "file": user_path(tmp, user).name,
-                "sha256": file_sha256(user_path(tmp, user)),  # trials check it: lazy reads skip zip CRCs
+                "sha256": sha256,  # trials check it: lazy reads skip zip CRCs
                 "windows": data.windows,
                 "windows_per_context": np.bincount(data.context.astype(np.int64), minlength=n_ctx).tolist(),
                 "class_counts": np.bincount(data.y.astype(np.int64).ravel(), minlength=n_cls).tolist(),

@@ -253,7 +253,7 @@ def test_cli_import_option_mistakes_name_the_option(tmp_path, monkeypatch, optio
     (["--contexts", "a,b"], "row 1 (line 2), column 'sess': 's1' is not among --contexts (a, b)"),
     (["--classes", "walk,jog"], "row 3 (line 4), column 'act': 'rest' is not among --classes (walk, jog)"),
     (["--contexts", "s1,s2,s3"], "error: --contexts: 's3' has no rows in"),
-    (["--time-unit", "us"], "is --time-unit right (the time column is read in microseconds)? else shorten --window"),
+    (["--time-unit", "us"], "is --time-unit right (time read in microseconds)? else shorten --window"),
     (["--features", "a,who"], "error: --user and --features: a column is named twice"),
 ])
 def test_cli_values_are_named_by_their_option_not_a_params_key(tmp_path, monkeypatch, extra, needle):
@@ -661,8 +661,8 @@ def test_no_user_with_a_whole_window_hints_at_the_time_unit(tmp_path):
     with pytest.raises(DataError) as err:
         run("m", _params(tmp_path / "rec.csv", time_unit="us"), out_root=tmp_path / "o")
     assert str(err.value) == (f"{tmp_path / 'rec.csv'}: no user has a whole window of 2 steps at 50 Hz (0.04 s) in a "
-                              "run of one context without a gap (the longest: 7e-05 s, user 'u2'); is "
-                              "imports.mine.time_unit right (the time column is read in microseconds: --time-unit)? "
+                              "run of one context without a gap (longest: 7e-05 s, user 'u2'); is "
+                              "imports.mine.time_unit right (time read in microseconds: --time-unit)? "
                               "else shorten imports.mine.window")
     assert not (tmp_path / "o" / "m").exists()
 

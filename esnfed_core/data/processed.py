@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 
@@ -106,8 +107,20 @@ def load_user(directory: str | Path, user: str, *, lazy: bool = False) -> UserDa
         raise DataError(f"{path}: {brief(exc)}") from None
 
 
-def save_user(path: str | Path, data: UserData) -> None:
-    """Write one user's windows as an uncompressed .npz (the caller makes it atomic)."""
+# The longest user name of the contract: it becomes a file name (<user>.npz, well under NAME_MAX).
+MAX_USER_CHARS = 64
+
+
+def save_user(path: str | Path | IO[bytes], data: UserData) -> None:
+    """Write one user's windows as an uncompressed .npz (the caller makes it atomic); ``path`` may
+    be a binary file object (the same bytes as written to a file)."""
+    if not isinstance(path, (str, Path)):
+        _savez(path, data)
+        return
     with open(path, "wb") as f:
-        np.savez(f, x=data.x.astype(np.float32, copy=False), y=data.y.astype(np.int8, copy=False),
-                 context=data.context.astype(np.int8, copy=False))
+        _savez(f, data)
+
+
+def _savez(f: IO[bytes], data: UserData) -> None:
+    np.savez(f, x=data.x.astype(np.float32, copy=False), y=data.y.astype(np.int8, copy=False),
+             context=data.context.astype(np.int8, copy=False))

@@ -135,8 +135,14 @@ def fill_missing(time: np.ndarray, context: np.ndarray, features: np.ndarray, ma
     return keep, out
 
 
+# Grid sizes are capped here (far past any MAX_UPSAMPLE bound): a time of 1e300 s would make a
+# 300-digit int, or none at all (an infinite float).
+_GRID_CAP = 2 ** 62
+
+
 def _grid_size(time: np.ndarray, rate: float) -> int:
-    return int(np.floor(float(time[-1] - time[0]) * rate * (1 + _GRID_EPS))) + 1
+    steps = float(time[-1] - time[0]) * rate * (1 + _GRID_EPS)
+    return int(np.floor(steps)) + 1 if steps < _GRID_CAP else _GRID_CAP
 
 
 def resample(time: np.ndarray, features: np.ndarray, label: np.ndarray, rate: float
@@ -182,8 +188,9 @@ def user_windows(rows: Rows, window: int, rate: float | None, max_gap: float | N
             if w == 0:  # before resampling: many short segments (a small max_gap) stay cheap
                 continue
             if rate is not None and n > MAX_UPSAMPLE * (b - a):
-                raise DataError(f"the {b - a} rows from time {time[a]:g} s to {time[b - 1]:g} s (one context, no "
-                                f"gap over {limit:g} s) span {n} steps at {rate:g} Hz, over {MAX_UPSAMPLE} per "
+                raise DataError(f"the {b - a} rows from time {time[a]:.6g} s to {time[b - 1]:.6g} s (one context, "
+                                f"no gap over {limit:.6g} s) span {np.floor(float(time[b - 1] - time[a]) * rate) + 1:.6g} steps at {rate:.6g} Hz, over "
+                                f"{MAX_UPSAMPLE} per "
                                 "row: a time far off? (check the time column and time_unit)")
             f, y = (feats[a:b], label[a:b]) if rate is None else resample(time[a:b], feats[a:b], label[a:b], rate)
             xs.append(f[: w * window].reshape(w, window, -1))
