@@ -839,7 +839,7 @@ def test_per_step_predictions_agree_with_the_per_window_file(run_a, tmp_path):
     out, steps = tmp_path / "w.csv", tmp_path / "s.csv"
     _predict(run_a, "fedip", "100", 0, out, steps_out=steps)  # every user of the folder
     windows, per_step = _rows(out), _rows(steps)
-    assert len(windows) == 10 * 12 and len(per_step) == 10 * 12 * 12  # users × windows, × steps
+    assert len(windows) == 8 * 12 and len(per_step) == 8 * 12 * 12  # users × windows, × steps
     with np.load(run_a / "data" / "processed" / "wesad" / "u0.npz") as z:
         y = z["y"]
     labels = np.array([[int(r["label"][1:]) for r in per_step[w * 12:(w + 1) * 12]] for w in range(12)])
