@@ -26,7 +26,7 @@ def predict(
         "predicted at most steps of the window), correct_steps.")] = Path("predictions.csv"),
     steps: Annotated[Optional[Path], typer.Option(
         "--steps", help="Also write the per-step predictions to this CSV: user, window, step, label, "
-        "predicted.")] = None,
+        "predicted (default: no per-step file).")] = None,
     user: Annotated[Optional[list[str]], typer.Option(
         "--user", help="A user of the folder to predict; repeat for several. Default: every user of its "
         "manifest.", show_default=False)] = None,

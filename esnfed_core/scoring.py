@@ -17,6 +17,9 @@ from esnfed_core.readout import Counts, evaluate, grid_scores, predict, random_b
 from esnfed_core.metrics import ActivationHistogram, activation_histogram
 from esnfed_core.reservoir import Reservoir, iter_states
 
+__all__ = ["accuracy", "step_predictions", "pooled_counts", "random_accuracy", "context_matrix",
+    "ActivationDensities", "activation_densities", "activation_density"]
+
 
 def pooled_counts(
     res: Reservoir, users: Sequence[UserData], readouts: np.ndarray, batch_size: int = 256

@@ -27,6 +27,8 @@ from esnfed_core.sampling import FULL
 from esnfed_core.scoring import pooled_counts, random_accuracy
 from esnfed_core.settings import Settings
 
+__all__ = ["TrialData", "FittedModel", "fit", "sub_seeds", "make_reservoir", "communication", "SEED_NAMES"]
+
 # Named sub-seeds of a trial seed, in SeedSequence order (adding a name at the end keeps the others).
 SEED_NAMES = ("reservoir", "ip", "validation", "test", "train")
 
