@@ -21,6 +21,8 @@ import numpy as np
 from esnfed_core.reservoir import UNITS, Reservoir, ReservoirConfig, build_reservoir
 from esnfed_core.validation import COUNT, ParameterError
 
+__all__ = ["DeepConfig", "DeepReservoir", "build_deep_reservoir", "split_units"]
+
 LAYERS = COUNT  # the searched ``layers`` hyperparameter (params.yaml budgets.*.space.deep)
 
 

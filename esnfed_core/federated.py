@@ -19,6 +19,8 @@ from esnfed_core.reservoir import Reservoir
 from esnfed_core.sampling import FULL, KEY, CLIENT_FRACTION, sample_clients
 from esnfed_core.validation import check_param
 
+__all__ = ["Client", "IncFedResult", "incfed", "fedavg", "fedip"]
+
 if TYPE_CHECKING:
     from esnfed_core.plasticity import Aggregate, IPConfig, Progress
 

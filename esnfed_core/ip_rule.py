@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from esnfed_core.quote import quote
 from esnfed_core.validation import COUNT, POSITIVE, Bound, ParameterError
 
+__all__ = ["IPConfig", "IPSettings"]
+
 
 # IPConfig's ranges (params.yaml plasticity.* and the searched sigma are checked against them).
 # μ is the mean of a target on tanh's open range (−1, 1); η = 0 is a valid no-op step.

@@ -15,6 +15,9 @@ import numpy as np
 from esnfed_core.readout import RidgeStats
 from esnfed_core.validation import ParameterError, check_param
 
+__all__ = ["Message", "StatsMessage", "ReadoutMessage", "PlasticityMessage", "ReservoirMessage",
+    "ModelMessage", "LedgerEntry", "CommLedger"]
+
 Direction = Literal["up", "down"]
 
 

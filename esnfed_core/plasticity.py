@@ -22,6 +22,8 @@ from esnfed_core.messages import CommLedger, PlasticityMessage, ReservoirMessage
 from esnfed_core.reservoir import DTYPE, Reservoir, run_batch
 from esnfed_core.validation import ParameterError, check_param
 
+__all__ = ["ip_gradients", "ip_step", "ip_pass", "ip_epoch", "train_ip", "fedip_round", "shuffled_batches"]
+
 # Target size (float32 elements) of one time chunk of (steps, windows, units): the chunk's
 # x_net, states and gradient terms stay in cache while they are reduced.
 _CHUNK_ELEMENTS = 1 << 18

@@ -17,6 +17,9 @@ from esnfed_core.quote import quote
 from esnfed_core.reservoir import DTYPE, Reservoir, iter_states
 from esnfed_core.validation import Bound, ParameterError, check_param
 
+__all__ = ["RidgeStats", "StatsAccumulator", "ridge_stats", "solve", "Counts", "predict", "grid_scores",
+    "count_correct", "evaluate", "random_baseline"]
+
 LAMBDA = Bound(low=0.0)  # ridge penalty λ (params.yaml readout.lambdas, continual.lambda)
 
 # Rows of states per float32 product SᵀS (and YᵀS) before it is added into the float64 sums: the

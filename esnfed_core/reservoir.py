@@ -15,6 +15,9 @@ import numpy as np
 
 from esnfed_core.validation import COUNT, POSITIVE, Bound, ParameterError, check_finite, check_param
 
+__all__ = ["DTYPE", "ReservoirConfig", "Reservoir", "build_reservoir", "spectral_radius", "run_batch",
+    "StateBatch", "iter_states", "map_states", "MAX_UNITS"]
+
 DTYPE = np.float32
 
 

@@ -13,9 +13,12 @@ from typing import Sequence
 import numpy as np
 
 from esnfed_core.data.processed import UserData
-from esnfed_core.readout import Counts, evaluate, predict, random_baseline
+from esnfed_core.readout import Counts, evaluate, grid_scores, predict, random_baseline
 from esnfed_core.metrics import ActivationHistogram, activation_histogram
 from esnfed_core.reservoir import Reservoir, iter_states
+
+__all__ = ["accuracy", "step_predictions", "pooled_counts", "random_accuracy", "context_matrix",
+    "ActivationDensities", "activation_densities", "activation_density"]
 
 
 def pooled_counts(
@@ -33,6 +36,19 @@ def pooled_counts(
 def accuracy(res: Reservoir, readout: np.ndarray, users: Sequence[UserData], batch_size: int = 256) -> float:
     """Share of correctly classified time steps of one readout (C, N), pooled over ``users``."""
     return float(pooled_counts(res, users, readout, batch_size).accuracy[0])
+
+
+def step_predictions(res: Reservoir, readout: np.ndarray, x: np.ndarray, batch_size: int = 256) -> np.ndarray:
+    """Per-step class predictions (W, T) int64 of one readout (C, N) — or (C, N+1), the last column
+    the bias — on windows ``x`` (W, T, U), streamed batch by batch: the argmax that
+    :func:`~esnfed_core.readout.count_correct` scores (a one-readout grid), so that the share of
+    predictions equal to the labels is :func:`accuracy`'s value for the same batches."""
+    out = np.empty(x.shape[:2], np.int64)
+    grid = np.asarray(readout)[None]
+    for sb in iter_states(res, x, batch_size):
+        t_len, b, n = sb.states.shape
+        out[sb.index] = grid_scores(sb.states.reshape(t_len * b, n), grid).argmax(axis=1).reshape(t_len, b).T
+    return out
 
 
 def random_accuracy(users: Sequence[UserData], n_classes: int, seed: int) -> float:

@@ -27,6 +27,8 @@ from esnfed_core.sampling import FULL
 from esnfed_core.scoring import pooled_counts, random_accuracy
 from esnfed_core.settings import Settings
 
+__all__ = ["TrialData", "FittedModel", "fit", "sub_seeds", "make_reservoir", "communication", "SEED_NAMES"]
+
 # Named sub-seeds of a trial seed, in SeedSequence order (adding a name at the end keeps the others).
 SEED_NAMES = ("reservoir", "ip", "validation", "test", "train")
 
@@ -88,6 +90,24 @@ class FittedModel:
         if self.context_gain is None or self.reservoir is None:
             raise ValueError(f"{self.method}: not a continual model")
         return [self.reservoir.with_ip(g, b) for g, b in zip(self.context_gain, self.context_bias)]
+
+    def predictor(self, context: int | None = None) -> tuple[Reservoir, np.ndarray]:
+        """The (reservoir, readout) that classifies new windows: the trained one; a continual
+        model's after ``context`` (default: after the last context, the model assess scores).
+        ConfigError for a model without one reservoir and readout (the random baseline; the
+        heterogeneous methods, whose clients each keep their own reservoir)."""
+        if self.clients is not None or self.reservoir is None or self.readout is None:
+            raise ConfigError(f"{self.method}: no single trained reservoir and readout to apply (the random "
+                              "baseline has none; local, ensemble and align keep one per client)")
+        if self.context_gain is None:
+            if context is not None:
+                raise ConfigError(f"{self.method}: not a continual model, it has no model per context")
+            return self.reservoir, self.readout
+        n = len(self.context_gain)
+        t = n - 1 if context is None else context
+        if not 0 <= t < n:
+            raise ConfigError(f"context: expected 0..{n - 1} (the model after each of its {n} contexts), got {t}")
+        return self.reservoir.with_ip(self.context_gain[t], self.context_bias[t]), self.context_readout[t]
 
 
 def sub_seeds(seed: int) -> dict[str, int]:

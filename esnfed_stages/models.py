@@ -80,6 +80,8 @@ from esnfed_core.validation import ParameterError
 from esnfed_core.trial import FittedModel, check_config
 from esnfed_stages._io import read_json, read_npz, write_json, write_npz
 
+__all__ = ["save_model", "load_model", "read_meta", "model_paths", "FORMAT", "FORMAT_VERSION"]
+
 FORMAT = "esnfed-model"
 MAX_CLASSES = 128  # labels are int8 (0..127)
 FORMAT_VERSION = 1

@@ -784,3 +784,123 @@ def _same_densities(got: dict, want: dict) -> None:
 # edge moves one value to the next bin (~1e-5 of the values at 40 bins), which moves a KL of order
 # 0.1-10 nats by ~1e-5 relative; a wrong model, target or pooling changes it by far more.
 KL_RTOL = 1e-3
+
+
+# ------------------------------------------- predict: saved models applied to a processed folder
+def _predict(root: Path, method: str, pct: str, k: int, out: Path, **kw):
+    from esnfed_stages import predict as predict_stage
+
+    return predict_stage.run(root / "runs" / "models" / "wesad" / method / pct / f"seed-{k}.json",
+                             root / "data" / "processed" / "wesad", out, data_dir=root / "data", **kw)
+
+
+def _rows(csv_path: Path) -> list[dict]:
+    import csv
+
+    with open(csv_path, newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+def _csv_accuracy(rows: list[dict]) -> float:
+    return sum(int(r["correct_steps"]) for r in rows) / sum(int(r["steps"]) for r in rows)
+
+
+@pytest.mark.parametrize("algo, strategy", [m for m in METHODS if m[0] != "random"])
+def test_predictions_on_the_test_users_score_what_assess_reported(run_a, tmp_path, algo, strategy):
+    """The accuracy counted from the predictions CSV is assess's test accuracy, exactly: the same
+    float32 states and readout products (scoring.step_predictions is count_correct's argmax), and
+    both divide the same two integers in float64. Continual models: the model after the last
+    context, whose accuracy on every context pooled is the stream accuracy assess reports."""
+    method = Method(algo, strategy).id
+    doc = _assess(run_a, method)
+    for pct in ("25", "100"):
+        for k, reported in enumerate(doc["pcts"][pct]["test_accuracy"]):
+            out = tmp_path / f"{pct}-{k}.csv"
+            s = _predict(run_a, method, pct, k, out, users=TEST)
+            rows = _rows(out)
+            assert [r["user"] for r in rows] == [u for u in TEST for _ in range(12)]  # 3 contexts × 4 windows
+            assert _csv_accuracy(rows) == reported == s.accuracy
+            assert {r["label"] for r in rows} <= {"c0", "c1", "c2"} and {r["context"] for r in rows} == {
+                "run0", "run1", "run2"}
+
+
+def test_a_continual_model_after_each_context_scores_its_accuracy_matrix_row(run_a, tmp_path):
+    method = Method("fedclip", "naive").id
+    matrix = _assess(run_a, method)["pcts"]["50"]["accuracy_matrix"][1]
+    for i in range(3):
+        out = tmp_path / f"{i}.csv"
+        assert _predict(run_a, method, "50", 1, out, users=TEST, context=i).context == i
+        rows = _rows(out)
+        for j in range(3):
+            assert _csv_accuracy([r for r in rows if r["context"] == f"run{j}"]) == matrix[i][j]
+
+
+def test_per_step_predictions_agree_with_the_per_window_file(run_a, tmp_path):
+    out, steps = tmp_path / "w.csv", tmp_path / "s.csv"
+    _predict(run_a, "fedip", "100", 0, out, steps_out=steps)  # every user of the folder
+    windows, per_step = _rows(out), _rows(steps)
+    assert len(windows) == 8 * 12 and len(per_step) == 8 * 12 * 12  # users × windows, × steps
+    with np.load(run_a / "data" / "processed" / "wesad" / "u0.npz") as z:
+        y = z["y"]
+    labels = np.array([[int(r["label"][1:]) for r in per_step[w * 12:(w + 1) * 12]] for w in range(12)])
+    np.testing.assert_array_equal(labels, y)  # u0 comes first, its windows and steps in order
+    for w, row in enumerate(windows):
+        mine = per_step[w * 12:(w + 1) * 12]
+        assert {(r["user"], r["window"]) for r in mine} == {(row["user"], row["window"])}
+        assert int(row["correct_steps"]) == sum(r["label"] == r["predicted"] for r in mine)
+        votes = [sum(r["predicted"] == c for r in mine) for c in ("c0", "c1", "c2")]
+        assert row["predicted"] == f"c{int(np.argmax(votes))}"
+
+
+def _folder_like_wesad(run_a: Path, tmp_path: Path, edit) -> Path:
+    """A copy of the processed folder with its manifest edited."""
+    import shutil
+
+    folder = tmp_path / "new"
+    shutil.copytree(run_a / "data" / "processed" / "wesad", folder)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    edit(manifest)
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    return folder
+
+
+@pytest.mark.parametrize("edit, fragment", [
+    (lambda m: m.update(feature_names=["acc", "eda", "temp"]), "feature_names is ['acc', 'eda', 'temp'] but"),
+    (lambda m: m.update(window=10), "window is 10 but"),
+    (lambda m: m.update(classes=["walk", "c1", "c2"]), "classes is ['walk', 'c1', 'c2'] but"),
+])
+def test_predict_refuses_a_folder_unlike_the_training_data_in_one_line(run_a, tmp_path, edit, fragment):
+    folder = _folder_like_wesad(run_a, tmp_path, edit)
+    model = run_a / "runs" / "models" / "wesad" / "incfed" / "50" / "seed-0.json"
+    out = tmp_path / "p.csv"
+    res = runner.invoke(app, ["predict", str(model), str(folder), "--out", str(out), "--steps",
+                              str(tmp_path / "s.csv"), "--data-dir", str(run_a / "data")])
+    assert res.exit_code == 1
+    line = " ".join(res.output.split())
+    assert line == f"error: {folder / 'manifest.json'}: {fragment} the data model {model} was trained on " \
+                   f"({run_a / 'data' / 'processed' / 'wesad' / 'manifest.json'}) has " + line.split(" has ", 1)[1]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["new"]  # no output, no temporary left
+
+
+def test_predict_refuses_other_features_and_models_without_one_readout(run_a, tmp_path):
+    make_dataset(tmp_path, features=4)
+    folder = tmp_path / "data" / "processed" / "wesad"
+    models = run_a / "runs" / "models" / "wesad"
+    out = tmp_path / "p.csv"
+
+    def fails(*args: str) -> str:
+        res = runner.invoke(app, ["predict", *args, "--out", str(out), "--data-dir", str(run_a / "data")])
+        assert res.exit_code == 1 and not out.exists()
+        return " ".join(res.output.split())
+
+    model = models / "ridge" / "25" / "seed-1.npz"
+    assert fails(str(model), str(folder)) == (f"error: {folder / 'manifest.json'}: n_features is 4 but model "
+                                              f"{model.with_suffix('.json')} takes 3 input channels")
+    wesad = str(run_a / "data" / "processed" / "wesad")
+    assert fails(str(models / "random" / "25" / "seed-0.json"), wesad).startswith(
+        f"error: {models / 'random' / '25' / 'seed-0.json'}: random: no single trained reservoir and readout")
+    assert "not a continual model" in fails(str(model), wesad, "--context", "0")
+    assert "context: expected 0..2" in fails(str(models / "clip-replay" / "25" / "seed-0.json"), wesad,
+                                             "--context", "3")
+    assert "not a saved model" in fails(str(models / "ridge" / "25" / "best.json"), wesad)
+    assert "users: no user 'S2'" in fails(str(model), wesad, "--user", "S2")

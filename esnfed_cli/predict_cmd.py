@@ -1,0 +1,63 @@
+"""`esnfed predict`: a model saved by `esnfed retrain` applied to a processed folder, the
+predictions written to CSV (esnfed_stages/predict.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from esnfed_cli._common import console, handle_errors
+from esnfed_cli.app import app
+from esnfed_stages.layout import DATA_DIR
+
+
+@app.command()
+@handle_errors
+def predict(
+    model: Annotated[Path, typer.Argument(
+        help="A saved model: runs/models/<dataset>/<method>/<pct>/seed-<k>.json (or its .npz).")],
+    folder: Annotated[Path, typer.Argument(
+        help="A processed folder (manifest.json and <user>.npz, docs/data-contract.md), e.g. what `esnfed "
+        "import` wrote for new recordings.")],
+    out: Annotated[Path, typer.Option(
+        "--out", help="The per-window CSV to write: user, window, context, steps, label, predicted (the class "
+        "predicted at most steps of the window), correct_steps.")] = Path("predictions.csv"),
+    steps: Annotated[Optional[Path], typer.Option(
+        "--steps", help="Also write the per-step predictions to this CSV: user, window, step, label, "
+        "predicted (default: no per-step file).")] = None,
+    user: Annotated[Optional[list[str]], typer.Option(
+        "--user", help="A user of the folder to predict; repeat for several. Default: every user of its "
+        "manifest.", show_default=False)] = None,
+    context: Annotated[Optional[int], typer.Option(
+        "--context", min=0, help="Continual models (clip-*, fedclip-*) only: apply the model as it was after "
+        "this context (0-based). Default: after the last context, the model assess scores.",
+        show_default=False)] = None,
+    data_dir: Annotated[Path, typer.Option(
+        "--data-dir", help="Data root holding processed/<dataset>/ of the dataset the model was trained on: "
+        "the folder's feature names, window and classes must equal its manifest's.")] = DATA_DIR,
+    batch_size: Annotated[int, typer.Option(
+        "--batch-size", min=1, help="Windows run through the reservoir at a time (memory only).")] = 256,
+) -> None:
+    """Apply a model saved by `esnfed retrain` to a processed folder and write its predictions.
+
+    Every method with one trained reservoir and readout: ridge, incfed, fedavg, ip, fedip, the
+    deep ones, and clip / fedclip under any strategy (the model after the last context unless
+    --context says another). The random baseline and the heterogeneous methods (one reservoir per
+    client) are refused. A folder whose feature names, window or classes differ from those of the
+    data the model was trained on is refused in one line naming the file and field. Both CSVs are
+    written under a temporary name and renamed when complete.
+
+    Example: esnfed predict runs/models/wesad/fedip/100/seed-0.json data/processed/wesad --user S2
+    --out predictions.csv
+    """
+    from esnfed_stages import predict as predict_stage
+
+    s = predict_stage.run(model, folder, out, users=user, context=context, steps_out=steps, data_dir=data_dir,
+                          batch_size=batch_size)
+    after = "" if s.context is None else f" (the model after context {s.context})"
+    console.print(f"{s.method}{after}: {s.windows} windows of {len(s.users)} users -> {s.out}"
+                  + (f" and {s.steps_out}" if s.steps_out else "")
+                  + f"; {s.accuracy:.4f} of {s.steps} steps predicted as labelled", highlight=False,
+                  markup=False, soft_wrap=True)
