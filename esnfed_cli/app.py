@@ -51,7 +51,8 @@ app = typer.Typer(
     cls=_Group,
     name="esnfed",
     help="Federated and continual Echo State Networks (IncFed, FedIP, FedCLIP) on WESAD, HHAR or your own "
-    "data. Each command is one stage of the DVC pipeline (`dvc repro` runs them all), except download, "
+    "data. Each command is one stage of the DVC pipeline (`dvc repro` runs them all), except init (a new "
+    "project folder), download, "
     "check-data, dvc-plots and flower-table, which you run by hand, and check-params, which `make repro` runs "
     "first.",
     no_args_is_help=True,
