@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from importlib import resources
 from pathlib import Path
@@ -46,7 +47,7 @@ def _run(cmd: list[str], cwd: Path) -> None:
     done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
     if done.returncode != 0:
         last = (done.stderr or done.stdout).strip().splitlines()
-        raise EsnfedError(f"`{' '.join(cmd)}` failed in {cwd}: {last[-1] if last else done.returncode}")
+        raise EsnfedError(f"`{' '.join(cmd[2:] if cmd[0] == sys.executable else cmd)}` failed in {cwd}: {last[-1] if last else done.returncode}")
 
 
 def init_project(folder: Path, *, git: bool | None = None) -> list[str]:
@@ -68,7 +69,8 @@ def init_project(folder: Path, *, git: bool | None = None) -> list[str]:
             (tmp / name).write_text(text)
         if use_git:
             _run(["git", "init", "-q"], tmp)
-        _run(["dvc", "init", "-q"] + ([] if use_git else ["--no-scm"]), tmp)
+        # The dvc of this environment (the one esnfed depends on), found without PATH.
+        _run([sys.executable, "-m", "dvc", "init", "-q"] + ([] if use_git else ["--no-scm"]), tmp)
         if folder.exists():
             folder.rmdir()
         os.replace(tmp, folder)
