@@ -56,7 +56,7 @@ app = typer.Typer(
     "check-data, dvc-plots and flower-table, which you run by hand, and check-params, which `make repro` runs "
     "first.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion for bash, zsh, fish, PowerShell
     rich_markup_mode="rich",
 )
 
