@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -64,7 +65,12 @@ def test_wheel_install_init_check_params_and_repro_outside_the_checkout(tmp_path
     dist, venv, project = tmp_path / "dist", tmp_path / "venv", tmp_path / "exp"
     run = lambda cmd, cwd=tmp_path, **kw: subprocess.run(  # noqa: E731
         cmd, cwd=cwd, check=True, capture_output=True, text=True, **kw)
-    run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(dist), str(ROOT)])
+    # Built from a copy: setuptools leaves build/ and *.egg-info in the folder it builds.
+    source = tmp_path / "source"
+    top_level = {".git", ".venv", ".venv-flower", "data", "runs", "reports", "build", "site", ".dvc"}
+    shutil.copytree(ROOT, source, ignore=lambda folder, names: [
+        n for n in names if n == "__pycache__" or n.endswith(".egg-info") or (Path(folder) == ROOT and n in top_level)])
+    run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(dist), str(source)])
     (wheel,) = dist.glob("esnfed_pipeline-*.whl")
     run([sys.executable, "-m", "venv", str(venv)])
     # Without PYTHONPATH: the checkout on it (and the egg-info the wheel build leaves there) would
