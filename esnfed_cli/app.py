@@ -51,12 +51,12 @@ app = typer.Typer(
     cls=_Group,
     name="esnfed",
     help="Federated and continual Echo State Networks (IncFed, FedIP, FedCLIP) on WESAD, HHAR or your own "
-    "data. Each command is one stage of the DVC pipeline (`dvc repro` runs them all), except download, "
-    "check-data, predict, dvc-plots, flower-table and flower-export, which you run by hand, and check-params, "
-    "which `make repro` runs "
+    "data. Each command is one stage of the DVC pipeline (`dvc repro` runs them all), except init (a new "
+    "project folder), download, check-data, predict, dvc-plots, flower-table and flower-export, which you "
+    "run by hand, and check-params, which `make repro` runs "
     "first.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion for bash, zsh, fish, PowerShell
     rich_markup_mode="rich",
 )
 

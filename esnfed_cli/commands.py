@@ -12,3 +12,4 @@ from esnfed_cli import flower_cmd  # noqa: F401  Flower apps: `esnfed flower`
 from esnfed_cli import owndata_cmds  # noqa: F401  your own data: check-data, import
 from esnfed_cli import predict_cmd  # noqa: F401  predict: a saved model applied to a processed folder
 from esnfed_cli import params_cmd  # noqa: F401  check-params (make repro runs it first)
+from esnfed_cli import init_cmd  # noqa: F401  init: a new project from the installed package

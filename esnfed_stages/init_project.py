@@ -1,0 +1,80 @@
+"""`esnfed init DIR`: a runnable project (params.yaml, dvc.yaml, .dvcignore, DVC initialised)
+written from the installed package, so the pipeline runs outside the source checkout.
+
+The project files are package data (esnfed_stages/project/, byte-identical copies of the
+checkout's own files: tests/test_init_project.py checks it). The checkout's stages list the code
+folders esnfed_cli, esnfed_stages and esnfed_core as deps; an init'd project has no such folders,
+so its dvc.yaml names the installed package's folders by absolute path instead: a new install of
+other code changes their hashes, and `dvc status` flags every stage, as in the checkout.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from importlib import resources
+from pathlib import Path
+
+from esnfed_core.errors import EsnfedError
+
+PROJECT_FILES = ("params.yaml", "dvc.yaml", ".dvcignore")
+# Stored without the dot: a .dvcignore inside a code folder that is a stage dep stops DVC
+# ("should not be in collected dir path").
+PACKAGE_NAME = {".dvcignore": "dvcignore"}
+CODE_PACKAGES = ("esnfed_cli", "esnfed_stages", "esnfed_core")
+CODE_DEPS = "deps: [esnfed_cli, esnfed_stages, esnfed_core"
+
+
+def installed_code_folders() -> list[Path]:
+    """The folders the running esnfed imports its code from (site-packages for a wheel install)."""
+    import importlib.util
+
+    return [Path(importlib.util.find_spec(name).origin).parent for name in CODE_PACKAGES]
+
+
+def project_dvc_yaml(template: str, code_folders: list[Path]) -> str:
+    """The checkout's dvc.yaml with its code deps pointed at ``code_folders``."""
+    if CODE_DEPS not in template:
+        raise EsnfedError(f"package dvc.yaml: no stage lists the code deps `{CODE_DEPS}]`")
+    listed = ", ".join(f'"{folder}"' for folder in code_folders)
+    return template.replace(CODE_DEPS, f"deps: [{listed}")
+
+
+def _run(cmd: list[str], cwd: Path) -> None:
+    done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    if done.returncode != 0:
+        last = (done.stderr or done.stdout).strip().splitlines()
+        raise EsnfedError(f"`{' '.join(cmd[2:] if cmd[0] == sys.executable else cmd)}` failed in {cwd}: {last[-1] if last else done.returncode}")
+
+
+def init_project(folder: Path, *, git: bool | None = None) -> list[str]:
+    """Write the project into ``folder`` (absent or empty) and initialise DVC there: with git
+    where git is installed (``git=None``) or asked for, else `dvc init --no-scm`. Built in a
+    temporary sibling folder and renamed into place, so a failure leaves no half project."""
+    folder = Path(folder)
+    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+        raise EsnfedError(f"{folder}: not an empty folder; init writes a new project into an empty or new folder")
+    use_git = shutil.which("git") is not None if git is None else git
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", suffix=".tmp", dir=folder.parent))
+    try:
+        package = resources.files("esnfed_stages") / "project"
+        for name in PROJECT_FILES:
+            text = (package / PACKAGE_NAME.get(name, name)).read_text()
+            if name == "dvc.yaml":
+                text = project_dvc_yaml(text, installed_code_folders())
+            (tmp / name).write_text(text)
+        if use_git:
+            _run(["git", "init", "-q"], tmp)
+        # The dvc of this environment (the one esnfed depends on), found without PATH.
+        _run([sys.executable, "-m", "dvc", "init", "-q"] + ([] if use_git else ["--no-scm"]), tmp)
+        if folder.exists():
+            folder.rmdir()
+        os.replace(tmp, folder)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return list(PROJECT_FILES) + [".dvc/"] + ([".git/"] if use_git else [])

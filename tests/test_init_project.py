@@ -1,0 +1,91 @@
+"""`esnfed init DIR`: a runnable project from the installed package, outside the checkout."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from esnfed_core.errors import EsnfedError
+from esnfed_stages.init_project import CODE_PACKAGES, PACKAGE_NAME, PROJECT_FILES, init_project, project_dvc_yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "esnfed_stages" / "project"
+
+
+@pytest.mark.parametrize("name", PROJECT_FILES)
+def test_package_copies_are_the_checkouts_files(name):
+    """One source: the files init writes are the checkout's own, byte for byte (edit the
+    checkout's and copy it over: cp dvc.yaml params.yaml esnfed_stages/project/)."""
+    assert (PACKAGE / PACKAGE_NAME.get(name, name)).read_bytes() == (ROOT / name).read_bytes(), name
+
+
+def _code_deps(dvc_yaml: str) -> list[list[str]]:
+    stages = yaml.safe_load(dvc_yaml)["stages"]
+    return [(stage.get("do", stage)).get("deps", []) for stage in stages.values()]
+
+
+def test_project_dvc_yaml_points_every_code_dep_at_the_installed_folders(tmp_path):
+    folders = [tmp_path / "site" / name for name in CODE_PACKAGES]
+    text = project_dvc_yaml((ROOT / "dvc.yaml").read_text(), folders)
+    checkout_deps = _code_deps((ROOT / "dvc.yaml").read_text())
+    for before, after in zip(checkout_deps, _code_deps(text), strict=True):
+        assert not set(after) & set(CODE_PACKAGES), after
+        if set(CODE_PACKAGES) <= set(before):
+            assert [str(f) for f in folders] == after[:3], after
+        # every other dep is kept as it was
+        assert [d for d in before if d not in CODE_PACKAGES] == [d for d in after if d not in map(str, folders)]
+
+
+def test_init_refuses_a_non_empty_folder_and_leaves_it_alone(tmp_path):
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(EsnfedError, match="not an empty folder"):
+        init_project(tmp_path, git=False)
+    assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"]
+
+
+def test_init_cli_refusal_is_one_line(tmp_path):
+    (tmp_path / "x").write_text("")
+    done = subprocess.run([sys.executable, "-m", "esnfed_cli", "init", str(tmp_path)], capture_output=True,
+                          text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 1
+    assert len(done.stderr.strip().splitlines()) == 1 and "not an empty folder" in done.stderr, done.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.dvc
+def test_wheel_install_init_check_params_and_repro_outside_the_checkout(tmp_path):
+    """pip install the wheel into a fresh venv, `esnfed init` an empty folder, and there
+    check-params and a first stage run; `dvc status` is then clean for that stage."""
+    dist, venv, project = tmp_path / "dist", tmp_path / "venv", tmp_path / "exp"
+    run = lambda cmd, cwd=tmp_path, **kw: subprocess.run(  # noqa: E731
+        cmd, cwd=cwd, check=True, capture_output=True, text=True, **kw)
+    # Built from a copy: setuptools leaves build/ and *.egg-info in the folder it builds.
+    source = tmp_path / "source"
+    top_level = {".git", ".venv", ".venv-flower", "data", "runs", "reports", "build", "site", ".dvc"}
+    shutil.copytree(ROOT, source, ignore=lambda folder, names: [
+        n for n in names if n == "__pycache__" or n.endswith(".egg-info") or (Path(folder) == ROOT and n in top_level)])
+    run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(dist), str(source)])
+    (wheel,) = dist.glob("esnfed_pipeline-*.whl")
+    run([sys.executable, "-m", "venv", str(venv)])
+    # Without PYTHONPATH: the checkout on it (and the egg-info the wheel build leaves there) would
+    # make pip think the package is installed already, and esnfed would run the checkout's code.
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
+         "-c", str(ROOT / "requirements" / "constraints.txt"), str(wheel)], env=env)
+    run([str(venv / "bin" / "esnfed"), "init", str(project)], env=env)
+    assert (project / ".dvc").is_dir() and all((project / n).is_file() for n in PROJECT_FILES)
+    site = Path(run([str(venv / "bin" / "python"), "-c", "import esnfed_core; print(esnfed_core.__file__)"],
+                    env=env).stdout.strip()).parent.parent
+    assert f'"{site / "esnfed_core"}"' in (project / "dvc.yaml").read_text()
+    assert "valid" in run([str(venv / "bin" / "esnfed"), "check-params"], cwd=project, env=env).stdout
+    run([str(venv / "bin" / "dvc"), "repro", "synthesize@wesad"], cwd=project, env=env)
+    assert any((project / "data" / "synthetic").rglob("*"))
+    status = run([str(venv / "bin" / "dvc"), "status", "synthesize@wesad"], cwd=project, env=env).stdout
+    assert "up to date" in status, status
