@@ -21,9 +21,10 @@ from pathlib import Path
 from esnfed_core.errors import EsnfedError
 
 PROJECT_FILES = ("params.yaml", "dvc.yaml", ".dvcignore")
-# Stored without the dot: a .dvcignore inside a code folder that is a stage dep stops DVC
-# ("should not be in collected dir path").
-PACKAGE_NAME = {".dvcignore": "dvcignore"}
+# Stored under other names: a .dvcignore inside a code folder that is a stage dep stops DVC
+# ("should not be in collected dir path"), and DVC collects every file named dvc.yaml in a
+# repository as a pipeline, so the checkout's `dvc repro` would run the copy's stages too.
+PACKAGE_NAME = {".dvcignore": "dvcignore", "dvc.yaml": "dvc.yaml.in"}
 CODE_PACKAGES = ("esnfed_cli", "esnfed_stages", "esnfed_core")
 CODE_DEPS = "deps: [esnfed_cli, esnfed_stages, esnfed_core"
 

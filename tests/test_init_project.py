@@ -21,7 +21,7 @@ PACKAGE = ROOT / "esnfed_stages" / "project"
 @pytest.mark.parametrize("name", PROJECT_FILES)
 def test_package_copies_are_the_checkouts_files(name):
     """One source: the files init writes are the checkout's own, byte for byte (edit the
-    checkout's and copy it over: cp dvc.yaml params.yaml esnfed_stages/project/)."""
+    checkout's and copy it over: cp params.yaml esnfed_stages/project/; cp dvc.yaml esnfed_stages/project/dvc.yaml.in)."""
     assert (PACKAGE / PACKAGE_NAME.get(name, name)).read_bytes() == (ROOT / name).read_bytes(), name
 
 
@@ -89,3 +89,11 @@ def test_wheel_install_init_check_params_and_repro_outside_the_checkout(tmp_path
     assert any((project / "data" / "synthetic").rglob("*"))
     status = run([str(venv / "bin" / "dvc"), "status", "synthesize@wesad"], cwd=project, env=env).stdout
     assert "up to date" in status, status
+
+
+def test_the_checkout_holds_one_pipeline_file():
+    """DVC runs every file named dvc.yaml in a repository as a pipeline: the package's copy must
+    not be one, or the checkout's `dvc repro` would run its stages (with paths under project/) too."""
+    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "*dvc.yaml"],
+                            cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    assert listed == ["dvc.yaml"]
