@@ -23,13 +23,19 @@ sys.path.insert(0, str(REPO / "tests"))
 from experiment_data import TEST, make_dataset, small_params, write_params  # noqa: E402
 
 ESNFED = REPO / ".venv" / "bin" / "esnfed"
+# The environment the suite started in, read at collection (before any test runs): Flower's
+# in-process simulations (test_flower_apps.py and others) let Ray rewrite os.environ's PYTHONPATH to
+# this interpreter's sys.path, and the main environment's esnfed would then import this
+# environment's typer and rich (older pins) instead of its own.
+PIPELINE_ENV = dict(os.environ)
 STAGES = ("setup", "share_keys", "collect_masked_vectors", "unmask")
 
 
 def _esnfed(root: Path, *args: str, env: dict | None = None, params: Path | None = None) -> str:
+    """The main environment's `esnfed ARGS` on the test's folders; env: variables to add."""
     proc = subprocess.run([str(ESNFED), *args, "--dataset", "wesad", "--params", str(params or root / "params.yaml"),
                            "--data-dir", str(root / "data"), "--runs-dir", str(root / "runs")],
-                          cwd=root, capture_output=True, text=True, timeout=600, env=env)
+                          cwd=root, capture_output=True, text=True, timeout=600, env={**PIPELINE_ENV, **(env or {})})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc.stdout
 
@@ -65,7 +71,7 @@ def many(root) -> dict:
     out = root / "many"
     # FORCE_COLOR: rich draws the progress display as on a terminal (it is off in a pipe)
     shown = _esnfed(root, "flower", "--app", "incfed", "--app", "fedip", "--plain-and-secagg", "--out-dir", str(out),
-                    env={**os.environ, "FORCE_COLOR": "1"})
+                    env={"FORCE_COLOR": "1"})
     names = {("incfed", False): "wesad-incfed-100.json", ("incfed", True): "wesad-incfed-secagg-100.json",
              ("fedip", False): "wesad-fedip-100.json", ("fedip", True): "wesad-fedip-secagg-100.json"}
     return {**{key: json.loads((out / name).read_text()) for key, name in names.items()}, "shown": shown}
@@ -161,7 +167,7 @@ def test_fedclip_joint_is_the_continual_pipeline_with_its_early_stopping(root):
     assert f["bytes"]["clients_measured"] == doc["n_clients"]  # the per-client totals: training users
     md = root / "flower-table.md"
     table = [str(ESNFED), "flower-table", "--runs-dir", str(root / "out"), "--out", str(md)]
-    assert subprocess.run(table, capture_output=True, timeout=120).returncode == 0
+    assert subprocess.run(table, capture_output=True, timeout=120, env=PIPELINE_ENV).returncode == 0
     assert "| wesad | fedclip-joint | no | eval |" in md.read_text()
 
 
@@ -224,7 +230,7 @@ def test_plain_fedip_at_a_client_fraction_is_the_sampled_pipeline_end_to_end(roo
     assert shown.rstrip().splitlines()[-1].startswith("wesad fedip f = 0.5 100 %: test accuracy")
     md = folder / "flower-table.md"
     table = [str(ESNFED), "flower-table", "--flower-dir", str(out), "--out", str(md)]
-    assert subprocess.run(table, capture_output=True, timeout=120).returncode == 0
+    assert subprocess.run(table, capture_output=True, timeout=120, env=PIPELINE_ENV).returncode == 0
     assert "| wesad | fedip (f = 0.5) | no | 4 |" in md.read_text() and "| wesad | fedip | no | 4 |" in md.read_text()
 
 
@@ -327,7 +333,7 @@ def test_dp_central_is_the_private_trial_and_the_results_record_the_mechanism(ro
     assert f"ε = 4 (central, σ = {d['sigma']:.3g})" in private["shown"]
     md = private["out"] / "flower-table.md"
     assert subprocess.run([str(ESNFED), "flower-table", "--runs-dir", str(private["out"]), "--out", str(md)],
-                          capture_output=True, timeout=120).returncode == 0
+                          capture_output=True, timeout=120, env=PIPELINE_ENV).returncode == 0
     text = md.read_text()
     assert "| wesad | incfed (ε = 4, central) | no |" in text and "| wesad | incfed (ε = 4, distributed) | yes |" in text
 
@@ -345,7 +351,7 @@ def test_dp_fedavg_is_the_private_trial_at_best_json_lambda(root):
     # One BLAS thread in the CLI process too, as in Ray's workers: FedAvg's local solves then have
     # equal bits (the Accuracy paragraph of docs/flower.md), so the release is the private trial's exactly.
     shown = _esnfed(root, "flower", "--app", "fedavg", "--epsilon", "4", "--out-dir", str(out),
-                    env={**os.environ, "OPENBLAS_NUM_THREADS": "1"})
+                    env={"OPENBLAS_NUM_THREADS": "1"})
     doc = json.loads((out / "wesad-fedavg-eps4-100.json").read_text())
     best = json.loads(best_path(root / "runs", "wesad", "fedavg", "100").read_text())
     clip = yaml.safe_load((root / "params.yaml").read_text())["privacy"].get("fedavg_clip", 1.0)
