@@ -95,8 +95,8 @@ def _runs(params: dict, datasets: Optional[list[str]], algos: list[Algo], strate
           alpha: Optional[float]) -> list[tuple[str, Method]]:
     """The (dataset, method) pairs one command runs, method by method in the order of ``--algo``
     (continual: one method per ``--strategy``; align: one method per α): on each ``--dataset`` given (checked first), or else on every
-    dataset the pipeline runs that method on (esnfed_stages._datasets.method_datasets)."""
-    from esnfed_stages._datasets import method_datasets
+    dataset the pipeline runs that method on (esnfed_stages.data._datasets.method_datasets)."""
+    from esnfed_stages.data._datasets import method_datasets
 
     given = [declared_dataset(params, d) for d in dict.fromkeys(datasets or [])]
     return [(ds, method) for method in _methods(algos, strategy, alpha, params)

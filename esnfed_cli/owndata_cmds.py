@@ -61,7 +61,7 @@ def check_data(
 
     Example: esnfed check-data data/processed/example
     """
-    from esnfed_stages import check_data as check_stage
+    from esnfed_stages.data import check_data as check_stage
 
     problems = check_stage.check_folder(folder)
     if len(problems) == 1:
@@ -148,8 +148,8 @@ def import_(
 
 def _import(source, dataset, features, user, time, label, context, time_unit, rate, window, max_gap, missing,
             classes, contexts, drop_labels, out, params) -> None:
-    from esnfed_stages import import_data as import_stage
-    from esnfed_stages._datasets import check_own_name
+    from esnfed_stages.data import import_data as import_stage
+    from esnfed_stages.data._datasets import check_own_name
     from esnfed_stages.params import load_params
 
     dataset_option(check_own_name, "--dataset", dataset)  # before imports.<dataset> is read (run checks it too)

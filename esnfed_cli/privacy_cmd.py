@@ -52,7 +52,7 @@ def privacy(
     ip_clip as given). They are retrained once per ε of privacy.epsilons; `esnfed report` renders
     reports/tables/privacy.md/.csv and reports/figures/privacy.png."""
     from esnfed_stages import privacy as privacy_stage
-    from esnfed_stages._datasets import declared
+    from esnfed_stages.data._datasets import declared
     from esnfed_stages.experiment_params import experiment_params
     from esnfed_stages.params import load_params
 

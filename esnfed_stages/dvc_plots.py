@@ -22,13 +22,13 @@ from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.quote import quote
 from esnfed_core.tables import dataset_label
 from esnfed_core.vocabulary import PCTS, STRATEGIES
-from esnfed_stages._datasets import (
+from esnfed_stages.data._datasets import (
     check_declared, continual_declared, dataset_function, reader_of, reader_settings, study_declared,
 )
 from esnfed_stages._io import write_text
 from esnfed_stages.hetero_report import ALPHA_CSV, alpha_column
 from esnfed_stages.heterogeneity_params import hetero_params
-from esnfed_stages.import_data import import_params
+from esnfed_stages.data.import_data import import_params
 from esnfed_stages.report_figures import (
     SETTINGS, SHARES_METHODS, matrix_column, matrix_csv, method_label, shares_csv, stream_csv,
 )

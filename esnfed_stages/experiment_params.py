@@ -24,7 +24,7 @@ from esnfed_core.search import RETRAINS, SEED, TRIALS, Dimension, parse_space
 from esnfed_core.settings import RETRAIN_LAMBDA, Settings
 from esnfed_core.validation import COUNT, Bound, ParameterError
 from esnfed_core.vocabulary import BACKENDS, DATASETS, DEVICES, PCTS, REPLAY_POLICIES
-from esnfed_stages._datasets import check_declared, declared
+from esnfed_stages.data._datasets import check_declared, declared
 from esnfed_stages.heterogeneity_params import HeteroParams, hetero_params
 from esnfed_stages.processed_params import DataParams, data_params
 from esnfed_stages.sections import check_keys as _check_keys, bounded, section

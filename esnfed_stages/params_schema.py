@@ -28,13 +28,13 @@ from esnfed_core.reservoir import BATCH_SIZE, CONNECTIVITY_BOUNDS, RESERVOIR_BOU
 from esnfed_core.settings import RETRAIN_LAMBDA
 from esnfed_core.stats import ALPHA, VARIANCE_TESTS
 from esnfed_core.vocabulary import BACKENDS, DATASETS, DEVICES, PCTS, REPLAY_POLICIES, SOURCES, VARIANTS
-from esnfed_stages._datasets import (
+from esnfed_stages.data._datasets import (
     DIRNAMES, SYNTHESIZED, bind_kwargs, check_dataset_name, check_own_name, check_variant, dataset_function, declared,
     reader_of, variant_base,
 )
 from esnfed_stages.experiment_params import RUNNER_BOUNDS
-from esnfed_stages.import_data import import_params
-from esnfed_stages.partition import check_partition
+from esnfed_stages.data.import_data import import_params
+from esnfed_stages.data.partition import check_partition
 from esnfed_stages.processed_params import same_source
 from esnfed_stages.schema_nodes import (
     Bool, Choice, Delegate, Entries, Fields, Invalid, ListOf, Named, Node, Nullable, Num, OptIn, Space, Text,
@@ -217,7 +217,7 @@ SCHEMA = Fields(optional={
                                    "extra_methods", "fedavg_clip", "amplification", "sampling_study", "config")),
     # heterogeneous reservoirs (esnfed_stages/heterogeneity_params.py checks the section)
     "heterogeneity": Delegate(_heterogeneity, ("seed", "mode", "vary", "combine", "alphas", "pcts")),
-    # declared datasets (esnfed_stages/_datasets.py) and the import options of user ones
+    # declared datasets (esnfed_stages/data/_datasets.py) and the import options of user ones
     "datasets": ListOf(Delegate(check_dataset_name)),
     "continual_datasets": ListOf(Delegate(check_dataset_name), empty=True),
     "study_datasets": ListOf(Delegate(check_dataset_name), empty=True),

@@ -26,7 +26,7 @@ from esnfed_core.quote import quote
 from esnfed_core.scoring import step_predictions
 from esnfed_stages._io import atomic_path
 from esnfed_core.data.processed import MANIFEST
-from esnfed_stages.check_data import checked_manifest
+from esnfed_stages.data.check_data import checked_manifest
 from esnfed_stages.layout import PROCESSED_DIR
 from esnfed_stages.models import load_model
 from esnfed_stages.trial_data import Dataset

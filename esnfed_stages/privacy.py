@@ -38,7 +38,7 @@ from esnfed_core.scoring import accuracy
 from esnfed_core.data.processed import UserData
 from esnfed_core.trial import TrialData
 from esnfed_stages import privacy_config, provenance
-from esnfed_stages._datasets import NAME
+from esnfed_stages.data._datasets import NAME
 from esnfed_stages._io import output_lock, write_json
 from esnfed_core.vocabulary import PCTS
 from esnfed_stages.experiment_params import ExperimentParams

@@ -15,8 +15,8 @@ from typing import Any, Mapping
 from esnfed_core.data.processed import MANIFEST
 from esnfed_core.errors import DataError
 from esnfed_core.quote import quote
-from esnfed_stages._datasets import reader_of
-from esnfed_stages.import_data import import_params
+from esnfed_stages.data._datasets import reader_of
+from esnfed_stages.data.import_data import import_params
 from esnfed_stages.provenance import plain
 
 # import settings that change how the files are read (memory), never what is written
@@ -85,7 +85,7 @@ def data_params(params: Mapping[str, Any], dataset: str) -> DataParams | None:
     imports = params.get("imports") if isinstance(params, Mapping) else None
     if isinstance(imports, Mapping) and dataset in imports:
         p = import_params(imports[dataset], f"imports.{dataset}")
-        values = p.recorded()  # as `esnfed import` records them (esnfed_stages/import_data.py run)
+        values = p.recorded()  # as `esnfed import` records them (esnfed_stages/data/import_data.py run)
         return DataParams(dataset, f"imports.{dataset}", plain(values), False,
                           f"`esnfed import --dataset {dataset}` (or `dvc repro import@{dataset}`)")
     preprocess = params.get("preprocess") if isinstance(params, Mapping) else None

@@ -35,7 +35,7 @@ from esnfed_stages import (
     selection_traffic,
 )
 from esnfed_stages.heterogeneity_params import hetero_params
-from esnfed_stages._datasets import classes_of, continual_declared, declared, n_classes, study_declared, variant_base
+from esnfed_stages.data._datasets import classes_of, continual_declared, declared, n_classes, study_declared, variant_base
 from esnfed_stages._io import atomic_path, dumps_json, output_lock, read_json
 from esnfed_stages.experiment_params import BudgetSpec, budget_spec
 from esnfed_stages.sections import section

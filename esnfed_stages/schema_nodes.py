@@ -11,7 +11,7 @@ from esnfed_core.errors import ConfigError
 from esnfed_core.quote import quote
 from esnfed_core.search import parse_dimension
 from esnfed_core.validation import Bound, ParameterError, check_param
-from esnfed_stages import _datasets
+from esnfed_stages.data import _datasets
 
 
 class Invalid(ConfigError):

@@ -18,8 +18,8 @@ from esnfed_core.quote import quote
 from esnfed_core.trial import TrialData
 from esnfed_core.vocabulary import PCTS
 from esnfed_stages._io import file_sha256, read_json
-from esnfed_stages.check_data import checked_manifest, context_windows
-from esnfed_stages.partition import coverage_problem, uncovered
+from esnfed_stages.data.check_data import checked_manifest, context_windows
+from esnfed_stages.data.partition import coverage_problem, uncovered
 from esnfed_stages.processed_params import DataParams, check_processed
 
 

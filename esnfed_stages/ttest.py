@@ -29,7 +29,7 @@ from esnfed_core.tables import (
 from esnfed_core.validation import ParameterError
 from esnfed_core.vocabulary import DATASETS, PCTS
 from esnfed_stages import provenance
-from esnfed_stages._datasets import continual_declared, declared, study_declared
+from esnfed_stages.data._datasets import continual_declared, declared, study_declared
 from esnfed_stages._io import output_lock, read_json, write_json
 from esnfed_stages.experiment_params import BudgetSpec, budget_spec
 from esnfed_stages.heterogeneity_params import hetero_params

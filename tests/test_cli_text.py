@@ -67,7 +67,7 @@ def test_the_params_help_of_ttest_and_report_names_every_section_they_read(comma
 
 
 def test_synthesize_help_names_every_folder_it_writes():
-    from esnfed_stages._datasets import DIRNAMES, SYNTHESIZED  # noqa: PLC0415
+    from esnfed_stages.data._datasets import DIRNAMES, SYNTHESIZED  # noqa: PLC0415
 
     out = _help("synthesize")
     for name in SYNTHESIZED:

@@ -256,7 +256,7 @@ def test_the_cli_default_datasets_are_those_dvc_runs_each_method_on(tmp_path, ed
     """select, retrain and assess without --dataset run a method on method_datasets(params):
     the datasets of its dvc.yaml stages (deep and heterogeneous ones: study_datasets)."""
     from esnfed_core.method import Method
-    from esnfed_stages._datasets import method_datasets
+    from esnfed_stages.data._datasets import method_datasets
 
     def change(p):
         if edit == "declared":

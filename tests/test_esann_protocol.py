@@ -235,7 +235,7 @@ def test_declaring_the_variant_adds_its_stages_and_changes_no_other(tmp_path):
 
 def test_a_missing_variant_folder_names_preprocess_among_the_commands_to_run(tmp_path):
     from esnfed_core.errors import EsnfedError  # noqa: PLC0415
-    from esnfed_stages.check_data import checked_manifest  # noqa: PLC0415
+    from esnfed_stages.data.check_data import checked_manifest  # noqa: PLC0415
 
     with pytest.raises(EsnfedError, match=r"manifest not found \(run `esnfed import --dataset hhar_esann`, or "
                                           r"`esnfed preprocess --dataset hhar_esann` for a protocol variant first\)"):

@@ -15,8 +15,8 @@ from esnfed_cli.main import app
 from esnfed_core.data.processed import load_manifest, load_user
 from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.data.tabular import Rows, default_max_gap, fill_missing, user_windows
-from esnfed_stages.check_data import check_folder
-from esnfed_stages.import_data import import_params, run
+from esnfed_stages.data.check_data import check_folder
+from esnfed_stages.data.import_data import import_params, run
 
 # Two users (u10 after u2: natural order), 2 features, samples every 10 ms, 2 sessions.
 N = 14

@@ -21,9 +21,9 @@ from typer.testing import CliRunner
 
 from esnfed_cli.main import app
 from esnfed_core.errors import DataError
-from esnfed_stages import import_data
-from esnfed_stages.check_data import check_folder
-from esnfed_stages.import_data import import_params, run
+from esnfed_stages.data import import_data
+from esnfed_stages.data.check_data import check_folder
+from esnfed_stages.data.import_data import import_params, run
 
 ROOT = Path(__file__).resolve().parents[1]
 LINE = 300  # the most characters an error line may have

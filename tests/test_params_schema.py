@@ -300,7 +300,7 @@ def test_repository_params_are_valid_and_match_the_schema():
 def test_synthetic_schema_keys_are_generator_arguments():
     import inspect
 
-    from esnfed_stages._datasets import dataset_function
+    from esnfed_stages.data._datasets import dataset_function
     from esnfed_stages.params_schema import SYNTHETIC
 
     for ds, fields in SYNTHETIC.items():

@@ -1,7 +1,7 @@
 """Stage `preprocess`: raw files of one dataset -> data/processed/<dataset>/ (one .npz per user plus
 manifest.json with shapes, label map, contexts, source checksums and params), written atomically.
 run() takes a frozen, checked PreprocessParams (preprocess_params); write_processed is the
-contract's writer, shared with `import` (esnfed_stages/import_data.py)."""
+contract's writer, shared with `import` (esnfed_stages/data/import_data.py)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from esnfed_core.data.processed import MANIFEST, UserData, save_user, user_path
 from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.quote import quote
 from esnfed_core.vocabulary import DATASETS, SOURCES
-from esnfed_stages._datasets import dataset_function, reader_of, reader_settings
+from esnfed_stages.data._datasets import dataset_function, reader_of, reader_settings
 from esnfed_stages._io import atomic_path, file_sha256, output_lock, write_json
 from esnfed_stages.sections import section
 from esnfed_stages.layout import PROCESSED_DIR as DEFAULT_OUT

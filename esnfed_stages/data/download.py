@@ -29,7 +29,7 @@ from typing import Callable
 from esnfed_core.data import archive
 from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.quote import quote
-from esnfed_stages._datasets import DIRNAMES, check_dataset
+from esnfed_stages.data._datasets import DIRNAMES, check_dataset
 from esnfed_stages._io import atomic_path, dumps_json, fsync_dir, output_lock
 
 CHUNK = 1 << 20

@@ -25,7 +25,7 @@ _FUNCTIONS = {
     ("hhar", "preprocess"): ("esnfed_core.data.hhar", "preprocess_hhar"),
     # describe(params) -> {"feature_names", "classes", "context_names"} of the processed output
     ("wesad", "describe"): ("esnfed_core.data.wesad", "describe"),
-    ("hhar", "describe"): ("esnfed_stages._datasets", "describe_hhar"),
+    ("hhar", "describe"): ("esnfed_stages.data._datasets", "describe_hhar"),
     # the embedded example of a user dataset (a plain CSV, imported by `esnfed import`)
     ("example", "synthesize"): ("esnfed_core.data.example_synth", "synthesize_example"),
 }

@@ -31,8 +31,8 @@ from esnfed_core.data.tabular import Cuts, Rows, user_windows
 from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.quote import brief, quote
 from esnfed_core.validation import Bound, ParameterError
-from esnfed_stages._datasets import check_own_name
-from esnfed_stages.preprocess import DEFAULT_OUT, write_processed
+from esnfed_stages.data._datasets import check_own_name
+from esnfed_stages.data.preprocess import DEFAULT_OUT, write_processed
 from esnfed_stages._io import clean_stale_tmp, made_folder, output_lock, scratch_folder
 
 FORMATS = ("auto", "csv", "parquet", "npz")

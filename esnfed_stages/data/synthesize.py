@@ -16,7 +16,7 @@ from typing import Any, Callable, Mapping
 from esnfed_core.data.paths import output_folder_problem
 from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.validation import Bound, ParameterError
-from esnfed_stages._datasets import DIRNAMES, bind_kwargs, check_synthesized, dataset_function
+from esnfed_stages.data._datasets import DIRNAMES, bind_kwargs, check_synthesized, dataset_function
 from esnfed_stages._io import atomic_path, output_lock
 from esnfed_stages.sections import section
 
