@@ -48,8 +48,8 @@ from esnfed_core.method import Method  # noqa: E402
 from esnfed_core.privacy import DPSpec  # noqa: E402
 from esnfed_core.private_trial import fit_private  # noqa: E402
 from esnfed_core.scoring import accuracy  # noqa: E402
-from esnfed_stages.experiment_params import experiment_params  # noqa: E402
-from esnfed_stages.params import load_params  # noqa: E402
+from esnfed_stages.params.experiment import experiment_params  # noqa: E402
+from esnfed_stages.params.load import load_params  # noqa: E402
 from esnfed_stages.privacy import inputs, privacy_params  # noqa: E402
 from esnfed_stages.retrain import retrain_seed, selected_config  # noqa: E402
 

@@ -20,8 +20,8 @@ from esnfed_core.errors import ConfigError
 
 def _default_out(params: Path) -> Path:
     """params.yaml data.raw_dir when there is a params file, else data/raw."""
-    from esnfed_stages.params import load_params
-    from esnfed_stages.sections import section
+    from esnfed_stages.params.load import load_params
+    from esnfed_stages.params.sections import section
 
     if not params.is_file():
         return Path("data/raw")

@@ -81,7 +81,7 @@ def _methods_of(algo: Algo, strategy: Optional[list[Strategy]], alpha: Optional[
     """``--algo align`` is one method per α (``--alpha``, or every α of heterogeneity.alphas); any
     other algorithm is one method and takes no --alpha."""
     from esnfed_core.method import Method
-    from esnfed_stages.heterogeneity_params import hetero_params
+    from esnfed_stages.params.hetero import hetero_params
 
     if algo.value != "align":
         return _method(algo, strategy)
@@ -108,8 +108,8 @@ def _prepare(datasets: Optional[list[str]], algo: list[Algo], strategy: Optional
              device: Optional[Device] = None, alpha: Optional[float] = None):
     """What select and retrain start from: the (dataset, method) pairs, shares, the experiment
     params (the file read once), and the runner with the command-line overrides."""
-    from esnfed_stages.params import load_params
-    from esnfed_stages.experiment_params import experiment_params, parse_pcts
+    from esnfed_stages.params.load import load_params
+    from esnfed_stages.params.experiment import experiment_params, parse_pcts
 
     p = load_params(params)
     exp = experiment_params(p)
@@ -276,8 +276,8 @@ def assess(
     on the datasets in assess.activation_datasets get activation densities per context.
     """
     from esnfed_stages import assess as assess_stage
-    from esnfed_stages.experiment_params import experiment_params
-    from esnfed_stages.params import load_params
+    from esnfed_stages.params.experiment import experiment_params
+    from esnfed_stages.params.load import load_params
 
     p = load_params(params)
     exp = experiment_params(p)

@@ -68,7 +68,7 @@ def flower(
     (plain app, central noise)."""
     from esnfed_stages import flower as flower_stage
     from esnfed_stages import flower_fedclip
-    from esnfed_stages.params import load_params
+    from esnfed_stages.params.load import load_params
 
     if secagg and plain_and_secagg:
         raise ValueError("--secagg and --plain-and-secagg: give one of them")
@@ -167,7 +167,7 @@ def flower_export(
     config (runs/select/.../best.json) and the pipeline's result of the same seed to compare
     with (docs/flower-deploy.md)."""
     from esnfed_stages import flower_export as export_stage
-    from esnfed_stages.params import load_params
+    from esnfed_stages.params.load import load_params
 
     loaded = load_params(params)
     dataset = declared_dataset(loaded, dataset)

@@ -150,7 +150,7 @@ def _import(source, dataset, features, user, time, label, context, time_unit, ra
             classes, contexts, drop_labels, out, params) -> None:
     from esnfed_stages.data import import_data as import_stage
     from esnfed_stages.data._datasets import check_own_name
-    from esnfed_stages.params import load_params
+    from esnfed_stages.params.load import load_params
 
     dataset_option(check_own_name, "--dataset", dataset)  # before imports.<dataset> is read (run checks it too)
     # the default params.yaml may be absent; a file given by --params, or anything at the path (a

@@ -53,8 +53,8 @@ def privacy(
     reports/tables/privacy.md/.csv and reports/figures/privacy.png."""
     from esnfed_stages import privacy as privacy_stage
     from esnfed_stages.data._datasets import declared
-    from esnfed_stages.experiment_params import experiment_params
-    from esnfed_stages.params import load_params
+    from esnfed_stages.params.experiment import experiment_params
+    from esnfed_stages.params.load import load_params
 
     p = load_params(params)  # read once; each stage gets its sections as frozen objects
     names = [declared_dataset(p, d) for d in dict.fromkeys(dataset or [])] or list(declared(p))

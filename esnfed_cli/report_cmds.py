@@ -83,7 +83,7 @@ def ttest(
     centralised with the same t-test, the spread of the retrains with the variance test.
     """
     from esnfed_stages import ttest as ttest_stage
-    from esnfed_stages.params import load_params
+    from esnfed_stages.params.load import load_params
 
     options = ttest_stage.ttest_params(load_params(params), variant.value if variant else None, alpha,
                                        variance_test.value if variance_test else None)
@@ -148,7 +148,7 @@ def report(
     """
     from esnfed_core.tables import table_specs
     from esnfed_stages import report as report_stage
-    from esnfed_stages.params import load_params
+    from esnfed_stages.params.load import load_params
     from esnfed_stages.tables import format_value
 
     if runs_dir is not None:  # the folders left at their defaults (runs/<name>) move under --runs-dir

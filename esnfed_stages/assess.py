@@ -44,7 +44,7 @@ from esnfed_core.quote import quote
 from esnfed_stages._io import output_lock, read_json, write_json
 from esnfed_core.vocabulary import PCTS
 from esnfed_stages import heterogeneity, provenance
-from esnfed_stages.experiment_params import ExperimentParams
+from esnfed_stages.params.experiment import ExperimentParams
 from esnfed_stages.layout import assess_dir, assess_path, model_dir
 from esnfed_stages.models import load_model, model_paths
 from esnfed_stages.trial_data import Dataset, open_dataset

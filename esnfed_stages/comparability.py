@@ -16,7 +16,7 @@ from esnfed_core.vocabulary import DATASETS
 from esnfed_stages.protocol_tables import PROTOCOLS, Protocol
 
 if TYPE_CHECKING:
-    from esnfed_stages.experiment_params import BudgetSpec
+    from esnfed_stages.params.experiment import BudgetSpec
 
 PAPER_BUDGET = "paper"  # params.yaml budgets.paper: the papers' protocol (PROTOCOL §6)
 REAL_SOURCE = "raw"     # an assess file's `source` when it was made from the real files

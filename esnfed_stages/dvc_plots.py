@@ -27,12 +27,12 @@ from esnfed_stages.data._datasets import (
 )
 from esnfed_stages._io import write_text
 from esnfed_stages.hetero_report import ALPHA_CSV, alpha_column
-from esnfed_stages.heterogeneity_params import hetero_params
+from esnfed_stages.params.hetero import hetero_params
 from esnfed_stages.data.import_data import import_params
 from esnfed_stages.report_figures import (
     SETTINGS, SHARES_METHODS, matrix_column, matrix_csv, method_label, shares_csv, stream_csv,
 )
-from esnfed_stages.sections import section
+from esnfed_stages.params.sections import section
 
 PLOTS_DIR = "reports/plots"  # the report stage's plots output (dvc.yaml)
 DVC_LINES = 7  # dash patterns of dvc_render's vega templates: an 8th line repeats the 1st

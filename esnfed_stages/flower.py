@@ -63,7 +63,7 @@ from esnfed_core.vocabulary import PCTS
 from esnfed_core.trial import TrialData, fit, make_reservoir, select_lambda, sub_seeds
 from esnfed_stages import provenance
 from esnfed_stages._io import output_lock, read_json, write_json
-from esnfed_stages.experiment_params import BudgetSpec, experiment_params
+from esnfed_stages.params.experiment import BudgetSpec, experiment_params
 from esnfed_stages.privacy import ACCOUNTANT, SAMPLED_ACCOUNTANT, eps_key, neighbouring_units, privacy_params
 from esnfed_stages.retrain import retrain_seed, selected_config
 from esnfed_stages.trial_data import open_dataset

@@ -22,7 +22,7 @@ from esnfed_core.quote import failure
 from esnfed_core.vocabulary import DATASETS, PCTS
 from esnfed_stages import figures
 from esnfed_stages.data._datasets import classes_of
-from esnfed_stages.experiment_params import BudgetSpec
+from esnfed_stages.params.experiment import BudgetSpec
 from esnfed_stages.tables import CSV_COLUMNS, NA, format_value, to_csv
 from esnfed_stages.ttest import VARIANT_TEXT, Inputs, load_inputs
 

@@ -13,8 +13,8 @@ from esnfed_core.heterogeneity import Heterogeneity
 from esnfed_core.method import Method
 from esnfed_core.search import parse_space
 from esnfed_stages import provenance
-from esnfed_stages.experiment_params import ExperimentParams
-from esnfed_stages.heterogeneity_params import HeteroParams
+from esnfed_stages.params.experiment import ExperimentParams
+from esnfed_stages.params.hetero import HeteroParams
 
 
 def _hetero(exp: ExperimentParams) -> HeteroParams:

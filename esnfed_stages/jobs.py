@@ -14,7 +14,7 @@ from typing import Callable, Generic, Protocol, Sequence, TypeVar
 from esnfed_core.method import Method
 from esnfed_stages import heterogeneity
 from esnfed_stages._io import clean_stale_tmp, output_locks
-from esnfed_stages.experiment_params import ExperimentParams, RunnerConfig
+from esnfed_stages.params.experiment import ExperimentParams, RunnerConfig
 from esnfed_stages.runner import Outcome, TrialTask, for_method, run_tasks
 from esnfed_stages.trial_data import Dataset, open_dataset
 

@@ -45,7 +45,7 @@ seed, seeds (the named sub-seeds of the seed: reservoir, ip, validation, test, t
 selected hyperparameters), lambda, n_classes, n_inputs, units, n_contexts (continual) or null,
 train_users, params_budget (params.yaml's budget the model was retrained under) and
 params_budget_digest (16 hex digits: the digest of what of that budget the selection it was
-retrained from drew on, esnfed_stages.experiment_params.BudgetSpec.digest; assess refuses another
+retrained from drew on, esnfed_stages.params.experiment.BudgetSpec.digest; assess refuses another
 name or digest, and trusts a model without them), (heterogeneous methods only) params (the
 heterogeneity settings of params.yaml it was retrained with, {"heterogeneity.seed", ".mode",
 ".vary", ".combine": value}; assess refuses other ones and trusts a model without it), n_clients and

@@ -30,7 +30,7 @@ from esnfed_core.quote import quote
 from esnfed_core.scoring import pooled_counts
 from esnfed_core.settings import Settings
 from esnfed_core.trial import TrialData, fit, make_reservoir, sub_seeds
-from esnfed_stages.experiment_params import ExperimentParams
+from esnfed_stages.params.experiment import ExperimentParams
 from esnfed_stages.retrain import selected_config
 from esnfed_stages.select import best_of, search_trials
 

@@ -20,7 +20,7 @@ from joblib import register_parallel_backend
 from ray.util.joblib.ray_backend import RayBackend
 
 from esnfed_core.errors import ConfigError
-from esnfed_stages.experiment_params import RunnerConfig
+from esnfed_stages.params.experiment import RunnerConfig
 from esnfed_stages.ray_loopback import start_local
 from esnfed_stages.runner import register_backend
 

@@ -34,11 +34,11 @@ from esnfed_stages import (
     privacy_sampling_report, protocol_tables, provenance, report_index, secagg_report, selected_report,
     selection_traffic,
 )
-from esnfed_stages.heterogeneity_params import hetero_params
+from esnfed_stages.params.hetero import hetero_params
 from esnfed_stages.data._datasets import classes_of, continual_declared, declared, n_classes, study_declared, variant_base
 from esnfed_stages._io import atomic_path, dumps_json, output_lock, read_json
-from esnfed_stages.experiment_params import BudgetSpec, budget_spec
-from esnfed_stages.sections import section
+from esnfed_stages.params.experiment import BudgetSpec, budget_spec
+from esnfed_stages.params.sections import section
 from esnfed_stages.tables import (
     cells_csv, communication_csv, not_applicable_note, render_agreement, render_communication_markdown,
     render_markdown,

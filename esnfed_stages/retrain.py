@@ -25,7 +25,7 @@ from esnfed_core.method import Method
 from esnfed_core.search import derive_seed
 from esnfed_stages import heterogeneity
 from esnfed_stages._io import read_json, write_json
-from esnfed_stages.experiment_params import BudgetSpec, ExperimentParams, RunnerConfig
+from esnfed_stages.params.experiment import BudgetSpec, ExperimentParams, RunnerConfig
 from esnfed_stages.fingerprint import code_fingerprint, result_key
 from esnfed_stages.jobs import Progress, StageResult, clean_share, run_pending, run_shares
 from esnfed_stages.layout import model_dir

@@ -34,7 +34,7 @@ from esnfed_core.method import Method
 from esnfed_core.quote import quote
 from esnfed_core.settings import Settings
 from esnfed_core.trial import FittedModel, TrialData, fit
-from esnfed_stages.experiment_params import RunnerConfig
+from esnfed_stages.params.experiment import RunnerConfig
 from esnfed_stages.trial_data import DataRef, load_trial_data
 
 

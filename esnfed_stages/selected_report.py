@@ -15,7 +15,7 @@ from esnfed_core.method import METHODS, Method
 from esnfed_core.quote import quote
 from esnfed_core.tables import dataset_label, papers_first
 from esnfed_core.vocabulary import PCTS
-from esnfed_stages.experiment_params import BudgetSpec
+from esnfed_stages.params.experiment import BudgetSpec
 from esnfed_stages.layout import best_under
 from esnfed_stages.select import check_best
 from esnfed_stages.tables import NA, NOT_APPLICABLE, to_csv

@@ -20,7 +20,7 @@ from esnfed_core.vocabulary import PCTS
 from esnfed_stages._io import file_sha256, read_json
 from esnfed_stages.data.check_data import checked_manifest, context_windows
 from esnfed_stages.data.partition import coverage_problem, uncovered
-from esnfed_stages.processed_params import DataParams, check_processed
+from esnfed_stages.params.processed import DataParams, check_processed
 
 
 @dataclass(frozen=True, eq=False)
@@ -132,7 +132,7 @@ def _check_values(path: Path, data: UserData, n_classes: int, n_contexts: int) -
 def open_dataset(data_dir: Path, dataset: str, expected: DataParams | None = None) -> Dataset:
     """Read data/processed/<dataset>/manifest.json and data/partitions/<dataset>.json; ``expected``:
     the import or preprocess settings the manifest must record (params.yaml's now, a stale folder
-    is refused: esnfed_stages/processed_params.py)."""
+    is refused: esnfed_stages/params/processed.py)."""
     directory = Path(data_dir) / "processed" / dataset
     manifest = checked_manifest(directory)  # n_classes, n_contexts, users, ... of the right types
     check_processed(directory, manifest, expected)

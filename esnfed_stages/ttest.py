@@ -31,10 +31,10 @@ from esnfed_core.vocabulary import DATASETS, PCTS
 from esnfed_stages import provenance
 from esnfed_stages.data._datasets import continual_declared, declared, study_declared
 from esnfed_stages._io import output_lock, read_json, write_json
-from esnfed_stages.experiment_params import BudgetSpec, budget_spec
-from esnfed_stages.heterogeneity_params import hetero_params
+from esnfed_stages.params.experiment import BudgetSpec, budget_spec
+from esnfed_stages.params.hetero import hetero_params
 from esnfed_stages.layout import ASSESS_DIR, TTEST_PATH, assess_path
-from esnfed_stages.sections import section
+from esnfed_stages.params.sections import section
 
 
 def hetero_table_methods(params: Mapping[str, Any]) -> tuple[str, ...]:

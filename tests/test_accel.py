@@ -31,7 +31,7 @@ from esnfed_core.reservoir import ReservoirConfig, build_reservoir, run_batch  #
 from esnfed_core.settings import Settings  # noqa: E402
 from esnfed_core.trial import fit  # noqa: E402
 from esnfed_stages import select as select_stage  # noqa: E402
-from esnfed_stages.experiment_params import RunnerConfig, experiment_params  # noqa: E402
+from esnfed_stages.params.experiment import RunnerConfig, experiment_params  # noqa: E402
 from esnfed_stages.layout import best_path, select_dir  # noqa: E402
 from esnfed_stages.runner import TrialTask, batches, fit_trial  # noqa: E402
 from experiment_data import make_dataset, small_params, trial_data  # noqa: E402

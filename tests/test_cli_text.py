@@ -42,7 +42,7 @@ def test_the_params_help_of_ttest_and_report_names_every_section_they_read(comma
     """Report's --params help said "(ttest.* / report.* sections)"; it reads and
     checks privacy, heterogeneity, the budget, the dataset lists and imports too (ttest no report.*)."""
     from esnfed_stages import report, ttest  # noqa: PLC0415
-    from esnfed_stages.params import load_params  # noqa: PLC0415
+    from esnfed_stages.params.load import load_params  # noqa: PLC0415
 
     class Recording(dict):
         def __getitem__(self, key):

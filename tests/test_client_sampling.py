@@ -239,7 +239,7 @@ def test_settings_refuse_the_paths_without_sampling():
 def test_the_schema_refuses_bad_fractions_in_one_line(bad, why):
     from pathlib import Path  # noqa: PLC0415
 
-    from esnfed_stages.params_schema import validate  # noqa: PLC0415
+    from esnfed_stages.params.schema import validate  # noqa: PLC0415
 
     params = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
     assert params["federated"] == {"client_fraction": 1.0, "sampling_pool": "context"}  # the default: every client

@@ -16,7 +16,7 @@ from esnfed_core.tables import TABLES, table_specs
 from esnfed_core.vocabulary import PCTS
 from esnfed_stages import protocol_tables, report, report_index
 from esnfed_stages.comparability import BudgetScale, budget_scale, notice, papers_protocol, table_budgets
-from esnfed_stages.experiment_params import budget_spec
+from esnfed_stages.params.experiment import budget_spec
 from esnfed_stages.ttest import Inputs
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -13,7 +13,7 @@ import yaml
 
 from esnfed_core.errors import ConfigError
 from esnfed_stages.data import partition, preprocess, synthesize
-from esnfed_stages.params_schema import validate
+from esnfed_stages.params.schema import validate
 
 REPO = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
 

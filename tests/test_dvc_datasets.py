@@ -100,7 +100,7 @@ def test_a_dataset_paused_in_datasets_but_left_in_imported_is_refused_before_dvc
     source read, the run failed where it is gone). The schema names the key instead, as `esnfed
     check-params` and every stage run it."""
     from esnfed_core.errors import ConfigError
-    from esnfed_stages.params_schema import validate
+    from esnfed_stages.params.schema import validate
 
     def change(p):
         p["datasets"] = p["continual_datasets"] = ["wesad", "hhar"]
@@ -166,7 +166,7 @@ def test_your_data_alone_runs_no_embedded_data_stage_it_does_not_read(tmp_path, 
     example keeps the one embedded stage its import reads."""
     from readme_recipe import user_only_params
 
-    from esnfed_stages.params_schema import validate
+    from esnfed_stages.params.schema import validate
 
     name = "mystudy" if alone == "readme recipe" else "example"
 
@@ -217,7 +217,7 @@ def test_a_pipeline_of_your_own_data_only_has_no_stage_of_the_papers_upstream_of
     on wesad, hhar or the example and none of the report's upstream stages needs their data (before:
     select-deep@wesad and the flower stages were always there, and the report depended on
     runs/flower/wesad; the embedded data stages of all three ran, unused)."""
-    from esnfed_stages.params_schema import validate
+    from esnfed_stages.params.schema import validate
 
     root = _project(tmp_path, _user_only)
     validate(yaml.safe_load((root / "params.yaml").read_text()))
@@ -281,7 +281,7 @@ def test_a_study_of_your_own_data_alone_runs_every_study_stage_on_it_upstream_of
     """`datasets: [mine]`, `study_datasets: [mine]` (before: the schema refused a study dataset of
     your own): the params validate, the deep, heterogeneous and flower stages run on mine, the
     report depends on them, and no stage of the papers' datasets is upstream of it."""
-    from esnfed_stages.params_schema import validate
+    from esnfed_stages.params.schema import validate
 
     def change(p):
         _user_only(p)

@@ -24,7 +24,7 @@ from esnfed_core.method import Method
 from esnfed_core.vocabulary import PCTS, STRATEGIES
 from esnfed_stages import dvc_plots, figures, hetero_report, report
 from esnfed_stages.hetero_report import ALPHA_CSV
-from esnfed_stages.params_schema import validate
+from esnfed_stages.params.schema import validate
 from esnfed_stages.report_figures import ACTIVATION_DATASET, SETTINGS, STATIONARY, shares_csv
 from esnfed_stages.ttest import Inputs
 

@@ -20,7 +20,7 @@ from esnfed_core.data.processed import load_manifest
 from esnfed_core.data.wesad import preprocess_wesad
 from esnfed_core.errors import ConfigError
 from esnfed_stages import protocol_tables
-from esnfed_stages.params_schema import embedded_read, validate
+from esnfed_stages.params.schema import embedded_read, validate
 from experiment_data import cli_ok, run_method_stages, small_params, ttest_and_report, write_params
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -615,7 +615,7 @@ def test_import_and_params_yaml_share_one_dataset_name_rule(tmp_path, monkeypatc
     """Before: --dataset wesad replaced data/processed/wesad (the paper tables' input), imports.wesad
     passed the schema (dvc then failed on duplicate outputs), and my-study / MyStudy imported but
     could not be declared in datasets."""
-    from esnfed_stages.params_schema import validate
+    from esnfed_stages.params.schema import validate
 
     monkeypatch.chdir(tmp_path)
     _table().to_csv(tmp_path / "rec.csv", index=False)

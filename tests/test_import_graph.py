@@ -121,7 +121,7 @@ def test_start_up_leaves_slow_libraries_to_the_commands_that_use_them():
     import sys  # noqa: PLC0415
 
     code = ("import sys, esnfed_cli.main\n"
-            "from esnfed_stages.params import load_params\n"
+            "from esnfed_stages.params.load import load_params\n"
             "load_params('params.yaml')\n"
             "print(' '.join(m for m in ('pandas', 'scipy.signal', 'scipy.stats', 'matplotlib', 'torch',\n"
             "                           'joblib', 'scipy.special')"

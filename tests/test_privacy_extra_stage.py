@@ -16,7 +16,7 @@ from esnfed_cli.main import app
 from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.privacy import noise_multiplier
 from esnfed_stages import privacy_report
-from esnfed_stages.params_schema import embedded_read
+from esnfed_stages.params.schema import embedded_read
 from esnfed_stages.privacy import extra_path, privacy_params
 from experiment_data import cli_ok, make_dataset, small_params, stage_options, write_params
 
@@ -90,7 +90,7 @@ def test_infinite_epsilon_is_the_nonprivate_trial(root, method):
     the non-private trial: the same test accuracies."""
     from esnfed_core.scoring import accuracy
     from esnfed_core.trial import TrialData, fit
-    from esnfed_stages.experiment_params import experiment_params
+    from esnfed_stages.params.experiment import experiment_params
     from esnfed_stages.retrain import retrain_seed, selected_config
     from esnfed_stages.trial_data import open_dataset
 
@@ -171,7 +171,7 @@ def test_params_check_refuses_fedclip_on_a_dataset_without_contexts():
     continual_datasets only, so a declared dataset outside them is refused when params.yaml is read."""
     import copy
 
-    from esnfed_stages.params_schema import validate
+    from esnfed_stages.params.schema import validate
 
     repo = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
     params = copy.deepcopy(repo)

@@ -240,7 +240,7 @@ def test_defaults_are_unchanged_and_fedip_ignores_the_pool():
 
 @pytest.mark.parametrize("pool", ["Roster", "all", 1])
 def test_a_bad_pool_is_refused_in_one_line(pool):
-    from esnfed_stages.experiment_params import experiment_params  # noqa: PLC0415
+    from esnfed_stages.params.experiment import experiment_params  # noqa: PLC0415
     from experiment_data import small_params  # noqa: PLC0415
 
     with pytest.raises(ConfigError) as err:
@@ -252,7 +252,7 @@ def test_a_bad_pool_is_refused_in_one_line(pool):
         experiment_params(params)
     assert "\n" not in str(err.value)
     assert str(err.value).startswith("params.yaml: 'federated.sampling_pool' must be one of context, roster, got ")
-    from esnfed_stages.params_schema import validate  # noqa: PLC0415 (esnfed check-params)
+    from esnfed_stages.params.schema import validate  # noqa: PLC0415 (esnfed check-params)
 
     with pytest.raises(ConfigError) as err:
         validate(params)

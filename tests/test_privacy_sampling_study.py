@@ -17,7 +17,7 @@ from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.privacy import stats_bound
 from esnfed_core.sampling import sample_size
 from esnfed_stages import privacy_report, privacy_sampling_report, report
-from esnfed_stages.params_schema import embedded_read, validate
+from esnfed_stages.params.schema import embedded_read, validate
 from esnfed_stages.privacy import privacy_params, sampling_path
 from experiment_data import cli_fails, cli_ok, make_dataset, read_params, small_params, stage_options, write_params
 
@@ -126,7 +126,7 @@ def test_infinite_epsilon_is_the_nonprivate_sampled_trial(root):
 
     from esnfed_core.scoring import accuracy
     from esnfed_core.trial import TrialData, fit
-    from esnfed_stages.experiment_params import experiment_params
+    from esnfed_stages.params.experiment import experiment_params
     from esnfed_stages.retrain import retrain_seed, selected_config
     from esnfed_stages.trial_data import open_dataset
 

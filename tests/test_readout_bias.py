@@ -176,8 +176,8 @@ def test_a_non_boolean_is_one_line_and_the_flower_run_config_carries_the_bias_on
 
 def test_params_readout_bias_is_checked_and_read():
     from test_stage_params import _params  # noqa: PLC0415
-    from esnfed_stages.experiment_params import experiment_params  # noqa: PLC0415
-    from esnfed_stages.params_schema import validate  # noqa: PLC0415
+    from esnfed_stages.params.experiment import experiment_params  # noqa: PLC0415
+    from esnfed_stages.params.schema import validate  # noqa: PLC0415
 
     p = _params()
     assert p["readout"]["bias"] is False  # the repository's default: the authors' code

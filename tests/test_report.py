@@ -1004,7 +1004,7 @@ HETERO = {"seed": 0, "mode": "space", "vary": ["spectral_radius", "leak"], "comb
 def _hetero_outputs(root: Path, record: bool = True) -> list[str]:
     """The heterogeneous table's assess files (local, ensemble, align-0.5 as `esnfed assess` writes
     them under HETERO; incfed, a stationary method, records no heterogeneity) -> their methods."""
-    from esnfed_stages.heterogeneity_params import hetero_params
+    from esnfed_stages.params.hetero import hetero_params
 
     hp = hetero_params({"heterogeneity": HETERO})
     methods = [m.id for m in hp.methods()] + ["incfed"]
@@ -1030,8 +1030,8 @@ def test_heterogeneous_inputs_of_other_heterogeneity_settings_are_refused(tmp_pa
     printed them over assess files computed under others (exit 0)."""
     from esnfed_core.errors import DataError
     from esnfed_stages import hetero_report
-    from esnfed_stages.experiment_params import BudgetSpec
-    from esnfed_stages.heterogeneity_params import hetero_params
+    from esnfed_stages.params.experiment import BudgetSpec
+    from esnfed_stages.params.hetero import hetero_params
 
     methods = _hetero_outputs(tmp_path)
     default = BudgetSpec("default")
@@ -1069,7 +1069,7 @@ def _write_budget(workdir: Path, params: dict) -> None:
 def _stamp_digests(workdir: Path, params: dict) -> None:
     """The assess files as assess writes them under ``params``: with the budget's digest."""
     from esnfed_core.method import Method
-    from esnfed_stages.experiment_params import budget_spec
+    from esnfed_stages.params.experiment import budget_spec
 
     for ds, method in required_inputs():
         path = workdir / "runs" / "assess" / ds / f"{method}.json"

@@ -20,9 +20,9 @@ from esnfed_stages import assess as assess_stage
 from esnfed_stages import retrain as retrain_stage
 from esnfed_stages import select as select_stage
 from esnfed_core.vocabulary import PCTS
-from esnfed_stages.experiment_params import experiment_params
+from esnfed_stages.params.experiment import experiment_params
 from esnfed_stages.models import check_best_config, load_model
-from esnfed_stages.params_schema import embedded_read
+from esnfed_stages.params.schema import embedded_read
 from experiment_data import TEST, TRAIN, cli_ok, make_dataset, run_method_stages, small_params, write_params
 
 # (algo, strategy): stationary and continual, centralised and federated, in dependency order.

@@ -313,7 +313,7 @@ def test_failed_retrains_are_recorded_listed_and_redone(tmp_path, monkeypatch):
 RAY_PROBE = """
 import json, os, psutil, ray
 from esnfed_stages import ray_backend
-from esnfed_stages.experiment_params import RunnerConfig
+from esnfed_stages.params.experiment import RunnerConfig
 from joblib import Parallel, delayed, parallel_backend
 ray_backend.setup(RunnerConfig(backend="ray", n_jobs=1))
 with parallel_backend("ray"):

@@ -20,7 +20,7 @@ from esnfed_core.tables import Communication, communication_rows, required_input
 from esnfed_core.vocabulary import PCTS
 from esnfed_stages import select as select_stage
 from esnfed_stages import selection_traffic
-from esnfed_stages.experiment_params import experiment_params
+from esnfed_stages.params.experiment import experiment_params
 from esnfed_stages.report import communication_items, report_params, validation_sizes
 from esnfed_stages.tables import communication_csv
 from esnfed_stages.ttest import load_inputs

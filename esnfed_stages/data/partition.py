@@ -30,8 +30,8 @@ from esnfed_core.vocabulary import PCTS
 from esnfed_stages.data._datasets import continual_declared, is_paper
 from esnfed_stages._io import output_lock, write_json
 from esnfed_stages.data.check_data import checked_manifest, context_windows
-from esnfed_stages.processed_params import DataParams, check_processed, data_params
-from esnfed_stages.sections import section
+from esnfed_stages.params.processed import DataParams, check_processed, data_params
+from esnfed_stages.params.sections import section
 from esnfed_stages.data.preprocess import DEFAULT_OUT as DEFAULT_PROCESSED
 from esnfed_stages.layout import PARTITIONS_DIR as DEFAULT_OUT
 

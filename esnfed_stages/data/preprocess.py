@@ -23,7 +23,7 @@ from esnfed_core.quote import quote
 from esnfed_core.vocabulary import DATASETS, SOURCES
 from esnfed_stages.data._datasets import dataset_function, reader_of, reader_settings
 from esnfed_stages._io import atomic_path, file_sha256, output_lock, write_json
-from esnfed_stages.sections import section
+from esnfed_stages.params.sections import section
 from esnfed_stages.layout import PROCESSED_DIR as DEFAULT_OUT
 
 _USER_NAME = re.compile(r"^[A-Za-z0-9_-]+$")  # becomes a file name

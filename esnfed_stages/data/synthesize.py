@@ -18,7 +18,7 @@ from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.validation import Bound, ParameterError
 from esnfed_stages.data._datasets import DIRNAMES, bind_kwargs, check_synthesized, dataset_function
 from esnfed_stages._io import atomic_path, output_lock
-from esnfed_stages.sections import section
+from esnfed_stages.params.sections import section
 
 
 SEED = Bound(integer=True, low=0)

@@ -1,7 +1,7 @@
 """params.yaml ``heterogeneity`` (docs/heterogeneous.md), checked into a frozen
 :class:`HeteroParams`: how the clients' reservoirs differ, the ensemble's combination, the alignment
 strengths α of the align methods and the training shares the heterogeneous methods run under each
-budget. Part of :class:`esnfed_stages.experiment_params.ExperimentParams`."""
+budget. Part of :class:`esnfed_stages.params.experiment.ExperimentParams`."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from esnfed_core.method import Method, RESERVOIR_KEYS
 from esnfed_core.quote import quote
 from esnfed_core.vocabulary import PCTS
 from esnfed_stages import provenance
-from esnfed_stages.sections import check_keys, section
+from esnfed_stages.params.sections import check_keys, section
 
 KEYS = ("seed", "mode", "vary", "combine", "alphas", "pcts")
 

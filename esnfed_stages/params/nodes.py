@@ -1,4 +1,4 @@
-"""The node types of the params.yaml schema (esnfed_stages.params_schema): each checks one value
+"""The node types of the params.yaml schema (esnfed_stages.params.schema): each checks one value
 at a dotted key and raises :class:`Invalid` with a one-line message naming the key, and lists the
 leaf keys it declares (for the drift test of declared_keys)."""
 

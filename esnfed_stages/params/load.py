@@ -11,7 +11,7 @@ import yaml
 from esnfed_core.data.paths import path_problem
 from esnfed_core.errors import ConfigError
 from esnfed_core.quote import brief, quote
-from esnfed_stages.params_schema import validate
+from esnfed_stages.params.schema import validate
 from esnfed_stages.layout import PARAMS_FILE as DEFAULT_PARAMS
 
 

@@ -25,9 +25,9 @@ from esnfed_core.settings import RETRAIN_LAMBDA, Settings
 from esnfed_core.validation import COUNT, Bound, ParameterError
 from esnfed_core.vocabulary import BACKENDS, DATASETS, DEVICES, PCTS, REPLAY_POLICIES
 from esnfed_stages.data._datasets import check_declared, declared
-from esnfed_stages.heterogeneity_params import HeteroParams, hetero_params
-from esnfed_stages.processed_params import DataParams, data_params
-from esnfed_stages.sections import check_keys as _check_keys, bounded, section
+from esnfed_stages.params.hetero import HeteroParams, hetero_params
+from esnfed_stages.params.processed import DataParams, data_params
+from esnfed_stages.params.sections import check_keys as _check_keys, bounded, section
 
 
 # The runner's ranges (the schema checks params.yaml against the same objects); n_jobs is also != 0.
@@ -84,7 +84,7 @@ class ExperimentParams:
     # params.yaml ``heterogeneity`` (esnfed_stages.heterogeneity); None without the section
     heterogeneity: HeteroParams | None = None
     # per declared dataset, the import or preprocess settings its manifest must record (a folder
-    # written under others is refused where it is opened: esnfed_stages/processed_params.py)
+    # written under others is refused where it is opened: esnfed_stages/params/processed.py)
     processed: Mapping[str, DataParams] = field(default_factory=dict)
 
     def method_space(self, dataset: str, method: Method) -> list[Dimension]:

@@ -32,11 +32,11 @@ from esnfed_stages.data._datasets import (
     DIRNAMES, SYNTHESIZED, bind_kwargs, check_dataset_name, check_own_name, check_variant, dataset_function, declared,
     reader_of, variant_base,
 )
-from esnfed_stages.experiment_params import RUNNER_BOUNDS
+from esnfed_stages.params.experiment import RUNNER_BOUNDS
 from esnfed_stages.data.import_data import import_params
 from esnfed_stages.data.partition import check_partition
-from esnfed_stages.processed_params import same_source
-from esnfed_stages.schema_nodes import (
+from esnfed_stages.params.processed import same_source
+from esnfed_stages.params.nodes import (
     Bool, Choice, Delegate, Entries, Fields, Invalid, ListOf, Named, Node, Nullable, Num, OptIn, Space, Text,
 )
 from esnfed_stages import protocol_tables
@@ -121,7 +121,7 @@ def _privacy(key: str, value: Any) -> None:
 
 
 def _heterogeneity(key: str, value: Any) -> None:
-    from esnfed_stages.heterogeneity_params import hetero_params  # noqa: PLC0415 (the stage owns its checks)
+    from esnfed_stages.params.hetero import hetero_params  # noqa: PLC0415 (the stage owns its checks)
 
     hetero_params({"heterogeneity": value})
 
@@ -215,7 +215,7 @@ SCHEMA = Fields(optional={
                                "activation_datasets": ListOf(Choice(DATASETS), empty=True)}),
     "privacy": Delegate(_privacy, ("epsilons", "delta", "relation", "clip", "ip_clip", "pct", "methods",
                                    "extra_methods", "fedavg_clip", "amplification", "sampling_study", "config")),
-    # heterogeneous reservoirs (esnfed_stages/heterogeneity_params.py checks the section)
+    # heterogeneous reservoirs (esnfed_stages/params/hetero.py checks the section)
     "heterogeneity": Delegate(_heterogeneity, ("seed", "mode", "vary", "combine", "alphas", "pcts")),
     # declared datasets (esnfed_stages/data/_datasets.py) and the import options of user ones
     "datasets": ListOf(Delegate(check_dataset_name)),
