@@ -120,7 +120,7 @@ def _prepare(datasets: Optional[list[str]], algo: list[Algo], strategy: Optional
 
 def _where(runner) -> str:
     n = runner.n_jobs
-    if runner.backend == "sequential" or n == 1:  # esnfed_stages.runner: then the trials run in this process
+    if runner.backend == "sequential" or n == 1:  # esnfed_stages.experiment.runner: then the trials run in this process
         jobs = "in this process"
     else:
         jobs = f"{runner.backend}, " + (f"{n} jobs" if n > 0 else "all cores" if n == -1 else f"all cores but {-n - 1}")
@@ -193,13 +193,13 @@ def _run_label(runs: list[tuple[str, Method]], ds: str, method: Method) -> str:
 
 
 def _select_run(*args, **kwargs):
-    from esnfed_stages import select as select_stage
+    from esnfed_stages.experiment import select as select_stage
 
     return select_stage.run(*args, **kwargs)
 
 
 def _retrain_run(*args, **kwargs):
-    from esnfed_stages import retrain as retrain_stage
+    from esnfed_stages.experiment import retrain as retrain_stage
 
     return retrain_stage.run(*args, **kwargs)
 
@@ -275,7 +275,7 @@ def assess(
     Continual methods also get the accuracy matrix and stream accuracy per context; IP methods
     on the datasets in assess.activation_datasets get activation densities per context.
     """
-    from esnfed_stages import assess as assess_stage
+    from esnfed_stages.experiment import assess as assess_stage
     from esnfed_stages.params.experiment import experiment_params
     from esnfed_stages.params.load import load_params
 

@@ -56,7 +56,7 @@ def run_config(cfg: Mapping[str, Any], seeds: Mapping[str, int], data: Any, sett
 
 
 def _stream(reservoirs: list, readouts: list, test: list, batch_size: int) -> list[float]:
-    """Stream accuracy on the test users after each context (as esnfed_stages.assess)."""
+    """Stream accuracy on the test users after each context (as esnfed_stages.experiment.assess)."""
     correct, total = context_matrix(reservoirs, readouts, test, batch_size)
     return [float(a) for a in metrics.stream_accuracy(correct, total)]
 

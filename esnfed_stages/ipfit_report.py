@@ -1,6 +1,6 @@
 """reports/tables/ip-fit.md/.csv: how close the IP methods bring the reservoir's activations to the
 IP target N(μ, σ²) (the DP paper's first assessment, §3), against the same reservoir without IP:
-the KL divergences assess records in each activation entry (esnfed_stages/assess.py), mean ±
+the KL divergences assess records in each activation entry (esnfed_stages/experiment/assess.py), mean ±
 population std over the retrains (PROTOCOL §6)."""
 
 from __future__ import annotations

@@ -43,8 +43,8 @@ from esnfed_stages._io import output_lock, write_json
 from esnfed_core.vocabulary import PCTS
 from esnfed_stages.params.experiment import ExperimentParams
 from esnfed_stages.params.sections import bounded, section
-from esnfed_stages.trial_data import open_dataset
-from esnfed_stages.retrain import retrain_seed, selected_config
+from esnfed_stages.experiment.trial_data import open_dataset
+from esnfed_stages.experiment.retrain import retrain_seed, selected_config
 from esnfed_stages.layout import PRIVACY_DIR
 
 

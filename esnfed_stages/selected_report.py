@@ -17,7 +17,7 @@ from esnfed_core.tables import dataset_label, papers_first
 from esnfed_core.vocabulary import PCTS
 from esnfed_stages.params.experiment import BudgetSpec
 from esnfed_stages.layout import best_under
-from esnfed_stages.select import check_best
+from esnfed_stages.experiment.select import check_best
 from esnfed_stages.tables import NA, NOT_APPLICABLE, to_csv
 from esnfed_stages.ttest import Inputs
 from esnfed_stages.layout import SELECT_DIR  # the select stage's outputs (report --select-dir)

@@ -1,5 +1,5 @@
 """The model selection's traffic for the communication table: each finished share's trial records
-(runs/select/<dataset>/<method>/<pct>/trial-XXXX.json, esnfed_stages/select.py) read into
+(runs/select/<dataset>/<method>/<pct>/trial-XXXX.json, esnfed_stages/experiment/select.py) read into
 esnfed_core.tables.SelectionTrial, so the table totals what every trial sent at its own sizes.
 
 A share counts once its selection finished (best.json written: every one of its ``n_trials``
@@ -21,7 +21,7 @@ from esnfed_core.validation import ParameterError
 from esnfed_core.vocabulary import PCTS
 from esnfed_stages._io import read_json
 from esnfed_stages.layout import best_under
-from esnfed_stages.select import trial_path
+from esnfed_stages.experiment.select import trial_path
 
 Share = tuple[str, str, str]  # (dataset, method, pct)
 

@@ -25,10 +25,10 @@ from esnfed_core.reservoir import Reservoir, ReservoirConfig, build_reservoir, i
 from esnfed_core.settings import Settings
 from esnfed_core.trial import fit
 from esnfed_core.validation import ParameterError
-from esnfed_stages import select as select_stage
+from esnfed_stages.experiment import select as select_stage
 from esnfed_stages.params.experiment import experiment_params
-from esnfed_stages.models import load_model, save_model
-from esnfed_stages.trial_data import open_dataset
+from esnfed_stages.experiment.models import load_model, save_model
+from esnfed_stages.experiment.trial_data import open_dataset
 from experiment_data import cli_ok, make_dataset, run_method_stages, small_params, trial_data, write_params
 
 U, T = 4, 40

@@ -23,8 +23,8 @@ from esnfed_core.search import parse_space
 from esnfed_core.settings import Settings
 from esnfed_core.tables import Communication, communication_rows
 from esnfed_core.trial import make_reservoir
-from esnfed_stages.models import load_model, save_model
-from esnfed_stages.runner import fit_trial as fit
+from esnfed_stages.experiment.models import load_model, save_model
+from esnfed_stages.experiment.runner import fit_trial as fit
 from experiment_data import trial_data
 from float32_bounds import readout_rtol
 

@@ -127,8 +127,8 @@ def test_infinite_epsilon_is_the_nonprivate_sampled_trial(root):
     from esnfed_core.scoring import accuracy
     from esnfed_core.trial import TrialData, fit
     from esnfed_stages.params.experiment import experiment_params
-    from esnfed_stages.retrain import retrain_seed, selected_config
-    from esnfed_stages.trial_data import open_dataset
+    from esnfed_stages.experiment.retrain import retrain_seed, selected_config
+    from esnfed_stages.experiment.trial_data import open_dataset
 
     exp = experiment_params(read_params(root))
     settings = replace(exp.settings, client_fraction=0.5)

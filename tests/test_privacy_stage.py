@@ -94,8 +94,8 @@ def _doc(root: Path) -> dict:
 
 def test_infinite_epsilon_is_the_retrained_model(root):
     from esnfed_core.scoring import accuracy as score
-    from esnfed_stages.trial_data import open_dataset
-    from esnfed_stages.models import load_model
+    from esnfed_stages.experiment.trial_data import open_dataset
+    from esnfed_stages.experiment.models import load_model
 
     doc = _doc(root)
     data = open_dataset(root / "data", "wesad")

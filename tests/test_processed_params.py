@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from esnfed_cli.main import app
 from esnfed_core.errors import DataError
 from esnfed_stages.params.processed import data_params
-from esnfed_stages.trial_data import open_dataset
+from esnfed_stages.experiment.trial_data import open_dataset
 
 runner = CliRunner()
 IMPORT = {"source": "rec.csv", "user": "who", "time": "t", "label": "act", "context": "sess",

@@ -193,7 +193,7 @@ def test_params_readout_bias_is_checked_and_read():
 
 
 def test_saved_model_with_bias_round_trips(tmp_path):
-    from esnfed_stages.models import load_model, save_model  # noqa: PLC0415
+    from esnfed_stages.experiment.models import load_model, save_model  # noqa: PLC0415
 
     cfg = {k: CFG[k] for k in Method.parse("incfed").config_keys}  # a saved config holds no other key
     model = fit("incfed", cfg, 11, _data(), Settings(readout_bias=True))
@@ -215,7 +215,7 @@ def test_select_retrain_assess_with_bias_and_the_communication_table(tmp_path):
     from typer.testing import CliRunner  # noqa: PLC0415
 
     from esnfed_cli.main import app  # noqa: PLC0415
-    from esnfed_stages.models import load_model  # noqa: PLC0415
+    from esnfed_stages.experiment.models import load_model  # noqa: PLC0415
 
     make_dataset(tmp_path)
     params = small_params()

@@ -20,7 +20,7 @@ import yaml
 from typer.testing import CliRunner
 
 from esnfed_cli.main import app
-from esnfed_stages import runner as runner_mod
+from esnfed_stages.experiment import runner as runner_mod
 from experiment_data import make_dataset, small_params, write_params
 
 pytestmark = pytest.mark.pipeline

@@ -13,10 +13,10 @@ import pytest
 
 from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.method import Method
-from esnfed_stages import runner as runner_mod
-from esnfed_stages import select as select_stage
+from esnfed_stages.experiment import runner as runner_mod
+from esnfed_stages.experiment import select as select_stage
 from esnfed_stages.params.experiment import RunnerConfig, experiment_params
-from esnfed_stages.fingerprint import TRIAL_MODULES, trial_modules
+from esnfed_stages.experiment.fingerprint import TRIAL_MODULES, trial_modules
 from esnfed_core.vocabulary import PCTS
 from esnfed_stages.layout import best_path, select_dir
 from experiment_data import VALIDATION, make_dataset, small_params

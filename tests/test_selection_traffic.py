@@ -18,7 +18,7 @@ from esnfed_core.errors import DataError
 from esnfed_core.method import Method
 from esnfed_core.tables import Communication, communication_rows, required_inputs
 from esnfed_core.vocabulary import PCTS
-from esnfed_stages import select as select_stage
+from esnfed_stages.experiment import select as select_stage
 from esnfed_stages import selection_traffic
 from esnfed_stages.params.experiment import experiment_params
 from esnfed_stages.report import communication_items, report_params, validation_sizes

@@ -25,7 +25,7 @@ from esnfed_core.reservoir import (
 )
 from esnfed_core.search import parse_space, sample_config
 from esnfed_core.trial import make_reservoir
-from esnfed_stages.models import check_best_config
+from esnfed_stages.experiment.models import check_best_config
 from esnfed_stages.params.schema import validate
 
 REPO_PARAMS = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
@@ -285,7 +285,7 @@ def test_select_searches_connectivity_and_continual_methods_keep_the_selected_on
     """A space naming connectivity: every trial's config holds the drawn values (and its reservoir
     the matching nonzero counts), and CLIP's candidates reuse IP's selected connectivity as they
     reuse its other hyperparameters; the space without the keys plans the configs it always did."""
-    from esnfed_stages import select as select_stage
+    from esnfed_stages.experiment import select as select_stage
     from esnfed_stages.params.experiment import experiment_params
     from esnfed_stages.layout import best_path, select_dir
     from experiment_data import make_dataset, small_params
@@ -359,12 +359,12 @@ def test_retrain_and_assess_keep_the_selected_sparse_reservoir(tmp_path):
     the selected connectivity's nonzero counts (new seeds, same shares), and the assess file records
     the config with it."""
     from esnfed_core.vocabulary import PCTS
-    from esnfed_stages import assess as assess_stage
-    from esnfed_stages import retrain as retrain_stage
-    from esnfed_stages import select as select_stage
+    from esnfed_stages.experiment import assess as assess_stage
+    from esnfed_stages.experiment import retrain as retrain_stage
+    from esnfed_stages.experiment import select as select_stage
     from esnfed_stages.params.experiment import experiment_params
     from esnfed_stages.layout import best_path
-    from esnfed_stages.models import load_model
+    from esnfed_stages.experiment.models import load_model
     from experiment_data import make_dataset, small_params
 
     make_dataset(tmp_path)

@@ -137,7 +137,7 @@ def test_the_cli_reads_params_once_and_passes_the_parsed_objects(monkeypatch, tm
     from typer.testing import CliRunner
 
     from esnfed_cli.main import app
-    from esnfed_stages import assess as assess_stage
+    from esnfed_stages.experiment import assess as assess_stage
     from esnfed_stages.params import load as params_module
     from esnfed_stages import privacy as privacy_stage
     from esnfed_stages.params.load import load_params

@@ -81,7 +81,7 @@ class ExperimentParams:
     runner: RunnerConfig
     activation_bins: int
     activation_datasets: tuple[str, ...]
-    # params.yaml ``heterogeneity`` (esnfed_stages.heterogeneity); None without the section
+    # params.yaml ``heterogeneity`` (esnfed_stages.experiment.heterogeneity); None without the section
     heterogeneity: HeteroParams | None = None
     # per declared dataset, the import or preprocess settings its manifest must record (a folder
     # written under others is refused where it is opened: esnfed_stages/params/processed.py)

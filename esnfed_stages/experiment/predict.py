@@ -28,8 +28,8 @@ from esnfed_stages._io import atomic_path
 from esnfed_core.data.processed import MANIFEST
 from esnfed_stages.data.check_data import checked_manifest
 from esnfed_stages.layout import PROCESSED_DIR
-from esnfed_stages.models import load_model
-from esnfed_stages.trial_data import Dataset
+from esnfed_stages.experiment.models import load_model
+from esnfed_stages.experiment.trial_data import Dataset
 
 _MODEL_NAME = re.compile(r"^seed-(\d+)\.(json|npz)$")
 # The manifest fields a folder must share with the data the model was trained on.

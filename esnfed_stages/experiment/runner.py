@@ -7,7 +7,7 @@ in the parent as they finish, so the stage writes each result at once.
 
 Backends: "loky" (local processes, the default) and "sequential" (in this process). Another
 backend registers a setup function with :func:`register_backend`; "ray" is looked up lazily in
-``esnfed_stages.ray_backend``, which must call ``register_backend("ray", setup)`` on import.
+``esnfed_stages.experiment.ray_backend``, which must call ``register_backend("ray", setup)`` on import.
 Results do not depend on the backend: each trial runs with ``blas_threads`` BLAS threads wherever
 it runs, and its numbers depend only on (method, config, seed, data, settings).
 
@@ -35,7 +35,7 @@ from esnfed_core.quote import quote
 from esnfed_core.settings import Settings
 from esnfed_core.trial import FittedModel, TrialData, fit
 from esnfed_stages.params.experiment import RunnerConfig
-from esnfed_stages.trial_data import DataRef, load_trial_data
+from esnfed_stages.experiment.trial_data import DataRef, load_trial_data
 
 
 @dataclass(frozen=True)
@@ -171,7 +171,7 @@ def register_backend(name: str, setup: Callable[[RunnerConfig], None]) -> None:
 def _setup(config: RunnerConfig) -> None:
     if config.backend not in _BACKENDS:
         try:
-            importlib.import_module(f"esnfed_stages.{config.backend}_backend")
+            importlib.import_module(f"esnfed_stages.experiment.{config.backend}_backend")
         except ImportError as exc:
             raise ConfigError(
                 f"runner.backend: {quote(config.backend)} is not available ({exc}); "

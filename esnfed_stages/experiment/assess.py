@@ -43,11 +43,12 @@ from esnfed_core.trial import FittedModel
 from esnfed_core.quote import quote
 from esnfed_stages._io import output_lock, read_json, write_json
 from esnfed_core.vocabulary import PCTS
-from esnfed_stages import heterogeneity, provenance
+from esnfed_stages.experiment import heterogeneity
+from esnfed_stages import provenance
 from esnfed_stages.params.experiment import ExperimentParams
 from esnfed_stages.layout import assess_dir, assess_path, model_dir
-from esnfed_stages.models import load_model, model_paths
-from esnfed_stages.trial_data import Dataset, open_dataset
+from esnfed_stages.experiment.models import load_model, model_paths
+from esnfed_stages.experiment.trial_data import Dataset, open_dataset
 
 # Methods whose training-user accuracy the IncFed tables (ijcnn-*) print.
 TRAIN_SCORED = ("random", "ridge", "incfed", "fedavg")

@@ -1,6 +1,6 @@
 """A local Ray instance reachable from this machine only: every Ray process of it (GCS, raylet,
 object manager, agents, workers) listens on 127.0.0.1. Used by the "ray" trial backend
-(esnfed_stages/ray_backend.py) and by the Flower runs' shared session (esnfed_flower/session.py);
+(esnfed_stages/experiment/ray_backend.py) and by the Flower runs' shared session (esnfed_flower/session.py);
 imports only Ray and the core's errors, so the Flower environment (.venv-flower) can use it.
 """
 

@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from typing import Callable, Generic, Protocol, Sequence, TypeVar
 
 from esnfed_core.method import Method
-from esnfed_stages import heterogeneity
+from esnfed_stages.experiment import heterogeneity
 from esnfed_stages._io import clean_stale_tmp, output_locks
 from esnfed_stages.params.experiment import ExperimentParams, RunnerConfig
-from esnfed_stages.runner import Outcome, TrialTask, for_method, run_tasks
-from esnfed_stages.trial_data import Dataset, open_dataset
+from esnfed_stages.experiment.runner import Outcome, TrialTask, for_method, run_tasks
+from esnfed_stages.experiment.trial_data import Dataset, open_dataset
 
 Progress = Callable[[int, int], None]
 

@@ -23,16 +23,16 @@ from typing import Any, Mapping
 
 from esnfed_core.method import Method
 from esnfed_core.search import derive_seed
-from esnfed_stages import heterogeneity
+from esnfed_stages.experiment import heterogeneity
 from esnfed_stages._io import read_json, write_json
 from esnfed_stages.params.experiment import BudgetSpec, ExperimentParams, RunnerConfig
-from esnfed_stages.fingerprint import code_fingerprint, result_key
-from esnfed_stages.jobs import Progress, StageResult, clean_share, run_pending, run_shares
+from esnfed_stages.experiment.fingerprint import code_fingerprint, result_key
+from esnfed_stages.experiment.jobs import Progress, StageResult, clean_share, run_pending, run_shares
 from esnfed_stages.layout import model_dir
-from esnfed_stages.models import model_paths, read_meta, save_model
-from esnfed_stages.runner import Outcome, TrialTask
-from esnfed_stages.select import read_best
-from esnfed_stages.trial_data import Dataset
+from esnfed_stages.experiment.models import model_paths, read_meta, save_model
+from esnfed_stages.experiment.runner import Outcome, TrialTask
+from esnfed_stages.experiment.select import read_best
+from esnfed_stages.experiment.trial_data import Dataset
 
 _MODEL_FILE = re.compile(r"^seed-(\d+)\.(npz|json)$")
 _FAILED_FILE = re.compile(r"^seed-(\d+)\.failed\.json$")

@@ -24,15 +24,16 @@ from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.method import Method
 from esnfed_core.quote import quote
 from esnfed_core.search import Dimension, continual_budgets, derive_seed, sample_config
-from esnfed_stages import heterogeneity, provenance
+from esnfed_stages.experiment import heterogeneity
+from esnfed_stages import provenance
 from esnfed_stages._io import read_json, write_json
 from esnfed_stages.params.experiment import BudgetSpec, ExperimentParams, RunnerConfig
-from esnfed_stages.fingerprint import code_fingerprint, result_key
-from esnfed_stages.jobs import Progress, StageResult, clean_share, run_pending, run_shares
+from esnfed_stages.experiment.fingerprint import code_fingerprint, result_key
+from esnfed_stages.experiment.jobs import Progress, StageResult, clean_share, run_pending, run_shares
 from esnfed_stages.layout import best_path, select_dir
-from esnfed_stages.models import check_best_config
-from esnfed_stages.runner import Outcome, TrialTask
-from esnfed_stages.trial_data import Dataset
+from esnfed_stages.experiment.models import check_best_config
+from esnfed_stages.experiment.runner import Outcome, TrialTask
+from esnfed_stages.experiment.trial_data import Dataset
 
 _TRIAL_FILE = re.compile(r"^trial-(\d+)\.json$")
 _BEST_FILE = re.compile(r"^best\.json$")  # rewritten once every trial of the share has succeeded

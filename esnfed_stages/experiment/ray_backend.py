@@ -21,8 +21,8 @@ from ray.util.joblib.ray_backend import RayBackend
 
 from esnfed_core.errors import ConfigError
 from esnfed_stages.params.experiment import RunnerConfig
-from esnfed_stages.ray_loopback import start_local
-from esnfed_stages.runner import register_backend
+from esnfed_stages.experiment.ray_loopback import start_local
+from esnfed_stages.experiment.runner import register_backend
 
 
 class StreamingRayBackend(RayBackend):
