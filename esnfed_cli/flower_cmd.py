@@ -66,8 +66,8 @@ def flower(
     each FedCLIP app runs on its own after them. --epsilon: IncFed and FedIP under differential
     privacy (central noise on the plain apps, distributed under SecAgg+), FedAvg as DP-FedAvg
     (plain app, central noise)."""
-    from esnfed_stages import flower as flower_stage
-    from esnfed_stages import flower_fedclip
+    from esnfed_stages.studies import flower as flower_stage
+    from esnfed_stages.studies import flower_fedclip
     from esnfed_stages.params.load import load_params
 
     if secagg and plain_and_secagg:
@@ -132,7 +132,7 @@ def flower_table(
 
     Accuracy beside the pipeline's, bytes per client beside the ledger's, SecAgg+ bytes by stage
     with the masked vector's formula."""
-    from esnfed_stages import flower as flower_stage
+    from esnfed_stages.studies import flower as flower_stage
     from esnfed_stages._io import write_text
 
     docs = flower_stage.load_docs(runs_dir, nested=True)
@@ -166,7 +166,7 @@ def flower_export(
     Per training user its data file and its --node-config line, the run config of the selected
     config (runs/select/.../best.json) and the pipeline's result of the same seed to compare
     with (docs/flower-deploy.md)."""
-    from esnfed_stages import flower_export as export_stage
+    from esnfed_stages.studies import flower_export as export_stage
     from esnfed_stages.params.load import load_params
 
     loaded = load_params(params)

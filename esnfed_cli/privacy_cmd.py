@@ -51,7 +51,7 @@ def privacy(
     their FedIP updates: no training user's data) or select (runs/select's best.json, clip and
     ip_clip as given). They are retrained once per ε of privacy.epsilons; `esnfed report` renders
     reports/tables/privacy.md/.csv and reports/figures/privacy.png."""
-    from esnfed_stages import privacy as privacy_stage
+    from esnfed_stages.studies import privacy as privacy_stage
     from esnfed_stages.data._datasets import declared
     from esnfed_stages.params.experiment import experiment_params
     from esnfed_stages.params.load import load_params

@@ -29,7 +29,7 @@ REPORT_INDEX_NAME = "README.md"  # the report's index page inside the reports fo
 
 # The Flower apps the flower stage runs, by the name each one's outputs carry.
 FLOWER_APPS = ("incfed", "fedip", "fedavg")
-FEDCLIP_APPS = ("fedclip-naive", "fedclip-replay", "fedclip-joint")  # esnfed_stages/flower_fedclip.py
+FEDCLIP_APPS = ("fedclip-naive", "fedclip-replay", "fedclip-joint")  # esnfed_stages/studies/flower_fedclip.py
 SECAGG_APPS = ("incfed", "fedip", "fedclip-naive", "fedclip-replay")  # also through SecAgg+ (joint: plain only)
 # The source tree (the Flower apps' processes import it) and the apps' own environment beside it
 # (requirements/flower.txt).

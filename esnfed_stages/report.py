@@ -48,7 +48,7 @@ from esnfed_stages.report_figures import (
     activation_shares_figure, activation_users_figure, context_names, matrix_figure_and_plots,
     shares_csv, shares_figure_and_plot, stream_figure_and_plots,
 )
-from esnfed_stages.privacy import privacy_params
+from esnfed_stages.studies.privacy import privacy_params
 from esnfed_stages.ttest import (
     ASSESS_DIR, TTEST_PATH, VARIANCE_TEXT, VARIANT_TEXT, Inputs, check_computed_from, hetero_table_methods, load_inputs,
     ttest_params,

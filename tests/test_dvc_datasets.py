@@ -337,11 +337,11 @@ def test_privacy_extra_stages_follow_the_opt_in(tmp_path):
 def test_privacy_sampling_stages_follow_the_opt_in(tmp_path):
     """The sampling study (params privacy.sampling_study.fractions) gets a stage per declared dataset
     and fraction, privacy-sampling@<dataset>-<fraction>, whose cmd names the fraction as its output
-    file does (as params.yaml writes it: esnfed_stages.privacy.fraction_name), whose deps name the FedIP
+    file does (as params.yaml writes it: esnfed_stages.studies.privacy.fraction_name), whose deps name the FedIP
     selection of privacy.pct and whose params are those it reads (federated.client_fraction: not
     read, the study sets it); with the default [] there is none, and opting in leaves every other
     stage as it resolves by default."""
-    from esnfed_stages.privacy import fraction_name
+    from esnfed_stages.studies.privacy import fraction_name
 
     def project(name, change):
         (tmp_path / name).mkdir()

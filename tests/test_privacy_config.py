@@ -1,4 +1,4 @@
-"""privacy.config (esnfed_stages/privacy_config.py): ``public`` chooses the configurations and clips
+"""privacy.config (esnfed_stages/studies/privacy_config.py): ``public`` chooses the configurations and clips
 from the validation users alone, so a training user's data changed leaves them identical while a
 validation user's moves them; ``select`` reads runs/select; the key is checked in one line; the
 document records the mode and the report says it and refuses a document of the other mode."""
@@ -15,9 +15,10 @@ import pytest
 from esnfed_core.data.processed import UserData
 from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.trial import TrialData
-from esnfed_stages import privacy_config, privacy_report
+from esnfed_stages.studies import privacy_config
+from esnfed_stages import privacy_report
 from esnfed_stages.params.experiment import experiment_params
-from esnfed_stages.privacy import privacy_params
+from esnfed_stages.studies.privacy import privacy_params
 from experiment_data import small_params
 from test_privacy_report import PRIVACY, privacy_doc
 

@@ -262,7 +262,7 @@ def test_a_bad_pool_is_refused_in_one_line(pool):
 def test_the_flower_fedclip_apps_refuse_the_roster_in_one_line():
     """Their server (esnfed_flower.common.Sampling) draws among a context's participants: a roster
     pool is refused before any run config is built, naming the key; FedIP's apps are unaffected."""
-    from esnfed_stages.flower import sampling_run_config  # noqa: PLC0415
+    from esnfed_stages.studies.flower import sampling_run_config  # noqa: PLC0415
 
     settings = _settings(0.5, "roster")
     for app in STRATEGIES + ["fedclip-joint"]:

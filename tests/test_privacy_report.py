@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from esnfed_stages import privacy_report
-from esnfed_stages.privacy import eps_key, privacy_params
+from esnfed_stages.studies.privacy import eps_key, privacy_params
 
 PRIVACY = {"epsilons": [1, 8, float("inf")], "delta": "auto", "relation": "user", "clip": 0.003,
            "ip_clip": 0.1, "pct": "100", "methods": ["incfed", "fedip"]}
@@ -306,7 +306,7 @@ def test_a_fixed_delta_is_not_called_one_over_n_squared(tmp_path):
 
 def test_a_sampled_fedip_run_says_so_in_the_mechanism_line(tmp_path):
     """federated.client_fraction < 1: the document records the fraction and "amplification": "none"
-    (esnfed_stages/privacy.py); the mechanism line names them, and a default run's does not."""
+    (esnfed_stages/studies/privacy.py); the mechanism line names them, and a default run's does not."""
     sampled = {**privacy_doc(), "client_fraction": 0.5, "amplification": "none"}
     _, rep = _report(_write(tmp_path / "sampled", {"wesad": sampled, "hhar": privacy_doc("hhar", 5)}))
     md = rep.tables["privacy.md"].decode()

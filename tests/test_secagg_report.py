@@ -185,7 +185,7 @@ def test_a_flower_result_of_the_wrong_shape_is_one_line_naming_file_and_key(flow
 
 def test_flower_table_checks_the_fields_it_prints(flower_dir):
     """`esnfed flower-table` reads more of each result (accuracy, λ, the ledger's bytes)."""
-    from esnfed_stages.flower import load_docs
+    from esnfed_stages.studies.flower import load_docs
 
     with pytest.raises(DataError, match=r"wesad-fedip-secagg-100\.json: lambda missing"):
         load_docs(flower_dir / "wesad")
@@ -196,7 +196,7 @@ def test_flower_table_checks_the_fields_it_prints(flower_dir):
                                  "pipeline.communication.up_bytes", "pipeline.communication.down_bytes"])
 def test_flower_table_refuses_a_negative_byte_count(tmp_path, key):
     """Every byte field of a result is a count >= 0 (NaN was refused, -1 was not)."""
-    from esnfed_stages.flower import load_docs
+    from esnfed_stages.studies.flower import load_docs
 
     doc = _doc("incfed", False, [("stats", "plain", 1, 1000.0, 200.0)])
     doc.update({"lambda": 0.1, "flower": {**doc["flower"], "test_accuracy": 0.5, "readout_relative_difference": 0.0},
@@ -289,12 +289,12 @@ def test_once_the_stage_ran_a_missing_result_is_an_error_naming_it_and_the_comma
 
 
 def test_runs_at_two_client_fractions_pair_with_their_own_plain_run_and_count_as_the_stage_result(tmp_path):
-    """A sampled result is named with its fraction (esnfed_stages.flower.out_name: -f<f>): the
+    """A sampled result is named with its fraction (esnfed_stages.studies.flower.out_name: -f<f>): the
     stage under federated.client_fraction < 1 writes wesad-fedip-f0.5-100.json where f = 1 wrote
     wesad-fedip-100.json, and the report counts it as the stage's FedIP result (a DP run's name,
     -eps<ε>, does not); a folder holding both fractions pairs each SecAgg+ run with the plain run
     of its own fraction."""
-    from esnfed_stages.flower import out_name
+    from esnfed_stages.studies.flower import out_name
 
     folder = tmp_path / "flower" / "wesad"
     folder.mkdir(parents=True)

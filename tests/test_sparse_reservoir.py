@@ -342,7 +342,7 @@ def test_the_flower_run_config_carries_the_connectivity_only_when_sparse():
     """The flower stage's run config: what the apps' clients rebuild the reservoir from
     (tests_flower/test_flower_apps.py runs a sparse IncFed app against the pipeline)."""
     from esnfed_core.settings import Settings
-    from esnfed_stages.flower import run_config
+    from esnfed_stages.studies.flower import run_config
     from experiment_data import trial_data
 
     data, _ = trial_data()

@@ -18,7 +18,7 @@ from esnfed_core.settings import Settings
 from esnfed_core.validation import ParameterError
 from esnfed_stages.params.experiment import ExperimentParams, experiment_params
 from esnfed_stages.params.schema import validate
-from esnfed_stages.privacy import PrivacyParams, privacy_params
+from esnfed_stages.studies.privacy import PrivacyParams, privacy_params
 from esnfed_stages.report import ReportParams, report_params
 from esnfed_stages.ttest import TTestParams, ttest_params
 
@@ -139,7 +139,7 @@ def test_the_cli_reads_params_once_and_passes_the_parsed_objects(monkeypatch, tm
     from esnfed_cli.main import app
     from esnfed_stages.experiment import assess as assess_stage
     from esnfed_stages.params import load as params_module
-    from esnfed_stages import privacy as privacy_stage
+    from esnfed_stages.studies import privacy as privacy_stage
     from esnfed_stages.params.load import load_params
 
     reads, seen = [], {}

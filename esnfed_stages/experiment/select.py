@@ -153,7 +153,7 @@ def search_trials(exp: ExperimentParams, dataset: str, method: Method, pct: str,
                   dims: list[Dimension]) -> tuple[list[dict[str, Any]], list[int]]:
     """The random search's candidates of one share: trial i's config drawn from ``dims`` and its
     seed (:func:`trial_seed`), for the budget's trials (the privacy stage's public configuration
-    scores the same candidates on other users: esnfed_stages/privacy_config.py)."""
+    scores the same candidates on other users: esnfed_stages/studies/privacy_config.py)."""
     configs = [sample_config(dims, exp.seed, dataset, pct, i) for i in range(exp.n_trials(method))]
     return configs, [trial_seed(exp, dataset, pct, i) for i in range(len(configs))]
 

@@ -17,7 +17,7 @@ config num-eval-clients), early stopping with params.yaml continual.joint (patie
 the document adds the IP rounds kept per context on both sides (``ip_rounds``) and whether the
 optional max rounds ended a context (``joint_capped``), the rounds the Flower run ran per context and
 its per-round validation accuracy (``rounds``, ``joint_trace``).
-SecAgg+ is not offered for joint (esnfed_stages.flower.SECAGG_APPS).
+SecAgg+ is not offered for joint (esnfed_stages.studies.flower.SECAGG_APPS).
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ from esnfed_core.errors import ConfigError
 from esnfed_core.method import Method
 from esnfed_core.scoring import context_matrix
 from esnfed_core.trial import fit, make_reservoir, sub_seeds
-from esnfed_stages import flower, provenance
+from esnfed_stages.studies import flower
+from esnfed_stages import provenance
 from esnfed_stages._io import output_lock, write_json
 
 
@@ -86,7 +87,7 @@ def run(dataset: str, app: str, secagg: bool, pct: str, params: Mapping[str, Any
     ``progress(done, 2)``: after the pipeline's fit and after the simulation."""
     flower.check_args([(app, secagg)], pct, python)
     if app not in flower.FEDCLIP_APPS:
-        raise ConfigError(f"esnfed flower: {app} runs through esnfed_stages.flower.run")
+        raise ConfigError(f"esnfed flower: {app} runs through esnfed_stages.studies.flower.run")
     exp, data, test, cfg, seed = flower.trial_inputs(dataset, app, pct, params, data_dir, runs_dir, secagg)
     seeds = sub_seeds(seed)
     total = flower.progress_steps([(app, secagg)])

@@ -4,7 +4,7 @@ reports/tables/privacy.md/.csv and reports/figures/privacy.png; esnfed_stages/pr
 Opt-in (``privacy.extra_methods``, default none; stage `privacy-extra`): DP-FedAvg and DP-FedCLIP
 (naive, replay), one document per dataset and method, runs/privacy/extra/<dataset>/<method>.json, merged into the same table.
 
-Each method's config and the clipping bounds come from ``privacy.config`` (esnfed_stages/privacy_config.py):
+Each method's config and the clipping bounds come from ``privacy.config`` (esnfed_stages/studies/privacy_config.py):
 ``public``, chosen on the validation users alone; ``select``, the selected config of the share
 ``privacy.pct`` (runs/select/.../best.json) and params.yaml's clip and ip_clip. It is retrained with the
 retrain stage's seeds (budgets.<budget>.retrains of them), once per ε, with the noise of
@@ -37,7 +37,8 @@ from esnfed_core.sampling import CLIENT_FRACTION, FULL, sample_size
 from esnfed_core.scoring import accuracy
 from esnfed_core.data.processed import UserData
 from esnfed_core.trial import TrialData
-from esnfed_stages import privacy_config, provenance
+from esnfed_stages.studies import privacy_config
+from esnfed_stages import provenance
 from esnfed_stages.data._datasets import NAME
 from esnfed_stages._io import output_lock, write_json
 from esnfed_core.vocabulary import PCTS
@@ -84,7 +85,7 @@ class PrivacyParams:
     """The ``privacy`` section, checked: ε list (+inf: no mechanism), δ (``auto``: min(1e-5, 1/(10·n)), n
     the share's training users), relation, clipping (``clip`` and FedIP's ``ip_clip``: each one number
     for every dataset, or ((dataset, number), ...) from a mapping), the share, the methods and where
-    their configs and clips come from (``config``: esnfed_stages/privacy_config.py)."""
+    their configs and clips come from (``config``: esnfed_stages/studies/privacy_config.py)."""
 
     epsilons: tuple[float, ...]
     delta: float | str
@@ -101,7 +102,7 @@ class PrivacyParams:
     study_fractions: tuple[float | int, ...] = ()
     study_amplification: tuple[str, ...] = AMPLIFICATIONS
     # privacy.config: public = hyperparameters and clips from the validation users alone; select = the
-    # select stage's configs and the clips above (esnfed_stages/privacy_config.py)
+    # select stage's configs and the clips above (esnfed_stages/studies/privacy_config.py)
     config: str = privacy_config.ABSENT
 
     def delta_for(self, n_units: int) -> float:

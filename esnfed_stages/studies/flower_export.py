@@ -10,8 +10,8 @@ result of the same config and seed to compare with -> <out>/:
     pipeline-readout.npy     the pipeline trial's readout (FedIP: pipeline-ip.npz, its (g, b);
                              FedCLIP naive, replay: pipeline-contexts.npz, each context's)
 
-The run config is esnfed_stages.flower's (the one `esnfed flower` hands the in-process
-simulation; FedCLIP's: esnfed_stages.flower_fedclip's), with ``out`` = <out>/flower-readout.npy, where the ServerApp writes its readout.
+The run config is esnfed_stages.studies.flower's (the one `esnfed flower` hands the in-process
+simulation; FedCLIP's: esnfed_stages.studies.flower_fedclip's), with ``out`` = <out>/flower-readout.npy, where the ServerApp writes its readout.
 The whole folder is written under a temporary name and renamed: a failed export leaves an
 earlier one untouched."""
 
@@ -31,8 +31,8 @@ from esnfed_core.scoring import pooled_counts
 from esnfed_core.trial import fit, sub_seeds
 from esnfed_core.vocabulary import PCTS
 from esnfed_stages._io import atomic_path
-from esnfed_stages.flower import app_config, run_config, share_inputs
-from esnfed_stages.flower_fedclip import run_config as fedclip_run_config
+from esnfed_stages.studies.flower import app_config, run_config, share_inputs
+from esnfed_stages.studies.flower_fedclip import run_config as fedclip_run_config
 from esnfed_stages.layout import FEDCLIP_APPS, FLOWER_APPS, SECAGG_APPS
 
 # FedCLIP joint's evaluation nodes (the validation users) are not exported: naive and replay only.

@@ -12,7 +12,7 @@ accuracy and its ledger's bytes; the Flower app then runs with that λ and the s
 training users (one SuperNode each, data written to a temporary folder) through the Flower
 environment's interpreter (.venv-flower: flwr's pins clash with this one's; docs/flower-apps.md "Flower apps"),
 and its readout is scored on the test users here. Bytes: what measure_mod counted on the messages
-Flower sent (esnfed_flower/run.py). FedCLIP's apps: esnfed_stages/flower_fedclip.py, on this
+Flower sent (esnfed_flower/run.py). FedCLIP's apps: esnfed_stages/studies/flower_fedclip.py, on this
 module's helpers. Each result records the budget its config was selected under (``params``,
 esnfed_stages/provenance.py); the report refuses a result of another budget than params.yaml's.
 
@@ -64,7 +64,7 @@ from esnfed_core.trial import TrialData, fit, make_reservoir, select_lambda, sub
 from esnfed_stages import provenance
 from esnfed_stages._io import output_lock, read_json, write_json
 from esnfed_stages.params.experiment import BudgetSpec, experiment_params
-from esnfed_stages.privacy import ACCOUNTANT, SAMPLED_ACCOUNTANT, eps_key, neighbouring_units, privacy_params
+from esnfed_stages.studies.privacy import ACCOUNTANT, SAMPLED_ACCOUNTANT, eps_key, neighbouring_units, privacy_params
 from esnfed_stages.experiment.retrain import retrain_seed, selected_config
 from esnfed_stages.experiment.trial_data import open_dataset
 from esnfed_stages.layout import (FEDCLIP_APPS, FLOWER_APPS, FLOWER_DIR, FLOWER_PYTHON,
@@ -360,7 +360,7 @@ def private_config(runs_dir: Path, dataset: str, app: str, pct: str, budget: Bud
                    cfg: Mapping[str, Any]) -> dict[str, Any]:
     """The private trial's config of ``app``: ``cfg`` (λ left out: IncFed and FedIP choose it on the
     validation users after their one release); DP-FedAvg's keeps best.json's λ, at which it trains
-    its one release, as the privacy-extra stage's trial does (esnfed_stages.privacy)."""
+    its one release, as the privacy-extra stage's trial does (esnfed_stages.studies.privacy)."""
     if app != "fedavg":
         return dict(cfg)
     return {**cfg, "lambda": selected_config(runs_dir, dataset, app, pct, budget)["lambda"]}
@@ -426,7 +426,7 @@ def run_many(dataset: str, apps: Sequence[tuple[str, bool]], pct: str, params: M
         check_dp(apps, dp)
     for app, _ in apps:
         if app in FEDCLIP_APPS:
-            raise ConfigError(f"esnfed flower: {app} runs through esnfed_stages.flower_fedclip.run")
+            raise ConfigError(f"esnfed flower: {app} runs through esnfed_stages.studies.flower_fedclip.run")
     apps = list(dict.fromkeys(apps))
     exp, trial_data, test, seed = share_inputs(dataset, pct, params, data_dir, apps, dp is not None)
     spec = dp_spec(params, dataset, trial_data, dp.epsilon) if dp is not None else None
