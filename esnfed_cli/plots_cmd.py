@@ -53,7 +53,7 @@ def dvc_plots(
 
     Example: esnfed dvc-plots --dataset mystudy --write
     """
-    from esnfed_stages import dvc_plots as plots_stage
+    from esnfed_stages.report import dvc_plots as plots_stage
     from esnfed_stages.data._datasets import check_declared
     from esnfed_stages.params.load import load_params
 

@@ -82,7 +82,7 @@ def ttest(
     different from it). The papers' claims across tables are tested too: federated against
     centralised with the same t-test, the spread of the retrains with the variance test.
     """
-    from esnfed_stages import ttest as ttest_stage
+    from esnfed_stages.report import ttest as ttest_stage
     from esnfed_stages.params.load import load_params
 
     options = ttest_stage.ttest_params(load_params(params), variant.value if variant else None, alpha,
@@ -147,9 +147,9 @@ def report(
     Set SOURCE_DATE_EPOCH to fix the date printed in the table headers (reproducible builds).
     """
     from esnfed_core.tables import table_specs
-    from esnfed_stages import report as report_stage
+    from esnfed_stages.report import report as report_stage
     from esnfed_stages.params.load import load_params
-    from esnfed_stages.tables import format_value
+    from esnfed_stages.report.tables import format_value
 
     if runs_dir is not None:  # the folders left at their defaults (runs/<name>) move under --runs-dir
         assess_dir, select_dir, privacy_dir, flower_dir = (

@@ -14,10 +14,10 @@ import yaml
 
 from esnfed_core.tables import TABLES, table_specs
 from esnfed_core.vocabulary import PCTS
-from esnfed_stages import protocol_tables, report, report_index
-from esnfed_stages.comparability import BudgetScale, budget_scale, notice, papers_protocol, table_budgets
+from esnfed_stages.report import protocol_tables, report, report_index
+from esnfed_stages.report.comparability import BudgetScale, budget_scale, notice, papers_protocol, table_budgets
 from esnfed_stages.params.experiment import budget_spec
-from esnfed_stages.ttest import Inputs
+from esnfed_stages.report.ttest import Inputs
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = BudgetScale("default", 3, 2, (("wesad", "20–40"), ("hhar", "20–40")))

@@ -20,7 +20,7 @@ from esnfed_cli.main import app
 from esnfed_core.data.hhar import decimation_indices, kept_rows, preprocess_hhar, resolve_params
 from esnfed_core.data.processed import load_manifest
 from esnfed_core.errors import ConfigError
-from esnfed_stages import protocol_tables
+from esnfed_stages.report import protocol_tables
 from esnfed_stages.params.schema import embedded_read, validate
 from experiment_data import cli_ok, make_dataset, run_method_stages, small_params, ttest_and_report, write_params
 

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from esnfed_cli.main import app
 from esnfed_stages.data.check_data import check_folder
-from esnfed_stages.figures import png_title
+from esnfed_stages.report.figures import png_title
 from esnfed_stages.params.schema import embedded_read
 from experiment_data import cli_ok, make_dataset, run_method_stages, small_params, stage_options, write_params
 

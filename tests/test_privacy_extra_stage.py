@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from esnfed_cli.main import app
 from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.privacy import noise_multiplier
-from esnfed_stages import privacy_report
+from esnfed_stages.report import privacy_report
 from esnfed_stages.params.schema import embedded_read
 from esnfed_stages.studies.privacy import extra_path, privacy_params
 from experiment_data import cli_ok, make_dataset, small_params, stage_options, write_params
@@ -190,7 +190,7 @@ def test_params_check_refuses_fedclip_on_a_dataset_without_contexts():
 def test_the_report_reads_the_opt_in_from_params(root):
     """`esnfed report`'s options carry privacy.extra_methods and the record with the opt-in keys:
     add_privacy merges the extra documents into the table and the figure's panel."""
-    from esnfed_stages import report
+    from esnfed_stages.report import report
 
     options = report.report_params(_params(root))
     assert options.privacy_extra == ("fedavg", "fedclip-naive")

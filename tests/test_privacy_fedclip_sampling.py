@@ -328,7 +328,7 @@ def test_the_communication_record_counts_the_roster_senders(method):
 def test_the_report_mechanism_line_says_which_fedclip_rounds_drew_over_the_roster():
     """The privacy table's mechanism line: K for the default; the datasets whose DP-FedCLIP document
     records the roster pool are named with their public m."""
-    from esnfed_stages.privacy_report import _fedavg_mechanism  # noqa: PLC0415
+    from esnfed_stages.report.privacy_report import _fedavg_mechanism  # noqa: PLC0415
 
     plain = {"methods": {"fedclip-naive": {}}}
     assert "(K: all training clients)" in _fedavg_mechanism({"wesad": plain})

@@ -1,4 +1,4 @@
-"""The privacy table and figure (esnfed_stages/privacy_report.py) on made-up privacy documents:
+"""The privacy table and figure (esnfed_stages/report/privacy_report.py) on made-up privacy documents:
 the cells' spread, the header, the figure's legend and lines, and user datasets beside the papers'."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from esnfed_stages import privacy_report
+from esnfed_stages.report import privacy_report
 from esnfed_stages.studies.privacy import eps_key, privacy_params
 
 PRIVACY = {"epsilons": [1, 8, float("inf")], "delta": "auto", "relation": "user", "clip": 0.003,
@@ -83,7 +83,7 @@ def _write(folder: Path, docs: dict) -> Path:
 def _options(params: dict | None = None, privacy: dict | None = None, **kw):
     """The report's options: params.yaml's budget, ``privacy`` (default PRIVACY) as the section."""
     from esnfed_stages.params.experiment import budget_spec
-    from esnfed_stages.report import ReportParams
+    from esnfed_stages.report.report import ReportParams
 
     params = params or _repo_params()
     return ReportParams("100", budget=budget_spec(params),
@@ -92,7 +92,7 @@ def _options(params: dict | None = None, privacy: dict | None = None, **kw):
 
 def _report(folder: Path, options=None) -> tuple[list[str], object]:
     """The privacy table's header lines (without their '- ') and the Report, as `esnfed report` adds them."""
-    from esnfed_stages import report
+    from esnfed_stages.report import report
 
     rep = report.Report()
     report.add_privacy(rep, folder, "2026-01-01", options or _options())
@@ -233,7 +233,7 @@ def test_a_missing_privacy_output_is_refused_or_shown_as_n_a_as_an_assess_file(t
         _report(folder, options)
     assert str(info.value) == (f"{folder / 'mine.json'}: not found: run `esnfed privacy --dataset mine` first, "
                                "or pass --allow-missing (1 more privacy file(s) missing)")
-    from esnfed_stages import report
+    from esnfed_stages.report import report
 
     rep = report.Report()
     report.add_privacy(rep, folder, "2026-01-01", options, allow_missing=True)

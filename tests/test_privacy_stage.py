@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from esnfed_cli.main import app
 from esnfed_core.privacy import noise_multiplier
 from esnfed_core.errors import DataError
-from esnfed_stages import privacy_report
+from esnfed_stages.report import privacy_report
 from esnfed_stages.params.schema import embedded_read
 from experiment_data import cli_ok, make_dataset, small_params, stage_options, write_params
 

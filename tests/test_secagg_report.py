@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from esnfed_core.errors import DataError
-from esnfed_stages import report, secagg_report
+from esnfed_stages.report import report, secagg_report
 
 
 def _doc(app: str, secagg: bool, rows: list[tuple[str, str, int, float, float]], dataset: str = "wesad") -> dict:
@@ -236,7 +236,7 @@ def test_a_study_dataset_of_your_own_gets_the_section_in_its_communication_table
     communication-mine.md (before: the section went to communication.md alone, and a pipeline of
     your own data alone, which has no communication.md, had none); the CSV holds both; the index
     links the section in each table."""
-    from esnfed_stages import report_index
+    from esnfed_stages.report import report_index
 
     mine = flower_dir / "mine"
     mine.mkdir()

@@ -317,7 +317,7 @@ def test_select_searches_connectivity_and_continual_methods_keep_the_selected_on
 
 
 def test_the_selected_table_shows_connectivity_only_when_a_config_has_it():
-    from esnfed_stages.selected_report import CSV_COLUMNS, Selected, render
+    from esnfed_stages.report.selected_report import CSV_COLUMNS, Selected, render
 
     base = {"units": 100, "spectral_radius": 0.99, "leak": 1.0, "input_scaling": 1.0, "lambda": 1e-3}
     dense = [Selected("wesad", "fedavg", "25", {"config": base, "score": 0.8, "trial": 0, "n_trials": 2}, None)]

@@ -19,8 +19,8 @@ from esnfed_core.validation import ParameterError
 from esnfed_stages.params.experiment import ExperimentParams, experiment_params
 from esnfed_stages.params.schema import validate
 from esnfed_stages.studies.privacy import PrivacyParams, privacy_params
-from esnfed_stages.report import ReportParams, report_params
-from esnfed_stages.ttest import TTestParams, ttest_params
+from esnfed_stages.report.report import ReportParams, report_params
+from esnfed_stages.report.ttest import TTestParams, ttest_params
 
 
 def test_ttest_params_command_line_wins_and_is_frozen():

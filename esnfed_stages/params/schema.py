@@ -39,7 +39,7 @@ from esnfed_stages.params.processed import same_source
 from esnfed_stages.params.nodes import (
     Bool, Choice, Delegate, Entries, Fields, Invalid, ListOf, Named, Node, Nullable, Num, OptIn, Space, Text,
 )
-from esnfed_stages import protocol_tables
+from esnfed_stages.report import protocol_tables
 
 
 # ---------------------------------------------------------------- delegated sections

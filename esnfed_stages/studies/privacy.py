@@ -1,6 +1,6 @@
 """Stage `privacy`: test accuracy of IncFed and FedIP under the Gaussian mechanism for each ε of
 ``privacy.epsilons`` -> runs/privacy/<dataset>.json (rendered by `esnfed report` as
-reports/tables/privacy.md/.csv and reports/figures/privacy.png; esnfed_stages/privacy_report.py).
+reports/tables/privacy.md/.csv and reports/figures/privacy.png; esnfed_stages/report/privacy_report.py).
 Opt-in (``privacy.extra_methods``, default none; stage `privacy-extra`): DP-FedAvg and DP-FedCLIP
 (naive, replay), one document per dataset and method, runs/privacy/extra/<dataset>/<method>.json, merged into the same table.
 
@@ -17,7 +17,7 @@ federated.client_fraction < 1: FedIP's rounds sample their clients (no amplifica
 Opt-in (``privacy.sampling_study``, default no fractions; stage `privacy-sampling`): DP-FedIP retrained
 at each listed client fraction under each listed accounting, one document per dataset and fraction,
 runs/privacy/sampling/<dataset>/<fraction>.json (``run_sampling``; rendered as
-reports/tables/privacy-sampling.md by esnfed_stages/privacy_sampling_report.py).
+reports/tables/privacy-sampling.md by esnfed_stages/report/privacy_sampling_report.py).
 """
 
 from __future__ import annotations

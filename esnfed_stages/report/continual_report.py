@@ -12,9 +12,9 @@ from esnfed_core.method import CONTINUAL_METHODS
 from esnfed_core.metrics import CONTINUAL_METRICS, continual_metrics
 from esnfed_core.tables import dataset_label, mean_std_percent
 from esnfed_core.vocabulary import PCTS
-from esnfed_stages.report_figures import matrices, method_label
-from esnfed_stages.tables import format_value, to_csv
-from esnfed_stages.ttest import Inputs
+from esnfed_stages.report.report_figures import matrices, method_label
+from esnfed_stages.report.tables import format_value, to_csv
+from esnfed_stages.report.ttest import Inputs
 
 TABLE = "continual-metrics"
 TITLE = "forgetting and transfer of the continual methods over the contexts"

@@ -13,9 +13,9 @@ from esnfed_core.errors import DataError
 from esnfed_core.method import CONTINUAL_METHODS
 from esnfed_core.tables import dataset_label
 from esnfed_core.vocabulary import PCTS
-from esnfed_stages.report_figures import ip_target, method_label
-from esnfed_stages.tables import NA, to_csv
-from esnfed_stages.ttest import Inputs
+from esnfed_stages.report.report_figures import ip_target, method_label
+from esnfed_stages.report.tables import NA, to_csv
+from esnfed_stages.report.ttest import Inputs
 
 TABLE = "ip-fit"
 TITLE = "fit of the reservoir's activations to the IP target N(μ, σ²), with and without IP"

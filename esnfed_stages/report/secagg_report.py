@@ -18,7 +18,7 @@ from typing import Any, Mapping, Sequence
 from esnfed_core.errors import DataError
 from esnfed_core.tables import dataset_label
 from esnfed_stages.studies.flower import FLOWER_DIR, STAGE_NAMES, fraction_text, load_docs, masks_note, out_name
-from esnfed_stages.tables import to_csv
+from esnfed_stages.report.tables import to_csv
 
 CSV_NAME = "secagg-overhead.csv"
 # stage: Flower's SecAgg+ stage id (esnfed_flower.common.secagg_stage) or "total"; stage_label: the

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from esnfed_core.vocabulary import DATASETS
-from esnfed_stages.protocol_tables import PROTOCOLS, Protocol
+from esnfed_stages.report.protocol_tables import PROTOCOLS, Protocol
 
 if TYPE_CHECKING:
     from esnfed_stages.params.experiment import BudgetSpec

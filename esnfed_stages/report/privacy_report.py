@@ -20,11 +20,12 @@ from esnfed_core.private_trial import PRIVATE_ALGOS
 from esnfed_core.quote import quote
 from esnfed_core.tables import dataset_label, papers_first
 from esnfed_core.vocabulary import DATASETS
-from esnfed_stages import figures, provenance
+from esnfed_stages.report import figures
+from esnfed_stages import provenance
 from esnfed_stages.studies import privacy_config
 from esnfed_stages._io import read_json
 from esnfed_stages.studies.privacy import PRIVACY_DIR, extra_path, privacy_path
-from esnfed_stages.ttest import _fractions
+from esnfed_stages.report.ttest import _fractions
 
 COLUMNS = ("dataset", "method", "epsilon", "delta", "relation", "noise_multiplier", "mean", "std",
            "n", "non_private_mean")

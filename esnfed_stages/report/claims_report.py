@@ -11,7 +11,7 @@ from esnfed_core.quote import quote
 from esnfed_core.tables import (
     LOWER_VARIANCE, MEAN_CLAIM, NOT_LOWER_VARIANCE, NOT_WORSE, Claim, claim, claim_verdict, dataset_label,
 )
-from esnfed_stages.tables import NA, format_value, signed, to_csv
+from esnfed_stages.report.tables import NA, format_value, signed, to_csv
 
 NAME = "claims"
 CSV_COLUMNS = ("claim", "source", "test", "expect", "dataset", "pct", "a", "b", "n_a", "n_b", "mean_a", "std_a",

@@ -9,10 +9,10 @@ from typing import Mapping
 
 from esnfed_core.method import CONTINUAL_METHODS
 from esnfed_core.vocabulary import PCTS
-from esnfed_stages.figures import png_title
-from esnfed_stages.hetero_report import ALPHA_CSV
-from esnfed_stages.report_figures import SETTINGS, matrix_csv, shares_csv, stream_csv
-from esnfed_stages.secagg_report import CSV_NAME as SECAGG_CSV, SECTION_TITLE as SECAGG_TITLE
+from esnfed_stages.report.figures import png_title
+from esnfed_stages.report.hetero_report import ALPHA_CSV
+from esnfed_stages.report.report_figures import SETTINGS, matrix_csv, shares_csv, stream_csv
+from esnfed_stages.report.secagg_report import CSV_NAME as SECAGG_CSV, SECTION_TITLE as SECAGG_TITLE
 from esnfed_stages.layout import REPORT_INDEX_NAME as INDEX_NAME
 
 
@@ -25,7 +25,7 @@ SECTIONS = {SECAGG_CSV: SECAGG_TITLE}
 # so the per-dataset plots (test accuracy per share; stream, one per setting and share; accuracy
 # matrices, one per continual method) are declared for the papers' datasets and the shipped
 # `example`; the CSVs of a dataset of your own are written all the same and `esnfed dvc-plots
-# --dataset <name> --write` declares them (esnfed_stages/dvc_plots.py). The index says which CSVs the
+# --dataset <name> --write` declares them (esnfed_stages/report/dvc_plots.py). The index says which CSVs the
 # shipped declarations cover and points to the command for the others; it does not read dvc.yaml:
 # the report would then depend on dvc.yaml and rerun on every edit of it, and a `dvc-plots --write`
 # run after the report (the order the index itself suggests) would leave it stale all the same.

@@ -18,8 +18,8 @@ from esnfed_core.vocabulary import PCTS
 from esnfed_stages.params.experiment import BudgetSpec
 from esnfed_stages.layout import best_under
 from esnfed_stages.experiment.select import check_best
-from esnfed_stages.tables import NA, NOT_APPLICABLE, to_csv
-from esnfed_stages.ttest import Inputs
+from esnfed_stages.report.tables import NA, NOT_APPLICABLE, to_csv
+from esnfed_stages.report.ttest import Inputs
 from esnfed_stages.layout import SELECT_DIR  # the select stage's outputs (report --select-dir)
 
 NAME = "selected"

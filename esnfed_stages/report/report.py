@@ -29,27 +29,24 @@ from esnfed_core.tables import (
     table_specs,
 )
 from esnfed_core.vocabulary import DATASETS, PCTS, VARIANTS
-from esnfed_stages import (
-    claims_report, comparability, continual_report, hetero_report, ipfit_report, privacy_report,
-    privacy_sampling_report, protocol_tables, provenance, report_index, secagg_report, selected_report,
-    selection_traffic,
-)
+from esnfed_stages.report import claims_report, comparability, continual_report, hetero_report, ipfit_report, privacy_report, privacy_sampling_report, protocol_tables, report_index, secagg_report, selected_report, selection_traffic
+from esnfed_stages import provenance
 from esnfed_stages.params.hetero import hetero_params
 from esnfed_stages.data._datasets import classes_of, continual_declared, declared, n_classes, study_declared, variant_base
 from esnfed_stages._io import atomic_path, dumps_json, output_lock, read_json
 from esnfed_stages.params.experiment import BudgetSpec, budget_spec
 from esnfed_stages.params.sections import section
-from esnfed_stages.tables import (
+from esnfed_stages.report.tables import (
     cells_csv, communication_csv, not_applicable_note, render_agreement, render_communication_markdown,
     render_markdown,
 )
-from esnfed_stages.report_figures import (
+from esnfed_stages.report.report_figures import (
     ACTIVATION_DATASET, SETTINGS, ContextNames, activation_contexts_figure, activation_figure_and_plots,
     activation_shares_figure, activation_users_figure, context_names, matrix_figure_and_plots,
     shares_csv, shares_figure_and_plot, stream_figure_and_plots,
 )
 from esnfed_stages.studies.privacy import privacy_params
-from esnfed_stages.ttest import (
+from esnfed_stages.report.ttest import (
     ASSESS_DIR, TTEST_PATH, VARIANCE_TEXT, VARIANT_TEXT, Inputs, check_computed_from, hetero_table_methods, load_inputs,
     ttest_params,
 )
@@ -59,8 +56,8 @@ from esnfed_stages.layout import DATA_DIR, REPORTS_DIR
 
 def load_published() -> Published:
     """The published values shipped with the package (never ../shared at run time)."""
-    text = resources.files("esnfed_stages").joinpath("paper_results.yaml").read_text("utf-8")
-    return parse_published(yaml.safe_load(text), "esnfed_stages/paper_results.yaml")
+    text = resources.files("esnfed_stages.report").joinpath("paper_results.yaml").read_text("utf-8")
+    return parse_published(yaml.safe_load(text), "esnfed_stages/report/paper_results.yaml")
 
 
 def load_ttest(path: str | Path, expected: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -543,7 +540,7 @@ def write(rep: Report, out_dir: str | Path = REPORTS_DIR) -> None:
 
 def add_privacy(rep: Report, privacy_dir: str | Path, date: str, options: "ReportParams",
                 allow_missing: bool = False) -> None:
-    """The privacy table and figure (esnfed_stages/privacy_report.py), when the stage ran: a row per
+    """The privacy table and figure (esnfed_stages/report/privacy_report.py), when the stage ran: a row per
     declared dataset (the papers' first), its document computed with ``options.privacy_record``
     (see privacy_report.load); one missing is an error unless ``allow_missing`` (its rows n/a,
     listed in ``rep.missing`` and the header), as an assess file. The header says what was run as
@@ -583,7 +580,7 @@ def add_secagg(rep: Report, flower_dir: str | Path, budget: str | None = None,
     """The SecAgg+ overhead section of each communication table holding one of
     ``datasets`` (params.yaml study_datasets: the papers' in communication.md, one of your own in
     communication-<name>.md; see communication_table), with that table's datasets' results, and
-    secagg-overhead.csv with all of them (esnfed_stages/secagg_report.py; "not run" without the
+    secagg-overhead.csv with all of them (esnfed_stages/report/secagg_report.py; "not run" without the
     flower stage's outputs; results of another ``budget`` refused; once the stage ran, a result of
     it missing is an error unless ``allow_missing``: secagg_report.missing)."""
     absent = secagg_report.missing(flower_dir, datasets, allow_missing)
@@ -611,7 +608,7 @@ def load_selected(select_dir: str | Path, inputs: Inputs, options: "ReportParams
 def add_selected(rep: Report, select_dir: str | Path, loaded: tuple[list[selected_report.Selected], list[Path]],
                  date: str, options: "ReportParams") -> None:
     """reports/tables/selected.md/.csv: the selected configuration of every method of the tables
-    and share (esnfed_stages/selected_report.py; ``loaded``: load_selected's), a missing best.json
+    and share (esnfed_stages/report/selected_report.py; ``loaded``: load_selected's), a missing best.json
     listed in ``rep.missing`` and the header (its row n/a). The papers' datasets in selected, each
     dataset of your own in <name>-selected (so the papers' table stays as it is whatever else is
     declared)."""

@@ -1,5 +1,5 @@
 """The report's figures and their DVC plots data, read from the assess documents (the drawing is
-esnfed_stages/figures.py): stream accuracy per dataset and setting, the stationary methods' test
+esnfed_stages/report/figures.py): stream accuracy per dataset and setting, the stationary methods' test
 accuracy against the share of training users and the continual methods' accuracy matrices per
 dataset, and the activation densities of the papers' Fig. 3 and 5 (pooled, per test user, after
 each context, per training share).
@@ -20,10 +20,10 @@ from esnfed_core.errors import DataError
 from esnfed_core.quote import failure, quote
 from esnfed_core.tables import dataset_label
 from esnfed_core.vocabulary import PCTS, STRATEGIES
-from esnfed_stages import figures
+from esnfed_stages.report import figures
 from esnfed_stages._io import read_json
-from esnfed_stages.tables import to_csv
-from esnfed_stages.ttest import Inputs
+from esnfed_stages.report.tables import to_csv
+from esnfed_stages.report.ttest import Inputs
 
 # Continual method prefix and the stationary IP method of each setting (figures).
 # The keys name the files (the papers' spelling); titles say the setting in the docs' prose.

@@ -21,7 +21,7 @@ from esnfed_core.sampling import sample_size
 from esnfed_core.tables import dataset_label
 from esnfed_stages import provenance
 from esnfed_stages.studies.privacy import STUDY_METHOD, fraction_name, sampling_path
-from esnfed_stages.privacy_report import SEEDED, TOP_LEVEL, configuration, configured, is_auto_delta, check_epsilons, delta_text, read_opt_in
+from esnfed_stages.report.privacy_report import SEEDED, TOP_LEVEL, configuration, configured, is_auto_delta, check_epsilons, delta_text, read_opt_in
 
 NAME = "privacy-sampling"
 COLUMNS = ("dataset", "epsilon", "client_fraction", "sample_size", "n_users", "accounting", "from",

@@ -20,11 +20,11 @@ from esnfed_core.tables import (
 from esnfed_core.method import Method
 from esnfed_core.quote import failure
 from esnfed_core.vocabulary import DATASETS, PCTS
-from esnfed_stages import figures
+from esnfed_stages.report import figures
 from esnfed_stages.data._datasets import classes_of
 from esnfed_stages.params.experiment import BudgetSpec
-from esnfed_stages.tables import CSV_COLUMNS, NA, format_value, to_csv
-from esnfed_stages.ttest import VARIANT_TEXT, Inputs, load_inputs
+from esnfed_stages.report.tables import CSV_COLUMNS, NA, format_value, to_csv
+from esnfed_stages.report.ttest import VARIANT_TEXT, Inputs, load_inputs
 
 CSV_EXTRA = ("client_std",)
 ALPHA_CSV = "heterogeneous-alpha.csv"  # the plot data of the α figure (reports/plots/)
