@@ -66,7 +66,7 @@ def privacy(
             with trial_progress() as bar:
                 doc = privacy_stage.run_sampling(ds, pp, exp, fraction, data_dir=data_dir, runs_dir=runs_dir,
                                                  out_dir=out_dir, progress=bar_task(bar, f"privacy {ds} f={fraction}"))
-            _sampling_summary(ds, doc, privacy_stage.sampling_path(out_dir, ds, fraction))
+            _sampling_summary(ds, doc, layout.sampling_path(out_dir, ds, fraction))
         if sampling:
             continue
         for method in list(dict.fromkeys(extra or [])) or [None]:
@@ -74,8 +74,8 @@ def privacy(
                 doc = privacy_stage.run(ds, pp, exp, data_dir=data_dir, runs_dir=runs_dir, out_dir=out_dir,
                                         progress=bar_task(bar, f"privacy {ds}" + (f" {method}" if method else "")),
                                         extra=method)
-            _summary(ds, doc, privacy_stage.privacy_path(out_dir, ds) if method is None
-                     else privacy_stage.extra_path(out_dir, ds, method))
+            _summary(ds, doc, layout.privacy_path(out_dir, ds) if method is None
+                     else layout.extra_path(out_dir, ds, method))
 
 
 def _sampling_summary(ds: str, doc: dict, written: Path) -> None:

@@ -341,7 +341,7 @@ def test_privacy_sampling_stages_follow_the_opt_in(tmp_path):
     selection of privacy.pct and whose params are those it reads (federated.client_fraction: not
     read, the study sets it); with the default [] there is none, and opting in leaves every other
     stage as it resolves by default."""
-    from esnfed_stages.studies.privacy import fraction_name
+    from esnfed_stages.layout import fraction_name
 
     def project(name, change):
         (tmp_path / name).mkdir()

@@ -23,9 +23,10 @@ import yaml
 from esnfed_core.method import Method
 from esnfed_core.vocabulary import PCTS, STRATEGIES
 from esnfed_stages.report import dvc_plots, figures, hetero_report, report
-from esnfed_stages.report.hetero_report import ALPHA_CSV
+from esnfed_stages.layout import ALPHA_CSV
 from esnfed_stages.params.schema import validate
-from esnfed_stages.report.report_figures import ACTIVATION_DATASET, SETTINGS, STATIONARY, shares_csv
+from esnfed_stages.report.report_figures import ACTIVATION_DATASET, SETTINGS, STATIONARY
+from esnfed_stages.layout import shares_csv
 from esnfed_stages.report.ttest import Inputs
 
 ROOT = Path(__file__).resolve().parents[1]

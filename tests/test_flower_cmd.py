@@ -483,7 +483,7 @@ def test_a_sampled_result_carries_its_fraction_in_its_name_and_every_client_keep
     and f = 1 of one app in one folder: three files, all read by flower-table, f = 1 first."""
     import json
 
-    from esnfed_stages.studies.flower import out_name
+    from esnfed_stages.layout import out_name
 
     assert out_name("wesad", "fedip", False, "100") == "wesad-fedip-100.json"
     assert out_name("wesad", "fedip", True, "100", fraction=None) == "wesad-fedip-secagg-100.json"

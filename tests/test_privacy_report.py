@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from esnfed_stages.report import privacy_report
-from esnfed_stages.studies.privacy import eps_key, privacy_params
+from esnfed_stages.studies.privacy import privacy_params
+from esnfed_stages.layout import eps_key
 
 PRIVACY = {"epsilons": [1, 8, float("inf")], "delta": "auto", "relation": "user", "clip": 0.003,
            "ip_clip": 0.1, "pct": "100", "methods": ["incfed", "fedip"]}

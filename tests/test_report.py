@@ -874,7 +874,8 @@ PRIVACY = {"epsilons": [1, float("inf")], "delta": "auto", "relation": "user", "
 
 def _privacy_output(root: Path, params: dict, record: bool = True, dataset: str = "wesad") -> None:
     """runs/privacy/<dataset>.json as `esnfed privacy` writes it under ``params`` (made-up accuracies)."""
-    from esnfed_stages.studies.privacy import eps_key, privacy_params
+    from esnfed_stages.studies.privacy import privacy_params
+    from esnfed_stages.layout import eps_key
 
     pp = privacy_params(params)
     eps = {eps_key(e): {"noise_multiplier": 0.0 if e == float("inf") else 2.5, "test_accuracy": [0.6, 0.62]}

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from esnfed_core.errors import DataError
+from esnfed_stages.layout import SECAGG_CSV
 from esnfed_stages.report import report, secagg_report
 
 
@@ -124,7 +125,7 @@ def test_add_secagg_appends_to_the_communication_table(flower_dir):
     assert [p.name for p in rep.missing] == ["wesad-fedip-100.json"] + [
         f"hhar-{a}{s}-100.json" for a in ("incfed", "fedip") for s in ("", "-secagg")]
     assert "- Missing results (their rows left out): " + str(flower_dir / "wesad" / "wesad-fedip-100.json") in md
-    assert rep.tables[secagg_report.CSV_NAME].decode().count("\n") == 1 + 3 + 2
+    assert rep.tables[SECAGG_CSV].decode().count("\n") == 1 + 3 + 2
 
 
 def test_a_foreign_json_is_one_line_error(flower_dir):
@@ -250,7 +251,7 @@ def test_a_study_dataset_of_your_own_gets_the_section_in_its_communication_table
     papers, own = rep.tables["communication.md"].decode(), rep.tables["communication-mine.md"].decode()
     assert "## SecAgg+ overhead" in own and "| mine | incfed | 100% |" in own and "| 1.50 |" in own
     assert "| mine |" not in papers and "| WESAD | incfed | 100% |" in papers
-    rows = list(csv.DictReader(io.StringIO(rep.tables[secagg_report.CSV_NAME].decode())))
+    rows = list(csv.DictReader(io.StringIO(rep.tables[SECAGG_CSV].decode())))
     assert {r["dataset"] for r in rows} == {"wesad", "mine"}
     index = report_index.render(rep.tables, {}, {}, {}, "d", "v")
     assert "[communication-mine.md, section \"SecAgg+ overhead\"](tables/communication-mine.md#" in index
@@ -294,7 +295,7 @@ def test_runs_at_two_client_fractions_pair_with_their_own_plain_run_and_count_as
     wesad-fedip-100.json, and the report counts it as the stage's FedIP result (a DP run's name,
     -eps<ε>, does not); a folder holding both fractions pairs each SecAgg+ run with the plain run
     of its own fraction."""
-    from esnfed_stages.studies.flower import out_name
+    from esnfed_stages.layout import out_name
 
     folder = tmp_path / "flower" / "wesad"
     folder.mkdir(parents=True)

@@ -32,7 +32,8 @@ from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.quote import brief, quote
 from esnfed_core.validation import Bound, ParameterError
 from esnfed_stages.data._datasets import check_own_name
-from esnfed_stages.data.preprocess import DEFAULT_OUT, write_processed
+from esnfed_stages.data.preprocess import write_processed
+from esnfed_stages.layout import PROCESSED_DIR as DEFAULT_OUT
 from esnfed_stages._io import clean_stale_tmp, made_folder, output_lock, scratch_folder
 
 FORMATS = ("auto", "csv", "parquet", "npz")

@@ -32,8 +32,7 @@ from esnfed_stages._io import output_lock, write_json
 from esnfed_stages.data.check_data import checked_manifest, context_windows
 from esnfed_stages.params.processed import DataParams, check_processed, data_params
 from esnfed_stages.params.sections import section
-from esnfed_stages.data.preprocess import DEFAULT_OUT as DEFAULT_PROCESSED
-from esnfed_stages.layout import PARTITIONS_DIR as DEFAULT_OUT
+from esnfed_stages.layout import PARTITIONS_DIR as DEFAULT_OUT, PROCESSED_DIR as DEFAULT_PROCESSED
 
 _PLAIN = __import__("re").compile(r"[A-Za-z0-9_-]+")
 FRACTION = Bound(low=0.0, high=1.0, low_open=True, high_open=True)  # of the users, per split

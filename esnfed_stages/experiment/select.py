@@ -30,7 +30,7 @@ from esnfed_stages._io import read_json, write_json
 from esnfed_stages.params.experiment import BudgetSpec, ExperimentParams, RunnerConfig
 from esnfed_stages.experiment.fingerprint import code_fingerprint, result_key
 from esnfed_stages.experiment.jobs import Progress, StageResult, clean_share, run_pending, run_shares
-from esnfed_stages.layout import best_path, select_dir
+from esnfed_stages.layout import best_path, select_dir, trial_path
 from esnfed_stages.experiment.models import check_best_config
 from esnfed_stages.experiment.runner import Outcome, TrialTask
 from esnfed_stages.experiment.trial_data import Dataset
@@ -63,10 +63,6 @@ class ShareSummary:
 
 class SelectResult(StageResult[ShareSummary]):
     """What select did for one dataset and method."""
-
-
-def trial_path(directory: Path, index: int) -> Path:
-    return Path(directory) / f"trial-{index:04d}.json"
 
 
 def trial_seed(exp: ExperimentParams, dataset: str, pct: str, index: int) -> int:

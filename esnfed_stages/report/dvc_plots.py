@@ -26,12 +26,11 @@ from esnfed_stages.data._datasets import (
     check_declared, continual_declared, dataset_function, reader_of, reader_settings, study_declared,
 )
 from esnfed_stages._io import write_text
-from esnfed_stages.report.hetero_report import ALPHA_CSV, alpha_column
+from esnfed_stages.layout import ALPHA_CSV, alpha_column
 from esnfed_stages.params.hetero import hetero_params
 from esnfed_stages.data.import_data import import_params
-from esnfed_stages.report.report_figures import (
-    SETTINGS, SHARES_METHODS, matrix_column, matrix_csv, method_label, shares_csv, stream_csv,
-)
+from esnfed_stages.report.report_figures import SETTINGS, SHARES_METHODS, matrix_column, method_label
+from esnfed_stages.layout import matrix_csv, shares_csv, stream_csv
 from esnfed_stages.params.sections import section
 
 PLOTS_DIR = "reports/plots"  # the report stage's plots output (dvc.yaml)

@@ -25,14 +25,9 @@ from esnfed_stages.data._datasets import classes_of
 from esnfed_stages.params.experiment import BudgetSpec
 from esnfed_stages.report.tables import CSV_COLUMNS, NA, format_value, to_csv
 from esnfed_stages.report.ttest import VARIANT_TEXT, Inputs, load_inputs
+from esnfed_stages.layout import alpha_column
 
 CSV_EXTRA = ("client_std",)
-ALPHA_CSV = "heterogeneous-alpha.csv"  # the plot data of the α figure (reports/plots/)
-
-
-def alpha_column(dataset: str, pct: str) -> str:
-    """The column of ``dataset`` at share ``pct`` in ALPHA_CSV (dvc.yaml's alpha plots draw these)."""
-    return f"{dataset}_{pct}"
 
 
 def load(assess_dir: str | Path, methods: Sequence[str], budget: BudgetSpec | None = None,

@@ -24,7 +24,7 @@ from esnfed_stages.report import figures
 from esnfed_stages import provenance
 from esnfed_stages.studies import privacy_config
 from esnfed_stages._io import read_json
-from esnfed_stages.studies.privacy import PRIVACY_DIR, extra_path, privacy_path
+from esnfed_stages.layout import PRIVACY_DIR, extra_path, privacy_path
 from esnfed_stages.report.ttest import _fractions
 
 COLUMNS = ("dataset", "method", "epsilon", "delta", "relation", "noise_multiplier", "mean", "std",

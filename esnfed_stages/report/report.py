@@ -40,17 +40,14 @@ from esnfed_stages.report.tables import (
     cells_csv, communication_csv, not_applicable_note, render_agreement, render_communication_markdown,
     render_markdown,
 )
-from esnfed_stages.report.report_figures import (
-    ACTIVATION_DATASET, SETTINGS, ContextNames, activation_contexts_figure, activation_figure_and_plots,
-    activation_shares_figure, activation_users_figure, context_names, matrix_figure_and_plots,
-    shares_csv, shares_figure_and_plot, stream_figure_and_plots,
-)
+from esnfed_stages.report.report_figures import ACTIVATION_DATASET, SETTINGS, ContextNames, activation_contexts_figure, activation_figure_and_plots, activation_shares_figure, activation_users_figure, context_names, matrix_figure_and_plots, shares_figure_and_plot, stream_figure_and_plots
+from esnfed_stages.layout import shares_csv
 from esnfed_stages.studies.privacy import privacy_params
 from esnfed_stages.report.ttest import (
     ASSESS_DIR, TTEST_PATH, VARIANCE_TEXT, VARIANT_TEXT, Inputs, check_computed_from, hetero_table_methods, load_inputs,
     ttest_params,
 )
-from esnfed_stages.layout import DATA_DIR, REPORTS_DIR
+from esnfed_stages.layout import ALPHA_CSV, DATA_DIR, REPORTS_DIR, SECAGG_CSV
 
 
 
@@ -478,7 +475,7 @@ def add_heterogeneous(rep: Report, het: HeteroReport, inputs: Inputs, ttest_doc:
     rep.tables["heterogeneous.csv"] = csv_text.encode()
     png, plot = hetero_report.alpha_figure_and_plot(het.inputs, het.alphas, pcts, het.datasets)
     rep.figures["heterogeneous-alpha.png"] = png
-    rep.plots[hetero_report.ALPHA_CSV] = plot.encode()
+    rep.plots[ALPHA_CSV] = plot.encode()
 
 
 def add_user_communication(rep: Report, inputs: Inputs, ttest_doc: Mapping[str, Any], date: str,
@@ -594,7 +591,7 @@ def add_secagg(rep: Report, flower_dir: str | Path, budget: str | None = None,
             mine = [r for r in table if r["dataset"] in shown]
             gone = [p for p in absent if p.parent.name in shown]
             rep.tables[name] += secagg_report.markdown(mine, flower_dir, gone).encode()
-    rep.tables[secagg_report.CSV_NAME] = secagg_report.csv(table).encode()
+    rep.tables[SECAGG_CSV] = secagg_report.csv(table).encode()
 
 
 def load_selected(select_dir: str | Path, inputs: Inputs, options: "ReportParams",

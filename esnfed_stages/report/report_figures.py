@@ -24,6 +24,7 @@ from esnfed_stages.report import figures
 from esnfed_stages._io import read_json
 from esnfed_stages.report.tables import to_csv
 from esnfed_stages.report.ttest import Inputs
+from esnfed_stages.layout import matrix_csv, stream_csv
 
 # Continual method prefix and the stationary IP method of each setting (figures).
 # The keys name the files (the papers' spelling); titles say the setting in the docs' prose.
@@ -39,22 +40,6 @@ REFERENCE = "random"
 SHARES_METHODS = tuple(dict.fromkeys(m for ms in STATIONARY.values() for m in (REFERENCE, *ms)))
 ACTIVATION_DATASET = "wesad"
 ACTIVATION_CONTEXTS = 5  # WESAD contexts (PROTOCOL §5): fixed columns for the DVC plots
-
-
-# The plot CSVs of one dataset, under reports/plots/ (dvc.yaml's `plots` and `esnfed dvc-plots` name them).
-def stream_csv(ds: str, setting: str, pct: str) -> str:
-    """Stream accuracy after each context, one setting and training share: a column per strategy."""
-    return f"stream-{ds}-{setting}-{pct}.csv"
-
-
-def shares_csv(ds: str) -> str:
-    """The stationary methods' test accuracy against the share: ``<method>_mean`` / ``_std`` columns."""
-    return f"test-accuracy-{ds}.csv"
-
-
-def matrix_csv(ds: str, method: str) -> str:
-    """A continual method's accuracy matrix: a column ``matrix_column(j)`` per context's test data."""
-    return f"accuracy-matrix-{ds}-{method}.csv"
 
 
 def matrix_column(j: int) -> str:

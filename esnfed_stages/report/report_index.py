@@ -10,9 +10,11 @@ from typing import Mapping
 from esnfed_core.method import CONTINUAL_METHODS
 from esnfed_core.vocabulary import PCTS
 from esnfed_stages.report.figures import png_title
-from esnfed_stages.report.hetero_report import ALPHA_CSV
-from esnfed_stages.report.report_figures import SETTINGS, matrix_csv, shares_csv, stream_csv
-from esnfed_stages.report.secagg_report import CSV_NAME as SECAGG_CSV, SECTION_TITLE as SECAGG_TITLE
+from esnfed_stages.layout import ALPHA_CSV
+from esnfed_stages.report.report_figures import SETTINGS
+from esnfed_stages.layout import matrix_csv, shares_csv, stream_csv
+from esnfed_stages.report.secagg_report import SECTION_TITLE as SECAGG_TITLE
+from esnfed_stages.layout import SECAGG_CSV
 from esnfed_stages.layout import REPORT_INDEX_NAME as INDEX_NAME
 
 

@@ -17,10 +17,10 @@ from typing import Any, Mapping, Sequence
 
 from esnfed_core.errors import DataError
 from esnfed_core.tables import dataset_label
-from esnfed_stages.studies.flower import FLOWER_DIR, STAGE_NAMES, fraction_text, load_docs, masks_note, out_name
+from esnfed_stages.studies.flower import FLOWER_DIR, STAGE_NAMES, fraction_text, load_docs, masks_note
+from esnfed_stages.layout import SECAGG_CSV, out_name
 from esnfed_stages.report.tables import to_csv
 
-CSV_NAME = "secagg-overhead.csv"
 # stage: Flower's SecAgg+ stage id (esnfed_flower.common.secagg_stage) or "total"; stage_label: the
 # name the Markdown section gives it (esnfed_stages.studies.flower.STAGE_NAMES)
 COLUMNS = ("dataset", "method", "pct", "clients", "phase", "rounds", "stage", "stage_label", "plain_up_bytes",
@@ -153,7 +153,7 @@ def markdown(table: Sequence[Mapping[str, Any]], flower_dir: str | Path = FLOWER
               "is about 1.4 KB more than the table above's (a 128-byte .npy header per array, object "
               "headers and ids; docs/flower.md)",
               *masks_note(list(dict.fromkeys((r["dataset"], int(r["clients"]), _fraction(r)) for r in table))),
-              f"- {CSV_NAME}: these rows; its `stage` is Flower's stage id (`collect_masked_vectors`, `setup`, "
+              f"- {SECAGG_CSV}: these rows; its `stage` is Flower's stage id (`collect_masked_vectors`, `setup`, "
               "`share_keys`, `unmask`, ...) and `stage_label` the name used here", "",
               "| dataset | method | train users | clients | phase | rounds | stage | plain up B | plain down B "
               "| SecAgg+ up B | SecAgg+ down B | ratio up | ratio down |",

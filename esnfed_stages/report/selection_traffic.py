@@ -21,7 +21,7 @@ from esnfed_core.validation import ParameterError
 from esnfed_core.vocabulary import PCTS
 from esnfed_stages._io import read_json
 from esnfed_stages.layout import best_under
-from esnfed_stages.experiment.select import trial_path
+from esnfed_stages.layout import trial_path
 
 Share = tuple[str, str, str]  # (dataset, method, pct)
 

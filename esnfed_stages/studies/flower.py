@@ -64,25 +64,14 @@ from esnfed_core.trial import TrialData, fit, make_reservoir, select_lambda, sub
 from esnfed_stages import provenance
 from esnfed_stages._io import output_lock, read_json, write_json
 from esnfed_stages.params.experiment import BudgetSpec, experiment_params
-from esnfed_stages.studies.privacy import ACCOUNTANT, SAMPLED_ACCOUNTANT, eps_key, neighbouring_units, privacy_params
+from esnfed_stages.studies.privacy import ACCOUNTANT, SAMPLED_ACCOUNTANT, neighbouring_units, privacy_params
 from esnfed_stages.experiment.retrain import retrain_seed, selected_config
 from esnfed_stages.experiment.trial_data import open_dataset
-from esnfed_stages.layout import (FEDCLIP_APPS, FLOWER_APPS, FLOWER_DIR, FLOWER_PYTHON,
+from esnfed_stages.layout import (FEDCLIP_APPS, eps_key, out_name, FLOWER_APPS, FLOWER_DIR, FLOWER_PYTHON,
                                   SECAGG_APPS, SOURCE_ROOT, FLOWER_MANUAL_DIR as MANUAL_DIR)
 
 REPO = SOURCE_ROOT
 ENV_HINT = "run `make flower-env` (requirements/flower.txt) or pass --flower-python"
-
-
-def out_name(dataset: str, app: str, secagg: bool, pct: str, epsilon: float | None = None,
-             fraction: float | None = None) -> str:
-    """<dataset>-<app>[-secagg][-f<fraction>][-eps<ε>]-<pct>.json; ``fraction``: the client fraction
-    a result records (``client_fraction``: its IP rounds sampled, below 1), spelled exactly (the
-    shortest repr of the float: 0.5 -> f0.5), so runs at two fractions do not share a name; None
-    (every client in every round): no suffix, the names as before."""
-    dp = "" if epsilon is None else f"-eps{eps_key(epsilon)}"
-    sampled = "" if fraction is None else f"-f{float(fraction)!r}"
-    return f"{dataset}-{app}{'-secagg' if secagg else ''}{sampled}{dp}-{pct}.json"
 
 
 NOISE = ("central", "distributed")

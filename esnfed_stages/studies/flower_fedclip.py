@@ -36,6 +36,7 @@ from esnfed_core.trial import fit, make_reservoir, sub_seeds
 from esnfed_stages.studies import flower
 from esnfed_stages import provenance
 from esnfed_stages._io import output_lock, write_json
+from esnfed_stages.layout import out_name
 
 
 def run_config(cfg: Mapping[str, Any], seeds: Mapping[str, int], data: Any, settings: Any, app: str,
@@ -120,7 +121,7 @@ def run(dataset: str, app: str, secagg: bool, pct: str, params: Mapping[str, Any
            "pipeline": {"test_accuracy": pipeline_stream[-1], "stream_accuracy": pipeline_stream,
                         "ip_rounds": model.ip_rounds, "communication": model.communication,
                         **({} if model.joint_capped is None else {"joint_capped": model.joint_capped})}}
-    out = Path(out_dir) / flower.out_name(dataset, app, secagg, pct, fraction=doc.get("client_fraction"))
+    out = Path(out_dir) / out_name(dataset, app, secagg, pct, fraction=doc.get("client_fraction"))
     with output_lock(out):
         write_json(out, doc)
     return doc

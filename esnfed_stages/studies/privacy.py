@@ -46,18 +46,7 @@ from esnfed_stages.params.experiment import ExperimentParams
 from esnfed_stages.params.sections import bounded, section
 from esnfed_stages.experiment.trial_data import open_dataset
 from esnfed_stages.experiment.retrain import retrain_seed, selected_config
-from esnfed_stages.layout import PRIVACY_DIR
-
-
-
-def privacy_path(out_dir: str | Path, dataset: str) -> Path:
-    """Where ``run`` writes a dataset's document."""
-    return Path(out_dir) / f"{dataset}.json"
-
-
-def extra_path(out_dir: str | Path, dataset: str, method: str) -> Path:
-    """Where ``run(..., extra=method)`` writes an opt-in method's document (``privacy.extra_methods``)."""
-    return Path(out_dir) / "extra" / dataset / f"{method}.json"
+from esnfed_stages.layout import PRIVACY_DIR, eps_key, extra_path, fraction_name, privacy_path, sampling_path
 
 
 MECHANISM = "Gaussian mechanism (esnfed_core/privacy.py)"
@@ -266,10 +255,6 @@ def neighbouring_units(data: TrialData) -> int:
     return len(data.train)
 
 
-def eps_key(eps: float) -> str:
-    return "inf" if math.isinf(eps) else f"{eps:g}"
-
-
 @dataclass(frozen=True)
 class Inputs:
     """What the privacy stage (and benchmarks/privacy_clip_sweep.py) trains and scores on for one
@@ -376,17 +361,6 @@ def _test_accuracies(method: Method, cfg: Mapping[str, Any], seeds: list[int], i
         accs.append(accuracy(model.reservoir, model.readout, inp.test, exp.settings.batch_size))
         tick()
     return accs
-
-
-def fraction_name(fraction: float | int) -> str:
-    """A study fraction's name (its document's file name, ``--sampling``'s value): as params.yaml
-    gives it, the way dvc.yaml's ``${item.fraction}`` writes it (0.5, 1)."""
-    return str(fraction)
-
-
-def sampling_path(out_dir: str | Path, dataset: str, fraction: str) -> Path:
-    """Where ``run_sampling`` writes a dataset's document at the fraction named ``fraction``."""
-    return Path(out_dir) / "sampling" / dataset / f"{fraction}.json"
 
 
 STUDY_ACCOUNTANTS = {"none": ACCOUNTANT, "sampling": SAMPLED_ACCOUNTANT}
