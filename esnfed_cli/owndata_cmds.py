@@ -150,6 +150,7 @@ def _import(source, dataset, features, user, time, label, context, time_unit, ra
             classes, contexts, drop_labels, out, params) -> None:
     from esnfed_stages.data import import_data as import_stage
     from esnfed_stages.data._datasets import check_own_name
+    from esnfed_stages.params.imports import import_params
     from esnfed_stages.params.load import load_params
 
     dataset_option(check_own_name, "--dataset", dataset)  # before imports.<dataset> is read (run checks it too)
@@ -162,7 +163,7 @@ def _import(source, dataset, features, user, time, label, context, time_unit, ra
         if value is None and not (isinstance(declared, dict) and key in declared):
             raise typer.BadParameter(f"required: give it, or set imports.{dataset}.{key} in {params}",
                                      param_hint=name)
-    options = import_stage.import_params(
+    options = import_params(
         declared, f"imports.{dataset}", source=None if source is None else str(source),
         features=_split(features), user=user, time=time, label=label, context=context,
         time_unit=time_unit, rate=rate, window=window, max_gap=max_gap, missing=missing, classes=_split(classes),

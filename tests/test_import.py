@@ -16,7 +16,8 @@ from esnfed_core.data.processed import load_manifest, load_user
 from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.data.tabular import Rows, default_max_gap, fill_missing, user_windows
 from esnfed_stages.data.check_data import check_folder
-from esnfed_stages.data.import_data import import_params, run
+from esnfed_stages.data.import_data import run
+from esnfed_stages.params.imports import import_params
 
 # Two users (u10 after u2: natural order), 2 features, samples every 10 ms, 2 sessions.
 N = 14

@@ -16,7 +16,7 @@ from esnfed_core.data.processed import MANIFEST
 from esnfed_core.errors import DataError
 from esnfed_core.quote import quote
 from esnfed_stages.data._datasets import reader_of
-from esnfed_stages.data.import_data import import_params
+from esnfed_stages.params.imports import import_params
 from esnfed_stages.provenance import plain
 
 # import settings that change how the files are read (memory), never what is written

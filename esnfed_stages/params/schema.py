@@ -33,7 +33,7 @@ from esnfed_stages.data._datasets import (
     reader_of, variant_base,
 )
 from esnfed_stages.params.experiment import RUNNER_BOUNDS
-from esnfed_stages.data.import_data import import_params
+from esnfed_stages.params.imports import import_params
 from esnfed_stages.data.partition import check_partition
 from esnfed_stages.params.processed import same_source
 from esnfed_stages.params.nodes import (
@@ -153,7 +153,7 @@ SYNTHETIC_KEYS = {"wesad": ("seed", "scale", "protocol"),
 SYNTHETIC["example"] = {"subjects": COUNT, "seconds_per_activity": POSITIVE, "rate": POSITIVE}
 SYNTHETIC_KEYS["example"] = ("seed", "subjects", "seconds_per_activity", "rate")
 EXAMPLES = ("example",)  # the user datasets of the repository's params.yaml
-# imports.<name>: the keys the repository's params.yaml sets; every key of import_data.ImportParams
+# imports.<name>: the keys the repository's params.yaml sets; every key of params.imports.ImportParams
 # (max_gap, drop_labels, format, delimiter, chunk_rows too) is checked by import_params, with BOUNDS.
 IMPORT_KEYS = ("source", "user", "time", "time_unit", "label", "context", "features", "classes", "contexts",
                "rate", "window")

@@ -28,7 +28,7 @@ from esnfed_stages.data._datasets import (
 from esnfed_stages._io import write_text
 from esnfed_stages.layout import ALPHA_CSV, alpha_column
 from esnfed_stages.params.hetero import hetero_params
-from esnfed_stages.data.import_data import import_params
+from esnfed_stages.params.imports import import_params
 from esnfed_stages.report.report_figures import SETTINGS, SHARES_METHODS, matrix_column, method_label
 from esnfed_stages.layout import matrix_csv, shares_csv, stream_csv
 from esnfed_stages.params.sections import section
