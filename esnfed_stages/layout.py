@@ -12,6 +12,7 @@ and the report's plot data under reports/plots/.
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 # Default folders and files of the stages, relative to the project folder (dvc.yaml names the same
@@ -67,6 +68,9 @@ def assess_dir(runs: str | Path) -> Path:
 def assess_path(assess_root: str | Path, dataset: str, method: str) -> Path:
     """One method's assess file under the assess folder ``assess_root`` (see :func:`assess_dir`)."""
     return Path(assess_root) / dataset / f"{method}.json"
+
+
+TRIAL_FILE = re.compile(r"^trial-(\d+)\.json$")  # the name trial_path gives
 
 
 def trial_path(directory: Path, index: int) -> Path:

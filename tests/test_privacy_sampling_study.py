@@ -128,7 +128,7 @@ def test_infinite_epsilon_is_the_nonprivate_sampled_trial(root):
     from esnfed_core.scoring import accuracy
     from esnfed_core.trial import TrialData, fit
     from esnfed_stages.params.experiment import experiment_params
-    from esnfed_stages.experiment.retrain import retrain_seed, selected_config
+    from esnfed_stages.experiment.best import retrain_seed, selected_config
     from esnfed_stages.experiment.trial_data import open_dataset
 
     exp = experiment_params(read_params(root))

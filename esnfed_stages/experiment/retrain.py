@@ -19,19 +19,18 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from esnfed_core.method import Method
-from esnfed_core.search import derive_seed
 from esnfed_stages.experiment import heterogeneity
-from esnfed_stages._io import read_json, write_json
-from esnfed_stages.params.experiment import BudgetSpec, ExperimentParams, RunnerConfig
+from esnfed_stages._io import write_json
+from esnfed_stages.params.experiment import ExperimentParams, RunnerConfig
 from esnfed_stages.experiment.fingerprint import code_fingerprint, result_key
 from esnfed_stages.experiment.jobs import Progress, StageResult, clean_share, run_pending, run_shares
 from esnfed_stages.layout import model_dir
 from esnfed_stages.experiment.models import model_paths, read_meta, save_model
 from esnfed_stages.experiment.runner import Outcome, TrialTask
-from esnfed_stages.experiment.select import read_best
+from esnfed_stages.experiment.best import retrain_seed, selected_config
 from esnfed_stages.experiment.trial_data import Dataset
 
 _MODEL_FILE = re.compile(r"^seed-(\d+)\.(npz|json)$")
@@ -62,10 +61,6 @@ class RetrainResult(StageResult[RetrainSummary]):
     """What retrain did for one dataset and method."""
 
 
-def retrain_seed(exp: ExperimentParams, dataset: str, pct: str, k: int) -> int:
-    return derive_seed(exp.seed, "retrain", dataset, pct, k)
-
-
 def lambda_selection(model: Any, exp: ExperimentParams) -> dict[str, Any] | None:
     """How the retrain's λ was chosen: the grid and the validation accuracy of each λ for this
     reservoir (``select``), or the selection trial's λ (``frozen``); None without a ridge λ grid."""
@@ -76,14 +71,6 @@ def lambda_selection(model: Any, exp: ExperimentParams) -> dict[str, Any] | None
     if model.reservoir is None or Method.parse(model.method).continual:
         return None
     return {"mode": "frozen", "lambdas": [model.lam], "lambda": model.lam, "validation_accuracy": None}
-
-
-def selected_config(runs: Path, dataset: str, method: str, pct: str, budget: BudgetSpec,
-                    settings: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """best.json's config of one share, selected under params.yaml's ``budget`` as it is now and
-    with ``settings`` (heterogeneity.record) where it records them (select.read_best: missing or
-    stale -> one line naming the select command to run)."""
-    return read_best(runs, dataset, Method.parse(method), pct, budget, settings=settings)["config"]
 
 
 def run(

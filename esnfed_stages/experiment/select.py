@@ -23,19 +23,18 @@ from typing import Any, Mapping
 from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.method import Method
 from esnfed_core.quote import quote
-from esnfed_core.search import Dimension, continual_budgets, derive_seed, sample_config
+from esnfed_core.search import Dimension, continual_budgets
 from esnfed_stages.experiment import heterogeneity
-from esnfed_stages import provenance
 from esnfed_stages._io import read_json, write_json
 from esnfed_stages.params.experiment import BudgetSpec, ExperimentParams, RunnerConfig
 from esnfed_stages.experiment.fingerprint import code_fingerprint, result_key
 from esnfed_stages.experiment.jobs import Progress, StageResult, clean_share, run_pending, run_shares
-from esnfed_stages.layout import best_path, select_dir, trial_path
+from esnfed_stages.experiment.best import best_of, read_best, search_trials
+from esnfed_stages.layout import TRIAL_FILE, best_path, select_dir, trial_path
 from esnfed_stages.experiment.models import check_best_config
 from esnfed_stages.experiment.runner import Outcome, TrialTask
 from esnfed_stages.experiment.trial_data import Dataset
 
-_TRIAL_FILE = re.compile(r"^trial-(\d+)\.json$")
 _BEST_FILE = re.compile(r"^best\.json$")  # rewritten once every trial of the share has succeeded
 
 
@@ -65,11 +64,6 @@ class SelectResult(StageResult[ShareSummary]):
     """What select did for one dataset and method."""
 
 
-def trial_seed(exp: ExperimentParams, dataset: str, pct: str, index: int) -> int:
-    """Seed of trial ``index``: the same for every method at that index (common random numbers)."""
-    return derive_seed(exp.seed, "trial", dataset, pct, index)
-
-
 def _base_config(runs: Path, dataset: str, method: Method, pct: str, budget: BudgetSpec) -> dict[str, Any]:
     return read_best(runs, dataset, Method.parse(method.base), pct, budget, before=method.id)
 
@@ -86,56 +80,6 @@ def base_seed(runs: Path, dataset: str, method: Method, pct: str, base: dict[str
     return seed
 
 
-def _trial_status(path: Path) -> Any:
-    try:
-        record = read_json(path)
-    except DataError:
-        return None
-    return record.get("status") if isinstance(record, dict) else None
-
-
-def _why_no_best(directory: Path, command: str, before: str | None) -> str:
-    """Why a share has no best.json, and the select command that writes it: never run, stopped
-    before every trial finished, or a trial failed (best.json is written only when none did)."""
-    trials = sorted(p for p in directory.glob("trial-*.json") if _TRIAL_FILE.match(p.name))
-    failed = [p.name for p in trials if _trial_status(p) == "failed"]
-    if failed:
-        return (f"not found: select failed for {len(failed)} trial(s) ({', '.join(failed[:3])}"
-                f"{', ...' if len(failed) > 3 else ''}: the error is in the file); rerun {command}")
-    if trials:
-        return f"not found: select did not finish ({len(trials)} trial file(s) written); rerun {command}"
-    return f"not found: run {command}" + (f" before {before}" if before else " first")
-
-
-def read_best(runs: Path, dataset: str, method: Method, pct: str, budget: BudgetSpec,
-              before: str | None = None, settings: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """best.json of one share, selected under params.yaml's ``budget`` as it is now (its name and
-    digest, :meth:`BudgetSpec.check`) and, where it records them, with ``settings`` (params.yaml's
-    values by key: a heterogeneous method's, heterogeneity.record; provenance.check); otherwise one
-    DataError naming it, why it is missing or stale, and the select command to run (``before``: the
-    method that needs it)."""
-    return check_best(best_path(runs, dataset, method.id, pct), dataset, method, pct, budget, before, settings)
-
-
-def check_best(path: Path, dataset: str, method: Method, pct: str, budget: BudgetSpec | None,
-               before: str | None = None, settings: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """best.json at ``path`` (one share's, :func:`read_best`; the report's under its --select-dir)
-    read and checked as :func:`read_best` says (``budget`` None: params.yaml names none, as the
-    report may read, nothing to check it against)."""
-    command = f"`esnfed select --dataset {dataset} {method.cli_options} --pct {pct}`"
-    missing = "file not found" if path.exists() or path.is_symlink() \
-        else _why_no_best(path.parent, command, before)
-    best = read_json(path, missing)
-    if not isinstance(best, dict) or not isinstance(best.get("config"), dict):
-        raise DataError(f"{path}: no 'config' object")
-    if budget is not None:
-        budget.check(path, best, "params_budget", "selected", dataset, method, command)
-    provenance.check(path, best, settings or {}, command, verb="selected")
-    if before is None or Method.parse(before).continual:
-        check_best_config(path, method, best["config"])  # every key is reused (deep: pin_units checks units)
-    return best
-
-
 def pin_units(dims: list[Dimension], shallow: dict[str, Any], where: Path) -> list[Dimension]:
     """``dims`` with ``units`` fixed to the shallow selection's: a deep method is compared with its
     shallow counterpart at the same total units (docs/deep.md); the other draws are unchanged."""
@@ -143,15 +87,6 @@ def pin_units(dims: list[Dimension], shallow: dict[str, Any], where: Path) -> li
     if isinstance(units, bool) or not isinstance(units, int) or units < 1:
         raise DataError(f"{where}: config.units: expected a positive integer, got {quote(units)}")
     return [Dimension("units", values=(units,)) if d.name == "units" else d for d in dims]
-
-
-def search_trials(exp: ExperimentParams, dataset: str, method: Method, pct: str,
-                  dims: list[Dimension]) -> tuple[list[dict[str, Any]], list[int]]:
-    """The random search's candidates of one share: trial i's config drawn from ``dims`` and its
-    seed (:func:`trial_seed`), for the budget's trials (the privacy stage's public configuration
-    scores the same candidates on other users: esnfed_stages/studies/privacy_config.py)."""
-    configs = [sample_config(dims, exp.seed, dataset, pct, i) for i in range(exp.n_trials(method))]
-    return configs, [trial_seed(exp, dataset, pct, i) for i in range(len(configs))]
 
 
 def plan_share(exp: ExperimentParams, data: Dataset, method: Method, pct: str,
@@ -238,11 +173,6 @@ def _record(trial: PlannedTrial, outcome: Outcome, labels: Mapping[str, Any]) ->
     return rec
 
 
-def best_of(records: list[dict[str, Any]]) -> dict[str, Any]:
-    """The trial with the highest score; ties go to the lowest index (deterministic)."""
-    return max(sorted(records, key=lambda r: r["index"]), key=lambda r: r["scores"]["score"])
-
-
 def run(
     dataset: str,
     method: Method,
@@ -274,7 +204,7 @@ def _run(dataset: str, method: Method, pcts: list[str], exp: ExperimentParams, d
     for pct in pcts:  # every share planned before any folder is cleaned: a missing base changes nothing
         plans[pct], bases[pct] = plan_share(exp, data, method, pct, runs_dir)
     for pct in pcts:
-        clean_share(select_dir(runs_dir, dataset, method.id, pct), _TRIAL_FILE, len(plans[pct]), _BEST_FILE)
+        clean_share(select_dir(runs_dir, dataset, method.id, pct), TRIAL_FILE, len(plans[pct]), _BEST_FILE)
         done[pct] = {t.index: r for t in plans[pct] if (r := _finished(t)) is not None}
     summaries = {p: ShareSummary(p, len(plans[p]), resumed=len(done[p])) for p in pcts}
     pending = [t for p in pcts for t in plans[p] if t.index not in done[p]]

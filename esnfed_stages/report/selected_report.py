@@ -17,7 +17,7 @@ from esnfed_core.tables import dataset_label, papers_first
 from esnfed_core.vocabulary import PCTS
 from esnfed_stages.params.experiment import BudgetSpec
 from esnfed_stages.layout import best_under
-from esnfed_stages.experiment.select import check_best
+from esnfed_stages.experiment.best import check_best
 from esnfed_stages.report.tables import NA, NOT_APPLICABLE, to_csv
 from esnfed_stages.report.ttest import Inputs
 from esnfed_stages.layout import SELECT_DIR  # the select stage's outputs (report --select-dir)
@@ -102,7 +102,7 @@ def _check_retrained_from(path: Path, best: Mapping[str, Any], method: Method, i
 def load(select_dir: str | Path, needed: Sequence[tuple[str, str]], inputs: Inputs, budget: BudgetSpec | None,
          allow_missing: bool = False) -> tuple[list[Selected], list[Path]]:
     """Every share's best.json of ``methods(needed)`` under ``select_dir``, checked as retrain checks
-    it (select.check_best: params.yaml's budget, the hyperparameters' ranges) and against the assess
+    it (best.check_best: params.yaml's budget, the hyperparameters' ranges) and against the assess
     file read (``inputs``); a missing one is an error naming it and the select to run, unless
     ``allow_missing`` (its row n/a, the path returned)."""
     out, missing = [], []

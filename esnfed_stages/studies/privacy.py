@@ -45,7 +45,7 @@ from esnfed_core.vocabulary import PCTS
 from esnfed_stages.params.experiment import ExperimentParams
 from esnfed_stages.params.sections import bounded, section
 from esnfed_stages.experiment.trial_data import open_dataset
-from esnfed_stages.experiment.retrain import retrain_seed, selected_config
+from esnfed_stages.experiment.best import retrain_seed, selected_config
 from esnfed_stages.layout import PRIVACY_DIR, eps_key, extra_path, fraction_name, privacy_path, sampling_path
 
 

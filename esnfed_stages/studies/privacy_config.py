@@ -3,9 +3,9 @@ and the clipping bounds, chosen on the validation users alone (``public``) or ta
 stage and params.yaml (``select``, chosen on the protected training users: outside ε).
 
 ``public`` uses no training user's data: the select stage's candidates (the same configs and seeds,
-:func:`esnfed_stages.experiment.select.search_trials`) are scored on the validation users split by user, the
+:func:`esnfed_stages.experiment.best.search_trials`) are scored on the validation users split by user, the
 first half (partition order, rounded up) as clients and the rest scoring, and the best is kept
-(:func:`esnfed_stages.experiment.select.best_of`). ``clip`` is chosen the same way, from CLIP_GRID: DP-IncFed
+(:func:`esnfed_stages.experiment.best.best_of`). ``clip`` is chosen the same way, from CLIP_GRID: DP-IncFed
 with the chosen config trained on the split's clients under each candidate, at every finite ε and
 from each retrain seed, scored on the split's other users; the best mean wins (ties: the smaller).
 ``ip_clip`` is the smallest bound that clips none of the FedIP round updates of the non-private
@@ -31,8 +31,8 @@ from esnfed_core.scoring import pooled_counts
 from esnfed_core.settings import Settings
 from esnfed_core.trial import TrialData, fit, make_reservoir, sub_seeds
 from esnfed_stages.params.experiment import ExperimentParams
-from esnfed_stages.experiment.retrain import selected_config
-from esnfed_stages.experiment.select import best_of, search_trials
+from esnfed_stages.experiment.best import selected_config
+from esnfed_stages.experiment.best import best_of, search_trials
 
 KEY = "privacy.config"
 PUBLIC, SELECT = "public", "select"
