@@ -50,7 +50,8 @@ from esnfed_core.private_trial import fit_private  # noqa: E402
 from esnfed_core.scoring import accuracy  # noqa: E402
 from esnfed_stages.params.experiment import experiment_params  # noqa: E402
 from esnfed_stages.params.load import load_params  # noqa: E402
-from esnfed_stages.studies.privacy import inputs, privacy_params  # noqa: E402
+from esnfed_stages.studies.privacy import inputs
+from esnfed_stages.params.privacy import privacy_params  # noqa: E402
 from esnfed_stages.experiment.best import retrain_seed, selected_config  # noqa: E402
 
 SWEEPS = {"clip": "incfed", "ip_clip": "fedip", "fedavg_clip": "fedavg"}  # the swept key -> the method it bounds

@@ -55,10 +55,11 @@ def privacy(
     from esnfed_stages.data._datasets import declared
     from esnfed_stages.params.experiment import experiment_params
     from esnfed_stages.params.load import load_params
+    from esnfed_stages.params.privacy import privacy_params
 
     p = load_params(params)  # read once; each stage gets its sections as frozen objects
     names = [declared_dataset(p, d) for d in dict.fromkeys(dataset or [])] or list(declared(p))
-    pp, exp = privacy_stage.privacy_params(p), experiment_params(p)
+    pp, exp = privacy_params(p), experiment_params(p)
     if extra and sampling:
         raise typer.BadParameter("give --extra or --sampling, not both", param_hint="--sampling")
     for ds in names:

@@ -27,7 +27,7 @@ from esnfed_core.stats import ALPHA, ttest
 from esnfed_core.validation import Bound, ParameterError
 from esnfed_stages.params.experiment import experiment_params
 from esnfed_stages.params.schema import validate
-from esnfed_stages.studies.privacy import privacy_params
+from esnfed_stages.params.privacy import privacy_params
 
 PARAMS = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
 SPACE = f"budgets.{PARAMS['budget']}.space"

@@ -18,7 +18,7 @@ from esnfed_core.trial import TrialData
 from esnfed_stages.studies import privacy_config
 from esnfed_stages.report import privacy_report
 from esnfed_stages.params.experiment import experiment_params
-from esnfed_stages.studies.privacy import privacy_params
+from esnfed_stages.params.privacy import privacy_params
 from experiment_data import small_params
 from test_privacy_report import PRIVACY, privacy_doc
 

@@ -17,7 +17,7 @@ from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.privacy import noise_multiplier
 from esnfed_stages.report import privacy_report
 from esnfed_stages.params.schema import embedded_read
-from esnfed_stages.studies.privacy import privacy_params
+from esnfed_stages.params.privacy import privacy_params
 from esnfed_stages.layout import extra_path
 from experiment_data import cli_ok, make_dataset, small_params, stage_options, write_params
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from esnfed_stages.report import privacy_report
-from esnfed_stages.studies.privacy import privacy_params
+from esnfed_stages.params.privacy import privacy_params
 from esnfed_stages.layout import eps_key
 
 PRIVACY = {"epsilons": [1, 8, float("inf")], "delta": "auto", "relation": "user", "clip": 0.003,

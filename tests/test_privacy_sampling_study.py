@@ -18,7 +18,7 @@ from esnfed_core.privacy import stats_bound
 from esnfed_core.sampling import sample_size
 from esnfed_stages.report import privacy_report, privacy_sampling_report, report
 from esnfed_stages.params.schema import embedded_read, validate
-from esnfed_stages.studies.privacy import privacy_params
+from esnfed_stages.params.privacy import privacy_params
 from esnfed_stages.layout import sampling_path
 from experiment_data import cli_fails, cli_ok, make_dataset, read_params, small_params, stage_options, write_params
 

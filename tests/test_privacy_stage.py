@@ -112,7 +112,7 @@ def test_the_output_records_the_privacy_section_and_budget_it_was_computed_with(
     """What the report compares with params.yaml's (tests/test_report.py: it refuses other values)."""
     import yaml
 
-    from esnfed_stages.studies.privacy import privacy_params
+    from esnfed_stages.params.privacy import privacy_params
 
     params = yaml.safe_load((root / "params.yaml").read_text())
     assert _doc(root)["params"] == privacy_params(params).record("default") == {

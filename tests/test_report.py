@@ -874,7 +874,7 @@ PRIVACY = {"epsilons": [1, float("inf")], "delta": "auto", "relation": "user", "
 
 def _privacy_output(root: Path, params: dict, record: bool = True, dataset: str = "wesad") -> None:
     """runs/privacy/<dataset>.json as `esnfed privacy` writes it under ``params`` (made-up accuracies)."""
-    from esnfed_stages.studies.privacy import privacy_params
+    from esnfed_stages.params.privacy import privacy_params
     from esnfed_stages.layout import eps_key
 
     pp = privacy_params(params)
@@ -919,7 +919,7 @@ def test_report_refuses_a_privacy_output_of_other_privacy_settings(workdir, edit
 def test_a_privacy_output_of_another_budget_is_refused_and_one_without_params_trusted_but_its_clip(tmp_path):
     from esnfed_core.errors import DataError
     from esnfed_stages.report import privacy_report
-    from esnfed_stages.studies.privacy import privacy_params
+    from esnfed_stages.params.privacy import privacy_params
 
     params = {"privacy": PRIVACY, "budget": "default"}
     _privacy_output(tmp_path, params)

@@ -115,7 +115,7 @@ def _report_share(key: str, value: Any) -> None:
 
 
 def _privacy(key: str, value: Any) -> None:
-    from esnfed_stages.studies.privacy import privacy_params  # noqa: PLC0415 (the stage owns its checks)
+    from esnfed_stages.params.privacy import privacy_params  # noqa: PLC0415 (the stage owns its checks)
 
     privacy_params({"privacy": value})
 
@@ -286,7 +286,7 @@ def _declared_datasets(params: Mapping[str, Any]) -> None:
             if name not in (b.get("space") or {}):
                 raise Invalid(f"budgets.{budget}.space.{name}: missing ({quote(name)} is declared in datasets: "
                               "every budget searches its reservoirs)")
-    from esnfed_stages.studies.privacy import PER_DATASET  # noqa: PLC0415 (as _privacy)
+    from esnfed_stages.params.privacy import PER_DATASET  # noqa: PLC0415 (as _privacy)
 
     for key in PER_DATASET:
         value = (params.get("privacy") or {}).get(key)

@@ -22,7 +22,7 @@ from esnfed_core.tables import dataset_label, papers_first
 from esnfed_core.vocabulary import DATASETS
 from esnfed_stages.report import figures
 from esnfed_stages import provenance
-from esnfed_stages.studies import privacy_config
+from esnfed_stages.params.privacy import CONFIG_ABSENT, CONFIG_KEY, PUBLIC, SELECT
 from esnfed_stages._io import read_json
 from esnfed_stages.layout import PRIVACY_DIR, extra_path, privacy_path
 from esnfed_stages.report.ttest import _fractions
@@ -34,11 +34,11 @@ COLUMNS = ("dataset", "method", "epsilon", "delta", "relation", "noise_multiplie
 # The header lines every privacy table carries (privacy.md, privacy-sampling.md): how the configuration
 # was chosen (privacy.config) and what ε does not cover, and that the noise is a seeded simulation.
 CONFIGURATION = {
-    privacy_config.SELECT: (
+    SELECT: (
         "Not accounted (ε covers the training of the reported model only; privacy.config: select): its "
         "hyperparameters, taken from the non-private selection on the same training users, and clip / ip_clip, "
         "tuned by runs on them (docs/privacy.md; privacy.config: public chooses them on the validation users alone)"),
-    privacy_config.PUBLIC: (
+    PUBLIC: (
         "Configuration (privacy.config: public): the hyperparameters and clip selected on the validation users "
         "alone (split by user into clients and scorers), ip_clip the largest FedIP update of the validation users; "
         "no training user's data enters them, so nothing outside ε depends on the protected users (docs/privacy.md)"),
@@ -98,17 +98,17 @@ def add_extras(privacy_dir: str | Path, docs: Mapping[str, Mapping[str, Any]], m
 
 def configured(doc: Mapping[str, Any]) -> Mapping[str, Any]:
     """``doc`` as the checks read it: one whose ``params`` do not record ``privacy.config`` was
-    computed before the key existed, from the select stage's configs (privacy_config.ABSENT)."""
+    computed before the key existed, from the select stage's configs (CONFIG_ABSENT)."""
     rec = doc.get(provenance.KEY, {})
-    if not isinstance(rec, Mapping) or privacy_config.KEY in rec:
+    if not isinstance(rec, Mapping) or CONFIG_KEY in rec:
         return doc
-    return {**doc, provenance.KEY: {**rec, privacy_config.KEY: privacy_config.ABSENT}}
+    return {**doc, provenance.KEY: {**rec, CONFIG_KEY: CONFIG_ABSENT}}
 
 
 def configuration(docs: Iterable[Mapping[str, Any]]) -> str:
     """The header's clause on how the documents' configurations were chosen (CONFIGURATION), one
     per ``privacy.config`` they were computed under."""
-    modes = dict.fromkeys(configured(d).get(provenance.KEY, {}).get(privacy_config.KEY) for d in docs)
+    modes = dict.fromkeys(configured(d).get(provenance.KEY, {}).get(CONFIG_KEY) for d in docs)
     return "; ".join(CONFIGURATION.get(m, f"privacy.config: {quote(m)}") for m in modes)
 
 

@@ -42,7 +42,7 @@ from esnfed_stages.report.tables import (
 )
 from esnfed_stages.report.report_figures import ACTIVATION_DATASET, SETTINGS, ContextNames, activation_contexts_figure, activation_figure_and_plots, activation_shares_figure, activation_users_figure, context_names, matrix_figure_and_plots, shares_figure_and_plot, stream_figure_and_plots
 from esnfed_stages.layout import shares_csv
-from esnfed_stages.studies.privacy import privacy_params
+from esnfed_stages.params.privacy import privacy_params
 from esnfed_stages.report.ttest import (
     ASSESS_DIR, TTEST_PATH, VARIANCE_TEXT, VARIANT_TEXT, Inputs, check_computed_from, hetero_table_methods, load_inputs,
     ttest_params,

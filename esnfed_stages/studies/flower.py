@@ -64,7 +64,7 @@ from esnfed_core.trial import TrialData, fit, make_reservoir, select_lambda, sub
 from esnfed_stages import provenance
 from esnfed_stages._io import output_lock, read_json, write_json
 from esnfed_stages.params.experiment import BudgetSpec, experiment_params
-from esnfed_stages.studies.privacy import ACCOUNTANT, SAMPLED_ACCOUNTANT, neighbouring_units, privacy_params
+from esnfed_stages.params.privacy import ACCOUNTANT, SAMPLED_ACCOUNTANT, neighbouring_units, privacy_params
 from esnfed_stages.experiment.best import retrain_seed, selected_config
 from esnfed_stages.experiment.trial_data import open_dataset
 from esnfed_stages.layout import (FEDCLIP_APPS, eps_key, out_name, FLOWER_APPS, FLOWER_DIR, FLOWER_PYTHON,

@@ -26,19 +26,14 @@ from esnfed_core.method import Method
 from esnfed_core.privacy import AUTO_DELTA_CAP, DPSpec, noised_stats, noise_multiplier, stats_bound
 from esnfed_core.private_trial import fit_private, noise_rng, unit_stats
 from esnfed_core.readout import solve
-from esnfed_core.quote import quote
 from esnfed_core.scoring import pooled_counts
 from esnfed_core.settings import Settings
 from esnfed_core.trial import TrialData, fit, make_reservoir, sub_seeds
 from esnfed_stages.params.experiment import ExperimentParams
 from esnfed_stages.experiment.best import selected_config
+from esnfed_stages.params.privacy import CONFIG_KEY, PUBLIC, SELECT
 from esnfed_stages.experiment.best import best_of, search_trials
 
-KEY = "privacy.config"
-PUBLIC, SELECT = "public", "select"
-MODES = (PUBLIC, SELECT)
-# A privacy section without the key (and a document written before it): the select stage's configs.
-ABSENT = SELECT
 # public's candidates for privacy.clip: the clip sweep's range below 0.3 (docs/privacy.md; above, accuracy fell)
 CLIP_GRID = (0.001, 0.003, 0.01, 0.03, 0.1)
 
@@ -53,13 +48,6 @@ class Configuration:
     clip: float
     ip_clip: float
     record: dict[str, Any]
-
-
-def mode_of(value: Any) -> str:
-    """``privacy.config`` checked: one of MODES (absent: ABSENT)."""
-    if value not in MODES:
-        raise ConfigError(f"params.yaml: {KEY}: must be one of {', '.join(MODES)}, got {quote(value)}")
-    return value
 
 
 def choose(mode: str, dataset: str, methods: Sequence[str], exp: ExperimentParams, data: TrialData,
@@ -91,8 +79,8 @@ def public_split(data: TrialData) -> TrialData:
     rest as the validation users that score them. Fewer than two: one line naming the key."""
     names = list(data.validation)
     if len(names) < 2:
-        raise ConfigError(f"params.yaml: {KEY}: {PUBLIC} splits the validation users into clients and scorers, "
-                          f"but there are {len(names)}; give the partition two or more, or set {KEY}: {SELECT}")
+        raise ConfigError(f"params.yaml: {CONFIG_KEY}: {PUBLIC} splits the validation users into clients and scorers, "
+                          f"but there are {len(names)}; give the partition two or more, or set {CONFIG_KEY}: {SELECT}")
     k = math.ceil(len(names) / 2)
     return TrialData({n: data.validation[n] for n in names[:k]}, {n: data.validation[n] for n in names[k:]},
                      data.n_classes, data.n_contexts)
