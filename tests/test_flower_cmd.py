@@ -55,6 +55,7 @@ def test_the_default_out_dir_is_outside_the_stage_folder_the_report_depends_on(t
     dvc.yaml's flower stage passes its own --out-dir runs/flower/<dataset>."""
     import yaml
 
+    from esnfed_stages import layout
     from esnfed_stages.studies import flower as flower_stage
 
     got = {}
@@ -63,12 +64,12 @@ def test_the_default_out_dir_is_outside_the_stage_folder_the_report_depends_on(t
     python.touch()
     assert runner.invoke(app, ["flower", "--dataset", "wesad", "--flower-python", str(python)]).exit_code == 0
     default = got["out_dir"]
-    assert default == flower_stage.MANUAL_DIR and flower_stage.FLOWER_DIR not in (default, *default.parents)
+    assert default == flower_stage.MANUAL_DIR and layout.FLOWER_DIR not in (default, *default.parents)
     stage = yaml.safe_load(open("dvc.yaml"))["stages"]["flower"]["do"]["cmd"]
     assert "--out-dir runs/flower/${item}" in stage
     from esnfed_cli import flower_cmd
 
-    assert flower_stage.FLOWER_DIR not in flower_cmd.TABLE_PATH.parents  # flower-table's --out likewise
+    assert layout.FLOWER_DIR not in flower_cmd.TABLE_PATH.parents  # flower-table's --out likewise
 
 
 def _result(dataset: str, app_name: str, secagg: bool = False) -> dict:
@@ -129,7 +130,7 @@ def test_a_bad_app_among_several_or_both_secagg_flags_are_one_line(tmp_path):
 
 
 def test_table_puts_the_masked_vector_beside_its_formula():
-    from esnfed_stages.studies.flower import render_table, vector_entries
+    from esnfed_stages.report.flower_table import render_table, vector_entries
 
     comm = {"up_bytes": 400, "down_bytes": 80, "clients": 4}
     rows = [{"phase": "ip", "stage": "collect_masked_vectors", "rounds": 2, "messages": 8,
@@ -157,7 +158,7 @@ def test_a_sampled_run_shows_its_client_fraction_and_a_bad_one_is_refused_naming
     outside (0, 1) in one line naming the file and key, writing no table."""
     import json
 
-    from esnfed_stages.studies.flower import app_label, render_table
+    from esnfed_stages.report.flower_table import app_label, render_table
 
     sampled = {**_result("wesad", "fedip"), "client_fraction": 0.5}
     assert app_label(sampled) == "fedip (f = 0.5)" and app_label(_result("wesad", "fedip")) == "fedip"
@@ -179,7 +180,7 @@ def test_a_sampled_run_shows_its_client_fraction_and_a_bad_one_is_refused_naming
 def test_table_lists_fedclip_after_the_stationary_apps(tmp_path):
     import json
 
-    from esnfed_stages.studies.flower import load_docs, render_table
+    from esnfed_stages.report.flower_table import load_docs, render_table
 
     rows = [{"phase": "ip", "stage": "plain", "rounds": 6, "messages": 24,
              "up_per_client_round": 1500.0, "down_per_client_round": 1800.0},
@@ -534,7 +535,8 @@ def test_the_pipelines_secagg_runs_are_labelled_a_simulation_of_the_protocol():
     datasets have 3-9 training users), and its tables say the masks of rounds with fewer than 5
     survivors are brute-forceable, naming those runs (a sampled round's m counts)."""
     from esnfed_core.settings import Settings
-    from esnfed_stages.studies.flower import masks_note, run_config
+    from esnfed_stages.studies.flower import run_config
+    from esnfed_stages.report.flower_table import masks_note
     from experiment_data import trial_data
 
     data, _ = trial_data(pct="100")

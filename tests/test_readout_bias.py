@@ -162,7 +162,8 @@ def test_a_non_boolean_is_one_line_and_the_flower_run_config_carries_the_bias_on
         Settings(readout_bias="yes")
     assert "\n" not in str(exc.value)
     data = _data()
-    from esnfed_stages.studies.flower import run_config, vector_entries  # noqa: PLC0415
+    from esnfed_stages.studies.flower import run_config
+    from esnfed_stages.report.flower_table import vector_entries  # noqa: PLC0415
 
     on = run_config(CFG, {"reservoir": 1}, data, Settings(readout_bias=True), 0.1, "incfed", False)
     off = run_config(CFG, {"reservoir": 1}, data, Settings(), 0.1, "incfed", False)

@@ -186,7 +186,7 @@ def test_a_flower_result_of_the_wrong_shape_is_one_line_naming_file_and_key(flow
 
 def test_flower_table_checks_the_fields_it_prints(flower_dir):
     """`esnfed flower-table` reads more of each result (accuracy, λ, the ledger's bytes)."""
-    from esnfed_stages.studies.flower import load_docs
+    from esnfed_stages.report.flower_table import load_docs
 
     with pytest.raises(DataError, match=r"wesad-fedip-secagg-100\.json: lambda missing"):
         load_docs(flower_dir / "wesad")
@@ -197,7 +197,7 @@ def test_flower_table_checks_the_fields_it_prints(flower_dir):
                                  "pipeline.communication.up_bytes", "pipeline.communication.down_bytes"])
 def test_flower_table_refuses_a_negative_byte_count(tmp_path, key):
     """Every byte field of a result is a count >= 0 (NaN was refused, -1 was not)."""
-    from esnfed_stages.studies.flower import load_docs
+    from esnfed_stages.report.flower_table import load_docs
 
     doc = _doc("incfed", False, [("stats", "plain", 1, 1000.0, 200.0)])
     doc.update({"lambda": 0.1, "flower": {**doc["flower"], "test_accuracy": 0.5, "readout_relative_difference": 0.0},

@@ -17,12 +17,12 @@ from typing import Any, Mapping, Sequence
 
 from esnfed_core.errors import DataError
 from esnfed_core.tables import dataset_label
-from esnfed_stages.studies.flower import FLOWER_DIR, STAGE_NAMES, fraction_text, load_docs, masks_note
-from esnfed_stages.layout import SECAGG_CSV, out_name
+from esnfed_stages.report.flower_table import STAGE_NAMES, fraction_text, load_docs, masks_note
+from esnfed_stages.layout import FLOWER_DIR, SECAGG_CSV, out_name
 from esnfed_stages.report.tables import to_csv
 
 # stage: Flower's SecAgg+ stage id (esnfed_flower.common.secagg_stage) or "total"; stage_label: the
-# name the Markdown section gives it (esnfed_stages.studies.flower.STAGE_NAMES)
+# name the Markdown section gives it (esnfed_stages.report.flower_table.STAGE_NAMES)
 COLUMNS = ("dataset", "method", "pct", "clients", "phase", "rounds", "stage", "stage_label", "plain_up_bytes",
            "plain_down_bytes", "secagg_up_bytes", "secagg_down_bytes", "ratio_up", "ratio_down")
 SECTION_TITLE = "SecAgg+ overhead: bytes per client per round, plain against SecAgg+ (Flower)"
