@@ -148,6 +148,7 @@ def report(
     """
     from esnfed_core.tables import table_specs
     from esnfed_stages.report import report as report_stage
+    from esnfed_stages.report.report_params import report_params
     from esnfed_stages.params.load import load_params
     from esnfed_stages.report.tables import format_value
 
@@ -156,7 +157,7 @@ def report(
             Path(runs_dir) / default.name if folder == default else folder
             for folder, default in ((assess_dir, layout.ASSESS_DIR), (select_dir, SELECT_DIR),
                                     (privacy_dir, PRIVACY_DIR), (flower_dir, FLOWER_DIR)))
-    options = report_stage.report_params(load_params(params))
+    options = report_params(load_params(params))
     steps = len(table_specs(options.datasets, options.continual, options.studies)) + 2 * len(options.continual) + 2
     with _progress() as bar:
         task = bar.add_task("report", total=steps)

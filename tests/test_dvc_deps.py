@@ -319,7 +319,7 @@ def test_flower_stage_feeds_the_report(project):
     selected IncFed/FedIP configs, and its outputs are the report's deps (SecAgg+ overhead). The
     pipeline measures params.yaml study_datasets (both papers' datasets), those the report reads
     (report_params.studies; secagg_report.PIPELINE_DATASETS is the repository's value)."""
-    from esnfed_stages.report.report import report_params
+    from esnfed_stages.report.report_params import report_params
     from esnfed_stages.report.secagg_report import PIPELINE_DATASETS
 
     deps, outs = _stages(project), _stages(project, "outs")

@@ -192,8 +192,9 @@ def test_the_report_reads_the_opt_in_from_params(root):
     """`esnfed report`'s options carry privacy.extra_methods and the record with the opt-in keys:
     add_privacy merges the extra documents into the table and the figure's panel."""
     from esnfed_stages.report import report
+    from esnfed_stages.report.report_params import report_params
 
-    options = report.report_params(_params(root))
+    options = report_params(_params(root))
     assert options.privacy_extra == ("fedavg", "fedclip-naive")
     assert options.privacy_record["privacy.fedavg_clip"] == 0.5
     rep = report.Report()

@@ -84,7 +84,7 @@ def _write(folder: Path, docs: dict) -> Path:
 def _options(params: dict | None = None, privacy: dict | None = None, **kw):
     """The report's options: params.yaml's budget, ``privacy`` (default PRIVACY) as the section."""
     from esnfed_stages.params.experiment import budget_spec
-    from esnfed_stages.report.report import ReportParams
+    from esnfed_stages.report.report_params import ReportParams
 
     params = params or _repo_params()
     return ReportParams("100", budget=budget_spec(params),

@@ -17,6 +17,7 @@ from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.privacy import stats_bound
 from esnfed_core.sampling import sample_size
 from esnfed_stages.report import privacy_report, privacy_sampling_report, report
+from esnfed_stages.report.report_params import report_params
 from esnfed_stages.params.schema import embedded_read, validate
 from esnfed_stages.params.privacy import privacy_params
 from esnfed_stages.layout import sampling_path
@@ -159,7 +160,7 @@ def test_the_default_document_keeps_its_bytes(root, tmp_path):
 
 
 def test_the_report_renders_the_table(root):
-    options = report.report_params(read_params(root))
+    options = report_params(read_params(root))
     assert options.privacy_fractions == (0.5, 1)
     rep = report.Report()
     report.add_privacy(rep, root / "runs" / "privacy", "2026-01-01", options)
@@ -200,7 +201,7 @@ def test_without_the_opt_in_there_is_no_table(root):
     params = read_params(root)
     params["privacy"]["sampling_study"] = {"fractions": []}
     rep = report.Report()
-    report.add_privacy(rep, root / "runs" / "privacy", "2026-01-01", report.report_params(params))
+    report.add_privacy(rep, root / "runs" / "privacy", "2026-01-01", report_params(params))
     assert "privacy.md" in rep.tables and "privacy-sampling.md" not in rep.tables
 
 

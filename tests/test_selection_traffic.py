@@ -21,7 +21,8 @@ from esnfed_core.vocabulary import PCTS
 from esnfed_stages.experiment import select as select_stage
 from esnfed_stages.report import selection_traffic
 from esnfed_stages.params.experiment import experiment_params
-from esnfed_stages.report.report import communication_items, report_params, validation_sizes
+from esnfed_stages.report.report_inputs import communication_items, validation_sizes
+from esnfed_stages.report.report_params import report_params
 from esnfed_stages.report.tables import communication_csv
 from esnfed_stages.report.ttest import load_inputs
 from experiment_data import VALIDATION, make_dataset, small_params

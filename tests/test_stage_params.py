@@ -19,7 +19,7 @@ from esnfed_core.validation import ParameterError
 from esnfed_stages.params.experiment import ExperimentParams, experiment_params
 from esnfed_stages.params.schema import validate
 from esnfed_stages.params.privacy import PrivacyParams, privacy_params
-from esnfed_stages.report.report import ReportParams, report_params
+from esnfed_stages.report.report_params import ReportParams, report_params
 from esnfed_stages.report.ttest import TTestParams, ttest_params
 
 

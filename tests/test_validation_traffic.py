@@ -16,7 +16,8 @@ from esnfed_core.validation import ParameterError
 from esnfed_core.validation_traffic import (
     CountsMessage, ValidationPlan, analytic_validation, validation_formulas, validation_ledger,
 )
-from esnfed_stages.report.report import ValidationSizes, communication_items, report_params, validation_users
+from esnfed_stages.report.report_inputs import ValidationSizes, communication_items, validation_users
+from esnfed_stages.report.report_params import report_params
 from esnfed_stages.report.tables import communication_csv, render_communication_markdown
 from esnfed_stages.report.ttest import load_inputs
 from test_report import IP_ROUNDS, PARAMS, write_assess
