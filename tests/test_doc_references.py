@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from esnfed_core.tables import TABLES
-from esnfed_stages.report import claims_report, continual_report, ipfit_report, privacy_sampling_report, protocol_tables, selected_report
+from esnfed_stages.report import (claims_report, continual_report, ipfit_report, privacy_sampling_report,
+                                  protocol_tables, selected_report)
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"

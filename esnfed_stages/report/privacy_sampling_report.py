@@ -22,7 +22,8 @@ from esnfed_core.tables import dataset_label
 from esnfed_stages import provenance
 from esnfed_stages.params.privacy import STUDY_METHOD
 from esnfed_stages.layout import fraction_name, sampling_path
-from esnfed_stages.report.privacy_report import SEEDED, TOP_LEVEL, configuration, configured, is_auto_delta, check_epsilons, delta_text, read_opt_in
+from esnfed_stages.report.privacy_report import (SEEDED, TOP_LEVEL, configuration, configured, is_auto_delta,
+                                                 check_epsilons, delta_text, read_opt_in)
 
 NAME = "privacy-sampling"
 COLUMNS = ("dataset", "epsilon", "client_fraction", "sample_size", "n_users", "accounting", "from",

@@ -53,7 +53,8 @@ from esnfed_core.privacy import (
 )
 from esnfed_core.private_trial import PRIVATE_ALGOS, fit_private, releases, trial_spec
 from esnfed_core.quote import quote
-from esnfed_core.sampling import KEY as SAMPLING_KEY, POOL_KEY, SECAGG_MIN_CLIENTS, SIMULATION_MIN_SURVIVORS, SURVIVORS_KEY, sample_size
+from esnfed_core.sampling import (KEY as SAMPLING_KEY, POOL_KEY, SECAGG_MIN_CLIENTS, SIMULATION_MIN_SURVIVORS,
+                                  SURVIVORS_KEY, sample_size)
 from esnfed_core.scoring import pooled_counts
 from esnfed_core.vocabulary import PCTS
 from esnfed_core.trial import TrialData, fit, make_reservoir, select_lambda, sub_seeds
@@ -63,7 +64,8 @@ from esnfed_stages.params.experiment import BudgetSpec, experiment_params
 from esnfed_stages.params.privacy import ACCOUNTANT, SAMPLED_ACCOUNTANT, neighbouring_units, privacy_params
 from esnfed_stages.experiment.best import retrain_seed, selected_config
 from esnfed_stages.experiment.trial_data import open_dataset
-from esnfed_stages.layout import FEDCLIP_APPS, eps_key, out_name, FLOWER_APPS, FLOWER_PYTHON, SECAGG_APPS, SOURCE_ROOT, FLOWER_MANUAL_DIR as MANUAL_DIR
+from esnfed_stages.layout import (FEDCLIP_APPS, eps_key, out_name, FLOWER_APPS, FLOWER_PYTHON, SECAGG_APPS,
+                                  SOURCE_ROOT, FLOWER_MANUAL_DIR as MANUAL_DIR)
 
 REPO = SOURCE_ROOT
 ENV_HINT = "run `make flower-env` (requirements/flower.txt) or pass --flower-python"
