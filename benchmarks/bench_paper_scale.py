@@ -52,7 +52,7 @@ PAPER_EPOCHS = 20 * 5  # a paper-scale FedIP trial: 20 rounds x 5 local epochs
 
 # `esnfed` with the experiment stages' data loader patched to load the windows into memory.
 EAGER = (
-    "import esnfed_stages.trial_data as e\n"
+    "import esnfed_stages.experiment.trial_data as e\n"
     "from esnfed_core.data.processed import load_user\n"
     "e.load_user = lambda d, u, lazy=True: load_user(d, u, lazy=False)\n"
     "from esnfed_cli.main import app\n"

@@ -48,10 +48,11 @@ from esnfed_core.method import Method  # noqa: E402
 from esnfed_core.privacy import DPSpec  # noqa: E402
 from esnfed_core.private_trial import fit_private  # noqa: E402
 from esnfed_core.scoring import accuracy  # noqa: E402
-from esnfed_stages.experiment_params import experiment_params  # noqa: E402
-from esnfed_stages.params import load_params  # noqa: E402
-from esnfed_stages.privacy import inputs, privacy_params  # noqa: E402
-from esnfed_stages.retrain import retrain_seed, selected_config  # noqa: E402
+from esnfed_stages.params.experiment import experiment_params  # noqa: E402
+from esnfed_stages.params.load import load_params  # noqa: E402
+from esnfed_stages.studies.privacy import inputs
+from esnfed_stages.params.privacy import privacy_params  # noqa: E402
+from esnfed_stages.experiment.best import retrain_seed, selected_config  # noqa: E402
 
 SWEEPS = {"clip": "incfed", "ip_clip": "fedip", "fedavg_clip": "fedavg"}  # the swept key -> the method it bounds
 GRIDS = {"clip": "0.01,0.02,0.05,0.1,0.2,0.5,1", "ip_clip": "0.003,0.007,0.015,0.03,0.05,0.1,0.2,0.5,1",

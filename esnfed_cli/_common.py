@@ -198,7 +198,7 @@ def folder_if_named(default: Path) -> Callable:
 
 def declared_dataset(params, name: str) -> str:
     """``--dataset``: a dataset params.yaml declares, else a usage error (exit 2) listing them."""
-    from esnfed_stages._datasets import check_declared  # noqa: PLC0415 - keeps _common import-light
+    from esnfed_stages.data._datasets import check_declared  # noqa: PLC0415 - keeps _common import-light
 
     return dataset_option(check_declared, params, name)
 

@@ -68,9 +68,9 @@ def synthesize(
 
     Size and seed come from params.yaml synthetic.<dataset>; the folder is replaced only once complete.
     """
-    from esnfed_stages import synthesize as synthesize_stage
-    from esnfed_stages._datasets import check_synthesized
-    from esnfed_stages.params import load_params
+    from esnfed_stages.data import synthesize as synthesize_stage
+    from esnfed_stages.data._datasets import check_synthesized
+    from esnfed_stages.params.load import load_params
 
     dataset_option(check_synthesized, dataset)  # a usage error (exit 2), before params.yaml is read
     options = synthesize_stage.synthesize_params(load_params(params), dataset, seed, out)
@@ -109,8 +109,8 @@ def preprocess(
     Follows PROTOCOL §1 with params.yaml preprocess.<dataset>. Users are processed one at a time;
     the output folder is replaced only when every user succeeded.
     """
-    from esnfed_stages import preprocess as preprocess_stage
-    from esnfed_stages.params import load_params
+    from esnfed_stages.data import preprocess as preprocess_stage
+    from esnfed_stages.params.load import load_params
 
     p = load_params(params)
     total = preprocess_stage.expected_users(p.get("preprocess", {}).get(dataset))
@@ -169,8 +169,8 @@ def partition(
     The splits are params.yaml partition.<dataset> (PROTOCOL §1): fixed lists, or fractions with a
     seed drawn from the manifest's users; every user must be in the manifest.
     """
-    from esnfed_stages import partition as partition_stage
-    from esnfed_stages.params import load_params
+    from esnfed_stages.data import partition as partition_stage
+    from esnfed_stages.params.load import load_params
 
     p = load_params(params)
     options = partition_stage.partition_params(p, declared_dataset(p, dataset))

@@ -20,8 +20,8 @@ from esnfed_core.errors import ConfigError
 
 def _default_out(params: Path) -> Path:
     """params.yaml data.raw_dir when there is a params file, else data/raw."""
-    from esnfed_stages.params import load_params
-    from esnfed_stages.sections import section
+    from esnfed_stages.params.load import load_params
+    from esnfed_stages.params.sections import section
 
     if not params.is_file():
         return Path("data/raw")
@@ -70,7 +70,7 @@ def download(
     An interrupted download resumes where it stopped when the same command runs again. Nothing is
     unpacked unless the archive passes its checks; the dataset folder appears only when complete.
     """
-    from esnfed_stages import download as download_stage
+    from esnfed_stages.data import download as download_stage
 
     out_root = out if out is not None else _default_out(params)
     spec = download_stage.spec_for(dataset.value, url, sha256, size)

@@ -81,7 +81,7 @@ def _methods_of(algo: Algo, strategy: Optional[list[Strategy]], alpha: Optional[
     """``--algo align`` is one method per α (``--alpha``, or every α of heterogeneity.alphas); any
     other algorithm is one method and takes no --alpha."""
     from esnfed_core.method import Method
-    from esnfed_stages.heterogeneity_params import hetero_params
+    from esnfed_stages.params.hetero import hetero_params
 
     if algo.value != "align":
         return _method(algo, strategy)
@@ -95,8 +95,8 @@ def _runs(params: dict, datasets: Optional[list[str]], algos: list[Algo], strate
           alpha: Optional[float]) -> list[tuple[str, Method]]:
     """The (dataset, method) pairs one command runs, method by method in the order of ``--algo``
     (continual: one method per ``--strategy``; align: one method per α): on each ``--dataset`` given (checked first), or else on every
-    dataset the pipeline runs that method on (esnfed_stages._datasets.method_datasets)."""
-    from esnfed_stages._datasets import method_datasets
+    dataset the pipeline runs that method on (esnfed_stages.data._datasets.method_datasets)."""
+    from esnfed_stages.data._datasets import method_datasets
 
     given = [declared_dataset(params, d) for d in dict.fromkeys(datasets or [])]
     return [(ds, method) for method in _methods(algos, strategy, alpha, params)
@@ -108,8 +108,8 @@ def _prepare(datasets: Optional[list[str]], algo: list[Algo], strategy: Optional
              device: Optional[Device] = None, alpha: Optional[float] = None):
     """What select and retrain start from: the (dataset, method) pairs, shares, the experiment
     params (the file read once), and the runner with the command-line overrides."""
-    from esnfed_stages.params import load_params
-    from esnfed_stages.experiment_params import experiment_params, parse_pcts
+    from esnfed_stages.params.load import load_params
+    from esnfed_stages.params.experiment import experiment_params, parse_pcts
 
     p = load_params(params)
     exp = experiment_params(p)
@@ -120,7 +120,7 @@ def _prepare(datasets: Optional[list[str]], algo: list[Algo], strategy: Optional
 
 def _where(runner) -> str:
     n = runner.n_jobs
-    if runner.backend == "sequential" or n == 1:  # esnfed_stages.runner: then the trials run in this process
+    if runner.backend == "sequential" or n == 1:  # esnfed_stages.experiment.runner: then the trials run in this process
         jobs = "in this process"
     else:
         jobs = f"{runner.backend}, " + (f"{n} jobs" if n > 0 else "all cores" if n == -1 else f"all cores but {-n - 1}")
@@ -193,13 +193,13 @@ def _run_label(runs: list[tuple[str, Method]], ds: str, method: Method) -> str:
 
 
 def _select_run(*args, **kwargs):
-    from esnfed_stages import select as select_stage
+    from esnfed_stages.experiment import select as select_stage
 
     return select_stage.run(*args, **kwargs)
 
 
 def _retrain_run(*args, **kwargs):
-    from esnfed_stages import retrain as retrain_stage
+    from esnfed_stages.experiment import retrain as retrain_stage
 
     return retrain_stage.run(*args, **kwargs)
 
@@ -275,9 +275,9 @@ def assess(
     Continual methods also get the accuracy matrix and stream accuracy per context; IP methods
     on the datasets in assess.activation_datasets get activation densities per context.
     """
-    from esnfed_stages import assess as assess_stage
-    from esnfed_stages.experiment_params import experiment_params
-    from esnfed_stages.params import load_params
+    from esnfed_stages.experiment import assess as assess_stage
+    from esnfed_stages.params.experiment import experiment_params
+    from esnfed_stages.params.load import load_params
 
     p = load_params(params)
     exp = experiment_params(p)

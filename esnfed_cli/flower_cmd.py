@@ -66,9 +66,10 @@ def flower(
     each FedCLIP app runs on its own after them. --epsilon: IncFed and FedIP under differential
     privacy (central noise on the plain apps, distributed under SecAgg+), FedAvg as DP-FedAvg
     (plain app, central noise)."""
-    from esnfed_stages import flower as flower_stage
-    from esnfed_stages import flower_fedclip
-    from esnfed_stages.params import load_params
+    from esnfed_stages.report.flower_table import fraction_text
+    from esnfed_stages.studies import flower as flower_stage
+    from esnfed_stages.studies import flower_fedclip
+    from esnfed_stages.params.load import load_params
 
     if secagg and plain_and_secagg:
         raise ValueError("--secagg and --plain-and-secagg: give one of them")
@@ -105,7 +106,7 @@ def flower(
         f, p = doc["flower"], doc["pipeline"]
         d = doc.get("dp")
         dp_text = f" ε = {d['epsilon']} ({d['noise']}, σ = {d['sigma']:.3g})" if d else ""
-        sampled = flower_stage.fraction_text(doc)  # federated.client_fraction < 1: "f = 0.5"
+        sampled = fraction_text(doc)  # federated.client_fraction < 1: "f = 0.5"
         console.print(f"{doc['dataset']} {doc['app']}{' + SecAgg+' if doc['secagg'] else ''}"
                       f"{' ' + sampled if sampled else ''}{dp_text} {doc['pct']} %: "
                       f"test accuracy {100 * f['test_accuracy']:.2f} (pipeline {100 * p['test_accuracy']:.2f}), "
@@ -132,14 +133,14 @@ def flower_table(
 
     Accuracy beside the pipeline's, bytes per client beside the ledger's, SecAgg+ bytes by stage
     with the masked vector's formula."""
-    from esnfed_stages import flower as flower_stage
+    from esnfed_stages.report.flower_table import load_docs, render_table
     from esnfed_stages._io import write_text
 
-    docs = flower_stage.load_docs(runs_dir, nested=True)
+    docs = load_docs(runs_dir, nested=True)
     if not docs:
         raise ValueError(f"{runs_dir}: no esnfed flower results in {runs_dir / '*.json'} or {runs_dir / '*' / '*.json'} "
                          f"(run `esnfed flower` or `dvc repro flower` first)")
-    write_text(out, flower_stage.render_table(docs))
+    write_text(out, render_table(docs))
     console.print(f"{out}: {len(docs)} runs", highlight=False, markup=False, soft_wrap=True)
 
 
@@ -166,8 +167,8 @@ def flower_export(
     Per training user its data file and its --node-config line, the run config of the selected
     config (runs/select/.../best.json) and the pipeline's result of the same seed to compare
     with (docs/flower-deploy.md)."""
-    from esnfed_stages import flower_export as export_stage
-    from esnfed_stages.params import load_params
+    from esnfed_stages.studies import flower_export as export_stage
+    from esnfed_stages.params.load import load_params
 
     loaded = load_params(params)
     dataset = declared_dataset(loaded, dataset)

@@ -61,7 +61,7 @@ def check_data(
 
     Example: esnfed check-data data/processed/example
     """
-    from esnfed_stages import check_data as check_stage
+    from esnfed_stages.data import check_data as check_stage
 
     problems = check_stage.check_folder(folder)
     if len(problems) == 1:
@@ -148,9 +148,10 @@ def import_(
 
 def _import(source, dataset, features, user, time, label, context, time_unit, rate, window, max_gap, missing,
             classes, contexts, drop_labels, out, params) -> None:
-    from esnfed_stages import import_data as import_stage
-    from esnfed_stages._datasets import check_own_name
-    from esnfed_stages.params import load_params
+    from esnfed_stages.data import import_data as import_stage
+    from esnfed_stages.data._datasets import check_own_name
+    from esnfed_stages.params.imports import import_params
+    from esnfed_stages.params.load import load_params
 
     dataset_option(check_own_name, "--dataset", dataset)  # before imports.<dataset> is read (run checks it too)
     # the default params.yaml may be absent; a file given by --params, or anything at the path (a
@@ -162,7 +163,7 @@ def _import(source, dataset, features, user, time, label, context, time_unit, ra
         if value is None and not (isinstance(declared, dict) and key in declared):
             raise typer.BadParameter(f"required: give it, or set imports.{dataset}.{key} in {params}",
                                      param_hint=name)
-    options = import_stage.import_params(
+    options = import_params(
         declared, f"imports.{dataset}", source=None if source is None else str(source),
         features=_split(features), user=user, time=time, label=label, context=context,
         time_unit=time_unit, rate=rate, window=window, max_gap=max_gap, missing=missing, classes=_split(classes),

@@ -27,8 +27,8 @@ def check_params(
 
     Example: esnfed check-params --params params.yaml
     """
-    from esnfed_stages._datasets import declared
-    from esnfed_stages.params import load_params
+    from esnfed_stages.data._datasets import declared
+    from esnfed_stages.params.load import load_params
 
     loaded = load_params(params)
     embedded = loaded.get("embedded") or {}

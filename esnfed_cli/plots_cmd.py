@@ -53,9 +53,9 @@ def dvc_plots(
 
     Example: esnfed dvc-plots --dataset mystudy --write
     """
-    from esnfed_stages import dvc_plots as plots_stage
-    from esnfed_stages._datasets import check_declared
-    from esnfed_stages.params import load_params
+    from esnfed_stages.report import dvc_plots as plots_stage
+    from esnfed_stages.data._datasets import check_declared
+    from esnfed_stages.params.load import load_params
 
     p = load_params(params)
     names = [dataset_option(check_declared, p, name) for name in dict.fromkeys(dataset)]

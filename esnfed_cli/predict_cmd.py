@@ -1,5 +1,5 @@
 """`esnfed predict`: a model saved by `esnfed retrain` applied to a processed folder, the
-predictions written to CSV (esnfed_stages/predict.py)."""
+predictions written to CSV (esnfed_stages/experiment/predict.py)."""
 
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ def predict(
     Example: esnfed predict runs/models/wesad/fedip/100/seed-0.json data/processed/wesad --user S2
     --out predictions.csv
     """
-    from esnfed_stages import predict as predict_stage
+    from esnfed_stages.experiment import predict as predict_stage
 
     s = predict_stage.run(model, folder, out, users=user, context=context, steps_out=steps, data_dir=data_dir,
                           batch_size=batch_size)

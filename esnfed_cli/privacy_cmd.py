@@ -51,14 +51,15 @@ def privacy(
     their FedIP updates: no training user's data) or select (runs/select's best.json, clip and
     ip_clip as given). They are retrained once per ε of privacy.epsilons; `esnfed report` renders
     reports/tables/privacy.md/.csv and reports/figures/privacy.png."""
-    from esnfed_stages import privacy as privacy_stage
-    from esnfed_stages._datasets import declared
-    from esnfed_stages.experiment_params import experiment_params
-    from esnfed_stages.params import load_params
+    from esnfed_stages.studies import privacy as privacy_stage
+    from esnfed_stages.data._datasets import declared
+    from esnfed_stages.params.experiment import experiment_params
+    from esnfed_stages.params.load import load_params
+    from esnfed_stages.params.privacy import privacy_params
 
     p = load_params(params)  # read once; each stage gets its sections as frozen objects
     names = [declared_dataset(p, d) for d in dict.fromkeys(dataset or [])] or list(declared(p))
-    pp, exp = privacy_stage.privacy_params(p), experiment_params(p)
+    pp, exp = privacy_params(p), experiment_params(p)
     if extra and sampling:
         raise typer.BadParameter("give --extra or --sampling, not both", param_hint="--sampling")
     for ds in names:
@@ -66,7 +67,7 @@ def privacy(
             with trial_progress() as bar:
                 doc = privacy_stage.run_sampling(ds, pp, exp, fraction, data_dir=data_dir, runs_dir=runs_dir,
                                                  out_dir=out_dir, progress=bar_task(bar, f"privacy {ds} f={fraction}"))
-            _sampling_summary(ds, doc, privacy_stage.sampling_path(out_dir, ds, fraction))
+            _sampling_summary(ds, doc, layout.sampling_path(out_dir, ds, fraction))
         if sampling:
             continue
         for method in list(dict.fromkeys(extra or [])) or [None]:
@@ -74,8 +75,8 @@ def privacy(
                 doc = privacy_stage.run(ds, pp, exp, data_dir=data_dir, runs_dir=runs_dir, out_dir=out_dir,
                                         progress=bar_task(bar, f"privacy {ds}" + (f" {method}" if method else "")),
                                         extra=method)
-            _summary(ds, doc, privacy_stage.privacy_path(out_dir, ds) if method is None
-                     else privacy_stage.extra_path(out_dir, ds, method))
+            _summary(ds, doc, layout.privacy_path(out_dir, ds) if method is None
+                     else layout.extra_path(out_dir, ds, method))
 
 
 def _sampling_summary(ds: str, doc: dict, written: Path) -> None:

@@ -82,8 +82,8 @@ def ttest(
     different from it). The papers' claims across tables are tested too: federated against
     centralised with the same t-test, the spread of the retrains with the variance test.
     """
-    from esnfed_stages import ttest as ttest_stage
-    from esnfed_stages.params import load_params
+    from esnfed_stages.report import ttest as ttest_stage
+    from esnfed_stages.params.load import load_params
 
     options = ttest_stage.ttest_params(load_params(params), variant.value if variant else None, alpha,
                                        variance_test.value if variance_test else None)
@@ -147,16 +147,17 @@ def report(
     Set SOURCE_DATE_EPOCH to fix the date printed in the table headers (reproducible builds).
     """
     from esnfed_core.tables import table_specs
-    from esnfed_stages import report as report_stage
-    from esnfed_stages.params import load_params
-    from esnfed_stages.tables import format_value
+    from esnfed_stages.report import report as report_stage
+    from esnfed_stages.report.report_params import report_params
+    from esnfed_stages.params.load import load_params
+    from esnfed_stages.report.tables import format_value
 
     if runs_dir is not None:  # the folders left at their defaults (runs/<name>) move under --runs-dir
         assess_dir, select_dir, privacy_dir, flower_dir = (
             Path(runs_dir) / default.name if folder == default else folder
             for folder, default in ((assess_dir, layout.ASSESS_DIR), (select_dir, SELECT_DIR),
                                     (privacy_dir, PRIVACY_DIR), (flower_dir, FLOWER_DIR)))
-    options = report_stage.report_params(load_params(params))
+    options = report_params(load_params(params))
     steps = len(table_specs(options.datasets, options.continual, options.studies)) + 2 * len(options.continual) + 2
     with _progress() as bar:
         task = bar.add_task("report", total=steps)

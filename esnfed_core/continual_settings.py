@@ -2,7 +2,7 @@
 ``continual``: the readout's λ, the replay memory, joint's stopping) checked against
 ``CONTINUAL_BOUNDS``, the ranges the strategies of esnfed_core.continual check too. A light
 module apart from the continual loop, so that every trial's settings can hold the section without
-loading it (esnfed_stages/fingerprint.py: a trial's key hashes only the modules it runs)."""
+loading it (esnfed_stages/experiment/fingerprint.py: a trial's key hashes only the modules it runs)."""
 
 from __future__ import annotations
 

@@ -156,7 +156,7 @@ def fedip(
     (``train_ip`` with rounds·local_epochs epochs), and identical clients stay identical.
     """
     # The IP code is imported when FedIP runs: a trial of a method without IP does not import
-    # plasticity, so its code fingerprint (esnfed_stages.fingerprint.trial_modules) leaves it out.
+    # plasticity, so its code fingerprint (esnfed_stages.experiment.fingerprint.trial_modules) leaves it out.
     from esnfed_core.plasticity import (  # noqa: PLC0415
         broadcast_reservoir, client_names_or_default, fedip_round, ip_epoch,
     )

@@ -1,10 +1,10 @@
 """The range of every hyperparameter a trial's config may hold, gathered from the core value types
 that consume each one (their bounds are defined there, once). params.yaml's search spaces
-(budgets.*.space, esnfed_stages/params_schema.py) are checked against these, and so is a saved
-config (a select stage's best.json, a retrained model's .json: esnfed_stages/models.py), so a value
+(budgets.*.space, esnfed_stages/params/schema.py) are checked against these, and so is a saved
+config (a select stage's best.json, a retrained model's .json: esnfed_stages/experiment/models.py), so a value
 the search could not have drawn stops a stage with one line instead of failing every trial.
 
-Not imported by a trial (esnfed_stages/fingerprint.py hashes only the modules a trial runs).
+Not imported by a trial (esnfed_stages/experiment/fingerprint.py hashes only the modules a trial runs).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 rule, σ included) and :class:`IPSettings` (params.yaml ``plasticity``: the fixed fields, σ is
 searched). A light module apart from the IP kernels (esnfed_core.plasticity), so that every
 trial's settings can hold the plasticity section without loading them (see
-esnfed_stages/fingerprint.py: a trial's key hashes only the modules it runs)."""
+esnfed_stages/experiment/fingerprint.py: a trial's key hashes only the modules it runs)."""
 
 from __future__ import annotations
 

@@ -41,7 +41,7 @@ SECAGG_MIN_CLIENTS = 3
 SURVIVORS_KEY = "secagg-min-survivors"
 SECAGG_MIN_SURVIVORS = 5
 # What esnfed flower (the pipeline's simulation) sets: Flower's own floor (a threshold ≥ 2), no
-# bound; its SecAgg+ results are labelled a simulation of the protocol (esnfed_stages.flower).
+# bound; its SecAgg+ results are labelled a simulation of the protocol (esnfed_stages.studies.flower).
 SIMULATION_MIN_SURVIVORS = 2
 
 

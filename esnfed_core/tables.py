@@ -2,7 +2,7 @@
 cells (mean ± population std ×100, marks, published values), metrics and communication rows.
 
 Numbers only: callers pass the scores, the t-test comparisons and the published values in; the
-stages render the cells and rows as Markdown and CSV (esnfed_stages/tables.py). Scores are
+stages render the cells and rows as Markdown and CSV (esnfed_stages/report/tables.py). Scores are
 fractions in [0, 1]; cells are in percent.
 """
 

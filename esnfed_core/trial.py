@@ -190,10 +190,10 @@ def fit(
             acc = random_accuracy(list(data.validation.values()), data.n_classes, seeds["validation"])
             val = {"score": acc, "accuracy": acc}
         return FittedModel(m.id, int(seed), cfg, data.n_classes, seeds, validation=val)
-    if m.heterogeneous:  # the stages pick the family (esnfed_stages.runner.fit_trial)
+    if m.heterogeneous:  # the stages pick the family (esnfed_stages.experiment.runner.fit_trial)
         raise ConfigError(f"{m.id}: a heterogeneous method trains through esnfed_core.heterogeneous.fit "
                           "(one reservoir per client), not the shared-reservoir trial")
-    if settings.accelerated(m):  # the stages pick the path (esnfed_stages.runner.fit_trial)
+    if settings.accelerated(m):  # the stages pick the path (esnfed_stages.experiment.runner.fit_trial)
         raise ConfigError(f"runner.device: fit is the numpy path; {m.id} on {settings.device} runs "
                           "through esnfed_core.accel.trials.fit_batch")
     if m.continual:

@@ -48,7 +48,7 @@ def check_param(
 @dataclass(frozen=True)
 class Bound:
     """The range of one numeric parameter, defined once beside the core value type it constrains;
-    the params schema (esnfed_stages/params_schema.py) checks params.yaml against the same object."""
+    the params schema (esnfed_stages/params/schema.py) checks params.yaml against the same object."""
 
     integer: bool = False
     low: float | None = None

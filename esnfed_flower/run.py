@@ -1,6 +1,6 @@
 """`python -m esnfed_flower.run RUN_JSON [RUN_JSON ...]`: apps in Flower's simulation engine, one
 after the other in one Ray session (esnfed_flower/session.py), called by `esnfed flower`
-(esnfed_stages/flower.py) with the Flower environment's interpreter.
+(esnfed_stages/studies/flower.py) with the Flower environment's interpreter.
 
 Each RUN_JSON is the apps' run config (esnfed_flower.common.run_config) plus ``app`` (incfed | fedip |
 fedavg) and ``secagg`` (true: the SecAgg+ app). The app writes its readout to ``out`` (FedIP also

@@ -11,7 +11,7 @@ hence the patch of the pinned version's method (tests_flower/test_flower_session
 session restores it; test_flower_cmd.py that several apps in one session give the separate runs'
 readouts and byte counts).
 
-The session is a local instance on the loopback (esnfed_stages.ray_loopback), started with what
+The session is a local instance on the loopback (esnfed_stages.experiment.ray_loopback), started with what
 flwr's init_ray would pass (the driver's sys.path as the workers' PYTHONPATH, Flower's default
 logging). Ray's workers take their environment from the session's start, so the run config file
 named by $ESNFED_FLOWER_RUN (common.CONFIG_ENV) is one path for the whole session: ``shared_ray``
@@ -31,7 +31,7 @@ from typing import Any, Iterator, Mapping
 import ray
 
 from esnfed_flower.common import CONFIG_ENV
-from esnfed_stages.ray_loopback import start_local
+from esnfed_stages.experiment.ray_loopback import start_local
 
 
 def _end_actors(backend: Any) -> None:
@@ -55,7 +55,7 @@ def shared_ray(num_cpus: int) -> Iterator[Path]:
         pythonpath = os.pathsep.join(p for p in (*sys.path, os.environ.get("PYTHONPATH", "")) if p)
         original = RayBackend.terminate
         try:
-            start_local("esnfed flower", "see esnfed_stages/ray_loopback.py", num_cpus=num_cpus,
+            start_local("esnfed flower", "see esnfed_stages/experiment/ray_loopback.py", num_cpus=num_cpus,
                         logging_level="WARNING", log_to_driver=True,
                         runtime_env={"env_vars": {"PYTHONPATH": pythonpath}})
             RayBackend.terminate = _end_actors

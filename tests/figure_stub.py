@@ -16,7 +16,7 @@ def title_only_figures(mp: pytest.MonkeyPatch) -> None:
     themselves (names, titles, panels, byte-identical reruns) are checked on real renders in
     tests/test_report.py (`built` and the determinism test) and tests/test_report_figures.py.
     """
-    from esnfed_stages import figures
+    from esnfed_stages.report import figures
 
     real = figures._png
 

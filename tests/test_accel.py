@@ -30,10 +30,10 @@ from esnfed_core.readout import ridge_stats, solve  # noqa: E402
 from esnfed_core.reservoir import ReservoirConfig, build_reservoir, run_batch  # noqa: E402
 from esnfed_core.settings import Settings  # noqa: E402
 from esnfed_core.trial import fit  # noqa: E402
-from esnfed_stages import select as select_stage  # noqa: E402
-from esnfed_stages.experiment_params import RunnerConfig, experiment_params  # noqa: E402
+from esnfed_stages.experiment import select as select_stage  # noqa: E402
+from esnfed_stages.params.experiment import RunnerConfig, experiment_params  # noqa: E402
 from esnfed_stages.layout import best_path, select_dir  # noqa: E402
-from esnfed_stages.runner import TrialTask, batches, fit_trial  # noqa: E402
+from esnfed_stages.experiment.runner import TrialTask, batches, fit_trial  # noqa: E402
 from experiment_data import make_dataset, small_params, trial_data  # noqa: E402
 
 STATE_ATOL = 2e-6
@@ -402,7 +402,7 @@ def test_select_on_torch_cpu_picks_the_numpy_paths_best_config(tmp_path, algo):
     # every_trial), so the accelerated best is within 2 steps of numpy's best, and is numpy's
     # best (trial, λ) unless another one scored within 4 steps of it on the numpy path (a near-tie
     # that rounding on another CPU may break either way; accuracies tie often, counts are integers).
-    from esnfed_stages.trial_data import open_dataset
+    from esnfed_stages.experiment.trial_data import open_dataset
 
     ds = open_dataset(tmp_path / "data", "wesad")
     steps = sum(u.y.size for u in ds.load(ds.validation_users).values())

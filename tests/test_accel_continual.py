@@ -34,7 +34,7 @@ from esnfed_core.plasticity import IPConfig  # noqa: E402
 from esnfed_core.readout import ridge_stats  # noqa: E402
 from esnfed_core.settings import Settings  # noqa: E402
 from esnfed_core.trial import continual_contexts, fit  # noqa: E402
-from esnfed_stages.runner import TrialTask, batches, fit_trial  # noqa: E402
+from esnfed_stages.experiment.runner import TrialTask, batches, fit_trial  # noqa: E402
 from experiment_data import trial_data  # noqa: E402
 
 SETTINGS = Settings(ip={"mu": 0.0, "eta": 0.01, "batch_size": 4, "normalize_step": True},

@@ -16,7 +16,7 @@ import pytest
 from esnfed_core.accel.trials import fit_batch
 from esnfed_core.errors import ConfigError
 from esnfed_core.method import Method
-from esnfed_stages.experiment_params import experiment_params
+from esnfed_stages.params.experiment import experiment_params
 from experiment_data import small_params, trial_data
 from test_accel import SETTINGS, check_fit_batch_equals_fit
 from test_accel_fused import spy_fused_calls

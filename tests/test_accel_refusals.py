@@ -15,8 +15,8 @@ from esnfed_core.accel.trials import fit_batch  # noqa: E402
 from esnfed_core.errors import ConfigError  # noqa: E402
 from esnfed_core.method import METHODS, Method  # noqa: E402
 from esnfed_core.settings import Settings  # noqa: E402
-from esnfed_stages.runner import Outcome, TrialTask, run_tasks  # noqa: E402
-from esnfed_stages.experiment_params import RunnerConfig  # noqa: E402
+from esnfed_stages.experiment.runner import Outcome, TrialTask, run_tasks  # noqa: E402
+from esnfed_stages.params.experiment import RunnerConfig  # noqa: E402
 from experiment_data import trial_data  # noqa: E402
 
 TORCH = Settings(device="torch-cpu")

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from esnfed_cli.main import app
 from esnfed_core.data.processed import UserData, save_user
-from esnfed_stages.check_data import check_folder
+from esnfed_stages.data.check_data import check_folder
 
 
 def _sha(path: Path) -> str:

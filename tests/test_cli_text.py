@@ -41,8 +41,8 @@ def test_report_help_names_its_metrics_folder():
 def test_the_params_help_of_ttest_and_report_names_every_section_they_read(command, reads):
     """Report's --params help said "(ttest.* / report.* sections)"; it reads and
     checks privacy, heterogeneity, the budget, the dataset lists and imports too (ttest no report.*)."""
-    from esnfed_stages import report, ttest  # noqa: PLC0415
-    from esnfed_stages.params import load_params  # noqa: PLC0415
+    from esnfed_stages.report import report_params, ttest  # noqa: PLC0415
+    from esnfed_stages.params.load import load_params  # noqa: PLC0415
 
     class Recording(dict):
         def __getitem__(self, key):
@@ -58,7 +58,7 @@ def test_the_params_help_of_ttest_and_report_names_every_section_they_read(comma
             return super().__contains__(key)
 
     seen: set[str] = set()
-    getattr(report if command == "report" else ttest, reads)(Recording(load_params(Path("params.yaml"))))
+    getattr(report_params if command == "report" else ttest, reads)(Recording(load_params(Path("params.yaml"))))
     line = " ".join(next(l for l in _help(command).splitlines() if "--params" in l).split())
     named = set(re.findall(r"\b([a-z_]+)(?:\.\*|\.<|\b)", line.split("--params", 1)[1]))
     assert seen <= named, f"{command} --params help does not name {sorted(seen - named)}"
@@ -67,7 +67,7 @@ def test_the_params_help_of_ttest_and_report_names_every_section_they_read(comma
 
 
 def test_synthesize_help_names_every_folder_it_writes():
-    from esnfed_stages._datasets import DIRNAMES, SYNTHESIZED  # noqa: PLC0415
+    from esnfed_stages.data._datasets import DIRNAMES, SYNTHESIZED  # noqa: PLC0415
 
     out = _help("synthesize")
     for name in SYNTHESIZED:
@@ -77,7 +77,7 @@ def test_synthesize_help_names_every_folder_it_writes():
 def test_ttest_help_says_which_pairs_are_tested():
     out = " ".join(_help("ttest").split())
     assert "each pair the table's paper compares is tested" in out
-    assert "tested against every other method" not in out  # not what esnfed_stages.ttest does (RULE)
+    assert "tested against every other method" not in out  # not what esnfed_stages.report.ttest does (RULE)
 
 
 def test_import_help_says_which_options_are_required():

@@ -212,7 +212,7 @@ def test_settings_refuse_the_paths_without_sampling():
 
         fit_private("fedclip-naive", {**CFG, "budget": 1, "local_epochs": 1}, 0, trial_data()[0], s,
                     DPSpec(epsilon=1.0, delta=1e-3))
-    from esnfed_stages.flower import run_config  # noqa: PLC0415
+    from esnfed_stages.studies.flower import run_config  # noqa: PLC0415
 
     # The Flower apps sample (their run config carries the fraction, only below 1 and only for the
     # methods whose trial samples); SecAgg+ needs 3 clients a round: 0.5 of 4 (2) is refused.
@@ -239,7 +239,7 @@ def test_settings_refuse_the_paths_without_sampling():
 def test_the_schema_refuses_bad_fractions_in_one_line(bad, why):
     from pathlib import Path  # noqa: PLC0415
 
-    from esnfed_stages.params_schema import validate  # noqa: PLC0415
+    from esnfed_stages.params.schema import validate  # noqa: PLC0415
 
     params = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
     assert params["federated"] == {"client_fraction": 1.0, "sampling_pool": "context"}  # the default: every client

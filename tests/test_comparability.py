@@ -14,10 +14,11 @@ import yaml
 
 from esnfed_core.tables import TABLES, table_specs
 from esnfed_core.vocabulary import PCTS
-from esnfed_stages import protocol_tables, report, report_index
-from esnfed_stages.comparability import BudgetScale, budget_scale, notice, papers_protocol, table_budgets
-from esnfed_stages.experiment_params import budget_spec
-from esnfed_stages.ttest import Inputs
+from esnfed_stages.report import protocol_tables, report, report_index
+from esnfed_stages.report.report_params import report_params
+from esnfed_stages.report.comparability import BudgetScale, budget_scale, notice, papers_protocol, table_budgets
+from esnfed_stages.params.experiment import budget_spec
+from esnfed_stages.report.ttest import Inputs
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = BudgetScale("default", 3, 2, (("wesad", "20–40"), ("hhar", "20–40")))
@@ -36,7 +37,7 @@ def test_budget_scale_reads_trials_retrains_and_units_of_params_budget():
     assert budget_scale(budget_spec({**params, "budget": "paper"})) == PAPER
     assert budget_scale(budget_spec({})) is None
     assert budget_scale(budget_spec({"budget": "mine"})) == BudgetScale("mine")
-    assert budget_scale(report.report_params(params).budget) == DEFAULT
+    assert budget_scale(report_params(params).budget) == DEFAULT
     assert DEFAULT.text() == "3 trials, 2 retrains, units 20–40"
     assert PAPER.text() == "100 trials, 5 retrains, units 200–400 (WESAD), 100–500 (HHAR)"
     assert PAPER.text(("hhar",)) == "100 trials, 5 retrains, units 100–500"

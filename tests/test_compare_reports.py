@@ -22,7 +22,7 @@ def _run(root: Path, rows: list[str], metric: float, lam: float) -> Path:
     (root / "reports/tables").mkdir(parents=True)
     (root / "reports/metrics").mkdir()
     (root / "reports/tables/t.csv").write_text(HEADER + "".join(r + "\n" for r in rows))
-    # keyed as the report writes it (esnfed_stages/report.py metric_files)
+    # keyed as the report writes it (esnfed_stages/report/report.py metric_files)
     (root / "reports/metrics/wesad-ip.json").write_text(json.dumps({"test": {"025": metric}}))
     best = root / "runs/select/wesad/ip/25/best.json"
     best.parent.mkdir(parents=True)

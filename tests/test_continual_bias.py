@@ -169,7 +169,7 @@ def test_fedclip_trials_record_the_bias_and_the_counts_follow(data, method):
 
 
 def test_saved_continual_model_with_bias_round_trips(tmp_path, data):
-    from esnfed_stages.models import load_model, save_model  # noqa: PLC0415
+    from esnfed_stages.experiment.models import load_model, save_model  # noqa: PLC0415
 
     cfg = {k: v for k, v in CFG.items() if k in Method.parse("clip-naive").config_keys}
     model = fit("clip-naive", cfg, 3, data, Settings(readout_bias=True))

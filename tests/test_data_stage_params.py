@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from esnfed_core.errors import ConfigError
-from esnfed_stages import partition, preprocess, synthesize
-from esnfed_stages.params_schema import validate
+from esnfed_stages.data import partition, preprocess, synthesize
+from esnfed_stages.params.schema import validate
 
 REPO = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
 
@@ -187,7 +187,7 @@ def test_papers_only_params_without_datasets_keys_still_validate():
     p = _params(datasets=None, continual_datasets=None, study_datasets=None, imports=None, imported=None,
                 embedded={"synthesize": {"wesad": "WESAD", "hhar": "HHAR"}, "preprocess": {"wesad": "WESAD", "hhar": "HHAR"}})  # no example: nothing imports it
     validate(p)
-    from esnfed_stages._datasets import continual_declared, declared, study_declared
+    from esnfed_stages.data._datasets import continual_declared, declared, study_declared
     assert declared(p) == ("wesad", "hhar") and continual_declared(p) == ("wesad", "hhar")
     assert study_declared(p) == ("wesad", "hhar")
 
@@ -199,7 +199,7 @@ def test_your_own_data_only_needs_no_space_of_the_papers_datasets():
     for budget in p["budgets"].values():
         del budget["space"]["wesad"], budget["space"]["hhar"]
     validate(p)
-    from esnfed_stages._datasets import study_declared
+    from esnfed_stages.data._datasets import study_declared
     assert study_declared(p) == ()
     assert study_declared(_params(datasets=["wesad", "example"], continual_datasets=["wesad"],
                                   study_datasets=None)) == ("wesad",)  # absent: the declared papers' datasets
@@ -209,7 +209,7 @@ def test_a_dataset_of_your_own_can_be_a_study_dataset():
     """study_datasets admits any declared dataset (before: 'example' is not one of the papers'
     datasets): the deep, heterogeneous and Flower studies run on it, the papers' first in the
     tables' order; a pipeline of your own data alone studies it without a space of the papers'."""
-    from esnfed_stages._datasets import method_datasets, study_declared
+    from esnfed_stages.data._datasets import method_datasets, study_declared
     from esnfed_core.method import Method
 
     p = _params(study_datasets=["example", "hhar", "wesad"])

@@ -18,8 +18,8 @@ from esnfed_cli.main import app
 from esnfed_core.data import py2pickle, safe_pickle, wesad_synth
 from esnfed_core.data.processed import load_manifest, load_user
 from esnfed_core.errors import DataError
-from esnfed_stages import _datasets
-from esnfed_stages.check_data import checked_manifest
+from esnfed_stages.data import _datasets
+from esnfed_stages.data.check_data import checked_manifest
 from pickle_asm import ndarray_call, zeroed_flags_object_array
 
 runner = CliRunner()

@@ -25,10 +25,10 @@ from esnfed_core.reservoir import Reservoir, ReservoirConfig, build_reservoir, i
 from esnfed_core.settings import Settings
 from esnfed_core.trial import fit
 from esnfed_core.validation import ParameterError
-from esnfed_stages import select as select_stage
-from esnfed_stages.experiment_params import experiment_params
-from esnfed_stages.models import load_model, save_model
-from esnfed_stages.trial_data import open_dataset
+from esnfed_stages.experiment import select as select_stage
+from esnfed_stages.params.experiment import experiment_params
+from esnfed_stages.experiment.models import load_model, save_model
+from esnfed_stages.experiment.trial_data import open_dataset
 from experiment_data import cli_ok, make_dataset, run_method_stages, small_params, trial_data, write_params
 
 U, T = 4, 40
@@ -351,7 +351,7 @@ def test_deep_methods_flow_select_retrain_assess_report(tmp_path):
     # the selection's total from the trial records: deep-incfed's 2 trials at the pinned N, each its
     # IncFed messages as measured (statistics and 2 counts up, the readout and a count down, float64;
     # the tiny data's 3 classes) and the 2 validation users' scoring of the 7 λ values (a readout each
-    # down, 8 counts up) at the report's C for WESAD (4, esnfed_stages._datasets.classes_of)
+    # down, 8 counts up) at the report's C for WESAD (4, esnfed_stages.data._datasets.classes_of)
     for r in rows:
         if r["method"] == "deep-incfed":
             n, k, c, v, lam, cv = int(r["units"]), int(r["clients"]), 3, 2, 7, 4

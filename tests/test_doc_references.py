@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from esnfed_core.tables import TABLES
-from esnfed_stages import (claims_report, continual_report, ipfit_report, privacy_sampling_report, protocol_tables,
-                           selected_report)
+from esnfed_stages.report import (claims_report, continual_report, ipfit_report, privacy_sampling_report,
+                                  protocol_tables, selected_report)
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -29,7 +29,7 @@ GENERATED_MD |= {f"{privacy_sampling_report.NAME}.md"}  # opt-in: privacy.sampli
 # the generic tables of a user's dataset <name> (esnfed_core.tables.generic_tables)
 GENERATED_USER_MD = re.compile(
     r"(communication-[a-z][a-z0-9_]*|[a-z][a-z0-9_]*-(stationary-(incfed|fedip|ip)|continual|continual-metrics|selected))\.md")
-GENERATED_PATHS = {"reports/README.md"}  # the report's index (esnfed_stages/report_index.py)
+GENERATED_PATHS = {"reports/README.md"}  # the report's index (esnfed_stages/report/report_index.py)
 
 
 def _generated(name: str) -> bool:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from esnfed_core.tables import DEEP_TABLE, TABLES
 from esnfed_core.vocabulary import DATASETS
-from esnfed_stages.params import load_params
-from esnfed_stages.ttest import hetero_table_methods
+from esnfed_stages.params.load import load_params
+from esnfed_stages.report.ttest import hetero_table_methods
 
 ROOT = Path(__file__).resolve().parents[1]
 NAMES = {"wesad": "WESAD", "hhar": "HHAR"}

@@ -20,7 +20,7 @@ from esnfed_cli.main import app
 from esnfed_core.data import hhar
 from esnfed_core.data.hhar_synth import synthesize_hhar
 from esnfed_core.errors import DataError
-from esnfed_stages import download
+from esnfed_stages.data import download
 
 runner = CliRunner()
 

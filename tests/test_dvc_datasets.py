@@ -100,7 +100,7 @@ def test_a_dataset_paused_in_datasets_but_left_in_imported_is_refused_before_dvc
     source read, the run failed where it is gone). The schema names the key instead, as `esnfed
     check-params` and every stage run it."""
     from esnfed_core.errors import ConfigError
-    from esnfed_stages.params_schema import validate
+    from esnfed_stages.params.schema import validate
 
     def change(p):
         p["datasets"] = p["continual_datasets"] = ["wesad", "hhar"]
@@ -166,7 +166,7 @@ def test_your_data_alone_runs_no_embedded_data_stage_it_does_not_read(tmp_path, 
     example keeps the one embedded stage its import reads."""
     from readme_recipe import user_only_params
 
-    from esnfed_stages.params_schema import validate
+    from esnfed_stages.params.schema import validate
 
     name = "mystudy" if alone == "readme recipe" else "example"
 
@@ -217,7 +217,7 @@ def test_a_pipeline_of_your_own_data_only_has_no_stage_of_the_papers_upstream_of
     on wesad, hhar or the example and none of the report's upstream stages needs their data (before:
     select-deep@wesad and the flower stages were always there, and the report depended on
     runs/flower/wesad; the embedded data stages of all three ran, unused)."""
-    from esnfed_stages.params_schema import validate
+    from esnfed_stages.params.schema import validate
 
     root = _project(tmp_path, _user_only)
     validate(yaml.safe_load((root / "params.yaml").read_text()))
@@ -256,7 +256,7 @@ def test_the_cli_default_datasets_are_those_dvc_runs_each_method_on(tmp_path, ed
     """select, retrain and assess without --dataset run a method on method_datasets(params):
     the datasets of its dvc.yaml stages (deep and heterogeneous ones: study_datasets)."""
     from esnfed_core.method import Method
-    from esnfed_stages._datasets import method_datasets
+    from esnfed_stages.data._datasets import method_datasets
 
     def change(p):
         if edit == "declared":
@@ -281,7 +281,7 @@ def test_a_study_of_your_own_data_alone_runs_every_study_stage_on_it_upstream_of
     """`datasets: [mine]`, `study_datasets: [mine]` (before: the schema refused a study dataset of
     your own): the params validate, the deep, heterogeneous and flower stages run on mine, the
     report depends on them, and no stage of the papers' datasets is upstream of it."""
-    from esnfed_stages.params_schema import validate
+    from esnfed_stages.params.schema import validate
 
     def change(p):
         _user_only(p)
@@ -337,11 +337,11 @@ def test_privacy_extra_stages_follow_the_opt_in(tmp_path):
 def test_privacy_sampling_stages_follow_the_opt_in(tmp_path):
     """The sampling study (params privacy.sampling_study.fractions) gets a stage per declared dataset
     and fraction, privacy-sampling@<dataset>-<fraction>, whose cmd names the fraction as its output
-    file does (as params.yaml writes it: esnfed_stages.privacy.fraction_name), whose deps name the FedIP
+    file does (as params.yaml writes it: esnfed_stages.studies.privacy.fraction_name), whose deps name the FedIP
     selection of privacy.pct and whose params are those it reads (federated.client_fraction: not
     read, the study sets it); with the default [] there is none, and opting in leaves every other
     stage as it resolves by default."""
-    from esnfed_stages.privacy import fraction_name
+    from esnfed_stages.layout import fraction_name
 
     def project(name, change):
         (tmp_path / name).mkdir()

@@ -164,7 +164,7 @@ def test_the_report_reruns_when_the_matrix_share_changes(project):
 
 def test_dvc_metrics_show_fits_a_120_column_terminal(project):
     from esnfed_core.vocabulary import DATASETS
-    from esnfed_stages.report import metric_files
+    from esnfed_stages.report.report import metric_files
 
     means = {ds: {m: {pct: 0.123456 for pct in ("25", "50", "75", "100")} for m in _methods()}
              for ds in DATASETS}
@@ -186,7 +186,7 @@ def test_every_plot_reads_its_own_data_file():
     """The anchored plot definitions expand to one plot per CSV the report writes."""
     from esnfed_core.tables import dataset_label
     from esnfed_core.vocabulary import PCTS, STRATEGIES
-    from esnfed_stages import report_figures
+    from esnfed_stages.report import report_figures
 
     plots = yaml.safe_load((ROOT / "dvc.yaml").read_text())["plots"]
     assert plots[-1] == "reports/figures"
@@ -247,7 +247,7 @@ def test_the_index_knows_which_plot_csvs_dvc_declares():
     stream CSVs were not declared. dvc.yaml now declares them (DVC cannot expand a plot per
     params.yaml `datasets`); report_index.DVC_PLOTS is that list, and the index names any CSV
     outside it (a dataset of your own's) with the command that declares its plots."""
-    from esnfed_stages import report_index
+    from esnfed_stages.report import report_index
 
     plots = yaml.safe_load((ROOT / "dvc.yaml").read_text())["plots"]
     assert {next(iter(p[next(iter(p))]["y"])).removeprefix("reports/plots/") for p in plots[:-1]} == \
@@ -281,7 +281,7 @@ def test_the_index_does_not_call_a_csv_of_your_own_not_declared_once_dvc_plots_m
     depend on every edit of it, and a --write after the report would leave it stale all the same):
     it says which CSVs the repository's dvc.yaml declares and that the others are drawn once the
     command has declared them, true before and after the command runs."""
-    from esnfed_stages import report_index
+    from esnfed_stages.report import report_index
 
     plots = {"test-accuracy-wesad.csv": b"", "test-accuracy-mine.csv": b"",
              "heterogeneous-alpha.csv": b"alpha,wesad_25,wesad_100,mine_25,mine_100\n"}
@@ -295,7 +295,7 @@ def test_the_index_does_not_call_a_csv_of_your_own_not_declared_once_dvc_plots_m
 
 def test_the_report_stage_tracks_the_budget_scale_its_headers_print():
     """The paper tables' headers print budgets.<budget>'s trials, retrains and units
-    (esnfed_stages/comparability.py): the report stage declares them (the whole entry)."""
+    (esnfed_stages/report/comparability.py): the report stage declares them (the whole entry)."""
     stage = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["report"]
     assert {"budget", "budgets.${budget}"} <= set(stage["params"])
 
@@ -319,8 +319,8 @@ def test_flower_stage_feeds_the_report(project):
     selected IncFed/FedIP configs, and its outputs are the report's deps (SecAgg+ overhead). The
     pipeline measures params.yaml study_datasets (both papers' datasets), those the report reads
     (report_params.studies; secagg_report.PIPELINE_DATASETS is the repository's value)."""
-    from esnfed_stages.report import report_params
-    from esnfed_stages.secagg_report import PIPELINE_DATASETS
+    from esnfed_stages.report.report_params import report_params
+    from esnfed_stages.report.secagg_report import PIPELINE_DATASETS
 
     deps, outs = _stages(project), _stages(project, "outs")
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
@@ -332,7 +332,7 @@ def test_flower_stage_feeds_the_report(project):
                 f"runs/select/{ds}/fedip/100/best.json"} <= set(deps[stage])
         assert outs[stage] == [f"runs/flower/{ds}"]
     # what the report requires once the stage ran (secagg_report.missing) is what the stage writes
-    from esnfed_stages.secagg_report import PIPELINE_APPS, PIPELINE_PCT
+    from esnfed_stages.report.secagg_report import PIPELINE_APPS, PIPELINE_PCT
 
     cmd = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["flower"]["do"]["cmd"].split()
     assert [cmd[i + 1] for i, a in enumerate(cmd) if a == "--app"] == list(PIPELINE_APPS)

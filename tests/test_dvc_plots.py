@@ -2,7 +2,7 @@
 apart by dash pattern only and has 7 of them (dvc_render's stroke_dash range; an 8th line repeats
 the 1st), so no plot may draw more than 7 lines, and each line must be a column of the CSV that the
 report writes for the repository's params.yaml (its datasets, their numbers of contexts, the shares,
-the study datasets and α of the alignment plot). `esnfed dvc-plots` (esnfed_stages/dvc_plots.py)
+the study datasets and α of the alignment plot). `esnfed dvc-plots` (esnfed_stages/report/dvc_plots.py)
 declares a dataset's plots as dvc.yaml declares the repository's, and those of a dataset of more
 than 7 contexts in plots of at most 7 lines."""
 
@@ -22,11 +22,12 @@ import yaml
 
 from esnfed_core.method import Method
 from esnfed_core.vocabulary import PCTS, STRATEGIES
-from esnfed_stages import dvc_plots, figures, hetero_report, report
-from esnfed_stages.hetero_report import ALPHA_CSV
-from esnfed_stages.params_schema import validate
-from esnfed_stages.report_figures import ACTIVATION_DATASET, SETTINGS, STATIONARY, shares_csv
-from esnfed_stages.ttest import Inputs
+from esnfed_stages.report import dvc_plots, figures, hetero_report, report
+from esnfed_stages.layout import ALPHA_CSV
+from esnfed_stages.params.schema import validate
+from esnfed_stages.report.report_figures import ACTIVATION_DATASET, SETTINGS, STATIONARY
+from esnfed_stages.layout import shares_csv
+from esnfed_stages.report.ttest import Inputs
 
 ROOT = Path(__file__).resolve().parents[1]
 PARAMS = yaml.safe_load((ROOT / "params.yaml").read_text())
@@ -206,7 +207,7 @@ def test_dvc_plots_show_draws_every_line_of_a_plot_with_its_own_dash(tmp_path, r
     _assert_each_line_has_its_own_dash(shown, _plots())
 
 
-# ---------------------------------------------------------------- esnfed dvc-plots (esnfed_stages/dvc_plots.py)
+# ---------------------------------------------------------------- esnfed dvc-plots (esnfed_stages/report/dvc_plots.py)
 def _parsed(text: str) -> list[tuple[str, dict]]:
     """The entries of a `plots` list written as ``text`` (dvc_plots.render's), as (id, definition)."""
     return [next(iter(e.items())) for e in yaml.safe_load("plots:\n" + text)["plots"]]

@@ -20,8 +20,8 @@ from esnfed_cli.main import app
 from esnfed_core.data.hhar import decimation_indices, kept_rows, preprocess_hhar, resolve_params
 from esnfed_core.data.processed import load_manifest
 from esnfed_core.errors import ConfigError
-from esnfed_stages import protocol_tables
-from esnfed_stages.params_schema import embedded_read, validate
+from esnfed_stages.report import protocol_tables
+from esnfed_stages.params.schema import embedded_read, validate
 from experiment_data import cli_ok, make_dataset, run_method_stages, small_params, ttest_and_report, write_params
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -235,7 +235,7 @@ def test_declaring_the_variant_adds_its_stages_and_changes_no_other(tmp_path):
 
 def test_a_missing_variant_folder_names_preprocess_among_the_commands_to_run(tmp_path):
     from esnfed_core.errors import EsnfedError  # noqa: PLC0415
-    from esnfed_stages.check_data import checked_manifest  # noqa: PLC0415
+    from esnfed_stages.data.check_data import checked_manifest  # noqa: PLC0415
 
     with pytest.raises(EsnfedError, match=r"manifest not found \(run `esnfed import --dataset hhar_esann`, or "
                                           r"`esnfed preprocess --dataset hhar_esann` for a protocol variant first\)"):

@@ -10,8 +10,9 @@ import pandas as pd
 import yaml
 
 from esnfed_core.data.example_synth import COLUMNS, synthesize_example
-from esnfed_stages.check_data import check_folder
-from esnfed_stages.import_data import import_params, run
+from esnfed_stages.data.check_data import check_folder
+from esnfed_stages.data.import_data import run
+from esnfed_stages.params.imports import import_params
 
 REPO = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
 

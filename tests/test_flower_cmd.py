@@ -55,7 +55,8 @@ def test_the_default_out_dir_is_outside_the_stage_folder_the_report_depends_on(t
     dvc.yaml's flower stage passes its own --out-dir runs/flower/<dataset>."""
     import yaml
 
-    from esnfed_stages import flower as flower_stage
+    from esnfed_stages import layout
+    from esnfed_stages.studies import flower as flower_stage
 
     got = {}
     monkeypatch.setattr(flower_stage, "run_many", lambda ds, pairs, *a, **k: got.update(k) or [])
@@ -63,12 +64,12 @@ def test_the_default_out_dir_is_outside_the_stage_folder_the_report_depends_on(t
     python.touch()
     assert runner.invoke(app, ["flower", "--dataset", "wesad", "--flower-python", str(python)]).exit_code == 0
     default = got["out_dir"]
-    assert default == flower_stage.MANUAL_DIR and flower_stage.FLOWER_DIR not in (default, *default.parents)
+    assert default == flower_stage.MANUAL_DIR and layout.FLOWER_DIR not in (default, *default.parents)
     stage = yaml.safe_load(open("dvc.yaml"))["stages"]["flower"]["do"]["cmd"]
     assert "--out-dir runs/flower/${item}" in stage
     from esnfed_cli import flower_cmd
 
-    assert flower_stage.FLOWER_DIR not in flower_cmd.TABLE_PATH.parents  # flower-table's --out likewise
+    assert layout.FLOWER_DIR not in flower_cmd.TABLE_PATH.parents  # flower-table's --out likewise
 
 
 def _result(dataset: str, app_name: str, secagg: bool = False) -> dict:
@@ -107,7 +108,7 @@ def test_flower_table_reads_the_stage_folders_and_names_where_it_looked(tmp_path
 
 
 def test_several_apps_and_plain_and_secagg_make_one_call(tmp_path, monkeypatch):
-    from esnfed_stages import flower as flower_stage
+    from esnfed_stages.studies import flower as flower_stage
 
     calls = []
     monkeypatch.setattr(flower_stage, "run_many", lambda ds, pairs, *a, **k: calls.append((ds, pairs)) or [])
@@ -129,7 +130,7 @@ def test_a_bad_app_among_several_or_both_secagg_flags_are_one_line(tmp_path):
 
 
 def test_table_puts_the_masked_vector_beside_its_formula():
-    from esnfed_stages.flower import render_table, vector_entries
+    from esnfed_stages.report.flower_table import render_table, vector_entries
 
     comm = {"up_bytes": 400, "down_bytes": 80, "clients": 4}
     rows = [{"phase": "ip", "stage": "collect_masked_vectors", "rounds": 2, "messages": 8,
@@ -157,7 +158,7 @@ def test_a_sampled_run_shows_its_client_fraction_and_a_bad_one_is_refused_naming
     outside (0, 1) in one line naming the file and key, writing no table."""
     import json
 
-    from esnfed_stages.flower import app_label, render_table
+    from esnfed_stages.report.flower_table import app_label, render_table
 
     sampled = {**_result("wesad", "fedip"), "client_fraction": 0.5}
     assert app_label(sampled) == "fedip (f = 0.5)" and app_label(_result("wesad", "fedip")) == "fedip"
@@ -179,7 +180,7 @@ def test_a_sampled_run_shows_its_client_fraction_and_a_bad_one_is_refused_naming
 def test_table_lists_fedclip_after_the_stationary_apps(tmp_path):
     import json
 
-    from esnfed_stages.flower import load_docs, render_table
+    from esnfed_stages.report.flower_table import load_docs, render_table
 
     rows = [{"phase": "ip", "stage": "plain", "rounds": 6, "messages": 24,
              "up_per_client_round": 1500.0, "down_per_client_round": 1800.0},
@@ -202,8 +203,8 @@ def test_table_lists_fedclip_after_the_stationary_apps(tmp_path):
 def test_fedclip_apps_run_after_the_stationary_ones_in_their_own_calls(tmp_path, monkeypatch):
     """Mixed --app: the stationary apps go to one run_many call (one Flower session), each FedCLIP
     pair to flower_fedclip.run, after it; a bad pair anywhere stops everything before any run."""
-    from esnfed_stages import flower as flower_stage
-    from esnfed_stages import flower_fedclip
+    from esnfed_stages.studies import flower as flower_stage
+    from esnfed_stages.studies import flower_fedclip
 
     calls = []
     monkeypatch.setattr(flower_stage, "run_many", lambda ds, pairs, *a, **k: calls.append(("many", pairs)) or [])
@@ -235,8 +236,8 @@ def test_progress_counts_every_fit_and_simulation_then_the_summary(tmp_path, mon
     """The command showed nothing while its simulations ran (a minute or more): each stage reports
     (done, total) of its own steps, the bar shows them as one count over the whole call."""
     from esnfed_cli import flower_cmd
-    from esnfed_stages import flower as flower_stage
-    from esnfed_stages import flower_fedclip
+    from esnfed_stages.studies import flower as flower_stage
+    from esnfed_stages.studies import flower_fedclip
 
     def many(ds, pairs, *a, progress, **k):  # run_many's steps: a fit per app, then the simulation
         total = flower_stage.progress_steps(pairs)
@@ -271,7 +272,7 @@ def test_dataset_is_any_declared_one_and_an_undeclared_one_is_one_line(tmp_path,
     """--dataset takes any dataset params.yaml declares, yours too (before: wesad or hhar only, so
     the flower stage of a study of `example` could not run); an undeclared one is a usage error
     naming params.yaml datasets, as select's and privacy's."""
-    from esnfed_stages import flower as flower_stage
+    from esnfed_stages.studies import flower as flower_stage
 
     calls = []
     monkeypatch.setattr(flower_stage, "run_many", lambda ds, pairs, *a, **k: calls.append(ds) or [])
@@ -293,7 +294,7 @@ def test_dp_options_reach_run_many_and_default_the_noise_per_app(tmp_path, monke
     central noise and the SecAgg+ apps distributed noise; "inf" is read as ε = ∞."""
     import math
 
-    from esnfed_stages import flower as flower_stage
+    from esnfed_stages.studies import flower as flower_stage
 
     calls = []
     monkeypatch.setattr(flower_stage, "run_many", lambda ds, pairs, *a, **k: calls.append((pairs, k["dp"])) or [])
@@ -343,7 +344,7 @@ def test_dp_spec_takes_delta_and_clips_from_params_and_refuses_the_window_relati
     import pytest
 
     from esnfed_core.errors import ConfigError
-    from esnfed_stages.flower import dp_spec
+    from esnfed_stages.studies.flower import dp_spec
     from experiment_data import small_params, trial_data
 
     params = small_params()
@@ -365,7 +366,7 @@ def test_dp_record_states_the_mechanism_and_what_the_distributed_sum_carries():
     import pytest
 
     from esnfed_core.privacy import DPSpec, epsilon_of, noise_multiplier
-    from esnfed_stages.flower import dp_record
+    from esnfed_stages.studies.flower import dp_record
 
     spec = DPSpec(2.0, 1e-3, "user", 0.01, 0.05)
     central = dp_record(spec, "central", 3, 20, True, None)
@@ -394,7 +395,7 @@ def test_dp_record_of_sampled_distributed_rounds_states_each_rounds_threshold():
     import pytest
 
     from esnfed_core.privacy import DPSpec, epsilon_of, noise_multiplier
-    from esnfed_stages.flower import dp_record
+    from esnfed_stages.studies.flower import dp_record
 
     spec = DPSpec(2.0, 1e-3, "user", 0.01, 0.05)
     z = noise_multiplier(2.0, 1e-3, 3)
@@ -420,7 +421,7 @@ def test_dp_fedavg_record_and_run_config_carry_its_clip_and_sigma():
 
     from esnfed_core.privacy import DPSpec, fedavg_sigma, noise_multiplier
     from esnfed_core.settings import Settings
-    from esnfed_stages.flower import dp_record, dp_run_config
+    from esnfed_stages.studies.flower import dp_record, dp_run_config
 
     spec = DPSpec(2.0, 1e-3, "user", 0.01, 0.05, fedavg_clip=0.4)
     rec = dp_record(spec, "central", 1, 20, False, None, fedavg=True)
@@ -447,7 +448,7 @@ def test_sampled_amplified_fedip_record_and_run_config_carry_the_amplified_z():
 
     from esnfed_core.privacy import DPSpec, noise_multiplier, sampled_noise_multiplier
     from esnfed_core.settings import Settings
-    from esnfed_stages.flower import dp_record, dp_run_config
+    from esnfed_stages.studies.flower import dp_record, dp_run_config
 
     spec = dataclasses.replace(DPSpec(2.0, 1e-3, "user", 0.01, 0.05, amplification="sampling"), sampled=(3, 2, 4))
     rec = dp_record(spec, "central", 4, 20, True, None)
@@ -466,7 +467,7 @@ def test_sampled_amplified_fedip_record_and_run_config_carry_the_amplified_z():
 def test_dp_fedavg_trains_at_best_json_lambda_as_the_privacy_stage(tmp_path, monkeypatch):
     """The private FedAvg trial's config keeps best.json's λ (its one release; the privacy-extra stage's
     trial trains at it); IncFed's and FedIP's leave λ out (chosen on the validation users)."""
-    from esnfed_stages import flower as flower_stage
+    from esnfed_stages.studies import flower as flower_stage
 
     best = {"units": 10, "leak": 0.5, "lambda": 0.01}
     monkeypatch.setattr(flower_stage, "selected_config", lambda *a: dict(best))
@@ -483,7 +484,7 @@ def test_a_sampled_result_carries_its_fraction_in_its_name_and_every_client_keep
     and f = 1 of one app in one folder: three files, all read by flower-table, f = 1 first."""
     import json
 
-    from esnfed_stages.flower import out_name
+    from esnfed_stages.layout import out_name
 
     assert out_name("wesad", "fedip", False, "100") == "wesad-fedip-100.json"
     assert out_name("wesad", "fedip", True, "100", fraction=None) == "wesad-fedip-secagg-100.json"
@@ -534,7 +535,8 @@ def test_the_pipelines_secagg_runs_are_labelled_a_simulation_of_the_protocol():
     datasets have 3-9 training users), and its tables say the masks of rounds with fewer than 5
     survivors are brute-forceable, naming those runs (a sampled round's m counts)."""
     from esnfed_core.settings import Settings
-    from esnfed_stages.flower import masks_note, run_config
+    from esnfed_stages.studies.flower import run_config
+    from esnfed_stages.report.flower_table import masks_note
     from experiment_data import trial_data
 
     data, _ = trial_data(pct="100")

@@ -1,4 +1,4 @@
-"""esnfed_stages.flower_export's checks and the run-config TOML it writes (the export itself and
+"""esnfed_stages.studies.flower_export's checks and the run-config TOML it writes (the export itself and
 `flwr run` on it: tests_flower/test_flwr_run.py)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import tomllib
 import pytest
 
 from esnfed_core.errors import ConfigError
-from esnfed_stages.flower_export import check_export, export, node_config_line, toml_value
+from esnfed_stages.studies.flower_export import check_export, export, node_config_line, toml_value
 
 
 def test_the_run_config_values_read_back_as_written():

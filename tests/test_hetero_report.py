@@ -1,4 +1,4 @@
-"""The heterogeneous table's text (esnfed_stages.hetero_report) on a hand-made assess document:
+"""The heterogeneous table's text (esnfed_stages.report.hetero_report) on a hand-made assess document:
 what its caption says IncFed is, and what the spread-over-clients part shows for each method."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import pytest
 
 from esnfed_core.tables import hetero_cells
 from esnfed_core.vocabulary import DATASETS
-from esnfed_stages import hetero_report
-from esnfed_stages.ttest import Inputs
+from esnfed_stages.report import hetero_report
+from esnfed_stages.report.ttest import Inputs
 
 METHODS = ("local", "ensemble", "align-1", "incfed")
 CLIENTS = {"local": [[0.5, 0.7, 0.3], [0.55, 0.75, 0.35]], "ensemble": [[0.45, 0.73, 0.32], [0.52, 0.73, 0.29]],
@@ -48,7 +48,7 @@ def test_incfed_is_the_homogeneous_reference_not_a_bound(rendered):
 def test_the_significance_line_names_the_test_as_every_table_does(rendered):
     """The audit: "welch t-test" here, "Welch t-test (scipy.stats.ttest_ind, equal_var=False)"
     in every other table's header: one wording, ttest.VARIANT_TEXT."""
-    from esnfed_stages.ttest import VARIANT_TEXT
+    from esnfed_stages.report.ttest import VARIANT_TEXT
 
     md, _ = rendered
     assert f"\n- Significance: every method against the ensemble, {VARIANT_TEXT['welch']}, two-sided, p <= 0.05:" in md

@@ -19,8 +19,8 @@ from esnfed_core.search import parse_space
 from esnfed_core.settings import Settings
 from esnfed_core.tables import Communication, analytic_floats, communication_rows
 from esnfed_core.trial import make_reservoir, sub_seeds
-from esnfed_stages.models import load_model, save_model
-from esnfed_stages.runner import fit_trial as fit  # every family: local/ensemble/align and incfed
+from esnfed_stages.experiment.models import load_model, save_model
+from esnfed_stages.experiment.runner import fit_trial as fit  # every family: local/ensemble/align and incfed
 from experiment_data import trial_data
 
 CFG = {"units": 10, "spectral_radius": 0.9, "leak": 0.5, "input_scaling": 1.0}

@@ -23,8 +23,8 @@ from esnfed_core.search import parse_space
 from esnfed_core.settings import Settings
 from esnfed_core.tables import Communication, communication_rows
 from esnfed_core.trial import make_reservoir
-from esnfed_stages.models import load_model, save_model
-from esnfed_stages.runner import fit_trial as fit
+from esnfed_stages.experiment.models import load_model, save_model
+from esnfed_stages.experiment.runner import fit_trial as fit
 from experiment_data import trial_data
 from float32_bounds import readout_rtol
 
@@ -135,10 +135,10 @@ def test_saved_models_with_bias_round_trip(tmp_path, data, method):
 
 
 def test_the_report_reads_the_bias_from_the_assess_communication(data):
-    """esnfed_stages.hetero_report's communication items carry the assess file's readout_bias, so
+    """esnfed_stages.report.hetero_report's communication items carry the assess file's readout_bias, so
     the table's formulas (N+1) match the ledger's counts of a run with the bias."""
-    from esnfed_stages import hetero_report  # noqa: PLC0415
-    from esnfed_stages.ttest import Inputs  # noqa: PLC0415
+    from esnfed_stages.report import hetero_report  # noqa: PLC0415
+    from esnfed_stages.report.ttest import Inputs  # noqa: PLC0415
 
     train, _ = data
     inputs = Inputs()

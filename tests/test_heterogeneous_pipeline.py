@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from esnfed_cli.main import app
 from esnfed_core.errors import ConfigError
-from esnfed_stages.heterogeneity_params import hetero_params
+from esnfed_stages.params.hetero import hetero_params
 from experiment_data import cli_ok, make_dataset, small_params, stage_options, write_params
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -19,8 +19,8 @@ from esnfed_core.data.hhar import FEATURE_NAMES, IJCNN32_NAMES, ijcnn32, preproc
 from esnfed_core.data.processed import load_manifest
 from esnfed_core.data.wesad import preprocess_wesad
 from esnfed_core.errors import ConfigError
-from esnfed_stages import protocol_tables
-from esnfed_stages.params_schema import embedded_read, validate
+from esnfed_stages.report import protocol_tables
+from esnfed_stages.params.schema import embedded_read, validate
 from experiment_data import cli_ok, run_method_stages, small_params, ttest_and_report, write_params
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -269,7 +269,7 @@ def test_the_report_writes_the_ijcnn_protocol_tables_beside_the_published_values
                          if k != "base")
     assert f"{paper} columns from `{variant}` (preprocess.{variant}: {settings}); budget `default`" in text
     assert f"The single-protocol recomputation is table ijcnn-{paper}." in text
-    published = yaml.safe_load((ROOT / "esnfed_stages" / "paper_results.yaml").read_text())[f"ijcnn-{paper}"]
+    published = yaml.safe_load((ROOT / "esnfed_stages" / "report" / "paper_results.yaml").read_text())[f"ijcnn-{paper}"]
     cells = _csv(tables / f"ijcnn-protocol-{paper}.csv")
     assessed = {m: json.loads((reported / "runs" / "assess" / variant / f"{m}.json").read_text()) for m, _ in METHODS}
     for method, _ in METHODS:  # random, centralised, FedAvg, IncFed; train and test

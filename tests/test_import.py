@@ -15,8 +15,9 @@ from esnfed_cli.main import app
 from esnfed_core.data.processed import load_manifest, load_user
 from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.data.tabular import Rows, default_max_gap, fill_missing, user_windows
-from esnfed_stages.check_data import check_folder
-from esnfed_stages.import_data import import_params, run
+from esnfed_stages.data.check_data import check_folder
+from esnfed_stages.data.import_data import run
+from esnfed_stages.params.imports import import_params
 
 # Two users (u10 after u2: natural order), 2 features, samples every 10 ms, 2 sessions.
 N = 14
@@ -615,7 +616,7 @@ def test_import_and_params_yaml_share_one_dataset_name_rule(tmp_path, monkeypatc
     """Before: --dataset wesad replaced data/processed/wesad (the paper tables' input), imports.wesad
     passed the schema (dvc then failed on duplicate outputs), and my-study / MyStudy imported but
     could not be declared in datasets."""
-    from esnfed_stages.params_schema import validate
+    from esnfed_stages.params.schema import validate
 
     monkeypatch.chdir(tmp_path)
     _table().to_csv(tmp_path / "rec.csv", index=False)

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from typer.testing import CliRunner
 
 from esnfed_cli.main import app
-from esnfed_stages.check_data import check_folder
+from esnfed_stages.data.check_data import check_folder
 
 VALID = ("user,time,label,ctx,a,b\n"
          + "".join(f"u{u},{t},{'ab'[(t // 2) % 2]},{'s1' if t < 4 else 's2'},{t * 0.5 + u},{-t}\n"

@@ -1,6 +1,7 @@
 """No import cycle inside any package: the module graph of esnfed_core, esnfed_stages and esnfed_cli,
 built from the source (ast, so imports inside functions count too), must be acyclic, and the layers
-import downwards only (cli -> stages -> core)."""
+import downwards only (cli -> stages -> core); inside esnfed_stages the chains stay short and the
+modules small."""
 
 from __future__ import annotations
 
@@ -83,6 +84,46 @@ def test_package_has_no_import_cycle(package):
     assert cycle is None, f"{package}: import cycle " + " -> ".join(cycle)
 
 
+def longest_chain(graph: dict[str, set[str]]) -> list[str]:
+    """The longest import chain of an acyclic ``graph``: modules, each importing the next."""
+    memo: dict[str, list[str]] = {}
+
+    def from_(node: str) -> list[str]:
+        if node not in memo:
+            memo[node] = [node] + max((from_(n) for n in sorted(graph.get(node, ()))), key=len, default=[])
+        return memo[node]
+
+    return max((from_(n) for n in sorted(graph)), key=len, default=[])
+
+
+MAX_STAGE_DEPTH = 8  # imports in a row inside esnfed_stages (it was 15 before the sub-packages)
+
+
+def test_stage_imports_stay_shallow():
+    """A stage module reaches what it needs in at most MAX_STAGE_DEPTH imports inside
+    esnfed_stages: a module imports a sibling for what it computes, and output names from layout,
+    never a whole stage for a file name or a params section."""
+    chain = longest_chain(_graph("esnfed_stages"))
+    assert len(chain) > 3  # the walk found chains
+    assert len(chain) - 1 <= MAX_STAGE_DEPTH, " -> ".join(chain)
+
+
+def test_longest_chain_counts_imports():
+    graph = {"a": {"b", "c"}, "b": {"c"}, "c": {"d"}, "d": set(), "e": {"d"}}
+    assert longest_chain(graph) == ["a", "b", "c", "d"]
+
+
+MAX_LINES = 500
+
+
+def test_no_stage_module_is_over_500_lines():
+    """esnfed_stages is small modules named for what they hold: one over MAX_LINES lines is split
+    along its seams."""
+    long = {m: n for m, p in _modules("esnfed_stages").items()
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
+    assert not long
+
+
 @pytest.mark.parametrize("package", PACKAGES)
 def test_layers_import_downwards(package):
     known = {m for p in PACKAGES for m in _modules(p)}
@@ -121,7 +162,7 @@ def test_start_up_leaves_slow_libraries_to_the_commands_that_use_them():
     import sys  # noqa: PLC0415
 
     code = ("import sys, esnfed_cli.main\n"
-            "from esnfed_stages.params import load_params\n"
+            "from esnfed_stages.params.load import load_params\n"
             "load_params('params.yaml')\n"
             "print(' '.join(m for m in ('pandas', 'scipy.signal', 'scipy.stats', 'matplotlib', 'torch',\n"
             "                           'joblib', 'scipy.special')"

@@ -21,9 +21,10 @@ from typer.testing import CliRunner
 
 from esnfed_cli.main import app
 from esnfed_core.errors import DataError
-from esnfed_stages import import_data
-from esnfed_stages.check_data import check_folder
-from esnfed_stages.import_data import import_params, run
+from esnfed_stages.data import import_data, import_readers
+from esnfed_stages.data.check_data import check_folder
+from esnfed_stages.data.import_data import run
+from esnfed_stages.params.imports import import_params
 
 ROOT = Path(__file__).resolve().parents[1]
 LINE = 300  # the most characters an error line may have
@@ -153,13 +154,13 @@ def test_a_header_of_a_million_columns_is_refused_in_bounded_memory_naming_the_f
 
 def test_a_wide_header_reads_fewer_rows_per_chunk(tmp_path, monkeypatch):
     """Memory follows the cells read, not chunk_rows times the columns a header declares."""
-    monkeypatch.setattr(import_data, "CHUNK_CELLS", 40)
+    monkeypatch.setattr(import_readers, "CHUNK_CELLS", 40)
     names = ["user", "time", "label", "a"] + [f"c{i}" for i in range(6)]  # 10 columns: 4 rows a chunk
     with open(tmp_path / "r.csv", "w") as f:
         f.write(",".join(names) + "\n")
         for i in range(10):
             f.write(f"u1,{i},{'ab'[i % 2]},{i}" + ",x" * 6 + "\n")
-    firsts = [c.first for c in import_data._csv_chunks(tmp_path / "r.csv", _params(tmp_path / "r.csv"))]
+    firsts = [c.first for c in import_readers._csv_chunks(tmp_path / "r.csv", _params(tmp_path / "r.csv"))]
     assert firsts == [1, 5, 9]
 
 
@@ -256,7 +257,7 @@ def test_spilling_a_chunk_costs_no_scan_per_user(tmp_path):
     rows over 20,000 users took tens of seconds; grouped by a sort it takes milliseconds."""
     _many_users(tmp_path / "r.csv", 20_000)
     p = _params(tmp_path / "r.csv")
-    chunk = next(import_data._csv_chunks(tmp_path / "r.csv", p))
+    chunk = next(import_readers._csv_chunks(tmp_path / "r.csv", p))
     spill = import_data.Spill(tmp_path, p)
     start = time.perf_counter()
     spill.add(chunk)

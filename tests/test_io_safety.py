@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from esnfed_core.data.paths import path_problem
-from esnfed_stages import _io, preprocess as preprocess_stage
+from esnfed_stages import _io
+from esnfed_stages.data import preprocess as preprocess_stage
 from test_data_stages import invoke, ok, one_line_error, project, snapshot, synthetic_root  # noqa: F401
 from time_limit import time_limit
 

@@ -14,7 +14,7 @@ from esnfed_core.data.jsonfile import read_json
 from esnfed_core.data.processed import load_manifest
 from esnfed_core.errors import DataError
 from esnfed_stages import _io
-from esnfed_stages.check_data import check_folder
+from esnfed_stages.data.check_data import check_folder
 
 CASES = [
     ("[" * 100_000, "not valid JSON (nested too deeply)"),

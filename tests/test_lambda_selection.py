@@ -19,7 +19,7 @@ from esnfed_core.tables import Communication, SelectionTrial, communication_rows
 from esnfed_core.validation_traffic import (
     analytic_lambda_selection, lambda_selection_formula, lambda_selection_ledger,
 )
-from esnfed_stages.tables import COMMUNICATION_COLUMNS, communication_csv, render_communication_markdown
+from esnfed_stages.report.tables import COMMUNICATION_COLUMNS, communication_csv, render_communication_markdown
 
 K, N, C, L, V, TRIALS = 3, 10, 3, 7, 2, 4  # training clients, units, classes, |λ grid|, validation users, trials
 READOUT_BYTES = 8 * N * C + 8  # a float64 readout and its count (ReadoutMessage)

@@ -15,7 +15,8 @@ from esnfed_core.data.processed import UserData, load_user, save_user, user_path
 from esnfed_core.data.windows import NpyMember
 from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.validation import ParameterError
-from esnfed_stages import params_schema, partition
+from esnfed_stages.params import schema as params_schema
+from esnfed_stages.data import partition
 from test_wesad import PARAMS, chest_subject, write
 
 BAD_NAMES = ["../S2", "S2/../../S2", "S2\n", "S2 ", "s2", "S", "S2x", "S\u0662", "", "S2\x00"]

@@ -18,7 +18,7 @@ from esnfed_core.data import npz
 from esnfed_core.data.processed import UserData, load_user, save_user
 from esnfed_core.errors import DataError
 from esnfed_stages import _io
-from esnfed_stages.check_data import check_user
+from esnfed_stages.data.check_data import check_user
 
 _HEADER_LIE = 10**9  # elements an .npy header claims (1 GB of int8): np.load allocates them
 

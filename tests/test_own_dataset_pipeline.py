@@ -14,9 +14,9 @@ import pytest
 from typer.testing import CliRunner
 
 from esnfed_cli.main import app
-from esnfed_stages.check_data import check_folder
-from esnfed_stages.figures import png_title
-from esnfed_stages.params_schema import embedded_read
+from esnfed_stages.data.check_data import check_folder
+from esnfed_stages.report.figures import png_title
+from esnfed_stages.params.schema import embedded_read
 from experiment_data import cli_ok, make_dataset, run_method_stages, small_params, stage_options, write_params
 
 pytestmark = pytest.mark.pipeline
@@ -262,7 +262,7 @@ def _flower_python() -> Path | None:
     this interpreter's environment (a git worktree sharing the main checkout's environments)."""
     import sys
 
-    from esnfed_stages.flower import FLOWER_PYTHON
+    from esnfed_stages.studies.flower import FLOWER_PYTHON
 
     found = [p for p in (FLOWER_PYTHON, Path(sys.prefix).parent / ".venv-flower" / "bin" / "python") if p.exists()]
     return found[0] if found else None

@@ -25,9 +25,9 @@ from esnfed_core.reservoir import BATCH_SIZE, RESERVOIR_BOUNDS, ReservoirConfig,
 from esnfed_core.search import SEED, derive_seed
 from esnfed_core.stats import ALPHA, ttest
 from esnfed_core.validation import Bound, ParameterError
-from esnfed_stages.experiment_params import experiment_params
-from esnfed_stages.params_schema import validate
-from esnfed_stages.privacy import privacy_params
+from esnfed_stages.params.experiment import experiment_params
+from esnfed_stages.params.schema import validate
+from esnfed_stages.params.privacy import privacy_params
 
 PARAMS = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
 SPACE = f"budgets.{PARAMS['budget']}.space"

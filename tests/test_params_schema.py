@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from esnfed_cli.main import app
 from esnfed_core.errors import ConfigError
-from esnfed_stages.params_schema import declared_keys, validate
+from esnfed_stages.params.schema import declared_keys, validate
 
 REPO_PARAMS = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
 runner = CliRunner()
@@ -244,7 +244,7 @@ def test_a_duplicate_key_or_non_utf8_file_is_one_line_naming_it(workdir, tail, m
 
 def test_a_yaml_syntax_error_names_line_and_column(tmp_path):
     """Before: PyYAML's own text, spanning lines, naming "<unicode string>" instead of the file."""
-    from esnfed_stages.params import load_params
+    from esnfed_stages.params.load import load_params
 
     bad = tmp_path / "mine.yaml"
     bad.write_text("seed: 1\nbudget: [a, b\n")
@@ -255,7 +255,7 @@ def test_a_yaml_syntax_error_names_line_and_column(tmp_path):
 
 def test_a_merged_key_may_be_overridden():
     """`<<: *anchor` then the same key: YAML's override, not a duplicate."""
-    from esnfed_stages.params import _UniqueKeyLoader
+    from esnfed_stages.params.load import _UniqueKeyLoader
 
     doc = yaml.load("a: &x {b: 1, c: 2}\nd:\n  <<: *x\n  b: 3\n", Loader=_UniqueKeyLoader)  # noqa: S506
     assert doc["d"] == {"b": 3, "c": 2}
@@ -264,7 +264,7 @@ def test_a_merged_key_may_be_overridden():
 def test_params_are_parsed_by_libyaml_into_the_pure_python_document():
     """Every command reads params.yaml: libyaml's parser (≈ 2 ms, PyYAML's own ≈ 45 ms) when the
     installed PyYAML has it, as the pinned wheels do, giving the same document."""
-    from esnfed_stages.params import _UniqueKeyLoader
+    from esnfed_stages.params.load import _UniqueKeyLoader
 
     assert yaml.__with_libyaml__ and issubclass(_UniqueKeyLoader, yaml.CSafeLoader)
     text = (Path(__file__).resolve().parents[1] / "params.yaml").read_text(encoding="utf-8")
@@ -300,8 +300,8 @@ def test_repository_params_are_valid_and_match_the_schema():
 def test_synthetic_schema_keys_are_generator_arguments():
     import inspect
 
-    from esnfed_stages._datasets import dataset_function
-    from esnfed_stages.params_schema import SYNTHETIC
+    from esnfed_stages.data._datasets import dataset_function
+    from esnfed_stages.params.schema import SYNTHETIC
 
     for ds, fields in SYNTHETIC.items():
         signature = inspect.signature(dataset_function(ds, "synthesize")).parameters

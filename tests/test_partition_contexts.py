@@ -121,7 +121,7 @@ def test_a_stationary_only_dataset_may_split_without_a_context(project):
 def test_a_drawn_split_without_a_context_names_the_seed(project):
     """fractions with a seed: find a seed whose 25 % share is P08 alone, then the refusal says to
     draw another split."""
-    from esnfed_stages.partition import PartitionParams
+    from esnfed_stages.data.partition import PartitionParams
     users = sorted(HELD)
     seed = next(s for s in range(200) if PartitionParams("mystudy", None, 0.25, 0.25, s).resolve(users)["train"]["25"] == ["P08"])
     write_params(project, {"fractions": {"validation": 0.25, "test": 0.25}, "seed": seed})

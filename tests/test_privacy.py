@@ -243,7 +243,7 @@ def test_window_level_is_refused_in_one_line_naming_the_key_and_why():
     to 2·ip_clip while the rounds are noised for ip_clip. It is refused by the params check (the
     schema delegates to it) and by DPSpec for a caller of the core that skips it."""
     from esnfed_core.errors import ConfigError
-    from esnfed_stages.privacy import neighbouring_units, privacy_params
+    from esnfed_stages.params.privacy import neighbouring_units, privacy_params
 
     with pytest.raises(ConfigError) as err:
         privacy_params({"privacy": {"epsilons": [1.0], "relation": "window"}})

@@ -116,7 +116,7 @@ def test_finite_epsilon_with_bias_releases_n_plus_1_columns(algo):
 
 
 def test_the_table_names_the_n_plus_1_bound_where_a_run_had_the_bias():
-    from esnfed_stages.privacy_report import _clip_bound  # noqa: PLC0415
+    from esnfed_stages.report.privacy_report import _clip_bound  # noqa: PLC0415
 
     assert _clip_bound({"wesad": {}, "hhar": {}}) == "clip·√(N+N²)"
     assert _clip_bound({"wesad": {"readout_bias": True}}) == "clip·√((N+1)+(N+1)²) (readout.bias)"

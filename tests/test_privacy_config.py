@@ -1,4 +1,4 @@
-"""privacy.config (esnfed_stages/privacy_config.py): ``public`` chooses the configurations and clips
+"""privacy.config (esnfed_stages/studies/privacy_config.py): ``public`` chooses the configurations and clips
 from the validation users alone, so a training user's data changed leaves them identical while a
 validation user's moves them; ``select`` reads runs/select; the key is checked in one line; the
 document records the mode and the report says it and refuses a document of the other mode."""
@@ -15,9 +15,10 @@ import pytest
 from esnfed_core.data.processed import UserData
 from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.trial import TrialData
-from esnfed_stages import privacy_config, privacy_report
-from esnfed_stages.experiment_params import experiment_params
-from esnfed_stages.privacy import privacy_params
+from esnfed_stages.studies import privacy_config
+from esnfed_stages.report import privacy_report
+from esnfed_stages.params.experiment import experiment_params
+from esnfed_stages.params.privacy import privacy_params
 from experiment_data import small_params
 from test_privacy_report import PRIVACY, privacy_doc
 
@@ -119,7 +120,7 @@ def test_public_needs_two_validation_users(tmp_path):
                                                                     "of privacy.methods only; privacy.sampling_study"),
 ])
 def test_bad_config_fails_in_one_line_naming_the_key(change, problem):
-    from esnfed_stages.params_schema import validate
+    from esnfed_stages.params.schema import validate
 
     params = small_params()
     params["privacy"].update(change)

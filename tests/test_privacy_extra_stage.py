@@ -15,9 +15,10 @@ from typer.testing import CliRunner
 from esnfed_cli.main import app
 from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.privacy import noise_multiplier
-from esnfed_stages import privacy_report
-from esnfed_stages.params_schema import embedded_read
-from esnfed_stages.privacy import extra_path, privacy_params
+from esnfed_stages.report import privacy_report
+from esnfed_stages.params.schema import embedded_read
+from esnfed_stages.params.privacy import privacy_params
+from esnfed_stages.layout import extra_path
 from experiment_data import cli_ok, make_dataset, small_params, stage_options, write_params
 
 pytestmark = pytest.mark.pipeline
@@ -90,9 +91,9 @@ def test_infinite_epsilon_is_the_nonprivate_trial(root, method):
     the non-private trial: the same test accuracies."""
     from esnfed_core.scoring import accuracy
     from esnfed_core.trial import TrialData, fit
-    from esnfed_stages.experiment_params import experiment_params
-    from esnfed_stages.retrain import retrain_seed, selected_config
-    from esnfed_stages.trial_data import open_dataset
+    from esnfed_stages.params.experiment import experiment_params
+    from esnfed_stages.experiment.best import retrain_seed, selected_config
+    from esnfed_stages.experiment.trial_data import open_dataset
 
     exp = experiment_params(_params(root))
     data = open_dataset(root / "data", "wesad")
@@ -171,7 +172,7 @@ def test_params_check_refuses_fedclip_on_a_dataset_without_contexts():
     continual_datasets only, so a declared dataset outside them is refused when params.yaml is read."""
     import copy
 
-    from esnfed_stages.params_schema import validate
+    from esnfed_stages.params.schema import validate
 
     repo = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
     params = copy.deepcopy(repo)
@@ -190,9 +191,10 @@ def test_params_check_refuses_fedclip_on_a_dataset_without_contexts():
 def test_the_report_reads_the_opt_in_from_params(root):
     """`esnfed report`'s options carry privacy.extra_methods and the record with the opt-in keys:
     add_privacy merges the extra documents into the table and the figure's panel."""
-    from esnfed_stages import report
+    from esnfed_stages.report import report
+    from esnfed_stages.report.report_params import report_params
 
-    options = report.report_params(_params(root))
+    options = report_params(_params(root))
     assert options.privacy_extra == ("fedavg", "fedclip-naive")
     assert options.privacy_record["privacy.fedavg_clip"] == 0.5
     rep = report.Report()

@@ -240,7 +240,7 @@ def test_defaults_are_unchanged_and_fedip_ignores_the_pool():
 
 @pytest.mark.parametrize("pool", ["Roster", "all", 1])
 def test_a_bad_pool_is_refused_in_one_line(pool):
-    from esnfed_stages.experiment_params import experiment_params  # noqa: PLC0415
+    from esnfed_stages.params.experiment import experiment_params  # noqa: PLC0415
     from experiment_data import small_params  # noqa: PLC0415
 
     with pytest.raises(ConfigError) as err:
@@ -252,7 +252,7 @@ def test_a_bad_pool_is_refused_in_one_line(pool):
         experiment_params(params)
     assert "\n" not in str(err.value)
     assert str(err.value).startswith("params.yaml: 'federated.sampling_pool' must be one of context, roster, got ")
-    from esnfed_stages.params_schema import validate  # noqa: PLC0415 (esnfed check-params)
+    from esnfed_stages.params.schema import validate  # noqa: PLC0415 (esnfed check-params)
 
     with pytest.raises(ConfigError) as err:
         validate(params)
@@ -262,7 +262,7 @@ def test_a_bad_pool_is_refused_in_one_line(pool):
 def test_the_flower_fedclip_apps_refuse_the_roster_in_one_line():
     """Their server (esnfed_flower.common.Sampling) draws among a context's participants: a roster
     pool is refused before any run config is built, naming the key; FedIP's apps are unaffected."""
-    from esnfed_stages.flower import sampling_run_config  # noqa: PLC0415
+    from esnfed_stages.studies.flower import sampling_run_config  # noqa: PLC0415
 
     settings = _settings(0.5, "roster")
     for app in STRATEGIES + ["fedclip-joint"]:
@@ -328,7 +328,7 @@ def test_the_communication_record_counts_the_roster_senders(method):
 def test_the_report_mechanism_line_says_which_fedclip_rounds_drew_over_the_roster():
     """The privacy table's mechanism line: K for the default; the datasets whose DP-FedCLIP document
     records the roster pool are named with their public m."""
-    from esnfed_stages.privacy_report import _fedavg_mechanism  # noqa: PLC0415
+    from esnfed_stages.report.privacy_report import _fedavg_mechanism  # noqa: PLC0415
 
     plain = {"methods": {"fedclip-naive": {}}}
     assert "(K: all training clients)" in _fedavg_mechanism({"wesad": plain})

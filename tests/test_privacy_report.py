@@ -1,4 +1,4 @@
-"""The privacy table and figure (esnfed_stages/privacy_report.py) on made-up privacy documents:
+"""The privacy table and figure (esnfed_stages/report/privacy_report.py) on made-up privacy documents:
 the cells' spread, the header, the figure's legend and lines, and user datasets beside the papers'."""
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from esnfed_stages import privacy_report
-from esnfed_stages.privacy import eps_key, privacy_params
+from esnfed_stages.report import privacy_report
+from esnfed_stages.params.privacy import privacy_params
+from esnfed_stages.layout import eps_key
 
 PRIVACY = {"epsilons": [1, 8, float("inf")], "delta": "auto", "relation": "user", "clip": 0.003,
            "ip_clip": 0.1, "pct": "100", "methods": ["incfed", "fedip"]}
@@ -82,8 +83,8 @@ def _write(folder: Path, docs: dict) -> Path:
 
 def _options(params: dict | None = None, privacy: dict | None = None, **kw):
     """The report's options: params.yaml's budget, ``privacy`` (default PRIVACY) as the section."""
-    from esnfed_stages.experiment_params import budget_spec
-    from esnfed_stages.report import ReportParams
+    from esnfed_stages.params.experiment import budget_spec
+    from esnfed_stages.report.report_params import ReportParams
 
     params = params or _repo_params()
     return ReportParams("100", budget=budget_spec(params),
@@ -92,7 +93,7 @@ def _options(params: dict | None = None, privacy: dict | None = None, **kw):
 
 def _report(folder: Path, options=None) -> tuple[list[str], object]:
     """The privacy table's header lines (without their '- ') and the Report, as `esnfed report` adds them."""
-    from esnfed_stages import report
+    from esnfed_stages.report import report
 
     rep = report.Report()
     report.add_privacy(rep, folder, "2026-01-01", options or _options())
@@ -233,7 +234,7 @@ def test_a_missing_privacy_output_is_refused_or_shown_as_n_a_as_an_assess_file(t
         _report(folder, options)
     assert str(info.value) == (f"{folder / 'mine.json'}: not found: run `esnfed privacy --dataset mine` first, "
                                "or pass --allow-missing (1 more privacy file(s) missing)")
-    from esnfed_stages import report
+    from esnfed_stages.report import report
 
     rep = report.Report()
     report.add_privacy(rep, folder, "2026-01-01", options, allow_missing=True)
@@ -306,7 +307,7 @@ def test_a_fixed_delta_is_not_called_one_over_n_squared(tmp_path):
 
 def test_a_sampled_fedip_run_says_so_in_the_mechanism_line(tmp_path):
     """federated.client_fraction < 1: the document records the fraction and "amplification": "none"
-    (esnfed_stages/privacy.py); the mechanism line names them, and a default run's does not."""
+    (esnfed_stages/studies/privacy.py); the mechanism line names them, and a default run's does not."""
     sampled = {**privacy_doc(), "client_fraction": 0.5, "amplification": "none"}
     _, rep = _report(_write(tmp_path / "sampled", {"wesad": sampled, "hhar": privacy_doc("hhar", 5)}))
     md = rep.tables["privacy.md"].decode()

@@ -291,7 +291,7 @@ def test_the_privacy_stage_records_amplification(tmp_path):
     ({"amplification": "poisson"}, "privacy.amplification: must be one of none, sampling, got 'poisson'"),
 ])
 def test_bad_amplification_is_refused_in_one_line(section, why):
-    from esnfed_stages.privacy import privacy_params  # noqa: PLC0415
+    from esnfed_stages.params.privacy import privacy_params  # noqa: PLC0415
 
     base = {"epsilons": [1.0], "relation": "user"}
     with pytest.raises(ConfigError) as err:

@@ -16,9 +16,11 @@ import pytest
 from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.privacy import stats_bound
 from esnfed_core.sampling import sample_size
-from esnfed_stages import privacy_report, privacy_sampling_report, report
-from esnfed_stages.params_schema import embedded_read, validate
-from esnfed_stages.privacy import privacy_params, sampling_path
+from esnfed_stages.report import privacy_report, privacy_sampling_report, report
+from esnfed_stages.report.report_params import report_params
+from esnfed_stages.params.schema import embedded_read, validate
+from esnfed_stages.params.privacy import privacy_params
+from esnfed_stages.layout import sampling_path
 from experiment_data import cli_fails, cli_ok, make_dataset, read_params, small_params, stage_options, write_params
 
 pytestmark = pytest.mark.pipeline
@@ -126,9 +128,9 @@ def test_infinite_epsilon_is_the_nonprivate_sampled_trial(root):
 
     from esnfed_core.scoring import accuracy
     from esnfed_core.trial import TrialData, fit
-    from esnfed_stages.experiment_params import experiment_params
-    from esnfed_stages.retrain import retrain_seed, selected_config
-    from esnfed_stages.trial_data import open_dataset
+    from esnfed_stages.params.experiment import experiment_params
+    from esnfed_stages.experiment.best import retrain_seed, selected_config
+    from esnfed_stages.experiment.trial_data import open_dataset
 
     exp = experiment_params(read_params(root))
     settings = replace(exp.settings, client_fraction=0.5)
@@ -158,7 +160,7 @@ def test_the_default_document_keeps_its_bytes(root, tmp_path):
 
 
 def test_the_report_renders_the_table(root):
-    options = report.report_params(read_params(root))
+    options = report_params(read_params(root))
     assert options.privacy_fractions == (0.5, 1)
     rep = report.Report()
     report.add_privacy(rep, root / "runs" / "privacy", "2026-01-01", options)
@@ -199,7 +201,7 @@ def test_without_the_opt_in_there_is_no_table(root):
     params = read_params(root)
     params["privacy"]["sampling_study"] = {"fractions": []}
     rep = report.Report()
-    report.add_privacy(rep, root / "runs" / "privacy", "2026-01-01", report.report_params(params))
+    report.add_privacy(rep, root / "runs" / "privacy", "2026-01-01", report_params(params))
     assert "privacy.md" in rep.tables and "privacy-sampling.md" not in rep.tables
 
 

@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 from esnfed_cli.main import app
 from esnfed_core.privacy import noise_multiplier
 from esnfed_core.errors import DataError
-from esnfed_stages import privacy_report
-from esnfed_stages.params_schema import embedded_read
+from esnfed_stages.report import privacy_report
+from esnfed_stages.params.schema import embedded_read
 from experiment_data import cli_ok, make_dataset, small_params, stage_options, write_params
 
 pytestmark = pytest.mark.pipeline
@@ -94,8 +94,8 @@ def _doc(root: Path) -> dict:
 
 def test_infinite_epsilon_is_the_retrained_model(root):
     from esnfed_core.scoring import accuracy as score
-    from esnfed_stages.trial_data import open_dataset
-    from esnfed_stages.models import load_model
+    from esnfed_stages.experiment.trial_data import open_dataset
+    from esnfed_stages.experiment.models import load_model
 
     doc = _doc(root)
     data = open_dataset(root / "data", "wesad")
@@ -112,7 +112,7 @@ def test_the_output_records_the_privacy_section_and_budget_it_was_computed_with(
     """What the report compares with params.yaml's (tests/test_report.py: it refuses other values)."""
     import yaml
 
-    from esnfed_stages.privacy import privacy_params
+    from esnfed_stages.params.privacy import privacy_params
 
     params = yaml.safe_load((root / "params.yaml").read_text())
     assert _doc(root)["params"] == privacy_params(params).record("default") == {

@@ -1,7 +1,7 @@
 """A processed folder written under other import or preprocess settings than params.yaml's now is
 refused by the stages that read it outside DVC (partition, select, retrain, assess, ...), with one
 line naming the manifest, the key, both values and the command to rerun
-(esnfed_stages/processed_params.py)."""
+(esnfed_stages/params/processed.py)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 
 from esnfed_cli.main import app
 from esnfed_core.errors import DataError
-from esnfed_stages.processed_params import data_params
-from esnfed_stages.trial_data import open_dataset
+from esnfed_stages.params.processed import data_params
+from esnfed_stages.experiment.trial_data import open_dataset
 
 runner = CliRunner()
 IMPORT = {"source": "rec.csv", "user": "who", "time": "t", "label": "act", "context": "sess",
@@ -119,7 +119,7 @@ def test_the_experiment_stages_refuse_stale_data_too(imported):
 
 def test_select_refuses_stale_data(imported):
     from experiment_data import small_params, write_params as write_experiment_params
-    from esnfed_stages.params_schema import embedded_read
+    from esnfed_stages.params.schema import embedded_read
 
     assert invoke("partition", "--dataset", "mine").exit_code == 0
     params = small_params()

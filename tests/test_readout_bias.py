@@ -162,7 +162,8 @@ def test_a_non_boolean_is_one_line_and_the_flower_run_config_carries_the_bias_on
         Settings(readout_bias="yes")
     assert "\n" not in str(exc.value)
     data = _data()
-    from esnfed_stages.flower import run_config, vector_entries  # noqa: PLC0415
+    from esnfed_stages.studies.flower import run_config
+    from esnfed_stages.report.flower_table import vector_entries  # noqa: PLC0415
 
     on = run_config(CFG, {"reservoir": 1}, data, Settings(readout_bias=True), 0.1, "incfed", False)
     off = run_config(CFG, {"reservoir": 1}, data, Settings(), 0.1, "incfed", False)
@@ -176,8 +177,8 @@ def test_a_non_boolean_is_one_line_and_the_flower_run_config_carries_the_bias_on
 
 def test_params_readout_bias_is_checked_and_read():
     from test_stage_params import _params  # noqa: PLC0415
-    from esnfed_stages.experiment_params import experiment_params  # noqa: PLC0415
-    from esnfed_stages.params_schema import validate  # noqa: PLC0415
+    from esnfed_stages.params.experiment import experiment_params  # noqa: PLC0415
+    from esnfed_stages.params.schema import validate  # noqa: PLC0415
 
     p = _params()
     assert p["readout"]["bias"] is False  # the repository's default: the authors' code
@@ -193,7 +194,7 @@ def test_params_readout_bias_is_checked_and_read():
 
 
 def test_saved_model_with_bias_round_trips(tmp_path):
-    from esnfed_stages.models import load_model, save_model  # noqa: PLC0415
+    from esnfed_stages.experiment.models import load_model, save_model  # noqa: PLC0415
 
     cfg = {k: CFG[k] for k in Method.parse("incfed").config_keys}  # a saved config holds no other key
     model = fit("incfed", cfg, 11, _data(), Settings(readout_bias=True))
@@ -215,7 +216,7 @@ def test_select_retrain_assess_with_bias_and_the_communication_table(tmp_path):
     from typer.testing import CliRunner  # noqa: PLC0415
 
     from esnfed_cli.main import app  # noqa: PLC0415
-    from esnfed_stages.models import load_model  # noqa: PLC0415
+    from esnfed_stages.experiment.models import load_model  # noqa: PLC0415
 
     make_dataset(tmp_path)
     params = small_params()

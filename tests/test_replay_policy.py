@@ -24,8 +24,8 @@ from esnfed_core.replay import ReplayBuffer, proportional_quotas
 from esnfed_core.reservoir import ReservoirConfig, build_reservoir
 from esnfed_core.settings import Settings
 from esnfed_core.validation import ParameterError
-from esnfed_stages.experiment_params import experiment_params
-from esnfed_stages.params_schema import validate
+from esnfed_stages.params.experiment import experiment_params
+from esnfed_stages.params.schema import validate
 
 REPO_PARAMS = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
 

@@ -256,7 +256,7 @@ def test_report_marks_follow_independent_tests(built):
 
 def test_published_values_match_package_yaml(built):
     workdir = built[0]
-    text = resources.files("esnfed_stages").joinpath("paper_results.yaml").read_text()
+    text = resources.files("esnfed_stages.report").joinpath("paper_results.yaml").read_text()
     doc = yaml.safe_load(text)
     checked = 0
     for spec in TABLES:
@@ -366,7 +366,7 @@ def test_figures_and_plots(built):
 
 
 def test_the_accuracy_matrices_are_drawn_at_the_share_params_yaml_names(workdir):
-    from esnfed_stages.figures import png_title
+    from esnfed_stages.report.figures import png_title
 
     write_assess(workdir)
     path = workdir / "runs" / "assess" / "hhar" / "fedclip-joint.json"
@@ -390,7 +390,7 @@ def test_the_accuracy_matrices_are_drawn_at_the_share_params_yaml_names(workdir)
 
 
 def test_the_index_names_every_table_and_figure_with_its_title(built):
-    from esnfed_stages.figures import png_title
+    from esnfed_stages.report.figures import png_title
 
     reports = built[0] / "reports"
     index = (reports / "README.md").read_text("utf-8")
@@ -544,7 +544,7 @@ def test_a_heterogeneous_file_s_client_accuracies_are_checked_as_its_test_accura
     """NaN in pcts.<pct>.client_test_accuracy passed `esnfed ttest` and `esnfed report`
     (the heterogeneous table's spread printed nan); it is refused as NaN in test_accuracy is."""
     from esnfed_core.errors import DataError
-    from esnfed_stages.ttest import load_assess
+    from esnfed_stages.report.ttest import load_assess
 
     comm = {"classes": 2, "clients": 2, "down_bytes": 8, "down_floats": 1, "inputs": 2, "rounds": 1,
             "up_bytes": 8, "up_floats": 1}
@@ -874,7 +874,8 @@ PRIVACY = {"epsilons": [1, float("inf")], "delta": "auto", "relation": "user", "
 
 def _privacy_output(root: Path, params: dict, record: bool = True, dataset: str = "wesad") -> None:
     """runs/privacy/<dataset>.json as `esnfed privacy` writes it under ``params`` (made-up accuracies)."""
-    from esnfed_stages.privacy import eps_key, privacy_params
+    from esnfed_stages.params.privacy import privacy_params
+    from esnfed_stages.layout import eps_key
 
     pp = privacy_params(params)
     eps = {eps_key(e): {"noise_multiplier": 0.0 if e == float("inf") else 2.5, "test_accuracy": [0.6, 0.62]}
@@ -917,8 +918,8 @@ def test_report_refuses_a_privacy_output_of_other_privacy_settings(workdir, edit
 
 def test_a_privacy_output_of_another_budget_is_refused_and_one_without_params_trusted_but_its_clip(tmp_path):
     from esnfed_core.errors import DataError
-    from esnfed_stages import privacy_report
-    from esnfed_stages.privacy import privacy_params
+    from esnfed_stages.report import privacy_report
+    from esnfed_stages.params.privacy import privacy_params
 
     params = {"privacy": PRIVACY, "budget": "default"}
     _privacy_output(tmp_path, params)
@@ -1004,7 +1005,7 @@ HETERO = {"seed": 0, "mode": "space", "vary": ["spectral_radius", "leak"], "comb
 def _hetero_outputs(root: Path, record: bool = True) -> list[str]:
     """The heterogeneous table's assess files (local, ensemble, align-0.5 as `esnfed assess` writes
     them under HETERO; incfed, a stationary method, records no heterogeneity) -> their methods."""
-    from esnfed_stages.heterogeneity_params import hetero_params
+    from esnfed_stages.params.hetero import hetero_params
 
     hp = hetero_params({"heterogeneity": HETERO})
     methods = [m.id for m in hp.methods()] + ["incfed"]
@@ -1029,9 +1030,9 @@ def test_heterogeneous_inputs_of_other_heterogeneity_settings_are_refused(tmp_pa
     """The heterogeneous table's header prints params.yaml's heterogeneity settings: before, it
     printed them over assess files computed under others (exit 0)."""
     from esnfed_core.errors import DataError
-    from esnfed_stages import hetero_report
-    from esnfed_stages.experiment_params import BudgetSpec
-    from esnfed_stages.heterogeneity_params import hetero_params
+    from esnfed_stages.report import hetero_report
+    from esnfed_stages.params.experiment import BudgetSpec
+    from esnfed_stages.params.hetero import hetero_params
 
     methods = _hetero_outputs(tmp_path)
     default = BudgetSpec("default")
@@ -1069,7 +1070,7 @@ def _write_budget(workdir: Path, params: dict) -> None:
 def _stamp_digests(workdir: Path, params: dict) -> None:
     """The assess files as assess writes them under ``params``: with the budget's digest."""
     from esnfed_core.method import Method
-    from esnfed_stages.experiment_params import budget_spec
+    from esnfed_stages.params.experiment import budget_spec
 
     for ds, method in required_inputs():
         path = workdir / "runs" / "assess" / ds / f"{method}.json"

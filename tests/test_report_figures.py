@@ -1,4 +1,4 @@
-"""The report's figures name contexts one way (esnfed_stages.report_figures): numbered from 0 as
+"""The report's figures name contexts one way (esnfed_stages.report.report_figures): numbered from 0 as
 PROTOCOL §6 ("stream accuracy after context i ... contexts 0..i") in the stream and activation
 figures alike, with the dataset's name of each context where its partition file lists them."""
 
@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from esnfed_core.errors import DataError
-from esnfed_stages import figures, report_figures
-from esnfed_stages.report_figures import context_label, context_names
-from esnfed_stages.ttest import Inputs
+from esnfed_stages.report import figures, report_figures
+from esnfed_stages.report.report_figures import context_label, context_names
+from esnfed_stages.report.ttest import Inputs
 
 HHAR = ["nexus4", "s3", "s3mini", "lgwatch"]
 
@@ -208,8 +208,8 @@ def test_the_alpha_figure_names_shares_and_methods_as_the_other_figures(monkeypa
     """Figure audit: the α figure's panels read "WESAD 25%" where every other figure writes
     "25% training users", its legend "incfed" where the privacy figure writes "IncFed", and a second
     row of panels (budget paper: every share) had no y label."""
-    from esnfed_stages import hetero_report
-    from esnfed_stages.hetero_report import HETERO_REFERENCE
+    from esnfed_stages.report import hetero_report
+    from esnfed_stages.report.hetero_report import HETERO_REFERENCE
 
     drawn = []
     monkeypatch.setattr(figures, "_png", lambda fig: drawn.append(fig) or b"png")

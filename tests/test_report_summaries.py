@@ -1,6 +1,6 @@
 """The report's gap-audit tables from assess documents with known numbers: continual-metrics (ACC,
-forgetting, BWT, FWT of the accuracy matrices, esnfed_stages/continual_report.py) and ip-fit (the
-activations' KL divergence to the IP target with and without IP, esnfed_stages/ipfit_report.py)."""
+forgetting, BWT, FWT of the accuracy matrices, esnfed_stages/report/continual_report.py) and ip-fit (the
+activations' KL divergence to the IP target with and without IP, esnfed_stages/report/ipfit_report.py)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import pytest
 from esnfed_core.errors import DataError
 from esnfed_core.method import CONTINUAL_METHODS
 from esnfed_core.vocabulary import PCTS
-from esnfed_stages import continual_report, ipfit_report, report
-from esnfed_stages.ttest import Inputs
+from esnfed_stages.report import continual_report, ipfit_report, report
+from esnfed_stages.report.ttest import Inputs
 
 # Two retrains' accuracy matrices (3 contexts) of fedclip-replay at every share; C = 4 (chance 0.25).
 R0 = [[0.5, 0.2, 0.1], [0.8, 0.8, 0.4], [0.6, 0.5, 0.9]]  # ACC 2/3, forgetting 0.25, BWT −0.1, FWT 0.05

@@ -16,13 +16,13 @@ from esnfed_core.errors import DataError
 from esnfed_core.method import Method
 from esnfed_core.metrics import gaussian_kl
 from esnfed_core.reservoir import MAX_UNITS
-from esnfed_stages import assess as assess_stage
-from esnfed_stages import retrain as retrain_stage
-from esnfed_stages import select as select_stage
+from esnfed_stages.experiment import assess as assess_stage
+from esnfed_stages.experiment import retrain as retrain_stage
+from esnfed_stages.experiment import select as select_stage
 from esnfed_core.vocabulary import PCTS
-from esnfed_stages.experiment_params import experiment_params
-from esnfed_stages.models import check_best_config, load_model
-from esnfed_stages.params_schema import embedded_read
+from esnfed_stages.params.experiment import experiment_params
+from esnfed_stages.experiment.models import check_best_config, load_model
+from esnfed_stages.params.schema import embedded_read
 from experiment_data import TEST, TRAIN, cli_ok, make_dataset, run_method_stages, small_params, write_params
 
 # (algo, strategy): stationary and continual, centralised and federated, in dependency order.
@@ -788,7 +788,7 @@ KL_RTOL = 1e-3
 
 # ------------------------------------------- predict: saved models applied to a processed folder
 def _predict(root: Path, method: str, pct: str, k: int, out: Path, **kw):
-    from esnfed_stages import predict as predict_stage
+    from esnfed_stages.experiment import predict as predict_stage
 
     return predict_stage.run(root / "runs" / "models" / "wesad" / method / pct / f"seed-{k}.json",
                              root / "data" / "processed" / "wesad", out, data_dir=root / "data", **kw)

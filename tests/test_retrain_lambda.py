@@ -14,10 +14,10 @@ from esnfed_core.data.processed import load_user
 from esnfed_core.method import Method
 from esnfed_core.readout import ridge_stats, solve
 from esnfed_core.scoring import pooled_counts
-from esnfed_stages import retrain as retrain_stage
-from esnfed_stages.experiment_params import experiment_params
+from esnfed_stages.experiment import retrain as retrain_stage
+from esnfed_stages.params.experiment import experiment_params
 from esnfed_stages.layout import model_dir
-from esnfed_stages.models import load_model
+from esnfed_stages.experiment.models import load_model
 from experiment_data import TRAIN, VALIDATION, make_dataset, small_params
 
 PCT = "50"

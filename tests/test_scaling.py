@@ -20,7 +20,7 @@ import yaml
 from typer.testing import CliRunner
 
 from esnfed_cli.main import app
-from esnfed_stages import runner as runner_mod
+from esnfed_stages.experiment import runner as runner_mod
 from experiment_data import make_dataset, small_params, write_params
 
 pytestmark = pytest.mark.pipeline
@@ -313,7 +313,7 @@ def test_failed_retrains_are_recorded_listed_and_redone(tmp_path, monkeypatch):
 RAY_PROBE = """
 import json, os, psutil, ray
 from esnfed_stages import ray_backend
-from esnfed_stages.experiment_params import RunnerConfig
+from esnfed_stages.params.experiment import RunnerConfig
 from joblib import Parallel, delayed, parallel_backend
 ray_backend.setup(RunnerConfig(backend="ray", n_jobs=1))
 with parallel_backend("ray"):

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from esnfed_core.errors import DataError
-from esnfed_stages import report, secagg_report
+from esnfed_stages.layout import SECAGG_CSV
+from esnfed_stages.report import report, secagg_report
 
 
 def _doc(app: str, secagg: bool, rows: list[tuple[str, str, int, float, float]], dataset: str = "wesad") -> dict:
@@ -124,7 +125,7 @@ def test_add_secagg_appends_to_the_communication_table(flower_dir):
     assert [p.name for p in rep.missing] == ["wesad-fedip-100.json"] + [
         f"hhar-{a}{s}-100.json" for a in ("incfed", "fedip") for s in ("", "-secagg")]
     assert "- Missing results (their rows left out): " + str(flower_dir / "wesad" / "wesad-fedip-100.json") in md
-    assert rep.tables[secagg_report.CSV_NAME].decode().count("\n") == 1 + 3 + 2
+    assert rep.tables[SECAGG_CSV].decode().count("\n") == 1 + 3 + 2
 
 
 def test_a_foreign_json_is_one_line_error(flower_dir):
@@ -185,7 +186,7 @@ def test_a_flower_result_of_the_wrong_shape_is_one_line_naming_file_and_key(flow
 
 def test_flower_table_checks_the_fields_it_prints(flower_dir):
     """`esnfed flower-table` reads more of each result (accuracy, λ, the ledger's bytes)."""
-    from esnfed_stages.flower import load_docs
+    from esnfed_stages.report.flower_table import load_docs
 
     with pytest.raises(DataError, match=r"wesad-fedip-secagg-100\.json: lambda missing"):
         load_docs(flower_dir / "wesad")
@@ -196,7 +197,7 @@ def test_flower_table_checks_the_fields_it_prints(flower_dir):
                                  "pipeline.communication.up_bytes", "pipeline.communication.down_bytes"])
 def test_flower_table_refuses_a_negative_byte_count(tmp_path, key):
     """Every byte field of a result is a count >= 0 (NaN was refused, -1 was not)."""
-    from esnfed_stages.flower import load_docs
+    from esnfed_stages.report.flower_table import load_docs
 
     doc = _doc("incfed", False, [("stats", "plain", 1, 1000.0, 200.0)])
     doc.update({"lambda": 0.1, "flower": {**doc["flower"], "test_accuracy": 0.5, "readout_relative_difference": 0.0},
@@ -236,7 +237,7 @@ def test_a_study_dataset_of_your_own_gets_the_section_in_its_communication_table
     communication-mine.md (before: the section went to communication.md alone, and a pipeline of
     your own data alone, which has no communication.md, had none); the CSV holds both; the index
     links the section in each table."""
-    from esnfed_stages import report_index
+    from esnfed_stages.report import report_index
 
     mine = flower_dir / "mine"
     mine.mkdir()
@@ -250,7 +251,7 @@ def test_a_study_dataset_of_your_own_gets_the_section_in_its_communication_table
     papers, own = rep.tables["communication.md"].decode(), rep.tables["communication-mine.md"].decode()
     assert "## SecAgg+ overhead" in own and "| mine | incfed | 100% |" in own and "| 1.50 |" in own
     assert "| mine |" not in papers and "| WESAD | incfed | 100% |" in papers
-    rows = list(csv.DictReader(io.StringIO(rep.tables[secagg_report.CSV_NAME].decode())))
+    rows = list(csv.DictReader(io.StringIO(rep.tables[SECAGG_CSV].decode())))
     assert {r["dataset"] for r in rows} == {"wesad", "mine"}
     index = report_index.render(rep.tables, {}, {}, {}, "d", "v")
     assert "[communication-mine.md, section \"SecAgg+ overhead\"](tables/communication-mine.md#" in index
@@ -289,12 +290,12 @@ def test_once_the_stage_ran_a_missing_result_is_an_error_naming_it_and_the_comma
 
 
 def test_runs_at_two_client_fractions_pair_with_their_own_plain_run_and_count_as_the_stage_result(tmp_path):
-    """A sampled result is named with its fraction (esnfed_stages.flower.out_name: -f<f>): the
+    """A sampled result is named with its fraction (esnfed_stages.studies.flower.out_name: -f<f>): the
     stage under federated.client_fraction < 1 writes wesad-fedip-f0.5-100.json where f = 1 wrote
     wesad-fedip-100.json, and the report counts it as the stage's FedIP result (a DP run's name,
     -eps<ε>, does not); a folder holding both fractions pairs each SecAgg+ run with the plain run
     of its own fraction."""
-    from esnfed_stages.flower import out_name
+    from esnfed_stages.layout import out_name
 
     folder = tmp_path / "flower" / "wesad"
     folder.mkdir(parents=True)

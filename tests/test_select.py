@@ -13,10 +13,11 @@ import pytest
 
 from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.method import Method
-from esnfed_stages import runner as runner_mod
-from esnfed_stages import select as select_stage
-from esnfed_stages.experiment_params import RunnerConfig, experiment_params
-from esnfed_stages.fingerprint import TRIAL_MODULES, trial_modules
+from esnfed_stages.experiment import runner as runner_mod
+from esnfed_stages.experiment.best import best_of, trial_seed
+from esnfed_stages.experiment import select as select_stage
+from esnfed_stages.params.experiment import RunnerConfig, experiment_params
+from esnfed_stages.experiment.fingerprint import TRIAL_MODULES, trial_modules
 from esnfed_core.vocabulary import PCTS
 from esnfed_stages.layout import best_path, select_dir
 from experiment_data import VALIDATION, make_dataset, small_params
@@ -101,7 +102,7 @@ def test_failed_trial_is_recorded_and_the_others_finish(root, monkeypatch):
     params = small_params()
     params["budgets"]["default"]["trials"] = 3
     real_fit = runner_mod.fit
-    bad_seed = select_stage.trial_seed(experiment_params(params), "wesad", "25", 1)
+    bad_seed = trial_seed(experiment_params(params), "wesad", "25", 1)
 
     def flaky(method, config, seed, *a, **kw):
         if seed == bad_seed:
@@ -123,7 +124,7 @@ def test_failed_trial_is_recorded_and_the_others_finish(root, monkeypatch):
 
 def test_best_ties_go_to_the_lowest_index():
     recs = [{"index": i, "scores": {"score": s}} for i, s in ((2, 0.5), (0, 0.4), (1, 0.5))]
-    assert select_stage.best_of(recs)["index"] == 1
+    assert best_of(recs)["index"] == 1
 
 
 def test_loky_and_sequential_give_identical_results(root, tmp_path_factory):

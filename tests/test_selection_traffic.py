@@ -1,5 +1,5 @@
 """The communication table's model-selection total from runs/select's trial records
-(esnfed_stages/selection_traffic.py, esnfed_core.tables.selection_columns): every trial counted at its
+(esnfed_stages/report/selection_traffic.py, esnfed_core.tables.selection_columns): every trial counted at its
 own N, IP rounds and λ values, so the total is the sum of the trials' ledgers, computed here by hand
 from the message shapes, and not trials × the selected config's; the rest of the communication
 table is unchanged by it; a damaged trial record is one error naming its file."""
@@ -18,12 +18,13 @@ from esnfed_core.errors import DataError
 from esnfed_core.method import Method
 from esnfed_core.tables import Communication, communication_rows, required_inputs
 from esnfed_core.vocabulary import PCTS
-from esnfed_stages import select as select_stage
-from esnfed_stages import selection_traffic
-from esnfed_stages.experiment_params import experiment_params
-from esnfed_stages.report import communication_items, report_params, validation_sizes
-from esnfed_stages.tables import communication_csv
-from esnfed_stages.ttest import load_inputs
+from esnfed_stages.experiment import select as select_stage
+from esnfed_stages.report import selection_traffic
+from esnfed_stages.params.experiment import experiment_params
+from esnfed_stages.report.report_inputs import communication_items, validation_sizes
+from esnfed_stages.report.report_params import report_params
+from esnfed_stages.report.tables import communication_csv
+from esnfed_stages.report.ttest import load_inputs
 from experiment_data import VALIDATION, make_dataset, small_params
 from test_report import PARAMS, write_assess
 

@@ -25,8 +25,8 @@ from esnfed_core.reservoir import (
 )
 from esnfed_core.search import parse_space, sample_config
 from esnfed_core.trial import make_reservoir
-from esnfed_stages.models import check_best_config
-from esnfed_stages.params_schema import validate
+from esnfed_stages.experiment.models import check_best_config
+from esnfed_stages.params.schema import validate
 
 REPO_PARAMS = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
 # ρ of the float32 Ŵ against the float64 target: each entry is rounded to float32 (relative error
@@ -285,8 +285,8 @@ def test_select_searches_connectivity_and_continual_methods_keep_the_selected_on
     """A space naming connectivity: every trial's config holds the drawn values (and its reservoir
     the matching nonzero counts), and CLIP's candidates reuse IP's selected connectivity as they
     reuse its other hyperparameters; the space without the keys plans the configs it always did."""
-    from esnfed_stages import select as select_stage
-    from esnfed_stages.experiment_params import experiment_params
+    from esnfed_stages.experiment import select as select_stage
+    from esnfed_stages.params.experiment import experiment_params
     from esnfed_stages.layout import best_path, select_dir
     from experiment_data import make_dataset, small_params
 
@@ -317,7 +317,7 @@ def test_select_searches_connectivity_and_continual_methods_keep_the_selected_on
 
 
 def test_the_selected_table_shows_connectivity_only_when_a_config_has_it():
-    from esnfed_stages.selected_report import CSV_COLUMNS, Selected, render
+    from esnfed_stages.report.selected_report import CSV_COLUMNS, Selected, render
 
     base = {"units": 100, "spectral_radius": 0.99, "leak": 1.0, "input_scaling": 1.0, "lambda": 1e-3}
     dense = [Selected("wesad", "fedavg", "25", {"config": base, "score": 0.8, "trial": 0, "n_trials": 2}, None)]
@@ -342,7 +342,7 @@ def test_the_flower_run_config_carries_the_connectivity_only_when_sparse():
     """The flower stage's run config: what the apps' clients rebuild the reservoir from
     (tests_flower/test_flower_apps.py runs a sparse IncFed app against the pipeline)."""
     from esnfed_core.settings import Settings
-    from esnfed_stages.flower import run_config
+    from esnfed_stages.studies.flower import run_config
     from experiment_data import trial_data
 
     data, _ = trial_data()
@@ -359,12 +359,12 @@ def test_retrain_and_assess_keep_the_selected_sparse_reservoir(tmp_path):
     the selected connectivity's nonzero counts (new seeds, same shares), and the assess file records
     the config with it."""
     from esnfed_core.vocabulary import PCTS
-    from esnfed_stages import assess as assess_stage
-    from esnfed_stages import retrain as retrain_stage
-    from esnfed_stages import select as select_stage
-    from esnfed_stages.experiment_params import experiment_params
+    from esnfed_stages.experiment import assess as assess_stage
+    from esnfed_stages.experiment import retrain as retrain_stage
+    from esnfed_stages.experiment import select as select_stage
+    from esnfed_stages.params.experiment import experiment_params
     from esnfed_stages.layout import best_path
-    from esnfed_stages.models import load_model
+    from esnfed_stages.experiment.models import load_model
     from experiment_data import make_dataset, small_params
 
     make_dataset(tmp_path)

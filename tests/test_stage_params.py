@@ -16,11 +16,11 @@ from esnfed_core.ip_rule import IPConfig, IPSettings
 from esnfed_core.method import Method
 from esnfed_core.settings import Settings
 from esnfed_core.validation import ParameterError
-from esnfed_stages.experiment_params import ExperimentParams, experiment_params
-from esnfed_stages.params_schema import validate
-from esnfed_stages.privacy import PrivacyParams, privacy_params
-from esnfed_stages.report import ReportParams, report_params
-from esnfed_stages.ttest import TTestParams, ttest_params
+from esnfed_stages.params.experiment import ExperimentParams, experiment_params
+from esnfed_stages.params.schema import validate
+from esnfed_stages.params.privacy import PrivacyParams, privacy_params
+from esnfed_stages.report.report_params import ReportParams, report_params
+from esnfed_stages.report.ttest import TTestParams, ttest_params
 
 
 def test_ttest_params_command_line_wins_and_is_frozen():
@@ -137,10 +137,10 @@ def test_the_cli_reads_params_once_and_passes_the_parsed_objects(monkeypatch, tm
     from typer.testing import CliRunner
 
     from esnfed_cli.main import app
-    from esnfed_stages import assess as assess_stage
-    from esnfed_stages import params as params_module
-    from esnfed_stages import privacy as privacy_stage
-    from esnfed_stages.params import load_params
+    from esnfed_stages.experiment import assess as assess_stage
+    from esnfed_stages.params import load as params_module
+    from esnfed_stages.studies import privacy as privacy_stage
+    from esnfed_stages.params.load import load_params
 
     reads, seen = [], {}
 

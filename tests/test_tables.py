@@ -15,7 +15,7 @@ from esnfed_core.tables import (
     mean_std_percent, metrics, parse_published, required_inputs, split_rounds, table_spec,
 )
 from esnfed_core.vocabulary import PCTS
-from esnfed_stages.tables import (
+from esnfed_stages.report.tables import (
     CSV_COLUMNS, cells_csv, communication_csv, format_value, not_applicable_note, render_communication_markdown,
     render_markdown,
 )
@@ -238,7 +238,7 @@ def test_metrics_are_test_means_and_stable():
 # its own, as the papers' tables are
 
 def _generic_cells(spec, scores):
-    from esnfed_stages.ttest import comparisons
+    from esnfed_stages.report.ttest import comparisons
 
     comps = comparisons([spec], scores, "welch", 0.05)
     return {(c.pct, c.method): c for c in build_cells(spec, scores, comps, {})}

@@ -14,7 +14,7 @@ from esnfed_core.scoring import accuracy, pooled_counts, random_accuracy
 from esnfed_core.reservoir import ReservoirConfig, build_reservoir
 from esnfed_core.settings import Settings
 from esnfed_core.trial import TrialData, fit, make_reservoir, sub_seeds
-from esnfed_stages.runner import fit_trial
+from esnfed_stages.experiment.runner import fit_trial
 from experiment_data import trial_data
 from float32_bounds import readout_rtol
 
@@ -196,7 +196,7 @@ def test_continual_models_rescore_to_their_training_time_scores(data, method):
 def test_a_joint_model_records_whether_a_cap_ended_its_contexts(data, tmp_path):
     """continual.joint.max_rounds (optional; PROTOCOL §5 has no cap): where it, not early stopping,
     ends a context, the model says so (trial scores and the saved .json); without a cap it never does."""
-    from esnfed_stages.models import load_model, save_model
+    from esnfed_stages.experiment.models import load_model, save_model
 
     joint_cfg = {k: v for k, v in CONT_CFG.items() if k in Method.parse("clip-joint").config_keys}
     capped = fit("clip-joint", joint_cfg, 17, data, Settings(ip=SETTINGS.ip, continual={"joint_max_rounds": 1}))

@@ -16,9 +16,10 @@ from esnfed_core.validation import ParameterError
 from esnfed_core.validation_traffic import (
     CountsMessage, ValidationPlan, analytic_validation, validation_formulas, validation_ledger,
 )
-from esnfed_stages.report import ValidationSizes, communication_items, report_params, validation_users
-from esnfed_stages.tables import communication_csv, render_communication_markdown
-from esnfed_stages.ttest import load_inputs
+from esnfed_stages.report.report_inputs import ValidationSizes, communication_items, validation_users
+from esnfed_stages.report.report_params import report_params
+from esnfed_stages.report.tables import communication_csv, render_communication_markdown
+from esnfed_stages.report.ttest import load_inputs
 from test_report import IP_ROUNDS, PARAMS, write_assess
 
 N, C, K = 10, 4, 3  # units, classes, training clients

@@ -30,6 +30,6 @@ def test_devices_match_the_accelerator_check():
 
 def test_n_classes_from_the_dataset_modules():
     from esnfed_core.data import hhar, wesad
-    from esnfed_stages._datasets import n_classes
+    from esnfed_stages.data._datasets import n_classes
 
     assert (n_classes("wesad"), n_classes("hhar")) == (len(wesad.CLASSES), len(hhar.CLASSES)) == (4, 6)

@@ -80,7 +80,7 @@ def _clients(data, users, bias: bool = False):
 
 
 def _bias(bias: bool) -> dict:
-    """The run config's readout-bias key: present only with the bias (as esnfed_stages.flower's)."""
+    """The run config's readout-bias key: present only with the bias (as esnfed_stages.studies.flower's)."""
     return {"readout-bias": True} if bias else {}
 
 
@@ -94,7 +94,7 @@ def _plain_fedip(data, users, bias: bool = False, fraction: float = 1.0, ledger:
 
 
 def _fraction(fraction: float) -> dict:
-    """The run config's client-fraction key: present only below 1 (as esnfed_stages.flower's)."""
+    """The run config's client-fraction key: present only below 1 (as esnfed_stages.studies.flower's)."""
     return {} if fraction == 1.0 else {"client-fraction": fraction}
 
 

@@ -33,7 +33,7 @@ FEDIP_CFG = {**CFG, "sigma": 0.3, "rounds": 2, "local_epochs": 2}
 
 
 def _dp(eps: float, noise: str, **spec) -> dict:
-    """The run config's dp-* keys (as esnfed_stages.flower.dp_run_config writes them)."""
+    """The run config's dp-* keys (as esnfed_stages.studies.flower.dp_run_config writes them)."""
     s = DPSpec(eps, 1e-3, "user", spec.get("clip", 0.05), spec.get("ip_clip", 0.03))
     fedavg_clip = {"dp-fedavg-clip": spec["fedavg_clip"]} if "fedavg_clip" in spec else {}  # DP-FedAvg's only
     return {"dp-epsilon": s.epsilon, "dp-delta": s.delta, "dp-clip": s.clip, "dp-ip-clip": s.ip_clip,

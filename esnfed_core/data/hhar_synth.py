@@ -18,7 +18,7 @@ Every random draw comes from a numpy Generator seeded by (seed, user, device, se
 seed gives the same bytes, whatever the order of generation.
 
 scipy.signal is imported where it is used: it takes ~0.4 s, and every stage's params check imports
-this module for its signature (esnfed_stages.params_schema), so a top-level import would slow every
+this module for its signature (esnfed_stages.params.schema), so a top-level import would slow every
 `esnfed` command down.
 """
 

@@ -1,6 +1,6 @@
 """From one user's rows of a table (time, label code, context code, features) to contract windows:
 resampling to a target rate, windowing, per-user z-score. Pure array code, no I/O: the stage
-esnfed_stages/import_data.py reads the files and calls :func:`user_windows`.
+esnfed_stages/data/import_data.py reads the files and calls :func:`user_windows`.
 
 Semantics (docs/data-contract.md, "Importing your own data"):
 

@@ -7,7 +7,7 @@ changes between conditions) is one draw per seed, so that a model trained on mor
 generalises better to new ones, as in the published tables.
 
 scipy.signal is imported where it is used: it takes ~0.4 s, and every stage's params check imports
-this module for its signature (esnfed_stages.params_schema), so a top-level import would slow every
+this module for its signature (esnfed_stages.params.schema), so a top-level import would slow every
 `esnfed` command down."""
 
 from __future__ import annotations
