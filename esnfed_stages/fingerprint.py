@@ -28,6 +28,7 @@ TRIAL_MODULES = (
     "esnfed_core.deep",  # deep reservoirs: deep methods only
     "esnfed_core.heterogeneity", "esnfed_core.heterogeneous",
     "esnfed_core.method", "esnfed_core.settings",  # split out of esnfed_core.trial
+    "esnfed_core.methods",  # the method registry: what each algorithm does and how it is fitted
     "esnfed_core.sampling",  # federated.client_fraction: the clients of each FedIP/FedCLIP round
 )
 # What an accelerated trial (runner.device torch-cpu | cuda) runs besides (they import torch).
