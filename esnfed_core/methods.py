@@ -43,6 +43,9 @@ class Family:
     deep: bool = False  # a deep reservoir: its config has ``layers`` (esnfed_core.deep)
     train_scored: bool = False  # assess also scores it on its training users (cheap, no IP)
     torch_kernels: bool = False  # the batched torch kernels (esnfed_core.accel) implement it
+    # Modules its trial runs besides the shared trial code (esnfed_stages.fingerprint.TRIAL_MODULES):
+    # their source enters the keys of its trials and models, so editing them recomputes its results.
+    modules: tuple[str, ...] = ()
 
     continual = False  # trains over the stream of contexts (strategy naive | replay | joint)
     heterogeneous = False  # every client its own reservoir
