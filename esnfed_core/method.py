@@ -1,5 +1,6 @@
 """Method ids: which methods exist (:data:`METHODS`) and what an id says about its trial
 (:class:`Method`: algorithm, continual strategy, align strength, the hyperparameters it needs).
+What each algorithm does is its family object in the registry, :mod:`esnfed_core.methods`.
 
 Method ids and what they train:
 
@@ -32,6 +33,11 @@ METHODS = ("random", "ridge", "incfed", "fedavg", "ip", "fedip") + CONTINUAL_MET
 RESERVOIR_KEYS = ("units", "spectral_radius", "leak", "input_scaling")
 # Optional reservoir hyperparameters: sparse W_in and Ŵ (percent nonzero; absent = dense, PROTOCOL §2).
 CONNECTIVITY_KEYS = tuple(CONNECTIVITY_BOUNDS)
+
+
+def _fact(name: str, doc: str) -> property:
+    """A property of :class:`Method` that reads the fact ``name`` of its family."""
+    return property(lambda self: getattr(self.family, name), doc=doc)
 
 
 @dataclass(frozen=True)
@@ -88,48 +94,20 @@ class Method:
             return f"--algo {self.algo} --alpha {self.alpha:g}"
         return f"--algo {self.algo}" + (f" --strategy {self.strategy}" if self.strategy else "")
 
-    @property
-    def heterogeneous(self) -> bool:
-        """Every client its own reservoir: local, ensemble, align-α."""
-        return self.family.heterogeneous
-
-    @property
-    def continual(self) -> bool:
-        return self.family.continual
-
-    @property
-    def deep(self) -> bool:
-        """A deep-reservoir method: its config has ``layers`` (esnfed_core.deep)."""
-        return self.family.deep
-
-    @property
-    def baseline(self) -> bool:
-        """The random baseline: no model, nothing to search, no λ."""
-        return self.family.baseline
-
-    @property
-    def selects_lambda(self) -> bool:
-        """Whether a trial chooses the ridge λ on the validation users (stationary ESN methods)."""
-        return self.family.selects_lambda
+    heterogeneous = _fact("heterogeneous", "Every client its own reservoir: local, ensemble, align-α.")
+    continual = _fact("continual", "Trained over the stream of contexts with a strategy: CLIP, FedCLIP.")
+    deep = _fact("deep", "A deep-reservoir method: its config has ``layers`` (esnfed_core.deep).")
+    baseline = _fact("baseline", "The random baseline: no model, nothing to search, no λ.")
+    selects_lambda = _fact("selects_lambda", "Whether a trial chooses the ridge λ on the validation users.")
+    federated = _fact("federated", "Whether clients train and a server aggregates.")
+    uses_ip = _fact("uses_ip", "Whether it trains the reservoir with intrinsic plasticity.")
+    base = _fact("base", "The stationary method whose selected config this method builds on: a continual "
+                 "method reuses its best config (PROTOCOL §6); a deep method its selected ``units`` (docs/deep.md).")
 
     @property
     def kernel(self) -> str:
         """The algorithm that trains it: a deep method trains as its shallow counterpart."""
         return self.algo.removeprefix("deep-")
-
-    @property
-    def federated(self) -> bool:
-        return self.family.federated
-
-    @property
-    def uses_ip(self) -> bool:
-        return self.family.uses_ip
-
-    @property
-    def base(self) -> str | None:
-        """The stationary method whose selected config this method builds on: a continual method
-        reuses its best config (PROTOCOL §6); a deep method its selected ``units`` (docs/deep.md)."""
-        return self.family.base
 
     @property
     def config_keys(self) -> tuple[str, ...]:
