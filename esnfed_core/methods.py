@@ -18,19 +18,15 @@ docs/adding-a-method.md.
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import Any, Mapping
 
 from esnfed_core.errors import ConfigError
 from esnfed_core.quote import quote
 
-if TYPE_CHECKING:  # the trial modules import esnfed_core.method, which imports this module
-    from esnfed_core.method import Method
-    from esnfed_core.settings import Settings
-    from esnfed_core.trial import FittedModel, TrialData
-
 __all__ = ["Family", "Baseline", "SharedReservoir", "Continual", "Heterogeneous", "REGISTRY", "family_of",
-           "register"]
+           "register", "resolve"]
 
 
 @dataclass(frozen=True)
@@ -46,6 +42,9 @@ class Family:
     # Modules its trial runs besides the shared trial code (esnfed_stages.fingerprint.TRIAL_MODULES):
     # their source enters the keys of its trials and models, so editing them recomputes its results.
     modules: tuple[str, ...] = ()
+    # Its numpy trial function as "module:function" (resolved when a trial runs: the trial modules
+    # import esnfed_core.method, which imports this registry, so the registry names them, not imports).
+    trainer: str = "esnfed_core.trial:fit"
 
     continual = False  # trains over the stream of contexts (strategy naive | replay | joint)
     heterogeneous = False  # every client its own reservoir
@@ -69,18 +68,14 @@ class Family:
         """Whether its trials run in the stage's process (worker start-up would cost more than the work)."""
         return self.baseline
 
-    def fit(self, m: "Method", config: Mapping[str, Any], seed: int, data: "TrialData", settings: "Settings",
-            *, score: bool = True) -> "FittedModel":
-        """One trial of ``m`` on the kernels ``settings`` choose: the numpy path
-        (:func:`esnfed_core.trial.fit`) or, on torch-cpu | cuda, a batch of one on the torch kernels
-        (:func:`esnfed_core.accel.trials.fit_batch`)."""
-        if settings.accelerated(m):
-            from esnfed_core.accel.trials import fit_batch  # noqa: PLC0415 (imports torch)
-
-            return fit_batch(m, [config], [int(seed)], data, settings, score=score)[0]
-        from esnfed_core.trial import fit  # noqa: PLC0415 (esnfed_core.trial imports this module)
-
-        return fit(m, config, seed, data, settings, score=score)
+    def fit(self, m: Any, config: Mapping[str, Any], seed: int, data: Any, settings: Any,
+            *, score: bool = True) -> Any:
+        """One trial (a FittedModel) of ``m`` (a Method) on ``data`` (a TrialData) with ``settings``,
+        on the kernels ``settings`` choose: its :attr:`trainer` (the numpy path) or, on torch-cpu |
+        cuda, a batch of one on the torch kernels (:data:`ACCEL_TRAINER`)."""
+        if settings.accelerated(m):  # a batch of one (the module imports torch)
+            return resolve(ACCEL_TRAINER)(m, [config], [int(seed)], data, settings, score=score)[0]
+        return resolve(self.trainer)(m, config, seed, data, settings, score=score)
 
 
 @dataclass(frozen=True)
@@ -120,15 +115,21 @@ class Heterogeneous(Family):
     federated: bool = True
     aligned: bool = False
     ensemble: bool = False
+    trainer: str = "esnfed_core.heterogeneous:fit"
 
     @property
     def takes_alpha(self) -> bool:  # type: ignore[override]
         return self.aligned
 
-    def fit(self, m, config, seed, data, settings, *, score=True):
-        from esnfed_core.heterogeneous import fit  # noqa: PLC0415 (it imports this module)
 
-        return fit(m, config, seed, data, settings, score=score)
+# The batched torch trials of every family with torch_kernels (runner.device torch-cpu | cuda).
+ACCEL_TRAINER = "esnfed_core.accel.trials:fit_batch"
+
+
+def resolve(trainer: str):
+    """The function a "module:function" name names."""
+    module, _, name = trainer.partition(":")
+    return getattr(importlib.import_module(module), name)
 
 
 REGISTRY: dict[str, Family] = {}

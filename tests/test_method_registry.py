@@ -106,13 +106,10 @@ class NearestCentroid(Family):
     def selects_lambda(self) -> bool:
         return False
 
-    def fit(self, m, config, seed, data, settings, *, score=True):
-        return fit_centroid(m, config, seed, data, settings, score=score)
-
 
 @pytest.fixture
 def centroid(monkeypatch):
-    monkeypatch.setitem(REGISTRY, "centroid", NearestCentroid("centroid", modules=(__name__,)))
+    monkeypatch.setitem(REGISTRY, "centroid", NearestCentroid("centroid", trainer=f"{__name__}:fit_centroid", modules=(__name__,)))
     return Method("centroid")
 
 
