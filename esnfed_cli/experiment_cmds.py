@@ -69,7 +69,9 @@ def _method(algo: Algo, strategies: Optional[list[Strategy]]) -> list[Method]:
 def _methods(algos: list[Algo], strategy: Optional[list[Strategy]], alpha: Optional[float],
              params: dict) -> list[Method]:
     """The methods one command runs, in the order of the ``--algo`` options (repeats dropped)."""
-    if alpha is not None and Algo.align not in algos:
+    from esnfed_core.methods import family_of
+
+    if alpha is not None and not any(family_of(a.value).takes_alpha for a in algos):
         raise typer.BadParameter(f"{algos[0].value} takes no alignment strength (align only)", param_hint="--alpha")
     out: list[Method] = []
     for algo in dict.fromkeys(algos):
@@ -81,14 +83,15 @@ def _methods_of(algo: Algo, strategy: Optional[list[Strategy]], alpha: Optional[
     """``--algo align`` is one method per α (``--alpha``, or every α of heterogeneity.alphas); any
     other algorithm is one method and takes no --alpha."""
     from esnfed_core.method import Method
+    from esnfed_core.methods import family_of
     from esnfed_stages.params.hetero import hetero_params
 
-    if algo.value != "align":
+    if not family_of(algo.value).takes_alpha:
         return _method(algo, strategy)
     if strategy:
         raise typer.BadParameter("align takes no strategy", param_hint="--strategy")
     alphas = [alpha] if alpha is not None else list(hetero_params(params).alphas)
-    return [Method("align", alpha=float(a)) for a in alphas]
+    return [Method(algo.value, alpha=float(a)) for a in alphas]
 
 
 def _runs(params: dict, datasets: Optional[list[str]], algos: list[Algo], strategy: Optional[list[Strategy]],

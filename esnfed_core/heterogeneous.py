@@ -110,7 +110,7 @@ def fit_heterogeneous(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialD
     clients = clients_of(data, settings)
     validation = list(data.validation.values())
     ledger = CommLedger()
-    if m.algo == "align":
+    if m.family.aligned:
         target = ClientReservoir(dict(cfg), _target(cfg, data, seeds))
         reservoirs = aligned_reservoirs(draws, target, float(m.alpha))
         readouts = incfed(reservoirs, clients, lambdas, ledger=ledger, solver=settings.solver).readouts
@@ -125,11 +125,11 @@ def fit_heterogeneous(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialD
     counts = None
     if score:
         counts = (ensemble_counts(reservoirs, per_client, validation, settings.batch_size, het.combine)
-                  if m.algo == "ensemble" else
+                  if m.family.ensemble else
                   pooled_over_clients(client_counts(reservoirs, per_client, validation, settings.batch_size)))
     best, val = select_lambda(counts, lambdas)
     chosen = tuple(np.asarray(w[best], np.float64) for w in per_client)
-    if m.algo == "ensemble":  # each client uploads its whole model once; nothing comes down
+    if m.family.ensemble:  # each client uploads its whole model once; nothing comes down
         for c, r, w in zip(clients, reservoirs, chosen):
             ledger.record("ensemble", 0, c.name, "up",
                           ModelMessage(r.w_in, r.w, r.gain, r.bias, r.leak, w, num_examples=c.num_examples))
@@ -157,7 +157,7 @@ def assess_scores(model: FittedModel, users: Sequence[UserData], batch_size: int
     readouts = model.client_readouts if model.client_readouts is not None else [model.readout] * len(model.clients)
     per = client_counts(model.clients, readouts, users, batch_size)
     accs = [float(c.accuracy[0]) for c in per]
-    if model.method == "ensemble":
+    if Method.parse(model.method).family.ensemble:
         value = float(ensemble_counts(model.clients, readouts, users, batch_size, combine).accuracy[0])
     else:
         value = float(pooled_over_clients(per).accuracy[0])

@@ -1,5 +1,6 @@
 """Method ids: which methods exist (:data:`METHODS`) and what an id says about its trial
 (:class:`Method`: algorithm, continual strategy, align strength, the hyperparameters it needs).
+What each algorithm does is its family object in the registry, :mod:`esnfed_core.methods`.
 
 Method ids and what they train:
 
@@ -21,37 +22,41 @@ from dataclasses import dataclass
 from esnfed_core.errors import ConfigError
 from esnfed_core.quote import quote
 from esnfed_core.reservoir import CONNECTIVITY_BOUNDS
-from esnfed_core.vocabulary import ALGOS, STRATEGIES
+from esnfed_core.methods import REGISTRY, Family, family_of
+from esnfed_core.vocabulary import STRATEGIES
 
 # The continual methods: CLIP and FedCLIP, each with every strategy.
 CONTINUAL_METHODS = tuple(f"{a}-{s}" for a in ("clip", "fedclip") for s in STRATEGIES)
 METHODS = ("random", "ridge", "incfed", "fedavg", "ip", "fedip") + CONTINUAL_METHODS + (
     "deep-incfed", "deep-fedip") + ("local", "ensemble", "align-0.5")
 # align-<α> for any α in [0, 1]: 0.5 stands for them.
-# Heterogeneous methods: every client its own reservoir (esnfed_core.heterogeneous).
-HETERO_ALGOS = ("local", "ensemble", "align")
 RESERVOIR_KEYS = ("units", "spectral_radius", "leak", "input_scaling")
 # Optional reservoir hyperparameters: sparse W_in and Ŵ (percent nonzero; absent = dense, PROTOCOL §2).
 CONNECTIVITY_KEYS = tuple(CONNECTIVITY_BOUNDS)
 
 
+def _fact(name: str, doc: str) -> property:
+    """A property of :class:`Method` that reads the fact ``name`` of its family."""
+    return property(lambda self: getattr(self.family, name), doc=doc)
+
+
 @dataclass(frozen=True)
 class Method:
-    """A method id split into its algorithm and (continual methods) strategy."""
+    """A method id split into its algorithm and (continual methods) strategy. What the algorithm
+    does is its :attr:`family`'s (esnfed_core.methods); the properties below read it."""
 
     algo: str
     strategy: str | None = None
     alpha: float | None = None  # align only: the alignment strength α in [0, 1]
 
     def __post_init__(self) -> None:
-        if self.algo == "align":
+        family = family_of(self.algo)
+        if family.takes_alpha:
             if isinstance(self.alpha, bool) or not isinstance(self.alpha, (int, float)) \
                     or not 0.0 <= self.alpha <= 1.0:
-                raise ConfigError(f"alpha: align needs an alignment strength in [0, 1], got {quote(self.alpha)}")
+                raise ConfigError(f"alpha: {self.algo} needs an alignment strength in [0, 1], got {quote(self.alpha)}")
         elif self.alpha is not None:
             raise ConfigError(f"alpha: {self.algo} takes no alignment strength")
-        if self.algo not in ALGOS:
-            raise ConfigError(f"algo: unknown algorithm {quote(self.algo)} (expected one of {', '.join(ALGOS)})")
         if self.continual and self.strategy not in STRATEGIES:
             raise ConfigError(
                 f"strategy: {self.algo} needs --strategy {'|'.join(STRATEGIES)}, got {quote(self.strategy)}"
@@ -61,42 +66,43 @@ class Method:
 
     @classmethod
     def parse(cls, method_id: str) -> "Method":
-        if method_id in ALGOS:  # an algorithm whose name has a hyphen (deep-incfed)
+        if method_id in REGISTRY:  # an algorithm whose name has a hyphen (deep-incfed)
             return cls(method_id)
         algo, _, strategy = method_id.partition("-")
-        if algo == "align":  # align-<α>, e.g. align-0.25
+        if algo in REGISTRY and REGISTRY[algo].takes_alpha:  # align-<α>, e.g. align-0.25
             try:
                 return cls(algo, alpha=float(strategy))
             except ValueError:
-                raise ConfigError(f"method {quote(method_id)}: expected align-<alpha>, e.g. align-0.5") from None
+                raise ConfigError(f"method {quote(method_id)}: expected {algo}-<alpha>, e.g. {algo}-0.5") from None
         return cls(algo, strategy or None)
 
     @property
+    def family(self) -> Family:
+        """What the algorithm does (esnfed_core.methods.REGISTRY)."""
+        return family_of(self.algo)
+
+    @property
     def id(self) -> str:
-        if self.algo == "align":
-            return f"align-{self.alpha:g}"
+        if self.family.takes_alpha:
+            return f"{self.algo}-{self.alpha:g}"
         return f"{self.algo}-{self.strategy}" if self.strategy else self.algo
 
     @property
     def cli_options(self) -> str:
         """The options of an experiment command (``esnfed select ...``) that name this method."""
-        if self.algo == "align":
-            return f"--algo align --alpha {self.alpha:g}"
+        if self.family.takes_alpha:
+            return f"--algo {self.algo} --alpha {self.alpha:g}"
         return f"--algo {self.algo}" + (f" --strategy {self.strategy}" if self.strategy else "")
 
-    @property
-    def heterogeneous(self) -> bool:
-        """Every client its own reservoir: local, ensemble, align-α."""
-        return self.algo in HETERO_ALGOS
-
-    @property
-    def continual(self) -> bool:
-        return self.algo in ("clip", "fedclip")
-
-    @property
-    def deep(self) -> bool:
-        """A deep-reservoir method: its config has ``layers`` (esnfed_core.deep)."""
-        return self.algo.startswith("deep-")
+    heterogeneous = _fact("heterogeneous", "Every client its own reservoir: local, ensemble, align-α.")
+    continual = _fact("continual", "Trained over the stream of contexts with a strategy: CLIP, FedCLIP.")
+    deep = _fact("deep", "A deep-reservoir method: its config has ``layers`` (esnfed_core.deep).")
+    baseline = _fact("baseline", "The random baseline: no model, nothing to search, no λ.")
+    selects_lambda = _fact("selects_lambda", "Whether a trial chooses the ridge λ on the validation users.")
+    federated = _fact("federated", "Whether clients train and a server aggregates.")
+    uses_ip = _fact("uses_ip", "Whether it trains the reservoir with intrinsic plasticity.")
+    base = _fact("base", "The stationary method whose selected config this method builds on: a continual "
+                 "method reuses its best config (PROTOCOL §6); a deep method its selected ``units`` (docs/deep.md).")
 
     @property
     def kernel(self) -> str:
@@ -104,25 +110,9 @@ class Method:
         return self.algo.removeprefix("deep-")
 
     @property
-    def federated(self) -> bool:
-        return self.kernel in ("incfed", "fedavg", "fedip", "fedclip") + HETERO_ALGOS
-
-    @property
-    def uses_ip(self) -> bool:
-        return self.kernel in ("ip", "fedip", "clip", "fedclip")
-
-    @property
-    def base(self) -> str | None:
-        """The stationary method whose selected config this method builds on: a continual method
-        reuses its best config (PROTOCOL §6); a deep method its selected ``units`` (docs/deep.md)."""
-        if self.deep:
-            return self.kernel
-        return {"clip": "ip", "fedclip": "fedip"}.get(self.algo)
-
-    @property
     def config_keys(self) -> tuple[str, ...]:
         """Hyperparameters a trial of this method needs (``lambda`` is chosen inside the trial)."""
-        if self.algo == "random":
+        if self.baseline:
             return ()
         keys = RESERVOIR_KEYS
         if self.uses_ip:
@@ -131,7 +121,7 @@ class Method:
                 keys += ("rounds",)
             elif self.strategy != "joint":  # joint trains each context until early stopping
                 keys += ("budget",)
-            if self.kernel in ("fedip", "fedclip"):
+            if self.family.fedip_rounds:
                 keys += ("local_epochs",)
         if self.deep:
             keys += ("layers",)
@@ -141,4 +131,4 @@ class Method:
     def optional_keys(self) -> tuple[str, ...]:
         """Hyperparameters a config of this method may hold besides :attr:`config_keys`: the
         connectivity of a sparse reservoir (every method with a reservoir; absent = dense)."""
-        return () if self.algo == "random" else CONNECTIVITY_KEYS
+        return () if self.baseline else CONNECTIVITY_KEYS

@@ -50,9 +50,9 @@ def releases(method: Method, config: Mapping[str, Any], n_contexts: int = 1) -> 
     """Gaussian mechanisms one trial runs: FedIP's rounds and the IncFed release; DP-FedAvg's one
     readout release; DP-FedCLIP's ``budget`` IP rounds and one readout at each of ``n_contexts``
     contexts (a user with data in several contexts is in several releases: all are composed)."""
-    if method.algo == "fedclip":
+    if method.continual:
         return int(n_contexts) * (int(config["budget"]) + 1)
-    return 1 + (int(config["rounds"]) if method.algo == "fedip" else 0)
+    return 1 + (int(config["rounds"]) if method.uses_ip else 0)
 
 
 def sampled_denominator(method: Method, data: TrialData, settings: Settings) -> int | None:
@@ -81,9 +81,9 @@ def trial_spec(method: Method, config: Mapping[str, Any], data: TrialData, setti
     one IncFed release, (T·budget, m, K, T) for DP-FedCLIP's roster-sampled rounds and T readouts
     (T contexts), so its z is the amplified one (:func:`esnfed_core.privacy.sampled_noise_multiplier`);
     otherwise ``spec`` itself (f = 1: the unamplified path)."""
-    if spec.amplification == "none" or not spec.private or method.algo not in ("fedip", "fedclip"):
+    if spec.amplification == "none" or not spec.private or not method.family.fedip_rounds:
         return spec
-    if method.algo == "fedclip":
+    if method.continual:
         m = roster_denominator(method, data, settings)
         contexts = int(data.n_contexts)
         shape = (contexts * int(config["budget"]), m, len(data.train), contexts)
@@ -113,7 +113,7 @@ def fit_private(method: str | Method, config: Mapping[str, Any], seed: int, data
     ``ip_norms`` (FedIP): every client's round update ‖(Δg, Δb)‖₂ before clipping is appended
     (rounds in order, clients in order within a round; ε = ∞ too); the model is unchanged."""
     m = method if isinstance(method, Method) else Method.parse(method)
-    if m.algo == "fedclip" and settings.client_fraction != FULL and not settings.roster_for(m):
+    if m.continual and settings.client_fraction != FULL and not settings.roster_for(m):
         raise ConfigError(f"{SAMPLING_KEY}: DP-{m.id} needs {POOL_KEY}: {ROSTER_POOL} (the context pool samples among "
                           f"a context's participants, who depend on the users' data), or set {SAMPLING_KEY}: 1")
     if m.id in UNCOVERED:
@@ -121,10 +121,10 @@ def fit_private(method: str | Method, config: Mapping[str, Any], seed: int, data
                           "(DP-FedCLIP: fedclip-naive, fedclip-replay)")
     if m.id not in PRIVATE_ALGOS + EXTRA_ALGOS:
         raise ValueError(f"fit_private: {m.id} is not one of {', '.join(PRIVATE_ALGOS + EXTRA_ALGOS)}")
-    if m.algo == "fedavg":
-        return _fit_fedavg(m, config, seed, data, settings, spec, ip_norms)
-    if m.algo == "fedclip":
+    if m.continual:
         return _fit_fedclip(m, config, seed, data, settings, spec, ip_norms)
+    if m.family.aggregation == "fedavg":  # one readout release at the config's λ
+        return _fit_fedavg(m, config, seed, data, settings, spec, ip_norms)
     cfg = {k: v for k, v in config.items() if k != "lambda"}
     check_config(m, cfg)
     spec = trial_spec(m, cfg, data, settings, spec)
@@ -132,7 +132,7 @@ def fit_private(method: str | Method, config: Mapping[str, Any], seed: int, data
     noise = noise_rng(seed)
     n_releases = releases(m, cfg)
     res = make_reservoir(cfg, data.n_inputs, seeds["reservoir"])
-    if m.algo == "fedip":
+    if m.uses_ip:
         from esnfed_core.federated import fedip  # noqa: PLC0415
 
         fraction = settings.fraction_for(m)

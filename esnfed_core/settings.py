@@ -81,7 +81,7 @@ class Settings:
     def samples(self, method: "Method") -> bool:
         """Whether a trial of ``method`` samples its rounds' clients: the methods with FedIP rounds
         (FedIP, deep FedIP, FedCLIP) when ``client_fraction`` < 1."""
-        return self.client_fraction != FULL and method.kernel in ("fedip", "fedclip")
+        return self.client_fraction != FULL and method.family.fedip_rounds
 
     def fraction_for(self, method: "Method") -> float:
         """The client fraction a trial of ``method`` runs its rounds with (1 unless it samples)."""
@@ -91,24 +91,23 @@ class Settings:
         """Whether a trial of ``method`` draws its sampled IP rounds over the whole roster: FedCLIP
         (federated, sampling) with ``sampling_pool`` roster (FedIP's rounds have no contexts: they draw
         among the clients with windows, all of them under DP)."""
-        return self.sampling_pool == ROSTER_POOL and method.algo == "fedclip" and self.samples(method)
+        return self.sampling_pool == ROSTER_POOL and method.continual and self.samples(method)
 
     def accelerated(self, method: "Method") -> bool:
         """Whether trials of ``method`` run on the torch kernels with these settings."""
         # Deep reservoirs and heterogeneous methods run the numpy path on every device (the torch
         # kernels take one shallow reservoir shared by all clients).
-        return self.device != "cpu" and method.algo != "random" and not method.deep \
-            and not method.heterogeneous
+        return self.device != "cpu" and method.family.torch_kernels
 
     def retrain_scores(self, method: "Method") -> bool:
         """Whether a retrain of ``method`` scores on the validation users: stationary ESN methods
         choose λ again for each retrained reservoir when ``retrain_lambda`` is "select"."""
-        return self.retrain_lambda == "select" and not method.continual and method.algo != "random"
+        return self.retrain_lambda == "select" and method.selects_lambda
 
     def used_by(self, method: "Method", score: bool) -> dict[str, Any]:
         """The settings a trial of ``method`` reads (selection when ``score``, else retraining):
         a result depends on these and nothing else, so they identify it."""
-        if method.algo == "random":
+        if method.baseline:
             return {}
         # run_continual batches on its own: batch_size only reaches the stationary methods.
         out: dict[str, Any] = {} if method.continual else {"batch_size": self.batch_size}

@@ -181,24 +181,29 @@ def fit(
     :func:`esnfed_core.accel.trials.fit_batch`, which builds on this module.
     """
     m = method if isinstance(method, Method) else Method.parse(method)
-    check_config(m, config, need_lambda=not score and not m.continual and m.algo != "random")
+    check_config(m, config, need_lambda=not score and m.selects_lambda)
     seeds = sub_seeds(seed)
     cfg = dict(config)
-    if m.algo == "random":
-        val = None
-        if score:
-            acc = random_accuracy(list(data.validation.values()), data.n_classes, seeds["validation"])
-            val = {"score": acc, "accuracy": acc}
-        return FittedModel(m.id, int(seed), cfg, data.n_classes, seeds, validation=val)
-    if m.heterogeneous:  # the stages pick the family (esnfed_stages.experiment.runner.fit_trial)
+    if m.baseline:
+        return fit_random(m, cfg, int(seed), seeds, data, score)
+    if m.heterogeneous:  # the family picks the path (esnfed_core.methods.Family.fit)
         raise ConfigError(f"{m.id}: a heterogeneous method trains through esnfed_core.heterogeneous.fit "
                           "(one reservoir per client), not the shared-reservoir trial")
-    if settings.accelerated(m):  # the stages pick the path (esnfed_stages.experiment.runner.fit_trial)
+    if settings.accelerated(m):  # the family picks the path (esnfed_core.methods.Family.fit)
         raise ConfigError(f"runner.device: fit is the numpy path; {m.id} on {settings.device} runs "
                           "through esnfed_core.accel.trials.fit_batch")
     if m.continual:
         return fit_continual(m, cfg, int(seed), seeds, data, settings, score)
     return _fit_stationary(m, cfg, int(seed), seeds, data, settings, score)
+
+
+def fit_random(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialData, score: bool) -> FittedModel:
+    """The random baseline's trial: no model; with ``score``, its accuracy on the validation users."""
+    val = None
+    if score:
+        acc = random_accuracy(list(data.validation.values()), data.n_classes, seeds["validation"])
+        val = {"score": acc, "accuracy": acc}
+    return FittedModel(m.id, seed, cfg, data.n_classes, seeds, validation=val)
 
 
 def clients_of(data: TrialData, settings: Settings, cls: type[Client] = Client) -> list[Client]:
@@ -245,14 +250,13 @@ def _fit_stationary(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialDat
     res = make_reservoir(cfg, data.n_inputs, seeds["reservoir"])
     ledger = CommLedger() if m.federated else None
     users = list(data.train.values())
-    algo = m.kernel  # deep-incfed / deep-fedip train as incfed / fedip on the deep reservoir
-    if algo == "ip":
+    if m.uses_ip and not m.federated:  # IP epochs on the pooled windows
         from esnfed_core.plasticity import train_ip  # noqa: PLC0415
 
         pooled = concat([u.x for u in users])  # lazy when the users' windows are on disk
         res = train_ip(res, pooled, _ip_config(cfg, settings), epochs=int(cfg["rounds"]), seed=seeds["ip"])
         del pooled
-    elif algo == "fedip":
+    elif m.uses_ip:  # FedIP rounds (deep-fedip too, on the deep reservoir)
         res = fedip(res, [u.x for u in users], _ip_config(cfg, settings), rounds=int(cfg["rounds"]),
                         local_epochs=int(cfg["local_epochs"]), seed=seeds["ip"], ledger=ledger,
                         client_names=list(data.train), client_fraction=settings.fraction_for(m))
@@ -260,10 +264,11 @@ def _fit_stationary(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialDat
     lambdas = [float(cfg["lambda"])] if fixed else [float(x) for x in settings.lambdas]
 
     fed_ledgers: list[CommLedger] = []
-    if algo in ("ridge", "ip"):
+    aggregation = m.family.aggregation
+    if aggregation == "pooled":
         readouts = solve(_pooled_stats(res, users, data.n_classes, settings.batch_size,
                                        settings.readout_bias), lambdas, settings.solver)
-    elif algo in ("incfed", "fedip"):
+    elif aggregation == "incfed":
         readouts = incfed(res, clients_of(data, settings), lambdas, ledger=ledger,
                           solver=settings.solver).readouts
     else:  # fedavg: one FedAvg round per λ of the grid, each with its own message ledger
@@ -326,7 +331,7 @@ def continual_contexts(m: Method, data: TrialData) -> tuple[list, list, list]:
     esnfed_flower/fedclip_joint.py, so both compute the same products); the trial's score
     (the validation stream accuracy) is taken on the pooled contexts."""
     users = list(data.train.values())
-    federated = m.algo == "fedclip"
+    federated = m.federated
     train = [_contexts([u], data.n_contexts) for u in users] if federated else [_contexts(users, data.n_contexts)]
     validation = list(data.validation.values())
     return (train, [_contexts([u], data.n_contexts) for u in validation],
@@ -353,7 +358,7 @@ def fit_continual(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialData,
 
     cs = settings.continual
     res = make_reservoir(cfg, data.n_inputs, seeds["reservoir"])
-    federated = m.algo == "fedclip"
+    federated = m.federated
     train, validation, pooled = contexts if contexts is not None else continual_contexts(m, data)
     ledger = CommLedger() if federated else None
     strategy = make_strategy(

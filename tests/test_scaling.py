@@ -20,7 +20,7 @@ import yaml
 from typer.testing import CliRunner
 
 from esnfed_cli.main import app
-from esnfed_stages.experiment import runner as runner_mod
+from esnfed_core import trial as trial_mod
 from experiment_data import make_dataset, small_params, write_params
 
 pytestmark = pytest.mark.pipeline
@@ -219,13 +219,13 @@ def test_sigkill_mid_select_then_rerun_completes_without_repeating(tmp_path, mon
 
     # Rerun in this process (sequential) counting the trials actually executed.
     executed = []
-    real_fit = runner_mod.fit
+    real_fit = trial_mod.fit
 
     def counting_fit(method, config, seed, *a, **kw):
         executed.append(seed)
         return real_fit(method, config, seed, *a, **kw)
 
-    monkeypatch.setattr(runner_mod, "fit", counting_fit)
+    monkeypatch.setattr(trial_mod, "fit", counting_fit)
     _ok([*args, "--backend", "sequential", "--n-jobs", "1"])
     files = sorted(out.glob("trial-*.json"))
     assert [p.name for p in files] == [f"trial-{i:04d}.json" for i in range(trials)]
@@ -241,14 +241,14 @@ def test_sigkill_mid_select_then_rerun_completes_without_repeating(tmp_path, mon
 
 
 def _flaky(monkeypatch, bad_seeds: set[int]) -> None:
-    real_fit = runner_mod.fit
+    real_fit = trial_mod.fit
 
     def fit(method, config, seed, *a, **kw):
         if seed in bad_seeds:
             raise FloatingPointError("reservoir diverged")
         return real_fit(method, config, seed, *a, **kw)
 
-    monkeypatch.setattr(runner_mod, "fit", fit)
+    monkeypatch.setattr(trial_mod, "fit", fit)
 
 
 def _common(root: Path) -> list[str]:
@@ -292,7 +292,7 @@ def test_failed_retrains_are_recorded_listed_and_redone(tmp_path, monkeypatch):
     _ok(["retrain", *_common(tmp_path), "--pct", "25"])
     bad = json.loads((models / "25" / "seed-1.json").read_text())["seed"]
     shutil.rmtree(tmp_path / "runs" / "models")
-    real_fit = runner_mod.fit
+    real_fit = trial_mod.fit
     _flaky(monkeypatch, {bad})
     result = runner.invoke(app, ["retrain", *_common(tmp_path)])
     assert result.exit_code == 1
@@ -304,7 +304,7 @@ def test_failed_retrains_are_recorded_listed_and_redone(tmp_path, monkeypatch):
     for pct in ("50", "75", "100"):
         assert sorted(p.name for p in (models / pct).iterdir()) == [
             "seed-0.json", "seed-0.npz", "seed-1.json", "seed-1.npz"]
-    monkeypatch.setattr(runner_mod, "fit", real_fit)
+    monkeypatch.setattr(trial_mod, "fit", real_fit)
     _ok(["retrain", *_common(tmp_path)])
     assert sorted(p.name for p in (models / "25").iterdir()) == [
         "seed-0.json", "seed-0.npz", "seed-1.json", "seed-1.npz"]
@@ -312,7 +312,7 @@ def test_failed_retrains_are_recorded_listed_and_redone(tmp_path, monkeypatch):
 
 RAY_PROBE = """
 import json, os, psutil, ray
-from esnfed_stages import ray_backend
+from esnfed_stages.experiment import ray_backend
 from esnfed_stages.params.experiment import RunnerConfig
 from joblib import Parallel, delayed, parallel_backend
 ray_backend.setup(RunnerConfig(backend="ray", n_jobs=1))

@@ -13,7 +13,7 @@ import pytest
 
 from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.method import Method
-from esnfed_stages.experiment import runner as runner_mod
+from esnfed_core import trial as trial_mod
 from esnfed_stages.experiment.best import best_of, trial_seed
 from esnfed_stages.experiment import select as select_stage
 from esnfed_stages.params.experiment import RunnerConfig, experiment_params
@@ -101,7 +101,7 @@ def test_changed_settings_recompute_and_fewer_trials_drop_stale_files(root):
 def test_failed_trial_is_recorded_and_the_others_finish(root, monkeypatch):
     params = small_params()
     params["budgets"]["default"]["trials"] = 3
-    real_fit = runner_mod.fit
+    real_fit = trial_mod.fit
     bad_seed = trial_seed(experiment_params(params), "wesad", "25", 1)
 
     def flaky(method, config, seed, *a, **kw):
@@ -109,14 +109,14 @@ def test_failed_trial_is_recorded_and_the_others_finish(root, monkeypatch):
             raise FloatingPointError("reservoir diverged")
         return real_fit(method, config, seed, *a, **kw)
 
-    monkeypatch.setattr(runner_mod, "fit", flaky)
+    monkeypatch.setattr(trial_mod, "fit", flaky)
     result = _select(root, params, pcts=("25", "50"))
     assert result.failed == [("25", 1, "FloatingPointError: reservoir diverged")]
     rec = json.loads(_trials(root)["trial-0001.json"])
     assert rec["status"] == "failed" and "reservoir diverged" in rec["traceback"] and rec["scores"] is None
     assert not best_path(root / "runs", "wesad", "ridge", "25").exists()  # incomplete share: no best
     assert best_path(root / "runs", "wesad", "ridge", "50").exists()
-    monkeypatch.setattr(runner_mod, "fit", real_fit)
+    monkeypatch.setattr(trial_mod, "fit", real_fit)
     again = _select(root, params, pcts=("25", "50"))
     assert not again.failed and [(s.resumed, s.ran) for s in again.shares] == [(2, 1), (3, 0)]
     assert best_path(root / "runs", "wesad", "ridge", "25").exists()

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from esnfed_core.methods import REGISTRY
+
 DEVICES = ("cpu", "torch-cpu", "cuda")
 # What the torch kernels implement: trials of these algorithms with these config keys (the
 # reservoir of esnfed_core.reservoir, IP, the searched budgets and λ). Anything else is refused
 # by check_supported rather than run as something it is not (e.g. a new reservoir kind's keys).
-ALGOS = ("ridge", "incfed", "fedavg", "ip", "fedip", "clip", "fedclip")
+# (esnfed_core.methods: Family.torch_kernels)
+ALGOS = tuple(name for name, family in REGISTRY.items() if family.torch_kernels)
 # A sparse reservoir's connectivity is drawn by the numpy core (make_reservoir) into dense matrices
 # with zeros, which the same batched kernels run (tests/test_sparse_reservoir.py).
 CONFIG_KEYS = frozenset({"units", "spectral_radius", "leak", "input_scaling", "sigma", "rounds",
@@ -56,7 +59,8 @@ def check_supported(method: Any, config: Mapping[str, Any], device: str) -> None
     method.Method) with ``config`` on ``device``: an algorithm or config key they do not implement."""
     from esnfed_core.errors import ConfigError  # noqa: PLC0415
 
-    if method.algo not in ALGOS:
+    family = REGISTRY.get(method.algo)  # None: an algorithm the registry does not know
+    if family is None or not family.torch_kernels:
         raise ConfigError(f"runner.device: {device} does not run {method.id} (the torch kernels run "
                           f"{', '.join(ALGOS)}); use runner.device: cpu")
     extra = sorted(set(config) - CONFIG_KEYS)

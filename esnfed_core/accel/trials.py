@@ -95,13 +95,13 @@ def _fit_batch(m: Method, configs, seeds, data: TrialData, settings: Settings, s
     for i, (res, cfg) in enumerate(zip(reservoirs, configs)):
         lambdas = [float(cfg["lambda"])] if "lambda" in cfg else [float(x) for x in settings.lambdas]
         fed_ledgers: list[CommLedger] = []
-        if m.algo in ("ridge", "ip"):
+        if m.family.aggregation == "pooled":
             readouts = solve(sum(cs[i] for cs in client_stats), lambdas, settings.solver)
         else:
             clients = clients_of(data, settings, StatsOnceClient)
             for c, cs in zip(clients, client_stats):
                 c.preset(res, StatsMessage(cs[i]))
-            if m.algo in ("incfed", "fedip"):
+            if m.family.aggregation == "incfed":
                 readouts = incfed(res, clients, lambdas, ledger=ledgers[i], solver=settings.solver).readouts
             else:
                 fed_ledgers = [CommLedger() for _ in lambdas]
@@ -137,7 +137,7 @@ def _train_ip(m: Method, configs, subs, reservoirs: list[Reservoir], train: Devi
     from esnfed_core.plasticity import broadcast_reservoir, fedip_round  # noqa: PLC0415
 
     ip = settings.ip.config(sigma=1.0)  # the shared fields; σ is per trial
-    fed = m.algo == "fedip"
+    fed = m.federated
     if fed:
         clients = [c for c, n in enumerate(train.counts) if n > 0]
         if not clients:

@@ -76,7 +76,7 @@ def _batched(method: Method, models: list[FittedModel], test, train, device: str
         return [{"train": None, "clients": None, **_continual_scores(c, t)} for c, t in matrices]
     res, w = [m.reservoir for m in models], [m.readout for m in models]
     test_acc = accuracies(res, w, list(test.values()), device)
-    train_acc = accuracies(res, w, list(train.values()), device) if method.algo in TRAIN_SCORED else None
+    train_acc = accuracies(res, w, list(train.values()), device) if method.family.train_scored else None
     return [{"test": t, "train": None if train_acc is None else train_acc[i], "stream": None, "matrix": None}
             for i, t in enumerate(test_acc)]
 
@@ -121,7 +121,7 @@ def _scores(method: Method, model: FittedModel, test, train, batch_size: int,
     if method.heterogeneous:
         het = assess_scores(model, list(test.values()), batch_size, combine)
         out.update(test=het["score"], clients=het["clients"])
-    elif method.algo == "random":
+    elif method.baseline:
         out["test"] = random_accuracy(list(test.values()), model.n_classes, model.seeds["test"])
         out["train"] = random_accuracy(list(train.values()), model.n_classes, model.seeds["train"])
     elif method.continual:
@@ -129,7 +129,7 @@ def _scores(method: Method, model: FittedModel, test, train, batch_size: int,
                                                      list(test.values()), batch_size)))
     else:
         out["test"] = accuracy(model.reservoir, model.readout, list(test.values()), batch_size)
-        if method.algo in TRAIN_SCORED:
+        if method.family.train_scored:
             out["train"] = accuracy(model.reservoir, model.readout, list(train.values()), batch_size)
     return out
 
@@ -138,7 +138,7 @@ def _share(method: Method, exp: ExperimentParams, data: Dataset, test: dict, dir
            one_done: Callable[[], None]) -> dict[str, Any]:
     """The assess entry of one training share: every retrain of ``directory`` scored."""
     batch = exp.settings.batch_size
-    train = data.load(data.train_users(pct)) if method.algo in TRAIN_SCORED else {}
+    train = data.load(data.train_users(pct)) if method.family.train_scored else {}
     rows: dict[str, list] = {"seeds": [], "test": [], "train": [], "stream": [], "matrix": [],
                              "lambda": [], "clients": []}
     combine = heterogeneity_of(exp.settings).combine if method.heterogeneous else "softmax"
@@ -191,12 +191,12 @@ def _share(method: Method, exp: ExperimentParams, data: Dataset, test: dict, dir
     entry = {
         "seeds": rows["seeds"],
         "test_accuracy": rows["test"],
-        "train_accuracy": rows["train"] if method.algo in TRAIN_SCORED else None,
+        "train_accuracy": rows["train"] if method.family.train_scored else None,
         "stream_accuracy": rows["stream"] if method.continual else None,
         "accuracy_matrix": rows["matrix"] if method.continual else None,
         "communication": first_meta.get("communication") if method.federated else None,
         "config": first_meta["config"],
-        "lambda": rows["lambda"] if method.algo != "random" else None,
+        "lambda": rows["lambda"] if not method.baseline else None,
         "activation": activation,
     }
     if method.heterogeneous:
@@ -298,7 +298,7 @@ def run(
               for pct in pcts}
     doc = {
         "dataset": dataset, "method": method.id, "algo": method.algo, "strategy": method.strategy,
-        **({"alpha": method.alpha} if method.algo == "align" else {}),
+        **({"alpha": method.alpha} if method.family.takes_alpha else {}),
         **exp.budget_spec.labels("budget", dataset, method, assessed=True),
         "source": data.manifest.get("source"), "pcts": shares,
         **heterogeneity.labels(exp, method),

@@ -28,6 +28,7 @@ TRIAL_MODULES = (
     "esnfed_core.deep",  # deep reservoirs: deep methods only
     "esnfed_core.heterogeneity", "esnfed_core.heterogeneous",
     "esnfed_core.method", "esnfed_core.settings",  # split out of esnfed_core.trial
+    "esnfed_core.methods",  # the method registry: what each algorithm does and how it is fitted
     "esnfed_core.sampling",  # federated.client_fraction: the clients of each FedIP/FedCLIP round
 )
 # What an accelerated trial (runner.device torch-cpu | cuda) runs besides (they import torch).
@@ -43,7 +44,8 @@ def trial_modules(method: Method, device: str = "cpu") -> tuple[str, ...]:
     loop only for continual ones (so fixing one does not invalidate the others' results), the
     torch kernels only on an accelerated device."""
     if Settings(device=device).accelerated(method):
-        return tuple(m for m in TRIAL_MODULES + ACCEL_MODULES if method.uses_ip or m != "esnfed_core.plasticity")
+        return tuple(m for m in TRIAL_MODULES + ACCEL_MODULES if method.uses_ip or m != "esnfed_core.plasticity") \
+            + method.family.modules
     skip = set() if method.deep else {"esnfed_core.deep"}
     if not method.heterogeneous:
         skip.update(("esnfed_core.heterogeneity", "esnfed_core.heterogeneous"))
@@ -51,7 +53,7 @@ def trial_modules(method: Method, device: str = "cpu") -> tuple[str, ...]:
         skip.update(("esnfed_core.continual", "esnfed_core.replay"))
     if not method.uses_ip:
         skip.add("esnfed_core.plasticity")
-    return tuple(m for m in TRIAL_MODULES if m not in skip)
+    return tuple(m for m in TRIAL_MODULES if m not in skip) + method.family.modules
 
 
 @functools.lru_cache(maxsize=None)

@@ -29,11 +29,10 @@ from threadpoolctl import threadpool_limits
 
 from esnfed_core.accel import check_supported, require_torch
 from esnfed_core.errors import ConfigError, EsnfedError
-from esnfed_core.heterogeneous import fit as fit_heterogeneous
 from esnfed_core.method import Method
 from esnfed_core.quote import quote
 from esnfed_core.settings import Settings
-from esnfed_core.trial import FittedModel, TrialData, fit
+from esnfed_core.trial import FittedModel, TrialData
 from esnfed_stages.params.experiment import RunnerConfig
 from esnfed_stages.experiment.trial_data import DataRef, load_trial_data
 
@@ -67,18 +66,11 @@ class Outcome:
 
 def fit_trial(method: str | Method, config: Mapping[str, Any], seed: int, data: TrialData,
               settings: Settings, *, score: bool = True) -> FittedModel:
-    """One trial on the kernels ``settings`` choose: the numpy path (:func:`esnfed_core.trial.fit`;
-    :func:`esnfed_core.heterogeneous.fit` for the one-reservoir-per-client methods) or, for a stationary method on torch-cpu | cuda, a batch of one on the torch kernels
-    (:func:`esnfed_core.accel.trials.fit_batch`). The choice lives here, in the stages, so that the
-    core's trial module does not depend on the accelerator module built on it."""
+    """One trial on the kernels ``settings`` choose: the method's family picks the path
+    (:meth:`esnfed_core.methods.Family.fit`: the numpy trial, one reservoir per client, or a batch
+    of one on the torch kernels)."""
     m = method if isinstance(method, Method) else Method.parse(method)
-    if m.heterogeneous:  # one reservoir per client: its own family (esnfed_core.heterogeneous)
-        return fit_heterogeneous(m, config, seed, data, settings, score=score)
-    if settings.accelerated(m):
-        from esnfed_core.accel.trials import fit_batch  # noqa: PLC0415 (imports torch)
-
-        return fit_batch(m, [config], [int(seed)], data, settings, score=score)[0]
-    return fit(m, config, seed, data, settings, score=score)
+    return m.family.fit(m, config, seed, data, settings, score=score)
 
 
 def execute(task: TrialTask, blas_threads: int) -> Outcome:
@@ -152,7 +144,7 @@ class _torch_threads:
 def for_method(config: RunnerConfig, method: Method) -> RunnerConfig:
     """The random baseline's trials only draw labels: worker start-up would cost more than the
     work, so they run in this process (same numbers either way)."""
-    return replace(config, backend="sequential") if method.algo == "random" else config
+    return replace(config, backend="sequential") if method.family.sequential else config
 
 
 def _no_setup(config: RunnerConfig) -> None:

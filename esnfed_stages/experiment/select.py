@@ -104,7 +104,7 @@ def plan_share(exp: ExperimentParams, data: Dataset, method: Method, pct: str,
             raise DataError(f"{best_path(runs, data.name, method.base, pct)}: config lacks {', '.join(sorted(missing))}")
         if "budget" in method.config_keys:
             configs = [{**stationary, "budget": b}
-                       for b in continual_budgets(rounds, data.n_contexts, method.algo == "fedclip")]
+                       for b in continual_budgets(rounds, data.n_contexts, method.federated)]
         else:  # joint: no budget to search (it stops early on validation), one trial
             configs = [stationary]
         seeds = [base_seed(runs, data.name, method, pct, base)] * len(configs)  # only the budget varies

@@ -90,7 +90,7 @@ class ExperimentParams:
     def method_space(self, dataset: str, method: Method) -> list[Dimension]:
         """The dimensions a stationary method searches: the dataset's reservoir space, plus the
         method's own space for IP methods (space.ip / space.fedip) and deep ones (space.deep)."""
-        if method.algo == "random":
+        if method.baseline:
             return []
         where = f"budgets.{self.budget}.space"
         dims = parse_space(self.space.get(dataset), f"{where}.{dataset}")
@@ -117,7 +117,7 @@ class ExperimentParams:
 
     def n_trials(self, method: Method) -> int:
         # The random baseline has nothing to search: one trial records its validation score.
-        return 1 if method.algo == "random" else self.trials
+        return 1 if method.baseline else self.trials
 
     @property
     def budget_spec(self) -> "BudgetSpec":
@@ -176,7 +176,7 @@ class BudgetSpec:
     def _selection(self, dataset: str, method: Method) -> dict[str, Any]:
         if method.continual:
             return self._selection(dataset, Method.parse(str(method.base)))
-        if method.algo == "random":
+        if method.baseline:
             return {"seed": self.seed}
         space = self.space or {}
         return {"seed": self.seed, "trials": self.trials,

@@ -1,0 +1,170 @@
+"""The method registry: one object per algorithm that says what the algorithm does.
+
+The stages and the core ask a method (``Method.family``, or the :class:`esnfed_core.method.Method`
+properties that read it) whether it selects a λ, is federated, runs IP, keeps one reservoir per
+client, must run sequentially, and how its trial is fitted (:meth:`Family.fit`); they do not test
+its name. The families:
+
+  :class:`Baseline`        the random baseline: no model, nothing to search, labels only
+  :class:`SharedReservoir` one reservoir shared by every client, a ridge readout (ridge, IncFed,
+                           FedAvg), optionally after IP / FedIP epochs; deep variants stack reservoirs
+  :class:`Continual`       CLIP / FedCLIP: IP over a stream of contexts (esnfed_core.continual)
+  :class:`Heterogeneous`   one reservoir per client (local, ensemble, align-α; esnfed_core.heterogeneous)
+
+:data:`REGISTRY` maps each algorithm name (esnfed_core.vocabulary.ALGOS, the ``--algo`` values) to
+its family object; :func:`family_of` is the one place a name is looked up. Adding a method:
+docs/adding-a-method.md.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from esnfed_core.errors import ConfigError
+from esnfed_core.quote import quote
+
+__all__ = ["Family", "Baseline", "SharedReservoir", "Continual", "Heterogeneous", "REGISTRY", "family_of",
+           "register", "resolve"]
+
+
+@dataclass(frozen=True)
+class Family:
+    """What one algorithm does. The facts default to a shared-reservoir ridge readout's."""
+
+    name: str
+    federated: bool = False
+    uses_ip: bool = False  # trains the reservoir's gain and bias with intrinsic plasticity
+    deep: bool = False  # a deep reservoir: its config has ``layers`` (esnfed_core.deep)
+    train_scored: bool = False  # assess also scores it on its training users (cheap, no IP)
+    torch_kernels: bool = False  # the batched torch kernels (esnfed_core.accel) implement it
+    # Modules its trial runs besides the shared trial code (esnfed_stages.experiment.fingerprint.TRIAL_MODULES):
+    # their source enters the keys of its trials and models, so editing them recomputes its results.
+    modules: tuple[str, ...] = ()
+    # Its numpy trial function as "module:function" (resolved when a trial runs: the trial modules
+    # import esnfed_core.method, which imports this registry, so the registry names them, not imports).
+    trainer: str = "esnfed_core.trial:fit"
+
+    continual = False  # trains over the stream of contexts (strategy naive | replay | joint)
+    heterogeneous = False  # every client its own reservoir
+    baseline = False  # no model: nothing to search, no λ, no reservoir hyperparameters
+    takes_alpha = False  # the method id carries a strength: align-<α>
+    base: str | None = None  # the stationary algorithm whose selected config it builds on
+
+    @property
+    def selects_lambda(self) -> bool:
+        """Whether a trial chooses the ridge λ on the validation users (else it is fixed or absent)."""
+        return not self.continual and not self.baseline
+
+    @property
+    def fedip_rounds(self) -> bool:
+        """Whether its reservoir is trained by federated IP rounds (FedIP, deep FedIP, FedCLIP),
+        whose clients ``federated.client_fraction`` samples."""
+        return self.federated and self.uses_ip
+
+    @property
+    def sequential(self) -> bool:
+        """Whether its trials run in the stage's process (worker start-up would cost more than the work)."""
+        return self.baseline
+
+    def fit(self, m: Any, config: Mapping[str, Any], seed: int, data: Any, settings: Any,
+            *, score: bool = True) -> Any:
+        """One trial (a FittedModel) of ``m`` (a Method) on ``data`` (a TrialData) with ``settings``,
+        on the kernels ``settings`` choose: its :attr:`trainer` (the numpy path) or, on torch-cpu |
+        cuda, a batch of one on the torch kernels (:data:`ACCEL_TRAINER`)."""
+        if settings.accelerated(m):  # a batch of one (the module imports torch)
+            return resolve(ACCEL_TRAINER)(m, [config], [int(seed)], data, settings, score=score)[0]
+        return resolve(self.trainer)(m, config, seed, data, settings, score=score)
+
+
+@dataclass(frozen=True)
+class Baseline(Family):
+    """Uniform random prediction per step: no model (esnfed_core.trial.fit_random)."""
+
+    baseline = True
+    train_scored: bool = True
+
+
+@dataclass(frozen=True)
+class SharedReservoir(Family):
+    """One reservoir for every client and a ridge readout: ``aggregation`` says how the readout is
+    solved: ``pooled`` (centralised statistics of every training window), ``incfed`` (the clients'
+    summed statistics) or ``fedavg`` (the window-weighted mean of locally solved readouts)."""
+
+    aggregation: str = "pooled"
+
+
+@dataclass(frozen=True)
+class Continual(Family):
+    """CLIP / FedCLIP: IP over the contexts with a strategy, λ fixed (continual.lambda)."""
+
+    continual = True
+    uses_ip: bool = True
+    torch_kernels: bool = True
+    base: str | None = None
+
+
+@dataclass(frozen=True)
+class Heterogeneous(Family):
+    """Every client its own reservoir: ``aligned`` (interpolated toward the server's target, one
+    shared IncFed readout), ``ensemble`` (every client's model uploaded once, predictions combined),
+    or neither (local: each client alone)."""
+
+    heterogeneous = True
+    federated: bool = True
+    aligned: bool = False
+    ensemble: bool = False
+    trainer: str = "esnfed_core.heterogeneous:fit"
+
+    @property
+    def takes_alpha(self) -> bool:  # type: ignore[override]
+        return self.aligned
+
+
+# The batched torch trials of every family with torch_kernels (runner.device torch-cpu | cuda).
+ACCEL_TRAINER = "esnfed_core.accel.trials:fit_batch"
+
+
+def resolve(trainer: str):
+    """The function a "module:function" name names."""
+    module, _, name = trainer.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+REGISTRY: dict[str, Family] = {}
+
+
+def register(family: Family) -> Family:
+    """Add ``family`` under its name (one algorithm each); ConfigError when the name is taken."""
+    if family.name in REGISTRY:
+        raise ConfigError(f"algo: {quote(family.name)} is already registered")
+    REGISTRY[family.name] = family
+    return family
+
+
+def family_of(algo: str) -> Family:
+    """The family of algorithm ``algo``; ConfigError naming the known ones otherwise."""
+    try:
+        return REGISTRY[algo]
+    except (KeyError, TypeError):
+        raise ConfigError(f"algo: unknown algorithm {quote(algo)} (expected one of {', '.join(REGISTRY)})") from None
+
+
+for _family in (
+    Baseline("random"),
+    SharedReservoir("ridge", train_scored=True, torch_kernels=True),
+    SharedReservoir("incfed", federated=True, aggregation="incfed", train_scored=True, torch_kernels=True),
+    SharedReservoir("fedavg", federated=True, aggregation="fedavg", train_scored=True, torch_kernels=True),
+    SharedReservoir("ip", uses_ip=True, torch_kernels=True),
+    SharedReservoir("fedip", federated=True, uses_ip=True, aggregation="incfed", torch_kernels=True),
+    Continual("clip", base="ip"),
+    Continual("fedclip", federated=True, base="fedip"),
+    # deep reservoirs (docs/deep.md): IncFed / FedIP on stacked reservoirs, numpy path only
+    SharedReservoir("deep-incfed", federated=True, aggregation="incfed", deep=True, base="incfed"),
+    SharedReservoir("deep-fedip", federated=True, uses_ip=True, aggregation="incfed", deep=True, base="fedip"),
+    Heterogeneous("local"),
+    Heterogeneous("ensemble", ensemble=True),
+    Heterogeneous("align", aligned=True),
+):
+    register(_family)
