@@ -46,13 +46,23 @@ def _yaml_problem(exc: yaml.YAMLError) -> str:
     return f"{problem}" + (f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else "")
 
 
+def _unshared(value: Any) -> Any:
+    """``value`` with every mapping and list its own copy: params.yaml shares spaces by YAML aliases,
+    which the parser returns as one object, so editing one budget's space in place would edit all."""
+    if isinstance(value, dict):
+        return {k: _unshared(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_unshared(v) for v in value]
+    return value
+
+
 def load_params(path: str | Path = DEFAULT_PARAMS) -> dict[str, Any]:
     """The parsed file, validated as a whole against params_schema (every stage reads it here)."""
     path = Path(path)
     if (problem := path_problem(path, "params file not found")) is not None:
         raise ConfigError(f"{path}: {problem}")
     try:
-        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader
+        data = _unshared(yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader))  # noqa: S506 - a SafeLoader
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML ({_yaml_problem(exc)})") from None
     except UnicodeDecodeError as exc:
