@@ -39,18 +39,14 @@ def setup(tmp_path_factory):
     return root, data, users
 
 
-def _simulate(app_module, root: Path, run: dict, n: int, monkeypatch, *, dropout: bool = False,
+def _simulate(app_module, root: Path, run: dict, n: int, simulation, *, dropout: bool = False,
               config: str = "run.json") -> None:
     """``app_module``'s ServerApp and ClientApp (its dropout_client_app with ``dropout``) on ``n``
-    nodes, with ``run`` as the run config (written to ``root / config``)."""
-    from flwr.simulation import run_simulation
-
-    cfg = root / config
-    cfg.write_text(json.dumps(run))
-    monkeypatch.setenv("ESNFED_FLOWER_RUN", str(cfg))
+    nodes in the module's Ray session (conftest.py's ``simulation``), with ``run`` as the run config
+    (also written to ``root / config``, to read when a test fails)."""
+    (root / config).write_text(json.dumps(run))
     client = app_module.dropout_client_app if dropout else app_module.client_app
-    run_simulation(app_module.server_app, client, num_supernodes=n,
-                   backend_config={"client_resources": {"num_cpus": 1}, "init_args": {"num_cpus": 2}})
+    simulation(app_module.server_app, client, n, run)
 
 
 def bounded(seconds: int):
@@ -118,12 +114,12 @@ def _ledger_rounds(ledger: CommLedger, algorithm: str) -> dict[int, set[int]]:
 
 
 @pytest.mark.parametrize("bias", [False, True])
-def test_incfed_app_equals_the_pipeline(setup, monkeypatch, bias):
+def test_incfed_app_equals_the_pipeline(setup, simulation, bias):
     from esnfed_flower import incfed as app
 
     root, data, users = setup
     out = root / f"incfed-{bias}.npy"
-    _simulate(app, root, _run_config(root, data, out, **_bias(bias)), len(users), monkeypatch)
+    _simulate(app, root, _run_config(root, data, out, **_bias(bias)), len(users), simulation)
     expected = incfed(make_reservoir(CFG, data.n_inputs, SEED), _clients(data, users, bias), [LAM]).readouts[0]
     assert expected.shape == (data.n_classes, CFG["units"] + bias)
     # Same sums in the same order from the same float32 products of the same shapes: equal bits
@@ -131,7 +127,7 @@ def test_incfed_app_equals_the_pipeline(setup, monkeypatch, bias):
     np.testing.assert_array_equal(np.load(out), expected)
 
 
-def test_a_sparse_reservoir_reaches_every_client(setup, monkeypatch):
+def test_a_sparse_reservoir_reaches_every_client(setup, simulation):
     """A run config with a connectivity (docs/protocol.md §2, sparse reservoirs): the server passes
     it on and every client rebuilds the same sparse reservoir, so IncFed is the pipeline's again."""
     from esnfed_flower import incfed as app
@@ -139,7 +135,7 @@ def test_a_sparse_reservoir_reaches_every_client(setup, monkeypatch):
     root, data, users = setup
     sparse = {"input_connectivity": 40, "recurrent_connectivity": 20}
     out = root / "incfed-sparse.npy"
-    _simulate(app, root, _run_config(root, data, out, **sparse), len(users), monkeypatch)
+    _simulate(app, root, _run_config(root, data, out, **sparse), len(users), simulation)
     res = make_reservoir({**CFG, **sparse}, data.n_inputs, SEED)
     assert np.count_nonzero(res.w) == 20 and np.count_nonzero(res.w_in) == round(0.4 * res.w_in.size)
     expected = incfed(res, _clients(data, users), [LAM]).readouts[0]
@@ -149,7 +145,7 @@ def test_a_sparse_reservoir_reaches_every_client(setup, monkeypatch):
 
 
 @pytest.mark.parametrize(("bias", "fraction"), [(False, 1.0), (True, 1.0), (False, 0.5), (True, 0.5)])
-def test_fedip_app_equals_the_pipeline(setup, monkeypatch, bias, fraction):
+def test_fedip_app_equals_the_pipeline(setup, simulation, bias, fraction):
     """Every client in every round, or (fraction 0.5 of 4) the pipeline's sampled pairs: the same
     (g, b), readout and IP messages (round by round, the same clients)."""
     from esnfed_flower import fedip as app
@@ -159,7 +155,7 @@ def test_fedip_app_equals_the_pipeline(setup, monkeypatch, bias, fraction):
     bytes_dir = root / f"fedip-{bias}-{fraction}-bytes"
     bytes_dir.mkdir()
     _simulate(app, root, _run_config(root, data, out, **IP, **_bias(bias), **_fraction(fraction),
-                                     **{"bytes-dir": str(bytes_dir)}), len(users), monkeypatch)
+                                     **{"bytes-dir": str(bytes_dir)}), len(users), simulation)
     ledger = CommLedger()
     res, trained, expected = _plain_fedip(data, users, bias, fraction, ledger)
     sent = _ledger_rounds(ledger, "fedip")
@@ -189,12 +185,12 @@ def test_fedip_app_equals_the_pipeline(setup, monkeypatch, bias, fraction):
 
 
 @pytest.mark.parametrize("bias", [False, True])
-def test_secaggplus_incfed_equals_the_pipeline_to_quantization(setup, monkeypatch, bias):
+def test_secaggplus_incfed_equals_the_pipeline_to_quantization(setup, simulation, bias):
     from esnfed_flower import secagg as app
 
     root, data, users = setup
     out = root / f"secagg-{bias}.npy"
-    _simulate(app, root, _run_config(root, data, out, **_max_weight(users), **_bias(bias)), len(users), monkeypatch,
+    _simulate(app, root, _run_config(root, data, out, **_max_weight(users), **_bias(bias)), len(users), simulation,
               config=f"run-secagg-{bias}.json")
     res = make_reservoir(CFG, data.n_inputs, SEED)
     plain = incfed(res, _clients(data, users, bias), [LAM])
@@ -215,13 +211,13 @@ def test_secaggplus_incfed_equals_the_pipeline_to_quantization(setup, monkeypatc
         assert np.mean(predict(s, got) == predict(s, plain.readouts[0])) > 0.99
 
 
-def test_secaggplus_survives_a_dropout_after_key_sharing(setup, monkeypatch):
+def test_secaggplus_survives_a_dropout_after_key_sharing(setup, simulation):
     from esnfed_flower import secagg as app
 
     root, data, users = setup
     out = root / "secagg-drop.npy"
     _simulate(app, root, _run_config(root, data, out, **_max_weight(users), **{"drop-partition": 1}), len(users),
-              monkeypatch, dropout=True, config="run-drop.json")
+              simulation, dropout=True, config="run-drop.json")
     res = make_reservoir(CFG, data.n_inputs, SEED)
     everyone = _clients(data, users)
     survivors = [c for i, c in enumerate(everyone) if i != 1]
@@ -232,12 +228,12 @@ def test_secaggplus_survives_a_dropout_after_key_sharing(setup, monkeypatch):
     assert np.linalg.norm(got - full) / np.linalg.norm(full) > 1e-2  # it is the survivors' sum, not all
 
 
-def _secagg_fedip(root, data, users, monkeypatch, name, **extra):
+def _secagg_fedip(root, data, users, simulation, name, **extra):
     """SecAgg+ FedIP in the simulation: (readout, trained gain, bias, out.json)."""
     from esnfed_flower import secagg_fedip as app
 
     out = root / f"{name}.npy"
-    _simulate(app, root, _run_config(root, data, out, **IP, **_max_weight(users), **extra), len(users), monkeypatch,
+    _simulate(app, root, _run_config(root, data, out, **IP, **_max_weight(users), **extra), len(users), simulation,
               dropout="drop-partition" in extra, config=f"{name}.json")
     gb = np.load(str(out) + ".ip.npz")
     return np.load(out), gb["gain"], gb["bias"], json.loads((root / f"{name}.npy.json").read_text())
@@ -251,13 +247,13 @@ def _quantization_bound(users) -> float:
 
 
 @pytest.mark.parametrize("fraction", [1.0, 0.75])
-def test_secaggplus_fedip_equals_the_pipeline_to_quantization(setup, monkeypatch, fraction):
+def test_secaggplus_fedip_equals_the_pipeline_to_quantization(setup, simulation, fraction):
     """Every client, or (fraction 0.75 of 4) the pipeline's 3 sampled clients a round, each round
     through SecAgg+ sized to them; the statistics round goes to every client."""
     root, data, users = setup
     bytes_dir = root / f"secagg-fedip-{fraction}-bytes"
     bytes_dir.mkdir()
-    readout, gain, bias, info = _secagg_fedip(root, data, users, monkeypatch, f"secagg-fedip-{fraction}",
+    readout, gain, bias, info = _secagg_fedip(root, data, users, simulation, f"secagg-fedip-{fraction}",
                                               **_fraction(fraction), **{"bytes-dir": str(bytes_dir)})
     ledger = CommLedger()
     res, trained, plain = _plain_fedip(data, users, fraction=fraction, ledger=ledger)
@@ -281,9 +277,9 @@ def test_secaggplus_fedip_equals_the_pipeline_to_quantization(setup, monkeypatch
     assert 0 < rel < 1e-3  # as SecAgg+ IncFed (test above): statistics' quantization through the solve
 
 
-def test_secaggplus_fedip_survives_a_dropout_after_key_sharing(setup, monkeypatch):
+def test_secaggplus_fedip_survives_a_dropout_after_key_sharing(setup, simulation):
     root, data, users = setup
-    readout, gain, bias, info = _secagg_fedip(root, data, users, monkeypatch, "secagg-fedip-drop",
+    readout, gain, bias, info = _secagg_fedip(root, data, users, simulation, "secagg-fedip-drop",
                                               **{"drop-partition": 1})
     assert info == {"clients": len(users) - 1, "sampled": len(users), "min_clients": len(users) - 1}
     survivors = [u for i, u in enumerate(users) if i != 1]
@@ -323,7 +319,7 @@ def _hand_fedip(data, users, sets: list[list[int]], dropped_fits: bool = False):
     return res
 
 
-def test_secaggplus_fedip_survives_a_dropout_in_a_sampled_round(setup, monkeypatch):
+def test_secaggplus_fedip_survives_a_dropout_in_a_sampled_round(setup, simulation):
     """Fraction 0.75 of 4 (3 a round, threshold 2): client 1 is sampled in rounds 1 and 3 and drops
     at the masked-vector stage of round 1 only. Round 1 completes with its 2 survivors; the
     server's (g, b) is the hand-built FedIP whose round 1 averages exactly the survivors, to the
@@ -339,7 +335,7 @@ def test_secaggplus_fedip_survives_a_dropout_in_a_sampled_round(setup, monkeypat
     assert len(sampled[0]) - 1 >= 2  # the survivors reach the threshold max(2, 3 - 1)
     bytes_dir = root / "secagg-fedip-sampled-drop-bytes"
     bytes_dir.mkdir()
-    readout, gain, bias, info = _secagg_fedip(root, data, users, monkeypatch, "secagg-fedip-sampled-drop",
+    readout, gain, bias, info = _secagg_fedip(root, data, users, simulation, "secagg-fedip-sampled-drop",
                                               **_fraction(fraction), **{"drop-partition": drop, "drop-round": 1,
                                                                         "bytes-dir": str(bytes_dir)})
     assert info == {"clients": len(users), "sampled": len(users), "min_clients": len(users) - 1}  # stats: all
@@ -359,7 +355,7 @@ def test_secaggplus_fedip_survives_a_dropout_in_a_sampled_round(setup, monkeypat
     assert np.linalg.norm(readout - plain) / np.linalg.norm(plain) < 1e-3
 
 
-def test_two_dropouts_in_a_sampled_secaggplus_round_of_3_stop_the_run_in_one_line(setup, monkeypatch):
+def test_two_dropouts_in_a_sampled_secaggplus_round_of_3_stop_the_run_in_one_line(setup, simulation):
     """Fraction 0.75 of 4 (3 a round, threshold 2): two of round 1's sampled clients drop at the
     masked-vector stage, so 1 vector is left, below the threshold: the round cannot complete.
     Flower's workflow halts it and went on to round 2 (the round skipped silently: (g, b) not
@@ -372,14 +368,14 @@ def test_two_dropouts_in_a_sampled_secaggplus_round_of_3_stop_the_run_in_one_lin
     assert len(first) == 3
     out = root / "secagg-fedip-two-drops.npy"
     with bounded(300), pytest.raises(RuntimeError) as info:  # a full SecAgg+ FedIP run here takes ~20 s
-        _secagg_fedip(root, data, users, monkeypatch, "secagg-fedip-two-drops", **_fraction(0.75),
+        _secagg_fedip(root, data, users, simulation.alone, "secagg-fedip-two-drops", **_fraction(0.75),
                       **{"drop-partition": f"{first[0]},{first[1]}", "drop-round": 1})
     assert str(info.value) == ("round 1: SecAgg+ cannot complete it: 1 of its 3 clients left at the masked vector "
                                "stage, below the reconstruction threshold 2 (clients dropped out)")
     assert not out.exists()
 
 
-def test_secaggplus_fedip_replays_its_own_fits_after_a_dropout_at_fraction_1(setup, monkeypatch):
+def test_secaggplus_fedip_replays_its_own_fits_after_a_dropout_at_fraction_1(setup, simulation):
     """Every client in every round (fraction 1, threshold 3 of 4): client 1 drops at the
     masked-vector stage of round 1 only and is back for rounds 2 and 3. Round 1 completes with its
     3 survivors; the server's (g, b) is the hand-built FedIP whose round 1 averages exactly them,
@@ -388,7 +384,7 @@ def test_secaggplus_fedip_replays_its_own_fits_after_a_dropout_at_fraction_1(set
     its lost round 1 as a fit: the hand-built run with its generator moved lies far away)."""
     root, data, users = setup
     drop, everyone = 1, list(range(len(users)))
-    readout, gain, bias, info = _secagg_fedip(root, data, users, monkeypatch, "secagg-fedip-drop-round",
+    readout, gain, bias, info = _secagg_fedip(root, data, users, simulation, "secagg-fedip-drop-round",
                                               **{"drop-partition": drop, "drop-round": 1})
     assert info == {"clients": len(users), "sampled": len(users), "min_clients": len(users) - 1}  # stats: all
     sets = [(everyone, [i for i in everyone if not (r == 0 and i == drop)]) for r in range(IP["rounds"])]
@@ -406,13 +402,13 @@ def test_secaggplus_fedip_replays_its_own_fits_after_a_dropout_at_fraction_1(set
 
 
 @pytest.mark.parametrize("bias", [False, True])
-def test_fedavg_app_equals_the_pipeline(setup, monkeypatch, bias):
+def test_fedavg_app_equals_the_pipeline(setup, simulation, bias):
     from esnfed_core.federated import fedavg
     from esnfed_flower import fedavg as app
 
     root, data, users = setup
     out = root / f"fedavg-{bias}.npy"
-    _simulate(app, root, _run_config(root, data, out, **_bias(bias)), len(users), monkeypatch)
+    _simulate(app, root, _run_config(root, data, out, **_bias(bias)), len(users), simulation)
     res = make_reservoir(CFG, data.n_inputs, SEED)
     expected = fedavg(res, _clients(data, users, bias), LAM)
     assert expected.shape == (data.n_classes, CFG["units"] + bias)

@@ -59,7 +59,7 @@ def _variance_in(noise: np.ndarray, sigma: float, alpha: float) -> bool:
 
 
 @pytest.mark.parametrize("app_name", ["incfed", "fedip", "fedavg"])
-def test_infinite_epsilon_is_the_plain_app_bit_for_bit(setup, monkeypatch, app_name):  # noqa: F811
+def test_infinite_epsilon_is_the_plain_app_bit_for_bit(setup, simulation, app_name):  # noqa: F811
     """ε = ∞ is no mechanism: the apps' readout (and FedIP's (g, b)) equal the plain apps' (which
     equal the pipeline's bit for bit, test_flower_apps.py)."""
     import importlib
@@ -69,7 +69,7 @@ def test_infinite_epsilon_is_the_plain_app_bit_for_bit(setup, monkeypatch, app_n
     out = root / f"{app_name}-inf.npy"
     extra = {**(IP if app_name == "fedip" else {}), "dp-noise-seed": 3,
              **_dp(math.inf, "central", **({"fedavg_clip": 1e-3} if app_name == "fedavg" else {}))}
-    _simulate(app, root, _run_config(root, data, out, **extra), len(users), monkeypatch, config=f"{app_name}-inf.json")
+    _simulate(app, root, _run_config(root, data, out, **extra), len(users), simulation, config=f"{app_name}-inf.json")
     if app_name == "incfed":
         expected = incfed(make_reservoir(CFG, data.n_inputs, SEED), _clients(data, users), [LAM]).readouts[0]
     elif app_name == "fedavg":  # a clip far below every readout's norm would change it if it were applied
@@ -83,7 +83,7 @@ def test_infinite_epsilon_is_the_plain_app_bit_for_bit(setup, monkeypatch, app_n
 
 
 @pytest.mark.parametrize("algo", ["incfed", "fedip"])
-def test_central_noise_is_the_private_trials_release_bit_for_bit(setup, monkeypatch, algo):  # noqa: F811
+def test_central_noise_is_the_private_trials_release_bit_for_bit(setup, simulation, algo):  # noqa: F811
     """The plain app with central DP solves the private trial's noisy statistics (and, FedIP, runs
     its noisy rounds) from the same generator: every λ's readout, the λ the trial chose on the
     validation users and FedIP's (g, b) are fit_private's bits."""
@@ -96,7 +96,7 @@ def test_central_noise_is_the_private_trials_release_bit_for_bit(setup, monkeypa
     out = root / f"{algo}-central.npy"
     rc = _trial_run(data, root, out, cfg, **_dp(4.0, "central", releases=n_rel), **{"dp-noise-seed": TRIAL_SEED},
                     lambdas=list(SETTINGS.lambdas))
-    _simulate(importlib.import_module(f"esnfed_flower.{algo}"), root, rc, len(users), monkeypatch,
+    _simulate(importlib.import_module(f"esnfed_flower.{algo}"), root, rc, len(users), simulation,
               config=f"{algo}-central.json")
     got = np.load(out)
     model = fit_private(algo, cfg, TRIAL_SEED, data, SETTINGS, spec)
@@ -116,7 +116,7 @@ def test_central_noise_is_the_private_trials_release_bit_for_bit(setup, monkeypa
     assert np.linalg.norm(got - plain) > 0.1 * np.linalg.norm(plain)  # the noise is there: not vacuous
 
 
-def test_central_dp_fedavg_is_the_private_trials_release_bit_for_bit(setup, monkeypatch):  # noqa: F811
+def test_central_dp_fedavg_is_the_private_trials_release_bit_for_bit(setup, simulation):  # noqa: F811
     """The plain FedAvg app with central DP: the clients' readouts at the run's λ, clipped to
     fedavg_clip, summed with the noise of the private trial's generator and divided by K, are
     fit_private's DP-FedAvg readout bit for bit (one release at the config's λ). The clip binds for some
@@ -135,7 +135,7 @@ def test_central_dp_fedavg_is_the_private_trials_release_bit_for_bit(setup, monk
     out = root / "fedavg-central.npy"
     rc = _trial_run(data, root, out, cfg, **_dp(4.0, "central", releases=n_rel, fedavg_clip=clip),
                     **{"dp-noise-seed": TRIAL_SEED})
-    _simulate(app, root, rc, len(users), monkeypatch, config="fedavg-central.json")
+    _simulate(app, root, rc, len(users), simulation, config="fedavg-central.json")
     got = np.load(out)
     model = fit_private("fedavg", cfg, TRIAL_SEED, data, SETTINGS, spec)
     assert got.shape == (data.n_classes, cfg["units"]) and model.lam == LAM
@@ -150,13 +150,13 @@ def test_central_dp_fedavg_is_the_private_trials_release_bit_for_bit(setup, monk
     assert 0.5 < float(noise.std()) / fedavg_sigma(spec) < 1.5  # 3·10 draws: the scale, loosely
 
 
-def _secagg_run(app_module, setup, monkeypatch, name: str, cfg: dict, eps: float, n_rel: int,  # noqa: F811
+def _secagg_run(app_module, setup, simulation, name: str, cfg: dict, eps: float, n_rel: int,  # noqa: F811
                 **extra):
     root, data, users = setup
     out = root / f"{name}.npy"
     rc = _trial_run(data, root, out, cfg, **_max_weight(users), **_dp(eps, "distributed", releases=n_rel),
                     lambdas=list(SETTINGS.lambdas), **extra)
-    _simulate(app_module, root, rc, len(users), monkeypatch, dropout="drop-partition" in extra, config=f"{name}.json")
+    _simulate(app_module, root, rc, len(users), simulation, dropout="drop-partition" in extra, config=f"{name}.json")
     return root, data, users, out, rc
 
 
@@ -165,7 +165,7 @@ ALPHA = 1e-4  # the clients' noise is fresh from the OS (secret): a correct run 
 
 
 @pytest.mark.parametrize("drop", [None, 1])
-def test_distributed_noise_under_secaggplus_incfed_has_the_stated_scale(setup, monkeypatch, drop):  # noqa: F811
+def test_distributed_noise_under_secaggplus_incfed_has_the_stated_scale(setup, simulation, drop):  # noqa: F811
     """Each client adds N(0, σ²/K_min) to its clipped (Ā, B̄); SecAgg+ returns the sum of the K'
     clients that stayed: it differs from the plain sum of their clipped means by noise of variance
     σ²·K'/K_min (K' = 4: all stayed; K' = K_min = 3: one dropped after key sharing, the central σ²),
@@ -175,7 +175,7 @@ def test_distributed_noise_under_secaggplus_incfed_has_the_stated_scale(setup, m
     cfg = {**CFG, "units": 16}  # 16·3 + 136 released numbers
     spec = DPSpec(2.0, 1e-3, "user", 0.05, 0.03)
     extra = {} if drop is None else {"drop-partition": drop}
-    root, data, users, out, rc = _secagg_run(app, setup, monkeypatch, f"secagg-dp-{drop}", cfg, 2.0, 1, **extra)
+    root, data, users, out, rc = _secagg_run(app, setup, simulation, f"secagg-dp-{drop}", cfg, 2.0, 1, **extra)
     stayed = [u for i, u in enumerate(users) if i != drop]
     assert json.loads((root / f"secagg-dp-{drop}.npy.json").read_text())["clients"] == len(stayed)
     res = make_reservoir(cfg, data.n_inputs, sub_seeds(TRIAL_SEED)["reservoir"])
@@ -193,7 +193,7 @@ def test_distributed_noise_under_secaggplus_incfed_has_the_stated_scale(setup, m
     np.testing.assert_array_equal(np.load(out), solve(released_stats(got["a"], got["b"]), list(SETTINGS.lambdas)))
 
 
-def test_distributed_noise_under_secaggplus_fedip_has_the_stated_scale(setup, monkeypatch):  # noqa: F811
+def test_distributed_noise_under_secaggplus_fedip_has_the_stated_scale(setup, simulation):  # noqa: F811
     """FedIP, one round: (g, b) = (g0, b0) + the mean of the K noisy clipped updates, so it differs
     from the plain mean of clip(Δ_c, C_ip) by noise of std σ_ip·√(K/K_min)/K; the statistics round
     on that reservoir as SecAgg+ IncFed's (σ·√(K/K_min)). Both, standardised, pooled."""
@@ -202,7 +202,7 @@ def test_distributed_noise_under_secaggplus_fedip_has_the_stated_scale(setup, mo
 
     cfg = {**FEDIP_CFG, "units": 16, "rounds": 1}
     spec = DPSpec(2.0, 1e-3, "user", 0.05, 0.03)
-    root, data, users, out, rc = _secagg_run(app, setup, monkeypatch, "secagg-fedip-dp", cfg, 2.0, 2)
+    root, data, users, out, rc = _secagg_run(app, setup, simulation, "secagg-fedip-dp", cfg, 2.0, 2)
     res0 = make_reservoir(cfg, data.n_inputs, sub_seeds(TRIAL_SEED)["reservoir"])
     deltas = []
     for u in users:
@@ -227,7 +227,7 @@ def test_distributed_noise_under_secaggplus_fedip_has_the_stated_scale(setup, mo
 
 
 @pytest.mark.parametrize("amplification", ["none", "sampling"])
-def test_sampled_central_dp_fedip_is_the_private_trials_sampled_release_bit_for_bit(setup, monkeypatch,  # noqa: F811
+def test_sampled_central_dp_fedip_is_the_private_trials_sampled_release_bit_for_bit(setup, simulation,  # noqa: F811
                                                                                      amplification):
     """client-fraction 0.5 of 4 under central DP: each round the server privately averages the 2
     sampled replies (clipped, noised, divided by the public m = 2) from the trial's generator, so
@@ -247,7 +247,7 @@ def test_sampled_central_dp_fedip_is_the_private_trials_sampled_release_bit_for_
     amp = {"dp-amplification": "sampling"} if amplification == "sampling" else {}
     rc = _trial_run(data, root, out, FEDIP_CFG, **_dp(4.0, "central", releases=n_rel), **amp,
                     **{"dp-noise-seed": TRIAL_SEED, "client-fraction": 0.5}, lambdas=list(SETTINGS.lambdas))
-    _simulate(app, root, rc, len(users), monkeypatch, config=f"fedip-sampled-{amplification}.json")
+    _simulate(app, root, rc, len(users), simulation, config=f"fedip-sampled-{amplification}.json")
     model = fit_private("fedip", FEDIP_CFG, TRIAL_SEED, data, settings, spec)
     gb = np.load(str(out) + ".ip.npz")
     np.testing.assert_array_equal(gb["gain"], model.reservoir.gain)
@@ -278,7 +278,7 @@ class _Reply:
         return True
 
 
-def test_a_dropout_in_a_sampled_central_dp_round_stops_the_run_in_one_line(setup, monkeypatch):  # noqa: F811
+def test_a_dropout_in_a_sampled_central_dp_round_stops_the_run_in_one_line(setup, simulation):  # noqa: F811
     """Central DP at client-fraction 0.5 of 4: a client sampled in round 1 fails instead of replying
     (replies < m = 2). The release would divide the clipped sum of the 1 reply plus the noise by the
     public m, a sound release, but the plain apps take no dropouts (any missing reply stops them,
@@ -295,7 +295,7 @@ def test_a_dropout_in_a_sampled_central_dp_round_stops_the_run_in_one_line(setup
     first = sample_clients(len(users), 0.5, rc["ip-seed"], 0)
     assert len(first) == 2  # m = 2: the dropout leaves 1 reply
     with bounded(300), pytest.raises(RuntimeError) as info:  # a full run here takes ~15 s
-        _simulate(app, root, {**rc, "drop-partition": first[0], "drop-round": 1}, len(users), monkeypatch,
+        _simulate(app, root, {**rc, "drop-partition": first[0], "drop-round": 1}, len(users), simulation.alone,
                   dropout=True, config="fedip-sampled-dropout.json")
     assert re.fullmatch(r"round 1: node \d+ sent no reply \(.+\); the plain apps need every sampled client's "
                         r"reply \(a dropout stops the run\)", str(info.value)), str(info.value)
@@ -419,7 +419,7 @@ def test_distributed_dp_refuses_amplification_in_one_line():
 
 @pytest.mark.parametrize("drop", [None, "sampled"])
 def test_sampled_distributed_dp_fedip_is_the_central_release_up_to_noise_of_the_rounds_size(  # noqa: F811
-        setup, monkeypatch, drop):
+        setup, simulation, drop):
     """client-fraction 0.75 of 4 under distributed DP, one IP round of 400 units: the round reaches the
     private trial's sampled set (its m = 3 clients), the app's z is the trial's (unamplified), and its
     (g, b) differs from fit_private's sampled central release (g_c, b_c) only by noise: with the
@@ -448,7 +448,7 @@ def test_sampled_distributed_dp_fedip_is_the_central_release_up_to_noise_of_the_
     extra = {} if drop is None else {"drop-partition": drop_pid, "drop-round": 1}
     bytes_dir = root / f"secagg-fedip-dp-sampled-{drop}-bytes"
     bytes_dir.mkdir()
-    root, data, users, out, rc = _secagg_run(app, setup, monkeypatch, f"secagg-fedip-dp-sampled-{drop}", cfg, 2.0,
+    root, data, users, out, rc = _secagg_run(app, setup, simulation, f"secagg-fedip-dp-sampled-{drop}", cfg, 2.0,
                                              n_rel, **{"client-fraction": fraction, "bytes-dir": str(bytes_dir)},
                                              **extra)
     from test_flower_apps import _flower_rounds

@@ -59,7 +59,7 @@ def _streams(root: Path, sits_out: dict[int, int]):
     return root, data, train
 
 
-def _flower(root: Path, data, strategy: str, monkeypatch, secagg: bool = False, drop: int | None = None,
+def _flower(root: Path, data, strategy: str, simulation, secagg: bool = False, drop: int | None = None,
             replay: dict | None = None, bias: bool = False, fraction: float = 1.0,
             drop_round: int | None = None) -> dict:
     """The app's per-context arrays and ``sent``: the partitions each IP round (0, 1, ... over the
@@ -67,8 +67,6 @@ def _flower(root: Path, data, strategy: str, monkeypatch, secagg: bool = False, 
     ``bias``: the run config's readout-bias (readout.bias); ``fraction``: its client-fraction
     (federated.client_fraction, present only below 1); ``drop``: the partition that drops out at
     SecAgg+'s masked-vector stage of every round, or with ``drop_round`` of that round only."""
-    from flwr.simulation import run_simulation
-
     from esnfed_flower import fedclip, fedclip_joint, secagg_fedclip
 
     app = secagg_fedclip if secagg else fedclip_joint if strategy == "joint" else fedclip
@@ -91,12 +89,9 @@ def _flower(root: Path, data, strategy: str, monkeypatch, secagg: bool = False, 
            **({} if drop_round is None else {"drop-round": drop_round}),
            **(replay or {}), **({"readout-bias": True} if bias else {}),
            **({} if fraction == 1 else {"client-fraction": fraction}), "bytes-dir": str(bytes_dir)}
-    cfg = root / f"{out.stem}.json"
-    cfg.write_text(json.dumps(run))
-    monkeypatch.setenv("ESNFED_FLOWER_RUN", str(cfg))
+    (root / f"{out.stem}.json").write_text(json.dumps(run))  # to read when a test fails
     client_app = app.client_app if drop is None else app.dropout_client_app
-    run_simulation(app.server_app, client_app, num_supernodes=len(data.train) + n_eval,
-                   backend_config={"client_resources": {"num_cpus": 1}, "init_args": {"num_cpus": 2}})
+    simulation(app.server_app, client_app, len(data.train) + n_eval, run)  # the module's Ray session
     with np.load(str(out) + ".contexts.npz") as f:
         got = {k: f[k] for k in f.files}
     np.testing.assert_array_equal(np.load(out), got["readout"][-1])
@@ -146,11 +141,11 @@ def _assert_sampled(got: dict, ledger: CommLedger, fraction: float) -> None:
 @pytest.mark.parametrize(("strategy", "bias", "fraction"),
                          [("naive", False, 1.0), ("replay", False, 1.0), ("replay", True, 1.0),
                           ("naive", False, 0.5), ("replay", False, 0.5)])
-def test_fedclip_app_equals_the_pipeline(setup, strategy, bias, fraction, monkeypatch):
+def test_fedclip_app_equals_the_pipeline(setup, strategy, bias, fraction, simulation):
     """Every participant in every IP round, or (fraction 0.5) the pipeline's sampled ones: the
     stateless clients replay only the rounds they fitted; the same IP messages round by round."""
     root, data, train = setup
-    got = _flower(root, data, strategy, monkeypatch, bias=bias, fraction=fraction)
+    got = _flower(root, data, strategy, simulation, bias=bias, fraction=fraction)
     ledger = CommLedger()
     want = _pipeline(data, train, strategy, bias=bias, fraction=fraction, ledger=ledger)
     _assert_sampled(got, ledger, fraction)
@@ -168,13 +163,13 @@ def test_fedclip_app_equals_the_pipeline(setup, strategy, bias, fraction, monkey
         assert want.buffer_sizes[1][2] > 0  # client 2 trains on its buffer at context 1
 
 
-def test_fedclip_replay_app_equals_the_pipeline_under_the_proportional_policy(setup, monkeypatch):
+def test_fedclip_replay_app_equals_the_pipeline_under_the_proportional_policy(setup, simulation):
     """continual.replay.policy proportional reaches the app's clients (run config "replay-policy"),
     whose rebuilt buffers are the pipeline's: the same bits. 60 % of each client's windows buffered
     (capacity 10 over contexts of 6): before the last context proportional keeps 5 + 5 where uniform
     keeps another split, so the pipeline's uniform run differs (not vacuous)."""
     root, data, train = setup
-    got = _flower(root, data, "replay", monkeypatch,
+    got = _flower(root, data, "replay", simulation,
                   replay={"replay-fraction": 0.6, "replay-policy": "proportional"})
     want = _pipeline(data, train, "replay", replay_fraction=0.6, replay_policy="proportional")
     for t in range(data.n_contexts):
@@ -186,12 +181,12 @@ def test_fedclip_replay_app_equals_the_pipeline_under_the_proportional_policy(se
 
 
 @pytest.mark.parametrize("fraction", [1.0, 0.5])
-def test_fedclip_joint_app_equals_the_pipeline(setup, monkeypatch, fraction):
+def test_fedclip_joint_app_equals_the_pipeline(setup, simulation, fraction):
     """Joint: the validation users are evaluation nodes; the per-context (g, b) and readouts, the
     rounds kept (ip_rounds) and run, and every round's validation accuracy are the pipeline's.
     Client 1 has no windows at context 0 and sits it out. Fraction 0.5: the sampled IP rounds too."""
     root, data, train = setup
-    got = _flower(root, data, "joint", monkeypatch, fraction=fraction)
+    got = _flower(root, data, "joint", simulation, fraction=fraction)
     ledger = CommLedger()
     want = _pipeline(data, train, "joint", fraction=fraction, ledger=ledger)
     _assert_sampled(got, ledger, fraction)
@@ -233,11 +228,11 @@ def _quantization_bound(steps: list[int]) -> float:
 
 
 @pytest.mark.parametrize(("bias", "fraction"), [(False, 1.0), (True, 1.0), (False, 0.75)])
-def test_secaggplus_fedclip_replay_equals_the_pipeline_to_quantization(request, monkeypatch, bias, fraction):
+def test_secaggplus_fedclip_replay_equals_the_pipeline_to_quantization(request, simulation, bias, fraction):
     """Every client, or (fraction 0.75, clients with windows at every context) the pipeline's 3
     sampled clients per IP round, SecAgg+ sized to them."""
     root, data, train = request.getfixturevalue("setup" if fraction == 1 else "everyone")
-    got = _flower(root, data, "replay", monkeypatch, secagg=True, bias=bias, fraction=fraction)
+    got = _flower(root, data, "replay", simulation, secagg=True, bias=bias, fraction=fraction)
     ledger = CommLedger()
     want = _pipeline(data, train, "replay", bias=bias, fraction=fraction, ledger=ledger)
     if fraction < 1:
@@ -258,12 +253,12 @@ def test_secaggplus_fedclip_replay_equals_the_pipeline_to_quantization(request, 
     assert moved > 100 * 10 * BUDGET * data.n_contexts * bound  # IP moved (g, b) far beyond the tolerance
 
 
-def test_secaggplus_fedclip_survives_a_dropout_in_every_round(setup, monkeypatch):
+def test_secaggplus_fedclip_survives_a_dropout_in_every_round(setup, simulation):
     """Client 0 shares its keys and then drops at the masked-vector stage of every round (IP and
     readout rounds of every context): each round completes with the survivors' sum, so the run is
     the pipeline's FedCLIP over the other clients (to quantization), not over everyone."""
     root, data, train = setup
-    got = _flower(root, data, "replay", monkeypatch, secagg=True, drop=0)
+    got = _flower(root, data, "replay", simulation, secagg=True, drop=0)
     survivors = _pipeline(data, train[1:], "replay")
     everyone = _pipeline(data, train, "replay")
     users = list(data.train.values())
@@ -318,7 +313,7 @@ def _hand_naive(data, train, lost: set[tuple[int, int]] = frozenset(), lost_fits
     return out
 
 
-def test_secaggplus_fedclip_replays_its_own_fits_after_a_dropout_at_fraction_1(setup, monkeypatch):
+def test_secaggplus_fedclip_replays_its_own_fits_after_a_dropout_at_fraction_1(setup, simulation):
     """Naive, every client in every round (fraction 1, threshold 3 of 4): client 0 drops at the
     masked-vector stage of the run's first round (context 0's first IP round) only. That round
     completes with the 3 survivors (client 1, without windows at context 0, sends zeros); the
@@ -328,7 +323,7 @@ def test_secaggplus_fedclip_replays_its_own_fits_after_a_dropout_at_fraction_1(s
     full runs; the hand-built run whose lost round moved client 0's generator lies far away."""
     root, data, train = setup
     assert all(len(train[0][t][0]) for t in range(data.n_contexts))  # client 0 trains at every context
-    got = _flower(root, data, "naive", monkeypatch, secagg=True, drop=0, drop_round=1)
+    got = _flower(root, data, "naive", simulation, secagg=True, drop=0, drop_round=1)
     want = _hand_naive(data, train, {(0, 1)})
     counted = _hand_naive(data, train, {(0, 1)}, lost_fits=True)
     bound = _quantization_bound([u.x.shape[0] * u.x.shape[1] for u in data.train.values()])
@@ -381,7 +376,7 @@ def _hand_replay(data, train, sets: list[list[int]], lost: set[tuple[int, int]] 
     return out
 
 
-def test_secaggplus_fedclip_replay_replays_its_own_fits_after_a_dropout_in_a_sampled_round(everyone, monkeypatch):
+def test_secaggplus_fedclip_replay_replays_its_own_fits_after_a_dropout_in_a_sampled_round(everyone, simulation):
     """Replay at fraction 0.75 (3 of 4 clients each IP round, threshold 2; every client has windows
     at every context): client 0, sampled in IP rounds 1 to 5, drops at the masked-vector stage of
     the run's first round only. That round completes with its 2 survivors; the server counts only
@@ -396,7 +391,7 @@ def test_secaggplus_fedclip_replay_replays_its_own_fits_after_a_dropout_in_a_sam
     fraction, drop = 0.75, 0
     sets = [sample_clients(len(train), fraction, 9, k) for k in range(BUDGET * data.n_contexts)]
     assert all(drop in s for s in sets[:5]) and len(sets[0]) - 1 >= 2  # sampled again; survivors at the threshold
-    got = _flower(root, data, "replay", monkeypatch, secagg=True, drop=drop, drop_round=1, fraction=fraction)
+    got = _flower(root, data, "replay", simulation, secagg=True, drop=drop, drop_round=1, fraction=fraction)
     assert got["sent"] == [set(s) for s in sets]  # the sampled sets reached (client 0 in round 1 too)
     want = _hand_replay(data, train, sets, {(drop, 1)})
     counted = _hand_replay(data, train, sets, {(drop, 1)}, lost_fits=True)
