@@ -10,8 +10,9 @@ test 20 % of the clients each) and, for each method of ``--methods``, ``select -
 ``retrain`` -> ``assess`` at a tiny budget (1 trial, 1 retrain, ``--units`` units, FedIP one round
 of one epoch). Each command runs alone in its own process with in-process trials (``runner:
 sequential``, so the process's peak RSS is the stage's), measured by ``os.wait4``: wall seconds
-and peak RSS. Prints one Markdown table (a row per stage, a column per client count), the
-command, and the records as JSON on its last line.
+CPU seconds (user + system) and peak RSS. Prints one Markdown table (a row per stage, a column per client count; each cell
+CPU seconds, wall seconds in brackets, and peak RSS), the command, and the records as JSON on its
+last line.
 
 ``--fraction F`` also runs each federated method under client sampling
 (``federated.client_fraction: F``, a ``Method`` suffix ``@F`` in the table).
@@ -33,7 +34,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _measure import run  # noqa: E402
+from _measure import run_usage  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 ESNFED = [sys.executable, "-m", "esnfed_cli"]
@@ -118,9 +119,10 @@ def bench(clients: int, args, scratch: Path) -> dict:
     os.environ.update(env)
     record = {"clients": clients, "windows_per_client": per, "csv_mb": csv.stat().st_size / 1e6, "stages": {}}
     for label, argv in stages(root, params, args.methods):
-        wall, peak = run([*ESNFED, *argv])
-        record["stages"][label] = {"s": wall, "peak_mib": peak}
-        print(f"  {clients:>6} clients  {label:<16} {wall:8.2f} s  {peak:7.0f} MiB", file=sys.stderr, flush=True)
+        wall, peak, cpu = run_usage([*ESNFED, *argv])
+        record["stages"][label] = {"s": wall, "cpu_s": cpu, "peak_mib": peak}
+        print(f"  {clients:>6} clients  {label:<16} {wall:8.2f} s  {cpu:8.2f} CPU s  {peak:7.0f} MiB", file=sys.stderr,
+              flush=True)
     comm = root / "runs" / "assess" / "example"
     record["communication"] = {m: _communication(comm / f"{m}.json") for m in args.methods}
     if not args.keep:
@@ -129,7 +131,7 @@ def bench(clients: int, args, scratch: Path) -> dict:
 
 
 def _communication(path: Path) -> dict | None:
-    """Up/down floats per client of the 100 % share's first retrain, as assess recorded them."""
+    """Up/down floats of the 100 % share (all its clients), as assess recorded them."""
     if not path.is_file():
         return None
     comm = json.loads(path.read_text())["pcts"]["100"]["communication"]
@@ -140,10 +142,16 @@ def table(records: list[dict]) -> str:
     head = "| stage | " + " | ".join(f"{r['clients']:,} clients ({r['windows_per_client']:,} w each)" for r in records) + " |"
     lines = [head, "|---|" + "---|" * len(records)]
     for label in records[0]["stages"]:
-        cells = [f"{r['stages'][label]['s']:.1f} s, {r['stages'][label]['peak_mib']:.0f} MiB" for r in records]
+        cells = [f"{r['stages'][label]['cpu_s']:.1f} s ({r['stages'][label]['s']:.1f} s), "
+                 f"{r['stages'][label]['peak_mib']:.0f} MiB" for r in records]
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    total = [sum(s["s"] for s in r["stages"].values()) for r in records]
-    lines.append("| **total** | " + " | ".join(f"**{t:.1f} s**" for t in total) + " |")
+    for m in records[0]["communication"]:
+        cells = ["-" if (c := r["communication"][m]) is None else f"{c['up_floats']:,} / {c['down_floats']:,}"
+                 for r in records]
+        lines.append(f"| {m} floats up / down (100 % share) | " + " | ".join(cells) + " |")
+    cpu = [sum(s["cpu_s"] for s in r["stages"].values()) for r in records]
+    wall = [sum(s["s"] for s in r["stages"].values()) for r in records]
+    lines.append("| **total** | " + " | ".join(f"**{c:.1f} s** ({w:.1f} s)" for c, w in zip(cpu, wall)) + " |")
     return "\n".join(lines)
 
 
