@@ -13,6 +13,13 @@ from typing import Callable, Mapping
 
 def run(cmd: list[str]) -> tuple[float, float]:
     """Run ``cmd``; return (wall seconds, peak RSS in MiB) of that process alone."""
+    wall, peak, _ = run_usage(cmd)
+    return wall, peak
+
+
+def run_usage(cmd: list[str]) -> tuple[float, float, float]:
+    """Run ``cmd``; return (wall seconds, peak RSS in MiB, CPU seconds: user + system) of that
+    process alone (CPU time is what a shared, loaded machine distorts least)."""
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(proc.pid, 0)
@@ -21,7 +28,7 @@ def run(cmd: list[str]) -> tuple[float, float]:
     err = proc.stderr.read().decode() if proc.stderr else ""
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}): {err.strip()}")
-    return wall, usage.ru_maxrss / 1024  # ru_maxrss is in KiB on Linux
+    return wall, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime  # ru_maxrss is in KiB on Linux
 
 
 def folder_bytes(path: Path) -> int:

@@ -126,32 +126,47 @@ def handle_errors(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-class _Terminated(BaseException):
-    """SIGTERM inside ``cleanup_on_sigterm`` (a BaseException: no ``except Exception`` swallows it)."""
+class _Stopped(BaseException):
+    """SIGTERM or SIGINT inside ``stop_cleanly`` (a BaseException: no ``except Exception`` swallows it)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+IMPORT_LEFT = "its temporary files were removed and earlier outputs are untouched"
+TRIALS_LEFT = "its worker processes were stopped; finished work is saved, rerun to resume"
 
 
 @contextlib.contextmanager
-def cleanup_on_sigterm(command: str) -> Iterator[None]:
-    """For the block, SIGTERM unwinds the stack like an exception instead of ending the process
-    where it stands, so every ``finally`` runs (temporary folders are removed, locks released);
-    then one line and exit 143 (128 + SIGTERM), as a process killed by the signal would have."""
+def stop_cleanly(command: str, left: str = IMPORT_LEFT) -> Iterator[None]:
+    """For the block, SIGTERM and SIGINT unwind the stack like an exception instead of ending the
+    process where it stands, so every ``finally`` runs (temporary files removed, locks released, a
+    joblib pool's workers killed: a worker left alone computes on after its parent is gone); then
+    one line saying what was ``left`` and exit 128 + the signal, as a process killed by it would
+    have. A second signal while unwinding is ignored, so it cannot cut the clean-up short."""
     if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
         yield
         return
+    stopping = False
 
     def stop(signum, frame):
-        raise _Terminated()
+        nonlocal stopping
+        if not stopping:
+            stopping = True
+            raise _Stopped(signum)
 
-    previous = signal.signal(signal.SIGTERM, stop)
+    previous = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
         yield
-    except _Terminated:
-        signal.signal(signal.SIGTERM, previous)
-        err_console.print(f"[bold red]error:[/] `esnfed {command}` stopped by SIGTERM; its temporary files were "
-                          "removed and earlier outputs are untouched", highlight=False, soft_wrap=True)
-        raise typer.Exit(128 + signal.SIGTERM) from None
+    except _Stopped as exc:
+        name = signal.Signals(exc.signum).name
+        err_console.print(f"[bold red]error:[/] `esnfed {command}` stopped by {name}; {left}",
+                          highlight=False, soft_wrap=True)
+        raise typer.Exit(128 + exc.signum) from None
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for s, handler in previous.items():
+            signal.signal(s, handler)
 
 
 def in_range(low: float | None = None, high: float | None = None, *, low_open: bool = False,

@@ -9,8 +9,8 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from esnfed_cli._common import (EXIT_FAILURE, bar_task, console, declared_dataset, err_console, handle_errors,
-                                in_range, trial_progress)
+from esnfed_cli._common import (EXIT_FAILURE, TRIALS_LEFT, bar_task, console, declared_dataset, err_console,
+                                handle_errors, in_range, stop_cleanly, trial_progress)
 from esnfed_cli.app import app
 from esnfed_core.errors import ConfigError
 from esnfed_core.vocabulary import Algo, Backend, Device, ShareOrAll, Strategy
@@ -228,7 +228,7 @@ def _stage_command(verb: str, run, table, what: str, doc: str) -> None:
         runs, pcts, exp, runner = _prepare(dataset, algo, strategy, pct, params, backend, n_jobs, device, alpha)
         failed = []
         for ds, method in runs:
-            with trial_progress() as bar:
+            with stop_cleanly(verb, TRIALS_LEFT), trial_progress() as bar:  # a stop ends the workers too
                 result = run(ds, method, pcts, exp, data_dir=data_dir, runs_dir=runs_dir, runner=runner,
                              progress=bar_task(bar, f"{verb} {ds}/{method.id}"))
             table(ds, method, runner, result)

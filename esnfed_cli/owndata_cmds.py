@@ -13,7 +13,7 @@ from rich.markup import escape
 # Typer (0.29, pinned) raises the usage errors of the click it vendors, not of a click installed beside it.
 from typer._click.exceptions import UsageError
 
-from esnfed_cli._common import (EXIT_FAILURE, cleanup_on_sigterm, console, dataset_option, err_console, fail,
+from esnfed_cli._common import (EXIT_FAILURE, stop_cleanly, console, dataset_option, err_console, fail,
                                 handle_errors, in_range)
 from esnfed_cli.data_cmds import data_progress, manifest_table
 from esnfed_cli.app import _Command, app
@@ -141,7 +141,7 @@ def import_(
     To run it through the pipeline, declare it in params.yaml (datasets, imports.mystudy,
     partition.mystudy, budgets.*.space.mystudy; see the `example` dataset there) and run dvc repro.
     """
-    with cleanup_on_sigterm("import"):  # a stopped import leaves no scratch folder behind
+    with stop_cleanly("import"):  # a stopped import leaves no scratch folder behind
         _import(source, dataset, features, user, time, label, context, time_unit, rate, window, max_gap, missing,
                 classes, contexts, drop_labels, out, params)
 

@@ -324,3 +324,21 @@ def test_gpu_session_runs_every_step_with_options_its_scripts_have(tmp_path):
         assert {a for a in args if a.startswith("--")} <= defined, (script, args)
     (pytest_call,) = [c for c in calls if c[:2] == ["-m", "pytest"]]
     assert all((ROOT / f).is_file() for f in pytest_call if f.startswith("tests/"))
+
+
+@slow
+def test_clients_reports_every_stage_of_each_count_with_time_memory_and_communication():
+    out = run("bench_clients.py", "--smoke", "--methods", "incfed,fedip")
+    rows = table_rows(out, "stage")
+    stages = ["import", "partition"] + [f"{m} {s}" for m in ("incfed", "fedip") for s in ("select", "retrain", "assess")]
+    assert [r[0] for r in rows[:8]] == stages
+    for cells in rows[:8]:
+        for cell in cells[1:]:  # "<cpu> s (<wall> s), <peak> MiB"
+            cpu, wall, peak = map(float, re.fullmatch(r"([0-9.]+) s \(([0-9.]+) s\), ([0-9]+) MiB", cell).groups())
+            assert _positive(cpu, wall, peak), cell
+    records = json.loads(out.strip().splitlines()[-1])["records"]
+    assert [r["clients"] for r in records] == [4, 8]
+    # the same windows over twice the clients: FedIP's uploads grow with the clients (one message each)
+    ups = [r["communication"]["fedip"]["up_floats"] for r in records]
+    assert ups[1] > ups[0] > 0
+    assert "Command: `.venv/bin/python benchmarks/bench_clients.py --smoke --methods incfed,fedip`" in out

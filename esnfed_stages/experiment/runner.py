@@ -19,6 +19,7 @@ and each task still gets its own Outcome, so the stages write one result per tri
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import time
 import traceback
@@ -211,8 +212,11 @@ def run_tasks(
             results = Parallel(return_as="generator_unordered")(
                 delayed(_indexed)(i, task, config.blas_threads) for i, task in enumerate(tasks)
             )
-            for i, outcome in results:
-                on_done(tasks[i], outcome)
+            # closing: whatever stops the loop (a signal, a failed write in on_done) closes the
+            # generator at once, and joblib then kills the workers instead of letting them compute on
+            with contextlib.closing(results):
+                for i, outcome in results:
+                    on_done(tasks[i], outcome)
     except EsnfedError:
         raise
     except Exception as exc:  # a worker died (killed, out of memory): finished work is saved

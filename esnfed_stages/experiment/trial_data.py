@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -67,7 +68,7 @@ class Dataset:
             if expected is not None and digest != expected:
                 raise DataError(f"{path}: contents differ from the sha256 in manifest.json (corrupt or "
                                 f"changed after preprocessing): rerun `esnfed preprocess`")
-            _check_values(path, load_user(self.directory, user, lazy=True), self.n_classes, self.n_contexts)
+            _check_values(path, lazy_user(self.directory, user), self.n_classes, self.n_contexts)
             self._file_hashes[user] = digest
         return self._file_hashes[user]
 
@@ -104,7 +105,7 @@ class Dataset:
         first checked against the manifest's sha256."""
         for u in users:
             self.file_hash(u)
-        return {u: load_user(self.directory, u, lazy=True) for u in users}
+        return {u: lazy_user(self.directory, u) for u in users}
 
 
 
@@ -182,14 +183,37 @@ class DataRef:
     fingerprint: str
 
 
+def lazy_user(directory: str | Path, user: str) -> UserData:
+    """``load_user(directory, user, lazy=True)``, cached per process for the file as it is on disk
+    (its inode, size and modification time): a stage checks each user's file, then loads the users
+    of every share, and the shares overlap (25 % of the training users are in every share), so
+    without the cache a user's file was opened and parsed once per share and once more to check it,
+    a per-client cost of about a millisecond each time (BENCHMARKS.md, "Clients")."""
+    path = user_path(directory, user)
+    try:
+        st = os.stat(path)
+    except OSError:  # load_user names the missing file
+        return load_user(directory, user, lazy=True)
+    return _lazy_user_at(os.path.abspath(directory), user, (st.st_ino, st.st_size, st.st_mtime_ns))
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _lazy_user_at(directory: str, user: str, stamp: tuple[int, int, int]) -> UserData:
+    data = load_user(directory, user, lazy=True)
+    for shared in (data.y, data.context):  # one copy serves every share: none may change it
+        shared.flags.writeable = False
+    return data
+
+
 @functools.lru_cache(maxsize=1)
 def load_trial_data(ref: DataRef) -> TrialData:
-    """The users of ``ref`` (cached per process: consecutive trials of one share reuse them).
+    """The users of ``ref`` (cached per process: consecutive trials of one share reuse them, and
+    each user's file is parsed once per process: :func:`lazy_user`).
 
     The windows stay on disk, read batch by batch: a trial's memory does not grow with its data.
     """
     return TrialData(
-        {u: load_user(ref.directory, u, lazy=True) for u in ref.train},
-        {u: load_user(ref.directory, u, lazy=True) for u in ref.validation},
+        {u: lazy_user(ref.directory, u) for u in ref.train},
+        {u: lazy_user(ref.directory, u) for u in ref.validation},
         ref.n_classes, ref.n_contexts,
     )
