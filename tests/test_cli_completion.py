@@ -11,7 +11,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_show_completion_prints_a_bash_script_for_esnfed():
-    done = subprocess.run([sys.executable, "-m", "esnfed_cli", "--show-completion", "bash"], capture_output=True,
-                          text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    # Typer detects the shell from the process's ancestors (shellingham), as when a user types the
+    # command in bash: run it from a bash that stays its parent (a second command keeps bash from
+    # exec-ing it), not from pytest's worker, whose ancestry may hold no shell at all.
+    done = subprocess.run(["bash", "-c", '"$0" -m esnfed_cli --show-completion; status=$?; exit $status',
+                           sys.executable], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0, done.stderr
     assert "complete" in done.stdout and "_ESNFED_COMPLETE" in done.stdout.upper(), done.stdout[:300]
