@@ -146,7 +146,7 @@ def report(
 
     Set SOURCE_DATE_EPOCH to fix the date printed in the table headers (reproducible builds).
     """
-    from esnfed_core.tables import table_specs
+    from esnfed_stages.report.table_specs import table_specs
     from esnfed_stages.report import report as report_stage
     from esnfed_stages.report.report_params import report_params
     from esnfed_stages.params.load import load_params

@@ -148,7 +148,7 @@ def communication(ledger: CommLedger, n_clients: int, readout_bias: bool = False
 
     The one-off reservoir broadcast is excluded (the ledger's default), as in PROTOCOL's counts.
     ``readout_bias`` (readout.bias: the readouts have N+1 columns) is recorded as
-    ``"readout_bias": true`` for the analytic counts (esnfed_core/tables.py), absent when false.
+    ``"readout_bias": true`` for the analytic counts (esnfed_core/communication.py), absent when false.
     """
     out = {"up_floats": 0, "up_bytes": 0, "down_floats": 0, "down_bytes": 0, "rounds": 0}
     for algo in sorted({e.algorithm for e in ledger.entries}):
@@ -397,7 +397,7 @@ def fit_continual(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialData,
         communication=None if ledger is None else {
             **communication(ledger, len(data.train), readout_bias=config.bias),
             # who sent at each context, and how many IP rounds: the analytic message counts (a client
-            # without windows at a context sends nothing there; esnfed_core/tables.py analytic_floats)
+            # without windows at a context sends nothing there; esnfed_core/communication.py analytic_floats)
             "participants": [int(p) for p in result.participants],
             "context_rounds": [int(r) for r in result.context_rounds],
             # federated.client_fraction < 1: each IP round's clients were sampled (absent at 1)

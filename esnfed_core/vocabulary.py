@@ -10,6 +10,7 @@ all live in the lowest layer so that every package can import them without a cyc
 from __future__ import annotations
 
 from enum import Enum
+from typing import Sequence
 
 
 class Name(str, Enum):
@@ -125,3 +126,9 @@ BACKENDS = Backend.values()
 DEVICES = Device.values()
 VARIANTS = Variant.values()
 SOURCES = Source.values()
+
+
+def papers_first(datasets: Sequence[str]) -> list[str]:
+    """A table's and figure's order of datasets: the papers' first, then the others as given
+    (params.yaml ``datasets`` or ``study_datasets``)."""
+    return [d for d in DATASETS if d in datasets] + [d for d in dict.fromkeys(datasets) if d not in DATASETS]

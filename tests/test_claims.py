@@ -1,4 +1,4 @@
-"""The papers' claims across tables (esnfed_core.tables.CLAIMS) and their tests in the `ttest`
+"""The papers' claims across tables (esnfed_stages.report.claims.CLAIMS) and their tests in the `ttest`
 stage: federated against centralised with the tables' t-test, the spread of the retrains with a
 test of equal variances, on synthetic retrain scores whose answers are known; the stage's output
 deterministic and written atomically."""
@@ -13,9 +13,8 @@ import scipy.stats
 from typer.testing import CliRunner
 
 from esnfed_cli.main import app
-from esnfed_core.tables import (
-    CLAIMS, LOWER_VARIANCE, NOT_LOWER_VARIANCE, claim, claim_specs, claim_verdict, table_specs,
-)
+from esnfed_stages.report.claims import CLAIMS, LOWER_VARIANCE, NOT_LOWER_VARIANCE, claim, claim_specs, claim_verdict
+from esnfed_stages.report.table_specs import table_specs
 from test_report import SCORES, write_assess
 
 runner = CliRunner()

@@ -22,7 +22,8 @@ from esnfed_core.plasticity import ip_epoch, train_ip
 from esnfed_core.reservoir import ReservoirConfig, build_reservoir
 from esnfed_core.sampling import sample_clients, sample_size
 from esnfed_core.settings import Settings
-from esnfed_core.tables import Communication, communication_rows, participation_notes
+from esnfed_core.communication import Communication, communication_rows
+from esnfed_stages.report.tables import participation_notes
 from esnfed_core.trial import fit
 from experiment_data import trial_data
 
@@ -280,7 +281,7 @@ def test_select_retrain_assess_with_sampling_and_the_communication_table(tmp_pat
     trial test above)."""
     import json  # noqa: PLC0415
 
-    from esnfed_core.tables import split_rounds  # noqa: PLC0415
+    from esnfed_core.communication import split_rounds  # noqa: PLC0415
     from experiment_data import make_dataset, run_method_stages, small_params, write_params  # noqa: PLC0415
 
     make_dataset(tmp_path)

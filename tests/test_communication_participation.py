@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from esnfed_core.settings import Settings
-from esnfed_core.tables import Communication, check_communication, communication_rows, participation_notes
+from esnfed_core.communication import Communication, check_communication, communication_rows
+from esnfed_stages.report.tables import participation_notes
 from esnfed_core.trial import TrialData, fit
 from esnfed_core.validation import ParameterError
 from experiment_data import trial_data

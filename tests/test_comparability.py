@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from esnfed_core.tables import TABLES, table_specs
+from esnfed_stages.report.table_specs import TABLES, table_specs
 from esnfed_core.vocabulary import PCTS
 from esnfed_stages.report import protocol_tables, report, report_index
 from esnfed_stages.report.report_params import report_params

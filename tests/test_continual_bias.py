@@ -24,7 +24,7 @@ from esnfed_core.readout import ridge_stats, solve
 from esnfed_core.replay import concat_splits
 from esnfed_core.reservoir import ReservoirConfig, build_reservoir
 from esnfed_core.settings import Settings
-from esnfed_core.tables import Communication, analytic_floats, validation_columns
+from esnfed_core.communication import Communication, analytic_floats, validation_columns
 from esnfed_core.trial import fit
 from bias_reference import float64_ridge
 from experiment_data import trial_data

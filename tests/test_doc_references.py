@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from esnfed_core.tables import TABLES
+from esnfed_stages.report.table_specs import TABLES
 from esnfed_stages.report import (claims_report, continual_report, ipfit_report, privacy_sampling_report,
                                   protocol_tables, selected_report)
 
@@ -26,7 +26,7 @@ GENERATED_MD |= {f"{claims_report.NAME}.md", f"{selected_report.NAME}.md"}  # th
 GENERATED_MD |= {f"{m.TABLE}.md" for m in (continual_report, ipfit_report)}  # the gap audit's tables
 GENERATED_MD |= {f"{table_id}.md" for p in protocol_tables.PROTOCOLS.values() for _, table_id in p.tables}  # opt-in
 GENERATED_MD |= {f"{privacy_sampling_report.NAME}.md"}  # opt-in: privacy.sampling_study's table
-# the generic tables of a user's dataset <name> (esnfed_core.tables.generic_tables)
+# the generic tables of a user's dataset <name> (esnfed_stages.report.table_specs.generic_tables)
 GENERATED_USER_MD = re.compile(
     r"(communication-[a-z][a-z0-9_]*|[a-z][a-z0-9_]*-(stationary-(incfed|fedip|ip)|continual|continual-metrics|selected))\.md")
 GENERATED_PATHS = {"reports/README.md"}  # the report's index (esnfed_stages/report/report_index.py)

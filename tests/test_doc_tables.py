@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from esnfed_core.tables import DEEP_TABLE, TABLES
+from esnfed_stages.report.table_specs import DEEP_TABLE, TABLES
 from esnfed_core.vocabulary import DATASETS
 from esnfed_stages.params.load import load_params
 from esnfed_stages.report.ttest import hetero_table_methods

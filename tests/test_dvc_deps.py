@@ -184,7 +184,7 @@ def _methods() -> list[str]:
 
 def test_every_plot_reads_its_own_data_file():
     """The anchored plot definitions expand to one plot per CSV the report writes."""
-    from esnfed_core.tables import dataset_label
+    from esnfed_stages.report.table_specs import dataset_label
     from esnfed_core.vocabulary import PCTS, STRATEGIES
     from esnfed_stages.report import report_figures
 

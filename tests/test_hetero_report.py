@@ -9,7 +9,7 @@ import statistics
 
 import pytest
 
-from esnfed_core.tables import hetero_cells
+from esnfed_stages.report.cells import hetero_cells
 from esnfed_core.vocabulary import DATASETS
 from esnfed_stages.report import hetero_report
 from esnfed_stages.report.ttest import Inputs

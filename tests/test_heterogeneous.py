@@ -17,7 +17,7 @@ from esnfed_core.reservoir import spectral_radius
 from esnfed_core.scoring import pooled_counts
 from esnfed_core.search import parse_space
 from esnfed_core.settings import Settings
-from esnfed_core.tables import Communication, analytic_floats, communication_rows
+from esnfed_core.communication import Communication, analytic_floats, communication_rows
 from esnfed_core.trial import make_reservoir, sub_seeds
 from esnfed_stages.experiment.models import load_model, save_model
 from esnfed_stages.experiment.runner import fit_trial as fit  # every family: local/ensemble/align and incfed

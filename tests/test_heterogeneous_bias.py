@@ -21,7 +21,7 @@ from esnfed_core.readout import ridge_stats, solve
 from esnfed_core.scoring import pooled_counts
 from esnfed_core.search import parse_space
 from esnfed_core.settings import Settings
-from esnfed_core.tables import Communication, communication_rows
+from esnfed_core.communication import Communication, communication_rows
 from esnfed_core.trial import make_reservoir
 from esnfed_stages.experiment.models import load_model, save_model
 from esnfed_stages.experiment.runner import fit_trial as fit

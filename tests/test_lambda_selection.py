@@ -1,4 +1,4 @@
-"""The communication table's λ selection and model selection (esnfed_core.tables.lambda_selection_columns,
+"""The communication table's λ selection and model selection (esnfed_core.communication.lambda_selection_columns,
 selection_columns): FedAvg's rounds for the λ values the training totals leave out, counted from the
 messages fedavg itself records and equal to K·(L − 1)·N·C; the selection's total bytes, summed over
 the trials at each one's own sizes (tests/test_selection_traffic.py reads them from runs/select);
@@ -15,7 +15,7 @@ import pytest
 from esnfed_core.federated import Client, fedavg
 from esnfed_core.messages import CommLedger
 from esnfed_core.reservoir import ReservoirConfig, build_reservoir
-from esnfed_core.tables import Communication, SelectionTrial, communication_rows
+from esnfed_core.communication import Communication, SelectionTrial, communication_rows
 from esnfed_core.validation_traffic import (
     analytic_lambda_selection, lambda_selection_formula, lambda_selection_ledger,
 )

@@ -304,7 +304,7 @@ def test_the_communication_record_counts_the_roster_senders(method):
     """A roster trial records the client-rounds that sent (g, b) at each context (``ip_senders``:
     the drawn participants, which max(1, ⌊f·P_t⌋) would not give); the communication table's
     analytic totals from it match the counted messages, and its participations add the readouts'."""
-    from esnfed_core.tables import Communication, check_communication, communication_rows  # noqa: PLC0415
+    from esnfed_core.communication import Communication, check_communication, communication_rows  # noqa: PLC0415
 
     data, settings = _gappy(), _settings(0.5, "roster")
     comm = fit(method, CONFIG, 7, data, settings, score=True).communication

@@ -14,7 +14,7 @@ from esnfed_core.method import Method
 from esnfed_core.readout import count_correct, predict, ridge_stats, solve
 from esnfed_core.reservoir import ReservoirConfig, build_reservoir, run_batch
 from esnfed_core.settings import Settings
-from esnfed_core.tables import Communication, analytic_floats
+from esnfed_core.communication import Communication, analytic_floats
 from esnfed_core.trial import TrialData, fit
 from float32_bounds import readout_rtol
 

@@ -18,7 +18,7 @@ import yaml
 from typer.testing import CliRunner
 
 from esnfed_cli.main import app
-from esnfed_core.tables import TABLES, required_inputs
+from esnfed_stages.report.table_specs import TABLES, required_inputs
 from esnfed_core.vocabulary import PCTS
 
 runner = CliRunner()

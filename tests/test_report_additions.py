@@ -16,7 +16,8 @@ from typer.testing import CliRunner
 
 from esnfed_cli.main import app
 from esnfed_core.method import Method
-from esnfed_core.tables import Cell, TableSpec, required_inputs, significance_agreement, table_spec, table_specs
+from esnfed_stages.report.cells import Cell, significance_agreement
+from esnfed_stages.report.table_specs import TableSpec, required_inputs, table_spec, table_specs
 from esnfed_core.vocabulary import PCTS
 from esnfed_stages.report.selected_report import methods
 from esnfed_stages.report.tables import render_agreement
@@ -298,7 +299,7 @@ def test_the_new_tables_are_byte_identical_on_a_rerun(workdir):
 
 
 def test_a_claim_no_row_of_which_could_be_tested_says_so():
-    from esnfed_core.tables import claim
+    from esnfed_stages.report.claims import claim
     from esnfed_stages.report.claims_report import summary
 
     rows = [{"dataset": "wesad", "pct": p, "a": "ip", "b": "ridge", "verdict": "untested"} for p in PCTS]

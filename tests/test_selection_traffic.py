@@ -1,5 +1,5 @@
 """The communication table's model-selection total from runs/select's trial records
-(esnfed_stages/report/selection_traffic.py, esnfed_core.tables.selection_columns): every trial counted at its
+(esnfed_stages/report/selection_traffic.py, esnfed_core.communication.selection_columns): every trial counted at its
 own N, IP rounds and λ values, so the total is the sum of the trials' ledgers, computed here by hand
 from the message shapes, and not trials × the selected config's; the rest of the communication
 table is unchanged by it; a damaged trial record is one error naming its file."""
@@ -16,7 +16,8 @@ import yaml
 
 from esnfed_core.errors import DataError
 from esnfed_core.method import Method
-from esnfed_core.tables import Communication, communication_rows, required_inputs
+from esnfed_core.communication import Communication, communication_rows
+from esnfed_stages.report.table_specs import required_inputs
 from esnfed_core.vocabulary import PCTS
 from esnfed_stages.experiment import select as select_stage
 from esnfed_stages.report import selection_traffic

@@ -1,4 +1,4 @@
-"""Pure table assembly (esnfed_core.tables): cell values and format, marks, layout, CSV,
+"""Pure table assembly (esnfed_stages.report.table_specs, cells): cell values and format, marks, layout, CSV,
 communication formulas and metrics, checked against independent computations."""
 
 import csv
@@ -10,9 +10,10 @@ import pytest
 
 from esnfed_core.errors import DataError
 from esnfed_core.stats import compare_to_best
-from esnfed_core.tables import (
-    TABLE_IDS, TABLES, Communication, TableSpec, build_cells, communication_rows, generic_tables,
-    mean_std_percent, metrics, parse_published, required_inputs, split_rounds, table_spec,
+from esnfed_core.communication import Communication, communication_rows, split_rounds
+from esnfed_stages.report.cells import build_cells, mean_std_percent, metrics
+from esnfed_stages.report.table_specs import (
+    TABLES, TABLE_IDS, TableSpec, generic_tables, parse_published, required_inputs, table_spec,
 )
 from esnfed_core.vocabulary import PCTS
 from esnfed_stages.report.tables import (
@@ -291,7 +292,7 @@ def test_deep_table_takes_the_study_datasets_yours_included_without_a_paper_colu
     """study_datasets may list a dataset of your own (before: the deep table's datasets were the
     papers' of study_datasets only, so a study of `example` had no deep table): its rows are the
     study datasets, the papers' first; no paper column, whatever the datasets."""
-    from esnfed_core.tables import table_specs
+    from esnfed_stages.report.table_specs import table_specs
 
     specs = {s.id: s for s in table_specs(("wesad", "hhar", "example"), ("wesad",), ("example", "wesad"))}
     assert specs["deep"].datasets == ("wesad", "example") and not specs["deep"].has_published

@@ -11,7 +11,8 @@ import json
 import pytest
 
 from esnfed_core.errors import DataError
-from esnfed_core.tables import Communication, communication_rows, required_inputs
+from esnfed_core.communication import Communication, communication_rows
+from esnfed_stages.report.table_specs import required_inputs
 from esnfed_core.validation import ParameterError
 from esnfed_core.validation_traffic import (
     CountsMessage, ValidationPlan, analytic_validation, validation_formulas, validation_ledger,

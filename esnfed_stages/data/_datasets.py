@@ -12,7 +12,7 @@ from typing import Any, Callable, Mapping
 
 from esnfed_core.errors import ConfigError
 from esnfed_core.quote import quote
-from esnfed_core.tables import papers_first
+from esnfed_core.vocabulary import papers_first
 from esnfed_core.validation import ParameterError
 from esnfed_core.vocabulary import DATASETS
 

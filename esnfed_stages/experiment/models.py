@@ -75,7 +75,7 @@ from esnfed_core.method import Method
 from esnfed_core.quote import quote
 from esnfed_core.deep import DeepReservoir
 from esnfed_core.reservoir import Reservoir
-from esnfed_core.tables import check_communication
+from esnfed_core.communication import check_communication
 from esnfed_core.validation import ParameterError
 from esnfed_core.trial import FittedModel, check_config
 from esnfed_stages._io import read_json, read_npz, write_json, write_npz

@@ -1,5 +1,5 @@
 """reports/tables/claims.md and .csv: the papers' claims across their tables (federated against
-centralised, the spread of the retrains; esnfed_core.tables.CLAIMS) as reports/ttest.json tested
+centralised, the spread of the retrains; claims.py CLAIMS) as reports/ttest.json tested
 them, a row per dataset, share and pair with its verdict, and per claim where it holds."""
 
 from __future__ import annotations
@@ -8,9 +8,10 @@ import math
 from typing import Any, Mapping, Sequence
 
 from esnfed_core.quote import quote
-from esnfed_core.tables import (
-    LOWER_VARIANCE, MEAN_CLAIM, NOT_LOWER_VARIANCE, NOT_WORSE, Claim, claim, claim_verdict, dataset_label,
+from esnfed_stages.report.claims import (
+    LOWER_VARIANCE, MEAN_CLAIM, NOT_LOWER_VARIANCE, NOT_WORSE, Claim, claim, claim_verdict,
 )
+from esnfed_stages.report.table_specs import dataset_label
 from esnfed_stages.report.tables import NA, format_value, signed, to_csv
 
 NAME = "claims"
@@ -54,7 +55,7 @@ def _pct(v: float) -> float:
 
 def rows(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The CSV rows: every test record with its claim's source and expectation, means and stds in
-    percent (as the tables), and its verdict (esnfed_core.tables.claim_verdict)."""
+    percent (as the tables), and its verdict (claims.py claim_verdict)."""
     out = []
     for r in records:
         c = claim(r["claim"])

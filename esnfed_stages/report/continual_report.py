@@ -10,7 +10,8 @@ import numpy as np
 
 from esnfed_core.method import CONTINUAL_METHODS
 from esnfed_core.metrics import CONTINUAL_METRICS, continual_metrics
-from esnfed_core.tables import dataset_label, mean_std_percent
+from esnfed_stages.report.cells import mean_std_percent
+from esnfed_stages.report.table_specs import dataset_label
 from esnfed_core.vocabulary import PCTS
 from esnfed_stages.report.report_figures import matrices, method_label
 from esnfed_stages.report.tables import format_value, to_csv

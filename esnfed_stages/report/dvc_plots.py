@@ -20,7 +20,7 @@ import yaml
 from esnfed_core.data.processed import MANIFEST, load_manifest
 from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.quote import quote
-from esnfed_core.tables import dataset_label
+from esnfed_stages.report.table_specs import dataset_label
 from esnfed_core.vocabulary import PCTS, STRATEGIES
 from esnfed_stages.data._datasets import (
     check_declared, continual_declared, dataset_function, reader_of, reader_settings, study_declared,

@@ -13,10 +13,9 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from esnfed_core.errors import DataError
-from esnfed_core.tables import (
-    HETERO_MARKS, HETERO_REFERENCE, HETERO_TABLE, Cell, Communication, TableSpec, dataset_label, hetero_spec,
-    opt_int, required_inputs,
-)
+from esnfed_core.communication import Communication, opt_int
+from esnfed_stages.report.cells import HETERO_MARKS, HETERO_REFERENCE, HETERO_TABLE, Cell, hetero_spec
+from esnfed_stages.report.table_specs import TableSpec, dataset_label, required_inputs
 from esnfed_core.method import Method
 from esnfed_core.quote import failure
 from esnfed_core.vocabulary import DATASETS, PCTS

@@ -11,7 +11,7 @@ import numpy as np
 
 from esnfed_core.errors import DataError
 from esnfed_core.method import CONTINUAL_METHODS
-from esnfed_core.tables import dataset_label
+from esnfed_stages.report.table_specs import dataset_label
 from esnfed_core.vocabulary import PCTS
 from esnfed_stages.report.report_figures import ip_target, method_label
 from esnfed_stages.report.tables import NA, to_csv

@@ -18,7 +18,8 @@ from esnfed_core.errors import DataError
 from esnfed_core.privacy import auto_delta
 from esnfed_core.private_trial import PRIVATE_ALGOS
 from esnfed_core.quote import quote
-from esnfed_core.tables import dataset_label, papers_first
+from esnfed_core.vocabulary import papers_first
+from esnfed_stages.report.table_specs import dataset_label
 from esnfed_core.vocabulary import DATASETS
 from esnfed_stages.report import figures
 from esnfed_stages import provenance

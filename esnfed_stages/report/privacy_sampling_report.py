@@ -18,7 +18,7 @@ from esnfed_core.errors import DataError
 from esnfed_core.privacy import AMPLIFICATIONS, auto_delta
 from esnfed_core.quote import quote
 from esnfed_core.sampling import sample_size
-from esnfed_core.tables import dataset_label
+from esnfed_stages.report.table_specs import dataset_label
 from esnfed_stages import provenance
 from esnfed_stages.params.privacy import STUDY_METHOD
 from esnfed_stages.layout import fraction_name, sampling_path

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from esnfed_core.quote import quote
-from esnfed_core.tables import TableSpec, protocol_table, table_spec
+from esnfed_stages.report.table_specs import TableSpec, protocol_table, table_spec
 from esnfed_stages.data._datasets import declared, reader_of
 from esnfed_stages.params.nodes import Invalid
 

@@ -15,9 +15,11 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 
-from esnfed_core.tables import (Cell, Communication, Published, TableSpec, borrowed_comparisons, build_cells,
-                                claim_specs, communication_rows, hetero_cells, metrics, participation_notes,
-                                required_inputs, table_specs)
+from esnfed_core.communication import Communication, communication_rows
+from esnfed_stages.report.cells import Cell, build_cells, hetero_cells, metrics
+from esnfed_stages.report.claims import claim_specs
+from esnfed_stages.report.table_specs import Published, TableSpec, borrowed_comparisons, required_inputs, table_specs
+from esnfed_stages.report.tables import participation_notes
 from esnfed_core.vocabulary import DATASETS, PCTS
 from esnfed_stages.report import (claims_report, comparability, continual_report, hetero_report, ipfit_report,
                                   privacy_report, privacy_sampling_report, report_index, secagg_report,

@@ -18,7 +18,7 @@ import numpy as np
 
 from esnfed_core.errors import DataError
 from esnfed_core.quote import failure, quote
-from esnfed_core.tables import dataset_label
+from esnfed_stages.report.table_specs import dataset_label
 from esnfed_core.vocabulary import PCTS, STRATEGIES
 from esnfed_stages.report import figures
 from esnfed_stages._io import read_json

@@ -18,8 +18,8 @@ import yaml
 from esnfed_core import __version__
 from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.quote import failure, quote
-from esnfed_core.tables import (COMMUNICATION_METHODS, TABLES, Communication, Published, SelectionTrial,
-                                TableSpec, opt_int, parse_published, required_inputs, split_rounds)
+from esnfed_core.communication import COMMUNICATION_METHODS, Communication, SelectionTrial, opt_int, split_rounds
+from esnfed_stages.report.table_specs import TABLES, Published, TableSpec, parse_published, required_inputs
 from esnfed_core.vocabulary import DATASETS, PCTS, VARIANTS
 from esnfed_stages.report import claims_report, comparability, selection_traffic
 from esnfed_stages import provenance

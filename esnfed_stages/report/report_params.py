@@ -9,7 +9,7 @@ from typing import Any, Mapping
 
 from esnfed_core.errors import ConfigError
 from esnfed_core.quote import quote
-from esnfed_core.tables import TableSpec
+from esnfed_stages.report.table_specs import TableSpec
 from esnfed_core.vocabulary import DATASETS, PCTS
 from esnfed_stages.report import protocol_tables
 from esnfed_stages.params.hetero import hetero_params

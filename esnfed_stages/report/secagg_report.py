@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from esnfed_core.errors import DataError
-from esnfed_core.tables import dataset_label
+from esnfed_stages.report.table_specs import dataset_label
 from esnfed_stages.report.flower_table import STAGE_NAMES, fraction_text, load_docs, masks_note
 from esnfed_stages.layout import FLOWER_DIR, SECAGG_CSV, out_name
 from esnfed_stages.report.tables import to_csv

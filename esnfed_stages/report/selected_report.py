@@ -13,7 +13,8 @@ from typing import Any, Mapping, Sequence
 from esnfed_core.errors import DataError
 from esnfed_core.method import METHODS, Method
 from esnfed_core.quote import quote
-from esnfed_core.tables import dataset_label, papers_first
+from esnfed_core.vocabulary import papers_first
+from esnfed_stages.report.table_specs import dataset_label
 from esnfed_core.vocabulary import PCTS
 from esnfed_stages.params.experiment import BudgetSpec
 from esnfed_stages.layout import best_under

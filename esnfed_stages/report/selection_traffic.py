@@ -1,6 +1,6 @@
 """The model selection's traffic for the communication table: each finished share's trial records
 (runs/select/<dataset>/<method>/<pct>/trial-XXXX.json, esnfed_stages/experiment/select.py) read into
-esnfed_core.tables.SelectionTrial, so the table totals what every trial sent at its own sizes.
+esnfed_core.communication.SelectionTrial, so the table totals what every trial sent at its own sizes.
 
 A share counts once its selection finished (best.json written: every one of its ``n_trials``
 trials succeeded); without best.json, or without any trial record beside it, it is unknown (None,
@@ -16,7 +16,7 @@ from typing import Any, Iterable
 from esnfed_core.errors import DataError
 from esnfed_core.method import Method
 from esnfed_core.quote import quote
-from esnfed_core.tables import SelectionTrial, check_communication, counts_selection
+from esnfed_core.communication import SelectionTrial, check_communication, counts_selection
 from esnfed_core.validation import ParameterError
 from esnfed_core.vocabulary import PCTS
 from esnfed_stages._io import read_json

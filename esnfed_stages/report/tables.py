@@ -1,5 +1,6 @@
 """The papers' tables as text: Markdown in the papers' layout and CSV, from the cells and
-communication rows that esnfed_core.tables assembles (the core computes; this room presents)."""
+communication rows that cells.py and esnfed_core.communication assemble (they compute; this room
+presents)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,11 @@ import math
 from dataclasses import asdict
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from esnfed_core.tables import (
-    LAMBDA_SELECTION_COLUMNS, SELECTION_COLUMNS, VALIDATION_COLUMNS, Cell, RowAgreement, TableSpec, dataset_label,
-    paper_marks_table, significance_agreement, splits_rounds,
-)
+from esnfed_core.communication import LAMBDA_SELECTION_COLUMNS, SELECTION_COLUMNS, VALIDATION_COLUMNS, splits_rounds
+from esnfed_core.sampling import FULL
 from esnfed_core.vocabulary import PCTS
+from esnfed_stages.report.cells import Cell, RowAgreement, paper_marks_table, significance_agreement
+from esnfed_stages.report.table_specs import TableSpec, dataset_label
 
 NA = "n/a"
 NOT_APPLICABLE = "—"  # the communication table: a count that does not apply (its header says which)
@@ -130,7 +131,7 @@ def render_agreement(spec: TableSpec, cells: Sequence[Cell], comparable: bool) -
                 "method has the highest mean")
         show = lambda marks: ", ".join(label for label, mark in marks if mark == "best")  # noqa: E731
     verdict = (f"agrees with the paper's in {len(compared) - len(differ)} of {len(compared)} rows"
-               + (f"; disagrees in: " + "; ".join(f"{_where(spec, r)} (ours: {show(r.ours)}; paper: {show(r.paper)})"
+               + ("; disagrees in: " + "; ".join(f"{_where(spec, r)} (ours: {show(r.ours)}; paper: {show(r.paper)})"
                                                  for r in differ) if differ else ""))
     skipped = [r for r in rows if r.agrees is None]
     if skipped:
@@ -180,7 +181,7 @@ SPLIT = ("ip_rounds", "readouts")
 
 def _not_applicable(row: Mapping[str, Any], key: str) -> bool:
     """A communication cell that does not apply: IP rounds and readouts of a method whose rounds
-    are not split (esnfed_core.tables.splits_rounds), per client per round where no round ran (local)."""
+    are not split (esnfed_core.communication.splits_rounds), per client per round where no round ran (local)."""
     return (key in SPLIT and not splits_rounds(row["method"])) or (key in PER_CLIENT_ROUND and row.get(key) is None)
 
 
@@ -266,7 +267,7 @@ _VALIDATION_CELLS = [
 
 def _validation_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
     """The validation-traffic section of a communication table: a row per training row; "—" where the
-    retrain sends nothing to validation users, n/a where unknown (esnfed_core.tables.validation_columns)."""
+    retrain sends nothing to validation users, n/a where unknown (esnfed_core.communication.validation_columns)."""
     if not rows:
         return ""
     lines = ["", "## Validation traffic (not in the totals above)", "", f"- {VALIDATION_NOTE}",
@@ -323,3 +324,24 @@ def _selection_cell(r: Mapping[str, Any], key: str) -> str:
         return NOT_APPLICABLE
     v = r.get(key)
     return _num(_match(v) if key == "validation_lambda_match" else v)
+
+
+def participation_notes(rows: Iterable[Mapping[str, Any]]) -> list[str]:
+    """Header lines for a communication table where some client sat a context out (FedCLIP, a
+    client without windows there) or each IP round sampled its clients (federated.client_fraction):
+    none where every client sent in every round (the papers')."""
+    rows = list(rows)
+    sampled = [r for r in rows if r.get("client_fraction", FULL) != FULL]
+    partial = [r for r in rows if r.get("participations") != r["clients"] * r["rounds"] and r not in sampled]
+    notes = [(partial, lambda r: f"clients per context {', '.join(map(str, r['participants']))}",
+              "A client without windows at a context sits it out and sends nothing there, so per client per "
+              "round divides by the client-rounds that sent and the analytic totals count, at each context, "
+              "the clients that took part (the assess file's communication.participants)"),
+             (sampled, lambda r: f"fraction {r['client_fraction']:g}",
+              "federated.client_fraction < 1: each IP round went to max(1, ⌊fraction·clients⌋) clients sampled "
+              "uniformly (readouts to every client), so per client per round divides by the client-rounds that "
+              "sent and the analytic totals count the sampled clients")]
+    return [f"{lead}: " + "; ".join(f"{dataset_label(r['dataset'])} {r['method']} {r['pct']}%: {what(r)}, "
+                                    f"{r['participations']} client-rounds of {r['clients'] * r['rounds']}"
+                                    for r in cases)
+            for cases, what, lead in notes if cases]

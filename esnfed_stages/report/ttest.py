@@ -22,10 +22,10 @@ from esnfed_core.errors import ConfigError, DataError
 from esnfed_core.method import Method
 from esnfed_core.quote import quote
 from esnfed_core.stats import check_alpha, check_variance_test, check_variant, compare_pairs, ttest, variance_test
-from esnfed_core.tables import (
-    MEAN_CLAIM, Claim, Scores, TableSpec, check_communication, claim_groups, claim_specs, comparison_groups,
-    hetero_spec, required_inputs, table_specs,
-)
+from esnfed_core.communication import check_communication
+from esnfed_stages.report.cells import hetero_spec
+from esnfed_stages.report.claims import MEAN_CLAIM, Claim, claim_groups, claim_specs
+from esnfed_stages.report.table_specs import Scores, TableSpec, comparison_groups, required_inputs, table_specs
 from esnfed_core.validation import ParameterError
 from esnfed_core.vocabulary import DATASETS, PCTS
 from esnfed_stages import provenance
@@ -309,7 +309,7 @@ class TTestParams:
 
     @property
     def claims(self) -> tuple[Claim, ...]:
-        """The papers' claims across the tables rendered (esnfed_core.tables.CLAIMS)."""
+        """The papers' claims across the tables rendered (claims.py CLAIMS)."""
         return claim_specs(self.tables)
 
     @property
