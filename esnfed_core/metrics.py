@@ -10,7 +10,7 @@ an accuracy matrix (ACC, BWT, FWT, forgetting) average its entries, as their def
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -225,8 +225,16 @@ def histogram_values(values: np.ndarray, bins: int = 100, low: float = -1.0,
         raise ParameterError(f"histogram range: high {high} must exceed low {low}")
     values = np.asarray(values)
     n = values.shape[-1]
-    flat = values.reshape(-1, n)
     counts = np.zeros(n * bins, np.int64)
+    _add_counts(counts, values.reshape(-1, n), bins, low, high)
+    return ActivationHistogram(np.linspace(low, high, bins + 1), counts.reshape(n, bins))
+
+
+def _add_counts(counts: np.ndarray, flat: np.ndarray, bins: int, low: float, high: float,
+                row_group: Callable[[np.ndarray], np.ndarray] | None = None) -> None:
+    """Add the per-unit bin counts of the rows ``flat`` (rows, N) to ``counts`` (groups·N·bins,):
+    row r to group ``row_group(r)`` (every row to group 0 without it)."""
+    n = flat.shape[1]
     offsets = (np.arange(n) * bins)[None, :]
     # A chunk of rows at a time: the float64 and index temporaries of a whole state block
     # (T·B·N values) would be several times its size, the largest buffers of an assessment.
@@ -235,8 +243,9 @@ def histogram_values(values: np.ndarray, bins: int = 100, low: float = -1.0,
         idx = np.floor((flat[lo : lo + step].astype(np.float64) - low) * (bins / (high - low))).astype(np.intp)
         np.clip(idx, 0, bins - 1, out=idx)
         idx += offsets
-        counts += np.bincount(idx.ravel(), minlength=n * bins)
-    return ActivationHistogram(np.linspace(low, high, bins + 1), counts.reshape(n, bins))
+        if row_group is not None:
+            idx += (row_group(np.arange(lo, lo + len(idx))) * (n * bins))[:, None]
+        counts += np.bincount(idx.ravel(), minlength=len(counts))
 
 
 def activation_histogram(
@@ -260,6 +269,28 @@ def activation_histogram(
     if hist is None:
         return ActivationHistogram(np.linspace(-1.0, 1.0, bins + 1), np.zeros((res.units, bins), np.int64))
     return hist
+
+
+def group_histograms(res: Reservoir, x: np.ndarray, groups: np.ndarray, n_groups: int, *, bins: int = 100,
+                     batch_size: int = 256) -> list[ActivationHistogram]:
+    """Per-unit histograms of the post-leak states of windows ``x``, one per group: window i
+    belongs to group ``groups[i]`` in 0..n_groups − 1 (a group without windows: zero counts). One
+    pass over ``x`` in full batches, the groups' windows sharing them: the bins of
+    activation_histogram on each group's windows alone, without a short batch per group (a
+    user's context is a few windows, and a batch's cost is its T sequential steps)."""
+    BINS.check("bins", bins)
+    groups = np.asarray(groups, np.intp)
+    if len(groups) != x.shape[0] or (len(groups) and (groups.min() < 0 or groups.max() >= n_groups)):
+        raise ValueError(f"group_histograms: {len(groups)} groups in 0..{n_groups - 1} for {x.shape[0]} windows")
+    n = res.units
+    counts = np.zeros(n_groups * n * bins, np.int64)
+    for sb in iter_states(res, x, batch_size):
+        of_batch = groups[sb.index]
+        # states (T, B, N) flattened to rows t·B + b: row r is window r mod B of the batch
+        _add_counts(counts, sb.states.reshape(-1, n), bins, -1.0, 1.0,
+                    lambda rows, g=of_batch: g[rows % len(g)])
+    edges = np.linspace(-1.0, 1.0, bins + 1)
+    return [ActivationHistogram(edges, c) for c in counts.reshape(n_groups, n, bins)]
 
 
 def activation_histograms(

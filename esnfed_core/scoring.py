@@ -14,7 +14,7 @@ import numpy as np
 
 from esnfed_core.data.processed import UserData
 from esnfed_core.readout import Counts, evaluate, grid_scores, predict, random_baseline
-from esnfed_core.metrics import ActivationHistogram, activation_histogram
+from esnfed_core.metrics import ActivationHistogram, group_histograms
 from esnfed_core.reservoir import Reservoir, iter_states
 
 __all__ = ["accuracy", "step_predictions", "pooled_counts", "random_accuracy", "context_matrix",
@@ -130,10 +130,19 @@ def activation_densities(
     batch_size: int = 256,
 ) -> ActivationDensities:
     """Density of every unit's post-leak states of each reservoir in ``reservoirs`` (the final one,
-    or a continual model after each context) on each user and context of ``users``."""
-    return densities_of([[[activation_histogram(res, u.of_context(j).x, kind="state", bins=bins,
-                                                batch_size=batch_size)
-                           for j in range(n_contexts)] for u in users] for res in reservoirs],
+    or a continual model after each context) on each user and context of ``users``: each reservoir
+    runs once over the users' windows together, binned by (user, context)."""
+    if not users:
+        return densities_of([[] for _ in reservoirs], n_contexts, bins)
+    pooled = UserData.concat(list(users))
+    owner = np.repeat(np.arange(len(users)), [u.windows for u in users])
+    inside = (pooled.context >= 0) & (pooled.context < n_contexts)
+    if not inside.all():  # a window of no listed context is in none of the densities
+        pooled, owner = pooled.select(inside), owner[inside]
+    groups = owner * n_contexts + pooled.context
+    hists = [group_histograms(res, pooled.x, groups, len(users) * n_contexts, bins=bins, batch_size=batch_size)
+             for res in reservoirs]
+    return densities_of([[h[i * n_contexts:(i + 1) * n_contexts] for i in range(len(users))] for h in hists],
                         n_contexts, bins)
 
 
