@@ -10,7 +10,7 @@ an accuracy matrix (ACC, BWT, FWT, forgetting) average its entries, as their def
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -231,9 +231,9 @@ def histogram_values(values: np.ndarray, bins: int = 100, low: float = -1.0,
 
 
 def _add_counts(counts: np.ndarray, flat: np.ndarray, bins: int, low: float, high: float,
-                row_group: Callable[[np.ndarray], np.ndarray] | None = None) -> None:
+                cycle: np.ndarray | None = None) -> None:
     """Add the per-unit bin counts of the rows ``flat`` (rows, N) to ``counts`` (groups·N·bins,):
-    row r to group ``row_group(r)`` (every row to group 0 without it)."""
+    row r to group ``cycle[r mod len(cycle)]`` (every row to group 0 without it)."""
     n = flat.shape[1]
     offsets = (np.arange(n) * bins)[None, :]
     # A chunk of rows at a time: the float64 and index temporaries of a whole state block
@@ -243,8 +243,8 @@ def _add_counts(counts: np.ndarray, flat: np.ndarray, bins: int, low: float, hig
         idx = np.floor((flat[lo : lo + step].astype(np.float64) - low) * (bins / (high - low))).astype(np.intp)
         np.clip(idx, 0, bins - 1, out=idx)
         idx += offsets
-        if row_group is not None:
-            idx += (row_group(np.arange(lo, lo + len(idx))) * (n * bins))[:, None]
+        if cycle is not None:
+            idx += (cycle[np.arange(lo, lo + len(idx)) % len(cycle)] * (n * bins))[:, None]
         counts += np.bincount(idx.ravel(), minlength=len(counts))
 
 
@@ -285,10 +285,8 @@ def group_histograms(res: Reservoir, x: np.ndarray, groups: np.ndarray, n_groups
     n = res.units
     counts = np.zeros(n_groups * n * bins, np.int64)
     for sb in iter_states(res, x, batch_size):
-        of_batch = groups[sb.index]
         # states (T, B, N) flattened to rows t·B + b: row r is window r mod B of the batch
-        _add_counts(counts, sb.states.reshape(-1, n), bins, -1.0, 1.0,
-                    lambda rows, g=of_batch: g[rows % len(g)])
+        _add_counts(counts, sb.states.reshape(-1, n), bins, -1.0, 1.0, groups[sb.index])
     edges = np.linspace(-1.0, 1.0, bins + 1)
     return [ActivationHistogram(edges, c) for c in counts.reshape(n_groups, n, bins)]
 
