@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip install --disable-pip-version-check -q -c requirements/constraints.txt
 FLOWER_VENV := .venv-flower
 
-.PHONY: install install-test repro test test-fast test-flower flower-env bench clean
+.PHONY: install install-test repro test test-package test-fast test-flower flower-env bench clean
 
 $(VENV)/.installed: pyproject.toml requirements/constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -32,12 +32,18 @@ repro: install $(FLOWER_VENV)/.installed
 	$(VENV)/bin/esnfed check-params
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/dvc repro
 
-# The whole suite: the package's tests, then the Flower apps' tests in their own environment.
+# The whole suite: the package's tests and the Flower apps' tests (in their own environment) side
+# by side: run one after the other, they left a core idle for much of the Flower suite's time.
+# Each suite's output is printed as one block when it ends (--output-sync); make fails if either
+# fails.
 test: install-test $(FLOWER_VENV)/.installed
-	# Two workers (pytest-xdist), a test file to one worker: its module fixtures are built once.
-	# The 25 slowest tests close the log: where the suite's time goes.
+	@echo "make test: the package suite and the Flower suite run side by side; each prints when it ends"
+	@$(MAKE) --no-print-directory -j2 --output-sync=target test-package test-flower
+
+# Two workers (pytest-xdist), a test file to one worker: its module fixtures are built once.
+# The 25 slowest tests close the log: where the suite's time goes.
+test-package: install-test
 	$(PY) -m pytest -q -n 2 --dist loadfile --durations=25
-	PYTHONPATH="$(CURDIR)" $(FLOWER_VENV)/bin/python -m pytest -q -p no:cacheprovider tests_flower
 
 # The unit tests only: no pipeline, Ray, SIGKILL or DVC runs (markers in pyproject.toml).
 test-fast: install-test
@@ -53,7 +59,7 @@ $(FLOWER_VENV)/.installed: requirements/flower.txt
 flower-env: $(FLOWER_VENV)/.installed
 
 test-flower: $(FLOWER_VENV)/.installed
-	PYTHONPATH="$(CURDIR)" $(FLOWER_VENV)/bin/python -m pytest -q -p no:cacheprovider tests_flower
+	PYTHONPATH="$(CURDIR)" $(FLOWER_VENV)/bin/python -m pytest -q -p no:cacheprovider --durations=15 tests_flower
 
 bench: install-test
 	$(PY) benchmarks/bench_reservoir.py
