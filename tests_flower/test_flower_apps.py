@@ -127,6 +127,25 @@ def test_incfed_app_equals_the_pipeline(setup, simulation, bias):
     np.testing.assert_array_equal(np.load(out), expected)
 
 
+def test_a_simulation_runs_on_the_actors_the_last_one_left_idle(setup, simulation, monkeypatch):
+    """The module's Ray session starts its ClientApp actors once (esnfed_flower.session): after a
+    first simulation, a second one with the same client resources creates no actor, and its
+    readout is still the pipeline's."""
+    from flwr.simulation.ray_transport.ray_actor import BasicActorPool
+
+    from esnfed_flower import incfed as app
+
+    root, data, users = setup
+    _simulate(app, root, _run_config(root, data, root / "kept-0.npy"), len(users), simulation)
+    created = []
+    add = BasicActorPool.add_actors_to_pool
+    monkeypatch.setattr(BasicActorPool, "add_actors_to_pool", lambda pool, n: (created.append(n), add(pool, n))[1])
+    _simulate(app, root, _run_config(root, data, root / "kept-1.npy"), len(users), simulation)
+    assert created == []
+    expected = incfed(make_reservoir(CFG, data.n_inputs, SEED), _clients(data, users), [LAM]).readouts[0]
+    np.testing.assert_array_equal(np.load(root / "kept-1.npy"), expected)
+
+
 def test_a_sparse_reservoir_reaches_every_client(setup, simulation):
     """A run config with a connectivity (docs/protocol.md §2, sparse reservoirs): the server passes
     it on and every client rebuilds the same sparse reservoir, so IncFed is the pipeline's again."""
