@@ -1,11 +1,18 @@
 """The apps through Flower's own tooling: `esnfed flower-export` writes a share's deployment inputs,
 `flwr run esnfed_flower/app` runs them on a SuperLink in simulation mode (the Simulation Engine:
-IncFed, FedIP, FedAvg, FedCLIP naive and replay, and IncFed through SecAgg+) and on a SuperLink
-with four SuperNode processes on loopback sockets (IncFed, FedIP), each SuperNode reading only its
-own client's file (--node-config). The readout is the pipeline trial's of the same config and
-seed: equal bits for the plain apps (one BLAS thread everywhere, as tests_flower/conftest.py's),
-within SecAgg+'s quantization through SecAgg+. Every process is started here, on free ports chosen
-at run time, and stopped in a finally; every wait is bounded."""
+FedIP, FedCLIP replay, and IncFed through SecAgg+) and on a SuperLink with four SuperNode
+processes on loopback sockets (IncFed, FedIP), each SuperNode reading only its own client's file
+(--node-config). The readout is the pipeline trial's of the same config and seed: equal bits for
+the plain apps (one BLAS thread everywhere, as tests_flower/conftest.py's), within SecAgg+'s
+quantization through SecAgg+. Every process is started here, on free ports chosen at run time,
+and stopped in a finally; every wait is bounded.
+
+What `flwr run` adds to an app is the same for every app: the project's two components hand the
+run to the app its run config names, and Flower takes only the run-config keys the project
+declares. Both are checked for every app without a run (the hand-over table below; every key of
+every export declared); the apps themselves equal the pipeline in test_flower_apps.py and
+test_flower_fedclip.py. So three apps run here, one of each kind of output: FedIP ((g, b) beside
+the readout), FedCLIP (a model per context) and a SecAgg+ app."""
 
 from __future__ import annotations
 
@@ -174,11 +181,54 @@ def test_export_writes_one_file_and_node_config_per_client(exports):
     assert 'secagg = true' in (exports[("incfed", True)] / "run-config.toml").read_text()
 
 
+def test_every_export_sets_only_keys_the_app_project_declares(exports):
+    """Flower refuses a run-config key that [tool.flwr.app.config] does not declare."""
+    import tomllib
+
+    declared = tomllib.loads((REPO / "esnfed_flower" / "app" / "pyproject.toml").read_text())
+    declared = set(declared["tool"]["flwr"]["app"]["config"])
+    for key, folder in exports.items():
+        keys = set(tomllib.loads((folder / "run-config.toml").read_text()))
+        assert keys and keys <= declared, (key, keys - declared)
+
+
+# The app module each run config names, written out by hand (esnfed_flower/run.py's APPS is the table).
+HANDED_TO = {("incfed", False): "incfed", ("fedip", False): "fedip", ("fedavg", False): "fedavg",
+             ("fedclip-naive", False): "fedclip", ("fedclip-replay", False): "fedclip",
+             ("fedclip-joint", False): "fedclip_joint", ("incfed", True): "secagg", ("fedip", True): "secagg_fedip",
+             ("fedclip-naive", True): "secagg_fedclip", ("fedclip-replay", True): "secagg_fedclip"}
+
+
+class _Context:
+    def __init__(self, run_config: dict):
+        self.run_config, self.node_config = run_config, {}
+
+
+@pytest.mark.parametrize("key", sorted(HANDED_TO))
+def test_the_project_hands_each_run_to_the_app_its_run_config_names(key, monkeypatch):
+    from esnfed_flower import deploy
+    from esnfed_flower.common import CONFIG_ENV
+
+    monkeypatch.delenv(CONFIG_ENV, raising=False)  # the run config comes from flwr run alone
+    assert deploy.chosen(_Context({"app": key[0], "secagg": key[1]})).__name__ == f"esnfed_flower.{HANDED_TO[key]}"
+
+
+def test_a_run_config_naming_no_app_is_refused_naming_the_keys(monkeypatch):
+    from esnfed_flower import deploy
+    from esnfed_flower.common import CONFIG_ENV
+
+    from esnfed_flower.run import APPS
+
+    assert set(APPS) == set(HANDED_TO)  # every app of esnfed_flower.run's table is checked above
+    monkeypatch.delenv(CONFIG_ENV, raising=False)
+    with pytest.raises(ValueError, match="app='fedavg' secagg=True: no such Flower app"):
+        deploy.chosen(_Context({"app": "fedavg", "secagg": True}))
+
+
 def test_flwr_run_in_the_simulation_engine_equals_the_pipeline(exports, tmp_path):
     with _processes() as procs:
         _superlink(procs, tmp_path / "home", simulation=True)
-        for key in (("incfed", False), ("fedip", False), ("fedavg", False), ("fedclip-naive", False),
-                    ("fedclip-replay", False), ("incfed", True)):
+        for key in (("fedip", False), ("fedclip-replay", False), ("incfed", True)):
             _check(exports[key], _flwr_run(tmp_path / "home", exports[key], "--federation-config",
                                            "num-supernodes=4"))
 
