@@ -50,10 +50,10 @@ test-fast: install-test
 	$(PY) -m pytest -q -n 2 --dist loadfile -m "not slow"
 
 # The Flower apps (esnfed_flower/) in their own environment: flwr's pins clash with ours
-# (docs/flower-apps.md, "Flower apps"); esnfed_core comes from the source tree.
-$(FLOWER_VENV)/.installed: requirements/flower.txt
-	$(PYTHON) -m venv $(FLOWER_VENV)
-	$(FLOWER_VENV)/bin/python -m pip install --disable-pip-version-check -q -r requirements/flower.txt
+# (docs/flower-apps.md, "Flower apps"); esnfed_core comes from the source tree. Built by
+# `esnfed flower-env`, as a user builds it in an `esnfed init` project.
+$(FLOWER_VENV)/.installed: requirements/flower.txt $(VENV)/.installed
+	$(VENV)/bin/esnfed flower-env $(FLOWER_VENV)
 	touch $@
 
 flower-env: $(FLOWER_VENV)/.installed

@@ -7,7 +7,7 @@ runs/flower/<dataset>/, which `esnfed flower-table` reads by default."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 
@@ -44,9 +44,10 @@ def flower(
                                           "runs/flower, the flower stage's folder that the report depends on "
                                           "(dvc.yaml passes runs/flower/<dataset>). A run whose IP rounds sample "
                                           "federated.client_fraction f < 1 is named with -f<f>.")] = layout.FLOWER_MANUAL_DIR,
-    flower_python: Annotated[Path, typer.Option("--flower-python", help="The Flower environment's "
-                                                "interpreter (`make flower-env` builds it).")] =
-    layout.FLOWER_PYTHON,
+    flower_python: Annotated[Optional[Path], typer.Option("--flower-python", help="The Flower environment's "
+                             "interpreter. Default: .venv-flower/bin/python in the current folder (`esnfed "
+                             "flower-env` builds it there), else the source checkout's (`make flower-env`).",
+                             show_default=False)] = None,
     epsilon: Annotated[float | None, typer.Option("--epsilon", help="Differential privacy (incfed, fedip; "
                        "fedavg plain: DP-FedAvg, central): user-level (ε, δ) with δ, clip, ip_clip and fedavg_clip "
                        "from params.yaml privacy, noise scale from the dp-accounting PLD accountant; inf: no noise. "
@@ -80,6 +81,7 @@ def flower(
     if plain_and_secagg:
         pairs = [(a, s) for a in names for s in (False, True) if not s or a in flower_stage.SECAGG_APPS]
     pct = pct.value
+    flower_python = layout.flower_python() if flower_python is None else flower_python
     flower_stage.check_args(pairs, pct, flower_python)  # every pair, before anything runs
     dp = None if epsilon is None else flower_stage.DPRequest(epsilon, noise)
     if dp is not None:
@@ -178,3 +180,24 @@ def flower_export(
                   f"λ = {doc['lambda']:g}, pipeline test accuracy {100 * doc['pipeline_test_accuracy']:.2f}; "
                   f"run it with `flwr run esnfed_flower/app -c {out / 'run-config.toml'}`",
                   highlight=False, markup=False, soft_wrap=True)
+
+
+@app.command("flower-env")
+@handle_errors
+def flower_env(
+    folder: Annotated[Path, typer.Argument(metavar="DIR", help="The environment's folder: new, empty, or an "
+                                           "environment to install into.")] = layout.FLOWER_ENV,
+) -> None:
+    """Build the Flower apps' environment in DIR (default .venv-flower, where `esnfed flower` and the
+    flower stage look first): a virtual environment of this Python with flwr and the pins the apps
+    were tested with, which clash with this package's own (a few minutes; pip's cache makes a
+    rebuild quick). Run it once in a project folder before `dvc repro`.
+
+    Example: esnfed flower-env
+    """
+    from esnfed_stages.studies.flower_env import build
+
+    console.print(f"{folder}: installing flwr and the Flower apps' pinned requirements (pip; a few minutes)",
+                  markup=False, highlight=False, soft_wrap=True)
+    python = build(folder)
+    console.print(f"{folder}: ready ({python})", markup=False, highlight=False, soft_wrap=True)

@@ -19,6 +19,7 @@ GUIDE = {
     "flower": "docs/flower-apps.md",
     "flower-table": "docs/flower-apps.md",
     "flower-export": "docs/flower-deploy.md",
+    "flower-env": "docs/flower-apps.md",
     "check-data": "docs/own-data.md",
     "import": "docs/own-data.md",
     "predict": "docs/experiments.md",

@@ -23,13 +23,13 @@ def init(
 
     Runs outside the source checkout, from the installed package: the stages' code deps name the
     installed package's folders, so a new install of other code reruns them (`dvc status` says
-    so). A DIR that exists and is not empty is refused. Then: cd DIR && esnfed check-params &&
-    dvc repro.
+    so). A DIR that exists and is not empty is refused. Then: cd DIR && esnfed flower-env (the
+    flower stage's environment) && dvc repro.
 
     Example: esnfed init exp
     """
     from esnfed_stages.init_project import init_project
 
     written = init_project(folder, git=git)
-    console.print(f"{folder}: new project ({', '.join(written)}); next: cd {folder} && dvc repro",
+    console.print(f"{folder}: new project ({', '.join(written)}); next: cd {folder} && esnfed flower-env && dvc repro",
                   markup=False, highlight=False, soft_wrap=True)

@@ -11,9 +11,13 @@ and the report's plot data under reports/plots/.
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
 import re
+import tempfile
 from pathlib import Path
+from typing import Iterator
 
 # Default folders and files of the stages, relative to the project folder (dvc.yaml names the same
 # paths). Kept here, free of heavy imports, so that the command line can show them as option
@@ -37,10 +41,35 @@ REPORT_INDEX_NAME = "README.md"  # the report's index page inside the reports fo
 FLOWER_APPS = ("incfed", "fedip", "fedavg")
 FEDCLIP_APPS = ("fedclip-naive", "fedclip-replay", "fedclip-joint")  # esnfed_stages/studies/flower_fedclip.py
 SECAGG_APPS = ("incfed", "fedip", "fedclip-naive", "fedclip-replay")  # also through SecAgg+ (joint: plain only)
-# The source tree (the Flower apps' processes import it) and the apps' own environment beside it
-# (requirements/flower.txt).
+# The folder esnfed's packages are imported from (the checkout, or site-packages for an installed
+# package), and the Flower apps' own environment (flwr's pins clash with this one's), which
+# `esnfed flower-env` builds in the project folder as FLOWER_ENV.
 SOURCE_ROOT = Path(__file__).resolve().parents[1]
-FLOWER_PYTHON = SOURCE_ROOT / ".venv-flower" / "bin" / "python"
+CODE_PACKAGES = ("esnfed_cli", "esnfed_stages", "esnfed_core", "esnfed_flower")
+FLOWER_ENV = Path(".venv-flower")
+FLOWER_PYTHON = SOURCE_ROOT / FLOWER_ENV / "bin" / "python"  # the checkout's (`make flower-env`)
+
+
+def flower_python() -> Path:
+    """The Flower environment's interpreter: the project folder's (the current one: an `esnfed init`
+    project, or the checkout) where it has one, else the checkout's."""
+    here = FLOWER_ENV / "bin" / "python"
+    return here.resolve() if here.is_file() else FLOWER_PYTHON
+
+
+@contextlib.contextmanager
+def code_path() -> Iterator[Path]:
+    """A folder holding esnfed's packages and nothing else, for the Flower environment's interpreter
+    to import them from (its PYTHONPATH): the checkout itself, or, for an installed package, whose
+    folder is this environment's site-packages (its numpy, typer, protobuf... would shadow the Flower
+    environment's own pins), a temporary folder of links to the package folders."""
+    if (SOURCE_ROOT / "pyproject.toml").is_file():
+        yield SOURCE_ROOT
+        return
+    with tempfile.TemporaryDirectory(prefix="esnfed-code-") as tmp:
+        for name in CODE_PACKAGES:
+            os.symlink(SOURCE_ROOT / name, Path(tmp) / name, target_is_directory=True)
+        yield Path(tmp)
 
 
 def select_dir(runs: str | Path, dataset: str, method: str, pct: str) -> Path:

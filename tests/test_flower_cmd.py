@@ -23,7 +23,7 @@ def test_missing_flower_environment_is_one_line_naming_the_target(tmp_path):
     result = _invoke(tmp_path, "--flower-python", str(missing))
     assert result.exit_code == 1
     lines = result.output.strip().splitlines()
-    assert len(lines) == 1 and str(missing) in lines[0] and "make flower-env" in lines[0]
+    assert len(lines) == 1 and str(missing) in lines[0] and "esnfed flower-env" in lines[0]
     assert not (tmp_path / "out").exists()
 
 

@@ -31,15 +31,37 @@ def _code_deps(dvc_yaml: str) -> list[list[str]]:
 
 
 def test_project_dvc_yaml_points_every_code_dep_at_the_installed_folders(tmp_path):
-    folders = [tmp_path / "site" / name for name in CODE_PACKAGES]
+    folders = {name: tmp_path / "site" / name for name in CODE_PACKAGES}
     text = project_dvc_yaml((ROOT / "dvc.yaml").read_text(), folders)
     checkout_deps = _code_deps((ROOT / "dvc.yaml").read_text())
+    flower = 0
     for before, after in zip(checkout_deps, _code_deps(text), strict=True):
         assert not set(after) & set(CODE_PACKAGES), after
-        if set(CODE_PACKAGES) <= set(before):
-            assert [str(f) for f in folders] == after[:3], after
-        # every other dep is kept as it was
-        assert [d for d in before if d not in CODE_PACKAGES] == [d for d in after if d not in map(str, folders)]
+        # each code dep in its place, named by its installed folder; every other dep kept as it was
+        assert after == [str(folders[d]) if d in folders else d for d in before]
+        flower += str(folders["esnfed_flower"]) in after
+    assert flower == 1  # the flower stage's: the Flower apps' code
+    # comments keep naming the checkout's folders
+    assert [line for line in text.splitlines() if line.lstrip().startswith("#")] == [
+        line for line in (ROOT / "dvc.yaml").read_text().splitlines() if line.lstrip().startswith("#")]
+
+
+def test_every_dep_of_an_init_project_is_there_or_a_stage_output(tmp_path):
+    """`dvc repro` in a new project finds every dep: the installed code folders, the project's own
+    files (requirements/flower.txt: the flower stage's), or what an earlier stage writes."""
+    project = tmp_path / "exp"
+    init_project(project, git=False)
+    from dvc.repo import Repo
+
+    with Repo(str(project)) as repo:
+        stages = list(repo.index.stages)
+        assert "flower@wesad" in {st.name for st in stages}
+        outs = [Path(str(o.fs_path)) for st in stages for o in st.outs]
+        for stage in stages:
+            for dep in stage.deps:  # params.yaml's params too
+                path = Path(str(dep.fs_path))
+                produced = any(path == o or o in path.parents or path in o.parents for o in outs)
+                assert path.exists() or produced, f"{stage.addressing}: {dep.def_path} is neither there nor an output"
 
 
 def test_init_refuses_a_non_empty_folder_and_leaves_it_alone(tmp_path):

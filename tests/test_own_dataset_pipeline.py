@@ -262,7 +262,7 @@ def _flower_python() -> Path | None:
     this interpreter's environment (a git worktree sharing the main checkout's environments)."""
     import sys
 
-    from esnfed_stages.studies.flower import FLOWER_PYTHON
+    from esnfed_stages.layout import FLOWER_PYTHON
 
     found = [p for p in (FLOWER_PYTHON, Path(sys.prefix).parent / ".venv-flower" / "bin" / "python") if p.exists()]
     return found[0] if found else None

@@ -64,11 +64,10 @@ from esnfed_stages.params.experiment import BudgetSpec, experiment_params
 from esnfed_stages.params.privacy import ACCOUNTANT, SAMPLED_ACCOUNTANT, neighbouring_units, privacy_params
 from esnfed_stages.experiment.best import retrain_seed, selected_config
 from esnfed_stages.experiment.trial_data import open_dataset
-from esnfed_stages.layout import (FEDCLIP_APPS, eps_key, out_name, FLOWER_APPS, FLOWER_PYTHON, SECAGG_APPS,
-                                  SOURCE_ROOT, FLOWER_MANUAL_DIR as MANUAL_DIR)
+from esnfed_stages.layout import (FEDCLIP_APPS, code_path, eps_key, out_name, FLOWER_APPS, flower_python, SECAGG_APPS,
+                                  FLOWER_MANUAL_DIR as MANUAL_DIR)
 
-REPO = SOURCE_ROOT
-ENV_HINT = "run `make flower-env` (requirements/flower.txt) or pass --flower-python"
+ENV_HINT = "run `esnfed flower-env` (builds .venv-flower here from the pinned requirements) or pass --flower-python"
 
 
 NOISE = ("central", "distributed")
@@ -288,10 +287,11 @@ def simulate(python: Path, rcs: Sequence[dict[str, Any]], data: TrialData, work:
               "bytes-dir": str(run_dir / "bytes")}
         (run_dir / "run.json").write_text(json.dumps(rc))
         runs.append(run_dir)
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
     try:
-        proc = subprocess.run([str(python), "-m", "esnfed_flower.run", *(str(r / "run.json") for r in runs)],
-                              cwd=work, env=env, capture_output=True, text=True, timeout=timeout_s)
+        with code_path() as code:
+            proc = subprocess.run([str(python), "-m", "esnfed_flower.run", *(str(r / "run.json") for r in runs)],
+                                  cwd=work, env={**os.environ, "PYTHONPATH": str(code)}, capture_output=True,
+                                  text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired:
         raise DataError(f"esnfed flower: the Flower simulation ran past {timeout_s:.0f} s") from None
     if proc.returncode != 0:
@@ -382,7 +382,7 @@ def progress_steps(pairs: Sequence[tuple[str, bool]]) -> int:
 
 def run(dataset: str, app: str, secagg: bool, pct: str, params: Mapping[str, Any], *,
         data_dir: Path = Path("data"), runs_dir: Path = Path("runs"), out_dir: Path = MANUAL_DIR,
-        python: Path = FLOWER_PYTHON, timeout_s: float = 1800.0) -> dict[str, Any]:
+        python: Path | None = None, timeout_s: float = 1800.0) -> dict[str, Any]:
     """Compute and write <out_dir>/<dataset>-<app>[-secagg][-f<f>]-<pct>.json (:func:`out_name`);
     returns its document."""
     return run_many(dataset, [(app, secagg)], pct, params, data_dir=data_dir, runs_dir=runs_dir,
@@ -391,7 +391,7 @@ def run(dataset: str, app: str, secagg: bool, pct: str, params: Mapping[str, Any
 
 def run_many(dataset: str, apps: Sequence[tuple[str, bool]], pct: str, params: Mapping[str, Any], *,
              data_dir: Path = Path("data"), runs_dir: Path = Path("runs"), out_dir: Path = MANUAL_DIR,
-             python: Path = FLOWER_PYTHON, timeout_s: float = 1800.0,
+             python: Path | None = None, timeout_s: float = 1800.0,
              progress: Progress | None = None, dp: DPRequest | None = None) -> list[dict[str, Any]]:
     """`run` for several (app, SecAgg+) pairs at once: each app's pipeline trial is fitted once
     (plain and SecAgg+ share it), the clients' data written once, and every Flower app runs in one
@@ -401,6 +401,7 @@ def run_many(dataset: str, apps: Sequence[tuple[str, bool]], pct: str, params: M
     the mechanism (module docstring), beside the private trial of the same seed."""
     if not apps:
         raise ConfigError("esnfed flower: no --app given")
+    python = flower_python() if python is None else python
     check_args(apps, pct, python)
     if dp is not None:
         check_dp(apps, dp)

@@ -82,10 +82,11 @@ def _relative(a: np.ndarray, b: np.ndarray) -> float:
 
 def run(dataset: str, app: str, secagg: bool, pct: str, params: Mapping[str, Any], *,
         data_dir: Path = Path("data"), runs_dir: Path = Path("runs"), out_dir: Path = flower.MANUAL_DIR,
-        python: Path = flower.FLOWER_PYTHON, timeout_s: float = 1800.0,
+        python: Path | None = None, timeout_s: float = 1800.0,
         progress: flower.Progress | None = None) -> dict[str, Any]:
     """Compute and write <out_dir>/<dataset>-<app>[-secagg]-<pct>.json; returns its document.
     ``progress(done, 2)``: after the pipeline's fit and after the simulation."""
+    python = flower.flower_python() if python is None else python
     flower.check_args([(app, secagg)], pct, python)
     if app not in flower.FEDCLIP_APPS:
         raise ConfigError(f"esnfed flower: {app} runs through esnfed_stages.studies.flower.run")
