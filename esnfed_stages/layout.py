@@ -53,8 +53,8 @@ FLOWER_PYTHON = SOURCE_ROOT / FLOWER_ENV / "bin" / "python"  # the checkout's (`
 def flower_python() -> Path:
     """The Flower environment's interpreter: the project folder's (the current one: an `esnfed init`
     project, or the checkout) where it has one, else the checkout's."""
-    here = FLOWER_ENV / "bin" / "python"
-    return here.resolve() if here.is_file() else FLOWER_PYTHON
+    here = Path.cwd() / FLOWER_ENV / "bin" / "python"  # not resolved: a venv's python is a link out of it
+    return here if here.is_file() else FLOWER_PYTHON
 
 
 @contextlib.contextmanager

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -28,7 +29,7 @@ def test_the_project_folders_environment_comes_first(tmp_path, monkeypatch):
     assert layout.flower_python() == layout.FLOWER_PYTHON  # none here: the checkout's
     python = tmp_path / ".venv-flower" / "bin" / "python"
     python.parent.mkdir(parents=True)
-    python.write_text("")
+    python.symlink_to(sys.executable)  # as venv makes it: the environment is the link's folder, not its target's
     assert layout.flower_python() == python
 
 
