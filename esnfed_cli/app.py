@@ -52,8 +52,8 @@ app = typer.Typer(
     name="esnfed",
     help="Federated and continual Echo State Networks (IncFed, FedIP, FedCLIP) on WESAD, HHAR or your own "
     "data. Each command is one stage of the DVC pipeline (`dvc repro` runs them all), except init (a new "
-    "project folder), download, check-data, predict, dvc-plots, flower-table and flower-export, which you "
-    "run by hand, and check-params, which `make repro` runs "
+    "project folder), flower-env (the flower stage's environment), download, check-data, predict, dvc-plots, "
+    "flower-table and flower-export, which you run by hand, and check-params, which `make repro` runs "
     "first.",
     no_args_is_help=True,
     add_completion=True,  # --install-completion / --show-completion for bash, zsh, fish, PowerShell
