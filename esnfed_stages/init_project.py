@@ -58,11 +58,14 @@ def project_dvc_yaml(template: str, code_folders: dict[str, Path]) -> str:
     return "".join(out)
 
 
-def _run(cmd: list[str], cwd: Path) -> None:
+def run_checked(cmd: list[str], where: Path, cwd: Path | None = None) -> None:
+    """Run ``cmd`` (in ``cwd``); when it fails, one line naming ``where``, the command (its program
+    by name) and the last line it printed."""
     done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
     if done.returncode != 0:
         last = (done.stderr or done.stdout).strip().splitlines()
-        raise EsnfedError(f"`{' '.join(cmd[2:] if cmd[0] == sys.executable else cmd)}` failed in {cwd}: {last[-1] if last else done.returncode}")
+        shown = " ".join([Path(cmd[0]).name, *cmd[1:]])
+        raise EsnfedError(f"{where}: `{shown}` failed: {last[-1] if last else done.returncode}")
 
 
 def init_project(folder: Path, *, git: bool | None = None) -> list[str]:
@@ -84,9 +87,9 @@ def init_project(folder: Path, *, git: bool | None = None) -> list[str]:
             (tmp / name).parent.mkdir(parents=True, exist_ok=True)
             (tmp / name).write_text(text)
         if use_git:
-            _run(["git", "init", "-q"], tmp)
+            run_checked(["git", "init", "-q"], tmp, cwd=tmp)
         # The dvc of this environment (the one esnfed depends on), found without PATH.
-        _run([sys.executable, "-m", "dvc", "init", "-q"] + ([] if use_git else ["--no-scm"]), tmp)
+        run_checked([sys.executable, "-m", "dvc", "init", "-q"] + ([] if use_git else ["--no-scm"]), tmp, cwd=tmp)
         if folder.exists():
             folder.rmdir()
         os.replace(tmp, folder)

@@ -9,12 +9,12 @@ esnfed's own packages are not installed there: the stage puts them on its PYTHON
 from __future__ import annotations
 
 import shutil
-import subprocess
 import sys
 from importlib import resources
 from pathlib import Path
 
 from esnfed_core.errors import EsnfedError
+from esnfed_stages.init_project import run_checked
 
 REQUIREMENTS = "flower-requirements.txt"  # in esnfed_stages/project/
 
@@ -30,9 +30,9 @@ def build(folder: Path) -> Path:
         raise EsnfedError(f"{folder}: not an empty folder nor a virtual environment")
     try:
         if new:
-            _run([sys.executable, "-m", "venv", str(folder)], folder)
+            run_checked([sys.executable, "-m", "venv", str(folder)], folder)
         with requirements() as req:
-            _run([str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q", "-r", str(req)], folder)
+            run_checked([str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q", "-r", str(req)], folder)
     except BaseException:
         if new:
             shutil.rmtree(folder, ignore_errors=True)
@@ -43,11 +43,3 @@ def build(folder: Path) -> Path:
 def requirements():
     """The pinned requirements file this package carries, as a path (a context manager)."""
     return resources.as_file(resources.files("esnfed_stages") / "project" / REQUIREMENTS)
-
-
-def _run(cmd: list[str], folder: Path) -> None:
-    done = subprocess.run(cmd, capture_output=True, text=True)
-    if done.returncode != 0:
-        last = (done.stderr or done.stdout).strip().splitlines()
-        raise EsnfedError(f"{folder}: `{' '.join(Path(c).name if i == 0 else c for i, c in enumerate(cmd))}` "
-                          f"failed: {last[-1] if last else done.returncode}")
