@@ -11,6 +11,7 @@ import numpy as np
 
 from esnfed_core.data.processed import UserData, save_user
 from esnfed_core.trial import TrialData
+from esnfed_stages.params.load import load_params
 
 TRAIN = {"25": ["u0"], "50": ["u0", "u1"], "75": ["u0", "u1", "u2"], "100": ["u0", "u1", "u2", "u3"]}
 VALIDATION = ["v0", "v1"]
@@ -78,9 +79,7 @@ def small_params(**runner) -> dict:
     """The project's params.yaml with a tiny default budget (fast tests) and in-process trials."""
     import copy
 
-    import yaml
-
-    params = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
+    params = load_params(Path(__file__).resolve().parents[1] / "params.yaml")
     params = copy.deepcopy(params)
     params["budget"] = "default"
     space = params["budgets"]["default"]["space"]

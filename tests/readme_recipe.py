@@ -5,10 +5,11 @@ schema and of the stages DVC expands from it."""
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 
 import yaml
+
+from esnfed_stages.params.load import load_params
 
 ROOT = Path(__file__).resolve().parents[1]
 MERGED = ("partition", "budgets")  # the recipe's sections that take an entry more
@@ -23,7 +24,7 @@ def recipe() -> dict:
 
 def user_only_params() -> dict:
     """The repository's params.yaml with the recipe applied."""
-    p = copy.deepcopy(yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8")))
+    p = load_params(ROOT / "params.yaml")  # each budget's space its own dict (the file shares them by anchors)
     r = recipe()
     for key, value in r.items():
         p[key] = {**p[key], **value} if key in MERGED else value

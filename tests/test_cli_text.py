@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from esnfed_cli.main import app
 from esnfed_core.vocabulary import Algo
+from esnfed_stages.params.load import load_params
 
 runner = CliRunner()
 
@@ -94,7 +95,7 @@ def test_import_help_says_which_options_are_required():
 def test_a_params_error_names_the_file_given_with_params(tmp_path, drop, command):
     """Errors raised after the schema check say "params.yaml: ..."; under --params they name the
     file given, not a params.yaml that may not even exist."""
-    doc = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
+    doc = load_params(Path(__file__).resolve().parents[1] / "params.yaml")
     doc.pop(drop)
     mine = tmp_path / "mine.yaml"
     mine.write_text(yaml.safe_dump(doc))

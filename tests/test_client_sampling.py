@@ -26,6 +26,7 @@ from esnfed_core.communication import Communication, communication_rows
 from esnfed_stages.report.tables import participation_notes
 from esnfed_core.trial import fit
 from experiment_data import trial_data
+from esnfed_stages.params.load import load_params
 
 CFG = {"units": 12, "spectral_radius": 0.9, "leak": 0.5, "input_scaling": 0.8, "sigma": 0.3}
 IP = {"mu": 0.0, "eta": 0.01, "batch_size": 4, "normalize_step": True}
@@ -242,7 +243,7 @@ def test_the_schema_refuses_bad_fractions_in_one_line(bad, why):
 
     from esnfed_stages.params.schema import validate  # noqa: PLC0415
 
-    params = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
+    params = load_params(Path(__file__).resolve().parents[1] / "params.yaml")
     assert params["federated"] == {"client_fraction": 1.0, "sampling_pool": "context"}  # the default: every client
     params = copy.deepcopy(params)
     params["federated"]["client_fraction"] = bad
@@ -259,7 +260,7 @@ def test_check_params_takes_a_fraction_and_refuses_a_bad_one_in_one_line(tmp_pat
 
     from esnfed_cli.main import app  # noqa: PLC0415
 
-    params = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
+    params = load_params(Path(__file__).resolve().parents[1] / "params.yaml")
     path = tmp_path / "params.yaml"
     for device in ("cpu", "torch-cpu"):  # the numpy and the torch paths both sample
         params["federated"]["client_fraction"] = 0.5

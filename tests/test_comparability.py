@@ -10,7 +10,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
 
 from esnfed_stages.report.table_specs import TABLES, table_specs
 from esnfed_core.vocabulary import PCTS
@@ -19,6 +18,7 @@ from esnfed_stages.report.report_params import report_params
 from esnfed_stages.report.comparability import BudgetScale, budget_scale, notice, papers_protocol, table_budgets
 from esnfed_stages.params.experiment import budget_spec
 from esnfed_stages.report.ttest import Inputs
+from esnfed_stages.params.load import load_params
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = BudgetScale("default", 3, 2, (("wesad", "20–40"), ("hhar", "20–40")))
@@ -27,7 +27,7 @@ TTEST = {"variant": "welch", "alpha": 0.05, "comparisons": []}
 
 
 def _params() -> dict:
-    return yaml.safe_load((ROOT / "params.yaml").read_text())
+    return load_params(ROOT / "params.yaml")
 
 
 def test_budget_scale_reads_trials_retrains_and_units_of_params_budget():

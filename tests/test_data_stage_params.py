@@ -9,13 +9,13 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-import yaml
 
 from esnfed_core.errors import ConfigError
 from esnfed_stages.data import partition, preprocess, synthesize
 from esnfed_stages.params.schema import validate
+from esnfed_stages.params.load import load_params
 
-REPO = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
+REPO = load_params(Path(__file__).resolve().parents[1] / "params.yaml")
 
 
 def _params(**changes):

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from esnfed_stages.params.load import load_params
 
 pytestmark = pytest.mark.dvc
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,7 +35,7 @@ def _stages(root: Path) -> dict[str, str]:
 def _project(tmp_path: Path, change) -> Path:
     for name in ("dvc.yaml", ".dvcignore"):
         shutil.copy(ROOT / name, tmp_path / name)
-    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    params = load_params(ROOT / "params.yaml")
     change(params)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     (tmp_path / ".dvc").mkdir()
@@ -176,7 +177,7 @@ def test_your_data_alone_runs_no_embedded_data_stage_it_does_not_read(tmp_path, 
         if alone == "example":
             for key in ("datasets", "continual_datasets"):
                 p[key] = ["example"]
-            repo = yaml.safe_load((ROOT / "params.yaml").read_text())
+            repo = load_params(ROOT / "params.yaml")
             p["imports"] = {"example": repo["imports"]["example"]}
             p["imported"] = repo["imported"]
             p["embedded"]["synthesize"] = {"example": "EXAMPLE"}

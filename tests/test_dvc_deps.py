@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from esnfed_stages.params.load import load_params
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -207,7 +208,7 @@ def test_every_plot_reads_its_own_data_file():
         spec = p[plot_id]
         columns = next(iter(spec["y"].values()))
         if plot_id.startswith("heterogeneous-alpha-"):  # a plot per study dataset, a line per default share
-            shares = yaml.safe_load((ROOT / "params.yaml").read_text())["heterogeneity"]["pcts"]["default"]
+            shares = load_params(ROOT / "params.yaml")["heterogeneity"]["pcts"]["default"]
             ds = plot_id.removeprefix("heterogeneous-alpha-")
             assert list(spec["y"]) == ["reports/plots/heterogeneous-alpha.csv"], plot_id
             assert spec["x"] == "alpha" and columns == [f"{ds}_{p}" for p in shares]
@@ -252,7 +253,7 @@ def test_the_index_knows_which_plot_csvs_dvc_declares():
     plots = yaml.safe_load((ROOT / "dvc.yaml").read_text())["plots"]
     assert {next(iter(p[next(iter(p))]["y"])).removeprefix("reports/plots/") for p in plots[:-1]} == \
         report_index.DVC_PLOTS
-    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    params = load_params(ROOT / "params.yaml")
     assert set(report_index.PLOTTED_DATASETS) == set(params["datasets"]) == set(params["continual_datasets"])
     names = sorted(report_index.DVC_PLOTS) + ["stream-mine-federated-25.csv", "stream-mine-centralized-25.csv"]
     plots = {**dict.fromkeys(names, b""), "heterogeneous-alpha.csv": b"alpha,wesad_25,wesad_100,hhar_25,hhar_100\n"}
@@ -309,7 +310,7 @@ def test_the_report_stage_tracks_what_the_selected_table_reads():
     assert "runs/select" in report["deps"]
     assert {"plasticity.mu", "plasticity.eta", "retrain", "ttest"} <= set(report["params"])
     assert "ttest" in stages["ttest"]["params"]
-    assert "variance_test" in yaml.safe_load((ROOT / "params.yaml").read_text())["ttest"]
+    assert "variance_test" in load_params(ROOT / "params.yaml")["ttest"]
     outs = [o for s in stages.values() for o in (s.get("do", s).get("outs") or []) if isinstance(o, dict)]
     assert any(next(iter(o)).startswith("runs/select/") for o in outs)  # best.json lives under it
 
@@ -323,7 +324,7 @@ def test_flower_stage_feeds_the_report(project):
     from esnfed_stages.report.secagg_report import PIPELINE_DATASETS
 
     deps, outs = _stages(project), _stages(project, "outs")
-    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    params = load_params(ROOT / "params.yaml")
     assert [s for s in deps if s.startswith("flower@")] == ["flower@wesad", "flower@hhar"]
     assert report_params(params).studies == PIPELINE_DATASETS == tuple(params["study_datasets"]) == ("wesad", "hhar")
     for ds in PIPELINE_DATASETS:
@@ -352,7 +353,7 @@ def test_privacy_stages_feed_the_report(project):
     runs/assess the assess files), so a rerun privacy stage reruns the report. What it reads in
     either privacy.config is declared: select, the best.json of privacy.pct; public, the select
     stage's search (seed, trials, the dataset's space and FedIP's) scored on the validation users."""
-    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    params = load_params(ROOT / "params.yaml")
     deps, outs, declared = _stages(project), _stages(project, "outs"), _commands_and_params(project)
     privacy = [s for s in deps if s.startswith("privacy@")]
     assert privacy == [f"privacy@{ds}" for ds in params["datasets"]] and "privacy@example" in privacy

@@ -28,9 +28,10 @@ from esnfed_stages.params.schema import validate
 from esnfed_stages.report.report_figures import ACTIVATION_DATASET, SETTINGS, STATIONARY
 from esnfed_stages.layout import shares_csv
 from esnfed_stages.report.ttest import Inputs
+from esnfed_stages.params.load import load_params
 
 ROOT = Path(__file__).resolve().parents[1]
-PARAMS = yaml.safe_load((ROOT / "params.yaml").read_text())
+PARAMS = load_params(ROOT / "params.yaml")
 DVC_LINES = 7  # dvc_render.vega.OPTIONAL_ANCHOR_RANGES["stroke_dash"]
 
 

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
 from typer.testing import CliRunner
 
 from esnfed_cli.main import app
@@ -23,9 +22,10 @@ from esnfed_core.errors import ConfigError
 from esnfed_stages.report import protocol_tables
 from esnfed_stages.params.schema import embedded_read, validate
 from experiment_data import cli_ok, make_dataset, run_method_stages, small_params, ttest_and_report, write_params
+from esnfed_stages.params.load import load_params
 
 ROOT = Path(__file__).resolve().parents[1]
-REPO_PARAMS = yaml.safe_load((ROOT / "params.yaml").read_text())
+REPO_PARAMS = load_params(ROOT / "params.yaml")
 VARIANT = {"base": "hhar", "devices": ["nexus4"], "target_rate": "native", "window": 400}
 runner = CliRunner()
 

@@ -7,14 +7,14 @@ import copy
 from pathlib import Path
 
 import pandas as pd
-import yaml
 
 from esnfed_core.data.example_synth import COLUMNS, synthesize_example
 from esnfed_stages.data.check_data import check_folder
 from esnfed_stages.data.import_data import run
 from esnfed_stages.params.imports import import_params
+from esnfed_stages.params.load import load_params
 
-REPO = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
+REPO = load_params(Path(__file__).resolve().parents[1] / "params.yaml")
 
 
 def test_same_seed_same_bytes_and_a_plain_csv(tmp_path):

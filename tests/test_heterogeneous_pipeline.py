@@ -17,6 +17,7 @@ from esnfed_cli.main import app
 from esnfed_core.errors import ConfigError
 from esnfed_stages.params.hetero import hetero_params
 from experiment_data import cli_ok, make_dataset, small_params, stage_options, write_params
+from esnfed_stages.params.load import load_params
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARES = ["25", "100"]
@@ -148,7 +149,7 @@ def test_assess_records_the_settings_and_the_report_refuses_other_ones(built, tm
 
 
 def test_dvc_stages_list_params_alphas():
-    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    params = load_params(ROOT / "params.yaml")
     ids = [m.id for m in hetero_params(params).methods()]
     stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
     for kind, stage in (("select", "select-hetero"), ("models", "retrain-hetero")):

@@ -22,9 +22,10 @@ from esnfed_core.errors import ConfigError
 from esnfed_stages.report import protocol_tables
 from esnfed_stages.params.schema import embedded_read, validate
 from experiment_data import cli_ok, run_method_stages, small_params, ttest_and_report, write_params
+from esnfed_stages.params.load import load_params
 
 ROOT = Path(__file__).resolve().parents[1]
-REPO_PARAMS = yaml.safe_load((ROOT / "params.yaml").read_text())
+REPO_PARAMS = load_params(ROOT / "params.yaml")
 WESAD_VARIANT = {"base": "wesad", "window": 350}
 HHAR_VARIANT = {"base": "hhar", "features": "ijcnn32", "stats_window": 200, "stats_hop": 100, "window": 500}
 

@@ -12,7 +12,6 @@ from typing import Any, Callable
 
 import numpy as np
 import pytest
-import yaml
 
 from continual_call import run_named
 from esnfed_core.continual import CONTINUAL_BOUNDS
@@ -28,8 +27,9 @@ from esnfed_core.validation import Bound, ParameterError
 from esnfed_stages.params.experiment import experiment_params
 from esnfed_stages.params.schema import validate
 from esnfed_stages.params.privacy import privacy_params
+from esnfed_stages.params.load import load_params
 
-PARAMS = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
+PARAMS = load_params(Path(__file__).resolve().parents[1] / "params.yaml")
 SPACE = f"budgets.{PARAMS['budget']}.space"
 RES = build_reservoir(ReservoirConfig(2, 4, 0.9, 0.5, 1.0), 0)
 X = np.zeros((3, 4, 2), np.float32)

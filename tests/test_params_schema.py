@@ -14,8 +14,9 @@ from typer.testing import CliRunner
 from esnfed_cli.main import app
 from esnfed_core.errors import ConfigError
 from esnfed_stages.params.schema import declared_keys, validate
+from esnfed_stages.params.load import load_params
 
-REPO_PARAMS = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
+REPO_PARAMS = load_params(Path(__file__).resolve().parents[1] / "params.yaml")
 runner = CliRunner()
 
 

@@ -20,6 +20,7 @@ from esnfed_stages.params.schema import embedded_read
 from esnfed_stages.params.privacy import privacy_params
 from esnfed_stages.layout import extra_path
 from experiment_data import cli_ok, make_dataset, small_params, stage_options, write_params
+from esnfed_stages.params.load import load_params
 
 pytestmark = pytest.mark.pipeline
 runner = CliRunner()
@@ -174,7 +175,7 @@ def test_params_check_refuses_fedclip_on_a_dataset_without_contexts():
 
     from esnfed_stages.params.schema import validate
 
-    repo = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
+    repo = load_params(Path(__file__).resolve().parents[1] / "params.yaml")
     params = copy.deepcopy(repo)
     params["privacy"]["extra_methods"] = ["fedavg", "fedclip-naive"]
     params["privacy"]["config"] = "select"  # the opt-in methods retrain the select stage's configs

@@ -14,6 +14,7 @@ import pytest
 from esnfed_stages.report import privacy_report
 from esnfed_stages.params.privacy import privacy_params
 from esnfed_stages.layout import eps_key
+from esnfed_stages.params.load import load_params
 
 PRIVACY = {"epsilons": [1, 8, float("inf")], "delta": "auto", "relation": "user", "clip": 0.003,
            "ip_clip": 0.1, "pct": "100", "methods": ["incfed", "fedip"]}
@@ -69,9 +70,7 @@ def test_the_noise_multiplier_is_printed_at_a_finite_eps_only_and_no_column_repe
 
 
 def _repo_params() -> dict:
-    import yaml
-
-    return yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
+    return load_params(Path(__file__).resolve().parents[1] / "params.yaml")
 
 
 def _write(folder: Path, docs: dict) -> Path:

@@ -12,7 +12,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import scipy.stats
-import yaml
 
 from continual_call import run_named
 from esnfed_core.continual import make_strategy
@@ -26,8 +25,9 @@ from esnfed_core.settings import Settings
 from esnfed_core.validation import ParameterError
 from esnfed_stages.params.experiment import experiment_params
 from esnfed_stages.params.schema import validate
+from esnfed_stages.params.load import load_params
 
-REPO_PARAMS = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
+REPO_PARAMS = load_params(Path(__file__).resolve().parents[1] / "params.yaml")
 
 
 def _fill(policy: str, capacity: int, sizes, seed) -> list[tuple[list[int], list[int]]]:

@@ -20,6 +20,7 @@ from typer.testing import CliRunner
 from esnfed_cli.main import app
 from esnfed_stages.report.table_specs import TABLES, required_inputs
 from esnfed_core.vocabulary import PCTS
+from esnfed_stages.params.load import load_params
 
 runner = CliRunner()
 
@@ -1059,7 +1060,7 @@ def test_a_params_record_that_is_not_an_object_is_one_line_naming_it(tmp_path):
 
 
 # params.yaml's seed and budgets, as the schema checks them
-BUDGETS = {k: v for k, v in yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text()).items()
+BUDGETS = {k: v for k, v in load_params(Path(__file__).resolve().parents[1] / "params.yaml").items()
            if k in ("seed", "budget", "budgets")}
 
 

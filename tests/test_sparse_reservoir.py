@@ -27,8 +27,9 @@ from esnfed_core.search import parse_space, sample_config
 from esnfed_core.trial import make_reservoir
 from esnfed_stages.experiment.models import check_best_config
 from esnfed_stages.params.schema import validate
+from esnfed_stages.params.load import load_params
 
-REPO_PARAMS = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
+REPO_PARAMS = load_params(Path(__file__).resolve().parents[1] / "params.yaml")
 # ρ of the float32 Ŵ against the float64 target: each entry is rounded to float32 (relative error
 # <= 2^-24 ≈ 6e-8), which moves a simple eigenvalue by at most its condition number times that;
 # measured below 1e-7 relative on these draws (1 % connectivity included), so 1e-5 leaves 100x margin.

@@ -17,6 +17,7 @@ from esnfed_core.method import Method
 from esnfed_core.settings import Settings
 from esnfed_core.validation import ParameterError
 from esnfed_stages.params.experiment import ExperimentParams, experiment_params
+from esnfed_stages.params.load import load_params
 from esnfed_stages.params.schema import validate
 from esnfed_stages.params.privacy import PrivacyParams, privacy_params
 from esnfed_stages.report.report_params import ReportParams, report_params
@@ -47,9 +48,7 @@ def test_report_params_default_and_bad_share():
 
 # ---------------------------------------------------------------- experiment and privacy sections
 def _params() -> dict:
-    import yaml
-
-    return yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
+    return load_params(Path(__file__).resolve().parents[1] / "params.yaml")
 
 
 def test_experiment_params_are_frozen_and_plasticity_is_typed():
