@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from esnfed_core.errors import ConfigError
 from esnfed_core.quote import quote
 from esnfed_core.reservoir import CONNECTIVITY_BOUNDS
-from esnfed_core.methods import REGISTRY, Family, family_of
+from esnfed_core.methods import REGISTRY, Family, Traffic, family_of
 from esnfed_core.vocabulary import STRATEGIES
 
 # The continual methods: CLIP and FedCLIP, each with every strategy.
@@ -105,6 +105,16 @@ class Method:
                  "method reuses its best config (PROTOCOL §6); a deep method its selected ``units`` (docs/deep.md).")
 
     @property
+    def stops_early(self) -> bool:
+        """Whether it trains each context until early stopping on the validation users (joint)."""
+        return self.family.stops_early(self.strategy)
+
+    @property
+    def traffic(self) -> Traffic:
+        """What a retrain sends (esnfed_core.methods.Traffic), as esnfed_core.communication counts it."""
+        return self.family.traffic(self.strategy)
+
+    @property
     def kernel(self) -> str:
         """The algorithm that trains it: a deep method trains as its shallow counterpart."""
         return self.algo.removeprefix("deep-")
@@ -119,7 +129,7 @@ class Method:
             keys += ("sigma",)
             if not self.continual:
                 keys += ("rounds",)
-            elif self.strategy != "joint":  # joint trains each context until early stopping
+            elif not self.stops_early:  # a fixed budget of IP rounds per context
                 keys += ("budget",)
             if self.family.fedip_rounds:
                 keys += ("local_epochs",)

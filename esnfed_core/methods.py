@@ -12,7 +12,8 @@ its name. The families:
   :class:`Heterogeneous`   one reservoir per client (local, ensemble, align-α; esnfed_core.heterogeneous)
 
 :data:`REGISTRY` maps each algorithm name (esnfed_core.vocabulary.ALGOS, the ``--algo`` values) to
-its family object; :func:`family_of` is the one place a name is looked up. Adding a method:
+its family object; :func:`family_of` is the one place a name is looked up. What a federated
+method's clients send is its family's :meth:`Family.traffic` (a :class:`Traffic`). Adding a method:
 docs/adding-a-method.md.
 """
 
@@ -24,9 +25,52 @@ from typing import Any, Mapping
 
 from esnfed_core.errors import ConfigError
 from esnfed_core.quote import quote
+from esnfed_core.vocabulary import Name, Strategy
 
 __all__ = ["Family", "Baseline", "SharedReservoir", "Continual", "Heterogeneous", "REGISTRY", "family_of",
-           "register", "resolve"]
+           "register", "resolve", "Sends", "Traffic", "CENTRAL"]
+
+
+class Sends(Name):
+    """What a federated method's clients send in training (:attr:`Traffic.sends`)."""
+
+    nothing = "nothing"  # each client alone: nothing crosses the network (local)
+    model = "model"  # each client uploads its own reservoir and readout once, downloads nothing (ensemble)
+    statistics = "statistics"  # IncFed: ridge statistics up, the readout down, one round (IncFed, align-α)
+    readout = "readout"  # FedAvg: a locally solved readout up, the average down
+    ip = "ip"  # IP rounds of (g, b) each way, then IncFed readouts (FedIP, FedCLIP)
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """What one retrain of a method sends, as esnfed_core.communication counts it against the
+    PROTOCOL §3 and §5 formulas and adds the traffic a deployment's validation clients would.
+
+    ``sends``: its training messages (None: not federated, nothing modelled). ``per_context``: its
+    rounds run per context of a stream, one readout each (FedCLIP; the clients and IP rounds of each
+    context may be recorded). ``readout_every_round``: it re-solves the readout after every IP round
+    and scores (g, b) and that readout on the validation users each time (FedCLIP joint's early
+    stopping). ``validation_modelled``: its validation traffic is modelled (one reservoir shared by
+    every client; the heterogeneous methods' validation clients would need the clients' own
+    reservoirs). ``lambda_on_validation``: a retrain and every selection trial score its λ grid on
+    the validation users. ``round_per_lambda``: its training clients send a round per λ (FedAvg).
+    """
+
+    sends: Sends | None = None
+    per_context: bool = False
+    readout_every_round: bool = False
+    validation_modelled: bool = False
+    lambda_on_validation: bool = False
+    round_per_lambda: bool = False
+
+    @property
+    def ip_rounds(self) -> bool:
+        """Whether its rounds split into IP rounds of (g, b) and IncFed readouts (FedIP, FedCLIP)."""
+        return self.sends == Sends.ip
+
+
+# A method that is not federated: no messages are counted or modelled.
+CENTRAL = Traffic()
 
 
 @dataclass(frozen=True)
@@ -68,6 +112,16 @@ class Family:
         """Whether its trials run in the stage's process (worker start-up would cost more than the work)."""
         return self.baseline
 
+    def stops_early(self, strategy: str | None) -> bool:
+        """Whether, with continual ``strategy``, it trains each context until early stopping on the
+        validation users instead of a fixed budget of IP rounds."""
+        return False
+
+    def traffic(self, strategy: str | None = None) -> Traffic:
+        """What a retrain with continual ``strategy`` sends (:class:`Traffic`): nothing modelled
+        unless a family that is federated says otherwise."""
+        return CENTRAL
+
     def fit(self, m: Any, config: Mapping[str, Any], seed: int, data: Any, settings: Any,
             *, score: bool = True) -> Any:
         """One trial (a FittedModel) of ``m`` (a Method) on ``data`` (a TrialData) with ``settings``,
@@ -94,6 +148,19 @@ class SharedReservoir(Family):
 
     aggregation: str = "pooled"
 
+    def traffic(self, strategy: str | None = None) -> Traffic:
+        """IncFed's statistics or FedAvg's readouts (by ``aggregation``), after FedIP's IP rounds with
+        ``uses_ip``; λ chosen on the validation users."""
+        if not self.federated:
+            return CENTRAL
+        sends = Sends.ip if self.uses_ip else _AGGREGATION_SENDS[self.aggregation]
+        return Traffic(sends, validation_modelled=True, lambda_on_validation=self.selects_lambda,
+                       round_per_lambda=sends == Sends.readout)
+
+
+# What a federated readout's aggregation sends (SharedReservoir.aggregation)
+_AGGREGATION_SENDS = {"incfed": Sends.statistics, "fedavg": Sends.readout}
+
 
 @dataclass(frozen=True)
 class Continual(Family):
@@ -103,6 +170,17 @@ class Continual(Family):
     uses_ip: bool = True
     torch_kernels: bool = True
     base: str | None = None
+
+    def stops_early(self, strategy: str | None) -> bool:
+        """joint trains each context until early stopping; naive and replay run a fixed budget."""
+        return strategy == Strategy.joint
+
+    def traffic(self, strategy: str | None = None) -> Traffic:
+        """FedCLIP: IP rounds and a readout at each context (joint: a readout after every IP round)."""
+        if not self.federated:
+            return CENTRAL
+        return Traffic(Sends.ip, per_context=True, readout_every_round=self.stops_early(strategy),
+                       validation_modelled=True, lambda_on_validation=self.selects_lambda)
 
 
 @dataclass(frozen=True)
@@ -120,6 +198,11 @@ class Heterogeneous(Family):
     @property
     def takes_alpha(self) -> bool:  # type: ignore[override]
         return self.aligned
+
+    def traffic(self, strategy: str | None = None) -> Traffic:
+        """The ensemble's one upload of each client's model, align-α's IncFed statistics, or nothing
+        (local); their validation traffic is not modelled."""
+        return Traffic(Sends.model if self.ensemble else Sends.statistics if self.aligned else Sends.nothing)
 
 
 # The batched torch trials of every family with torch_kernels (runner.device torch-cpu | cuda).
