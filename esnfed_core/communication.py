@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable
 
+from esnfed_core.method import METHODS, Method
+from esnfed_core.methods import Sends, Traffic
 from esnfed_core.quote import quote
 from esnfed_core.sampling import CLIENT_FRACTION, FULL, sample_size
 from esnfed_core.validation import ParameterError
@@ -21,9 +23,16 @@ from esnfed_core.validation_traffic import (
 # ---------------------------------------------------------------------------------------------
 # Communication
 
-COMMUNICATION_METHODS: tuple[str, ...] = ("incfed", "fedavg", "fedip", "fedclip-naive",
-                                          "fedclip-replay", "fedclip-joint") + (
-    "deep-incfed", "deep-fedip")  # deep reservoirs: N = the total units of the layers
+def traffic(method: str) -> Traffic:
+    """What a retrain of method id ``method`` sends (its family's esnfed_core.methods.Family.traffic)."""
+    return Method.parse(method).traffic
+
+
+# The federated methods with one reservoir shared by every client, in METHODS' order: the
+# communication table's (a deep method's N = the total units of its layers; the heterogeneous
+# methods' rows come from esnfed_stages/report/hetero_report.py)
+COMMUNICATION_METHODS: tuple[str, ...] = tuple(
+    m for m in METHODS if (method := Method.parse(m)).federated and not method.heterogeneous)
 
 
 @dataclass(frozen=True)
@@ -154,16 +163,10 @@ def check_communication(key: str, value: Any, federated: bool) -> None:
                              f"{' and '.join(str(len(value[name])) for name in names)}")
 
 
-def _base(method: str) -> str:
-    """The method a communication row sends as: a deep method as its shallow one, FedCLIP's
-    strategies and align's α as one ("fedclip", "align")."""
-    return method.removeprefix("deep-").split("-")[0]
-
-
 def splits_rounds(method: str) -> bool:
     """Whether ``method``'s rounds split into IP rounds and IncFed readouts (FedIP, FedCLIP): the
     communication table's IP rounds and readouts apply to it alone (see split_rounds)."""
-    return _base(method) in ("fedip", "fedclip")
+    return traffic(method).ip_rounds
 
 
 def split_rounds(method: str, rounds: int, contexts: int | None) -> tuple[int | None, int | None]:
@@ -173,13 +176,14 @@ def split_rounds(method: str, rounds: int, contexts: int | None) -> tuple[int | 
     + 1 IncFed round; FedCLIP naive/replay = IP rounds + one readout per context; FedCLIP joint =
     one IP round and one readout per loop iteration (it re-solves the readout every round).
     """
-    if method in ("fedip", "deep-fedip"):
-        return rounds - 1, 1
-    if method == "fedclip-joint":
+    t = traffic(method)
+    if not t.ip_rounds:
+        return None, None
+    if t.readout_every_round:
         return rounds // 2, rounds // 2
-    if method.startswith("fedclip") and contexts is not None:
-        return rounds - contexts, contexts
-    return None, None
+    if not t.per_context:
+        return rounds - 1, 1
+    return (None, None) if contexts is None else (rounds - contexts, contexts)
 
 
 def _context_messages(c: Communication) -> list[tuple[int, int]] | None:
@@ -188,7 +192,7 @@ def _context_messages(c: Communication) -> list[tuple[int, int]] | None:
     None when ``participants`` or ``context_rounds`` is not recorded (or they disagree in length)."""
     if c.participants is None or c.context_rounds is None or len(c.participants) != len(c.context_rounds):
         return None
-    joint = c.method == "fedclip-joint"
+    joint = traffic(c.method).readout_every_round
     return [(r, r if joint else 1) for r in c.context_rounds]
 
 
@@ -206,24 +210,24 @@ def analytic_floats(c: Communication) -> tuple[str, str, int | None, int | None]
     ks = c.sampled(k)  # clients per IP round (federated.client_fraction; k at 1)
     r = None if n is None else n + int(c.readout_bias)  # the readout's columns
     rt = "(N+1)" if c.readout_bias else "N"
-    base = _base(c.method)  # a deep method sends as its shallow one
+    t = traffic(c.method)  # a deep method sends as its shallow one
     known = n is not None and ncls is not None
-    if base == "local":  # heterogeneous: each client alone, nothing crosses the network
+    if t.sends == Sends.nothing:  # heterogeneous: each client alone, nothing crosses the network
         return ("0", "0", 0, 0)
-    if base == "ensemble":  # each client uploads its model once: reservoir + readout; no download
+    if t.sends == Sends.model:  # each client uploads its model once: reservoir + readout; no download
         ok = known and c.inputs is not None
         return (f"N·U+N²+2N+1 (own reservoir) + {rt}·C (readout)", "0",
                 k * (n * c.inputs + n * n + 2 * n + 1 + r * ncls) if ok else None, 0 if ok else None)
-    if base in ("incfed", "align"):  # align-α: IncFed over the aligned reservoirs
+    if t.sends == Sends.statistics:  # IncFed; align-α: IncFed over the aligned reservoirs
         return (f"{rt}²+{rt}·C", f"{rt}·C", k * (r * r + r * ncls) if known else None,
                 k * r * ncls if known else None)
-    if base == "fedavg":
+    if t.sends == Sends.readout:  # FedAvg
         return (f"{rt}·C", f"{rt}·C", k * r * ncls if known else None, k * r * ncls if known else None)
-    if base in ("fedip", "fedclip"):
+    if t.ip_rounds:  # FedIP, FedCLIP
         ip = "2N per IP round" if c.client_fraction == FULL else \
             f"2N per sampled IP round (max(1, ⌊{c.client_fraction:g}·clients⌋) per round)"
         texts = (f"{ip} + ({rt}²+{rt}·C) per readout", f"{ip} + {rt}·C per readout")
-        per_context = _context_messages(c) if base == "fedclip" else None
+        per_context = _context_messages(c) if t.per_context else None
         if per_context is not None and known:  # the clients that took part at each context
             up = sum(c.ip_sends(t, p, ip) * 2 * n + p * s * (r * r + r * ncls)
                      for t, (p, (ip, s)) in enumerate(zip(c.participants, per_context)))
@@ -237,21 +241,16 @@ def analytic_floats(c: Communication) -> tuple[str, str, int | None, int | None]
     return ("", "", None, None)
 
 
-# Methods whose validation traffic is modelled: the shared-reservoir ones (the heterogeneous methods'
-# validation clients would need the clients' own reservoirs: not counted, n/a)
-_VALIDATION_COUNTED = ("incfed", "fedavg", "fedip", "fedclip")
-
-
 def validation_plan(c: Communication) -> ValidationPlan | None:
     """What one retrain of ``c.method`` scores on the validation users (esnfed_core.validation_traffic):
     IncFed, FedAvg and FedIP choose λ there (one evaluation of ``lambda_grid`` readouts; FedIP's
     with its (g, b)) unless λ is frozen; FedCLIP joint evaluates (g, b) and the readout after every
     IP round (its early stopping); naive and replay send nothing there. None: no validation traffic."""
-    base = _base(c.method)
-    if base in ("incfed", "fedavg", "fedip") and c.lambda_grid:
-        return ValidationPlan(1, c.lambda_grid, base == "fedip", c.readout_bias)
-    if c.method == "fedclip-joint" and c.ip_rounds is not None:
-        return ValidationPlan(c.ip_rounds, 1, True, c.readout_bias)
+    t = traffic(c.method)
+    if t.lambda_on_validation and c.lambda_grid:
+        return ValidationPlan(1, c.lambda_grid, t.ip_rounds, c.readout_bias)
+    if t.readout_every_round and c.ip_rounds is not None:
+        return ValidationPlan(c.ip_rounds, 1, t.ip_rounds, c.readout_bias)
     return None
 
 
@@ -263,9 +262,9 @@ def validation_columns(c: Communication) -> dict[str, Any]:
     the rounds not recorded, or a method whose validation traffic is not modelled)."""
     out: dict[str, Any] = {k: None for k in VALIDATION_COLUMNS}
     out["validation_clients"] = c.validation_clients
-    base = _base(c.method)
-    known_grid = c.lambda_grid is not None or base == "fedclip"
-    if base not in _VALIDATION_COUNTED or not known_grid or (c.method == "fedclip-joint" and c.ip_rounds is None):
+    t = traffic(c.method)
+    known_grid = c.lambda_grid is not None or not t.lambda_on_validation
+    if not t.validation_modelled or not known_grid or (t.readout_every_round and c.ip_rounds is None):
         return {**out, "validation_traffic": None}
     plan = validation_plan(c)
     if plan is None:
@@ -292,10 +291,10 @@ def lambda_selection_columns(c: Communication) -> dict[str, Any]:
     counted, False where the training clients send nothing per λ (every method but FedAvg, whose
     clients send statistics or (g, b) once; FedAvg with λ frozen), None where unknown."""
     out: dict[str, Any] = {k: None for k in LAMBDA_SELECTION_COLUMNS}
-    base = _base(c.method)
-    if base not in _VALIDATION_COUNTED or (base == "fedavg" and c.lambda_grid is None):
+    t = traffic(c.method)
+    if not t.validation_modelled or (t.round_per_lambda and c.lambda_grid is None):
         return {**out, "validation_lambda_traffic": None}
-    if base != "fedavg" or c.lambda_grid == 0:
+    if not t.round_per_lambda or c.lambda_grid == 0:
         return {**out, "validation_lambda_traffic": False}
     if c.units is None or c.classes is None:
         return {**out, "validation_lambda_traffic": None}
@@ -310,22 +309,16 @@ def lambda_selection_columns(c: Communication) -> dict[str, Any]:
             "validation_lambda_match": totals["up_floats"] == analytic == totals["down_floats"]}
 
 
-# The model selection the communication table totals: IncFed, FedAvg and FedIP (deep ones too); a
-# FedCLIP trial's scoring on the validation users is not modelled (esnfed_core.validation_traffic), so
-# its trials are counted and their bytes not totalled (None)
-_SELECTION_COUNTED = ("incfed", "fedavg", "fedip")
-
-
 def trial_bytes(method: str, t: SelectionTrial, validation_clients: int, classes: int) -> int:
     """What one selection trial of ``method`` sent, up and down, at its own sizes: its training
     messages as recorded, the ``validation_clients``' scoring of its ``t.lambdas`` readouts
     (:func:`esnfed_core.validation_traffic.validation_ledger`, one evaluation; FedIP's with its (g, b))
     and FedAvg's rounds for its other λ values (``lambda_selection_ledger``: the trial's training
     totals keep the chosen λ's round only)."""
-    base = _base(method)
-    plan = ValidationPlan(1, t.lambdas, base == "fedip", t.bias)
+    sends = traffic(method)
+    plan = ValidationPlan(1, t.lambdas, sends.ip_rounds, t.bias)
     val = validation_ledger(plan, validation_clients, t.units, classes).totals()
-    lam = lambda_selection_ledger(t.lambdas - 1 if base == "fedavg" else 0, t.clients, t.units, classes,
+    lam = lambda_selection_ledger(t.lambdas - 1 if sends.round_per_lambda else 0, t.clients, t.units, classes,
                                   t.bias).totals()
     return sum(x["up_bytes"] + x["down_bytes"] for x in (val, lam)) + t.up_bytes + t.down_bytes
 
@@ -343,9 +336,11 @@ def selection_columns(c: Communication) -> dict[str, Any]:
 
 
 def counts_selection(method: str) -> bool:
-    """Whether ``method``'s selection trials are totalled (IncFed, FedAvg, FedIP and their deep ones):
-    each trial record must then say what λ values it scored."""
-    return _base(method) in _SELECTION_COUNTED
+    """Whether ``method``'s selection trials are totalled (IncFed, FedAvg, FedIP and their deep ones,
+    which score a λ grid on the validation users): each trial record must then say what λ values it
+    scored. A FedCLIP trial's scoring on the validation users is not modelled
+    (esnfed_core.validation_traffic): its trials are counted, their bytes not totalled."""
+    return traffic(method).lambda_on_validation
 
 
 # The validation-traffic columns of a communication row, after the training ones: the validation
