@@ -92,6 +92,7 @@ class Family:
 
     continual = False  # trains over the stream of contexts (strategy naive | replay | joint)
     heterogeneous = False  # every client its own reservoir
+    ensemble = False  # every client's model serves together: one combined prediction, not one per client
     baseline = False  # no model: nothing to search, no λ, no reservoir hyperparameters
     takes_alpha = False  # the method id carries a strength: align-<α>
     base: str | None = None  # the stationary algorithm whose selected config it builds on

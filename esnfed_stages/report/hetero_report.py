@@ -46,8 +46,8 @@ def run_spec(datasets: Sequence[str]) -> TableSpec:
 
 
 def shares(inputs: Inputs, methods: Sequence[str]) -> list[str]:
-    """The shares some heterogeneous method was assessed on (incfed alone does not add rows)."""
-    found = {p for (ds, m), doc in inputs.docs.items() if m != "incfed" for p in doc["pcts"]}
+    """The shares some heterogeneous method was assessed on (the reference incfed alone does not add rows)."""
+    found = {p for (ds, m), doc in inputs.docs.items() if Method.parse(m).heterogeneous for p in doc["pcts"]}
     return [p for p in PCTS if p in found]
 
 
@@ -55,7 +55,7 @@ def client_spread(inputs: Inputs, ds: str, method: str, pct: str) -> float | Non
     """Mean over retrains of the std over clients of the clients' test accuracy (percent); None
     for the ensemble (one model serves every client: its file's client accuracies are its members'
     own, each alone, not the ensemble's) and for methods without them (incfed)."""
-    if method == HETERO_REFERENCE:
+    if Method.parse(method).family.ensemble:
         return None
     doc = inputs.docs.get((ds, method))
     rows = (doc or {}).get("pcts", {}).get(pct, {}).get("client_test_accuracy")
@@ -132,7 +132,7 @@ def communication_items(inputs: Inputs, methods: Sequence[str], datasets: Sequen
     for ds in datasets:
         for method in methods:
             doc = inputs.docs.get((ds, method))
-            if doc is None or method == "incfed":
+            if doc is None or not Method.parse(method).heterogeneous:
                 continue
             for pct in (p for p in PCTS if p in doc["pcts"]):  # the shares ttest.load_assess checked
                 entry = doc["pcts"][pct]

@@ -68,7 +68,7 @@ def methods(needed: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
     rank = {m: i for i, m in enumerate(METHODS)}
     order = papers_first([ds for ds, _ in needed])
     return [(ds, m) for d in order for ds, m in sorted(needed, key=lambda k: rank.get(k[1], len(rank)))
-            if ds == d and m != "random"]
+            if ds == d and not Method.parse(m).baseline]
 
 
 def _score(path: Path, best: Mapping[str, Any]) -> None:

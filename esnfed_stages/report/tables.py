@@ -11,6 +11,7 @@ from dataclasses import asdict
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from esnfed_core.communication import LAMBDA_SELECTION_COLUMNS, SELECTION_COLUMNS, VALIDATION_COLUMNS, splits_rounds
+from esnfed_core.method import Method
 from esnfed_core.sampling import FULL
 from esnfed_core.vocabulary import PCTS
 from esnfed_stages.report.cells import Cell, RowAgreement, paper_marks_table, significance_agreement
@@ -286,7 +287,7 @@ def _validation_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
 
 def _fedclip_selection(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     """The selection section's FedCLIP line, where the table has a FedCLIP row."""
-    return [f"- {SELECTION_FEDCLIP_NOTE}"] if any(r["method"].startswith("fedclip") for r in rows) else []
+    return [f"- {SELECTION_FEDCLIP_NOTE}"] if any(Method.parse(r["method"]).continual for r in rows) else []
 
 
 SELECTION_NOTE = " ".join((
