@@ -136,7 +136,7 @@ class Settings:
                            replay_shuffle=c.replay_shuffle)
                 if c.replay_policy != "uniform":  # absent at the default: default trials' keys unchanged
                     out["replay_policy"] = c.replay_policy
-            elif method.strategy == "joint":
+            elif method.stops_early:  # joint: its early stopping's patience and cap
                 out.update(joint_patience=c.joint_patience, joint_max_rounds=c.joint_max_rounds)
         if method.heterogeneous:  # None: the default spec (esnfed_core.heterogeneity.heterogeneity_of)
             out["heterogeneity"] = None if self.heterogeneity is None else self.heterogeneity.as_dict()

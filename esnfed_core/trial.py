@@ -407,5 +407,5 @@ def fit_continual(m: Method, cfg: dict, seed: int, seeds: dict, data: TrialData,
             **({"sampling_pool": settings.sampling_pool, "ip_senders": ip_senders(ledger, result.context_rounds)}
                if settings.roster_for(m) else {})},
         validation=val, ip_rounds=[int(r) for r in result.ip_rounds],
-        joint_capped=[bool(c) for c in result.joint_capped] if m.strategy == "joint" else None,
+        joint_capped=[bool(c) for c in result.joint_capped] if m.stops_early else None,
     )
