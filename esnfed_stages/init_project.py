@@ -1,4 +1,5 @@
-"""`esnfed init DIR`: a runnable project (params.yaml, dvc.yaml, .dvcignore, DVC initialised)
+"""`esnfed init DIR`: a runnable project (params.yaml, dvc.yaml, dvc-plots/dvc.yaml, .dvcignore, DVC
+initialised)
 written from the installed package, so the pipeline runs outside the source checkout.
 
 The project files are package data (esnfed_stages/project/, byte-identical copies of the
@@ -24,11 +25,11 @@ from pathlib import Path
 from esnfed_core.errors import EsnfedError
 from esnfed_stages.layout import CODE_PACKAGES
 
-PROJECT_FILES = ("params.yaml", "dvc.yaml", ".dvcignore", "requirements/flower.txt")
+PROJECT_FILES = ("params.yaml", "dvc.yaml", "dvc-plots/dvc.yaml", ".dvcignore", "requirements/flower.txt")
 # Stored under other names: a .dvcignore inside a code folder that is a stage dep stops DVC
 # ("should not be in collected dir path"), and DVC collects every file named dvc.yaml in a
 # repository as a pipeline, so the checkout's `dvc repro` would run the copy's stages too.
-PACKAGE_NAME = {".dvcignore": "dvcignore", "dvc.yaml": "dvc.yaml.in",
+PACKAGE_NAME = {".dvcignore": "dvcignore", "dvc.yaml": "dvc.yaml.in", "dvc-plots/dvc.yaml": "dvc-plots.yaml.in",
                 "requirements/flower.txt": "flower-requirements.txt"}
 CODE_DEPS = "deps: [esnfed_cli, esnfed_stages, esnfed_core"
 # A code folder named as a dep in a deps list: after "[" or ", ", before "," or "]".

@@ -23,6 +23,9 @@ from typing import Iterator
 # paths). Kept here, free of heavy imports, so that the command line can show them as option
 # defaults without importing the stages (`esnfed --help` stays fast).
 PARAMS_FILE = Path("params.yaml")
+# The plot declarations of reports/plots/ (`dvc plots show`): a dvc.yaml of plots alone, which DVC
+# collects beside the pipeline's; `esnfed dvc-plots --write` keeps it.
+DVC_PLOTS_FILE = Path("dvc-plots/dvc.yaml")
 DATA_DIR = Path("data")  # processed/ and partitions/: the report reads each partition's context names
 PROCESSED_DIR = DATA_DIR / "processed"  # preprocess and import: <processed>/<dataset>/<user>.npz
 PARTITIONS_DIR = DATA_DIR / "partitions"  # partition: <partitions>/<dataset>.json
@@ -146,7 +149,7 @@ def out_name(dataset: str, app: str, secagg: bool, pct: str, epsilon: float | No
     return f"{dataset}-{app}{'-secagg' if secagg else ''}{sampled}{dp}-{pct}.json"
 
 
-# The plot CSVs of one dataset, under reports/plots/ (dvc.yaml's `plots` and `esnfed dvc-plots` name them).
+# The plot CSVs of one dataset, under reports/plots/ (dvc-plots/dvc.yaml and `esnfed dvc-plots` name them).
 def stream_csv(ds: str, setting: str, pct: str) -> str:
     """Stream accuracy after each context, one setting and training share: a column per strategy."""
     return f"stream-{ds}-{setting}-{pct}.csv"

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 from esnfed_stages.params.load import load_params
+from test_dvc_plots import _plots as shipped_plots
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -189,9 +190,8 @@ def test_every_plot_reads_its_own_data_file():
     from esnfed_core.vocabulary import PCTS, STRATEGIES
     from esnfed_stages.report import report_figures
 
-    plots = yaml.safe_load((ROOT / "dvc.yaml").read_text())["plots"]
-    assert plots[-1] == "reports/figures"
-    ids = [next(iter(p)) for p in plots[:-1]]
+    plots = [{plot_id: spec} for plot_id, spec in shipped_plots()]  # dvc-plots/dvc.yaml's, from the project folder
+    ids = [next(iter(p)) for p in plots]
     assert len(set(ids)) == len(ids)
     # a stream plot per dataset, setting and share (the figure's panels), a line per strategy
     assert {i for i in ids if i.startswith("stream-")} == {
@@ -204,7 +204,7 @@ def test_every_plot_reads_its_own_data_file():
         for s in STRATEGIES}
     setting_titles = {"federated": "federated (FedCLIP)", "centralized": "centralised (CLIP)"}
     assert [i for i in ids if i.startswith("heterogeneous-")] == ["heterogeneous-alpha-wesad", "heterogeneous-alpha-hhar"]
-    for p, plot_id in zip(plots[:-1], ids):
+    for p, plot_id in zip(plots, ids):
         spec = p[plot_id]
         columns = next(iter(spec["y"].values()))
         if plot_id.startswith("heterogeneous-alpha-"):  # a plot per study dataset, a line per default share
@@ -240,18 +240,18 @@ def test_every_plot_reads_its_own_data_file():
 
 
 def plots_of_dvc() -> list:
-    return yaml.safe_load((ROOT / "dvc.yaml").read_text())["plots"][:-1]
+    return [{plot_id: spec} for plot_id, spec in shipped_plots()]
 
 
 def test_the_index_knows_which_plot_csvs_dvc_declares():
     """Reader audit: the index said `dvc plots show` draws every plots/ CSV, but the example's
-    stream CSVs were not declared. dvc.yaml now declares them (DVC cannot expand a plot per
+    stream CSVs were not declared. dvc-plots/dvc.yaml now declares them (DVC cannot expand a plot per
     params.yaml `datasets`); report_index.DVC_PLOTS is that list, and the index names any CSV
     outside it (a dataset of your own's) with the command that declares its plots."""
     from esnfed_stages.report import report_index
 
-    plots = yaml.safe_load((ROOT / "dvc.yaml").read_text())["plots"]
-    assert {next(iter(p[next(iter(p))]["y"])).removeprefix("reports/plots/") for p in plots[:-1]} == \
+    plots = plots_of_dvc()
+    assert {next(iter(p[next(iter(p))]["y"])).removeprefix("reports/plots/") for p in plots} == \
         report_index.DVC_PLOTS
     params = load_params(ROOT / "params.yaml")
     assert set(report_index.PLOTTED_DATASETS) == set(params["datasets"]) == set(params["continual_datasets"])
@@ -260,17 +260,17 @@ def test_the_index_knows_which_plot_csvs_dvc_declares():
     index = report_index.render({}, {}, plots, {}, "d", "v", activation_pct="50")
     assert (f"- `plots/`: {len(names)} CSV files, the data of the stream-accuracy, test-accuracy, accuracy-matrix, "
             f"activation and alignment figures; `dvc plots show` draws the {len(names) - 2} that the repository's "
-            "dvc.yaml declares in its `plots`; it draws the others, a dataset of your own's, once `esnfed dvc-plots "
-            "--dataset <name> --write` has declared its plots in dvc.yaml (until then: `dvc plots show "
+            "dvc-plots/dvc.yaml declares; it draws the others, a dataset of your own's, once `esnfed dvc-plots "
+            "--dataset <name> --write` has declared its plots in dvc-plots/dvc.yaml (until then: `dvc plots show "
             "reports/plots/<file> -x context`): stream-mine-federated-25.csv, stream-mine-centralized-25.csv:") in index
     assert "trained on 50% of the training users only" in index
-    # the alignment plots draw the columns dvc.yaml lists: a study of other datasets' columns are named
+    # the alignment plots draw the columns dvc-plots/dvc.yaml lists: a study of other datasets' columns are named
     alpha = [c for p in plots_of_dvc() if next(iter(p)).startswith("heterogeneous-alpha-")
              for c in next(iter(p.values()))["y"]["reports/plots/heterogeneous-alpha.csv"]]
     assert tuple(alpha) == report_index.DVC_ALPHA_COLUMNS
     mine = report_index.render({}, {}, {"heterogeneous-alpha.csv": b"alpha,mine_25,mine_100\n"}, {}, "d", "v")
     assert ("`dvc plots show` draws them, a dataset of your own's, once `esnfed dvc-plots --dataset <name> --write` "
-            "has declared its plots in dvc.yaml (until then: `dvc plots show reports/plots/<file> -x context`): "
+            "has declared its plots in dvc-plots/dvc.yaml (until then: `dvc plots show reports/plots/<file> -x context`): "
             "heterogeneous-alpha.csv (heterogeneous-alpha.csv's columns mine_25, mine_100: drawn once `esnfed "
             "dvc-plots --dataset <name> --write` has declared the dataset's heterogeneous-alpha-<name> plot, or "
             "-x alpha):") in mine
@@ -280,7 +280,7 @@ def test_the_index_does_not_call_a_csv_of_your_own_not_declared_once_dvc_plots_m
     """After `esnfed dvc-plots --dataset mine --write` the index still listed mine's CSVs as "not
     declared" (it knew the shipped declarations only). It does not read dvc.yaml (the report would
     depend on every edit of it, and a --write after the report would leave it stale all the same):
-    it says which CSVs the repository's dvc.yaml declares and that the others are drawn once the
+    it says which CSVs the repository's dvc-plots/dvc.yaml declares and that the others are drawn once the
     command has declared them, true before and after the command runs."""
     from esnfed_stages.report import report_index
 
@@ -289,8 +289,8 @@ def test_the_index_does_not_call_a_csv_of_your_own_not_declared_once_dvc_plots_m
     index = report_index.render({}, {}, plots, {}, "d", "v")
     line = next(x for x in index.splitlines() if x.startswith("- `plots/`"))
     assert "not declared" not in line and "declares none" not in line
-    assert "draws the 2 that the repository's dvc.yaml declares" in line  # test-accuracy-wesad, the alignment CSV
-    assert "once `esnfed dvc-plots --dataset <name> --write` has declared its plots in dvc.yaml" in line
+    assert "draws the 2 that the repository's dvc-plots/dvc.yaml declares" in line  # test-accuracy-wesad, the alignment CSV
+    assert "once `esnfed dvc-plots --dataset <name> --write` has declared its plots in dvc-plots/dvc.yaml" in line
     assert line.count("test-accuracy-mine.csv") == 1 and "columns mine_25, mine_100: drawn once" in line
 
 

@@ -1,10 +1,11 @@
-"""dvc.yaml's top-level `plots` against the CSVs the report writes: DVC tells the lines of a plot
+"""dvc-plots/dvc.yaml's `plots` against the CSVs the report writes: DVC tells the lines of a plot
 apart by dash pattern only and has 7 of them (dvc_render's stroke_dash range; an 8th line repeats
 the 1st), so no plot may draw more than 7 lines, and each line must be a column of the CSV that the
 report writes for the repository's params.yaml (its datasets, their numbers of contexts, the shares,
 the study datasets and α of the alignment plot). `esnfed dvc-plots` (esnfed_stages/report/dvc_plots.py)
-declares a dataset's plots as dvc.yaml declares the repository's, and those of a dataset of more
-than 7 contexts in plots of at most 7 lines."""
+declares a dataset's plots as that file declares the repository's (each dataset's block there is
+exactly the command's output), and those of a dataset of more than 7 contexts in plots of at most
+7 lines."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ import yaml
 from esnfed_core.method import Method
 from esnfed_core.vocabulary import PCTS, STRATEGIES
 from esnfed_stages.report import dvc_plots, figures, hetero_report, report
-from esnfed_stages.layout import ALPHA_CSV
+from esnfed_stages.layout import ALPHA_CSV, DVC_PLOTS_FILE
 from esnfed_stages.params.schema import validate
 from esnfed_stages.report.report_figures import ACTIVATION_DATASET, SETTINGS, STATIONARY
 from esnfed_stages.layout import shares_csv
@@ -122,9 +123,27 @@ def written(report_plots) -> dict[str, list[str]]:
     return _headers(report_plots)
 
 
+def _project_relative(spec: dict) -> dict:
+    """A plot of dvc-plots/dvc.yaml with its CSVs named from the project folder (reports/plots/...),
+    as dvc_plots.declared_plots names them."""
+    return {**spec, "y": {k.removeprefix("../"): v for k, v in spec["y"].items()}}
+
+
 def _plots() -> list[tuple[str, dict]]:
-    plots = yaml.safe_load((ROOT / "dvc.yaml").read_text())["plots"]
-    return [next(iter(p.items())) for p in plots if isinstance(p, dict)]
+    """The repository's plots (dvc-plots/dvc.yaml), their CSVs named from the project folder."""
+    plots = yaml.safe_load((ROOT / DVC_PLOTS_FILE).read_text())["plots"]
+    return [(plot_id, _project_relative(spec)) for p in plots if isinstance(p, dict) for plot_id, spec in p.items()]
+
+
+def test_the_pipeline_file_declares_no_plot_and_the_plots_file_no_stage():
+    """DVC collects every dvc.yaml: the plots stand in dvc-plots/dvc.yaml alone, and each names its CSV
+    from that folder (../reports/plots/), where DVC reads it."""
+    pipeline = yaml.safe_load((ROOT / "dvc.yaml").read_text())
+    shipped = yaml.safe_load((ROOT / DVC_PLOTS_FILE).read_text())
+    assert "plots" not in pipeline and set(shipped) == {"vars", "plots"}
+    paths = [y for p in shipped["plots"] if isinstance(p, dict) for spec in p.values() for y in spec["y"]]
+    assert paths and all(y.startswith("../reports/plots/") for y in paths)
+    assert [p for p in shipped["plots"] if not isinstance(p, dict)] == ["../reports/figures"]
 
 
 @pytest.mark.parametrize("plot_id, spec", _plots(), ids=[plot_id for plot_id, _ in _plots()])
@@ -165,11 +184,13 @@ def _stroke_dash(node):
     return None
 
 
-def _dvc_plots_show(root: Path, dvc_yaml: bytes, params: bytes, plots: dict[str, bytes]) -> dict:
-    """`dvc plots show --json` in ``root`` on these dvc.yaml, params.yaml and plot CSVs: plot id ->
-    its rendered vega-lite spec."""
+def _dvc_plots_show(root: Path, dvc_files: dict[str, bytes], params: bytes, plots: dict[str, bytes]) -> dict:
+    """`dvc plots show --json` in ``root`` on these dvc.yaml files (by path in ``root``), params.yaml and
+    plot CSVs: plot id -> its rendered vega-lite spec."""
     root.mkdir(exist_ok=True)
-    (root / "dvc.yaml").write_bytes(dvc_yaml)
+    for name, data in dvc_files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(data)
     (root / "params.yaml").write_bytes(params)
     (root / "reports" / "plots").mkdir(parents=True)
     (root / "reports" / "figures").mkdir()
@@ -200,11 +221,12 @@ def _assert_each_line_has_its_own_dash(shown: dict, plots: list[tuple[str, dict]
 
 @pytest.mark.dvc
 def test_dvc_plots_show_draws_every_line_of_a_plot_with_its_own_dash(tmp_path, report_plots):
-    """`dvc plots show` itself, on dvc.yaml, params.yaml and the CSVs above: every declared plot is
-    rendered (params such as ${report.matrix_pct} interpolated in its title), and in each the lines
-    (its strokeDash domain) have as many different dash patterns."""
-    shown = _dvc_plots_show(tmp_path, (ROOT / "dvc.yaml").read_bytes(), (ROOT / "params.yaml").read_bytes(),
-                            report_plots)
+    """`dvc plots show` itself, on the repository's dvc.yaml and dvc-plots/dvc.yaml, params.yaml and the
+    CSVs above: every declared plot is rendered (params such as ${report.matrix_pct} interpolated in its
+    title, read through the plots file's vars), and in each the lines (its strokeDash domain) have as
+    many different dash patterns."""
+    files = {name: (ROOT / name).read_bytes() for name in ("dvc.yaml", str(DVC_PLOTS_FILE))}
+    shown = _dvc_plots_show(tmp_path, files, (ROOT / "params.yaml").read_bytes(), report_plots)
     _assert_each_line_has_its_own_dash(shown, _plots())
 
 
@@ -225,18 +247,20 @@ def _alpha_columns(ds: str, header: list[str]) -> list[str]:
 
 
 @pytest.mark.parametrize("ds", PARAMS["datasets"])
-def test_the_command_declares_each_dataset_as_the_repository_dvc_yaml_does(written, ds):
-    """`esnfed dvc-plots --dataset wesad` (hhar, example) gives the plots dvc.yaml ships for it, in
-    its order, each definition the same once read (dvc.yaml shares them through YAML anchors; the
-    command writes each in full, so a block of it stands alone), and they draw every CSV of the
-    dataset the report writes and, for a study dataset, its columns of the alignment CSV (the
-    command left out its heterogeneous-alpha plot, which dvc.yaml ships for wesad and hhar)."""
+def test_the_command_declares_each_dataset_as_the_repository_plots_file_does(written, ds):
+    """`esnfed dvc-plots --dataset wesad` (hhar, example) gives the plots dvc-plots/dvc.yaml ships for
+    it: the file's block of the dataset is the command's output, line for line (so the file is
+    current), and they draw every CSV of the dataset the report writes and, for a study dataset, its
+    columns of the alignment CSV (before, the command left out its heterogeneous-alpha plot)."""
     plots = dvc_plots.declared_plots(PARAMS, ds)
-    text = dvc_plots.render(ds, plots)
-    assert _parsed(text) == [(p.id, dict(p.spec)) for p in plots]
+    text = dvc_plots.render(ds, dvc_plots.located(plots, ROOT, ROOT / DVC_PLOTS_FILE))
+    begin, end = dvc_plots.markers(ds)
+    shipped_text = (ROOT / DVC_PLOTS_FILE).read_text()
+    assert begin + shipped_text.split(begin, 1)[1].split(end, 1)[0] + end + "\n" == text
+    assert [(i, _project_relative(spec)) for i, spec in _parsed(text)] == [(p.id, dict(p.spec)) for p in plots]
     shipped = [(plot_id, spec) for plot_id, spec in _plots()
                if plot_id == f"heterogeneous-alpha-{ds}" or all(_of(ds, Path(y).name) for y in spec["y"])]
-    assert _parsed(text) == shipped
+    assert [(i, _project_relative(spec)) for i, spec in _parsed(text)] == shipped
     alpha = [spec["y"][f"reports/plots/{ALPHA_CSV}"] for plot_id, spec in shipped if plot_id.startswith("heterogeneous-")]
     assert {Path(y).name for _, spec in shipped for y in spec["y"]} - {ALPHA_CSV} == {n for n in written if _of(ds, n)}
     study = ds in PARAMS["study_datasets"]
@@ -247,7 +271,7 @@ def test_the_command_declares_each_dataset_as_the_repository_dvc_yaml_does(writt
 def test_a_study_dataset_of_your_own_gets_its_alignment_plot_of_the_columns_the_report_writes():
     """`mine` in study_datasets: the report writes mine_25 and mine_100 (heterogeneity.pcts.default)
     into the alignment CSV, and the command declares heterogeneous-alpha-mine drawing them, as
-    dvc.yaml's heterogeneous-alpha-wesad draws wesad's; out of study_datasets, no such plot."""
+    dvc-plots/dvc.yaml's heterogeneous-alpha-wesad draws wesad's; out of study_datasets, no such plot."""
     params = with_mine(3)
     assert not [p for p in dvc_plots.declared_plots(params, "mine") if p.id.startswith("heterogeneous-")]
     params["study_datasets"] = [*params["study_datasets"], "mine"]
@@ -269,7 +293,7 @@ def test_a_study_dataset_of_your_own_gets_its_alignment_plot_of_the_columns_the_
 def test_an_accuracy_matrix_of_more_than_7_contexts_is_declared_as_plots_of_at_most_7_of_its_columns(contexts):
     """DVC has 7 dash patterns: the matrix of n contexts (a line per context's test data) is cut into
     ceil(n / 7) plots of the same CSV, of sizes differing by one at most, together drawing each
-    column once, in order; up to 7 contexts one plot, named as dvc.yaml names the repository's."""
+    column once, in order; up to 7 contexts one plot, named as dvc-plots/dvc.yaml names the repository's."""
     plots = dvc_plots.dataset_plots("mine", True, contexts)
     assert all(0 < len(next(iter(p.spec["y"].values()))) <= DVC_LINES for p in plots)
     assert len({p.id for p in plots}) == len(plots)
@@ -310,10 +334,11 @@ def test_the_split_matrix_plots_draw_columns_the_report_writes_for_so_many_conte
 
 @pytest.mark.dvc
 def test_dvc_plots_show_draws_the_plots_the_command_declares(tmp_path):
-    """`dvc plots show` on what the command writes: the repository's dvc.yaml with `esnfed dvc-plots
-    --dataset mine --write` (9 contexts: each matrix in two plots), the report's CSVs of those
-    params, and a dvc.yaml of nothing but the printed plots of the shipped example: every plot
-    rendered, each line with its own dash."""
+    """`dvc plots show` on what the command writes: the repository's dvc-plots/dvc.yaml with `esnfed
+    dvc-plots --dataset mine --write` (9 contexts: each matrix in two plots), the report's CSVs of
+    those params, and a project's own dvc.yaml of nothing but the printed plots of the shipped example
+    (--dvc-file dvc.yaml: the CSVs named from the project folder): every plot rendered, each line with
+    its own dash."""
     from typer.testing import CliRunner
 
     from esnfed_cli.main import app
@@ -322,19 +347,21 @@ def test_dvc_plots_show_draws_the_plots_the_command_declares(tmp_path):
     plots = _report_plots(params)
     work = tmp_path / "work"
     work.mkdir()
-    (work / "dvc.yaml").write_bytes((ROOT / "dvc.yaml").read_bytes())
+    (work / DVC_PLOTS_FILE).parent.mkdir()
+    (work / DVC_PLOTS_FILE).write_bytes((ROOT / DVC_PLOTS_FILE).read_bytes())
     (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    result = CliRunner().invoke(app, ["dvc-plots", "--dataset", "mine", "--write", "--dvc-file", str(work / "dvc.yaml"),
-                                      "--params", str(work / "params.yaml")])
+    result = CliRunner().invoke(app, ["dvc-plots", "--dataset", "mine", "--write", "--dvc-file",
+                                      str(work / DVC_PLOTS_FILE), "--params", str(work / "params.yaml")])
     assert result.exit_code == 0, result.output
-    written_yaml = (work / "dvc.yaml").read_bytes()
+    written_yaml = (work / DVC_PLOTS_FILE).read_bytes()
     declared = [next(iter(e.items())) for e in yaml.safe_load(written_yaml)["plots"] if isinstance(e, dict)]
     assert sum(plot_id.startswith("accuracy-matrix-mine-") for plot_id, _ in declared) == 12
-    shown = _dvc_plots_show(tmp_path / "mine", written_yaml, (work / "params.yaml").read_bytes(), plots)
+    shown = _dvc_plots_show(tmp_path / "mine", {str(DVC_PLOTS_FILE): written_yaml}, (work / "params.yaml").read_bytes(),
+                            plots)
     _assert_each_line_has_its_own_dash(shown, declared)
 
     example = dvc_plots.render("example", dvc_plots.declared_plots(PARAMS, "example"))
-    shown = _dvc_plots_show(tmp_path / "example", ("plots:\n" + example).encode(),
+    shown = _dvc_plots_show(tmp_path / "example", {"dvc.yaml": ("plots:\n" + example).encode()},
                             (ROOT / "params.yaml").read_bytes(), {n: d for n, d in plots.items() if _of("example", n)})
     _assert_each_line_has_its_own_dash(shown, _parsed(example))
     assert len(shown) == 15

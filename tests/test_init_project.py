@@ -21,7 +21,8 @@ PACKAGE = ROOT / "esnfed_stages" / "project"
 @pytest.mark.parametrize("name", PROJECT_FILES)
 def test_package_copies_are_the_checkouts_files(name):
     """One source: the files init writes are the checkout's own, byte for byte (edit the
-    checkout's and copy it over: cp params.yaml esnfed_stages/project/; cp dvc.yaml esnfed_stages/project/dvc.yaml.in)."""
+    checkout's and copy it over: cp params.yaml esnfed_stages/project/; cp dvc.yaml esnfed_stages/project/dvc.yaml.in;
+    cp dvc-plots/dvc.yaml esnfed_stages/project/dvc-plots.yaml.in)."""
     assert (PACKAGE / PACKAGE_NAME.get(name, name)).read_bytes() == (ROOT / name).read_bytes(), name
 
 
@@ -114,8 +115,10 @@ def test_wheel_install_init_check_params_and_repro_outside_the_checkout(tmp_path
 
 
 def test_the_checkout_holds_one_pipeline_file():
-    """DVC runs every file named dvc.yaml in a repository as a pipeline: the package's copy must
-    not be one, or the checkout's `dvc repro` would run its stages (with paths under project/) too."""
+    """DVC runs every file named dvc.yaml in a repository as a pipeline: the package's copies must
+    not be one, or the checkout's `dvc repro` would run its stages (with paths under project/) too;
+    beside the pipeline, only the plots file (no stage)."""
     listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "*dvc.yaml"],
                             cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
-    assert listed == ["dvc.yaml"]
+    assert sorted(listed) == ["dvc-plots/dvc.yaml", "dvc.yaml"]
+    assert "stages" not in yaml.safe_load((ROOT / "dvc-plots" / "dvc.yaml").read_text())

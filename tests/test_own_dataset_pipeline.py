@@ -238,7 +238,7 @@ def test_your_own_data_alone_is_reported_with_its_tables_only(user_only):
     assert "| mine |" in privacy and "WESAD" not in privacy and "HHAR" not in privacy
     assert ("- `plots/`: 15 CSV files, the data of the stream-accuracy, test-accuracy and accuracy-matrix figures; "
             "`dvc plots show` draws them, a dataset of your own's, once `esnfed dvc-plots --dataset <name> --write` "
-            "has declared its plots in dvc.yaml") in index
+            "has declared its plots in dvc-plots/dvc.yaml") in index
     assert "(test-accuracy-<dataset>.csv: -x share)" in index
     # the t-tests: the user's tables, nothing missing; neither command prints a papers' table or a missing input
     doc = json.loads((reports / "ttest.json").read_text())

@@ -428,7 +428,7 @@ def test_the_index_names_every_table_and_figure_with_its_title(built):
     assert f"`metrics/`: {n_metrics} JSON files" in index and f"`plots/`: {n_plots} CSV files" in index
     # reader audit: the metrics' unit, which plots DVC draws, and the activation CSVs' share
     assert "mean test accuracy per share of each dataset and method as a fraction (0–1)" in index
-    assert f"`dvc plots show` draws the {n_plots} that the repository's dvc.yaml declares in its `plots`:" in index
+    assert f"`dvc plots show` draws the {n_plots} that the repository's dvc-plots/dvc.yaml declares:" in index
     assert "trained on 100% of the training users only (params.yaml `report.activation_pct`" in index
 
 

@@ -1,7 +1,8 @@
-"""dvc.yaml's top-level `plots` of one dataset, which DVC cannot expand per params.yaml `datasets`:
-the declarations of the plot CSVs the report writes for it (as the repository's for wesad, hhar and
-example; a study dataset's columns of the alignment CSV too), as dvc.yaml text, and their atomic
-insertion into dvc.yaml (`esnfed dvc-plots`).
+"""The plot declarations of one dataset (`esnfed dvc-plots`), which DVC cannot expand per params.yaml
+`datasets`: the declarations of the plot CSVs the report writes for it (as dvc-plots/dvc.yaml
+ships them for wesad, hhar and example; a study dataset's columns of the alignment CSV too), as
+dvc.yaml text, and their atomic insertion into dvc-plots/dvc.yaml, a dvc.yaml of plots alone that
+DVC collects beside the pipeline's. A plot names its CSV relative to the file that declares it.
 
 DVC tells the lines of a plot apart by 7 dash patterns, so an accuracy matrix of more than 7
 contexts is declared as several plots of the same CSV, each drawing at most 7 of its columns."""
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +35,7 @@ from esnfed_stages.report.report_figures import SETTINGS, SHARES_METHODS, matrix
 from esnfed_stages.layout import matrix_csv, shares_csv, stream_csv
 from esnfed_stages.params.sections import section
 
-PLOTS_DIR = "reports/plots"  # the report stage's plots output (dvc.yaml)
+PLOTS_DIR = "reports/plots"  # the report stage's plots output, relative to the project folder
 DVC_LINES = 7  # dash patterns of dvc_render's vega templates: an 8th line repeats the 1st
 _SETTING_TITLE = {"federated": "federated", "centralized": "centralised"}
 _LINEAR = {"template": "linear"}
@@ -53,6 +55,15 @@ class Plot:
     spec: Mapping[str, Any]
 
 
+def located(plots: Sequence[Plot], project: str | Path, dvc_file: str | Path) -> list[Plot]:
+    """``plots`` (their CSVs relative to the ``project`` folder) as ``dvc_file`` declares them: DVC reads
+    a dvc.yaml's paths relative to its own folder (dvc-plots/dvc.yaml: ../reports/plots/...)."""
+    folder = os.path.relpath(Path(project).resolve() / PLOTS_DIR, Path(dvc_file).resolve().parent)
+    prefix = Path(folder).as_posix() + "/"
+    return [Plot(p.id, {**p.spec, "y": {prefix + k.removeprefix(PLOTS_DIR + "/"): v for k, v in p.spec["y"].items()}})
+            for p in plots]
+
+
 def parts(n: int, most: int = DVC_LINES) -> list[range]:
     """``range(n)`` cut into the fewest runs of at most ``most``, of sizes differing by one at most."""
     k = max(1, math.ceil(n / most))
@@ -69,7 +80,7 @@ def _plot(csv_name: str, template: Mapping[str, Any], title: str, columns: Seque
 
 def dataset_plots(dataset: str, continual: bool, n_contexts: int | None = None,
                   alpha_pcts: Sequence[str] = ()) -> list[Plot]:
-    """The plots of ``dataset``'s CSVs, in dvc.yaml's order: stream accuracy per setting and share
+    """The plots of ``dataset``'s CSVs, in dvc-plots/dvc.yaml's order: stream accuracy per setting and share
     (a line per strategy) when ``continual``; the stationary methods' test accuracy against the
     share (a line per method's mean); the accuracy matrix per continual method when ``continual``
     (a line per context's test data, in plots of at most DVC_LINES: ``parts``); align's test
@@ -277,6 +288,8 @@ def write_plots(dvc_file: str | Path, declared: Mapping[str, Sequence[Plot]]) ->
         if block is None:
             lines[section_at[0]:section_at[0]] = new
             done[dataset] = f"{len(plots)} plots added"
+        elif lines[slice(*block)] == new:
+            done[dataset] = f"unchanged ({len(plots)} plots)"
         else:
             lines[slice(*block)] = new
             done[dataset] = f"{len(plots)} plots written anew (were {len(ours)})"

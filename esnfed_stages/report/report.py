@@ -142,7 +142,7 @@ def add_figures(rep: Report, inputs: Inputs, datasets: Sequence[str], continual:
                 contexts: Mapping[str, ContextNames], activation_pct: str = "100", contexts_pct: str = "25",
                 matrix_pct: str = "100", progress: Callable[[str], None] | None = None) -> None:
     """The figures of the declared ``datasets`` (those of ``continual`` with the continual methods'
-    too) and their DVC plots data (report_figures.py): what dvc.yaml's `plots` read; the shares of
+    too) and their DVC plots data (report_figures.py): what dvc-plots/dvc.yaml's plots read; the shares of
     params.yaml ``report`` (ReportParams)."""
     for ds in datasets:  # every declared dataset has the stationary tables
         rep.figures[f"test-accuracy-{ds}.png"], plot = shares_figure_and_plot(inputs, ds)

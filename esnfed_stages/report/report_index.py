@@ -22,14 +22,14 @@ from esnfed_stages.layout import REPORT_INDEX_NAME as INDEX_NAME
 # the communication table of each study dataset, communication.md and/or communication-<name>.md).
 SECTIONS = {SECAGG_CSV: SECAGG_TITLE}
 
-# The plot CSVs the repository's dvc.yaml's top-level `plots` declares (tests/test_dvc_deps.py checks
+# The plot CSVs the repository's dvc-plots/dvc.yaml declares (tests/test_dvc_deps.py checks
 # that they agree): `dvc plots show` draws these. DVC cannot expand a plot per params.yaml `datasets`,
 # so the per-dataset plots (test accuracy per share; stream, one per setting and share; accuracy
 # matrices, one per continual method) are declared for the papers' datasets and the shipped
 # `example`; the CSVs of a dataset of your own are written all the same and `esnfed dvc-plots
 # --dataset <name> --write` declares them (esnfed_stages/report/dvc_plots.py). The index says which CSVs the
-# shipped declarations cover and points to the command for the others; it does not read dvc.yaml:
-# the report would then depend on dvc.yaml and rerun on every edit of it, and a `dvc-plots --write`
+# shipped declarations cover and points to the command for the others; it does not read that file:
+# the report would then depend on it and rerun on every edit of it, and a `dvc-plots --write`
 # run after the report (the order the index itself suggests) would leave it stale all the same.
 PLOTTED_DATASETS = ("wesad", "hhar", "example")
 DVC_PLOTS = frozenset(
@@ -40,7 +40,7 @@ DVC_PLOTS = frozenset(
                                               "fedclip-naive", "fedclip-replay", "fedclip-joint")]
     + [ALPHA_CSV])  # its columns: DVC_ALPHA_COLUMNS
 
-# The columns dvc.yaml's `heterogeneous-alpha-<dataset>` plots draw: the papers' datasets at the
+# The columns dvc-plots/dvc.yaml's `heterogeneous-alpha-<dataset>` plots draw: the papers' datasets at the
 # default budget's shares. DVC templating can put a params.yaml list in a plot (${study_datasets}) but
 # not build the product of study_datasets and heterogeneity.pcts.<budget> the CSV's columns are, so
 # the plots list them (tests/test_dvc_deps.py checks that they agree); the columns of a study of your
@@ -144,19 +144,19 @@ def render(tables: Mapping[str, bytes], figures: Mapping[str, bytes], plots: Map
 
 
 def _plots_line(plots: Mapping[str, bytes]) -> str:
-    """What `dvc plots show` draws of plots/: the CSVs the repository's dvc.yaml declares; the others
-    (a dataset of your own's) once `esnfed dvc-plots --write` has declared them (not read from
-    dvc.yaml: see DVC_PLOTS)."""
+    """What `dvc plots show` draws of plots/: the CSVs the repository's dvc-plots/dvc.yaml declares; the
+    others (a dataset of your own's) once `esnfed dvc-plots --write` has declared them (not read from
+    that file: see DVC_PLOTS)."""
     shipped = [n for n in plots if _shipped(n, plots[n])]
     rest = [n for n in plots if n not in shipped]
     kinds = [kind for prefix, kind, _ in PLOT_KINDS if any(n.startswith(prefix) for n in plots)]
     figures = ", ".join(kinds[:-1]) + " and " + kinds[-1] if len(kinds) > 1 else "".join(kinds) or "other"
     line = f"- `plots/`: {len(plots)} CSV files, the data of the {figures} figures; "
     if shipped:
-        line += f"`dvc plots show` draws the {len(shipped)} that the repository's dvc.yaml declares in its `plots`"
+        line += f"`dvc plots show` draws the {len(shipped)} that the repository's dvc-plots/dvc.yaml declares"
     if rest:
         line += (("; it draws the others" if shipped else "`dvc plots show` draws them") + ", a dataset of your own's, "
-                 "once `esnfed dvc-plots --dataset <name> --write` has declared its plots in dvc.yaml (until then: "
+                 "once `esnfed dvc-plots --dataset <name> --write` has declared its plots in dvc-plots/dvc.yaml (until then: "
                  "`dvc plots show reports/plots/<file> -x context`): " + ", ".join(rest))
     if any(n.startswith("test-accuracy-") for n in rest):
         line += " (test-accuracy-<dataset>.csv: -x share)"
@@ -172,7 +172,7 @@ def _header(data: bytes) -> list[str]:
 
 
 def _shipped(name: str, data: bytes) -> bool:
-    """Whether the repository's dvc.yaml declares a plot of plots/``name``: one of DVC_PLOTS and, for
+    """Whether the repository's dvc-plots/dvc.yaml declares a plot of plots/``name``: one of DVC_PLOTS and, for
     the alignment CSV, holding columns its plots list (DVC_ALPHA_COLUMNS)."""
     if name != ALPHA_CSV:
         return name in DVC_PLOTS
