@@ -137,7 +137,8 @@ def manifest_table(manifest: dict, folder: Path) -> Table:
     table.add_column("windows", justify="right")
     # class and context names are the user's own labels (import): never markup
     table.add_column(escape("per context (" + ", ".join(manifest["context_names"]) + ")"), justify="right")
-    table.add_column(escape("class shares (" + ", ".join(classes) + ")"), justify="right")
+    table.add_column(escape("class shares (" + ", ".join(classes) + ")" if classes else "class shares (unlabelled)"),
+                     justify="right")
     totals = [0] * len(classes)
     for i, (user, entry) in enumerate(manifest["users"].items()):
         counts = entry["class_counts"]

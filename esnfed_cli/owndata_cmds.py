@@ -116,6 +116,11 @@ def import_(
         "e.g. the recording order (default: sorted).")] = None,
     drop_labels: Annotated[Optional[str], typer.Option(
         "--drop-labels", help="Label values whose rows are dropped, comma-separated (default: none).")] = None,
+    unlabelled: Annotated[bool, typer.Option(
+        "--unlabelled", help="New recordings without a label column, for `esnfed predict` only: no label is "
+        "read (imports.<dataset>'s label, classes and drop_labels are left out), the folder lists no classes, "
+        "and the pipeline's stages refuse it. Give --out another root than the training data's (an unlabelled "
+        "import never replaces a labelled folder).")] = False,
     out: Annotated[Path, typer.Option("--out", "--out-dir", help="Root of the processed data.")] = layout.PROCESSED_DIR,
     params: Annotated[Path, typer.Option(
         "--params", help="Params file whose imports.<dataset> gives the defaults (the default params.yaml is "
@@ -140,14 +145,20 @@ def import_(
 
     To run it through the pipeline, declare it in params.yaml (datasets, imports.mystudy,
     partition.mystudy, budgets.*.space.mystudy; see the `example` dataset there) and run dvc repro.
+
+    New recordings without labels, to predict with a trained model, under mystudy's settings:
+
+    esnfed import new-session.csv --dataset mystudy --unlabelled --out data/new
+
+    then: esnfed predict runs/models/mystudy/fedip/100/seed-0.json data/new/mystudy
     """
     with stop_cleanly("import"):  # a stopped import leaves no scratch folder behind
         _import(source, dataset, features, user, time, label, context, time_unit, rate, window, max_gap, missing,
-                classes, contexts, drop_labels, out, params)
+                classes, contexts, drop_labels, unlabelled, out, params)
 
 
 def _import(source, dataset, features, user, time, label, context, time_unit, rate, window, max_gap, missing,
-            classes, contexts, drop_labels, out, params) -> None:
+            classes, contexts, drop_labels, unlabelled, out, params) -> None:
     from esnfed_stages.data import import_data as import_stage
     from esnfed_stages.data._datasets import check_own_name
     from esnfed_stages.params.imports import import_params
@@ -167,7 +178,7 @@ def _import(source, dataset, features, user, time, label, context, time_unit, ra
         declared, f"imports.{dataset}", source=None if source is None else str(source),
         features=_split(features), user=user, time=time, label=label, context=context,
         time_unit=time_unit, rate=rate, window=window, max_gap=max_gap, missing=missing, classes=_split(classes),
-        contexts=_split(contexts), drop_labels=_split(drop_labels))
+        contexts=_split(contexts), drop_labels=_split(drop_labels), labelled=False if unlabelled else None)
     warnings: list[str] = []
     with data_progress() as bar:
         task = bar.add_task(f"import {dataset}", total=None, item="")

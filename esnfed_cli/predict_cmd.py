@@ -20,10 +20,11 @@ def predict(
         help="A saved model: runs/models/<dataset>/<method>/<pct>/seed-<k>.json (or its .npz).")],
     folder: Annotated[Path, typer.Argument(
         help="A processed folder (manifest.json and <user>.npz, docs/data-contract.md), e.g. what `esnfed "
-        "import` wrote for new recordings.")],
+        "import` wrote for new recordings (with --unlabelled for recordings without labels).")],
     out: Annotated[Path, typer.Option(
         "--out", help="The per-window CSV to write: user, window, context, steps, label, predicted (the class "
-        "predicted at most steps of the window), correct_steps.")] = Path("predictions.csv"),
+        "predicted at most steps of the window), correct_steps (label and correct_steps empty for an unlabelled "
+        "folder).")] = Path("predictions.csv"),
     steps: Annotated[Optional[Path], typer.Option(
         "--steps", help="Also write the per-step predictions to this CSV: user, window, step, label, "
         "predicted (default: no per-step file).")] = None,
@@ -46,8 +47,10 @@ def predict(
     deep ones, and clip / fedclip under any strategy (the model after the last context unless
     --context says another). The random baseline and the heterogeneous methods (one reservoir per
     client) are refused. A folder whose feature names, window or classes differ from those of the
-    data the model was trained on is refused in one line naming the file and field. Both CSVs are
-    written under a temporary name and renamed when complete.
+    data the model was trained on is refused in one line naming the file and field. New recordings
+    without labels: import them with `esnfed import --unlabelled` (the same features, rate and
+    window as the training data) and predict that folder. Both CSVs are written under a temporary
+    name and renamed when complete.
 
     Example: esnfed predict runs/models/wesad/fedip/100/seed-0.json data/processed/wesad --user S2
     --out predictions.csv
@@ -59,5 +62,6 @@ def predict(
     after = "" if s.context is None else f" (the model after context {s.context})"
     console.print(f"{s.method}{after}: {s.windows} windows of {len(s.users)} users -> {s.out}"
                   + (f" and {s.steps_out}" if s.steps_out else "")
-                  + f"; {s.accuracy:.4f} of {s.steps} steps predicted as labelled", highlight=False,
+                  + (f"; {s.accuracy:.4f} of {s.steps} steps predicted as labelled" if s.accuracy is not None
+                     else f"; {s.steps} steps, unlabelled"), highlight=False,
                   markup=False, soft_wrap=True)

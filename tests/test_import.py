@@ -864,3 +864,66 @@ def test_cli_missing_reaches_the_import(tmp_path, monkeypatch):
     res = CliRunner().invoke(app, _cli_args(tmp_path) + ["--missing", "interpolate"], env={"COLUMNS": "300"})
     assert res.exit_code == 0 and "1 missing feature value interpolated" in res.stderr, res.output
     assert load_manifest(tmp_path / "out" / "mine")["params"]["missing"] == "interpolate"
+
+
+# ---------------------------------------------------------------- new recordings without labels
+def test_unlabelled_recordings_import_the_same_windows_without_classes(tmp_path):
+    """`labelled: false` (--unlabelled): the recordings without their label column give the windows,
+    z-scores and contexts of the labelled import, y all 0, no classes; the folder passes check-data,
+    and the stages that train or assess (checked_manifest's default) refuse it in one line."""
+    from esnfed_stages.data.check_data import checked_manifest
+
+    df = _table()
+    df.to_csv(tmp_path / "rec.csv", index=False)
+    df.drop(columns="act").to_csv(tmp_path / "new.csv", index=False)
+    run("mine", _params(tmp_path / "rec.csv"), out_root=tmp_path / "labelled")
+    manifest = run("mine", _params(tmp_path / "new.csv", labelled=False), out_root=tmp_path / "new")
+    folder = tmp_path / "new" / "mine"
+    assert check_folder(folder) == []
+    assert manifest["labelled"] is False and manifest["classes"] == [] and manifest["n_classes"] == 0
+    assert manifest["label_map"] == {} and manifest["context_map"] == {"s1": 0, "s2": 1}
+    assert "label" not in manifest["params"] and manifest["params"]["labelled"] is False
+    assert all(u["class_counts"] == [] for u in manifest["users"].values())
+    assert "labelled" not in load_manifest(tmp_path / "labelled" / "mine")  # a labelled manifest as always
+    for user in ("u2", "u10"):
+        ref, got = load_user(tmp_path / "labelled" / "mine", user), load_user(folder, user)
+        np.testing.assert_array_equal(got.x, ref.x)
+        np.testing.assert_array_equal(got.context, ref.context)
+        assert got.y.shape == ref.y.shape and not got.y.any()
+    with pytest.raises(DataError) as err:
+        checked_manifest(folder)
+    assert str(err.value).startswith(f"{folder / 'manifest.json'}: labelled: false: the recordings were imported "
+                                     "without labels (--unlabelled), for `esnfed predict` only")
+    assert checked_manifest(folder, unlabelled=True)["users"] == manifest["users"]
+
+
+def test_an_unlabelled_import_never_replaces_labelled_data_and_reads_no_classes(tmp_path):
+    df = _table()
+    df.to_csv(tmp_path / "rec.csv", index=False)
+    df.drop(columns="act").to_csv(tmp_path / "new.csv", index=False)
+    run("mine", _params(tmp_path / "rec.csv"), out_root=tmp_path / "out")
+    before = {p.name: p.read_bytes() for p in (tmp_path / "out" / "mine").iterdir()}
+    with pytest.raises(DataError, match=r"out/mine: holds labelled data; an unlabelled import does not replace it"):
+        run("mine", _params(tmp_path / "new.csv", labelled=False), out_root=tmp_path / "out")
+    assert {p.name: p.read_bytes() for p in (tmp_path / "out" / "mine").iterdir()} == before
+    # the declared dataset's label settings are left out; given beside labelled: false, refused
+    assert _params(tmp_path / "new.csv", labelled=False, classes=["rest", "walk"]).classes is None
+    with pytest.raises(ConfigError, match=r"^--classes: an unlabelled import \(--labelled: false\) reads no label"):
+        import_params({"source": "x.csv", "features": ["a"], "window": 2}, "imports.mine", labelled=False,
+                      classes=("rest", "walk"))
+    with pytest.raises(ConfigError, match=r"^imports.mine.labelled: expected true or false, got 'no'"):
+        _params(tmp_path / "new.csv", labelled="no")
+
+
+def test_cli_imports_unlabelled_recordings_and_check_data_accepts_them(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _table().drop(columns="act").to_csv(tmp_path / "rec.csv", index=False)
+    runner = CliRunner()
+    args = [a for a in _cli_args(tmp_path) if a not in ("--label", "act")] + ["--unlabelled"]
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0, res.output
+    assert "mine (import): 2 users, windows of 2 steps x 2 features" in res.output
+    assert runner.invoke(app, ["check-data", str(tmp_path / "out" / "mine")]).exit_code == 0
+    res = runner.invoke(app, [*args, "--classes", "rest,walk", "--out", str(tmp_path / "other")])
+    assert res.exit_code == 1 and res.stderr.strip() == \
+        "error: --classes: an unlabelled import (--labelled: false) reads no label column"

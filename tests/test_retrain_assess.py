@@ -852,6 +852,47 @@ def test_per_step_predictions_agree_with_the_per_window_file(run_a, tmp_path):
         assert row["predicted"] == f"c{int(np.argmax(votes))}"
 
 
+def _unlabelled_copy(run_a: Path, folder: Path) -> Path:
+    """The processed folder as `esnfed import --unlabelled` writes one: y all 0, no classes,
+    ``labelled: false`` (tests/test_import.py checks the import writes this form)."""
+    from esnfed_core.data.processed import UserData, load_user, save_user
+    from esnfed_stages._io import file_sha256
+
+    src = run_a / "data" / "processed" / "wesad"
+    manifest = json.loads((src / "manifest.json").read_text())
+    folder.mkdir()
+    for user, entry in manifest["users"].items():
+        u = load_user(src, user)
+        save_user(folder / f"{user}.npz", UserData(u.x, np.zeros_like(u.y), u.context))
+        entry.update(sha256=file_sha256(folder / f"{user}.npz"), class_counts=[])
+    manifest.update(classes=[], n_classes=0, label_map={}, labelled=False)
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    return folder
+
+
+def test_predictions_of_unlabelled_recordings_are_those_of_the_labelled_ones_without_labels(run_a, tmp_path):
+    """New recordings without labels: the same classes predicted, window by window and step by step,
+    as for the same recordings with labels; label and correct_steps empty, no accuracy."""
+    from esnfed_stages.data.check_data import check_folder
+    from esnfed_stages.experiment import predict as predict_stage
+
+    folder = _unlabelled_copy(run_a, tmp_path / "new")
+    assert check_folder(folder) == []
+    model = run_a / "runs" / "models" / "wesad" / "fedclip-joint" / "100" / "seed-0.json"
+    labelled = _predict(run_a, "fedclip-joint", "100", 0, tmp_path / "l.csv", steps_out=tmp_path / "ls.csv")
+    s = predict_stage.run(model, folder, tmp_path / "u.csv", steps_out=tmp_path / "us.csv", data_dir=run_a / "data")
+    assert s.accuracy is None and labelled.accuracy is not None and (s.windows, s.steps) == (labelled.windows,
+                                                                                              labelled.steps)
+    for mine, ref in (("u.csv", "l.csv"), ("us.csv", "ls.csv")):
+        got, want = _rows(tmp_path / mine), _rows(tmp_path / ref)
+        assert [r["predicted"] for r in got] == [r["predicted"] for r in want] and len(got) == len(want)
+        assert {r["label"] for r in got} == {""} and {r["label"] for r in want} <= {"c0", "c1", "c2"}
+    assert {r["correct_steps"] for r in _rows(tmp_path / "u.csv")} == {""}
+    res = runner.invoke(app, ["predict", str(model), str(folder), "--out", str(tmp_path / "c.csv"),
+                              "--data-dir", str(run_a / "data")])
+    assert res.exit_code == 0 and f"{s.steps} steps, unlabelled" in " ".join(res.output.split()), res.output
+
+
 def _folder_like_wesad(run_a: Path, tmp_path: Path, edit) -> Path:
     """A copy of the processed folder with its manifest edited."""
     import shutil

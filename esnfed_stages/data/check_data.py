@@ -66,18 +66,26 @@ def check_manifest(path: Path, manifest: Any) -> list[str]:
                        f"got {quote(manifest[key])}")
     if _is_int(manifest.get("window")) and manifest["window"] < 1:
         out.append(f"{path}: window must be >= 1, got {manifest['window']}")
+    if "labelled" in manifest and manifest["labelled"] is not False:
+        out.append(f"{path}: labelled is written only as false (an unlabelled import), got {quote(manifest['labelled'])}")
     for key, count in (("feature_names", "n_features"), ("classes", "n_classes"),
                        ("context_names", "n_contexts")):
-        if isinstance(manifest.get(key), list):
+        if key == "classes" and manifest.get("labelled") is False:  # an unlabelled import: no classes
+            if manifest.get(key) != [] or manifest.get(count) != 0:
+                out.append(f"{path}: an unlabelled folder (labelled: false) lists no classes, got "
+                           f"{quote(manifest.get(key))} and {count} {quote(manifest.get(count))}")
+        elif isinstance(manifest.get(key), list):
             out += _names(path, key, manifest[key], count, manifest.get(count))
     if isinstance(manifest.get("users"), dict) and not manifest["users"]:
         out.append(f"{path}: users is empty")
     return out
 
 
-def checked_manifest(folder: str | Path) -> dict[str, Any]:
+def checked_manifest(folder: str | Path, *, unlabelled: bool = False) -> dict[str, Any]:
     """manifest.json of a processed folder for a stage to use: DataError naming the file and the
-    first violation of its own fields (``check_manifest``), so a malformed one never gets further."""
+    first violation of its own fields (``check_manifest``), so a malformed one never gets further.
+    An unlabelled folder (``labelled: false``) is refused unless ``unlabelled`` (predict's): it has
+    no classes to train, select or assess on."""
     path = Path(folder) / MANIFEST
     name = Path(folder).name
     # the papers' datasets are preprocessed, yours imported (a protocol variant, declared in params.yaml, preprocessed)
@@ -88,6 +96,9 @@ def checked_manifest(folder: str | Path) -> dict[str, Any]:
     problems = check_manifest(path, manifest)
     if problems:
         raise DataError(problems[0])
+    if manifest.get("labelled") is False and not unlabelled:
+        raise DataError(f"{path}: labelled: false: the recordings were imported without labels (--unlabelled), "
+                        "for `esnfed predict` only; import them with their label column to train or assess on them")
     return manifest
 
 
@@ -184,9 +195,11 @@ def check_user(folder: Path, user: str, entry: Mapping[str, Any], manifest: Mapp
     if y is not None:
         if x is not None and y.shape != x.shape[:2]:
             out.append(f"{file}: y has shape {y.shape}, expected {x.shape[:2]} (windows, steps)")
-        if y.size and (y.min() < 0 or y.max() >= c):
+        if manifest.get("labelled") is False and y.any():
+            out.append(f"{file}: y must hold 0 only in an unlabelled folder (labelled: false)")
+        elif manifest.get("labelled") is not False and y.size and (y.min() < 0 or y.max() >= c):
             out.append(f"{file}: y holds labels outside 0..{c - 1} (min {y.min()}, max {y.max()})")
-        elif isinstance(entry.get("class_counts"), list) and \
+        elif c and isinstance(entry.get("class_counts"), list) and \
                 np.bincount(y.astype(np.int64).ravel(), minlength=c).tolist() != entry["class_counts"]:
             out.append(f"{file}: the steps per class differ from manifest.json users.{user}.class_counts")
     if ctx is not None:

@@ -1,5 +1,6 @@
 """Stage `import`: your own per-user labelled time series -> the processed-data contract
-(data/processed/<dataset>/, docs/data-contract.md), like `preprocess` does for the papers' datasets.
+(data/processed/<dataset>/, docs/data-contract.md), like `preprocess` does for the papers' datasets;
+with ``labelled: false`` (`--unlabelled`), new recordings without labels, for `esnfed predict` only.
 
 Inputs: one CSV or Parquet file, or a folder of them, or a NumPy .npz of 1-D arrays named like the
 columns, holding a row per sample with columns for the user, the time, the label, optionally the
@@ -18,7 +19,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from esnfed_core.data.processed import MAX_USER_CHARS, UserData
+from esnfed_core.data.processed import MANIFEST, MAX_USER_CHARS, UserData, load_manifest
 from esnfed_core.data.import_options import TIME_UNITS
 from esnfed_core.data.tabular import Cuts, Rows, user_windows
 from esnfed_core.errors import DataError
@@ -105,14 +106,16 @@ class Spill:
         p = self.p
         check_long_fields(chunk)
         users = self._users(chunk)
-        labels = cell_texts(chunk, p.label)
+        labels = cell_texts(chunk, p.label) if p.labelled else None
         time = cell_numbers(chunk, p.time) * TIME_UNITS[p.time_unit]
         feats = np.stack([cell_numbers(chunk, f, FEATURE_LIMIT, p.missing != "refuse") for f in p.features], axis=1)
         ctx_values = cell_texts(chunk, p.context) if p.context else None
-        rows = np.flatnonzero(~np.isin(labels, list(p.drop_labels))) if p.drop_labels else np.arange(labels.size)
+        rows = np.flatnonzero(~np.isin(labels, list(p.drop_labels))) if p.drop_labels else np.arange(users.size)
         if not rows.size:
             return
-        label = self._codes(chunk, p.label, labels[rows], rows, self.labels, p.classes, "classes")
+        # unlabelled: every step class code 0 of no class (the manifest lists none, y holds 0)
+        label = (self._codes(chunk, p.label, labels[rows], rows, self.labels, p.classes, "classes") if p.labelled
+                 else np.zeros(rows.size))
         self.seen_labels.update(np.unique(label).astype(np.int64).tolist())
         ctx = (self._codes(chunk, p.context, ctx_values[rows], rows, self.contexts, p.contexts, "contexts")
                if p.context else np.zeros(rows.size))
@@ -172,6 +175,9 @@ def run(dataset: str, p: ImportParams, out_root: str | Path | None = None,
     # same dataset stops before reading instead of after.
     with made_folder(out.parent), output_lock(out):
         clean_stale_tmp(out.parent, prefix=f".{dataset}.")
+        if not p.labelled and (out / MANIFEST).is_file() and load_manifest(out).get("labelled") is not False:
+            raise DataError(f"{out}: holds labelled data; an unlabelled import does not replace it (give another "
+                            "--out, e.g. data/new)")
         manifest, lines = _imported(dataset, p, files, out, on_user, on_read)
     for line in lines:
         if warn is not None:
@@ -192,12 +198,12 @@ def _imported(dataset: str, p: ImportParams, files: list[tuple[Path, str]], out:
                     on_read(file, chunk.first - 1 + len(chunk.frame))
         if not spill.pieces:
             raise DataError(f"{p.source}: no rows to import")
-        if len(spill.seen_labels) < 2:  # every step the same class: any classifier scores 100 %
+        if p.labelled and len(spill.seen_labels) < 2:  # every step the same class: any classifier scores 100 %
             only = [name for name, code in spill.labels.items() if code in spill.seen_labels]
             raise DataError(f"{p.source}: column {quote(p.label)} holds one class only ({', '.join(only)})"
                             + _dropped(p) + "; classification needs at least 2")
         _check_listed(spill, p)
-        classes, class_order = _order(spill.labels, p.classes)
+        classes, class_order = _order(spill.labels, p.classes) if p.labelled else ([], np.zeros(1, np.int64))
         contexts, context_order = _order(spill.contexts, p.contexts) if p.context else (["all"], np.zeros(1, np.int64))
         for what, names in (("classes", classes), ("contexts", contexts)):
             if len(names) > 127:
@@ -237,7 +243,8 @@ def _imported(dataset: str, p: ImportParams, files: list[tuple[Path, str]], out:
         settings = {k: (list(v) if isinstance(v, tuple) else v) for k, v in p.recorded().items()}
         extra = {"params": settings, "source": "import",
                  "label_map": {name: i for i, name in enumerate(classes)},
-                 "context_map": {name: i for i, name in enumerate(contexts)} if p.context else None}
+                 "context_map": {name: i for i, name in enumerate(contexts)} if p.context else None,
+                 **({} if p.labelled else {"labelled": False})}
         manifest = write_processed(dataset, out, described, users, root, extra, on_user, locked=True)
     return manifest, [*sampling_warnings(sampling, p), *missing_warnings(cuts, p), *gap_warnings(cuts, p),
                       *short_warnings(short, cuts, p), *empty_class_warnings(manifest, p)]
@@ -337,6 +344,8 @@ def gap_warnings(cuts: Mapping[str, Cuts], p: ImportParams) -> list[str]:
 
 def empty_class_warnings(manifest: Mapping[str, Any], p: ImportParams) -> list[str]:
     """A class with rows but no step in any window (its rows all fell in skipped users or the dropped tails of segments)."""
+    if not manifest["classes"]:  # unlabelled
+        return []
     counts = np.sum([u["class_counts"] for u in manifest["users"].values()], axis=0)
     empty = [c for c, n in zip(manifest["classes"], counts) if n == 0]
     if not empty:

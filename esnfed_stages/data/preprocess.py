@@ -93,7 +93,7 @@ def _check_user(user: Any, data: Any, info: Any, seen: dict, meta: dict, dataset
     if ctx.min() < 0 or ctx.max() >= len(meta["context_names"]) or np.any(np.diff(ctx) < 0):
         raise DataError(f"{dataset}: user {quote(user)}: contexts must be ordered indices in "
                         f"0..{len(meta['context_names']) - 1}")
-    if y.min() < 0 or y.max() >= len(meta["classes"]):
+    if (y.min() < 0 or y.max() >= len(meta["classes"])) if meta["classes"] else y.any():  # unlabelled: 0
         raise DataError(f"{dataset}: user {quote(user)}: labels outside 0..{len(meta['classes']) - 1}")
 
 
@@ -191,7 +191,8 @@ def write_processed(dataset: str, out: Path, described: dict[str, Any], users_of
                 "sha256": sha256,  # trials check it: lazy reads skip zip CRCs
                 "windows": data.windows,
                 "windows_per_context": np.bincount(data.context.astype(np.int64), minlength=n_ctx).tolist(),
-                "class_counts": np.bincount(data.y.astype(np.int64).ravel(), minlength=n_cls).tolist(),
+                # none in an unlabelled import (no classes: y holds 0)
+                "class_counts": np.bincount(data.y.astype(np.int64).ravel(), minlength=n_cls).tolist() if n_cls else [],
             }
             if "context_labels" in info:
                 entry["context_labels"] = [int(c) for c in info["context_labels"]]

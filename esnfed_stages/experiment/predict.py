@@ -7,7 +7,9 @@ names its dataset, whose manifest (``<data-dir>/processed/<dataset>/manifest.jso
 feature names, window length and classes the folder's manifest must repeat. A continual model is
 applied as it was after its last context (the model assess scores) unless ``context`` names
 another. Predictions are the argmax of the readout at every step, computed as assess computes them,
-so the share of steps predicted right equals assess's accuracy on the same users.
+so the share of steps predicted right equals assess's accuracy on the same users. A folder imported
+without labels (`esnfed import --unlabelled`: ``labelled: false``, no classes) is predicted all the
+same, its label and correct_steps cells left empty.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ STEP_COLUMNS = ("user", "window", "step", "label", "predicted")
 @dataclass(frozen=True)
 class PredictSummary:
     """What predict wrote: the model, the users and their windows and steps, and how many steps
-    the model predicted right (against the folder's labels)."""
+    the model predicted right (against the folder's labels; None for an unlabelled folder)."""
 
     model: Path
     method: str
@@ -49,13 +51,13 @@ class PredictSummary:
     users: list[str]
     windows: int
     steps: int
-    correct: int
+    correct: int | None
     out: Path
     steps_out: Path | None
 
     @property
-    def accuracy(self) -> float:
-        return self.correct / max(self.steps, 1)
+    def accuracy(self) -> float | None:
+        return None if self.correct is None else self.correct / max(self.steps, 1)
 
 
 def model_file(path: Path) -> tuple[Path, int]:
@@ -71,7 +73,7 @@ def check_compatible(folder_manifest: Path, manifest: Mapping[str, Any], trained
                      trained: Mapping[str, Any], js: Path, meta: Mapping[str, Any]) -> None:
     """One DataError naming the file and the field where the folder's manifest differs from that of
     the data the model was trained on, or where that data no longer fits the model (re-imported or
-    preprocessed since retraining)."""
+    preprocessed since retraining). An unlabelled folder has no classes to compare."""
     for key, value in (("n_features", meta.get("n_inputs")), ("n_classes", meta.get("n_classes"))):
         if trained.get(key) != value:
             raise DataError(f"{trained_manifest}: {key} is {quote(trained.get(key))} but model {js} was trained "
@@ -80,6 +82,8 @@ def check_compatible(folder_manifest: Path, manifest: Mapping[str, Any], trained
         raise DataError(f"{folder_manifest}: n_features is {quote(manifest.get('n_features'))} but model {js} "
                         f"takes {quote(meta.get('n_inputs'))} input channels")
     for key in _SAME:
+        if key == "classes" and manifest.get("labelled") is False:
+            continue
         if manifest.get(key) != trained.get(key):
             raise DataError(f"{folder_manifest}: {key} is {quote(manifest.get(key))} but the data model {js} was "
                             f"trained on ({trained_manifest}) has {quote(trained.get(key))}")
@@ -122,7 +126,8 @@ def run(
                         f"{quote(meta.get('dataset'))}")
     trained_dir = Path(data_dir) / "processed" / meta["dataset"]
     trained = checked_manifest(trained_dir)
-    manifest = checked_manifest(folder)
+    manifest = checked_manifest(folder, unlabelled=True)
+    labelled = manifest.get("labelled") is not False
     folder_manifest = Path(folder) / MANIFEST
     check_compatible(folder_manifest, manifest, trained_dir / MANIFEST, trained, js, meta)
     chosen = list(manifest["users"]) if users is None else list(users)
@@ -131,7 +136,7 @@ def run(
         raise DataError(f"{folder_manifest}: users: no user {quote(unknown[0])} (the folder has "
                         f"{', '.join(list(manifest['users'])[:5])}{', ...' if len(manifest['users']) > 5 else ''})")
     data = Dataset(str(manifest["dataset"]), Path(folder), manifest, {}).load(chosen)
-    classes, contexts = list(manifest["classes"]), list(manifest["context_names"])
+    classes, contexts = list(trained["classes"]), list(manifest["context_names"])  # the folder's, when labelled
     windows = steps = correct = 0
     with atomic_path(out) as tmp, _steps_file(steps_out) as steps_tmp:
         with open(tmp, "w", newline="", encoding="utf-8") as f, _open(steps_tmp) as g:
@@ -148,17 +153,18 @@ def run(
                 hits = (pred == y).sum(axis=1)
                 label, predicted = _majority(y, len(classes)), _majority(pred, len(classes))
                 for w in range(len(pred)):
-                    per_window.writerow((user, w, contexts[int(u.context[w])], pred.shape[1], classes[label[w]],
-                                         classes[predicted[w]], int(hits[w])))
+                    per_window.writerow((user, w, contexts[int(u.context[w])], pred.shape[1],
+                                         classes[label[w]] if labelled else "", classes[predicted[w]],
+                                         int(hits[w]) if labelled else ""))
                     if per_step is not None:
-                        per_step.writerows((user, w, t, classes[y[w, t]], classes[pred[w, t]])
+                        per_step.writerows((user, w, t, classes[y[w, t]] if labelled else "", classes[pred[w, t]])
                                            for t in range(pred.shape[1]))
                 windows += len(pred)
                 steps += pred.size
                 correct += int(hits.sum())
     return PredictSummary(Path(model), fitted.method, None if fitted.context_gain is None else
                           (len(fitted.context_gain) - 1 if context is None else context),
-                          chosen, windows, steps, correct, Path(out), steps_out)
+                          chosen, windows, steps, correct if labelled else None, Path(out), steps_out)
 
 
 def _steps_file(path: Path | None):

@@ -68,7 +68,8 @@ class Dataset:
             if expected is not None and digest != expected:
                 raise DataError(f"{path}: contents differ from the sha256 in manifest.json (corrupt or "
                                 f"changed after preprocessing): rerun `esnfed preprocess`")
-            _check_values(path, lazy_user(self.directory, user), self.n_classes, self.n_contexts)
+            # an unlabelled folder (no classes, predict's only) holds y = 0: one "class" of codes
+            _check_values(path, lazy_user(self.directory, user), max(self.n_classes, 1), self.n_contexts)
             self._file_hashes[user] = digest
         return self._file_hashes[user]
 

@@ -36,6 +36,7 @@ class ImportParams:
     user: str = "user"
     time: str = "time"
     label: str = "label"
+    labelled: bool = True  # False: recordings without a label column, for `esnfed predict` only
     context: str | None = None
     time_unit: str = "s"
     classes: tuple[str, ...] | None = None
@@ -57,13 +58,18 @@ class ImportParams:
     def __post_init__(self) -> None:
         n = self.name
         _text(n("source"), self.source)
-        for name in ("user", "time", "label"):
+        if not isinstance(self.labelled, bool):
+            raise ConfigError(f"{n('labelled')}: expected true or false, got {quote(self.labelled)}")
+        for name in ("user", "time", "label") if self.labelled else ("user", "time"):
             _text(n(name), getattr(self, name))
+        if not self.labelled and (self.classes is not None or self.drop_labels):
+            named = n("classes") if self.classes is not None else n("drop_labels")
+            raise ConfigError(f"{named}: an unlabelled import ({n('labelled')}: false) reads no label column")
         if self.context is not None:
             _text(n("context"), self.context)
         if not self.features or not all(isinstance(f, str) and f for f in self.features):
             raise ConfigError(f"{n('features')}: expected a non-empty list of column names, got {quote(self.features)}")
-        columns = [self.user, self.time, self.label, *([self.context] if self.context else []), *self.features]
+        columns = self.columns
         if len(set(columns)) != len(columns):
             twice = next(c for c in columns if columns.count(c) > 1)
             named = [f for f in ("user", "time", "label", "context", "features")
@@ -93,12 +99,17 @@ class ImportParams:
             raise ConfigError(f"{n('contexts')}: lists context values but no context column is given")
 
     def recorded(self) -> dict[str, Any]:
-        """The settings as the manifest records them (``params``), without where they came from."""
-        return {k: v for k, v in vars(self).items() if k not in ("key", "given")}
+        """The settings as the manifest records them (``params``), without where they came from:
+        ``labelled`` only when false (a labelled import's manifest is as it always was), and then
+        none of the label's settings (none is read)."""
+        left_out = ("key", "given") + (("labelled",) if self.labelled else ("label", "classes", "drop_labels"))
+        return {k: v for k, v in vars(self).items() if k not in left_out}
 
     @property
     def columns(self) -> list[str]:
-        return [self.user, self.time, self.label, *([self.context] if self.context else []), *self.features]
+        """The columns the import reads (the label column only when ``labelled``)."""
+        return [self.user, self.time, *([self.label] if self.labelled else []),
+                *([self.context] if self.context else []), *self.features]
 
 
 def _text(key: str, value: Any) -> None:
@@ -119,6 +130,8 @@ def import_params(values: Mapping[str, Any], key: str = "imports", **overrides: 
             raise ConfigError(f"{key}.{k}: unknown key (expected {', '.join(sorted(allowed))})")
     given = {k: v for k, v in overrides.items() if v is not None}
     merged = {**values, **given}
+    if merged.get("labelled") is False:  # the declared dataset's labels are not read: new recordings
+        merged = {k: v for k, v in merged.items() if k not in ("label", "classes", "drop_labels") or k in given}
     for k in ("source", "features", "window"):
         if k not in merged:
             raise ConfigError(f"{key}.{k}: missing")
