@@ -35,6 +35,10 @@ def predict(
         "--context", min=0, help="Continual models (clip-*, fedclip-*) only: apply the model as it was after "
         "this context (0-based). Default: after the last context, the model assess scores.",
         show_default=False)] = None,
+    client: Annotated[Optional[int], typer.Option(
+        "--client", min=0, help="Heterogeneous local and align models only (a reservoir and readout per "
+        "client): apply client K's (0-based, in the model's client order; required for them). The ensemble "
+        "combines every client as assess does.", show_default=False)] = None,
     data_dir: Annotated[Path, typer.Option(
         "--data-dir", help="Data root holding processed/<dataset>/ of the dataset the model was trained on: "
         "the folder's feature names, window and classes must equal its manifest's.")] = DATA_DIR,
@@ -43,10 +47,11 @@ def predict(
 ) -> None:
     """Apply a model saved by `esnfed retrain` to a processed folder and write its predictions.
 
-    Every method with one trained reservoir and readout: ridge, incfed, fedavg, ip, fedip, the
-    deep ones, and clip / fedclip under any strategy (the model after the last context unless
-    --context says another). The random baseline and the heterogeneous methods (one reservoir per
-    client) are refused. A folder whose feature names, window or classes differ from those of the
+    Every method with a trained model: ridge, incfed, fedavg, ip, fedip, the deep ones, clip /
+    fedclip under any strategy (the model after the last context unless --context says another),
+    the ensemble (its clients combined by the model's heterogeneity.combine, as assess does), and
+    local and align-α applied through one client's reservoir and readout (--client). The random
+    baseline, which has no model, is refused. A folder whose feature names, window or classes differ from those of the
     data the model was trained on is refused in one line naming the file and field. New recordings
     without labels: import them with `esnfed import --unlabelled` (the same features, rate and
     window as the training data) and predict that folder. Both CSVs are written under a temporary
@@ -57,9 +62,10 @@ def predict(
     """
     from esnfed_stages.experiment import predict as predict_stage
 
-    s = predict_stage.run(model, folder, out, users=user, context=context, steps_out=steps, data_dir=data_dir,
-                          batch_size=batch_size)
+    s = predict_stage.run(model, folder, out, users=user, context=context, client=client, steps_out=steps,
+                          data_dir=data_dir, batch_size=batch_size)
     after = "" if s.context is None else f" (the model after context {s.context})"
+    after += "" if s.client is None else f" (client {s.client})"
     console.print(f"{s.method}{after}: {s.windows} windows of {len(s.users)} users -> {s.out}"
                   + (f" and {s.steps_out}" if s.steps_out else "")
                   + (f"; {s.accuracy:.4f} of {s.steps} steps predicted as labelled" if s.accuracy is not None

@@ -70,23 +70,43 @@ def ensemble_counts(reservoirs: Sequence[Reservoir], readouts: Sequence[np.ndarr
     probabilities (softmax) or votes, summed over clients, and the argmax is the prediction (ties:
     the lowest class index). Memory: one batch of states and the (steps, L, C) sums."""
     grids = [w if w.ndim == 3 else w[None] for w in readouts]
-    n_l, n_c = grids[0].shape[:2]
-    correct = np.zeros(n_l, np.int64)
+    correct = np.zeros(grids[0].shape[0], np.int64)
     total = 0
     for u in users:
         for start in range(0, u.windows, batch_size):
-            xb = u.x[start:start + batch_size]
+            sums = _ensemble_sums(reservoirs, grids, u.x[start:start + batch_size], combine)
             y = np.asarray(u.y[start:start + batch_size]).T.reshape(-1)  # time-major, as the states
-            sums = None
-            for res, w in zip(reservoirs, grids):
-                states = run_batch(res, xb)
-                t_len, b, n = states.shape
-                scores = grid_scores(states.reshape(t_len * b, n), w)
-                v = _votes(scores.reshape(t_len * b, n_l, n_c), combine)
-                sums = v if sums is None else sums + v
             correct += (sums.argmax(axis=2) == y[:, None]).sum(axis=0)
             total += y.size
     return Counts(correct, total)
+
+
+def _ensemble_sums(reservoirs: Sequence[Reservoir], grids: Sequence[np.ndarray], xb: np.ndarray,
+                   combine: str) -> np.ndarray:
+    """The clients' class probabilities (or votes) on the windows ``xb``, summed over the clients:
+    (steps x windows, L, C), time-major as the states; each grid (L, C, N_c)."""
+    sums = None
+    for res, w in zip(reservoirs, grids):
+        states = run_batch(res, xb)
+        t_len, b, n = states.shape
+        scores = grid_scores(states.reshape(t_len * b, n), w)
+        v = _votes(scores.reshape(t_len * b, *w.shape[:2]), combine)
+        sums = v if sums is None else sums + v
+    return sums
+
+
+def ensemble_step_predictions(reservoirs: Sequence[Reservoir], readouts: Sequence[np.ndarray], x: np.ndarray,
+                              batch_size: int = 256, combine: str = "softmax") -> np.ndarray:
+    """Per-step class predictions (W, T) int64 of the ensemble (each client one readout (C, N_c), or
+    N_c + 1 columns with readout.bias) on windows ``x`` (W, T, U): the argmax that
+    :func:`ensemble_counts` scores, batch by batch, so the share equal to the labels is its accuracy."""
+    grids = [np.asarray(w)[None] for w in readouts]
+    out = np.empty(x.shape[:2], np.int64)
+    for start in range(0, len(x), batch_size):
+        xb = x[start:start + batch_size]
+        sums = _ensemble_sums(reservoirs, grids, xb, combine)
+        out[start:start + len(xb)] = sums[:, 0].argmax(axis=1).reshape(xb.shape[1], len(xb)).T
+    return out
 
 
 def fit(method: str | Method, config: dict, seed: int, data: TrialData, settings: Settings, *,

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from esnfed_cli.main import app
 from esnfed_core.errors import ConfigError
 from esnfed_stages.params.hetero import hetero_params
-from experiment_data import cli_ok, make_dataset, small_params, stage_options, write_params
+from experiment_data import TEST, cli_ok, make_dataset, small_params, stage_options, write_params
 from esnfed_stages.params.load import load_params
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -294,3 +294,42 @@ def test_study_datasets_bound_the_heterogeneous_and_deep_tables(built, tmp_path)
     assert "| 25% |" in deep and "HHAR" not in deep
     plot = (tmp_path / "reports" / "plots" / "heterogeneous-alpha.csv").read_text()
     assert plot.splitlines()[0] == "alpha,wesad_25,wesad_100"
+
+
+# ---------------------------------------------------------------- predict: the heterogeneous models
+def _predict(built: Path, method: str, out: Path, **kw):
+    from esnfed_stages.experiment import predict as predict_stage
+
+    return predict_stage.run(built / "runs" / "models" / "wesad" / method / "100" / "seed-0.json",
+                             built / "data" / "processed" / "wesad", out, users=TEST, data_dir=built / "data", **kw)
+
+
+def test_predict_applies_the_ensemble_and_each_client_as_assess_scores_them(built, tmp_path):
+    """The ensemble's predictions on the test users score assess's test accuracy, exactly (its
+    clients combined by the model's heterogeneity.combine, batch by batch as ensemble_counts); local
+    and align through client c score that client's test accuracy in assess."""
+    ensemble = _assess(built, "ensemble")["pcts"]["100"]
+    s = _predict(built, "ensemble", tmp_path / "e.csv")
+    assert s.accuracy == ensemble["test_accuracy"][0] and s.client is None
+    for method in ("local", "align-0.5"):
+        clients = _assess(built, method)["pcts"]["100"]["client_test_accuracy"][0]
+        assert len(clients) == 4
+        for c, reported in enumerate(clients):
+            assert _predict(built, method, tmp_path / f"{method}-{c}.csv", client=c).accuracy == reported
+
+
+@pytest.mark.parametrize("method, args, message", [
+    ("local", [], "local keeps a reservoir and readout per client: give --client, one of 0..3"),
+    ("align-0.5", ["--client", "4"], "align-0.5 keeps a reservoir and readout per client: give --client, one of "
+                                     "0..3 (got 4)"),
+    ("ensemble", ["--client", "0"], "client: the ensemble predicts with every client; local and align apply one"),
+    ("incfed", ["--client", "0"], "client: incfed has no model per client (local and align have)"),
+    ("ensemble", ["--context", "0"], "context: not a continual model, it has no model per context"),
+])
+def test_predict_names_the_client_option_a_heterogeneous_model_needs(built, tmp_path, method, args, message):
+    model = built / "runs" / "models" / "wesad" / method / "100" / "seed-0.json"
+    out = tmp_path / "p.csv"
+    res = runner.invoke(app, ["predict", str(model), str(built / "data" / "processed" / "wesad"), *args, "--out",
+                              str(out), "--data-dir", str(built / "data")])
+    assert res.exit_code == 1 and not out.exists()
+    assert " ".join(res.output.split()) == f"error: {model}: {message}"

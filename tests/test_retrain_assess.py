@@ -939,7 +939,7 @@ def test_predict_refuses_other_features_and_models_without_one_readout(run_a, tm
                                               f"{model.with_suffix('.json')} takes 3 input channels")
     wesad = str(run_a / "data" / "processed" / "wesad")
     assert fails(str(models / "random" / "25" / "seed-0.json"), wesad).startswith(
-        f"error: {models / 'random' / '25' / 'seed-0.json'}: random: no single trained reservoir and readout")
+        f"error: {models / 'random' / '25' / 'seed-0.json'}: random: the random baseline has no model to apply")
     assert "not a continual model" in fails(str(model), wesad, "--context", "0")
     assert "context: expected 0..2" in fails(str(models / "clip-replay" / "25" / "seed-0.json"), wesad,
                                              "--context", "3")

@@ -6,7 +6,9 @@ The folder must describe its data as the data the model was trained on does: the
 names its dataset, whose manifest (``<data-dir>/processed/<dataset>/manifest.json``) gives the
 feature names, window length and classes the folder's manifest must repeat. A continual model is
 applied as it was after its last context (the model assess scores) unless ``context`` names
-another. Predictions are the argmax of the readout at every step, computed as assess computes them,
+another. Of the heterogeneous models (a reservoir per client), the ensemble combines its clients
+as assess does (the model's heterogeneity.combine); local and align apply the one client
+``client`` names (assess's accuracy of them is the clients' pooled). Predictions are the argmax of the readout at every step, computed as assess computes them,
 so the share of steps predicted right equals assess's accuracy on the same users. A folder imported
 without labels (`esnfed import --unlabelled`: ``labelled: false``, no classes) is predicted all the
 same, its label and correct_steps cells left empty.
@@ -19,11 +21,13 @@ import csv
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from esnfed_core.errors import ConfigError, DataError
+from esnfed_core.heterogeneous import ensemble_step_predictions
+from esnfed_core.method import Method
 from esnfed_core.quote import quote
 from esnfed_core.scoring import step_predictions
 from esnfed_stages._io import atomic_path
@@ -48,6 +52,7 @@ class PredictSummary:
     model: Path
     method: str
     context: int | None
+    client: int | None
     users: list[str]
     windows: int
     steps: int
@@ -89,6 +94,38 @@ def check_compatible(folder_manifest: Path, manifest: Mapping[str, Any], trained
                             f"trained on ({trained_manifest}) has {quote(trained.get(key))}")
 
 
+def predictor(fitted: Any, meta: Mapping[str, Any], js: Path, context: int | None, client: int | None,
+              batch_size: int) -> Callable[[np.ndarray], np.ndarray]:
+    """The function windows (W, T, U) -> per-step classes (W, T) of a saved model: its one reservoir
+    and readout (a continual model's after ``context``), the ensemble of its clients, or (local,
+    align) the reservoir and readout of ``client``. DataError naming ``js`` for a model or an
+    option that does not fit."""
+    family = Method.parse(fitted.method).family
+    if family.baseline:
+        raise DataError(f"{js}: {fitted.method}: the random baseline has no model to apply (it draws its labels)")
+    if fitted.clients is None:
+        if client is not None:
+            raise DataError(f"{js}: client: {fitted.method} has no model per client (local and align have)")
+        try:
+            res, readout = fitted.predictor(context)
+        except ConfigError as exc:
+            raise DataError(f"{js}: {exc}") from None
+        return lambda x: step_predictions(res, readout, x, batch_size)
+    if context is not None:
+        raise DataError(f"{js}: context: not a continual model, it has no model per context")
+    readouts = fitted.client_readouts if fitted.client_readouts is not None else [fitted.readout] * len(fitted.clients)
+    if family.ensemble:
+        if client is not None:
+            raise DataError(f"{js}: client: the ensemble predicts with every client; local and align apply one")
+        combine = (meta.get("params") or {}).get("heterogeneity.combine", "softmax")
+        return lambda x: ensemble_step_predictions(fitted.clients, readouts, x, batch_size, combine)
+    if client is None or not 0 <= client < len(fitted.clients):
+        raise DataError(f"{js}: {fitted.method} keeps a reservoir and readout per client: give --client, one of "
+                        f"0..{len(fitted.clients) - 1}" + ("" if client is None else f" (got {client})"))
+    res, readout = fitted.clients[client], readouts[client]
+    return lambda x: step_predictions(res, readout, x, batch_size)
+
+
 def _majority(values: np.ndarray, n: int) -> np.ndarray:
     """The most frequent class of each row of ``values`` (W, T) (ties: the lowest index)."""
     counts = np.zeros((len(values), n), np.int64)
@@ -103,6 +140,7 @@ def run(
     *,
     users: Sequence[str] | None = None,
     context: int | None = None,
+    client: int | None = None,
     steps_out: Path | None = None,
     data_dir: Path = PROCESSED_DIR.parent,
     batch_size: int = 256,
@@ -110,17 +148,15 @@ def run(
     """Apply the saved ``model`` (its seed-<k>.json or .npz) to the windows of ``users`` (default:
     every user of the folder's manifest, in its order) of the processed ``folder``; write ``out``
     (WINDOW_COLUMNS) and, given ``steps_out``, the per-step CSV (STEP_COLUMNS). ``data_dir``: the
-    data root whose processed/<dataset>/ the model was trained on. Both files are written under a
+    data root whose processed/<dataset>/ the model was trained on; ``client``: the client of a
+    local or align model to apply (see :func:`predictor`). Both files are written under a
     temporary name and renamed only when complete; nothing is written on an error."""
     if steps_out is not None and Path(steps_out).absolute() == Path(out).absolute():
         raise DataError(f"{out}: the per-window and the per-step predictions need two files")
     directory, k = model_file(model)
     fitted, meta = load_model(directory, k)
     js = directory / f"seed-{k}.json"
-    try:
-        res, readout = fitted.predictor(context)
-    except ConfigError as exc:
-        raise DataError(f"{js}: {exc}") from None
+    predict = predictor(fitted, meta, js, context, client, batch_size)
     if not isinstance(meta.get("dataset"), str):
         raise DataError(f"{js}: dataset: expected the name of the dataset the model was trained on, got "
                         f"{quote(meta.get('dataset'))}")
@@ -129,6 +165,8 @@ def run(
     manifest = checked_manifest(folder, unlabelled=True)
     labelled = manifest.get("labelled") is not False
     folder_manifest = Path(folder) / MANIFEST
+    if meta.get("n_inputs") is None and fitted.clients:  # local, ensemble: no target reservoir, the clients' inputs
+        meta = {**meta, "n_inputs": fitted.clients[0].n_inputs}
     check_compatible(folder_manifest, manifest, trained_dir / MANIFEST, trained, js, meta)
     chosen = list(manifest["users"]) if users is None else list(users)
     unknown = [u for u in chosen if u not in manifest["users"]]
@@ -148,7 +186,7 @@ def run(
             for user, u in data.items():
                 if not u.windows:
                     continue
-                pred = step_predictions(res, readout, u.x, batch_size)
+                pred = predict(u.x)
                 y = np.asarray(u.y, np.int64)
                 hits = (pred == y).sum(axis=1)
                 label, predicted = _majority(y, len(classes)), _majority(pred, len(classes))
@@ -163,7 +201,7 @@ def run(
                 steps += pred.size
                 correct += int(hits.sum())
     return PredictSummary(Path(model), fitted.method, None if fitted.context_gain is None else
-                          (len(fitted.context_gain) - 1 if context is None else context),
+                          (len(fitted.context_gain) - 1 if context is None else context), client,
                           chosen, windows, steps, correct if labelled else None, Path(out), steps_out)
 
 
