@@ -101,6 +101,11 @@ class Method:
     selects_lambda = _fact("selects_lambda", "Whether a trial chooses the ridge λ on the validation users.")
     federated = _fact("federated", "Whether clients train and a server aggregates.")
     uses_ip = _fact("uses_ip", "Whether it trains the reservoir with intrinsic plasticity.")
+    shared_model = _fact("shared_model", "Whether its model holds one reservoir and readout for every client "
+                         "(align-α: the server's target and the shared readout).")
+    readout_per_lambda = _fact("readout_per_lambda", "Whether its clients solve their readouts at a given λ "
+                               "(FedAvg): each λ is a round, and a DP release, of its own.")
+    spaces = _fact("spaces", "The budgets.<budget>.space entries it searches besides the dataset's.")
     base = _fact("base", "The stationary method whose selected config this method builds on: a continual "
                  "method reuses its best config (PROTOCOL §6); a deep method its selected ``units`` (docs/deep.md).")
 
@@ -115,9 +120,9 @@ class Method:
         return self.family.traffic(self.strategy)
 
     @property
-    def kernel(self) -> str:
-        """The algorithm that trains it: a deep method trains as its shallow counterpart."""
-        return self.algo.removeprefix("deep-")
+    def replays(self) -> bool:
+        """Whether its clients replay buffered windows of past contexts (replay)."""
+        return self.family.replays(self.strategy)
 
     @property
     def config_keys(self) -> tuple[str, ...]:

@@ -2,8 +2,9 @@
 
 The stages and the core ask a method (``Method.family``, or the :class:`esnfed_core.method.Method`
 properties that read it) whether it selects a λ, is federated, runs IP, keeps one reservoir per
-client, must run sequentially, and how its trial is fitted (:meth:`Family.fit`); they do not test
-its name. The families:
+client, must run sequentially, which search-space entries it draws from, whether its model is one
+shared reservoir and readout, whether its clients solve a readout per λ, and how its trial is
+fitted (:meth:`Family.fit`); they do not test its name. The families:
 
   :class:`Baseline`        the random baseline: no model, nothing to search, labels only
   :class:`SharedReservoir` one reservoir shared by every client, a ridge readout (ridge, IncFed,
@@ -89,6 +90,9 @@ class Family:
     # Its numpy trial function as "module:function" (resolved when a trial runs: the trial modules
     # import esnfed_core.method, which imports this registry, so the registry names them, not imports).
     trainer: str = "esnfed_core.trial:fit"
+    # The entries of params.yaml's budgets.<budget>.space it searches besides the dataset's
+    # reservoir space, in order (space.ip / space.fedip: IP's σ and rounds; space.deep: layers).
+    spaces: tuple[str, ...] = ()
 
     continual = False  # trains over the stream of contexts (strategy naive | replay | joint)
     heterogeneous = False  # every client its own reservoir
@@ -109,6 +113,18 @@ class Family:
         return self.federated and self.uses_ip
 
     @property
+    def shared_model(self) -> bool:
+        """Whether its model holds one reservoir and readout for every client (align-α: the server's
+        target reservoir and the shared readout), which its model file stores as w_in ... readout."""
+        return not self.baseline
+
+    @property
+    def readout_per_lambda(self) -> bool:
+        """Whether its clients solve their readouts at a given λ (FedAvg): every λ of a grid is a
+        round, and under differential privacy a release, of its own, so DP trains at the selected λ."""
+        return False
+
+    @property
     def sequential(self) -> bool:
         """Whether its trials run in the stage's process (worker start-up would cost more than the work)."""
         return self.baseline
@@ -116,6 +132,11 @@ class Family:
     def stops_early(self, strategy: str | None) -> bool:
         """Whether, with continual ``strategy``, it trains each context until early stopping on the
         validation users instead of a fixed budget of IP rounds."""
+        return False
+
+    def replays(self, strategy: str | None) -> bool:
+        """Whether, with continual ``strategy``, its clients replay buffered windows of past contexts
+        (continual.replay_* settings)."""
         return False
 
     def traffic(self, strategy: str | None = None) -> Traffic:
@@ -149,6 +170,10 @@ class SharedReservoir(Family):
 
     aggregation: str = "pooled"
 
+    @property
+    def readout_per_lambda(self) -> bool:  # type: ignore[override]
+        return self.aggregation == "fedavg"
+
     def traffic(self, strategy: str | None = None) -> Traffic:
         """IncFed's statistics or FedAvg's readouts (by ``aggregation``), after FedIP's IP rounds with
         ``uses_ip``; λ chosen on the validation users."""
@@ -156,7 +181,7 @@ class SharedReservoir(Family):
             return CENTRAL
         sends = Sends.ip if self.uses_ip else _AGGREGATION_SENDS[self.aggregation]
         return Traffic(sends, validation_modelled=True, lambda_on_validation=self.selects_lambda,
-                       round_per_lambda=sends == Sends.readout)
+                       round_per_lambda=self.readout_per_lambda)
 
 
 # What a federated readout's aggregation sends (SharedReservoir.aggregation)
@@ -175,6 +200,10 @@ class Continual(Family):
     def stops_early(self, strategy: str | None) -> bool:
         """joint trains each context until early stopping; naive and replay run a fixed budget."""
         return strategy == Strategy.joint
+
+    def replays(self, strategy: str | None) -> bool:
+        """replay buffers past contexts' windows; naive and joint do not."""
+        return strategy == Strategy.replay
 
     def traffic(self, strategy: str | None = None) -> Traffic:
         """FedCLIP: IP rounds and a readout at each context (joint: a readout after every IP round)."""
@@ -198,6 +227,12 @@ class Heterogeneous(Family):
 
     @property
     def takes_alpha(self) -> bool:  # type: ignore[override]
+        return self.aligned
+
+    @property
+    def shared_model(self) -> bool:  # type: ignore[override]
+        """align-α keeps the server's target reservoir and one shared readout; local and ensemble
+        keep only the clients' own."""
         return self.aligned
 
     def traffic(self, strategy: str | None = None) -> Traffic:
@@ -240,13 +275,16 @@ for _family in (
     SharedReservoir("ridge", train_scored=True, torch_kernels=True),
     SharedReservoir("incfed", federated=True, aggregation="incfed", train_scored=True, torch_kernels=True),
     SharedReservoir("fedavg", federated=True, aggregation="fedavg", train_scored=True, torch_kernels=True),
-    SharedReservoir("ip", uses_ip=True, torch_kernels=True),
-    SharedReservoir("fedip", federated=True, uses_ip=True, aggregation="incfed", torch_kernels=True),
+    SharedReservoir("ip", uses_ip=True, torch_kernels=True, spaces=("ip",)),
+    SharedReservoir("fedip", federated=True, uses_ip=True, aggregation="incfed", torch_kernels=True,
+                    spaces=("fedip",)),
     Continual("clip", base="ip"),
     Continual("fedclip", federated=True, base="fedip"),
     # deep reservoirs (docs/deep.md): IncFed / FedIP on stacked reservoirs, numpy path only
-    SharedReservoir("deep-incfed", federated=True, aggregation="incfed", deep=True, base="incfed"),
-    SharedReservoir("deep-fedip", federated=True, uses_ip=True, aggregation="incfed", deep=True, base="fedip"),
+    SharedReservoir("deep-incfed", federated=True, aggregation="incfed", deep=True, base="incfed",
+                    spaces=("deep",)),
+    SharedReservoir("deep-fedip", federated=True, uses_ip=True, aggregation="incfed", deep=True, base="fedip",
+                    spaces=("fedip", "deep")),
     Heterogeneous("local"),
     Heterogeneous("ensemble", ensemble=True),
     Heterogeneous("align", aligned=True),

@@ -123,7 +123,7 @@ def fit_private(method: str | Method, config: Mapping[str, Any], seed: int, data
         raise ValueError(f"fit_private: {m.id} is not one of {', '.join(PRIVATE_ALGOS + EXTRA_ALGOS)}")
     if m.continual:
         return _fit_fedclip(m, config, seed, data, settings, spec, ip_norms)
-    if m.family.aggregation == "fedavg":  # one readout release at the config's λ
+    if m.readout_per_lambda:  # one readout release at the config's λ
         return _fit_fedavg(m, config, seed, data, settings, spec, ip_norms)
     cfg = {k: v for k, v in config.items() if k != "lambda"}
     check_config(m, cfg)

@@ -131,7 +131,7 @@ class Settings:
         if method.continual:
             c = self.continual
             out["continual_lambda"] = c.lam
-            if method.strategy == "replay":
+            if method.replays:
                 out.update(replay_fraction=c.replay_fraction, replay_batch=c.replay_batch,
                            replay_shuffle=c.replay_shuffle)
                 if c.replay_policy != "uniform":  # absent at the default: default trials' keys unchanged

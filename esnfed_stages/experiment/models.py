@@ -310,7 +310,7 @@ def load_model(directory: Path, k: int) -> tuple[FittedModel, dict[str, Any]]:
         raise DataError(f"{js}: {exc} (delete {js.name} and run `esnfed retrain`)") from None
     arrays = read_npz(npz)
     n_clients = meta.get("n_clients")
-    shared = meta["method"] not in ("random", "local", "ensemble")
+    shared = method.shared_model
     deep = "layer_units" in arrays
     expected = (_DEEP if deep else _STATIONARY) if shared else ("seed",)
     if meta.get("n_contexts") is not None:

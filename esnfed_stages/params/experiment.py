@@ -127,10 +127,9 @@ class ExperimentParams:
 
 def space_names(dataset: str, method: Method) -> list[str]:
     """The entries of ``budgets.<budget>.space`` a stationary ``method`` searches on ``dataset``:
-    the dataset's reservoir space, then space.ip / space.fedip for IP methods, and space.deep
-    (layers) for deep ones (deep-fedip adds space.fedip too)."""
-    return [dataset] + ([method.kernel] if method.kernel in ("ip", "fedip") else []) \
-        + (["deep"] if method.deep else [])
+    the dataset's reservoir space, then the method's own (:attr:`Method.spaces`: space.ip /
+    space.fedip for IP methods, space.deep (layers) for deep ones; deep-fedip both)."""
+    return [dataset, *method.spaces]
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from esnfed_core.continual_settings import CONTINUAL_BOUNDS
 from esnfed_core.errors import ConfigError
 from esnfed_core.hyperparameters import HYPERPARAMETER_BOUNDS
 from esnfed_core.ip_rule import IP_BOUNDS
+from esnfed_core.method import Method
 from esnfed_core.metrics import BINS
 from esnfed_core.quote import quote
 from esnfed_core.readout import LAMBDA, SOLVERS
@@ -295,7 +296,7 @@ def _declared_datasets(params: Mapping[str, Any]) -> None:
                 raise Invalid(f"privacy.{key}.{name}: missing (datasets lists {quote(name)}; privacy.{key} is a "
                               f"mapping: give every declared dataset its {key}, or one number for all)")
     extra = (params.get("privacy") or {}).get("extra_methods") or []
-    fedclip = [m for m in extra if isinstance(m, str) and m.startswith("fedclip-")] if isinstance(extra, list) else []
+    fedclip = [m for m in extra if _continual(m)] if isinstance(extra, list) else []
     if fedclip and isinstance(params.get("continual_datasets"), list):
         lacking = [name for name in names if name not in params["continual_datasets"]]
         if lacking:  # privacy-extra runs on every declared dataset; FedCLIP is selected on continual ones only
@@ -317,6 +318,14 @@ def _declared_datasets(params: Mapping[str, Any]) -> None:
     for name in params.get("continual_datasets") or []:
         if reader_of(params, name) is None and not (imports.get(name) or {}).get("context"):
             raise Invalid(f"continual_datasets: {quote(name)} has no contexts (imports.{name}.context is not set)")
+
+
+def _continual(method_id: Any) -> bool:
+    """Whether ``method_id`` names a continual method (selected on the continual datasets only)."""
+    try:
+        return isinstance(method_id, str) and Method.parse(method_id).continual
+    except ConfigError:
+        return False
 
 
 def _imported_needs(params: Mapping[str, Any]) -> None:

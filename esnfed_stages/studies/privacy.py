@@ -99,7 +99,7 @@ def run(dataset: str, privacy: PrivacyParams, exp: ExperimentParams, *, data_dir
     for m, cfg in configs.items():
         method = Method.parse(m)
         rel = releases(method, cfg, inp.data.n_contexts)
-        kept = cfg if m == "fedavg" else {k: v for k, v in cfg.items() if k != "lambda"}
+        kept = cfg if method.readout_per_lambda else {k: v for k, v in cfg.items() if k != "lambda"}
         rows = results[m] = {"config": dict(kept), "releases": rel,
                              "epsilons": {}}
         for eps in pp.epsilons:
