@@ -41,3 +41,28 @@ def test_a_method_says_what_the_stages_ask(method_id):
     assert (m.shared_model, m.readout_per_lambda, m.spaces, m.replays) == FACTS[method_id]
     assert space_names("wesad", m) == ["wesad", *FACTS[method_id][2]]
     assert m.traffic.round_per_lambda == m.readout_per_lambda
+
+
+# The Flower apps (named by method id): whether it runs IP rounds before one readout (run config
+# ``rounds``, its (g, b) compared), whether DP trains it at best.json's λ (DP-FedAvg's clipped
+# readouts), whether the validation users are evaluation nodes (joint), whether flower-export writes it.
+FLOWER = {
+    "incfed": (False, False, False, True),
+    "fedip": (True, False, False, True),
+    "fedavg": (False, True, False, True),
+    "fedclip-naive": (False, False, False, True),
+    "fedclip-replay": (False, False, False, True),
+    "fedclip-joint": (False, False, True, False),
+}
+
+
+def test_the_flower_apps_ask_their_method():
+    from esnfed_stages.layout import FEDCLIP_APPS, FLOWER_APPS
+    from esnfed_stages.studies import flower_export
+    from esnfed_stages.studies.flower import ip_then_readout
+
+    assert set(FLOWER) == set(FLOWER_APPS + FEDCLIP_APPS)
+    for app, facts in FLOWER.items():
+        m = Method.parse(app)
+        assert (ip_then_readout(app), m.readout_per_lambda, m.stops_early, app in flower_export.APPS) == facts, app
+    assert flower_export.APPS == ("incfed", "fedip", "fedavg", "fedclip-naive", "fedclip-replay")

@@ -125,7 +125,7 @@ def dp_run_config(spec: DPSpec, noise: str, n_releases: int, seed: int, settings
           "dp-noise": noise, "dp-releases": n_releases}
     if spec.sampled is not None:  # amplified sampled rounds: the app derives (R, m, K) from its run config
         rc["dp-amplification"] = spec.amplification
-    if app == "fedavg":
+    if Method.parse(app).readout_per_lambda:
         rc["dp-fedavg-clip"] = spec.fedavg_clip
     else:
         rc["lambdas"] = [float(x) for x in settings.lambdas]
@@ -209,9 +209,16 @@ def run_config(cfg: Mapping[str, Any], seeds: Mapping[str, int], data: TrialData
     rc.update(sampling_run_config(settings, app, secagg, len(data.train)))
     if secagg:  # a simulation: no survivor bound beyond Flower's (masks_note labels the results)
         rc[SURVIVORS_KEY] = SIMULATION_MIN_SURVIVORS
-    if app == "fedip":
+    if ip_then_readout(app):
         rc.update({**ip_run_config(cfg, seeds, settings), "rounds": int(cfg["rounds"])})
     return rc
+
+
+def ip_then_readout(app: str) -> bool:
+    """Whether ``app`` runs its IP rounds and then one readout (FedIP): its run config has ``rounds``
+    and its final (g, b) are compared with the pipeline's (FedCLIP's run per context: flower_fedclip)."""
+    m = Method.parse(app)
+    return m.uses_ip and not m.continual
 
 
 # The run config's key of federated.client_fraction (esnfed_flower.common.FRACTION_KEY; this layer
@@ -341,7 +348,7 @@ def private_config(runs_dir: Path, dataset: str, app: str, pct: str, budget: Bud
     """The private trial's config of ``app``: ``cfg`` (λ left out: IncFed and FedIP choose it on the
     validation users after their one release); DP-FedAvg's keeps best.json's λ, at which it trains
     its one release, as the privacy-extra stage's trial does (esnfed_stages.studies.privacy)."""
-    if app != "fedavg":
+    if not Method.parse(app).readout_per_lambda:
         return dict(cfg)
     return {**cfg, "lambda": selected_config(runs_dir, dataset, app, pct, budget)["lambda"]}
 
@@ -429,8 +436,9 @@ def run_many(dataset: str, apps: Sequence[tuple[str, bool]], pct: str, params: M
     if progress:
         progress(len(trials), total)
     lams = {app: float(trials[app][1].lam) for app, _ in apps}  # the trial's λ (DP: the apps solve the grid)
-    if "fedavg" in private:  # DP-FedAvg releases one readout, at the private trial's λ
-        lams["fedavg"] = float(private["fedavg"][0].lam)
+    for app in private:  # DP-FedAvg releases one readout, at the private trial's λ
+        if Method.parse(app).readout_per_lambda:
+            lams[app] = float(private[app][0].lam)
     rcs = [run_config(trials[app][0], seeds, trial_data, exp.settings, lams[app], app, secagg) for app, secagg in apps]
     # each app's spec as its private trial's (sampled FedIP under privacy.amplification: sampling: amplified z)
     specs = {app: trial_spec(Method.parse(app), trials[app][0], trial_data, exp.settings, spec)
@@ -444,12 +452,13 @@ def run_many(dataset: str, apps: Sequence[tuple[str, bool]], pct: str, params: M
         progress(total, total)
     docs = []
     for (app, secagg), got, rc in zip(apps, gots, rcs):
+        m = Method.parse(app)
         cfg, model, pipeline_acc = trials[app]
         res = make_reservoir(cfg, trial_data.n_inputs, seeds["reservoir"])
         if "gain" in got:
             res = res.with_ip(got["gain"], got["bias"])
         readout, lam = got["readout"], lams[app]
-        if spec is not None and app == "fedavg":  # one release at the private trial's λ: nothing to choose
+        if spec is not None and m.readout_per_lambda:  # one release at the private trial's λ: nothing to choose
             model, pipeline_acc = private[app]
         elif spec is not None:  # one readout per λ: chosen on the validation users, as fit_private chooses
             lambdas = [float(x) for x in exp.settings.lambdas]
@@ -469,10 +478,10 @@ def run_many(dataset: str, apps: Sequence[tuple[str, bool]], pct: str, params: M
             doc["flower"]["ip_max_abs_difference"] = float(max(np.max(np.abs(got["gain"] - model.reservoir.gain)),
                                                                np.max(np.abs(got["bias"] - model.reservoir.bias))))
         if spec is not None:
-            n_rel = releases(Method.parse(app), cfg)
+            n_rel = releases(m, cfg)
             doc["dp"] = dp_record(specs[app], dp.noise_for(secagg), n_rel,
-                                  int(cfg["units"]) + exp.settings.readout_bias, app == "fedip", got.get("secagg"),
-                                  fedavg=app == "fedavg")
+                                  int(cfg["units"]) + exp.settings.readout_bias, m.uses_ip, got.get("secagg"),
+                                  fedavg=m.readout_per_lambda)
             doc["pipeline"].update({"lambda": float(model.lam), "nonprivate_test_accuracy": trials[app][2]})
         docs.append(doc)
     for doc in docs:

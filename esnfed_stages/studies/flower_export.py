@@ -31,12 +31,12 @@ from esnfed_core.scoring import pooled_counts
 from esnfed_core.trial import fit, sub_seeds
 from esnfed_core.vocabulary import PCTS
 from esnfed_stages._io import atomic_path
-from esnfed_stages.studies.flower import app_config, run_config, share_inputs
+from esnfed_stages.studies.flower import app_config, ip_then_readout, run_config, share_inputs
 from esnfed_stages.studies.flower_fedclip import run_config as fedclip_run_config
 from esnfed_stages.layout import FEDCLIP_APPS, FLOWER_APPS, SECAGG_APPS
 
 # FedCLIP joint's evaluation nodes (the validation users) are not exported: naive and replay only.
-APPS = (*FLOWER_APPS, *(a for a in FEDCLIP_APPS if a != "fedclip-joint"))
+APPS = (*FLOWER_APPS, *(a for a in FEDCLIP_APPS if not Method.parse(a).stops_early))
 
 READOUT = "flower-readout.npy"  # where the ServerApp writes (run config ``out``)
 
@@ -78,6 +78,7 @@ def export(dataset: str, app: str, secagg: bool, pct: str, params: Mapping[str, 
     exp, data, test, seed = share_inputs(dataset, pct, params, data_dir, [(app, secagg)])
     cfg = app_config(runs_dir, dataset, app, pct, exp.budget_spec)
     continual = app in FEDCLIP_APPS
+    ip = ip_then_readout(app)  # FedIP: its final (g, b) beside the readout
     model = fit(Method.parse(app), cfg, seed, data, exp.settings, score=not continual)
     # the readout after the last context (FedCLIP: the stream's model; its contexts' in pipeline-contexts.npz)
     accuracy = float(pooled_counts(model.reservoir, test, model.readout, exp.settings.batch_size).accuracy[0])
@@ -90,7 +91,7 @@ def export(dataset: str, app: str, secagg: bool, pct: str, params: Mapping[str, 
     expected = {"dataset": dataset, "app": app, "secagg": secagg, "pct": pct, "seed": seed, "config": cfg,
                 "lambda": float(model.lam), "num-clients": n, "pipeline_test_accuracy": accuracy,
                 "pipeline_readout": "pipeline-readout.npy", "flower_readout": READOUT,
-                **({"pipeline_ip": "pipeline-ip.npz"} if app == "fedip" else {}),
+                **({"pipeline_ip": "pipeline-ip.npz"} if ip else {}),
                 **({"pipeline_contexts": "pipeline-contexts.npz"} if continual else {})}
     with atomic_path(final) as tmp:
         (tmp / "clients").mkdir(parents=True)
@@ -101,7 +102,7 @@ def export(dataset: str, app: str, secagg: bool, pct: str, params: Mapping[str, 
             "".join(node_config_line(i, n, final / "clients" / f"client-{i}.npz") + "\n" for i in range(n)))
         (tmp / "run-config.toml").write_text("\n".join(lines) + "\n")
         np.save(tmp / "pipeline-readout.npy", np.asarray(model.readout))
-        if app == "fedip":
+        if ip:
             np.savez(tmp / "pipeline-ip.npz", gain=model.reservoir.gain, bias=model.reservoir.bias)
         if continual:  # per context its (g, b) and readout, as the app's <out>.contexts.npz
             np.savez(tmp / "pipeline-contexts.npz", gain=np.asarray(model.context_gain),

@@ -47,11 +47,12 @@ def run_config(cfg: Mapping[str, Any], seeds: Mapping[str, int], data: Any, sett
     cs = settings.continual
     rc = flower.run_config(cfg, seeds, data, settings, cs.lam, app, secagg)
     rc.update(flower.ip_run_config(cfg, seeds, settings))
-    rc.update({"n-contexts": data.n_contexts, "strategy": Method.parse(app).strategy,
+    m = Method.parse(app)
+    rc.update({"n-contexts": data.n_contexts, "strategy": m.strategy,
                "budget": int(cfg.get("budget", 0)), "rounds": int(cfg.get("budget", 0)),  # joint: none
                "replay-fraction": float(cs.replay_fraction), "replay-batch": int(cs.replay_batch),
                "replay-shuffle": bool(cs.replay_shuffle), "replay-policy": str(cs.replay_policy)})
-    if rc["strategy"] == "joint":  # the validation users' nodes and the early stopping
+    if m.stops_early:  # joint: the validation users' nodes and the early stopping
         rc.update({"num-eval-clients": len(data.validation), "patience": cs.joint_patience,
                    "max-joint-rounds": cs.joint_max_rounds})  # None: no cap (the app's default)
     return rc
