@@ -15,9 +15,12 @@ import importlib
 import json
 import sys
 from collections import defaultdict
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from esnfed_core.method import Method
+from esnfed_core.methods import Sends, Traffic
 from esnfed_flower.common import BYTES_KEY, FRACTION_KEY
 from esnfed_flower.session import shared_ray, use_run
 
@@ -29,6 +32,13 @@ APPS.update({(f"fedclip-{s}", secagg): "secagg_fedclip" if secagg else "fedclip"
 APPS[("fedclip-joint", False)] = "fedclip_joint"  # joint: evaluation nodes, plain only
 
 
+@lru_cache(maxsize=None)
+def traffic(app: str) -> Traffic:
+    """What the method of ``app`` (an app is named by its method id) sends, as the pipeline models it
+    (esnfed_core.methods.Traffic): the phases its rounds are measured by."""
+    return Method.parse(app).traffic
+
+
 def phase(app: str, rnd: int, rounds: int) -> str:
     """What a round sends: FedIP's rounds 1..R update (g, b) ("ip"); the last round (every
     round of IncFed/FedAvg) is the readout's ("stats" or "readout"); FedCLIP's rounds run
@@ -37,13 +47,14 @@ def phase(app: str, rnd: int, rounds: int) -> str:
     Group 0 is the role query wherever it runs (joint; FedIP and FedCLIP under client sampling)."""
     if rnd == 0:
         return "role"
-    if app == "fedclip-joint":
+    t = traffic(app)
+    if t.readout_every_round:  # FedCLIP joint
         return ("ip", "stats", "eval")[(rnd - 1) % 3]
-    if app.startswith("fedclip"):
+    if t.per_context:  # FedCLIP
         return "ip" if (rnd - 1) % (rounds + 1) < rounds else "stats"
-    if app == "fedip" and rnd <= rounds:
+    if t.ip_rounds and rnd <= rounds:  # FedIP
         return "ip"
-    return "readout" if app == "fedavg" else "stats"
+    return "readout" if t.sends == Sends.readout else "stats"
 
 
 def summarise(records: list[dict[str, Any]], app: str, rounds: int, n_clients: int,
@@ -70,7 +81,7 @@ def summarise(records: list[dict[str, Any]], app: str, rounds: int, n_clients: i
     for (ph, stage), c in sorted(cells.items()):
         # FedCLIP joint: a phase reaches either the training or the evaluation nodes, not both.
         per = (len(c["pairs"]) if sampled else
-               (len(c["nodes"]) if app == "fedclip-joint" else n_clients) * len(c["rounds"]))
+               (len(c["nodes"]) if traffic(app).readout_every_round else n_clients) * len(c["rounds"]))
         rows.append({"phase": ph, "stage": stage, "rounds": len(c["rounds"]), "messages": c["msgs"],
                      "up_per_client_round": c["up"] / per, "down_per_client_round": c["down"] / per})
     ups = [t["up"] for t in totals.values()]
