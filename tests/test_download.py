@@ -17,7 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 from esnfed_cli.main import app
-from esnfed_core.data import hhar
+from esnfed_core.data import hhar, hhar_source
 from esnfed_core.data.hhar_synth import synthesize_hhar
 from esnfed_core.errors import DataError
 from esnfed_stages.data import download
@@ -106,7 +106,7 @@ def _part(cache: Path, url: str) -> Path:
 
 
 def _assert_unpacked(out: Path, payload: bytes, csvs: dict[str, bytes]) -> None:
-    folder = out / "HHAR" / hhar.FOLDER
+    folder = out / "HHAR" / hhar_source.FOLDER
     assert {p.name: p.read_bytes() for p in folder.glob("*.csv")} == csvs
     assert not list((out / "HHAR").glob("*.zip"))  # nested zips replaced by their content
     assert (out / "HHAR" / "Still exp").is_dir()
@@ -258,7 +258,7 @@ def test_no_unpack_keeps_the_zip_readable_in_place(tmp_path, hhar_zip):
     with Server(payload) as server:
         result = _fetch_cli(tmp_path / "raw", server.url, "--no-unpack")
     assert result.exit_code == 0, result.output + (result.stderr or "")
-    assert (tmp_path / "raw" / "HHAR" / hhar.OUTER_ZIP).read_bytes() == payload
+    assert (tmp_path / "raw" / "HHAR" / hhar_source.OUTER_ZIP).read_bytes() == payload
     (user, data, _), = hhar.preprocess_hhar(tmp_path / "raw", {})
     assert user == "a" and data.windows > 0
 

@@ -16,7 +16,8 @@ import pytest
 from typer.testing import CliRunner
 
 from esnfed_cli.main import app
-from esnfed_core.data.hhar import decimation_indices, kept_rows, preprocess_hhar, resolve_params
+from esnfed_core.data.hhar import preprocess_hhar, resolve_params
+from esnfed_core.data.hhar_join import decimation_indices, kept_rows
 from esnfed_core.data.processed import load_manifest
 from esnfed_core.errors import ConfigError
 from esnfed_stages.report import protocol_tables

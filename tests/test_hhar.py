@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from esnfed_core.data import hhar
+from esnfed_core.data import hhar, hhar_csv, hhar_join, hhar_source
 from esnfed_core.errors import ConfigError, DataError
 
 HEAD = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "hhar-head"
@@ -94,8 +94,8 @@ def _assert_matches_reference(results, ref):
 # ----------------------------------------------------------------------------------------------
 def test_real_rows_parse_with_their_quirks(tmp_path):
     root = _head_root(tmp_path)
-    source = hhar.locate_source(root)
-    chunks = list(hhar.iter_chunks(source, "Watch_accelerometer", chunk_rows=3000))
+    source = hhar_source.locate_source(root)
+    chunks = list(hhar_csv.iter_chunks(source, "Watch_accelerometer", chunk_rows=3000))
     assert [len(c) for c in chunks] == [3000, 3000, 3000, 1000]
     df = pd.concat(chunks)
     assert df["Creation_Time"].dtype == np.int64 and df["Arrival_Time"].dtype == np.int64
@@ -108,14 +108,14 @@ def test_real_rows_parse_with_their_quirks(tmp_path):
     assert (df["gt"] == "null").sum() == sum(r["gt"] == "null" for r in rows) > 0
     assert set(df["User"]) == {"a"} and set(df["Model"]) == {"gear"}
 
-    phones = hhar.read_streams(source, "Phones_accelerometer", ["nexus4"], chunk_rows=4000)
+    phones = hhar_csv.read_streams(source, "Phones_accelerometer", ["nexus4"], chunk_rows=4000)
     assert list(phones.streams) == [("a", "nexus4", "nexus4_1")]
     s = phones.streams[("a", "nexus4", "nexus4_1")]
     assert len(s) == phones.rows_read == 10_000
     first = pd.read_csv(HEAD / "Phones_accelerometer.csv", nrows=1)
     assert first["Creation_Time"].iloc[0] == 1424696631913248572  # 19 digits, no float rounding
     assert s.time[0] == 1424696633908 and s.values[0].tolist() == [-5.958191, 0.6880646, 8.135345]
-    watch = hhar.read_streams(source, "Watch_accelerometer", ["gear"])
+    watch = hhar_csv.read_streams(source, "Watch_accelerometer", ["gear"])
     assert (watch.streams[("a", "gear", "gear_1")].label == -1).sum() == 344
 
 
@@ -135,7 +135,7 @@ def test_real_rows_match_independent_pandas_pipeline(tmp_path):
     # nexus4 at 200 Hz keeps every other row; gear's 344 `null` rows are dropped before the join
     assert info["devices"]["nexus4"]["rows_decimated"] == info["devices"]["nexus4"]["rows_joined"] // 2
     assert info["devices"]["gear"]["rows_kept"] <= 10_000 - 344
-    watch = hhar.read_streams(hhar.locate_source(root), "Watch_accelerometer", ["gear"], drop_null=True)
+    watch = hhar_csv.read_streams(hhar_source.locate_source(root), "Watch_accelerometer", ["gear"], drop_null=True)
     assert len(watch.streams[("a", "gear", "gear_1")]) == watch.rows_kept == 10_000 - 344
 
 
@@ -221,15 +221,15 @@ def test_asof_nearest_by_hand_and_against_pandas():
     right = np.array([1, 7, 11, 22, 26, 38, 42, 50])
     # by hand: 0->1, 5->7 (2 < 4), 10->11, 15->11 (22 is 7 away), 20->22, 25->26, 30->26,
     # 35->38 (3), 40: 38 and 42 tie at 2 -> the earlier (38)
-    assert hhar.asof_nearest(left, right, 5).tolist() == [0, 1, 2, 2, 3, 4, 4, 5, 5]
-    assert hhar.asof_nearest(left, right, 1).tolist() == [0, -1, 2, -1, -1, 4, -1, -1, -1]
-    assert hhar.asof_nearest(left, np.array([], dtype=np.int64), 5).tolist() == [-1] * 9
+    assert hhar_join.asof_nearest(left, right, 5).tolist() == [0, 1, 2, 2, 3, 4, 4, 5, 5]
+    assert hhar_join.asof_nearest(left, right, 1).tolist() == [0, -1, 2, -1, -1, 4, -1, -1, -1]
+    assert hhar_join.asof_nearest(left, np.array([], dtype=np.int64), 5).tolist() == [-1] * 9
     # equal times (batched arrival) and random cases: the same choice as pandas.merge_asof
     rng = np.random.default_rng(0)
     for _ in range(20):
         a = np.sort(rng.integers(0, 200, 60))
         b = np.sort(rng.integers(0, 200, 50))
-        mine = hhar.asof_nearest(a, b, 5)
+        mine = hhar_join.asof_nearest(a, b, 5)
         ref = pd.merge_asof(pd.DataFrame({"t": a}), pd.DataFrame({"t": b, "j": np.arange(b.size)}),
                             on="t", direction="nearest", tolerance=5)["j"].fillna(-1).astype(int).to_numpy()
         np.testing.assert_array_equal(mine, ref)
@@ -239,24 +239,24 @@ def test_decimation_indices_by_hand():
     """PROTOCOL §1 as the authors' np.around(np.arange(0, len - 1, f / 100)): the positions k·f/100
     are kept while below len − 1, then rounded half to even."""
     # 200 Hz -> 100 Hz: positions 0, 2, 4, 6 (8 is not < 8): every other row, never the last one
-    assert hhar.decimation_indices(9, 200, 100).tolist() == [0, 2, 4, 6]
-    assert hhar.decimation_indices(10, 200, 100).tolist() == [0, 2, 4, 6, 8]
+    assert hhar_join.decimation_indices(9, 200, 100).tolist() == [0, 2, 4, 6]
+    assert hhar_join.decimation_indices(10, 200, 100).tolist() == [0, 2, 4, 6, 8]
     # 150 Hz: positions 0, 1.5, 3, 4.5, 6, 7.5 (9 is not < 9) -> half to even: 0, 2, 3, 4, 6, 8
-    assert hhar.decimation_indices(10, 150, 100).tolist() == [0, 2, 3, 4, 6, 8]
+    assert hhar_join.decimation_indices(10, 150, 100).tolist() == [0, 2, 3, 4, 6, 8]
     # Where bounding the rounded row instead would differ: len 9, positions 0 ... 7.5 (< 8); 7.5
     # rounds to 8 = len − 1, a row the authors keep (the old rule, row < len − 1, dropped it).
-    assert hhar.decimation_indices(9, 150, 100).tolist() == [0, 2, 3, 4, 6, 8]
-    assert hhar.decimation_indices(9, 150, 100).tolist() == np.around(np.arange(0, 8, 1.5)).astype(int).tolist()
+    assert hhar_join.decimation_indices(9, 150, 100).tolist() == [0, 2, 3, 4, 6, 8]
+    assert hhar_join.decimation_indices(9, 150, 100).tolist() == np.around(np.arange(0, 8, 1.5)).astype(int).tolist()
     # len 4: positions 0, 1.5 (3 is not < 3) -> 0, 2 (1.5 to even)
-    assert hhar.decimation_indices(4, 150, 100).tolist() == [0, 2]
-    assert hhar.decimation_indices(5, 100, 100).tolist() == [0, 1, 2, 3]
-    assert hhar.decimation_indices(2, 150, 100).tolist() == [0]
-    assert hhar.decimation_indices(1, 200, 100).size == 0
-    assert hhar.decimation_indices(0, 200, 100).size == 0
+    assert hhar_join.decimation_indices(4, 150, 100).tolist() == [0, 2]
+    assert hhar_join.decimation_indices(5, 100, 100).tolist() == [0, 1, 2, 3]
+    assert hhar_join.decimation_indices(2, 150, 100).tolist() == [0]
+    assert hhar_join.decimation_indices(1, 200, 100).size == 0
+    assert hhar_join.decimation_indices(0, 200, 100).size == 0
     for n in range(2, 400):  # the authors' expression, every length and device rate
         for rate in (100, 150, 200):
             want = np.around(np.arange(0, n - 1, rate / 100)).astype(int)
-            np.testing.assert_array_equal(hhar.decimation_indices(n, rate, 100), want)
+            np.testing.assert_array_equal(hhar_join.decimation_indices(n, rate, 100), want)
 
 
 def test_join_choose_decimate_normalise_window_by_hand(tmp_path):
@@ -272,10 +272,10 @@ def test_join_choose_decimate_normalise_window_by_hand(tmp_path):
     _write(folder, "Phones_accelerometer", acc[::-1] + acc2)
     _write(folder, "Phones_gyroscope", gyro[3:] + gyro[:3])
 
-    source = hhar.locate_source(tmp_path / "raw")
-    acc_s = hhar.read_streams(source, "Phones_accelerometer", ["nexus4"]).streams
-    gyr_s = hhar.read_streams(source, "Phones_gyroscope", ["nexus4"]).streams
-    j = hhar.join_copy(acc_s[("a", "nexus4", "nexus4_1")], gyr_s[("a", "nexus4", "nexus4_1")], 5)
+    source = hhar_source.locate_source(tmp_path / "raw")
+    acc_s = hhar_csv.read_streams(source, "Phones_accelerometer", ["nexus4"]).streams
+    gyr_s = hhar_csv.read_streams(source, "Phones_gyroscope", ["nexus4"]).streams
+    j = hhar_join.join_copy(acc_s[("a", "nexus4", "nexus4_1")], gyr_s[("a", "nexus4", "nexus4_1")], 5)
     # acc rows take gyro rows 0,1,2,2,3,4,4,5,5 (see the as-of test); gyro t=50 has no acc within 5
     # ms and is appended; gyro t=42 is 2 ms from acc t=40, so it is matched and not appended
     assert (j.time - 1000).tolist() == acc_t + [50]
@@ -285,11 +285,11 @@ def test_join_choose_decimate_normalise_window_by_hand(tmp_path):
     assert j.label.tolist() == [2, 2, 1, 1, -1, 1, 5, 5, 5, 2]
     # worst column: acc (1 of 10 missing) and gt (1 `null` of 10) -> 0.1
     assert j.nan_fraction() == pytest.approx(0.1)
-    j2 = hhar.join_copy(acc_s[("a", "nexus4", "nexus4_2")], hhar.Stream(np.zeros(0, np.int64), np.zeros((0, 3)),
+    j2 = hhar_join.join_copy(acc_s[("a", "nexus4", "nexus4_2")], hhar_csv.Stream(np.zeros(0, np.int64), np.zeros((0, 3)),
                                                                        np.zeros(0, np.int8)), 5)
     assert j2.nan_fraction() == 1.0
-    assert hhar.choose_copy({"nexus4_2": j2, "nexus4_1": j})[0] == "nexus4_1"
-    assert hhar.choose_copy({"nexus4_1": j2, "nexus4_2": j2})[0] == "nexus4_1"  # tie: copy 1
+    assert hhar_join.choose_copy({"nexus4_2": j2, "nexus4_1": j})[0] == "nexus4_1"
+    assert hhar_join.choose_copy({"nexus4_1": j2, "nexus4_2": j2})[0] == "nexus4_1"  # tie: copy 1
 
     # decimation at 200 Hz over 10 rows: rows 0, 2, 4, 6, 8; row 4 is `null` and dropped
     params = {"devices": ["nexus4"], "window": 2, "drop_null": "after_decimation"}
@@ -502,13 +502,13 @@ def test_constant_column(tmp_path):
 
 def test_corrupt_zip(tmp_path):
     (tmp_path / "HHAR").mkdir()
-    (tmp_path / "HHAR" / hhar.OUTER_ZIP).write_bytes(b"PK\x03\x04 this is not a zip")
+    (tmp_path / "HHAR" / hhar_source.OUTER_ZIP).write_bytes(b"PK\x03\x04 this is not a zip")
     assert "not a valid zip archive" in _error(tmp_path)
 
 
 def test_zip_without_the_inner_zip(tmp_path):
     (tmp_path / "HHAR").mkdir()
-    with zipfile.ZipFile(tmp_path / "HHAR" / hhar.OUTER_ZIP, "w") as z:
+    with zipfile.ZipFile(tmp_path / "HHAR" / hhar_source.OUTER_ZIP, "w") as z:
         z.writestr("Still exp.zip", b"")
     assert "member 'Activity recognition exp.zip' not found" in _error(tmp_path)
 

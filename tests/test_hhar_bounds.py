@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from esnfed_core.data import hhar
+from esnfed_core.data import hhar, hhar_csv, hhar_source
 from esnfed_core.errors import DataError
 
 HEADER = b"Index,Arrival_Time,Creation_Time,x,y,z,User,Model,Device,gt\n"
 ROW = b"0,1000,1000,1.0,2.0,3.0,a,nexus4,nexus4_1,stand\n"
-CSV = f"{hhar.FOLDER}/Phones_accelerometer.csv"
+CSV = f"{hhar_source.FOLDER}/Phones_accelerometer.csv"
 
 
 def _uci_zip(root: Path, pieces) -> Path:
@@ -30,9 +30,9 @@ def _uci_zip(root: Path, pieces) -> Path:
         for piece in pieces:
             f.write(piece)
     (root / "HHAR").mkdir(parents=True)
-    outer = root / "HHAR" / hhar.OUTER_ZIP
+    outer = root / "HHAR" / hhar_source.OUTER_ZIP
     with zipfile.ZipFile(outer, "w", zipfile.ZIP_STORED) as z:
-        z.write(inner, hhar.INNER_ZIP)
+        z.write(inner, hhar_source.INNER_ZIP)
     inner.unlink()
     return outer
 
@@ -66,7 +66,7 @@ def test_an_endless_field_in_the_uci_zip_fails_at_once_without_filling_memory(tm
                           timeout=300)
     assert done.returncode == 0, done.stderr[-800:]
     result = json.loads(done.stdout)
-    assert result["error"] == (f"{outer}:{hhar.INNER_ZIP}:{CSV}: line 3 is longer than {hhar.MAX_LINE} bytes "
+    assert result["error"] == (f"{outer}:{hhar_source.INNER_ZIP}:{CSV}: line 3 is longer than {hhar_csv.MAX_LINE} bytes "
                                "(HHAR lines have about 100): not an HHAR CSV, or a damaged one")
     assert result["grew"] < 48 * 2**20, result  # the parser never held the 200 MB field
 
@@ -90,7 +90,7 @@ def test_a_quoted_field_spanning_many_lines_is_not_joined_into_one_value(tmp_pat
     ("gt", b"walk" * 100, "unknown activity"),
 ])
 def test_bad_values_are_quoted_cut_short(tmp_path, column, value, what):
-    folder = tmp_path / "HHAR" / hhar.FOLDER
+    folder = tmp_path / "HHAR" / hhar_source.FOLDER
     folder.mkdir(parents=True)
     cells = ROW.rstrip(b"\n").split(b",")
     cells[HEADER.rstrip(b"\n").split(b",").index(column.encode())] = value
@@ -102,23 +102,23 @@ def test_bad_values_are_quoted_cut_short(tmp_path, column, value, what):
 
 
 def test_an_endless_header_is_refused(tmp_path):
-    folder = tmp_path / "HHAR" / hhar.FOLDER
+    folder = tmp_path / "HHAR" / hhar_source.FOLDER
     folder.mkdir(parents=True)
     (folder / "Phones_accelerometer.csv").write_bytes(HEADER.rstrip(b"\n") + b",pad" * 30_000 + b"\n" + ROW)
     msg = _error(tmp_path)
-    assert msg == f"{folder / 'Phones_accelerometer.csv'}: header line longer than {hhar.MAX_HEADER} bytes (not an HHAR CSV?)"
+    assert msg == f"{folder / 'Phones_accelerometer.csv'}: header line longer than {hhar_csv.MAX_HEADER} bytes (not an HHAR CSV?)"
 
 
 @pytest.mark.parametrize("read_size", [1, 7, 64, 4096])
 @pytest.mark.parametrize("lengths, bad_line", [
-    ([10, hhar.MAX_LINE, 3, hhar.MAX_LINE], None),  # at the bound: fine
-    ([10, hhar.MAX_LINE + 1, 3], 6),  # line numbers start at 5 here
-    ([hhar.MAX_LINE + 1], 5),
-    ([1, 2, 3, 4, 5 * hhar.MAX_LINE], 9),  # the last line, with no newline at the end
+    ([10, hhar_csv.MAX_LINE, 3, hhar_csv.MAX_LINE], None),  # at the bound: fine
+    ([10, hhar_csv.MAX_LINE + 1, 3], 6),  # line numbers start at 5 here
+    ([hhar_csv.MAX_LINE + 1], 5),
+    ([1, 2, 3, 4, 5 * hhar_csv.MAX_LINE], 9),  # the last line, with no newline at the end
 ])
 def test_the_line_bound_holds_across_read_boundaries(read_size, lengths, bad_line):
     text = b"\n".join(b"x" * n for n in lengths)
-    raw = hhar._LineBounded(io.BytesIO(text), "f.csv", first_line=5)
+    raw = hhar_csv._LineBounded(io.BytesIO(text), "f.csv", first_line=5)
     got = bytearray()
 
     def drain():
@@ -130,5 +130,5 @@ def test_the_line_bound_holds_across_read_boundaries(read_size, lengths, bad_lin
         drain()
         assert bytes(got) == text
     else:
-        with pytest.raises(DataError, match=rf"^f\.csv: line {bad_line} is longer than {hhar.MAX_LINE} bytes"):
+        with pytest.raises(DataError, match=rf"^f\.csv: line {bad_line} is longer than {hhar_csv.MAX_LINE} bytes"):
             drain()

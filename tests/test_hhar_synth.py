@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from esnfed_core.data import hhar
+from esnfed_core.data import hhar, hhar_source
 from esnfed_core.data.hhar_synth import HEADER, MODELS, USERS, synthesize_hhar
 from esnfed_core.readout import RidgeStats, solve
 
@@ -26,8 +26,8 @@ def synth(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def tables(synth) -> dict[str, pd.DataFrame]:
-    folder = synth / "HHAR" / hhar.FOLDER
-    return {n: pd.read_csv(folder / f"{n}.csv", keep_default_na=False) for n in hhar.FILE_NAMES}
+    folder = synth / "HHAR" / hhar_source.FOLDER
+    return {n: pd.read_csv(folder / f"{n}.csv", keep_default_na=False) for n in hhar_source.FILE_NAMES}
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +37,7 @@ def processed(synth) -> dict:
 
 def test_layout_header_users_models_copies(synth, tables):
     for name, df in tables.items():
-        path = synth / "HHAR" / hhar.FOLDER / f"{name}.csv"
+        path = synth / "HHAR" / hhar_source.FOLDER / f"{name}.csv"
         assert path.read_text().split("\n", 1)[0] + "\n" == HEADER
         assert sorted(df["User"].unique()) == list(USERS)
         kind = "phone" if name.startswith("Phones") else "watch"
@@ -139,8 +139,8 @@ def test_zip_gives_the_same_windows_as_csv(tmp_path):
     synthesize_hhar(tmp_path / "csv", seed=11, seconds_per_activity=2.5, gap_seconds=0.5, users=("a", "c"))
     zipped = synthesize_hhar(tmp_path / "zip", seed=11, seconds_per_activity=2.5, gap_seconds=0.5,
                              users=("a", "c"), layout="zip")
-    assert [p.name for p in zipped] == [hhar.OUTER_ZIP]
-    assert not (tmp_path / "zip" / "HHAR" / hhar.FOLDER).exists()
+    assert [p.name for p in zipped] == [hhar_source.OUTER_ZIP]
+    assert not (tmp_path / "zip" / "HHAR" / hhar_source.FOLDER).exists()
     from_csv = list(hhar.preprocess_hhar(tmp_path / "csv", {}))
     from_zip = list(hhar.preprocess_hhar(tmp_path / "zip", {}))
     assert [u for u, _, _ in from_zip] == ["a", "c"]
@@ -150,7 +150,7 @@ def test_zip_gives_the_same_windows_as_csv(tmp_path):
         np.testing.assert_array_equal(a.context, b.context)
         assert ia["devices"] == ib["devices"]
     assert from_zip[0][2]["sources"][0].endswith(
-        f"{hhar.OUTER_ZIP}:{hhar.INNER_ZIP}:{hhar.FOLDER}/Phones_accelerometer.csv")
+        f"{hhar_source.OUTER_ZIP}:{hhar_source.INNER_ZIP}:{hhar_source.FOLDER}/Phones_accelerometer.csv")
 
 
 def _features(data):

@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 import yaml
 
-from esnfed_core.data.hhar import FEATURE_NAMES, IJCNN32_NAMES, ijcnn32, preprocess_hhar, resolve_params
+from esnfed_core.data.hhar import preprocess_hhar, resolve_params
+from esnfed_core.data.hhar_windows import FEATURE_NAMES, IJCNN32_NAMES, ijcnn32
 from esnfed_core.data.processed import load_manifest
 from esnfed_core.data.wesad import preprocess_wesad
 from esnfed_core.errors import ConfigError

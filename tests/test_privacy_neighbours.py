@@ -1,5 +1,5 @@
 """User-level DP on neighbouring *raw* data sets: one user's raw recording removed before the
-pipeline's per-user z-scoring and windowing (esnfed_core.data.hhar.zscore, to_windows). The
+pipeline's per-user z-scoring and windowing (esnfed_core.data.hhar_windows.zscore, to_windows). The
 mechanisms' deterministic parts (the clipped sums of esnfed_core.privacy that the noise is added
 to) are computed on both; the released quantity moves by at most the sensitivity the noise is
 calibrated for: C = clip·√(N + N²) for IncFed's statistics, C_ip for a FedIP round."""
@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from esnfed_core.data.hhar import to_windows, zscore
+from esnfed_core.data.hhar_windows import to_windows, zscore
 from esnfed_core.federated import fedip
 from esnfed_core.ip_rule import IPConfig
 from esnfed_core.privacy import (
