@@ -12,12 +12,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from esnfed_core.data import py2pickle, safe_pickle, wesad_synth
+from esnfed_core.data import py2pickle, safe_pickle, wesad_signals
 from esnfed_core.errors import DataError
 
 
 def _real_format(protocol: int) -> bytes:
-    obj, _ = wesad_synth.generate_subject("S2", 7, 0.001)
+    obj, _ = wesad_signals.generate_subject("S2", 7, 0.001)
 
     def cut(o):  # a few rows of each array: same structure, dtypes and opcodes, small file
         if isinstance(o, dict):

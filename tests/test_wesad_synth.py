@@ -8,7 +8,7 @@ import pickle
 import numpy as np
 import pytest
 
-from esnfed_core.data import safe_pickle, wesad, wesad_synth
+from esnfed_core.data import safe_pickle, wesad, wesad_protocol, wesad_synth
 from esnfed_core.data.wesad import SUBJECTS
 
 SCALE = 0.02  # the params.yaml default
@@ -108,8 +108,8 @@ def test_protocol_orders_and_label_codes(subjects):
 def test_paper_scale_schedule_matches_the_real_durations():
     for s in SUBJECTS:
         rng = np.random.default_rng(0)
-        blocks, n = wesad_synth.schedule(s, rng, 1.0)
-        assert abs(n / 700 - wesad_synth.LENGTH_S[s]) < 1.0
+        blocks, n = wesad_protocol.schedule(s, rng, 1.0)
+        assert abs(n / 700 - wesad_protocol.LENGTH_S[s]) < 1.0
         seconds = {c: [(b.stop - b.start) / 700 for b in blocks if b.code == c] for c in range(1, 8)}
         assert 1140 <= seconds[1][0] <= 1198 and 615 <= seconds[2][0] <= 725 and 362 <= seconds[3][0] <= 382
         assert len(seconds[4]) == 2 and all(330 <= d <= 400 for d in seconds[4])
