@@ -287,7 +287,7 @@ def _numbered_stream(n: int) -> list:
 
 
 def _recorded_replay_batches(monkeypatch, shuffle: bool) -> list[list[list[int]]]:
-    import esnfed_core.continual as continual
+    import esnfed_core.continual_engine as continual_engine
 
     recorded = []
 
@@ -295,7 +295,7 @@ def _recorded_replay_batches(monkeypatch, shuffle: bool) -> list[list[list[int]]
         recorded.append([[int(v) for v in b[:, 0, 0]] for b in batches])
         return res
 
-    monkeypatch.setattr(continual, "ip_pass", record)
+    monkeypatch.setattr(continual_engine, "ip_pass", record)
     # 20 windows, fraction 0.5: the buffer holds all 10 windows of context 0 after it.
     run_named(RES, [_numbered_stream(10)], "replay", False, IPConfig(sigma=0.3, batch_size=4),
               budget=1, local_epochs=1, n_classes=2, seed=0, replay_fraction=0.5, replay_batch=2,

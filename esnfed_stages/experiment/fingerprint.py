@@ -18,6 +18,8 @@ from esnfed_stages._io import dumps_json
 # complete: every esnfed_core module a trial imports is here).
 TRIAL_MODULES = (
     "esnfed_core", "esnfed_core.accel", "esnfed_core.aggregate", "esnfed_core.continual",
+    "esnfed_core.continual_client", "esnfed_core.continual_engine", "esnfed_core.continual_federation",
+    "esnfed_core.continual_strategies", "esnfed_core.continual_types",  # split out of esnfed_core.continual
     "esnfed_core.continual_settings", "esnfed_core.data", "esnfed_core.data.processed",
     "esnfed_core.data.jsonfile", "esnfed_core.data.npz",  # readers of processed data (input audit)
     "esnfed_core.data.paths",  # what an input path is (their check before reading)
@@ -30,6 +32,12 @@ TRIAL_MODULES = (
     "esnfed_core.method", "esnfed_core.settings",  # split out of esnfed_core.trial
     "esnfed_core.methods",  # the method registry: what each algorithm does and how it is fitted
     "esnfed_core.sampling",  # federated.client_fraction: the clients of each FedIP/FedCLIP round
+)
+# The continual loop's modules (split out of esnfed_core.continual): continual methods only.
+CONTINUAL_MODULES = (
+    "esnfed_core.continual", "esnfed_core.continual_client", "esnfed_core.continual_engine",
+    "esnfed_core.continual_federation", "esnfed_core.continual_strategies", "esnfed_core.continual_types",
+    "esnfed_core.replay",
 )
 # What an accelerated trial (runner.device torch-cpu | cuda) runs besides (they import torch).
 ACCEL_MODULES = (
@@ -50,7 +58,7 @@ def trial_modules(method: Method, device: str = "cpu") -> tuple[str, ...]:
     if not method.heterogeneous:
         skip.update(("esnfed_core.heterogeneity", "esnfed_core.heterogeneous"))
     if not method.continual:
-        skip.update(("esnfed_core.continual", "esnfed_core.replay"))
+        skip.update(CONTINUAL_MODULES)
     if not method.uses_ip:
         skip.add("esnfed_core.plasticity")
     return tuple(m for m in TRIAL_MODULES if m not in skip) + method.family.modules
