@@ -11,7 +11,6 @@ import numpy as np
 
 from esnfed_core.data.processed import UserData, save_user
 from esnfed_core.trial import TrialData
-from esnfed_stages.params.load import load_params
 
 TRAIN = {"25": ["u0"], "50": ["u0", "u1"], "75": ["u0", "u1", "u2"], "100": ["u0", "u1", "u2", "u3"]}
 VALIDATION = ["v0", "v1"]
@@ -78,6 +77,10 @@ def trial_data(seed: int = 0, pct: str = "50", **kw) -> tuple[TrialData, dict[st
 def small_params(**runner) -> dict:
     """The project's params.yaml with a tiny default budget (fast tests) and in-process trials."""
     import copy
+
+    # imported here: the trial tests count the core modules a trial loads (test_select), and the
+    # schema behind load_params imports most of the core
+    from esnfed_stages.params.load import load_params
 
     params = load_params(Path(__file__).resolve().parents[1] / "params.yaml")
     params = copy.deepcopy(params)
