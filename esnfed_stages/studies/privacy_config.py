@@ -63,10 +63,14 @@ def choose(mode: str, dataset: str, methods: Sequence[str], exp: ExperimentParam
     settings = replace(exp.settings, device="cpu")  # the privacy stage's numpy path (fit_private)
     split = public_split(data)
     configs = {m: _best(dataset, Method.parse(m), pct, exp, split, settings) for m in methods}
-    reservoir = configs.get("incfed", configs[methods[0]])  # FedIP's readout is IncFed's release
+    # the statistics' clip is scored on the reservoir of the method without IP (IncFed: FedIP's
+    # readout is IncFed's release), the IP updates' bound on the method with it (FedIP)
+    plain = [m for m in methods if not Method.parse(m).uses_ip]
+    with_ip = [m for m in methods if Method.parse(m).uses_ip]
+    reservoir = configs[(plain or list(methods))[0]]
     scores = clip_scores(reservoir, split, settings, seeds, delta, epsilons, len(data.train))
     everyone = TrialData(data.validation, data.validation, data.n_classes, data.n_contexts)
-    updates = _ip_updates(configs["fedip"], everyone, settings, seeds) if "fedip" in configs else []
+    updates = _ip_updates(configs[with_ip[0]], everyone, settings, seeds) if with_ip else []
     return Configuration(configs, max(scores, key=lambda c: (scores[c], -c)) if scores else clip,
                          max(updates) if updates else ip_clip,
                          {"mode": PUBLIC, "clients": list(split.train), "scorers": list(split.validation),
